@@ -1,0 +1,1 @@
+"""Adapters from memories to outside systems: tiktoken, ONNX embeddings, Chroma, model providers."""
