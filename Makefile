@@ -12,6 +12,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+LINT_PATHS := memories integrations tests $(wildcard benchmarks examples)
 
 .PHONY: install install-dev demo test lint
 
@@ -30,6 +31,6 @@ test: install-dev
 	$(PYTHON) -m pytest
 
 lint:
-	$(PYTHON) -m ruff check memories integrations tests benchmarks examples
-	$(PYTHON) -m ruff format --check memories integrations tests benchmarks examples
+	$(PYTHON) -m ruff check $(LINT_PATHS)
+	$(PYTHON) -m ruff format --check $(LINT_PATHS)
 	$(PYTHON) -m mypy
