@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -33,7 +33,7 @@ from langchain_core.messages import BaseMessage
 from pydantic import ConfigDict, Field, field_validator
 
 from memories._langchain import LangChainBaseMemory
-from memories.errors import ConfigError
+from memories.errors import ConfigError, InvalidInputError
 from memories.history.base import ChatHistory
 from memories.history.langchain import LangChainHistory
 from memories.history.memory import InMemoryHistory
@@ -201,6 +201,24 @@ class ChatMemory(BaseMemory):
         await self.chat_memory.aappend(self._turn(inputs, outputs))
         await self._aafter_save()
 
+    def save_messages(self, messages: Sequence[BaseMessage], /) -> None:
+        """Append whole messages (an agent turn with its tool calls), then update derived state.
+
+        ``save_context`` stores one input and one output; an agent's turn is a
+        human message, AI messages with tool calls, tool results and the final
+        answer, and a window must be able to keep them together.
+
+        Raises:
+            InvalidInputError: an item is not a LangChain message (nothing is written).
+        """
+        self.chat_memory.append(_checked_messages(messages))
+        self._after_save()
+
+    async def asave_messages(self, messages: Sequence[BaseMessage], /) -> None:
+        """Async :meth:`save_messages`: the same work, awaited."""
+        await self.chat_memory.aappend(_checked_messages(messages))
+        await self._aafter_save()
+
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """``{memory_key: buffer}``: a string, or messages with ``return_messages=True``."""
         return {self.memory_key: self._format(self._select())}
@@ -248,3 +266,14 @@ class ChatMemory(BaseMemory):
     async def abuffer_as_messages(self) -> list[BaseMessage]:
         """Async :attr:`buffer_as_messages`."""
         return await self._aselect()
+
+
+def _checked_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    wrong = [m for m in messages if not isinstance(m, BaseMessage)]
+    if isinstance(messages, str | bytes) or wrong:
+        shown = messages if isinstance(messages, str | bytes) else wrong[0]
+        raise InvalidInputError(
+            f"save_messages takes a list of LangChain messages; got {shown!r:.80}. "
+            "Use save_context for plain input and output values."
+        )
+    return list(messages)

@@ -1,0 +1,219 @@
+"""Agent turns and memories: which messages a turn is, how a memory saves it, how it is shown.
+
+An agent's turn is a list of messages (the user's message, AI messages with
+tool calls, tool results, the final answer), not one input and one output.
+The create_agent middleware, the LangGraph nodes and the ``memories chat``
+command all save turns and show memories through the functions here, so the
+rules live in one place:
+
+- a turn is the last human message of a message list and everything after it
+  (the same "exchange" a window memory counts);
+- a chat memory (buffer, window, token buffer, summaries) stores the turn's
+  messages whole, tool calls included, so its window stays a valid chat
+  sequence; any other memory (vector, profile, a LangChain memory) gets
+  ``save_context`` with the user's text and the final answer's text;
+- what a memory shows splits into conversation messages (a chat log's
+  window) and text sections (a summary, recalled facts, a profile), so a
+  caller can put the first in the model's message list and the second in the
+  system message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from memories._langchain import LangChainBaseMemory
+from memories.base import ChatMemory
+from memories.combined import CombinedMemory, ReadOnlySharedMemory
+from memories.messages import format_buffer
+
+__all__ = [
+    "MemoryView",
+    "asave_exchange",
+    "aview_memory",
+    "last_exchange",
+    "save_exchange",
+    "view_memory",
+]
+
+
+def last_exchange(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The last human message and everything after it (all messages when there is none)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage):
+            return list(messages[index:])
+    return list(messages)
+
+
+def _input_and_answer(exchange: Sequence[BaseMessage]) -> tuple[BaseMessage, BaseMessage] | None:
+    """The user's message and the final answer of a turn, or None when it has neither."""
+    human = next((m for m in exchange if isinstance(m, HumanMessage)), None)
+    if human is None or len(exchange) < 2 or exchange[-1] is human:
+        return None
+    final = exchange[-1]
+    if not isinstance(final, AIMessage):
+        # A tool that returns directly ends the turn; its result is the answer.
+        final = AIMessage(content=final.content)
+    return human, final
+
+
+def _to_save(exchange: Sequence[BaseMessage], tool_messages: bool) -> list[BaseMessage] | None:
+    pair = _input_and_answer(exchange)
+    if pair is None:
+        return None
+    return list(exchange) if tool_messages else list(pair)
+
+
+def _save_context_args(
+    memory: LangChainBaseMemory, human: BaseMessage, final: BaseMessage
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    input_key = getattr(memory, "input_key", None) or "input"
+    output_key = getattr(memory, "output_key", None) or "output"
+    return {input_key: human.text}, {output_key: final.text}
+
+
+def save_exchange(
+    memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], *, tool_messages: bool = True
+) -> bool:
+    """Save one agent turn to a memory; return whether anything was saved.
+
+    A turn with no human message or no answer after it (an interrupted run) is
+    not saved.
+
+    Args:
+        memory: any of our memories, or any LangChain classic memory.
+        exchange: the turn's messages, from :func:`last_exchange`.
+        tool_messages: store AI tool calls and tool results in chat memories too;
+            False keeps only the user's message and the final answer.
+    """
+    messages = _to_save(exchange, tool_messages)
+    if messages is None:
+        return False
+    _save(memory, messages)
+    return True
+
+
+def _save(memory: LangChainBaseMemory, messages: list[BaseMessage]) -> None:
+    if isinstance(memory, ChatMemory):
+        memory.save_messages(messages)
+    elif isinstance(memory, CombinedMemory):
+        for member in memory.memories:
+            _save(member, messages)
+    else:
+        memory.save_context(*_save_context_args(memory, messages[0], messages[-1]))
+
+
+async def asave_exchange(
+    memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], *, tool_messages: bool = True
+) -> bool:
+    """Async :func:`save_exchange`: the same work, awaited."""
+    messages = _to_save(exchange, tool_messages)
+    if messages is None:
+        return False
+    await _asave(memory, messages)
+    return True
+
+
+async def _asave(memory: LangChainBaseMemory, messages: list[BaseMessage]) -> None:
+    if isinstance(memory, ChatMemory):
+        await memory.asave_messages(messages)
+    elif isinstance(memory, CombinedMemory):
+        for member in memory.memories:
+            await _asave(member, messages)
+    else:
+        await memory.asave_context(*_save_context_args(memory, messages[0], messages[-1]))
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    """What a memory shows, split into conversation messages and text sections."""
+
+    messages: tuple[BaseMessage, ...] = ()
+    """Conversation messages (a chat memory's window), oldest first; never system messages."""
+    sections: tuple[tuple[str, str], ...] = ()
+    """``(variable name, text)`` pairs: summaries, recalled facts, profiles, fixed values."""
+
+    def __add__(self, other: MemoryView) -> MemoryView:
+        return MemoryView(self.messages + other.messages, self.sections + other.sections)
+
+    def system_text(self, header: str = "") -> str:
+        """The sections as one block of text for a system message ('' when there are none)."""
+        parts = [f"{name}:\n{text}" for name, text in self.sections if text.strip()]
+        if not parts:
+            return ""
+        body = "\n\n".join(parts)
+        return f"{header}\n{body}" if header else body
+
+
+def _from_messages(name: str, messages: Sequence[BaseMessage]) -> MemoryView:
+    # A summary memory shows its summary as a leading system message; chat APIs
+    # take one system message, first, so system text goes to the sections.
+    system = "\n".join(m.text for m in messages if isinstance(m, SystemMessage))
+    rest = tuple(m for m in messages if not isinstance(m, SystemMessage))
+    return MemoryView(rest, ((name, system),) if system else ())
+
+
+def _from_variables(
+    variables: dict[str, Any], as_messages: bool, human_prefix: str, ai_prefix: str
+) -> MemoryView:
+    view = MemoryView()
+    for name, value in variables.items():
+        if isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value):
+            if as_messages:
+                view += _from_messages(name, value)
+            elif value:
+                view += MemoryView(
+                    sections=((name, format_buffer(value, human_prefix, ai_prefix)),)
+                )
+        elif value not in (None, "", [], {}):
+            view += MemoryView(sections=((name, value if isinstance(value, str) else str(value)),))
+    return view
+
+
+def _prefixes(memory: LangChainBaseMemory) -> tuple[str, str]:
+    return getattr(memory, "human_prefix", "Human"), getattr(memory, "ai_prefix", "AI")
+
+
+def _query_inputs(memory: LangChainBaseMemory, query: str) -> dict[str, Any]:
+    return {getattr(memory, "input_key", None) or "input": query}
+
+
+def view_memory(memory: LangChainBaseMemory, query: str, *, as_messages: bool) -> MemoryView:
+    """What ``memory`` shows for a turn whose user message is ``query``.
+
+    Args:
+        memory: any of our memories, or any LangChain classic memory.
+        query: the user's message (a vector memory searches with it).
+        as_messages: give a chat memory's window as messages; False renders it
+            as text in a section (``"Human: ...\\nAI: ..."``).
+    """
+    if isinstance(memory, ChatMemory) and as_messages:
+        return _from_messages(memory.memory_key, memory.buffer_as_messages)
+    if isinstance(memory, CombinedMemory):
+        view = MemoryView()
+        for member in memory.memories:
+            view += view_memory(member, query, as_messages=as_messages)
+        return view
+    if isinstance(memory, ReadOnlySharedMemory):
+        return view_memory(memory.memory, query, as_messages=as_messages)
+    variables = memory.load_memory_variables(_query_inputs(memory, query))
+    return _from_variables(variables, as_messages, *_prefixes(memory))
+
+
+async def aview_memory(memory: LangChainBaseMemory, query: str, *, as_messages: bool) -> MemoryView:
+    """Async :func:`view_memory`: the same work, awaited."""
+    if isinstance(memory, ChatMemory) and as_messages:
+        return _from_messages(memory.memory_key, await memory.abuffer_as_messages())
+    if isinstance(memory, CombinedMemory):
+        view = MemoryView()
+        for member in memory.memories:
+            view += await aview_memory(member, query, as_messages=as_messages)
+        return view
+    if isinstance(memory, ReadOnlySharedMemory):
+        return await aview_memory(memory.memory, query, as_messages=as_messages)
+    variables = await memory.aload_memory_variables(_query_inputs(memory, query))
+    return _from_variables(variables, as_messages, *_prefixes(memory))
