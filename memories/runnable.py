@@ -25,9 +25,15 @@ MemoryFactory = Callable[[str], LangChainBaseMemory]
 class _SessionMemories:
     """One memory per session id, made by the factory once and then reused."""
 
-    def __init__(self, memory: LangChainBaseMemory | MemoryFactory, session_key: str) -> None:
+    def __init__(
+        self,
+        memory: LangChainBaseMemory | MemoryFactory,
+        session_key: str,
+        owner: str = "This runnable",
+    ) -> None:
         self._memory = memory
         self._session_key = session_key
+        self._owner = owner
         self._by_session: dict[str, LangChainBaseMemory] = {}
         self._lock = threading.Lock()
 
@@ -37,7 +43,7 @@ class _SessionMemories:
         session_id = (config or {}).get("configurable", {}).get(self._session_key)
         if not isinstance(session_id, str) or not session_id:
             raise ConfigError(
-                f"This runnable makes one memory per session: call it with "
+                f"{self._owner} makes one memory per session: call it with "
                 f"config={{'configurable': {{'{self._session_key}': '<id>'}}}} "
                 f"(got {self._session_key}={session_id!r})."
             )

@@ -1,0 +1,188 @@
+"""Memories in LangChain 1.x agents: a ``create_agent`` middleware.
+
+::
+
+    from langchain.agents import create_agent
+    from integrations.agents import MemoryMiddleware
+    from memories import SQLiteHistory, TokenBufferMemory
+
+    memory = MemoryMiddleware(
+        lambda thread_id: TokenBufferMemory(
+            chat_memory=SQLiteHistory("chat.db", session_id=thread_id), max_token_limit=2000
+        )
+    )
+    agent = create_agent(model, tools, middleware=[memory], checkpointer=InMemorySaver())
+    agent.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "user-42"}})
+
+Before every model call the middleware shows the model what the memory
+holds; after the agent run it saves the run's turn (the user's message, tool
+calls and results, the final answer) to the memory. The memory is chosen by
+the run's ``thread_id``.
+
+Two ways to show the memory (``inject=``):
+
+- ``"messages"`` (default): the model's message list is *replaced* by the
+  memory's view (a window, a token budget, a summary) followed by this run's
+  messages. Use it with a checkpointer: the checkpoint keeps every message of
+  the thread, and the model still sees only the trimmed or summarised view,
+  never the thread twice. Without a checkpointer it works the same.
+- ``"system"``: the model's message list is left alone and what the memory
+  shows is added to the system message as text. Use it for memories that are
+  not the conversation itself (vector recall, a profile, a summary), or
+  without a checkpointer when you want the past as text.
+
+In both modes, text a memory shows (a summary, recalled facts, a profile)
+goes into the system message under ``header``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.messages import SystemMessage
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from memories._langchain import LangChainBaseMemory
+from memories.errors import ConfigError
+from memories.exchange import (
+    MemoryView,
+    asave_exchange,
+    aview_memory,
+    last_exchange,
+    save_exchange,
+    view_memory,
+)
+from memories.runnable import MemoryFactory, _SessionMemories
+
+__all__ = ["DEFAULT_HEADER", "Inject", "MemoryMiddleware"]
+
+Inject = Literal["messages", "system"]
+
+DEFAULT_HEADER = "## Memory\nWhat you remember from earlier conversations with this user."
+
+
+class MemoryMiddleware(AgentMiddleware):
+    """Shows a memory to the model before each call and saves each agent run to it.
+
+    Args:
+        memory: one memory for every thread, or a factory ``thread_id -> memory``
+            called once per thread (the id comes from the run config's
+            ``configurable.thread_id``, the checkpointer's thread).
+        inject: ``"messages"`` replaces the model's message list with the
+            memory's view plus this run's messages; ``"system"`` adds the
+            memory to the system message as text (see the module docstring).
+        tool_messages: save the run's tool calls and results with it, so a
+            chat memory's window holds whole, valid tool-calling turns; False
+            saves only the user's message and the final answer.
+        header: the line above the memory's text in the system message.
+        name: the middleware's name in the agent graph (two memory middlewares
+            in one agent need different names).
+    """
+
+    def __init__(
+        self,
+        memory: LangChainBaseMemory | MemoryFactory,
+        /,
+        *,
+        inject: Inject = "messages",
+        tool_messages: bool = True,
+        header: str = DEFAULT_HEADER,
+        name: str = "MemoryMiddleware",
+    ) -> None:
+        if inject not in ("messages", "system"):
+            raise ConfigError(f"inject must be 'messages' or 'system', got {inject!r}.")
+        if not isinstance(memory, LangChainBaseMemory) and not callable(memory):
+            raise ConfigError(
+                f"MemoryMiddleware takes a memory or a function thread_id -> memory; "
+                f"got {memory!r:.80}."
+            )
+        super().__init__()
+        self.memory = memory
+        self.inject: Inject = inject
+        self.tool_messages = tool_messages
+        self.header = header
+        self._name = name
+        self._memories = _SessionMemories(memory, "thread_id", owner="MemoryMiddleware")
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def memory_for(self, thread_id: str) -> LangChainBaseMemory:
+        """The memory of one thread (for inspecting it outside a run)."""
+        return self._memories.get({"configurable": {"thread_id": thread_id}})
+
+    def _current_memory(self) -> LangChainBaseMemory:
+        return self._memories.get(get_config())
+
+    # -- before each model call -------------------------------------------------
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> Any:
+        view = view_memory(
+            self._current_memory(), _query(request.messages), as_messages=self._as_messages
+        )
+        return handler(self._shown(request, view))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> Any:
+        view = await aview_memory(
+            self._current_memory(), _query(request.messages), as_messages=self._as_messages
+        )
+        return await handler(self._shown(request, view))
+
+    @property
+    def _as_messages(self) -> bool:
+        return self.inject == "messages"
+
+    def _shown(self, request: ModelRequest[Any], view: MemoryView) -> ModelRequest[Any]:
+        """The request with the memory in it (pure: the same for sync and async)."""
+        overrides: dict[str, Any] = {}
+        text = view.system_text(self.header)
+        if text:
+            overrides["system_message"] = _extend_system(request.system_message, text)
+        if self.inject == "messages":
+            overrides["messages"] = [*view.messages, *last_exchange(request.messages)]
+        return request.override(**overrides) if overrides else request
+
+    # -- after the run ----------------------------------------------------------
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        exchange = last_exchange(state["messages"])
+        save_exchange(self._current_memory(), exchange, tool_messages=self.tool_messages)
+        return None
+
+    async def aafter_agent(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        exchange = last_exchange(state["messages"])
+        await asave_exchange(self._current_memory(), exchange, tool_messages=self.tool_messages)
+        return None
+
+    def __repr__(self) -> str:
+        return f"MemoryMiddleware({self.memory!r:.80}, inject={self.inject!r})"
+
+
+def _query(messages: list[Any]) -> str:
+    exchange = last_exchange(messages)
+    return exchange[0].text if exchange else ""
+
+
+def _extend_system(system: SystemMessage | None, text: str) -> SystemMessage:
+    if system is None:
+        return SystemMessage(text)
+    content: Any = system.content
+    if isinstance(content, str):
+        content = f"{content}\n\n{text}" if content else text
+    else:
+        content = [*content, {"type": "text", "text": text}]
+    return system.model_copy(update={"content": content})

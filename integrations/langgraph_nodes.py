@@ -1,0 +1,141 @@
+"""Memories in a LangGraph graph: a node that loads a memory into state, one that saves a turn.
+
+::
+
+    from langgraph.graph import START, END, StateGraph
+    from integrations.langgraph_nodes import MemoryNodes, MemoryState
+
+    nodes = MemoryNodes(lambda thread_id: WindowMemory(
+        k=5, chat_memory=SQLiteHistory("chat.db", session_id=thread_id)))
+
+    def chatbot(state: MemoryState) -> dict:
+        return {"messages": [model.invoke(nodes.prompt(state, system="Be brief."))]}
+
+    graph = StateGraph(MemoryState)
+    graph.add_node("load_memory", nodes.load)
+    graph.add_node("chatbot", chatbot)
+    graph.add_node("save_memory", nodes.save)
+    graph.add_edge(START, "load_memory")
+    graph.add_edge("load_memory", "chatbot")
+    graph.add_edge("chatbot", "save_memory")
+    graph.add_edge("save_memory", END)
+
+The load node reads the last human message of ``state["messages"]`` (the
+turn in progress), asks the memory what it shows for it and writes that into
+two state keys: ``memory_messages`` (a chat memory's window) and
+``memory_text`` (summaries, recalled facts, a profile). The save node stores
+the turn (the last human message and everything after it) in the memory. The
+memory is chosen by ``configurable.thread_id``, as a checkpointer's thread.
+Both nodes run sync and async.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph.message import add_messages
+
+from memories._langchain import LangChainBaseMemory
+from memories.exchange import (
+    MemoryView,
+    asave_exchange,
+    aview_memory,
+    last_exchange,
+    save_exchange,
+    view_memory,
+)
+from memories.runnable import MemoryFactory, _SessionMemories
+
+__all__ = ["MemoryNodes", "MemoryState"]
+
+
+class MemoryState(TypedDict, total=False):
+    """Graph state with the keys the memory nodes read and write."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    """The thread's messages (a checkpointer keeps all of them)."""
+    memory_messages: list[AnyMessage]
+    """The memory's conversation view for the turn in progress, replaced by each load."""
+    memory_text: str
+    """The memory's text sections (summary, recalled facts, profile), replaced by each load."""
+
+
+class MemoryNodes:
+    """A load node and a save node over one memory per thread.
+
+    Args:
+        memory: one memory for every thread, or a factory ``thread_id -> memory``.
+        as_messages: give a chat memory's window as messages in
+            ``memory_messages``; False renders it into ``memory_text``.
+        tool_messages: save the turn's tool calls and results too.
+        messages_key: the state key that holds the thread's messages.
+        header: the line above the memory's text in ``memory_text``.
+    """
+
+    def __init__(
+        self,
+        memory: LangChainBaseMemory | MemoryFactory,
+        /,
+        *,
+        as_messages: bool = True,
+        tool_messages: bool = True,
+        messages_key: str = "messages",
+        header: str = "",
+    ) -> None:
+        self.as_messages = as_messages
+        self.tool_messages = tool_messages
+        self.messages_key = messages_key
+        self.header = header
+        self._memories = _SessionMemories(memory, "thread_id", owner="MemoryNodes")
+        self.load = RunnableLambda(self._load, afunc=self._aload, name="load_memory")
+        """The node that writes ``memory_messages`` and ``memory_text``."""
+        self.save = RunnableLambda(self._save, afunc=self._asave, name="save_memory")
+        """The node that saves the turn in progress to the memory."""
+
+    def memory_for(self, thread_id: str) -> LangChainBaseMemory:
+        """The memory of one thread."""
+        return self._memories.get({"configurable": {"thread_id": thread_id}})
+
+    def _messages(self, state: dict[str, Any]) -> list[BaseMessage]:
+        return list(state.get(self.messages_key) or [])
+
+    def _update(self, view: MemoryView) -> dict[str, Any]:
+        return {
+            "memory_messages": list(view.messages),
+            "memory_text": view.system_text(self.header),
+        }
+
+    def _query(self, state: dict[str, Any]) -> str:
+        exchange = last_exchange(self._messages(state))
+        return exchange[0].text if exchange else ""
+
+    def _load(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        memory = self._memories.get(config)
+        return self._update(view_memory(memory, self._query(state), as_messages=self.as_messages))
+
+    async def _aload(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        memory = self._memories.get(config)
+        view = await aview_memory(memory, self._query(state), as_messages=self.as_messages)
+        return self._update(view)
+
+    def _save(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        exchange = last_exchange(self._messages(state))
+        save_exchange(self._memories.get(config), exchange, tool_messages=self.tool_messages)
+        return {}
+
+    async def _asave(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        exchange = last_exchange(self._messages(state))
+        await asave_exchange(self._memories.get(config), exchange, tool_messages=self.tool_messages)
+        return {}
+
+    def prompt(self, state: dict[str, Any], *, system: str = "") -> list[BaseMessage]:
+        """The model's messages: system text with the memory's text, its window, the turn.
+
+        The thread's older messages in ``state`` are left out: the memory's
+        view replaces them, so a checkpointed thread is not shown twice.
+        """
+        text = "\n\n".join(t for t in (system, state.get("memory_text", "")) if t)
+        head: list[BaseMessage] = [SystemMessage(text)] if text else []
+        return [*head, *state.get("memory_messages", []), *last_exchange(self._messages(state))]
