@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,9 @@ __all__ = [
     "create_history",
     "create_memory",
     "load_config",
+    "memory_factory",
     "register_memory",
+    "with_session",
 ]
 
 #: type name -> (module, class, pip command for a missing optional dependency)
@@ -120,6 +122,46 @@ def create_memory(config: Mapping[str, Any] | str | Path) -> Any:
         return cls(**options)
     except ValidationError as exc:
         raise ConfigError(f"Bad options for memory type {type_name!r}: {exc}") from exc
+
+
+def with_session(config: Mapping[str, Any] | str | Path, session_id: str) -> dict[str, Any]:
+    """The same config with every history in it (nested memories too) on ``session_id``.
+
+    A config describes where a memory keeps its data; the session is often
+    known only at run time (a user, a thread). This makes one config serve
+    every session.
+
+    Raises:
+        ConfigError: ``session_id`` is empty or not a string.
+    """
+    if not isinstance(session_id, str) or not session_id:
+        raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
+    return _on_session(load_config(config), session_id)
+
+
+def _on_session(options: dict[str, Any], session_id: str) -> dict[str, Any]:
+    options = dict(options)
+    for key in ("history", "chat_memory"):
+        if isinstance(options.get(key), Mapping):
+            options[key] = {**options[key], "session_id": session_id}
+    nested = _NESTED_MEMORIES.get(options.get("type", ""))
+    if nested is not None and nested in options:
+        value = options[nested]
+        members = value if isinstance(value, list) else [value]
+        updated = [_on_session(load_config(v), session_id) for v in members]
+        options[nested] = updated if isinstance(value, list) else updated[0]
+    return options
+
+
+def memory_factory(config: Mapping[str, Any] | str | Path) -> Callable[[str], Any]:
+    """A function ``session_id -> memory`` built from one config, for ``with_memory``
+    and ``MemoryMiddleware``: each session gets the config's memory on its own session.
+
+    The config is read and checked once, here, so a bad config fails at start-up.
+    """
+    options = load_config(config)
+    create_memory(with_session(options, "config-check"))
+    return lambda session_id: create_memory(with_session(options, session_id))
 
 
 def create_history(config: Mapping[str, Any]) -> Any:
