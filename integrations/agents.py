@@ -48,6 +48,7 @@ from langgraph.runtime import Runtime
 from memories._langchain import LangChainBaseMemory
 from memories.errors import ConfigError
 from memories.exchange import (
+    DEFAULT_HEADER,
     MemoryView,
     asave_exchange,
     aview_memory,
@@ -60,8 +61,6 @@ from memories.runnable import MemoryFactory, _SessionMemories
 __all__ = ["DEFAULT_HEADER", "Inject", "MemoryMiddleware"]
 
 Inject = Literal["messages", "system"]
-
-DEFAULT_HEADER = "## Memory\nWhat you remember from earlier conversations with this user."
 
 
 class MemoryMiddleware(AgentMiddleware):

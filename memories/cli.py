@@ -1,41 +1,185 @@
-"""The ``memories`` command."""
+"""The ``memories`` command: the demo, and chat / inspect / export / import / clear on a config.
+
+Exit status: 0 on success, 1 when ``clear`` is not confirmed, 2 on a bad
+config or bad input (the message goes to stderr).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from memories.errors import MemoriesError
 
-__all__ = ["main"]
+__all__ = ["LLM_ENV", "main"]
+
+#: The environment variable that names a model when ``--llm`` is not given.
+LLM_ENV = "MEMORIES_LLM"
+
+
+def _model(spec: str | None) -> tuple[Any, str]:
+    """The model ``--llm`` or ``$MEMORIES_LLM`` names, and where replies come from."""
+    spec = spec or os.environ.get(LLM_ENV) or None
+    if spec is None:
+        return None, f"scripted (no --llm or ${LLM_ENV}: offline, no LLM)"
+    from integrations.models import resolve_llm
+
+    return resolve_llm(spec), f"from {spec}"
 
 
 def _demo(args: argparse.Namespace) -> int:
     from memories.demo import format_results, run_demo
 
-    llm = None
-    if args.llm:
-        from integrations.models import resolve_llm
-
-        llm = resolve_llm(args.llm)
+    llm, source = _model(args.llm)
     results = run_demo(Path(args.db) if args.db else None, llm=llm)
     print("memories demo: one scripted 10-turn conversation through ConversationChain,")
-    source = f"from {args.llm}" if llm else "scripted (no LLM)"
     print(f"once per memory type; replies are {source}.")
     print()
     print(format_results(results))
     return 0
 
 
+def _chat(args: argparse.Namespace) -> int:
+    from integrations.models import ScriptedChatModel
+    from memories.commands import chat, open_memory
+
+    memory = open_memory(args.config, args.session)
+    model, source = _model(args.llm)
+    if model is None:
+        model = ScriptedChatModel()
+        source = f"an offline echo model (no --llm or ${LLM_ENV} given)"
+    print(f"memories chat: {type(memory).__name__}, replies {source}.", file=sys.stderr)
+    print("Type a message per line; /memory shows the memory, /quit ends.", file=sys.stderr)
+    prompt = "you> " if sys.stdin.isatty() else ""
+    chat(memory, model, sys.stdin, sys.stdout, system=args.system, prompt=prompt)
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from memories.commands import inspect, open_memory
+
+    inspect(
+        open_memory(args.config, args.session), sys.stdout, last=None if args.all else args.last
+    )
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from memories.commands import export_jsonl, histories_of, open_memory
+
+    histories = histories_of(open_memory(args.config, args.session), "export")
+    if args.output in (None, "-"):
+        count = export_jsonl(histories, sys.stdout)
+    else:
+        with open(args.output, "w", encoding="utf-8") as out:
+            count = export_jsonl(histories, out)
+    print(f"memories export: {count} messages", file=sys.stderr)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from memories.commands import histories_of, import_jsonl, open_memory, read_jsonl
+    from memories.config import load_config
+
+    options = load_config(args.config)
+    histories_of(open_memory(options, args.session), "import")  # a bad config fails before reading
+    if args.file == "-":
+        lines = read_jsonl(sys.stdin, source="<stdin>", session=args.session)
+    else:
+        path = Path(args.file)
+        if not path.is_file():
+            raise MemoriesError(f"Import file {args.file!r} does not exist.")
+        with path.open(encoding="utf-8") as handle:
+            lines = read_jsonl(handle, source=args.file, session=args.session)
+    count = import_jsonl(
+        lines,
+        lambda session: histories_of(open_memory(options, session), "import"),
+        batch_size=args.batch_size,
+        progress=args.progress,
+    )
+    sessions = len({line.session_id for line in lines})
+    print(f"memories import: {count} messages into {sessions} session(s)", file=sys.stderr)
+    return 0
+
+
+def _clear(args: argparse.Namespace) -> int:
+    from memories.commands import clear, open_memory
+
+    memory = open_memory(args.config, args.session)
+    session = args.session or _config_session(memory)
+    if not args.yes:
+        print(f"Erase everything the memory holds for session {session!r}? [y/N] ", end="")
+        sys.stdout.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            print("memories clear: nothing erased.", file=sys.stderr)
+            return 1
+    held = clear(memory)
+    print(f"memories clear: erased session {session!r} ({held} messages).", file=sys.stderr)
+    return 0
+
+
+def _config_session(memory: Any) -> str:
+    from memories.commands import chat_memories
+
+    sessions = {m.chat_memory.session_id for m in chat_memories(memory)}
+    return ", ".join(sorted(sessions)) or "(none)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memories", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+
     demo = commands.add_parser("demo", help="run the scripted conversation with each memory type")
     demo.add_argument("--db", help="SQLite file for the histories (default: a temporary file)")
-    demo.add_argument("--llm", help="a real model, e.g. openai:gpt-4o-mini (default: scripted)")
+    demo.add_argument(
+        "--llm", help=f"a real model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else scripted)"
+    )
     demo.set_defaults(run=_demo)
+
+    def configured(name: str, help: str) -> argparse.ArgumentParser:
+        command = commands.add_parser(name, help=help)
+        command.add_argument(
+            "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+        )
+        command.add_argument(
+            "--session", help="the session to use (default: the config's history session_id)"
+        )
+        return command
+
+    chat = configured("chat", "chat with a configured memory, one line per message")
+    chat.add_argument(
+        "--llm", help=f"model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else echo)"
+    )
+    chat.add_argument("--system", default="", help="a system prompt")
+    chat.set_defaults(run=_chat)
+
+    inspect = configured("inspect", "show a session's messages, memory state and what it injects")
+    inspect.add_argument("--last", type=int, default=20, help="messages to show (default 20)")
+    inspect.add_argument("--all", action="store_true", help="show every message")
+    inspect.set_defaults(run=_inspect)
+
+    export = configured("export", "write a session's messages as JSON Lines")
+    export.add_argument("-o", "--output", help="output file (default: stdout)")
+    export.set_defaults(run=_export)
+
+    import_ = configured("import", "append messages from a JSON Lines export")
+    import_.add_argument("file", help="the export file, or - for stdin")
+    import_.add_argument("--batch-size", type=int, default=500, help="messages per transaction")
+    import_.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: on a terminal)",
+    )
+    import_.set_defaults(run=_import)
+
+    clear = configured("clear", "erase a session: its messages and the memory's state")
+    clear.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    clear.set_defaults(run=_clear)
     return parser
 
 
@@ -47,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoriesError as exc:
         print(f"memories: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

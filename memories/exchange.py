@@ -32,6 +32,7 @@ from memories.combined import CombinedMemory, ReadOnlySharedMemory
 from memories.messages import format_buffer
 
 __all__ = [
+    "DEFAULT_HEADER",
     "MemoryView",
     "asave_exchange",
     "aview_memory",
@@ -39,6 +40,9 @@ __all__ = [
     "save_exchange",
     "view_memory",
 ]
+
+#: The line above a memory's text in a system message.
+DEFAULT_HEADER = "## Memory\nWhat you remember from earlier conversations with this user."
 
 
 def last_exchange(messages: Sequence[BaseMessage]) -> list[BaseMessage]:

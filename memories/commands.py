@@ -1,0 +1,339 @@
+"""What the ``memories`` subcommands do, apart from argument parsing.
+
+Each command works on a memory built from a config file. A config names the
+memory's history (``history: {type: sqlite, path: chat.db, session_id: u1}``);
+``--session`` moves every history of the config to another session, so one
+config serves every user.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    message_to_dict,
+    messages_from_dict,
+)
+
+from memories._langchain import LangChainBaseMemory
+from memories.base import ChatMemory
+from memories.combined import CombinedMemory, ReadOnlySharedMemory
+from memories.config import create_memory, load_config, with_session
+from memories.errors import ConfigError, InvalidInputError, LLMError
+from memories.exchange import DEFAULT_HEADER, save_exchange, view_memory
+from memories.history.base import ChatHistory
+from memories.history.memory import InMemoryHistory
+from memories.messages import message_text
+from memories.tokens import TiktokenCounter
+
+__all__ = [
+    "ExportLine",
+    "chat",
+    "chat_memories",
+    "clear",
+    "export_jsonl",
+    "histories_of",
+    "import_jsonl",
+    "inspect",
+    "open_memory",
+    "read_jsonl",
+]
+
+#: Messages appended per transaction by ``import``.
+DEFAULT_BATCH_SIZE = 500
+
+
+def open_memory(config: str | Path | dict[str, Any], session: str | None = None) -> Any:
+    """The memory a config describes, on ``session`` when given."""
+    options = load_config(config)
+    return create_memory(with_session(options, session) if session else options)
+
+
+def chat_memories(memory: LangChainBaseMemory) -> list[ChatMemory]:
+    """The chat memories in ``memory``: itself, or the members of a combined memory."""
+    if isinstance(memory, ChatMemory):
+        return [memory]
+    if isinstance(memory, CombinedMemory):
+        return [m for member in memory.memories for m in chat_memories(member)]
+    if isinstance(memory, ReadOnlySharedMemory):
+        return chat_memories(memory.memory)
+    return []
+
+
+def _distinct_histories(memory: LangChainBaseMemory) -> list[ChatHistory]:
+    found: dict[int, ChatHistory] = {}
+    keys: set[str] = set()
+    for member in chat_memories(memory):
+        history = member.chat_memory
+        try:
+            key = json.dumps(history.to_config(), sort_keys=True)
+        except NotImplementedError:
+            key = str(id(history))
+        if key not in keys:
+            keys.add(key)
+            found[id(history)] = history
+    return list(found.values())
+
+
+def histories_of(memory: LangChainBaseMemory, command: str) -> list[ChatHistory]:
+    """The distinct persistent histories of a memory's chat memories.
+
+    Raises:
+        ConfigError: the memory keeps no messages, or keeps them only in this
+            process (then a command run on its own would see nothing).
+    """
+    histories = _distinct_histories(memory)
+    if not histories:
+        raise ConfigError(
+            f"`memories {command}` works on message histories, and a {type(memory).__name__} "
+            "keeps none. Use a config whose memory has a `history`."
+        )
+    if any(isinstance(h, InMemoryHistory) for h in histories):
+        raise ConfigError(
+            f"`memories {command}` needs a history that outlives the process; this config's "
+            "history is in memory. Add e.g. `history: {type: sqlite, path: chat.db}`."
+        )
+    return histories
+
+
+# -- chat ---------------------------------------------------------------------
+
+
+def _prompt(memory: LangChainBaseMemory, text: str, system: str) -> list[BaseMessage]:
+    """The model's messages for a user line: system text with the memory's, its window, the line."""
+    view = view_memory(memory, text, as_messages=True)
+    system_text = "\n\n".join(t for t in (system, view.system_text(DEFAULT_HEADER)) if t)
+    head: list[BaseMessage] = [SystemMessage(system_text)] if system_text else []
+    return [*head, *view.messages, HumanMessage(text)]
+
+
+def chat(
+    memory: LangChainBaseMemory,
+    model: BaseLanguageModel,
+    lines: Iterable[str],
+    out: TextIO,
+    *,
+    system: str = "",
+    prompt: str = "",
+) -> int:
+    """Chat line by line: each line is a user message; replies go to ``out``.
+
+    ``/memory`` shows what the memory would add to the next prompt; ``/quit``
+    (or the end of the input) ends the chat. Returns the number of turns.
+
+    Raises:
+        LLMError: the model call failed.
+    """
+    turns = 0
+    out.write(prompt)
+    out.flush()
+    for line in lines:
+        text = line.strip()
+        if text in ("/quit", "/exit"):
+            break
+        if text == "/memory":
+            messages = _prompt(memory, "", system)
+            out.write(_format_messages(messages[:-1]) or "(the memory is empty)\n")
+        elif text:
+            messages = _prompt(memory, text, system)
+            try:
+                reply = model.invoke(messages)
+            except Exception as exc:  # a provider's errors have no common base class
+                raise LLMError(f"The model failed: {type(exc).__name__}: {exc}") from exc
+            answer = reply if isinstance(reply, AIMessage) else AIMessage(str(reply))
+            save_exchange(memory, [messages[-1], answer])
+            out.write(f"assistant> {answer.text}\n")
+            turns += 1
+        out.write(prompt)
+        out.flush()
+    return turns
+
+
+# -- inspect ------------------------------------------------------------------
+
+
+def _describe(message: BaseMessage, width: int = 100) -> str:
+    role = message.type
+    if isinstance(message, ToolMessage) and message.name:
+        role = f"tool[{message.name}]"
+    text = message_text(message).replace("\n", " | ")
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return f"{role}: {text}"
+
+
+def _format_messages(messages: Iterable[BaseMessage]) -> str:
+    return "".join(f"  {_describe(m)}\n" for m in messages)
+
+
+def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) -> None:
+    """Print a memory's config, its sessions' messages, its derived state and what it shows."""
+    try:
+        config: Any = memory.to_config() if hasattr(memory, "to_config") else None
+    except ConfigError:
+        config = None
+    out.write(f"memory: {type(memory).__name__}  config: {json.dumps(config, default=str)}\n")
+    for history in histories_of(memory, "inspect") if chat_memories(memory) else []:
+        entries = history.entries(last=last)
+        total = _count(history) if last is not None else len(entries)
+        out.write(f"\nsession {history.session_id!r} in {history!r}: {total} messages")
+        out.write(f" (last {len(entries)} shown)\n" if len(entries) < total else "\n")
+        for entry in entries:
+            out.write(f"  #{entry.seq} {_describe(entry.message)}\n")
+    # The view first: showing it brings each memory's derived state up to date.
+    shown_messages = _prompt(memory, "", "")[:-1]
+    for member in chat_memories(memory):
+        state = member.chat_memory.load_state(member.state_key)
+        if state is not None:
+            text = json.dumps(state, ensure_ascii=False, default=str)
+            shown = text if len(text) <= 400 else text[:399] + "…"
+            out.write(f"\nstate of {type(member).__name__} ({member.state_key}): {shown}\n")
+    tokens = TiktokenCounter()(shown_messages) if shown_messages else 0
+    out.write(f"\nwhat the memory adds to the next prompt ({tokens} tokens):\n")
+    out.write(_format_messages(shown_messages) or "  (nothing)\n")
+
+
+def _count(history: ChatHistory) -> int:
+    count = getattr(history, "count", None)
+    return int(count()) if callable(count) else len(history.entries())
+
+
+# -- export / import ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportLine:
+    """One line of an export: a message of a session."""
+
+    session_id: str
+    """The session the message belongs to."""
+    message: BaseMessage
+    """The message, with tool calls, ids and metadata."""
+    seq: int | None = None
+    """Its position in the exported log (informational: import appends anew)."""
+
+    def to_json(self) -> str:
+        """The JSON Lines form: ``{"session_id", "seq", "message": {"type", "data"}}``."""
+        return json.dumps(
+            {
+                "session_id": self.session_id,
+                "seq": self.seq,
+                "message": message_to_dict(self.message),
+            },
+            ensure_ascii=False,
+        )
+
+
+def export_jsonl(histories: Iterable[ChatHistory], out: TextIO) -> int:
+    """Write every message of the histories as JSON Lines; return how many."""
+    written = 0
+    for history in histories:
+        for entry in history.entries():
+            out.write(ExportLine(history.session_id, entry.message, entry.seq).to_json() + "\n")
+            written += 1
+    return written
+
+
+def read_jsonl(lines: Iterable[str], *, source: str, session: str | None) -> list[ExportLine]:
+    """Parse an export, checking every line before anything is written.
+
+    Args:
+        lines: the file's lines.
+        source: the file's name, for error messages.
+        session: put every message in this session instead of the line's own.
+
+    Raises:
+        InvalidInputError: a line is not JSON of an exported message (names the line).
+    """
+    parsed = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            message = messages_from_dict([record["message"]])[0]
+            session_id = session or record["session_id"]
+            if not isinstance(session_id, str) or not session_id:
+                raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidInputError(
+                f"{source}:{number}: not a line of a `memories export` file ({exc}). Each line "
+                'must be {"session_id": ..., "message": {"type": ..., "data": ...}}. '
+                "Nothing was imported."
+            ) from exc
+        parsed.append(ExportLine(session_id, message, record.get("seq")))
+    return parsed
+
+
+def _batches(lines: list[ExportLine], size: int) -> Iterator[tuple[str, list[BaseMessage]]]:
+    """Consecutive messages of one session, at most ``size`` at a time."""
+    start = 0
+    while start < len(lines):
+        session = lines[start].session_id
+        end = start
+        while end < len(lines) and end - start < size and lines[end].session_id == session:
+            end += 1
+        yield session, [line.message for line in lines[start:end]]
+        start = end
+
+
+def import_jsonl(
+    lines: list[ExportLine],
+    histories_for: Callable[[str], list[ChatHistory]],
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: bool | None = None,
+) -> int:
+    """Append the messages to their sessions' histories in batches; return how many.
+
+    Args:
+        lines: from :func:`read_jsonl`.
+        histories_for: the histories of a session (from the config).
+        batch_size: messages per append (one transaction each).
+        progress: show a progress bar on stderr; None shows it on a terminal.
+    """
+    from tqdm import tqdm  # type: ignore[import-untyped]
+
+    if batch_size <= 0:
+        raise ConfigError(f"batch_size must be positive, got {batch_size}")
+    by_session: dict[str, list[ChatHistory]] = {}
+    with tqdm(
+        total=len(lines),
+        unit="msg",
+        desc="import",
+        disable=None if progress is None else not progress,
+    ) as bar:
+        for session, messages in _batches(lines, batch_size):
+            if session not in by_session:
+                by_session[session] = histories_for(session)
+            for history in by_session[session]:
+                history.append(messages)
+            bar.update(len(messages))
+    return len(lines)
+
+
+# -- clear ----------------------------------------------------------------------
+
+
+def clear(memory: LangChainBaseMemory) -> int:
+    """Erase what the memory holds for its session; return how many messages its histories had.
+
+    Histories under a read-only memory are erased too: the command is an
+    explicit request to erase the session, not a chain saving by accident.
+    """
+    histories = _distinct_histories(memory)
+    held = sum(_count(history) for history in histories)
+    for history in histories:
+        history.clear()
+    memory.clear()
+    return held

@@ -1,0 +1,283 @@
+"""`memories chat / inspect / export / import / clear` on config files."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from langchain_core.messages import AIMessage, HumanMessage
+
+from memories import SQLiteHistory
+from memories.cli import LLM_ENV, main
+from tests.contract.history_contract import rich_messages
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_config(path: Path, config: dict) -> Path:  # type: ignore[type-arg]
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "chat.db"
+
+
+@pytest.fixture
+def config(tmp_path: Path, db: Path) -> Path:
+    history = {"type": "sqlite", "path": str(db), "session_id": "u1"}
+    return write_config(tmp_path / "memory.yaml", {"type": "window", "k": 2, "history": history})
+
+
+def run(
+    argv: list[str], capsys: pytest.CaptureFixture[str], stdin: str = ""
+) -> tuple[int, str, str]:
+    old = sys.stdin
+    sys.stdin = io.StringIO(stdin)
+    try:
+        code = main(argv)
+    finally:
+        sys.stdin = old
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- chat -------------------------------------------------------------------------
+
+
+def test_chat_reads_piped_lines_saves_turns_and_says_it_is_offline(config: Path, db: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "memories.cli", "chat", "--config", str(config)],
+        input="Hi, I'm Ada.\n\nI like tea.\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    replies = result.stdout.splitlines()
+    assert len(replies) == 2 and all(r.startswith("assistant> (offline echo)") for r in replies)
+    assert "I was shown 2 earlier messages" in replies[1]  # the memory reached the model
+    assert "offline echo model" in result.stderr
+    saved = [m.text for m in SQLiteHistory(db, session_id="u1").messages]
+    assert saved[0::2] == ["Hi, I'm Ada.", "I like tea."]
+
+
+def test_chat_memory_command_shows_the_window_and_quit_stops(
+    config: Path, capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    code, out, _ = run(
+        ["chat", "--config", str(config), "--session", "s9"],
+        capsys,
+        "one\ntwo\nthree\n/memory\n/quit\nnever sent\n",
+    )
+    assert code == 0
+    shown = out.split("assistant>")[-1].splitlines()[1:]
+    assert [line.split(":")[0].strip() for line in shown] == ["human", "ai", "human", "ai"]
+    assert "human: two" in out and "human: one" not in out.split("/memory")[-1].split("\n", 4)[-1]
+    assert len(SQLiteHistory(db, session_id="s9").messages) == 6
+    assert SQLiteHistory(db, session_id="u1").messages == []
+
+
+def test_chat_takes_the_model_from_the_environment(
+    config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(LLM_ENV, "not-a-model-string")
+    code, _, err = run(["chat", "--config", str(config)], capsys, "hi\n")
+    assert code == 2 and "provider:model" in err
+
+
+def test_chat_with_a_system_prompt_sends_it(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(["chat", "--config", str(config), "--system", "Be terse."], capsys, "hi\n")
+    assert code == 0 and "9 characters of system text" in out
+
+
+# -- inspect ----------------------------------------------------------------------
+
+
+def test_inspect_shows_messages_state_and_what_is_injected(
+    tmp_path: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = {"type": "sqlite", "path": str(db), "session_id": "u1"}
+    config = write_config(
+        tmp_path / "tb.yaml", {"type": "token_buffer", "max_token_limit": 40, "history": history}
+    )
+    SQLiteHistory(db, session_id="u1").append(rich_messages()[1:])
+    code, out, _ = run(["inspect", "--config", str(config)], capsys)
+    assert code == 0
+    assert "4 messages" in out
+    assert 'ai: [["weather", {"city": "Paris"}]]' in out
+    assert "tool[weather]: 18C, sunny" in out
+    assert "state of TokenBufferMemory" in out and '"total"' in out
+    assert "what the memory adds to the next prompt (" in out
+
+
+def test_inspect_last_limits_the_listing(
+    config: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    SQLiteHistory(db, session_id="u1").append([HumanMessage(f"m{i}") for i in range(30)])
+    _, out, _ = run(["inspect", "--config", str(config), "--last", "3"], capsys)
+    assert "30 messages (last 3 shown)" in out and "human: m27" in out and "human: m26" not in out
+    _, out, _ = run(["inspect", "--config", str(config), "--all"], capsys)
+    assert "human: m0" in out
+
+
+# -- export / import ----------------------------------------------------------------
+
+
+def test_export_then_import_is_lossless_with_tool_calls(
+    tmp_path: Path, config: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    SQLiteHistory(db, session_id="u1").append(rich_messages())
+    dump = tmp_path / "u1.jsonl"
+    assert run(["export", "--config", str(config), "-o", str(dump)], capsys)[0] == 0
+    lines = [json.loads(line) for line in dump.read_text(encoding="utf-8").splitlines()]
+    assert [line["session_id"] for line in lines] == ["u1"] * 5
+
+    other = write_config(
+        tmp_path / "other.yaml",
+        {"type": "buffer", "history": {"type": "sqlite", "path": str(tmp_path / "other.db")}},
+    )
+    code, _, err = run(["import", "--config", str(other), str(dump)], capsys)
+    assert code == 0 and "5 messages into 1 session" in err
+    assert SQLiteHistory(tmp_path / "other.db", session_id="u1").messages == rich_messages()
+
+
+def test_export_to_stdout_and_import_from_stdin_into_another_session(
+    config: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    SQLiteHistory(db, session_id="u1").append([HumanMessage("hi"), AIMessage("hello")])
+    _, exported, _ = run(["export", "--config", str(config)], capsys)
+    code, _, _ = run(
+        ["import", "--config", str(config), "--session", "copy", "-"], capsys, exported
+    )
+    assert code == 0
+    assert SQLiteHistory(db, session_id="copy").messages == [HumanMessage("hi"), AIMessage("hello")]
+
+
+def test_import_routes_lines_to_their_sessions_in_batches_with_progress(
+    tmp_path: Path, config: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        json.dumps({"session_id": s, "message": {"type": "human", "data": {"content": f"{s}{i}"}}})
+        for s, i in [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("a", 3)]
+    ]
+    dump = tmp_path / "many.jsonl"
+    dump.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = ["import", "--config", str(config), str(dump), "--batch-size", "2", "--progress"]
+    code, _, err = run(argv, capsys)
+    assert code == 0 and "5/5" in err and "2 session(s)" in err
+    a_seqs = [e.seq for e in SQLiteHistory(db, session_id="a").entries()]
+    assert [m.text for m in SQLiteHistory(db, session_id="a").messages] == ["a0", "a1", "a2", "a3"]
+    assert a_seqs == sorted(a_seqs)
+    assert [m.text for m in SQLiteHistory(db, session_id="b").messages] == ["b0"]
+
+
+def test_a_bad_import_line_is_named_and_nothing_is_written(
+    tmp_path: Path, config: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = json.dumps({"session_id": "u1", "message": {"type": "human", "data": {"content": "x"}}})
+    dump = tmp_path / "bad.jsonl"
+    dump.write_text(f"{good}\n{{not json\n", encoding="utf-8")
+    code, _, err = run(["import", "--config", str(config), str(dump)], capsys)
+    assert code == 2 and "bad.jsonl:2" in err and "Nothing was imported" in err
+    assert SQLiteHistory(db, session_id="u1").messages == []
+
+
+def test_import_of_a_missing_file_is_a_clear_error(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["import", "--config", str(config), "nope.jsonl"], capsys)
+    assert code == 2 and "nope.jsonl" in err
+
+
+# -- clear --------------------------------------------------------------------------
+
+
+def test_clear_asks_and_keeps_the_session_unless_confirmed(
+    config: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    SQLiteHistory(db, session_id="u1").append([HumanMessage("keep me")])
+    code, _, err = run(["clear", "--config", str(config)], capsys, "n\n")
+    assert code == 1 and "nothing erased" in err
+    assert len(SQLiteHistory(db, session_id="u1").messages) == 1
+    code, _, err = run(["clear", "--config", str(config)], capsys, "y\n")
+    assert code == 0 and "(1 messages)" in err
+    assert SQLiteHistory(db, session_id="u1").messages == []
+
+
+def test_clear_erases_one_session_and_the_memory_state(
+    tmp_path: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = {"type": "sqlite", "path": str(db), "session_id": "u1"}
+    config = write_config(tmp_path / "tb.yaml", {"type": "token_buffer", "history": history})
+    for session in ("u1", "u2"):
+        SQLiteHistory(db, session_id=session).append([HumanMessage("hi"), AIMessage("yo")])
+    run(["inspect", "--config", str(config), "--session", "u2"], capsys)  # computes state
+    code, _, _ = run(["clear", "--config", str(config), "--session", "u2", "--yes"], capsys)
+    assert code == 0
+    cleared = SQLiteHistory(db, session_id="u2")
+    assert cleared.messages == [] and cleared.load_state("anything") is None
+    assert len(SQLiteHistory(db, session_id="u1").messages) == 2
+
+
+# -- errors -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("type: bufer\n", "valid types"),
+        ("type: window\nk: -1\n", "k must be >= 0"),
+        ("type: window\nwindow_size: 3\n", "window_size"),
+        ("type: buffer\nhistory: {type: redis}\n", "Unknown history type 'redis'"),
+        ("type: [unclosed\n", "is not valid"),
+        ("- a list\n", "must hold a mapping"),
+    ],
+)
+@pytest.mark.parametrize("command", ["chat", "inspect", "export", "clear"])
+def test_a_bad_config_exits_2_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, content: str, message: str
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(content, encoding="utf-8")
+    argv = [command, "--config", str(config), *(["--yes"] if command == "clear" else [])]
+    code, _, err = run(argv, capsys)
+    assert code == 2 and message in err and err.startswith("memories: ")
+
+
+def test_a_missing_config_file_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["inspect", "--config", "/nowhere/memory.yaml"], capsys)
+    assert code == 2 and "does not exist" in err
+
+
+@pytest.mark.parametrize("command", [["inspect"], ["export"], ["import", "-"]])
+def test_commands_on_an_in_memory_history_say_why_they_cannot_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    config = write_config(tmp_path / "m.yaml", {"type": "buffer"})
+    code, _, err = run([command[0], "--config", str(config), *command[1:]], capsys)
+    assert code == 2 and "outlives the process" in err
+
+
+def test_export_of_a_memory_without_history_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path / "s.yaml", {"type": "simple", "memories": {"a": "b"}})
+    code, _, err = run(["export", "--config", str(config)], capsys)
+    assert code == 2 and "keeps none" in err
+
+
+@pytest.mark.parametrize("command", ["demo", "chat", "inspect", "export", "import", "clear"])
+def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0 and f"usage: memories {command}" in capsys.readouterr().out
