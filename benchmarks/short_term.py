@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import json
 import os
 import pstats
 import random
@@ -309,6 +310,34 @@ def in_memory_rows(
     return rows
 
 
+def locomo_turns(path: Path) -> list[Turn]:
+    """Real chat turns: LoCoMo's dev conversations, consecutive turns paired (human, AI)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    texts = [
+        turn["text"].replace("\n", " ")
+        for sample in data
+        for key, session in sorted(sample["conversation"].items())
+        if key.startswith("session_") and isinstance(session, list)
+        for turn in session
+    ]
+    return list(zip(texts[0::2], texts[1::2], strict=False))
+
+
+def locomo_rows(path: Path, warmup: int, measured: int) -> list[Row]:
+    """Token buffer 500 at 1,000 turns on real conversation text, ours vs LangChain's."""
+    turns = locomo_turns(path)
+    n = min(1_000, len(turns))
+    plan = Plan(n, warmup, measured)
+    ours = time_run(make_ours("token_buffer", InMemoryHistory()), turns, plan, prefill_tail=None)
+    theirs = time_run(
+        make_langchain("token_buffer", counting_llm()),
+        turns,
+        plan,
+        prefill_tail=LANGCHAIN_TOKEN_PREFILL,
+    )
+    return [Row("token_buffer", "locomo", n, ours, theirs)]
+
+
 def sqlite_rows(
     sizes: Sequence[int], turns: Sequence[Turn], plans: Callable[[str, int], Plan], folder: Path
 ) -> list[Row]:
@@ -383,7 +412,8 @@ def print_table(rows: Sequence[Row]) -> None:
     )
     lines = []
     for row in rows:
-        label = LABELS[row.kind] + (" (sqlite)" if row.history == "sqlite" else "")
+        suffix = {"sqlite": " (sqlite)", "locomo": " (LoCoMo)"}.get(row.history, "")
+        label = LABELS[row.kind] + suffix
         lc = row.langchain
         ratio = None if lc is None else lc.median_us / row.ours.median_us
         lines.append(
@@ -598,6 +628,12 @@ def _load_note() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, short slices")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json",
+        help="LoCoMo JSON for an extra row on real chat turns (skipped when missing)",
+    )
     args = parser.parse_args(argv)
 
     if args.quick:
@@ -639,6 +675,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         folder = Path(tmp)
         rows = in_memory_rows(sizes, turns, warmup, measured)
         rows += sqlite_rows(sizes, turns, sqlite_plan, folder)
+        if args.data.is_file():
+            rows += locomo_rows(args.data, warmup, measured)
         print_table(rows)
         print(
             "ratio = LangChain median / ours median (higher: ours faster). cpu median = thread "
