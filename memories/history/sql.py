@@ -43,6 +43,7 @@ from sqlalchemy import (
     func,
     insert,
     select,
+    text,
 )
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.exc import OperationalError as SAOperationalError
@@ -180,6 +181,7 @@ class SQLHistory(ChatHistory):
             for m in messages
         ]
         with self._transaction() as connection:
+            self._lock_session(connection)
             if self._engine.dialect.insert_executemany_returning_sort_by_parameter_order:
                 statement = insert(messages_table).returning(
                     messages_table.c.id, sort_by_parameter_order=True
@@ -192,6 +194,22 @@ class SQLHistory(ChatHistory):
                 assert key is not None  # an INSERT into a table with a primary key has one
                 seqs.append(int(key[0]))
             return seqs
+
+    def _lock_session(self, connection: Connection) -> None:
+        """Serialise appends to this session until the transaction ends.
+
+        Memories read the log with cursors (``after=seq``). On a server that
+        runs writers in parallel, two transactions could take ids 7 and 8 and
+        commit 8 first; a reader would then move its cursor past 7 and never
+        see it, and one turn's two messages could interleave with another's.
+        Holding a per-session lock while inserting makes ids within a session
+        follow commit order. SQLite serialises writers already.
+        """
+        if connection.dialect.name == "postgresql":
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(hashtextextended(:session, 0))"),
+                {"session": self.session_id},
+            )
 
     def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
         if last is not None and last < 0:
@@ -261,8 +279,13 @@ class SQLHistory(ChatHistory):
         return json.loads(value) if value is not None else None
 
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
-        text = json.dumps(value, ensure_ascii=False)
-        row = {"session_id": self.session_id, "key": key, "value": text, "updated_at": time.time()}
+        encoded = json.dumps(value, ensure_ascii=False)
+        row = {
+            "session_id": self.session_id,
+            "key": key,
+            "value": encoded,
+            "updated_at": time.time(),
+        }
         with self._transaction() as connection:
             # Delete-then-insert in one transaction: an upsert every SQL dialect runs.
             connection.execute(

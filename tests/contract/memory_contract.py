@@ -182,3 +182,22 @@ class MemoryContract:
         if self.shows_latest_turn:
             assert "hello there" in str(result["history"])
             assert "first" in str(result["history"])
+
+    def test_plugs_into_conversation_chain_async(
+        self, make_memory: MakeMemory, history: ChatHistory
+    ) -> None:
+        from langchain_classic.chains import ConversationChain
+
+        memory = make_memory(history)
+        if memory.memory_variables != ["history"]:
+            pytest.skip("ConversationChain's prompt needs the 'history' variable")
+        chain = ConversationChain(llm=FakeListLLM(responses=["first", "second"]), memory=memory)
+
+        async def converse() -> dict[str, Any]:
+            await chain.ainvoke({"input": "hello there"})
+            return await chain.ainvoke({"input": "and again"})
+
+        result = asyncio.run(converse())
+        assert result["response"] == "second"
+        if self.shows_latest_turn:
+            assert "hello there" in str(result["history"])
