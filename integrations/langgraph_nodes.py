@@ -31,6 +31,7 @@ Both nodes run sync and async.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
@@ -89,16 +90,20 @@ class MemoryNodes:
         self.messages_key = messages_key
         self.header = header
         self._memories = _SessionMemories(memory, "thread_id", owner="MemoryNodes")
-        self.load = RunnableLambda(self._load, afunc=self._aload, name="load_memory")
+        self.load: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
+            self._load, afunc=self._aload, name="load_memory"
+        )
         """The node that writes ``memory_messages`` and ``memory_text``."""
-        self.save = RunnableLambda(self._save, afunc=self._asave, name="save_memory")
+        self.save: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
+            self._save, afunc=self._asave, name="save_memory"
+        )
         """The node that saves the turn in progress to the memory."""
 
     def memory_for(self, thread_id: str) -> LangChainBaseMemory:
         """The memory of one thread."""
         return self._memories.get({"configurable": {"thread_id": thread_id}})
 
-    def _messages(self, state: dict[str, Any]) -> list[BaseMessage]:
+    def _messages(self, state: Mapping[str, Any]) -> list[BaseMessage]:
         return list(state.get(self.messages_key) or [])
 
     def _update(self, view: MemoryView) -> dict[str, Any]:
@@ -107,30 +112,30 @@ class MemoryNodes:
             "memory_text": view.system_text(self.header),
         }
 
-    def _query(self, state: dict[str, Any]) -> str:
+    def _query(self, state: Mapping[str, Any]) -> str:
         exchange = last_exchange(self._messages(state))
         return exchange[0].text if exchange else ""
 
-    def _load(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    def _load(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         memory = self._memories.get(config)
         return self._update(view_memory(memory, self._query(state), as_messages=self.as_messages))
 
-    async def _aload(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    async def _aload(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         memory = self._memories.get(config)
         view = await aview_memory(memory, self._query(state), as_messages=self.as_messages)
         return self._update(view)
 
-    def _save(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    def _save(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         exchange = last_exchange(self._messages(state))
         save_exchange(self._memories.get(config), exchange, tool_messages=self.tool_messages)
         return {}
 
-    async def _asave(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    async def _asave(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         exchange = last_exchange(self._messages(state))
         await asave_exchange(self._memories.get(config), exchange, tool_messages=self.tool_messages)
         return {}
 
-    def prompt(self, state: dict[str, Any], *, system: str = "") -> list[BaseMessage]:
+    def prompt(self, state: Mapping[str, Any], *, system: str = "") -> list[BaseMessage]:
         """The model's messages: system text with the memory's text, its window, the turn.
 
         The thread's older messages in ``state`` are left out: the memory's

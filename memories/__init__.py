@@ -10,7 +10,14 @@ from __future__ import annotations
 from memories.base import BaseMemory, ChatMemory
 from memories.buffer import BufferMemory, StringBufferMemory
 from memories.combined import CombinedMemory, ReadOnlySharedMemory, SimpleMemory
-from memories.config import create_history, create_memory, load_config, register_memory
+from memories.config import (
+    create_history,
+    create_memory,
+    load_config,
+    memory_factory,
+    register_memory,
+    with_session,
+)
 from memories.errors import (
     BackendError,
     BackendUnavailableError,
@@ -75,6 +82,8 @@ __all__ = [
     "create_memory",
     "get_prompt_input_key",
     "load_config",
+    "memory_factory",
     "register_memory",
     "with_memory",
+    "with_session",
 ]

@@ -1,0 +1,74 @@
+"""Every script in examples/ runs offline and prints what it promises."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+#: example file -> lines its output must contain.
+EXPECTED: dict[str, list[str]] = {
+    "classic_chain.py": [
+        "assistant: You're Maya.",
+        "Human: I study octopuses.",
+        "The SQLite log still holds all 8 messages.",
+    ],
+    "lcel_per_session.py": [
+        "[alice] assistant: (offline echo) You said: 'What do I like?'. I was shown 4 earlier",
+        "[bob] assistant: (offline echo) You said: 'Who am I?'. I was shown 2 earlier",
+    ],
+    "agent_middleware.py": [
+        "assistant: It's 18C and sunny in Lisbon.",
+        "The checkpointed thread holds 10 messages;",
+        "the model was last shown 6",
+    ],
+    "config_swap.py": [
+        "buffer.yaml        -> the last prompt held 7 messages",
+        "window.yaml        -> the last prompt held 3 messages",
+        "token_buffer.yaml  -> the last prompt held 3 messages",
+    ],
+    "langgraph_graph.py": [
+        "You said: 'Where do I live?'. I was shown 2 earlier messages",
+        "Thread: 6 messages",
+    ],
+}
+
+
+def test_every_example_is_checked() -> None:
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_example_runs_offline_and_prints_its_result(
+    name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the examples write
+    namespace = runpy.run_path(str(EXAMPLES / name), run_name="__main__")
+    assert callable(namespace["main"])
+    out = capsys.readouterr().out
+    for line in EXPECTED[name]:
+        assert line in out
+
+
+def test_an_example_runs_as_a_script() -> None:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "classic_chain.py")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "The SQLite log still holds all 8 messages." in result.stdout
