@@ -45,6 +45,8 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy.dialects import postgresql as postgresql_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.exc import OperationalError as SAOperationalError
 
@@ -287,7 +289,11 @@ class SQLHistory(ChatHistory):
             "updated_at": time.time(),
         }
         with self._transaction() as connection:
-            # Delete-then-insert in one transaction: an upsert every SQL dialect runs.
+            upsert = _upsert_state(connection.dialect.name, row)
+            if upsert is not None:
+                connection.execute(upsert)
+                return
+            # No native upsert known for this dialect: delete then insert, one transaction.
             connection.execute(
                 delete(state_table).where(
                     state_table.c.session_id == self.session_id, state_table.c.key == key
@@ -297,6 +303,18 @@ class SQLHistory(ChatHistory):
 
     def to_config(self) -> dict[str, Any]:
         return {"type": "sql", "url": self.url, "session_id": self.session_id}
+
+
+def _upsert_state(dialect: str, row: dict[str, Any]) -> Any | None:
+    """One statement that inserts a state row or replaces its value (None: no native upsert)."""
+    if dialect in ("sqlite", "postgresql"):
+        module = sqlite_dialect if dialect == "sqlite" else postgresql_dialect
+        statement = module.insert(state_table).values(**row)
+        return statement.on_conflict_do_update(
+            index_elements=[state_table.c.session_id, state_table.c.key],
+            set_={"value": statement.excluded.value, "updated_at": statement.excluded.updated_at},
+        )
+    return None
 
 
 class SQLiteHistory(SQLHistory):

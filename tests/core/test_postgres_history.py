@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
 
 from memories import SQLHistory, TokenBufferMemory
 from tests.contract.history_contract import HistoryContract, MakeHistory
@@ -44,20 +42,3 @@ def test_two_app_servers_share_a_conversation(postgres_url: str) -> None:
     expected = "Human: I am Ada\nAI: Hello Ada\nHuman: What is my name?\nAI: Ada"
     assert server_a.load_memory_variables({})["history"] == expected
     assert server_b.load_memory_variables({})["history"] == expected
-
-
-def test_concurrent_appends_lose_nothing(postgres_url: str) -> None:
-    def writer(n: int) -> None:
-        history = SQLHistory(postgres_url, session_id="concurrent")
-        for i in range(20):
-            history.append([HumanMessage(f"{n}-{i}"), AIMessage(f"{n}-{i}")])
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    entries = SQLHistory(postgres_url, session_id="concurrent").entries()
-    assert len(entries) == 160
-    for human, ai in zip(entries[::2], entries[1::2], strict=True):
-        assert human.message.content == ai.message.content
