@@ -32,12 +32,16 @@ def _model(spec: str | None) -> tuple[Any, str]:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from memories.demo import format_results, run_demo
+    from memories.demo import SESSIONS, format_results, run_demo
 
     llm, source = _model(args.llm)
     results = run_demo(Path(args.db) if args.db else None, llm=llm)
-    print("memories demo: one scripted 10-turn conversation through ConversationChain,")
-    print(f"once per memory type; replies are {source}.")
+    turns = sum(len(session) for session in SESSIONS)
+    print(
+        f"memories demo: one user's {turns}-turn conversation in {len(SESSIONS)} sessions "
+        "(the app restarts between them),"
+    )
+    print(f"through ConversationChain once per memory type; replies are {source}.")
     print()
     print(format_results(results))
     return 0

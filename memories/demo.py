@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseLanguageModel, FakeListChatModel
 from langchain_core.messages import HumanMessage
 
@@ -23,21 +24,45 @@ from memories.base import BaseMemory
 from memories.config import create_memory
 from memories.tokens import TiktokenCounter
 
-__all__ = ["DEMO_MEMORIES", "SCRIPT", "DemoResult", "run_demo"]
-
-#: (user says, scripted assistant reply), over three sessions of one user.
-SCRIPT: list[tuple[str, str]] = [
-    ("Hi! I'm Maya, a marine biologist living in Lisbon.", "Nice to meet you, Maya!"),
-    ("I mostly study octopus behaviour in tide pools.", "Octopuses are fascinating."),
-    ("I prefer tea over coffee, green tea especially.", "Noted: green tea."),
-    ("Next month I'm going to a conference in Tokyo.", "Exciting, enjoy Tokyo!"),
-    ("My sister Ines is coming with me.", "Travelling with Ines sounds fun."),
-    ("Can you remind me to pack my field notebook?", "I'll remember the notebook."),
-    ("Actually I've switched to coffee lately, black, no sugar.", "Got it: black coffee now."),
-    ("The conference moved to Kyoto, same dates.", "Kyoto it is, same dates."),
-    ("What do you know about me so far?", "You're Maya, a marine biologist in Lisbon."),
-    ("And what do I drink these days?", "Black coffee, no sugar."),
+__all__ = [
+    "DEMO_LLM",
+    "DEMO_MEMORIES",
+    "SCRIPT",
+    "SESSIONS",
+    "DemoResult",
+    "format_results",
+    "run_demo",
 ]
+
+#: (user says, scripted assistant reply), in three sessions of one user. The
+#: app restarts between sessions: each memory is rebuilt from its config and
+#: reads its state back from the SQLite file.
+SESSIONS: list[list[tuple[str, str]]] = [
+    [
+        ("Hi! I'm Maya, a marine biologist living in Lisbon.", "Nice to meet you, Maya!"),
+        ("I mostly study octopus behaviour in tide pools.", "Octopuses are fascinating."),
+        ("I prefer tea over coffee, green tea especially.", "Noted: green tea."),
+    ],
+    [
+        ("Next month I'm going to a conference in Tokyo.", "Exciting, enjoy Tokyo!"),
+        ("My sister Ines is coming with me.", "Travelling with Ines sounds fun."),
+        ("Can you remind me to pack my field notebook?", "I'll remember the notebook."),
+    ],
+    [
+        ("Actually I've switched to coffee lately, black, no sugar.", "Got it: black coffee now."),
+        ("The conference moved to Kyoto, same dates.", "Kyoto it is, same dates."),
+        ("What do you know about me so far?", "You're Maya, a marine biologist in Lisbon."),
+        ("And what do I drink these days?", "Black coffee, no sugar."),
+    ],
+]
+
+#: The whole conversation, in order.
+SCRIPT: list[tuple[str, str]] = [turn for session in SESSIONS for turn in session]
+
+#: A config value the demo replaces with its model: the ``--llm`` model when
+#: one is given (its calls are counted), else the option is left out so the
+#: memory uses its offline default (extractive summaries).
+DEMO_LLM = "<demo llm>"
 
 #: The memory configs the demo compares; each gets its own SQLite session.
 DEMO_MEMORIES: dict[str, dict[str, Any]] = {
@@ -68,49 +93,95 @@ def run_demo(
     *,
     llm: BaseLanguageModel | None = None,
     memories: dict[str, dict[str, Any]] | None = None,
-    script: Sequence[tuple[str, str]] = SCRIPT,
+    sessions: Sequence[Sequence[tuple[str, str]]] = SESSIONS,
     on_turn: Callable[[str, str, str], None] | None = None,
 ) -> list[DemoResult]:
-    """Run the script through a ``ConversationChain`` once per memory config."""
+    """Run the sessions through a ``ConversationChain`` once per memory config.
+
+    Args:
+        db_path: the SQLite file of the histories (default: a temporary file).
+        llm: a real model for the replies and for memories that take one;
+            None gives scripted replies and each memory's offline default.
+        memories: label -> memory config (default :data:`DEMO_MEMORIES`).
+        sessions: the conversation, split where the app restarts.
+        on_turn: called with ``(label, user line, reply)`` after each turn.
+    """
     from langchain_classic.chains import ConversationChain
 
     db_path = db_path or Path(tempfile.mkdtemp(prefix="memories-demo-")) / "demo.db"
     counter = TiktokenCounter()
     results = []
     for name, config in (memories or DEMO_MEMORIES).items():
-        session = name.split(" ")[0]
-        history = {"type": "sqlite", "path": str(db_path), "session_id": session}
-        memory: BaseMemory = create_memory({**config, "history": history})
-        memory.clear()
-        model = llm or FakeListChatModel(responses=[reply for _, reply in script])
-        timed = _TimedMemory(memory)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # ConversationChain's own deprecation notice
-            chain = ConversationChain(llm=model, memory=timed.memory)
-        for user, _ in script:
-            reply = chain.invoke({"input": user})["response"]
-            if on_turn:
-                on_turn(name, user, reply)
-        text = "\n".join(str(v) for v in timed.last_loaded.values())
+        history = {"type": "sqlite", "path": str(db_path), "session_id": name.split(" ")[0]}
+        calls = _CallCounter()
+        options = _with_llm({**config, "history": history}, llm, calls)
+        create_memory(options).clear()
+        model = llm or FakeListChatModel(responses=[r for s in sessions for _, r in s])
+        timing = _Timing()
+        for session in sessions:
+            # A new process: the memory is rebuilt from its config and reads its file.
+            memory = timing.wrap(create_memory(options))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # ConversationChain's own deprecation notice
+                chain = ConversationChain(llm=model, memory=memory)
+            for user, _ in session:
+                reply = chain.invoke({"input": user})["response"]
+                if on_turn:
+                    on_turn(name, user, reply)
+        text = "\n".join(str(v) for v in timing.last_loaded.values())
         results.append(
             DemoResult(
                 name=name,
                 injected=text,
                 tokens=counter([HumanMessage(text)]) if text else 0,
-                llm_calls=timed.llm_calls,
-                seconds=timed.seconds,
+                llm_calls=calls.count,
+                seconds=timing.seconds,
             )
         )
     return results
 
 
-class _TimedMemory:
-    """Times a memory's save/load calls by wrapping its methods."""
+def _with_llm(
+    config: dict[str, Any], llm: BaseLanguageModel | None, calls: _CallCounter
+) -> dict[str, Any]:
+    """The config with :data:`DEMO_LLM` replaced by a call-counting copy of ``llm`` (or dropped)."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if value == DEMO_LLM:
+            if llm is not None:
+                out[key] = llm.model_copy(update={"callbacks": [calls]})
+        elif isinstance(value, dict):
+            out[key] = _with_llm(value, llm, calls)
+        elif isinstance(value, list):
+            out[key] = [_with_llm(v, llm, calls) if isinstance(v, dict) else v for v in value]
+        else:
+            out[key] = value
+    return out
 
-    def __init__(self, memory: BaseMemory) -> None:
-        self.memory = memory
+
+class _CallCounter(BaseCallbackHandler):
+    """Counts the model calls a memory makes itself (summaries, profile updates)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], **kwargs: Any) -> None:
+        self.count += 1
+
+    def on_chat_model_start(
+        self, serialized: dict[str, Any], messages: list[list[Any]], **kwargs: Any
+    ) -> None:
+        self.count += 1
+
+
+class _Timing:
+    """Times memories' save/load calls by wrapping their methods."""
+
+    def __init__(self) -> None:
         self.seconds = 0.0
         self.last_loaded: dict[str, Any] = {}
+
+    def wrap(self, memory: BaseMemory) -> BaseMemory:
         save, load = memory.save_context, memory.load_memory_variables
 
         def timed_save(inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
@@ -130,10 +201,7 @@ class _TimedMemory:
 
         object.__setattr__(memory, "save_context", timed_save)
         object.__setattr__(memory, "load_memory_variables", timed_load)
-
-    @property
-    def llm_calls(self) -> int:
-        return int(getattr(self.memory, "llm_calls", 0))
+        return memory
 
 
 def format_results(results: Sequence[DemoResult], width: int = 60) -> str:
