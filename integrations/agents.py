@@ -25,7 +25,9 @@ Two ways to show the memory (``inject=``):
   memory's view (a window, a token budget, a summary) followed by this run's
   messages. Use it with a checkpointer: the checkpoint keeps every message of
   the thread, and the model still sees only the trimmed or summarised view,
-  never the thread twice. Without a checkpointer it works the same.
+  never the thread twice. Without a checkpointer it works the same. A memory
+  with no conversation view (a profile, vector recall, fixed values) leaves
+  the message list alone.
 - ``"system"``: the model's message list is left alone and what the memory
   shows is added to the system message as text. Use it for memories that are
   not the conversation itself (vector recall, a profile, a summary), or
@@ -149,7 +151,7 @@ class MemoryMiddleware(AgentMiddleware):
         text = view.system_text(self.header)
         if text:
             overrides["system_message"] = _extend_system(request.system_message, text)
-        if self.inject == "messages":
+        if self.inject == "messages" and view.conversation:
             overrides["messages"] = [*view.messages, *last_exchange(request.messages)]
         return request.override(**overrides) if overrides else request
 

@@ -58,7 +58,8 @@ class MemoryState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     """The thread's messages (a checkpointer keeps all of them)."""
     memory_messages: list[AnyMessage]
-    """The memory's conversation view for the turn in progress, replaced by each load."""
+    """The memory's conversation view for the turn in progress, replaced by each load
+    (absent when the memory has no conversation view)."""
     memory_text: str
     """The memory's text sections (summary, recalled facts, profile), replaced by each load."""
 
@@ -107,10 +108,10 @@ class MemoryNodes:
         return list(state.get(self.messages_key) or [])
 
     def _update(self, view: MemoryView) -> dict[str, Any]:
-        return {
-            "memory_messages": list(view.messages),
-            "memory_text": view.system_text(self.header),
-        }
+        update: dict[str, Any] = {"memory_text": view.system_text(self.header)}
+        if view.conversation:
+            update["memory_messages"] = list(view.messages)
+        return update
 
     def _query(self, state: Mapping[str, Any]) -> str:
         exchange = last_exchange(self._messages(state))
@@ -138,9 +139,14 @@ class MemoryNodes:
     def prompt(self, state: Mapping[str, Any], *, system: str = "") -> list[BaseMessage]:
         """The model's messages: system text with the memory's text, its window, the turn.
 
-        The thread's older messages in ``state`` are left out: the memory's
-        view replaces them, so a checkpointed thread is not shown twice.
+        The thread's older messages in ``state`` are left out when the memory
+        gives a view of the conversation: the view replaces them, so a
+        checkpointed thread is not shown twice. A memory without one (a
+        profile, fixed values) leaves the thread's messages as they are.
         """
         text = "\n\n".join(t for t in (system, state.get("memory_text", "")) if t)
         head: list[BaseMessage] = [SystemMessage(text)] if text else []
-        return [*head, *state.get("memory_messages", []), *last_exchange(self._messages(state))]
+        shown = state.get("memory_messages")
+        if shown is None:
+            return [*head, *self._messages(state)]
+        return [*head, *shown, *last_exchange(self._messages(state))]

@@ -140,9 +140,21 @@ class MemoryView:
     """Conversation messages (a chat memory's window), oldest first; never system messages."""
     sections: tuple[tuple[str, str], ...] = ()
     """``(variable name, text)`` pairs: summaries, recalled facts, profiles, fixed values."""
+    conversation: bool = False
+    """Whether a memory gave its view of the conversation as messages (even an empty one).
+
+    When True, ``messages`` stands for the past conversation and a caller
+    replaces its own message history with it; when False the memory said
+    nothing about the conversation (a profile, fixed values), and the caller's
+    messages stay as they are.
+    """
 
     def __add__(self, other: MemoryView) -> MemoryView:
-        return MemoryView(self.messages + other.messages, self.sections + other.sections)
+        return MemoryView(
+            self.messages + other.messages,
+            self.sections + other.sections,
+            self.conversation or other.conversation,
+        )
 
     def system_text(self, header: str = "") -> str:
         """The sections as one block of text for a system message ('' when there are none)."""
@@ -158,7 +170,7 @@ def _from_messages(name: str, messages: Sequence[BaseMessage]) -> MemoryView:
     # take one system message, first, so system text goes to the sections.
     system = "\n".join(m.text for m in messages if isinstance(m, SystemMessage))
     rest = tuple(m for m in messages if not isinstance(m, SystemMessage))
-    return MemoryView(rest, ((name, system),) if system else ())
+    return MemoryView(rest, ((name, system),) if system else (), conversation=True)
 
 
 def _from_variables(

@@ -146,3 +146,11 @@ def test_async_saves_and_shows_what_sync_does() -> None:
     for as_messages in (True, False):
         expected = view_memory(sync_memory, "q", as_messages=as_messages)
         assert asyncio.run(aview_memory(async_memory, "q", as_messages=as_messages)) == expected
+
+
+def test_only_a_chat_view_as_messages_counts_as_a_conversation() -> None:
+    assert view_memory(WindowMemory(k=2), "q", as_messages=True).conversation
+    assert not view_memory(WindowMemory(k=2), "q", as_messages=False).conversation
+    assert not view_memory(SimpleMemory(memories={"a": "b"}), "q", as_messages=True).conversation
+    combined = CombinedMemory(memories=[WindowMemory(k=2), SimpleMemory(memories={"a": "b"})])
+    assert view_memory(combined, "q", as_messages=True).conversation

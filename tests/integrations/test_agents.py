@@ -246,3 +246,16 @@ def test_two_memory_middlewares_need_and_take_distinct_names() -> None:
     agent = create_agent(model, [], middleware=[short, persona])
     ask(agent, "hi")
     assert "persona:\nformal" in model.prompts[-1][0].text
+
+
+def test_a_memory_without_a_conversation_view_keeps_the_checkpointed_thread() -> None:
+    model = ScriptedChatModel()
+    persona = SimpleMemory(memories={"persona": "The user is a pirate."})
+    agent = create_agent(
+        model, [], middleware=[MemoryMiddleware(persona)], checkpointer=InMemorySaver()
+    )
+    ask(agent, "ahoy")
+    ask(agent, "again")
+    system, *rest = model.prompts[-1]
+    assert "The user is a pirate." in system.text
+    assert texts(rest)[0] == "ahoy" and texts(rest)[-1] == "again"
