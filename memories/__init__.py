@@ -32,6 +32,7 @@ from memories.history import (
 )
 from memories.keys import get_prompt_input_key
 from memories.runnable import with_memory
+from memories.summary import SummaryBufferMemory, SummaryMemory
 from memories.token_buffer import TokenBufferMemory
 from memories.window import WindowMemory
 
@@ -41,6 +42,8 @@ ConversationBufferMemory = BufferMemory
 ConversationStringBufferMemory = StringBufferMemory
 ConversationBufferWindowMemory = WindowMemory
 ConversationTokenBufferMemory = TokenBufferMemory
+ConversationSummaryMemory = SummaryMemory
+ConversationSummaryBufferMemory = SummaryBufferMemory
 
 __all__ = [
     "BackendError",
@@ -54,6 +57,8 @@ __all__ = [
     "ConversationBufferMemory",
     "ConversationBufferWindowMemory",
     "ConversationStringBufferMemory",
+    "ConversationSummaryBufferMemory",
+    "ConversationSummaryMemory",
     "ConversationTokenBufferMemory",
     "Entry",
     "InMemoryHistory",
@@ -69,6 +74,8 @@ __all__ = [
     "SQLiteHistory",
     "SimpleMemory",
     "StringBufferMemory",
+    "SummaryBufferMemory",
+    "SummaryMemory",
     "TokenBufferMemory",
     "WindowMemory",
     "create_history",
