@@ -51,7 +51,9 @@ class BaseMemory(LangChainBaseMemory):
     backend, never in these fields, so ``to_config()`` round-trips exactly.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    model_config = ConfigDict(
+        arbitrary_types_allowed=True, extra="forbid", validate_assignment=True
+    )
 
     #: The name this class has in configs and in the registry (``"buffer"``, ...).
     config_type: ClassVar[str]
