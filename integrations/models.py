@@ -118,7 +118,8 @@ def invoke_text(
         except BaseException as exc:  # re-raised in the caller's thread below
             outcome.append(("error", exc))
 
-    thread = threading.Thread(target=call, name="memories-llm-call", daemon=True)
+    name = f"{threading.current_thread().name}:llm-call"
+    thread = threading.Thread(target=call, name=name, daemon=True)
     thread.start()
     thread.join(timeout)
     if not outcome:

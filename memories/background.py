@@ -132,13 +132,18 @@ class Debouncer:
         A job still pending for ``key`` is replaced (its first-schedule time,
         and so its ``max_wait`` deadline, is kept). A job of ``key`` that is
         already running is not interrupted; the new one runs after it.
+        ``delay`` and ``max_wait`` override the debouncer's for this job; a
+        ``delay`` given alone comes with a ``max_wait`` of ten times it.
 
         Raises:
             RuntimeError: the debouncer is closed.
         """
         now = time.monotonic()
         quiet = self.delay if delay is None else delay
-        longest = self.max_wait if max_wait is None else max_wait
+        if max_wait is not None:
+            longest = max_wait
+        else:
+            longest = self.max_wait if delay is None else 10 * quiet
         inline = False
         with self._changed:
             if self._closed:
@@ -155,7 +160,7 @@ class Debouncer:
                 if len(self._pending) >= self.max_pending:
                     self._drop_oldest()
                 self._order += 1
-                deadline = now + max(quiet, longest)
+                deadline = now + longest
                 self._pending[key] = _Pending(
                     job, min(now + quiet, deadline), deadline, self._order
                 )
