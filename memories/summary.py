@@ -136,10 +136,19 @@ class SummaryState:
 
         Nothing while the unfolded tokens are at most ``high``. Otherwise the
         fewest whole exchanges that bring them to ``low`` or under, but no
-        more than ``chunk`` tokens in one go (at least one exchange).
+        more than ``chunk`` tokens in one go (at least one exchange), and
+        never the newest exchange when it fits in ``high`` by itself.
         """
         if self.total <= high or not self.seqs:
             return 0
+        target = self._fold_target(low, chunk)
+        # The newest exchange stays verbatim whenever it fits the limit by itself.
+        newest = max((i for i, start in enumerate(self.starts) if start), default=0)
+        if target > newest > 0 and sum(self.counts[newest:]) <= high:
+            return newest
+        return target
+
+    def _fold_target(self, low: int, chunk: int) -> int:
         suffix = self.total
         prefix = 0
         target = len(self.seqs)

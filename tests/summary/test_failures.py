@@ -207,7 +207,8 @@ def test_a_summary_state_plan_cuts_only_between_exchanges() -> None:
     assert state.plan(high=60, low=30, chunk=1000) == 0
     assert state.plan(high=50, low=30, chunk=1000) == 3
     assert state.plan(high=50, low=10, chunk=1000) == 5
-    assert state.plan(high=50, low=0, chunk=1000) == 6
+    assert state.plan(high=50, low=0, chunk=1000) == 5  # the newest exchange stays
+    assert state.plan(high=0, low=0, chunk=1000) == 6  # unless it is over the limit itself
     assert state.plan(high=50, low=0, chunk=35) == 3  # at most one chunk per call
     assert state.plan(high=50, low=0, chunk=5) == 3  # but at least one exchange
     assert state.window(60) == 0 and state.window(30) == 3 and state.window(5) == 6
