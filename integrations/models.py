@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,11 @@ def _llamacpp(path: Path, options: dict[str, Any]) -> BaseLanguageModel:
         raise ConfigError(f"The GGUF model file {str(path)!r} does not exist.")
     try:
         import llama_cpp  # noqa: F401  (ChatLlamaCpp's own import error is less helpful)
-        from langchain_community.chat_models import ChatLlamaCpp
+
+        with warnings.catch_warnings():
+            # The package announces its sunset on import; the user did not import it.
+            warnings.filterwarnings("ignore", ".*langchain-community.*sunset", DeprecationWarning)
+            from langchain_community.chat_models import ChatLlamaCpp
     except ImportError as exc:
         raise MissingDependencyError(
             "llamacpp: models",
