@@ -276,6 +276,19 @@ class SummaryStatus:
 # -- the memories ---------------------------------------------------------------
 
 
+def _counter_id(counter: TokenCounter) -> str:
+    """A name for a token counter that is the same in every process (no addresses)."""
+    if counter.name is not None:
+        return counter.name
+    func: Any = getattr(counter, "func", counter)
+    owner = getattr(func, "__self__", None)
+    if owner is not None:
+        owner_type = type(owner)
+        return f"{owner_type.__module__}.{owner_type.__qualname__}.{func.__name__}"
+    kind = func if callable(func) and hasattr(func, "__qualname__") else type(func)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
 class _RunningSummaryMemory(ChatMemory):
     """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
 
@@ -297,6 +310,7 @@ class _RunningSummaryMemory(ChatMemory):
 
     _model: BaseLanguageModel | None = PrivateAttr(default=None)
     _counter: TokenCounter = PrivateAttr()
+    _counter_id: str = PrivateAttr()
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
     _epoch: int = PrivateAttr(default=0)
     _closed: bool = PrivateAttr(default=False)
@@ -365,6 +379,7 @@ class _RunningSummaryMemory(ChatMemory):
 
     def model_post_init(self, context: Any, /) -> None:
         self._counter = resolve_token_counter(self.token_counter)
+        self._counter_id = _counter_id(self._counter)
         if isinstance(self.llm, str):
             self._model = models.resolve_llm(self.llm, **self.llm_kwargs)
         elif self.llm is not None:
@@ -451,7 +466,7 @@ class _RunningSummaryMemory(ChatMemory):
         return SummaryState(summary=self.initial_summary, counter=self._counter_name())
 
     def _counter_name(self) -> str:
-        return self._counter.name or repr(self._counter)
+        return self._counter_id
 
     def _catch_up(self, state: SummaryState, unfolded: Sequence[Entry]) -> SummaryState:
         """Count the unfolded messages not counted yet (all of them for a new counter)."""
