@@ -289,6 +289,13 @@ def _counter_id(counter: TokenCounter) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
+def _clip(message: BaseMessage, fraction: float) -> BaseMessage:
+    """A copy of ``message`` with the first ``fraction`` of its text."""
+    text = str(message.text)
+    keep = max(1, int(len(text) * fraction))
+    return message.model_copy(update={"content": f"{text[:keep]} [...]"})
+
+
 class _RunningSummaryMemory(ChatMemory):
     """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
 
@@ -463,17 +470,14 @@ class _RunningSummaryMemory(ChatMemory):
     # -- pure steps shared by the sync and async twins ----------------------------------
 
     def _fresh_state(self) -> SummaryState:
-        return SummaryState(summary=self.initial_summary, counter=self._counter_name())
-
-    def _counter_name(self) -> str:
-        return self._counter_id
+        return SummaryState(summary=self.initial_summary, counter=self._counter_id)
 
     def _catch_up(self, state: SummaryState, unfolded: Sequence[Entry]) -> SummaryState:
         """Count the unfolded messages not counted yet (all of them for a new counter)."""
-        if state.counter != self._counter_name():
+        if state.counter != self._counter_id:
             state = replace(
                 state,
-                counter=self._counter_name(),
+                counter=self._counter_id,
                 last=state.folded,
                 seqs=(),
                 counts=(),
@@ -489,7 +493,6 @@ class _RunningSummaryMemory(ChatMemory):
     def _shown(self, state: SummaryState, unfolded: Sequence[Entry]) -> list[BaseMessage]:
         start = state.window(self.max_token_limit)
         if start:
-            hidden = start
             log = logger.warning if state.failures else logger.info
             log(
                 "%s (session %r): %d unfolded messages (%d tokens) are over max_token_limit=%d "
@@ -503,7 +506,7 @@ class _RunningSummaryMemory(ChatMemory):
                 f"folding failed ({state.last_error})"
                 if state.failures
                 else "a fold has not run yet",
-                len(state.seqs) - hidden,
+                len(state.seqs) - start,
             )
         first = state.seqs[start] if start < len(state.seqs) else None
         last = state.last if state.last is not None else -1
@@ -519,6 +522,24 @@ class _RunningSummaryMemory(ChatMemory):
         if state.retry_in > 0 and not force:
             return state.waited(), None
         return state, state.seqs[count - 1]
+
+    def _fold_input(
+        self, state: SummaryState, unfolded: Sequence[Entry], cut: int
+    ) -> list[BaseMessage]:
+        """The messages up to ``cut``, each clipped to ``max_token_limit`` tokens.
+
+        One pasted document larger than the model's context would otherwise
+        fail every fold forever; the summary gets its beginning instead.
+        """
+        counts = dict(zip(state.seqs, state.counts, strict=True))
+        cap = self.max_token_limit
+        messages = []
+        for entry in unfolded:
+            if entry.seq > cut:
+                break
+            count = counts.get(entry.seq, 0)
+            messages.append(entry.message if count <= cap else _clip(entry.message, cap / count))
+        return messages
 
     def _failed(self, state: SummaryState, error: LLMError) -> SummaryState:
         failed = state.failed(str(error))
@@ -556,7 +577,7 @@ class _RunningSummaryMemory(ChatMemory):
                 self.chat_memory.save_state(self.state_key, state.to_state())
             if cut is None:
                 return state
-            messages = [e.message for e in unfolded if e.seq <= cut]
+            messages = self._fold_input(state, unfolded, cut)
             try:
                 summary = self.predict_new_summary(messages, state.summary)
             except LLMError as exc:
@@ -604,7 +625,7 @@ class _RunningSummaryMemory(ChatMemory):
             await self.chat_memory.asave_state(self.state_key, state.to_state())
             if cut is None:
                 return state
-            messages = [e.message for e in unfolded if e.seq <= cut]
+            messages = self._fold_input(state, unfolded, cut)
             try:
                 summary = await self.apredict_new_summary(messages, state.summary)
             except LLMError as exc:

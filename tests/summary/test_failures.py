@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Iterator
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from memories import LLMError, SummaryBufferMemory, SummaryMemory
-from memories.summary import SummaryState
+from memories.summary import SUMMARY_PROMPT, SummaryState
 from memories.tokens import CharCounter
 from tests.summary.fakes import EMPTY, HANG, RAISE, ScriptedLLM
 
@@ -220,3 +221,37 @@ def test_a_summary_state_round_trips_through_json() -> None:
         counter="chars", failures=2, retry_in=1, last_error="boom",
     )  # fmt: skip
     assert SummaryState.from_state(state.to_state()) == state
+
+
+def test_a_message_larger_than_the_limit_is_clipped_in_the_fold_prompt(llm: ScriptedLLM) -> None:
+    memory = SummaryBufferMemory(llm=llm, max_token_limit=LIMIT, token_counter="chars")
+    huge = "word " * 5000  # about 6,000 tokens
+    memory.save_context({"input": huge}, {"output": "that is long"})
+    save(memory, 1)
+    assert llm.calls == 1
+    assert len(llm.prompts[0]) < len(SUMMARY_PROMPT.template) + 8 * LIMIT
+    assert "[...]" in llm.prompts[0]
+    # The log itself is untouched.
+    assert memory.chat_memory.entries()[0].message.content == huge
+
+
+def test_threads_saving_at_once_lose_no_turn(llm: ScriptedLLM) -> None:
+    memory = SummaryBufferMemory(llm=llm, max_token_limit=LIMIT, token_counter="chars")
+
+    def talk(thread: int) -> None:
+        for i in range(15):
+            memory.save_context({"input": f"t{thread} q{i}"}, {"output": f"t{thread} a{i}"})
+
+    threads = [threading.Thread(target=talk, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    status = memory.status()
+    assert len(memory.chat_memory.entries()) == 4 * 15 * 2
+    assert status.failures == 0 and status.unfolded_tokens <= LIMIT
+    prompts = "\n".join(llm.prompts)
+    shown = memory.buffer_as_str
+    for t in range(4):
+        for i in range(15):
+            assert f"t{t} q{i}\n" in prompts or f"t{t} q{i}\n" in shown + "\n", (t, i)
