@@ -321,6 +321,7 @@ class _RunningSummaryMemory(ChatMemory):
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
     _epoch: int = PrivateAttr(default=0)
     _closed: bool = PrivateAttr(default=False)
+    _llm_calls: int = PrivateAttr(default=0)
 
     # -- configuration ------------------------------------------------------------
 
@@ -458,6 +459,7 @@ class _RunningSummaryMemory(ChatMemory):
         if self._model is None:
             return self._extract(messages, existing_summary)
         prompt = self._prompt_input(messages, existing_summary)
+        self._llm_calls += 1
         return models.invoke_text(self._model, prompt, timeout=self.llm_timeout)
 
     async def apredict_new_summary(self, messages: list[BaseMessage], existing_summary: str) -> str:
@@ -465,7 +467,13 @@ class _RunningSummaryMemory(ChatMemory):
         if self._model is None:
             return self._extract(messages, existing_summary)
         prompt = self._prompt_input(messages, existing_summary)
+        self._llm_calls += 1
         return await models.ainvoke_text(self._model, prompt, timeout=self.llm_timeout)
+
+    @property
+    def llm_calls(self) -> int:
+        """Summary calls this object made to its LLM (failed ones too), since it was made."""
+        return self._llm_calls
 
     # -- pure steps shared by the sync and async twins ----------------------------------
 
