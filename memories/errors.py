@@ -11,7 +11,7 @@ or ``except KeyError`` clauses in user code keep working::
     ├── ModelFileError                 (+ RuntimeError) a bundled model file is missing or corrupt
     ├── BackendError                   (+ RuntimeError) a history / vector / profile store failed
     │   └── BackendUnavailableError                     the store cannot be reached at all
-    └── LLMError                       (+ RuntimeError) a language model call failed or returned junk
+    └── LLMError                       (+ RuntimeError) an LLM call failed or gave junk
 
 Backend and LLM errors are raised ``from`` the original exception, so the
 cause is always in the traceback.

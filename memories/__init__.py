@@ -1,0 +1,80 @@
+"""memories: pluggable conversation memories for LLM applications.
+
+A drop-in for LangChain's classic memory classes: the same constructor
+arguments and outputs, under short names (``BufferMemory``) and under
+LangChain's (``ConversationBufferMemory``), so migrating changes one import.
+"""
+
+from __future__ import annotations
+
+from memories.base import BaseMemory, ChatMemory
+from memories.buffer import BufferMemory, StringBufferMemory
+from memories.combined import CombinedMemory, ReadOnlySharedMemory, SimpleMemory
+from memories.config import create_history, create_memory, load_config, register_memory
+from memories.errors import (
+    BackendError,
+    BackendUnavailableError,
+    ConfigError,
+    InvalidInputError,
+    LLMError,
+    MemoriesError,
+    MissingDependencyError,
+    MissingKeyError,
+    ModelFileError,
+)
+from memories.history import (
+    ChatHistory,
+    Entry,
+    InMemoryHistory,
+    LangChainHistory,
+    SQLHistory,
+    SQLiteHistory,
+)
+from memories.keys import get_prompt_input_key
+from memories.runnable import with_memory
+from memories.token_buffer import TokenBufferMemory
+from memories.window import WindowMemory
+
+# LangChain's names for the same classes, so `from memories import X` replaces
+# `from langchain_classic.memory import X` with nothing else changed.
+ConversationBufferMemory = BufferMemory
+ConversationStringBufferMemory = StringBufferMemory
+ConversationBufferWindowMemory = WindowMemory
+ConversationTokenBufferMemory = TokenBufferMemory
+
+__all__ = [
+    "BackendError",
+    "BackendUnavailableError",
+    "BaseMemory",
+    "BufferMemory",
+    "ChatHistory",
+    "ChatMemory",
+    "CombinedMemory",
+    "ConfigError",
+    "ConversationBufferMemory",
+    "ConversationBufferWindowMemory",
+    "ConversationStringBufferMemory",
+    "ConversationTokenBufferMemory",
+    "Entry",
+    "InMemoryHistory",
+    "InvalidInputError",
+    "LLMError",
+    "LangChainHistory",
+    "MemoriesError",
+    "MissingDependencyError",
+    "MissingKeyError",
+    "ModelFileError",
+    "ReadOnlySharedMemory",
+    "SQLHistory",
+    "SQLiteHistory",
+    "SimpleMemory",
+    "StringBufferMemory",
+    "TokenBufferMemory",
+    "WindowMemory",
+    "create_history",
+    "create_memory",
+    "get_prompt_input_key",
+    "load_config",
+    "register_memory",
+    "with_memory",
+]

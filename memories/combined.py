@@ -1,0 +1,159 @@
+"""Memories made of other memories: LangChain's ``CombinedMemory``,
+``ReadOnlySharedMemory`` and ``SimpleMemory``, for any of our memories."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator
+
+from memories._langchain import LangChainBaseMemory
+from memories.base import BaseMemory
+from memories.errors import ConfigError
+
+__all__ = ["CombinedMemory", "ReadOnlySharedMemory", "SimpleMemory"]
+
+
+class CombinedMemory(BaseMemory):
+    """Several memories at once; each fills its own prompt variables.
+
+    Unlike LangChain's, each member saves the run with the other members'
+    variables removed from the inputs, so members need no ``input_key`` to
+    find the user's input.
+    """
+
+    config_type: ClassVar[str] = "combined"
+
+    memories: list[LangChainBaseMemory]
+
+    @field_validator("memories")
+    @classmethod
+    def _distinct_variables(cls, value: list[LangChainBaseMemory]) -> list[LangChainBaseMemory]:
+        seen: set[str] = set()
+        for memory in value:
+            overlap = seen.intersection(memory.memory_variables)
+            if overlap:
+                raise ConfigError(
+                    f"The same variables {sorted(overlap)} are found in multiple memory objects, "
+                    "which is not allowed by CombinedMemory: give each a distinct memory_key."
+                )
+            seen.update(memory.memory_variables)
+        return value
+
+    @property
+    def memory_variables(self) -> list[str]:
+        return [v for memory in self.memories for v in memory.memory_variables]
+
+    def _inputs_for(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        ours = set(self.memory_variables)
+        return {k: v for k, v in inputs.items() if k not in ours}
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for memory in self.memories:
+            merged.update(memory.load_memory_variables(inputs))
+        return merged
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        loaded = await asyncio.gather(*(m.aload_memory_variables(inputs) for m in self.memories))
+        return {k: v for data in loaded for k, v in data.items()}
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        own_inputs = self._inputs_for(inputs)
+        for memory in self.memories:
+            memory.save_context(own_inputs, outputs)
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        own_inputs = self._inputs_for(inputs)
+        for memory in self.memories:
+            await memory.asave_context(own_inputs, outputs)
+
+    def clear(self) -> None:
+        for memory in self.memories:
+            memory.clear()
+
+    async def aclear(self) -> None:
+        for memory in self.memories:
+            await memory.aclear()
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "memories":
+            return [_member_config(m) for m in value]
+        return super()._config_value(name, value)
+
+
+class ReadOnlySharedMemory(BaseMemory):
+    """Another memory, readable but not writable: for a tool or sub-chain that must not save."""
+
+    config_type: ClassVar[str] = "read_only"
+
+    memory: LangChainBaseMemory
+
+    @property
+    def memory_variables(self) -> list[str]:
+        return list(self.memory.memory_variables)
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return self.memory.load_memory_variables(inputs)
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return await self.memory.aload_memory_variables(inputs)
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Saves nothing: the wrapped memory belongs to another chain."""
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Saves nothing: the wrapped memory belongs to another chain."""
+
+    def clear(self) -> None:
+        """Clears nothing: the shared memory's data stays (LangChain's behaviour)."""
+
+    async def aclear(self) -> None:
+        """Clears nothing (see :meth:`clear`)."""
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "memory":
+            return _member_config(value)
+        return super()._config_value(name, value)
+
+
+class SimpleMemory(BaseMemory):
+    """Fixed values that never change between runs (a persona, a date)."""
+
+    config_type: ClassVar[str] = "simple"
+
+    memories: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def memory_variables(self) -> list[str]:
+        return list(self.memories)
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.memories)
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.memories)
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Saves nothing: the values are fixed."""
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Saves nothing: the values are fixed."""
+
+    def clear(self) -> None:
+        """Clears nothing: the values are configuration, not conversation state."""
+
+    async def aclear(self) -> None:
+        """Clears nothing (see :meth:`clear`)."""
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        return dict(value) if name == "memories" else super()._config_value(name, value)
+
+
+def _member_config(memory: LangChainBaseMemory) -> dict[str, Any]:
+    if isinstance(memory, BaseMemory):
+        return memory.to_config()
+    raise ConfigError(
+        f"{type(memory).__name__} is not a memories memory, so it has no config form."
+    )

@@ -1,0 +1,147 @@
+"""Building memories and histories from configuration.
+
+A config is a dict (or a YAML / TOML file holding one) that names a ``type``
+and its options::
+
+    type: token_buffer
+    max_token_limit: 500
+    history: {type: sqlite, path: chat.db, session_id: user-42}
+
+``history`` is accepted as a short name for ``chat_memory``. Types map to
+classes through a registry of ``(module, class)`` pairs, imported lazily, so
+naming ``vector`` does not import Chroma until a vector memory is built.
+"""
+
+from __future__ import annotations
+
+import importlib
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from memories.errors import ConfigError, MissingDependencyError
+
+__all__ = [
+    "HISTORY_TYPES",
+    "MEMORY_TYPES",
+    "create_history",
+    "create_memory",
+    "load_config",
+    "register_memory",
+]
+
+#: type name -> (module, class, pip command for a missing optional dependency)
+MEMORY_TYPES: dict[str, tuple[str, str, str | None]] = {
+    "buffer": ("memories.buffer", "BufferMemory", None),
+    "string_buffer": ("memories.buffer", "StringBufferMemory", None),
+    "window": ("memories.window", "WindowMemory", None),
+    "token_buffer": ("memories.token_buffer", "TokenBufferMemory", None),
+    "combined": ("memories.combined", "CombinedMemory", None),
+    "read_only": ("memories.combined", "ReadOnlySharedMemory", None),
+    "simple": ("memories.combined", "SimpleMemory", None),
+}
+
+HISTORY_TYPES: dict[str, tuple[str, str]] = {
+    "memory": ("memories.history.memory", "InMemoryHistory"),
+    "sqlite": ("memories.history.sql", "SQLiteHistory"),
+    "sql": ("memories.history.sql", "SQLHistory"),
+}
+
+# Options that hold nested memory configs, by memory type.
+_NESTED_MEMORIES = {"combined": "memories", "read_only": "memory"}
+
+
+def register_memory(
+    name: str, module: str, class_name: str, *, pip_command: str | None = None
+) -> None:
+    """Make ``name`` usable as a memory ``type`` (for memories defined outside this package)."""
+    MEMORY_TYPES[name] = (module, class_name, pip_command)
+
+
+def load_config(source: Mapping[str, Any] | str | Path) -> dict[str, Any]:
+    """A config dict from a dict, or from a ``.yaml`` / ``.yml`` / ``.toml`` / ``.json`` file."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    path = Path(source)
+    if not path.is_file():
+        raise ConfigError(f"Config file {str(path)!r} does not exist (or is not a file).")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix in (".yaml", ".yml", ".json"):
+            loaded = yaml.safe_load(text)
+        elif path.suffix == ".toml":
+            loaded = tomllib.loads(text)
+        else:
+            raise ConfigError(
+                f"Config file {str(path)!r} has an unknown extension; "
+                "use .yaml, .yml, .toml or .json."
+            )
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"Config file {str(path)!r} is not valid: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise ConfigError(
+            f"Config file {str(path)!r} must hold a mapping, got {type(loaded).__name__}."
+        )
+    # A file may hold the memory under a `memory` table (handy in TOML).
+    return dict(loaded["memory"]) if set(loaded) == {"memory"} else loaded
+
+
+def create_memory(config: Mapping[str, Any] | str | Path) -> Any:
+    """Build a memory from a config dict or file.
+
+    Raises:
+        ConfigError: no or unknown ``type`` (the message lists the valid ones),
+            or an option the memory does not take or a bad value.
+        MissingDependencyError: the type needs an extra that is not installed.
+    """
+    options = load_config(config)
+    type_name = options.pop("type", None)
+    if type_name not in MEMORY_TYPES:
+        raise ConfigError(
+            f"Unknown memory type {type_name!r}; valid types: {', '.join(sorted(MEMORY_TYPES))}."
+        )
+    module, class_name, pip_command = MEMORY_TYPES[type_name]
+    cls = _import(module, class_name, f"memory type {type_name!r}", pip_command)
+    if "history" in options:
+        if "chat_memory" in options:
+            raise ConfigError("Give either 'history' or 'chat_memory', not both.")
+        options["chat_memory"] = options.pop("history")
+    nested = _NESTED_MEMORIES.get(type_name)
+    if nested in options:
+        value = options[nested]
+        options[nested] = (
+            [create_memory(v) for v in value] if isinstance(value, list) else create_memory(value)
+        )
+    try:
+        return cls(**options)
+    except ValidationError as exc:
+        raise ConfigError(f"Bad options for memory type {type_name!r}: {exc}") from exc
+
+
+def create_history(config: Mapping[str, Any]) -> Any:
+    """Build a history backend from ``{"type": "memory" | "sqlite" | "sql", ...}``."""
+    options = dict(config)
+    type_name = options.pop("type", None)
+    if type_name not in HISTORY_TYPES:
+        raise ConfigError(
+            f"Unknown history type {type_name!r}; valid types: {', '.join(sorted(HISTORY_TYPES))}."
+        )
+    module, class_name = HISTORY_TYPES[type_name]
+    cls = _import(module, class_name, f"history type {type_name!r}", None)
+    try:
+        return cls(**options)
+    except TypeError as exc:
+        raise ConfigError(f"Bad options for history type {type_name!r}: {exc}") from exc
+
+
+def _import(module: str, class_name: str, what: str, pip_command: str | None) -> Any:
+    try:
+        return getattr(importlib.import_module(module), class_name)
+    except ImportError as exc:
+        if pip_command is None:
+            raise
+        raise MissingDependencyError(what, pip_command) from exc

@@ -1,0 +1,341 @@
+"""History in a SQL database: a SQLite file by default, or any SQLAlchemy URL.
+
+Two tables, shared by every session of a database::
+
+    memories_messages(id, session_id, type, message, created_at)   the append-only log
+    memories_state(session_id, key, value, updated_at)              each memory's derived state
+
+``id`` is the database's autoincrement key, so sequence numbers grow across
+processes and threads without coordination; reads use the
+``(session_id, id)`` index and touch only the rows a memory asks for.
+
+SQLite runs in WAL mode with a busy timeout, so several threads and processes
+can append to one file: every write transaction starts with its write
+statement, so a writer waits for the lock instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    text,
+)
+from sqlalchemy.dialects import postgresql as postgresql_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.exc import OperationalError as SAOperationalError
+
+from memories.errors import BackendError, BackendUnavailableError, ConfigError
+from memories.history.base import DEFAULT_SESSION_ID, ChatHistory, Entry
+from memories.messages import dump_message, load_message
+
+__all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory", "get_engine"]
+
+DEFAULT_SQLITE_PATH = "memories.db"
+_SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+metadata = MetaData()
+
+messages_table = Table(
+    "memories_messages",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("session_id", String(255), nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_memories_messages_session_id", "session_id", "id"),
+    Index("ix_memories_messages_session_type", "session_id", "type", "id"),
+    sqlite_autoincrement=True,
+)
+
+state_table = Table(
+    "memories_state",
+    metadata,
+    Column("session_id", String(255), primary_key=True),
+    Column("key", String(255), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+_engines: dict[str, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def get_engine(url: str) -> Engine:
+    """One engine per database URL per process, with the tables created.
+
+    Shared by every history, vector and profile store on that URL, so a
+    thousand sessions use one connection pool.
+    """
+    with _engines_lock:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = _create_engine(url)
+            _engines[url] = engine
+        return engine
+
+
+def _forget_engines_after_fork() -> None:
+    # A forked child must not reuse the parent's pooled connections.
+    for engine in _engines.values():
+        engine.dispose(close=False)
+    _engines.clear()
+
+
+os.register_at_fork(after_in_child=_forget_engines_after_fork)
+
+
+def _create_engine(url: str) -> Engine:
+    try:
+        engine = create_engine(url)
+    except (ArgumentError, NoSuchModuleError) as exc:
+        raise ConfigError(
+            f"{url!r} is not a usable SQLAlchemy database URL ({exc}). "
+            "Use e.g. 'sqlite:///memories.db' or 'postgresql+psycopg://user@host/db'."
+        ) from exc
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _configure_sqlite)
+    try:
+        metadata.create_all(engine)
+    except SAOperationalError as exc:
+        # Two processes opening a new file at once both try CREATE TABLE; the
+        # loser finds the tables made, which is all it wanted.
+        if "already exists" not in str(exc):
+            raise BackendUnavailableError(f"Cannot open the database {url!r}: {exc}") from exc
+    except SQLAlchemyError as exc:
+        raise BackendUnavailableError(f"Cannot open the database {url!r}: {exc}") from exc
+    return engine
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.close()
+
+
+class SQLHistory(ChatHistory):
+    """A session's log in a SQL database, shared by every process that opens it.
+
+    Args:
+        url: a SQLAlchemy URL, e.g. ``"sqlite:///memories.db"`` or
+            ``"postgresql+psycopg://user:pw@host/db"``.
+        session_id: the conversation this history reads and writes.
+    """
+
+    def __init__(
+        self, url: str = f"sqlite:///{DEFAULT_SQLITE_PATH}", *, session_id: str = DEFAULT_SESSION_ID
+    ) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
+        self.url = url
+        self.session_id = session_id
+        self._engine = get_engine(url)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        try:
+            with self._engine.begin() as connection:
+                yield connection
+        except SAOperationalError as exc:
+            raise BackendUnavailableError(f"The database {self.url!r} failed: {exc}") from exc
+        except SQLAlchemyError as exc:
+            raise BackendError(f"The database {self.url!r} failed: {exc}") from exc
+
+    def append(self, messages: Sequence[BaseMessage], /) -> list[int]:
+        if not messages:
+            return []
+        now = time.time()
+        rows = [
+            {
+                "session_id": self.session_id,
+                "type": m.type,
+                "message": dump_message(m),
+                "created_at": now,
+            }
+            for m in messages
+        ]
+        with self._transaction() as connection:
+            self._lock_session(connection)
+            if self._engine.dialect.insert_executemany_returning_sort_by_parameter_order:
+                statement = insert(messages_table).returning(
+                    messages_table.c.id, sort_by_parameter_order=True
+                )
+                return [int(row.id) for row in connection.execute(statement, rows)]
+            # No ordered RETURNING on this dialect: one INSERT per row, same transaction.
+            seqs = []
+            for row in rows:
+                key = connection.execute(insert(messages_table).values(**row)).inserted_primary_key
+                assert key is not None  # an INSERT into a table with a primary key has one
+                seqs.append(int(key[0]))
+            return seqs
+
+    def _lock_session(self, connection: Connection) -> None:
+        """Serialise appends to this session until the transaction ends.
+
+        Memories read the log with cursors (``after=seq``). On a server that
+        runs writers in parallel, two transactions could take ids 7 and 8 and
+        commit 8 first; a reader would then move its cursor past 7 and never
+        see it, and one turn's two messages could interleave with another's.
+        Holding a per-session lock while inserting makes ids within a session
+        follow commit order. SQLite serialises writers already.
+        """
+        if connection.dialect.name == "postgresql":
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(hashtextextended(:session, 0))"),
+                {"session": self.session_id},
+            )
+
+    def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
+        if last is not None and last < 0:
+            raise ValueError(f"last must be >= 0, got {last}")
+        query = select(messages_table.c.id, messages_table.c.message).where(
+            messages_table.c.session_id == self.session_id
+        )
+        if after is not None:
+            query = query.where(messages_table.c.id > after)
+        if last is not None:
+            query = query.order_by(messages_table.c.id.desc()).limit(last)
+        else:
+            query = query.order_by(messages_table.c.id)
+        with self._transaction() as connection:
+            rows = list(connection.execute(query).all())
+        if last is not None:
+            rows.reverse()
+        return [Entry(int(row.id), load_message(row.message)) for row in rows]
+
+    def start_of_last_exchanges(self, k: int, /) -> int | None:
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        query = (
+            select(messages_table.c.id)
+            .where(messages_table.c.session_id == self.session_id)
+            .where(messages_table.c.type == "human")
+            .order_by(messages_table.c.id.desc())
+            .offset(k - 1)
+            .limit(1)
+        )
+        with self._transaction() as connection:
+            found = connection.execute(query).scalar()
+        return int(found) if found is not None else None
+
+    def first_entry(self) -> Entry | None:
+        query = (
+            select(messages_table.c.id, messages_table.c.message)
+            .where(messages_table.c.session_id == self.session_id)
+            .order_by(messages_table.c.id)
+            .limit(1)
+        )
+        with self._transaction() as connection:
+            row = connection.execute(query).first()
+        return Entry(int(row.id), load_message(row.message)) if row is not None else None
+
+    def count(self) -> int:
+        """How many messages the session's log holds."""
+        query = select(func.count()).where(messages_table.c.session_id == self.session_id)
+        with self._transaction() as connection:
+            return int(connection.execute(query).scalar_one())
+
+    def clear(self) -> None:
+        with self._transaction() as connection:
+            connection.execute(
+                delete(messages_table).where(messages_table.c.session_id == self.session_id)
+            )
+            connection.execute(
+                delete(state_table).where(state_table.c.session_id == self.session_id)
+            )
+
+    def load_state(self, key: str, /) -> dict[str, Any] | None:
+        query = select(state_table.c.value).where(
+            state_table.c.session_id == self.session_id, state_table.c.key == key
+        )
+        with self._transaction() as connection:
+            value = connection.execute(query).scalar()
+        return json.loads(value) if value is not None else None
+
+    def save_state(self, key: str, value: dict[str, Any], /) -> None:
+        encoded = json.dumps(value, ensure_ascii=False)
+        row = {
+            "session_id": self.session_id,
+            "key": key,
+            "value": encoded,
+            "updated_at": time.time(),
+        }
+        with self._transaction() as connection:
+            upsert = _upsert_state(connection.dialect.name, row)
+            if upsert is not None:
+                connection.execute(upsert)
+                return
+            # No native upsert known for this dialect: delete then insert, one transaction.
+            connection.execute(
+                delete(state_table).where(
+                    state_table.c.session_id == self.session_id, state_table.c.key == key
+                )
+            )
+            connection.execute(insert(state_table).values(**row))
+
+    def to_config(self) -> dict[str, Any]:
+        return {"type": "sql", "url": self.url, "session_id": self.session_id}
+
+
+def _upsert_state(dialect: str, row: dict[str, Any]) -> Any | None:
+    """One statement that inserts a state row or replaces its value (None: no native upsert)."""
+    if dialect in ("sqlite", "postgresql"):
+        module = sqlite_dialect if dialect == "sqlite" else postgresql_dialect
+        statement = module.insert(state_table).values(**row)
+        return statement.on_conflict_do_update(
+            index_elements=[state_table.c.session_id, state_table.c.key],
+            set_={"value": statement.excluded.value, "updated_at": statement.excluded.updated_at},
+        )
+    return None
+
+
+class SQLiteHistory(SQLHistory):
+    """:class:`SQLHistory` on a SQLite file: the embedded default for anything persistent.
+
+    Args:
+        path: the database file (created with its folder if missing).
+        session_id: the conversation this history reads and writes.
+    """
+
+    def __init__(
+        self, path: str | Path = DEFAULT_SQLITE_PATH, *, session_id: str = DEFAULT_SESSION_ID
+    ) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BackendUnavailableError(
+                f"Cannot create the folder of the SQLite file {str(path)!r}: {exc}"
+            ) from exc
+        super().__init__(f"sqlite:///{self.path.resolve()}", session_id=session_id)
+
+    def to_config(self) -> dict[str, Any]:
+        return {"type": "sqlite", "path": str(self.path), "session_id": self.session_id}

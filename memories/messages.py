@@ -1,0 +1,97 @@
+"""Turning chain values into messages, and messages into text or JSON.
+
+Pure functions shared by every memory and every history backend.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    get_buffer_string,
+    message_to_dict,
+    messages_from_dict,
+)
+
+from memories.errors import BackendError, InvalidInputError
+
+__all__ = [
+    "dump_message",
+    "format_buffer",
+    "load_message",
+    "message_text",
+    "to_message",
+    "turn_messages",
+]
+
+
+def to_message(value: Any, role: type[HumanMessage] | type[AIMessage], what: str) -> BaseMessage:
+    """Make the message one side of a turn is stored as.
+
+    Strings and content-block lists become ``role`` messages; a message is kept
+    as it is (so an ``AIMessage`` keeps its tool calls, ids and metadata).
+
+    Raises:
+        InvalidInputError: ``value`` is None or of a type no chat model accepts.
+    """
+    if isinstance(value, BaseMessage):
+        # A copy: the caller keeps its object, and mutating it later must not
+        # change what was stored.
+        return value.model_copy(deep=True)
+    if isinstance(value, str):
+        return role(content=value)
+    if isinstance(value, list) and all(isinstance(block, str | dict) for block in value):
+        return role(content=value)
+    shown = "None" if value is None else f"{type(value).__name__} {value!r:.80}"
+    raise InvalidInputError(
+        f"The {what} must be a string, a list of content blocks or a langchain message; "
+        f"got {shown}. Convert it to text before saving it to memory."
+    )
+
+
+def turn_messages(input_value: Any, output_value: Any) -> list[BaseMessage]:
+    """The two messages one chain run is stored as (validated before anything is written)."""
+    return [
+        to_message(input_value, HumanMessage, "input"),
+        to_message(output_value, AIMessage, "output"),
+    ]
+
+
+def message_text(message: BaseMessage) -> str:
+    """The plain text of a message, tool calls included, for token counting and search."""
+    text = str(message.text)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        calls = json.dumps([[c["name"], c["args"]] for c in message.tool_calls], default=str)
+        text = f"{text}\n{calls}" if text else calls
+    return text
+
+
+def format_buffer(messages: Sequence[BaseMessage], human_prefix: str, ai_prefix: str) -> str:
+    """LangChain's ``get_buffer_string``: ``"Human: hi\\nAI: hello"``."""
+    return get_buffer_string(messages, human_prefix=human_prefix, ai_prefix=ai_prefix)
+
+
+def dump_message(message: BaseMessage) -> str:
+    """Serialise a message to JSON, losslessly (tool calls, names, ids, kwargs)."""
+    try:
+        return json.dumps(message_to_dict(message), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(
+            f"A {type(message).__name__} cannot be stored: {exc}. "
+            "additional_kwargs and metadata must be JSON-serialisable."
+        ) from exc
+
+
+def load_message(text: str) -> BaseMessage:
+    """Inverse of :func:`dump_message`."""
+    try:
+        return messages_from_dict([json.loads(text)])[0]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BackendError(
+            f"A stored message is not valid JSON of a message: {text!r:.120}"
+        ) from exc

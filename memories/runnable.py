@@ -1,0 +1,117 @@
+"""Memory for LCEL runnables: load before the call, save after it.
+
+chain = with_memory(prompt | model, lambda sid: TokenBufferMemory(
+    chat_memory=SQLiteHistory("chat.db", session_id=sid)))
+chain.invoke({"input": "hi"}, config={"configurable": {"session_id": "user-42"}})
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+
+from memories._langchain import LangChainBaseMemory
+from memories.errors import ConfigError, InvalidInputError
+
+__all__ = ["MemoryFactory", "with_memory"]
+
+MemoryFactory = Callable[[str], LangChainBaseMemory]
+
+
+class _SessionMemories:
+    """One memory per session id, made by the factory once and then reused."""
+
+    def __init__(self, memory: LangChainBaseMemory | MemoryFactory, session_key: str) -> None:
+        self._memory = memory
+        self._session_key = session_key
+        self._by_session: dict[str, LangChainBaseMemory] = {}
+        self._lock = threading.Lock()
+
+    def get(self, config: RunnableConfig | None) -> LangChainBaseMemory:
+        if isinstance(self._memory, LangChainBaseMemory):
+            return self._memory
+        session_id = (config or {}).get("configurable", {}).get(self._session_key)
+        if not isinstance(session_id, str) or not session_id:
+            raise ConfigError(
+                f"This runnable makes one memory per session: call it with "
+                f"config={{'configurable': {{'{self._session_key}': '<id>'}}}} "
+                f"(got {self._session_key}={session_id!r})."
+            )
+        with self._lock:
+            memory = self._by_session.get(session_id)
+            if memory is None:
+                memory = self._memory(session_id)
+                self._by_session[session_id] = memory
+            return memory
+
+
+def with_memory(
+    runnable: Runnable[Any, Any],
+    memory: LangChainBaseMemory | MemoryFactory,
+    *,
+    input_key: str = "input",
+    output_key: str = "output",
+    session_key: str = "session_id",
+) -> Runnable[Any, Any]:
+    """Wrap a runnable so each call sees the memory and is saved to it.
+
+    Args:
+        runnable: takes a dict of inputs plus the memory's variables.
+        memory: one memory for every call, or a factory ``session_id -> memory``
+            called once per session (the session id comes from
+            ``config["configurable"][session_key]``).
+        input_key: the key a plain string input is put under.
+        output_key: the key the output is saved under.
+        session_key: the configurable field that holds the session id.
+
+    The wrapped runnable's output is returned unchanged. A message output is
+    saved as the message (tool calls kept); a dict output saves its
+    ``output_key`` entry.
+    """
+    memories = _SessionMemories(memory, session_key)
+
+    def invoke(value: Any, config: RunnableConfig) -> Any:
+        chosen = memories.get(config)
+        inputs = _as_inputs(value, input_key)
+        loaded = chosen.load_memory_variables(inputs)
+        output = runnable.invoke({**inputs, **loaded}, config)
+        chosen.save_context(inputs, {output_key: _saved_output(output, output_key)})
+        return output
+
+    async def ainvoke(value: Any, config: RunnableConfig) -> Any:
+        chosen = memories.get(config)
+        inputs = _as_inputs(value, input_key)
+        loaded = await chosen.aload_memory_variables(inputs)
+        output = await runnable.ainvoke({**inputs, **loaded}, config)
+        await chosen.asave_context(inputs, {output_key: _saved_output(output, output_key)})
+        return output
+
+    return RunnableLambda(invoke, afunc=ainvoke, name=f"with_memory({runnable.get_name()})")
+
+
+def _as_inputs(value: Any, input_key: str) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str | BaseMessage):
+        return {input_key: value}
+    raise InvalidInputError(
+        f"A memory runnable takes a dict of inputs, a string or a message; got "
+        f"{type(value).__name__} {value!r:.80}."
+    )
+
+
+def _saved_output(output: Any, output_key: str) -> Any:
+    if isinstance(output, Mapping):
+        if output_key in output:
+            return output[output_key]
+        if len(output) == 1:
+            return next(iter(output.values()))
+        raise InvalidInputError(
+            f"The runnable returned a dict with keys {sorted(output)}; pass "
+            f"output_key=<one of them> to with_memory to say which to save."
+        )
+    return output

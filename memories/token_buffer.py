@@ -1,0 +1,319 @@
+"""The most recent messages within a token budget: LangChain's ``ConversationTokenBufferMemory``.
+
+LangChain's version re-counts the whole buffer once per message it prunes,
+every turn, and prunes with ``list.pop(0)`` on a copy when the history is
+persistent, so the prune does nothing there. This one counts each message
+once, when it first sees it, keeps the counts in the history beside the log
+(:class:`TokenWindow`), and moves a cursor instead of deleting anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, ClassVar, Literal
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from pydantic import field_validator
+
+from memories.base import ChatMemory
+from memories.errors import ConfigError
+from memories.history.base import Entry
+from memories.tokens import TokenCounter, resolve_token_counter
+
+__all__ = ["TokenBufferMemory", "TokenWindow"]
+
+StartOn = Literal["human", "any"]
+EndOn = Literal["human", "ai", "tool"]
+
+_FIRST_TAIL_CHUNK = 64
+
+
+@dataclass(frozen=True)
+class TokenWindow:
+    """Which part of the log a token buffer shows, with each message's token count.
+
+    Pure data: advancing it reads nothing and writes nothing.
+    """
+
+    last: int | None = None
+    """The last log ``seq`` folded in; newer entries are still to be counted."""
+    system: tuple[int, int] | None = None
+    """The pinned leading system message as ``(seq, tokens)``, when kept."""
+    seqs: tuple[int, ...] = ()
+    """The shown messages' ``seq``, oldest first."""
+    counts: tuple[int, ...] = ()
+    """Token count of each shown message."""
+    starts: tuple[bool, ...] = ()
+    """Whether the window may start at each shown message."""
+    total: int = field(default=0)
+    """Sum of ``counts``."""
+
+    def advance(
+        self, entries: Sequence[Entry], counts: Sequence[int], starts: Sequence[bool], budget: int
+    ) -> TokenWindow:
+        """Fold in new entries (with their counts), then drop the oldest until it fits.
+
+        The result starts at the earliest allowed message whose suffix fits in
+        ``budget``; it never starts on a message where ``starts`` is False.
+        """
+        seqs = self.seqs + tuple(e.seq for e in entries)
+        all_counts = self.counts + tuple(counts)
+        all_starts = self.starts + tuple(starts)
+        total = self.total + sum(counts)
+        cut = 0
+        while cut < len(seqs) and (total > budget or not all_starts[cut]):
+            total -= all_counts[cut]
+            cut += 1
+        last = entries[-1].seq if entries else self.last
+        return replace(
+            self,
+            last=last,
+            seqs=seqs[cut:],
+            counts=all_counts[cut:],
+            starts=all_starts[cut:],
+            total=total,
+        )
+
+    @property
+    def first(self) -> int | None:
+        """The ``seq`` of the oldest shown message (not counting a pinned system message)."""
+        return self.seqs[0] if self.seqs else None
+
+    def to_state(self) -> dict[str, Any]:
+        """JSON form, as stored in the history."""
+        return {
+            "last": self.last,
+            "system": list(self.system) if self.system else None,
+            "seqs": list(self.seqs),
+            "counts": list(self.counts),
+            "starts": list(self.starts),
+            "total": self.total,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> TokenWindow:
+        """Inverse of :meth:`to_state`."""
+        system = state.get("system")
+        return cls(
+            last=state["last"],
+            system=(int(system[0]), int(system[1])) if system else None,
+            seqs=tuple(state["seqs"]),
+            counts=tuple(state["counts"]),
+            starts=tuple(state["starts"]),
+            total=int(state["total"]),
+        )
+
+
+class _Decoded:
+    """The last (state dict, window) pair; replaced whole, so threads never see half of one."""
+
+    pair: tuple[dict[str, Any], TokenWindow] | None = None
+
+
+class TokenBufferMemory(ChatMemory):
+    """Shows the most recent messages whose tokens fit in ``max_token_limit``.
+
+    The window follows ``langchain_core.messages.trim_messages`` with
+    ``strategy="last"``: it starts on a human message (``start_on="human"``)
+    or at least never on a tool result (``"any"``), so a chat API never gets
+    an orphan reply or a tool result without its call; ``end_on`` drops
+    trailing messages of other types; ``include_system`` keeps the log's
+    leading system message and counts it against the limit.
+
+    Args:
+        max_token_limit: the token budget of what the memory shows.
+        token_counter: ``None``/``"tiktoken"`` (cl100k_base, offline-safe),
+            ``"tiktoken:<encoding>"``, ``"chars"``, a callable
+            ``(list[BaseMessage]) -> int``, or a LangChain model.
+        llm: LangChain's argument: when given and ``token_counter`` is not, its
+            ``get_num_tokens_from_messages`` counts tokens.
+        start_on: ``"human"`` or ``"any"`` (any message but a tool result).
+        end_on: drop trailing messages until the last one has this type.
+        include_system: keep a leading system message of the log.
+    """
+
+    config_type: ClassVar[str] = "token_buffer"
+
+    max_token_limit: int = 2000
+    token_counter: Any = None
+    llm: Any = None
+    start_on: StartOn = "human"
+    end_on: EndOn | None = None
+    include_system: bool = False
+
+    @field_validator("max_token_limit")
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        if value <= 0:
+            raise ConfigError(f"max_token_limit must be a positive number of tokens, got {value}")
+        return value
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._counter  # noqa: B018  (resolve now: a bad counter fails at construction)
+
+    @cached_property
+    def _counter(self) -> TokenCounter:
+        """The counter for ``token_counter`` (or ``llm``); derived again if either is reassigned."""
+        return resolve_token_counter(
+            self.token_counter if self.token_counter is not None else self.llm
+        )
+
+    @cached_property
+    def _last_decoded(self) -> _Decoded:
+        return _Decoded()
+
+    def _decode(self, state: dict[str, Any]) -> TokenWindow:
+        """The window a stored state describes, decoded once per state object.
+
+        An in-process history hands back the very dict it was given, so a
+        turn's load reuses the window its save just made.
+        """
+        last = self._last_decoded.pair
+        if last is not None and last[0] is state:
+            return last[1]
+        window = TokenWindow.from_state(state)
+        self._last_decoded.pair = (state, window)
+        return window
+
+    def _state_parameters(self) -> dict[str, Any]:
+        return {
+            "limit": self.max_token_limit,
+            "counter": self._counter.name or repr(self._counter),
+            "start_on": self.start_on,
+            "include_system": self.include_system,
+        }
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "token_counter" and self._counter.name is not None:
+            return self._counter.name
+        return super()._config_value(name, value)
+
+    # -- pure steps ------------------------------------------------------------
+
+    def _may_start(self, message: BaseMessage) -> bool:
+        if self.start_on == "human":
+            return isinstance(message, HumanMessage)
+        return not isinstance(message, ToolMessage)
+
+    def _pinned(self, first: Entry | None) -> tuple[int, int] | None:
+        if self.include_system and first is not None and isinstance(first.message, SystemMessage):
+            return (first.seq, self._counter([first.message]))
+        return None
+
+    def _advance(
+        self, window: TokenWindow, entries: Sequence[Entry], known: dict[int, int] | None = None
+    ) -> TokenWindow:
+        """Fold entries into the window; ``known`` holds counts already made, by seq."""
+        if window.system is not None:
+            entries = [e for e in entries if e.seq != window.system[0]]
+        known = {} if known is None else known
+        counts = [known[e.seq] if e.seq in known else self._counter([e.message]) for e in entries]
+        known.update((e.seq, n) for e, n in zip(entries, counts, strict=True))
+        budget = self.max_token_limit - (window.system[1] if window.system else 0)
+        return window.advance(
+            entries, counts, [self._may_start(e.message) for e in entries], budget
+        )
+
+    def _from_tail(
+        self, start: TokenWindow, tail: list[Entry], chunk: int, known: dict[int, int]
+    ) -> tuple[TokenWindow, bool]:
+        """The window over a tail of the log, and whether that tail was long enough.
+
+        It was when it is the whole log, or when the whole tail is over budget
+        (then the oldest message the window may show lies inside the tail).
+        """
+        window = self._advance(start, tail, known)
+        budget = self.max_token_limit - (start.system[1] if start.system else 0)
+        tail_total = sum(known[e.seq] for e in tail if e.seq in known)
+        return window, len(tail) < chunk or tail_total > budget
+
+    def _shown(
+        self, window: TokenWindow, system: Entry | None, entries: list[Entry]
+    ) -> list[BaseMessage]:
+        messages = [e.message for e in entries if window.last is not None and e.seq <= window.last]
+        if self.end_on is not None:
+            while messages and messages[-1].type != self.end_on:
+                messages.pop()
+        if system is not None and window.system is not None:
+            messages.insert(0, system.message)
+        return messages
+
+    # -- I/O: sync and async twins, same steps --------------------------------
+
+    def _refresh(self) -> TokenWindow:
+        """Bring the window up to date with the log and persist it."""
+        history = self.chat_memory
+        state = history.load_state(self.state_key)
+        if state is None:
+            window = self._rebuild()
+        else:
+            window = self._decode(state)
+            new = history.entries(after=window.last)
+            if not new:
+                return window
+            window = self._advance(window, new)
+        state = window.to_state()
+        history.save_state(self.state_key, state)
+        self._last_decoded.pair = (state, window)
+        return window
+
+    def _rebuild(self) -> TokenWindow:
+        """A fresh window read from the tail of the log, in growing chunks."""
+        start = TokenWindow(system=self._pinned(self.chat_memory.first_entry()))
+        chunk, known = _FIRST_TAIL_CHUNK, dict[int, int]()
+        while True:
+            tail = self.chat_memory.entries(last=chunk)
+            if not tail:
+                return start
+            window, enough = self._from_tail(start, tail, chunk, known)
+            if enough:
+                return window
+            chunk *= 4
+
+    def _select(self) -> list[BaseMessage]:
+        window = self._refresh()
+        system = self.chat_memory.first_entry() if window.system else None
+        entries = self.chat_memory.entries(after=window.first - 1) if window.first else []
+        return self._shown(window, system, entries)
+
+    def _after_save(self) -> None:
+        self._refresh()
+
+    async def _arefresh(self) -> TokenWindow:
+        history = self.chat_memory
+        state = await history.aload_state(self.state_key)
+        if state is None:
+            window = await self._arebuild()
+        else:
+            window = self._decode(state)
+            new = await history.aentries(after=window.last)
+            if not new:
+                return window
+            window = self._advance(window, new)
+        state = window.to_state()
+        await history.asave_state(self.state_key, state)
+        self._last_decoded.pair = (state, window)
+        return window
+
+    async def _arebuild(self) -> TokenWindow:
+        start = TokenWindow(system=self._pinned(await self.chat_memory.afirst_entry()))
+        chunk, known = _FIRST_TAIL_CHUNK, dict[int, int]()
+        while True:
+            tail = await self.chat_memory.aentries(last=chunk)
+            if not tail:
+                return start
+            window, enough = self._from_tail(start, tail, chunk, known)
+            if enough:
+                return window
+            chunk *= 4
+
+    async def _aselect(self) -> list[BaseMessage]:
+        window = await self._arefresh()
+        system = await self.chat_memory.afirst_entry() if window.system else None
+        entries = await self.chat_memory.aentries(after=window.first - 1) if window.first else []
+        return self._shown(window, system, entries)
+
+    async def _aafter_save(self) -> None:
+        await self._arefresh()

@@ -1,0 +1,55 @@
+"""The last ``k`` exchanges: LangChain's ``ConversationBufferWindowMemory``."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from langchain_core.messages import BaseMessage
+from pydantic import field_validator
+
+from memories.base import ChatMemory
+from memories.errors import ConfigError
+
+__all__ = ["WindowMemory"]
+
+
+class WindowMemory(ChatMemory):
+    """Shows the last ``k`` exchanges.
+
+    An exchange is a human message and everything after it until the next
+    human message (the AI reply, tool calls and their results), so the window
+    always starts on a human message and never cuts a tool call from its
+    result. With plain human/AI turns this is LangChain's last ``2 * k``
+    messages. Loading reads only the window from the history.
+
+    Args:
+        k: how many exchanges to show; ``0`` shows nothing.
+    """
+
+    config_type: ClassVar[str] = "window"
+
+    k: int = 5
+
+    @field_validator("k")
+    @classmethod
+    def _non_negative(cls, value: int) -> int:
+        if value < 0:
+            raise ConfigError(f"k must be >= 0 (exchanges to keep), got {value}")
+        return value
+
+    def _select(self) -> list[BaseMessage]:
+        if self.k == 0:
+            return []
+        start = self.chat_memory.start_of_last_exchanges(self.k)
+        after = None if start is None else start - 1
+        return [entry.message for entry in self.chat_memory.entries(after=after)]
+
+    async def _aselect(self) -> list[BaseMessage]:
+        if self.k == 0:
+            return []
+        start = await self.chat_memory.astart_of_last_exchanges(self.k)
+        after = None if start is None else start - 1
+        return [entry.message for entry in await self.chat_memory.aentries(after=after)]
+
+    def _state_parameters(self) -> dict[str, Any]:
+        return {"k": self.k}
