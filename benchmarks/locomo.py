@@ -38,8 +38,6 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memories.recall import (
-    Analyzer,
-    BM25Index,
     RecallConfig,
     ScoredId,
     TurnPosition,
@@ -312,7 +310,7 @@ def gather_candidates(
     similarity = query_vectors @ doc_vectors.T
     indexes = {}
     for b in b_values:
-        index = BM25Index(k1=base.bm25_k1, b=b, analyzer=_analyzer(base))
+        index = replace(base, bm25_b=b).lexical_index()
         for turn in turns:
             text = base.lexical_text(document_text(turn), when=turn_date(turn))
             index.add(conversation.sample_id, turn.dia_id, text)
@@ -338,10 +336,6 @@ def gather_candidates(
                 positions[at[position]] = position
         out.append(Candidates(question.category, question.evidence, dense, lexical, positions))
     return out
-
-
-def _analyzer(config: RecallConfig) -> Analyzer:
-    return Analyzer(stopwords=config.stopwords, stem=config.stem)
 
 
 def evaluate(
@@ -448,7 +442,7 @@ def lexical_timing(
     turns = [t for c in conversations for t in c.turns]
     texts = [config.lexical_text(document_text(t), when=turn_date(t)) for t in turns]
     queries = [q.text for c in conversations for q in scorable_questions(c)]
-    index = BM25Index(k1=config.bm25_k1, b=config.bm25_b, analyzer=_analyzer(config))
+    index = config.lexical_index()
     start = time.perf_counter()
     index.add_many("bench", ((f"old-{i}", texts[i % len(texts)]) for i in range(stored)))
     build = time.perf_counter() - start

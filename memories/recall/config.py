@@ -7,7 +7,8 @@ from datetime import date
 from typing import Any, Literal
 
 from memories.errors import ConfigError
-from memories.recall.text import StopwordSet
+from memories.recall.lexical import BM25Index
+from memories.recall.text import Analyzer, StopwordSet
 
 __all__ = ["RecallConfig", "RecallMode"]
 
@@ -97,6 +98,11 @@ class RecallConfig:
     def uses_lexical(self) -> bool:
         """Whether recall needs the lexical (BM25) candidates."""
         return self.mode != "dense"
+
+    def lexical_index(self) -> BM25Index:
+        """A new, empty :class:`BM25Index` with this config's BM25 and analyzer settings."""
+        analyzer = Analyzer(stopwords=self.stopwords, stem=self.stem)
+        return BM25Index(k1=self.bm25_k1, b=self.bm25_b, analyzer=analyzer)
 
     def lexical_text(self, text: str, /, *, when: date | None = None) -> str:
         """The text to put in the lexical index for a turn said on ``when``."""

@@ -25,8 +25,8 @@ def rank_candidates(
 
     Args:
         config: Mode, fusion and smoothing settings.
-        dense: Top ``config.candidates`` by embedding similarity (higher is closer); ignored in
-            ``"bm25"`` mode.
+        dense: Top ``config.candidates`` by embedding similarity, higher is closer (pass
+            ``1 - distance`` for Chroma's cosine distances); ignored in ``"bm25"`` mode.
         lexical: Top ``config.candidates`` from :class:`~memories.recall.BM25Index`; ignored in
             ``"dense"`` mode.
         positions: Session and index of the candidates and of their neighbours (see
@@ -42,13 +42,12 @@ def rank_candidates(
         fused = min_max_fusion([dense])
     elif config.mode == "bm25":
         fused = min_max_fusion([lexical])
-    elif config.fusion == "rrf":
-        weights = [config.dense_weight, 1.0 - config.dense_weight]
-        fused = reciprocal_rank_fusion([dense, lexical], k=config.rrf_k, weights=weights)
     else:
-        fused = min_max_fusion(
-            [dense, lexical], weights=[config.dense_weight, 1.0 - config.dense_weight]
-        )
+        weights = [config.dense_weight, 1.0 - config.dense_weight]
+        if config.fusion == "rrf":
+            fused = reciprocal_rank_fusion([dense, lexical], k=config.rrf_k, weights=weights)
+        else:
+            fused = min_max_fusion([dense, lexical], weights=weights)
     if positions and config.neighbour_weight and config.neighbour_window:
         fused = smooth_neighbours(
             fused, positions, weight=config.neighbour_weight, window=config.neighbour_window

@@ -87,6 +87,12 @@ def test_config_round_trips_and_validates() -> None:
         RecallConfig(dense_weight=2.0)
 
 
+def test_config_builds_a_matching_lexical_index() -> None:
+    index = RecallConfig(bm25_k1=0.9, bm25_b=0.3, stopwords="lucene", stem=False).lexical_index()
+    assert (index.k1, index.b) == (0.9, 0.3)
+    assert index.analyzer.terms("What did they paint?") == ["what", "did", "paint"]
+
+
 def test_lexical_text_leads_with_the_date() -> None:
     assert RecallConfig().lexical_text("Hi", when=date(2023, 5, 8)) == "On 8 May 2023, Hi"
     assert RecallConfig(lexical_dates=False).lexical_text("Hi", when=date(2023, 5, 8)) == "Hi"
