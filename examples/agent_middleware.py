@@ -19,7 +19,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from integrations.agents import MemoryMiddleware
-from integrations.models import ScriptedChatModel
+from integrations.scripted import ScriptedChatModel
 from memories import SQLiteHistory, WindowMemory
 
 

@@ -39,6 +39,7 @@ from memories.history import (
 )
 from memories.keys import get_prompt_input_key
 from memories.runnable import with_memory
+from memories.summary import SummaryBufferMemory, SummaryMemory
 from memories.token_buffer import TokenBufferMemory
 from memories.window import WindowMemory
 
@@ -48,6 +49,8 @@ ConversationBufferMemory = BufferMemory
 ConversationStringBufferMemory = StringBufferMemory
 ConversationBufferWindowMemory = WindowMemory
 ConversationTokenBufferMemory = TokenBufferMemory
+ConversationSummaryMemory = SummaryMemory
+ConversationSummaryBufferMemory = SummaryBufferMemory
 
 __all__ = [
     "BackendError",
@@ -61,6 +64,8 @@ __all__ = [
     "ConversationBufferMemory",
     "ConversationBufferWindowMemory",
     "ConversationStringBufferMemory",
+    "ConversationSummaryBufferMemory",
+    "ConversationSummaryMemory",
     "ConversationTokenBufferMemory",
     "Entry",
     "InMemoryHistory",
@@ -76,6 +81,8 @@ __all__ = [
     "SQLiteHistory",
     "SimpleMemory",
     "StringBufferMemory",
+    "SummaryBufferMemory",
+    "SummaryMemory",
     "TokenBufferMemory",
     "WindowMemory",
     "create_history",

@@ -48,7 +48,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from integrations.models import ScriptedChatModel
+    from integrations.scripted import ScriptedChatModel
     from memories.commands import chat, open_memory
 
     memory = open_memory(args.config, args.session)

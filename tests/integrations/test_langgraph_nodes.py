@@ -11,7 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from integrations.langgraph_nodes import MemoryNodes, MemoryState
-from integrations.models import ScriptedChatModel
+from integrations.scripted import ScriptedChatModel
 from memories import BufferMemory, CombinedMemory, ConfigError, SimpleMemory, WindowMemory
 
 
