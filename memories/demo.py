@@ -69,6 +69,8 @@ DEMO_MEMORIES: dict[str, dict[str, Any]] = {
     "buffer": {"type": "buffer"},
     "window (k=3)": {"type": "window", "k": 3},
     "token_buffer (120)": {"type": "token_buffer", "max_token_limit": 120},
+    "summary": {"type": "summary", "llm": DEMO_LLM},
+    "summary_buffer (120)": {"type": "summary_buffer", "max_token_limit": 120, "llm": DEMO_LLM},
 }
 
 

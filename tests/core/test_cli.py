@@ -17,11 +17,13 @@ def test_demo_runs_every_memory_and_keeps_histories_in_sqlite(tmp_path: Path) ->
     db = tmp_path / "demo.db"
     results = run_demo(db)
     by_name = {r.name.split(" ")[0]: r for r in results}
-    assert set(by_name) == {"buffer", "window", "token_buffer"}
+    assert set(by_name) == {"buffer", "window", "token_buffer", "summary", "summary_buffer"}
     assert by_name["buffer"].injected.startswith("Human: " + SCRIPT[0][0])
     assert by_name["window"].injected.count("Human:") == 3
     assert by_name["token_buffer"].tokens <= 120
     assert by_name["buffer"].tokens > by_name["window"].tokens
+    assert by_name["summary_buffer"].injected.startswith("System: ")  # the summary, then turns
+    assert all(r.llm_calls == 0 for r in results)  # offline: extractive summaries
     for session in by_name:
         assert len(SQLiteHistory(db, session_id=session).entries()) == 2 * len(SCRIPT)
 

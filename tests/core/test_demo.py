@@ -9,7 +9,7 @@ from langchain_core.language_models import FakeListChatModel
 
 from memories import BufferMemory, register_memory
 from memories.config import MEMORY_TYPES
-from memories.demo import DEMO_LLM, SCRIPT, SESSIONS, run_demo
+from memories.demo import DEMO_LLM, DEMO_MEMORIES, SCRIPT, SESSIONS, run_demo
 
 
 class CallingMemory(BufferMemory):
@@ -49,3 +49,14 @@ def test_the_memorys_own_model_calls_are_counted_apart_from_the_chat(tmp_path: P
         assert result.llm_calls == len(SCRIPT)
     finally:
         MEMORY_TYPES.pop("calling")
+
+
+def test_with_a_model_the_summary_memories_call_it_and_the_calls_are_counted(
+    tmp_path: Path,
+) -> None:
+    chat = FakeListChatModel(responses=["Maya: biologist in Lisbon, drinks black coffee."])
+    configs = {k: v for k, v in DEMO_MEMORIES.items() if k.startswith("summary")}
+    results = run_demo(tmp_path / "d.db", llm=chat, memories=configs)
+    assert [r.name for r in results] == list(configs)
+    assert all(r.llm_calls > 0 for r in results)
+    assert all("drinks black coffee" in r.injected for r in results)

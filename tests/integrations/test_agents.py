@@ -259,3 +259,40 @@ def test_a_memory_without_a_conversation_view_keeps_the_checkpointed_thread() ->
     system, *rest = model.prompts[-1]
     assert "The user is a pirate." in system.text
     assert texts(rest)[0] == "ahoy" and texts(rest)[-1] == "again"
+
+
+def test_summary_buffer_memory_puts_its_summary_in_the_system_message() -> None:
+    from memories import SummaryBufferMemory
+
+    model = ScriptedChatModel(responses=[weather_call(), "Sunny in Paris."])
+    memory = SummaryBufferMemory(max_token_limit=80)
+    agent = create_agent(
+        model, [weather], middleware=[MemoryMiddleware(memory)], checkpointer=InMemorySaver()
+    )
+    ask(agent, "Weather in Paris? I am planning a long trip there with my sister Ines.")
+    for i in range(4):
+        ask(agent, f"Tell me fact number {i} about the Seine river and its many bridges.")
+    system, *rest = model.prompts[-1]
+    assert isinstance(system, SystemMessage)
+    summary = system.text.split("## Memory\n", 1)[1].split("history:\n", 1)[1]
+    assert summary.strip()  # the running summary of the folded turns
+    assert len(rest) < len(memory.chat_memory.messages)  # older turns are folded away
+    assert rest[0].type == "human" and rest[-1].text.startswith("Tell me fact number 3")
+    assert all(m.text not in summary for m in rest if m.text)
+
+
+def test_summary_memory_alone_replaces_the_thread_with_its_summary() -> None:
+    from memories import SummaryMemory
+
+    model = ScriptedChatModel()
+    agent = create_agent(
+        model,
+        [],
+        middleware=[MemoryMiddleware(SummaryMemory())],
+        checkpointer=InMemorySaver(),
+    )
+    ask(agent, "I am Ada, a mathematician from London.")
+    ask(agent, "Who am I?")
+    system, *rest = model.prompts[-1]
+    assert "Ada" in system.text
+    assert texts(rest) == ["Who am I?"]
