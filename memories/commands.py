@@ -42,6 +42,7 @@ __all__ = [
     "chat_memories",
     "clear",
     "export_jsonl",
+    "flush",
     "histories_of",
     "import_jsonl",
     "inspect",
@@ -156,7 +157,19 @@ def chat(
             turns += 1
         out.write(prompt)
         out.flush()
+    flush(memory)
     return turns
+
+
+def flush(memory: LangChainBaseMemory) -> None:
+    """Finish the memory's deferred work (a background summary fold) before the process ends."""
+    if isinstance(memory, CombinedMemory):
+        for member in memory.memories:
+            flush(member)
+        return
+    finish = getattr(memory, "flush", None)
+    if callable(finish):
+        finish()
 
 
 # -- inspect ------------------------------------------------------------------

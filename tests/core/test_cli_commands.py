@@ -281,3 +281,24 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])
     assert info.value.code == 0 and f"usage: memories {command}" in capsys.readouterr().out
+
+
+def test_chat_with_a_background_summary_finishes_its_fold_before_exiting(
+    tmp_path: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = {"type": "sqlite", "path": str(db), "session_id": "u1"}
+    config = write_config(
+        tmp_path / "s.yaml",
+        {
+            "type": "summary_buffer",
+            "max_token_limit": 40,
+            "summarize": "background",
+            "debounce": 60,
+            "history": history,
+        },
+    )
+    lines = "".join(f"Line {i}: I collect old maps of Lisbon and Porto.\n" for i in range(6))
+    code, _, _ = run(["chat", "--config", str(config)], capsys, lines)
+    assert code == 0
+    _, out, _ = run(["inspect", "--config", str(config)], capsys)
+    assert "System: " in out or "system: " in out  # the summary was folded before exit
