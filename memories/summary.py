@@ -29,6 +29,7 @@ import logging
 import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from langchain_classic.memory.prompt import SUMMARY_PROMPT
@@ -315,9 +316,6 @@ class _RunningSummaryMemory(ChatMemory):
     #: LangChain's name for the ``initial_summary`` argument of this class.
     _summary_argument: ClassVar[str]
 
-    _model: BaseLanguageModel | None = PrivateAttr(default=None)
-    _counter: TokenCounter = PrivateAttr()
-    _counter_id: str = PrivateAttr()
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
     _epoch: int = PrivateAttr(default=0)
     _closed: bool = PrivateAttr(default=False)
@@ -386,17 +384,32 @@ class _RunningSummaryMemory(ChatMemory):
         return value
 
     def model_post_init(self, context: Any, /) -> None:
-        self._counter = resolve_token_counter(self.token_counter)
-        self._counter_id = _counter_id(self._counter)
+        # Resolve now, so a bad counter or model fails at construction, not on a later turn.
+        self._counter  # noqa: B018
+        self._model  # noqa: B018
+
+    # Derived from the arguments; BaseMemory forgets them when an argument is reassigned.
+
+    @cached_property
+    def _counter(self) -> TokenCounter:
+        return resolve_token_counter(self.token_counter)
+
+    @cached_property
+    def _counter_id(self) -> str:
+        return _counter_id(self._counter)
+
+    @cached_property
+    def _model(self) -> BaseLanguageModel | None:
         if isinstance(self.llm, str):
-            self._model = models.resolve_llm(self.llm, **self.llm_kwargs)
-        elif self.llm is not None:
-            if self.llm_kwargs:
-                raise ConfigError(
-                    "llm_kwargs configure a model given by name ('provider:model'); "
-                    "set the options on the model object instead."
-                )
-            self._model = models.resolve_llm(self.llm)
+            return models.resolve_llm(self.llm, **self.llm_kwargs)
+        if self.llm is None:
+            return None
+        if self.llm_kwargs:
+            raise ConfigError(
+                "llm_kwargs configure a model given by name ('provider:model'); "
+                "set the options on the model object instead."
+            )
+        return models.resolve_llm(self.llm)
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "llm" and not isinstance(value, str):

@@ -180,3 +180,16 @@ def test_clear_keeps_the_configuration() -> None:
     memory.save_context({"input": "hi"}, {"output": "hello"})
     memory.clear()
     assert memory.to_config() == config
+
+
+def test_reassigned_arguments_take_effect() -> None:
+    from langchain_core.language_models import FakeListLLM
+
+    from memories import SummaryBufferMemory
+
+    memory = SummaryBufferMemory(token_counter="chars")
+    assert memory._model is None
+    memory.llm = FakeListLLM(responses=["a summary"])
+    assert memory._model is memory.llm
+    memory.token_counter = "tiktoken"
+    assert memory._counter.name == "tiktoken:cl100k_base"
