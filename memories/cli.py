@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memories.errors import MemoriesError
+from memories.errors import ConfigError, MemoriesError
 
 __all__ = ["LLM_ENV", "main"]
 
@@ -96,7 +96,9 @@ def _import(args: argparse.Namespace) -> int:
     else:
         path = Path(args.file)
         if not path.is_file():
-            raise MemoriesError(f"Import file {args.file!r} does not exist.")
+            raise ConfigError(
+                f"Import file {args.file!r} does not exist (give a path, or - for stdin)."
+            )
         with path.open(encoding="utf-8") as handle:
             lines = read_jsonl(handle, source=args.file, session=args.session)
     count = import_jsonl(
