@@ -16,6 +16,7 @@ from memories.errors import (
     BackendUnavailableError,
     ConfigError,
     InvalidInputError,
+    InvalidProfileError,
     LLMError,
     MemoriesError,
     MissingDependencyError,
@@ -31,6 +32,7 @@ from memories.history import (
     SQLiteHistory,
 )
 from memories.keys import get_prompt_input_key
+from memories.profile import ProfileMemory, ProfileStore
 from memories.runnable import with_memory
 from memories.token_buffer import TokenBufferMemory
 from memories.window import WindowMemory
@@ -58,12 +60,15 @@ __all__ = [
     "Entry",
     "InMemoryHistory",
     "InvalidInputError",
+    "InvalidProfileError",
     "LLMError",
     "LangChainHistory",
     "MemoriesError",
     "MissingDependencyError",
     "MissingKeyError",
     "ModelFileError",
+    "ProfileMemory",
+    "ProfileStore",
     "ReadOnlySharedMemory",
     "SQLHistory",
     "SQLiteHistory",

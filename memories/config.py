@@ -43,6 +43,7 @@ MEMORY_TYPES: dict[str, tuple[str, str, str | None]] = {
     "combined": ("memories.combined", "CombinedMemory", None),
     "read_only": ("memories.combined", "ReadOnlySharedMemory", None),
     "simple": ("memories.combined", "SimpleMemory", None),
+    "profile": ("memories.profile", "ProfileMemory", None),
 }
 
 HISTORY_TYPES: dict[str, tuple[str, str]] = {
