@@ -51,7 +51,9 @@ class BaseMemory(LangChainBaseMemory):
     backend, never in these fields, so ``to_config()`` round-trips exactly.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    model_config = ConfigDict(
+        arbitrary_types_allowed=True, extra="forbid", validate_assignment=True
+    )
 
     #: The name this class has in configs and in the registry (``"buffer"``, ...).
     config_type: ClassVar[str]
@@ -72,7 +74,7 @@ class BaseMemory(LangChainBaseMemory):
             if field.exclude or value == default:
                 continue
             form = self._config_value(name, value)
-            if isinstance(default, ChatHistory) and form == default.to_config():
+            if isinstance(default, ChatHistory) and form == self._config_value(name, default):
                 continue
             config[name] = form
         return config
@@ -80,7 +82,13 @@ class BaseMemory(LangChainBaseMemory):
     def _config_value(self, name: str, value: Any) -> Any:
         """The config form of one argument; subclasses extend it for their own types."""
         if isinstance(value, ChatHistory):
-            return value.to_config()
+            try:
+                return value.to_config()
+            except NotImplementedError as exc:
+                raise ConfigError(
+                    f"{type(self).__name__}.{name} is a {value!r}, which has no config form; "
+                    "use a memories history (SQLiteHistory, SQLHistory) to describe it by config."
+                ) from exc
         if value is None or isinstance(value, str | int | float | bool):
             return value
         if isinstance(value, list | tuple) and all(isinstance(v, str | int | float) for v in value):

@@ -136,7 +136,7 @@ class TokenBufferMemory(ChatMemory):
     end_on: EndOn | None = None
     include_system: bool = False
 
-    _counter: TokenCounter = PrivateAttr()
+    _resolved: tuple[Any, TokenCounter] | None = PrivateAttr(default=None)
 
     @field_validator("max_token_limit")
     @classmethod
@@ -146,8 +146,15 @@ class TokenBufferMemory(ChatMemory):
         return value
 
     def model_post_init(self, context: Any, /) -> None:
+        self._counter  # noqa: B018  (resolve now: a bad counter fails at construction)
+
+    @property
+    def _counter(self) -> TokenCounter:
+        """The counter for the current ``token_counter`` / ``llm`` (they may be reassigned)."""
         spec = self.token_counter if self.token_counter is not None else self.llm
-        self._counter = resolve_token_counter(spec)
+        if self._resolved is None or self._resolved[0] is not spec:
+            self._resolved = (spec, resolve_token_counter(spec))
+        return self._resolved[1]
 
     def _state_parameters(self) -> dict[str, Any]:
         return {

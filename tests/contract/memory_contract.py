@@ -1,0 +1,184 @@
+"""The battery of checks every memory class passes, on every history backend.
+
+A memory's test module subclasses :class:`MemoryContract` and provides a
+``make_memory`` fixture: ``(history) -> memory``. The checks cover LangChain's
+interface and output formats, async parity, clearing, configuration round
+trips, bad input, and use inside a classic chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from langchain_core.language_models import FakeListLLM
+from langchain_core.messages import BaseMessage
+
+from memories import ConfigError, InvalidInputError, LangChainHistory, create_memory
+from memories.base import BaseMemory
+from memories.history import ChatHistory
+
+MakeMemory = Callable[[ChatHistory], BaseMemory]
+
+TURNS = [
+    (f"question {i}: what about topic {i}?", f"answer {i}: topic {i} is fine.") for i in range(6)
+]
+
+
+def run_turns(memory: BaseMemory, turns: list[tuple[str, str]] = TURNS) -> None:
+    for question, answer in turns:
+        memory.save_context({"input": question}, {"output": answer})
+
+
+async def arun_turns(memory: BaseMemory, turns: list[tuple[str, str]] = TURNS) -> None:
+    for question, answer in turns:
+        await memory.asave_context({"input": question}, {"output": answer})
+
+
+def loaded(memory: BaseMemory) -> Any:
+    variables = memory.load_memory_variables({"input": "next"})
+    assert set(variables) == set(memory.memory_variables)
+    return variables
+
+
+class MemoryContract:
+    """Subclass with a ``make_memory(history) -> memory`` fixture."""
+
+    #: The newest exchange must show up in what the memory loads.
+    shows_latest_turn = True
+    #: The memory can give messages instead of a string.
+    supports_return_messages = True
+
+    @pytest.fixture
+    def make_memory(self) -> MakeMemory:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def test_memory_variables_are_loaded(
+        self, make_memory: MakeMemory, history: ChatHistory
+    ) -> None:
+        memory = make_memory(history)
+        run_turns(memory)
+        variables = loaded(memory)
+        assert all(isinstance(v, str) for v in variables.values())
+
+    def test_latest_turn_is_shown(self, make_memory: MakeMemory, history: ChatHistory) -> None:
+        if not self.shows_latest_turn:
+            pytest.skip("this memory does not show turns verbatim")
+        memory = make_memory(history)
+        run_turns(memory)
+        text = " ".join(str(v) for v in loaded(memory).values())
+        assert TURNS[-1][0] in text and TURNS[-1][1] in text
+
+    def test_async_does_what_sync_does(
+        self, make_memory: MakeMemory, history_factory: Callable[[str], ChatHistory]
+    ) -> None:
+        sync_memory = make_memory(history_factory("sync"))
+        async_memory = make_memory(history_factory("async"))
+        run_turns(sync_memory)
+        asyncio.run(arun_turns(async_memory))
+        expected = sync_memory.load_memory_variables({"input": "next"})
+        got = asyncio.run(async_memory.aload_memory_variables({"input": "next"}))
+        assert got == expected
+        assert loaded(async_memory) == expected
+
+    def test_clear_forgets_everything(self, make_memory: MakeMemory, history: ChatHistory) -> None:
+        memory = make_memory(history)
+        empty = loaded(memory)
+        run_turns(memory)
+        assert loaded(memory) != empty
+        memory.clear()
+        assert loaded(memory) == empty
+
+    def test_aclear_forgets_everything(self, make_memory: MakeMemory, history: ChatHistory) -> None:
+        memory = make_memory(history)
+        empty = loaded(memory)
+        run_turns(memory)
+        asyncio.run(memory.aclear())
+        assert loaded(memory) == empty
+
+    def test_config_round_trips(self, make_memory: MakeMemory, history: ChatHistory) -> None:
+        memory = make_memory(history)
+        if isinstance(history, LangChainHistory):
+            with pytest.raises(ConfigError, match="no config form"):
+                memory.to_config()
+            return
+        config = memory.to_config()
+        assert create_memory(config).to_config() == config
+
+    @pytest.mark.parametrize(
+        ("inputs", "outputs"),
+        [
+            ({"input": None}, {"output": "ok"}),
+            ({"input": 42}, {"output": "ok"}),
+            ({"input": "ok"}, {"output": None}),
+            ({"input": "ok"}, {"output": object()}),
+            ({}, {"output": "ok"}),
+            ({"a": "x", "b": "y"}, {"output": "ok"}),
+            ({"input": "ok"}, {"x": "1", "y": "2"}),
+            ("not a dict", {"output": "ok"}),
+        ],
+        ids=[
+            "none-input",
+            "int-input",
+            "none-output",
+            "object-output",
+            "no-input",
+            "two-inputs",
+            "two-outputs",
+            "non-dict",
+        ],
+    )
+    def test_bad_input_is_rejected_and_stored_data_untouched(
+        self, make_memory: MakeMemory, history: ChatHistory, inputs: Any, outputs: Any
+    ) -> None:
+        memory = make_memory(history)
+        run_turns(memory, TURNS[:2])
+        before = loaded(memory)
+        stored = [e.message for e in history.entries()]
+        with pytest.raises(InvalidInputError) as info:
+            memory.save_context(inputs, outputs)
+        assert str(info.value)  # the message says what was wrong
+        assert [e.message for e in history.entries()] == stored
+        assert loaded(memory) == before
+
+    def test_unicode_and_huge_input_round_trip(
+        self, make_memory: MakeMemory, history: ChatHistory
+    ) -> None:
+        memory = make_memory(history)
+        huge = "ünïcødé 🧠 " * 50_000
+        memory.save_context({"input": huge}, {"output": "noted, 日本語"})
+        stored = [e.message.content for e in history.entries()]
+        assert stored[-2:] == [huge, "noted, 日本語"]
+        run_turns(memory, TURNS[:1])
+        assert TURNS[0][0] in str(loaded(memory)) or not self.shows_latest_turn
+
+    def test_return_messages_gives_messages(
+        self, make_memory: MakeMemory, history: ChatHistory
+    ) -> None:
+        memory = make_memory(history)
+        if not self.supports_return_messages:
+            with pytest.raises(ValueError, match="return_messages"):
+                memory.return_messages = True
+            return
+        memory.return_messages = True
+        run_turns(memory)
+        value = loaded(memory)[memory.memory_variables[0]]
+        assert isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value)
+
+    def test_plugs_into_conversation_chain(
+        self, make_memory: MakeMemory, history: ChatHistory
+    ) -> None:
+        from langchain_classic.chains import ConversationChain
+
+        memory = make_memory(history)
+        if memory.memory_variables != ["history"]:
+            pytest.skip("ConversationChain's prompt needs the 'history' variable")
+        chain = ConversationChain(llm=FakeListLLM(responses=["first", "second"]), memory=memory)
+        chain.invoke({"input": "hello there"})
+        result = chain.invoke({"input": "and again"})
+        assert result["response"] == "second"
+        if self.shows_latest_turn:
+            assert "hello there" in str(result["history"])
+            assert "first" in str(result["history"])

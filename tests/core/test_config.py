@@ -1,0 +1,180 @@
+"""Building memories from dicts and files, and describing them back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memories import (
+    BufferMemory,
+    CombinedMemory,
+    ConfigError,
+    MissingDependencyError,
+    ReadOnlySharedMemory,
+    SimpleMemory,
+    SQLiteHistory,
+    TokenBufferMemory,
+    WindowMemory,
+    create_memory,
+    register_memory,
+)
+from memories.config import MEMORY_TYPES
+
+
+def test_dict_config_builds_the_named_memory(tmp_path: Path) -> None:
+    memory = create_memory(
+        {
+            "type": "token_buffer",
+            "max_token_limit": 300,
+            "token_counter": "chars",
+            "memory_key": "chat",
+            "history": {"type": "sqlite", "path": str(tmp_path / "c.db"), "session_id": "u1"},
+        }
+    )
+    assert isinstance(memory, TokenBufferMemory)
+    assert memory.max_token_limit == 300 and memory.memory_key == "chat"
+    assert isinstance(memory.chat_memory, SQLiteHistory)
+    assert memory.chat_memory.session_id == "u1"
+
+
+def test_yaml_and_toml_files_build_equal_memories(tmp_path: Path) -> None:
+    yaml_file = tmp_path / "memory.yaml"
+    yaml_file.write_text("type: window\nk: 3\nreturn_messages: true\n")
+    toml_file = tmp_path / "memory.toml"
+    toml_file.write_text('[memory]\ntype = "window"\nk = 3\nreturn_messages = true\n')
+    from_yaml, from_toml = create_memory(yaml_file), create_memory(str(toml_file))
+    assert isinstance(from_yaml, WindowMemory)
+    assert (
+        from_yaml.to_config()
+        == from_toml.to_config()
+        == {
+            "type": "window",
+            "k": 3,
+            "return_messages": True,
+        }
+    )
+
+
+def test_swapping_the_type_swaps_the_class() -> None:
+    for type_name, cls in [("buffer", BufferMemory), ("window", WindowMemory)]:
+        assert type(create_memory({"type": type_name})) is cls
+
+
+@pytest.mark.parametrize(
+    "memory",
+    [
+        BufferMemory(memory_key="chat", human_prefix="User"),
+        WindowMemory(k=7, input_key="question"),
+        TokenBufferMemory(max_token_limit=123, token_counter="tiktoken:cl100k_base"),
+        SimpleMemory(memories={"persona": "a pirate"}),
+        CombinedMemory(memories=[BufferMemory(memory_key="a"), WindowMemory(memory_key="b", k=1)]),
+        ReadOnlySharedMemory(memory=WindowMemory(k=2)),
+    ],
+    ids=lambda m: type(m).__name__,
+)
+def test_to_config_round_trips(memory: object) -> None:
+    config = memory.to_config()  # type: ignore[attr-defined]
+    rebuilt = create_memory(config)
+    assert type(rebuilt) is type(memory)
+    assert rebuilt.to_config() == config
+
+
+def test_sqlite_history_config_round_trips(tmp_path: Path) -> None:
+    memory = BufferMemory(chat_memory=SQLiteHistory(tmp_path / "x.db", session_id="s9"))
+    config = memory.to_config()
+    assert config["chat_memory"] == {
+        "type": "sqlite",
+        "path": str(tmp_path / "x.db"),
+        "session_id": "s9",
+    }
+    assert create_memory(config).to_config() == config
+
+
+def test_unknown_type_lists_the_valid_ones() -> None:
+    with pytest.raises(ConfigError) as info:
+        create_memory({"type": "bufer"})
+    message = str(info.value)
+    assert "'bufer'" in message
+    for name in ("buffer", "token_buffer", "window"):
+        assert name in message
+
+
+def test_missing_type_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="Unknown memory type None"):
+        create_memory({"k": 3})
+
+
+def test_bad_option_names_the_option() -> None:
+    with pytest.raises(ConfigError, match="max_tokens"):
+        create_memory({"type": "token_buffer", "max_tokens": 10})
+    with pytest.raises(ConfigError, match="k must be >= 0"):
+        create_memory({"type": "window", "k": -2})
+
+
+def test_bad_history_config_is_reported() -> None:
+    with pytest.raises(ConfigError, match="Unknown history type 'redis'"):
+        create_memory({"type": "buffer", "history": {"type": "redis"}})
+    with pytest.raises(ConfigError, match="either 'history' or 'chat_memory'"):
+        create_memory({"type": "buffer", "history": {"type": "memory"}, "chat_memory": {}})
+
+
+def test_missing_file_and_bad_file_are_reported(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        create_memory(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("type: [unclosed\n")
+    with pytest.raises(ConfigError, match="is not valid"):
+        create_memory(bad)
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        create_memory(listed)
+    ini = tmp_path / "memory.ini"
+    ini.write_text("[x]")
+    with pytest.raises(ConfigError, match="unknown extension"):
+        create_memory(ini)
+
+
+def test_missing_optional_dependency_names_the_pip_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(
+        MEMORY_TYPES, "exotic", ("no_such_module_xyz", "Exotic", "pip install exotic")
+    )
+    with pytest.raises(MissingDependencyError, match="pip install exotic"):
+        create_memory({"type": "exotic"})
+
+
+def test_register_memory_adds_a_type(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("memories.config.MEMORY_TYPES", dict(MEMORY_TYPES))
+    register_memory("mine", "memories.buffer", "BufferMemory")
+    assert isinstance(create_memory({"type": "mine"}), BufferMemory)
+
+
+def test_combined_memory_rejects_shared_variables() -> None:
+    with pytest.raises(ValueError, match=r"same variables \['history'\]"):
+        CombinedMemory(memories=[BufferMemory(), WindowMemory()])
+
+
+def test_combined_members_find_the_input_without_input_key() -> None:
+    combined = CombinedMemory(
+        memories=[BufferMemory(memory_key="full"), WindowMemory(memory_key="recent", k=1)]
+    )
+    for q in ("one", "two"):
+        variables = combined.load_memory_variables({"input": q})
+        combined.save_context({"input": q, **variables}, {"output": q.upper()})
+    loaded = combined.load_memory_variables({})
+    assert loaded == {
+        "full": "Human: one\nAI: ONE\nHuman: two\nAI: TWO",
+        "recent": "Human: two\nAI: TWO",
+    }
+
+
+def test_read_only_memory_never_writes() -> None:
+    shared = BufferMemory()
+    shared.save_context({"input": "q"}, {"output": "a"})
+    read_only = ReadOnlySharedMemory(memory=shared)
+    read_only.save_context({"input": "other"}, {"output": "x"})
+    read_only.clear()
+    assert read_only.load_memory_variables({}) == {"history": "Human: q\nAI: a"}

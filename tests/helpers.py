@@ -1,0 +1,31 @@
+"""Test helpers shared across test modules."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from langchain_core.messages import AIMessage, HumanMessage
+
+from memories.messages import dump_message
+
+
+def fill_history_fast(path: Path, session_id: str, turns: int) -> None:
+    """Write ``turns`` human/AI pairs straight into a SQLite history file.
+
+    The rows are exactly what ``SQLiteHistory.append`` writes; going around it
+    makes a 100,000-message log in well under a second, for read-path tests.
+    """
+    now = time.time()
+    human, ai = dump_message(HumanMessage("a question")), dump_message(AIMessage("an answer"))
+    rows = []
+    for _ in range(turns):
+        rows.append((session_id, "human", human, now))
+        rows.append((session_id, "ai", ai, now))
+    with sqlite3.connect(path) as connection:
+        connection.executemany(
+            "INSERT INTO memories_messages (session_id, type, message, created_at) "
+            "VALUES (?, ?, ?, ?)",
+            rows,
+        )
