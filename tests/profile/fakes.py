@@ -90,3 +90,33 @@ USER_SCHEMA: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
+
+
+class NotingChatModel(BaseChatModel):
+    """Deterministic: records the last human line of the turns it is shown as ``/last``.
+
+    Replies through the patch tool, so it exercises the same path as a real
+    tool-calling model; for contract tests that need some change per turn.
+    """
+
+    @property
+    def _llm_type(self) -> str:
+        return "noting"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        transcript = str(messages[-1].content).rsplit("New conversation turns:\n", 1)[-1]
+        humans = [line for line in transcript.splitlines() if line.startswith("Human: ")]
+        last = humans[-1].removeprefix("Human: ") if humans else ""
+        message = tool_reply({"op": "add", "path": "/last", "value": last})
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def bind_tools(
+        self, tools: Sequence[Any], *, tool_choice: str | None = None, **kwargs: Any
+    ) -> Runnable[Any, AIMessage]:
+        return self.bind(tools=tools, tool_choice=tool_choice, **kwargs)
