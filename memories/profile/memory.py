@@ -40,7 +40,6 @@ from typing import Any, ClassVar, Literal
 
 import jsonpatch
 import yaml
-from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
@@ -133,8 +132,9 @@ class ProfileMemory(BaseMemory):
         schema: what the profile must look like: a JSON Schema dict, a
             Pydantic model class, or its import path ``"package.module:Class"``.
             None allows any JSON object.
-        llm: the model that proposes updates: a LangChain model, or a string
-            ``"provider:model"`` / ``"llamacpp:/path.gguf"``. Needed unless
+        llm: the model that proposes updates: a LangChain model (or any
+            runnable taking messages, such as ``model.with_retry()``), or a
+            string ``"provider:model"`` / ``"llamacpp:/path.gguf"``. Needed unless
             ``policy="manual"`` and the profile is only written with :meth:`put`.
         namespace: whose profile this is, as a tuple of labels (``("user-42",)``).
         key: the profile's name within the namespace; several named profiles
@@ -146,10 +146,10 @@ class ProfileMemory(BaseMemory):
         return_messages: give a list holding one system message instead of a string.
         format: ``"json"`` (compact JSON) or ``"text"`` (an indented block).
         policy: when queued turns are folded in: ``"turn"`` (every save),
-            ``"every_n"``, ``"background"`` (after ``debounce_seconds`` of
+            ``"every_n"``, ``"background"`` (after ``debounce`` seconds of
             quiet), ``"manual"`` (:meth:`refresh`), or ``"once"``.
         every_n: the number of turns per update under ``"every_n"``.
-        debounce_seconds: the quiet period under ``"background"``.
+        debounce: the quiet period under ``"background"``, in seconds.
         max_retries: how many times an invalid reply is sent back to the model.
         max_document_tokens: the budget of document shown in one model call;
             larger documents are updated section by section.
@@ -176,7 +176,7 @@ class ProfileMemory(BaseMemory):
     format: Literal["json", "text"] = "json"
     policy: Policy = "turn"
     every_n: int = 3
-    debounce_seconds: float = 5.0
+    debounce: float = 5.0
     max_retries: int = 2
     max_document_tokens: int = 2000
     max_turns_per_update: int = 10
@@ -225,11 +225,11 @@ class ProfileMemory(BaseMemory):
             raise ConfigError(f"max_retries must be >= 0; got {value}")
         return value
 
-    @field_validator("debounce_seconds")
+    @field_validator("debounce")
     @classmethod
     def _not_negative_seconds(cls, value: float) -> float:
         if value < 0:
-            raise ConfigError(f"debounce_seconds must be >= 0; got {value}")
+            raise ConfigError(f"debounce must be >= 0; got {value}")
         return value
 
     def model_post_init(self, context: Any, /) -> None:
@@ -238,9 +238,10 @@ class ProfileMemory(BaseMemory):
                 f"policy {self.policy!r} updates the profile with a model, but llm is None. "
                 "Pass llm=..., or use policy='manual' and write with put()/update()."
             )
-        if self.llm is not None and not isinstance(self.llm, str | BaseLanguageModel):
+        if self.llm is not None and not isinstance(self.llm, str | Runnable):
             raise ConfigError(
-                f"llm must be a LangChain model or a string 'provider:model'; got {self.llm!r:.80}"
+                f"llm must be a LangChain model (or runnable) or a string 'provider:model'; "
+                f"got {self.llm!r:.80}"
             )
         self._schema = ProfileSchema(self.profile_schema)
         self._counter = resolve_token_counter(self.token_counter)
@@ -267,7 +268,7 @@ class ProfileMemory(BaseMemory):
                         "Define it in a module and pass 'package.module:ClassName'."
                     )
                 return path
-        if name == "llm" and isinstance(value, BaseLanguageModel):
+        if name == "llm" and isinstance(value, Runnable):
             raise ConfigError(
                 f"ProfileMemory.llm is a {type(value).__name__} object, which has no config form. "
                 "Pass the model by name ('openai:gpt-4o-mini', 'llamacpp:/path.gguf')."
@@ -600,7 +601,8 @@ class ProfileMemory(BaseMemory):
                 )
             from integrations.models import resolve_llm
 
-            self._model, self._tools = _bind(resolve_llm(self.llm), self.update_method)
+            model = resolve_llm(self.llm) if isinstance(self.llm, str) else self.llm
+            self._model, self._tools = _bind(model, self.update_method)
         return self._model, self._tools
 
     def _session(
@@ -774,7 +776,7 @@ def _dump(value: Any, what: str) -> str:
         raise InvalidProfileError(f"The {what} must be JSON-serialisable: {exc}") from exc
 
 
-def _bind(model: BaseLanguageModel, method: UpdateMethod) -> tuple[Runnable[Any, Any], bool]:
+def _bind(model: Runnable[Any, Any], method: UpdateMethod) -> tuple[Runnable[Any, Any], bool]:
     """The model with the patch tool bound (and whether it is), per ``update_method``."""
     if method == "json":
         return model, False

@@ -74,7 +74,8 @@ PATCH_TOOL: dict[str, Any] = {
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _NOT_JSON = (
     "Your reply is not a JSON array of operations. Reply with only the array, for example "
-    '[{"op": "add", "path": "/name", "value": "Ada"}], or [] when nothing should change.'
+    '[{"op": "replace", "path": "/some/field", "value": "new value"}], '
+    "or [] when nothing should change."
 )
 
 

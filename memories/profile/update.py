@@ -65,7 +65,8 @@ _TOOL_FORMAT = (
 )
 _TEXT_FORMAT = (
     "Reply with only the JSON array of operations and nothing else, for example "
-    '[{"op": "add", "path": "/name", "value": "Ada"}]. Reply [] when nothing should change.'
+    '[{"op": "replace", "path": "/some/field", "value": "new value"}]. '
+    "Reply [] when nothing should change."
 )
 
 
