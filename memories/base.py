@@ -26,6 +26,7 @@ import hashlib
 import json
 from abc import abstractmethod
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any, ClassVar
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -57,6 +58,15 @@ class BaseMemory(LangChainBaseMemory):
 
     #: The name this class has in configs and in the registry (``"buffer"``, ...).
     config_type: ClassVar[str]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name in type(self).model_fields:
+            # Configuration changed: forget what was derived from it (cached properties).
+            for base in type(self).__mro__:
+                for attribute, member in vars(base).items():
+                    if isinstance(member, cached_property):
+                        self.__dict__.pop(attribute, None)
 
     def to_config(self) -> dict[str, Any]:
         """A config that :func:`memories.create_memory` turns back into an equal memory.
@@ -160,13 +170,14 @@ class ChatMemory(BaseMemory):
         """The arguments that shape this memory's derived state (default: none)."""
         return {}
 
-    @property
+    @cached_property
     def state_key(self) -> str:
         """Where this memory keeps its derived state in the history.
 
         It names the type, the memory key and a digest of the arguments that
         shape the state, so changing ``max_token_limit`` starts a fresh state
-        instead of reusing one computed for another limit.
+        instead of reusing one computed for another limit. Computed once per
+        configuration (every turn reads it).
         """
         shape = json.dumps(self._state_parameters(), sort_keys=True, default=str)
         digest = hashlib.sha1(shape.encode(), usedforsecurity=False).hexdigest()[:12]

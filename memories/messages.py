@@ -40,7 +40,9 @@ def to_message(value: Any, role: type[HumanMessage] | type[AIMessage], what: str
         InvalidInputError: ``value`` is None or of a type no chat model accepts.
     """
     if isinstance(value, BaseMessage):
-        return value
+        # A copy: the caller keeps its object, and mutating it later must not
+        # change what was stored.
+        return value.model_copy(deep=True)
     if isinstance(value, str):
         return role(content=value)
     if isinstance(value, list) and all(isinstance(block, str | dict) for block in value):

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from pydantic import PrivateAttr, field_validator
+from pydantic import field_validator
 
 from memories.base import ChatMemory
 from memories.errors import ConfigError
@@ -105,6 +106,12 @@ class TokenWindow:
         )
 
 
+class _Decoded:
+    """The last (state dict, window) pair; replaced whole, so threads never see half of one."""
+
+    pair: tuple[dict[str, Any], TokenWindow] | None = None
+
+
 class TokenBufferMemory(ChatMemory):
     """Shows the most recent messages whose tokens fit in ``max_token_limit``.
 
@@ -136,8 +143,6 @@ class TokenBufferMemory(ChatMemory):
     end_on: EndOn | None = None
     include_system: bool = False
 
-    _resolved: tuple[Any, TokenCounter] | None = PrivateAttr(default=None)
-
     @field_validator("max_token_limit")
     @classmethod
     def _positive(cls, value: int) -> int:
@@ -148,13 +153,29 @@ class TokenBufferMemory(ChatMemory):
     def model_post_init(self, context: Any, /) -> None:
         self._counter  # noqa: B018  (resolve now: a bad counter fails at construction)
 
-    @property
+    @cached_property
     def _counter(self) -> TokenCounter:
-        """The counter for the current ``token_counter`` / ``llm`` (they may be reassigned)."""
-        spec = self.token_counter if self.token_counter is not None else self.llm
-        if self._resolved is None or self._resolved[0] is not spec:
-            self._resolved = (spec, resolve_token_counter(spec))
-        return self._resolved[1]
+        """The counter for ``token_counter`` (or ``llm``); derived again if either is reassigned."""
+        return resolve_token_counter(
+            self.token_counter if self.token_counter is not None else self.llm
+        )
+
+    @cached_property
+    def _last_decoded(self) -> _Decoded:
+        return _Decoded()
+
+    def _decode(self, state: dict[str, Any]) -> TokenWindow:
+        """The window a stored state describes, decoded once per state object.
+
+        An in-process history hands back the very dict it was given, so a
+        turn's load reuses the window its save just made.
+        """
+        last = self._last_decoded.pair
+        if last is not None and last[0] is state:
+            return last[1]
+        window = TokenWindow.from_state(state)
+        self._last_decoded.pair = (state, window)
+        return window
 
     def _state_parameters(self) -> dict[str, Any]:
         return {
@@ -228,12 +249,14 @@ class TokenBufferMemory(ChatMemory):
         if state is None:
             window = self._rebuild()
         else:
-            window = TokenWindow.from_state(state)
+            window = self._decode(state)
             new = history.entries(after=window.last)
             if not new:
                 return window
             window = self._advance(window, new)
-        history.save_state(self.state_key, window.to_state())
+        state = window.to_state()
+        history.save_state(self.state_key, state)
+        self._last_decoded.pair = (state, window)
         return window
 
     def _rebuild(self) -> TokenWindow:
@@ -264,12 +287,14 @@ class TokenBufferMemory(ChatMemory):
         if state is None:
             window = await self._arebuild()
         else:
-            window = TokenWindow.from_state(state)
+            window = self._decode(state)
             new = await history.aentries(after=window.last)
             if not new:
                 return window
             window = self._advance(window, new)
-        await history.asave_state(self.state_key, window.to_state())
+        state = window.to_state()
+        await history.asave_state(self.state_key, state)
+        self._last_decoded.pair = (state, window)
         return window
 
     async def _arebuild(self) -> TokenWindow:

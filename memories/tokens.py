@@ -15,6 +15,7 @@ number; they never re-count the buffer.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -57,18 +58,26 @@ class TiktokenCounter:
         return f"tiktoken:{self.encoding_name}"
 
     def __call__(self, messages: Sequence[BaseMessage], /) -> int:
-        from integrations.tiktoken_counter import load_encoding
-
-        encoding = load_encoding(self.encoding_name)
+        encode = _encoding(self.encoding_name).encode_ordinary
         total = 0
         for message in messages:
-            parts = [message.type, message_text(message)]
+            total += _TOKENS_PER_MESSAGE + _role_tokens(self.encoding_name, message.type)
+            total += len(encode(message_text(message)))
             if message.name:
-                parts.append(message.name)
-            total += _TOKENS_PER_MESSAGE + sum(
-                len(encoding.encode(p, disallowed_special=())) for p in parts
-            )
+                total += len(encode(message.name))
         return total
+
+
+def _encoding(name: str) -> Any:
+    # Imported here: integrations imports memories, so a top-level import would be circular.
+    from integrations.tiktoken_counter import load_encoding
+
+    return load_encoding(name)
+
+
+@functools.cache
+def _role_tokens(encoding_name: str, role: str) -> int:
+    return len(_encoding(encoding_name).encode_ordinary(role))
 
 
 @dataclass(frozen=True)

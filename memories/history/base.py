@@ -21,6 +21,7 @@ sees the same memory, and nothing the user said is destroyed by trimming.
 
 from __future__ import annotations
 
+import bisect
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -167,6 +168,10 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         return f"{type(self).__name__}(session_id={self.session_id!r})"
 
 
+def _seq(entry: Entry) -> int:
+    return entry.seq
+
+
 def select_entries(log: Sequence[Entry], after: int | None, last: int | None) -> list[Entry]:
     """Apply :meth:`ChatHistory.entries`' filters to a log held in order in memory."""
     if last is not None and last < 0:
@@ -174,14 +179,7 @@ def select_entries(log: Sequence[Entry], after: int | None, last: int | None) ->
     start = 0
     if after is not None:
         # seqs are increasing: binary search for the first entry past `after`.
-        lo, hi = 0, len(log)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if log[mid].seq <= after:
-                lo = mid + 1
-            else:
-                hi = mid
-        start = lo
+        start = bisect.bisect_right(log, after, key=_seq)
     if last is not None:
         start = max(start, len(log) - last)
     return list(log[start:])

@@ -16,25 +16,28 @@ __all__ = ["InMemoryHistory"]
 class InMemoryHistory(ChatHistory):
     """A session's log in a Python list; gone when the process ends.
 
-    Thread-safe. Appended messages are copied on the way in,
-    so a caller that later mutates its own objects cannot change what is
-    stored; messages read back are the stored objects (copying them on every
-    read would make each turn cost more than the rest of the memory).
+    Thread-safe. It keeps the message objects it is given, like LangChain's
+    ``InMemoryChatMessageHistory`` (memories hand it fresh objects: they copy
+    any message a caller passes in); copying on every read or write would
+    cost more than the rest of a turn.
     """
 
     def __init__(self, *, session_id: str = DEFAULT_SESSION_ID) -> None:
         self.session_id = session_id
         self._log: list[Entry] = []
         self._state: dict[str, dict[str, Any]] = {}
+        self._humans: list[int] = []  # seqs of human messages: exchange starts, for windows
         self._next_seq = 1
         self._lock = threading.Lock()
 
     def append(self, messages: Sequence[BaseMessage], /) -> list[int]:
-        copies = [m.model_copy(deep=True) for m in messages]
         with self._lock:
-            seqs = list(range(self._next_seq, self._next_seq + len(copies)))
-            self._log.extend(Entry(s, m) for s, m in zip(seqs, copies, strict=True))
-            self._next_seq += len(copies)
+            seqs = list(range(self._next_seq, self._next_seq + len(messages)))
+            for seq, message in zip(seqs, messages, strict=True):
+                self._log.append(Entry(seq, message))
+                if message.type == "human":
+                    self._humans.append(seq)
+            self._next_seq += len(messages)
         return seqs
 
     def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
@@ -44,6 +47,7 @@ class InMemoryHistory(ChatHistory):
     def clear(self) -> None:
         with self._lock:
             self._log.clear()
+            self._humans.clear()
             self._state.clear()
 
     def load_state(self, key: str, /) -> dict[str, Any] | None:
@@ -73,6 +77,12 @@ class InMemoryHistory(ChatHistory):
 
     async def asave_state(self, key: str, value: dict[str, Any], /) -> None:
         self.save_state(key, value)
+
+    def start_of_last_exchanges(self, k: int, /) -> int | None:
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        with self._lock:
+            return self._humans[-k] if len(self._humans) >= k else None
 
     def first_entry(self) -> Entry | None:
         with self._lock:

@@ -43,7 +43,10 @@ from sqlalchemy import (
     func,
     insert,
     select,
+    text,
 )
+from sqlalchemy.dialects import postgresql as postgresql_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.exc import OperationalError as SAOperationalError
 
@@ -180,6 +183,7 @@ class SQLHistory(ChatHistory):
             for m in messages
         ]
         with self._transaction() as connection:
+            self._lock_session(connection)
             if self._engine.dialect.insert_executemany_returning_sort_by_parameter_order:
                 statement = insert(messages_table).returning(
                     messages_table.c.id, sort_by_parameter_order=True
@@ -192,6 +196,22 @@ class SQLHistory(ChatHistory):
                 assert key is not None  # an INSERT into a table with a primary key has one
                 seqs.append(int(key[0]))
             return seqs
+
+    def _lock_session(self, connection: Connection) -> None:
+        """Serialise appends to this session until the transaction ends.
+
+        Memories read the log with cursors (``after=seq``). On a server that
+        runs writers in parallel, two transactions could take ids 7 and 8 and
+        commit 8 first; a reader would then move its cursor past 7 and never
+        see it, and one turn's two messages could interleave with another's.
+        Holding a per-session lock while inserting makes ids within a session
+        follow commit order. SQLite serialises writers already.
+        """
+        if connection.dialect.name == "postgresql":
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(hashtextextended(:session, 0))"),
+                {"session": self.session_id},
+            )
 
     def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
         if last is not None and last < 0:
@@ -261,10 +281,19 @@ class SQLHistory(ChatHistory):
         return json.loads(value) if value is not None else None
 
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
-        text = json.dumps(value, ensure_ascii=False)
-        row = {"session_id": self.session_id, "key": key, "value": text, "updated_at": time.time()}
+        encoded = json.dumps(value, ensure_ascii=False)
+        row = {
+            "session_id": self.session_id,
+            "key": key,
+            "value": encoded,
+            "updated_at": time.time(),
+        }
         with self._transaction() as connection:
-            # Delete-then-insert in one transaction: an upsert every SQL dialect runs.
+            upsert = _upsert_state(connection.dialect.name, row)
+            if upsert is not None:
+                connection.execute(upsert)
+                return
+            # No native upsert known for this dialect: delete then insert, one transaction.
             connection.execute(
                 delete(state_table).where(
                     state_table.c.session_id == self.session_id, state_table.c.key == key
@@ -274,6 +303,18 @@ class SQLHistory(ChatHistory):
 
     def to_config(self) -> dict[str, Any]:
         return {"type": "sql", "url": self.url, "session_id": self.session_id}
+
+
+def _upsert_state(dialect: str, row: dict[str, Any]) -> Any | None:
+    """One statement that inserts a state row or replaces its value (None: no native upsert)."""
+    if dialect in ("sqlite", "postgresql"):
+        module = sqlite_dialect if dialect == "sqlite" else postgresql_dialect
+        statement = module.insert(state_table).values(**row)
+        return statement.on_conflict_do_update(
+            index_elements=[state_table.c.session_id, state_table.c.key],
+            set_={"value": statement.excluded.value, "updated_at": statement.excluded.updated_at},
+        )
+    return None
 
 
 class SQLiteHistory(SQLHistory):

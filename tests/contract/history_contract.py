@@ -7,6 +7,7 @@ the same checks, sync and async.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -43,6 +44,9 @@ def rich_messages() -> list[BaseMessage]:
 class HistoryContract:
     """Subclass with a ``make_history`` fixture returning ``session_id -> history``."""
 
+    #: Two objects for one session id see the same log (a database); else one object is shared.
+    shared_across_instances = True
+
     @pytest.fixture
     def make_history(self) -> MakeHistory:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -70,6 +74,26 @@ class HistoryContract:
         assert [e.message.content for e in history.entries(after=seqs[8], last=5)] == ["9"]
         assert history.entries(last=0) == []
         assert history.entries(after=seqs[-1]) == []
+
+    def test_appends_from_threads_lose_nothing(self, make_history: MakeHistory) -> None:
+        def writer(n: int) -> None:
+            history = make_history("shared")
+            for i in range(20):
+                history.append([HumanMessage(f"{n}-{i}"), AIMessage(f"{n}-{i}")])
+
+        if not self.shared_across_instances:
+            histories = {"shared": make_history("shared")}
+            make_history = lambda session_id: histories[session_id]  # noqa: E731
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        entries = make_history("shared").entries()
+        assert len(entries) == 160
+        # each turn's two messages stay adjacent: an append is atomic
+        for human, ai in zip(entries[::2], entries[1::2], strict=True):
+            assert human.message.content == ai.message.content
 
     def test_sessions_are_isolated(self, make_history: MakeHistory) -> None:
         alice, bob = make_history("alice"), make_history("bob")

@@ -167,8 +167,9 @@ class MemoryContract:
         value = loaded(memory)[memory.memory_variables[0]]
         assert isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value)
 
+    @pytest.mark.parametrize("mode", ["sync", "async"])
     def test_plugs_into_conversation_chain(
-        self, make_memory: MakeMemory, history: ChatHistory
+        self, make_memory: MakeMemory, history: ChatHistory, mode: str
     ) -> None:
         from langchain_classic.chains import ConversationChain
 
@@ -176,8 +177,16 @@ class MemoryContract:
         if memory.memory_variables != ["history"]:
             pytest.skip("ConversationChain's prompt needs the 'history' variable")
         chain = ConversationChain(llm=FakeListLLM(responses=["first", "second"]), memory=memory)
-        chain.invoke({"input": "hello there"})
-        result = chain.invoke({"input": "and again"})
+
+        async def converse() -> dict[str, Any]:
+            await chain.ainvoke({"input": "hello there"})
+            return await chain.ainvoke({"input": "and again"})
+
+        if mode == "sync":
+            chain.invoke({"input": "hello there"})
+            result = chain.invoke({"input": "and again"})
+        else:
+            result = asyncio.run(converse())
         assert result["response"] == "second"
         if self.shows_latest_turn:
             assert "hello there" in str(result["history"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,8 @@ from tests.helpers import fill_history_fast
 
 
 class TestInMemoryHistory(HistoryContract):
+    shared_across_instances = False
+
     @pytest.fixture
     def make_history(self) -> MakeHistory:
         return lambda session_id: InMemoryHistory(session_id=session_id)
@@ -36,6 +37,8 @@ class TestSQLHistoryByURL(HistoryContract):
 
 
 class TestLangChainHistory(HistoryContract):
+    shared_across_instances = False
+
     @pytest.fixture
     def make_history(self) -> MakeHistory:
         return lambda session_id: LangChainHistory(InMemoryChatMessageHistory())
@@ -47,24 +50,6 @@ def test_sqlite_history_survives_a_restart(tmp_path: Path) -> None:
     reopened = SQLiteHistory(tmp_path / "h.db", session_id="u")
     assert reopened.messages == [HumanMessage("hi"), AIMessage("yo")]
     assert reopened.load_state("k") == {"n": 1}
-
-
-def test_appending_from_threads_loses_nothing(tmp_path: Path) -> None:
-    def writer(n: int) -> None:
-        history = SQLiteHistory(tmp_path / "t.db", session_id="shared")
-        for i in range(25):
-            history.append([HumanMessage(f"{n}-{i}"), AIMessage(f"{n}-{i}")])
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    entries = SQLiteHistory(tmp_path / "t.db", session_id="shared").entries()
-    assert len(entries) == 4 * 25 * 2
-    # each turn's two messages are adjacent: appends are atomic
-    for human, ai in zip(entries[::2], entries[1::2], strict=True):
-        assert human.message.content == ai.message.content
 
 
 def _process_writer(path: str, n: int) -> None:
