@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
 import jsonpatch
@@ -78,7 +78,9 @@ UpdateMethod = Literal["auto", "tool", "json"]
 _RANK = {"idle": 0, "frozen": 1, "unchanged": 2, "updated": 3, "failed": 4}
 
 # How many times a write is recomputed when another writer got in first.
-_MAX_CONFLICTS = 5
+_MAX_CONFLICTS = 3
+# A direct write recomputes without a model call, so it can afford many more tries.
+_MAX_WRITE_TRIES = 100
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,6 @@ class _Write:
     kind: str
     patch: list[dict[str, Any]]
     turns: Sequence[PendingTurn] = ()
-    consumed: int | None = None
 
 
 class ProfileMemory(BaseMemory):
@@ -417,7 +418,6 @@ class ProfileMemory(BaseMemory):
                 "clear",
                 jsonpatch.make_patch(old, {}).patch,
                 pending,
-                pending[-1].id if pending else None,
             )
 
         return plan
@@ -430,7 +430,7 @@ class ProfileMemory(BaseMemory):
             )
 
     def _write(self, plan: Callable[[ProfileItem | None], _Write | None]) -> int:
-        for _ in range(_MAX_CONFLICTS):
+        for _ in range(_MAX_WRITE_TRIES):
             item = self._store.load(self.namespace, self.key)
             write = plan(item)
             if write is None:
@@ -438,10 +438,10 @@ class ProfileMemory(BaseMemory):
             written = self._store.commit(self.namespace, self.key, write.document, **_args(write))
             if written is not None:
                 return written.version
-        raise self._contention()
+        raise self._contention(_MAX_WRITE_TRIES)
 
     async def _awrite(self, plan: Callable[[ProfileItem | None], _Write | None]) -> int:
-        for _ in range(_MAX_CONFLICTS):
+        for _ in range(_MAX_WRITE_TRIES):
             item = await self._store.aload(self.namespace, self.key)
             write = plan(item)
             if write is None:
@@ -451,11 +451,11 @@ class ProfileMemory(BaseMemory):
             )
             if written is not None:
                 return written.version
-        raise self._contention()
+        raise self._contention(_MAX_WRITE_TRIES)
 
-    def _contention(self) -> BackendError:
+    def _contention(self, tries: int) -> BackendError:
         return BackendError(
-            f"The profile {self.key!r} in {self.namespace!r} changed {_MAX_CONFLICTS} times "
+            f"The profile {self.key!r} in {self.namespace!r} changed {tries} times "
             "while this write was being made; try again."
         )
 
@@ -624,7 +624,7 @@ class ProfileMemory(BaseMemory):
     def _count(self, text: str) -> int:
         return self._counter([HumanMessage(content=text)])
 
-    def _failed(self, outcome: UpdateOutcome, turns: Sequence[PendingTurn]) -> None:
+    def _log_failure(self, outcome: UpdateOutcome, turns: Sequence[PendingTurn]) -> None:
         logger.warning(
             "Profile %r in %r was not updated from %d turn(s); kept the previous version "
             "and the turns: %s",
@@ -633,6 +633,28 @@ class ProfileMemory(BaseMemory):
             len(turns),
             outcome.error,
         )
+
+    def _give_up(
+        self, item: ProfileItem | None, turns: Sequence[PendingTurn], outcome: UpdateOutcome
+    ) -> UpdateResult:
+        """Record a failed update (its turns stay queued) and say so."""
+        error = outcome.error or ""
+        self._store.record_failure(
+            self.namespace, self.key, error=error, raw=outcome.raw, turns=turns
+        )
+        self._log_failure(outcome, turns)
+        return UpdateResult("failed", _version(item), 0, error)
+
+    async def _agive_up(
+        self, item: ProfileItem | None, turns: Sequence[PendingTurn], outcome: UpdateOutcome
+    ) -> UpdateResult:
+        """Async :meth:`_give_up`."""
+        error = outcome.error or ""
+        await self._store.arecord_failure(
+            self.namespace, self.key, error=error, raw=outcome.raw, turns=turns
+        )
+        self._log_failure(outcome, turns)
+        return UpdateResult("failed", _version(item), 0, error)
 
     def refresh(self) -> UpdateResult:
         """Fold the queued turns into the profile now, in batches of ``max_turns_per_update``.
@@ -663,24 +685,20 @@ class ProfileMemory(BaseMemory):
                     session.receive(reply)
             outcome = session.outcome()
             if not outcome.ok:
-                self._store.record_failure(
-                    ns, key, error=outcome.error or "", raw=outcome.raw, turns=turns
-                )
-                self._failed(outcome, turns)
-                return _merge(result, UpdateResult("failed", _version(item), 0, outcome.error))
+                return _merge(result, self._give_up(item, turns, outcome))
             if not outcome.operations:
-                self._store.drop_pending(ns, key, through=turns[-1].id)
+                self._store.drop_pending(ns, key, [t.id for t in turns])
                 result = _merge(result, UpdateResult("unchanged", _version(item), len(turns)))
                 continue
             written = self._store.commit(
                 ns, key, outcome.document, **_args(_accepted(item, turns, outcome))
             )
-            if written is None:
-                conflicts += 1
-                if conflicts >= _MAX_CONFLICTS:
-                    raise self._contention()
+            if written is not None:
+                result = _merge(result, UpdateResult("updated", written.version, len(turns)))
                 continue
-            result = _merge(result, UpdateResult("updated", written.version, len(turns)))
+            conflicts += 1
+            if conflicts >= _MAX_CONFLICTS:
+                return _merge(result, self._give_up(item, turns, _contended(outcome)))
 
     async def arefresh(self) -> UpdateResult:
         """Async :meth:`refresh`: the same steps, with the model call awaited."""
@@ -704,24 +722,20 @@ class ProfileMemory(BaseMemory):
                     session.receive(reply)
             outcome = session.outcome()
             if not outcome.ok:
-                await self._store.arecord_failure(
-                    ns, key, error=outcome.error or "", raw=outcome.raw, turns=turns
-                )
-                self._failed(outcome, turns)
-                return _merge(result, UpdateResult("failed", _version(item), 0, outcome.error))
+                return _merge(result, await self._agive_up(item, turns, outcome))
             if not outcome.operations:
-                await self._store.adrop_pending(ns, key, through=turns[-1].id)
+                await self._store.adrop_pending(ns, key, [t.id for t in turns])
                 result = _merge(result, UpdateResult("unchanged", _version(item), len(turns)))
                 continue
             written = await self._store.acommit(
                 ns, key, outcome.document, **_args(_accepted(item, turns, outcome))
             )
-            if written is None:
-                conflicts += 1
-                if conflicts >= _MAX_CONFLICTS:
-                    raise self._contention()
+            if written is not None:
+                result = _merge(result, UpdateResult("updated", written.version, len(turns)))
                 continue
-            result = _merge(result, UpdateResult("updated", written.version, len(turns)))
+            conflicts += 1
+            if conflicts >= _MAX_CONFLICTS:
+                return _merge(result, await self._agive_up(item, turns, _contended(outcome)))
 
     def _schedule(self) -> None:
         raise NotImplementedError(
@@ -742,20 +756,20 @@ def _args(write: _Write) -> dict[str, Any]:
         "kind": write.kind,
         "patch": write.patch,
         "turns": write.turns,
-        "consumed": write.consumed,
     }
 
 
 def _accepted(
     item: ProfileItem | None, turns: Sequence[PendingTurn], outcome: UpdateOutcome
 ) -> _Write:
-    return _Write(
-        outcome.document,
-        _version(item),
-        "update",
-        list(outcome.operations),
-        turns,
-        turns[-1].id,
+    return _Write(outcome.document, _version(item), "update", list(outcome.operations), turns)
+
+
+def _contended(outcome: UpdateOutcome) -> UpdateOutcome:
+    return replace(
+        outcome,
+        error=f"Other writers changed the profile {_MAX_CONFLICTS} times while it was being "
+        "updated; the turns are kept for the next update.",
     )
 
 

@@ -350,20 +350,18 @@ class ProfileStore:
         kind: str,
         patch: Sequence[dict[str, Any]],
         turns: Sequence[PendingTurn] = (),
-        consumed: int | None = None,
     ) -> ProfileItem | None:
         """Write a change if the profile is still at ``expected_version``; None if it moved on.
 
         In the same transaction, records the change in the history and drops
-        the pending turns up to ``consumed``.
+        ``turns`` from the pending queue.
 
         Args:
             document: the new document, or None to clear the profile.
             expected_version: the version the change was computed from (0: none stored).
             kind: the change's kind in the history.
             patch: the operations from the old document to the new one.
-            turns: the turns that caused the change.
-            consumed: the id of the last pending turn folded in.
+            turns: the pending turns that caused the change (folded in, so dropped).
         """
         ns = _joined(namespace)
         text = _dump(document) if document is not None else None
@@ -386,8 +384,7 @@ class ProfileStore:
                     if moved != 1:
                         raise _Conflict
                 self._log(connection, ns, key, version, kind, document, patch, turns, now)
-                if consumed is not None:
-                    self._drop_pending(connection, ns, key, consumed)
+                self._drop_pending(connection, ns, key, [turn.id for turn in turns])
         except _Conflict:
             return None
         return self.load(namespace, key) or _lost(self.url, namespace, key)
@@ -494,10 +491,10 @@ class ProfileStore:
         with self._transaction() as connection:
             return int(connection.execute(query).scalar_one())
 
-    def drop_pending(self, namespace: Namespace, key: str, /, *, through: int) -> None:
-        """Remove the queued turns up to id ``through`` (they were considered, nothing changed)."""
+    def drop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
+        """Remove these queued turns (the model saw them and changed nothing)."""
         with self._transaction() as connection:
-            self._drop_pending(connection, _joined(namespace), key, through)
+            self._drop_pending(connection, _joined(namespace), key, ids)
 
     # -- async twins ------------------------------------------------------------
 
@@ -552,7 +549,6 @@ class ProfileStore:
         kind: str,
         patch: Sequence[dict[str, Any]],
         turns: Sequence[PendingTurn] = (),
-        consumed: int | None = None,
     ) -> ProfileItem | None:
         """Async :meth:`commit`."""
         return await run_in_executor(
@@ -565,7 +561,6 @@ class ProfileStore:
                 kind=kind,
                 patch=patch,
                 turns=turns,
-                consumed=consumed,
             ),
         )
 
@@ -615,9 +610,9 @@ class ProfileStore:
         """Async :meth:`count_pending`."""
         return await run_in_executor(None, self.count_pending, namespace, key)
 
-    async def adrop_pending(self, namespace: Namespace, key: str, /, *, through: int) -> None:
+    async def adrop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
         """Async :meth:`drop_pending`."""
-        await run_in_executor(None, lambda: self.drop_pending(namespace, key, through=through))
+        await run_in_executor(None, self.drop_pending, namespace, key, ids)
 
     # -- statements -------------------------------------------------------------
 
@@ -662,9 +657,14 @@ class ProfileStore:
         connection.execute(insert(changes_table).values(**row))
 
     @staticmethod
-    def _drop_pending(connection: Connection, ns: str, key: str, through: int) -> None:
-        t = pending_table
-        connection.execute(delete(t).where(t.c.namespace == ns, t.c.key == key, t.c.id <= through))
+    def _drop_pending(connection: Connection, ns: str, key: str, ids: Sequence[int]) -> None:
+        # Exactly these ids, never "up to": on a server database a turn with a
+        # smaller id can commit after a larger one and must not be dropped unseen.
+        if ids:
+            t = pending_table
+            connection.execute(
+                delete(t).where(t.c.namespace == ns, t.c.key == key, t.c.id.in_(list(ids)))
+            )
 
 
 def _under(prefix: Namespace) -> Any:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -319,6 +320,35 @@ def test_a_concurrent_write_during_an_update_is_not_lost(url: str) -> None:
     assert '"tea"' in prompt_text(model.prompts[1])
     assert memory.get() == {"likes": ["tea"], "name": "Ada"}
     assert [c.kind for c in memory.history()] == ["patch", "update"]
+
+
+def test_an_update_that_keeps_losing_races_is_recorded_not_raised(url: str) -> None:
+    other = ProfileMemory(url=url, namespace=("user-1",), schema=USER_SCHEMA, policy="manual")
+
+    def race(prompt: list[BaseMessage]) -> AIMessage:
+        other.update([{"op": "add", "path": "/likes/-", "value": "tea"}])
+        return tool_reply(NAME)
+
+    memory, model = make(url, [race, race, race])
+    memory.save_context(*TURN)
+    assert len(model.prompts) == 3
+    failure = memory.history()[-1]
+    assert failure.kind == "failed" and "Other writers changed the profile" in (failure.error or "")
+    assert memory.status().pending == 1 and memory.get() == {"likes": ["tea"] * 3}
+
+
+def test_concurrent_direct_writes_all_land(url: str) -> None:
+    memory = ProfileMemory(url=url, schema=USER_SCHEMA, policy="manual")
+
+    def append(worker: int) -> None:
+        for i in range(25):
+            memory.update([{"op": "add", "path": "/likes/-", "value": f"{worker}-{i}"}])
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(append, range(4)))
+    likes = memory.get()["likes"]  # type: ignore[index]
+    assert sorted(likes) == sorted(f"{w}-{i}" for w in range(4) for i in range(25))
+    assert [c.version for c in memory.history()] == list(range(1, 101))
 
 
 # -- large profiles -------------------------------------------------------------

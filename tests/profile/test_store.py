@@ -41,25 +41,19 @@ def test_commit_writes_only_at_the_expected_version(url: str) -> None:
     assert [c.version for c in store.changes(NS, "p")] == [1, 2]
 
 
-def test_commit_drops_the_pending_turns_it_folded_in(url: str) -> None:
+def test_commit_drops_exactly_the_pending_turns_it_folded_in(url: str) -> None:
     store = ProfileStore(url)
     turn = [HumanMessage("hi"), AIMessage("hello")]
-    first = store.add_pending(NS, "p", turn)
-    store.add_pending(NS, "p", turn)
+    ids = [store.add_pending(NS, "p", turn) for _ in range(3)]
     pending = store.pending(NS, "p")
-    assert [t.messages for t in pending] == [tuple(turn), tuple(turn)]
-    store.commit(
-        NS,
-        "p",
-        {"a": 1},
-        expected_version=0,
-        kind="update",
-        patch=[],
-        turns=pending[:1],
-        consumed=first,
-    )
-    assert store.count_pending(NS, "p") == 1
-    assert store.changes(NS, "p")[0].turns == (tuple(turn),)
+    assert [t.id for t in pending] == ids and pending[0].messages == tuple(turn)
+    # A turn with a smaller id that the update did not see must stay queued.
+    folded = [pending[0], pending[2]]
+    store.commit(NS, "p", {"a": 1}, expected_version=0, kind="update", patch=[], turns=folded)
+    assert [t.id for t in store.pending(NS, "p")] == [ids[1]]
+    assert store.changes(NS, "p")[0].turns == (tuple(turn), tuple(turn))
+    store.drop_pending(NS, "p", [ids[1]])
+    assert store.count_pending(NS, "p") == 0
 
 
 def test_a_cleared_profile_is_hidden_from_get_but_keeps_its_version(url: str) -> None:
@@ -145,7 +139,6 @@ async def test_async_twins_do_the_same_work(url: str) -> None:
         kind="update",
         patch=[],
         turns=pending,
-        consumed=pending[-1].id,
     )
     assert written is not None and written.version == 2
     assert (await store.aget(NS, "p")).value == {"a": 2}  # type: ignore[union-attr]
