@@ -95,6 +95,7 @@ class ProfileSchema:
         self.json_schema: dict[str, Any] = _checked(dict(schema))
         validator_class = validator_for(self.json_schema)
         self._validator = validator_class(self.json_schema, format_checker=FormatChecker())
+        self._initial = self._defaults()
 
     def errors(self, document: Any) -> list[str]:
         """Why ``document`` is not a valid profile: one line per problem, empty when valid.
@@ -122,6 +123,9 @@ class ProfileSchema:
         document is not valid (required fields without defaults): the first
         update must then create every required field.
         """
+        return copy.deepcopy(self._initial)
+
+    def _defaults(self) -> dict[str, Any] | None:
         document: Any
         if self.model is not None:
             try:
