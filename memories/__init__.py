@@ -34,6 +34,7 @@ from memories.history import (
 from memories.keys import get_prompt_input_key
 from memories.profile import ProfileMemory, ProfileStore
 from memories.runnable import with_memory
+from memories.summary import SummaryBufferMemory, SummaryMemory
 from memories.token_buffer import TokenBufferMemory
 from memories.window import WindowMemory
 
@@ -43,6 +44,8 @@ ConversationBufferMemory = BufferMemory
 ConversationStringBufferMemory = StringBufferMemory
 ConversationBufferWindowMemory = WindowMemory
 ConversationTokenBufferMemory = TokenBufferMemory
+ConversationSummaryMemory = SummaryMemory
+ConversationSummaryBufferMemory = SummaryBufferMemory
 
 __all__ = [
     "BackendError",
@@ -56,6 +59,8 @@ __all__ = [
     "ConversationBufferMemory",
     "ConversationBufferWindowMemory",
     "ConversationStringBufferMemory",
+    "ConversationSummaryBufferMemory",
+    "ConversationSummaryMemory",
     "ConversationTokenBufferMemory",
     "Entry",
     "InMemoryHistory",
@@ -74,6 +79,8 @@ __all__ = [
     "SQLiteHistory",
     "SimpleMemory",
     "StringBufferMemory",
+    "SummaryBufferMemory",
+    "SummaryMemory",
     "TokenBufferMemory",
     "WindowMemory",
     "create_history",

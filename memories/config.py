@@ -40,6 +40,8 @@ MEMORY_TYPES: dict[str, tuple[str, str, str | None]] = {
     "string_buffer": ("memories.buffer", "StringBufferMemory", None),
     "window": ("memories.window", "WindowMemory", None),
     "token_buffer": ("memories.token_buffer", "TokenBufferMemory", None),
+    "summary": ("memories.summary", "SummaryMemory", None),
+    "summary_buffer": ("memories.summary", "SummaryBufferMemory", None),
     "combined": ("memories.combined", "CombinedMemory", None),
     "read_only": ("memories.combined", "ReadOnlySharedMemory", None),
     "simple": ("memories.combined", "SimpleMemory", None),

@@ -1,0 +1,31 @@
+"""Storage-independent recall: lexical BM25, rank fusion and neighbour smoothing.
+
+A vector memory gathers two candidate lists for a query -- its store's nearest
+neighbours and :class:`BM25Index` hits -- plus the positions of those turns and
+their neighbours, and hands them to :func:`rank_candidates` with a
+:class:`RecallConfig`.
+"""
+
+from memories.recall.config import RecallConfig, RecallMode
+from memories.recall.fusion import min_max_fusion, reciprocal_rank_fusion
+from memories.recall.lexical import BM25Index
+from memories.recall.neighbours import TurnPosition, neighbour_positions, smooth_neighbours
+from memories.recall.ranking import rank_candidates
+from memories.recall.text import LUCENE_STOPWORDS, NLTK_STOPWORDS, Analyzer
+from memories.recall.types import ScoredId
+
+__all__ = [
+    "LUCENE_STOPWORDS",
+    "NLTK_STOPWORDS",
+    "Analyzer",
+    "BM25Index",
+    "RecallConfig",
+    "RecallMode",
+    "ScoredId",
+    "TurnPosition",
+    "min_max_fusion",
+    "neighbour_positions",
+    "rank_candidates",
+    "reciprocal_rank_fusion",
+    "smooth_neighbours",
+]

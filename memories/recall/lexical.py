@@ -1,0 +1,208 @@
+"""An incremental BM25 index with per-namespace isolation.
+
+Scores are exact Okapi BM25 with Lucene's idf, ``log(1 + (N - df + 0.5) / (df + 0.5))``,
+computed from the statistics at query time. Adding or deleting a document
+touches only that document's postings, so there is no rebuild, and a sequence
+of adds and deletes ranks exactly as a fresh build of the same documents.
+
+Postings live in dicts, which are cheap to update; each term's postings are
+copied into numpy arrays the first time a query needs them after a change, so
+scoring is vectorised while an add costs only its own terms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+
+from memories.errors import ConfigError, MissingDependencyError
+
+try:
+    import numpy as np
+    import numpy.typing as npt
+except ImportError as exc:  # pragma: no cover - numpy comes with the chroma extra
+    raise MissingDependencyError("memories.recall", "pip install 'memories[chroma]'") from exc
+
+from memories.recall.text import Analyzer
+from memories.recall.types import ScoredId
+
+__all__ = ["BM25Index"]
+
+_IntArray = npt.NDArray[np.int64]
+_FloatArray = npt.NDArray[np.float64]
+
+
+class _Corpus:
+    """The postings and length statistics of one namespace.
+
+    Documents occupy integer slots so that per-document values sit in arrays;
+    a deleted document's slot is reused by a later add.
+    """
+
+    def __init__(self) -> None:
+        self.slot_of: dict[str, int] = {}
+        self.id_at: list[str | None] = []
+        self.free: list[int] = []
+        self.lengths: _FloatArray = np.zeros(64)
+        self.doc_terms: dict[str, Counter[str]] = {}
+        self.postings: dict[str, dict[int, int]] = {}
+        self.arrays: dict[str, tuple[_IntArray, _FloatArray]] = {}
+        self.total_length = 0
+
+    def __len__(self) -> int:
+        return len(self.slot_of)
+
+    def add(self, doc_id: str, terms: list[str]) -> None:
+        if self.free:
+            slot = self.free.pop()
+            self.id_at[slot] = doc_id
+        else:
+            slot = len(self.id_at)
+            self.id_at.append(doc_id)
+            if slot >= len(self.lengths):
+                self.lengths = np.concatenate([self.lengths, np.zeros(len(self.lengths))])
+        self.slot_of[doc_id] = slot
+        self.lengths[slot] = len(terms)
+        self.total_length += len(terms)
+        counts = Counter(terms)
+        self.doc_terms[doc_id] = counts
+        for term, tf in counts.items():
+            self.postings.setdefault(term, {})[slot] = tf
+            self.arrays.pop(term, None)
+
+    def remove(self, doc_id: str) -> bool:
+        slot = self.slot_of.pop(doc_id, None)
+        if slot is None:
+            return False
+        counts = self.doc_terms.pop(doc_id)
+        self.total_length -= int(self.lengths[slot])
+        self.lengths[slot] = 0.0
+        self.id_at[slot] = None
+        self.free.append(slot)
+        for term in counts:
+            posting = self.postings[term]
+            del posting[slot]
+            if not posting:
+                del self.postings[term]
+            self.arrays.pop(term, None)
+        return True
+
+    def term_arrays(self, term: str) -> tuple[_IntArray, _FloatArray] | None:
+        """The slots holding ``term`` and its frequency in each, as arrays."""
+        cached = self.arrays.get(term)
+        if cached is None:
+            posting = self.postings.get(term)
+            if posting is None:
+                return None
+            slots = np.fromiter(posting.keys(), dtype=np.int64, count=len(posting))
+            tfs = np.fromiter(posting.values(), dtype=np.float64, count=len(posting))
+            cached = self.arrays[term] = (slots, tfs)
+        return cached
+
+
+class BM25Index:
+    """Okapi BM25 over short documents, with incremental adds and deletes.
+
+    Each namespace is an independent corpus with its own statistics: a search
+    in one never sees, and is never scored against, another's documents.
+
+    Args:
+        k1: Term-frequency saturation; 0 makes a term count once however often it occurs.
+        b: Length normalisation, from 0 (none) to 1 (full).
+        analyzer: Turns documents and queries into terms.
+    """
+
+    def __init__(
+        self, *, k1: float = 1.2, b: float = 0.75, analyzer: Analyzer | None = None
+    ) -> None:
+        if k1 < 0:
+            raise ConfigError(f"BM25 k1 must be >= 0, got {k1!r}.")
+        if not 0 <= b <= 1:
+            raise ConfigError(f"BM25 b must be between 0 and 1, got {b!r}.")
+        self.k1 = k1
+        self.b = b
+        self.analyzer = analyzer if analyzer is not None else Analyzer()
+        self._corpora: dict[str, _Corpus] = {}
+
+    def add(self, namespace: str, doc_id: str, text: str, /) -> None:
+        """Index ``text`` under ``doc_id``, replacing any document with that id."""
+        corpus = self._corpora.setdefault(namespace, _Corpus())
+        corpus.remove(doc_id)
+        corpus.add(doc_id, self.analyzer.terms(text))
+
+    def add_many(self, namespace: str, docs: Iterable[tuple[str, str]], /) -> None:
+        """Index several ``(doc_id, text)`` pairs; the same as calling :meth:`add` for each."""
+        for doc_id, text in docs:
+            self.add(namespace, doc_id, text)
+
+    def delete(self, namespace: str, doc_id: str, /) -> bool:
+        """Remove a document; return whether it was there."""
+        corpus = self._corpora.get(namespace)
+        if corpus is None or not corpus.remove(doc_id):
+            return False
+        if not corpus:
+            del self._corpora[namespace]
+        return True
+
+    def clear(self, namespace: str | None = None, /) -> None:
+        """Forget one namespace, or every namespace when none is given."""
+        if namespace is None:
+            self._corpora.clear()
+        else:
+            self._corpora.pop(namespace, None)
+
+    def count(self, namespace: str, /) -> int:
+        """Number of documents in ``namespace``."""
+        corpus = self._corpora.get(namespace)
+        return 0 if corpus is None else len(corpus)
+
+    def __contains__(self, key: object) -> bool:
+        """Whether a ``(namespace, doc_id)`` pair is indexed."""
+        if not (isinstance(key, tuple) and len(key) == 2):
+            return False
+        corpus = self._corpora.get(key[0])
+        return corpus is not None and key[1] in corpus.slot_of
+
+    def namespaces(self) -> list[str]:
+        """The namespaces that hold at least one document, sorted."""
+        return sorted(self._corpora)
+
+    def search(self, namespace: str, query: str, /, *, limit: int = 10) -> list[ScoredId]:
+        """Return up to ``limit`` documents with a positive score, best first.
+
+        Ties are broken by id so that the order never depends on insertion history.
+        """
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit!r}.")
+        corpus = self._corpora.get(namespace)
+        if corpus is None:
+            return []
+        scores = self._scores(corpus, self.analyzer.terms(query))
+        hits = np.flatnonzero(scores > 0)
+        if len(hits) > limit:
+            # Keep every document tied with the limit-th score, so ties are cut by id below.
+            threshold = np.partition(scores[hits], len(hits) - limit)[len(hits) - limit]
+            hits = hits[scores[hits] >= threshold]
+        found = [(corpus.id_at[slot], float(scores[slot])) for slot in hits.tolist()]
+        found.sort(key=lambda item: (-item[1], item[0]))
+        return [ScoredId(doc_id, score) for doc_id, score in found[:limit] if doc_id is not None]
+
+    def _scores(self, corpus: _Corpus, query_terms: list[str]) -> _FloatArray:
+        """BM25 score of every slot (0 for empty slots and non-matching documents)."""
+        n_docs = len(corpus)
+        scores = np.zeros(len(corpus.id_at))
+        k1, b = self.k1, self.b
+        avg_length = corpus.total_length / n_docs
+        slope = k1 * b / avg_length if avg_length else 0.0
+        # A repeated query term counts once per repeat, as in Lucene's BooleanQuery.
+        for term, repeats in Counter(query_terms).items():
+            arrays = corpus.term_arrays(term)
+            if arrays is None:
+                continue
+            slots, tfs = arrays
+            idf = math.log(1.0 + (n_docs - len(slots) + 0.5) / (len(slots) + 0.5))
+            # tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg_length))
+            denominator = tfs + k1 * (1.0 - b) + slope * corpus.lengths[slots]
+            scores[slots] += (repeats * idf * (k1 + 1.0)) * tfs / denominator
+        return scores

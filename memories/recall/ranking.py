@@ -1,0 +1,55 @@
+"""The one entry point a storage layer calls: candidates in, final ranking out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from memories.recall.config import RecallConfig
+from memories.recall.fusion import min_max_fusion, reciprocal_rank_fusion
+from memories.recall.neighbours import TurnPosition, smooth_neighbours
+from memories.recall.types import ScoredId
+
+__all__ = ["rank_candidates"]
+
+
+def rank_candidates(
+    config: RecallConfig,
+    /,
+    *,
+    dense: Sequence[ScoredId] = (),
+    lexical: Sequence[ScoredId] = (),
+    positions: Mapping[str, TurnPosition] | None = None,
+    limit: int = 10,
+) -> list[ScoredId]:
+    """Fuse the rankers' candidates as ``config`` says, smooth over neighbours, keep the best.
+
+    Args:
+        config: Mode, fusion and smoothing settings.
+        dense: Top ``config.candidates`` by embedding similarity, higher is closer (pass
+            ``1 - distance`` for Chroma's cosine distances); ignored in ``"bm25"`` mode.
+        lexical: Top ``config.candidates`` from :class:`~memories.recall.BM25Index`; ignored in
+            ``"dense"`` mode.
+        positions: Session and index of the candidates and of their neighbours (see
+            :func:`~memories.recall.neighbour_positions`); without it there is no smoothing.
+        limit: How many turns to return.
+
+    Returns:
+        Up to ``limit`` turns, best first; scores are comparable only within this result.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit!r}.")
+    if config.mode == "dense":
+        fused = min_max_fusion([dense])
+    elif config.mode == "bm25":
+        fused = min_max_fusion([lexical])
+    else:
+        weights = [config.dense_weight, 1.0 - config.dense_weight]
+        if config.fusion == "rrf":
+            fused = reciprocal_rank_fusion([dense, lexical], k=config.rrf_k, weights=weights)
+        else:
+            fused = min_max_fusion([dense, lexical], weights=weights)
+    if positions and config.neighbour_weight and config.neighbour_window:
+        fused = smooth_neighbours(
+            fused, positions, weight=config.neighbour_weight, window=config.neighbour_window
+        )
+    return fused[:limit]

@@ -1,0 +1,99 @@
+"""Neighbour smoothing and the rank_candidates pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import date
+
+import pytest
+
+from memories.errors import ConfigError
+from memories.recall import (
+    RecallConfig,
+    ScoredId,
+    TurnPosition,
+    neighbour_positions,
+    rank_candidates,
+    smooth_neighbours,
+)
+
+POSITIONS = {f"s1-{i}": TurnPosition("s1", i) for i in range(6)} | {
+    f"s2-{i}": TurnPosition("s2", i) for i in range(3)
+}
+
+
+def test_turn_next_to_a_strong_match_is_lifted() -> None:
+    scored = [ScoredId("s1-2", 1.0), ScoredId("s1-5", 0.6), ScoredId("s2-0", 0.55)]
+    smoothed = smooth_neighbours(scored, POSITIONS, weight=0.5, window=1)
+    scores = {item.id: item.score for item in smoothed}
+    assert scores["s1-1"] == scores["s1-3"] == 0.5  # reached although never retrieved
+    assert scores["s1-2"] == 1.0  # no scored neighbours: unchanged
+    assert scores["s1-4"] == pytest.approx(0.3)
+    assert "s1-0" not in scores  # two turns away, outside the window
+    assert "s2-1" in scores and "s1-5" in scores
+
+
+def test_neighbours_of_other_sessions_lend_nothing() -> None:
+    scored = [ScoredId("s1-0", 1.0), ScoredId("s2-1", 1.0)]
+    smoothed = {i.id: i.score for i in smooth_neighbours(scored, POSITIONS, weight=1, window=1)}
+    assert smoothed["s1-0"] == 1.0 and smoothed["s2-1"] == 1.0
+    assert smoothed["s1-1"] == 1.0 and smoothed["s2-0"] == 1.0 and smoothed["s2-2"] == 1.0
+
+
+def test_evidence_between_two_matches_overtakes_them() -> None:
+    scored = [ScoredId("s1-1", 0.8), ScoredId("s1-3", 0.8), ScoredId("s2-0", 0.9)]
+    smoothed = smooth_neighbours(scored, POSITIONS, weight=0.7, window=1)
+    assert smoothed[0].id == "s1-2"  # 0.7 * (0.8 + 0.8) = 1.12
+
+
+def test_zero_weight_only_sorts() -> None:
+    scored = [ScoredId("s1-1", 0.2), ScoredId("s1-2", 0.9)]
+    assert smooth_neighbours(scored, POSITIONS, weight=0.0, window=2) == sorted(
+        scored, key=lambda i: -i.score
+    )
+
+
+def test_neighbour_positions_within_window_excluding_given() -> None:
+    around = neighbour_positions([TurnPosition("s", 0), TurnPosition("s", 1)], window=2)
+    assert around == {TurnPosition("s", 2), TurnPosition("s", 3)}
+
+
+def test_rank_candidates_modes_use_their_lists() -> None:
+    dense = [ScoredId("d", 0.9), ScoredId("x", 0.5)]
+    lexical = [ScoredId("l", 7.0), ScoredId("x", 6.0)]
+    plain = RecallConfig(neighbour_weight=0.0)
+    assert [i.id for i in rank_candidates(replace(plain, mode="dense"), dense=dense)] == ["d", "x"]
+    only_lexical = rank_candidates(replace(plain, mode="bm25"), dense=dense, lexical=lexical)
+    assert [i.id for i in only_lexical] == ["l", "x"]
+    hybrid = rank_candidates(plain, dense=dense, lexical=lexical, limit=2)
+    assert [i.id for i in hybrid] == ["l", "d"]  # dense weight 0.4 < lexical 0.6
+
+
+def test_rank_candidates_smooths_when_given_positions() -> None:
+    dense = [ScoredId("s1-1", 0.9), ScoredId("s1-3", 0.9), ScoredId("s2-0", 0.2)]
+    config = RecallConfig(mode="dense", neighbour_weight=0.75, neighbour_window=1)
+    assert rank_candidates(config, dense=dense)[0].id == "s1-1"
+    assert rank_candidates(config, dense=dense, positions=POSITIONS)[0].id == "s1-2"
+
+
+def test_config_round_trips_and_validates() -> None:
+    config = RecallConfig(mode="bm25", dense_weight=0.3)
+    assert RecallConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ConfigError, match="dense, bm25, hybrid"):
+        RecallConfig(mode="sparse")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="Unknown RecallConfig option"):
+        RecallConfig.from_dict({"nope": 1})
+    with pytest.raises(ConfigError, match="dense_weight"):
+        RecallConfig(dense_weight=2.0)
+
+
+def test_config_builds_a_matching_lexical_index() -> None:
+    index = RecallConfig(bm25_k1=0.9, bm25_b=0.3, stopwords="lucene", stem=False).lexical_index()
+    assert (index.k1, index.b) == (0.9, 0.3)
+    assert index.analyzer.terms("What did they paint?") == ["what", "did", "paint"]
+
+
+def test_lexical_text_leads_with_the_date() -> None:
+    assert RecallConfig().lexical_text("Hi", when=date(2023, 5, 8)) == "On 8 May 2023, Hi"
+    assert RecallConfig(lexical_dates=False).lexical_text("Hi", when=date(2023, 5, 8)) == "Hi"
+    assert RecallConfig().lexical_text("Hi") == "Hi"
