@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
@@ -44,8 +44,18 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+# A module import, not names: integrations.models imports memories.errors, which
+# runs this package's __init__, so this module may load while that one is half-done.
+import integrations.models as models
+from memories.background import Debouncer, DebouncerStatus, shared_debouncer
 from memories.base import BaseMemory
-from memories.errors import BackendError, ConfigError, InvalidInputError, InvalidProfileError
+from memories.errors import (
+    BackendError,
+    ConfigError,
+    InvalidInputError,
+    InvalidProfileError,
+    LLMError,
+)
 from memories.keys import select_turn
 from memories.messages import turn_messages
 from memories.profile.patching import (
@@ -113,6 +123,8 @@ class ProfileStatus:
     """Whether the ``once`` policy stops further model updates."""
     last_failure: ProfileChange | None
     """The latest failed update, when no change has been accepted since."""
+    background: DebouncerStatus | None = None
+    """The scheduler's counters under the ``"background"`` policy, else None."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +163,10 @@ class ProfileMemory(BaseMemory):
             quiet), ``"manual"`` (:meth:`refresh`), or ``"once"``.
         every_n: the number of turns per update under ``"every_n"``.
         debounce: the quiet period under ``"background"``, in seconds.
+        scheduler: the :class:`~memories.background.Debouncer` that runs
+            background updates (the process-wide one by default).
+        llm_timeout: seconds to wait for one model reply before the update
+            fails (and is recorded); None waits forever.
         max_retries: how many times an invalid reply is sent back to the model.
         max_document_tokens: the budget of document shown in one model call;
             larger documents are updated section by section.
@@ -178,6 +194,8 @@ class ProfileMemory(BaseMemory):
     policy: Policy = "turn"
     every_n: int = 3
     debounce: float = 5.0
+    scheduler: Debouncer | None = Field(default=None, exclude=True)
+    llm_timeout: float | None = 120.0
     max_retries: int = 2
     max_document_tokens: int = 2000
     max_turns_per_update: int = 10
@@ -190,6 +208,7 @@ class ProfileMemory(BaseMemory):
     _counter: TokenCounter = PrivateAttr()
     _model: Runnable[Any, Any] | None = PrivateAttr(default=None)
     _tools: bool = PrivateAttr(default=False)
+    _closed: bool = PrivateAttr(default=False)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -226,11 +245,11 @@ class ProfileMemory(BaseMemory):
             raise ConfigError(f"max_retries must be >= 0; got {value}")
         return value
 
-    @field_validator("debounce")
+    @field_validator("debounce", "llm_timeout")
     @classmethod
-    def _not_negative_seconds(cls, value: float) -> float:
-        if value < 0:
-            raise ConfigError(f"debounce must be >= 0; got {value}")
+    def _not_negative_seconds(cls, value: float | None) -> float | None:
+        if value is not None and value < 0:
+            raise ConfigError(f"debounce and llm_timeout must be >= 0 seconds; got {value}")
         return value
 
     def model_post_init(self, context: Any, /) -> None:
@@ -324,6 +343,7 @@ class ProfileMemory(BaseMemory):
             pending=pending,
             frozen=self._frozen(item),
             last_failure=last,
+            background=self._scheduler().status() if self.policy == "background" else None,
         )
 
     def status(self) -> ProfileStatus:
@@ -507,11 +527,15 @@ class ProfileMemory(BaseMemory):
         again after a clear. To erase a profile and its history for good, use
         ``memory.store.delete(namespace, key)``.
         """
+        if self.policy == "background":
+            self._scheduler().cancel(self._job_key)
         pending = self._store.pending(self.namespace, self.key)
         self._write(self._plan_clear(pending))
 
     async def aclear(self) -> None:
         """Async :meth:`clear`."""
+        if self.policy == "background":
+            self._scheduler().cancel(self._job_key)
         pending = await self._store.apending(self.namespace, self.key)
         await self._awrite(self._plan_clear(pending))
 
@@ -568,12 +592,12 @@ class ProfileMemory(BaseMemory):
         if self.policy == "once" and self._frozen(self._store.load(ns, key)):
             return
         self._store.add_pending(ns, key, turn)
-        if self.policy in ("turn", "once") or (
+        if self._schedule():
+            return
+        if self.policy in ("turn", "once", "background") or (
             self.policy == "every_n" and self._store.count_pending(ns, key) >= self.every_n
         ):
             self.refresh()
-        elif self.policy == "background":
-            self._schedule()
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Async :meth:`save_context`: the same work, awaited."""
@@ -582,12 +606,12 @@ class ProfileMemory(BaseMemory):
         if self.policy == "once" and self._frozen(await self._store.aload(ns, key)):
             return
         await self._store.aadd_pending(ns, key, turn)
-        if self.policy in ("turn", "once") or (
+        if self._schedule():
+            return
+        if self.policy in ("turn", "once", "background") or (
             self.policy == "every_n" and await self._store.acount_pending(ns, key) >= self.every_n
         ):
             await self.arefresh()
-        elif self.policy == "background":
-            self._schedule()
 
     # -- updating from conversation ---------------------------------------------
 
@@ -599,9 +623,7 @@ class ProfileMemory(BaseMemory):
                     "This ProfileMemory has no llm, so it cannot update from conversation. "
                     "Pass llm=..., or write the profile with put()/update()."
                 )
-            from integrations.models import resolve_llm
-
-            model = resolve_llm(self.llm) if isinstance(self.llm, str) else self.llm
+            model = models.resolve_llm(self.llm) if isinstance(self.llm, str) else self.llm
             self._model, self._tools = _bind(model, self.update_method)
         return self._model, self._tools
 
@@ -678,9 +700,9 @@ class ProfileMemory(BaseMemory):
             session = self._session(item, turns, tools)
             while (request := session.request()) is not None:
                 try:
-                    reply = model.invoke(request)
-                except Exception as exc:  # any provider error becomes a recorded failure
-                    session.fail(_call_error(exc))
+                    reply = models.invoke_model(model, request, timeout=self.llm_timeout)
+                except LLMError as exc:  # a provider error or a timeout: a recorded failure
+                    session.fail(str(exc))
                 else:
                     session.receive(reply)
             outcome = session.outcome()
@@ -715,9 +737,9 @@ class ProfileMemory(BaseMemory):
             session = self._session(item, turns, tools)
             while (request := session.request()) is not None:
                 try:
-                    reply = await model.ainvoke(request)
-                except Exception as exc:  # any provider error becomes a recorded failure
-                    session.fail(_call_error(exc))
+                    reply = await models.ainvoke_model(model, request, timeout=self.llm_timeout)
+                except LLMError as exc:  # a provider error or a timeout: a recorded failure
+                    session.fail(str(exc))
                 else:
                     session.receive(reply)
             outcome = session.outcome()
@@ -737,10 +759,47 @@ class ProfileMemory(BaseMemory):
             if conflicts >= _MAX_CONFLICTS:
                 return _merge(result, await self._agive_up(item, turns, _contended(outcome)))
 
-    def _schedule(self) -> None:
-        raise NotImplementedError(
-            f"{type(self).__name__} policy 'background' needs the background scheduler."
-        )
+    # -- background policy -------------------------------------------------------
+
+    def _scheduler(self) -> Debouncer:
+        return self.scheduler if self.scheduler is not None else shared_debouncer()
+
+    @property
+    def _job_key(self) -> Hashable:
+        # The profile, not this object: two memories on one profile share one job.
+        return ("profile", self.url, self.namespace, self.key)
+
+    def _schedule(self) -> bool:
+        """Under ``"background"``, (re)schedule the update; False when it must run inline."""
+        if self.policy != "background" or self._closed:
+            return False
+        self._scheduler().schedule(self._job_key, self._background_refresh, delay=self.debounce)
+        return True
+
+    def _background_refresh(self) -> None:
+        result = self.refresh()
+        logger.debug("Profile %r in %r: background update %s", self.key, self.namespace, result)
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Run this profile's pending background update now and wait for it.
+
+        Returns:
+            True when no update of this profile is pending or running (always,
+            under the other policies, whose updates finish inside ``save_context``).
+        """
+        if self.policy != "background":
+            return True
+        return self._scheduler().flush(self._job_key, timeout=timeout)
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """Flush, then stop using the scheduler: later turns of this object update inline.
+
+        The scheduler itself is left running (it may serve other memories);
+        close a :class:`~memories.background.Debouncer` you made yourself.
+        """
+        done = self.flush(timeout=timeout)
+        self._closed = True
+        return done
 
 
 # -- pure helpers ---------------------------------------------------------------
@@ -777,10 +836,6 @@ def _merge(before: UpdateResult, after: UpdateResult) -> UpdateResult:
     """The result of several batches: the most telling status, the turns added up."""
     status = max(before.status, after.status, key=_RANK.__getitem__)
     return UpdateResult(status, after.version, before.turns + after.turns, after.error)
-
-
-def _call_error(exc: Exception) -> str:
-    return f"The model call failed: {type(exc).__name__}: {exc}"
 
 
 def _dump(value: Any, what: str) -> str:

@@ -96,7 +96,7 @@ def test_a_patch_still_invalid_after_the_retries_keeps_the_profile(
 def test_turns_kept_after_a_failure_are_folded_into_the_next_update(url: str) -> None:
     memory, model = make(url, [RuntimeError("rate limited"), tool_reply(NAME)])
     memory.save_context({"input": "I'm Ada"}, {"output": "Hi"})
-    assert memory.history()[-1].error == "The model call failed: RuntimeError: rate limited"
+    assert memory.history()[-1].error == "ScriptedChatModel failed: RuntimeError: rate limited"
     memory.save_context({"input": "I like tea"}, {"output": "Noted"})
     prompt = prompt_text(model.prompts[1])
     assert "Human: I'm Ada" in prompt and "Human: I like tea" in prompt
