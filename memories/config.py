@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from memories.errors import ConfigError, MissingDependencyError
 
@@ -119,10 +118,7 @@ def create_memory(config: Mapping[str, Any] | str | Path) -> Any:
         options[nested] = (
             [create_memory(v) for v in value] if isinstance(value, list) else create_memory(value)
         )
-    try:
-        return cls(**options)
-    except ValidationError as exc:
-        raise ConfigError(f"Bad options for memory type {type_name!r}: {exc}") from exc
+    return cls(**options)
 
 
 def create_history(config: Mapping[str, Any]) -> Any:

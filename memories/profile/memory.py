@@ -42,7 +42,7 @@ import jsonpatch
 import yaml
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 # A module import, not names: integrations.models imports memories.errors, which
 # runs this package's __init__, so this module may load while that one is half-done.
@@ -210,13 +210,6 @@ class ProfileMemory(BaseMemory):
     _tools: bool = PrivateAttr(default=False)
     _closed: bool = PrivateAttr(default=False)
 
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            # Pydantic wraps a validator's ConfigError; give the user ours back.
-            raise ConfigError(f"Bad options for ProfileMemory: {_reasons(exc)}") from exc
-
     @field_validator("namespace", mode="before")
     @classmethod
     def _namespace(cls, value: Any) -> Namespace:
@@ -268,12 +261,6 @@ class ProfileMemory(BaseMemory):
         self._store = ProfileStore(self.url)
 
     # -- configuration ----------------------------------------------------------
-
-    def to_config(self) -> dict[str, Any]:
-        config = super().to_config()
-        if "profile_schema" in config:
-            config["schema"] = config.pop("profile_schema")
-        return config
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "profile_schema":
@@ -864,13 +851,3 @@ def _bind(model: Runnable[Any, Any], method: UpdateMethod) -> tuple[Runnable[Any
             "use update_method='auto' or 'json'."
         )
     return model, False
-
-
-def _reasons(exc: ValidationError) -> str:
-    lines = []
-    for error in exc.errors():
-        cause = (error.get("ctx") or {}).get("error")
-        where = ".".join(str(p) for p in error["loc"])
-        message = str(cause) if isinstance(cause, Exception) else error["msg"]
-        lines.append(f"{where}: {message}" if where else message)
-    return "; ".join(lines)
