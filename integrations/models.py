@@ -19,10 +19,18 @@ from typing import Any
 
 from langchain_core.language_models import BaseLanguageModel, LanguageModelInput
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable
 
 from memories.errors import ConfigError, LLMError, MissingDependencyError
 
-__all__ = ["LLMSpec", "ainvoke_text", "invoke_text", "resolve_llm"]
+__all__ = [
+    "LLMSpec",
+    "ainvoke_model",
+    "ainvoke_text",
+    "invoke_model",
+    "invoke_text",
+    "resolve_llm",
+]
 
 LLMSpec = BaseLanguageModel | str
 
@@ -93,27 +101,27 @@ def _init_chat_model(spec: str, options: dict[str, Any]) -> BaseLanguageModel:
         raise ConfigError(f"Cannot make the model {spec!r}: {exc}") from exc
 
 
-# -- calling a model for text, with a timeout, errors translated -----------------
+# -- calling a model with a timeout, errors translated ---------------------------
 
 
-def invoke_text(
-    model: BaseLanguageModel, prompt: LanguageModelInput, /, *, timeout: float | None = None
-) -> str:
-    """Call ``model`` and return its text, stripped.
+def invoke_model(
+    model: Runnable[Any, Any], prompt: LanguageModelInput, /, *, timeout: float | None = None
+) -> Any:
+    """Call ``model`` (a model, or a runnable such as one with tools bound) and return its reply.
 
     Args:
-        model: a chat model or an LLM.
+        model: a chat model, an LLM, or a runnable wrapping one.
         prompt: what ``model.invoke`` takes (a string, messages, a prompt value).
         timeout: seconds to wait for the answer. The call runs on a daemon
             thread so the wait can end; a call that outlives it is abandoned
             (its result discarded), not interrupted.
 
     Raises:
-        LLMError: the model raised, took longer than ``timeout``, or returned
-            empty text. The model's own exception is the cause.
+        LLMError: the model raised or took longer than ``timeout``. The
+            model's own exception is the cause.
     """
     if timeout is None:
-        return _text(model, _guarded(model, lambda: model.invoke(prompt)))
+        return _guarded(model, lambda: model.invoke(prompt))
     outcome: list[Any] = []
     context = contextvars.copy_context()
 
@@ -132,32 +140,50 @@ def invoke_text(
     kind, value = outcome[0]
     if kind == "error":
         raise _llm_error(model, value) from value
-    return _text(model, value)
+    return value
 
 
-async def ainvoke_text(
-    model: BaseLanguageModel, prompt: LanguageModelInput, /, *, timeout: float | None = None
-) -> str:
-    """Async :func:`invoke_text`: the same checks, with ``model.ainvoke``."""
+async def ainvoke_model(
+    model: Runnable[Any, Any], prompt: LanguageModelInput, /, *, timeout: float | None = None
+) -> Any:
+    """Async :func:`invoke_model`: the same checks, with ``model.ainvoke``."""
     try:
-        result = await asyncio.wait_for(model.ainvoke(prompt), timeout)
+        return await asyncio.wait_for(model.ainvoke(prompt), timeout)
     except TimeoutError as exc:
         raise LLMError(
             f"{_name(model)} gave no answer within {timeout} s; giving up on this call."
         ) from exc
     except Exception as exc:
         raise _llm_error(model, exc) from exc
-    return _text(model, result)
 
 
-def _guarded(model: BaseLanguageModel, call: Any) -> Any:
+def invoke_text(
+    model: BaseLanguageModel, prompt: LanguageModelInput, /, *, timeout: float | None = None
+) -> str:
+    """Call ``model`` and return its text, stripped (see :func:`invoke_model`).
+
+    Raises:
+        LLMError: the model raised, took longer than ``timeout``, or returned
+            empty text. The model's own exception is the cause.
+    """
+    return _text(model, invoke_model(model, prompt, timeout=timeout))
+
+
+async def ainvoke_text(
+    model: BaseLanguageModel, prompt: LanguageModelInput, /, *, timeout: float | None = None
+) -> str:
+    """Async :func:`invoke_text`: the same checks, with ``model.ainvoke``."""
+    return _text(model, await ainvoke_model(model, prompt, timeout=timeout))
+
+
+def _guarded(model: Runnable[Any, Any], call: Any) -> Any:
     try:
         return call()
     except Exception as exc:
         raise _llm_error(model, exc) from exc
 
 
-def _llm_error(model: BaseLanguageModel, exc: BaseException) -> LLMError:
+def _llm_error(model: Runnable[Any, Any], exc: BaseException) -> LLMError:
     return LLMError(f"{_name(model)} failed: {type(exc).__name__}: {exc}")
 
 
@@ -169,5 +195,6 @@ def _text(model: BaseLanguageModel, result: Any) -> str:
     return text
 
 
-def _name(model: BaseLanguageModel) -> str:
-    return type(model).__name__
+def _name(model: Runnable[Any, Any]) -> str:
+    # A model with tools bound is a RunnableBinding; name the model inside.
+    return type(getattr(model, "bound", model)).__name__

@@ -23,6 +23,7 @@ from memories.errors import (
     BackendUnavailableError,
     ConfigError,
     InvalidInputError,
+    InvalidProfileError,
     LLMError,
     MemoriesError,
     MissingDependencyError,
@@ -38,6 +39,7 @@ from memories.history import (
     SQLiteHistory,
 )
 from memories.keys import get_prompt_input_key
+from memories.profile import ProfileMemory, ProfileStore
 from memories.runnable import with_memory
 from memories.summary import SummaryBufferMemory, SummaryMemory
 from memories.token_buffer import TokenBufferMemory
@@ -70,12 +72,15 @@ __all__ = [
     "Entry",
     "InMemoryHistory",
     "InvalidInputError",
+    "InvalidProfileError",
     "LLMError",
     "LangChainHistory",
     "MemoriesError",
     "MissingDependencyError",
     "MissingKeyError",
     "ModelFileError",
+    "ProfileMemory",
+    "ProfileStore",
     "ReadOnlySharedMemory",
     "SQLHistory",
     "SQLiteHistory",

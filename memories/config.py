@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from memories.errors import ConfigError, MissingDependencyError
 
@@ -47,6 +46,7 @@ MEMORY_TYPES: dict[str, tuple[str, str, str | None]] = {
     "combined": ("memories.combined", "CombinedMemory", None),
     "read_only": ("memories.combined", "ReadOnlySharedMemory", None),
     "simple": ("memories.combined", "SimpleMemory", None),
+    "profile": ("memories.profile", "ProfileMemory", None),
 }
 
 HISTORY_TYPES: dict[str, tuple[str, str]] = {
@@ -120,10 +120,7 @@ def create_memory(config: Mapping[str, Any] | str | Path) -> Any:
         options[nested] = (
             [create_memory(v) for v in value] if isinstance(value, list) else create_memory(value)
         )
-    try:
-        return cls(**options)
-    except ValidationError as exc:
-        raise ConfigError(f"Bad options for memory type {type_name!r}: {exc}") from exc
+    return cls(**options)
 
 
 def with_session(config: Mapping[str, Any] | str | Path, session_id: str) -> dict[str, Any]:
