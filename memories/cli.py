@@ -44,6 +44,10 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"through ConversationChain once per memory type; replies are {source}.")
     print()
     print(format_results(results))
+    if llm is None:
+        print()
+        print("Offline, summaries are extractive (quoted sentences) and the profile's updates are")
+        print("scripted JSON patches standing in for a model's; --llm has a model write both.")
     return 0
 
 

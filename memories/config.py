@@ -30,6 +30,7 @@ __all__ = [
     "create_history",
     "create_memory",
     "load_config",
+    "memory_class",
     "memory_factory",
     "register_memory",
     "with_session",
@@ -94,6 +95,22 @@ def load_config(source: Mapping[str, Any] | str | Path) -> dict[str, Any]:
     return dict(loaded["memory"]) if set(loaded) == {"memory"} else loaded
 
 
+def memory_class(type_name: Any) -> type:
+    """The class registered under a memory ``type`` (imported on first use).
+
+    Raises:
+        ConfigError: an unknown type (the message lists the valid ones).
+        MissingDependencyError: the type needs an extra that is not installed.
+    """
+    if type_name not in MEMORY_TYPES:
+        raise ConfigError(
+            f"Unknown memory type {type_name!r}; valid types: {', '.join(sorted(MEMORY_TYPES))}."
+        )
+    module, class_name, pip_command = MEMORY_TYPES[type_name]
+    cls: type = _import(module, class_name, f"memory type {type_name!r}", pip_command)
+    return cls
+
+
 def create_memory(config: Mapping[str, Any] | str | Path) -> Any:
     """Build a memory from a config dict or file.
 
@@ -104,12 +121,7 @@ def create_memory(config: Mapping[str, Any] | str | Path) -> Any:
     """
     options = load_config(config)
     type_name = options.pop("type", None)
-    if type_name not in MEMORY_TYPES:
-        raise ConfigError(
-            f"Unknown memory type {type_name!r}; valid types: {', '.join(sorted(MEMORY_TYPES))}."
-        )
-    module, class_name, pip_command = MEMORY_TYPES[type_name]
-    cls = _import(module, class_name, f"memory type {type_name!r}", pip_command)
+    cls = memory_class(type_name)
     if "history" in options:
         if "chat_memory" in options:
             raise ConfigError("Give either 'history' or 'chat_memory', not both.")

@@ -18,17 +18,19 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseLanguageModel, FakeListChatModel
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 
 from memories.base import BaseMemory
-from memories.config import create_memory
+from memories.config import create_memory, memory_class
 from memories.tokens import TiktokenCounter
 
 __all__ = [
     "DEMO_LLM",
     "DEMO_MEMORIES",
+    "PROFILE_PATCHES",
     "SCRIPT",
     "SESSIONS",
+    "DemoModel",
     "DemoResult",
     "format_results",
     "run_demo",
@@ -59,18 +61,73 @@ SESSIONS: list[list[tuple[str, str]]] = [
 #: The whole conversation, in order.
 SCRIPT: list[tuple[str, str]] = [turn for session in SESSIONS for turn in session]
 
-#: A config value the demo replaces with its model: the ``--llm`` model when
-#: one is given (its calls are counted), else the option is left out so the
-#: memory uses its offline default (extractive summaries).
-DEMO_LLM = "<demo llm>"
 
-#: The memory configs the demo compares; each gets its own SQLite session.
+@dataclass(frozen=True)
+class DemoModel:
+    """A config value the demo replaces with a model.
+
+    With ``--llm`` it becomes that model (a copy whose calls are counted).
+    Without, it becomes ``offline()`` when given, a scripted stand-in, or the
+    option is left out so the memory uses its offline default (extractive
+    summaries).
+    """
+
+    offline: Callable[[], BaseLanguageModel] | None = None
+    """Makes the offline stand-in, once per demo row."""
+
+
+#: The demo's model, or the memory's offline default.
+DEMO_LLM = DemoModel()
+
+
+def _op(op: str, path: str, value: Any = None) -> dict[str, Any]:
+    return {"op": op, "path": path, "value": value}
+
+
+#: What a model would write into the profile after each turn of :data:`SCRIPT`.
+PROFILE_PATCHES: list[list[dict[str, Any]]] = [
+    [
+        _op("add", "/name", "Maya"),
+        _op("add", "/job", "marine biologist"),
+        _op("add", "/city", "Lisbon"),
+    ],
+    [_op("add", "/research", "octopus behaviour in tide pools")],
+    [_op("add", "/drink", "green tea")],
+    [_op("add", "/plans", ["conference in Tokyo next month"])],
+    [_op("add", "/family", {"sister": "Ines"}), _op("add", "/plans/-", "travel with Ines")],
+    [_op("add", "/plans/-", "pack the field notebook")],
+    [_op("replace", "/drink", "black coffee, no sugar")],
+    [_op("replace", "/plans/0", "conference in Kyoto next month")],
+    [],
+    [],
+]
+
+
+def scripted_profile_model() -> BaseLanguageModel:
+    """The offline stand-in for the profile's model: replies :data:`PROFILE_PATCHES` in order."""
+    from integrations.scripted import ScriptedChatModel
+    from memories.profile.patching import PATCH_TOOL_NAME
+
+    calls = [
+        {"name": PATCH_TOOL_NAME, "args": {"operations": ops}, "id": f"patch-{i}"}
+        for i, ops in enumerate(PROFILE_PATCHES)
+    ]
+    return ScriptedChatModel(responses=[AIMessage("", tool_calls=[c]) for c in calls], echo=False)
+
+
+#: The memory configs the demo compares. Each is put on the demo's SQLite file
+#: (its history, or its store) under a session named after the row.
 DEMO_MEMORIES: dict[str, dict[str, Any]] = {
     "buffer": {"type": "buffer"},
     "window (k=3)": {"type": "window", "k": 3},
     "token_buffer (120)": {"type": "token_buffer", "max_token_limit": 120},
     "summary": {"type": "summary", "llm": DEMO_LLM},
     "summary_buffer (120)": {"type": "summary_buffer", "max_token_limit": 120, "llm": DEMO_LLM},
+    "profile": {
+        "type": "profile",
+        "memory_key": "history",
+        "llm": DemoModel(offline=scripted_profile_model),
+    },
 }
 
 
@@ -114,9 +171,8 @@ def run_demo(
     counter = TiktokenCounter()
     results = []
     for name, config in (memories or DEMO_MEMORIES).items():
-        history = {"type": "sqlite", "path": str(db_path), "session_id": name.split(" ")[0]}
         calls = _CallCounter()
-        options = _with_llm({**config, "history": history}, llm, calls)
+        options = _with_llm(_placed(config, db_path, name.split(" ")[0]), llm, calls)
         create_memory(options).clear()
         model = llm or FakeListChatModel(responses=[r for s in sessions for _, r in s])
         timing = _Timing()
@@ -143,15 +199,31 @@ def run_demo(
     return results
 
 
+def _placed(config: dict[str, Any], db_path: Path, session: str) -> dict[str, Any]:
+    """The config with its data put on the demo's SQLite file, under ``session``."""
+    fields = getattr(memory_class(config["type"]), "model_fields", {})
+    placed = dict(config)
+    if "chat_memory" in fields:
+        placed.setdefault(
+            "history", {"type": "sqlite", "path": str(db_path), "session_id": session}
+        )
+    if "url" in fields:
+        placed.setdefault("url", f"sqlite:///{db_path}")
+    if "namespace" in fields:
+        placed.setdefault("namespace", ("demo", session))
+    return placed
+
+
 def _with_llm(
     config: dict[str, Any], llm: BaseLanguageModel | None, calls: _CallCounter
 ) -> dict[str, Any]:
-    """The config with :data:`DEMO_LLM` replaced by a call-counting copy of ``llm`` (or dropped)."""
+    """The config with each :class:`DemoModel` replaced by a call-counting model (or dropped)."""
     out: dict[str, Any] = {}
     for key, value in config.items():
-        if value == DEMO_LLM:
-            if llm is not None:
-                out[key] = llm.model_copy(update={"callbacks": [calls]})
+        if isinstance(value, DemoModel):
+            model = llm if llm is not None else value.offline() if value.offline else None
+            if model is not None:
+                out[key] = model.model_copy(update={"callbacks": [calls]})
         elif isinstance(value, dict):
             out[key] = _with_llm(value, llm, calls)
         elif isinstance(value, list):

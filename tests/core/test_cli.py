@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,21 +12,32 @@ import pytest
 from memories.cli import main
 from memories.demo import SCRIPT, run_demo
 from memories.history import SQLiteHistory
+from memories.profile import ProfileStore
 
 
 def test_demo_runs_every_memory_and_keeps_histories_in_sqlite(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
     results = run_demo(db)
     by_name = {r.name.split(" ")[0]: r for r in results}
-    assert set(by_name) == {"buffer", "window", "token_buffer", "summary", "summary_buffer"}
+    chats = {"buffer", "window", "token_buffer", "summary", "summary_buffer"}
+    assert set(by_name) == {*chats, "profile"}
     assert by_name["buffer"].injected.startswith("Human: " + SCRIPT[0][0])
     assert by_name["window"].injected.count("Human:") == 3
     assert by_name["token_buffer"].tokens <= 120
     assert by_name["buffer"].tokens > by_name["window"].tokens
     assert by_name["summary_buffer"].injected.startswith("System: ")  # the summary, then turns
-    assert all(r.llm_calls == 0 for r in results)  # offline: extractive summaries
-    for session in by_name:
+    assert all(by_name[name].llm_calls == 0 for name in chats)  # offline: extractive summaries
+    for session in chats:
         assert len(SQLiteHistory(db, session_id=session).entries()) == 2 * len(SCRIPT)
+
+
+def test_demo_profile_keeps_the_changed_preference(tmp_path: Path) -> None:
+    (profile,) = [r for r in run_demo(tmp_path / "d.db") if r.name == "profile"]
+    document = json.loads(profile.injected)
+    assert document["drink"] == "black coffee, no sugar"  # the preference changed in session 3
+    assert document["plans"][0] == "conference in Kyoto next month"
+    assert profile.llm_calls == len(SCRIPT)  # one scripted update per turn
+    assert ProfileStore(f"sqlite:///{tmp_path / 'd.db'}").get(("demo", "profile"), "profile")
 
 
 def test_demo_command_prints_the_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
