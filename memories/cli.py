@@ -55,7 +55,7 @@ def _chat(args: argparse.Namespace) -> int:
     from integrations.scripted import ScriptedChatModel
     from memories.commands import chat, open_memory
 
-    memory = open_memory(args.config, args.session)
+    memory = open_memory(args.config, args.session, args.namespace)
     model, source = _model(args.llm)
     if model is None:
         model = ScriptedChatModel()
@@ -71,7 +71,9 @@ def _inspect(args: argparse.Namespace) -> int:
     from memories.commands import inspect, open_memory
 
     inspect(
-        open_memory(args.config, args.session), sys.stdout, last=None if args.all else args.last
+        open_memory(args.config, args.session, args.namespace),
+        sys.stdout,
+        last=None if args.all else args.last,
     )
     return 0
 
@@ -79,7 +81,7 @@ def _inspect(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from memories.commands import export_jsonl, histories_of, open_memory
 
-    histories = histories_of(open_memory(args.config, args.session), "export")
+    histories = histories_of(open_memory(args.config, args.session, args.namespace), "export")
     if args.output in (None, "-"):
         count = export_jsonl(histories, sys.stdout)
     else:
@@ -94,7 +96,9 @@ def _import(args: argparse.Namespace) -> int:
     from memories.config import load_config
 
     options = load_config(args.config)
-    histories_of(open_memory(options, args.session), "import")  # a bad config fails before reading
+    histories_of(
+        open_memory(options, args.session, args.namespace), "import"
+    )  # a bad config fails before reading
     if args.file == "-":
         lines = read_jsonl(sys.stdin, source="<stdin>", session=args.session)
     else:
@@ -117,26 +121,24 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _clear(args: argparse.Namespace) -> int:
-    from memories.commands import clear, open_memory
+    from memories.commands import clear, clear_targets, open_memory
 
-    memory = open_memory(args.config, args.session)
-    session = args.session or _config_session(memory)
+    memory = open_memory(args.config, args.session, args.namespace)
+    targets = clear_targets(memory)
+    if not targets:
+        raise ConfigError(
+            f"A {type(memory).__name__} keeps no data to erase (no history, no profile)."
+        )
     if not args.yes:
-        print(f"Erase everything the memory holds for session {session!r}? [y/N] ", end="")
+        print("This erases:", *(f"  {t}" for t in targets), sep="\n")
+        print("Go on? [y/N] ", end="")
         sys.stdout.flush()
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             print("memories clear: nothing erased.", file=sys.stderr)
             return 1
-    held = clear(memory)
-    print(f"memories clear: erased session {session!r} ({held} messages).", file=sys.stderr)
+    for line in clear(memory):
+        print(f"memories clear: erased {line}.", file=sys.stderr)
     return 0
-
-
-def _config_session(memory: Any) -> str:
-    from memories.commands import chat_memories
-
-    sessions = {m.chat_memory.session_id for m in chat_memories(memory)}
-    return ", ".join(sorted(sessions)) or "(none)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,6 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
         )
         command.add_argument(
             "--session", help="the session to use (default: the config's history session_id)"
+        )
+        command.add_argument(
+            "--namespace",
+            help="the namespace of a profile or vector memory, labels joined by '.' "
+            "(default: the config's)",
         )
         return command
 

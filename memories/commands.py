@@ -28,12 +28,13 @@ from langchain_core.messages import (
 from memories._langchain import LangChainBaseMemory
 from memories.base import ChatMemory
 from memories.combined import CombinedMemory, ReadOnlySharedMemory
-from memories.config import create_memory, load_config, with_session
+from memories.config import create_memory, load_config, with_namespace, with_session
 from memories.errors import ConfigError, InvalidInputError, LLMError
 from memories.exchange import DEFAULT_HEADER, save_exchange, view_memory
 from memories.history.base import ChatHistory
 from memories.history.memory import InMemoryHistory
 from memories.messages import message_text
+from memories.profile import ProfileMemory
 from memories.tokens import TiktokenCounter
 
 __all__ = [
@@ -41,11 +42,13 @@ __all__ = [
     "chat",
     "chat_memories",
     "clear",
+    "clear_targets",
     "export_jsonl",
     "flush",
     "histories_of",
     "import_jsonl",
     "inspect",
+    "leaf_memories",
     "open_memory",
     "read_jsonl",
 ]
@@ -54,21 +57,35 @@ __all__ = [
 DEFAULT_BATCH_SIZE = 500
 
 
-def open_memory(config: str | Path | dict[str, Any], session: str | None = None) -> Any:
-    """The memory a config describes, on ``session`` when given."""
+def open_memory(
+    config: str | Path | dict[str, Any],
+    session: str | None = None,
+    namespace: str | None = None,
+) -> Any:
+    """The memory a config describes, on ``session`` and ``namespace`` when given.
+
+    ``namespace`` is labels joined by ``"."`` (``"users.maya"``).
+    """
     options = load_config(config)
-    return create_memory(with_session(options, session) if session else options)
+    if session:
+        options = with_session(options, session)
+    if namespace:
+        options = with_namespace(options, namespace)
+    return create_memory(options)
+
+
+def leaf_memories(memory: LangChainBaseMemory) -> list[LangChainBaseMemory]:
+    """The memories that hold data: ``memory``, or the members of a combined or read-only one."""
+    if isinstance(memory, CombinedMemory):
+        return [leaf for member in memory.memories for leaf in leaf_memories(member)]
+    if isinstance(memory, ReadOnlySharedMemory):
+        return leaf_memories(memory.memory)
+    return [memory]
 
 
 def chat_memories(memory: LangChainBaseMemory) -> list[ChatMemory]:
     """The chat memories in ``memory``: itself, or the members of a combined memory."""
-    if isinstance(memory, ChatMemory):
-        return [memory]
-    if isinstance(memory, CombinedMemory):
-        return [m for member in memory.memories for m in chat_memories(member)]
-    if isinstance(memory, ReadOnlySharedMemory):
-        return chat_memories(memory.memory)
-    return []
+    return [m for m in leaf_memories(memory) if isinstance(m, ChatMemory)]
 
 
 def _distinct_histories(memory: LangChainBaseMemory) -> list[ChatHistory]:
@@ -211,9 +228,31 @@ def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) 
             text = json.dumps(state, ensure_ascii=False, default=str)
             shown = text if len(text) <= 400 else text[:399] + "…"
             out.write(f"\nstate of {type(member).__name__} ({member.state_key}): {shown}\n")
+    for profile in leaf_memories(memory):
+        if isinstance(profile, ProfileMemory):
+            _inspect_profile(profile, out, last=last)
     tokens = TiktokenCounter()(shown_messages) if shown_messages else 0
     out.write(f"\nwhat the memory adds to the next prompt ({tokens} tokens):\n")
     out.write(_format_messages(shown_messages) or "  (nothing)\n")
+
+
+def _inspect_profile(profile: ProfileMemory, out: TextIO, *, last: int | None) -> None:
+    status = profile.status()
+    where = f"{'.'.join(profile.namespace)}/{profile.key}"
+    out.write(
+        f"\nprofile {where} in {profile.store!r}: version {status.version}, "
+        f"{status.pending} turns pending{', frozen' if status.frozen else ''}\n"
+    )
+    if status.last_failure is not None:
+        out.write(f"  last update failed: {status.last_failure.error}\n")
+    document = profile.get()
+    text = json.dumps(document, ensure_ascii=False, indent=2) if document is not None else "(none)"
+    out.write("".join(f"  {line}\n" for line in text.splitlines()))
+    changes = profile.history()
+    shown = changes if last is None else changes[-last:] if last else []
+    for change in shown:
+        detail = change.error if change.error else json.dumps(list(change.patch))
+        out.write(f"  change #{change.id} {change.kind} v{change.version}: {detail[:100]}\n")
 
 
 def _count(history: ChatHistory) -> int:
@@ -338,15 +377,35 @@ def import_jsonl(
 # -- clear ----------------------------------------------------------------------
 
 
-def clear(memory: LangChainBaseMemory) -> int:
-    """Erase what the memory holds for its session; return how many messages its histories had.
+def clear_targets(memory: LangChainBaseMemory) -> list[str]:
+    """What :func:`clear` would erase, one line each, for a confirmation prompt."""
+    targets = [f"session {h.session_id!r} of {h!r}" for h in _distinct_histories(memory)]
+    targets += [
+        f"profile {'.'.join(p.namespace)}/{p.key} in {p.store!r}"
+        for p in leaf_memories(memory)
+        if isinstance(p, ProfileMemory)
+    ]
+    return targets
 
-    Histories under a read-only memory are erased too: the command is an
-    explicit request to erase the session, not a chain saving by accident.
+
+def clear(memory: LangChainBaseMemory) -> list[str]:
+    """Erase what the memory holds for its session and namespace; return a line per thing erased.
+
+    Memories under a read-only memory are erased too: the command is an
+    explicit request to erase, not a chain saving by accident. A profile is
+    emptied as a recorded change, so ``ProfileMemory.rollback`` can undo it.
     """
-    histories = _distinct_histories(memory)
-    held = sum(_count(history) for history in histories)
-    for history in histories:
+    done = []
+    for history in _distinct_histories(memory):
+        held = _count(history)
         history.clear()
-    memory.clear()
-    return held
+        done.append(f"session {history.session_id!r}: {held} messages and the memories' state")
+    for leaf in leaf_memories(memory):
+        leaf.clear()
+        if isinstance(leaf, ProfileMemory):
+            version = leaf.status().version
+            done.append(
+                f"profile {'.'.join(leaf.namespace)}/{leaf.key}: emptied as version {version} "
+                f"(rollback({version - 1}) restores it)"
+            )
+    return done

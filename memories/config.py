@@ -33,6 +33,7 @@ __all__ = [
     "memory_class",
     "memory_factory",
     "register_memory",
+    "with_namespace",
     "with_session",
 ]
 
@@ -147,19 +148,51 @@ def with_session(config: Mapping[str, Any] | str | Path, session_id: str) -> dic
     """
     if not isinstance(session_id, str) or not session_id:
         raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
-    return _on_session(load_config(config), session_id)
+
+    def on_session(options: dict[str, Any]) -> dict[str, Any]:
+        for key in ("history", "chat_memory"):
+            if isinstance(options.get(key), Mapping):
+                options[key] = {**options[key], "session_id": session_id}
+        return options
+
+    return _each_memory(load_config(config), on_session)
 
 
-def _on_session(options: dict[str, Any], session_id: str) -> dict[str, Any]:
-    options = dict(options)
-    for key in ("history", "chat_memory"):
-        if isinstance(options.get(key), Mapping):
-            options[key] = {**options[key], "session_id": session_id}
+def with_namespace(
+    config: Mapping[str, Any] | str | Path, namespace: tuple[str, ...] | str
+) -> dict[str, Any]:
+    """The same config with every memory that keeps a namespace (profile, vector) on ``namespace``.
+
+    ``namespace`` is a tuple of labels, or one string of labels joined by ``"."``
+    (labels never hold a period), as in ``"users.maya"``.
+
+    Raises:
+        ConfigError: an empty namespace or label.
+    """
+    labels = tuple(namespace.split(".")) if isinstance(namespace, str) else tuple(namespace)
+    if not labels or not all(isinstance(label, str) and label for label in labels):
+        raise ConfigError(
+            f"namespace must be labels such as ('users', 'maya') or 'users.maya'; got {namespace!r}"
+        )
+
+    def on_namespace(options: dict[str, Any]) -> dict[str, Any]:
+        if "namespace" in getattr(memory_class(options.get("type")), "model_fields", {}):
+            options["namespace"] = labels
+        return options
+
+    return _each_memory(load_config(config), on_namespace)
+
+
+def _each_memory(
+    options: dict[str, Any], change: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
+    """Apply ``change`` to a copy of a memory config and of every memory config nested in it."""
+    options = change(dict(options))
     nested = _NESTED_MEMORIES.get(options.get("type", ""))
     if nested is not None and nested in options:
         value = options[nested]
         members = value if isinstance(value, list) else [value]
-        updated = [_on_session(load_config(v), session_id) for v in members]
+        updated = [_each_memory(load_config(v), change) for v in members]
         options[nested] = updated if isinstance(value, list) else updated[0]
     return options
 

@@ -210,7 +210,7 @@ def test_clear_asks_and_keeps_the_session_unless_confirmed(
     assert code == 1 and "nothing erased" in err
     assert len(SQLiteHistory(db, session_id="u1").messages) == 1
     code, _, err = run(["clear", "--config", str(config)], capsys, "y\n")
-    assert code == 0 and "(1 messages)" in err
+    assert code == 0 and "session 'u1': 1 messages" in err
     assert SQLiteHistory(db, session_id="u1").messages == []
 
 
@@ -302,3 +302,66 @@ def test_chat_with_a_background_summary_finishes_its_fold_before_exiting(
     assert code == 0
     _, out, _ = run(["inspect", "--config", str(config)], capsys)
     assert "System: " in out or "system: " in out  # the summary was folded before exit
+
+
+# -- profiles -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def profile_config(tmp_path: Path) -> Path:
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    return write_config(
+        tmp_path / "profile.yaml",
+        {"type": "profile", "policy": "manual", "namespace": ["users", "maya"], "url": url},
+    )
+
+
+def test_inspect_shows_a_profile_its_version_and_changes(
+    profile_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memories import create_memory
+
+    profile = create_memory(profile_config)
+    profile.put({"name": "Maya"})
+    profile.update([{"op": "add", "path": "/drink", "value": "black coffee"}])
+    code, out, _ = run(["inspect", "--config", str(profile_config)], capsys)
+    assert code == 0
+    assert "profile users.maya/profile" in out and "version 2, 0 turns pending" in out
+    assert '"drink": "black coffee"' in out
+    assert 'change #2 patch v2: [{"op": "add", "path": "/drink"' in out
+    assert "what the memory adds to the next prompt (" in out and "black coffee" in out
+
+
+def test_namespace_picks_another_users_profile(
+    profile_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memories import create_memory
+
+    create_memory(profile_config).put({"name": "Maya"})
+    _, out, _ = run(
+        ["inspect", "--config", str(profile_config), "--namespace", "users.ines"], capsys
+    )
+    assert "profile users.ines/profile" in out and "version 0" in out and "Maya" not in out
+
+
+def test_clear_empties_a_profile_as_a_change_that_can_be_rolled_back(
+    profile_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memories import create_memory
+
+    profile = create_memory(profile_config)
+    profile.put({"name": "Maya"})
+    code, out, err = run(["clear", "--config", str(profile_config)], capsys, "y\n")
+    assert code == 0 and "profile users.maya/profile" in out
+    assert "emptied as version 2 (rollback(1) restores it)" in err
+    assert not profile.get()
+    profile.rollback(1)
+    assert profile.get() == {"name": "Maya"}
+
+
+def test_clear_of_a_memory_with_nothing_to_erase_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path / "s.yaml", {"type": "simple", "memories": {"a": "b"}})
+    code, _, err = run(["clear", "--config", str(config), "--yes"], capsys)
+    assert code == 2 and "keeps no data to erase" in err

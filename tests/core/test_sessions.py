@@ -49,3 +49,23 @@ def test_memory_factory_gives_each_session_its_own_log(tmp_path: Path) -> None:
 def test_memory_factory_checks_the_config_at_once() -> None:
     with pytest.raises(ConfigError, match="valid types"):
         memory_factory({"type": "bufer"})
+
+
+def test_with_namespace_moves_every_memory_that_has_one(tmp_path: Path) -> None:
+    from memories.config import with_namespace
+
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    config = {
+        "type": "combined",
+        "memories": [
+            {"type": "window", "k": 2},
+            {"type": "profile", "policy": "manual", "namespace": ["users", "old"], "url": url},
+        ],
+    }
+    moved = with_namespace(config, "users.maya")
+    assert moved["memories"][0] == {"type": "window", "k": 2}
+    assert moved["memories"][1]["namespace"] == ("users", "maya")
+    assert create_memory(moved).memories[1].namespace == ("users", "maya")
+    assert with_namespace(config, ("a", "b"))["memories"][1]["namespace"] == ("a", "b")
+    with pytest.raises(ConfigError, match="namespace"):
+        with_namespace(config, "users..maya")

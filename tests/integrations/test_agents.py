@@ -296,3 +296,36 @@ def test_summary_memory_alone_replaces_the_thread_with_its_summary() -> None:
     system, *rest = model.prompts[-1]
     assert "Ada" in system.text
     assert texts(rest) == ["Who am I?"]
+
+
+def patch_reply(*operations: dict[str, Any]) -> AIMessage:
+    call = {"name": "update_profile", "args": {"operations": list(operations)}, "id": "p1"}
+    return AIMessage("", tool_calls=[call])
+
+
+def test_a_profile_with_a_window_shows_the_profile_and_keeps_the_window(tmp_path: Path) -> None:
+    from memories import ProfileMemory
+
+    updater = ScriptedChatModel(
+        responses=[
+            patch_reply({"op": "add", "path": "/name", "value": "Ada"}),
+            patch_reply({"op": "add", "path": "/city", "value": "Paris"}),
+        ],
+        echo=False,
+    )
+    profile = ProfileMemory(
+        llm=updater, namespace=("ada",), url=f"sqlite:///{tmp_path / 'p.db'}", format="json"
+    )
+    memory = CombinedMemory(memories=[WindowMemory(k=1), profile])
+    model = ScriptedChatModel()
+    agent = create_agent(
+        model, [], middleware=[MemoryMiddleware(memory)], checkpointer=InMemorySaver()
+    )
+    ask(agent, "I'm Ada.")
+    ask(agent, "I live in Paris.")
+    ask(agent, "Where do I live?")
+    system, *rest = model.prompts[-1]
+    assert '"city": "Paris"' in system.text or '"city":"Paris"' in system.text
+    assert texts(rest)[0] == "I live in Paris." and texts(rest)[-1] == "Where do I live?"
+    assert profile.get() == {"name": "Ada", "city": "Paris"}
+    assert len(updater.prompts) == 3  # one update per saved turn
