@@ -35,6 +35,12 @@ EXPECTED: dict[str, list[str]] = {
         "window.yaml        -> the last prompt held 3 messages",
         "token_buffer.yaml  -> the last prompt held 3 messages",
     ],
+    "profile_kept_current.py": [
+        'profile: {"name": "Maya", "city": "Lisbon", "drink": "green tea"}',
+        'profile: {"name": "Maya", "city": "Lisbon", "drink": "black coffee"}',
+        'v3 update: [{"op": "replace", "path": "/drink", "value": "black coffee"}]',
+        'After rollback(2): {"name": "Maya", "city": "Lisbon", "drink": "green tea"}',
+    ],
     "langgraph_graph.py": [
         "You said: 'Where do I live?'. I was shown 2 earlier messages",
         "Thread: 6 messages",
