@@ -34,7 +34,12 @@ import numpy as np
 import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
-from memories.errors import InvalidInputError, MissingDependencyError, ModelFileError
+from memories.errors import (
+    ConfigError,
+    InvalidInputError,
+    MissingDependencyError,
+    ModelFileError,
+)
 
 __all__ = [
     "EMBEDDING_DIM",
@@ -132,7 +137,7 @@ class MiniLMEmbeddings(Embeddings):
         int8_activations: bool = False,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInputError(
+            raise ConfigError(
                 f"batch_size must be a positive int, got {batch_size!r}; the default is "
                 f"{_DEFAULT_BATCH_SIZE}."
             )
@@ -141,14 +146,14 @@ class MiniLMEmbeddings(Embeddings):
             or not isinstance(intra_op_threads, int)
             or intra_op_threads < 0
         ):
-            raise InvalidInputError(
+            raise ConfigError(
                 f"intra_op_threads must be an int >= 0 (0 lets onnxruntime choose), "
                 f"got {intra_op_threads!r}."
             )
         if workers is not None and (
             isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
         ):
-            raise InvalidInputError(
+            raise ConfigError(
                 f"workers must be a positive int or None (one per CPU core), got {workers!r}."
             )
         self.model_path = model_path

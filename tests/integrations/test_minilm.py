@@ -11,7 +11,12 @@ import pytest
 
 from integrations import minilm
 from integrations.minilm import EMBEDDING_DIM, MAX_TOKENS, MiniLMEmbeddings
-from memories.errors import InvalidInputError, MissingDependencyError, ModelFileError
+from memories.errors import (
+    ConfigError,
+    InvalidInputError,
+    MissingDependencyError,
+    ModelFileError,
+)
 from tests.integrations.minilm_reference import MiniLMReference, gt_model_dir
 
 pytestmark = pytest.mark.skipif(
@@ -291,5 +296,5 @@ def test_non_text_input_is_rejected_with_its_type(embedder: MiniLMEmbeddings, ba
     "option", [{"batch_size": 0}, {"intra_op_threads": -1}, {"workers": 0}, {"batch_size": True}]
 )
 def test_bad_options_are_rejected_at_construction(option: dict[str, int]) -> None:
-    with pytest.raises(InvalidInputError, match=next(iter(option))):
+    with pytest.raises(ConfigError, match=next(iter(option))):
         MiniLMEmbeddings(**option)  # type: ignore[arg-type]
