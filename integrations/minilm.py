@@ -81,6 +81,8 @@ _DEFAULT_BATCH_SIZE = 8
 _DEFAULT_THREADS = 1
 _MAX_DEFAULT_WORKERS = 8
 
+_MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
 Vectors = npt.NDArray[np.float32]
 
 
@@ -477,12 +479,23 @@ def _make_session(ort: Any, source: _Source, data: bytes, threads: int) -> Any:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     options.log_severity_level = 3
     try:
-        return ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(
+            data, sess_options=options, providers=["CPUExecutionProvider"]
+        )
     except Exception as exc:  # onnxruntime raises its own exception types
         raise ModelFileError(
             f"onnxruntime cannot load MiniLM model file {str(source.path)!r} "
             f"(from {source.origin}): {exc}"
         ) from exc
+    inputs = sorted(i.name for i in session.get_inputs())
+    width = session.get_outputs()[0].shape[-1]
+    if inputs != sorted(_MODEL_INPUTS) or (isinstance(width, int) and width != EMBEDDING_DIM):
+        raise ModelFileError(
+            f"MiniLM model file {str(source.path)!r} (from {source.origin}) has inputs "
+            f"{inputs} and output width {width}; MiniLMEmbeddings needs inputs "
+            f"{sorted(_MODEL_INPUTS)} and a last_hidden_state of width {EMBEDDING_DIM}."
+        )
+    return session
 
 
 def _make_tokenizer(tokenizers: Any, source: _Source, data: bytes) -> Any:

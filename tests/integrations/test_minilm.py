@@ -246,6 +246,34 @@ def test_missing_model_file_names_the_path_and_where_it_came_from(
     assert minilm.MODEL_PATH_ENV in str(caught.value)
 
 
+def test_a_file_that_is_not_onnx_is_a_model_file_error(tmp_path: Path) -> None:
+    junk = tmp_path / "model.onnx"
+    junk.write_bytes(b"not an onnx model")
+    with pytest.raises(ModelFileError, match="onnxruntime cannot load"):
+        MiniLMEmbeddings(model_path=junk, model_sha256=None).load()
+
+
+@needs_onnx
+def test_an_onnx_model_with_other_inputs_is_rejected_at_load(tmp_path: Path) -> None:
+    import onnx
+
+    h = onnx.helper
+    graph = h.make_graph(
+        [h.make_node("Identity", ["x"], ["y"])],
+        "other",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])],
+    )
+    other = tmp_path / "other.onnx"
+    other.write_bytes(
+        h.make_model(
+            graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8
+        ).SerializeToString()
+    )
+    with pytest.raises(ModelFileError, match=r"has inputs \['x'\]"):
+        MiniLMEmbeddings(model_path=other, model_sha256=None).load()
+
+
 def test_explicit_paths_load_a_copy_placed_elsewhere(
     tmp_path: Path, embedder: MiniLMEmbeddings
 ) -> None:
