@@ -457,4 +457,3 @@ class ChromaStore:
                 "fix host/port."
             )
         return BackendUnavailableError(what)
-
