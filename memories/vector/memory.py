@@ -420,7 +420,7 @@ class VectorMemory(BaseMemory):
                 raise InvalidInputError(f"metadatas[{i}]['turn'] must be an int, got {turn!r}.")
             meta = {**self.metadata, SESSION_KEY: self.session_id, TIMESTAMP_KEY: now, **given}
             doc_id = ids[i] if ids is not None else uuid.uuid4().hex
-            rows.append(OutboxRow(doc_id, text, meta, needs_turn=False))
+            rows.append(OutboxRow(doc_id, text, meta, needs_turn=False, replace=ids is not None))
         return rows
 
     # -- writing ----------------------------------------------------------------------
@@ -438,9 +438,7 @@ class VectorMemory(BaseMemory):
                     texts = [row.text for row in rows]
                     vectors = self._embedder.embed_documents(texts)
                     ids = [row.doc_id for row in rows]
-                    self.store.upsert(
-                        namespace, ids=ids, texts=texts, embeddings=vectors, metadatas=metadatas
-                    )
+                    self._write(ids, texts, vectors, metadatas, [row.replace for row in rows])
                     index.add(zip(ids, texts, metadatas, strict=True))
                     self._outbox.remove(target, namespace, ids)
                     written += len(rows)
@@ -457,6 +455,27 @@ class VectorMemory(BaseMemory):
             if bar is not None:
                 bar.close()
         return written
+
+    def _write(
+        self,
+        ids: list[str],
+        texts: list[str],
+        vectors: list[list[float]],
+        metadatas: list[dict[str, Any]],
+        replace: list[bool],
+    ) -> None:
+        # New ids go in with Chroma's cheaper add; caller-chosen ids may replace.
+        for flag in (False, True):
+            chosen = [i for i, r in enumerate(replace) if r is flag]
+            if chosen:
+                self.store.upsert(
+                    self._namespace_key,
+                    ids=[ids[i] for i in chosen],
+                    texts=[texts[i] for i in chosen],
+                    embeddings=[vectors[i] for i in chosen],
+                    metadatas=[metadatas[i] for i in chosen],
+                    replace=flag,
+                )
 
     def _delete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
         index = self._index

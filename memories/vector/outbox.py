@@ -53,6 +53,8 @@ class OutboxRow:
     """Its metadata, without the namespace (the store stamps that)."""
     needs_turn: bool
     """Whether the store should give it the next turn index of its session when writing it."""
+    replace: bool = False
+    """Whether it may replace a stored document with the same id (caller-chosen ids)."""
 
 
 _metadata = MetaData()
@@ -72,14 +74,25 @@ _outbox = Table(
 
 def _dump(row: OutboxRow) -> str:
     return json.dumps(
-        {"text": row.text, "metadata": row.metadata, "needs_turn": row.needs_turn},
+        {
+            "text": row.text,
+            "metadata": row.metadata,
+            "needs_turn": row.needs_turn,
+            "replace": row.replace,
+        },
         ensure_ascii=False,
     )
 
 
 def _load(doc_id: str, data: str) -> OutboxRow:
     value = json.loads(data)
-    return OutboxRow(doc_id, value["text"], value["metadata"], bool(value["needs_turn"]))
+    return OutboxRow(
+        doc_id,
+        value["text"],
+        value["metadata"],
+        bool(value["needs_turn"]),
+        bool(value.get("replace", False)),
+    )
 
 
 class SQLiteOutbox:
