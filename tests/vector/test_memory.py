@@ -126,7 +126,7 @@ def test_add_imports_in_bulk_and_returns_ids(make_vector: MakeVector) -> None:
 
 
 def test_neighbour_smoothing_follows_session_and_turn(make_vector: MakeVector) -> None:
-    memory = make_vector(recall={"mode": "bm25"})
+    memory = make_vector(recall={"mode": "bm25", "neighbour_window": 1})
     texts = ["what did you cook", "a lasagna with spinach", "unrelated chat", "more chat"]
     memory.add(texts, metadatas=[{"session": "1", "turn": i} for i in range(4)])
     found = [r.text for r in memory.search("what did you cook", k=2)]
