@@ -59,7 +59,7 @@ from memories.recall import (
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "locomo" / "locomo_dev.json"
-DEFAULT_EMBEDDER = "integrations.minilm:MiniLMEmbeddings"
+DEFAULT_EMBEDDER = "default"
 KS = (5, 10)
 
 _EVIDENCE_ID = re.compile(r"D(\d+):(\d+)")
@@ -264,7 +264,15 @@ Embed = Callable[[list[str]], npt.NDArray[np.float32]]
 
 
 def load_embedder(spec: str, /) -> Embed:
-    """Resolve ``module:attr``: a class with an ``embed(texts)`` method, or such a function."""
+    """Resolve ``module:attr``: a class with an ``embed(texts)`` method, or such a function.
+
+    ``"default"`` is what ``VectorMemory()`` embeds with.
+    """
+    if spec == "default":
+        from memories.vector.memory import default_embeddings
+
+        embeddings = default_embeddings()
+        return lambda texts: np.asarray(embeddings.embed_documents(list(texts)), dtype=np.float32)
     module_name, _, attr = spec.partition(":")
     try:
         target = getattr(importlib.import_module(module_name), attr)
@@ -605,7 +613,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--embedder",
         default=DEFAULT_EMBEDDER,
         help="module:attr of a class with embed(texts) -> ndarray, or of such a function "
-        f"(default {DEFAULT_EMBEDDER})",
+        "(default: VectorMemory()'s own embeddings)",
     )
     parser.add_argument(
         "--memory-only", action="store_true", help="only the VectorMemory() end-to-end table"

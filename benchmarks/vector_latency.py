@@ -35,8 +35,8 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from langchain_core.embeddings import Embeddings
 
-from integrations.minilm import MiniLMEmbeddings
 from memories.vector import VectorMemory
+from memories.vector.memory import default_embeddings
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 _WORDS = (
@@ -62,13 +62,13 @@ def chat_texts(path: Path, count: int) -> list[str]:
 
 
 class PrefillCache(Embeddings):
-    """MiniLM, remembering texts while ``caching`` is on (the prefill of several modes).
+    """The default embeddings, remembering texts while ``caching`` is on (the prefills).
 
     It is switched off before the timed turns, which pay for every embedding.
     """
 
     def __init__(self) -> None:
-        self.inner = MiniLMEmbeddings()
+        self.inner = default_embeddings()
         self.caching = True
         self._cache: dict[str, list[float]] = {}
 

