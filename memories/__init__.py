@@ -18,6 +18,7 @@ from memories.errors import (
     BackendUnavailableError,
     ConfigError,
     InvalidInputError,
+    InvalidProfileError,
     LLMError,
     MemoriesError,
     MissingDependencyError,
@@ -33,7 +34,9 @@ from memories.history import (
     SQLiteHistory,
 )
 from memories.keys import get_prompt_input_key
+from memories.profile import ProfileMemory, ProfileStore
 from memories.runnable import with_memory
+from memories.summary import SummaryBufferMemory, SummaryMemory
 from memories.token_buffer import TokenBufferMemory
 from memories.window import WindowMemory
 
@@ -68,6 +71,8 @@ ConversationBufferMemory = BufferMemory
 ConversationStringBufferMemory = StringBufferMemory
 ConversationBufferWindowMemory = WindowMemory
 ConversationTokenBufferMemory = TokenBufferMemory
+ConversationSummaryMemory = SummaryMemory
+ConversationSummaryBufferMemory = SummaryBufferMemory
 
 __all__ = [
     "BackendError",
@@ -81,22 +86,29 @@ __all__ = [
     "ConversationBufferMemory",
     "ConversationBufferWindowMemory",
     "ConversationStringBufferMemory",
+    "ConversationSummaryBufferMemory",
+    "ConversationSummaryMemory",
     "ConversationTokenBufferMemory",
     "Entry",
     "InMemoryHistory",
     "InvalidInputError",
+    "InvalidProfileError",
     "LLMError",
     "LangChainHistory",
     "MemoriesError",
     "MissingDependencyError",
     "MissingKeyError",
     "ModelFileError",
+    "ProfileMemory",
+    "ProfileStore",
     "ReadOnlySharedMemory",
     "SQLHistory",
     "SQLiteHistory",
     "SearchResult",
     "SimpleMemory",
     "StringBufferMemory",
+    "SummaryBufferMemory",
+    "SummaryMemory",
     "TokenBufferMemory",
     "VectorMemory",
     "VectorStoreRetrieverMemory",

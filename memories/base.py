@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from memories._langchain import LangChainBaseMemory
 from memories.errors import ConfigError
@@ -59,8 +59,20 @@ class BaseMemory(LangChainBaseMemory):
     #: The name this class has in configs and in the registry (``"buffer"``, ...).
     config_type: ClassVar[str]
 
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            # Pydantic wraps the ConfigErrors our validators raise; give the user ours back.
+            raise ConfigError(f"Bad options for {type(self).__name__}: {_reasons(exc)}") from exc
+
     def __setattr__(self, name: str, value: Any) -> None:
-        super().__setattr__(name, value)
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as exc:
+            raise ConfigError(
+                f"Bad value for {type(self).__name__}.{name}: {_reasons(exc)}"
+            ) from exc
         if name in type(self).model_fields:
             # Configuration changed: forget what was derived from it (cached properties).
             for base in type(self).__mro__:
@@ -86,7 +98,7 @@ class BaseMemory(LangChainBaseMemory):
             form = self._config_value(name, value)
             if isinstance(default, ChatHistory) and form == self._config_value(name, default):
                 continue
-            config[name] = form
+            config[field.alias or name] = form
         return config
 
     def _config_value(self, name: str, value: Any) -> Any:
@@ -107,6 +119,17 @@ class BaseMemory(LangChainBaseMemory):
             f"{type(self).__name__}.{name} = {value!r:.80} has no config form. "
             "Give it by name (a string) or build this memory in code."
         )
+
+
+def _reasons(exc: ValidationError) -> str:
+    """Pydantic's errors as one line each, with our own error messages kept word for word."""
+    lines = []
+    for error in exc.errors():
+        cause = (error.get("ctx") or {}).get("error")
+        where = ".".join(str(p) for p in error["loc"])
+        message = str(cause) if isinstance(cause, Exception) else error["msg"]
+        lines.append(f"{where}: {message}" if where else message)
+    return "; ".join(lines)
 
 
 class ChatMemory(BaseMemory):

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from memories.errors import ConfigError, MissingDependencyError
 
@@ -40,9 +39,12 @@ MEMORY_TYPES: dict[str, tuple[str, str, str | None]] = {
     "string_buffer": ("memories.buffer", "StringBufferMemory", None),
     "window": ("memories.window", "WindowMemory", None),
     "token_buffer": ("memories.token_buffer", "TokenBufferMemory", None),
+    "summary": ("memories.summary", "SummaryMemory", None),
+    "summary_buffer": ("memories.summary", "SummaryBufferMemory", None),
     "combined": ("memories.combined", "CombinedMemory", None),
     "read_only": ("memories.combined", "ReadOnlySharedMemory", None),
     "simple": ("memories.combined", "SimpleMemory", None),
+    "profile": ("memories.profile", "ProfileMemory", None),
     "vector": ("memories.vector", "VectorMemory", "pip install 'memories[chroma]'"),
     "vector_store_retriever": (
         "memories.vector",
@@ -122,10 +124,7 @@ def create_memory(config: Mapping[str, Any] | str | Path) -> Any:
         options[nested] = (
             [create_memory(v) for v in value] if isinstance(value, list) else create_memory(value)
         )
-    try:
-        return cls(**options)
-    except ValidationError as exc:
-        raise ConfigError(f"Bad options for memory type {type_name!r}: {exc}") from exc
+    return cls(**options)
 
 
 def create_history(config: Mapping[str, Any]) -> Any:

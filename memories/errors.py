@@ -7,7 +7,8 @@ or ``except KeyError`` clauses in user code keep working::
     ├── ConfigError                    (+ ValueError)   a config names a bad type or option
     ├── MissingDependencyError         (+ ImportError)  an optional extra is not installed
     ├── InvalidInputError              (+ ValueError)   a turn's inputs or outputs are unusable
-    │   └── MissingKeyError            (+ KeyError)     an input/output key is absent
+    │   ├── MissingKeyError            (+ KeyError)     an input/output key is absent
+    │   └── InvalidProfileError                         a document or patch would break a profile
     ├── ModelFileError                 (+ RuntimeError) a bundled model file is missing or corrupt
     ├── BackendError                   (+ RuntimeError) a history / vector / profile store failed
     │   └── BackendUnavailableError                     the store cannot be reached at all
@@ -24,6 +25,7 @@ __all__ = [
     "BackendUnavailableError",
     "ConfigError",
     "InvalidInputError",
+    "InvalidProfileError",
     "LLMError",
     "MemoriesError",
     "MissingDependencyError",
@@ -59,6 +61,10 @@ class MissingKeyError(InvalidInputError, KeyError):
     def __str__(self) -> str:
         # KeyError.__str__ would wrap the message in quotes.
         return str(self.args[0]) if self.args else ""
+
+
+class InvalidProfileError(InvalidInputError):
+    """A document or JSON patch would make a profile invalid, or cannot be applied to it."""
 
 
 class ModelFileError(MemoriesError, RuntimeError):

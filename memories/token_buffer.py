@@ -127,8 +127,10 @@ class TokenBufferMemory(ChatMemory):
         token_counter: ``None``/``"tiktoken"`` (cl100k_base, offline-safe),
             ``"tiktoken:<encoding>"``, ``"chars"``, a callable
             ``(list[BaseMessage]) -> int``, or a LangChain model.
-        llm: LangChain's argument: when given and ``token_counter`` is not, its
-            ``get_num_tokens_from_messages`` counts tokens.
+        llm: LangChain's argument, accepted so a migration changes only the import.
+            Tokens are still counted by ``token_counter`` (tiktoken by default): most
+            models' own counters download a tokenizer at run time, which fails
+            offline. Pass ``token_counter=llm`` to count with the model.
         start_on: ``"human"`` or ``"any"`` (any message but a tool result).
         end_on: drop trailing messages until the last one has this type.
         include_system: keep a leading system message of the log.
@@ -155,10 +157,8 @@ class TokenBufferMemory(ChatMemory):
 
     @cached_property
     def _counter(self) -> TokenCounter:
-        """The counter for ``token_counter`` (or ``llm``); derived again if either is reassigned."""
-        return resolve_token_counter(
-            self.token_counter if self.token_counter is not None else self.llm
-        )
+        """The counter for ``token_counter``; derived again if it is reassigned."""
+        return resolve_token_counter(self.token_counter)
 
     @cached_property
     def _last_decoded(self) -> _Decoded:

@@ -178,3 +178,12 @@ def test_read_only_memory_never_writes() -> None:
     read_only.save_context({"input": "other"}, {"output": "x"})
     read_only.clear()
     assert read_only.load_memory_variables({}) == {"history": "Human: q\nAI: a"}
+
+
+def test_direct_construction_and_assignment_raise_config_errors() -> None:
+    with pytest.raises(ConfigError, match=r"Bad options for WindowMemory: k: k must be >= 0"):
+        WindowMemory(k=-1)
+    memory = TokenBufferMemory()
+    with pytest.raises(ConfigError, match=r"TokenBufferMemory\.max_token_limit"):
+        memory.max_token_limit = 0
+    assert memory.max_token_limit == 2000

@@ -165,6 +165,26 @@ class CountingCounter:
         return sum(len(str(m.content)) + 1 for m in messages)
 
 
+def test_llm_argument_is_accepted_but_tiktoken_counts_unless_asked() -> None:
+    from langchain_core.language_models import FakeListLLM
+
+    llm = FakeListLLM(responses=[], custom_get_token_ids=lambda text: [0] * 1000)
+    memory = TokenBufferMemory(llm=llm, max_token_limit=100)
+    memory.save_context({"input": "hi"}, {"output": "hello"})
+    assert memory.load_memory_variables({})["history"] == "Human: hi\nAI: hello"
+    counted_by_llm = TokenBufferMemory(llm=llm, token_counter=llm, max_token_limit=100)
+    counted_by_llm.save_context({"input": "hi"}, {"output": "hello"})
+    assert counted_by_llm.load_memory_variables({})["history"] == ""
+
+
+def test_reassigning_the_limit_takes_effect() -> None:
+    memory = TokenBufferMemory(max_token_limit=10_000, token_counter="chars")
+    run_turns(memory)
+    assert "question 0" in memory.load_memory_variables({})["history"]
+    memory.max_token_limit = 30
+    assert "question 0" not in memory.load_memory_variables({})["history"]
+
+
 def test_each_message_is_counted_once() -> None:
     counter = CountingCounter()
     memory = TokenBufferMemory(max_token_limit=200, token_counter=counter)

@@ -1,0 +1,345 @@
+"""Debounced background jobs: run work for a key once things have gone quiet.
+
+A memory that derives expensive state (a summary, a profile) schedules the
+work after each turn under the session's key. A new turn on the same key
+before the quiet period ends cancels the pending job and schedules the new
+one, so a burst of turns costs one job. The work runs on a small pool of
+worker threads (one by default), never on the caller's thread, and never
+twice at once for the same key.
+
+Errors are never swallowed: a failing job is logged with its traceback and
+counted in :meth:`Debouncer.status`, which also keeps the last error.
+
+Shutdown: :meth:`Debouncer.flush` runs every pending job now and waits for
+it; :meth:`Debouncer.close` flushes and stops the workers. Workers are daemon
+threads: a process that exits without ``close()`` drops pending jobs, which is
+safe for memories because the turns are in the history and the next turn
+schedules the work again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Debouncer", "DebouncerStatus", "WhenFull", "shared_debouncer"]
+
+logger = logging.getLogger(__name__)
+
+Job = Callable[[], object]
+WhenFull = Literal["drop_oldest", "run_inline"]
+
+
+@dataclass(frozen=True)
+class DebouncerStatus:
+    """A snapshot of a :class:`Debouncer`'s counters."""
+
+    pending: int
+    """Jobs waiting for their quiet period (or for a worker)."""
+    running: int
+    """Jobs running now."""
+    completed: int
+    """Jobs that returned normally, since the debouncer was made."""
+    failed: int
+    """Jobs that raised (each one logged with its traceback)."""
+    dropped: int
+    """Pending jobs dropped because the queue was full (each one logged)."""
+    last_error: str | None
+    """``"key: ExceptionType: message"`` of the most recent failure, or None."""
+    closed: bool
+    """Whether :meth:`Debouncer.close` was called."""
+
+
+@dataclass
+class _Pending:
+    job: Job
+    due: float
+    deadline: float
+    """``due`` never moves past this, so a key that keeps getting turns still runs."""
+    order: int
+
+
+class Debouncer:
+    """Runs one job per key after a quiet period, on background worker threads.
+
+    Args:
+        delay: the quiet period in seconds: a job runs this long after the last
+            :meth:`schedule` of its key.
+        max_wait: the longest a job waits from the first schedule of its key,
+            however often it is rescheduled (default ``10 * delay``).
+        max_pending: how many keys may have a pending job. When a new key
+            arrives and the queue is full, ``when_full`` decides.
+        when_full: ``"drop_oldest"`` drops the pending job scheduled first,
+            with a warning (a memory reschedules it on its session's next
+            turn, so no turn is lost); ``"run_inline"`` runs the new job in
+            the caller's thread instead.
+        workers: worker threads; a key never runs on two at once.
+        name: the threads' name prefix, seen in logs and debuggers.
+    """
+
+    def __init__(
+        self,
+        *,
+        delay: float = 1.0,
+        max_wait: float | None = None,
+        max_pending: int = 1000,
+        when_full: WhenFull = "drop_oldest",
+        workers: int = 1,
+        name: str = "memories-background",
+    ) -> None:
+        if delay < 0:
+            raise ValueError(f"delay must be >= 0 seconds, got {delay}")
+        if max_pending < 1:
+            raise ValueError(f"max_pending must be >= 1, got {max_pending}")
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        if when_full not in ("drop_oldest", "run_inline"):
+            raise ValueError(f"when_full must be 'drop_oldest' or 'run_inline', got {when_full!r}")
+        self.delay = delay
+        self.max_wait = 10 * delay if max_wait is None else max_wait
+        self.max_pending = max_pending
+        self.when_full: WhenFull = when_full
+        self.workers = workers
+        self.name = name
+        self._pending: dict[Hashable, _Pending] = {}
+        self._running: set[Hashable] = set()
+        self._threads: list[threading.Thread] = []
+        self._changed = threading.Condition()
+        self._order = 0
+        self._completed = 0
+        self._failed = 0
+        self._dropped = 0
+        self._last_error: str | None = None
+        self._closed = False
+
+    # -- public -------------------------------------------------------------------
+
+    def schedule(
+        self,
+        key: Hashable,
+        job: Job,
+        /,
+        *,
+        delay: float | None = None,
+        max_wait: float | None = None,
+    ) -> None:
+        """Run ``job`` once ``key`` has been quiet for ``delay`` seconds.
+
+        A job still pending for ``key`` is replaced (its first-schedule time,
+        and so its ``max_wait`` deadline, is kept). A job of ``key`` that is
+        already running is not interrupted; the new one runs after it.
+        ``delay`` and ``max_wait`` override the debouncer's for this job; a
+        ``delay`` given alone comes with a ``max_wait`` of ten times it.
+
+        Raises:
+            RuntimeError: the debouncer is closed.
+        """
+        now = time.monotonic()
+        quiet = self.delay if delay is None else delay
+        if max_wait is not None:
+            longest = max_wait
+        else:
+            longest = self.max_wait if delay is None else 10 * quiet
+        inline = False
+        with self._changed:
+            if self._closed:
+                raise RuntimeError(
+                    f"{self!r} is closed; make a new Debouncer or run the job directly."
+                )
+            entry = self._pending.get(key)
+            if entry is not None:
+                entry.job = job
+                entry.due = min(now + quiet, entry.deadline)
+            elif len(self._pending) >= self.max_pending and self.when_full == "run_inline":
+                inline = True
+            else:
+                if len(self._pending) >= self.max_pending:
+                    self._drop_oldest()
+                self._order += 1
+                deadline = now + longest
+                self._pending[key] = _Pending(
+                    job, min(now + quiet, deadline), deadline, self._order
+                )
+                self._start_workers()
+            self._changed.notify_all()
+        if inline:
+            logger.warning(
+                "%r: %d jobs pending (max_pending); running the job of %r inline",
+                self,
+                self.max_pending,
+                key,
+            )
+            with self._changed:
+                self._running.add(key)
+            self._run(key, job)
+
+    def cancel(self, key: Hashable, /) -> bool:
+        """Drop the pending job of ``key``; True when there was one (a running job goes on)."""
+        with self._changed:
+            found = self._pending.pop(key, None) is not None
+            self._changed.notify_all()
+            return found
+
+    def flush(self, key: Hashable | None = None, /, *, timeout: float | None = None) -> bool:
+        """Run pending jobs now (of ``key``, or all) and wait until they are done.
+
+        Returns:
+            True when nothing of ``key`` (or nothing at all) is pending or
+            running any more; False when ``timeout`` seconds passed first.
+        """
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            now = time.monotonic()
+            for k, entry in self._pending.items():
+                if key is None or k == key:
+                    entry.due = now
+            self._changed.notify_all()
+            while self._busy(key):
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._changed.wait(left)
+            return True
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """Flush, then stop the workers; :meth:`schedule` raises afterwards.
+
+        Returns:
+            True when every job finished within ``timeout``. On False the
+            jobs still pending are dropped (and logged); a running one is
+            left to finish on its daemon thread.
+        """
+        done = self.flush(timeout=timeout)
+        with self._changed:
+            self._closed = True
+            if self._pending:
+                logger.warning(
+                    "%r closed with %d jobs still pending; dropping them",
+                    self,
+                    len(self._pending),
+                )
+                self._dropped += len(self._pending)
+                self._pending.clear()
+            self._changed.notify_all()
+            threads = list(self._threads)
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=0 if not done else None)
+        return done
+
+    def status(self) -> DebouncerStatus:
+        """The counters now."""
+        with self._changed:
+            return DebouncerStatus(
+                pending=len(self._pending),
+                running=len(self._running),
+                completed=self._completed,
+                failed=self._failed,
+                dropped=self._dropped,
+                last_error=self._last_error,
+                closed=self._closed,
+            )
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def __enter__(self) -> Debouncer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Debouncer(name={self.name!r}, delay={self.delay})"
+
+    # -- internals (called with self._changed held unless said otherwise) ---------
+
+    def _busy(self, key: Hashable | None) -> bool:
+        if key is None:
+            return bool(self._pending or self._running)
+        return key in self._pending or key in self._running
+
+    def _drop_oldest(self) -> None:
+        oldest = min(self._pending, key=lambda k: self._pending[k].order)
+        del self._pending[oldest]
+        self._dropped += 1
+        logger.warning(
+            "%r: %d jobs pending (max_pending); dropped the oldest, of %r",
+            self,
+            self.max_pending,
+            oldest,
+        )
+
+    def _start_workers(self) -> None:
+        self._threads = [t for t in self._threads if t.is_alive()]
+        while len(self._threads) < self.workers:
+            thread = threading.Thread(
+                target=self._work, name=f"{self.name}-{len(self._threads)}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+
+    def _next_ready(self) -> tuple[Hashable, Job] | float | None:
+        """The next job to run now, else seconds until one is due, else None."""
+        runnable = [(e.due, e.order, k) for k, e in self._pending.items() if k not in self._running]
+        if not runnable:
+            return None
+        due, _, key = min(runnable)
+        wait = due - time.monotonic()
+        if wait > 0:
+            return wait
+        return key, self._pending.pop(key).job
+
+    def _work(self) -> None:
+        while True:
+            with self._changed:
+                while True:
+                    if self._closed and not self._pending:
+                        return
+                    ready = self._next_ready()
+                    if isinstance(ready, tuple):
+                        key, job = ready
+                        self._running.add(key)
+                        break
+                    self._changed.wait(ready)
+            self._run(key, job)
+
+    def _run(self, key: Hashable, job: Job) -> None:
+        """Run one job outside the lock, then record how it went."""
+        error: BaseException | None = None
+        try:
+            job()
+        except Exception as exc:
+            error = exc
+            logger.exception("%r: background job of %r failed", self, key)
+        with self._changed:
+            self._running.discard(key)
+            if error is None:
+                self._completed += 1
+            else:
+                self._failed += 1
+                self._last_error = f"{key!r}: {type(error).__name__}: {error}"
+            self._changed.notify_all()
+
+
+_shared: Debouncer | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_debouncer() -> Debouncer:
+    """The process-wide debouncer memories use unless given their own.
+
+    One worker thread serves every session, so a server with thousands of
+    sessions does not start a thread per memory. Jobs pass their own delay.
+    """
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared.closed:
+            _shared = Debouncer(name="memories-shared")
+        return _shared

@@ -1,0 +1,338 @@
+"""JSON Patch as a model writes it: reading replies, checking and applying operations.
+
+Pure functions: nothing here calls a model or a database. Every error message
+is written to be shown to the model on a retry, so it names the operation, the
+path and what to do instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+import jsonpointer
+from langchain_core.messages import AIMessage, BaseMessage
+
+from memories.errors import InvalidProfileError, LLMError
+
+__all__ = [
+    "OPERATIONS",
+    "PATCH_TOOL",
+    "PATCH_TOOL_NAME",
+    "Section",
+    "apply_operations",
+    "check_operations",
+    "escape_pointer",
+    "extract_operations",
+    "plan_sections",
+    "reply_text",
+]
+
+#: The six RFC 6902 operations.
+OPERATIONS = ("add", "remove", "replace", "move", "copy", "test")
+
+PATCH_TOOL_NAME = "update_profile"
+
+#: The tool a tool-calling model is given (OpenAI function format, which
+#: every langchain-core ``bind_tools`` accepts).
+PATCH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": PATCH_TOOL_NAME,
+        "description": (
+            "Change the profile with RFC 6902 JSON Patch operations. "
+            "Call it with an empty list when nothing should change."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "operations": {
+                    "type": "array",
+                    "description": "RFC 6902 operations, applied in order.",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "op": {"type": "string", "enum": list(OPERATIONS)},
+                            "path": {"type": "string", "description": "JSON Pointer"},
+                            "from": {"type": "string", "description": "for move and copy"},
+                            "value": {"description": "for add, replace and test"},
+                        },
+                        "required": ["op", "path"],
+                    },
+                }
+            },
+            "required": ["operations"],
+        },
+    },
+}
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+_NOT_JSON = (
+    "Your reply is not a JSON array of operations. Reply with only the array, for example "
+    '[{"op": "replace", "path": "/some/field", "value": "new value"}], '
+    "or [] when nothing should change."
+)
+
+
+# -- reading a reply ----------------------------------------------------------
+
+
+def reply_text(reply: BaseMessage | str) -> str:
+    """The raw reply as it is recorded: its text, and its tool calls as JSON."""
+    if isinstance(reply, str):
+        return reply
+    text = str(reply.text)
+    if isinstance(reply, AIMessage) and (reply.tool_calls or reply.invalid_tool_calls):
+        calls: list[dict[str, Any]] = [
+            {"name": c["name"], "args": c["args"]} for c in reply.tool_calls
+        ]
+        calls += [{"name": c["name"], "args": c["args"]} for c in reply.invalid_tool_calls]
+        dumped = json.dumps(calls, ensure_ascii=False, default=str)
+        return f"{text}\n{dumped}" if text else dumped
+    return text
+
+
+def extract_operations(reply: BaseMessage | str) -> list[Any]:
+    """The operations a reply proposes: from its ``update_profile`` tool calls, else its text.
+
+    The text may be a bare JSON array (the form small local models produce
+    most reliably), optionally in a code fence or after a sentence, or an
+    object ``{"operations": [...]}``.
+
+    Raises:
+        LLMError: the reply holds no operations list (prose, another tool).
+    """
+    if isinstance(reply, AIMessage):
+        if reply.invalid_tool_calls:
+            bad = reply.invalid_tool_calls[0]
+            raise LLMError(
+                f"The arguments of your {bad['name']} call are not valid JSON "
+                f"({bad.get('error') or 'unparseable'}). Call {PATCH_TOOL_NAME} again with "
+                'arguments {"operations": [...]}.'
+            )
+        if reply.tool_calls:
+            operations: list[Any] = []
+            for call in reply.tool_calls:
+                if call["name"] != PATCH_TOOL_NAME:
+                    raise LLMError(
+                        f"You called a tool named {call['name']!r}; the only tool is "
+                        f"{PATCH_TOOL_NAME!r}."
+                    )
+                operations.extend(_from_value(call["args"]))
+            return operations
+    text = reply if isinstance(reply, str) else str(reply.text)
+    return _from_value(_parse_json_text(text))
+
+
+def _parse_json_text(text: str) -> Any:
+    stripped = text.strip()
+    if not stripped:
+        raise LLMError(f"Your reply was empty. {_NOT_JSON}")
+    candidates = [m.group(1).strip() for m in _FENCE.finditer(stripped)] + [stripped]
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            pass
+    # A sentence before (or after) the JSON: decode from the first bracket.
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"[\[{]", stripped):
+        try:
+            value, _ = decoder.raw_decode(stripped, match.start())
+        except ValueError:
+            continue
+        if isinstance(value, list) or (isinstance(value, dict) and _holds_operations(value)):
+            return value
+    raise LLMError(_NOT_JSON)
+
+
+def _holds_operations(value: dict[str, Any]) -> bool:
+    return "op" in value or "operations" in value or "patch" in value
+
+
+def _from_value(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        if "op" in value:
+            return [value]
+        for name in ("operations", "patch"):
+            if name in value:
+                inner = value[name]
+                if isinstance(inner, str):
+                    # Some models send the array as a JSON string inside the arguments.
+                    try:
+                        inner = json.loads(inner)
+                    except ValueError:
+                        break
+                if isinstance(inner, list):
+                    return inner
+                break
+    if isinstance(value, list):
+        return value
+    raise LLMError(
+        f"Expected a JSON array of operations, got {json.dumps(value)[:200]}. {_NOT_JSON}"
+    )
+
+
+# -- checking and applying ----------------------------------------------------
+
+
+def check_operations(
+    operations: Sequence[Any],
+    *,
+    allow_root: bool = True,
+    allowed: Callable[[str], bool] | None = None,
+    scope: str = "",
+) -> list[dict[str, Any]]:
+    """The operations, each checked for shape before anything is applied.
+
+    Args:
+        allow_root: whether an operation may replace or remove the whole document.
+        allowed: a test every ``path`` and ``from`` must pass (a section's paths).
+        scope: how to name the allowed paths in the error message.
+
+    Raises:
+        InvalidProfileError: one line per bad operation.
+    """
+    problems: list[str] = []
+    for index, op in enumerate(operations):
+        where = f"operation {index} {_short(op)}"
+        if not isinstance(op, dict):
+            problems.append(f"{where} is not an object with 'op' and 'path'.")
+            continue
+        name = op.get("op")
+        if name not in OPERATIONS:
+            problems.append(f"{where} has op {name!r}; use one of {', '.join(OPERATIONS)}.")
+            continue
+        paths = [("path", op.get("path"))]
+        if name in ("move", "copy"):
+            paths.append(("from", op.get("from")))
+        if name in ("add", "replace", "test") and "value" not in op:
+            problems.append(f"{where} has no 'value'.")
+        for member, path in paths:
+            if not isinstance(path, str) or (path and not path.startswith("/")):
+                problems.append(
+                    f"{where} has {member} {path!r}; it must be a JSON Pointer such as '/name'."
+                )
+            elif path == "" and not allow_root and (member == "path" or name == "move"):
+                problems.append(
+                    f"{where} replaces the whole document; change fields one at a time instead."
+                )
+            elif allowed is not None and not allowed(path):
+                problems.append(f"{where} touches {path!r}, outside {scope}; leave it alone.")
+    if problems:
+        raise InvalidProfileError("\n".join(problems))
+    return list(operations)
+
+
+def apply_operations(document: Any, operations: Sequence[dict[str, Any]]) -> Any:
+    """A copy of ``document`` with the operations applied in order (RFC 6902).
+
+    Raises:
+        InvalidProfileError: an operation does not apply (a path that does not
+            exist, an index out of range, a failed ``test``); names which one.
+    """
+    result = copy.deepcopy(document)
+    for index, op in enumerate(operations):
+        try:
+            result = jsonpatch.JsonPatch([op]).apply(result, in_place=True)
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+            raise InvalidProfileError(
+                f"operation {index} {_short(op)} cannot be applied: {exc}. Paths of 'replace', "
+                "'remove', 'move' and 'copy' must exist; 'add' creates a field whose parent "
+                "exists, and '/array/-' appends to an array."
+            ) from exc
+    return result
+
+
+def _short(op: Any) -> str:
+    text = json.dumps(op, ensure_ascii=False, default=str)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+# -- sections of a large document --------------------------------------------
+
+
+def escape_pointer(key: str) -> str:
+    """One JSON Pointer segment for an object key."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+@dataclass(frozen=True)
+class Section:
+    """A part of a large profile that one model call sees and may change."""
+
+    pointers: tuple[str, ...]
+    """JSON Pointers of the values shown; operations must stay inside them."""
+    owned: tuple[str, ...]
+    """Every pointer of every section of the plan, to tell new fields from others' fields."""
+    adds_new: bool
+    """Whether this section may also add fields that no section holds yet."""
+
+    def view(self, document: Any) -> dict[str, Any]:
+        """``{pointer: value}`` for the values this section shows."""
+        return {p: jsonpointer.resolve_pointer(document, p) for p in self.pointers}
+
+    def allows(self, path: str) -> bool:
+        """Whether an operation on ``path`` stays inside this section."""
+        if any(_within(path, p) for p in self.pointers):
+            return True
+        return self.adds_new and not any(_within(path, q) or _within(q, path) for q in self.owned)
+
+    def describe(self) -> str:
+        """The paths as they are named in prompts and errors."""
+        shown = ", ".join(self.pointers)
+        return f"the paths shown to you ({shown})"
+
+
+def _within(path: str, pointer: str) -> bool:
+    return path == pointer or path.startswith(pointer + "/")
+
+
+def plan_sections(
+    document: dict[str, Any], budget: int, count: Callable[[str], int]
+) -> list[Section] | None:
+    """Split a document that is over ``budget`` tokens into sections that each fit.
+
+    Objects over budget are split into their fields, recursively; the parts
+    are then packed in document order into as few sections as fit. A part
+    that cannot be split (a long array or string) gets a section of its own
+    even though it is over budget. Returns None when the whole document fits.
+    """
+    if count(_dump(document)) <= budget:
+        return None
+    parts = _parts("", document, budget, count)
+    groups: list[list[str]] = []
+    total = budget + 1
+    for pointer, tokens in parts:
+        if total + tokens > budget:
+            groups.append([])
+            total = 0
+        groups[-1].append(pointer)
+        total += tokens
+    owned = tuple(p for p, _ in parts)
+    return [
+        Section(pointers=tuple(group), owned=owned, adds_new=index == 0)
+        for index, group in enumerate(groups)
+    ]
+
+
+def _parts(
+    pointer: str, value: Any, budget: int, count: Callable[[str], int]
+) -> list[tuple[str, int]]:
+    tokens = count(_dump({pointer: value}))
+    if pointer and (tokens <= budget or not isinstance(value, dict) or not value):
+        return [(pointer, tokens)]
+    return [
+        part
+        for key, child in value.items()
+        for part in _parts(f"{pointer}/{escape_pointer(key)}", child, budget, count)
+    ]
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)

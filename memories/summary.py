@@ -1,0 +1,926 @@
+"""Running summaries: LangChain's ``ConversationSummary[Buffer]Memory``.
+
+Both fold older turns into a summary written by ``llm`` (or, with no LLM, by
+the offline :class:`~memories.extractive.ExtractiveSummarizer`, which quotes
+the most informative sentences instead of writing new ones).
+
+What differs from LangChain's versions, for the same arguments and outputs:
+
+- The summary and the fold point are stored in the history beside the log
+  (:class:`SummaryState`), so a restarted process continues the same summary.
+  Nothing is deleted from the log: folding moves a cursor.
+- Folding is transactional. When the LLM raises, times out or returns empty
+  text, the old summary stays, the turns stay unfolded, the failure is logged
+  and counted (:meth:`status`), and the fold is retried on a later turn with
+  backoff. Meanwhile loading shows the newest turns that fit the token limit.
+- The summary buffer folds down to a low-water mark (``low_water`` of the
+  limit) when it goes over, so one call folds many turns; LangChain's calls
+  the LLM on every turn once its buffer is full.
+- ``summarize="background"`` folds on a worker thread after a quiet period
+  (:mod:`memories.background`): saving and loading make no LLM call.
+- Folding moves whole exchanges (a human message and everything up to the
+  next one), so a tool call is never separated from its result.
+- The async methods do the same work as the sync ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any, ClassVar, Literal
+
+from langchain_classic.memory.prompt import SUMMARY_PROMPT
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    get_buffer_string,
+)
+from langchain_core.prompts import BasePromptTemplate, PromptTemplate
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+# A module import, not names: integrations.models imports memories.errors, which
+# runs this package's __init__, so this module may load while that one is half-done.
+import integrations.models as models
+from memories.background import Debouncer, DebouncerStatus, shared_debouncer
+from memories.base import ChatMemory
+from memories.errors import ConfigError, LLMError
+from memories.extractive import ExtractiveSummarizer
+from memories.history.base import ChatHistory, Entry
+from memories.messages import format_buffer
+from memories.tokens import TokenCounter, resolve_token_counter
+
+__all__ = [
+    "SUMMARY_PROMPT",
+    "SummaryBufferMemory",
+    "SummaryMemory",
+    "SummaryState",
+    "SummaryStatus",
+]
+
+logger = logging.getLogger(__name__)
+
+SummarizeMode = Literal["inline", "background"]
+
+_MAX_BACKOFF_TURNS = 16
+_PROMPT_VARIABLES = frozenset({"summary", "new_lines"})
+_MESSAGE_CLASSES: dict[str, type[BaseMessage]] = {
+    "system": SystemMessage,
+    "human": HumanMessage,
+    "ai": AIMessage,
+    "chat": ChatMessage,
+}
+
+
+# -- the persisted state: pure data --------------------------------------------
+
+
+@dataclass(frozen=True)
+class SummaryState:
+    """A running summary and the part of the log it has not absorbed yet.
+
+    Pure data: every method returns a new state and does no I/O.
+    """
+
+    summary: str = ""
+    """The summary of every message up to and including ``folded``."""
+    folded: int | None = None
+    """The ``seq`` of the last message folded into the summary (None: none yet)."""
+    last: int | None = None
+    """The ``seq`` of the last message counted into ``seqs``."""
+    seqs: tuple[int, ...] = ()
+    """The unfolded messages' ``seq``, oldest first."""
+    counts: tuple[int, ...] = ()
+    """Token count of each unfolded message."""
+    starts: tuple[bool, ...] = ()
+    """Whether each unfolded message opens an exchange (a human message)."""
+    counter: str | None = None
+    """The token counter that made ``counts``; another counter recounts them."""
+    failures: int = 0
+    """Consecutive failed folds."""
+    retry_in: int = 0
+    """Fold opportunities to skip before the next attempt (backoff)."""
+    last_error: str | None = None
+    """Why the last fold failed, while ``failures`` > 0."""
+
+    @property
+    def total(self) -> int:
+        """Tokens of the unfolded messages."""
+        return sum(self.counts)
+
+    def advance(
+        self, entries: Sequence[Entry], counts: Sequence[int], starts: Sequence[bool]
+    ) -> SummaryState:
+        """Append newly counted messages to the unfolded part."""
+        if not entries:
+            return self
+        return replace(
+            self,
+            last=entries[-1].seq,
+            seqs=self.seqs + tuple(e.seq for e in entries),
+            counts=self.counts + tuple(counts),
+            starts=self.starts + tuple(starts),
+        )
+
+    def _boundaries(self) -> list[int]:
+        """Indexes where the unfolded part may be cut: exchange starts, and the end."""
+        return [i for i in range(1, len(self.seqs)) if self.starts[i]] + [len(self.seqs)]
+
+    def plan(self, *, high: int, low: int, chunk: int) -> int:
+        """How many leading unfolded messages to fold now (0: none).
+
+        Nothing while the unfolded tokens are at most ``high``. Otherwise the
+        fewest whole exchanges that bring them to ``low`` or under, but no
+        more than ``chunk`` tokens in one go (at least one exchange), and
+        never the newest exchange when it fits in ``high`` by itself.
+        """
+        if self.total <= high or not self.seqs:
+            return 0
+        target = self._fold_target(low, chunk)
+        # The newest exchange stays verbatim whenever it fits the limit by itself.
+        newest = max((i for i, start in enumerate(self.starts) if start), default=0)
+        if target > newest > 0 and sum(self.counts[newest:]) <= high:
+            return newest
+        return target
+
+    def _fold_target(self, low: int, chunk: int) -> int:
+        suffix = self.total
+        prefix = 0
+        target = len(self.seqs)
+        within_chunk = 0
+        position = 0
+        for cut in self._boundaries():
+            moved = sum(self.counts[position:cut])
+            prefix += moved
+            suffix -= moved
+            position = cut
+            if prefix <= chunk:
+                within_chunk = cut
+            if suffix <= low:
+                target = cut
+                break
+        if prefix > chunk:
+            return within_chunk or self._boundaries()[0]
+        return target
+
+    def window(self, budget: int) -> int:
+        """Index of the oldest unfolded message that loading shows within ``budget``.
+
+        Whole exchanges only: the newest exchanges whose tokens fit.
+        """
+        if self.total <= budget:
+            return 0
+        suffix = self.total
+        position = 0
+        for cut in self._boundaries():
+            suffix -= sum(self.counts[position:cut])
+            position = cut
+            if suffix <= budget:
+                return cut
+        return len(self.seqs)
+
+    def folded_through(self, seq: int, summary: str) -> SummaryState:
+        """The state after the messages up to ``seq`` were folded into ``summary``."""
+        keep = sum(1 for s in self.seqs if s > seq)
+        cut = len(self.seqs) - keep
+        return replace(
+            self,
+            summary=summary,
+            folded=seq,
+            last=self.last if self.last is not None and self.last > seq else seq,
+            seqs=self.seqs[cut:],
+            counts=self.counts[cut:],
+            starts=self.starts[cut:],
+            failures=0,
+            retry_in=0,
+            last_error=None,
+        )
+
+    def failed(self, error: str) -> SummaryState:
+        """The state after a failed fold: same summary, backoff doubled."""
+        failures = self.failures + 1
+        return replace(
+            self,
+            failures=failures,
+            retry_in=min(2 ** (failures - 1), _MAX_BACKOFF_TURNS) - 1,
+            last_error=error,
+        )
+
+    def waited(self) -> SummaryState:
+        """The state after skipping one fold opportunity during backoff."""
+        return replace(self, retry_in=max(0, self.retry_in - 1))
+
+    def same_fold(self, other: SummaryState) -> bool:
+        """Whether ``other`` has the same summary and fold point (nothing folded in between)."""
+        return self.summary == other.summary and self.folded == other.folded
+
+    def to_state(self) -> dict[str, Any]:
+        """JSON form, as stored in the history."""
+        return {
+            "summary": self.summary,
+            "folded": self.folded,
+            "last": self.last,
+            "seqs": list(self.seqs),
+            "counts": list(self.counts),
+            "starts": list(self.starts),
+            "counter": self.counter,
+            "failures": self.failures,
+            "retry_in": self.retry_in,
+            "last_error": self.last_error,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> SummaryState:
+        """Inverse of :meth:`to_state`."""
+        return cls(
+            summary=str(state["summary"]),
+            folded=state["folded"],
+            last=state["last"],
+            seqs=tuple(state["seqs"]),
+            counts=tuple(state["counts"]),
+            starts=tuple(state["starts"]),
+            counter=state.get("counter"),
+            failures=int(state.get("failures", 0)),
+            retry_in=int(state.get("retry_in", 0)),
+            last_error=state.get("last_error"),
+        )
+
+
+@dataclass(frozen=True)
+class SummaryStatus:
+    """Where a summary memory stands: what is folded, what is not, what went wrong."""
+
+    summary: str
+    """The current summary."""
+    folded: int | None
+    """The ``seq`` of the last message in the summary."""
+    unfolded_messages: int
+    """Messages after the fold point (shown verbatim, within the token limit)."""
+    unfolded_tokens: int
+    """Their tokens."""
+    failures: int
+    """Consecutive failed folds (0 when the last fold worked)."""
+    retry_in: int
+    """Fold opportunities skipped before the next attempt."""
+    last_error: str | None
+    """Why the last fold failed, while ``failures`` > 0."""
+    background: DebouncerStatus | None
+    """The scheduler's counters in background mode, else None."""
+
+
+# -- the memories ---------------------------------------------------------------
+
+
+def _counter_id(counter: TokenCounter) -> str:
+    """A name for a token counter that is the same in every process (no addresses)."""
+    if counter.name is not None:
+        return counter.name
+    func: Any = getattr(counter, "func", counter)
+    owner = getattr(func, "__self__", None)
+    if owner is not None:
+        owner_type = type(owner)
+        return f"{owner_type.__module__}.{owner_type.__qualname__}.{func.__name__}"
+    kind = func if callable(func) and hasattr(func, "__qualname__") else type(func)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _clip(message: BaseMessage, fraction: float) -> BaseMessage:
+    """A copy of ``message`` with the first ``fraction`` of its text."""
+    text = str(message.text)
+    keep = max(1, int(len(text) * fraction))
+    return message.model_copy(update={"content": f"{text[:keep]} [...]"})
+
+
+class _RunningSummaryMemory(ChatMemory):
+    """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
+
+    llm: Any = None
+    llm_kwargs: dict[str, Any] = Field(default_factory=dict)
+    prompt: BasePromptTemplate = SUMMARY_PROMPT
+    summary_message_cls: type[BaseMessage] = SystemMessage
+    max_token_limit: int = 2000
+    token_counter: Any = None
+    initial_summary: str = ""
+    max_summary_tokens: int | None = None
+    summarize: SummarizeMode = "inline"
+    debounce: float = 1.0
+    llm_timeout: float | None = 120.0
+    scheduler: Debouncer | None = Field(default=None, exclude=True)
+
+    #: LangChain's name for the ``initial_summary`` argument of this class.
+    _summary_argument: ClassVar[str]
+
+    _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
+    _epoch: int = PrivateAttr(default=0)
+    _closed: bool = PrivateAttr(default=False)
+    _llm_calls: int = PrivateAttr(default=0)
+
+    # -- configuration ------------------------------------------------------------
+
+    @model_validator(mode="before")
+    @classmethod
+    def _langchain_summary_argument(cls, data: Any) -> Any:
+        name = getattr(cls, "_summary_argument", None)
+        if isinstance(data, dict) and name in data:
+            data = dict(data)
+            if "initial_summary" in data:
+                raise ConfigError(f"Give either {name!r} or 'initial_summary', not both.")
+            data["initial_summary"] = data.pop(name)
+        return data
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _prompt(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = PromptTemplate.from_template(value)
+        if isinstance(value, BasePromptTemplate):
+            variables = value.input_variables
+            if set(variables) != _PROMPT_VARIABLES:
+                # LangChain's message, word for word.
+                raise ConfigError(
+                    "Got unexpected prompt input variables. The prompt expects "
+                    f"{variables}, but it should have {set(_PROMPT_VARIABLES)}."
+                )
+        return value
+
+    @field_validator("summary_message_cls", mode="before")
+    @classmethod
+    def _message_class(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            found = _MESSAGE_CLASSES.get(value.lower().removesuffix("message"))
+            if found is None:
+                raise ConfigError(
+                    f"Unknown summary_message_cls {value!r}; use one of "
+                    f"{sorted(_MESSAGE_CLASSES)} or a BaseMessage subclass."
+                )
+            return found
+        return value
+
+    @field_validator("max_token_limit")
+    @classmethod
+    def _positive_limit(cls, value: int) -> int:
+        if value <= 0:
+            raise ConfigError(f"max_token_limit must be a positive number of tokens, got {value}")
+        return value
+
+    @field_validator("max_summary_tokens")
+    @classmethod
+    def _positive_summary(cls, value: int | None) -> int | None:
+        if value is not None and value <= 0:
+            raise ConfigError(f"max_summary_tokens must be positive or None, got {value}")
+        return value
+
+    @field_validator("debounce", "llm_timeout")
+    @classmethod
+    def _non_negative_seconds(cls, value: float | None) -> float | None:
+        if value is not None and value < 0:
+            raise ConfigError(f"A duration in seconds must be >= 0, got {value}")
+        return value
+
+    def model_post_init(self, context: Any, /) -> None:
+        # Resolve now, so a bad counter or model fails at construction, not on a later turn.
+        self._counter  # noqa: B018
+        self._model  # noqa: B018
+
+    # Derived from the arguments; BaseMemory forgets them when an argument is reassigned.
+
+    @cached_property
+    def _counter(self) -> TokenCounter:
+        return resolve_token_counter(self.token_counter)
+
+    @cached_property
+    def _counter_id(self) -> str:
+        return _counter_id(self._counter)
+
+    @cached_property
+    def _model(self) -> BaseLanguageModel | None:
+        if isinstance(self.llm, str):
+            return models.resolve_llm(self.llm, **self.llm_kwargs)
+        if self.llm is None:
+            return None
+        if self.llm_kwargs:
+            raise ConfigError(
+                "llm_kwargs configure a model given by name ('provider:model'); "
+                "set the options on the model object instead."
+            )
+        return models.resolve_llm(self.llm)
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "llm" and not isinstance(value, str):
+            raise ConfigError(
+                f"{type(self).__name__}.llm is a {type(value).__name__} object, which has no "
+                "config form (its client, keys and settings cannot be written down safely). "
+                "Give the model by name, e.g. llm='openai:gpt-4o-mini' with llm_kwargs, "
+                "or build this memory in code."
+            )
+        if name == "llm_kwargs":
+            return dict(value)
+        if name == "token_counter" and self._counter.name is not None:
+            return self._counter.name
+        if name == "summary_message_cls":
+            for key, cls in _MESSAGE_CLASSES.items():
+                if value is cls:
+                    return key
+        if (
+            name == "prompt"
+            and isinstance(value, PromptTemplate)
+            and value.template_format == "f-string"
+            and not value.partial_variables
+        ):
+            return value.template
+        return super()._config_value(name, value)
+
+    # -- what each memory decides ---------------------------------------------------
+
+    def _marks(self) -> tuple[int, int]:
+        """``(high, low)``: fold when the unfolded tokens pass ``high``, down to ``low``."""
+        raise NotImplementedError(f"{type(self).__name__} must define _marks()")
+
+    def _summary_messages(self, summary: str) -> list[BaseMessage]:
+        """The messages the summary is shown as, before the unfolded turns."""
+        return [self.summary_message_cls(content=summary)] if summary else []
+
+    def _extractive_budget(self) -> int:
+        return self.max_summary_tokens or self.max_token_limit
+
+    # -- summarizing ----------------------------------------------------------------
+
+    def _prompt_input(self, messages: Sequence[BaseMessage], existing_summary: str) -> Any:
+        new_lines = get_buffer_string(
+            messages, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix
+        )
+        return self.prompt.format_prompt(summary=existing_summary, new_lines=new_lines)
+
+    def _extract(self, messages: Sequence[BaseMessage], existing_summary: str) -> str:
+        summarizer = ExtractiveSummarizer(self._extractive_budget(), self._counter)
+        return summarizer(
+            messages, existing_summary, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix
+        )
+
+    def predict_new_summary(self, messages: list[BaseMessage], existing_summary: str) -> str:
+        """The summary of ``existing_summary`` followed by ``messages`` (LangChain's method).
+
+        Raises:
+            LLMError: the LLM raised, timed out or returned empty text.
+        """
+        if self._model is None:
+            return self._extract(messages, existing_summary)
+        prompt = self._prompt_input(messages, existing_summary)
+        self._llm_calls += 1
+        return models.invoke_text(self._model, prompt, timeout=self.llm_timeout)
+
+    async def apredict_new_summary(self, messages: list[BaseMessage], existing_summary: str) -> str:
+        """Async :meth:`predict_new_summary`."""
+        if self._model is None:
+            return self._extract(messages, existing_summary)
+        prompt = self._prompt_input(messages, existing_summary)
+        self._llm_calls += 1
+        return await models.ainvoke_text(self._model, prompt, timeout=self.llm_timeout)
+
+    @property
+    def llm_calls(self) -> int:
+        """Summary calls this object made to its LLM (failed ones too), since it was made."""
+        return self._llm_calls
+
+    # -- pure steps shared by the sync and async twins ----------------------------------
+
+    def _fresh_state(self) -> SummaryState:
+        return SummaryState(summary=self.initial_summary, counter=self._counter_id)
+
+    def _catch_up(self, state: SummaryState, unfolded: Sequence[Entry]) -> SummaryState:
+        """Count the unfolded messages not counted yet (all of them for a new counter)."""
+        if state.counter != self._counter_id:
+            state = replace(
+                state,
+                counter=self._counter_id,
+                last=state.folded,
+                seqs=(),
+                counts=(),
+                starts=(),
+            )
+        new = [e for e in unfolded if state.last is None or e.seq > state.last]
+        counts = [self._counter([e.message]) for e in new]
+        return state.advance(new, counts, [isinstance(e.message, HumanMessage) for e in new])
+
+    def _loaded(self, raw: dict[str, Any] | None) -> SummaryState:
+        return self._fresh_state() if raw is None else SummaryState.from_state(raw)
+
+    def _shown(self, state: SummaryState, unfolded: Sequence[Entry]) -> list[BaseMessage]:
+        start = state.window(self.max_token_limit)
+        if start:
+            log = logger.warning if state.failures else logger.info
+            log(
+                "%s (session %r): %d unfolded messages (%d tokens) are over max_token_limit=%d "
+                "because %s; showing the newest %d that fit. They are kept and will be "
+                "folded into the summary.",
+                type(self).__name__,
+                self.chat_memory.session_id,
+                len(state.seqs),
+                state.total,
+                self.max_token_limit,
+                f"folding failed ({state.last_error})"
+                if state.failures
+                else "a fold has not run yet",
+                len(state.seqs) - start,
+            )
+        first = state.seqs[start] if start < len(state.seqs) else None
+        last = state.last if state.last is not None else -1
+        turns = [e.message for e in unfolded if first is not None and first <= e.seq <= last]
+        return self._summary_messages(state.summary) + turns
+
+    def _to_fold(self, state: SummaryState, *, force: bool) -> tuple[SummaryState, int | None]:
+        """The state to save before folding, and the last ``seq`` to fold (None: no fold now)."""
+        high, low = self._marks()
+        count = state.plan(high=high, low=low, chunk=2 * self.max_token_limit)
+        if count == 0:
+            return state, None
+        if state.retry_in > 0 and not force:
+            return state.waited(), None
+        return state, state.seqs[count - 1]
+
+    def _fold_input(
+        self, state: SummaryState, unfolded: Sequence[Entry], cut: int
+    ) -> list[BaseMessage]:
+        """The messages up to ``cut``, each clipped to ``max_token_limit`` tokens.
+
+        One pasted document larger than the model's context would otherwise
+        fail every fold forever; the summary gets its beginning instead.
+        """
+        counts = dict(zip(state.seqs, state.counts, strict=True))
+        cap = self.max_token_limit
+        messages = []
+        for entry in unfolded:
+            if entry.seq > cut:
+                break
+            count = counts.get(entry.seq, 0)
+            messages.append(entry.message if count <= cap else _clip(entry.message, cap / count))
+        return messages
+
+    def _failed(self, state: SummaryState, error: LLMError) -> SummaryState:
+        failed = state.failed(str(error))
+        logger.warning(
+            "%s (session %r): folding %d messages into the summary failed (%s); the summary "
+            "and the messages are unchanged; retrying after %d more turns.",
+            type(self).__name__,
+            self.chat_memory.session_id,
+            len(state.seqs),
+            error,
+            failed.retry_in,
+        )
+        return failed
+
+    # -- I/O: sync ------------------------------------------------------------------
+
+    def _read(self) -> tuple[SummaryState, list[Entry]]:
+        """The state brought up to date with the log (not saved) and the unfolded entries."""
+        history = self.chat_memory
+        state = self._loaded(history.load_state(self.state_key))
+        unfolded = history.entries(after=state.folded)
+        return self._catch_up(state, unfolded), unfolded
+
+    def _fold(self, *, force: bool = False, raise_errors: bool = False) -> SummaryState:
+        """Fold what is over the limit (several calls if it is far over); save as it goes.
+
+        Each call's result is saved only if nobody folded or cleared in the
+        meantime; a failure saves the backoff and leaves summary and log alone.
+        """
+        while True:
+            with self._lock:
+                epoch = self._epoch
+                state, unfolded = self._read()
+                state, cut = self._to_fold(state, force=force)
+                self.chat_memory.save_state(self.state_key, state.to_state())
+            if cut is None:
+                return state
+            messages = self._fold_input(state, unfolded, cut)
+            try:
+                summary = self.predict_new_summary(messages, state.summary)
+            except LLMError as exc:
+                with self._lock:
+                    current, _ = self._read()
+                    if epoch == self._epoch and current.same_fold(state):
+                        current = self._failed(current, exc)
+                        self.chat_memory.save_state(self.state_key, current.to_state())
+                if raise_errors:
+                    raise
+                return current
+            with self._lock:
+                current, _ = self._read()
+                if epoch != self._epoch or not current.same_fold(state):
+                    logger.info("%s: the session changed during a fold; discarding it", self)
+                    return current
+                self.chat_memory.save_state(
+                    self.state_key, current.folded_through(cut, summary).to_state()
+                )
+            force = False
+
+    def _select(self) -> list[BaseMessage]:
+        state, unfolded = self._read()
+        return self._shown(state, unfolded)
+
+    def _after_save(self) -> None:
+        if self._schedule():
+            return
+        self._fold()
+
+    # -- I/O: async (the same steps, awaited; no thread lock across awaits) -------------
+
+    async def _aread(self) -> tuple[SummaryState, list[Entry]]:
+        history = self.chat_memory
+        state = self._loaded(await history.aload_state(self.state_key))
+        unfolded = await history.aentries(after=state.folded)
+        return self._catch_up(state, unfolded), unfolded
+
+    async def _afold(self, *, force: bool = False, raise_errors: bool = False) -> SummaryState:
+        """Async :meth:`_fold`."""
+        while True:
+            epoch = self._epoch
+            state, unfolded = await self._aread()
+            state, cut = self._to_fold(state, force=force)
+            await self.chat_memory.asave_state(self.state_key, state.to_state())
+            if cut is None:
+                return state
+            messages = self._fold_input(state, unfolded, cut)
+            try:
+                summary = await self.apredict_new_summary(messages, state.summary)
+            except LLMError as exc:
+                current, _ = await self._aread()
+                if epoch == self._epoch and current.same_fold(state):
+                    current = self._failed(current, exc)
+                    await self.chat_memory.asave_state(self.state_key, current.to_state())
+                if raise_errors:
+                    raise
+                return current
+            current, _ = await self._aread()
+            if epoch != self._epoch or not current.same_fold(state):
+                logger.info("%s: the session changed during a fold; discarding it", self)
+                return current
+            await self.chat_memory.asave_state(
+                self.state_key, current.folded_through(cut, summary).to_state()
+            )
+            force = False
+
+    async def _aselect(self) -> list[BaseMessage]:
+        state, unfolded = await self._aread()
+        return self._shown(state, unfolded)
+
+    async def _aafter_save(self) -> None:
+        if self._schedule():
+            return
+        await self._afold()
+
+    # -- background mode ------------------------------------------------------------
+
+    def _scheduler(self) -> Debouncer:
+        return self.scheduler if self.scheduler is not None else shared_debouncer()
+
+    @property
+    def _job_key(self) -> Hashable:
+        return (id(self.chat_memory), self.chat_memory.session_id, self.state_key)
+
+    def _schedule(self) -> bool:
+        """In background mode, (re)schedule the fold of this session; False in inline mode."""
+        if self.summarize != "background" or self._closed:
+            return False
+        self._scheduler().schedule(self._job_key, self._background_fold, delay=self.debounce)
+        return True
+
+    def _background_fold(self) -> None:
+        state = self._fold(raise_errors=True)
+        logger.debug("%s: background fold done, %d tokens unfolded", self, state.total)
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Run this memory's pending background fold now and wait for it.
+
+        Returns:
+            True when no fold of this memory is pending or running (always,
+            in inline mode, where folds finish before ``save_context`` returns).
+        """
+        if self.summarize != "background":
+            return True
+        return self._scheduler().flush(self._job_key, timeout=timeout)
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """Flush, then stop using the scheduler: later turns of this object fold inline.
+
+        The scheduler itself is left running (it may serve other memories);
+        close a :class:`~memories.background.Debouncer` you made yourself.
+        """
+        done = self.flush(timeout=timeout)
+        self._closed = True
+        return done
+
+    def status(self) -> SummaryStatus:
+        """Where the summary stands (reads the history; no LLM call)."""
+        state, _ = self._read()
+        background = self._scheduler().status() if self.summarize == "background" else None
+        return SummaryStatus(
+            summary=state.summary,
+            folded=state.folded,
+            unfolded_messages=len(state.seqs),
+            unfolded_tokens=state.total,
+            failures=state.failures,
+            retry_in=state.retry_in,
+            last_error=state.last_error,
+            background=background,
+        )
+
+    # -- LangChain's extras -----------------------------------------------------------
+
+    def prune(self) -> None:
+        """Fold now what is over the limit, even during backoff (LangChain's method).
+
+        Raises:
+            LLMError: the LLM failed (the summary and the log are unchanged).
+        """
+        self._fold(force=True, raise_errors=True)
+
+    async def aprune(self) -> None:
+        """Async :meth:`prune`."""
+        await self._afold(force=True, raise_errors=True)
+
+    def _current_summary(self) -> str:
+        return self._read()[0].summary
+
+    def _set_summary(self, summary: str) -> None:
+        with self._lock:
+            state, _ = self._read()
+            self.chat_memory.save_state(self.state_key, replace(state, summary=summary).to_state())
+
+    def clear(self) -> None:
+        """Erase the session, its summary included; a pending background fold is dropped."""
+        with self._lock:
+            self._epoch += 1
+            if self.summarize == "background":
+                self._scheduler().cancel(self._job_key)
+            super().clear()
+
+    async def aclear(self) -> None:
+        """Async :meth:`clear`."""
+        self._epoch += 1
+        if self.summarize == "background":
+            self._scheduler().cancel(self._job_key)
+        await super().aclear()
+
+
+class SummaryBufferMemory(_RunningSummaryMemory):
+    """The newest turns verbatim, and a running summary of the older ones.
+
+    LangChain's ``ConversationSummaryBufferMemory``: when the turns shown
+    verbatim pass ``max_token_limit`` tokens, the oldest exchanges are folded
+    into the summary. Unlike LangChain's, it folds down to ``low_water`` of
+    the limit, so one LLM call absorbs several turns instead of one per turn.
+
+    The value is ``[summary message, *turns]``, or with ``return_messages=False``
+    ``"System: <summary>\\nHuman: ...\\nAI: ..."``; no summary message while the
+    summary is empty.
+
+    Args:
+        low_water: after a fold the verbatim turns hold at most this fraction
+            of ``max_token_limit``. Lower means fewer LLM calls and fewer
+            verbatim turns; ``1.0`` folds as little as LangChain.
+        moving_summary_buffer: LangChain's name for ``initial_summary`` in this class.
+        (and the arguments of :class:`SummaryMemory`, but ``buffer``.)
+    """
+
+    config_type: ClassVar[str] = "summary_buffer"
+    _summary_argument: ClassVar[str] = "moving_summary_buffer"
+
+    low_water: float = 0.4
+
+    @field_validator("low_water")
+    @classmethod
+    def _fraction(cls, value: float) -> float:
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(
+                f"low_water must be a fraction of max_token_limit in [0, 1], got {value}"
+            )
+        return value
+
+    def _marks(self) -> tuple[int, int]:
+        return self.max_token_limit, int(self.max_token_limit * self.low_water)
+
+    def _extractive_budget(self) -> int:
+        return self.max_summary_tokens or max(1, self.max_token_limit // 2)
+
+    @property
+    def moving_summary_buffer(self) -> str:
+        """The running summary of the folded turns (LangChain's attribute)."""
+        return self._current_summary()
+
+    @moving_summary_buffer.setter
+    def moving_summary_buffer(self, summary: str) -> None:
+        self._set_summary(summary)
+
+
+class SummaryMemory(_RunningSummaryMemory):
+    """A running summary of the whole conversation.
+
+    LangChain's ``ConversationSummaryMemory``: every turn is folded into the
+    summary as it is saved (after the quiet period in background mode). The
+    value is the summary (``[summary message]`` with ``return_messages``).
+    Turns not folded yet, because a fold is pending or the LLM failed, follow
+    the summary verbatim, the newest within ``max_token_limit`` tokens.
+
+    With no ``llm`` the summary is extractive: the most informative sentences
+    said so far, quoted, within ``max_summary_tokens`` (default
+    ``max_token_limit``).
+
+    Args:
+        llm: the summarizer: a LangChain chat model or LLM, a string
+            ``"provider:model"`` (langchain's ``init_chat_model``, e.g.
+            ``"openai:gpt-4o-mini"``), ``"llamacpp:/path/model.gguf"``, or
+            None for the offline extractive summarizer.
+        llm_kwargs: constructor options for an ``llm`` given as a string
+            (``{"temperature": 0}``, ``{"n_ctx": 2048}``).
+        prompt: the summary prompt, with the variables ``summary`` and
+            ``new_lines`` (a prompt template or its template string).
+        summary_message_cls: the message class the summary is shown as.
+        max_token_limit: the token budget of the turns shown verbatim.
+        token_counter: how tokens are counted: None/``"tiktoken"``
+            (offline), ``"chars"``, a callable, or a LangChain model.
+            LangChain counted with ``llm``; pass ``token_counter=llm`` for that.
+        max_summary_tokens: the extractive summarizer's budget (ignored with
+            an LLM, which is asked to be concise by the prompt).
+        summarize: ``"inline"`` folds while saving; ``"background"`` folds
+            on a worker thread once the session has been quiet for
+            ``debounce`` seconds, so saving and loading make no LLM call.
+        debounce: the quiet period of background mode, in seconds.
+        llm_timeout: seconds to wait for one summary before giving up
+            (the fold is then retried later), or None to wait forever.
+        scheduler: the :class:`~memories.background.Debouncer` of background
+            mode; by default one worker thread shared by the whole process.
+        initial_summary: the summary a new session starts with (a session
+            that has a saved summary keeps it).
+        buffer: LangChain's name for ``initial_summary`` in this class.
+    """
+
+    config_type: ClassVar[str] = "summary"
+    _summary_argument: ClassVar[str] = "buffer"
+
+    def _marks(self) -> tuple[int, int]:
+        return 0, 0
+
+    def _summary_messages(self, summary: str) -> list[BaseMessage]:
+        # LangChain shows the summary message even while it is empty.
+        return [self.summary_message_cls(content=summary)]
+
+    def _format(self, messages: list[BaseMessage]) -> str | list[BaseMessage]:
+        if self.return_messages:
+            return messages
+        summary, turns = str(messages[0].text), messages[1:]
+        if not turns:
+            return summary
+        lines = format_buffer(turns, self.human_prefix, self.ai_prefix)
+        return f"{summary}\n{lines}" if summary else lines
+
+    @property
+    def buffer(self) -> str:
+        """The running summary (LangChain's attribute; assignable)."""
+        return self._current_summary()
+
+    @buffer.setter
+    def buffer(self, summary: str) -> None:
+        self._set_summary(summary)
+
+    async def abuffer(self) -> str:
+        """Async :attr:`buffer`."""
+        state, _ = await self._aread()
+        return state.summary
+
+    @classmethod
+    def from_messages(
+        cls,
+        llm: Any,
+        chat_memory: Any,
+        *,
+        summarize_step: int = 2,
+        **kwargs: Any,
+    ) -> SummaryMemory:
+        """A memory over an existing history, its messages summarized now (LangChain's method).
+
+        Summarizes ``summarize_step`` messages per call, as LangChain does,
+        starting from the history's saved summary if it has one; each step is
+        saved, so an LLM failure keeps the steps done so far.
+
+        Raises:
+            LLMError: a summary call failed.
+        """
+        if summarize_step <= 0:
+            raise ConfigError(f"summarize_step must be positive, got {summarize_step}")
+        memory = cls(llm=llm, chat_memory=chat_memory, **kwargs)
+        history: ChatHistory = memory.chat_memory
+        with memory._lock:
+            state, unfolded = memory._read()
+            for i in range(0, len(unfolded), summarize_step):
+                step = unfolded[i : i + summarize_step]
+                summary = memory.predict_new_summary([e.message for e in step], state.summary)
+                state = state.folded_through(step[-1].seq, summary)
+                history.save_state(memory.state_key, state.to_state())
+        return memory

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from memories.errors import ConfigError
+from memories.profile.store import ProfileStore
+
+NS = ("user-1", "profiles")
+
+
+def test_put_then_get_returns_the_document_with_its_version(url: str) -> None:
+    store = ProfileStore(url)
+    assert store.get(NS, "p") is None
+    first = store.put(NS, "p", {"name": "Ada"})
+    second = store.put(NS, "p", {"name": "Ada", "age": 36})
+    assert (first.version, second.version) == (1, 2)
+    item = store.get(NS, "p")
+    assert item is not None and item.value == {"name": "Ada", "age": 36}
+    assert item.namespace == NS and item.key == "p"
+    assert item.created_at == first.created_at <= item.updated_at
+
+
+def test_every_put_is_recorded_with_its_patch(url: str) -> None:
+    store = ProfileStore(url)
+    store.put(NS, "p", {"name": "Ada"})
+    store.put(NS, "p", {"name": "Ada", "age": 36})
+    changes = store.changes(NS, "p")
+    assert [(c.version, c.kind) for c in changes] == [(1, "put"), (2, "put")]
+    assert changes[1].patch == ({"op": "add", "path": "/age", "value": 36},)
+    assert changes[1].document == {"name": "Ada", "age": 36}
+
+
+def test_commit_writes_only_at_the_expected_version(url: str) -> None:
+    store = ProfileStore(url)
+    assert store.commit(NS, "p", {"a": 1}, expected_version=0, kind="update", patch=[])
+    assert store.commit(NS, "p", {"a": 2}, expected_version=0, kind="update", patch=[]) is None
+    assert store.commit(NS, "p", {"a": 2}, expected_version=5, kind="update", patch=[]) is None
+    written = store.commit(NS, "p", {"a": 2}, expected_version=1, kind="update", patch=[])
+    assert written is not None and written.version == 2 and written.value == {"a": 2}
+    assert [c.version for c in store.changes(NS, "p")] == [1, 2]
+
+
+def test_commit_drops_exactly_the_pending_turns_it_folded_in(url: str) -> None:
+    store = ProfileStore(url)
+    turn = [HumanMessage("hi"), AIMessage("hello")]
+    ids = [store.add_pending(NS, "p", turn) for _ in range(3)]
+    pending = store.pending(NS, "p")
+    assert [t.id for t in pending] == ids and pending[0].messages == tuple(turn)
+    # A turn with a smaller id that the update did not see must stay queued.
+    folded = [pending[0], pending[2]]
+    store.commit(NS, "p", {"a": 1}, expected_version=0, kind="update", patch=[], turns=folded)
+    assert [t.id for t in store.pending(NS, "p")] == [ids[1]]
+    assert store.changes(NS, "p")[0].turns == (tuple(turn), tuple(turn))
+    store.drop_pending(NS, "p", [ids[1]])
+    assert store.count_pending(NS, "p") == 0
+
+
+def test_a_cleared_profile_is_hidden_from_get_but_keeps_its_version(url: str) -> None:
+    store = ProfileStore(url)
+    store.put(NS, "p", {"a": 1})
+    store.commit(NS, "p", None, expected_version=1, kind="clear", patch=[])
+    assert store.get(NS, "p") is None
+    loaded = store.load(NS, "p")
+    assert loaded is not None and loaded.value is None and loaded.version == 2
+    assert store.search(NS) == []
+
+
+def test_failures_are_recorded_without_a_version(url: str) -> None:
+    store = ProfileStore(url)
+    store.record_failure(NS, "p", error="bad", raw=["prose"])
+    store.put(NS, "p", {"a": 1})
+    (failure,) = store.changes(NS, "p", failed=True)
+    assert (failure.version, failure.kind, failure.error, failure.raw) == (
+        None,
+        "failed",
+        "bad",
+        ("prose",),
+    )
+    assert not failure.ok
+    assert [c.kind for c in store.changes(NS, "p", failed=False)] == ["put"]
+    assert [c.kind for c in store.changes(NS, "p", last=1)] == ["put"]
+
+
+def test_namespaces_isolate_profiles(url: str) -> None:
+    store = ProfileStore(url)
+    store.put(("user-1",), "p", {"who": 1})
+    store.put(("user-2",), "p", {"who": 2})
+    store.add_pending(("user-1",), "p", [HumanMessage("x")])
+    assert store.get(("user-2",), "p").value == {"who": 2}  # type: ignore[union-attr]
+    assert store.count_pending(("user-2",), "p") == 0
+    store.delete(("user-1",), "p")
+    assert store.get(("user-1",), "p") is None and store.changes(("user-1",), "p") == []
+    assert store.count_pending(("user-1",), "p") == 0
+    assert store.get(("user-2",), "p") is not None
+
+
+def test_search_and_list_namespaces_follow_the_prefix(url: str) -> None:
+    store = ProfileStore(url)
+    store.put(("a", "x"), "p", {})
+    store.put(("a", "y"), "p", {})
+    store.put(("a_b",), "p", {})  # '_' must not act as a LIKE wildcard
+    store.put(("ab",), "p", {})
+    assert [i.namespace for i in store.search(("a",))] == [("a", "x"), ("a", "y")]
+    assert store.list_namespaces(prefix=("a",)) == [("a", "x"), ("a", "y")]
+    assert store.list_namespaces(max_depth=1) == [("a",), ("a_b",), ("ab",)]
+    assert len(store.search(())) == 4
+
+
+def test_the_store_survives_a_restart(url: str) -> None:
+    ProfileStore(url).put(NS, "p", {"a": 1})
+    ProfileStore(url).add_pending(NS, "p", [HumanMessage("later")])
+    reopened = ProfileStore(url)
+    assert reopened.get(NS, "p").value == {"a": 1}  # type: ignore[union-attr]
+    assert reopened.count_pending(NS, "p") == 1
+
+
+@pytest.mark.parametrize("namespace", [(), ("a.b",), ("",), (1,), None])
+def test_bad_namespaces_are_config_errors(url: str, namespace: object) -> None:
+    with pytest.raises(ConfigError, match="amespace"):
+        ProfileStore(url).get(namespace, "p")  # type: ignore[arg-type]
+
+
+def test_a_bad_url_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="not a SQLAlchemy database URL"):
+        ProfileStore("not a url")
+
+
+async def test_async_twins_do_the_same_work(url: str) -> None:
+    store = ProfileStore(url)
+    await store.aput(NS, "p", {"a": 1})
+    await store.aadd_pending(NS, "p", [HumanMessage("x")])
+    pending = await store.apending(NS, "p")
+    written = await store.acommit(
+        NS,
+        "p",
+        {"a": 2},
+        expected_version=1,
+        kind="update",
+        patch=[],
+        turns=pending,
+    )
+    assert written is not None and written.version == 2
+    assert (await store.aget(NS, "p")).value == {"a": 2}  # type: ignore[union-attr]
+    assert await store.acount_pending(NS, "p") == 0
+    assert [c.kind for c in await store.achanges(NS, "p")] == ["put", "update"]
+    assert await store.alist_namespaces() == [NS]
+    assert len(await store.asearch(NS)) == 1
+    await store.adelete(NS, "p")
+    assert await store.aload(NS, "p") is None
