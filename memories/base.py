@@ -93,8 +93,13 @@ class BaseMemory(LangChainBaseMemory):
         for name, field in type(self).model_fields.items():
             value = getattr(self, name)
             default = field.get_default(call_default_factory=True)
-            if field.exclude or value == default:
+            if value == default:
                 continue
+            if field.exclude:
+                raise ConfigError(
+                    f"{type(self).__name__}.{name} is set to {value!r:.60}, which has no config "
+                    "form; leave it at its default to describe this memory by config."
+                )
             form = self._config_value(name, value)
             if isinstance(default, ChatHistory) and form == self._config_value(name, default):
                 continue

@@ -354,7 +354,7 @@ def import_jsonl(
         batch_size: messages per append (one transaction each).
         progress: show a progress bar on stderr; None shows it on a terminal.
     """
-    from tqdm import tqdm  # type: ignore[import-untyped]
+    from tqdm import tqdm
 
     if batch_size <= 0:
         raise ConfigError(f"batch_size must be positive, got {batch_size}")

@@ -99,3 +99,31 @@ def test_errors_subclass_the_closest_builtins() -> None:
     assert issubclass(memories.MissingDependencyError, ImportError)
     assert issubclass(memories.BackendUnavailableError, RuntimeError)
     assert issubclass(memories.LLMError, memories.MemoriesError)
+
+
+def test_every_export_is_typed_and_lazy() -> None:
+    """The TYPE_CHECKING imports name exactly the exports, and importing the package is cheap."""
+    import ast
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tree = ast.parse(Path(memories.__file__).read_text(encoding="utf-8"))
+    typed: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for statement in node.body:
+                if isinstance(statement, ast.ImportFrom):
+                    typed.update(alias.name for alias in statement.names)
+                elif isinstance(statement, ast.Assign):
+                    typed.update(t.id for t in statement.targets if isinstance(t, ast.Name))
+    assert typed == set(memories._EXPORTS) == set(memories.__all__)
+    probe = (
+        "import sys, memories.errors, memories; "
+        "print(sorted(m for m in ('memories.buffer', 'memories.vector', 'chromadb', 'numpy') "
+        "if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "[]"

@@ -53,6 +53,8 @@ class TestSummaryMemoryContract(MemoryContract):
 
 
 class TestBackgroundSummaryBufferContract(MemoryContract):
+    configurable = False  # a scheduler object has no config form
+
     # Folds wait for a quiet period longer than any test, so every check sees
     # the hot path alone: no LLM call, the newest turns within the limit.
     @pytest.fixture

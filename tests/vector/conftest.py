@@ -1,0 +1,121 @@
+"""Fixtures for the vector memory: fast fake embeddings, fresh stores, a real Chroma server."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from langchain_core.embeddings import Embeddings
+
+from memories.vector import VectorMemory
+
+
+class WordEmbeddings(Embeddings):
+    """Deterministic bag-of-words embeddings: texts sharing words are close. No model needed."""
+
+    def __init__(self, dim: int = 64) -> None:
+        self.dim = dim
+        self.calls = 0
+
+    def _vector(self, text: str) -> list[float]:
+        vector = np.zeros(self.dim)
+        for word in text.lower().split():
+            seed = int.from_bytes(word.strip(".,!?:").encode()[:8].ljust(8, b"\0"), "little")
+            vector += np.random.default_rng(seed).normal(size=self.dim)
+        norm = np.linalg.norm(vector)
+        unit: list[float] = (vector / norm if norm else np.ones(self.dim) / self.dim**0.5).tolist()
+        return unit
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.calls += 1
+        return self._vector(text)
+
+
+MakeVector = Callable[..., VectorMemory]
+
+
+@pytest.fixture
+def make_vector() -> MakeVector:
+    """Build in-memory vector memories on a collection of their own, with fake embeddings."""
+    collection = f"t{uuid.uuid4().hex[:12]}"
+    embeddings = f"{__name__}:WordEmbeddings"  # by name, so configs round-trip
+
+    def make(**options: Any) -> VectorMemory:
+        options.setdefault("mode", "memory")
+        options.setdefault("collection", collection)
+        options.setdefault("embeddings", embeddings)
+        return VectorMemory(**options)
+
+    return make
+
+
+@dataclass
+class ChromaServer:
+    """A `chroma run` process on loopback, restartable on the same data folder."""
+
+    path: Path
+    port: int
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        chroma = Path(sys.executable).with_name("chroma")
+        command = [str(chroma) if chroma.exists() else "chroma", "run", "--path", str(self.path)]
+        command += ["--host", "127.0.0.1", "--port", str(self.port)]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"chroma run exited: {self.log.read_text()[-2000:]}")
+            try:
+                url = f"http://127.0.0.1:{self.port}/api/v2/heartbeat"
+                httpx.get(url, timeout=1).raise_for_status()
+                return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"chroma run did not answer in 60 s: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaServer]:
+    """A real Chroma server on a free loopback port for the module's tests; stopped after."""
+    folder = tmp_path_factory.mktemp("chroma-server")
+    server = ChromaServer(folder / "data", free_port(), folder / "server.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

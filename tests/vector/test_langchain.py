@@ -1,0 +1,86 @@
+"""LangChain compatibility: VectorStoreRetrieverMemory does what langchain_classic's does."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from typing import Any
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from memories import ConfigError, VectorStoreRetrieverMemory, create_memory
+from tests.vector.conftest import MakeVector
+
+RUNS = [
+    ({"input": "my favourite food is pizza", "context": "chat"}, {"output": "Noted!"}),
+    ({"input": "I play football on Sundays", "context": "chat"}, {"output": "Sounds fun"}),
+    ({"input": "my sister is Ana", "context": "x", "history": "ignored"}, {"output": "Hi Ana"}),
+]
+
+
+def _retriever() -> Any:
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=32))
+    return store.as_retriever(search_kwargs={"k": 2})
+
+
+def _theirs(**options: Any) -> Any:
+    from langchain_classic.memory import VectorStoreRetrieverMemory as LangChains
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return LangChains(retriever=_retriever(), **options)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"return_docs": True}, {"exclude_input_keys": ["context"]}, {"input_key": "input"}],
+)
+def test_with_a_retriever_it_matches_langchain(options: dict[str, Any]) -> None:
+    ours = VectorStoreRetrieverMemory(retriever=_retriever(), **options)
+    theirs = _theirs(**options)
+    for inputs, outputs in RUNS:
+        ours.save_context(inputs, outputs)
+        theirs.save_context(inputs, outputs)
+    query = {"input": "what food do I like", "context": "chat"}
+    if "input_key" not in options:
+        query = {"input": "what food do I like"}
+
+    def strip_ids(value: Any) -> Any:
+        return [(d.page_content, d.metadata) for d in value] if isinstance(value, list) else value
+
+    assert strip_ids(ours.load_memory_variables(query)["history"]) == strip_ids(
+        theirs.load_memory_variables(query)["history"]
+    )
+    got = asyncio.run(ours.aload_memory_variables(query))
+    assert strip_ids(got["history"]) == strip_ids(theirs.load_memory_variables(query)["history"])
+
+
+def test_without_a_retriever_documents_have_langchains_text(make_vector: MakeVector) -> None:
+    memory = VectorStoreRetrieverMemory(
+        mode="memory",
+        collection=make_vector().collection,
+        namespace="lc",
+        embeddings="tests.vector.conftest:WordEmbeddings",
+        exclude_input_keys=["context"],
+        k=1,
+    )
+    inputs, outputs = RUNS[2]
+    memory.save_context(inputs, outputs)
+    assert memory.load_memory_variables({"input": "sister"}) == {
+        "history": "input: my sister is Ana\noutput: Hi Ana"
+    }
+    config = memory.to_config()
+    assert config["type"] == "vector_store_retriever"
+    assert create_memory(config).to_config() == config
+
+
+def test_with_a_retriever_clear_says_it_cannot_instead_of_doing_nothing() -> None:
+    memory = VectorStoreRetrieverMemory(retriever=_retriever())
+    with pytest.raises(NotImplementedError, match=r"VectorStoreRetrieverMemory\.clear"):
+        memory.clear()
+    with pytest.raises(NotImplementedError, match="search"):
+        memory.search("x")
+    with pytest.raises(ConfigError, match="no config form"):
+        memory.to_config()

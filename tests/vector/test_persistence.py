@@ -1,0 +1,92 @@
+"""The default persistent store: documents and queued turns survive a restart."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memories import BackendUnavailableError, VectorMemory
+
+_SCRIPT = """
+import json, sys
+from memories import VectorMemory
+memory = VectorMemory(path=sys.argv[1], namespace=("user-7", "chat"),
+                      embeddings="tests.vector.conftest:WordEmbeddings")
+if sys.argv[2] == "write":
+    memory.save_context({"input": "my sister lives in Oslo"}, {"output": "noted"})
+    memory.save_context({"input": "I play the cello"}, {"output": "lovely"})
+else:
+    found = memory.search(sys.argv[2], k=1)
+    print(json.dumps([[r.text, r.metadata["turn"]] for r in found]))
+"""
+
+
+def _run(*args: str) -> str:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, *args], cwd=root, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_documents_survive_a_restart(tmp_path: Path) -> None:
+    _run(str(tmp_path), "write")
+    assert json.loads(_run(str(tmp_path), "cello")) == [
+        ["input: I play the cello\noutput: lovely", 1]
+    ]
+    # And this process, which never wrote, reads them too (its index is built from the store).
+    memory = VectorMemory(
+        path=str(tmp_path),
+        namespace=("user-7", "chat"),
+        embeddings="tests.vector.conftest:WordEmbeddings",
+    )
+    assert memory.search("Oslo", k=1)[0].metadata["turn"] == 0
+    memory.save_context({"input": "next"}, {"output": "turn"})
+    assert memory.search("next turn", k=1)[0].metadata["turn"] == 2
+
+
+def test_a_failed_write_waits_in_the_outbox_file_and_is_flushed_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = {
+        "path": str(tmp_path),
+        "namespace": "outbox",
+        "embeddings": "tests.vector.conftest:WordEmbeddings",
+    }
+    memory = VectorMemory(**options)  # type: ignore[arg-type]
+    memory.save_context({"input": "first"}, {"output": "ok"})
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise BackendUnavailableError("disk gone")
+
+    monkeypatch.setattr(memory.store, "upsert", broken)
+    with pytest.raises(BackendUnavailableError, match="outbox"):
+        memory.save_context({"input": "second"}, {"output": "ok"})
+    assert (tmp_path / "memories-outbox.db").is_file()
+    monkeypatch.undo()
+    # A new memory (a restarted process) finds the turn in the outbox and writes it.
+    again = VectorMemory(**options)  # type: ignore[arg-type]
+    assert again.pending() == 1
+    assert again.flush() == 1
+    assert sorted(r.metadata["turn"] for r in again.search("ok", k=5)) == [0, 1]
+
+
+def test_a_failed_embedding_loses_nothing(tmp_path: Path) -> None:
+    from tests.vector.conftest import WordEmbeddings
+
+    class Failing(WordEmbeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            raise RuntimeError("model crashed")
+
+    memory = VectorMemory(path=str(tmp_path), namespace="emb", embeddings=Failing())
+    with pytest.raises(RuntimeError, match="model crashed"):
+        memory.save_context({"input": "keep me"}, {"output": "ok"})
+    assert memory.pending() == 1
+    fixed = VectorMemory(path=str(tmp_path), namespace="emb", embeddings=WordEmbeddings())
+    assert fixed.flush() == 1
+    assert fixed.search("keep me", k=1)[0].text == "input: keep me\noutput: ok"
