@@ -317,6 +317,22 @@ class ChromaStore:
             offset += _PAGE
         return self._own(namespace, records)
 
+    def namespaces(self) -> list[str]:
+        """The namespace keys of this store's collections (those under its prefix), sorted.
+
+        A namespace whose documents were all deleted keeps its collection, so
+        it is listed; :meth:`count` tells it apart.
+        """
+        with self._translate("list collections"):
+            collections = self._get_client().list_collections()
+        found = set()
+        for collection in collections:
+            namespace = (collection.metadata or {}).get(_NAMESPACE_META_KEY)
+            # Only collections this store made for that namespace (same prefix and digest).
+            if namespace and self.collection_name(str(namespace)) == collection.name:
+                found.add(str(namespace))
+        return sorted(found)
+
     # -- writes ---------------------------------------------------------------------
 
     def upsert(

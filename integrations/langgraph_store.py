@@ -2,7 +2,7 @@
 
 LangGraph code that takes a store (``graph.compile(store=...)``,
 ``create_agent(..., store=...)``, tools reading ``runtime.store``) can use
-the profiles (and, once it lands, the vector memory) as its store::
+the profiles or the vector memory as its store::
 
     from integrations.langgraph_store import ProfileStoreAdapter
 
@@ -19,17 +19,21 @@ tuples of labels without periods, ``put`` replaces, ``put(..., None)`` and
 every namespace below it by whole labels, ``filter`` matches values exactly
 or with ``$eq``/``$ne``/``$gt``/``$gte``/``$lt``/``$lte``, and
 ``list_namespaces`` takes a prefix and suffix (``"*"`` matching any label),
-a depth, a limit and an offset. A store with no semantic index ignores
-``query`` as LangGraph's un-indexed stores do: results come unranked with
-``score`` None. TTLs are not supported (``NotImplementedError``).
+a depth, a limit and an offset. :class:`VectorStoreAdapter` ranks
+``search(query=...)`` by meaning; :class:`ProfileStoreAdapter` has no
+semantic index and ignores ``query`` as LangGraph's un-indexed stores do:
+results come unranked with ``score`` None. TTLs are not supported
+(``NotImplementedError``).
 """
 
 from __future__ import annotations
 
+import json
+import time
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import (
     BaseStore,
@@ -47,8 +51,20 @@ from langgraph.store.base import (
 from memories.errors import InvalidProfileError
 from memories.profile import ProfileMemory, ProfileSchema, ProfileStore
 from memories.profile.store import ProfileItem
+from memories.vector.filters import namespace_key
 
-__all__ = ["MemoryStoreAdapter", "ProfileStoreAdapter", "matches_filter", "select_namespaces"]
+if TYPE_CHECKING:
+    from memories.vector import SearchResult, VectorMemory
+
+__all__ = [
+    "MemoryStoreAdapter",
+    "ProfileStoreAdapter",
+    "VectorStoreAdapter",
+    "matches_all",
+    "matches_filter",
+    "namespace_tuple",
+    "select_namespaces",
+]
 
 Namespace = tuple[str, ...]
 
@@ -198,6 +214,11 @@ def matches_filter(value: Any, condition: Any) -> bool:
     return bool(value == condition)
 
 
+def matches_all(value: Mapping[str, Any], conditions: Mapping[str, Any] | None) -> bool:
+    """Whether a value meets every field condition of a ``search(filter=...)``."""
+    return all(matches_filter(value.get(k), v) for k, v in (conditions or {}).items())
+
+
 def _matches(condition: MatchCondition, namespace: Namespace) -> bool:
     path = tuple(condition.path)
     if len(namespace) < len(path):
@@ -269,12 +290,7 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
 
     @staticmethod
     def _filtered(found: list[ProfileItem], op: SearchOp) -> list[ProfileItem]:
-        conditions = (op.filter or {}).items()
-        chosen = [
-            f
-            for f in found
-            if f.value is not None and all(matches_filter(f.value.get(k), v) for k, v in conditions)
-        ]
+        chosen = [f for f in found if f.value is not None and matches_all(f.value, op.filter)]
         return chosen[op.offset : op.offset + op.limit]
 
     @staticmethod
@@ -333,3 +349,156 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
 
     async def _anamespaces(self) -> list[Namespace]:
         return await self.store.alist_namespaces(limit=2**31)
+
+
+# -- vector memory ------------------------------------------------------------------
+
+# Metadata keys the adapter keeps beside each document it writes.
+_KEY = "store_key"
+_VALUE = "store_value"
+_CREATED = "store_created_at"
+_UPDATED = "store_updated_at"
+_OWN_KEYS = frozenset({_KEY, _VALUE, _CREATED, _UPDATED})
+
+
+class VectorStoreAdapter(MemoryStoreAdapter):
+    """A vector memory (``memories.vector.VectorMemory``) as a LangGraph store.
+
+    Each namespace is the vector memory's namespace of the same name (one
+    Chroma collection each); each item is one document whose id is the key.
+    ``put`` embeds the value's ``text_field`` (the whole value as JSON when it
+    has none) and keeps the value beside it; ``search(query=...)`` ranks with
+    the memory's recall (hybrid by default) and gives each item its score.
+    Turns a ``VectorMemory`` saved itself show up too, keyed by document id,
+    with their text and metadata as the value.
+
+    Ranking across several namespaces (a prefix above them) merges each
+    namespace's own ranking by score; scores are comparable within a
+    namespace, so that merge is approximate.
+
+    Args:
+        memory: the vector memory whose store, embeddings and recall settings
+            every namespace uses (its own namespace is only the template's).
+        text_field: the value field that is embedded and searched.
+    """
+
+    supports_query = True
+
+    def __init__(self, memory: VectorMemory, /, *, text_field: str = "text") -> None:
+        self.memory = memory
+        self.text_field = text_field
+        self._memories: dict[Namespace, VectorMemory] = {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.memory.store.location})"
+
+    def _memory(self, namespace: Namespace) -> VectorMemory:
+        """The vector memory of one namespace, with the template's settings."""
+        memory = self._memories.get(namespace)
+        if memory is None:
+            settings = {name: getattr(self.memory, name) for name in type(self.memory).model_fields}
+            memory = type(self.memory)(**{**settings, "namespace": namespace})
+            self._memories[namespace] = memory
+        return memory
+
+    # -- pure helpers ---------------------------------------------------------------
+
+    def _text(self, value: Mapping[str, Any]) -> str:
+        text = value.get(self.text_field)
+        return text if isinstance(text, str) else json.dumps(value, sort_keys=True, default=str)
+
+    @staticmethod
+    def _item_of(namespace: Namespace, doc_id: str, text: str, metadata: Mapping[str, Any]) -> Item:
+        if _VALUE in metadata:
+            value = json.loads(metadata[_VALUE])
+            created, updated = metadata[_CREATED], metadata[_UPDATED]
+        else:  # a turn the vector memory saved itself
+            value = {"text": text, **{k: v for k, v in metadata.items() if k != "namespace"}}
+            created = updated = float(metadata.get("timestamp", 0.0))
+        return Item(
+            value=value,
+            key=str(metadata.get(_KEY, doc_id)),
+            namespace=namespace,
+            created_at=_timestamp(float(created)),
+            updated_at=_timestamp(float(updated)),
+        )
+
+    @staticmethod
+    def _search_item(item: Item, score: float | None) -> SearchItem:
+        return SearchItem(
+            namespace=item.namespace,
+            key=item.key,
+            value=item.value,
+            created_at=item.created_at,
+            updated_at=item.updated_at,
+            score=score,
+        )
+
+    # -- the five methods -------------------------------------------------------------
+
+    def _records(self, namespace: Namespace, ids: list[str] | None = None) -> list[Item]:
+        memory = self._memory(namespace)
+        memory.flush()  # turns waiting in the outbox are part of the store
+        records = memory.store.get(namespace_key(namespace), ids=ids)
+        return [self._item_of(namespace, r.id, r.text, r.metadata) for r in records]
+
+    def _get(self, namespace: Namespace, key: str) -> Item | None:
+        found = self._records(namespace, [key])
+        return found[0] if found else None
+
+    def _put(self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any) -> None:
+        old = self._get(namespace, key)
+        now = time.time()
+        created = old.created_at.timestamp() if old is not None else now
+        metadata = {
+            _KEY: key,
+            _VALUE: json.dumps(dict(value), default=str),
+            _CREATED: created,
+            _UPDATED: now,
+        }
+        self._memory(namespace).add([self._text(value)], metadatas=[metadata], ids=[key])
+
+    def _delete(self, namespace: Namespace, key: str) -> None:
+        self._memory(namespace).delete([key])
+
+    def _namespaces(self) -> list[Namespace]:
+        store = self.memory.store
+        return [namespace_tuple(key) for key in store.namespaces() if store.count(key) > 0]
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        namespaces = [
+            ns for ns in self._namespaces() if ns[: len(op.namespace_prefix)] == op.namespace_prefix
+        ]
+        wanted = op.offset + op.limit
+        found: list[SearchItem] = []
+        for namespace in namespaces:
+            items = [i for i in self._records(namespace) if matches_all(i.value, op.filter)]
+            if not op.query:
+                found.extend(self._search_item(i, None) for i in items)
+                continue
+            by_id = {i.key: i for i in items}
+            if not by_id:
+                continue
+            where = {_KEY: {"$in": list(by_id)}} if op.filter else None
+            results = self._memory(namespace).search(
+                op.query, k=min(wanted, len(by_id)), filter=where
+            )
+            found.extend(self._ranked(results, by_id))
+        if op.query:
+            found.sort(key=lambda i: i.score or 0.0, reverse=True)
+        else:
+            found.sort(key=lambda i: (i.namespace, i.key))
+        return found[op.offset : wanted]
+
+    def _ranked(self, results: list[SearchResult], by_id: dict[str, Item]) -> list[SearchItem]:
+        ranked = []
+        for result in results:
+            key = str(result.metadata.get(_KEY, result.id))
+            if key in by_id:
+                ranked.append(self._search_item(by_id[key], float(result.score)))
+        return ranked
+
+
+def namespace_tuple(key: str) -> Namespace:
+    """Inverse of ``memories.vector.filters.namespace_key``: ``"a/b%2Fc"`` -> ``("a", "b/c")``."""
+    return tuple(label.replace("%2F", "/").replace("%25", "%") for label in key.split("/"))

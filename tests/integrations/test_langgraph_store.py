@@ -9,8 +9,13 @@ import pytest
 from langgraph.store.base import BaseStore, ListNamespacesOp, MatchCondition
 from langgraph.store.memory import InMemoryStore
 
-from integrations.langgraph_store import ProfileStoreAdapter, matches_filter, select_namespaces
-from memories import InvalidProfileError, ProfileMemory
+from integrations.langgraph_store import (
+    ProfileStoreAdapter,
+    VectorStoreAdapter,
+    matches_filter,
+    select_namespaces,
+)
+from memories import InvalidProfileError, ProfileMemory, VectorMemory
 from memories.profile import ProfileStore
 from tests.integrations.store_contract import StoreContract, WordEmbeddings
 
@@ -135,3 +140,63 @@ def test_namespace_selection_with_wildcards_matches_langgraph() -> None:
         ListNamespacesOp(limit=2, offset=1),
     ]:
         assert select_namespaces(namespaces, op) == theirs.batch([op])[0]
+
+
+def vector_memory(path: Path, **options: object) -> VectorMemory:
+    return VectorMemory(path=str(path / "chroma"), namespace=("template",), **options)  # type: ignore[arg-type]
+
+
+class TestVectorStoreAdapter(StoreContract):
+    """The vector memory as a store, with its default (offline MiniLM, hybrid) recall."""
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> BaseStore:
+        return VectorStoreAdapter(vector_memory(tmp_path))
+
+
+def test_turns_the_vector_memory_saved_are_items_of_its_namespace(tmp_path: Path) -> None:
+    memory = vector_memory(tmp_path)
+    user = VectorMemory(path=str(tmp_path / "chroma"), namespace=("users", "maya"))
+    user.save_context({"input": "I drink black coffee"}, {"output": "Noted."})
+    store = VectorStoreAdapter(memory)
+    (item,) = store.search(("users", "maya"))
+    assert item.value["text"] == "input: I drink black coffee\noutput: Noted."
+    assert item.value["session"] == "default"
+    assert store.get(("users", "maya"), item.key) == item
+    found = store.search(("users",), query="coffee")
+    assert found[0].key == item.key and found[0].score is not None
+    assert store.list_namespaces() == [("users", "maya")]
+
+
+def test_items_put_through_the_store_are_recalled_by_the_memory(tmp_path: Path) -> None:
+    store = VectorStoreAdapter(vector_memory(tmp_path))
+    store.put(("users", "maya"), "drink", {"text": "Maya drinks black coffee", "kind": "pref"})
+    store.put(("users", "maya"), "city", {"text": "Maya lives in Lisbon", "kind": "fact"})
+    user = VectorMemory(path=str(tmp_path / "chroma"), namespace=("users", "maya"), k=1)
+    assert user.load_memory_variables({"input": "what coffee?"})["history"] == (
+        "Maya drinks black coffee"
+    )
+
+
+def test_a_value_without_a_text_field_is_embedded_as_json(tmp_path: Path) -> None:
+    store = VectorStoreAdapter(vector_memory(tmp_path))
+    store.put(("n",), "a", {"city": "Lisbon", "sea": True})
+    store.put(("n",), "b", {"city": "Madrid", "sea": False})
+    assert store.search(("n",), query="Lisbon")[0].key == "a"
+    assert store.get(("n",), "a").value == {"city": "Lisbon", "sea": True}  # type: ignore[union-attr]
+
+
+def test_search_with_a_query_and_a_filter_ranks_only_matching_items(tmp_path: Path) -> None:
+    store = VectorStoreAdapter(vector_memory(tmp_path))
+    store.put(("n",), "coffee", {"text": "black coffee every morning", "kind": "pref"})
+    store.put(("n",), "coffee-fact", {"text": "coffee grows in Brazil", "kind": "fact"})
+    found = store.search(("n",), query="coffee", filter={"kind": "fact"})
+    assert [i.key for i in found] == ["coffee-fact"]
+
+
+@pytest.mark.parametrize("namespace", [("a",), ("a", "b"), ("a/b", "c%2Fd", "100%")])
+def test_namespace_keys_decode_to_their_tuples(namespace: tuple[str, ...]) -> None:
+    from integrations.langgraph_store import namespace_tuple
+    from memories.vector.filters import namespace_key
+
+    assert namespace_tuple(namespace_key(namespace)) == namespace
