@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from memories.base import BaseMemory
 from memories.config import create_memory, memory_class
+from memories.errors import MissingDependencyError
 from memories.tokens import TiktokenCounter
 
 __all__ = [
@@ -123,6 +124,7 @@ DEMO_MEMORIES: dict[str, dict[str, Any]] = {
     "token_buffer (120)": {"type": "token_buffer", "max_token_limit": 120},
     "summary": {"type": "summary", "llm": DEMO_LLM},
     "summary_buffer (120)": {"type": "summary_buffer", "max_token_limit": 120, "llm": DEMO_LLM},
+    "vector (k=3)": {"type": "vector", "k": 3},
     "profile": {
         "type": "profile",
         "memory_key": "history",
@@ -172,7 +174,12 @@ def run_demo(
     results = []
     for name, config in (memories or DEMO_MEMORIES).items():
         calls = _CallCounter()
-        options = _with_llm(_placed(config, db_path, name.split(" ")[0]), llm, calls)
+        try:
+            placed = _placed(config, db_path, name.split(" ")[0])
+        except MissingDependencyError as exc:
+            results.append(DemoResult(name, f"(skipped: {exc})", 0, 0, 0.0))
+            continue
+        options = _with_llm(placed, llm, calls)
         create_memory(options).clear()
         model = llm or FakeListChatModel(responses=[r for s in sessions for _, r in s])
         timing = _Timing()
@@ -211,6 +218,8 @@ def _placed(config: dict[str, Any], db_path: Path, session: str) -> dict[str, An
         placed.setdefault("url", f"sqlite:///{db_path}")
     if "namespace" in fields:
         placed.setdefault("namespace", ("demo", session))
+    if "path" in fields:  # the vector memory's Chroma folder
+        placed.setdefault("path", str(db_path.with_suffix(".chroma")))
     return placed
 
 

@@ -60,3 +60,14 @@ def test_with_a_model_the_summary_memories_call_it_and_the_calls_are_counted(
     assert [r.name for r in results] == list(configs)
     assert all(r.llm_calls > 0 for r in results)
     assert all("drinks black coffee" in r.injected for r in results)
+
+
+def test_a_row_whose_extra_is_missing_is_skipped_with_the_pip_command(tmp_path: Path) -> None:
+    register_memory(
+        "ghost", "no_such_module_for_the_demo", "Ghost", pip_command="pip install ghost"
+    )
+    try:
+        (result,) = run_demo(tmp_path / "d.db", memories={"ghost": {"type": "ghost"}})
+        assert result.injected.startswith("(skipped: ") and "pip install ghost" in result.injected
+    finally:
+        MEMORY_TYPES.pop("ghost")
