@@ -41,6 +41,12 @@ EXPECTED: dict[str, list[str]] = {
         'v3 update: [{"op": "replace", "path": "/drink", "value": "black coffee"}]',
         'After rollback(2): {"name": "Maya", "city": "Lisbon", "drink": "green tea"}',
     ],
+    "vector_recall.py": [
+        "Where does my sister live?\n  recalled: input: My sister Ines lives in Porto.",
+        "Any food I should avoid?\n  recalled: input: I'm allergic to peanuts.",
+        "What race?\n  recalled: input: I'm training for a half marathon in May.",
+        "input: I'm training for a half marathon in May.",
+    ],
     "langgraph_graph.py": [
         "You said: 'Where do I live?'. I was shown 2 earlier messages",
         "Thread: 6 messages",
