@@ -79,28 +79,27 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from memories.commands import export_jsonl, histories_of, open_memory
+    from memories.commands import export_jsonl, open_memory
 
-    histories = histories_of(open_memory(args.config, args.session, args.namespace), "export")
+    memory = open_memory(args.config, args.session, args.namespace)
     if args.output in (None, "-"):
-        count = export_jsonl(histories, sys.stdout)
+        messages, documents = export_jsonl(memory, sys.stdout)
     else:
         with open(args.output, "w", encoding="utf-8") as out:
-            count = export_jsonl(histories, out)
-    print(f"memories export: {count} messages", file=sys.stderr)
+            messages, documents = export_jsonl(memory, out)
+    print(f"memories export: {messages} messages, {documents} documents", file=sys.stderr)
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    from memories.commands import histories_of, import_jsonl, open_memory, read_jsonl
-    from memories.config import load_config
+    from memories.commands import ExportLine, import_jsonl, read_jsonl, stores_of
+    from memories.config import load_config, namespace_labels
 
     options = load_config(args.config)
-    histories_of(
-        open_memory(options, args.session, args.namespace), "import"
-    )  # a bad config fails before reading
+    labels = namespace_labels(args.namespace) if args.namespace else None
+    stores_of(options, args.session, labels, "import")  # a bad config fails before reading
     if args.file == "-":
-        lines = read_jsonl(sys.stdin, source="<stdin>", session=args.session)
+        lines = read_jsonl(sys.stdin, source="<stdin>", session=args.session, namespace=labels)
     else:
         path = Path(args.file)
         if not path.is_file():
@@ -108,15 +107,21 @@ def _import(args: argparse.Namespace) -> int:
                 f"Import file {args.file!r} does not exist (give a path, or - for stdin)."
             )
         with path.open(encoding="utf-8") as handle:
-            lines = read_jsonl(handle, source=args.file, session=args.session)
+            lines = read_jsonl(handle, source=args.file, session=args.session, namespace=labels)
     count = import_jsonl(
         lines,
-        lambda session: histories_of(open_memory(options, session), "import"),
+        lambda session: stores_of(options, session, labels, "import")[0],
+        lambda namespace: stores_of(options, args.session, namespace, "import")[1],
         batch_size=args.batch_size,
         progress=args.progress,
     )
-    sessions = len({line.session_id for line in lines})
-    print(f"memories import: {count} messages into {sessions} session(s)", file=sys.stderr)
+    messages = sum(isinstance(line, ExportLine) for line in lines)
+    sessions = len({line.session_id for line in lines if isinstance(line, ExportLine)})
+    print(
+        f"memories import: {messages} messages into {sessions} session(s), "
+        f"{count - messages} documents",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -9,7 +9,7 @@ config serves every user.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -38,6 +38,7 @@ from memories.profile import ProfileMemory
 from memories.tokens import TiktokenCounter
 
 __all__ = [
+    "DocumentLine",
     "ExportLine",
     "chat",
     "chat_memories",
@@ -51,6 +52,7 @@ __all__ = [
     "leaf_memories",
     "open_memory",
     "read_jsonl",
+    "stores_of",
 ]
 
 #: Messages appended per transaction by ``import``.
@@ -60,7 +62,7 @@ DEFAULT_BATCH_SIZE = 500
 def open_memory(
     config: str | Path | dict[str, Any],
     session: str | None = None,
-    namespace: str | None = None,
+    namespace: str | tuple[str, ...] | None = None,
 ) -> Any:
     """The memory a config describes, on ``session`` and ``namespace`` when given.
 
@@ -231,6 +233,8 @@ def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) 
     for profile in leaf_memories(memory):
         if isinstance(profile, ProfileMemory):
             _inspect_profile(profile, out, last=last)
+    for vector in _vector_memories(memory):
+        _inspect_vector(vector, out, last=last)
     tokens = TiktokenCounter()(shown_messages) if shown_messages else 0
     out.write(f"\nwhat the memory adds to the next prompt ({tokens} tokens):\n")
     out.write(_format_messages(shown_messages) or "  (nothing)\n")
@@ -255,6 +259,29 @@ def _inspect_profile(profile: ProfileMemory, out: TextIO, *, last: int | None) -
         out.write(f"  change #{change.id} {change.kind} v{change.version}: {detail[:100]}\n")
 
 
+def _documents(vector: Any) -> list[Any]:
+    """Every document of a vector memory's namespace, oldest first (queued ones written first)."""
+    from memories.vector.filters import namespace_key
+
+    vector.flush()
+    records = vector.store.get(namespace_key(vector.namespace))
+    return sorted(records, key=lambda r: _document_order(r.metadata))
+
+
+def _inspect_vector(vector: Any, out: TextIO, *, last: int | None) -> None:
+    documents = _documents(vector)
+    shown = documents if last is None else documents[-last:] if last else []
+    out.write(
+        f"\nvector namespace {'.'.join(vector.namespace)} in the {vector.store.location}: "
+        f"{len(documents)} documents"
+        + (f" (last {len(shown)} shown)\n" if len(shown) < len(documents) else "\n")
+    )
+    for record in shown:
+        session = record.metadata.get("session", "?")
+        text = record.text.replace("\n", " | ")
+        out.write(f"  [{session}] {text[:100]}{'…' if len(text) > 100 else ''}\n")
+
+
 def _count(history: ChatHistory) -> int:
     count = getattr(history, "count", None)
     return int(count()) if callable(count) else len(history.entries())
@@ -276,101 +303,233 @@ class ExportLine:
 
     def to_json(self) -> str:
         """The JSON Lines form: ``{"session_id", "seq", "message": {"type", "data"}}``."""
-        return json.dumps(
-            {
-                "session_id": self.session_id,
-                "seq": self.seq,
-                "message": message_to_dict(self.message),
-            },
-            ensure_ascii=False,
+        record = {"session_id": self.session_id, "seq": self.seq}
+        return json.dumps({**record, "message": message_to_dict(self.message)}, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class DocumentLine:
+    """One line of an export: a document of a vector memory's namespace."""
+
+    namespace: tuple[str, ...]
+    """The namespace the document belongs to."""
+    id: str
+    """Its id (import keeps it, so importing twice replaces instead of duplicating)."""
+    text: str
+    """The stored text."""
+    metadata: dict[str, Any]
+    """Its metadata (session, turn, timestamp, speakers, the caller's own keys)."""
+
+    def to_json(self) -> str:
+        """The JSON Lines form: ``{"namespace", "id", "text", "metadata"}``."""
+        record = {"namespace": list(self.namespace), "id": self.id, "text": self.text}
+        return json.dumps({**record, "metadata": self.metadata}, ensure_ascii=False)
+
+
+Line = ExportLine | DocumentLine
+
+
+def _stored(memory: LangChainBaseMemory, command: str) -> tuple[list[ChatHistory], list[Any]]:
+    """The persistent histories and vector memories in a memory, for export and import.
+
+    Raises:
+        ConfigError: it has neither, or keeps them only in this process.
+    """
+    histories = _distinct_histories(memory)
+    vectors = _vector_memories(memory)
+    if not histories and not vectors:
+        raise ConfigError(
+            f"`memories {command}` works on message histories and vector memories, and a "
+            f"{type(memory).__name__} keeps none. Use a config whose memory has a `history`."
         )
+    if any(isinstance(h, InMemoryHistory) for h in histories) or any(
+        v.mode == "memory" for v in vectors
+    ):
+        raise ConfigError(
+            f"`memories {command}` needs a store that outlives the process; this config keeps "
+            "its data in memory. Add e.g. `history: {type: sqlite, path: chat.db}`, or use a "
+            "persistent vector memory."
+        )
+    return histories, vectors
 
 
-def export_jsonl(histories: Iterable[ChatHistory], out: TextIO) -> int:
-    """Write every message of the histories as JSON Lines; return how many."""
-    written = 0
+def stores_of(
+    config: str | Path | dict[str, Any],
+    session: str | None,
+    namespace: str | tuple[str, ...] | None,
+    command: str,
+) -> tuple[list[ChatHistory], list[Any]]:
+    """The persistent histories and vector memories of a config, on a session and namespace."""
+    return _stored(open_memory(config, session, namespace), command)
+
+
+def _is_vector(memory: LangChainBaseMemory) -> bool:
+    # By class name: importing memories.vector would need the chroma extra. A
+    # VectorStoreRetrieverMemory over a LangChain retriever keeps its data there.
+    return getattr(memory, "retriever", None) is None and any(
+        cls.__name__ == "VectorMemory" for cls in type(memory).__mro__
+    )
+
+
+def _vector_memories(memory: LangChainBaseMemory) -> list[Any]:
+    return [m for m in leaf_memories(memory) if _is_vector(m)]
+
+
+def export_jsonl(memory: LangChainBaseMemory, out: TextIO) -> tuple[int, int]:
+    """Write a memory's messages and vector documents as JSON Lines; return how many of each."""
+    histories, vectors = _stored(memory, "export")
+    messages = documents = 0
     for history in histories:
         for entry in history.entries():
             out.write(ExportLine(history.session_id, entry.message, entry.seq).to_json() + "\n")
-            written += 1
-    return written
+            messages += 1
+    for vector in vectors:
+        for record in _documents(vector):
+            metadata = {k: v for k, v in record.metadata.items() if k != "namespace"}
+            out.write(DocumentLine(vector.namespace, record.id, record.text, metadata).to_json())
+            out.write("\n")
+            documents += 1
+    return messages, documents
 
 
-def read_jsonl(lines: Iterable[str], *, source: str, session: str | None) -> list[ExportLine]:
+def _document_order(metadata: Mapping[str, Any]) -> tuple[float, int]:
+    return float(metadata.get("timestamp", 0.0)), int(metadata.get("turn", 0))
+
+
+def read_jsonl(
+    lines: Iterable[str],
+    *,
+    source: str,
+    session: str | None = None,
+    namespace: tuple[str, ...] | None = None,
+) -> list[Line]:
     """Parse an export, checking every line before anything is written.
 
     Args:
         lines: the file's lines.
         source: the file's name, for error messages.
         session: put every message in this session instead of the line's own.
+        namespace: put every document in this namespace instead of the line's own.
 
     Raises:
-        InvalidInputError: a line is not JSON of an exported message (names the line).
+        InvalidInputError: a line is neither an exported message nor an exported
+            document (the message names the line).
     """
-    parsed = []
+    parsed: list[Line] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-            message = messages_from_dict([record["message"]])[0]
-            session_id = session or record["session_id"]
-            if not isinstance(session_id, str) or not session_id:
-                raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+            parsed.append(_parse_line(json.loads(line), session, namespace))
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidInputError(
                 f"{source}:{number}: not a line of a `memories export` file ({exc}). Each line "
-                'must be {"session_id": ..., "message": {"type": ..., "data": ...}}. '
+                'must be {"session_id": ..., "message": {"type": ..., "data": ...}} or '
+                '{"namespace": [...], "id": ..., "text": ..., "metadata": {...}}. '
                 "Nothing was imported."
             ) from exc
-        parsed.append(ExportLine(session_id, message, record.get("seq")))
     return parsed
 
 
-def _batches(lines: list[ExportLine], size: int) -> Iterator[tuple[str, list[BaseMessage]]]:
-    """Consecutive messages of one session, at most ``size`` at a time."""
+def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | None) -> Line:
+    if not isinstance(record, dict):
+        raise TypeError(f"a line must be a JSON object, got {type(record).__name__}")
+    if "message" in record:
+        session_id = session or record["session_id"]
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+        message = messages_from_dict([record["message"]])[0]
+        return ExportLine(session_id, message, record.get("seq"))
+    labels = namespace or tuple(record["namespace"])
+    text, doc_id, metadata = record["text"], record["id"], record.get("metadata") or {}
+    if not labels or not all(isinstance(label, str) and label for label in labels):
+        raise ValueError(f"namespace must be a non-empty list of labels, got {labels!r}")
+    if not isinstance(text, str) or not isinstance(doc_id, str) or not doc_id:
+        raise ValueError("text must be a string and id a non-empty string")
+    if not isinstance(metadata, dict):
+        raise ValueError(f"metadata must be an object, got {metadata!r:.80}")
+    return DocumentLine(labels, doc_id, text, metadata)
+
+
+def _target(line: Line) -> tuple[str, Any]:
+    if isinstance(line, ExportLine):
+        return ("session", line.session_id)
+    return ("namespace", line.namespace)
+
+
+def _batches(lines: list[Line], size: int) -> Iterator[list[Line]]:
+    """Consecutive lines of one session (or one namespace), at most ``size`` at a time."""
     start = 0
     while start < len(lines):
-        session = lines[start].session_id
+        target = _target(lines[start])
         end = start
-        while end < len(lines) and end - start < size and lines[end].session_id == session:
+        while end < len(lines) and end - start < size and _target(lines[end]) == target:
             end += 1
-        yield session, [line.message for line in lines[start:end]]
+        yield lines[start:end]
         start = end
 
 
 def import_jsonl(
-    lines: list[ExportLine],
+    lines: list[Line],
     histories_for: Callable[[str], list[ChatHistory]],
+    vectors_for: Callable[[tuple[str, ...]], list[Any]] | None = None,
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: bool | None = None,
 ) -> int:
-    """Append the messages to their sessions' histories in batches; return how many.
+    """Append messages to their sessions' histories and documents to their namespaces.
+
+    Works in batches (one transaction, or one vector ``add``, each); returns
+    how many lines were imported.
 
     Args:
         lines: from :func:`read_jsonl`.
         histories_for: the histories of a session (from the config).
-        batch_size: messages per append (one transaction each).
+        vectors_for: the vector memories of a namespace (from the config).
+        batch_size: lines per write.
         progress: show a progress bar on stderr; None shows it on a terminal.
+
+    Raises:
+        ConfigError: the file holds messages (or documents) and the config's
+            memory has no history (or vector memory) to take them; checked
+            before anything is written.
     """
     from tqdm import tqdm
 
     if batch_size <= 0:
         raise ConfigError(f"batch_size must be positive, got {batch_size}")
-    by_session: dict[str, list[ChatHistory]] = {}
-    with tqdm(
-        total=len(lines),
-        unit="msg",
-        desc="import",
-        disable=None if progress is None else not progress,
-    ) as bar:
-        for session, messages in _batches(lines, batch_size):
-            if session not in by_session:
-                by_session[session] = histories_for(session)
-            for history in by_session[session]:
-                history.append(messages)
-            bar.update(len(messages))
+    targets: dict[tuple[str, Any], list[Any]] = {}
+    for line in lines:
+        target = _target(line)
+        if target not in targets:
+            kind, where = target
+            if kind == "session":
+                found: list[Any] = histories_for(where)
+            else:
+                found = vectors_for(where) if vectors_for is not None else []
+            if not found:
+                raise ConfigError(
+                    f"The file holds {'messages' if kind == 'session' else 'documents'} "
+                    f"(for {kind} {where!r}) and the config's memory has no "
+                    f"{'history' if kind == 'session' else 'vector memory'} to take them. "
+                    "Nothing was imported."
+                )
+            targets[target] = found
+    disable = None if progress is None else not progress  # None: only on a terminal
+    with tqdm(total=len(lines), unit="line", desc="import", disable=disable) as bar:
+        for batch in _batches(lines, batch_size):
+            for store in targets[_target(batch[0])]:
+                if isinstance(store, ChatHistory):
+                    store.append([line.message for line in batch if isinstance(line, ExportLine)])
+                else:
+                    documents = [line for line in batch if isinstance(line, DocumentLine)]
+                    store.add(
+                        [d.text for d in documents],
+                        metadatas=[d.metadata for d in documents],
+                        ids=[d.id for d in documents],
+                        progress=False,
+                    )
+            bar.update(len(batch))
     return len(lines)
 
 
@@ -384,6 +543,10 @@ def clear_targets(memory: LangChainBaseMemory) -> list[str]:
         f"profile {'.'.join(p.namespace)}/{p.key} in {p.store!r}"
         for p in leaf_memories(memory)
         if isinstance(p, ProfileMemory)
+    ]
+    targets += [
+        f"vector namespace {'.'.join(v.namespace)} in the {v.store.location}"
+        for v in _vector_memories(memory)
     ]
     return targets
 
@@ -400,7 +563,13 @@ def clear(memory: LangChainBaseMemory) -> list[str]:
         held = _count(history)
         history.clear()
         done.append(f"session {history.session_id!r}: {held} messages and the memories' state")
+    for vector in _vector_memories(memory):
+        held = len(_documents(vector))
+        vector.clear()
+        done.append(f"vector namespace {'.'.join(vector.namespace)}: {held} documents")
     for leaf in leaf_memories(memory):
+        if _is_vector(leaf):
+            continue  # cleared above
         leaf.clear()
         if isinstance(leaf, ProfileMemory):
             version = leaf.status().version

@@ -32,6 +32,7 @@ __all__ = [
     "load_config",
     "memory_class",
     "memory_factory",
+    "namespace_labels",
     "register_memory",
     "with_namespace",
     "with_session",
@@ -175,11 +176,7 @@ def with_namespace(
     Raises:
         ConfigError: an empty namespace or label.
     """
-    labels = tuple(namespace.split(".")) if isinstance(namespace, str) else tuple(namespace)
-    if not labels or not all(isinstance(label, str) and label for label in labels):
-        raise ConfigError(
-            f"namespace must be labels such as ('users', 'maya') or 'users.maya'; got {namespace!r}"
-        )
+    labels = namespace_labels(namespace)
 
     def on_namespace(options: dict[str, Any]) -> dict[str, Any]:
         if "namespace" in getattr(memory_class(options.get("type")), "model_fields", {}):
@@ -187,6 +184,20 @@ def with_namespace(
         return options
 
     return _each_memory(load_config(config), on_namespace)
+
+
+def namespace_labels(namespace: tuple[str, ...] | list[str] | str) -> tuple[str, ...]:
+    """A namespace as a tuple of labels; a string is labels joined by ``"."``.
+
+    Raises:
+        ConfigError: an empty namespace or an empty label.
+    """
+    labels = tuple(namespace.split(".")) if isinstance(namespace, str) else tuple(namespace)
+    if not labels or not all(isinstance(label, str) and label for label in labels):
+        raise ConfigError(
+            f"namespace must be labels such as ('users', 'maya') or 'users.maya'; got {namespace!r}"
+        )
+    return labels
 
 
 def _each_memory(

@@ -365,3 +365,74 @@ def test_clear_of_a_memory_with_nothing_to_erase_says_so(
     config = write_config(tmp_path / "s.yaml", {"type": "simple", "memories": {"a": "b"}})
     code, _, err = run(["clear", "--config", str(config), "--yes"], capsys)
     assert code == 2 and "keeps no data to erase" in err
+
+
+# -- vector memories ----------------------------------------------------------------
+
+
+@pytest.fixture
+def vector_config(tmp_path: Path) -> Path:
+    return write_config(
+        tmp_path / "vector.yaml",
+        {"type": "vector", "path": str(tmp_path / "chroma"), "namespace": ["users", "maya"]},
+    )
+
+
+def saved_turns(config: Path, turns: list[tuple[str, str]]) -> None:
+    from memories import create_memory
+
+    memory = create_memory(config)
+    for question, answer in turns:
+        memory.save_context({"input": question}, {"output": answer})
+
+
+def test_inspect_lists_a_vector_namespaces_documents(
+    vector_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved_turns(vector_config, [("My sister lives in Porto.", "Nice."), ("I like jazz.", "Cool.")])
+    code, out, _ = run(["inspect", "--config", str(vector_config)], capsys)
+    assert code == 0
+    assert "vector namespace users.maya in the Chroma folder" in out and "2 documents" in out
+    assert "[default] input: My sister lives in Porto. | output: Nice." in out
+
+
+def test_vector_documents_export_and_import_into_another_namespace(
+    vector_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memories import create_memory
+    from memories.config import with_namespace
+
+    saved_turns(vector_config, [("My sister lives in Porto.", "Nice."), ("I like jazz.", "Cool.")])
+    code, exported, err = run(["export", "--config", str(vector_config)], capsys)
+    assert code == 0 and "0 messages, 2 documents" in err
+    lines = [json.loads(line) for line in exported.splitlines()]
+    assert [line["namespace"] for line in lines] == [["users", "maya"]] * 2
+    assert lines[0]["metadata"]["session"] == "default" and "namespace" not in lines[0]["metadata"]
+
+    argv = ["import", "--config", str(vector_config), "--namespace", "users.copy", "-"]
+    code, _, err = run(argv, capsys, exported)
+    assert code == 0 and "2 documents" in err
+    copy = create_memory(with_namespace(vector_config, "users.copy"))
+    assert copy.search("Where does my sister live?", k=1)[0].text.startswith("input: My sister")
+    run(argv, capsys, exported)  # the same ids again: replaced, not duplicated
+    assert len(copy.search("anything", k=10)) == 2
+
+
+def test_clear_erases_a_vector_namespace(
+    vector_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memories import create_memory
+
+    saved_turns(vector_config, [("I like jazz.", "Cool.")])
+    code, _, err = run(["clear", "--config", str(vector_config), "--yes"], capsys)
+    assert code == 0 and "vector namespace users.maya: 1 documents" in err
+    assert create_memory(vector_config).search("jazz", k=5) == []
+
+
+def test_documents_cannot_be_imported_into_a_config_without_a_vector_memory(
+    config: Path, capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    line = json.dumps({"namespace": ["u"], "id": "d1", "text": "hello", "metadata": {}})
+    code, _, err = run(["import", "--config", str(config), "-"], capsys, line + "\n")
+    assert code == 2 and "no vector memory to take them" in err
+    assert SQLiteHistory(db, session_id="u1").messages == []

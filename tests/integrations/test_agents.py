@@ -329,3 +329,21 @@ def test_a_profile_with_a_window_shows_the_profile_and_keeps_the_window(tmp_path
     assert texts(rest)[0] == "I live in Paris." and texts(rest)[-1] == "Where do I live?"
     assert profile.get() == {"name": "Ada", "city": "Paris"}
     assert len(updater.prompts) == 3  # one update per saved turn
+
+
+def test_vector_recall_brings_back_an_old_turn_the_window_dropped(tmp_path: Path) -> None:
+    from memories import VectorMemory
+
+    vector = VectorMemory(path=str(tmp_path / "chroma"), namespace=("ada",), k=1)
+    memory = CombinedMemory(memories=[WindowMemory(k=1, memory_key="recent"), vector])
+    model = ScriptedChatModel()
+    agent = create_agent(
+        model, [], middleware=[MemoryMiddleware(memory)], checkpointer=InMemorySaver()
+    )
+    for text in ["My sister Ines lives in Porto.", "I like jazz.", "I run on Sundays."]:
+        ask(agent, text)
+    ask(agent, "Where does my sister live?")
+    system, *rest = model.prompts[-1]
+    assert "history:\ninput: My sister Ines lives in Porto." in system.text
+    assert texts(rest)[0] == "I run on Sundays."  # the window: one exchange, then the question
+    assert len(rest) == 3
