@@ -146,6 +146,8 @@ def create_memory(config: Mapping[str, Any] | str | Path) -> Any:
 def with_session(config: Mapping[str, Any] | str | Path, session_id: str) -> dict[str, Any]:
     """The same config with every history in it (nested memories too) on ``session_id``.
 
+    A memory with a ``session_id`` of its own (the vector memory) gets it too.
+
     A config describes where a memory keeps its data; the session is often
     known only at run time (a user, a thread). This makes one config serve
     every session.
@@ -160,6 +162,9 @@ def with_session(config: Mapping[str, Any] | str | Path, session_id: str) -> dic
         for key in ("history", "chat_memory"):
             if isinstance(options.get(key), Mapping):
                 options[key] = {**options[key], "session_id": session_id}
+        # A vector memory numbers its turns within the session named by its own field.
+        if "session_id" in getattr(memory_class(options.get("type")), "model_fields", {}):
+            options["session_id"] = session_id
         return options
 
     return _each_memory(load_config(config), on_session)

@@ -69,3 +69,9 @@ def test_with_namespace_moves_every_memory_that_has_one(tmp_path: Path) -> None:
     assert with_namespace(config, ("a", "b"))["memories"][1]["namespace"] == ("a", "b")
     with pytest.raises(ConfigError, match="namespace"):
         with_namespace(config, "users..maya")
+
+
+def test_with_session_sets_a_vector_memorys_own_session() -> None:
+    config = {"type": "vector", "mode": "memory", "namespace": ["u"]}
+    assert with_session(config, "s7")["session_id"] == "s7"
+    assert "session_id" not in with_session({"type": "buffer"}, "s7")
