@@ -58,7 +58,7 @@ from memories.exchange import (
     save_exchange,
     view_memory,
 )
-from memories.runnable import MemoryFactory, _SessionMemories
+from memories.runnable import MemoryFactory, SessionMemories
 
 __all__ = ["DEFAULT_HEADER", "Inject", "MemoryMiddleware"]
 
@@ -81,6 +81,9 @@ class MemoryMiddleware(AgentMiddleware):
         header: the line above the memory's text in the system message.
         name: the middleware's name in the agent graph (two memory middlewares
             in one agent need different names).
+        max_sessions: keep at most this many per-thread memories in the process,
+            least recently used dropped first (None keeps all; see
+            :class:`memories.runnable.SessionMemories` for when that is safe).
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class MemoryMiddleware(AgentMiddleware):
         tool_messages: bool = True,
         header: str = DEFAULT_HEADER,
         name: str = "MemoryMiddleware",
+        max_sessions: int | None = None,
     ) -> None:
         if inject not in ("messages", "system"):
             raise ConfigError(f"inject must be 'messages' or 'system', got {inject!r}.")
@@ -106,7 +110,9 @@ class MemoryMiddleware(AgentMiddleware):
         self.tool_messages = tool_messages
         self.header = header
         self._name = name
-        self._memories = _SessionMemories(memory, "thread_id", owner="MemoryMiddleware")
+        self._memories = SessionMemories(
+            memory, "thread_id", owner="MemoryMiddleware", max_sessions=max_sessions
+        )
 
     @property
     def name(self) -> str:

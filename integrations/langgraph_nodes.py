@@ -47,7 +47,7 @@ from memories.exchange import (
     save_exchange,
     view_memory,
 )
-from memories.runnable import MemoryFactory, _SessionMemories
+from memories.runnable import MemoryFactory, SessionMemories
 
 __all__ = ["MemoryNodes", "MemoryState"]
 
@@ -74,6 +74,9 @@ class MemoryNodes:
         tool_messages: save the turn's tool calls and results too.
         messages_key: the state key that holds the thread's messages.
         header: the line above the memory's text in ``memory_text``.
+        max_sessions: keep at most this many per-thread memories, least recently
+            used dropped first (None keeps all; see
+            :class:`memories.runnable.SessionMemories`).
     """
 
     def __init__(
@@ -85,12 +88,15 @@ class MemoryNodes:
         tool_messages: bool = True,
         messages_key: str = "messages",
         header: str = "",
+        max_sessions: int | None = None,
     ) -> None:
         self.as_messages = as_messages
         self.tool_messages = tool_messages
         self.messages_key = messages_key
         self.header = header
-        self._memories = _SessionMemories(memory, "thread_id", owner="MemoryNodes")
+        self._memories = SessionMemories(
+            memory, "thread_id", owner="MemoryNodes", max_sessions=max_sessions
+        )
         self.load: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
             self._load, afunc=self._aload, name="load_memory"
         )

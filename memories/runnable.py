@@ -8,6 +8,7 @@ chain.invoke({"input": "hi"}, config={"configurable": {"session_id": "user-42"}}
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,24 +18,40 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from memories._langchain import LangChainBaseMemory
 from memories.errors import ConfigError, InvalidInputError
 
-__all__ = ["MemoryFactory", "with_memory"]
+__all__ = ["MemoryFactory", "SessionMemories", "with_memory"]
 
 MemoryFactory = Callable[[str], LangChainBaseMemory]
 
 
-class _SessionMemories:
-    """One memory per session id, made by the factory once and then reused."""
+class SessionMemories:
+    """One memory per session id, made by the factory once and then reused.
+
+    Args:
+        memory: one memory for every session, or a factory ``session_id -> memory``.
+        session_key: the ``configurable`` field of the run config holding the id.
+        owner: names the caller in error messages.
+        max_sessions: keep at most this many memories, dropping the least
+            recently used (None: keep all). A dropped memory is made again by the
+            factory on its next use, so this suits memories whose data lives in a
+            database (SQLite, PostgreSQL, Chroma); with in-memory histories a
+            dropped session's conversation would be gone.
+    """
 
     def __init__(
         self,
         memory: LangChainBaseMemory | MemoryFactory,
         session_key: str,
         owner: str = "This runnable",
+        *,
+        max_sessions: int | None = None,
     ) -> None:
+        if max_sessions is not None and max_sessions < 1:
+            raise ConfigError(f"max_sessions must be >= 1 or None, got {max_sessions!r}.")
         self._memory = memory
         self._session_key = session_key
         self._owner = owner
-        self._by_session: dict[str, LangChainBaseMemory] = {}
+        self._max_sessions = max_sessions
+        self._by_session: OrderedDict[str, LangChainBaseMemory] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, config: RunnableConfig | None) -> LangChainBaseMemory:
@@ -52,6 +69,10 @@ class _SessionMemories:
             if memory is None:
                 memory = self._memory(session_id)
                 self._by_session[session_id] = memory
+                if self._max_sessions is not None and len(self._by_session) > self._max_sessions:
+                    self._by_session.popitem(last=False)
+            else:
+                self._by_session.move_to_end(session_id)
             return memory
 
 
@@ -62,6 +83,7 @@ def with_memory(
     input_key: str = "input",
     output_key: str = "output",
     session_key: str = "session_id",
+    max_sessions: int | None = None,
 ) -> Runnable[Any, Any]:
     """Wrap a runnable so each call sees the memory and is saved to it.
 
@@ -73,12 +95,14 @@ def with_memory(
         input_key: the key a plain string input is put under.
         output_key: the key the output is saved under.
         session_key: the configurable field that holds the session id.
+        max_sessions: keep at most this many per-session memories, least recently
+            used dropped first (see :class:`SessionMemories`); None keeps all.
 
     The wrapped runnable's output is returned unchanged. A message output is
     saved as the message (tool calls kept); a dict output saves its
     ``output_key`` entry.
     """
-    memories = _SessionMemories(memory, session_key)
+    memories = SessionMemories(memory, session_key, max_sessions=max_sessions)
 
     def invoke(value: Any, config: RunnableConfig) -> Any:
         chosen = memories.get(config)

@@ -110,3 +110,19 @@ def test_llm_chain_with_memory_sync_and_async() -> None:
         result = chain.invoke({"question": "q3"})
     assert result["history"] == "Human: q2\nAI: r2"
     assert memory.load_memory_variables({})["history"] == "Human: q3\nAI: r3"
+
+
+def test_max_sessions_drops_the_least_recently_used_memory() -> None:
+    made: list[str] = []
+
+    def factory(session_id: str) -> BufferMemory:
+        made.append(session_id)
+        return BufferMemory()
+
+    chain = with_memory(RunnableLambda(echo_history), factory, max_sessions=2)
+    for session in ("a", "b", "a", "c", "a", "b"):
+        chain.invoke({"input": "x"}, config={"configurable": {"session_id": session}})
+    # "b" was least recently used when "c" arrived, so it was dropped and made again.
+    assert made == ["a", "b", "c", "b"]
+    with pytest.raises(ConfigError, match="max_sessions"):
+        with_memory(RunnableLambda(echo_history), factory, max_sessions=0)
