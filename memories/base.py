@@ -38,8 +38,8 @@ from memories.errors import ConfigError, InvalidInputError
 from memories.history.base import ChatHistory
 from memories.history.langchain import LangChainHistory
 from memories.history.memory import InMemoryHistory
-from memories.keys import select_turn
-from memories.messages import format_buffer, turn_messages
+from memories.keys import turn_messages_for
+from memories.messages import format_buffer
 
 __all__ = ["BaseMemory", "ChatMemory"]
 
@@ -220,15 +220,7 @@ class ChatMemory(BaseMemory):
 
     def _turn(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> list[BaseMessage]:
         """The messages a chain run is stored as; raises before anything is written."""
-        input_value, output_value = select_turn(
-            inputs,
-            outputs,
-            memory_variables=self.memory_variables,
-            input_key=self.input_key,
-            output_key=self.output_key,
-            owner=type(self).__name__,
-        )
-        return turn_messages(input_value, output_value)
+        return turn_messages_for(self, inputs, outputs)
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Append the run's input and output to the history, then update derived state."""

@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
+
+from langchain_core.messages import BaseMessage
 
 from memories.errors import InvalidInputError, MissingKeyError
+from memories.messages import turn_messages
 
-__all__ = ["get_prompt_input_key", "select_input_key", "select_output_key", "select_turn"]
+__all__ = [
+    "TurnKeys",
+    "get_prompt_input_key",
+    "select_input_key",
+    "select_output_key",
+    "select_turn",
+    "turn_messages_for",
+]
 
 _IGNORED_INPUT_KEYS = ("stop",)
 
@@ -94,3 +104,31 @@ def select_turn(
     in_key = select_input_key(inputs, memory_variables, input_key)
     out_key = select_output_key(outputs, output_key, owner)
     return inputs[in_key], outputs[out_key]
+
+
+class TurnKeys(Protocol):
+    """What a memory says about which keys to store: LangChain's three members."""
+
+    @property
+    def memory_variables(self) -> list[str]: ...
+
+    input_key: str | None
+    output_key: str | None
+
+
+def turn_messages_for(
+    memory: TurnKeys, inputs: Mapping[str, Any], outputs: Mapping[str, Any]
+) -> list[BaseMessage]:
+    """The human and AI messages a chain run is stored as, by ``memory``'s key settings.
+
+    Raises before anything is written when the keys or the values are unusable.
+    """
+    input_value, output_value = select_turn(
+        inputs,
+        outputs,
+        memory_variables=memory.memory_variables,
+        input_key=memory.input_key,
+        output_key=memory.output_key,
+        owner=type(memory).__name__,
+    )
+    return turn_messages(input_value, output_value)

@@ -56,8 +56,7 @@ from memories.errors import (
     InvalidProfileError,
     LLMError,
 )
-from memories.keys import select_turn
-from memories.messages import turn_messages
+from memories.keys import turn_messages_for
 from memories.profile.patching import (
     PATCH_TOOL,
     PATCH_TOOL_NAME,
@@ -558,15 +557,7 @@ class ProfileMemory(BaseMemory):
         return {self.memory_key: self._render(await self.aget())}
 
     def _turn(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> list[BaseMessage]:
-        input_value, output_value = select_turn(
-            inputs,
-            outputs,
-            memory_variables=self.memory_variables,
-            input_key=self.input_key,
-            output_key=self.output_key,
-            owner=type(self).__name__,
-        )
-        return turn_messages(input_value, output_value)
+        return turn_messages_for(self, inputs, outputs)
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Queue the turn, then update the profile if the policy says so.
