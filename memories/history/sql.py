@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ from memories.errors import BackendError, BackendUnavailableError, ConfigError
 from memories.history.base import DEFAULT_SESSION_ID, ChatHistory, Entry
 from memories.messages import dump_message, load_message
 
-__all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory", "get_engine"]
+__all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory", "get_engine", "transaction"]
 
 DEFAULT_SQLITE_PATH = "memories.db"
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -99,6 +99,23 @@ def get_engine(url: str) -> Engine:
             engine = _create_engine(url)
             _engines[url] = engine
         return engine
+
+
+@contextmanager
+def transaction(engine: Engine, url: str) -> Iterator[Connection]:
+    """A transaction on ``engine``; database errors come out as the library's own.
+
+    An operational error (database unreachable, locked past the busy timeout,
+    disk full) is a :class:`BackendUnavailableError`; any other one a
+    :class:`BackendError`; both name the URL and keep the cause.
+    """
+    try:
+        with engine.begin() as connection:
+            yield connection
+    except SAOperationalError as exc:
+        raise BackendUnavailableError(f"The database {url!r} failed: {exc}") from exc
+    except SQLAlchemyError as exc:
+        raise BackendError(f"The database {url!r} failed: {exc}") from exc
 
 
 def _forget_engines_after_fork() -> None:
@@ -159,15 +176,8 @@ class SQLHistory(ChatHistory):
         self.session_id = session_id
         self._engine = get_engine(url)
 
-    @contextmanager
-    def _transaction(self) -> Iterator[Connection]:
-        try:
-            with self._engine.begin() as connection:
-                yield connection
-        except SAOperationalError as exc:
-            raise BackendUnavailableError(f"The database {self.url!r} failed: {exc}") from exc
-        except SQLAlchemyError as exc:
-            raise BackendError(f"The database {self.url!r} failed: {exc}") from exc
+    def _transaction(self) -> AbstractContextManager[Connection]:
+        return transaction(self._engine, self.url)
 
     def append(self, messages: Sequence[BaseMessage], /) -> list[int]:
         if not messages:

@@ -29,8 +29,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -62,7 +62,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.exc import OperationalError as SAOperationalError
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError
-from memories.history.sql import DEFAULT_SQLITE_PATH, get_engine
+from memories.history.sql import DEFAULT_SQLITE_PATH, get_engine, transaction
 from memories.messages import dump_message, load_message
 
 __all__ = [
@@ -236,15 +236,8 @@ class ProfileStore:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
 
-    @contextmanager
-    def _transaction(self) -> Iterator[Connection]:
-        try:
-            with self._engine.begin() as connection:
-                yield connection
-        except SAOperationalError as exc:
-            raise BackendUnavailableError(f"The database {self.url!r} failed: {exc}") from exc
-        except SQLAlchemyError as exc:
-            raise BackendError(f"The database {self.url!r} failed: {exc}") from exc
+    def _transaction(self) -> AbstractContextManager[Connection]:
+        return transaction(self._engine, self.url)
 
     # -- LangGraph-shaped access ------------------------------------------------
 
