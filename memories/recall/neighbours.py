@@ -48,19 +48,26 @@ def smooth_neighbours(
     *,
     weight: float,
     window: int,
+    doc_at: Mapping[TurnPosition, str] | None = None,
 ) -> list[ScoredId]:
     """Add to each turn ``weight`` times the summed scores of the turns within ``window``.
 
     Only turns of the same session are neighbours. A turn that is in
-    ``positions`` but not in ``scored`` starts from 0 and appears in the result
-    if a scored neighbour lends it something; a scored turn without a position
-    keeps its score. Scores should be non-negative (e.g. fused scores).
+    ``positions`` (or ``doc_at``) but not in ``scored`` starts from 0 and
+    appears in the result if a scored neighbour lends it something; a scored
+    turn without a position keeps its score. Scores should be non-negative
+    (e.g. fused scores).
 
     Args:
         scored: Candidates with their scores, in any order.
-        positions: Position of every candidate and of every neighbour turn that may be returned.
+        positions: Position of every candidate, and of every neighbour turn that may be
+            returned unless ``doc_at`` is given.
         weight: Share of a neighbour's score a turn receives; 0 turns smoothing off.
         window: How many turns either side count as neighbours.
+        doc_at: The document at each position, for a caller that keeps such a map up
+            to date (a storage layer's index) rather than have it rebuilt from
+            ``positions`` on every call. Neighbours are looked up here, so only its
+            documents can be returned.
 
     Returns:
         Candidates and reached neighbours, best first, ties broken by id.
@@ -69,16 +76,18 @@ def smooth_neighbours(
         raise ValueError(f"weight and window must be >= 0, got {weight!r} and {window!r}.")
     scores = {item.id: item.score for item in scored}
     if weight and window:
-        at = {position: doc_id for doc_id, position in positions.items()}
+        at = doc_at if doc_at is not None else {p: doc_id for doc_id, p in positions.items()}
+        offsets = [o for o in range(-window, window + 1) if o]
         lent: dict[str, float] = {}
         for item in scored:
             position = positions.get(item.id)
             if position is None or item.score <= 0:
                 continue
-            for offset in range(-window, window + 1):
+            share = weight * item.score
+            for offset in offsets:
                 neighbour = at.get(TurnPosition(position.session, position.index + offset))
-                if offset and neighbour is not None:
-                    lent[neighbour] = lent.get(neighbour, 0.0) + weight * item.score
+                if neighbour is not None:
+                    lent[neighbour] = lent.get(neighbour, 0.0) + share
         for doc_id, extra in lent.items():
             scores[doc_id] = scores.get(doc_id, 0.0) + extra
     return [ScoredId(i, s) for i, s in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]

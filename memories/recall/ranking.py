@@ -19,6 +19,7 @@ def rank_candidates(
     dense: Sequence[ScoredId] = (),
     lexical: Sequence[ScoredId] = (),
     positions: Mapping[str, TurnPosition] | None = None,
+    doc_at: Mapping[TurnPosition, str] | None = None,
     limit: int = 10,
 ) -> list[ScoredId]:
     """Fuse the rankers' candidates as ``config`` says, smooth over neighbours, keep the best.
@@ -31,6 +32,8 @@ def rank_candidates(
             ``"dense"`` mode.
         positions: Session and index of the candidates and of their neighbours (see
             :func:`~memories.recall.neighbour_positions`); without it there is no smoothing.
+        doc_at: The document at each position, kept by the caller; then ``positions``
+            need only hold the candidates (see :func:`~memories.recall.smooth_neighbours`).
         limit: How many turns to return.
 
     Returns:
@@ -50,6 +53,10 @@ def rank_candidates(
             fused = min_max_fusion([dense, lexical], weights=weights)
     if positions and config.neighbour_weight and config.neighbour_window:
         fused = smooth_neighbours(
-            fused, positions, weight=config.neighbour_weight, window=config.neighbour_window
+            fused,
+            positions,
+            weight=config.neighbour_weight,
+            window=config.neighbour_window,
+            doc_at=doc_at,
         )
     return fused[:limit]

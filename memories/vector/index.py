@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -111,6 +111,11 @@ class NamespaceIndex:
     def positions(self, ids: Iterable[str]) -> dict[str, TurnPosition]:
         """The positions of those ``ids`` that have one."""
         return {i: self._position[i] for i in ids if i in self._position}
+
+    @property
+    def doc_at(self) -> Mapping[TurnPosition, str]:
+        """The document at each position, kept current by every add (read under :attr:`lock`)."""
+        return self._at
 
     def ids_at(self, positions: Iterable[TurnPosition]) -> dict[str, TurnPosition]:
         """The documents at ``positions`` (those that exist), with their positions."""

@@ -528,6 +528,7 @@ class VectorMemory(BaseMemory):
 
     def _search(self, request: _Query, vector: Sequence[float] | None) -> list[SearchResult]:
         config, store, namespace, index = self.recall, self.store, self._namespace_key, self._index
+        smooth = bool(config.neighbour_weight and config.neighbour_window)
         with index.lock:
             self._refresh(index)
             n = min(config.candidates, len(index))
@@ -539,7 +540,18 @@ class VectorMemory(BaseMemory):
             lexical = index.lexical(request.text, limit=n) if config.uses_lexical else []
             found = {r.id for r in dense} | {s.id for s in lexical}
             positions = index.positions(found)
-            if config.neighbour_weight and config.neighbour_window:
+            if request.where is None:
+                # Unfiltered, any neighbour may be returned: look them up in the
+                # index's own position map instead of gathering them first.
+                ranked = rank_candidates(
+                    config,
+                    dense=[ScoredId(r.id, r.score or 0.0) for r in dense],
+                    lexical=lexical,
+                    positions=positions,
+                    doc_at=index.doc_at,
+                    limit=request.k,
+                )
+            elif smooth:
                 around = neighbour_positions(positions.values(), window=config.neighbour_window)
                 positions.update(index.ids_at(around))
         if request.where is not None:
@@ -547,15 +559,13 @@ class VectorMemory(BaseMemory):
             unchecked = (found | set(positions)) - {r.id for r in dense}
             passed = store.get(namespace, ids=sorted(unchecked), where=request.where, text=False)
             allowed = {r.id for r in dense} | {r.id for r in passed}
-            lexical = [s for s in lexical if s.id in allowed]
-            positions = {i: p for i, p in positions.items() if i in allowed}
-        ranked = rank_candidates(
-            config,
-            dense=[ScoredId(r.id, r.score or 0.0) for r in dense],
-            lexical=lexical,
-            positions=positions,
-            limit=request.k,
-        )
+            ranked = rank_candidates(
+                config,
+                dense=[ScoredId(r.id, r.score or 0.0) for r in dense],
+                lexical=[s for s in lexical if s.id in allowed],
+                positions={i: p for i, p in positions.items() if i in allowed},
+                limit=request.k,
+            )
         known = {r.id: r for r in dense}
         missing = [s.id for s in ranked if s.id not in known]
         known.update({r.id: r for r in store.get(namespace, ids=missing)})
