@@ -38,7 +38,7 @@ from memories.base import BaseMemory
 from memories.errors import BackendError, ConfigError, InvalidInputError
 from memories.keys import select_input_key, select_output_key
 from memories.messages import message_text, turn_messages
-from memories.recall import RecallConfig, ScoredId, neighbour_positions, rank_candidates
+from memories.recall import RecallConfig, neighbour_positions, rank_candidates
 from memories.vector.filters import as_namespace, check_filter, check_metadata, namespace_key
 from memories.vector.index import SESSION_KEY, TIMESTAMP_KEY, TURN_KEY, NamespaceIndex
 from memories.vector.outbox import MemoryOutbox, OutboxRow, SQLiteOutbox
@@ -536,16 +536,16 @@ class VectorMemory(BaseMemory):
                 return []
             dense = []
             if vector is not None:
-                dense = store.query(namespace, vector, n=n, where=request.where)
+                dense = store.nearest(namespace, vector, n=n, where=request.where)
             lexical = index.lexical(request.text, limit=n) if config.uses_lexical else []
-            found = {r.id for r in dense} | {s.id for s in lexical}
+            found = {s.id for s in dense} | {s.id for s in lexical}
             positions = index.positions(found)
             if request.where is None:
                 # Unfiltered, any neighbour may be returned: look them up in the
                 # index's own position map instead of gathering them first.
                 ranked = rank_candidates(
                     config,
-                    dense=[ScoredId(r.id, r.score or 0.0) for r in dense],
+                    dense=dense,
                     lexical=lexical,
                     positions=positions,
                     doc_at=index.doc_at,
@@ -556,19 +556,18 @@ class VectorMemory(BaseMemory):
                 positions.update(index.ids_at(around))
         if request.where is not None:
             # Dense hits passed the filter in Chroma; check the others there too.
-            unchecked = (found | set(positions)) - {r.id for r in dense}
+            unchecked = (found | set(positions)) - {s.id for s in dense}
             passed = store.get(namespace, ids=sorted(unchecked), where=request.where, text=False)
-            allowed = {r.id for r in dense} | {r.id for r in passed}
+            allowed = {s.id for s in dense} | {r.id for r in passed}
             ranked = rank_candidates(
                 config,
-                dense=[ScoredId(r.id, r.score or 0.0) for r in dense],
+                dense=dense,
                 lexical=[s for s in lexical if s.id in allowed],
                 positions={i: p for i, p in positions.items() if i in allowed},
                 limit=request.k,
             )
-        known = {r.id: r for r in dense}
-        missing = [s.id for s in ranked if s.id not in known]
-        known.update({r.id: r for r in store.get(namespace, ids=missing)})
+        # Texts and metadata only for what is returned.
+        known = {r.id: r for r in store.get(namespace, ids=[s.id for s in ranked])}
         return [
             SearchResult(known[s.id].text, known[s.id].metadata, s.score, s.id)
             for s in ranked
