@@ -87,7 +87,7 @@ class NamespaceIndex:
         self._lexical: BM25Index | None = config.lexical_index() if config.uses_lexical else None
         self._ids: set[str] = set()
         self._position: dict[str, TurnPosition] = {}
-        self._at: dict[TurnPosition, str] = {}
+        self._at: dict[tuple[str, int], str] = {}  # (session, index) -> id
         self._last_turn: dict[str, int] = {}
         self._pending: dict[str, PendingDocument] = {}
         self.changed = threading.Condition(self.lock)
@@ -144,7 +144,7 @@ class NamespaceIndex:
             position = turn_position(metadata)
             if position is not None:
                 self._position[doc_id] = position
-                self._at[position] = doc_id
+                self._at[(position.session, position.index)] = doc_id
                 last = self._last_turn.get(position.session, -1)
                 self._last_turn[position.session] = max(last, position.index)
             if self._lexical is not None:
@@ -279,18 +279,19 @@ class NamespaceIndex:
         return {i: self._position[i] for i in ids if i in self._position}
 
     @property
-    def doc_at(self) -> Mapping[TurnPosition, str]:
-        """The document at each position, kept current by every add (read under :attr:`lock`)."""
+    def doc_at(self) -> Mapping[tuple[str, int], str]:
+        """The document at each ``(session, index)``, kept current (read under :attr:`lock`)."""
         return self._at
 
     def ids_at(self, positions: Iterable[TurnPosition]) -> dict[str, TurnPosition]:
         """The documents at ``positions`` (those that exist), with their positions."""
-        return {self._at[p]: p for p in positions if p in self._at}
+        found = ((self._at.get((p.session, p.index)), p) for p in positions)
+        return {doc_id: p for doc_id, p in found if doc_id is not None}
 
     def _forget_position(self, doc_id: str) -> None:
         old = self._position.pop(doc_id, None)
-        if old is not None and self._at.get(old) == doc_id:
-            del self._at[old]
+        if old is not None and self._at.get((old.session, old.index)) == doc_id:
+            del self._at[(old.session, old.index)]
 
 
 def _date(metadata: dict[str, Any]) -> Any:
