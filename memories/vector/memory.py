@@ -80,6 +80,8 @@ _DRAIN_BATCH = 256
 # writes in the caller's thread, so a writer that falls behind slows saves
 # down instead of letting the queue grow.
 _MAX_QUEUED = 256
+# How long a search waits for the writer to embed a queued turn before doing it itself.
+_EMBED_WAIT_SECONDS = 30.0
 _PROGRESS_FROM = 1_000
 _OUTBOX_FILE = "memories-outbox.db"
 
@@ -336,6 +338,10 @@ class VectorMemory(BaseMemory):
             filter: a Chroma ``where`` clause on metadata, e.g.
                 ``{"session": "s1"}`` or ``{"$and": [...]}``. It may not name
                 ``"namespace"``: the namespace is always this memory's.
+
+        Turns saved before the call are found even while the background
+        writer still has them; a filtered search writes them first (Chroma
+        evaluates the filter).
         """
         request = self._request(query, k, filter)
         self._catch_up(request)
@@ -681,17 +687,19 @@ class VectorMemory(BaseMemory):
     def _embed_pending(self) -> None:
         """Make sure every pending document has its embedding before a dense search.
 
-        Those a writer is embedding now are waited for; the others are
+        Those a writer is embedding now are waited for (up to
+        :data:`_EMBED_WAIT_SECONDS`, then embedded here too); the others are
         embedded here (and the writer reuses them).
         """
         index = self._index
         with index.lock:
-            claimed, _ = index.unembedded()
-            while claimed:
-                index.changed.wait()
-                busy, _ = index.unembedded()
+            claimed, free = index.unembedded()
+            deadline = time.monotonic() + _EMBED_WAIT_SECONDS
+            while claimed and (left := deadline - time.monotonic()) > 0:
+                index.changed.wait(left)
+                busy, free = index.unembedded()
                 claimed &= busy
-            _, free = index.unembedded()
+            free = [*free, *claimed]
             if not free:
                 return
             index.claim(free)
