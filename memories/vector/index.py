@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -58,7 +58,7 @@ def turn_position(metadata: dict[str, Any], /) -> TurnPosition | None:
 
 @dataclass
 class PendingDocument:
-    """A document this process is writing, searchable before the store has it."""
+    """A document this process has queued for the store, searchable before the store has it."""
 
     text: str
     """Its text."""
@@ -180,8 +180,9 @@ class NamespaceIndex:
     def claim(self, ids: Iterable[str]) -> dict[str, list[float]]:
         """Take the embedding work of pending ``ids``; return the embeddings already known.
 
-        The ids not returned and not claimed by someone else are now claimed
-        by the caller, who must :meth:`publish` or :meth:`release` them.
+        The other pending ids are now claimed by the caller (even if someone
+        else claimed them: the caller needs them and may not wait), who must
+        :meth:`publish` or :meth:`release` them.
         """
         known = {}
         for doc_id in ids:
@@ -259,8 +260,9 @@ class NamespaceIndex:
         query = np.asarray(vector, dtype=np.float32)
         norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
         scores = (matrix @ query) / np.where(norms > 0, norms, 1.0)
-        ranked = sorted(zip(scores.tolist(), (i for i, _ in embedded), strict=True), reverse=True)
-        return [ScoredId(doc_id, score) for score, doc_id in ranked[:n]]
+        found = zip((i for i, _ in embedded), scores.tolist(), strict=True)
+        ranked = sorted(found, key=lambda item: (-item[1], item[0]))
+        return [ScoredId(doc_id, score) for doc_id, score in ranked[:n]]
 
     # -- turns --------------------------------------------------------------------
 
@@ -308,11 +310,10 @@ _indexes: OrderedDict[tuple[Any, ...], NamespaceIndex] = OrderedDict()
 _indexes_lock = threading.Lock()
 
 
-def namespace_indexes(target: str, namespace: str) -> Iterator[NamespaceIndex]:
+def namespace_indexes(target: str, namespace: str) -> list[NamespaceIndex]:
     """The process's indexes of a namespace (one per way of reading it)."""
     with _indexes_lock:
-        found = [index for key, index in _indexes.items() if key[:2] == (target, namespace)]
-    yield from found
+        return [index for key, index in _indexes.items() if key[:2] == (target, namespace)]
 
 
 def shared_index(target: str, namespace: str, config: RecallConfig) -> NamespaceIndex:
