@@ -5,14 +5,28 @@ Run from the repository root::
     python benchmarks/vector_latency.py [--stored 10000] [--turns 200] [--data LOCOMO_JSON]
 
 A ``VectorMemory(k=10)`` with every other setting at its default (embedded
-persistent Chroma in a temporary folder, MiniLM embeddings, hybrid recall) is
-prefilled with ``--stored`` turns through ``add`` in batches, then each
-measured turn is one ``save_context`` plus one ``load_memory_variables``, as a
-chain does. Texts are LoCoMo chat turns when the data file is there, else
-generated sentences. It prints the median and p95 of wall time and of process
-CPU time (which leaves out waiting for a machine that other jobs keep busy),
-and the same for the parts: embedding the stored turn, embedding the query,
-and the rest (outbox, Chroma write, Chroma query, BM25, fusion).
+persistent Chroma in a temporary folder, MiniLM embeddings, hybrid recall,
+background writes) is prefilled with ``--stored`` turns through ``add`` in
+batches. A turn is one ``save_context`` plus one ``load_memory_variables``
+with the next question, as a chain does; that is the hot path, what the user
+waits for. Texts are LoCoMo chat turns when the data file is there, else
+generated sentences. The turns are run three ways, each on a store of its
+own (prefilling again is quick: the embeddings of the prefill are cached):
+
+- ``write="sync"``: the turn is in Chroma when ``save_context`` returns.
+- background, chat pacing: between ``save_context`` and the next question
+  the background writer is let finish (untimed), as it would while the
+  user reads the answer and types; its time is printed apart.
+- background, back-to-back: no pause at all, so the writer competes with
+  the next search for the 2 cores (and the GIL); the most turns left
+  waiting at a turn's end shows whether it keeps up.
+
+For each it prints median and p95 of the hot path's wall time and of the
+calling thread's CPU time (which leaves out waiting for a machine that
+other jobs keep busy), the whole process's CPU per turn (every thread: the
+background write included), the difference (other threads: the background
+writer, and Chroma's own threads in every mode), and then embedding one
+turn and one query alone for reference.
 """
 
 from __future__ import annotations
@@ -25,7 +39,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +52,7 @@ from langchain_core.embeddings import Embeddings
 
 from memories.vector import VectorMemory
 from memories.vector.memory import default_embeddings
+from memories.vector.writes import background_writer
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 _WORDS = (
@@ -84,31 +100,48 @@ class PrefillCache(Embeddings):
 
 
 def timed(run: Callable[[], object]) -> tuple[float, float]:
-    """Wall and CPU milliseconds of one call."""
-    wall, cpu = time.perf_counter(), time.process_time()
+    """Wall and CPU milliseconds of one call (CPU of this thread only)."""
+    wall, cpu = time.perf_counter(), time.thread_time()
     run()
-    return 1000 * (time.perf_counter() - wall), 1000 * (time.process_time() - cpu)
+    return 1000 * (time.perf_counter() - wall), 1000 * (time.thread_time() - cpu)
 
 
-def row(name: str, samples: Sequence[tuple[float, float]]) -> str:
-    """A markdown row: median and p95 of wall and CPU milliseconds."""
-    wall = [s[0] for s in samples]
-    cpu = [s[1] for s in samples]
-    cells = [
-        statistics.median(wall),
-        float(np.percentile(wall, 95)),
-        statistics.median(cpu),
-        float(np.percentile(cpu, 95)),
-    ]
-    return f"| {name} | " + " | ".join(f"{c:.2f}" for c in cells) + " |"
+def quantiles(values: Sequence[float]) -> tuple[float, float]:
+    """Median and 95th percentile."""
+    return statistics.median(values), float(np.percentile(values, 95))
+
+
+@dataclass
+class Run:
+    """Per-turn samples of one way of running the turns."""
+
+    name: str
+    hot: list[tuple[float, float]] = field(default_factory=list)
+    """Wall and calling-thread CPU ms of save_context + load_memory_variables."""
+    process_cpu: list[float] = field(default_factory=list)
+    """CPU ms of the whole process (every thread) per turn, waiting included."""
+    background_wall: list[float] = field(default_factory=list)
+    """Ms from save_context's return until the background writer was idle (chat pacing)."""
+    max_queued: int = 0
+    """Most turns waiting to be written at any turn's end."""
+    final_flush_ms: float = 0.0
+    """flush() after the last turn."""
+
+    def row(self) -> str:
+        wall, cpu = quantiles([s[0] for s in self.hot]), quantiles([s[1] for s in self.hot])
+        process = statistics.median(self.process_cpu)
+        background = process - statistics.median([s[1] for s in self.hot])
+        cells = [*wall, *cpu, process, max(background, 0.0)]
+        text = " | ".join(f"{c:.2f}" for c in cells)
+        return f"| {self.name} | {text} | {self.max_queued} |"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Prefill, measure, print a markdown table."""
+    """Prefill, measure, print markdown tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--stored", type=int, default=10_000, help="turns stored before timing")
-    parser.add_argument("--turns", type=int, default=200, help="timed turns")
-    parser.add_argument("--warmup", type=int, default=20, help="untimed turns first")
+    parser.add_argument("--turns", type=int, default=200, help="timed turns per run")
+    parser.add_argument("--warmup", type=int, default=20, help="untimed turns before each run")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument(
         "--modes", default="persistent,memory", help="Chroma modes to measure, comma-separated"
@@ -122,66 +155,104 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def measure(mode: str, args: argparse.Namespace, embeddings: PrefillCache) -> None:
-    """Prefill a memory in ``mode`` and print its per-turn table."""
-
-    texts = chat_texts(args.data, args.stored + 2 * (args.warmup + args.turns))
-    prefill, live = texts[: args.stored], texts[args.stored :]
-    with tempfile.TemporaryDirectory() as folder:
-        memory = VectorMemory(
-            mode=mode,  # type: ignore[arg-type]
-            path=folder,
-            collection=f"latency-{Path(folder).name.lower()}",
-            k=10,
-            embeddings=embeddings,
-        )
-        started = time.perf_counter()
-        for start in range(0, len(prefill), 1000):
-            batch = prefill[start : start + 1000]
-            memory.add(
-                batch,
-                metadatas=[{"turn": start + i} for i in range(len(batch))],
-                progress=False,
+    """Run the turns three ways, each on a freshly prefilled store in ``mode``; print the table."""
+    per_run = args.warmup + args.turns
+    texts = chat_texts(args.data, args.stored + 3 * (2 * per_run + 1))
+    prefill, live = texts[: args.stored], iter(texts[args.stored :])
+    runs = []
+    prefill_seconds = []
+    # A fresh store for each run: Chroma's adds get slower as single-turn adds
+    # pile up after a bulk load, which would penalise whichever run came last.
+    for name, write in (
+        ("sync", "sync"),
+        ("background, chat pacing", "background"),
+        ("background, back-to-back", "background"),
+    ):
+        with tempfile.TemporaryDirectory() as folder:
+            memory = VectorMemory(
+                mode=mode,  # type: ignore[arg-type]
+                path=folder,
+                collection=f"latency-{Path(folder).name.lower()}",
+                k=10,
+                embeddings=embeddings,
+                write=write,  # type: ignore[arg-type]
             )
-        prefill_seconds = time.perf_counter() - started
-        embeddings.caching = False
+            embeddings.caching = True
+            started = time.perf_counter()
+            for start in range(0, len(prefill), 1000):
+                batch = prefill[start : start + 1000]
+                memory.add(
+                    batch,
+                    metadatas=[{"turn": start + i} for i in range(len(batch))],
+                    progress=False,
+                )
+            prefill_seconds.append(time.perf_counter() - started)
+            embeddings.caching = False
+            runs.append(run_turns(memory, name, live, args))
+    embedder = embeddings.inner
+    pairs = [(prefill[2 * i], prefill[2 * i + 1]) for i in range(args.turns)]
+    embed_doc = [
+        timed(lambda q=q, a=a: embedder.embed_documents([f"input: {q}\noutput: {a}"]))
+        for q, a in pairs
+    ]
+    embed_query = [timed(lambda q=q: embedder.embed_query(q)) for q, _ in pairs]
 
-        turns: list[tuple[float, float]] = []
-        embed_doc: list[tuple[float, float]] = []
-        embed_query: list[tuple[float, float]] = []
-        embedder = embeddings.inner
-        for i in range(args.warmup + args.turns):
-            question, answer = live[2 * i], live[2 * i + 1]
-            following = live[2 * i + 2] if 2 * i + 2 < len(live) else question
-
-            def turn(q: str = question, a: str = answer, f: str = following) -> None:
-                memory.save_context({"input": q}, {"output": a})
-                memory.load_memory_variables({"input": f})
-
-            sample = timed(turn)
-            if i >= args.warmup:
-                turns.append(sample)
-                doc = f"input: {question}\noutput: {answer}"
-                embed_doc.append(timed(lambda d=doc: embedder.embed_documents([d])))
-                embed_query.append(timed(lambda f=following: embedder.embed_query(f)))
-        rest = [
-            (t[0] - d[0] - q[0], t[1] - d[1] - q[1])
-            for t, d, q in zip(turns, embed_doc, embed_query, strict=True)
-        ]
-        stored = len(memory._index)
-
-    print(f"# VectorMemory per-turn cost at {stored:,} stored turns, mode={mode!r}\n")
+    print(f"# VectorMemory per-turn cost at {args.stored:,} stored turns, mode={mode!r}\n")
     print(
-        f"Chroma mode {mode!r}, k=10, defaults otherwise. Prefill of {args.stored:,} turns with "
-        f"add() in batches of 1,000: {prefill_seconds:.1f} s. {args.turns} timed turns after "
-        f"{args.warmup} warm-up turns; one turn = save_context + load_memory_variables.\n"
+        f"Chroma mode {mode!r}, k=10, defaults otherwise. Each run on a store of its own, "
+        f"prefilled with {args.stored:,} turns by add() in batches of 1,000 (the first in "
+        f"{prefill_seconds[0]:.1f} s), then {args.turns} timed turns after {args.warmup} "
+        "warm-up turns; one turn = save_context + load_memory_variables (the hot path).\n"
     )
-    print("| operation | median ms | p95 ms | CPU median ms | CPU p95 ms |")
-    print("|---|---|---|---|---|")
-    print(row("save_context + load_memory_variables (k=10)", turns))
-    print(row("  of which: embed the stored turn (timed apart)", embed_doc))
-    print(row("  of which: embed the query (timed apart)", embed_query))
-    print(row("  the rest: outbox, Chroma write + query, BM25, fusion", rest))
-    print(flush=True)
+    print(
+        "| run | hot path median ms | p95 ms | hot CPU median ms | p95 ms "
+        "| process CPU/turn ms | other threads' CPU/turn ms | max queued |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for run in runs:
+        print(run.row())
+    for name, samples in (("embed one stored turn", embed_doc), ("embed one query", embed_query)):
+        wall, cpu = quantiles([s[0] for s in samples]), quantiles([s[1] for s in samples])
+        cells = " | ".join(f"{c:.2f}" for c in (*wall, *cpu))
+        print(f"| {name} (alone) | {cells} | | | |")
+    chat, back = runs[1], runs[2]
+    written, written_p95 = quantiles(chat.background_wall)
+    print(
+        f"\nChat pacing: a turn's background write was done {written:.1f} ms (median; p95 "
+        f"{written_p95:.1f}) after save_context returned. Back-to-back: at most "
+        f"{back.max_queued} turn(s) waited at a turn's end; flush() after the last turn took "
+        f"{back.final_flush_ms:.1f} ms.\n",
+        flush=True,
+    )
+
+
+def run_turns(
+    memory: VectorMemory, name: str, live: Iterator[str], args: argparse.Namespace
+) -> Run:
+    """Warm-up turns, then timed ones; chat pacing lets the writer finish between turns."""
+    run = Run(name)
+    chat = name.endswith("chat pacing")
+    count = args.warmup + args.turns
+    texts = [next(live) for _ in range(2 * count + 1)]
+    for i in range(count):
+        question, answer, following = texts[2 * i], texts[2 * i + 1], texts[2 * i + 2]
+        cpu = time.process_time()
+        save = timed(lambda q=question, a=answer: memory.save_context({"input": q}, {"output": a}))
+        if chat:
+            # The user reads the answer and types: the writer has time to finish.
+            waited = time.perf_counter()
+            background_writer().flush()
+            waited_ms = 1000 * (time.perf_counter() - waited)
+        load = timed(lambda f=following: memory.load_memory_variables({"input": f}))
+        queued = memory._index.pending_count()
+        if i >= args.warmup:
+            run.hot.append((save[0] + load[0], save[1] + load[1]))
+            run.process_cpu.append(1000 * (time.process_time() - cpu))
+            run.max_queued = max(run.max_queued, queued)
+            if chat:
+                run.background_wall.append(waited_ms)
+    run.final_flush_ms = timed(memory.flush)[0]
+    return run
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ touches only that document's postings, so there is no rebuild, and a sequence
 of adds and deletes ranks exactly as a fresh build of the same documents.
 
 Postings live in dicts, which are cheap to update; each term's postings are
-copied into numpy arrays the first time a query needs them after a change, so
-scoring is vectorised while an add costs only its own terms.
+copied into numpy arrays the first time a query needs them, so scoring is
+vectorised while an add costs only its own terms. An add queues its postings
+for the arrays already built, which the next query appends (a delete makes
+the term's arrays be copied afresh).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class _Corpus:
         self.doc_terms: dict[str, Counter[str]] = {}
         self.postings: dict[str, dict[int, int]] = {}
         self.arrays: dict[str, tuple[_IntArray, _FloatArray]] = {}
+        self.appends: dict[str, list[tuple[int, int]]] = {}
+        """Postings added since a term's arrays were built: (slot, tf) to append."""
         self.total_length = 0
 
     def __len__(self) -> int:
@@ -69,7 +73,9 @@ class _Corpus:
         self.doc_terms[doc_id] = counts
         for term, tf in counts.items():
             self.postings.setdefault(term, {})[slot] = tf
-            self.arrays.pop(term, None)
+            if term in self.arrays:
+                # Appending to the built arrays beats copying a long posting dict again.
+                self.appends.setdefault(term, []).append((slot, tf))
 
     def remove(self, doc_id: str) -> bool:
         slot = self.slot_of.pop(doc_id, None)
@@ -86,6 +92,7 @@ class _Corpus:
             if not posting:
                 del self.postings[term]
             self.arrays.pop(term, None)
+            self.appends.pop(term, None)
         return True
 
     def term_arrays(self, term: str) -> tuple[_IntArray, _FloatArray] | None:
@@ -97,6 +104,11 @@ class _Corpus:
                 return None
             slots = np.fromiter(posting.keys(), dtype=np.int64, count=len(posting))
             tfs = np.fromiter(posting.values(), dtype=np.float64, count=len(posting))
+            cached = self.arrays[term] = (slots, tfs)
+        elif term in self.appends:
+            added = np.array(self.appends.pop(term), dtype=np.int64)
+            slots = np.concatenate([cached[0], added[:, 0]])
+            tfs = np.concatenate([cached[1], added[:, 1].astype(np.float64)])
             cached = self.arrays[term] = (slots, tfs)
         return cached
 

@@ -7,6 +7,7 @@ so each turn's score gains a share of its neighbours' scores.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -48,19 +49,28 @@ def smooth_neighbours(
     *,
     weight: float,
     window: int,
+    doc_at: Mapping[tuple[str, int], str] | None = None,
+    limit: int | None = None,
 ) -> list[ScoredId]:
     """Add to each turn ``weight`` times the summed scores of the turns within ``window``.
 
     Only turns of the same session are neighbours. A turn that is in
-    ``positions`` but not in ``scored`` starts from 0 and appears in the result
-    if a scored neighbour lends it something; a scored turn without a position
-    keeps its score. Scores should be non-negative (e.g. fused scores).
+    ``positions`` (or ``doc_at``) but not in ``scored`` starts from 0 and
+    appears in the result if a scored neighbour lends it something; a scored
+    turn without a position keeps its score. Scores should be non-negative
+    (e.g. fused scores).
 
     Args:
         scored: Candidates with their scores, in any order.
-        positions: Position of every candidate and of every neighbour turn that may be returned.
+        positions: Position of every candidate, and of every neighbour turn that may be
+            returned unless ``doc_at`` is given.
         weight: Share of a neighbour's score a turn receives; 0 turns smoothing off.
         window: How many turns either side count as neighbours.
+        doc_at: The document at each ``(session, index)``, for a caller that keeps such
+            a map up to date (a storage layer's index) rather than have it rebuilt
+            from ``positions`` on every call. Neighbours are looked up here, so only
+            its documents can be returned.
+        limit: Return only the best ``limit`` turns (cheaper than sorting them all).
 
     Returns:
         Candidates and reached neighbours, best first, ties broken by id.
@@ -69,16 +79,35 @@ def smooth_neighbours(
         raise ValueError(f"weight and window must be >= 0, got {weight!r} and {window!r}.")
     scores = {item.id: item.score for item in scored}
     if weight and window:
-        at = {position: doc_id for doc_id, position in positions.items()}
+        # Plain (session, index) keys: tuples hash and compare in C.
+        at = doc_at
+        if at is None:
+            at = {(p.session, p.index): doc_id for doc_id, p in positions.items()}
+        offsets = [o for o in range(-window, window + 1) if o]
         lent: dict[str, float] = {}
         for item in scored:
             position = positions.get(item.id)
             if position is None or item.score <= 0:
                 continue
-            for offset in range(-window, window + 1):
-                neighbour = at.get(TurnPosition(position.session, position.index + offset))
-                if offset and neighbour is not None:
-                    lent[neighbour] = lent.get(neighbour, 0.0) + weight * item.score
+            session, index, share = position.session, position.index, weight * item.score
+            for offset in offsets:
+                neighbour = at.get((session, index + offset))
+                if neighbour is not None:
+                    lent[neighbour] = lent.get(neighbour, 0.0) + share
         for doc_id, extra in lent.items():
             scores[doc_id] = scores.get(doc_id, 0.0) + extra
-    return [ScoredId(i, s) for i, s in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
+    return best_first(scores, limit)
+
+
+def best_first(scores: Mapping[str, float], limit: int | None = None, /) -> list[ScoredId]:
+    """Scored ids from best to worst, ties broken by id (only the best ``limit`` if given)."""
+    items = scores.items()
+    if limit is None or limit >= len(scores):
+        ranked = sorted(items, key=_order)
+    else:
+        ranked = heapq.nsmallest(limit, items, key=_order)
+    return [ScoredId(doc_id, score) for doc_id, score in ranked]
+
+
+def _order(item: tuple[str, float]) -> tuple[float, str]:
+    return -item[1], item[0]

@@ -19,6 +19,7 @@ def rank_candidates(
     dense: Sequence[ScoredId] = (),
     lexical: Sequence[ScoredId] = (),
     positions: Mapping[str, TurnPosition] | None = None,
+    doc_at: Mapping[tuple[str, int], str] | None = None,
     limit: int = 10,
 ) -> list[ScoredId]:
     """Fuse the rankers' candidates as ``config`` says, smooth over neighbours, keep the best.
@@ -31,6 +32,9 @@ def rank_candidates(
             ``"dense"`` mode.
         positions: Session and index of the candidates and of their neighbours (see
             :func:`~memories.recall.neighbour_positions`); without it there is no smoothing.
+        doc_at: The document at each ``(session, index)``, kept by the caller; then
+            ``positions`` need only hold the candidates (see
+            :func:`~memories.recall.smooth_neighbours`).
         limit: How many turns to return.
 
     Returns:
@@ -49,7 +53,12 @@ def rank_candidates(
         else:
             fused = min_max_fusion([dense, lexical], weights=weights)
     if positions and config.neighbour_weight and config.neighbour_window:
-        fused = smooth_neighbours(
-            fused, positions, weight=config.neighbour_weight, window=config.neighbour_window
+        return smooth_neighbours(
+            fused,
+            positions,
+            weight=config.neighbour_weight,
+            window=config.neighbour_window,
+            doc_at=doc_at,
+            limit=limit,
         )
     return fused[:limit]

@@ -13,9 +13,15 @@ Chroma's nearest neighbours and a BM25 ranking kept in the process (see
 turns next to it.
 
 Writes go through an outbox (:mod:`memories.vector.outbox`) first, so a store
-that is down loses nothing: the call raises
-:class:`~memories.errors.BackendUnavailableError` and the turn is written by
-the next call that reaches the store, or by :meth:`VectorMemory.flush`.
+that is down loses nothing. With ``write="background"`` (the default)
+``save_context`` returns once the turn is in the outbox and searchable in
+this process; a background thread embeds it and writes it to Chroma (see
+:mod:`memories.vector.writes`). With ``write="sync"`` it returns once Chroma
+has it. Either way a failure to write is raised as
+:class:`~memories.errors.BackendUnavailableError` (or the embedder's error)
+-- in background mode by the next call that needs the store, or by
+:meth:`VectorMemory.flush` -- and the turn waits in the outbox until a
+later call or ``flush()`` writes it.
 """
 
 from __future__ import annotations
@@ -32,17 +38,36 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
 from memories.base import BaseMemory
 from memories.errors import BackendError, ConfigError, InvalidInputError
 from memories.keys import select_input_key, select_output_key
 from memories.messages import message_text, turn_messages
 from memories.recall import RecallConfig, ScoredId, neighbour_positions, rank_candidates
-from memories.vector.filters import as_namespace, check_filter, check_metadata, namespace_key
-from memories.vector.index import SESSION_KEY, TIMESTAMP_KEY, TURN_KEY, NamespaceIndex
+from memories.vector.filters import (
+    NAMESPACE_KEY,
+    as_namespace,
+    check_filter,
+    check_metadata,
+    namespace_key,
+)
+from memories.vector.index import (
+    SESSION_KEY,
+    TIMESTAMP_KEY,
+    TURN_KEY,
+    NamespaceIndex,
+    namespace_indexes,
+)
 from memories.vector.outbox import MemoryOutbox, OutboxRow, SQLiteOutbox
 from memories.vector.records import SearchResult
+from memories.vector.writes import (
+    VectorStatus,
+    WriteLane,
+    WriteMode,
+    background_writer,
+    write_lane,
+)
 
 if TYPE_CHECKING:
     from integrations.chroma import ChromaStore
@@ -51,6 +76,12 @@ __all__ = ["VectorMemory", "default_embeddings"]
 
 SPEAKERS_KEY = "speakers"
 _DRAIN_BATCH = 256
+# Turns of a namespace that background mode lets wait; past this, a save
+# writes in the caller's thread, so a writer that falls behind slows saves
+# down instead of letting the queue grow.
+_MAX_QUEUED = 256
+# How long a search waits for the writer to embed a queued turn before doing it itself.
+_EMBED_WAIT_SECONDS = 30.0
 _PROGRESS_FROM = 1_000
 _OUTBOX_FILE = "memories-outbox.db"
 
@@ -88,6 +119,10 @@ class VectorMemory(BaseMemory):
         embeddings: any LangChain ``Embeddings``, or ``"module:attr"`` naming a
             class to build; default: offline MiniLM with int8 activations
             (see :func:`default_embeddings`).
+        write: ``"background"`` (default): ``save_context`` returns once the turn is in
+            the outbox, and a background thread embeds and stores it; searches see it
+            at once. ``"sync"``: ``save_context`` returns once Chroma has the turn.
+            See :meth:`save_context` for how failures surface in each mode.
         outbox: SQLite file where writes wait until the store has them; default:
             ``memories-outbox.db`` inside ``path`` (persistent mode) or in the
             working directory (http mode); in-process for ``"memory"`` mode.
@@ -112,6 +147,7 @@ class VectorMemory(BaseMemory):
     k: int = Field(default=4, ge=1)
     recall: RecallConfig = Field(default_factory=RecallConfig)
     embeddings: Embeddings | str | None = None
+    write: WriteMode = "background"
     outbox: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     memory_key: str = "history"
@@ -119,10 +155,19 @@ class VectorMemory(BaseMemory):
     output_key: str | None = None
     return_docs: bool = False
 
+    _closed: bool = PrivateAttr(default=False)
+
     @field_validator("namespace", mode="before")
     @classmethod
     def _as_namespace(cls, value: Any) -> tuple[str, ...]:
         return as_namespace(value)
+
+    @field_validator("write", mode="before")
+    @classmethod
+    def _check_write(cls, value: Any) -> Any:
+        if value not in ("sync", "background"):
+            raise ConfigError(f"write must be 'sync' or 'background', got {value!r}.")
+        return value
 
     @field_validator("recall", mode="before")
     @classmethod
@@ -198,6 +243,14 @@ class VectorMemory(BaseMemory):
 
         return shared_index(self.store.target, self._namespace_key, self.recall)
 
+    @cached_property
+    def _lane(self) -> WriteLane:
+        return write_lane(self.store.target, self._namespace_key)
+
+    @property
+    def _drain_key(self) -> tuple[str, str, str]:
+        return ("vector", self.store.target, self._namespace_key)
+
     # -- LangChain's interface ------------------------------------------------------
 
     @property
@@ -219,14 +272,20 @@ class VectorMemory(BaseMemory):
             outputs: the chain's outputs.
             metadata: extra metadata for this document.
 
+        With ``write="background"`` the turn is queued in the outbox, indexed
+        for search in this process, and written to Chroma by a background
+        thread. A background write that fails is logged, shown by
+        :meth:`status` and raised by the next call that needs the store
+        (``save_context``, ``search``, ``flush``...), which first retries it;
+        until a write succeeds again, saves write synchronously.
+
         Raises:
             InvalidInputError: the turn cannot be stored; nothing was written.
-            BackendUnavailableError: the store cannot be reached; the turn waits
-                in the outbox and is written by the next call that reaches it.
+            BackendUnavailableError: the store cannot be reached (now, or by the
+                last background write); the turn waits in the outbox and is
+                written by the next call that reaches the store, or by ``flush()``.
         """
-        row = self._turn_row(inputs, outputs, metadata)
-        self._outbox.put(self.store.target, self._namespace_key, [row])
-        self._drain()
+        self._save(self._turn_row(inputs, outputs, metadata))
 
     async def asave_context(
         self,
@@ -237,8 +296,7 @@ class VectorMemory(BaseMemory):
     ) -> None:
         """Async :meth:`save_context`: the same work, off the event loop."""
         row = self._turn_row(inputs, outputs, metadata)
-        await asyncio.to_thread(self._outbox.put, self.store.target, self._namespace_key, [row])
-        await asyncio.to_thread(self._drain)
+        await asyncio.to_thread(self._save, row)
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """``{memory_key: text}``: the top ``k`` documents for the input, joined by newlines.
@@ -253,8 +311,15 @@ class VectorMemory(BaseMemory):
 
     def clear(self) -> None:
         """Delete every document of this memory's namespace, queued ones included."""
-        self._outbox.clear(self.store.target, self._namespace_key)
-        self._delete(None, None)
+        target, namespace = self.store.target, self._namespace_key
+        background_writer().cancel(self._drain_key)
+        with self._lane.lock:  # not while a drain writes what is being deleted
+            self._outbox.clear(target, namespace)
+            for index in namespace_indexes(target, namespace):
+                with index.lock:
+                    index.drop_pending()
+            self._delete(None, None)
+            self._lane.succeeded()
 
     async def aclear(self) -> None:
         """Async :meth:`clear`."""
@@ -273,10 +338,17 @@ class VectorMemory(BaseMemory):
             filter: a Chroma ``where`` clause on metadata, e.g.
                 ``{"session": "s1"}`` or ``{"$and": [...]}``. It may not name
                 ``"namespace"``: the namespace is always this memory's.
+
+        Turns saved before the call are found even while the background
+        writer still has them; a filtered search writes them first (Chroma
+        evaluates the filter).
         """
         request = self._request(query, k, filter)
-        self._drain()
-        vector = self._embedder.embed_query(request.text) if self.recall.uses_dense else None
+        self._catch_up(request)
+        vector = None
+        if self.recall.uses_dense:
+            vector = self._embedder.embed_query(request.text)
+            self._embed_pending()
         return self._search(request, vector)
 
     async def asearch(
@@ -284,10 +356,11 @@ class VectorMemory(BaseMemory):
     ) -> list[SearchResult]:
         """Async :meth:`search`."""
         request = self._request(query, k, filter)
-        await asyncio.to_thread(self._drain)
+        await asyncio.to_thread(self._catch_up, request)
         vector = None
         if self.recall.uses_dense:
             vector = await self._embedder.aembed_query(request.text)
+            await asyncio.to_thread(self._embed_pending)
         return await asyncio.to_thread(self._search, request, vector)
 
     def add(
@@ -359,20 +432,53 @@ class VectorMemory(BaseMemory):
         await asyncio.to_thread(lambda: self.delete(ids, filter=filter))
 
     def flush(self) -> int:
-        """Write every queued document to the store now; return how many were written.
+        """Write every queued document to the store now; return how many this call wrote.
+
+        A background write under way is waited for first (what it writes is
+        not counted). Call it (or :meth:`close`) before exiting when the last
+        turns must be in Chroma; at interpreter exit the background writer
+        gets a few seconds, and the outbox keeps anything it did not write.
 
         Raises:
             BackendUnavailableError: the store still cannot be reached.
         """
+        background_writer().cancel(self._drain_key)
         return self._drain()
 
     async def aflush(self) -> int:
         """Async :meth:`flush`."""
-        return await asyncio.to_thread(self._drain)
+        return await asyncio.to_thread(self.flush)
+
+    def close(self) -> int:
+        """Write what is queued (as :meth:`flush`); later saves of this object write synchronously.
+
+        The background writer itself keeps serving other memories.
+        """
+        self._closed = True
+        return self.flush()
+
+    async def aclose(self) -> int:
+        """Async :meth:`close`."""
+        return await asyncio.to_thread(self.close)
 
     def pending(self) -> int:
-        """How many documents of this namespace wait in the outbox."""
+        """How many documents of this namespace wait in the outbox (queued or failed)."""
         return len(self._outbox.pending(self.store.target, self._namespace_key))
+
+    def status(self) -> VectorStatus:
+        """The write mode, the documents waiting, and the last failed write if none worked since."""
+        lane = self._lane
+        return VectorStatus(
+            write=self.write,
+            pending=self.pending(),
+            last_error=lane.last_error,
+            failed_at=lane.failed_at,
+            background=background_writer().status() if self.write == "background" else None,
+        )
+
+    async def astatus(self) -> VectorStatus:
+        """Async :meth:`status`."""
+        return await asyncio.to_thread(self.status)
 
     # -- building documents (pure) ----------------------------------------------------
 
@@ -426,25 +532,52 @@ class VectorMemory(BaseMemory):
 
     # -- writing ----------------------------------------------------------------------
 
+    def _save(self, row: OutboxRow) -> None:
+        """Queue a turn for the background writer, or write it now."""
+        if self._queue(row):
+            background_writer().schedule(self._drain_key, self._drain)
+            return
+        self._outbox.put(self.store.target, self._namespace_key, [row])
+        self._drain()
+
+    def _queue(self, row: OutboxRow) -> bool:
+        """In background mode, number the turn, put it in the outbox and index it as pending.
+
+        Returns False (nothing done) when the turn should be written now instead:
+        in sync mode, after :meth:`close`, while the last write of the
+        namespace has failed (so that the failure is raised), before the
+        index is loaded (numbering needs it), or when too many turns wait.
+        """
+        if self.write != "background" or self._closed or self._lane.error is not None:
+            return False
+        target, namespace, index = self.store.target, self._namespace_key, self._index
+        with index.lock:
+            if not index.loaded or index.pending_count() >= _MAX_QUEUED:
+                return False
+            session = str(row.metadata[SESSION_KEY])
+            metadata = {**row.metadata, TURN_KEY: index.next_turn(session)}
+            queued = OutboxRow(row.doc_id, row.text, metadata, needs_turn=False)
+            self._outbox.put(target, namespace, [queued])
+            index.add_pending([(row.doc_id, row.text, {**metadata, NAMESPACE_KEY: namespace})])
+        return True
+
     def _drain(self, *, progress: int | None = None) -> int:
         """Write queued documents to the store, oldest first; return how many."""
-        target, namespace, index = self.store.target, self._namespace_key, self._index
+        target, namespace, lane = self.store.target, self._namespace_key, self._lane
         written = 0
         bar = _progress_bar(progress)
         try:
-            with index.lock:
-                while rows := self._outbox.pending(target, namespace, limit=_DRAIN_BATCH):
-                    self._ensure_loaded(index)
-                    metadatas = _number_turns(rows, index)
-                    texts = [row.text for row in rows]
-                    vectors = self._embedder.embed_documents(texts)
-                    ids = [row.doc_id for row in rows]
-                    self._write(ids, texts, vectors, metadatas, [row.replace for row in rows])
-                    index.add(zip(ids, texts, metadatas, strict=True))
-                    self._outbox.remove(target, namespace, ids)
-                    written += len(rows)
-                    if bar is not None:
-                        bar.update(len(rows))
+            with lane.lock:
+                try:
+                    while rows := self._outbox.pending(target, namespace, limit=_DRAIN_BATCH):
+                        self._write_rows(rows)
+                        written += len(rows)
+                        if bar is not None:
+                            bar.update(len(rows))
+                except Exception as exc:
+                    lane.failed(exc)
+                    raise
+                lane.succeeded()
         except BackendError as exc:
             waiting = len(self._outbox.pending(target, namespace))
             raise type(exc)(
@@ -456,6 +589,47 @@ class VectorMemory(BaseMemory):
             if bar is not None:
                 bar.close()
         return written
+
+    def _write_rows(self, rows: Sequence[OutboxRow]) -> None:
+        """Embed and store one batch of outbox rows (under the lane's lock), then forget them.
+
+        The rows are pending in the index while this runs, so searches see
+        them; embeddings a search already computed are reused.
+        """
+        target, namespace, index = self.store.target, self._namespace_key, self._index
+        ids = [row.doc_id for row in rows]
+        texts = [row.text for row in rows]
+        with index.lock:
+            self._ensure_loaded(index)
+            metadatas = _number_turns(rows, index)
+            stamped = [{**m, NAMESPACE_KEY: namespace} for m in metadatas]
+            index.add_pending(zip(ids, texts, stamped, strict=True))
+            vectors: dict[str, list[float]] = index.claim(ids)
+        todo = [i for i, doc_id in enumerate(ids) if doc_id not in vectors]
+        if todo:
+            todo_ids = [ids[i] for i in todo]
+            try:
+                embedded = self._embedder.embed_documents([texts[i] for i in todo])
+            except Exception:
+                with index.lock:
+                    index.release(todo_ids)
+                raise
+            with index.lock:
+                index.publish(todo_ids, embedded)
+            vectors.update(zip(todo_ids, embedded, strict=True))
+        with index.lock:
+            index.writing(ids, now=True)
+        try:
+            replace = [row.replace for row in rows]
+            self._write(ids, texts, [vectors[i] for i in ids], metadatas, replace)
+        except Exception:
+            with index.lock:
+                index.writing(ids, now=False)
+            raise
+        for each in namespace_indexes(target, namespace):
+            with each.lock:
+                each.stored(zip(ids, texts, stamped, strict=True))
+        self._outbox.remove(target, namespace, ids)
 
     def _write(
         self,
@@ -499,6 +673,46 @@ class VectorMemory(BaseMemory):
 
     # -- reading ----------------------------------------------------------------------
 
+    def _catch_up(self, request: _Query) -> None:
+        """Before a search: write what waits, where the search needs it written.
+
+        In sync mode, every queued document (as ever). In background mode
+        only after a failed write (which retries it, or raises) or for a
+        filtered search, whose filter Chroma evaluates; an unfiltered search
+        reads queued turns from the index instead.
+        """
+        if self.write == "sync" or self._lane.error is not None or request.where is not None:
+            self._drain()
+
+    def _embed_pending(self) -> None:
+        """Make sure every pending document has its embedding before a dense search.
+
+        Those a writer is embedding now are waited for (up to
+        :data:`_EMBED_WAIT_SECONDS`, then embedded here too); the others are
+        embedded here (and the writer reuses them).
+        """
+        index = self._index
+        with index.lock:
+            claimed, free = index.unembedded()
+            deadline = time.monotonic() + _EMBED_WAIT_SECONDS
+            while claimed and (left := deadline - time.monotonic()) > 0:
+                index.changed.wait(left)
+                busy, free = index.unembedded()
+                claimed &= busy
+            free = [*free, *claimed]
+            if not free:
+                return
+            index.claim(free)
+            texts = [index.text_of(i) for i in free]
+        try:
+            vectors = self._embedder.embed_documents(texts)
+        except Exception:
+            with index.lock:
+                index.release(free)
+            raise
+        with index.lock:
+            index.publish(free, vectors)
+
     def _ensure_loaded(self, index: NamespaceIndex) -> None:
         if not index.loaded:
             self._rebuild(index)
@@ -515,6 +729,15 @@ class VectorMemory(BaseMemory):
             generation = store.generation(namespace)
         records = store.get(namespace)
         index.rebuild(((r.id, r.text, r.metadata) for r in records), generation)
+        # Queued documents (some perhaps left by a process that stopped before
+        # writing them) are searchable from now on, and written soon.
+        rows = self._outbox.pending(store.target, namespace)
+        if rows:
+            metadatas = [{**m, NAMESPACE_KEY: namespace} for m in _number_turns(rows, index)]
+            index.add_pending((r.doc_id, r.text, m) for r, m in zip(rows, metadatas, strict=True))
+            if self.write == "background" and not self._lane.lock.locked():
+                # (A drain that is running writes them before it returns.)
+                background_writer().schedule(self._drain_key, self._drain)
 
     def _request(self, query: Any, k: int | None, where: Mapping[str, Any] | None) -> _Query:
         if not isinstance(query, str):
@@ -535,32 +758,55 @@ class VectorMemory(BaseMemory):
                 return []
             dense = []
             if vector is not None:
-                dense = store.query(namespace, vector, n=n, where=request.where)
+                dense = store.nearest(namespace, vector, n=n, where=request.where)
+                if request.where is None and index.pending_count():
+                    dense = _merge_nearest(dense, index.pending_nearest(vector, n=n), n)
             lexical = index.lexical(request.text, limit=n) if config.uses_lexical else []
-            found = {r.id for r in dense} | {s.id for s in lexical}
+            found = {s.id for s in dense} | {s.id for s in lexical}
             positions = index.positions(found)
-            if config.neighbour_weight and config.neighbour_window:
+            if request.where is None:
+                # Unfiltered, any neighbour may be returned: look them up in the
+                # index's own position map instead of gathering them first.
+                ranked = rank_candidates(
+                    config,
+                    dense=dense,
+                    lexical=lexical,
+                    positions=positions,
+                    doc_at=index.doc_at,
+                    limit=request.k,
+                )
+            elif config.neighbour_weight and config.neighbour_window:
                 around = neighbour_positions(positions.values(), window=config.neighbour_window)
                 positions.update(index.ids_at(around))
         if request.where is not None:
-            # Dense hits passed the filter in Chroma; check the others there too.
-            unchecked = (found | set(positions)) - {r.id for r in dense}
+            # Dense hits passed the filter in Chroma; check the others there too
+            # (a document still pending is not there, so it does not pass).
+            unchecked = (found | set(positions)) - {s.id for s in dense}
             passed = store.get(namespace, ids=sorted(unchecked), where=request.where, text=False)
-            allowed = {r.id for r in dense} | {r.id for r in passed}
-            lexical = [s for s in lexical if s.id in allowed]
-            positions = {i: p for i, p in positions.items() if i in allowed}
-        ranked = rank_candidates(
-            config,
-            dense=[ScoredId(r.id, r.score or 0.0) for r in dense],
-            lexical=lexical,
-            positions=positions,
-            limit=request.k,
-        )
-        known = {r.id: r for r in dense}
+            allowed = {s.id for s in dense} | {r.id for r in passed}
+            ranked = rank_candidates(
+                config,
+                dense=dense,
+                lexical=[s for s in lexical if s.id in allowed],
+                positions={i: p for i, p in positions.items() if i in allowed},
+                limit=request.k,
+            )
+        return self._results(ranked)
+
+    def _results(self, ranked: Sequence[ScoredId]) -> list[SearchResult]:
+        """The records of the ranked ids: pending ones from the index, the rest from the store."""
+        known: dict[str, tuple[str, dict[str, Any]]] = {}
+        index = self._index
+        with index.lock:
+            for item in ranked:
+                document = index.pending_document(item.id)
+                if document is not None:
+                    known[item.id] = (document.text, dict(document.metadata))
         missing = [s.id for s in ranked if s.id not in known]
-        known.update({r.id: r for r in store.get(namespace, ids=missing)})
+        for record in self.store.get(self._namespace_key, ids=missing):
+            known[record.id] = (record.text, record.metadata)
         return [
-            SearchResult(known[s.id].text, known[s.id].metadata, s.score, s.id)
+            SearchResult(known[s.id][0], known[s.id][1], s.score, s.id)
             for s in ranked
             if s.id in known
         ]
@@ -583,18 +829,33 @@ class VectorMemory(BaseMemory):
 
 
 def _number_turns(rows: Sequence[OutboxRow], index: NamespaceIndex) -> list[dict[str, Any]]:
-    """The rows' metadata, with the next turn index of their session where one is wanted."""
+    """The rows' metadata, with the next turn index of their session where one is wanted.
+
+    A row an earlier attempt numbered (it is pending in the index) keeps its number.
+    """
     next_turn: dict[str, int] = {}
     metadatas = []
     for row in rows:
         metadata = dict(row.metadata)
         if row.needs_turn:
-            session = str(metadata.get(SESSION_KEY))
-            turn = next_turn.get(session, index.next_turn(session))
-            metadata[TURN_KEY] = turn
-            next_turn[session] = turn + 1
+            pending = index.pending_document(row.doc_id)
+            if pending is not None and TURN_KEY in pending.metadata:
+                metadata[TURN_KEY] = pending.metadata[TURN_KEY]
+            else:
+                session = str(metadata.get(SESSION_KEY))
+                turn = next_turn.get(session, index.next_turn(session))
+                metadata[TURN_KEY] = turn
+                next_turn[session] = turn + 1
         metadatas.append(metadata)
     return metadatas
+
+
+def _merge_nearest(stored: list[ScoredId], pending: list[ScoredId], n: int) -> list[ScoredId]:
+    """The ``n`` nearest of the store's and the pending documents' (the store's score wins)."""
+    scores = {item.id: item.score for item in pending}
+    scores.update((item.id, item.score) for item in stored)
+    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:n]
+    return [ScoredId(doc_id, score) for doc_id, score in best]
 
 
 def default_embeddings() -> Embeddings:

@@ -21,6 +21,7 @@ from memories.errors import ConfigError, InvalidInputError
 from memories.keys import select_input_key
 from memories.vector.memory import VectorMemory
 from memories.vector.records import SearchResult
+from memories.vector.writes import VectorStatus
 
 __all__ = ["VectorStoreRetrieverMemory"]
 
@@ -156,6 +157,11 @@ class VectorStoreRetrieverMemory(VectorMemory):
     def flush(self) -> int:
         """As :meth:`VectorMemory.flush`; with a ``retriever`` nothing is ever queued."""
         return 0 if self.retriever is not None else super().flush()
+
+    def status(self) -> VectorStatus:
+        """As :meth:`VectorMemory.status`; not available with a ``retriever`` (it writes itself)."""
+        self._no_retriever("status")
+        return super().status()
 
     def _retriever_query(self, inputs: Mapping[str, Any]) -> Any:
         return inputs[select_input_key(inputs, self.memory_variables, self.input_key)]

@@ -77,14 +77,14 @@ def test_ties_are_broken_by_id() -> None:
     assert [h.id for h in index.search("ns", "words", limit=3)] == ["a", "b", "m"]
 
 
-@pytest.mark.parametrize("b", [0.0, 0.75])
-def test_incremental_adds_and_deletes_rank_like_a_fresh_build(b: float) -> None:
+@pytest.mark.parametrize(("b", "deletes"), [(0.0, 0.3), (0.75, 0.3), (0.0, 0.0)])
+def test_incremental_adds_and_deletes_rank_like_a_fresh_build(b: float, deletes: float) -> None:
     rng = random.Random(7)
     incremental = BM25Index(b=b)
     live: dict[str, str] = {}
     for step in range(400):
-        doc_id = f"d{rng.randrange(120)}"
-        if rng.random() < 0.3:
+        doc_id = f"d{rng.randrange(120)}" if deletes else f"d{step}"
+        if rng.random() < deletes:
             incremental.delete("ns", doc_id)
             live.pop(doc_id, None)
         else:

@@ -97,3 +97,20 @@ def test_lexical_text_leads_with_the_date() -> None:
     assert RecallConfig().lexical_text("Hi", when=date(2023, 5, 8)) == "On 8 May 2023, Hi"
     assert RecallConfig(lexical_dates=False).lexical_text("Hi", when=date(2023, 5, 8)) == "Hi"
     assert RecallConfig().lexical_text("Hi") == "Hi"
+
+
+def test_a_position_map_kept_by_the_caller_ranks_as_gathered_positions() -> None:
+    scored = [ScoredId("s1-2", 1.0), ScoredId("s1-5", 0.6), ScoredId("s2-0", 0.55)]
+    candidates = {i.id: POSITIONS[i.id] for i in scored}
+    doc_at = {(p.session, p.index): doc_id for doc_id, p in POSITIONS.items()}
+    kept = smooth_neighbours(scored, candidates, weight=0.5, window=2, doc_at=doc_at)
+    assert kept == smooth_neighbours(scored, POSITIONS, weight=0.5, window=2)
+    # Only documents of the map can be returned.
+    narrow = smooth_neighbours(scored, candidates, weight=0.5, window=2, doc_at={})
+    assert {i.id for i in narrow} == set(candidates)
+
+
+def test_a_limit_keeps_the_best_in_the_same_order() -> None:
+    scored = [ScoredId("s1-2", 1.0), ScoredId("s1-5", 0.6), ScoredId("s2-0", 0.55)]
+    everything = smooth_neighbours(scored, POSITIONS, weight=0.5, window=2)
+    assert smooth_neighbours(scored, POSITIONS, weight=0.5, window=2, limit=3) == everything[:3]

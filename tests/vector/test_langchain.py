@@ -82,5 +82,8 @@ def test_with_a_retriever_clear_says_it_cannot_instead_of_doing_nothing() -> Non
         memory.clear()
     with pytest.raises(NotImplementedError, match="search"):
         memory.search("x")
+    with pytest.raises(NotImplementedError, match="status"):
+        memory.status()
+    assert memory.flush() == 0 and memory.close() == 0  # nothing is ever queued
     with pytest.raises(ConfigError, match="no config form"):
         memory.to_config()

@@ -205,13 +205,21 @@ def test_collections_never_use_chromas_default_embedding_function(
     assert isinstance(collection._embedding_function, LangChainEmbeddingFunction)
 
 
-def test_embeddings_of_another_width_give_a_clear_error(make_vector: MakeVector) -> None:
+@pytest.mark.parametrize("write", ["sync", "background"])
+def test_embeddings_of_another_width_give_a_clear_error(
+    make_vector: MakeVector, write: str
+) -> None:
     from tests.vector.conftest import WordEmbeddings
 
     make_vector(namespace="w").save_context({"input": "a"}, {"output": "b"})
-    wider = make_vector(namespace="w", embeddings=WordEmbeddings(dim=32))
-    with pytest.raises(BackendError, match=r"dimension|width"):
-        wider.save_context({"input": "c"}, {"output": "d"})
+    wider = make_vector(namespace="w", embeddings=WordEmbeddings(dim=32), write=write)
+    if write == "sync":
+        with pytest.raises(BackendError, match=r"dimension|width"):
+            wider.save_context({"input": "c"}, {"output": "d"})
+    else:
+        wider.save_context({"input": "c"}, {"output": "d"})  # queued; the writer fails
+        with pytest.raises(BackendError, match=r"dimension|width"):
+            wider.flush()
     assert wider.pending() == 1  # kept, not lost
     wider.clear()
 
@@ -235,6 +243,9 @@ def test_config_round_trips_and_is_registered() -> None:
     assert isinstance(rebuilt, VectorMemory) and rebuilt.to_config() == config
     assert rebuilt.recall == memory.recall
     assert VectorMemory().to_config() == {"type": "vector"}
+    assert VectorMemory(write="sync").to_config() == {"type": "vector", "write": "sync"}
+    with pytest.raises(ConfigError, match="write"):
+        VectorMemory(write="later")  # type: ignore[arg-type]
     assert MEMORY_TYPES["vector"][2] == "pip install 'memories[chroma]'"
     with pytest.raises(ConfigError):
         create_memory({"type": "vector", "recall": {"mode": "nope"}})

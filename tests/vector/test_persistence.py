@@ -65,8 +65,9 @@ def test_a_failed_write_waits_in_the_outbox_file_and_is_flushed_later(
         raise BackendUnavailableError("disk gone")
 
     monkeypatch.setattr(memory.store, "upsert", broken)
+    memory.save_context({"input": "second"}, {"output": "ok"})  # queued; the writer fails
     with pytest.raises(BackendUnavailableError, match="outbox"):
-        memory.save_context({"input": "second"}, {"output": "ok"})
+        memory.flush()
     assert (tmp_path / "memories-outbox.db").is_file()
     monkeypatch.undo()
     # A new memory (a restarted process) finds the turn in the outbox and writes it.
@@ -90,3 +91,38 @@ def test_a_failed_embedding_loses_nothing(tmp_path: Path) -> None:
     fixed = VectorMemory(path=str(tmp_path), namespace="emb", embeddings=WordEmbeddings())
     assert fixed.flush() == 1
     assert fixed.search("keep me", k=1)[0].text == "input: keep me\noutput: ok"
+
+
+_STOPPED = """
+import os, sys, threading
+from memories import VectorMemory
+memory = VectorMemory(path=sys.argv[1], namespace="stopped",
+                      embeddings="tests.vector.conftest:WordEmbeddings")
+memory.save_context({"input": "first"}, {"output": "written"})
+memory.flush()
+never = threading.Event()
+memory.store.upsert = lambda *a, **k: never.wait()  # the writer never gets it into Chroma
+memory.save_context({"input": "my sister lives in Oslo"}, {"output": "queued"})
+os._exit(0)  # stops without flushing, as a killed process would
+"""
+
+
+def test_turns_a_stopped_process_left_queued_are_searchable_then_written(
+    tmp_path: Path,
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _STOPPED, str(tmp_path)], cwd=root, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    memory = VectorMemory(
+        path=str(tmp_path), namespace="stopped", embeddings="tests.vector.conftest:WordEmbeddings"
+    )
+    assert memory.pending() == 1
+    found = memory.search("sister Oslo", k=1)[0]
+    assert (found.text, found.metadata["turn"]) == (
+        "input: my sister lives in Oslo\noutput: queued",
+        1,
+    )
+    memory.flush()
+    assert memory.pending() == 0 and memory.store.count("stopped") == 2

@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from memories import BackendUnavailableError, VectorMemory, create_memory
+from memories.vector.writes import background_writer
 from tests.vector.conftest import ChromaServer, free_port
 
 pytestmark = pytest.mark.server
@@ -39,17 +40,30 @@ def test_turns_go_to_the_server_and_back(chroma_server: ChromaServer, tmp_path) 
     assert memory.search("dog") == []
 
 
-def test_a_server_that_is_down_loses_nothing(chroma_server: ChromaServer, tmp_path) -> None:
-    memory = _memory(chroma_server, str(tmp_path / "outbox.db"), namespace="durable")
+@pytest.mark.parametrize("write", ["sync", "background"])
+def test_a_server_that_is_down_loses_nothing(
+    chroma_server: ChromaServer, tmp_path, write: str
+) -> None:
+    memory = _memory(chroma_server, str(tmp_path / "outbox.db"), namespace="durable", write=write)
     memory.save_context({"input": "before the outage"}, {"output": "stored"})
+    memory.flush()
     chroma_server.stop()
     try:
-        with pytest.raises(BackendUnavailableError) as info:
+        if write == "sync":
+            with pytest.raises(BackendUnavailableError) as info:
+                memory.save_context({"input": "during the outage"}, {"output": "queued"})
+        else:
+            # Queued at once; the background write fails, and flush() says so.
             memory.save_context({"input": "during the outage"}, {"output": "queued"})
+            with pytest.raises(BackendUnavailableError) as info:
+                memory.flush()
         message = str(info.value)
         assert f"127.0.0.1:{chroma_server.port}" in message and "chroma run" in message
         assert "outbox" in message and "flush()" in message
         assert memory.pending() == 1
+        status = memory.status()
+        assert status.pending == 1 and status.write == write
+        assert status.last_error is not None and "cannot be reached" in status.last_error
         with pytest.raises(BackendUnavailableError):
             memory.search("outage")
         # A restarted process finds the queued turn in the outbox file.
@@ -57,7 +71,7 @@ def test_a_server_that_is_down_loses_nothing(chroma_server: ChromaServer, tmp_pa
     finally:
         chroma_server.start()
     assert memory.flush() == 1
-    assert memory.pending() == 0
+    assert memory.pending() == 0 and memory.status().last_error is None
     texts = {r.text for r in memory.search("outage", k=5)}
     assert texts == {
         "input: before the outage\noutput: stored",
@@ -65,6 +79,28 @@ def test_a_server_that_is_down_loses_nothing(chroma_server: ChromaServer, tmp_pa
     }
     turns = sorted(r.metadata["turn"] for r in memory.search("outage", k=5))
     assert turns == [0, 1]
+
+
+def test_after_a_failed_background_write_saves_raise_until_the_server_is_back(
+    chroma_server: ChromaServer, tmp_path
+) -> None:
+    memory = _memory(chroma_server, str(tmp_path / "outbox.db"), namespace="degraded")
+    memory.save_context({"input": "first"}, {"output": "ok"})
+    memory.flush()
+    chroma_server.stop()
+    try:
+        memory.save_context({"input": "second"}, {"output": "queued"})
+        background_writer().flush()  # let the background write fail
+        assert memory.status().last_error is not None
+        # The next save retries in the caller's thread, so the outage is raised there.
+        with pytest.raises(BackendUnavailableError, match="outbox"):
+            memory.save_context({"input": "third"}, {"output": "queued"})
+        assert memory.pending() == 2
+    finally:
+        chroma_server.start()
+    memory.save_context({"input": "fourth"}, {"output": "written"})  # retries, then works
+    assert memory.pending() == 0 and memory.status().last_error is None
+    assert len(memory.search("first second third fourth", k=10)) == 4
 
 
 def test_the_next_call_writes_what_waited(chroma_server: ChromaServer, tmp_path) -> None:

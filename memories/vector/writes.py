@@ -1,0 +1,130 @@
+"""Writing queued documents to the vector store: one lane per namespace, one background writer.
+
+Every document goes to the outbox (:mod:`memories.vector.outbox`) first. A
+*drain* then embeds what waits there and writes it to Chroma. Drains of one
+namespace never overlap: each namespace has a :class:`WriteLane` whose lock a
+drain holds, and which remembers the last failure until a drain succeeds.
+
+With ``write="background"`` a memory's ``save_context`` queues the turn and
+asks the process's background writer (:func:`background_writer`, a
+:class:`~memories.background.Debouncer` with no quiet period and one thread)
+to drain the namespace; bursts of turns collapse into one drain. The writer
+is flushed at interpreter exit (for at most :data:`EXIT_FLUSH_SECONDS`);
+whatever it could not write waits in the outbox for the next process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from memories.background import Debouncer, DebouncerStatus
+
+__all__ = [
+    "EXIT_FLUSH_SECONDS",
+    "VectorStatus",
+    "WriteLane",
+    "WriteMode",
+    "background_writer",
+    "write_lane",
+]
+
+logger = logging.getLogger(__name__)
+
+WriteMode = Literal["sync", "background"]
+#: How long interpreter exit waits for background writes still running or queued.
+EXIT_FLUSH_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class VectorStatus:
+    """Where a vector memory's writes stand."""
+
+    write: WriteMode
+    """The memory's write mode."""
+    pending: int
+    """Documents of the namespace waiting in the outbox (queued or failed)."""
+    last_error: str | None
+    """``"ExceptionType: message"`` of the last failed write of the namespace, until one works."""
+    failed_at: float | None
+    """When that write failed (seconds since the epoch), else None."""
+    background: DebouncerStatus | None
+    """The background writer's counters in background mode, else None."""
+
+
+class WriteLane:
+    """The writes of one namespace of one store: serialised, with their last failure."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        """Held by a drain for its whole run."""
+        self.error: BaseException | None = None
+        """The last drain's failure, until a drain succeeds."""
+        self.failed_at: float | None = None
+        """When it failed."""
+
+    def failed(self, error: BaseException) -> None:
+        """Record a failed drain."""
+        self.error, self.failed_at = error, time.time()
+
+    def succeeded(self) -> None:
+        """Record a drain that wrote everything it found."""
+        self.error, self.failed_at = None, None
+
+    @property
+    def last_error(self) -> str | None:
+        """The last failure as ``"ExceptionType: message"``, or None."""
+        error = self.error
+        return None if error is None else f"{type(error).__name__}: {error}"
+
+
+_lanes: dict[tuple[str, str], WriteLane] = {}
+_lanes_lock = threading.Lock()
+
+
+def write_lane(target: str, namespace: str) -> WriteLane:
+    """The process's lane for a namespace of a store (see :attr:`ChromaStore.target`)."""
+    with _lanes_lock:
+        lane = _lanes.get((target, namespace))
+        if lane is None:
+            lane = _lanes[(target, namespace)] = WriteLane()
+        return lane
+
+
+_writer: Debouncer | None = None
+_writer_lock = threading.Lock()
+
+
+def background_writer() -> Debouncer:
+    """The process's background writer of vector documents.
+
+    Its own thread rather than :func:`~memories.background.shared_debouncer`'s,
+    where a summary's LLM call would hold writes up for seconds. When 1,000
+    namespaces wait already, a new one drains in the caller's thread.
+    """
+    global _writer
+    with _writer_lock:
+        if _writer is None or _writer.closed:
+            _writer = Debouncer(
+                delay=0.0,
+                max_wait=0.0,
+                max_pending=1000,
+                when_full="run_inline",
+                name="memories-vector-writes",
+            )
+        return _writer
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    writer = _writer
+    if writer is not None and not writer.closed and not writer.flush(timeout=EXIT_FLUSH_SECONDS):
+        logger.warning(
+            "Background vector writes still running after %.0f s at exit; the documents "
+            "wait in the outbox and are written by the next process that uses them.",
+            EXIT_FLUSH_SECONDS,
+        )

@@ -1,0 +1,181 @@
+"""Write modes: background writes are searchable at once, never lost, and their failures surface."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from memories import BackendUnavailableError, VectorMemory
+from memories.vector import VectorStatus
+from memories.vector.writes import background_writer
+from tests.vector.conftest import MakeVector
+
+TURNS = [
+    ("I adopted a dog called Rex", "lovely"),
+    ("my sister lives in Oslo", "nice city"),
+    ("I play the cello on Sundays", "what pieces?"),
+    ("Bach suites mostly", "beautiful"),
+]
+
+
+class Gate:
+    """Holds the background writer inside the store's write until opened."""
+
+    def __init__(self, memory: VectorMemory, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.opened = threading.Event()
+        self.entered = threading.Event()
+        write = memory.store.upsert
+
+        def held(*args: Any, **kwargs: Any) -> None:
+            self.entered.set()
+            assert self.opened.wait(30), "the test never opened the gate"
+            write(*args, **kwargs)
+
+        monkeypatch.setattr(memory.store, "upsert", held)
+
+
+@pytest.fixture
+def writer_idle() -> Iterator[None]:
+    yield
+    background_writer().flush()
+
+
+def _save_all(memory: VectorMemory) -> None:
+    for human, ai in TURNS:
+        memory.save_context({"input": human}, {"output": ai})
+
+
+def test_background_is_the_default_and_sync_is_an_option() -> None:
+    assert VectorMemory().write == "background"
+    assert VectorMemory(write="sync").write == "sync"
+
+
+def test_a_queued_turn_is_searchable_before_the_store_has_it(
+    make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch, writer_idle: None
+) -> None:
+    memory = make_vector(namespace=("u1", "chat"), session_id="s1")
+    memory.save_context({"input": "warm up"}, {"output": "ok"})  # loads the index
+    memory.flush()
+    gate = Gate(memory, monkeypatch)
+    memory.save_context({"input": "my dog is called Rex"}, {"output": "nice"})
+    assert gate.entered.wait(30)  # the writer is inside Chroma's write, held
+    assert memory.store.count("u1/chat") == 1 and memory.pending() == 1
+    before = memory.search("dog Rex", k=2)
+    assert before[0].text == "input: my dog is called Rex\noutput: nice"
+    assert before[0].metadata["namespace"] == "u1/chat"
+    assert (before[0].metadata["session"], before[0].metadata["turn"]) == ("s1", 1)
+    gate.opened.set()
+    memory.flush()
+    assert memory.pending() == 0 and memory.store.count("u1/chat") == 2
+    after = memory.search("dog Rex", k=2)
+    assert [(r.id, r.text) for r in after] == [(r.id, r.text) for r in before]
+    for stored, queued in zip(after, before, strict=True):
+        # Chroma may round the float timestamp in its last bit.
+        assert stored.metadata == {
+            **queued.metadata,
+            "timestamp": pytest.approx(queued.metadata["timestamp"]),
+        }
+    assert [r.score for r in after] == pytest.approx([r.score for r in before], abs=1e-5)
+
+
+def test_background_and_sync_rank_alike(make_vector: MakeVector, writer_idle: None) -> None:
+    background = make_vector(namespace="bg")
+    sync = make_vector(namespace="sync", write="sync")
+    for memory in (background, sync):
+        memory.save_context({"input": "warm up"}, {"output": "ok"})
+    for human, ai in TURNS:
+        for memory in (background, sync):
+            memory.save_context({"input": human}, {"output": ai})
+        # Searched straight away, while the background turns may still be queued.
+        for query in ("dog", "cello Sundays", "where does my sister live"):
+            got = [(r.text, r.metadata["turn"], r.score) for r in background.search(query, k=3)]
+            want = [(r.text, r.metadata["turn"], r.score) for r in sync.search(query, k=3)]
+            assert [g[:2] for g in got] == [w[:2] for w in want]
+            assert [g[2] for g in got] == pytest.approx([w[2] for w in want], abs=1e-5)
+
+
+def test_a_failed_background_write_is_logged_reported_and_raised_next(
+    make_vector: MakeVector,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    writer_idle: None,
+) -> None:
+    memory = make_vector(namespace="failing")
+    memory.save_context({"input": "warm up"}, {"output": "ok"})
+    memory.flush()
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise BackendUnavailableError("disk gone")
+
+    monkeypatch.setattr(memory.store, "upsert", broken)
+    failed_before = background_writer().status().failed
+    with caplog.at_level(logging.ERROR, logger="memories.background"):
+        memory.save_context({"input": "keep me"}, {"output": "ok"})  # queued: no error yet
+        background_writer().flush()
+    assert "background job" in caplog.text and "disk gone" in caplog.text
+    status = memory.status()
+    assert isinstance(status, VectorStatus)
+    assert status.pending == 1 and status.write == "background"
+    assert status.last_error is not None and "disk gone" in status.last_error
+    assert status.failed_at is not None
+    assert status.background is not None and status.background.failed > failed_before
+    # The next call that needs the store retries, and raises while it still fails.
+    with pytest.raises(BackendUnavailableError, match="outbox"):
+        memory.search("keep me")
+    monkeypatch.undo()
+    assert memory.flush() == 1
+    assert memory.status().last_error is None
+    assert memory.search("keep me", k=1)[0].text == "input: keep me\noutput: ok"
+
+
+def test_clear_removes_turns_still_queued(make_vector: MakeVector, writer_idle: None) -> None:
+    memory = make_vector(namespace="cleared")
+    memory.save_context({"input": "warm up"}, {"output": "ok"})
+    _save_all(memory)
+    memory.clear()
+    background_writer().flush()
+    assert memory.search("dog cello sister") == []
+    assert memory.pending() == 0 and memory.store.count("cleared") == 0
+
+
+def test_close_writes_what_waits_and_later_saves_are_synchronous(
+    make_vector: MakeVector, writer_idle: None
+) -> None:
+    memory = make_vector(namespace="closing")
+    memory.save_context({"input": "warm up"}, {"output": "ok"})
+    _save_all(memory)
+    memory.close()
+    assert memory.pending() == 0 and memory.store.count("closing") == 1 + len(TURNS)
+    memory.save_context({"input": "after close"}, {"output": "ok"})
+    assert memory.store.count("closing") == 2 + len(TURNS)
+
+
+def test_a_writer_that_falls_behind_makes_saves_synchronous(
+    make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch, writer_idle: None
+) -> None:
+    import memories.vector.memory as module
+
+    monkeypatch.setattr(module, "_MAX_QUEUED", 0)
+    memory = make_vector(namespace="bounded")
+    for i, (human, ai) in enumerate(TURNS, start=1):
+        memory.save_context({"input": human}, {"output": ai})
+        assert memory.store.count("bounded") == i
+
+
+def test_a_queued_turn_stays_in_its_namespace(
+    make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch, writer_idle: None
+) -> None:
+    mine, theirs = make_vector(namespace="mine"), make_vector(namespace="theirs")
+    for memory in (mine, theirs):
+        memory.save_context({"input": "warm up"}, {"output": "ok"})
+        memory.flush()
+    gate = Gate(mine, monkeypatch)
+    mine.save_context({"input": "secret plan"}, {"output": "ok"})
+    assert gate.entered.wait(30)
+    assert [r.text for r in mine.search("secret plan", k=1)] == ["input: secret plan\noutput: ok"]
+    assert all("secret" not in r.text for r in theirs.search("secret plan", k=5))
+    gate.opened.set()
