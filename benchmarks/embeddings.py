@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Run from a checkout: import this tree's integrations/, not an installed copy.
 sys.path.insert(0, str(ROOT))
 
-from integrations.minilm import (  # noqa: E402
+from memories.integrations.minilm import (  # noqa: E402
     MiniLMEmbeddings,
     _usable_cores,
     build_batches,

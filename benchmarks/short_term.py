@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 from langchain_core.language_models import FakeListLLM
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from integrations.tiktoken_counter import load_encoding
+from memories.tokens import load_encoding
 from memories.base import ChatMemory
 from memories.buffer import BufferMemory
 from memories.history.base import ChatHistory

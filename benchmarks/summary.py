@@ -38,7 +38,7 @@ from langchain_core.language_models.llms import LLM
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import Field
 
-from integrations.tiktoken_counter import load_encoding
+from memories.tokens import load_encoding
 from memories import SummaryBufferMemory
 
 warnings.filterwarnings("ignore", message=".*deprecated.*")

@@ -18,8 +18,8 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from integrations.agents import MemoryMiddleware
-from integrations.scripted import ScriptedChatModel
+from memories.integrations.agents import MemoryMiddleware
+from memories.testing import ScriptedChatModel
 from memories import SQLiteHistory, WindowMemory
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from langchain_classic.chains import ConversationChain
 
-from integrations.scripted import ScriptedChatModel
+from memories.testing import ScriptedChatModel
 from memories import ConversationTokenBufferMemory, SQLiteHistory
 
 

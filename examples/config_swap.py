@@ -13,7 +13,7 @@ from pathlib import Path
 
 from langchain_core.messages import HumanMessage
 
-from integrations.scripted import ScriptedChatModel
+from memories.testing import ScriptedChatModel
 from memories import create_memory
 
 HISTORY = "history: {{type: sqlite, path: '{db}', session_id: {session}}}\n"

@@ -12,8 +12,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from integrations.langgraph_nodes import MemoryNodes, MemoryState
-from integrations.scripted import ScriptedChatModel
+from memories.integrations.langgraph_nodes import MemoryNodes, MemoryState
+from memories.testing import ScriptedChatModel
 from memories import WindowMemory
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 
-from integrations.scripted import ScriptedChatModel
+from memories.testing import ScriptedChatModel
 from memories import memory_factory, with_memory
 
 

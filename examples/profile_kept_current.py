@@ -17,7 +17,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from integrations.scripted import ScriptedChatModel
+from memories.testing import ScriptedChatModel
 from memories import ProfileMemory
 
 SCHEMA = {

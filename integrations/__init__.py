@@ -1,1 +1,4 @@
-"""Adapters from memories to outside systems: tiktoken, ONNX embeddings, Chroma, model providers."""
+"""Adapters from memories to outside systems: ONNX embeddings, Chroma, LangChain agents, LangGraph.
+
+Installed as ``memories.integrations``; the core (``memories``) never imports them at import time.
+"""

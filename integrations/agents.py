@@ -3,7 +3,7 @@
 ::
 
     from langchain.agents import create_agent
-    from integrations.agents import MemoryMiddleware
+    from memories.integrations.agents import MemoryMiddleware
     from memories import SQLiteHistory, TokenBufferMemory
 
     memory = MemoryMiddleware(

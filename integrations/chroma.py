@@ -59,7 +59,9 @@ try:
     from chromadb.api.types import Documents, EmbeddingFunction
     from chromadb.errors import ChromaError, NotFoundError
 except ImportError as exc:  # pragma: no cover - the chroma extra is installed in tests
-    raise MissingDependencyError("Chroma vector memory", "pip install 'memories[chroma]'") from exc
+    raise MissingDependencyError(
+        "Chroma vector memory", "pip install 'chat-memories[chroma]'"
+    ) from exc
 
 __all__ = [
     "CHROMA_MODES",

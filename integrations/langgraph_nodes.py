@@ -3,7 +3,7 @@
 ::
 
     from langgraph.graph import START, END, StateGraph
-    from integrations.langgraph_nodes import MemoryNodes, MemoryState
+    from memories.integrations.langgraph_nodes import MemoryNodes, MemoryState
 
     nodes = MemoryNodes(lambda thread_id: WindowMemory(
         k=5, chat_memory=SQLiteHistory("chat.db", session_id=thread_id)))

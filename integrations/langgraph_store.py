@@ -4,7 +4,7 @@ LangGraph code that takes a store (``graph.compile(store=...)``,
 ``create_agent(..., store=...)``, tools reading ``runtime.store``) can use
 the profiles or the vector memory as its store::
 
-    from integrations.langgraph_store import ProfileStoreAdapter
+    from memories.integrations.langgraph_store import ProfileStoreAdapter
 
     store = ProfileStoreAdapter.from_memory(profile_memory)
     store.put(("users", "maya"), "profile", {"name": "Maya"})

@@ -453,7 +453,7 @@ def _import(module: str, pip_command: str, feature: str = "MiniLMEmbeddings") ->
 
 def _quantize_activations(source: _Source, data: bytes) -> bytes:
     onnx = _import("onnx", "pip install onnx", feature="MiniLMEmbeddings(int8_activations=True)")
-    from integrations._onnx_int8 import quantize_activations_per_token
+    from memories.integrations._onnx_int8 import quantize_activations_per_token
 
     try:
         rewritten, count = quantize_activations_per_token(onnx, data)

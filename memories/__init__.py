@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from memories._version import __version__
 from memories.errors import MissingDependencyError
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 }
 
 #: Modules that need an optional extra, with the command that installs it.
-_EXTRAS = {"memories.vector": "pip install 'memories[chroma]'"}
+_EXTRAS = {"memories.vector": "pip install 'chat-memories[chroma]'"}
 
 
 def __getattr__(name: str) -> Any:
@@ -182,6 +183,7 @@ __all__ = [
     "VectorMemory",
     "VectorStoreRetrieverMemory",
     "WindowMemory",
+    "__version__",
     "create_history",
     "create_memory",
     "get_prompt_input_key",

@@ -7,13 +7,27 @@ rebuild it.
 
 Implementing a subclass
 -----------------------
-A memory over a chat history subclasses :class:`ChatMemory` and implements two
-methods: :meth:`ChatMemory._select` and its async twin :meth:`ChatMemory._aselect`,
-which return the messages the memory shows. Saving, formatting, key selection,
-clearing and configuration are written once here. A memory that derives state
-from the log (a cursor, token counts, a summary) overrides
-:meth:`ChatMemory._after_save` / :meth:`ChatMemory._aafter_save` too, and keeps
-that state in the history under :meth:`ChatMemory.state_key`.
+A memory over a chat history subclasses :class:`ChatMemory` and implements one
+method, :meth:`ChatMemory._selection`: a loop of I/O steps (see
+:mod:`memories.kernel.steps`) that returns the messages the memory shows. It
+is written once; the kernel runs it for the sync and the async methods.
+Saving, formatting, key selection, clearing and configuration are written
+once here. A memory that derives state from the log (a cursor, token counts,
+a summary) also implements :meth:`ChatMemory._update`, the steps that bring
+that state up to date after a save, and keeps the state in the history under
+:meth:`ChatMemory.state_key`. ``WindowMemory`` is the shortest example::
+
+    class WindowMemory(ChatMemory):
+        config_type: ClassVar[str] = "window"
+        k: int = Field(default=5, ge=0)
+
+        def _selection(self) -> Steps[list[BaseMessage]]:
+            if self.k == 0:
+                return []
+            start = yield step(self.chat_memory.start_of_last_exchanges, self.k)
+            after = None if start is None else start - 1
+            entries = yield step(self.chat_memory.entries, after=after)
+            return [entry.message for entry in entries]
 
 A memory that is not a chat log (vector recall, a profile) subclasses
 :class:`BaseMemory` and implements LangChain's four members and their async
@@ -24,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -38,6 +53,9 @@ from memories.errors import ConfigError, InvalidInputError
 from memories.history.base import ChatHistory
 from memories.history.langchain import LangChainHistory
 from memories.history.memory import InMemoryHistory
+from memories.kernel.background import MemoryStatus
+from memories.kernel.capabilities import Capabilities
+from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.keys import turn_messages_for
 from memories.messages import format_buffer
 
@@ -58,6 +76,8 @@ class BaseMemory(LangChainBaseMemory):
 
     #: The name this class has in configs and in the registry (``"buffer"``, ...).
     config_type: ClassVar[str]
+    #: What this class can do; tools read this, never ``hasattr`` or the class name.
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -79,6 +99,41 @@ class BaseMemory(LangChainBaseMemory):
                 for attribute, member in vars(base).items():
                     if isinstance(member, cached_property):
                         self.__dict__.pop(attribute, None)
+
+    # -- the kernel's surface: composition and deferred work --------------------
+
+    def leaves(self) -> list[LangChainBaseMemory]:
+        """The memories that hold data: this one, or a composite's members (flattened)."""
+        return [self]
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Finish deferred work now and wait for it (at most ``timeout`` seconds).
+
+        Returns:
+            True when nothing is pending or running any more; a memory that
+            defers nothing returns True at once.
+        """
+        return True
+
+    async def aflush(self, *, timeout: float | None = None) -> bool:
+        """Async :meth:`flush`."""
+        return await to_thread(self.flush, timeout=timeout)
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """Flush, then defer nothing more: later turns of this object do their work inline."""
+        return self.flush(timeout=timeout)
+
+    async def aclose(self, *, timeout: float | None = None) -> bool:
+        """Async :meth:`close`."""
+        return await to_thread(self.close, timeout=timeout)
+
+    def status(self) -> MemoryStatus:
+        """Where this memory's deferred work stands (nothing, by default)."""
+        return MemoryStatus()
+
+    async def astatus(self) -> MemoryStatus:
+        """Async :meth:`status`."""
+        return await to_thread(self.status)
 
     def to_config(self) -> dict[str, Any]:
         """A config that :func:`memories.create_memory` turns back into an equal memory.
@@ -133,6 +188,8 @@ def _reasons(exc: ValidationError) -> str:
         cause = (error.get("ctx") or {}).get("error")
         where = ".".join(str(p) for p in error["loc"])
         message = str(cause) if isinstance(cause, Exception) else error["msg"]
+        if not isinstance(cause, Exception) and "input" in error and where:
+            message = f"{message}, got {error['input']!r:.80}"
         lines.append(f"{where}: {message}" if where else message)
     return "; ".join(lines)
 
@@ -153,6 +210,10 @@ class ChatMemory(BaseMemory):
         human_prefix: the speaker name of human messages in the string form.
         ai_prefix: the speaker name of AI messages in the string form.
     """
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="session", chat_log=True, exportable=True
+    )
 
     chat_memory: ChatHistory = Field(default_factory=InMemoryHistory)
     memory_key: str = "history"
@@ -181,18 +242,30 @@ class ChatMemory(BaseMemory):
     # -- what subclasses implement --------------------------------------------
 
     @abstractmethod
+    def _selection(self) -> Steps[list[BaseMessage]]:
+        """The steps that read and return the messages this memory shows now."""
+
+    def _update(self) -> Steps[None]:
+        """The steps that bring derived state up to date after a save (default: none)."""
+        return
+        yield  # a generator with no steps
+
+    @property
+    def _io_lock(self) -> threading.Lock | None:
+        """The lock the kernel holds while it runs this memory's steps (default: none)."""
+        return None
+
+    # -- running the steps (the kernel's runners) -----------------------------
+
     def _select(self) -> list[BaseMessage]:
-        """The messages this memory shows now."""
+        return run(self._selection(), lock=self._io_lock)
 
-    @abstractmethod
     async def _aselect(self) -> list[BaseMessage]:
-        """Async :meth:`_select`."""
+        return await arun(self._selection(), lock=self._io_lock)
 
-    def _after_save(self) -> None:
-        """Update derived state after a turn was appended (default: none)."""
-
-    async def _aafter_save(self) -> None:
-        """Async :meth:`_after_save`."""
+    def _saving(self, messages: list[BaseMessage]) -> Steps[None]:
+        yield step(self.chat_memory.append, messages)
+        yield from self._update()
 
     def _state_parameters(self) -> dict[str, Any]:
         """The arguments that shape this memory's derived state (default: none)."""
@@ -224,13 +297,11 @@ class ChatMemory(BaseMemory):
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Append the run's input and output to the history, then update derived state."""
-        self.chat_memory.append(self._turn(inputs, outputs))
-        self._after_save()
+        run(self._saving(self._turn(inputs, outputs)), lock=self._io_lock)
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`save_context`: the same work, awaited."""
-        await self.chat_memory.aappend(self._turn(inputs, outputs))
-        await self._aafter_save()
+        """Async :meth:`save_context`: the same steps, awaited."""
+        await arun(self._saving(self._turn(inputs, outputs)), lock=self._io_lock)
 
     def save_messages(self, messages: Sequence[BaseMessage], /) -> None:
         """Append whole messages (an agent turn with its tool calls), then update derived state.
@@ -242,13 +313,11 @@ class ChatMemory(BaseMemory):
         Raises:
             InvalidInputError: an item is not a LangChain message (nothing is written).
         """
-        self.chat_memory.append(_checked_messages(messages))
-        self._after_save()
+        run(self._saving(_checked_messages(messages)), lock=self._io_lock)
 
     async def asave_messages(self, messages: Sequence[BaseMessage], /) -> None:
-        """Async :meth:`save_messages`: the same work, awaited."""
-        await self.chat_memory.aappend(_checked_messages(messages))
-        await self._aafter_save()
+        """Async :meth:`save_messages`: the same steps, awaited."""
+        await arun(self._saving(_checked_messages(messages)), lock=self._io_lock)
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """``{memory_key: buffer}``: a string, or messages with ``return_messages=True``."""
@@ -258,13 +327,16 @@ class ChatMemory(BaseMemory):
         """Async :meth:`load_memory_variables`: the same work, awaited."""
         return {self.memory_key: self._format(await self._aselect())}
 
+    def _clearing(self) -> Steps[None]:
+        yield step(self.chat_memory.clear)
+
     def clear(self) -> None:
         """Erase the session: its messages and every memory's state in the history."""
-        self.chat_memory.clear()
+        run(self._clearing(), lock=self._io_lock)
 
     async def aclear(self) -> None:
-        """Async :meth:`clear`."""
-        await self.chat_memory.aclear()
+        """Async :meth:`clear`: the same steps, awaited."""
+        await arun(self._clearing(), lock=self._io_lock)
 
     def _format(self, messages: list[BaseMessage]) -> str | list[BaseMessage]:
         if self.return_messages:

@@ -9,6 +9,7 @@ from pydantic import field_validator
 
 from memories.base import ChatMemory
 from memories.errors import ConfigError
+from memories.kernel.steps import Steps, step
 
 __all__ = ["BufferMemory", "StringBufferMemory"]
 
@@ -23,11 +24,9 @@ class BufferMemory(ChatMemory):
 
     config_type: ClassVar[str] = "buffer"
 
-    def _select(self) -> list[BaseMessage]:
-        return [entry.message for entry in self.chat_memory.entries()]
-
-    async def _aselect(self) -> list[BaseMessage]:
-        return [entry.message for entry in await self.chat_memory.aentries()]
+    def _selection(self) -> Steps[list[BaseMessage]]:
+        entries = yield step(self.chat_memory.entries)
+        return [entry.message for entry in entries]
 
 
 class StringBufferMemory(BufferMemory):

@@ -26,7 +26,7 @@ def _model(spec: str | None) -> tuple[Any, str]:
     spec = spec or os.environ.get(LLM_ENV) or None
     if spec is None:
         return None, f"scripted (no --llm or ${LLM_ENV}: offline, no LLM)"
-    from integrations.models import resolve_llm
+    from memories.llm import resolve_llm
 
     return resolve_llm(spec), f"from {spec}"
 
@@ -52,8 +52,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from integrations.scripted import ScriptedChatModel
     from memories.commands import chat, open_memory
+    from memories.testing import ScriptedChatModel
 
     memory = open_memory(args.config, args.session, args.namespace)
     model, source = _model(args.llm)

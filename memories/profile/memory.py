@@ -44,10 +44,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
-# A module import, not names: integrations.models imports memories.errors, which
-# runs this package's __init__, so this module may load while that one is half-done.
-import integrations.models as models
-from memories.background import Debouncer, DebouncerStatus, shared_debouncer
+import memories.llm as models
 from memories.base import BaseMemory
 from memories.errors import (
     BackendError,
@@ -56,6 +53,11 @@ from memories.errors import (
     InvalidProfileError,
     LLMError,
 )
+from memories.kernel.background import Debouncer, JobStatus, shared_debouncer
+
+# A module import, not names: memories.llm imports memories.errors, which
+# runs this package's __init__, so this module may load while that one is half-done.
+from memories.kernel.capabilities import Capabilities
 from memories.keys import turn_messages_for
 from memories.profile.patching import (
     PATCH_TOOL,
@@ -122,7 +124,7 @@ class ProfileStatus:
     """Whether the ``once`` policy stops further model updates."""
     last_failure: ProfileChange | None
     """The latest failed update, when no change has been accepted since."""
-    background: DebouncerStatus | None = None
+    background: JobStatus | None = None
     """The scheduler's counters under the ``"background"`` policy, else None."""
 
 
@@ -162,7 +164,7 @@ class ProfileMemory(BaseMemory):
             quiet), ``"manual"`` (:meth:`refresh`), or ``"once"``.
         every_n: the number of turns per update under ``"every_n"``.
         debounce: the quiet period under ``"background"``, in seconds.
-        scheduler: the :class:`~memories.background.Debouncer` that runs
+        scheduler: the :class:`~memories.kernel.background.Debouncer` that runs
             background updates (the process-wide one by default).
         llm_timeout: seconds to wait for one model reply before the update
             fails (and is recorded); None waits forever.
@@ -177,6 +179,9 @@ class ProfileMemory(BaseMemory):
     """
 
     config_type: ClassVar[str] = "profile"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="namespace", exportable=True, deferred=True
+    )
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -773,7 +778,7 @@ class ProfileMemory(BaseMemory):
         """Flush, then stop using the scheduler: later turns of this object update inline.
 
         The scheduler itself is left running (it may serve other memories);
-        close a :class:`~memories.background.Debouncer` you made yourself.
+        close a :class:`~memories.kernel.background.Debouncer` you made yourself.
         """
         done = self.flush(timeout=timeout)
         self._closed = True

@@ -24,7 +24,7 @@ try:
     import numpy as np
     import numpy.typing as npt
 except ImportError as exc:  # pragma: no cover - numpy comes with the chroma extra
-    raise MissingDependencyError("memories.recall", "pip install 'memories[chroma]'") from exc
+    raise MissingDependencyError("memories.recall", "pip install 'chat-memories[chroma]'") from exc
 
 from memories.recall.text import Analyzer
 from memories.recall.types import ScoredId

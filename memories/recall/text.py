@@ -57,7 +57,7 @@ def _english_stemmer() -> Any:
         import Stemmer
     except ImportError as exc:
         raise MissingDependencyError(
-            "Stemming for lexical recall", "pip install 'memories[chroma]'"
+            "Stemming for lexical recall", "pip install 'chat-memories[chroma]'"
         ) from exc
     return Stemmer.Stemmer("english")
 

@@ -42,6 +42,7 @@ from pydantic import Field, PrivateAttr, field_validator
 
 from memories.base import BaseMemory
 from memories.errors import BackendError, ConfigError, InvalidInputError
+from memories.kernel.capabilities import Capabilities
 from memories.keys import select_input_key, select_output_key
 from memories.messages import message_text, turn_messages
 from memories.recall import RecallConfig, ScoredId, neighbour_positions, rank_candidates
@@ -70,7 +71,7 @@ from memories.vector.writes import (
 )
 
 if TYPE_CHECKING:
-    from integrations.chroma import ChromaStore
+    from memories.integrations.chroma import ChromaStore
 
 __all__ = ["VectorMemory", "default_embeddings"]
 
@@ -135,6 +136,9 @@ class VectorMemory(BaseMemory):
     """
 
     config_type: ClassVar[str] = "vector"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="namespace", searchable=True, exportable=True, deferred=True
+    )
 
     mode: Literal["persistent", "memory", "http"] = "persistent"
     path: str = "memories-chroma"
@@ -214,7 +218,7 @@ class VectorMemory(BaseMemory):
     @cached_property
     def store(self) -> ChromaStore:
         """The Chroma store adapter (opened lazily, on the first call that needs it)."""
-        from integrations.chroma import ChromaStore
+        from memories.integrations.chroma import ChromaStore
 
         return ChromaStore(
             mode=self.mode,
@@ -865,7 +869,7 @@ def default_embeddings() -> Embeddings:
     55.0 dense with int8 activations against 84.7 / 55.4 without, for half
     the CPU time per text (about 5 ms instead of 10 for a 40-token turn here).
     """
-    from integrations.minilm import MiniLMEmbeddings
+    from memories.integrations.minilm import MiniLMEmbeddings
 
     return MiniLMEmbeddings(int8_activations=True)
 

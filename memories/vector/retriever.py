@@ -18,6 +18,7 @@ from langchain_core.vectorstores import VectorStoreRetriever
 from pydantic import Field
 
 from memories.errors import ConfigError, InvalidInputError
+from memories.kernel.capabilities import Capabilities
 from memories.keys import select_input_key
 from memories.vector.memory import VectorMemory
 from memories.vector.records import SearchResult
@@ -39,6 +40,9 @@ class VectorStoreRetrieverMemory(VectorMemory):
     """
 
     config_type: ClassVar[str] = "vector_store_retriever"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="namespace", searchable=True, exportable=True, deferred=True
+    )
 
     retriever: VectorStoreRetriever | None = Field(default=None, exclude=True)
     exclude_input_keys: Sequence[str] = ()

@@ -7,7 +7,7 @@ drain holds, and which remembers the last failure until a drain succeeds.
 
 With ``write="background"`` a memory's ``save_context`` queues the turn and
 asks the process's background writer (:func:`background_writer`, a
-:class:`~memories.background.Debouncer` with no quiet period and one thread)
+:class:`~memories.kernel.background.Debouncer` with no quiet period and one thread)
 to drain the namespace; bursts of turns collapse into one drain. The writer
 is flushed at interpreter exit (for at most :data:`EXIT_FLUSH_SECONDS`);
 whatever it could not write waits in the outbox for the next process.
@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from memories.background import Debouncer, DebouncerStatus
+from memories.kernel.background import Debouncer, JobStatus
 
 __all__ = [
     "EXIT_FLUSH_SECONDS",
@@ -52,7 +52,7 @@ class VectorStatus:
     """``"ExceptionType: message"`` of the last failed write of the namespace, until one works."""
     failed_at: float | None
     """When that write failed (seconds since the epoch), else None."""
-    background: DebouncerStatus | None
+    background: JobStatus | None
     """The background writer's counters in background mode, else None."""
 
 
@@ -102,7 +102,7 @@ _writer_lock = threading.Lock()
 def background_writer() -> Debouncer:
     """The process's background writer of vector documents.
 
-    Its own thread rather than :func:`~memories.background.shared_debouncer`'s,
+    Its own thread rather than :func:`~memories.kernel.background.shared_debouncer`'s,
     where a summary's LLM call would hold writes up for seconds. When 1,000
     namespaces wait already, a new one drains in the caller's thread.
     """

@@ -236,7 +236,7 @@ def test_clear_erases_one_session_and_the_memory_state(
     ("content", "message"),
     [
         ("type: bufer\n", "valid types"),
-        ("type: window\nk: -1\n", "k must be >= 0"),
+        ("type: window\nk: -1\n", "k: Input should be greater than or equal to 0, got -1"),
         ("type: window\nwindow_size: 3\n", "window_size"),
         ("type: buffer\nhistory: {type: redis}\n", "Unknown history type 'redis'"),
         ("type: [unclosed\n", "is not valid"),

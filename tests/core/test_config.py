@@ -108,7 +108,7 @@ def test_missing_type_is_an_error() -> None:
 def test_bad_option_names_the_option() -> None:
     with pytest.raises(ConfigError, match="max_tokens"):
         create_memory({"type": "token_buffer", "max_tokens": 10})
-    with pytest.raises(ConfigError, match="k must be >= 0"):
+    with pytest.raises(ConfigError, match="k: Input should be greater than or equal to 0"):
         create_memory({"type": "window", "k": -2})
 
 
@@ -181,7 +181,7 @@ def test_read_only_memory_never_writes() -> None:
 
 
 def test_direct_construction_and_assignment_raise_config_errors() -> None:
-    with pytest.raises(ConfigError, match=r"Bad options for WindowMemory: k: k must be >= 0"):
+    with pytest.raises(ConfigError, match=r"Bad options for WindowMemory: k: Input should be greater than or equal to 0, got -1"):
         WindowMemory(k=-1)
     memory = TokenBufferMemory()
     with pytest.raises(ConfigError, match=r"TokenBufferMemory\.max_token_limit"):

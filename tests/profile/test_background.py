@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 
 from memories import ProfileMemory
-from memories.background import Debouncer
+from memories.kernel.background import Debouncer
 from tests.profile.fakes import USER_SCHEMA, ScriptedChatModel, prompt_text, tool_reply
 
 NAME = {"op": "add", "path": "/name", "value": "Ada"}

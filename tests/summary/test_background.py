@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from memories.background import Debouncer, DebouncerStatus, shared_debouncer
+from memories.kernel.background import Debouncer, JobStatus, shared_debouncer
 
 LONG = 60.0  # a quiet period no test waits for: jobs run through flush()
 
@@ -92,7 +92,7 @@ def test_a_failing_job_is_logged_and_counted(caplog: pytest.LogCaptureFixture) -
         raise ConnectionError("LLM down")
 
     with Debouncer(delay=LONG) as debouncer:
-        with caplog.at_level(logging.ERROR, logger="memories.background"):
+        with caplog.at_level(logging.ERROR, logger="memories.kernel.background"):
             debouncer.schedule("s1", boom)
             debouncer.flush(timeout=10)
         status = debouncer.status()
@@ -107,7 +107,7 @@ def test_status_counts_completed_jobs() -> None:
         for key in "abc":
             debouncer.schedule(key, lambda: None)
         debouncer.flush(timeout=10)
-        assert debouncer.status() == DebouncerStatus(
+        assert debouncer.status() == JobStatus(
             pending=0, running=0, completed=3, failed=0, dropped=0, last_error=None, closed=False
         )
 
@@ -115,7 +115,7 @@ def test_status_counts_completed_jobs() -> None:
 def test_full_queue_drops_the_oldest_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     ran, job = recorder()
     with Debouncer(delay=LONG, max_pending=2) as debouncer:
-        with caplog.at_level(logging.WARNING, logger="memories.background"):
+        with caplog.at_level(logging.WARNING, logger="memories.kernel.background"):
             debouncer.schedule("a", job("a"))
             debouncer.schedule("b", job("b"))
             debouncer.schedule("c", job("c"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memories import SQLiteHistory, SummaryBufferMemory, SummaryMemory
-from memories.background import Debouncer
+from memories.kernel.background import Debouncer
 from tests.summary.fakes import RAISE, ScriptedLLM
 
 LIMIT = 100
@@ -223,7 +223,7 @@ def test_background_folds_persist_for_a_restart(tmp_path: Path, scheduler: Debou
 
 
 def test_the_shared_scheduler_is_used_by_default() -> None:
-    from memories.background import shared_debouncer
+    from memories.kernel.background import shared_debouncer
 
     llm = ScriptedLLM()
     memory = SummaryMemory(llm=llm, summarize="background", debounce=QUIET)

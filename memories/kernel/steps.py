@@ -1,0 +1,178 @@
+"""I/O loops written once, run sync or async.
+
+A memory's loop that reads state, reads the log, calls a model and commits is
+a generator: it ``yield``s each I/O operation as a :class:`Step` and receives
+its result back. :func:`run` performs the steps with the sync methods,
+:func:`arun` with their async twins (the same name with an ``a`` in front,
+LangChain's convention: ``load_state`` / ``aload_state``). The policy between
+the steps (what to fold, what to save) is plain code that exists once, so the
+two paths cannot drift::
+
+    def _fold_steps(self) -> Steps[SummaryState]:
+        state = yield step(self.chat_memory.load_state, self.state_key)
+        ...
+        yield step(self.chat_memory.save_state, self.state_key, new.to_state())
+        return new
+
+    def fold(self) -> SummaryState:
+        return run(self._fold_steps(), lock=self._lock)
+
+    async def afold(self) -> SummaryState:
+        return await arun(self._fold_steps(), lock=self._lock)
+
+Locking lives here too, so no path can drop it: with ``lock=``, a runner
+holds the lock while it runs the loop, and lets go of it only around steps
+made with ``unlocked=True`` (a model call that may take seconds). The lock is
+a plain :class:`threading.Lock`, shared by threads and event loops: the async
+runner waits for it on a worker thread, so the event loop never blocks on it.
+
+Work that is only blocking (a Chroma call, a file read) has no loop to
+share; its async twin delegates with :func:`to_thread`, the one way this
+library moves blocking work off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+__all__ = ["Step", "Steps", "arun", "run", "step", "to_thread"]
+
+T = TypeVar("T")
+
+#: A loop of I/O steps that ends by returning a ``T``.
+Steps = Generator["Step", Any, T]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One I/O operation of a loop: a sync method and the name of its async twin."""
+
+    method: Callable[..., Any]
+    """The sync method, bound to its object (``history.load_state``)."""
+    args: tuple[Any, ...] = ()
+    """Positional arguments of the call."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the call."""
+    unlocked: bool = False
+    """Let go of the runner's lock during this step (a slow model call)."""
+
+    def call(self) -> Any:
+        """Perform the step with the sync method."""
+        return self.method(*self.args, **self.kwargs)
+
+    def acall(self) -> Awaitable[Any]:
+        """Perform the step with the async twin: ``a`` + the method's name, on the same object."""
+        owner = getattr(self.method, "__self__", None)
+        name = "a" + self.method.__name__.lstrip("_")
+        if self.method.__name__.startswith("_"):
+            name = "_" + name
+        twin = getattr(owner, name, None)
+        if twin is None:
+            raise TypeError(
+                f"{type(owner).__name__} has no async twin {name!r} of {self.method.__name__!r}"
+            )
+        result: Awaitable[Any] = twin(*self.args, **self.kwargs)
+        return result
+
+
+def step(method: Callable[..., Any], /, *args: Any, unlocked: bool = False, **kwargs: Any) -> Step:
+    """A :class:`Step` calling ``method(*args, **kwargs)`` (or its async twin)."""
+    return Step(method, args, kwargs, unlocked)
+
+
+def run(steps: Steps[T], /, *, lock: threading.Lock | None = None) -> T:
+    """Drive a loop with the sync methods; return what the loop returns."""
+    with _held(lock):
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                current = steps.throw(error) if error is not None else steps.send(result)
+            except StopIteration as stop:
+                return stop.value
+            result, error = None, None
+            try:
+                if current.unlocked and lock is not None:
+                    with _released(lock):
+                        result = current.call()
+                else:
+                    result = current.call()
+            except Exception as exc:
+                error = exc
+
+
+async def arun(steps: Steps[T], /, *, lock: threading.Lock | None = None) -> T:
+    """Drive a loop with the async twins; return what the loop returns."""
+    async with _aheld(lock):
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                current = steps.throw(error) if error is not None else steps.send(result)
+            except StopIteration as stop:
+                return stop.value
+            result, error = None, None
+            try:
+                if current.unlocked and lock is not None:
+                    lock.release()
+                    try:
+                        result = await current.acall()
+                    finally:
+                        await _acquire(lock)
+                else:
+                    result = await current.acall()
+            except Exception as exc:
+                error = exc
+
+
+async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run blocking ``func`` on a worker thread (context variables kept) and await it."""
+    return await asyncio.to_thread(func, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def _held(lock: threading.Lock | None) -> Iterator[None]:
+    if lock is None:
+        yield
+        return
+    with lock:
+        yield
+
+
+@contextlib.contextmanager
+def _released(lock: threading.Lock) -> Iterator[None]:
+    lock.release()
+    try:
+        yield
+    finally:
+        lock.acquire()
+
+
+@contextlib.asynccontextmanager
+async def _aheld(lock: threading.Lock | None) -> AsyncIterator[None]:
+    if lock is None:
+        yield
+        return
+    await _acquire(lock)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+async def _acquire(lock: threading.Lock) -> None:
+    """Take ``lock`` without blocking the event loop; a cancelled wait leaves it free."""
+    if lock.acquire(blocking=False):
+        return
+    waiting = asyncio.ensure_future(asyncio.to_thread(lock.acquire))
+    try:
+        await asyncio.shield(waiting)
+    except asyncio.CancelledError:
+        # The worker thread still takes the lock: hand it back as soon as it does.
+        waiting.add_done_callback(lambda _: lock.release())
+        raise
