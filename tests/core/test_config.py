@@ -181,7 +181,11 @@ def test_read_only_memory_never_writes() -> None:
 
 
 def test_direct_construction_and_assignment_raise_config_errors() -> None:
-    with pytest.raises(ConfigError, match=r"Bad options for WindowMemory: k: Input should be greater than or equal to 0, got -1"):
+    with pytest.raises(
+        ConfigError,
+        match=r"Bad options for WindowMemory: k: Input should be greater than or equal to 0, "
+        r"got -1",
+    ):
         WindowMemory(k=-1)
     memory = TokenBufferMemory()
     with pytest.raises(ConfigError, match=r"TokenBufferMemory\.max_token_limit"):
