@@ -42,7 +42,7 @@ import threading
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeGuard
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
@@ -54,12 +54,12 @@ from memories.history.base import ChatHistory
 from memories.history.langchain import LangChainHistory
 from memories.history.memory import InMemoryHistory
 from memories.kernel.background import MemoryStatus
-from memories.kernel.capabilities import Capabilities
+from memories.kernel.capabilities import Capabilities, capabilities_of
 from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.keys import turn_messages_for
 from memories.messages import format_buffer
 
-__all__ = ["BaseMemory", "ChatMemory"]
+__all__ = ["BaseMemory", "ChatMemory", "keeps_chat_log"]
 
 
 class BaseMemory(LangChainBaseMemory):
@@ -370,6 +370,14 @@ class ChatMemory(BaseMemory):
         """Async :attr:`buffer_as_messages`."""
         return await self._aselect()
 
+    def load_messages(self) -> list[BaseMessage]:
+        """What the memory shows, as messages (:attr:`buffer_as_messages` as a method)."""
+        return self._select()
+
+    async def aload_messages(self) -> list[BaseMessage]:
+        """Async :meth:`load_messages`."""
+        return await self._aselect()
+
 
 def _checked_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     wrong = [m for m in messages if not isinstance(m, BaseMessage)]
@@ -380,3 +388,8 @@ def _checked_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
             "Use save_context for plain input and output values."
         )
     return list(messages)
+
+
+def keeps_chat_log(memory: Any, /) -> TypeGuard[ChatMemory]:
+    """Whether ``memory`` declares a chat log (and so has :class:`ChatMemory`'s methods)."""
+    return capabilities_of(memory).chat_log

@@ -27,8 +27,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from memories._langchain import LangChainBaseMemory
-from memories.base import ChatMemory
-from memories.combined import CombinedMemory, ReadOnlySharedMemory
+from memories.base import keeps_chat_log
+from memories.combined import CombinedMemory, leaves_of
+from memories.kernel.steps import Steps, arun, run, step
 from memories.messages import format_buffer
 
 __all__ = [
@@ -94,42 +95,35 @@ def save_exchange(
         tool_messages: store AI tool calls and tool results in chat memories too;
             False keeps only the user's message and the final answer.
     """
-    messages = _to_save(exchange, tool_messages)
-    if messages is None:
-        return False
-    _save(memory, messages)
-    return True
-
-
-def _save(memory: LangChainBaseMemory, messages: list[BaseMessage]) -> None:
-    if isinstance(memory, ChatMemory):
-        memory.save_messages(messages)
-    elif isinstance(memory, CombinedMemory):
-        for member in memory.memories:
-            _save(member, messages)
-    else:
-        memory.save_context(*_save_context_args(memory, messages[0], messages[-1]))
+    return run(_saving_exchange(memory, exchange, tool_messages))
 
 
 async def asave_exchange(
     memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], *, tool_messages: bool = True
 ) -> bool:
-    """Async :func:`save_exchange`: the same work, awaited."""
+    """Async :func:`save_exchange`: the same steps, awaited."""
+    return await arun(_saving_exchange(memory, exchange, tool_messages))
+
+
+def _saving_exchange(
+    memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], tool_messages: bool
+) -> Steps[bool]:
     messages = _to_save(exchange, tool_messages)
     if messages is None:
         return False
-    await _asave(memory, messages)
+    yield from _saving(memory, messages)
     return True
 
 
-async def _asave(memory: LangChainBaseMemory, messages: list[BaseMessage]) -> None:
-    if isinstance(memory, ChatMemory):
-        await memory.asave_messages(messages)
-    elif isinstance(memory, CombinedMemory):
+def _saving(memory: LangChainBaseMemory, messages: list[BaseMessage]) -> Steps[None]:
+    if isinstance(memory, CombinedMemory):
+        # Each member saves; a read-only member's save does nothing, as in a chain.
         for member in memory.memories:
-            await _asave(member, messages)
+            yield from _saving(member, messages)
+    elif keeps_chat_log(memory):
+        yield step(memory.save_messages, messages)
     else:
-        await memory.asave_context(*_save_context_args(memory, messages[0], messages[-1]))
+        yield step(memory.save_context, *_save_context_args(memory, messages[0], messages[-1]))
 
 
 @dataclass(frozen=True)
@@ -207,29 +201,20 @@ def view_memory(memory: LangChainBaseMemory, query: str, *, as_messages: bool) -
         as_messages: give a chat memory's window as messages; False renders it
             as text in a section (``"Human: ...\\nAI: ..."``).
     """
-    if isinstance(memory, ChatMemory) and as_messages:
-        return _from_messages(memory.memory_key, memory.buffer_as_messages)
-    if isinstance(memory, CombinedMemory):
-        view = MemoryView()
-        for member in memory.memories:
-            view += view_memory(member, query, as_messages=as_messages)
-        return view
-    if isinstance(memory, ReadOnlySharedMemory):
-        return view_memory(memory.memory, query, as_messages=as_messages)
-    variables = memory.load_memory_variables(_query_inputs(memory, query))
-    return _from_variables(variables, as_messages, *_prefixes(memory))
+    return run(_viewing(memory, query, as_messages))
 
 
 async def aview_memory(memory: LangChainBaseMemory, query: str, *, as_messages: bool) -> MemoryView:
-    """Async :func:`view_memory`: the same work, awaited."""
-    if isinstance(memory, ChatMemory) and as_messages:
-        return _from_messages(memory.memory_key, await memory.abuffer_as_messages())
-    if isinstance(memory, CombinedMemory):
-        view = MemoryView()
-        for member in memory.memories:
-            view += await aview_memory(member, query, as_messages=as_messages)
-        return view
-    if isinstance(memory, ReadOnlySharedMemory):
-        return await aview_memory(memory.memory, query, as_messages=as_messages)
-    variables = await memory.aload_memory_variables(_query_inputs(memory, query))
-    return _from_variables(variables, as_messages, *_prefixes(memory))
+    """Async :func:`view_memory`: the same steps, awaited."""
+    return await arun(_viewing(memory, query, as_messages))
+
+
+def _viewing(memory: LangChainBaseMemory, query: str, as_messages: bool) -> Steps[MemoryView]:
+    view = MemoryView()
+    for leaf in leaves_of(memory):
+        if as_messages and keeps_chat_log(leaf):
+            view += _from_messages(leaf.memory_key, (yield step(leaf.load_messages)))
+        else:
+            variables = yield step(leaf.load_memory_variables, _query_inputs(leaf, query))
+            view += _from_variables(variables, as_messages, *_prefixes(leaf))
+    return view

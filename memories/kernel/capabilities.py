@@ -8,9 +8,9 @@ suite ask ``type(memory).capabilities`` (or walk ``memory.leaves()``), never
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-__all__ = ["Capabilities", "Scope"]
+__all__ = ["Capabilities", "Scope", "capabilities_of"]
 
 #: What a memory's data is keyed by: a chat session, a namespace (a user, an
 #: agent, shared by sessions), or nothing it stores itself.
@@ -34,3 +34,9 @@ class Capabilities:
     """It may defer work (``flush`` / ``close`` / ``status`` report on it)."""
     composite: bool = False
     """It holds other memories; ``leaves()`` lists them."""
+
+
+def capabilities_of(memory: Any, /) -> Capabilities:
+    """What ``memory`` declares it can do (a LangChain memory declares nothing)."""
+    declared = getattr(type(memory), "capabilities", None)
+    return declared if isinstance(declared, Capabilities) else Capabilities()

@@ -87,47 +87,54 @@ def step(method: Callable[..., Any], /, *args: Any, unlocked: bool = False, **kw
 
 def run(steps: Steps[T], /, *, lock: threading.Lock | None = None) -> T:
     """Drive a loop with the sync methods; return what the loop returns."""
+    loop = _Loop(steps)
     with _held(lock):
-        result: Any = None
-        error: BaseException | None = None
-        while True:
+        while (current := loop.next()) is not None:
             try:
-                current = steps.throw(error) if error is not None else steps.send(result)
-            except StopIteration as stop:
-                return stop.value
-            result, error = None, None
-            try:
-                if current.unlocked and lock is not None:
-                    with _released(lock):
-                        result = current.call()
-                else:
-                    result = current.call()
+                with _released(lock, current.unlocked):
+                    loop.result = current.call()
             except Exception as exc:
-                error = exc
+                loop.error = exc
+    return loop.value
 
 
 async def arun(steps: Steps[T], /, *, lock: threading.Lock | None = None) -> T:
     """Drive a loop with the async twins; return what the loop returns."""
+    loop = _Loop(steps)
     async with _aheld(lock):
-        result: Any = None
-        error: BaseException | None = None
-        while True:
+        while (current := loop.next()) is not None:
             try:
-                current = steps.throw(error) if error is not None else steps.send(result)
-            except StopIteration as stop:
-                return stop.value
-            result, error = None, None
-            try:
-                if current.unlocked and lock is not None:
-                    lock.release()
-                    try:
-                        result = await current.acall()
-                    finally:
-                        await _acquire(lock)
-                else:
-                    result = await current.acall()
+                async with _areleased(lock, current.unlocked):
+                    loop.result = await current.acall()
             except Exception as exc:
-                error = exc
+                loop.error = exc
+    return loop.value
+
+
+class _Loop:
+    """The half of a runner that both share: feeding results and errors back into the loop."""
+
+    def __init__(self, steps: Steps[Any]) -> None:
+        self.steps = steps
+        self.result: Any = None
+        """The last step's result, sent into the loop next."""
+        self.error: Exception | None = None
+        """The last step's exception, thrown into the loop next."""
+        self.value: Any = None
+        """What the loop returned."""
+
+    def next(self) -> Step | None:
+        """The loop's next step, or None when it has returned."""
+        try:
+            if self.error is not None:
+                current = self.steps.throw(self.error)
+            else:
+                current = self.steps.send(self.result)
+        except StopIteration as stop:
+            self.value = stop.value
+            return None
+        self.result, self.error = None, None
+        return current
 
 
 async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -145,12 +152,27 @@ def _held(lock: threading.Lock | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _released(lock: threading.Lock) -> Iterator[None]:
+def _released(lock: threading.Lock | None, unlocked: bool) -> Iterator[None]:
+    if lock is None or not unlocked:
+        yield
+        return
     lock.release()
     try:
         yield
     finally:
         lock.acquire()
+
+
+@contextlib.asynccontextmanager
+async def _areleased(lock: threading.Lock | None, unlocked: bool) -> AsyncIterator[None]:
+    if lock is None or not unlocked:
+        yield
+        return
+    lock.release()
+    try:
+        yield
+    finally:
+        await _acquire(lock)
 
 
 @contextlib.asynccontextmanager

@@ -1,0 +1,211 @@
+"""The kernel's runners and background component, on their own."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from memories.kernel.background import BackgroundWork, Debouncer, MemoryStatus
+from memories.kernel.steps import Steps, arun, run, step
+
+
+class Store:
+    """A resource with sync methods and their async twins that records overlap."""
+
+    def __init__(self) -> None:
+        self.inside = 0
+        self.overlaps = 0
+        self.calls: list[str] = []
+        self.guard = threading.Lock()
+
+    def _enter(self, name: str) -> None:
+        with self.guard:
+            self.inside += 1
+            self.overlaps += self.inside > 1
+            self.calls.append(name)
+
+    def _leave(self) -> None:
+        with self.guard:
+            self.inside -= 1
+
+    def read(self, key: str) -> str:
+        self._enter("read")
+        time.sleep(0.01)
+        self._leave()
+        return f"value of {key}"
+
+    async def aread(self, key: str) -> str:
+        self._enter("aread")
+        await asyncio.sleep(0.01)
+        self._leave()
+        return f"value of {key}"
+
+    def fail(self) -> None:
+        raise KeyError("missing")
+
+    async def afail(self) -> None:
+        raise KeyError("missing")
+
+    def slow(self, seconds: float) -> str:
+        time.sleep(seconds)
+        return "slow"
+
+    async def aslow(self, seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return "slow"
+
+
+def reading(store: Store, key: str) -> Steps[str]:
+    first = yield step(store.read, key)
+    second = yield step(store.read, key=key + "!")
+    return f"{first} / {second}"
+
+
+def recovering(store: Store) -> Steps[str]:
+    try:
+        yield step(store.fail)
+    except KeyError as exc:
+        return f"caught {exc}"
+    return "not reached"
+
+
+def test_run_and_arun_give_the_same_result_with_sync_and_async_methods() -> None:
+    store = Store()
+    assert run(reading(store, "k")) == asyncio.run(arun(reading(store, "k")))
+    assert store.calls == ["read", "read", "aread", "aread"]
+
+
+def test_a_step_error_is_thrown_into_the_loop_on_both_paths() -> None:
+    store = Store()
+    assert run(recovering(store)) == "caught 'missing'"
+    assert asyncio.run(arun(recovering(store))) == "caught 'missing'"
+
+
+def test_an_uncaught_step_error_reaches_the_caller_and_frees_the_lock() -> None:
+    store, lock = Store(), threading.Lock()
+
+    def failing() -> Steps[None]:
+        yield step(store.fail)
+
+    with pytest.raises(KeyError):
+        run(failing(), lock=lock)
+    with pytest.raises(KeyError):
+        asyncio.run(arun(failing(), lock=lock))
+    assert not lock.locked()
+
+
+def test_the_lock_serialises_sync_and_async_loops() -> None:
+    store, lock = Store(), threading.Lock()
+
+    def sync_loops() -> None:
+        for _ in range(5):
+            run(reading(store, "s"), lock=lock)
+
+    async def async_loops() -> None:
+        for _ in range(5):
+            await arun(reading(store, "a"), lock=lock)
+
+    thread = threading.Thread(target=sync_loops)
+    thread.start()
+    asyncio.run(async_loops())
+    thread.join()
+    assert len(store.calls) == 20
+    assert store.overlaps == 0
+
+
+def test_without_the_lock_the_same_loops_do_overlap() -> None:
+    """The check above can fail: without a lock the two paths interleave."""
+    store = Store()
+
+    def sync_loops() -> None:
+        for _ in range(5):
+            run(reading(store, "s"))
+
+    async def async_loops() -> None:
+        for _ in range(5):
+            await arun(reading(store, "a"))
+
+    thread = threading.Thread(target=sync_loops)
+    thread.start()
+    asyncio.run(async_loops())
+    thread.join()
+    assert store.overlaps > 0
+
+
+def test_an_unlocked_step_lets_another_loop_run_meanwhile() -> None:
+    store, lock = Store(), threading.Lock()
+    order: list[str] = []
+
+    def with_model_call() -> Steps[None]:
+        order.append("model call starts")
+        yield step(store.slow, 0.3, unlocked=True)
+        order.append("model call ends")
+
+    thread = threading.Thread(target=lambda: run(with_model_call(), lock=lock))
+    thread.start()
+    time.sleep(0.1)
+    run(reading(store, "meanwhile"), lock=lock)
+    order.append("other loop done")
+    thread.join()
+    assert order == ["model call starts", "other loop done", "model call ends"]
+    assert not lock.locked()
+
+
+def test_a_cancelled_wait_for_the_lock_leaves_it_free() -> None:
+    lock = threading.Lock()
+    store = Store()
+
+    async def main() -> None:
+        lock.acquire()  # held by "another thread"
+        waiting = asyncio.ensure_future(arun(reading(store, "x"), lock=lock))
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        lock.release()
+        await asyncio.sleep(0.1)  # the worker thread takes the lock, then hands it back
+
+    asyncio.run(main())
+    assert lock.acquire(timeout=2)
+    lock.release()
+
+
+def test_a_step_without_an_async_twin_says_which() -> None:
+    class SyncOnly:
+        def read(self) -> int:
+            return 1
+
+    def loop() -> Steps[int]:
+        value: int = yield step(SyncOnly().read)
+        return value
+
+    assert run(loop()) == 1
+    with pytest.raises(TypeError, match="SyncOnly has no async twin 'aread' of 'read'"):
+        asyncio.run(arun(loop()))
+
+
+def test_background_work_runs_once_per_burst_and_reports() -> None:
+    runs: list[int] = []
+    with Debouncer(delay=0.05, name="test") as scheduler:
+        work = BackgroundWork(("memory", 1), lambda: runs.append(1), scheduler=scheduler)
+        for _ in range(5):
+            assert work.schedule()
+        assert work.flush(timeout=5)
+        assert runs == [1]
+        assert work.status().completed == 1
+        assert work.close(timeout=5)
+        assert not work.schedule()  # closed: the caller does the work inline
+        assert runs == [1]
+
+
+def test_the_status_record_defaults_to_nothing_deferred() -> None:
+    status = MemoryStatus()
+    assert (status.pending, status.failures, status.last_error, status.background) == (
+        0,
+        0,
+        None,
+        None,
+    )

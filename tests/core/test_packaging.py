@@ -1,0 +1,122 @@
+"""The distribution as a user installs it: one top-level package, adapters inside it.
+
+A wheel is built from this checkout and installed (normal, not editable) into
+a fresh virtual environment that borrows the machine's dependencies. The
+probes run from a user's project folder that has an ``integrations/``
+package of its own, the ordinary Django app layout that broke the first wave.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+import memories
+from memories.imports import DISTRIBUTION
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+PROBE = """
+import json, sys
+import integrations.models                      # the user's own package
+import memories, memories.integrations.chroma   # ours, inside memories
+from memories import SummaryMemory
+from memories.testing import ScriptedChatModel
+memory = SummaryMemory(llm=ScriptedChatModel(responses=["a summary"]), max_token_limit=5)
+memory.save_context({"input": "hello there, how are you today?"}, {"output": "fine, thanks"})
+print(json.dumps({
+    "memories": memories.__file__,
+    "adapters": memories.integrations.chroma.__file__,
+    "users": integrations.models.__file__,
+    "user_value": integrations.models.VALUE,
+    "version": memories.__version__,
+    "summary": memory.buffer,
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The python of a fresh venv holding this checkout's wheel."""
+    work = tmp_path_factory.mktemp("packaging")
+    wheels = work / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "-w", str(wheels), str(ROOT)],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    (wheel,) = wheels.glob("*.whl")
+    assert wheel.name.startswith(DISTRIBUTION.replace("-", "_") + "-")
+    env_dir = work / "venv"
+    venv.create(env_dir, system_site_packages=True, with_pip=False)
+    python = env_dir / "bin" / "python"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
+         str(wheel)],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    return python
+
+
+def test_the_wheel_has_one_top_level_package_and_ships_py_typed(installed: Path) -> None:
+    site = Path(
+        subprocess.run(
+            [str(installed), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    record = next(site.glob("chat_memories-*.dist-info")) / "RECORD"
+    tops = {line.split("/", 1)[0] for line in record.read_text().splitlines()}
+    assert {t for t in tops if not t.endswith(".dist-info") and t != ".."} == {"memories"}
+    assert (site / "memories" / "py.typed").is_file()
+    assert (site / "memories" / "integrations" / "chroma.py").is_file()
+    assert not (site / "integrations").exists()
+
+
+def test_a_project_with_its_own_integrations_package_keeps_it(
+    installed: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    (project / "integrations").mkdir(parents=True)
+    (project / "integrations" / "__init__.py").write_text("")
+    (project / "integrations" / "models.py").write_text('VALUE = "the project\'s own"\n')
+    result = subprocess.run(
+        [str(installed), "-c", PROBE],
+        cwd=project, check=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    site = str(installed.parents[1])
+    assert seen["memories"].startswith(site) and seen["adapters"].startswith(site)
+    assert seen["users"] == str(project / "integrations" / "models.py")
+    assert seen["user_value"] == "the project's own"
+    assert seen["version"] == memories.__version__
+    assert seen["summary"] == "a summary"
+
+
+def test_import_integrations_outside_the_repository_finds_nothing_of_ours(
+    installed: Path, tmp_path: Path
+) -> None:
+    result = subprocess.run(
+        [str(installed), "-c", "import integrations"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "No module named 'integrations'" in result.stderr
+
+
+def test_the_command_reports_its_version(installed: Path, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(installed), "-m", "memories.cli", "--version"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert memories.__version__ in result.stdout and DISTRIBUTION in result.stdout
