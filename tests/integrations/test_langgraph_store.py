@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from langgraph.store.base import BaseStore, ListNamespacesOp, MatchCondition
 from langgraph.store.memory import InMemoryStore
+
+from memories import InvalidProfileError, ProfileMemory, VectorMemory
 from memories.integrations.langgraph_store import (
     ProfileStoreAdapter,
     VectorStoreAdapter,
     matches_filter,
     select_namespaces,
 )
-
-from memories import InvalidProfileError, ProfileMemory, VectorMemory
 from memories.profile import ProfileStore
 from tests.integrations.store_contract import StoreContract, WordEmbeddings
 
@@ -197,7 +197,6 @@ def test_search_with_a_query_and_a_filter_ranks_only_matching_items(tmp_path: Pa
 @pytest.mark.parametrize("namespace", [("a",), ("a", "b"), ("a/b", "c%2Fd", "100%")])
 def test_namespace_keys_decode_to_their_tuples(namespace: tuple[str, ...]) -> None:
     from memories.integrations.langgraph_store import namespace_tuple
-
     from memories.vector.filters import namespace_key
 
     assert namespace_tuple(namespace_key(namespace)) == namespace
