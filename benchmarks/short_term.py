@@ -46,13 +46,13 @@ from typing import Any, NamedTuple
 from langchain_core.language_models import FakeListLLM
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from memories.tokens import load_encoding
 from memories.base import ChatMemory
 from memories.buffer import BufferMemory
 from memories.history.base import ChatHistory
 from memories.history.memory import InMemoryHistory
 from memories.history.sql import SQLiteHistory, get_engine
 from memories.token_buffer import TokenBufferMemory
+from memories.tokens import load_encoding
 from memories.window import WindowMemory
 
 warnings.filterwarnings("ignore", message=".*deprecated.*")

@@ -38,8 +38,8 @@ from langchain_core.language_models.llms import LLM
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import Field
 
-from memories.tokens import load_encoding
 from memories import SummaryBufferMemory
+from memories.tokens import load_encoding
 
 warnings.filterwarnings("ignore", message=".*deprecated.*")
 warnings.filterwarnings("ignore", category=DeprecationWarning)

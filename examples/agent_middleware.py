@@ -18,9 +18,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
+from memories import SQLiteHistory, WindowMemory
 from memories.integrations.agents import MemoryMiddleware
 from memories.testing import ScriptedChatModel
-from memories import SQLiteHistory, WindowMemory
 
 
 @tool

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from langchain_classic.chains import ConversationChain
 
-from memories.testing import ScriptedChatModel
 from memories import ConversationTokenBufferMemory, SQLiteHistory
+from memories.testing import ScriptedChatModel
 
 
 def main(workdir: Path | None = None) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from langchain_core.messages import HumanMessage
 
-from memories.testing import ScriptedChatModel
 from memories import create_memory
+from memories.testing import ScriptedChatModel
 
 HISTORY = "history: {{type: sqlite, path: '{db}', session_id: {session}}}\n"
 CONFIGS = {

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 
-from memories.testing import ScriptedChatModel
 from memories import memory_factory, with_memory
+from memories.testing import ScriptedChatModel
 
 
 def main(workdir: Path | None = None) -> None:

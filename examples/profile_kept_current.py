@@ -17,8 +17,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from memories.testing import ScriptedChatModel
 from memories import ProfileMemory
+from memories.testing import ScriptedChatModel
 
 SCHEMA = {
     "type": "object",
