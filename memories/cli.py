@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from memories._version import __version__
 from memories.errors import ConfigError, MemoriesError
+from memories.imports import DISTRIBUTION
 
 __all__ = ["LLM_ENV", "main"]
 
@@ -148,6 +150,9 @@ def _clear(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memories", description=__doc__)
+    parser.add_argument(
+        "--version", action="version", version=f"memories {__version__} ({DISTRIBUTION})"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="run the scripted conversation with each memory type")

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 from memories._langchain import LangChainBaseMemory
 from memories.base import BaseMemory
 from memories.errors import ConfigError
+from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 
 __all__ = ["CombinedMemory", "ReadOnlySharedMemory", "SimpleMemory"]
@@ -50,6 +51,27 @@ class CombinedMemory(BaseMemory):
     def leaves(self) -> list[LangChainBaseMemory]:
         """Every member that holds data, nested composites flattened."""
         return [leaf for memory in self.memories for leaf in leaves_of(memory)]
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Flush every member (each within ``timeout``); True when all are done."""
+        return all([m.flush(timeout=timeout) for m in self._ours()])
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """Close every member; True when all finished their deferred work."""
+        return all([m.close(timeout=timeout) for m in self._ours()])
+
+    def status(self) -> MemoryStatus:
+        """The members' deferred work added up (the last error of any member that has one)."""
+        statuses = [m.status() for m in self._ours()]
+        errors = [s.last_error for s in statuses if s.last_error]
+        return MemoryStatus(
+            pending=sum(s.pending for s in statuses),
+            failures=sum(s.failures for s in statuses),
+            last_error=errors[-1] if errors else None,
+        )
+
+    def _ours(self) -> list[BaseMemory]:
+        return [m for m in self.leaves() if isinstance(m, BaseMemory)]
 
     def _inputs_for(self, inputs: dict[str, Any]) -> dict[str, Any]:
         ours = set(self.memory_variables)

@@ -26,13 +26,14 @@ from langchain_core.messages import (
 )
 
 from memories._langchain import LangChainBaseMemory
-from memories.base import ChatMemory
-from memories.combined import CombinedMemory, ReadOnlySharedMemory
+from memories.base import BaseMemory, ChatMemory, keeps_chat_log
+from memories.combined import leaves_of
 from memories.config import create_memory, load_config, with_namespace, with_session
 from memories.errors import ConfigError, InvalidInputError, LLMError
 from memories.exchange import DEFAULT_HEADER, save_exchange, view_memory
 from memories.history.base import ChatHistory
 from memories.history.memory import InMemoryHistory
+from memories.kernel.capabilities import capabilities_of
 from memories.messages import message_text
 from memories.profile import ProfileMemory
 from memories.tokens import TiktokenCounter
@@ -78,16 +79,12 @@ def open_memory(
 
 def leaf_memories(memory: LangChainBaseMemory) -> list[LangChainBaseMemory]:
     """The memories that hold data: ``memory``, or the members of a combined or read-only one."""
-    if isinstance(memory, CombinedMemory):
-        return [leaf for member in memory.memories for leaf in leaf_memories(member)]
-    if isinstance(memory, ReadOnlySharedMemory):
-        return leaf_memories(memory.memory)
-    return [memory]
+    return leaves_of(memory)
 
 
 def chat_memories(memory: LangChainBaseMemory) -> list[ChatMemory]:
-    """The chat memories in ``memory``: itself, or the members of a combined memory."""
-    return [m for m in leaf_memories(memory) if isinstance(m, ChatMemory)]
+    """The memories in ``memory`` that keep a chat log (declared by their class)."""
+    return [m for m in leaf_memories(memory) if keeps_chat_log(m)]
 
 
 def _distinct_histories(memory: LangChainBaseMemory) -> list[ChatHistory]:
@@ -182,13 +179,8 @@ def chat(
 
 def flush(memory: LangChainBaseMemory) -> None:
     """Finish the memory's deferred work (a background summary fold) before the process ends."""
-    if isinstance(memory, CombinedMemory):
-        for member in memory.memories:
-            flush(member)
-        return
-    finish = getattr(memory, "flush", None)
-    if callable(finish):
-        finish()
+    if isinstance(memory, BaseMemory):
+        memory.flush()
 
 
 # -- inspect ------------------------------------------------------------------
@@ -211,7 +203,7 @@ def _format_messages(messages: Iterable[BaseMessage]) -> str:
 def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) -> None:
     """Print a memory's config, its sessions' messages, its derived state and what it shows."""
     try:
-        config: Any = memory.to_config() if hasattr(memory, "to_config") else None
+        config: Any = memory.to_config() if isinstance(memory, BaseMemory) else None
     except ConfigError:
         config = None
     out.write(f"memory: {type(memory).__name__}  config: {json.dumps(config, default=str)}\n")
@@ -364,11 +356,8 @@ def stores_of(
 
 
 def _is_vector(memory: LangChainBaseMemory) -> bool:
-    # By class name: importing memories.vector would need the chroma extra. A
-    # VectorStoreRetrieverMemory over a LangChain retriever keeps its data there.
-    return getattr(memory, "retriever", None) is None and any(
-        cls.__name__ == "VectorMemory" for cls in type(memory).__mro__
-    )
+    """Whether the memory keeps searchable documents (a vector memory), as its class declares."""
+    return capabilities_of(memory).searchable
 
 
 def _vector_memories(memory: LangChainBaseMemory) -> list[Any]:

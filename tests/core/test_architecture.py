@@ -172,7 +172,7 @@ def test_the_twin_finder_finds_a_twin() -> None:
 
 @pytest.mark.parametrize(
     "pattern",
-    [r"hasattr\(\s*(memory|member|leaf|m)\b", r"__name__\s*(==|!=|in\b)"],
+    [r"hasattr\(\s*(memory|member|leaf|m)\b", r"\.__name__\s*(==|!=|in\b)"],
 )
 def test_tools_read_capabilities_not_types(pattern: str) -> None:
     offenders = [
