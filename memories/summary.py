@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, ClassVar, Literal
@@ -45,19 +45,19 @@ from langchain_core.messages import (
 from langchain_core.prompts import BasePromptTemplate, PromptTemplate
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-import memories.llm as models
 from memories.base import ChatMemory
 from memories.errors import ConfigError, LLMError
 from memories.extractive import ExtractiveSummarizer
-from memories.history.base import ChatHistory, Entry
-from memories.kernel.background import Debouncer, JobStatus, shared_debouncer
+from memories.history.base import Entry
+from memories.kernel.background import BackgroundWork, Debouncer, MemoryStatus
 
 # A module import, not names: memories.llm imports memories.errors, which
 # runs this package's __init__, so this module may load while that one is half-done.
 from memories.kernel.capabilities import Capabilities
-from memories.kernel.steps import Steps, step
+from memories.kernel.steps import Steps, arun, run, step
+from memories.llm import LLMField, ModelCaller
 from memories.messages import format_buffer
-from memories.tokens import TokenCounter, resolve_token_counter
+from memories.tokens import TokenCounter, resolve_token_counter, stable_id
 
 __all__ = [
     "SUMMARY_PROMPT",
@@ -256,41 +256,26 @@ class SummaryState:
 
 
 @dataclass(frozen=True)
-class SummaryStatus:
-    """Where a summary memory stands: what is folded, what is not, what went wrong."""
+class SummaryStatus(MemoryStatus):
+    """Where a summary memory stands: what is folded, what is not, what went wrong.
 
-    summary: str
+    ``pending`` counts the unfolded messages; ``failures`` and ``last_error``
+    are the consecutive failed folds and the last one's reason.
+    """
+
+    summary: str = ""
     """The current summary."""
-    folded: int | None
+    folded: int | None = None
     """The ``seq`` of the last message in the summary."""
-    unfolded_messages: int
+    unfolded_messages: int = 0
     """Messages after the fold point (shown verbatim, within the token limit)."""
-    unfolded_tokens: int
+    unfolded_tokens: int = 0
     """Their tokens."""
-    failures: int
-    """Consecutive failed folds (0 when the last fold worked)."""
-    retry_in: int
+    retry_in: int = 0
     """Fold opportunities skipped before the next attempt."""
-    last_error: str | None
-    """Why the last fold failed, while ``failures`` > 0."""
-    background: JobStatus | None
-    """The scheduler's counters in background mode, else None."""
 
 
 # -- the memories ---------------------------------------------------------------
-
-
-def _counter_id(counter: TokenCounter) -> str:
-    """A name for a token counter that is the same in every process (no addresses)."""
-    if counter.name is not None:
-        return counter.name
-    func: Any = getattr(counter, "func", counter)
-    owner = getattr(func, "__self__", None)
-    if owner is not None:
-        owner_type = type(owner)
-        return f"{owner_type.__module__}.{owner_type.__qualname__}.{func.__name__}"
-    kind = func if callable(func) and hasattr(func, "__qualname__") else type(func)
-    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _clip(message: BaseMessage, fraction: float) -> BaseMessage:
@@ -303,25 +288,24 @@ def _clip(message: BaseMessage, fraction: float) -> BaseMessage:
 class _RunningSummaryMemory(ChatMemory):
     """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
 
-    llm: Any = None
+    llm: LLMField = None
     llm_kwargs: dict[str, Any] = Field(default_factory=dict)
     prompt: BasePromptTemplate = SUMMARY_PROMPT
     summary_message_cls: type[BaseMessage] = SystemMessage
-    max_token_limit: int = 2000
+    max_token_limit: int = Field(default=2000, gt=0)
     token_counter: Any = None
     initial_summary: str = ""
-    max_summary_tokens: int | None = None
+    max_summary_tokens: int | None = Field(default=None, gt=0)
     summarize: SummarizeMode = "inline"
-    debounce: float = 1.0
-    llm_timeout: float | None = 120.0
+    debounce: float = Field(default=1.0, ge=0)
+    llm_timeout: float | None = Field(default=120.0, ge=0)
     scheduler: Debouncer | None = Field(default=None, exclude=True)
 
     #: LangChain's name for the ``initial_summary`` argument of this class.
     _summary_argument: ClassVar[str]
 
-    _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _epoch: int = PrivateAttr(default=0)
-    _closed: bool = PrivateAttr(default=False)
     _llm_calls: int = PrivateAttr(default=0)
 
     # -- configuration ------------------------------------------------------------
@@ -365,31 +349,10 @@ class _RunningSummaryMemory(ChatMemory):
             return found
         return value
 
-    @field_validator("max_token_limit")
-    @classmethod
-    def _positive_limit(cls, value: int) -> int:
-        if value <= 0:
-            raise ConfigError(f"max_token_limit must be a positive number of tokens, got {value}")
-        return value
-
-    @field_validator("max_summary_tokens")
-    @classmethod
-    def _positive_summary(cls, value: int | None) -> int | None:
-        if value is not None and value <= 0:
-            raise ConfigError(f"max_summary_tokens must be positive or None, got {value}")
-        return value
-
-    @field_validator("debounce", "llm_timeout")
-    @classmethod
-    def _non_negative_seconds(cls, value: float | None) -> float | None:
-        if value is not None and value < 0:
-            raise ConfigError(f"A duration in seconds must be >= 0, got {value}")
-        return value
-
     def model_post_init(self, context: Any, /) -> None:
         # Resolve now, so a bad counter or model fails at construction, not on a later turn.
         self._counter  # noqa: B018
-        self._model  # noqa: B018
+        self._caller  # noqa: B018
 
     # Derived from the arguments; BaseMemory forgets them when an argument is reassigned.
 
@@ -399,20 +362,31 @@ class _RunningSummaryMemory(ChatMemory):
 
     @cached_property
     def _counter_id(self) -> str:
-        return _counter_id(self._counter)
+        return stable_id(self._counter)
 
     @cached_property
-    def _model(self) -> BaseLanguageModel | None:
-        if isinstance(self.llm, str):
-            return models.resolve_llm(self.llm, **self.llm_kwargs)
+    def _caller(self) -> ModelCaller | None:
+        """The summarizer model, resolved at construction (None: extractive, offline)."""
         if self.llm is None:
             return None
-        if self.llm_kwargs:
+        if self.llm_kwargs and not isinstance(self.llm, str):
             raise ConfigError(
                 "llm_kwargs configure a model given by name ('provider:model'); "
                 "set the options on the model object instead."
             )
-        return models.resolve_llm(self.llm)
+        return ModelCaller(self.llm, self.llm_kwargs, self.llm_timeout)
+
+    @property
+    def _model(self) -> BaseLanguageModel | None:
+        return None if self._caller is None else self._caller.model
+
+    @cached_property
+    def _background(self) -> BackgroundWork:
+        """Background mode's job: this session's fold, on the scheduler."""
+        key = (id(self.chat_memory), self.chat_memory.session_id, self.state_key)
+        return BackgroundWork(
+            key, self._background_fold, scheduler=self.scheduler, delay=self.debounce
+        )
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "llm" and not isinstance(value, str):
@@ -466,25 +440,26 @@ class _RunningSummaryMemory(ChatMemory):
             messages, existing_summary, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix
         )
 
+    def _summarizing(self, messages: Sequence[BaseMessage], existing_summary: str) -> Steps[str]:
+        """The summary of ``existing_summary`` then ``messages``: the model's, or extractive."""
+        if self._caller is None:
+            return self._extract(messages, existing_summary)
+        self._llm_calls += 1
+        prompt = self._prompt_input(messages, existing_summary)
+        summary: str = yield step(self._caller.invoke_text, prompt, unlocked=True)
+        return summary
+
     def predict_new_summary(self, messages: list[BaseMessage], existing_summary: str) -> str:
         """The summary of ``existing_summary`` followed by ``messages`` (LangChain's method).
 
         Raises:
             LLMError: the LLM raised, timed out or returned empty text.
         """
-        if self._model is None:
-            return self._extract(messages, existing_summary)
-        prompt = self._prompt_input(messages, existing_summary)
-        self._llm_calls += 1
-        return models.invoke_text(self._model, prompt, timeout=self.llm_timeout)
+        return run(self._summarizing(messages, existing_summary))
 
     async def apredict_new_summary(self, messages: list[BaseMessage], existing_summary: str) -> str:
         """Async :meth:`predict_new_summary`."""
-        if self._model is None:
-            return self._extract(messages, existing_summary)
-        prompt = self._prompt_input(messages, existing_summary)
-        self._llm_calls += 1
-        return await models.ainvoke_text(self._model, prompt, timeout=self.llm_timeout)
+        return await arun(self._summarizing(messages, existing_summary))
 
     @property
     def llm_calls(self) -> int:
@@ -578,123 +553,75 @@ class _RunningSummaryMemory(ChatMemory):
         )
         return failed
 
-    # -- I/O: sync ------------------------------------------------------------------
+    # -- I/O: steps written once; the kernel runs them sync or async, under the lock ----
 
-    def _read(self) -> tuple[SummaryState, list[Entry]]:
+    @property
+    def _io_lock(self) -> threading.Lock:
+        return self._lock
+
+    def _reading(self) -> Steps[tuple[SummaryState, list[Entry]]]:
         """The state brought up to date with the log (not saved) and the unfolded entries."""
-        history = self.chat_memory
-        state = self._loaded(history.load_state(self.state_key))
-        unfolded = history.entries(after=state.folded)
-        return self._catch_up(state, unfolded), unfolded
-
-    def _fold(self, *, force: bool = False, raise_errors: bool = False) -> SummaryState:
-        """Fold what is over the limit (several calls if it is far over); save as it goes.
-
-        Each call's result is saved only if nobody folded or cleared in the
-        meantime; a failure saves the backoff and leaves summary and log alone.
-        """
-        while True:
-            with self._lock:
-                epoch = self._epoch
-                state, unfolded = self._read()
-                state, cut = self._to_fold(state, force=force)
-                self.chat_memory.save_state(self.state_key, state.to_state())
-            if cut is None:
-                return state
-            messages = self._fold_input(state, unfolded, cut)
-            try:
-                summary = self.predict_new_summary(messages, state.summary)
-            except LLMError as exc:
-                with self._lock:
-                    current, _ = self._read()
-                    if epoch == self._epoch and current.same_fold(state):
-                        current = self._failed(current, exc)
-                        self.chat_memory.save_state(self.state_key, current.to_state())
-                if raise_errors:
-                    raise
-                return current
-            with self._lock:
-                current, _ = self._read()
-                if epoch != self._epoch or not current.same_fold(state):
-                    logger.info("%s: the session changed during a fold; discarding it", self)
-                    return current
-                self.chat_memory.save_state(
-                    self.state_key, current.folded_through(cut, summary).to_state()
-                )
-            force = False
-
-    def _selection(self) -> Steps[list[BaseMessage]]:
         history = self.chat_memory
         state = self._loaded((yield step(history.load_state, self.state_key)))
         unfolded = yield step(history.entries, after=state.folded)
-        return self._shown(self._catch_up(state, unfolded), unfolded)
-
-    def _update(self) -> Steps[None]:
-        yield step(self._fold_after_save)
-
-    def _fold_after_save(self) -> None:
-        if not self._schedule():
-            self._fold()
-
-    async def _afold_after_save(self) -> None:
-        if not self._schedule():
-            await self._afold()
-
-    # -- I/O: async (the same steps, awaited; no thread lock across awaits) -------------
-
-    async def _aread(self) -> tuple[SummaryState, list[Entry]]:
-        history = self.chat_memory
-        state = self._loaded(await history.aload_state(self.state_key))
-        unfolded = await history.aentries(after=state.folded)
         return self._catch_up(state, unfolded), unfolded
 
-    async def _afold(self, *, force: bool = False, raise_errors: bool = False) -> SummaryState:
-        """Async :meth:`_fold`."""
+    def _folding(self, *, force: bool = False, raise_errors: bool = False) -> Steps[SummaryState]:
+        """Fold what is over the limit (several calls if it is far over); save as it goes.
+
+        The lock is let go only during the model call. Its result is saved only
+        if nobody folded or cleared in the meantime; a failure saves the
+        backoff and leaves summary and log alone.
+        """
+        save_state = self.chat_memory.save_state
         while True:
             epoch = self._epoch
-            state, unfolded = await self._aread()
+            state, unfolded = yield from self._reading()
             state, cut = self._to_fold(state, force=force)
-            await self.chat_memory.asave_state(self.state_key, state.to_state())
+            yield step(save_state, self.state_key, state.to_state())
             if cut is None:
                 return state
-            messages = self._fold_input(state, unfolded, cut)
             try:
-                summary = await self.apredict_new_summary(messages, state.summary)
+                summary = yield from self._summarizing(
+                    self._fold_input(state, unfolded, cut), state.summary
+                )
             except LLMError as exc:
-                current, _ = await self._aread()
+                current, _ = yield from self._reading()
                 if epoch == self._epoch and current.same_fold(state):
                     current = self._failed(current, exc)
-                    await self.chat_memory.asave_state(self.state_key, current.to_state())
+                    yield step(save_state, self.state_key, current.to_state())
                 if raise_errors:
                     raise
                 return current
-            current, _ = await self._aread()
+            current, _ = yield from self._reading()
             if epoch != self._epoch or not current.same_fold(state):
                 logger.info("%s: the session changed during a fold; discarding it", self)
                 return current
-            await self.chat_memory.asave_state(
-                self.state_key, current.folded_through(cut, summary).to_state()
-            )
+            yield step(save_state, self.state_key, current.folded_through(cut, summary).to_state())
             force = False
+
+    def _selection(self) -> Steps[list[BaseMessage]]:
+        state, unfolded = yield from self._reading()
+        return self._shown(state, unfolded)
+
+    def _update(self) -> Steps[None]:
+        if not self._schedule():
+            yield from self._folding()
+
+    def _clearing(self) -> Steps[None]:
+        self._epoch += 1
+        if self.summarize == "background":
+            self._background.cancel()
+        yield from super()._clearing()
 
     # -- background mode ------------------------------------------------------------
 
-    def _scheduler(self) -> Debouncer:
-        return self.scheduler if self.scheduler is not None else shared_debouncer()
-
-    @property
-    def _job_key(self) -> Hashable:
-        return (id(self.chat_memory), self.chat_memory.session_id, self.state_key)
-
     def _schedule(self) -> bool:
         """In background mode, (re)schedule the fold of this session; False in inline mode."""
-        if self.summarize != "background" or self._closed:
-            return False
-        self._scheduler().schedule(self._job_key, self._background_fold, delay=self.debounce)
-        return True
+        return self.summarize == "background" and self._background.schedule()
 
     def _background_fold(self) -> None:
-        state = self._fold(raise_errors=True)
+        state = run(self._folding(raise_errors=True), lock=self._lock)
         logger.debug("%s: background fold done, %d tokens unfolded", self, state.total)
 
     def flush(self, *, timeout: float | None = None) -> bool:
@@ -704,9 +631,7 @@ class _RunningSummaryMemory(ChatMemory):
             True when no fold of this memory is pending or running (always,
             in inline mode, where folds finish before ``save_context`` returns).
         """
-        if self.summarize != "background":
-            return True
-        return self._scheduler().flush(self._job_key, timeout=timeout)
+        return self.summarize != "background" or self._background.flush(timeout=timeout)
 
     def close(self, *, timeout: float | None = None) -> bool:
         """Flush, then stop using the scheduler: later turns of this object fold inline.
@@ -714,23 +639,22 @@ class _RunningSummaryMemory(ChatMemory):
         The scheduler itself is left running (it may serve other memories);
         close a :class:`~memories.kernel.background.Debouncer` you made yourself.
         """
-        done = self.flush(timeout=timeout)
-        self._closed = True
-        return done
+        return self._background.close(timeout=timeout)
 
     def status(self) -> SummaryStatus:
         """Where the summary stands (reads the history; no LLM call)."""
-        state, _ = self._read()
-        background = self._scheduler().status() if self.summarize == "background" else None
+        state, _ = run(self._reading(), lock=self._lock)
+        background = self._background.status() if self.summarize == "background" else None
         return SummaryStatus(
+            pending=len(state.seqs),
+            failures=state.failures,
+            last_error=state.last_error,
+            background=background,
             summary=state.summary,
             folded=state.folded,
             unfolded_messages=len(state.seqs),
             unfolded_tokens=state.total,
-            failures=state.failures,
             retry_in=state.retry_in,
-            last_error=state.last_error,
-            background=background,
         )
 
     # -- LangChain's extras -----------------------------------------------------------
@@ -741,34 +665,22 @@ class _RunningSummaryMemory(ChatMemory):
         Raises:
             LLMError: the LLM failed (the summary and the log are unchanged).
         """
-        self._fold(force=True, raise_errors=True)
+        run(self._folding(force=True, raise_errors=True), lock=self._lock)
 
     async def aprune(self) -> None:
-        """Async :meth:`prune`."""
-        await self._afold(force=True, raise_errors=True)
+        """Async :meth:`prune`: the same steps, awaited."""
+        await arun(self._folding(force=True, raise_errors=True), lock=self._lock)
 
     def _current_summary(self) -> str:
-        return self._read()[0].summary
+        return run(self._reading(), lock=self._lock)[0].summary
+
+    def _setting_summary(self, summary: str) -> Steps[None]:
+        state, _ = yield from self._reading()
+        state = replace(state, summary=summary)
+        yield step(self.chat_memory.save_state, self.state_key, state.to_state())
 
     def _set_summary(self, summary: str) -> None:
-        with self._lock:
-            state, _ = self._read()
-            self.chat_memory.save_state(self.state_key, replace(state, summary=summary).to_state())
-
-    def clear(self) -> None:
-        """Erase the session, its summary included; a pending background fold is dropped."""
-        with self._lock:
-            self._epoch += 1
-            if self.summarize == "background":
-                self._scheduler().cancel(self._job_key)
-            super().clear()
-
-    async def aclear(self) -> None:
-        """Async :meth:`clear`."""
-        self._epoch += 1
-        if self.summarize == "background":
-            self._scheduler().cancel(self._job_key)
-        await super().aclear()
+        run(self._setting_summary(summary), lock=self._lock)
 
 
 class SummaryBufferMemory(_RunningSummaryMemory):
@@ -797,16 +709,7 @@ class SummaryBufferMemory(_RunningSummaryMemory):
     )
     _summary_argument: ClassVar[str] = "moving_summary_buffer"
 
-    low_water: float = 0.4
-
-    @field_validator("low_water")
-    @classmethod
-    def _fraction(cls, value: float) -> float:
-        if not 0.0 <= value <= 1.0:
-            raise ConfigError(
-                f"low_water must be a fraction of max_token_limit in [0, 1], got {value}"
-            )
-        return value
+    low_water: float = Field(default=0.4, ge=0.0, le=1.0)
 
     def _marks(self) -> tuple[int, int]:
         return self.max_token_limit, int(self.max_token_limit * self.low_water)
@@ -899,7 +802,7 @@ class SummaryMemory(_RunningSummaryMemory):
 
     async def abuffer(self) -> str:
         """Async :attr:`buffer`."""
-        state, _ = await self._aread()
+        state, _ = await arun(self._reading(), lock=self._lock)
         return state.summary
 
     @classmethod
@@ -923,12 +826,13 @@ class SummaryMemory(_RunningSummaryMemory):
         if summarize_step <= 0:
             raise ConfigError(f"summarize_step must be positive, got {summarize_step}")
         memory = cls(llm=llm, chat_memory=chat_memory, **kwargs)
-        history: ChatHistory = memory.chat_memory
-        with memory._lock:
-            state, unfolded = memory._read()
-            for i in range(0, len(unfolded), summarize_step):
-                step = unfolded[i : i + summarize_step]
-                summary = memory.predict_new_summary([e.message for e in step], state.summary)
-                state = state.folded_through(step[-1].seq, summary)
-                history.save_state(memory.state_key, state.to_state())
+        run(memory._summarizing_log(summarize_step), lock=memory._lock)
         return memory
+
+    def _summarizing_log(self, summarize_step: int) -> Steps[None]:
+        state, unfolded = yield from self._reading()
+        for i in range(0, len(unfolded), summarize_step):
+            chunk = unfolded[i : i + summarize_step]
+            summary = yield from self._summarizing([e.message for e in chunk], state.summary)
+            state = state.folded_through(chunk[-1].seq, summary)
+            yield step(self.chat_memory.save_state, self.state_key, state.to_state())

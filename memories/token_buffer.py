@@ -15,10 +15,9 @@ from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from pydantic import field_validator
+from pydantic import Field
 
 from memories.base import ChatMemory
-from memories.errors import ConfigError
 from memories.history.base import Entry
 from memories.kernel.steps import Steps, step
 from memories.tokens import TokenCounter, resolve_token_counter, stable_id
@@ -139,19 +138,12 @@ class TokenBufferMemory(ChatMemory):
 
     config_type: ClassVar[str] = "token_buffer"
 
-    max_token_limit: int = 2000
+    max_token_limit: int = Field(default=2000, gt=0)
     token_counter: Any = None
     llm: Any = None
     start_on: StartOn = "human"
     end_on: EndOn | None = None
     include_system: bool = False
-
-    @field_validator("max_token_limit")
-    @classmethod
-    def _positive(cls, value: int) -> int:
-        if value <= 0:
-            raise ConfigError(f"max_token_limit must be a positive number of tokens, got {value}")
-        return value
 
     def model_post_init(self, context: Any, /) -> None:
         self._counter  # noqa: B018  (resolve now: a bad counter fails at construction)

@@ -141,7 +141,7 @@ def test_unknown_argument_is_an_error() -> None:
 def test_bad_option_values_name_the_value() -> None:
     with pytest.raises(ValueError, match=r"k: Input should be greater than or equal to 0, got -1"):
         WindowMemory(k=-1)
-    with pytest.raises(ValueError, match=r"max_token_limit must be a positive.*0"):
+    with pytest.raises(ValueError, match=r"max_token_limit: Input should be greater than 0, got 0"):
         TokenBufferMemory(max_token_limit=0)
     with pytest.raises(ValueError, match="Unknown token counter 'words'"):
         TokenBufferMemory(token_counter="words")

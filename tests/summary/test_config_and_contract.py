@@ -162,7 +162,7 @@ def test_llm_kwargs_with_a_model_object_are_refused() -> None:
         ({"low_water": 1.5}, "low_water"),
         ({"summary_message_cls": "robot"}, "Unknown summary_message_cls"),
         ({"summarize": "later"}, "summarize"),
-        ({"debounce": -1}, "seconds"),
+        ({"debounce": -1}, "debounce: Input should be greater than or equal to 0, got -1"),
         ({"buffer": "x"}, "buffer"),
     ],
 )
