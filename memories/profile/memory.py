@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
@@ -53,11 +53,12 @@ from memories.errors import (
     InvalidProfileError,
     LLMError,
 )
-from memories.kernel.background import Debouncer, JobStatus, shared_debouncer
+from memories.kernel.background import BackgroundWork, Debouncer, MemoryStatus
 
 # A module import, not names: memories.llm imports memories.errors, which
 # runs this package's __init__, so this module may load while that one is half-done.
 from memories.kernel.capabilities import Capabilities
+from memories.kernel.steps import Steps, arun, run, step
 from memories.keys import turn_messages_for
 from memories.profile.patching import (
     PATCH_TOOL,
@@ -111,21 +112,17 @@ class UpdateResult:
 
 
 @dataclass(frozen=True)
-class ProfileStatus:
-    """Where a profile stands."""
+class ProfileStatus(MemoryStatus):
+    """Where a profile stands; ``pending`` counts the turns saved but not folded in yet."""
 
-    version: int
+    version: int = 0
     """The current version (0: never written)."""
-    updated_at: float | None
+    updated_at: float | None = None
     """When it last changed (Unix time), or None."""
-    pending: int
-    """Turns saved but not folded in yet."""
-    frozen: bool
+    frozen: bool = False
     """Whether the ``once`` policy stops further model updates."""
-    last_failure: ProfileChange | None
+    last_failure: ProfileChange | None = None
     """The latest failed update, when no change has been accepted since."""
-    background: JobStatus | None = None
-    """The scheduler's counters under the ``"background"`` policy, else None."""
 
 
 @dataclass(frozen=True)
@@ -196,13 +193,13 @@ class ProfileMemory(BaseMemory):
     return_messages: bool = False
     format: Literal["json", "text"] = "json"
     policy: Policy = "turn"
-    every_n: int = 3
-    debounce: float = 5.0
+    every_n: int = Field(default=3, gt=0)
+    debounce: float = Field(default=5.0, ge=0)
     scheduler: Debouncer | None = Field(default=None, exclude=True)
-    llm_timeout: float | None = 120.0
-    max_retries: int = 2
-    max_document_tokens: int = 2000
-    max_turns_per_update: int = 10
+    llm_timeout: float | None = Field(default=120.0, ge=0)
+    max_retries: int = Field(default=2, ge=0)
+    max_document_tokens: int = Field(default=2000, gt=0)
+    max_turns_per_update: int = Field(default=10, gt=0)
     token_counter: Any = None
     instructions: str | None = None
     update_method: UpdateMethod = "auto"
@@ -212,7 +209,7 @@ class ProfileMemory(BaseMemory):
     _counter: TokenCounter = PrivateAttr()
     _model: Runnable[Any, Any] | None = PrivateAttr(default=None)
     _tools: bool = PrivateAttr(default=False)
-    _closed: bool = PrivateAttr(default=False)
+    _background: BackgroundWork = PrivateAttr()
 
     @field_validator("namespace", mode="before")
     @classmethod
@@ -224,29 +221,6 @@ class ProfileMemory(BaseMemory):
     def _non_empty(cls, value: str) -> str:
         if not value:
             raise ConfigError("key and memory_key must be non-empty strings.")
-        return value
-
-    @field_validator("every_n", "max_document_tokens", "max_turns_per_update")
-    @classmethod
-    def _positive(cls, value: int) -> int:
-        if value <= 0:
-            raise ConfigError(
-                f"every_n, max_document_tokens and max_turns_per_update must be > 0; got {value}"
-            )
-        return value
-
-    @field_validator("max_retries")
-    @classmethod
-    def _not_negative(cls, value: int) -> int:
-        if value < 0:
-            raise ConfigError(f"max_retries must be >= 0; got {value}")
-        return value
-
-    @field_validator("debounce", "llm_timeout")
-    @classmethod
-    def _not_negative_seconds(cls, value: float | None) -> float | None:
-        if value is not None and value < 0:
-            raise ConfigError(f"debounce and llm_timeout must be >= 0 seconds; got {value}")
         return value
 
     def model_post_init(self, context: Any, /) -> None:
@@ -263,6 +237,13 @@ class ProfileMemory(BaseMemory):
         self._schema = ProfileSchema(self.profile_schema)
         self._counter = resolve_token_counter(self.token_counter)
         self._store = ProfileStore(self.url)
+        # The profile, not this object: two memories on one profile share one job.
+        self._background = BackgroundWork(
+            ("profile", self.url, self.namespace, self.key),
+            self._background_refresh,
+            scheduler=self.scheduler,
+            delay=self.debounce,
+        )
 
     # -- configuration ----------------------------------------------------------
 
@@ -322,38 +303,32 @@ class ProfileMemory(BaseMemory):
             self.namespace, self.key, failed=None if failures else False
         )
 
-    def _status(
-        self, item: ProfileItem | None, pending: int, failure: list[ProfileChange]
-    ) -> ProfileStatus:
+    def _stating(self) -> Steps[ProfileStatus]:
+        ns, key, store = self.namespace, self.key, self._store
+        item = yield step(store.load, ns, key)
+        pending = yield step(store.count_pending, ns, key)
+        failure = yield step(store.changes, ns, key, failed=True, last=1)
         last = failure[-1] if failure else None
         if last is not None and item is not None and item.updated_at > last.created_at:
             last = None
         return ProfileStatus(
+            pending=pending,
+            failures=1 if last is not None else 0,
+            last_error=last.error if last is not None else None,
+            background=self._background.status() if self.policy == "background" else None,
             version=item.version if item else 0,
             updated_at=item.updated_at if item else None,
-            pending=pending,
             frozen=self._frozen(item),
             last_failure=last,
-            background=self._scheduler().status() if self.policy == "background" else None,
         )
 
     def status(self) -> ProfileStatus:
         """The version, the queued turns, and the last failure if nothing was accepted since."""
-        ns, key = self.namespace, self.key
-        return self._status(
-            self._store.load(ns, key),
-            self._store.count_pending(ns, key),
-            self._store.changes(ns, key, failed=True, last=1),
-        )
+        return run(self._stating())
 
     async def astatus(self) -> ProfileStatus:
-        """Async :meth:`status`."""
-        ns, key = self.namespace, self.key
-        return self._status(
-            await self._store.aload(ns, key),
-            await self._store.acount_pending(ns, key),
-            await self._store.achanges(ns, key, failed=True, last=1),
-        )
+        """Async :meth:`status`: the same steps, awaited."""
+        return await arun(self._stating())
 
     # -- direct writes: pure plans, then a compare-and-set loop -----------------
 
@@ -440,28 +415,18 @@ class ProfileMemory(BaseMemory):
                 f"{what} does not match the schema of profile {self.key!r}:\n" + "\n".join(problems)
             )
 
-    def _write(self, plan: Callable[[ProfileItem | None], _Write | None]) -> int:
+    def _writing(self, plan: Callable[[ProfileItem | None], _Write | None]) -> Steps[int]:
+        """Compare-and-set: read, plan the write on what was read, commit if nobody wrote since."""
+        store, ns, key = self._store, self.namespace, self.key
         for _ in range(_MAX_WRITE_TRIES):
-            item = self._store.load(self.namespace, self.key)
+            item = yield step(store.load, ns, key)
             write = plan(item)
             if write is None:
                 return _version(item)
-            written = self._store.commit(self.namespace, self.key, write.document, **_args(write))
+            written = yield step(store.commit, ns, key, write.document, **_args(write))
             if written is not None:
-                return written.version
-        raise self._contention(_MAX_WRITE_TRIES)
-
-    async def _awrite(self, plan: Callable[[ProfileItem | None], _Write | None]) -> int:
-        for _ in range(_MAX_WRITE_TRIES):
-            item = await self._store.aload(self.namespace, self.key)
-            write = plan(item)
-            if write is None:
-                return _version(item)
-            written = await self._store.acommit(
-                self.namespace, self.key, write.document, **_args(write)
-            )
-            if written is not None:
-                return written.version
+                version: int = written.version
+                return version
         raise self._contention(_MAX_WRITE_TRIES)
 
     def _contention(self, tries: int) -> BackendError:
@@ -476,11 +441,11 @@ class ProfileMemory(BaseMemory):
         Raises:
             InvalidProfileError: the document does not match the schema.
         """
-        return self._write(self._plan_put(document))
+        return run(self._writing(self._plan_put(document)))
 
     async def aput(self, document: Mapping[str, Any]) -> int:
         """Async :meth:`put`."""
-        return await self._awrite(self._plan_put(document))
+        return await arun(self._writing(self._plan_put(document)))
 
     def update(self, patch: Sequence[Mapping[str, Any]] | str | jsonpatch.JsonPatch) -> int:
         """Apply RFC 6902 operations to the profile; returns the new version.
@@ -489,11 +454,11 @@ class ProfileMemory(BaseMemory):
             InvalidProfileError: an operation does not apply, or the result
                 does not match the schema; the profile is unchanged.
         """
-        return self._write(self._plan_patch(patch))
+        return run(self._writing(self._plan_patch(patch)))
 
     async def aupdate(self, patch: Sequence[Mapping[str, Any]] | str | jsonpatch.JsonPatch) -> int:
         """Async :meth:`update`."""
-        return await self._awrite(self._plan_patch(patch))
+        return await arun(self._writing(self._plan_patch(patch)))
 
     def rollback(self, version: int) -> int:
         """Restore the document of ``version`` as a new version; returns that new version.
@@ -502,13 +467,15 @@ class ProfileMemory(BaseMemory):
             InvalidInputError: there is no such version, or it was a clear.
             InvalidProfileError: that document does not match the current schema.
         """
-        found = self._store.changes(self.namespace, self.key, version=version)
-        return self._write(self._plan_rollback(version, found))
+        return run(self._rolling_back(version))
 
     async def arollback(self, version: int) -> int:
         """Async :meth:`rollback`."""
-        found = await self._store.achanges(self.namespace, self.key, version=version)
-        return await self._awrite(self._plan_rollback(version, found))
+        return await arun(self._rolling_back(version))
+
+    def _rolling_back(self, version: int) -> Steps[int]:
+        found = yield step(self._store.changes, self.namespace, self.key, version=version)
+        return (yield from self._writing(self._plan_rollback(version, found)))
 
     def clear(self) -> None:
         """Empty the profile and drop its queued turns, as a recorded change.
@@ -518,17 +485,17 @@ class ProfileMemory(BaseMemory):
         again after a clear. To erase a profile and its history for good, use
         ``memory.store.delete(namespace, key)``.
         """
-        if self.policy == "background":
-            self._scheduler().cancel(self._job_key)
-        pending = self._store.pending(self.namespace, self.key)
-        self._write(self._plan_clear(pending))
+        run(self._clearing())
 
     async def aclear(self) -> None:
-        """Async :meth:`clear`."""
+        """Async :meth:`clear`: the same steps, awaited."""
+        await arun(self._clearing())
+
+    def _clearing(self) -> Steps[None]:
         if self.policy == "background":
-            self._scheduler().cancel(self._job_key)
-        pending = await self._store.apending(self.namespace, self.key)
-        await self._awrite(self._plan_clear(pending))
+            self._background.cancel()
+        pending = yield step(self._store.pending, self.namespace, self.key)
+        yield from self._writing(self._plan_clear(pending))
 
     # -- LangChain's interface --------------------------------------------------
 
@@ -570,31 +537,23 @@ class ProfileMemory(BaseMemory):
         A failing model never raises here: the failure is recorded in
         :meth:`history` and the turn stays queued for the next update.
         """
-        turn = self._turn(inputs, outputs)
-        ns, key = self.namespace, self.key
-        if self.policy == "once" and self._frozen(self._store.load(ns, key)):
-            return
-        self._store.add_pending(ns, key, turn)
-        if self._schedule():
-            return
-        if self.policy in ("turn", "once", "background") or (
-            self.policy == "every_n" and self._store.count_pending(ns, key) >= self.every_n
-        ):
-            self.refresh()
+        run(self._saving(self._turn(inputs, outputs)))
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`save_context`: the same work, awaited."""
-        turn = self._turn(inputs, outputs)
-        ns, key = self.namespace, self.key
-        if self.policy == "once" and self._frozen(await self._store.aload(ns, key)):
+        """Async :meth:`save_context`: the same steps, awaited."""
+        await arun(self._saving(self._turn(inputs, outputs)))
+
+    def _saving(self, turn: list[BaseMessage]) -> Steps[None]:
+        store, ns, key = self._store, self.namespace, self.key
+        if self.policy == "once" and self._frozen((yield step(store.load, ns, key))):
             return
-        await self._store.aadd_pending(ns, key, turn)
+        yield step(store.add_pending, ns, key, turn)
         if self._schedule():
             return
         if self.policy in ("turn", "once", "background") or (
-            self.policy == "every_n" and await self._store.acount_pending(ns, key) >= self.every_n
+            self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
         ):
-            await self.arefresh()
+            yield from self._refreshing()
 
     # -- updating from conversation ---------------------------------------------
 
@@ -639,27 +598,27 @@ class ProfileMemory(BaseMemory):
             outcome.error,
         )
 
-    def _give_up(
+    def _giving_up(
         self, item: ProfileItem | None, turns: Sequence[PendingTurn], outcome: UpdateOutcome
-    ) -> UpdateResult:
+    ) -> Steps[UpdateResult]:
         """Record a failed update (its turns stay queued) and say so."""
         error = outcome.error or ""
-        self._store.record_failure(
-            self.namespace, self.key, error=error, raw=outcome.raw, turns=turns
+        yield step(
+            self._store.record_failure,
+            self.namespace,
+            self.key,
+            error=error,
+            raw=outcome.raw,
+            turns=turns,
         )
         self._log_failure(outcome, turns)
         return UpdateResult("failed", _version(item), 0, error)
 
-    async def _agive_up(
-        self, item: ProfileItem | None, turns: Sequence[PendingTurn], outcome: UpdateOutcome
-    ) -> UpdateResult:
-        """Async :meth:`_give_up`."""
-        error = outcome.error or ""
-        await self._store.arecord_failure(
-            self.namespace, self.key, error=error, raw=outcome.raw, turns=turns
-        )
-        self._log_failure(outcome, turns)
-        return UpdateResult("failed", _version(item), 0, error)
+    def _call_model(self, model: Runnable[Any, Any], request: Any) -> Any:
+        return models.invoke_model(model, request, timeout=self.llm_timeout)
+
+    async def _acall_model(self, model: Runnable[Any, Any], request: Any) -> Any:
+        return await models.ainvoke_model(model, request, timeout=self.llm_timeout)
 
     def refresh(self) -> UpdateResult:
         """Fold the queued turns into the profile now, in batches of ``max_turns_per_update``.
@@ -670,94 +629,54 @@ class ProfileMemory(BaseMemory):
         Raises:
             ConfigError: the memory has no llm, or it cannot be built.
         """
-        model, tools = self._bound_model()
-        ns, key = self.namespace, self.key
-        result, conflicts = UpdateResult("idle", 0), 0
-        while True:
-            item = self._store.load(ns, key)
-            if self._frozen(item):
-                return _merge(result, UpdateResult("frozen", _version(item)))
-            turns = self._store.pending(ns, key, limit=self.max_turns_per_update)
-            if not turns:
-                return _merge(result, UpdateResult("idle", _version(item)))
-            session = self._session(item, turns, tools)
-            while (request := session.request()) is not None:
-                try:
-                    reply = models.invoke_model(model, request, timeout=self.llm_timeout)
-                except LLMError as exc:  # a provider error or a timeout: a recorded failure
-                    session.fail(str(exc))
-                else:
-                    session.receive(reply)
-            outcome = session.outcome()
-            if not outcome.ok:
-                return _merge(result, self._give_up(item, turns, outcome))
-            if not outcome.operations:
-                self._store.drop_pending(ns, key, [t.id for t in turns])
-                result = _merge(result, UpdateResult("unchanged", _version(item), len(turns)))
-                continue
-            written = self._store.commit(
-                ns, key, outcome.document, **_args(_accepted(item, turns, outcome))
-            )
-            if written is not None:
-                result = _merge(result, UpdateResult("updated", written.version, len(turns)))
-                continue
-            conflicts += 1
-            if conflicts >= _MAX_CONFLICTS:
-                return _merge(result, self._give_up(item, turns, _contended(outcome)))
+        return run(self._refreshing())
 
     async def arefresh(self) -> UpdateResult:
         """Async :meth:`refresh`: the same steps, with the model call awaited."""
+        return await arun(self._refreshing())
+
+    def _refreshing(self) -> Steps[UpdateResult]:
         model, tools = self._bound_model()
-        ns, key = self.namespace, self.key
+        store, ns, key = self._store, self.namespace, self.key
         result, conflicts = UpdateResult("idle", 0), 0
         while True:
-            item = await self._store.aload(ns, key)
+            item = yield step(store.load, ns, key)
             if self._frozen(item):
                 return _merge(result, UpdateResult("frozen", _version(item)))
-            turns = await self._store.apending(ns, key, limit=self.max_turns_per_update)
+            turns = yield step(store.pending, ns, key, limit=self.max_turns_per_update)
             if not turns:
                 return _merge(result, UpdateResult("idle", _version(item)))
             session = self._session(item, turns, tools)
             while (request := session.request()) is not None:
                 try:
-                    reply = await models.ainvoke_model(model, request, timeout=self.llm_timeout)
+                    reply = yield step(self._call_model, model, request, unlocked=True)
                 except LLMError as exc:  # a provider error or a timeout: a recorded failure
                     session.fail(str(exc))
                 else:
                     session.receive(reply)
             outcome = session.outcome()
             if not outcome.ok:
-                return _merge(result, await self._agive_up(item, turns, outcome))
+                return _merge(result, (yield from self._giving_up(item, turns, outcome)))
             if not outcome.operations:
-                await self._store.adrop_pending(ns, key, [t.id for t in turns])
+                yield step(store.drop_pending, ns, key, [t.id for t in turns])
                 result = _merge(result, UpdateResult("unchanged", _version(item), len(turns)))
                 continue
-            written = await self._store.acommit(
-                ns, key, outcome.document, **_args(_accepted(item, turns, outcome))
+            written = yield step(
+                store.commit, ns, key, outcome.document, **_args(_accepted(item, turns, outcome))
             )
             if written is not None:
                 result = _merge(result, UpdateResult("updated", written.version, len(turns)))
                 continue
             conflicts += 1
             if conflicts >= _MAX_CONFLICTS:
-                return _merge(result, await self._agive_up(item, turns, _contended(outcome)))
+                failed = yield from self._giving_up(item, turns, _contended(outcome))
+                return _merge(result, failed)
 
     # -- background policy -------------------------------------------------------
 
-    def _scheduler(self) -> Debouncer:
-        return self.scheduler if self.scheduler is not None else shared_debouncer()
-
-    @property
-    def _job_key(self) -> Hashable:
-        # The profile, not this object: two memories on one profile share one job.
-        return ("profile", self.url, self.namespace, self.key)
-
     def _schedule(self) -> bool:
         """Under ``"background"``, (re)schedule the update; False when it must run inline."""
-        if self.policy != "background" or self._closed:
-            return False
-        self._scheduler().schedule(self._job_key, self._background_refresh, delay=self.debounce)
-        return True
+        return self.policy == "background" and self._background.schedule()
 
     def _background_refresh(self) -> None:
         result = self.refresh()
@@ -770,9 +689,7 @@ class ProfileMemory(BaseMemory):
             True when no update of this profile is pending or running (always,
             under the other policies, whose updates finish inside ``save_context``).
         """
-        if self.policy != "background":
-            return True
-        return self._scheduler().flush(self._job_key, timeout=timeout)
+        return self.policy != "background" or self._background.flush(timeout=timeout)
 
     def close(self, *, timeout: float | None = None) -> bool:
         """Flush, then stop using the scheduler: later turns of this object update inline.
@@ -780,9 +697,7 @@ class ProfileMemory(BaseMemory):
         The scheduler itself is left running (it may serve other memories);
         close a :class:`~memories.kernel.background.Debouncer` you made yourself.
         """
-        done = self.flush(timeout=timeout)
-        self._closed = True
-        return done
+        return self._background.close(timeout=timeout)
 
 
 # -- pure helpers ---------------------------------------------------------------

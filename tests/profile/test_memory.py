@@ -502,7 +502,7 @@ def test_objects_without_a_config_form_say_why(url: str) -> None:
         ({"schema": {"type": "string"}}, "profile is a JSON object"),
         ({"policy": "turn"}, "llm is None"),
         ({"namespace": ("a.b",)}, "without '.'"),
-        ({"every_n": 0}, "must be > 0"),
+        ({"every_n": 0}, "every_n: Input should be greater than 0, got 0"),
         ({"llm": 42}, "llm must be a LangChain model"),
         ({"nonsense": 1}, "nonsense"),
     ],
