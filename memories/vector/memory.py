@@ -435,35 +435,31 @@ class VectorMemory(BaseMemory):
         """Async :meth:`delete`."""
         await asyncio.to_thread(lambda: self.delete(ids, filter=filter))
 
-    def flush(self) -> int:
-        """Write every queued document to the store now; return how many this call wrote.
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Write every queued document to the store now and wait for it.
 
-        A background write under way is waited for first (what it writes is
-        not counted). Call it (or :meth:`close`) before exiting when the last
+        A background write under way is waited for first (at most ``timeout``
+        seconds). Call it (or :meth:`close`) before exiting when the last
         turns must be in Chroma; at interpreter exit the background writer
         gets a few seconds, and the outbox keeps anything it did not write.
+
+        Returns:
+            True when nothing of this namespace waits in the outbox any more;
+            False when a write under way outlasted ``timeout``.
 
         Raises:
             BackendUnavailableError: the store still cannot be reached.
         """
         background_writer().cancel(self._drain_key)
-        return self._drain()
+        return self._drain(timeout=timeout) is not None and self.pending() == 0
 
-    async def aflush(self) -> int:
-        """Async :meth:`flush`."""
-        return await asyncio.to_thread(self.flush)
-
-    def close(self) -> int:
+    def close(self, *, timeout: float | None = None) -> bool:
         """Write what is queued (as :meth:`flush`); later saves of this object write synchronously.
 
         The background writer itself keeps serving other memories.
         """
         self._closed = True
-        return self.flush()
-
-    async def aclose(self) -> int:
-        """Async :meth:`close`."""
-        return await asyncio.to_thread(self.close)
+        return self.flush(timeout=timeout)
 
     def pending(self) -> int:
         """How many documents of this namespace wait in the outbox (queued or failed)."""
@@ -473,16 +469,13 @@ class VectorMemory(BaseMemory):
         """The write mode, the documents waiting, and the last failed write if none worked since."""
         lane = self._lane
         return VectorStatus(
-            write=self.write,
             pending=self.pending(),
+            failures=0 if lane.error is None else 1,
             last_error=lane.last_error,
-            failed_at=lane.failed_at,
             background=background_writer().status() if self.write == "background" else None,
+            write=self.write,
+            failed_at=lane.failed_at,
         )
-
-    async def astatus(self) -> VectorStatus:
-        """Async :meth:`status`."""
-        return await asyncio.to_thread(self.status)
 
     # -- building documents (pure) ----------------------------------------------------
 
@@ -565,23 +558,27 @@ class VectorMemory(BaseMemory):
             index.add_pending([(row.doc_id, row.text, {**metadata, NAMESPACE_KEY: namespace})])
         return True
 
-    def _drain(self, *, progress: int | None = None) -> int:
-        """Write queued documents to the store, oldest first; return how many."""
+    def _drain(self, *, progress: int | None = None, timeout: float | None = None) -> int | None:
+        """Write queued documents to the store, oldest first; return how many.
+
+        None when another drain of the namespace held on for over ``timeout`` seconds.
+        """
         target, namespace, lane = self.store.target, self._namespace_key, self._lane
         written = 0
+        if not lane.lock.acquire(timeout=-1 if timeout is None else timeout):
+            return None
         bar = _progress_bar(progress)
         try:
-            with lane.lock:
-                try:
-                    while rows := self._outbox.pending(target, namespace, limit=_DRAIN_BATCH):
-                        self._write_rows(rows)
-                        written += len(rows)
-                        if bar is not None:
-                            bar.update(len(rows))
-                except Exception as exc:
-                    lane.failed(exc)
-                    raise
-                lane.succeeded()
+            try:
+                while rows := self._outbox.pending(target, namespace, limit=_DRAIN_BATCH):
+                    self._write_rows(rows)
+                    written += len(rows)
+                    if bar is not None:
+                        bar.update(len(rows))
+            except Exception as exc:
+                lane.failed(exc)
+                raise
+            lane.succeeded()
         except BackendError as exc:
             waiting = len(self._outbox.pending(target, namespace))
             raise type(exc)(
@@ -590,6 +587,7 @@ class VectorMemory(BaseMemory):
                 "reaches the store, or by flush()."
             ) from exc
         finally:
+            lane.lock.release()
             if bar is not None:
                 bar.close()
         return written

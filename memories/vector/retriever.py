@@ -158,9 +158,9 @@ class VectorStoreRetrieverMemory(VectorMemory):
         self._no_retriever("delete")
         super().delete(ids, filter=filter)
 
-    def flush(self) -> int:
+    def flush(self, *, timeout: float | None = None) -> bool:
         """As :meth:`VectorMemory.flush`; with a ``retriever`` nothing is ever queued."""
-        return 0 if self.retriever is not None else super().flush()
+        return self.retriever is not None or super().flush(timeout=timeout)
 
     def status(self) -> VectorStatus:
         """As :meth:`VectorMemory.status`; not available with a ``retriever`` (it writes itself)."""

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from memories.kernel.background import Debouncer, JobStatus
+from memories.kernel.background import Debouncer, MemoryStatus
 
 __all__ = [
     "EXIT_FLUSH_SECONDS",
@@ -41,19 +41,18 @@ EXIT_FLUSH_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
-class VectorStatus:
-    """Where a vector memory's writes stand."""
+class VectorStatus(MemoryStatus):
+    """Where a vector memory's writes stand.
 
-    write: WriteMode
+    ``pending`` counts the documents of the namespace waiting in the outbox
+    (queued or failed); ``last_error`` is the last failed write of the
+    namespace, until one works (``failures`` is then 1).
+    """
+
+    write: WriteMode = "background"
     """The memory's write mode."""
-    pending: int
-    """Documents of the namespace waiting in the outbox (queued or failed)."""
-    last_error: str | None
-    """``"ExceptionType: message"`` of the last failed write of the namespace, until one works."""
-    failed_at: float | None
-    """When that write failed (seconds since the epoch), else None."""
-    background: JobStatus | None
-    """The background writer's counters in background mode, else None."""
+    failed_at: float | None = None
+    """When the last write failed (seconds since the epoch), else None."""
 
 
 class WriteLane:

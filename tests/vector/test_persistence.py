@@ -73,7 +73,7 @@ def test_a_failed_write_waits_in_the_outbox_file_and_is_flushed_later(
     # A new memory (a restarted process) finds the turn in the outbox and writes it.
     again = VectorMemory(**options)  # type: ignore[arg-type]
     assert again.pending() == 1
-    assert again.flush() == 1
+    assert again.flush() is True and again.pending() == 0
     assert sorted(r.metadata["turn"] for r in again.search("ok", k=5)) == [0, 1]
 
 
@@ -89,7 +89,7 @@ def test_a_failed_embedding_loses_nothing(tmp_path: Path) -> None:
         memory.save_context({"input": "keep me"}, {"output": "ok"})
     assert memory.pending() == 1
     fixed = VectorMemory(path=str(tmp_path), namespace="emb", embeddings=WordEmbeddings())
-    assert fixed.flush() == 1
+    assert fixed.flush() is True and fixed.pending() == 0
     assert fixed.search("keep me", k=1)[0].text == "input: keep me\noutput: ok"
 
 
