@@ -50,7 +50,8 @@ from memories.base import ChatMemory
 from memories.buffer import BufferMemory
 from memories.history.base import ChatHistory
 from memories.history.memory import InMemoryHistory
-from memories.history.sql import SQLiteHistory, get_engine
+from memories.history.sql import SQLiteHistory
+from memories.sql import get_engine
 from memories.token_buffer import TokenBufferMemory
 from memories.tokens import load_encoding
 from memories.window import WindowMemory

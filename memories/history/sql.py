@@ -17,11 +17,9 @@ statement, so a writer waits for the lock instead of failing.
 from __future__ import annotations
 
 import json
-import os
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,6 @@ from langchain_core.messages import BaseMessage
 from sqlalchemy import (
     Column,
     Connection,
-    Engine,
     Float,
     Index,
     Integer,
@@ -37,9 +34,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    create_engine,
     delete,
-    event,
     func,
     insert,
     select,
@@ -47,17 +42,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql as postgresql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
-from sqlalchemy.exc import OperationalError as SAOperationalError
 
-from memories.errors import BackendError, BackendUnavailableError, ConfigError
+from memories.errors import BackendUnavailableError, ConfigError
 from memories.history.base import DEFAULT_SESSION_ID, ChatHistory, Entry
 from memories.messages import dump_message, load_message
+from memories.sql import ensure_tables, get_engine, transaction
 
-__all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory", "get_engine", "transaction"]
+__all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory"]
 
 DEFAULT_SQLITE_PATH = "memories.db"
-_SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 metadata = MetaData()
 
@@ -83,80 +76,6 @@ state_table = Table(
     Column("updated_at", Float, nullable=False),
 )
 
-_engines: dict[str, Engine] = {}
-_engines_lock = threading.Lock()
-
-
-def get_engine(url: str) -> Engine:
-    """One engine per database URL per process, with the tables created.
-
-    Shared by every history, vector and profile store on that URL, so a
-    thousand sessions use one connection pool.
-    """
-    with _engines_lock:
-        engine = _engines.get(url)
-        if engine is None:
-            engine = _create_engine(url)
-            _engines[url] = engine
-        return engine
-
-
-@contextmanager
-def transaction(engine: Engine, url: str) -> Iterator[Connection]:
-    """A transaction on ``engine``; database errors come out as the library's own.
-
-    An operational error (database unreachable, locked past the busy timeout,
-    disk full) is a :class:`BackendUnavailableError`; any other one a
-    :class:`BackendError`; both name the URL and keep the cause.
-    """
-    try:
-        with engine.begin() as connection:
-            yield connection
-    except SAOperationalError as exc:
-        raise BackendUnavailableError(f"The database {url!r} failed: {exc}") from exc
-    except SQLAlchemyError as exc:
-        raise BackendError(f"The database {url!r} failed: {exc}") from exc
-
-
-def _forget_engines_after_fork() -> None:
-    # A forked child must not reuse the parent's pooled connections.
-    for engine in _engines.values():
-        engine.dispose(close=False)
-    _engines.clear()
-
-
-os.register_at_fork(after_in_child=_forget_engines_after_fork)
-
-
-def _create_engine(url: str) -> Engine:
-    try:
-        engine = create_engine(url)
-    except (ArgumentError, NoSuchModuleError) as exc:
-        raise ConfigError(
-            f"{url!r} is not a usable SQLAlchemy database URL ({exc}). "
-            "Use e.g. 'sqlite:///memories.db' or 'postgresql+psycopg://user@host/db'."
-        ) from exc
-    if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _configure_sqlite)
-    try:
-        metadata.create_all(engine)
-    except SAOperationalError as exc:
-        # Two processes opening a new file at once both try CREATE TABLE; the
-        # loser finds the tables made, which is all it wanted.
-        if "already exists" not in str(exc):
-            raise BackendUnavailableError(f"Cannot open the database {url!r}: {exc}") from exc
-    except SQLAlchemyError as exc:
-        raise BackendUnavailableError(f"Cannot open the database {url!r}: {exc}") from exc
-    return engine
-
-
-def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
-    cursor.execute("PRAGMA journal_mode = WAL")
-    cursor.execute("PRAGMA synchronous = NORMAL")
-    cursor.close()
-
 
 class SQLHistory(ChatHistory):
     """A session's log in a SQL database, shared by every process that opens it.
@@ -175,6 +94,7 @@ class SQLHistory(ChatHistory):
         self.url = url
         self.session_id = session_id
         self._engine = get_engine(url)
+        ensure_tables(self._engine, url, metadata)
 
     def _transaction(self) -> AbstractContextManager[Connection]:
         return transaction(self._engine, self.url)

@@ -1,7 +1,7 @@
 """Where profiles live: a namespaced key-value table in any SQL database, SQLite by default.
 
 Three tables, beside the histories' tables and on the same engine
-(:func:`memories.history.sql.get_engine`)::
+(:func:`memories.sql.get_engine`)::
 
     memories_store(namespace, key, value, version, created_at, updated_at)
         the current document of each profile; value is NULL once cleared
@@ -27,12 +27,10 @@ folded in. Two processes updating one profile never lose each other's work.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NoReturn
 
 import jsonpatch
@@ -41,7 +39,6 @@ from langchain_core.runnables import run_in_executor
 from sqlalchemy import (
     Column,
     Connection,
-    Engine,
     Float,
     Index,
     Integer,
@@ -57,13 +54,12 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
-from sqlalchemy.exc import OperationalError as SAOperationalError
+from sqlalchemy.exc import IntegrityError
 
-from memories.errors import BackendError, BackendUnavailableError, ConfigError
-from memories.history.sql import DEFAULT_SQLITE_PATH, get_engine, transaction
+from memories.errors import BackendError, ConfigError
+from memories.history.sql import DEFAULT_SQLITE_PATH
 from memories.messages import dump_message, load_message
+from memories.sql import ensure_tables, get_engine, make_sqlite_folder, transaction
 
 __all__ = [
     "DEFAULT_URL",
@@ -121,9 +117,6 @@ pending_table = Table(
     Index("ix_memories_profile_pending_key", "namespace", "key", "id"),
     sqlite_autoincrement=True,
 )
-
-_ready: set[int] = set()
-_ready_lock = threading.Lock()
 
 
 def check_namespace(namespace: Any) -> Namespace:
@@ -229,9 +222,9 @@ class ProfileStore:
         if not isinstance(url, str) or not url:
             raise ConfigError(f"url must be a SQLAlchemy database URL string; got {url!r:.80}")
         self.url = url
-        _make_sqlite_folder(url)
+        make_sqlite_folder(url)
         self._engine = get_engine(url)
-        _create_tables(self._engine, url)
+        ensure_tables(self._engine, url, _metadata)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
@@ -715,40 +708,3 @@ def _lost(url: str, namespace: Namespace, key: str) -> NoReturn:
         f"The profile {namespace!r}/{key!r} vanished from {url!r} right after it was written "
         "(deleted by another process)."
     )
-
-
-def _make_sqlite_folder(url: str) -> None:
-    try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        raise ConfigError(
-            f"{url!r} is not a SQLAlchemy database URL ({exc}). "
-            "Use e.g. 'sqlite:///memories.db' or 'postgresql+psycopg://user@host/db'."
-        ) from exc
-    database = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
-        return
-    if database.startswith("file:"):
-        return
-    try:
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BackendUnavailableError(
-            f"Cannot create the folder of the SQLite file {database!r}: {exc}"
-        ) from exc
-
-
-def _create_tables(engine: Engine, url: str) -> None:
-    with _ready_lock:
-        if id(engine) in _ready:
-            return
-        try:
-            _metadata.create_all(engine)
-        except SAOperationalError as exc:
-            # Two processes opening a new file race to CREATE TABLE; the loser
-            # finds the tables made, which is all it wanted.
-            if "already exists" not in str(exc):
-                raise BackendUnavailableError(f"Cannot open the database {url!r}: {exc}") from exc
-        except SQLAlchemyError as exc:
-            raise BackendUnavailableError(f"Cannot open the database {url!r}: {exc}") from exc
-        _ready.add(id(engine))

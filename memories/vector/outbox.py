@@ -6,7 +6,7 @@ the document stays and is written by the next call that reaches Chroma, or by
 an explicit ``flush()``; nothing that ``save_context`` accepted is lost.
 
 :class:`SQLiteOutbox` keeps the rows in a SQLite file (WAL mode, through
-:func:`memories.history.sql.get_engine`), shared by every process that opens
+:func:`memories.sql.get_engine`), shared by every process that opens
 it; :class:`MemoryOutbox` keeps them in the process, for the in-memory store.
 """
 
@@ -36,7 +36,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 
 from memories.errors import BackendUnavailableError
-from memories.history.sql import get_engine
+from memories.sql import ensure_tables, get_engine
 
 __all__ = ["MemoryOutbox", "OutboxRow", "SQLiteOutbox"]
 
@@ -100,13 +100,9 @@ class SQLiteOutbox:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._engine = get_engine(f"sqlite:///{path}")
-        try:
-            _metadata.create_all(self._engine)
-        except SQLAlchemyError as exc:
-            raise BackendUnavailableError(
-                f"Cannot open the vector memory's outbox {path!r}: {exc}"
-            ) from exc
+        url = f"sqlite:///{path}"
+        self._engine = get_engine(url)
+        ensure_tables(self._engine, url, _metadata)
 
     def put(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
         """Queue rows, durably, in one transaction."""

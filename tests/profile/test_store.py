@@ -122,7 +122,7 @@ def test_bad_namespaces_are_config_errors(url: str, namespace: object) -> None:
 
 
 def test_a_bad_url_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="not a SQLAlchemy database URL"):
+    with pytest.raises(ConfigError, match="not a usable SQLAlchemy database URL"):
         ProfileStore("not a url")
 
 

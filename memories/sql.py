@@ -1,0 +1,148 @@
+"""SQL databases for every store: one engine per URL, tables made once, errors translated.
+
+Histories, profile stores and the vector outbox all keep their rows in SQL
+(a SQLite file by default, or any SQLAlchemy URL). This module is the one
+place that opens a database: one engine and connection pool per URL per
+process (forgotten in a forked child), SQLite in WAL mode with a busy
+timeout, each store's tables created once per engine, and database errors
+turned into the library's own in :func:`transaction`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, MetaData, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.exc import OperationalError as SAOperationalError
+
+from memories.errors import BackendError, BackendUnavailableError, ConfigError
+
+__all__ = ["ensure_tables", "get_engine", "make_sqlite_folder", "transaction"]
+
+_SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+_engines: dict[str, Engine] = {}
+_ready: set[tuple[int, int]] = set()
+_lock = threading.Lock()
+
+
+def get_engine(url: str) -> Engine:
+    """One engine per database URL per process, shared by every store on that URL.
+
+    Raises:
+        ConfigError: ``url`` is not a usable SQLAlchemy URL.
+    """
+    with _lock:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = _engines[url] = _create_engine(url)
+        return engine
+
+
+def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
+    """Create ``metadata``'s tables on ``engine`` unless this process already did.
+
+    Raises:
+        BackendUnavailableError: the database cannot be opened or written.
+    """
+    with _lock:
+        if (id(engine), id(metadata)) in _ready:
+            return
+        try:
+            with _translated(f"Cannot open the database {url!r}"):
+                metadata.create_all(engine)
+        except BackendUnavailableError as exc:
+            # Two processes opening a new file race to CREATE TABLE; the loser
+            # finds the tables made, which is all it wanted.
+            if "already exists" not in str(exc.__cause__):
+                raise
+        _ready.add((id(engine), id(metadata)))
+
+
+@contextmanager
+def transaction(engine: Engine, url: str) -> Iterator[Connection]:
+    """A transaction on ``engine``; database errors come out as the library's own.
+
+    An operational error (database unreachable, locked past the busy timeout,
+    disk full) is a :class:`BackendUnavailableError`; any other one a
+    :class:`BackendError`; both name the URL and keep the cause.
+    """
+    with _translated(f"The database {url!r} failed"), engine.begin() as connection:
+        yield connection
+
+
+def make_sqlite_folder(url: str) -> None:
+    """Create the folder of a SQLite URL's file (nothing for other databases).
+
+    Raises:
+        ConfigError: ``url`` is not a SQLAlchemy URL.
+        BackendUnavailableError: the folder cannot be created.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(_bad_url(url, exc)) from exc
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return
+    if database.startswith("file:"):
+        return
+    try:
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BackendUnavailableError(
+            f"Cannot create the folder of the SQLite file {database!r}: {exc}"
+        ) from exc
+
+
+@contextmanager
+def _translated(what: str) -> Iterator[None]:
+    try:
+        yield
+    except SAOperationalError as exc:
+        raise BackendUnavailableError(f"{what}: {exc}") from exc
+    except SQLAlchemyError as exc:
+        raise BackendError(f"{what}: {exc}") from exc
+
+
+def _bad_url(url: str, exc: Exception) -> str:
+    return (
+        f"{url!r} is not a usable SQLAlchemy database URL ({exc}). "
+        "Use e.g. 'sqlite:///memories.db' or 'postgresql+psycopg://user@host/db'."
+    )
+
+
+def _create_engine(url: str) -> Engine:
+    try:
+        engine = create_engine(url)
+    except (ArgumentError, NoSuchModuleError) as exc:
+        raise ConfigError(_bad_url(url, exc)) from exc
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _configure_sqlite)
+    return engine
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.close()
+
+
+def _forget_engines_after_fork() -> None:
+    # A forked child must not reuse the parent's pooled connections.
+    for engine in _engines.values():
+        engine.dispose(close=False)
+    _engines.clear()
+    _ready.clear()
+
+
+os.register_at_fork(after_in_child=_forget_engines_after_fork)
