@@ -41,7 +41,7 @@ def as_namespace(value: Any, /) -> Namespace:
 
 def namespace_text(namespace: Sequence[str], /) -> str:
     """The namespace as one string, ``"users.maya"`` (the inverse of :func:`as_namespace`)."""
-    return ".".join(as_namespace(tuple(namespace)))
+    return ".".join(as_namespace(namespace))
 
 
 def namespace_key(namespace: Sequence[str], /) -> str:

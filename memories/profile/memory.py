@@ -60,6 +60,7 @@ from memories.kernel.background import BackgroundWork, Debouncer, MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.steps import Steps, arun, run, step
 from memories.keys import turn_messages_for
+from memories.namespaces import as_namespace
 from memories.profile.patching import (
     PATCH_TOOL,
     PATCH_TOOL_NAME,
@@ -75,7 +76,6 @@ from memories.profile.store import (
     ProfileChange,
     ProfileItem,
     ProfileStore,
-    check_namespace,
 )
 from memories.profile.update import UpdateOutcome, UpdateSession
 from memories.tokens import TokenCounter, resolve_token_counter
@@ -214,7 +214,7 @@ class ProfileMemory(BaseMemory):
     @field_validator("namespace", mode="before")
     @classmethod
     def _namespace(cls, value: Any) -> Namespace:
-        return check_namespace(value)
+        return as_namespace(value)
 
     @field_validator("key", "memory_key")
     @classmethod

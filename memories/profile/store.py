@@ -59,6 +59,7 @@ from sqlalchemy.exc import IntegrityError
 from memories.errors import BackendError, ConfigError
 from memories.history.sql import DEFAULT_SQLITE_PATH
 from memories.messages import dump_message, load_message
+from memories.namespaces import Namespace, namespace_text
 from memories.sql import ensure_tables, get_engine, make_sqlite_folder, transaction
 
 __all__ = [
@@ -68,12 +69,10 @@ __all__ = [
     "ProfileChange",
     "ProfileItem",
     "ProfileStore",
-    "check_namespace",
 ]
 
 DEFAULT_URL = f"sqlite:///{DEFAULT_SQLITE_PATH}"
 
-Namespace = tuple[str, ...]
 
 _metadata = MetaData()
 
@@ -117,33 +116,6 @@ pending_table = Table(
     Index("ix_memories_profile_pending_key", "namespace", "key", "id"),
     sqlite_autoincrement=True,
 )
-
-
-def check_namespace(namespace: Any) -> Namespace:
-    """``namespace`` as a tuple of labels: non-empty strings without a period.
-
-    A single string is taken as a one-label namespace.
-
-    Raises:
-        ConfigError: an empty namespace or a bad label.
-    """
-    labels = (namespace,) if isinstance(namespace, str) else namespace
-    if not isinstance(labels, tuple | list) or not labels:
-        raise ConfigError(
-            f"namespace must be a non-empty tuple of strings such as ('user-42',); "
-            f"got {namespace!r:.80}"
-        )
-    for label in labels:
-        if not isinstance(label, str) or not label or "." in label:
-            raise ConfigError(
-                f"Namespace labels must be non-empty strings without '.'; got {label!r:.80} "
-                f"in {namespace!r:.80}"
-            )
-    return tuple(labels)
-
-
-def _joined(namespace: Namespace) -> str:
-    return ".".join(check_namespace(namespace))
 
 
 @dataclass(frozen=True)
@@ -241,7 +213,7 @@ class ProfileStore:
 
     def put(self, namespace: Namespace, key: str, value: dict[str, Any], /) -> ProfileItem:
         """Store ``value`` whatever the current version, and record it as a ``put`` change."""
-        ns = _joined(namespace)
+        ns = namespace_text(namespace)
         text = _dump(value)
         now = time.time()
         where = and_(store_table.c.namespace == ns, store_table.c.key == key)
@@ -276,7 +248,7 @@ class ProfileStore:
 
     def delete(self, namespace: Namespace, key: str, /) -> None:
         """Erase a profile completely: its document, its history and its pending turns."""
-        ns = _joined(namespace)
+        ns = namespace_text(namespace)
         with self._transaction() as connection:
             for table in (store_table, changes_table, pending_table):
                 connection.execute(delete(table).where(table.c.namespace == ns, table.c.key == key))
@@ -319,7 +291,7 @@ class ProfileStore:
     def load(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
         """The stored row, cleared profiles included (with ``value`` None)."""
         query = select(store_table).where(
-            store_table.c.namespace == _joined(namespace), store_table.c.key == key
+            store_table.c.namespace == namespace_text(namespace), store_table.c.key == key
         )
         with self._transaction() as connection:
             row = connection.execute(query).first()
@@ -349,7 +321,7 @@ class ProfileStore:
             patch: the operations from the old document to the new one.
             turns: the pending turns that caused the change (folded in, so dropped).
         """
-        ns = _joined(namespace)
+        ns = namespace_text(namespace)
         text = _dump(document) if document is not None else None
         now = time.time()
         version = expected_version + 1
@@ -386,7 +358,7 @@ class ProfileStore:
         turns: Sequence[PendingTurn] = (),
     ) -> None:
         """Add a failed update to the history, with its error, replies and turns."""
-        ns = _joined(namespace)
+        ns = namespace_text(namespace)
         row = {
             "namespace": ns,
             "key": key,
@@ -418,7 +390,7 @@ class ProfileStore:
             last: only the last ``last`` of those.
         """
         t = changes_table
-        query = select(t).where(t.c.namespace == _joined(namespace), t.c.key == key)
+        query = select(t).where(t.c.namespace == namespace_text(namespace), t.c.key == key)
         if version is not None:
             query = query.where(t.c.version == version)
         if failed is not None:
@@ -438,7 +410,7 @@ class ProfileStore:
     ) -> int:
         """Queue a turn to fold in later; returns its id."""
         row = {
-            "namespace": _joined(namespace),
+            "namespace": namespace_text(namespace),
             "key": key,
             "messages": _dump([json.loads(dump_message(m)) for m in messages]),
             "created_at": time.time(),
@@ -455,7 +427,7 @@ class ProfileStore:
         t = pending_table
         query = (
             select(t)
-            .where(t.c.namespace == _joined(namespace), t.c.key == key)
+            .where(t.c.namespace == namespace_text(namespace), t.c.key == key)
             .order_by(t.c.id)
             .limit(limit)
         )
@@ -473,14 +445,16 @@ class ProfileStore:
     def count_pending(self, namespace: Namespace, key: str, /) -> int:
         """How many turns are queued."""
         t = pending_table
-        query = select(func.count()).where(t.c.namespace == _joined(namespace), t.c.key == key)
+        query = select(func.count()).where(
+            t.c.namespace == namespace_text(namespace), t.c.key == key
+        )
         with self._transaction() as connection:
             return int(connection.execute(query).scalar_one())
 
     def drop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
         """Remove these queued turns (the model saw them and changed nothing)."""
         with self._transaction() as connection:
-            self._drop_pending(connection, _joined(namespace), key, ids)
+            self._drop_pending(connection, namespace_text(namespace), key, ids)
 
     # -- async twins ------------------------------------------------------------
 
@@ -656,7 +630,7 @@ class ProfileStore:
 def _under(prefix: Namespace) -> Any:
     if not prefix:
         return store_table.c.namespace.is_not(None)
-    joined = _joined(prefix)
+    joined = namespace_text(prefix)
     escaped = joined.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return or_(
         store_table.c.namespace == joined,
