@@ -29,7 +29,8 @@ from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, HumanMessage
-from langchain_core.runnables import run_in_executor
+
+from memories.kernel.steps import blocking_twin, to_thread
 
 __all__ = ["ChatHistory", "Entry"]
 
@@ -128,33 +129,16 @@ class ChatHistory(BaseChatMessageHistory, ABC):
 
     # -- async twins: a thread by default; a native async backend overrides -----
 
-    async def aappend(self, messages: Sequence[BaseMessage], /) -> list[int]:
-        """Async :meth:`append`."""
-        return await run_in_executor(None, self.append, messages)
-
-    async def aentries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
-        """Async :meth:`entries`."""
-        return await run_in_executor(None, lambda: self.entries(after=after, last=last))
+    aappend = blocking_twin(append)
+    aentries = blocking_twin(entries)
+    aload_state = blocking_twin(load_state)
+    asave_state = blocking_twin(save_state)
+    afirst_entry = blocking_twin(first_entry)
+    astart_of_last_exchanges = blocking_twin(start_of_last_exchanges)
 
     async def aclear(self) -> None:
-        """Async :meth:`clear`."""
-        await run_in_executor(None, self.clear)
-
-    async def aload_state(self, key: str, /) -> dict[str, Any] | None:
-        """Async :meth:`load_state`."""
-        return await run_in_executor(None, self.load_state, key)
-
-    async def asave_state(self, key: str, value: dict[str, Any], /) -> None:
-        """Async :meth:`save_state`."""
-        await run_in_executor(None, self.save_state, key, value)
-
-    async def afirst_entry(self) -> Entry | None:
-        """Async :meth:`first_entry`."""
-        return await run_in_executor(None, self.first_entry)
-
-    async def astart_of_last_exchanges(self, k: int, /) -> int | None:
-        """Async :meth:`start_of_last_exchanges`."""
-        return await run_in_executor(None, self.start_of_last_exchanges, k)
+        """Async :meth:`clear` (LangChain's base class declares it, so it is written out)."""
+        await to_thread(self.clear)
 
     async def aget_messages(self) -> list[BaseMessage]:
         """LangChain's async interface: every message of the session."""

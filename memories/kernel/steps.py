@@ -36,13 +36,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-__all__ = ["Step", "Steps", "arun", "run", "step", "to_thread"]
+__all__ = ["Step", "Steps", "arun", "blocking_twin", "run", "step", "to_thread"]
 
 T = TypeVar("T")
+S = TypeVar("S")
+P = ParamSpec("P")
 
 #: A loop of I/O steps that ends by returning a ``T``.
 Steps = Generator["Step", Any, T]
@@ -140,6 +142,28 @@ class _Loop:
 async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run blocking ``func`` on a worker thread (context variables kept) and await it."""
     return await asyncio.to_thread(func, *args, **kwargs)
+
+
+def blocking_twin(
+    method: Callable[Concatenate[S, P], T], /
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
+    """The async twin of a blocking method: the same call, on a worker thread.
+
+    Written in a class body as ``aload = blocking_twin(load)``. The twin calls
+    the method by name, so a subclass that overrides ``load`` gets an ``aload``
+    that runs its own ``load``; a backend with native async overrides ``aload``.
+    """
+    name = method.__name__
+
+    async def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        result: T = await asyncio.to_thread(getattr(self, name), *args, **kwargs)
+        return result
+
+    twin.__name__ = twin.__qualname__ = (
+        "a" + name.lstrip("_") if not name.startswith("_") else "_a" + name[1:]
+    )
+    twin.__doc__ = f"Async :meth:`{name}`: the same call on a worker thread."
+    return twin
 
 
 @contextlib.contextmanager

@@ -35,7 +35,6 @@ from typing import Any, NoReturn
 
 import jsonpatch
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables import run_in_executor
 from sqlalchemy import (
     Column,
     Connection,
@@ -58,6 +57,7 @@ from sqlalchemy.exc import IntegrityError
 
 from memories.errors import BackendError, ConfigError
 from memories.history.sql import DEFAULT_SQLITE_PATH
+from memories.kernel.steps import blocking_twin
 from memories.messages import dump_message, load_message
 from memories.namespaces import Namespace, namespace_text
 from memories.sql import ensure_tables, get_engine, make_sqlite_folder, transaction
@@ -458,121 +458,20 @@ class ProfileStore:
 
     # -- async twins ------------------------------------------------------------
 
-    async def aget(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
-        """Async :meth:`get`."""
-        return await run_in_executor(None, self.get, namespace, key)
-
-    async def aput(self, namespace: Namespace, key: str, value: dict[str, Any], /) -> ProfileItem:
-        """Async :meth:`put`."""
-        return await run_in_executor(None, self.put, namespace, key, value)
-
-    async def adelete(self, namespace: Namespace, key: str, /) -> None:
-        """Async :meth:`delete`."""
-        await run_in_executor(None, self.delete, namespace, key)
-
-    async def asearch(
-        self, namespace_prefix: Namespace, /, *, limit: int = 10, offset: int = 0
-    ) -> list[ProfileItem]:
-        """Async :meth:`search`."""
-        return await run_in_executor(
-            None, lambda: self.search(namespace_prefix, limit=limit, offset=offset)
-        )
-
-    async def alist_namespaces(
-        self,
-        *,
-        prefix: Namespace | None = None,
-        max_depth: int | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[Namespace]:
-        """Async :meth:`list_namespaces`."""
-        return await run_in_executor(
-            None,
-            lambda: self.list_namespaces(
-                prefix=prefix, max_depth=max_depth, limit=limit, offset=offset
-            ),
-        )
-
-    async def aload(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
-        """Async :meth:`load`."""
-        return await run_in_executor(None, self.load, namespace, key)
-
-    async def acommit(
-        self,
-        namespace: Namespace,
-        key: str,
-        document: dict[str, Any] | None,
-        /,
-        *,
-        expected_version: int,
-        kind: str,
-        patch: Sequence[dict[str, Any]],
-        turns: Sequence[PendingTurn] = (),
-    ) -> ProfileItem | None:
-        """Async :meth:`commit`."""
-        return await run_in_executor(
-            None,
-            lambda: self.commit(
-                namespace,
-                key,
-                document,
-                expected_version=expected_version,
-                kind=kind,
-                patch=patch,
-                turns=turns,
-            ),
-        )
-
-    async def arecord_failure(
-        self,
-        namespace: Namespace,
-        key: str,
-        /,
-        *,
-        error: str,
-        raw: Sequence[str] = (),
-        turns: Sequence[PendingTurn] = (),
-    ) -> None:
-        """Async :meth:`record_failure`."""
-        await run_in_executor(
-            None, lambda: self.record_failure(namespace, key, error=error, raw=raw, turns=turns)
-        )
-
-    async def achanges(
-        self,
-        namespace: Namespace,
-        key: str,
-        /,
-        *,
-        version: int | None = None,
-        failed: bool | None = None,
-        last: int | None = None,
-    ) -> list[ProfileChange]:
-        """Async :meth:`changes`."""
-        return await run_in_executor(
-            None, lambda: self.changes(namespace, key, version=version, failed=failed, last=last)
-        )
-
-    async def aadd_pending(
-        self, namespace: Namespace, key: str, messages: Sequence[BaseMessage], /
-    ) -> int:
-        """Async :meth:`add_pending`."""
-        return await run_in_executor(None, self.add_pending, namespace, key, messages)
-
-    async def apending(
-        self, namespace: Namespace, key: str, /, *, limit: int | None = None
-    ) -> list[PendingTurn]:
-        """Async :meth:`pending`."""
-        return await run_in_executor(None, lambda: self.pending(namespace, key, limit=limit))
-
-    async def acount_pending(self, namespace: Namespace, key: str, /) -> int:
-        """Async :meth:`count_pending`."""
-        return await run_in_executor(None, self.count_pending, namespace, key)
-
-    async def adrop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
-        """Async :meth:`drop_pending`."""
-        await run_in_executor(None, self.drop_pending, namespace, key, ids)
+    # Async twins: the same calls on a worker thread (a native async store overrides them).
+    aget = blocking_twin(get)
+    aput = blocking_twin(put)
+    adelete = blocking_twin(delete)
+    asearch = blocking_twin(search)
+    alist_namespaces = blocking_twin(list_namespaces)
+    aload = blocking_twin(load)
+    acommit = blocking_twin(commit)
+    arecord_failure = blocking_twin(record_failure)
+    achanges = blocking_twin(changes)
+    aadd_pending = blocking_twin(add_pending)
+    apending = blocking_twin(pending)
+    acount_pending = blocking_twin(count_pending)
+    adrop_pending = blocking_twin(drop_pending)
 
     # -- statements -------------------------------------------------------------
 
