@@ -38,15 +38,8 @@ from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import add_messages
 
+from memories import exchange as turns
 from memories._langchain import LangChainBaseMemory
-from memories.exchange import (
-    MemoryView,
-    asave_exchange,
-    aview_memory,
-    last_exchange,
-    save_exchange,
-    view_memory,
-)
 from memories.runnable import MemoryFactory, SessionMemories
 
 __all__ = ["MemoryNodes", "MemoryState"]
@@ -113,33 +106,37 @@ class MemoryNodes:
     def _messages(self, state: Mapping[str, Any]) -> list[BaseMessage]:
         return list(state.get(self.messages_key) or [])
 
-    def _update(self, view: MemoryView) -> dict[str, Any]:
+    def _update(self, view: turns.MemoryView) -> dict[str, Any]:
         update: dict[str, Any] = {"memory_text": view.system_text(self.header)}
         if view.conversation:
             update["memory_messages"] = list(view.messages)
         return update
 
     def _query(self, state: Mapping[str, Any]) -> str:
-        exchange = last_exchange(self._messages(state))
+        exchange = turns.last_exchange(self._messages(state))
         return exchange[0].text if exchange else ""
 
     def _load(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         memory = self._memories.get(config)
-        return self._update(view_memory(memory, self._query(state), as_messages=self.as_messages))
+        return self._update(
+            turns.view_memory(memory, self._query(state), as_messages=self.as_messages)
+        )
 
     async def _aload(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         memory = self._memories.get(config)
-        view = await aview_memory(memory, self._query(state), as_messages=self.as_messages)
+        view = await turns.aview_memory(memory, self._query(state), as_messages=self.as_messages)
         return self._update(view)
 
     def _save(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        exchange = last_exchange(self._messages(state))
-        save_exchange(self._memories.get(config), exchange, tool_messages=self.tool_messages)
+        exchange = turns.last_exchange(self._messages(state))
+        turns.save_exchange(self._memories.get(config), exchange, tool_messages=self.tool_messages)
         return {}
 
     async def _asave(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        exchange = last_exchange(self._messages(state))
-        await asave_exchange(self._memories.get(config), exchange, tool_messages=self.tool_messages)
+        exchange = turns.last_exchange(self._messages(state))
+        await turns.asave_exchange(
+            self._memories.get(config), exchange, tool_messages=self.tool_messages
+        )
         return {}
 
     def prompt(self, state: Mapping[str, Any], *, system: str = "") -> list[BaseMessage]:
@@ -155,4 +152,4 @@ class MemoryNodes:
         shown = state.get("memory_messages")
         if shown is None:
             return [*head, *self._messages(state)]
-        return [*head, *shown, *last_exchange(self._messages(state))]
+        return [*head, *shown, *turns.last_exchange(self._messages(state))]

@@ -15,19 +15,9 @@ Saving, formatting, key selection, clearing and configuration are written
 once here. A memory that derives state from the log (a cursor, token counts,
 a summary) also implements :meth:`ChatMemory._update`, the steps that bring
 that state up to date after a save, and keeps the state in the history under
-:meth:`ChatMemory.state_key`. ``WindowMemory`` is the shortest example::
-
-    class WindowMemory(ChatMemory):
-        config_type: ClassVar[str] = "window"
-        k: int = Field(default=5, ge=0)
-
-        def _selection(self) -> Steps[list[BaseMessage]]:
-            if self.k == 0:
-                return []
-            start = yield step(self.chat_memory.start_of_last_exchanges, self.k)
-            after = None if start is None else start - 1
-            entries = yield step(self.chat_memory.entries, after=after)
-            return [entry.message for entry in entries]
+:meth:`ChatMemory.state_key`. ``memories/window.py`` is the shortest example:
+its ``_selection`` yields two steps (find where the last ``k`` exchanges
+start, read from there) and returns their messages.
 
 A memory that is not a chat log (vector recall, a profile) subclasses
 :class:`BaseMemory` and implements LangChain's four members and their async

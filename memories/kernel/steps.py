@@ -93,7 +93,7 @@ def run(steps: Steps[T], /, *, lock: threading.Lock | None = None) -> T:
     with _held(lock):
         while (current := loop.next()) is not None:
             try:
-                with _released(lock, current.unlocked):
+                with _Released(lock, current.unlocked):
                     loop.result = current.call()
             except Exception as exc:
                 loop.error = exc
@@ -106,7 +106,7 @@ async def arun(steps: Steps[T], /, *, lock: threading.Lock | None = None) -> T:
     async with _aheld(lock):
         while (current := loop.next()) is not None:
             try:
-                async with _areleased(lock, current.unlocked):
+                async with _Released(lock, current.unlocked):
                     loop.result = await current.acall()
             except Exception as exc:
                 loop.error = exc
@@ -175,28 +175,30 @@ def _held(lock: threading.Lock | None) -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def _released(lock: threading.Lock | None, unlocked: bool) -> Iterator[None]:
-    if lock is None or not unlocked:
-        yield
-        return
-    lock.release()
-    try:
-        yield
-    finally:
-        lock.acquire()
+class _Released:
+    """Lets go of the runner's lock around an ``unlocked`` step, and takes it back after.
 
+    One object serves both runners: ``with`` takes the lock back by blocking,
+    ``async with`` without blocking the event loop.
+    """
 
-@contextlib.asynccontextmanager
-async def _areleased(lock: threading.Lock | None, unlocked: bool) -> AsyncIterator[None]:
-    if lock is None or not unlocked:
-        yield
-        return
-    lock.release()
-    try:
-        yield
-    finally:
-        await _acquire(lock)
+    def __init__(self, lock: threading.Lock | None, unlocked: bool) -> None:
+        self.lock = lock if unlocked else None
+
+    def __enter__(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.lock is not None:
+            self.lock.acquire()
+
+    async def __aenter__(self) -> None:
+        self.__enter__()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self.lock is not None:
+            await _acquire(self.lock)
 
 
 @contextlib.asynccontextmanager
