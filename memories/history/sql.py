@@ -23,23 +23,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from langchain_core.messages import BaseMessage
-from sqlalchemy import (
-    Column,
-    Connection,
-    Float,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    delete,
-    func,
-    insert,
-    select,
-    text,
-)
 from sqlalchemy.dialects import postgresql as postgresql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
@@ -52,28 +37,28 @@ __all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory"]
 
 DEFAULT_SQLITE_PATH = "memories.db"
 
-metadata = MetaData()
+metadata = sa.MetaData()
 
-messages_table = Table(
+messages_table = sa.Table(
     "memories_messages",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("session_id", String(255), nullable=False),
-    Column("type", String(32), nullable=False),
-    Column("message", Text, nullable=False),
-    Column("created_at", Float, nullable=False),
-    Index("ix_memories_messages_session_id", "session_id", "id"),
-    Index("ix_memories_messages_session_type", "session_id", "type", "id"),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("session_id", sa.String(255), nullable=False),
+    sa.Column("type", sa.String(32), nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Index("ix_memories_messages_session_id", "session_id", "id"),
+    sa.Index("ix_memories_messages_session_type", "session_id", "type", "id"),
     sqlite_autoincrement=True,
 )
 
-state_table = Table(
+state_table = sa.Table(
     "memories_state",
     metadata,
-    Column("session_id", String(255), primary_key=True),
-    Column("key", String(255), primary_key=True),
-    Column("value", Text, nullable=False),
-    Column("updated_at", Float, nullable=False),
+    sa.Column("session_id", sa.String(255), primary_key=True),
+    sa.Column("key", sa.String(255), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
 )
 
 
@@ -96,7 +81,7 @@ class SQLHistory(ChatHistory):
         self._engine = get_engine(url)
         ensure_tables(self._engine, url, metadata)
 
-    def _transaction(self) -> AbstractContextManager[Connection]:
+    def _transaction(self) -> AbstractContextManager[sa.Connection]:
         return transaction(self._engine, self.url)
 
     def append(self, messages: Sequence[BaseMessage], /) -> list[int]:
@@ -115,19 +100,21 @@ class SQLHistory(ChatHistory):
         with self._transaction() as connection:
             self._lock_session(connection)
             if self._engine.dialect.insert_executemany_returning_sort_by_parameter_order:
-                statement = insert(messages_table).returning(
+                statement = sa.insert(messages_table).returning(
                     messages_table.c.id, sort_by_parameter_order=True
                 )
                 return [int(row.id) for row in connection.execute(statement, rows)]
             # No ordered RETURNING on this dialect: one INSERT per row, same transaction.
             seqs = []
             for row in rows:
-                key = connection.execute(insert(messages_table).values(**row)).inserted_primary_key
+                key = connection.execute(
+                    sa.insert(messages_table).values(**row)
+                ).inserted_primary_key
                 assert key is not None  # an INSERT into a table with a primary key has one
                 seqs.append(int(key[0]))
             return seqs
 
-    def _lock_session(self, connection: Connection) -> None:
+    def _lock_session(self, connection: sa.Connection) -> None:
         """Serialise appends to this session until the transaction ends.
 
         Memories read the log with cursors (``after=seq``). On a server that
@@ -139,14 +126,14 @@ class SQLHistory(ChatHistory):
         """
         if connection.dialect.name == "postgresql":
             connection.execute(
-                text("SELECT pg_advisory_xact_lock(hashtextextended(:session, 0))"),
+                sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:session, 0))"),
                 {"session": self.session_id},
             )
 
     def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
         if last is not None and last < 0:
             raise ValueError(f"last must be >= 0, got {last}")
-        query = select(messages_table.c.id, messages_table.c.message).where(
+        query = sa.select(messages_table.c.id, messages_table.c.message).where(
             messages_table.c.session_id == self.session_id
         )
         if after is not None:
@@ -165,7 +152,7 @@ class SQLHistory(ChatHistory):
         if k <= 0:
             raise ValueError(f"k must be positive, got {k}")
         query = (
-            select(messages_table.c.id)
+            sa.select(messages_table.c.id)
             .where(messages_table.c.session_id == self.session_id)
             .where(messages_table.c.type == "human")
             .order_by(messages_table.c.id.desc())
@@ -178,7 +165,7 @@ class SQLHistory(ChatHistory):
 
     def first_entry(self) -> Entry | None:
         query = (
-            select(messages_table.c.id, messages_table.c.message)
+            sa.select(messages_table.c.id, messages_table.c.message)
             .where(messages_table.c.session_id == self.session_id)
             .order_by(messages_table.c.id)
             .limit(1)
@@ -189,21 +176,21 @@ class SQLHistory(ChatHistory):
 
     def count(self) -> int:
         """How many messages the session's log holds."""
-        query = select(func.count()).where(messages_table.c.session_id == self.session_id)
+        query = sa.select(sa.func.count()).where(messages_table.c.session_id == self.session_id)
         with self._transaction() as connection:
             return int(connection.execute(query).scalar_one())
 
     def clear(self) -> None:
         with self._transaction() as connection:
             connection.execute(
-                delete(messages_table).where(messages_table.c.session_id == self.session_id)
+                sa.delete(messages_table).where(messages_table.c.session_id == self.session_id)
             )
             connection.execute(
-                delete(state_table).where(state_table.c.session_id == self.session_id)
+                sa.delete(state_table).where(state_table.c.session_id == self.session_id)
             )
 
     def load_state(self, key: str, /) -> dict[str, Any] | None:
-        query = select(state_table.c.value).where(
+        query = sa.select(state_table.c.value).where(
             state_table.c.session_id == self.session_id, state_table.c.key == key
         )
         with self._transaction() as connection:
@@ -223,13 +210,13 @@ class SQLHistory(ChatHistory):
             if upsert is not None:
                 connection.execute(upsert)
                 return
-            # No native upsert known for this dialect: delete then insert, one transaction.
+            # No native upsert known for this dialect: sa.delete then sa.insert, one transaction.
             connection.execute(
-                delete(state_table).where(
+                sa.delete(state_table).where(
                     state_table.c.session_id == self.session_id, state_table.c.key == key
                 )
             )
-            connection.execute(insert(state_table).values(**row))
+            connection.execute(sa.insert(state_table).values(**row))
 
     def to_config(self) -> dict[str, Any]:
         return {"type": "sql", "url": self.url, "session_id": self.session_id}

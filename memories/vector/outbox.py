@@ -20,19 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import (
-    Column,
-    Float,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    delete,
-    insert,
-    select,
-)
+import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from memories.errors import BackendUnavailableError
@@ -57,17 +45,17 @@ class OutboxRow:
     """Whether it may replace a stored document with the same id (caller-chosen ids)."""
 
 
-_metadata = MetaData()
-_outbox = Table(
+_metadata = sa.MetaData()
+_outbox = sa.Table(
     "memories_vector_outbox",
     _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("target", String(1024), nullable=False),
-    Column("namespace", Text, nullable=False),
-    Column("doc_id", String(64), nullable=False),
-    Column("row", Text, nullable=False),
-    Column("created_at", Float, nullable=False),
-    Index("ix_memories_vector_outbox_target", "target", "namespace", "id"),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("target", sa.String(1024), nullable=False),
+    sa.Column("namespace", sa.Text, nullable=False),
+    sa.Column("doc_id", sa.String(64), nullable=False),
+    sa.Column("row", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Index("ix_memories_vector_outbox_target", "target", "namespace", "id"),
     sqlite_autoincrement=True,
 )
 
@@ -120,12 +108,12 @@ class SQLiteOutbox:
             for r in rows
         ]
         with self._errors("queue a turn"), self._engine.begin() as connection:
-            connection.execute(insert(_outbox), values)
+            connection.execute(sa.insert(_outbox), values)
 
     def pending(self, target: str, namespace: str, *, limit: int | None = None) -> list[OutboxRow]:
         """The oldest queued rows of a namespace, in the order they were queued."""
         query = (
-            select(_outbox.c.doc_id, _outbox.c.row)
+            sa.select(_outbox.c.doc_id, _outbox.c.row)
             .where(_outbox.c.target == target, _outbox.c.namespace == namespace)
             .order_by(_outbox.c.id)
         )
@@ -141,7 +129,7 @@ class SQLiteOutbox:
         with self._errors("forget written turns"), self._engine.begin() as connection:
             for start in range(0, len(doc_ids), 500):
                 connection.execute(
-                    delete(_outbox).where(
+                    sa.delete(_outbox).where(
                         _outbox.c.target == target,
                         _outbox.c.namespace == namespace,
                         _outbox.c.doc_id.in_(list(doc_ids[start : start + 500])),
@@ -152,7 +140,9 @@ class SQLiteOutbox:
         """Forget every queued row of a namespace."""
         with self._errors("clear queued turns"), self._engine.begin() as connection:
             connection.execute(
-                delete(_outbox).where(_outbox.c.target == target, _outbox.c.namespace == namespace)
+                sa.delete(_outbox).where(
+                    _outbox.c.target == target, _outbox.c.namespace == namespace
+                )
             )
 
     @contextmanager
