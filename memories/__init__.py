@@ -117,9 +117,6 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "with_session": ("memories.config", "with_session"),
 }
 
-#: Modules that need an optional extra, with the command that installs it.
-_EXTRAS = {"memories.vector": "pip install 'chat-memories[chroma]'"}
-
 
 def __getattr__(name: str) -> Any:
     target = _EXPORTS.get(name)
@@ -129,12 +126,12 @@ def __getattr__(name: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        extra = next(
-            (cmd for prefix, cmd in _EXTRAS.items() if module_name.startswith(prefix)), None
-        )
-        if extra is None:
+        from memories.imports import install_command
+
+        command = install_command(module_name)
+        if command is None:
             raise
-        raise MissingDependencyError(name, extra) from exc
+        raise MissingDependencyError(name, command) from exc
     value = getattr(module, attribute)
     globals()[name] = value
     return value

@@ -14,7 +14,6 @@ naming ``vector`` does not import Chroma until a vector memory is built.
 
 from __future__ import annotations
 
-import importlib
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -22,7 +21,9 @@ from typing import Any
 
 import yaml
 
-from memories.errors import ConfigError, MissingDependencyError
+from memories.errors import ConfigError
+from memories.imports import INSTALL_COMMANDS, import_object
+from memories.namespaces import as_namespace
 
 __all__ = [
     "HISTORY_TYPES",
@@ -38,24 +39,21 @@ __all__ = [
     "with_session",
 ]
 
-#: type name -> (module, class, pip command for a missing optional dependency)
-MEMORY_TYPES: dict[str, tuple[str, str, str | None]] = {
-    "buffer": ("memories.buffer", "BufferMemory", None),
-    "string_buffer": ("memories.buffer", "StringBufferMemory", None),
-    "window": ("memories.window", "WindowMemory", None),
-    "token_buffer": ("memories.token_buffer", "TokenBufferMemory", None),
-    "summary": ("memories.summary", "SummaryMemory", None),
-    "summary_buffer": ("memories.summary", "SummaryBufferMemory", None),
-    "combined": ("memories.combined", "CombinedMemory", None),
-    "read_only": ("memories.combined", "ReadOnlySharedMemory", None),
-    "simple": ("memories.combined", "SimpleMemory", None),
-    "profile": ("memories.profile", "ProfileMemory", None),
-    "vector": ("memories.vector", "VectorMemory", "pip install 'chat-memories[chroma]'"),
-    "vector_store_retriever": (
-        "memories.vector",
-        "VectorStoreRetrieverMemory",
-        "pip install 'chat-memories[chroma]'",
-    ),
+#: type name -> (module, class). A module that needs an extra is named in
+#: :data:`memories.imports.EXTRAS`, which gives the install command.
+MEMORY_TYPES: dict[str, tuple[str, str]] = {
+    "buffer": ("memories.buffer", "BufferMemory"),
+    "string_buffer": ("memories.buffer", "StringBufferMemory"),
+    "window": ("memories.window", "WindowMemory"),
+    "token_buffer": ("memories.token_buffer", "TokenBufferMemory"),
+    "summary": ("memories.summary", "SummaryMemory"),
+    "summary_buffer": ("memories.summary", "SummaryBufferMemory"),
+    "combined": ("memories.combined", "CombinedMemory"),
+    "read_only": ("memories.combined", "ReadOnlySharedMemory"),
+    "simple": ("memories.combined", "SimpleMemory"),
+    "profile": ("memories.profile", "ProfileMemory"),
+    "vector": ("memories.vector", "VectorMemory"),
+    "vector_store_retriever": ("memories.vector", "VectorStoreRetrieverMemory"),
 }
 
 HISTORY_TYPES: dict[str, tuple[str, str]] = {
@@ -71,8 +69,14 @@ _NESTED_MEMORIES = {"combined": "memories", "read_only": "memory"}
 def register_memory(
     name: str, module: str, class_name: str, *, pip_command: str | None = None
 ) -> None:
-    """Make ``name`` usable as a memory ``type`` (for memories defined outside this package)."""
-    MEMORY_TYPES[name] = (module, class_name, pip_command)
+    """Make ``name`` usable as a memory ``type`` (for memories defined outside this package).
+
+    Args:
+        pip_command: what installs ``module`` when it is missing; the error says it.
+    """
+    MEMORY_TYPES[name] = (module, class_name)
+    if pip_command is not None:
+        INSTALL_COMMANDS[module] = pip_command
 
 
 def load_config(source: Mapping[str, Any] | str | Path) -> dict[str, Any]:
@@ -114,8 +118,8 @@ def memory_class(type_name: Any) -> type:
         raise ConfigError(
             f"Unknown memory type {type_name!r}; valid types: {', '.join(sorted(MEMORY_TYPES))}."
         )
-    module, class_name, pip_command = MEMORY_TYPES[type_name]
-    cls: type = _import(module, class_name, f"memory type {type_name!r}", pip_command)
+    module, class_name = MEMORY_TYPES[type_name]
+    cls: type = import_object(module, class_name, what=f"memory type {type_name!r}")
     return cls
 
 
@@ -192,17 +196,8 @@ def with_namespace(
 
 
 def namespace_labels(namespace: tuple[str, ...] | list[str] | str) -> tuple[str, ...]:
-    """A namespace as a tuple of labels; a string is labels joined by ``"."``.
-
-    Raises:
-        ConfigError: an empty namespace or an empty label.
-    """
-    labels = tuple(namespace.split(".")) if isinstance(namespace, str) else tuple(namespace)
-    if not labels or not all(isinstance(label, str) and label for label in labels):
-        raise ConfigError(
-            f"namespace must be labels such as ('users', 'maya') or 'users.maya'; got {namespace!r}"
-        )
-    return labels
+    """A namespace as a tuple of labels (the one rule: :func:`memories.namespaces.as_namespace`)."""
+    return as_namespace(namespace)
 
 
 def _each_memory(
@@ -239,17 +234,8 @@ def create_history(config: Mapping[str, Any]) -> Any:
             f"Unknown history type {type_name!r}; valid types: {', '.join(sorted(HISTORY_TYPES))}."
         )
     module, class_name = HISTORY_TYPES[type_name]
-    cls = _import(module, class_name, f"history type {type_name!r}", None)
+    cls = import_object(module, class_name, what=f"history type {type_name!r}")
     try:
         return cls(**options)
     except TypeError as exc:
         raise ConfigError(f"Bad options for history type {type_name!r}: {exc}") from exc
-
-
-def _import(module: str, class_name: str, what: str, pip_command: str | None) -> Any:
-    try:
-        return getattr(importlib.import_module(module), class_name)
-    except ImportError as exc:
-        if pip_command is None:
-            raise
-        raise MissingDependencyError(what, pip_command) from exc

@@ -12,7 +12,15 @@ from typing import Any
 
 from memories.errors import ConfigError, MissingDependencyError
 
-__all__ = ["DISTRIBUTION", "EXTRAS", "import_object", "import_path", "install_hint"]
+__all__ = [
+    "DISTRIBUTION",
+    "EXTRAS",
+    "INSTALL_COMMANDS",
+    "import_object",
+    "import_path",
+    "install_command",
+    "install_hint",
+]
 
 #: The distribution name on the package registry (the import name is ``memories``).
 DISTRIBUTION = "chat-memories"
@@ -35,11 +43,17 @@ def install_hint(extra: str, /) -> str:
     return f"pip install '{DISTRIBUTION}[{extra}]'"
 
 
-def _extra_of(module: str) -> str | None:
+#: Module prefix -> the command that installs what it needs: this library's
+#: extras, and whatever ``register_memory(..., pip_command=...)`` adds.
+INSTALL_COMMANDS: dict[str, str] = {prefix: install_hint(extra) for prefix, extra in EXTRAS.items()}
+
+
+def install_command(module: str, /) -> str | None:
+    """The command that installs what ``module`` needs, if one is known."""
     return next(
         (
-            extra
-            for prefix, extra in EXTRAS.items()
+            command
+            for prefix, command in INSTALL_COMMANDS.items()
             if module == prefix or module.startswith(prefix + ".")
         ),
         None,
@@ -57,9 +71,9 @@ def import_object(module: str, attribute: str, /, *, what: str) -> Any:
     try:
         found: Any = importlib.import_module(module)
     except ImportError as exc:
-        extra = _extra_of(module)
-        if extra is not None and not _is_missing(exc, module):
-            raise MissingDependencyError(what, install_hint(extra)) from exc
+        command = install_command(module)
+        if command is not None:
+            raise MissingDependencyError(what, command) from exc
         raise ConfigError(f"Cannot import {what} from {module!r}: {exc}") from exc
     try:
         for part in attribute.split("."):
@@ -80,8 +94,3 @@ def import_path(path: Any, /, *, what: str) -> Any:
     if not sep or not module or not attribute:
         raise ConfigError(f"{what} {path!r:.80} must be an import path 'package.module:Name'.")
     return import_object(module, attribute, what=f"{what} {path!r}")
-
-
-def _is_missing(exc: ImportError, module: str) -> bool:
-    """Whether the module itself does not exist (a typo), rather than one of its imports."""
-    return exc.name == module

@@ -33,7 +33,7 @@ def as_namespace(value: Any, /) -> Namespace:
     for label in labels:
         if not isinstance(label, str) or not label or "." in label:
             raise ConfigError(
-                f"Namespace labels are non-empty strings without '.'; got {label!r:.80} "
+                f"A namespace's labels are non-empty strings without '.'; got {label!r:.80} "
                 f"in {value!r:.80}."
             )
     return tuple(labels)

@@ -20,6 +20,7 @@ from memories import (
     register_memory,
 )
 from memories.config import MEMORY_TYPES
+from memories.imports import INSTALL_COMMANDS
 
 
 def test_dict_config_builds_the_named_memory(tmp_path: Path) -> None:
@@ -139,9 +140,8 @@ def test_missing_file_and_bad_file_are_reported(tmp_path: Path) -> None:
 def test_missing_optional_dependency_names_the_pip_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setitem(
-        MEMORY_TYPES, "exotic", ("no_such_module_xyz", "Exotic", "pip install exotic")
-    )
+    monkeypatch.setitem(MEMORY_TYPES, "exotic", ("no_such_module_xyz", "Exotic"))
+    monkeypatch.setitem(INSTALL_COMMANDS, "no_such_module_xyz", "pip install exotic")
     with pytest.raises(MissingDependencyError, match="pip install exotic"):
         create_memory({"type": "exotic"})
 
