@@ -90,7 +90,22 @@ class BaseMemory(LangChainBaseMemory):
                     if isinstance(member, cached_property):
                         self.__dict__.pop(attribute, None)
 
-    # -- the kernel's surface: composition and deferred work --------------------
+    # -- the kernel's surface: composition, checking, deferred work ------------
+
+    def check_turn(self, inputs: Any, outputs: Any) -> None:
+        """Raise what :meth:`save_context` would raise for this turn, writing nothing.
+
+        A composite checks every member with this before any member writes, so
+        a turn one member rejects is written by none.
+
+        Raises:
+            InvalidInputError: the turn cannot be stored.
+        """
+        if not isinstance(inputs, Mapping) or not isinstance(outputs, Mapping):
+            raise InvalidInputError(
+                f"inputs and outputs must be dicts, got {type(inputs).__name__} and "
+                f"{type(outputs).__name__}."
+            )
 
     def leaves(self) -> list[LangChainBaseMemory]:
         """The memories that hold data: this one, or a composite's members (flattened)."""
@@ -284,6 +299,10 @@ class ChatMemory(BaseMemory):
     def _turn(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> list[BaseMessage]:
         """The messages a chain run is stored as; raises before anything is written."""
         return turn_messages_for(self, inputs, outputs)
+
+    def check_turn(self, inputs: Any, outputs: Any) -> None:
+        """Raise what :meth:`save_context` would raise for this turn, writing nothing."""
+        self._turn(inputs, outputs)
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Append the run's input and output to the history, then update derived state."""

@@ -87,12 +87,24 @@ class CombinedMemory(BaseMemory):
         loaded = await asyncio.gather(*(m.aload_memory_variables(inputs) for m in self.memories))
         return {k: v for data in loaded for k, v in data.items()}
 
+    def check_turn(self, inputs: Any, outputs: Any) -> None:
+        """Check the turn against every member that can check (ours) before any writes."""
+        super().check_turn(inputs, outputs)
+        own_inputs = self._inputs_for(inputs)
+        for memory in self.memories:
+            if isinstance(memory, BaseMemory):
+                memory.check_turn(own_inputs, outputs)
+
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Save the turn to every member; a turn any member rejects is written by none."""
+        self.check_turn(inputs, outputs)
         own_inputs = self._inputs_for(inputs)
         for memory in self.memories:
             memory.save_context(own_inputs, outputs)
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Async :meth:`save_context`."""
+        self.check_turn(inputs, outputs)
         own_inputs = self._inputs_for(inputs)
         for memory in self.memories:
             await memory.asave_context(own_inputs, outputs)

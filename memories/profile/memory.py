@@ -531,6 +531,10 @@ class ProfileMemory(BaseMemory):
     def _turn(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> list[BaseMessage]:
         return turn_messages_for(self, inputs, outputs)
 
+    def check_turn(self, inputs: Any, outputs: Any) -> None:
+        """Raise what :meth:`save_context` would raise for this turn, writing nothing."""
+        self._turn(inputs, outputs)
+
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Queue the turn, then update the profile if the policy says so.
 

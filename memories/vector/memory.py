@@ -486,6 +486,10 @@ class VectorMemory(BaseMemory):
         human, ai = turn_messages(inputs[in_key], outputs[out_key])
         return f"{in_key}: {message_text(human)}\n{out_key}: {message_text(ai)}"
 
+    def check_turn(self, inputs: Any, outputs: Any) -> None:
+        """Raise what :meth:`save_context` would raise for this turn, writing nothing."""
+        self._turn_row(inputs, outputs, None)
+
     def _turn_row(
         self,
         inputs: Mapping[str, Any],

@@ -10,21 +10,26 @@ hybrid recall, namespaces, outbox) that writes LangChain's document format.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStoreRetriever
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.capabilities import Capabilities
+from memories.kernel.steps import Steps, arun, run, step
 from memories.keys import select_input_key
 from memories.vector.memory import VectorMemory
 from memories.vector.records import SearchResult
 from memories.vector.writes import VectorStatus
 
 __all__ = ["VectorStoreRetrieverMemory"]
+
+logger = logging.getLogger(__name__)
 
 
 class VectorStoreRetrieverMemory(VectorMemory):
@@ -46,6 +51,8 @@ class VectorStoreRetrieverMemory(VectorMemory):
 
     retriever: VectorStoreRetriever | None = Field(default=None, exclude=True)
     exclude_input_keys: Sequence[str] = ()
+
+    _written: list[str] = PrivateAttr(default_factory=list)
 
     def to_config(self) -> dict[str, Any]:
         """A config that rebuilds this memory; a retriever object has none.
@@ -69,7 +76,14 @@ class VectorStoreRetrieverMemory(VectorMemory):
             )
         exclude = {*self.exclude_input_keys, self.memory_key}
         kept = [(k, v) for k, v in inputs.items() if k not in exclude]
-        return "\n".join(f"{k}: {v}" for k, v in [*kept, *outputs.items()])
+        lines = [*kept, *outputs.items()]
+        for key, value in lines:
+            if not isinstance(value, str):
+                raise InvalidInputError(
+                    f"{key!r} is {value!r:.80}; VectorStoreRetrieverMemory stores text, so pass "
+                    "a string (str(value) if a number is meant)."
+                )
+        return "\n".join(f"{k}: {v}" for k, v in lines)
 
     # -- through a LangChain retriever ------------------------------------------------
 
@@ -83,9 +97,7 @@ class VectorStoreRetrieverMemory(VectorMemory):
         """Store the run: through the retriever if there is one, else as :class:`VectorMemory`."""
         if self.retriever is None:
             return super().save_context(inputs, outputs, metadata=metadata)
-        text = self._turn_text(inputs, outputs)
-        self.retriever.add_documents([Document(page_content=text, metadata=dict(metadata or {}))])
-        return None
+        return run(self._adding(self._turn_text(inputs, outputs), metadata))
 
     async def asave_context(
         self,
@@ -97,10 +109,15 @@ class VectorStoreRetrieverMemory(VectorMemory):
         """Async :meth:`save_context`."""
         if self.retriever is None:
             return await super().asave_context(inputs, outputs, metadata=metadata)
-        text = self._turn_text(inputs, outputs)
-        document = Document(page_content=text, metadata=dict(metadata or {}))
-        await self.retriever.aadd_documents([document])
-        return None
+        return await arun(self._adding(self._turn_text(inputs, outputs), metadata))
+
+    def _adding(self, text: str, metadata: Mapping[str, Any] | None) -> Steps[None]:
+        """Add one document through the retriever, keeping its id so :meth:`clear` can delete it."""
+        assert self.retriever is not None
+        doc_id = uuid.uuid4().hex
+        document = Document(page_content=text, metadata=dict(metadata or {}), id=doc_id)
+        yield step(self.retriever.add_documents, [document], ids=[doc_id])
+        self._written.append(doc_id)
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """The documents relevant to the input, joined by newlines (or as ``Document`` objects)."""
@@ -117,20 +134,38 @@ class VectorStoreRetrieverMemory(VectorMemory):
         return self._documents(documents)
 
     def clear(self) -> None:
-        """Delete this memory's documents.
+        """Delete the documents this memory wrote.
 
-        Raises:
-            NotImplementedError: with a ``retriever``: a LangChain vector store
-                has no way to find "this memory's" documents to delete (LangChain's
-                ``clear`` silently does nothing instead).
+        With a ``retriever``, the documents this object added are deleted
+        through the vector store's ``delete`` (their ids are kept as they are
+        written); a store that cannot delete logs a warning and keeps them.
+        LangChain's own ``clear`` silently does nothing.
         """
-        self._no_retriever("clear")
-        super().clear()
+        if self.retriever is None:
+            return super().clear()
+        return run(self._deleting_written())
 
     async def aclear(self) -> None:
         """Async :meth:`clear`."""
-        self._no_retriever("aclear")
-        await super().aclear()
+        if self.retriever is None:
+            return await super().aclear()
+        return await arun(self._deleting_written())
+
+    def _deleting_written(self) -> Steps[None]:
+        assert self.retriever is not None
+        store, ids = self.retriever.vectorstore, list(self._written)
+        if not ids:
+            return
+        try:
+            yield step(store.delete, ids)
+        except NotImplementedError:
+            logger.warning(
+                "%s cannot delete documents; the %d this memory wrote are kept.",
+                type(store).__name__,
+                len(ids),
+            )
+            return
+        del self._written[: len(ids)]
 
     def search(
         self, query: str, /, *, k: int | None = None, filter: Mapping[str, Any] | None = None

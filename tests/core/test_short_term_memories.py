@@ -33,12 +33,15 @@ from tests.helpers import fill_history_fast
 
 
 class TestBufferMemoryContract(MemoryContract):
+    memory_type = "buffer"
+
     @pytest.fixture
     def make_memory(self) -> MakeMemory:
         return lambda history: BufferMemory(chat_memory=history)
 
 
 class TestStringBufferMemoryContract(MemoryContract):
+    memory_type = "string_buffer"
     supports_return_messages = False
 
     @pytest.fixture
@@ -47,12 +50,16 @@ class TestStringBufferMemoryContract(MemoryContract):
 
 
 class TestWindowMemoryContract(MemoryContract):
+    memory_type = "window"
+
     @pytest.fixture
     def make_memory(self) -> MakeMemory:
         return lambda history: WindowMemory(chat_memory=history, k=2)
 
 
 class TestTokenBufferMemoryContract(MemoryContract):
+    memory_type = "token_buffer"
+
     @pytest.fixture
     def make_memory(self) -> MakeMemory:
         return lambda history: TokenBufferMemory(chat_memory=history, max_token_limit=60)

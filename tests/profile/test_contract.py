@@ -10,16 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memories import ConfigError, ProfileMemory, create_memory
+from memories.base import BaseMemory
 from memories.history import ChatHistory, InMemoryHistory
 from tests.contract.memory_contract import TURNS, MakeMemory, MemoryContract, loaded, run_turns
 from tests.profile.fakes import NotingChatModel
 
 
 class TestProfileMemoryContract(MemoryContract):
+    memory_type = "profile"
     shows_latest_turn = False  # it shows what the model made of the turns
 
     @pytest.fixture
@@ -34,6 +37,17 @@ class TestProfileMemoryContract(MemoryContract):
             url=url,
             namespace=(history.session_id,),
             memory_key="history",
+        )
+
+    def stored_data(self, memory: BaseMemory, history: ChatHistory) -> Any:
+        """The profile's document, its queued turns and its recorded changes."""
+        assert isinstance(memory, ProfileMemory)
+        queued = memory.store.pending(memory.namespace, memory.key)
+        changes = memory.history()
+        return (
+            memory.get(),
+            [[m.content for m in turn.messages] for turn in queued],
+            [(c.version, c.kind, c.error) for c in changes],
         )
 
     def test_config_round_trips(self, make_memory: MakeMemory, history: ChatHistory) -> None:

@@ -24,12 +24,16 @@ from tests.summary.fakes import ScriptedLLM
 
 
 class TestSummaryBufferMemoryContract(MemoryContract):
+    memory_type = "summary_buffer"
+
     @pytest.fixture
     def make_memory(self) -> MakeMemory:
         return lambda history: SummaryBufferMemory(chat_memory=history, max_token_limit=60)
 
 
 class TestSummaryBufferMemoryWithLLMContract(MemoryContract):
+    memory_type = "summary_buffer"
+
     @pytest.fixture
     def make_memory(self) -> MakeMemory:
         return lambda history: SummaryBufferMemory(
@@ -43,6 +47,7 @@ class TestSummaryBufferMemoryWithLLMContract(MemoryContract):
 
 
 class TestSummaryMemoryContract(MemoryContract):
+    memory_type = "summary"
     # The value is a summary: with no LLM, an extract of the most informative
     # sentences, which need not include the last exchange.
     shows_latest_turn = False
@@ -53,6 +58,7 @@ class TestSummaryMemoryContract(MemoryContract):
 
 
 class TestBackgroundSummaryBufferContract(MemoryContract):
+    memory_type = "summary_buffer"
     configurable = False  # a scheduler object has no config form
 
     # Folds wait for a quiet period longer than any test, so every check sees

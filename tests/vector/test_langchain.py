@@ -76,10 +76,41 @@ def test_without_a_retriever_documents_have_langchains_text(make_vector: MakeVec
     assert create_memory(config).to_config() == config
 
 
-def test_with_a_retriever_clear_says_it_cannot_instead_of_doing_nothing() -> None:
-    memory = VectorStoreRetrieverMemory(retriever=_retriever())
-    with pytest.raises(NotImplementedError, match=r"VectorStoreRetrieverMemory\.clear"):
+def test_with_a_retriever_clear_deletes_what_this_memory_wrote_and_nothing_else() -> None:
+    """LangChain's clear() does nothing (a bug): ours deletes its own documents by id."""
+    retriever = _retriever()
+    store = retriever.vectorstore
+    store.add_texts(["someone else's document"], ids=["theirs"])
+    memory = VectorStoreRetrieverMemory(retriever=retriever)
+    for inputs, outputs in RUNS:
+        memory.save_context(inputs, outputs)
+    assert len(store.store) == 4
+    memory.clear()
+    assert list(store.store) == ["theirs"]
+    assert memory.load_memory_variables({"input": "food"}) == {"history": "someone else's document"}
+    asyncio.run(memory.asave_context(*RUNS[0]))
+    assert len(store.store) == 2
+    asyncio.run(memory.aclear())
+    assert list(store.store) == ["theirs"]
+
+
+def test_with_a_store_that_cannot_delete_clear_warns_and_keeps_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class NoDelete(InMemoryVectorStore):
+        def delete(self, ids: Any = None, **kwargs: Any) -> None:
+            raise NotImplementedError("delete")
+
+    store = NoDelete(DeterministicFakeEmbedding(size=32))
+    memory = VectorStoreRetrieverMemory(retriever=store.as_retriever())
+    memory.save_context(*RUNS[0])
+    with caplog.at_level("WARNING"):
         memory.clear()
+    assert "cannot delete" in caplog.text and len(store.store) == 1
+
+
+def test_with_a_retriever_the_chroma_only_calls_say_so() -> None:
+    memory = VectorStoreRetrieverMemory(retriever=_retriever())
     with pytest.raises(NotImplementedError, match="search"):
         memory.search("x")
     with pytest.raises(NotImplementedError, match="status"):

@@ -17,6 +17,7 @@ from memories import (
     create_memory,
 )
 from memories.config import MEMORY_TYPES
+from memories.imports import install_command
 from memories.recall import RecallConfig
 from tests.vector.conftest import MakeVector
 
@@ -246,7 +247,7 @@ def test_config_round_trips_and_is_registered() -> None:
     assert VectorMemory(write="sync").to_config() == {"type": "vector", "write": "sync"}
     with pytest.raises(ConfigError, match="write"):
         VectorMemory(write="later")  # type: ignore[arg-type]
-    assert MEMORY_TYPES["vector"][2] == "pip install 'chat-memories[chroma]'"
+    assert install_command(MEMORY_TYPES["vector"][0]) == "pip install 'chat-memories[chroma]'"
     with pytest.raises(ConfigError):
         create_memory({"type": "vector", "recall": {"mode": "nope"}})
     with pytest.raises(ConfigError):
