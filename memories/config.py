@@ -24,6 +24,7 @@ import yaml
 from memories.errors import ConfigError
 from memories.imports import INSTALL_COMMANDS, import_object
 from memories.namespaces import as_namespace
+from memories.scoping import SessionFactory, drop_scope_options
 
 __all__ = [
     "HISTORY_TYPES",
@@ -131,7 +132,7 @@ def create_memory(config: Mapping[str, Any] | str | Path) -> Any:
             or an option the memory does not take or a bad value.
         MissingDependencyError: the type needs an extra that is not installed.
     """
-    options = load_config(config)
+    options = drop_scope_options(load_config(config))
     type_name = options.pop("type", None)
     cls = memory_class(type_name)
     if "history" in options:
@@ -171,7 +172,7 @@ def with_session(config: Mapping[str, Any] | str | Path, session_id: str) -> dic
             options["session_id"] = session_id
         return options
 
-    return _each_memory(load_config(config), on_session)
+    return each_memory(load_config(config), on_session)
 
 
 def with_namespace(
@@ -192,7 +193,7 @@ def with_namespace(
             options["namespace"] = labels
         return options
 
-    return _each_memory(load_config(config), on_namespace)
+    return each_memory(load_config(config), on_namespace)
 
 
 def namespace_labels(namespace: tuple[str, ...] | list[str] | str) -> tuple[str, ...]:
@@ -200,7 +201,7 @@ def namespace_labels(namespace: tuple[str, ...] | list[str] | str) -> tuple[str,
     return as_namespace(namespace)
 
 
-def _each_memory(
+def each_memory(
     options: dict[str, Any], change: Callable[[dict[str, Any]], dict[str, Any]]
 ) -> dict[str, Any]:
     """Apply ``change`` to a copy of a memory config and of every memory config nested in it."""
@@ -209,20 +210,24 @@ def _each_memory(
     if nested is not None and nested in options:
         value = options[nested]
         members = value if isinstance(value, list) else [value]
-        updated = [_each_memory(load_config(v), change) for v in members]
+        updated = [each_memory(load_config(v), change) for v in members]
         options[nested] = updated if isinstance(value, list) else updated[0]
     return options
 
 
-def memory_factory(config: Mapping[str, Any] | str | Path) -> Callable[[str], Any]:
-    """A function ``session_id -> memory`` built from one config, for ``with_memory``
-    and ``MemoryMiddleware``: each session gets the config's memory on its own session.
+def memory_factory(config: Mapping[str, Any] | str | Path) -> SessionFactory:
+    """A function ``session_id -> memory`` built from one config, for ``with_memory``,
+    ``MemoryMiddleware`` and the LangGraph nodes: each session gets the config's
+    memory on its own session, and each long-term memory on its owner's namespace
+    (see :mod:`memories.scoping`).
 
     The config is read and checked once, here, so a bad config fails at start-up.
+
+    Raises:
+        ConfigError: a bad config, or a vector or profile memory whose namespace
+            would be shared by every session without ``shared: true``.
     """
-    options = load_config(config)
-    create_memory(with_session(options, "config-check"))
-    return lambda session_id: create_memory(with_session(options, session_id))
+    return SessionFactory(config)
 
 
 def create_history(config: Mapping[str, Any]) -> Any:

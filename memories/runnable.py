@@ -17,10 +17,11 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from memories._langchain import LangChainBaseMemory
 from memories.errors import ConfigError, InvalidInputError
+from memories.scoping import SessionFactory
 
 __all__ = ["MemoryFactory", "SessionMemories", "with_memory"]
 
-MemoryFactory = Callable[[str], LangChainBaseMemory]
+MemoryFactory = Callable[..., LangChainBaseMemory]
 
 
 class SessionMemories:
@@ -51,28 +52,33 @@ class SessionMemories:
         self._session_key = session_key
         self._owner = owner
         self._max_sessions = max_sessions
-        self._by_session: OrderedDict[str, LangChainBaseMemory] = OrderedDict()
+        self._by_session: OrderedDict[tuple[str, ...], LangChainBaseMemory] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, config: RunnableConfig | None) -> LangChainBaseMemory:
         if isinstance(self._memory, LangChainBaseMemory):
             return self._memory
-        session_id = (config or {}).get("configurable", {}).get(self._session_key)
+        configurable = (config or {}).get("configurable", {})
+        session_id = configurable.get(self._session_key)
         if not isinstance(session_id, str) or not session_id:
             raise ConfigError(
                 f"{self._owner} makes one memory per session: call it with "
                 f"config={{'configurable': {{'{self._session_key}': '<id>'}}}} "
                 f"(got {self._session_key}={session_id!r})."
             )
+        # A factory from a config names the fields its namespace templates need (user_id...).
+        wanted = self._memory.fields if isinstance(self._memory, SessionFactory) else ()
+        fields = {name: configurable.get(name) for name in wanted}
+        key = (session_id, *(str(fields[name]) for name in wanted))
         with self._lock:
-            memory = self._by_session.get(session_id)
+            memory = self._by_session.get(key)
             if memory is None:
-                memory = self._memory(session_id)
-                self._by_session[session_id] = memory
+                memory = self._memory(session_id, **fields)
+                self._by_session[key] = memory
                 if self._max_sessions is not None and len(self._by_session) > self._max_sessions:
                     self._by_session.popitem(last=False)
             else:
-                self._by_session.move_to_end(session_id)
+                self._by_session.move_to_end(key)
             return memory
 
 

@@ -37,6 +37,6 @@ class Capabilities:
 
 
 def capabilities_of(memory: Any, /) -> Capabilities:
-    """What ``memory`` declares it can do (a LangChain memory declares nothing)."""
-    declared = getattr(type(memory), "capabilities", None)
+    """What ``memory`` (or a memory class) declares it can do (a LangChain memory: nothing)."""
+    declared = getattr(memory if isinstance(memory, type) else type(memory), "capabilities", None)
     return declared if isinstance(declared, Capabilities) else Capabilities()
