@@ -11,6 +11,7 @@ turned into the library's own in :func:`transaction`.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,13 +25,22 @@ from sqlalchemy.exc import OperationalError as SAOperationalError
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError
 
-__all__ = ["ensure_tables", "get_engine", "make_sqlite_folder", "transaction"]
+__all__ = ["ensure_tables", "get_engine", "make_sqlite_folder", "redacted", "transaction"]
 
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 _engines: dict[str, Engine] = {}
 _ready: set[tuple[int, int]] = set()
 _lock = threading.Lock()
+
+
+def redacted(url: str, /) -> str:
+    """``url`` fit for a message, a log line or a repr: its password replaced by ``***``."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError, TypeError):
+        # Not a URL SQLAlchemy can read: hide whatever stands between "//user:" and "@".
+        return re.sub(r"(//[^/:@]*:)[^@/]*@", r"\1***@", str(url))
 
 
 def get_engine(url: str) -> Engine:
@@ -56,7 +66,7 @@ def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
         if (id(engine), id(metadata)) in _ready:
             return
         try:
-            with _translated(f"Cannot open the database {url!r}"):
+            with _translated(f"Cannot open the database {redacted(url)!r}"):
                 metadata.create_all(engine)
         except BackendUnavailableError as exc:
             # Two processes opening a new file race to CREATE TABLE; the loser
@@ -74,7 +84,7 @@ def transaction(engine: Engine, url: str) -> Iterator[Connection]:
     disk full) is a :class:`BackendUnavailableError`; any other one a
     :class:`BackendError`; both name the URL and keep the cause.
     """
-    with _translated(f"The database {url!r} failed"), engine.begin() as connection:
+    with _translated(f"The database {redacted(url)!r} failed"), engine.begin() as connection:
         yield connection
 
 
@@ -114,7 +124,7 @@ def _translated(what: str) -> Iterator[None]:
 
 def _bad_url(url: str, exc: Exception) -> str:
     return (
-        f"{url!r} is not a usable SQLAlchemy database URL ({exc}). "
+        f"{redacted(url)!r} is not a usable SQLAlchemy database URL ({exc}). "
         "Use e.g. 'sqlite:///memories.db' or 'postgresql+psycopg://user@host/db'."
     )
 

@@ -31,7 +31,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from memories.errors import BackendUnavailableError, ConfigError
 from memories.history.base import DEFAULT_SESSION_ID, ChatHistory, Entry
 from memories.messages import dump_message, load_message
-from memories.sql import ensure_tables, get_engine, transaction
+from memories.sql import ensure_tables, get_engine, redacted, transaction
 
 __all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory"]
 
@@ -80,6 +80,9 @@ class SQLHistory(ChatHistory):
         self.session_id = session_id
         self._engine = get_engine(url)
         ensure_tables(self._engine, url, metadata)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({redacted(self.url)!r}, session_id={self.session_id!r})"
 
     def _transaction(self) -> AbstractContextManager[sa.Connection]:
         return transaction(self._engine, self.url)

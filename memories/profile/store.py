@@ -60,7 +60,7 @@ from memories.history.sql import DEFAULT_SQLITE_PATH
 from memories.kernel.steps import blocking_twin
 from memories.messages import dump_message, load_message
 from memories.namespaces import Namespace, namespace_text
-from memories.sql import ensure_tables, get_engine, make_sqlite_folder, transaction
+from memories.sql import ensure_tables, get_engine, make_sqlite_folder, redacted, transaction
 
 __all__ = [
     "DEFAULT_URL",
@@ -199,7 +199,7 @@ class ProfileStore:
         ensure_tables(self._engine, url, _metadata)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.url!r})"
+        return f"{type(self).__name__}({redacted(self.url)!r})"
 
     def _transaction(self) -> AbstractContextManager[Connection]:
         return transaction(self._engine, self.url)
@@ -244,7 +244,7 @@ class ProfileStore:
             except _Conflict:
                 continue  # another writer created it first; now it exists
             return self.load(namespace, key) or _lost(self.url, namespace, key)
-        raise BackendError(f"Could not write {namespace!r}/{key!r} in {self.url!r}.")
+        raise BackendError(f"Could not write {namespace!r}/{key!r} in {redacted(self.url)!r}.")
 
     def delete(self, namespace: Namespace, key: str, /) -> None:
         """Erase a profile completely: its document, its history and its pending turns."""
@@ -578,6 +578,6 @@ def _load_turns(text: str | None) -> tuple[tuple[BaseMessage, ...], ...]:
 
 def _lost(url: str, namespace: Namespace, key: str) -> NoReturn:
     raise BackendError(
-        f"The profile {namespace!r}/{key!r} vanished from {url!r} right after it was written "
-        "(deleted by another process)."
+        f"The profile {namespace!r}/{key!r} vanished from {redacted(url)!r} right after it was "
+        "written (deleted by another process)."
     )

@@ -102,3 +102,24 @@ def test_reading_the_tail_of_a_long_log_reads_only_the_tail(
     assert len(history.entries(last=10)) == 10
     assert history.start_of_last_exchanges(3) is not None
     assert len(parsed) == 10
+
+
+def test_credentials_never_reach_an_error_or_a_repr(tmp_path: Path) -> None:
+    """Issue 10, item 3: 'Cannot open the database postgresql://u:p@...' printed the password."""
+    from memories import BackendError, ProfileStore
+    from memories.history.sql import SQLHistory
+    from memories.sql import redacted
+
+    url = "postgresql+psycopg://maya:s3cret-pw@127.0.0.1:1/db"
+    with pytest.raises(BackendError) as opening:
+        SQLHistory(url, session_id="s")
+    assert "s3cret-pw" not in str(opening.value) and "127.0.0.1:1" in str(opening.value)
+    with pytest.raises(BackendError) as store:
+        ProfileStore(url)
+    assert "s3cret-pw" not in str(store.value)
+    with pytest.raises(ConfigError) as bad:
+        SQLHistory("nonsense://u:hunter2@h/db", session_id="s")
+    assert "hunter2" not in str(bad.value)
+    assert redacted("not a url //u:pw@h") == "not a url //u:***@h"
+    history = SQLHistory(f"sqlite:///{tmp_path / 'x.db'}", session_id="s")
+    assert repr(history) == f"SQLHistory('sqlite:///{tmp_path / 'x.db'}', session_id='s')"
