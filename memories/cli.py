@@ -131,10 +131,11 @@ def _clear(args: argparse.Namespace) -> int:
     from memories.commands import clear, clear_targets, open_memory
 
     memory = open_memory(args.config, args.session, args.namespace)
-    targets = clear_targets(memory)
+    targets = clear_targets(memory, namespaces=args.erase_namespace)
     if not targets:
         raise ConfigError(
-            f"A {type(memory).__name__} keeps no data to erase (no history, no profile)."
+            f"A {type(memory).__name__} keeps no data to erase for a session (no history, no "
+            "vector memory); --erase-namespace erases profiles and whole namespaces."
         )
     if not args.yes:
         print("This erases:", *(f"  {t}" for t in targets), sep="\n")
@@ -143,7 +144,7 @@ def _clear(args: argparse.Namespace) -> int:
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             print("memories clear: nothing erased.", file=sys.stderr)
             return 1
-    for line in clear(memory):
+    for line in clear(memory, namespaces=args.erase_namespace):
         print(f"memories clear: erased {line}.", file=sys.stderr)
     return 0
 
@@ -204,7 +205,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     import_.set_defaults(run=_import)
 
-    clear = configured("clear", "erase a session: its messages and the memory's state")
+    clear = configured(
+        "clear", "erase a session: its messages, its vector documents and the memory's state"
+    )
+    clear.add_argument(
+        "--erase-namespace",
+        action="store_true",
+        help="also erase the long-term memories whole: every session's vector documents of "
+        "the namespace, and the profile",
+    )
     clear.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     clear.set_defaults(run=_clear)
     return parser

@@ -525,27 +525,35 @@ def import_jsonl(
 # -- clear ----------------------------------------------------------------------
 
 
-def clear_targets(memory: LangChainBaseMemory) -> list[str]:
+def clear_targets(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]:
     """What :func:`clear` would erase, one line each, for a confirmation prompt."""
     targets = [f"session {h.session_id!r} of {h!r}" for h in _distinct_histories(memory)]
-    targets += [
-        f"profile {'.'.join(p.namespace)}/{p.key} in {p.store!r}"
-        for p in leaf_memories(memory)
-        if isinstance(p, ProfileMemory)
-    ]
-    targets += [
-        f"vector namespace {'.'.join(v.namespace)} in the {v.store.location}"
-        for v in _vector_memories(memory)
-    ]
+    vectors = _vector_memories(memory)
+    if namespaces:
+        targets += [
+            f"profile {'.'.join(p.namespace)}/{p.key} in {p.store!r}"
+            for p in leaf_memories(memory)
+            if isinstance(p, ProfileMemory)
+        ]
+        targets += [
+            f"vector namespace {'.'.join(v.namespace)} (every session) in the {v.store.location}"
+            for v in vectors
+        ]
+    else:
+        targets += [
+            f"session {v.session_id!r} of vector namespace {'.'.join(v.namespace)}" for v in vectors
+        ]
     return targets
 
 
-def clear(memory: LangChainBaseMemory) -> list[str]:
-    """Erase what the memory holds for its session and namespace; return a line per thing erased.
+def clear(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]:
+    """Erase what the memory holds for its session; return a line per thing erased.
 
-    Memories under a read-only memory are erased too: the command is an
-    explicit request to erase, not a chain saving by accident. A profile is
-    emptied as a recorded change, so ``ProfileMemory.rollback`` can undo it.
+    With ``namespaces=True`` the long-term memories are erased whole too: every
+    session's vector documents of the namespace, and the profile (emptied as a
+    recorded change, so ``ProfileMemory.rollback`` can undo it). Memories under
+    a read-only memory are erased too: the command is an explicit request to
+    erase, not a chain saving by accident.
     """
     done = []
     for history in _distinct_histories(memory):
@@ -554,13 +562,20 @@ def clear(memory: LangChainBaseMemory) -> list[str]:
         done.append(f"session {history.session_id!r}: {held} messages and the memories' state")
     for vector in _vector_memories(memory):
         held = len(_documents(vector))
-        vector.clear()
-        done.append(f"vector namespace {'.'.join(vector.namespace)}: {held} documents")
+        if namespaces:
+            vector.erase_namespace()
+            done.append(f"vector namespace {'.'.join(vector.namespace)}: {held} documents")
+        else:
+            vector.clear()
+            left = len(_documents(vector))
+            done.append(
+                f"session {vector.session_id!r} of vector namespace "
+                f"{'.'.join(vector.namespace)}: {held - left} documents ({left} of other "
+                "sessions kept; --erase-namespace erases them)"
+            )
     for leaf in leaf_memories(memory):
-        if _is_vector(leaf):
-            continue  # cleared above
-        leaf.clear()
-        if isinstance(leaf, ProfileMemory):
+        if isinstance(leaf, ProfileMemory) and namespaces:
+            leaf.clear()
             version = leaf.status().version
             done.append(
                 f"profile {'.'.join(leaf.namespace)}/{leaf.key}: emptied as version {version} "

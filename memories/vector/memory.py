@@ -314,7 +314,24 @@ class VectorMemory(BaseMemory):
         return self._variables(await self.asearch(self._query_text(inputs), k=self.k))
 
     def clear(self) -> None:
-        """Delete every document of this memory's namespace, queued ones included."""
+        """Delete the documents this memory's session wrote (queued ones are written first).
+
+        Other sessions' documents in the namespace stay: a "new chat" that
+        clears its memory must not erase a user's long-term memory. To erase
+        the whole namespace, call :meth:`erase_namespace`.
+
+        Raises:
+            BackendUnavailableError: the store cannot be reached (nothing is deleted).
+        """
+        self.flush()
+        self._delete(None, {SESSION_KEY: self.session_id})
+
+    async def aclear(self) -> None:
+        """Async :meth:`clear`."""
+        await asyncio.to_thread(self.clear)
+
+    def erase_namespace(self) -> None:
+        """Delete every document of this memory's namespace, every session's, queued ones too."""
         target, namespace = self.store.target, self._namespace_key
         background_writer().cancel(self._drain_key)
         with self._lane.lock:  # not while a drain writes what is being deleted
@@ -325,9 +342,9 @@ class VectorMemory(BaseMemory):
             self._delete(None, None)
             self._lane.succeeded()
 
-    async def aclear(self) -> None:
-        """Async :meth:`clear`."""
-        await asyncio.to_thread(self.clear)
+    async def aerase_namespace(self) -> None:
+        """Async :meth:`erase_namespace`."""
+        await asyncio.to_thread(self.erase_namespace)
 
     # -- the vector memory's own API ------------------------------------------------
 

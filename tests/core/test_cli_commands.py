@@ -352,6 +352,10 @@ def test_clear_empties_a_profile_as_a_change_that_can_be_rolled_back(
     profile = create_memory(profile_config)
     profile.put({"name": "Maya"})
     code, out, err = run(["clear", "--config", str(profile_config)], capsys, "y\n")
+    assert code == 2 and "--erase-namespace erases profiles" in err  # a session holds no profile
+    assert profile.get() == {"name": "Maya"}
+    argv = ["clear", "--config", str(profile_config), "--erase-namespace"]
+    code, out, err = run(argv, capsys, "y\n")
     assert code == 0 and "profile users.maya/profile" in out
     assert "emptied as version 2 (rollback(1) restores it)" in err
     assert not profile.get()
@@ -424,7 +428,12 @@ def test_clear_erases_a_vector_namespace(
     from memories import create_memory
 
     saved_turns(vector_config, [("I like jazz.", "Cool.")])
-    code, _, err = run(["clear", "--config", str(vector_config), "--yes"], capsys)
+    argv = ["clear", "--config", str(vector_config), "--session", "other", "--yes"]
+    code, _, err = run(argv, capsys)
+    assert code == 0 and "0 documents (1 of other sessions kept" in err
+    assert len(create_memory(vector_config).search("jazz", k=5)) == 1
+    argv = ["clear", "--config", str(vector_config), "--erase-namespace", "--yes"]
+    code, _, err = run(argv, capsys)
     assert code == 0 and "vector namespace users.maya: 1 documents" in err
     assert create_memory(vector_config).search("jazz", k=5) == []
 

@@ -222,7 +222,25 @@ def test_embeddings_of_another_width_give_a_clear_error(
         with pytest.raises(BackendError, match=r"dimension|width"):
             wider.flush()
     assert wider.pending() == 1  # kept, not lost
-    wider.clear()
+    with pytest.raises(BackendError):
+        wider.clear()  # a session's clear writes what is queued first, so it fails too
+    wider.erase_namespace()  # the way out: the namespace, queued rows included
+    assert wider.pending() == 0
+
+
+def test_clear_erases_this_sessions_documents_and_keeps_the_others(
+    make_vector: MakeVector,
+) -> None:
+    """Issue 10, item 2: a "new chat" that calls clear() wiped every session's memories."""
+    first = make_vector(namespace="shared-user", session_id="s1")
+    second = make_vector(namespace="shared-user", session_id="s2")
+    first.save_context({"input": "I live in Lisbon"}, {"output": "noted"})
+    second.save_context({"input": "I play the cello"}, {"output": "nice"})
+    first.clear()
+    texts = [r.text for r in second.search("Lisbon cello", k=5)]
+    assert texts == ["input: I play the cello\noutput: nice"]
+    asyncio.run(second.aerase_namespace())
+    assert first.search("cello", k=5) == []
 
 
 def test_config_round_trips_and_is_registered() -> None:
