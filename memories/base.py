@@ -47,7 +47,7 @@ from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities, capabilities_of
 from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.keys import turn_messages_for
-from memories.messages import format_buffer
+from memories.messages import check_storable, format_buffer
 
 __all__ = ["BaseMemory", "ChatMemory", "keeps_chat_log"]
 
@@ -396,7 +396,7 @@ def _checked_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
             f"save_messages takes a list of LangChain messages; got {shown!r:.80}. "
             "Use save_context for plain input and output values."
         )
-    return list(messages)
+    return check_storable(messages)
 
 
 def keeps_chat_log(memory: Any, /) -> TypeGuard[ChatMemory]:

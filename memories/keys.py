@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from langchain_core.messages import BaseMessage
 
 from memories.errors import InvalidInputError, MissingKeyError
-from memories.messages import turn_messages
+from memories.messages import check_storable, turn_messages
 
 __all__ = [
     "TurnKeys",
@@ -131,4 +131,4 @@ def turn_messages_for(
         output_key=memory.output_key,
         owner=type(memory).__name__,
     )
-    return turn_messages(input_value, output_value)
+    return check_storable(turn_messages(input_value, output_value))

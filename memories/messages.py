@@ -71,6 +71,29 @@ def message_text(message: BaseMessage) -> str:
     return text
 
 
+def check_storable(messages: Sequence[BaseMessage], /) -> list[BaseMessage]:
+    """``messages``, after checking that every text in them can be stored as UTF-8.
+
+    A lone surrogate (``"\\ud800"``, from a bad decode upstream) cannot be
+    written to SQLite, Chroma or a file; it is refused here, before anything
+    is written, on every backend alike.
+
+    Raises:
+        InvalidInputError: a message's text or name holds a lone surrogate.
+    """
+    for message in messages:
+        for text in (message_text(message), message.name or ""):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InvalidInputError(
+                    f"A {type(message).__name__} holds {text[exc.start : exc.end]!r} at "
+                    f"position {exc.start}, a lone surrogate that no store can write; "
+                    "decode the text with errors='replace' before saving it."
+                ) from exc
+    return list(messages)
+
+
 def format_buffer(messages: Sequence[BaseMessage], human_prefix: str, ai_prefix: str) -> str:
     """LangChain's ``get_buffer_string``: ``"Human: hi\\nAI: hello"``."""
     return get_buffer_string(messages, human_prefix=human_prefix, ai_prefix=ai_prefix)
@@ -79,7 +102,14 @@ def format_buffer(messages: Sequence[BaseMessage], human_prefix: str, ai_prefix:
 def dump_message(message: BaseMessage) -> str:
     """Serialise a message to JSON, losslessly (tool calls, names, ids, kwargs)."""
     try:
-        return json.dumps(message_to_dict(message), ensure_ascii=False)
+        text = json.dumps(message_to_dict(message), ensure_ascii=False)
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"A {type(message).__name__} cannot be stored: it holds a lone surrogate "
+            f"({exc.object[exc.start : exc.end]!r}); decode its text with errors='replace'."
+        ) from exc
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(
             f"A {type(message).__name__} cannot be stored: {exc}. "

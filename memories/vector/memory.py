@@ -38,13 +38,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.messages import HumanMessage
 from pydantic import Field, PrivateAttr, field_validator
 
 from memories.base import BaseMemory
 from memories.errors import BackendError, ConfigError, InvalidInputError
 from memories.kernel.capabilities import Capabilities
 from memories.keys import select_input_key, select_output_key
-from memories.messages import message_text, turn_messages
+from memories.messages import check_storable, message_text, turn_messages
 from memories.recall import RecallConfig, ScoredId, neighbour_positions, rank_candidates
 from memories.vector.filters import (
     NAMESPACE_KEY,
@@ -514,6 +515,7 @@ class VectorMemory(BaseMemory):
         metadata: Mapping[str, Any] | None,
     ) -> OutboxRow:
         text = self._turn_text(inputs, outputs)
+        check_storable([HumanMessage(text)])
         extra = check_metadata(metadata, what="save_context metadata")
         fixed = {SESSION_KEY: self.session_id, TIMESTAMP_KEY: time.time()}
         meta = {**self.metadata, **fixed, SPEAKERS_KEY: ["human", "ai"], **extra}

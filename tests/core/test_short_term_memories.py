@@ -390,3 +390,21 @@ def test_custom_callable_counter_has_no_config_form() -> None:
     with pytest.raises(ConfigError, match="has no config form"):
         memory.to_config()
     assert TokenBufferMemory(token_counter="chars").to_config()["token_counter"] == "chars"
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "langchain"])
+def test_a_lone_surrogate_is_an_input_error_on_every_backend_and_nothing_is_written(
+    kind: str, tmp_path: Path
+) -> None:
+    """Issue 10, item 8: SQLite raised a raw UnicodeEncodeError; in-memory histories took it."""
+    from memories import InvalidInputError
+    from tests.conftest import make_history_factory
+
+    history = make_history_factory(kind, tmp_path)("s")
+    memory = BufferMemory(chat_memory=history)
+    memory.save_context({"input": "fine"}, {"output": "ok"})
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        memory.save_context({"input": "bad \ud800 text"}, {"output": "ok"})
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        memory.save_messages([HumanMessage("x"), AIMessage("\udfff")])
+    assert [m.content for m in memory.buffer_as_messages] == ["fine", "ok"]

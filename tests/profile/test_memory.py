@@ -579,3 +579,12 @@ async def test_async_policies_match_sync(url: str) -> None:
     assert model2.prompts == []
     await every.asave_context(*TURN)
     assert len(model2.prompts) == 1
+
+
+def test_a_lone_surrogate_is_refused_before_the_turn_is_queued(url: str) -> None:
+    from memories import InvalidInputError
+
+    memory = ProfileMemory(url=url, policy="manual", namespace=("surrogates",))
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        memory.save_context({"input": "bad \ud800"}, {"output": "ok"})
+    assert memory.status().pending == 0

@@ -278,3 +278,12 @@ def test_importing_memories_does_not_import_chromadb() -> None:
         "VectorMemory(mode='memory'); assert 'chromadb' not in sys.modules, 'chromadb'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_lone_surrogate_is_refused_before_the_outbox(make_vector: MakeVector) -> None:
+    from memories import InvalidInputError
+
+    memory = make_vector(namespace="surrogates")
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        memory.save_context({"input": "bad \ud800"}, {"output": "ok"})
+    assert memory.pending() == 0 and memory.search("bad", k=3) == []
