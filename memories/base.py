@@ -29,6 +29,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import types
+import typing
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -36,7 +38,7 @@ from typing import Any, ClassVar, TypeGuard
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memories._langchain import LangChainBaseMemory
 from memories.errors import ConfigError, InvalidInputError
@@ -68,6 +70,18 @@ class BaseMemory(LangChainBaseMemory):
     config_type: ClassVar[str]
     #: What this class can do; tools read this, never ``hasattr`` or the class name.
     capabilities: ClassVar[Capabilities] = Capabilities()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bools_for_numbers(cls, data: Any) -> Any:
+        # Pydantic reads True as 1: `max_token_limit: true` in a YAML file would
+        # quietly become a limit of one token. A number must be a number.
+        if isinstance(data, Mapping):
+            for name, value in data.items():
+                field = cls.model_fields.get(name)
+                if isinstance(value, bool) and field is not None and _numeric(field.annotation):
+                    raise ConfigError(f"{name} must be a number, got {value!r}")
+        return data
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -184,6 +198,22 @@ class BaseMemory(LangChainBaseMemory):
             f"{type(self).__name__}.{name} = {value!r:.80} has no config form. "
             "Give it by name (a string) or build this memory in code."
         )
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether a field's type is a number (int, float, or one of them or None)."""
+    options = typing.get_args(annotation) if typing.get_origin(annotation) in _UNIONS else ()
+    return annotation in (int, float) or (
+        bool(options)
+        and set(options) - {type(None)}
+        <= {
+            int,
+            float,
+        }
+    )
+
+
+_UNIONS = (typing.Union, types.UnionType)
 
 
 def _reasons(exc: ValidationError) -> str:

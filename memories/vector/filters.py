@@ -132,25 +132,44 @@ def check_metadata(metadata: Any, /, *, what: str = "metadata") -> dict[str, Any
         raise InvalidInputError(f"{what} must be a dict, got {type(metadata).__name__}.")
     checked: dict[str, Any] = {}
     for key, value in metadata.items():
-        if not isinstance(key, str) or not key or key.startswith("$"):
-            raise InvalidInputError(f"{what} key {key!r} must be a non-empty string without '$'.")
+        if not isinstance(key, str) or not key or key.startswith(_BACKEND_PREFIXES):
+            raise InvalidInputError(
+                f"{what} key {key!r} must be a non-empty string that does not start with "
+                f"{' or '.join(map(repr, _BACKEND_PREFIXES))} (the vector store's own keys)."
+            )
         if key in RESERVED_KEYS:
             raise InvalidInputError(
                 f"{what} sets the reserved key {key!r}; the memory sets it from its namespace."
             )
         if not _storable(value):
             raise InvalidInputError(
-                f"{what}[{key!r}] = {value!r:.80} cannot be stored: use a str, int, finite "
-                "float, bool, or a non-empty list of one of those."
+                f"{what}[{key!r}] = {value!r:.80} cannot be stored: use a str (valid UTF-8), an "
+                "int within 64 bits, a finite float, a bool, or a non-empty list of one of those."
             )
         checked[key] = list(value) if isinstance(value, list | tuple) else value
     return checked
 
 
+#: Key prefixes the vector store keeps for itself (Chroma rejects them when writing).
+_BACKEND_PREFIXES = ("$", "#", "chroma:")
+#: Stores keep integers in 64 bits; a larger one would come back as a rounded float.
+_INT_RANGE = range(-(2**63), 2**63)
+
+
 def _scalar(value: Any) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
-    return isinstance(value, str | int | bool)
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return value in _INT_RANGE
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    return False
 
 
 def _storable(value: Any) -> bool:

@@ -287,3 +287,39 @@ def test_a_lone_surrogate_is_refused_before_the_outbox(make_vector: MakeVector) 
     with pytest.raises(InvalidInputError, match="lone surrogate"):
         memory.save_context({"input": "bad \ud800"}, {"output": "ok"})
     assert memory.pending() == 0 and memory.search("bad", k=3) == []
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        ({"chroma:document": "x"}, "vector store's own keys"),
+        ({"#document": "x"}, "vector store's own keys"),
+        ({"big": 2**70}, "int within 64 bits"),
+        ({"bad": "\ud800"}, "valid UTF-8"),
+    ],
+)
+def test_metadata_the_store_would_reject_or_alter_is_refused_up_front(
+    make_vector: MakeVector, metadata: dict[str, object], message: str
+) -> None:
+    """Issue 10, items 4 and 12: such a row used to block the namespace's outbox for good."""
+    from memories import InvalidInputError
+
+    memory = make_vector(namespace="meta-check")
+    with pytest.raises(InvalidInputError, match=message):
+        memory.save_context({"input": "hi"}, {"output": "ok"}, metadata=metadata)
+    assert memory.pending() == 0
+    memory.save_context({"input": "hi"}, {"output": "ok"}, metadata={"big": 2**62})
+    assert memory.search("hi", k=1)[0].metadata["big"] == 2**62
+
+
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [({"max_token_limit": True}, "max_token_limit"), ({"k": False}, "k")],
+)
+def test_a_bool_is_not_taken_for_a_number(options: dict[str, object], name: str) -> None:
+    """Issue 10, item 12: `max_token_limit: true` quietly became a limit of 1."""
+    from memories import ConfigError, TokenBufferMemory, WindowMemory
+
+    cls = TokenBufferMemory if name == "max_token_limit" else WindowMemory
+    with pytest.raises(ConfigError, match=f"{name} must be a number, got"):
+        cls(**options)
