@@ -105,7 +105,34 @@ def load_config(source: Mapping[str, Any] | str | Path) -> dict[str, Any]:
             f"Config file {str(path)!r} must hold a mapping, got {type(loaded).__name__}."
         )
     # A file may hold the memory under a `memory` table (handy in TOML).
-    return dict(loaded["memory"]) if set(loaded) == {"memory"} else loaded
+    options = dict(loaded["memory"]) if set(loaded) == {"memory"} else loaded
+    # Relative paths in a file mean "next to this file", wherever the program runs.
+    return each_memory(options, lambda memory: _anchored(memory, path.resolve().parent))
+
+
+#: Options that name a file or folder, in memory and history configs.
+_PATH_OPTIONS = ("path", "outbox")
+#: Options that hold a database URL, whose SQLite file may be relative.
+_URL_OPTIONS = ("url",)
+_SQLITE_PREFIX = "sqlite:///"
+
+
+def _anchored(options: dict[str, Any], base: Path) -> dict[str, Any]:
+    """``options`` with relative paths and SQLite URLs made absolute from ``base``."""
+    for key in _PATH_OPTIONS:
+        value = options.get(key)
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            options[key] = str(base / value)
+    for key in _URL_OPTIONS:
+        value = options.get(key)
+        if isinstance(value, str) and value.startswith(_SQLITE_PREFIX):
+            file = value.removeprefix(_SQLITE_PREFIX)
+            if file and file != ":memory:" and not Path(file).expanduser().is_absolute():
+                options[key] = _SQLITE_PREFIX + str(base / file)
+    for key in ("history", "chat_memory"):
+        if isinstance(options.get(key), Mapping):
+            options[key] = _anchored(dict(options[key]), base)
+    return options
 
 
 def memory_class(type_name: Any) -> type:

@@ -9,13 +9,14 @@ once, when it first sees it, keeps the counts in the history beside the log
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from memories.base import ChatMemory
 from memories.history.base import Entry
@@ -28,6 +29,8 @@ StartOn = Literal["human", "any"]
 EndOn = Literal["human", "ai", "tool"]
 
 _FIRST_TAIL_CHUNK = 64
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,8 @@ class TokenBufferMemory(ChatMemory):
     config_type: ClassVar[str] = "token_buffer"
 
     max_token_limit: int = Field(default=2000, gt=0)
+
+    _warned: set[str] = PrivateAttr(default_factory=set)
     token_counter: Any = None
     llm: Any = None
     start_on: StartOn = "human"
@@ -226,12 +231,28 @@ class TokenBufferMemory(ChatMemory):
         self, window: TokenWindow, system: Entry | None, entries: list[Entry]
     ) -> list[BaseMessage]:
         messages = [e.message for e in entries if window.last is not None and e.seq <= window.last]
+        if not window.seqs and window.last is not None:
+            self._warn_empty()
         if self.end_on is not None:
             while messages and messages[-1].type != self.end_on:
                 messages.pop()
         if system is not None and window.system is not None:
             messages.insert(0, system.message)
         return messages
+
+    def _warn_empty(self) -> None:
+        """Say once per session that the newest exchange alone is over the limit."""
+        session = self.chat_memory.session_id
+        if session in self._warned:
+            return
+        self._warned.add(session)
+        logger.warning(
+            "TokenBufferMemory (session %r): the newest exchange alone is over "
+            "max_token_limit=%d tokens, so the memory shows nothing (as LangChain's does). "
+            "Raise max_token_limit, or use a summary-buffer memory to keep its gist.",
+            session,
+            self.max_token_limit,
+        )
 
     # -- I/O: steps written once, run sync or async by the kernel --------------
 

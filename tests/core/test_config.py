@@ -191,3 +191,27 @@ def test_direct_construction_and_assignment_raise_config_errors() -> None:
     with pytest.raises(ConfigError, match=r"TokenBufferMemory\.max_token_limit"):
         memory.max_token_limit = 0
     assert memory.max_token_limit == 2000
+
+
+def test_relative_paths_in_a_config_file_mean_next_to_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 10, item 13: they were resolved from the current directory, quietly."""
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    config = folder / "chat.yaml"
+    config.write_text(
+        "type: combined\n"
+        "memories:\n"
+        "  - {type: buffer, history: {type: sqlite, path: chat.db, session_id: s}}\n"
+        "  - {type: profile, policy: manual, memory_key: p, url: 'sqlite:///profiles.db'}\n",
+        encoding="utf-8",
+    )
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    memory = create_memory(config)
+    memory.save_context({"input": "hi"}, {"output": "hello"})
+    assert (folder / "chat.db").is_file() and (folder / "profiles.db").is_file()
+    assert list(here.iterdir()) == []
+    assert create_memory(str(config)).load_memory_variables({})["history"] == "Human: hi\nAI: hello"

@@ -408,3 +408,16 @@ def test_a_lone_surrogate_is_an_input_error_on_every_backend_and_nothing_is_writ
     with pytest.raises(InvalidInputError, match="lone surrogate"):
         memory.save_messages([HumanMessage("x"), AIMessage("\udfff")])
     assert [m.content for m in memory.buffer_as_messages] == ["fine", "ok"]
+
+
+def test_an_exchange_over_the_limit_shows_nothing_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 10, item 14: it returned "" with nothing logged."""
+    memory = TokenBufferMemory(max_token_limit=5)
+    with caplog.at_level("WARNING", logger="memories.token_buffer"):
+        memory.save_context({"input": "a rather long question " * 5}, {"output": "ok"})
+        assert memory.load_memory_variables({}) == {"history": ""}
+        memory.load_memory_variables({})
+    warnings = [r for r in caplog.records if "over max_token_limit=5" in r.getMessage()]
+    assert len(warnings) == 1
