@@ -160,7 +160,7 @@ class ChromaStore:
     """Documents in Chroma, one collection per namespace key.
 
     Every method takes the namespace key (see
-    :func:`memories.vector.filters.namespace_key`) first, works on that
+    :func:`memories.namespaces.namespace_key`) first, works on that
     namespace's collection only, ANDs the namespace with any caller filter and
     drops any record whose metadata names another namespace.
 

@@ -49,9 +49,9 @@ from langgraph.store.base import (
 )
 
 from memories.errors import InvalidProfileError
+from memories.namespaces import namespace_key
 from memories.profile import ProfileMemory, ProfileSchema, ProfileStore
 from memories.profile.store import ProfileItem
-from memories.vector.filters import namespace_key
 
 if TYPE_CHECKING:
     from memories.vector import SearchResult, VectorMemory
@@ -500,5 +500,5 @@ class VectorStoreAdapter(MemoryStoreAdapter):
 
 
 def namespace_tuple(key: str) -> Namespace:
-    """Inverse of ``memories.vector.filters.namespace_key``: ``"a/b%2Fc"`` -> ``("a", "b/c")``."""
+    """Inverse of ``memories.namespaces.namespace_key``: ``"a/b%2Fc"`` -> ``("a", "b/c")``."""
     return tuple(label.replace("%2F", "/").replace("%25", "%") for label in key.split("/"))

@@ -149,6 +149,17 @@ def _clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number > 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number > 0, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memories", description=__doc__)
     parser.add_argument(
@@ -186,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.set_defaults(run=_chat)
 
     inspect = configured("inspect", "show a session's messages, memory state and what it injects")
-    inspect.add_argument("--last", type=int, default=20, help="messages to show (default 20)")
+    inspect.add_argument("--last", type=_positive, default=20, help="messages to show (default 20)")
     inspect.add_argument("--all", action="store_true", help="show every message")
     inspect.set_defaults(run=_inspect)
 
@@ -196,7 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     import_ = configured("import", "append messages from a JSON Lines export")
     import_.add_argument("file", help="the export file, or - for stdin")
-    import_.add_argument("--batch-size", type=int, default=500, help="messages per transaction")
+    import_.add_argument(
+        "--batch-size", type=_positive, default=500, help="messages per transaction (default 500)"
+    )
     import_.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -226,6 +239,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args))
     except MemoriesError as exc:
         print(f"memories: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):  # `memories export | head`: the reader left
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (stdout closes at exit)
+            return 0
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"memories: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -253,7 +253,7 @@ def _inspect_profile(profile: ProfileMemory, out: TextIO, *, last: int | None) -
 
 def _documents(vector: Any) -> list[Any]:
     """Every document of a vector memory's namespace, oldest first (queued ones written first)."""
-    from memories.vector.filters import namespace_key
+    from memories.namespaces import namespace_key
 
     vector.flush()
     records = vector.store.get(namespace_key(vector.namespace))

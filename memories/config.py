@@ -87,7 +87,13 @@ def load_config(source: Mapping[str, Any] | str | Path) -> dict[str, Any]:
     path = Path(source)
     if not path.is_file():
         raise ConfigError(f"Config file {str(path)!r} does not exist (or is not a file).")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"Config file {str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "save it as UTF-8."
+        ) from exc
     try:
         if path.suffix in (".yaml", ".yml", ".json"):
             loaded = yaml.safe_load(text)
@@ -98,7 +104,7 @@ def load_config(source: Mapping[str, Any] | str | Path) -> dict[str, Any]:
                 f"Config file {str(path)!r} has an unknown extension; "
                 "use .yaml, .yml, .toml or .json."
             )
-    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+    except (yaml.YAMLError, tomllib.TOMLDecodeError, RecursionError) as exc:
         raise ConfigError(f"Config file {str(path)!r} is not valid: {exc}") from exc
     if not isinstance(loaded, dict):
         raise ConfigError(
@@ -142,7 +148,7 @@ def memory_class(type_name: Any) -> type:
         ConfigError: an unknown type (the message lists the valid ones).
         MissingDependencyError: the type needs an extra that is not installed.
     """
-    if type_name not in MEMORY_TYPES:
+    if not isinstance(type_name, str) or type_name not in MEMORY_TYPES:
         raise ConfigError(
             f"Unknown memory type {type_name!r}; valid types: {', '.join(sorted(MEMORY_TYPES))}."
         )
@@ -233,7 +239,8 @@ def each_memory(
 ) -> dict[str, Any]:
     """Apply ``change`` to a copy of a memory config and of every memory config nested in it."""
     options = change(dict(options))
-    nested = _NESTED_MEMORIES.get(options.get("type", ""))
+    type_name = options.get("type")
+    nested = _NESTED_MEMORIES.get(type_name) if isinstance(type_name, str) else None
     if nested is not None and nested in options:
         value = options[nested]
         members = value if isinstance(value, list) else [value]

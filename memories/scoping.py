@@ -36,8 +36,8 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 def _labels(options: Mapping[str, Any]) -> list[str]:
     namespace = options.get("namespace")
-    if namespace is None:
-        return []
+    if not isinstance(namespace, str | list | tuple):
+        return []  # none, or not a namespace at all: the memory's own check says so
     # The one namespace rule: a string is labels joined by ".".
     return [
         str(label) for label in (namespace.split(".") if isinstance(namespace, str) else namespace)

@@ -1,7 +1,7 @@
 """Namespaces and metadata filters: the one place where isolation is enforced.
 
 A namespace is a tuple of labels such as ``("user-42", "chat")``. Every stored
-document carries it, encoded by :func:`namespace_key`, under the reserved
+document carries it, encoded by :func:`memories.namespaces.namespace_key`, under the reserved
 metadata key ``"namespace"``. Whatever filter a caller passes is checked by
 :func:`check_filter` (it may not name the reserved key) and then combined with
 the namespace by :func:`scoped_filter`, so a search, get or delete for one
@@ -11,7 +11,7 @@ namespace can never touch another's documents.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from memories.errors import InvalidInputError
@@ -19,10 +19,8 @@ from memories.errors import InvalidInputError
 __all__ = [
     "NAMESPACE_KEY",
     "RESERVED_KEYS",
-    "as_namespace",
     "check_filter",
     "check_metadata",
-    "namespace_key",
     "scoped_filter",
 ]
 
@@ -35,30 +33,6 @@ _LOGICAL = ("$and", "$or")
 _COMPARISONS = frozenset(
     {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$contains", "$not_contains"}
 )
-
-
-def as_namespace(value: str | Sequence[str], /) -> tuple[str, ...]:
-    """A namespace tuple from a tuple, a list, or a single label.
-
-    Raises:
-        InvalidInputError: empty, or a label that is not a non-empty string.
-    """
-    labels = (value,) if isinstance(value, str) else tuple(value)
-    if not labels or not all(isinstance(label, str) and label for label in labels):
-        raise InvalidInputError(
-            f"A namespace is a non-empty tuple of non-empty strings, such as ('user-42', "
-            f"'chat'); got {value!r:.80}."
-        )
-    return labels
-
-
-def namespace_key(namespace: Sequence[str], /) -> str:
-    """The string stored in metadata for ``namespace``: labels joined by ``/``.
-
-    ``%`` and ``/`` inside a label are escaped, so two different tuples never
-    share a key (``("a/b",)`` is ``"a%2Fb"``, ``("a", "b")`` is ``"a/b"``).
-    """
-    return "/".join(label.replace("%", "%25").replace("/", "%2F") for label in namespace)
 
 
 def scoped_filter(namespace: str, where: Mapping[str, Any] | None, /) -> dict[str, Any] | None:

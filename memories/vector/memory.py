@@ -46,13 +46,12 @@ from memories.errors import BackendError, ConfigError, InvalidInputError
 from memories.kernel.capabilities import Capabilities
 from memories.keys import select_input_key, select_output_key
 from memories.messages import check_storable, message_text, turn_messages
+from memories.namespaces import as_namespace, namespace_key
 from memories.recall import RecallConfig, ScoredId, neighbour_positions, rank_candidates
 from memories.vector.filters import (
     NAMESPACE_KEY,
-    as_namespace,
     check_filter,
     check_metadata,
-    namespace_key,
 )
 from memories.vector.index import (
     SESSION_KEY,

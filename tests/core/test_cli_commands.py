@@ -445,3 +445,33 @@ def test_documents_cannot_be_imported_into_a_config_without_a_vector_memory(
     code, _, err = run(["import", "--config", str(config), "-"], capsys, line + "\n")
     assert code == 2 and "no vector memory to take them" in err
     assert SQLiteHistory(db, session_id="u1").messages == []
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"type: [buffer]\n", "Unknown memory type ['buffer']"),
+        (b"type: {a: 1}\n", "Unknown memory type {'a': 1}"),
+        (b"type: vector\nnamespace: 5\n", "namespace"),
+        (b"type: buffer\n\xff\xfe\n", "is not UTF-8 text"),
+    ],
+)
+def test_bad_configs_are_messages_not_tracebacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, message: str
+) -> None:
+    """Issue 10, item 11: each of these ended in a traceback (exit 1)."""
+    config = tmp_path / "bad.yaml"
+    config.write_bytes(content)
+    code, _, err = run(["inspect", "--config", str(config)], capsys)
+    assert code == 2 and err.startswith("memories: ") and message in err
+
+
+def test_bad_numbers_and_paths_are_messages_not_tracebacks(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["inspect", "--config", str(config), "--last", "-1"])
+    assert exited.value.code == 2 and "must be a whole number > 0" in capsys.readouterr().err
+    target = tmp_path / "missing" / "dir" / "out.jsonl"
+    code, _, err = run(["export", "--config", str(config), "-o", str(target)], capsys)
+    assert code == 2 and "No such file or directory" in err and str(target) in err

@@ -197,6 +197,6 @@ def test_search_with_a_query_and_a_filter_ranks_only_matching_items(tmp_path: Pa
 @pytest.mark.parametrize("namespace", [("a",), ("a", "b"), ("a/b", "c%2Fd", "100%")])
 def test_namespace_keys_decode_to_their_tuples(namespace: tuple[str, ...]) -> None:
     from memories.integrations.langgraph_store import namespace_tuple
-    from memories.vector.filters import namespace_key
+    from memories.namespaces import namespace_key
 
     assert namespace_tuple(namespace_key(namespace)) == namespace

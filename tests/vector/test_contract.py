@@ -18,7 +18,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from memories import VectorMemory, VectorStoreRetrieverMemory
 from memories.base import BaseMemory
 from memories.history import ChatHistory, InMemoryHistory
-from memories.vector.filters import namespace_key
+from memories.namespaces import namespace_key
 from tests.contract.memory_contract import TURNS, MakeMemory, MemoryContract, run_turns
 from tests.vector.conftest import MakeVector
 
