@@ -186,6 +186,7 @@ class ChromaStore:
         ssl: bool = False,
         collection: str = "memories",
         embeddings: Embeddings | None = None,
+        timeout: float = 30.0,
     ) -> None:
         if mode not in CHROMA_MODES:
             raise ConfigError(
@@ -201,6 +202,7 @@ class ChromaStore:
         self.host = host
         self.port = port
         self.ssl = ssl
+        self.timeout = timeout
         self.collection_prefix = collection
         self._embedding_function = LangChainEmbeddingFunction(embeddings)
         self._client: Any = None
@@ -477,9 +479,15 @@ class ChromaStore:
         if self.mode == "memory":
             return chromadb.EphemeralClient(settings=settings)
         if self.mode == "http":
-            return chromadb.HttpClient(
-                host=self.host, port=self.port, ssl=self.ssl, settings=settings
+            client = _within(
+                self.timeout,
+                lambda: chromadb.HttpClient(
+                    host=self.host, port=self.port, ssl=self.ssl, settings=settings
+                ),
+                f"connect to the Chroma server at {self.location}",
             )
+            _bound_waits(client, self.timeout)
+            return client
         Path(self.path).mkdir(parents=True, exist_ok=True)
         return chromadb.PersistentClient(path=self.path, settings=settings)
 
@@ -512,3 +520,47 @@ class ChromaStore:
                 "fix host/port."
             )
         return BackendUnavailableError(what)
+
+
+def _bound_waits(client: Any, timeout: float) -> None:
+    """Give the HTTP client's requests a deadline (chromadb's own client waits forever).
+
+    A hung server (``kill -STOP``) then makes a call fail with
+    :class:`BackendUnavailableError` after ``timeout`` seconds instead of
+    hanging the chain.
+    """
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if not isinstance(session, httpx.Client):
+        raise BackendError(
+            "This chromadb version's HTTP client cannot be given a timeout; pin chromadb to a "
+            "version whose client keeps an httpx session (1.x)."
+        )
+    session.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
+
+
+def _within(seconds: float, make: Any, action: str) -> Any:
+    """``make()``, or :class:`BackendUnavailableError` when it takes over ``seconds``.
+
+    chromadb's ``HttpClient()`` calls the server before it returns, with no
+    deadline; it runs on a daemon thread so a hung server cannot hang the caller.
+    """
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, make()))
+        except BaseException as exc:  # handed to the caller below
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name="memories-chroma-connect", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        raise BackendUnavailableError(
+            f"Could not {action}: no answer within {seconds} s. Is `chroma run` running and "
+            "answering? Queued documents wait in the outbox."
+        )
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value

@@ -109,6 +109,8 @@ class VectorMemory(BaseMemory):
         host: the Chroma server's host in ``"http"`` mode.
         port: the Chroma server's port in ``"http"`` mode.
         ssl: reach the server over HTTPS.
+        timeout: the longest one request to the server may take, in seconds
+            ("http" mode); a hung server then raises BackendUnavailableError.
         collection: prefix of the Chroma collections (one per namespace).
         namespace: whose memory this is, e.g. ``("user-42", "chat")``. A memory
             only ever reads, searches and deletes its own namespace.
@@ -145,6 +147,7 @@ class VectorMemory(BaseMemory):
     host: str = "localhost"
     port: int = 8000
     ssl: bool = False
+    timeout: float = Field(default=30.0, gt=0)
     collection: str = "memories"
     namespace: tuple[str, ...] = ("default",)
     session_id: str = "default"
@@ -228,6 +231,7 @@ class VectorMemory(BaseMemory):
             ssl=self.ssl,
             collection=self.collection,
             embeddings=self._embedder,
+            timeout=self.timeout,
         )
 
     @cached_property

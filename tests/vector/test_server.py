@@ -127,3 +127,29 @@ def test_no_server_at_all_is_a_clear_error(tmp_path) -> None:
     with pytest.raises(BackendUnavailableError, match="cannot be reached"):
         memory.save_context({"input": "hello"}, {"output": "hi"})
     assert memory.pending() == 1
+
+
+def test_a_hung_server_gives_up_within_the_timeout(chroma_server: ChromaServer, tmp_path) -> None:
+    """Issue 10, item 6: with the server stopped (SIGSTOP), search() blocked for over 100 s."""
+    import os
+    import signal
+    import time
+
+    memory = _memory(
+        chroma_server, str(tmp_path / "outbox.db"), namespace="hung", write="sync", timeout=1.0
+    )
+    memory.save_context({"input": "my dog is Rex"}, {"output": "nice"})
+    assert chroma_server.process is not None
+    pid = chroma_server.process.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(BackendUnavailableError):
+            fresh = _memory(chroma_server, str(tmp_path / "o2.db"), namespace="hung", timeout=1.0)
+            fresh.store.count(fresh._namespace_key)
+        with pytest.raises(BackendUnavailableError):
+            memory.save_context({"input": "and a cat"}, {"output": "ok"})
+        assert time.monotonic() - started < 60  # bounded: without a timeout this never returns
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert memory.flush() is True and memory.pending() == 0
