@@ -26,6 +26,7 @@ twins; it calls :func:`memories.keys.select_turn` to pick its input and output.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import threading
@@ -103,6 +104,35 @@ class BaseMemory(LangChainBaseMemory):
                 for attribute, member in vars(base).items():
                     if isinstance(member, cached_property):
                         self.__dict__.pop(attribute, None)
+
+    # -- copying and pickling, as LangChain's memories allow ---------------------
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """Configuration and private state; what belongs to this process is made anew.
+
+        Derived values (cached properties: a store client, a resolved model)
+        are left out and rebuilt on first use; locks are replaced by new ones.
+        """
+        state = super().__getstate__()
+        fields = type(self).model_fields
+        state["__dict__"] = {k: v for k, v in state["__dict__"].items() if k in fields}
+        private = state.get("__pydantic_private__") or {}
+        state["__pydantic_private__"] = {
+            k: v for k, v in private.items() if not isinstance(v, _PROCESS_LOCAL)
+        }
+        return state
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        super().__setstate__(state)
+        private = self.__pydantic_private__ if self.__pydantic_private__ is not None else {}
+        for name, attribute in self.__private_attributes__.items():
+            if name not in private:
+                private[name] = attribute.get_default(call_default_factory=True)
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
+        copied = type(self).__new__(type(self))
+        copied.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return copied
 
     # -- the kernel's surface: composition, checking, deferred work ------------
 
@@ -198,6 +228,10 @@ class BaseMemory(LangChainBaseMemory):
             f"{type(self).__name__}.{name} = {value!r:.80} has no config form. "
             "Give it by name (a string) or build this memory in code."
         )
+
+
+#: Objects that belong to one process and are made anew in a copy.
+_PROCESS_LOCAL = (type(threading.Lock()), type(threading.RLock()), threading.Condition)
 
 
 def _numeric(annotation: Any) -> bool:

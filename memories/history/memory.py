@@ -30,6 +30,14 @@ class InMemoryHistory(ChatHistory):
         self._next_seq = 1
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A lock is this process's; a copy or an unpickled history gets its own.
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def append(self, messages: Sequence[BaseMessage], /) -> list[int]:
         with self._lock:
             seqs = list(range(self._next_seq, self._next_seq + len(messages)))

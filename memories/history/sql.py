@@ -84,6 +84,15 @@ class SQLHistory(ChatHistory):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({redacted(self.url)!r}, session_id={self.session_id!r})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The engine (a connection pool) is this process's; a copy reconnects by URL.
+        return {k: v for k, v in self.__dict__.items() if k != "_engine"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._engine = get_engine(self.url)
+        ensure_tables(self._engine, self.url, metadata)
+
     def _transaction(self) -> AbstractContextManager[sa.Connection]:
         return transaction(self._engine, self.url)
 

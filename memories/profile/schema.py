@@ -93,9 +93,16 @@ class ProfileSchema:
                 f"'package.module:ClassName'; got {type(spec).__name__} {spec!r:.80}"
             )
         self.json_schema: dict[str, Any] = _checked(dict(schema))
-        validator_class = validator_for(self.json_schema)
-        self._validator = validator_class(self.json_schema, format_checker=FormatChecker())
+        self._validator = _validator(self.json_schema)
         self._initial = self._defaults()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A compiled validator holds closures; a copy compiles its own.
+        return {k: v for k, v in self.__dict__.items() if k != "_validator"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._validator = _validator(self.json_schema)
 
     def errors(self, document: Any) -> list[str]:
         """Why ``document`` is not a valid profile: one line per problem, empty when valid.
@@ -173,3 +180,8 @@ def _checked(schema: dict[str, Any]) -> dict[str, Any]:
 def _pointer(path: Any) -> str:
     parts = [str(p).replace("~", "~0").replace("/", "~1") for p in path]
     return "/" + "/".join(parts) if parts else "(root)"
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """The JSON Schema validator for ``schema``, with format checks."""
+    return validator_for(schema)(schema, format_checker=FormatChecker())

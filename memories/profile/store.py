@@ -201,6 +201,14 @@ class ProfileStore:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({redacted(self.url)!r})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The engine (a connection pool) is this process's; a copy reconnects by URL.
+        return {k: v for k, v in self.__dict__.items() if k != "_engine"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._engine = get_engine(self.url)
+
     def _transaction(self) -> AbstractContextManager[Connection]:
         return transaction(self._engine, self.url)
 

@@ -9,6 +9,8 @@ trips, bad input, and use inside a classic chain.
 from __future__ import annotations
 
 import asyncio
+import copy
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +54,9 @@ class MemoryContract:
     memory_type: str
     #: ``save_context`` stores the turn (False: a read-only or fixed memory, by design).
     saves = True
+    #: Why the memory as this run makes it cannot be copied (an object it was given
+    #: holds threads or locks), or "" when it can.
+    not_copyable = ""
     #: The newest exchange must show up in what the memory loads.
     shows_latest_turn = True
     #: The memory can give messages instead of a string.
@@ -122,6 +127,18 @@ class MemoryContract:
         run_turns(memory)
         asyncio.run(memory.aclear())
         assert loaded(memory) == empty
+
+    def test_copies_and_pickles_as_langchains_do(
+        self, make_memory: MakeMemory, history: ChatHistory
+    ) -> None:
+        """``copy.deepcopy`` and ``pickle`` work on LangChain's classes; code relies on them."""
+        if self.not_copyable:
+            pytest.skip(self.not_copyable)
+        memory = make_memory(history)
+        run_turns(memory, TURNS[:2])
+        expected = loaded(memory)
+        assert loaded(copy.deepcopy(memory)) == expected
+        assert loaded(pickle.loads(pickle.dumps(memory))) == expected
 
     def test_config_round_trips(self, make_memory: MakeMemory, history: ChatHistory) -> None:
         memory = make_memory(history)

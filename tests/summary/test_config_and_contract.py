@@ -33,6 +33,7 @@ class TestSummaryBufferMemoryContract(MemoryContract):
 
 class TestSummaryBufferMemoryWithLLMContract(MemoryContract):
     memory_type = "summary_buffer"
+    not_copyable = "the test's scripted model holds a threading.Event"
 
     @pytest.fixture
     def make_memory(self) -> MakeMemory:
@@ -59,6 +60,7 @@ class TestSummaryMemoryContract(MemoryContract):
 
 class TestBackgroundSummaryBufferContract(MemoryContract):
     memory_type = "summary_buffer"
+    not_copyable = "the Debouncer it was given runs threads"
     configurable = False  # a scheduler object has no config form
 
     # Folds wait for a quiet period longer than any test, so every check sees
