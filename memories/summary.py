@@ -58,7 +58,7 @@ from memories.kernel.steps import Steps, arun, run, step
 from memories.llm import LLMField, ModelCaller
 from memories.messages import format_buffer
 from memories.summary_state import SummaryState
-from memories.tokens import TokenCounter, resolve_token_counter, stable_id
+from memories.tokens import TokenCounter, counter_for, stable_id
 
 __all__ = [
     "SUMMARY_PROMPT",
@@ -187,7 +187,7 @@ class _RunningSummaryMemory(ChatMemory):
 
     @cached_property
     def _counter(self) -> TokenCounter:
-        return resolve_token_counter(self.token_counter)
+        return counter_for(self.token_counter, self._model)
 
     @cached_property
     def _counter_id(self) -> str:
@@ -582,7 +582,8 @@ class SummaryMemory(_RunningSummaryMemory):
         max_token_limit: the token budget of the turns shown verbatim.
         token_counter: how tokens are counted: None/``"tiktoken"``
             (offline), ``"chars"``, a callable, or a LangChain model.
-            LangChain counted with ``llm``; pass ``token_counter=llm`` for that.
+            Without one, the ``llm``'s own counter when it works here (as
+            LangChain counts), else tiktoken (see :func:`memories.tokens.counter_for`).
         max_summary_tokens: the extractive summarizer's budget (ignored with
             an LLM, which is asked to be concise by the prompt).
         summarize: ``"inline"`` folds while saving; ``"background"`` folds

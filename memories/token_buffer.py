@@ -21,7 +21,7 @@ from pydantic import Field, PrivateAttr
 from memories.base import ChatMemory
 from memories.history.base import Entry
 from memories.kernel.steps import Steps, step
-from memories.tokens import TokenCounter, resolve_token_counter, stable_id
+from memories.tokens import TokenCounter, counter_for, stable_id
 
 __all__ = ["TokenBufferMemory", "TokenWindow"]
 
@@ -130,10 +130,11 @@ class TokenBufferMemory(ChatMemory):
         token_counter: ``None``/``"tiktoken"`` (cl100k_base, offline-safe),
             ``"tiktoken:<encoding>"``, ``"chars"``, a callable
             ``(list[BaseMessage]) -> int``, or a LangChain model.
-        llm: LangChain's argument, accepted so a migration changes only the import.
-            Tokens are still counted by ``token_counter`` (tiktoken by default): most
-            models' own counters download a tokenizer at run time, which fails
-            offline. Pass ``token_counter=llm`` to count with the model.
+        llm: LangChain's argument: without ``token_counter``, tokens are counted
+            by the model's own ``get_num_tokens_from_messages``, as LangChain's
+            class counts, when it works here (tried once, for at most 5 s; most
+            download a tokenizer at run time, which fails offline); otherwise by
+            tiktoken, with a warning logged once.
         start_on: ``"human"`` or ``"any"`` (any message but a tool result).
         end_on: drop trailing messages until the last one has this type.
         include_system: keep a leading system message of the log.
@@ -156,7 +157,7 @@ class TokenBufferMemory(ChatMemory):
     @cached_property
     def _counter(self) -> TokenCounter:
         """The counter for ``token_counter``; derived again if it is reassigned."""
-        return resolve_token_counter(self.token_counter)
+        return counter_for(self.token_counter, self.llm)
 
     @cached_property
     def _last_decoded(self) -> _Decoded:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -32,6 +33,7 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "TokenCounterSpec",
+    "counter_for",
     "load_encoding",
     "resolve_token_counter",
     "stable_id",
@@ -209,3 +211,58 @@ def stable_id(counter: TokenCounter, /) -> str:
         return f"{owner_type.__module__}.{owner_type.__qualname__}.{func.__name__}"
     kind = func if callable(func) and hasattr(func, "__qualname__") else type(func)
     return f"{kind.__module__}.{kind.__qualname__}"
+
+
+#: How long the model's own counter may take on its first use before the
+#: memory falls back to tiktoken (a tokenizer download offline must not hang).
+PROBE_SECONDS = 5.0
+_warned_models: set[str] = set()
+
+
+def counter_for(spec: TokenCounterSpec, llm: Any = None) -> TokenCounter:
+    """The counter a memory counts with, as LangChain chooses it.
+
+    ``spec`` when given. Otherwise, when the memory has a model (LangChain's
+    ``llm=``), the model's own ``get_num_tokens_from_messages``, as LangChain's
+    memories count, provided it works here: it is tried once, for at most
+    :data:`PROBE_SECONDS`. A counter that fails (most download a tokenizer at
+    run time) gives way to tiktoken, with a warning logged once per model class.
+    """
+    if spec is not None or llm is None or isinstance(llm, str):
+        return resolve_token_counter(spec)
+    method = getattr(llm, "get_num_tokens_from_messages", None)
+    if not callable(method):
+        return resolve_token_counter(None)
+    counter = _CallableCounter(method)
+    problem = _probe(counter)
+    if problem is None:
+        return counter
+    name = type(llm).__name__
+    if name not in _warned_models:
+        _warned_models.add(name)
+        logger.warning(
+            "%s cannot count tokens here (%s); counting with tiktoken's cl100k_base instead. "
+            "Pass token_counter= to choose the counter.",
+            name,
+            problem,
+        )
+    return TiktokenCounter()
+
+
+def _probe(counter: TokenCounter) -> str | None:
+    """Why ``counter`` cannot count a sample message now (None: it can), within the bound."""
+    from langchain_core.messages import HumanMessage
+
+    outcome: list[str | None] = []
+
+    def run() -> None:
+        try:
+            counter([HumanMessage("hello")])
+            outcome.append(None)
+        except Exception as exc:  # any failure means: not usable here
+            outcome.append(f"{type(exc).__name__}: {str(exc)[:120]}")
+
+    thread = threading.Thread(target=run, name="memories-token-probe", daemon=True)
+    thread.start()
+    thread.join(PROBE_SECONDS)
+    return outcome[0] if outcome else f"no answer within {PROBE_SECONDS:.0f} s"

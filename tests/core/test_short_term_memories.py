@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from langchain_core.language_models import FakeListChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -172,13 +174,16 @@ class CountingCounter:
         return sum(len(str(m.content)) + 1 for m in messages)
 
 
-def test_llm_argument_is_accepted_but_tiktoken_counts_unless_asked() -> None:
+def test_the_llm_counts_as_in_langchain_and_an_explicit_counter_wins() -> None:
     from langchain_core.language_models import FakeListLLM
 
     llm = FakeListLLM(responses=[], custom_get_token_ids=lambda text: [0] * 1000)
     memory = TokenBufferMemory(llm=llm, max_token_limit=100)
     memory.save_context({"input": "hi"}, {"output": "hello"})
-    assert memory.load_memory_variables({})["history"] == "Human: hi\nAI: hello"
+    assert memory.load_memory_variables({})["history"] == ""  # 1000 tokens a message
+    by_tiktoken = TokenBufferMemory(llm=llm, token_counter="tiktoken", max_token_limit=100)
+    by_tiktoken.save_context({"input": "hi"}, {"output": "hello"})
+    assert by_tiktoken.load_memory_variables({})["history"] == "Human: hi\nAI: hello"
     counted_by_llm = TokenBufferMemory(llm=llm, token_counter=llm, max_token_limit=100)
     counted_by_llm.save_context({"input": "hi"}, {"output": "hello"})
     assert counted_by_llm.load_memory_variables({})["history"] == ""
@@ -421,3 +426,40 @@ def test_an_exchange_over_the_limit_shows_nothing_and_says_so_once(
         memory.load_memory_variables({})
     warnings = [r for r in caplog.records if "over max_token_limit=5" in r.getMessage()]
     assert len(warnings) == 1
+
+
+class WordCountingChat(FakeListChatModel):
+    """A fake model with its own token counter (a word count), as users' test suites have."""
+
+    def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Any = None) -> int:
+        return sum(len(str(m.content).split()) for m in messages)
+
+
+def test_with_llm_and_no_counter_the_models_own_counter_trims_as_langchains_does() -> None:
+    """Issue 11: ours counted with tiktoken, so the same limit trimmed elsewhere."""
+    model = WordCountingChat(responses=["x"])
+    ours = TokenBufferMemory(llm=model, max_token_limit=7)
+    theirs = _langchain("ConversationTokenBufferMemory", llm=model, max_token_limit=7)
+    for i in range(4):
+        turn = ({"input": f"question number {i} here"}, {"output": f"answer {i}"})
+        ours.save_context(*turn)
+        theirs.save_context(*turn)  # type: ignore[attr-defined]
+        assert ours.load_memory_variables({}) == theirs.load_memory_variables({})  # type: ignore[attr-defined]
+
+
+def test_a_model_that_cannot_count_here_falls_back_to_tiktoken_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from langchain_core.language_models import FakeListLLM
+
+    class CannotCount(FakeListLLM):
+        def get_num_tokens_from_messages(self, messages: Any, tools: Any = None) -> int:
+            raise ImportError("a tokenizer would be downloaded")
+
+    with caplog.at_level("WARNING", logger="memories.tokens"):
+        first = TokenBufferMemory(llm=CannotCount(responses=["x"]))
+        TokenBufferMemory(llm=CannotCount(responses=["x"]))
+    assert isinstance(first._counter, TiktokenCounter)
+    assert (
+        sum("CannotCount cannot count tokens here" in r.getMessage() for r in caplog.records) == 1
+    )
