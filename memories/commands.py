@@ -34,7 +34,8 @@ from memories.exchange import DEFAULT_HEADER, save_exchange, view_memory
 from memories.history.base import ChatHistory
 from memories.history.memory import InMemoryHistory
 from memories.kernel.capabilities import capabilities_of
-from memories.messages import message_text
+from memories.messages import check_storable, dump_message, message_text
+from memories.namespaces import as_namespace
 from memories.profile import ProfileMemory
 from memories.tokens import TiktokenCounter
 
@@ -405,18 +406,24 @@ def read_jsonl(
             document (the message names the line).
     """
     parsed: list[Line] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            parsed.append(_parse_line(json.loads(line), session, namespace))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise InvalidInputError(
-                f"{source}:{number}: not a line of a `memories export` file ({exc}). Each line "
-                'must be {"session_id": ..., "message": {"type": ..., "data": ...}} or '
-                '{"namespace": [...], "id": ..., "text": ..., "metadata": {...}}. '
-                "Nothing was imported."
-            ) from exc
+    number = 0
+    try:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                parsed.append(_parse_line(json.loads(line), session, namespace))
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+                raise InvalidInputError(
+                    f"{source}:{number}: not a line of a `memories export` file ({exc}). Each "
+                    'line must be {"session_id": ..., "message": {"type": ..., "data": ...}} or '
+                    '{"namespace": [...], "id": ..., "text": ..., "metadata": {...}}. '
+                    "Nothing was imported."
+                ) from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{source}: not UTF-8 text ({exc.reason}, after line {number}). Nothing was imported."
+        ) from exc
     return parsed
 
 
@@ -428,13 +435,13 @@ def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | N
         if not isinstance(session_id, str) or not session_id:
             raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
         message = messages_from_dict([record["message"]])[0]
+        dump_message(check_storable([message])[0])  # what the history will write, checked now
         return ExportLine(session_id, message, record.get("seq"))
-    labels = namespace or tuple(record["namespace"])
+    labels = namespace or as_namespace(record["namespace"])
     text, doc_id, metadata = record["text"], record["id"], record.get("metadata") or {}
-    if not labels or not all(isinstance(label, str) and label for label in labels):
-        raise ValueError(f"namespace must be a non-empty list of labels, got {labels!r}")
     if not isinstance(text, str) or not isinstance(doc_id, str) or not doc_id:
         raise ValueError("text must be a string and id a non-empty string")
+    check_storable([HumanMessage(text)])
     if not isinstance(metadata, dict):
         raise ValueError(f"metadata must be an object, got {metadata!r:.80}")
     return DocumentLine(labels, doc_id, text, metadata)

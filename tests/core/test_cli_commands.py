@@ -475,3 +475,29 @@ def test_bad_numbers_and_paths_are_messages_not_tracebacks(
     target = tmp_path / "missing" / "dir" / "out.jsonl"
     code, _, err = run(["export", "--config", str(config), "-o", str(target)], capsys)
     assert code == 2 and "No such file or directory" in err and str(target) in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"session_id": "u1", "message": {"type": "human", "data": {"content": "ok"}}}\n\xff\n',
+         "not UTF-8 text"),
+        (b"[" * 100_000 + b"\n", "2: not a line of a `memories export` file"),
+        (b'{"session_id": "u1", "message": {"type": "ai", "data": {"content": "x", '
+         b'"tool_calls": "garbage"}}}\n', "2: not a line of a `memories export` file"),
+        (b'{"session_id": "u1", "message": {"type": "human", "data": {"content": "\\ud800"}}}\n',
+         "lone surrogate"),
+    ],
+    ids=["not-utf8", "deep-json", "garbage-tool-calls", "lone-surrogate"],
+)  # fmt: skip
+def test_a_bad_import_file_is_a_message_and_imports_nothing(
+    config: Path, db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    content: bytes, message: str,
+) -> None:  # fmt: skip
+    """Issue 10, items 10 and 11: tracebacks, and rows committed before the bad line."""
+    good = b'{"session_id": "u1", "message": {"type": "human", "data": {"content": "first"}}}\n'
+    export = tmp_path / "bad.jsonl"
+    export.write_bytes(good + content)
+    code, _, err = run(["import", "--config", str(config), str(export)], capsys)
+    assert code == 2 and message in err and "Traceback" not in err
+    assert SQLiteHistory(db, session_id="u1").messages == []
