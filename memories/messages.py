@@ -82,7 +82,11 @@ def check_storable(messages: Sequence[BaseMessage], /) -> list[BaseMessage]:
         InvalidInputError: a message's text or name holds a lone surrogate.
     """
     for message in messages:
-        for text in (message_text(message), message.name or ""):
+        content = message.content
+        body = content if isinstance(content, str) else message_text(message)
+        for text in (body, message.name or ""):
+            if text.isascii():
+                continue
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError as exc:

@@ -36,8 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 __all__ = ["Step", "Steps", "arun", "blocking_twin", "run", "step", "to_thread"]
@@ -50,18 +49,30 @@ P = ParamSpec("P")
 Steps = Generator["Step", Any, T]
 
 
-@dataclass(frozen=True)
 class Step:
-    """One I/O operation of a loop: a sync method and the name of its async twin."""
+    """One I/O operation of a loop: a sync method, its arguments, and whether it may unlock.
 
-    method: Callable[..., Any]
-    """The sync method, bound to its object (``history.load_state``)."""
-    args: tuple[Any, ...] = ()
-    """Positional arguments of the call."""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of the call."""
-    unlocked: bool = False
-    """Let go of the runner's lock during this step (a slow model call)."""
+    The async twin is found by name when :func:`arun` needs it: ``a`` + the
+    method's name, on the same object (``_foo`` -> ``_afoo``).
+    """
+
+    __slots__ = ("args", "kwargs", "method", "unlocked")
+
+    def __init__(
+        self,
+        method: Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        unlocked: bool = False,
+    ) -> None:
+        self.method = method
+        """The sync method, bound to its object (``history.load_state``)."""
+        self.args = args
+        """Positional arguments of the call."""
+        self.kwargs = kwargs or {}
+        """Keyword arguments of the call."""
+        self.unlocked = unlocked
+        """Let go of the runner's lock during this step (a slow model call)."""
 
     def call(self) -> Any:
         """Perform the step with the sync method."""
@@ -81,6 +92,9 @@ class Step:
         result: Awaitable[Any] = twin(*self.args, **self.kwargs)
         return result
 
+    def __repr__(self) -> str:
+        return f"Step({getattr(self.method, '__qualname__', self.method)}, {self.args!r})"
+
 
 def step(method: Callable[..., Any], /, *args: Any, unlocked: bool = False, **kwargs: Any) -> Step:
     """A :class:`Step` calling ``method(*args, **kwargs)`` (or its async twin)."""
@@ -90,10 +104,13 @@ def step(method: Callable[..., Any], /, *args: Any, unlocked: bool = False, **kw
 def run(steps: Steps[T], /, *, lock: threading.Lock | None = None) -> T:
     """Drive a loop with the sync methods; return what the loop returns."""
     loop = _Loop(steps)
-    with _held(lock):
+    with lock if lock is not None else _NO_LOCK:
         while (current := loop.next()) is not None:
             try:
-                with _Released(lock, current.unlocked):
+                if current.unlocked and lock is not None:
+                    with _Released(lock, True):
+                        loop.result = current.call()
+                else:
                     loop.result = current.call()
             except Exception as exc:
                 loop.error = exc
@@ -166,13 +183,8 @@ def blocking_twin(
     return twin
 
 
-@contextlib.contextmanager
-def _held(lock: threading.Lock | None) -> Iterator[None]:
-    if lock is None:
-        yield
-        return
-    with lock:
-        yield
+#: What ``run`` holds when it has no lock to hold.
+_NO_LOCK = contextlib.nullcontext()
 
 
 class _Released:
