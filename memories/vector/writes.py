@@ -118,7 +118,6 @@ def background_writer() -> Debouncer:
         return _writer
 
 
-@atexit.register
 def _flush_at_exit() -> None:
     writer = _writer
     if writer is not None and not writer.closed and not writer.flush(timeout=EXIT_FLUSH_SECONDS):
@@ -127,3 +126,25 @@ def _flush_at_exit() -> None:
             "wait in the outbox and are written by the next process that uses them.",
             EXIT_FLUSH_SECONDS,
         )
+
+
+def _register_exit_flush() -> None:
+    """Flush the writer at exit while worker pools still take work.
+
+    ``atexit`` runs after ``threading`` has shut down ``concurrent.futures``'
+    pools, so an embedder that uses a thread pool (MiniLM does) refuses the
+    exit-time writes ("cannot schedule new futures after interpreter
+    shutdown"). ``threading``'s own exit hooks run in reverse order of
+    registration, so registering after ``concurrent.futures.thread`` runs this
+    first. Where that hook is missing (another Python), ``atexit`` serves.
+    """
+    import concurrent.futures.thread  # noqa: F401  (its exit hook must be registered first)
+
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
+        atexit.register(_flush_at_exit)
+    else:
+        register(_flush_at_exit)
+
+
+_register_exit_flush()

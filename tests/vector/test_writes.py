@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -179,3 +180,29 @@ def test_a_queued_turn_stays_in_its_namespace(
     assert [r.text for r in mine.search("secret plan", k=1)] == ["input: secret plan\noutput: ok"]
     assert all("secret" not in r.text for r in theirs.search("secret plan", k=5))
     gate.opened.set()
+
+
+def test_a_normal_exit_writes_what_the_background_writer_queued(tmp_path: Path) -> None:
+    """Issue 10, item 7: MiniLM's thread pool refused the exit-time writes; turns stayed queued."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from memories import VectorMemory\n"
+        "memory = VectorMemory(path=sys.argv[1], namespace='exit', write='background')\n"
+        "for i in range(120):\n"
+        "    memory.save_context({'input': f'turn {i}: I went to place {i}'}, {'output': 'ok'})\n"
+        "print(memory.pending())\n"
+    )
+    store = tmp_path / "store"
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(store)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) > 0  # the process exited with turns still queued
+    assert "cannot schedule new futures" not in done.stderr
+    reopened = VectorMemory(path=str(store), namespace="exit", write="sync")
+    assert reopened.pending() == 0
+    assert len(reopened.search("place", k=200)) == 120
