@@ -71,7 +71,14 @@ def _chat(args: argparse.Namespace) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     from memories.commands import inspect, open_memory
+    from memories.config import load_config, sqlite_files
 
+    missing = [f for f in sqlite_files(load_config(args.config)) if not Path(f).is_file()]
+    if missing:  # opening them would create them: inspecting never writes
+        raise ConfigError(
+            f"Nothing is stored at {missing[0]!r}: the file does not exist. Check the config's "
+            "paths (relative ones are read next to the config file)."
+        )
     inspect(
         open_memory(args.config, args.session, args.namespace),
         sys.stdout,

@@ -208,7 +208,13 @@ def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) 
     except ConfigError:
         config = None
     out.write(f"memory: {type(memory).__name__}  config: {json.dumps(config, default=str)}\n")
-    for history in histories_of(memory, "inspect") if chat_memories(memory) else []:
+    histories = histories_of(memory, "inspect") if chat_memories(memory) else []
+    if histories and not any(_count(h) for h in histories) and not _vector_memories(memory):
+        # Showing the view would save a fresh state row: inspecting never writes.
+        for history in histories:
+            out.write(f"\nsession {history.session_id!r} in {history!r}: no messages\n")
+        return
+    for history in histories:
         entries = history.entries(last=last)
         total = _count(history) if last is not None else len(entries)
         out.write(f"\nsession {history.session_id!r} in {history!r}: {total} messages")

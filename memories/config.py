@@ -123,6 +123,27 @@ _URL_OPTIONS = ("url",)
 _SQLITE_PREFIX = "sqlite:///"
 
 
+def sqlite_files(options: Mapping[str, Any]) -> list[str]:
+    """The SQLite files a memory config (nested ones too) keeps data in."""
+    found: list[str] = []
+
+    def collect(memory: dict[str, Any]) -> dict[str, Any]:
+        for value in (memory, memory.get("history"), memory.get("chat_memory")):
+            if not isinstance(value, Mapping):
+                continue
+            url = value.get("url")
+            if value.get("type") == "sqlite" and value is not memory:
+                found.append(str(value.get("path", "memories.db")))
+            elif isinstance(url, str) and url.startswith(_SQLITE_PREFIX):
+                file = url.removeprefix(_SQLITE_PREFIX)
+                if file and file != ":memory:":
+                    found.append(file)
+        return memory
+
+    each_memory(dict(options), collect)
+    return found
+
+
 def _anchored(options: dict[str, Any], base: Path) -> dict[str, Any]:
     """``options`` with relative paths and SQLite URLs made absolute from ``base``."""
     for key in _PATH_OPTIONS:

@@ -501,3 +501,29 @@ def test_a_bad_import_file_is_a_message_and_imports_nothing(
     code, _, err = run(["import", "--config", str(config), str(export)], capsys)
     assert code == 2 and message in err and "Traceback" not in err
     assert SQLiteHistory(db, session_id="u1").messages == []
+
+
+def test_inspect_never_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 10, item 11: a missing file was created, a missing session got a state row."""
+    missing = tmp_path / "nowhere" / "chat.db"
+    config = write_config(
+        tmp_path / "c.yaml",
+        {"type": "token_buffer", "history": {"type": "sqlite", "path": str(missing)}},
+    )
+    code, _, err = run(["inspect", "--config", str(config)], capsys)
+    assert code == 2 and "the file does not exist" in err
+    assert not missing.parent.exists()
+    db = tmp_path / "chat.db"
+    SQLiteHistory(db, session_id="someone").add_messages([HumanMessage("hi")])
+    config = write_config(
+        tmp_path / "d.yaml",
+        {"type": "token_buffer", "history": {"type": "sqlite", "path": str(db)}},
+    )
+    code, out, _ = run(["inspect", "--config", str(config), "--session", "nobody"], capsys)
+    assert code == 0 and "no messages" in out
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(db)) as connection:
+        rows = connection.execute("SELECT count(*) FROM memories_state").fetchone()[0]
+    assert rows == 0  # no state row was saved for the session that has no messages
