@@ -54,7 +54,7 @@ from memories.kernel.background import BackgroundWork, Debouncer, MemoryStatus
 # A module import, not names: memories.llm imports memories.errors, which
 # runs this package's __init__, so this module may load while that one is half-done.
 from memories.kernel.capabilities import Capabilities
-from memories.kernel.steps import Steps, arun, run, step
+from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.llm import LLMField, ModelCaller
 from memories.messages import format_buffer
 from memories.summary_state import SummaryState
@@ -434,8 +434,10 @@ class _RunningSummaryMemory(ChatMemory):
         return self._shown(state, unfolded)
 
     def _update(self) -> Steps[None]:
-        if not self._schedule():
-            yield from self._folding()
+        # Unlocked: a full scheduler may run the job inline, and the job takes the lock.
+        if self.summarize == "background" and (yield step(self._schedule, unlocked=True)):
+            return
+        yield from self._folding()
 
     def _clearing(self) -> Steps[None]:
         self._epoch += 1
@@ -446,8 +448,10 @@ class _RunningSummaryMemory(ChatMemory):
     # -- background mode ------------------------------------------------------------
 
     def _schedule(self) -> bool:
-        """In background mode, (re)schedule the fold of this session; False in inline mode."""
-        return self.summarize == "background" and self._background.schedule()
+        """(Re)schedule this session's background fold; False once closed (fold inline then)."""
+        return self._background.schedule()
+
+    _aschedule = blocking_twin(_schedule)
 
     def _background_fold(self) -> None:
         state = run(self._folding(raise_errors=True), lock=self._lock)

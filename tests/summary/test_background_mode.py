@@ -231,3 +231,31 @@ def test_the_shared_scheduler_is_used_by_default() -> None:
     assert shared_debouncer().status().pending >= 1
     assert memory.flush(timeout=10)
     assert llm.calls == 1 and llm.threads[0].startswith("memories-shared")
+
+
+@pytest.mark.parametrize("path", ["sync", "async"])
+def test_a_full_scheduler_folds_inline_without_deadlock(path: str) -> None:
+    """With ``when_full="run_inline"`` the fold runs in the saving thread: the lock is free then."""
+    scheduler = Debouncer(delay=QUIET, max_pending=1, when_full="run_inline")
+    first = background_buffer(ScriptedLLM(), scheduler)
+    save(first, 0)  # takes the one pending slot
+    llm = ScriptedLLM()
+    second = background_buffer(llm, scheduler)
+    saved = threading.Event()
+
+    def saving() -> None:
+        for i in range(12):
+            if path == "sync":
+                save(second, i)
+            else:
+                turn = ({"input": f"question {i} about trains"}, {"output": f"answer {i}: go"})
+                asyncio.run(second.asave_context(*turn))
+        saved.set()
+
+    threading.Thread(target=saving, daemon=True).start()
+    try:
+        # Not a timing assertion: a deadlocked save never sets the event.
+        assert saved.wait(30), "saving deadlocked: the inline fold waited for the saver's lock"
+    finally:
+        scheduler.close(timeout=0 if not saved.is_set() else None)
+    assert llm.calls >= 1 and second.status().unfolded_tokens <= LIMIT
