@@ -29,7 +29,7 @@ from memories import (
     WindowMemory,
 )
 from memories.history import ChatHistory
-from memories.tokens import CharCounter, TiktokenCounter
+from memories.tokens import CharCounter, TiktokenCounter, stable_id
 from tests.contract.memory_contract import TURNS, MakeMemory, MemoryContract, run_turns
 from tests.helpers import fill_history_fast
 
@@ -235,6 +235,37 @@ def test_trim_works_on_persistent_history_and_survives_restart(tmp_path: Path) -
     assert counter.calls == calls  # the counts were read back, not recomputed
     # nothing was deleted: the whole conversation is still in the log
     assert len(SQLiteHistory(tmp_path / "chat.db", session_id="u1").entries()) == 2 * len(TURNS)
+
+
+def count_words(messages: list[BaseMessage]) -> int:
+    """A token counter given as a plain function (no name): its identity is its import path."""
+    return sum(len(str(m.content).split()) + 1 for m in messages)
+
+
+def test_a_callable_counter_keys_the_same_state_in_another_process(tmp_path: Path) -> None:
+    """The state key names the counter without a memory address, so a restart reuses the state."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "chat.db"
+    script = (
+        "from memories import SQLiteHistory, TokenBufferMemory\n"
+        "from tests.core.test_short_term_memories import count_words\n"
+        f"history = SQLiteHistory({str(path)!r}, session_id='u1')\n"
+        "memory = TokenBufferMemory(chat_memory=history, max_token_limit=40, "
+        "token_counter=count_words)\n"
+        "memory.save_context({'input': 'hello there'}, {'output': 'hi'})\n"
+        "print(memory.state_key)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, check=True
+    )
+    history = SQLiteHistory(path, session_id="u1")
+    here = TokenBufferMemory(chat_memory=history, max_token_limit=40, token_counter=count_words)
+    assert here.state_key == done.stdout.strip()
+    assert history.load_state(here.state_key) is not None  # the other process's state, reused
+    assert stable_id(here._counter) == f"{__name__}.count_words"
 
 
 def test_changing_the_limit_recomputes_from_the_log(tmp_path: Path) -> None:
