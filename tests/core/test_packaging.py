@@ -82,6 +82,18 @@ def test_the_wheel_has_one_top_level_package_and_ships_py_typed(installed: Path)
     assert not (site / "integrations").exists()
 
 
+def test_every_source_module_is_installed(installed: Path) -> None:
+    site = installed.parents[1] / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    package = site / "site-packages" / "memories"
+    sources = {p.relative_to(ROOT / "memories") for p in (ROOT / "memories").rglob("*.py")}
+    sources |= {
+        "integrations" / p.relative_to(ROOT / "integrations")
+        for p in (ROOT / "integrations").rglob("*.py")
+    }
+    shipped = {p.relative_to(package) for p in package.rglob("*.py")}
+    assert sources - shipped == set(), "add the missing packages to setup.cfg [options] packages"
+
+
 def test_a_project_with_its_own_integrations_package_keeps_it(
     installed: Path, tmp_path: Path
 ) -> None:
