@@ -14,7 +14,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,14 @@ from sqlalchemy.exc import OperationalError as SAOperationalError
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError
 
-__all__ = ["ensure_tables", "get_engine", "make_sqlite_folder", "redacted", "transaction"]
+__all__ = [
+    "Database",
+    "ensure_tables",
+    "get_engine",
+    "make_sqlite_folder",
+    "redacted",
+    "transaction",
+]
 
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -86,6 +93,44 @@ def transaction(engine: Engine, url: str) -> Iterator[Connection]:
     """
     with _translated(f"The database {redacted(url)!r} failed"), engine.begin() as connection:
         yield connection
+
+
+class Database:
+    """A store's handle on one database: its URL, engine and tables, ready for transactions.
+
+    Copies and pickles carry the URL only; the copy takes this process's
+    engine for it (a connection pool never crosses a copy or a fork).
+
+    Args:
+        url: a SQLAlchemy URL.
+        metadata: the tables the store needs (created once per engine).
+    """
+
+    def __init__(self, url: str, metadata: MetaData) -> None:
+        self.url = url
+        self.metadata = metadata
+        self._open()
+
+    def _open(self) -> None:
+        self.engine = get_engine(self.url)
+        ensure_tables(self.engine, self.url, self.metadata)
+
+    def transaction(self) -> AbstractContextManager[Connection]:
+        """A transaction, errors translated (see :func:`transaction`)."""
+        return transaction(self.engine, self.url)
+
+    def __repr__(self) -> str:
+        return f"Database({redacted(self.url)!r})"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Database:
+        return Database(self.url, self.metadata)  # the tables are shared, never copied
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"url": self.url, "metadata": self.metadata}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._open()
 
 
 def make_sqlite_folder(url: str) -> None:
