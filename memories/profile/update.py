@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import (
     AIMessage,
@@ -28,10 +28,12 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.runnables import Runnable
 
-from memories.errors import InvalidProfileError, LLMError
+from memories.errors import ConfigError, InvalidProfileError, LLMError
 from memories.messages import format_buffer
 from memories.profile.patching import (
+    PATCH_TOOL,
     PATCH_TOOL_NAME,
     Section,
     apply_operations,
@@ -41,7 +43,19 @@ from memories.profile.patching import (
 )
 from memories.profile.schema import ProfileSchema
 
-__all__ = ["UpdateOutcome", "UpdateSession", "build_prompt"]
+__all__ = [
+    "UpdateMethod",
+    "UpdateOutcome",
+    "UpdateResult",
+    "UpdateSession",
+    "bind_patch_tool",
+    "build_prompt",
+    "merge_results",
+]
+
+UpdateMethod = Literal["auto", "tool", "json"]
+
+_RANK = {"idle": 0, "frozen": 1, "unchanged": 2, "updated": 3, "failed": 4}
 
 _SYSTEM = """\
 You keep a JSON document up to date: the profile {name}. It must always match this JSON Schema:
@@ -250,3 +264,52 @@ class UpdateSession:
                 else "Reply again with only the corrected JSON array of operations."
             )
             self._conversation.append(HumanMessage(content=f"Rejected: {error}\n{fix}"))
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What :meth:`ProfileMemory.refresh <memories.profile.ProfileMemory.refresh>` did."""
+
+    status: Literal["updated", "unchanged", "failed", "idle", "frozen"]
+    """``updated``: a new version; ``unchanged``: the turns changed nothing;
+    ``failed``: recorded in the history, turns kept; ``idle``: no turns were
+    queued; ``frozen``: a ``once`` profile is already written."""
+    version: int
+    """The profile's version afterwards (0: never written)."""
+    turns: int = 0
+    """How many queued turns were folded in."""
+    error: str | None = None
+    """Why the update failed."""
+
+
+def merge_results(before: UpdateResult, after: UpdateResult) -> UpdateResult:
+    """The result of several batches: the most telling status, the turns added up."""
+    status = max(before.status, after.status, key=_RANK.__getitem__)
+    return UpdateResult(status, after.version, before.turns + after.turns, after.error)
+
+
+def bind_patch_tool(
+    model: Runnable[Any, Any], method: UpdateMethod
+) -> tuple[Runnable[Any, Any], bool]:
+    """The model with the patch tool bound (and whether it is), per ``update_method``.
+
+    Raises:
+        ConfigError: ``method`` is ``"tool"`` and the model has no tool calling.
+    """
+    if method == "json":
+        return model, False
+    bind_tools = getattr(model, "bind_tools", None)
+    if bind_tools is not None:
+        for options in ({"tool_choice": PATCH_TOOL_NAME}, {}):
+            try:
+                return bind_tools([PATCH_TOOL], **options), True
+            except NotImplementedError:
+                break
+            except (TypeError, ValueError):
+                continue  # this provider does not take a forced tool choice
+    if method == "tool":
+        raise ConfigError(
+            f"update_method='tool' but {type(model).__name__} has no tool calling; "
+            "use update_method='auto' or 'json'."
+        )
+    return model, False
