@@ -12,44 +12,41 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import jsonpatch
 import yaml
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import Runnable
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from memories.base import BaseMemory
-from memories.errors import ConfigError, InvalidInputError, InvalidProfileError, LLMError
+from memories.errors import ConfigError, InvalidProfileError
 from memories.kernel.background import BackgroundWork, Debouncer, MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.steps import Steps, arun, run, step
 from memories.keys import turn_messages_for
 from memories.llm import LLMField, ModelCaller
 from memories.namespaces import Namespace, as_namespace
-from memories.profile.patching import apply_operations, json_copy, parse_patch, plan_sections
+from memories.profile.patching import json_copy, parse_patch
 from memories.profile.schema import ProfileSchema, schema_config
 from memories.profile.store import (
     DEFAULT_URL,
-    Change,
-    PendingTurn,
     Plan,
     ProfileChange,
     ProfileItem,
     ProfileStore,
+    patching,
+    replacing,
     version_of,
 )
 from memories.profile.update import (
     UpdateMethod,
-    UpdateOutcome,
+    Updater,
     UpdateResult,
-    UpdateSession,
     bind_patch_tool,
-    merge_results,
 )
 from memories.tokens import TokenCounter, resolve_token_counter
 
@@ -58,9 +55,6 @@ __all__ = ["Policy", "ProfileMemory", "ProfileStatus", "UpdateResult"]
 logger = logging.getLogger(__name__)
 
 Policy = Literal["turn", "every_n", "background", "manual", "once"]
-
-# How many times a model update is recomputed when another writer got in first.
-_MAX_CONFLICTS = 3
 
 
 @dataclass(frozen=True)
@@ -126,7 +120,7 @@ class ProfileMemory(BaseMemory):
 
     profile_schema: Any = Field(default=None, alias="schema")
     llm: LLMField = None
-    namespace: Namespace = ("default",)
+    namespace: Annotated[Namespace, BeforeValidator(as_namespace)] = ("default",)
     key: str = Field(default="profile", min_length=1)
     url: str = DEFAULT_URL
     memory_key: str = Field(default="profile", min_length=1)
@@ -151,11 +145,6 @@ class ProfileMemory(BaseMemory):
     _counter: TokenCounter = PrivateAttr()
     _background: BackgroundWork = PrivateAttr()
 
-    @field_validator("namespace", mode="before")
-    @classmethod
-    def _namespace(cls, value: Any) -> Namespace:
-        return as_namespace(value)
-
     def model_post_init(self, context: Any, /) -> None:
         if self.llm is None and self.policy != "manual":
             raise ConfigError(
@@ -177,16 +166,6 @@ class ProfileMemory(BaseMemory):
     @cached_property
     def _caller(self) -> ModelCaller | None:
         return None if self.llm is None else ModelCaller(self.llm, {}, self.llm_timeout)
-
-    @cached_property
-    def _bound(self) -> tuple[ModelCaller, Runnable[Any, Any], bool]:
-        """The caller, its model with the patch tool bound (per ``update_method``), and whether."""
-        if self._caller is None:
-            raise ConfigError(
-                "This ProfileMemory has no llm, so it cannot update from conversation. "
-                "Pass llm=..., or write the profile with put()/update()."
-            )
-        return (self._caller, *bind_patch_tool(self._caller.model, self.update_method))
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "profile_schema":
@@ -260,7 +239,7 @@ class ProfileMemory(BaseMemory):
         """Async :meth:`status`: the same steps, awaited."""
         return await arun(self._stating())
 
-    # -- direct writes: a plan on what was read, then the store's compare-and-set -----
+    # -- direct writes: checked here, then the store's compare-and-set steps ----------
 
     def _checked(self, document: Any, what: str) -> Any:
         problems = self._schema.errors(document)
@@ -270,64 +249,30 @@ class ProfileMemory(BaseMemory):
             )
         return document
 
-    def _replacing(self, target: dict[str, Any], kind: str) -> Plan:
-        def plan(item: ProfileItem | None) -> Change:
-            patch = jsonpatch.make_patch(self._document(item) or {}, target).patch
-            return Change(target, kind, patch)
+    def _writing(self, plan: Plan) -> Steps[int]:
+        return version_of((yield from self._store.writing(self.namespace, self.key, plan)))
 
-        return plan
-
-    def _plan_put(self, document: Any) -> Plan:
+    def _putting(self, document: Any) -> Steps[int]:
         if not isinstance(document, Mapping):
             raise InvalidProfileError(
                 f"A profile is a JSON object (a dict); got {type(document).__name__}."
             )
-        return self._replacing(
-            self._checked(json_copy(document, "document"), "The document"), "put"
-        )
+        target = self._checked(json_copy(document, "document"), "The document")
+        return self._writing(replacing(target, "put", self._schema.initial()))
 
-    def _plan_patch(self, patch: Any) -> Plan:
-        operations = parse_patch(patch)
-
-        def plan(item: ProfileItem | None) -> Change:
-            new = apply_operations(self._document(item) or {}, operations)
-            return Change(self._checked(new, "The patched document"), "patch", operations)
-
-        return plan
-
-    def _plan_clear(self, pending: list[PendingTurn]) -> Plan:
-        def plan(item: ProfileItem | None) -> Change | None:
-            if (item is None or item.value is None) and not pending:
-                return None
-            old = item.value if item is not None and item.value is not None else {}
-            return Change(None, "clear", jsonpatch.make_patch(old, {}).patch, pending)
-
-        return plan
-
-    def _writing(self, plan: Plan) -> Steps[int]:
-        return version_of((yield from self._store.writing(self.namespace, self.key, plan)))
+    def _patch_plan(self, patch: Any) -> Plan:
+        return patching(parse_patch(patch), self._checked, self._schema.initial())
 
     def _rolling_back(self, version: int) -> Steps[int]:
-        found = yield step(self._store.changes, self.namespace, self.key, version=version)
-        if not found:
-            hint = " (0 is the empty profile: call clear())" if version == 0 else ""
-            raise InvalidInputError(
-                f"The profile {self.key!r} in {self.namespace!r} has no version {version}"
-                f"{hint}; history() lists its versions."
-            )
-        target = found[0].document
-        if target is None:
-            raise InvalidInputError(
-                f"Version {version} is a clear of the profile; call clear() to clear it again."
-            )
-        self._checked(target, f"Version {version}")
-        return (yield from self._writing(self._replacing(target, "rollback")))
+        steps = self._store.rolling_back(
+            self.namespace, self.key, version, check=self._checked, initial=self._schema.initial()
+        )
+        return version_of((yield from steps))
 
     def _clearing(self) -> Steps[None]:
         if self.policy == "background":
             self._background.cancel()
-        pending = yield step(self._store.pending, self.namespace, self.key)
-        yield from self._writing(self._plan_clear(pending))
+        yield from self._store.clearing(self.namespace, self.key)
 
     def put(self, document: Mapping[str, Any]) -> int:
         """Replace the profile with ``document``; returns the new version.
@@ -335,11 +280,11 @@ class ProfileMemory(BaseMemory):
         Raises:
             InvalidProfileError: the document does not match the schema.
         """
-        return run(self._writing(self._plan_put(document)))
+        return run(self._putting(document))
 
     async def aput(self, document: Mapping[str, Any]) -> int:
         """Async :meth:`put`."""
-        return await arun(self._writing(self._plan_put(document)))
+        return await arun(self._putting(document))
 
     def update(self, patch: Sequence[Mapping[str, Any]] | str | jsonpatch.JsonPatch) -> int:
         """Apply RFC 6902 operations to the profile; returns the new version.
@@ -348,11 +293,11 @@ class ProfileMemory(BaseMemory):
             InvalidProfileError: an operation does not apply, or the result
                 does not match the schema; the profile is unchanged.
         """
-        return run(self._writing(self._plan_patch(patch)))
+        return run(self._writing(self._patch_plan(patch)))
 
     async def aupdate(self, patch: Sequence[Mapping[str, Any]] | str | jsonpatch.JsonPatch) -> int:
         """Async :meth:`update`."""
-        return await arun(self._writing(self._plan_patch(patch)))
+        return await arun(self._writing(self._patch_plan(patch)))
 
     def rollback(self, version: int) -> int:
         """Restore the document of ``version`` as a new version; returns that new version.
@@ -442,37 +387,24 @@ class ProfileMemory(BaseMemory):
 
     # -- updating from conversation ---------------------------------------------
 
-    def _session(
-        self, item: ProfileItem | None, turns: Sequence[PendingTurn], tools: bool
-    ) -> UpdateSession:
-        document = self._document(item) or {}
-        return UpdateSession(
-            schema=self._schema,
-            document=document,
-            turns=[turn.messages for turn in turns],
-            name=self.key,
+    @cached_property
+    def _updater(self) -> Updater:
+        """The refresh loop, with the model (and the patch tool bound per ``update_method``)."""
+        if self._caller is None:
+            raise ConfigError(
+                "This ProfileMemory has no llm, so it cannot update from conversation. "
+                "Pass llm=..., or write the profile with put()/update()."
+            )
+        model, tools = bind_patch_tool(self._caller.model, self.update_method)
+        return Updater(
+            *(self._store, self.namespace, self.key, self._schema, self._caller, model, tools),
             instructions=self.instructions,
-            sections=plan_sections(document, self.max_document_tokens, self._count),
             max_retries=self.max_retries,
-            tools=tools,
+            max_document_tokens=self.max_document_tokens,
+            max_turns=self.max_turns_per_update,
+            count=lambda text: self._counter([HumanMessage(content=text)]),
+            once=self.policy == "once",
         )
-
-    def _count(self, text: str) -> int:
-        return self._counter([HumanMessage(content=text)])
-
-    def _giving_up(
-        self, item: ProfileItem | None, turns: Sequence[PendingTurn], outcome: UpdateOutcome
-    ) -> Steps[UpdateResult]:
-        """Record a failed update (its turns stay queued) and say so."""
-        error = outcome.error or ""
-        store, ns, key = self._store, self.namespace, self.key
-        yield step(store.record_failure, ns, key, error=error, raw=outcome.raw, turns=turns)
-        logger.warning(
-            "Profile %r in %r was not updated from %d turn(s); kept the previous version "
-            "and the turns: %s",
-            *(key, ns, len(turns), error),
-        )
-        return UpdateResult("failed", version_of(item), 0, error)
 
     def refresh(self) -> UpdateResult:
         """Fold the queued turns into the profile now, in batches of ``max_turns_per_update``.
@@ -491,52 +423,7 @@ class ProfileMemory(BaseMemory):
         return await arun(self._refreshing())
 
     def _refreshing(self) -> Steps[UpdateResult]:
-        caller, model, tools = self._bound
-        store, ns, key = self._store, self.namespace, self.key
-        result, conflicts = UpdateResult("idle", 0), 0
-        while True:
-            item = yield step(store.load, ns, key)
-            if self._frozen(item):
-                return merge_results(result, UpdateResult("frozen", version_of(item)))
-            turns = yield step(store.pending, ns, key, limit=self.max_turns_per_update)
-            if not turns:
-                return merge_results(result, UpdateResult("idle", version_of(item)))
-            session = self._session(item, turns, tools)
-            while (request := session.request()) is not None:
-                try:
-                    reply = yield step(caller.invoke, request, bound=model, unlocked=True)
-                except LLMError as exc:  # a provider error or a timeout: a recorded failure
-                    session.fail(str(exc))
-                else:
-                    session.receive(reply)
-            outcome = session.outcome()
-            if not outcome.ok:
-                return merge_results(result, (yield from self._giving_up(item, turns, outcome)))
-            if not outcome.operations:
-                yield step(store.drop_pending, ns, key, [t.id for t in turns])
-                unchanged = UpdateResult("unchanged", version_of(item), len(turns))
-                result = merge_results(result, unchanged)
-                continue
-            written = yield step(
-                store.commit,
-                *(ns, key, outcome.document),
-                expected_version=version_of(item),
-                kind="update",
-                patch=list(outcome.operations),
-                turns=turns,
-            )
-            if written is not None:
-                updated = UpdateResult("updated", written.version, len(turns))
-                result = merge_results(result, updated)
-                continue
-            conflicts += 1
-            if conflicts >= _MAX_CONFLICTS:
-                contended = replace(
-                    outcome,
-                    error=f"Other writers changed the profile {_MAX_CONFLICTS} times while it "
-                    "was being updated; the turns are kept for the next update.",
-                )
-                return merge_results(result, (yield from self._giving_up(item, turns, contended)))
+        return self._updater.refreshing()
 
     # -- background policy ------------------------------------------------------
 

@@ -54,11 +54,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from memories.errors import BackendError, ConfigError
+from memories.errors import BackendError, ConfigError, InvalidInputError
 from memories.history.sql import DEFAULT_SQLITE_PATH
 from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.messages import dump_message, load_message
 from memories.namespaces import Namespace, as_namespace, namespace_text
+from memories.profile.patching import apply_operations
 from memories.sql import Database, make_sqlite_folder, redacted
 
 __all__ = [
@@ -73,6 +74,9 @@ __all__ = [
     "ProfileChange",
     "ProfileItem",
     "ProfileStore",
+    "current",
+    "patching",
+    "replacing",
     "version_of",
 ]
 
@@ -353,11 +357,11 @@ class BaseProfileStore(ABC):
 
     def put(self, namespace: Namespace, key: str, value: dict[str, Any], /) -> ProfileItem:
         """Store ``value`` whatever the current version, and record it as a ``put`` change."""
-        return _written(run(self.writing(namespace, key, _replace(value))), self, namespace, key)
+        return _written(run(self.writing(namespace, key, replacing(value))), self, namespace, key)
 
     async def aput(self, namespace: Namespace, key: str, value: dict[str, Any], /) -> ProfileItem:
         """Async :meth:`put`."""
-        written = await arun(self.writing(namespace, key, _replace(value)))
+        written = await arun(self.writing(namespace, key, replacing(value)))
         return _written(written, self, namespace, key)
 
     def delete(self, namespace: Namespace, key: str, /) -> None:
@@ -487,6 +491,42 @@ class BaseProfileStore(ABC):
             "while this write was being made; try again."
         )
 
+    def rolling_back(
+        self,
+        namespace: Namespace,
+        key: str,
+        version: int,
+        /,
+        *,
+        check: Callable[[Any, str], Any],
+        initial: dict[str, Any] | None = None,
+    ) -> Steps[ProfileItem | None]:
+        """Steps restoring the document of ``version`` as a new ``rollback`` change.
+
+        Raises:
+            InvalidInputError: there is no such version, or it was a clear.
+            whatever ``check(document, what)`` raises for that document.
+        """
+        found = yield step(self.changes, namespace, key, version=version)
+        if not found:
+            hint = " (0 is the empty profile: call clear())" if version == 0 else ""
+            raise InvalidInputError(
+                f"The profile {key!r} in {namespace!r} has no version {version}"
+                f"{hint}; history() lists its versions."
+            )
+        target = found[0].document
+        if target is None:
+            raise InvalidInputError(
+                f"Version {version} is a clear of the profile; call clear() to clear it again."
+            )
+        check(target, f"Version {version}")
+        return (yield from self.writing(namespace, key, replacing(target, "rollback", initial)))
+
+    def clearing(self, namespace: Namespace, key: str, /) -> Steps[ProfileItem | None]:
+        """Steps emptying the profile and dropping its queued turns, as a ``clear`` change."""
+        pending = yield step(self.pending, namespace, key)
+        return (yield from self.writing(namespace, key, _clearing(pending)))
+
     def record_failure(
         self,
         namespace: Namespace,
@@ -615,10 +655,43 @@ def _commit(
     return Commit(as_namespace(namespace), key, change, expected_version)
 
 
-def _replace(value: dict[str, Any]) -> Plan:
+def current(item: ProfileItem | None, initial: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The document as read: the stored one, else ``initial`` (a schema's defaults), else {}."""
+    if item is not None and item.value is not None:
+        return item.value
+    return initial if initial is not None else {}
+
+
+def replacing(
+    target: dict[str, Any], kind: str = "put", initial: dict[str, Any] | None = None
+) -> Plan:
+    """A plan writing ``target`` whatever was read, recorded as ``kind`` with its patch."""
+
     def plan(item: ProfileItem | None) -> Change:
-        old = item.value if item is not None and item.value is not None else {}
-        return Change(value, "put", jsonpatch.make_patch(old, value).patch)
+        return Change(target, kind, jsonpatch.make_patch(current(item, initial), target).patch)
+
+    return plan
+
+
+def patching(
+    operations: list[dict[str, Any]],
+    check: Callable[[Any, str], Any],
+    initial: dict[str, Any] | None = None,
+) -> Plan:
+    """A plan applying RFC 6902 ``operations`` to what was read; ``check`` validates the result."""
+
+    def plan(item: ProfileItem | None) -> Change:
+        new = apply_operations(current(item, initial), operations)
+        return Change(check(new, "The patched document"), "patch", operations)
+
+    return plan
+
+
+def _clearing(pending: Sequence[PendingTurn]) -> Plan:
+    def plan(item: ProfileItem | None) -> Change | None:
+        if (item is None or item.value is None) and not pending:
+            return None  # nothing stored, nothing queued: nothing to record
+        return Change(None, "clear", jsonpatch.make_patch(current(item), {}).patch, pending)
 
     return plan
 

@@ -17,8 +17,9 @@ section fails, nothing is kept.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from langchain_core.messages import (
@@ -31,7 +32,10 @@ from langchain_core.messages import (
 from langchain_core.runnables import Runnable
 
 from memories.errors import ConfigError, InvalidProfileError, LLMError
+from memories.kernel.steps import Steps, step
+from memories.llm import ModelCaller
 from memories.messages import format_buffer
+from memories.namespaces import Namespace
 from memories.profile.patching import (
     PATCH_TOOL,
     PATCH_TOOL_NAME,
@@ -39,15 +43,18 @@ from memories.profile.patching import (
     apply_operations,
     check_operations,
     extract_operations,
+    plan_sections,
     reply_text,
 )
 from memories.profile.schema import ProfileSchema
+from memories.profile.store import BaseProfileStore, PendingTurn, ProfileItem, current, version_of
 
 __all__ = [
     "UpdateMethod",
     "UpdateOutcome",
     "UpdateResult",
     "UpdateSession",
+    "Updater",
     "bind_patch_tool",
     "build_prompt",
     "merge_results",
@@ -56,6 +63,11 @@ __all__ = [
 UpdateMethod = Literal["auto", "tool", "json"]
 
 _RANK = {"idle": 0, "frozen": 1, "unchanged": 2, "updated": 3, "failed": 4}
+
+# How many times a model update is recomputed when another writer got in first.
+_MAX_CONFLICTS = 3
+
+logger = logging.getLogger("memories.profile.memory")
 
 _SYSTEM = """\
 You keep a JSON document up to date: the profile {name}. It must always match this JSON Schema:
@@ -313,3 +325,108 @@ def bind_patch_tool(
             "use update_method='auto' or 'json'."
         )
     return model, False
+
+
+@dataclass(frozen=True)
+class Updater:
+    """One profile's refresh loop, as steps: fold the queued turns in, batch by batch.
+
+    Each batch: read the profile and its oldest queued turns, run an
+    :class:`UpdateSession` against the model (the calls made unlocked),
+    then commit with compare-and-set; a profile changed meanwhile is updated
+    again from the new version (at most three times), a failure is recorded
+    and its turns stay queued.
+    """
+
+    store: BaseProfileStore
+    namespace: Namespace
+    key: str
+    schema: ProfileSchema
+    caller: ModelCaller
+    model: Runnable[Any, Any]
+    """The caller's model with the patch tool bound, when ``tools``."""
+    tools: bool
+    instructions: str | None
+    max_retries: int
+    max_document_tokens: int
+    max_turns: int
+    count: Callable[[str], int]
+    once: bool
+    """Whether the first stored document is frozen (the ``once`` policy)."""
+
+    def refreshing(self) -> Steps[UpdateResult]:
+        """Fold every queued turn in, stopping at the first failed batch."""
+        store, ns, key = self.store, self.namespace, self.key
+        result, conflicts = UpdateResult("idle", 0), 0
+        while True:
+            item = yield step(store.load, ns, key)
+            if self.once and item is not None and item.value is not None:
+                return merge_results(result, UpdateResult("frozen", version_of(item)))
+            turns = yield step(store.pending, ns, key, limit=self.max_turns)
+            if not turns:
+                return merge_results(result, UpdateResult("idle", version_of(item)))
+            outcome = yield from self._conversing(self._session(item, turns))
+            if not outcome.ok:
+                return merge_results(result, (yield from self._giving_up(item, turns, outcome)))
+            if not outcome.operations:
+                yield step(store.drop_pending, ns, key, [t.id for t in turns])
+                result = merge_results(
+                    result, UpdateResult("unchanged", version_of(item), len(turns))
+                )
+                continue
+            written = yield step(
+                store.commit,
+                *(ns, key, outcome.document),
+                expected_version=version_of(item),
+                kind="update",
+                patch=list(outcome.operations),
+                turns=turns,
+            )
+            if written is not None:
+                result = merge_results(result, UpdateResult("updated", written.version, len(turns)))
+                continue
+            conflicts += 1
+            if conflicts >= _MAX_CONFLICTS:
+                contended = replace(
+                    outcome,
+                    error=f"Other writers changed the profile {_MAX_CONFLICTS} times while it "
+                    "was being updated; the turns are kept for the next update.",
+                )
+                return merge_results(result, (yield from self._giving_up(item, turns, contended)))
+
+    def _session(self, item: ProfileItem | None, turns: Sequence[PendingTurn]) -> UpdateSession:
+        document = current(item, self.schema.initial())
+        return UpdateSession(
+            schema=self.schema,
+            document=document,
+            turns=[turn.messages for turn in turns],
+            name=self.key,
+            instructions=self.instructions,
+            sections=plan_sections(document, self.max_document_tokens, self.count),
+            max_retries=self.max_retries,
+            tools=self.tools,
+        )
+
+    def _conversing(self, session: UpdateSession) -> Steps[UpdateOutcome]:
+        while (request := session.request()) is not None:
+            try:
+                reply = yield step(self.caller.invoke, request, bound=self.model, unlocked=True)
+            except LLMError as exc:  # a provider error or a timeout: a recorded failure
+                session.fail(str(exc))
+            else:
+                session.receive(reply)
+        return session.outcome()
+
+    def _giving_up(
+        self, item: ProfileItem | None, turns: Sequence[PendingTurn], outcome: UpdateOutcome
+    ) -> Steps[UpdateResult]:
+        """Record a failed update (its turns stay queued) and say so."""
+        error = outcome.error or ""
+        store, ns, key = self.store, self.namespace, self.key
+        yield step(store.record_failure, ns, key, error=error, raw=outcome.raw, turns=turns)
+        logger.warning(
+            "Profile %r in %r was not updated from %d turn(s); kept the previous version "
+            "and the turns: %s",
+            *(key, ns, len(turns), error),
+        )
+        return UpdateResult("failed", version_of(item), 0, error)
