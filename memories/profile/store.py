@@ -238,9 +238,9 @@ class Changes(NamedTuple):
 
     namespace: Namespace
     key: str
-    version: int | None
-    failed: bool | None
-    last: int | None
+    version: int | None = None
+    failed: bool | None = None
+    last: int | None = None
 
 
 class AddPending(NamedTuple):
@@ -285,17 +285,17 @@ class Search(NamedTuple):
     """Documents under a namespace prefix, sorted. Result: ``list[ProfileItem]``."""
 
     namespace_prefix: Namespace
-    limit: int
-    offset: int
+    limit: int = 10
+    offset: int = 0
 
 
 class ListNamespaces(NamedTuple):
     """Namespaces holding documents, sorted, cut to ``max_depth``. Result: ``list[Namespace]``."""
 
     prefix: Namespace | None
-    max_depth: int | None
-    limit: int
-    offset: int
+    max_depth: int | None = None
+    limit: int = 100
+    offset: int = 0
 
 
 Op = (
@@ -378,11 +378,9 @@ class BaseProfileStore(ABC):
         """The documents in ``namespace_prefix`` and the namespaces below it, sorted."""
         return self._one(Search(_prefix(namespace_prefix), limit, offset))
 
-    async def asearch(
-        self, namespace_prefix: Namespace, /, *, limit: int = 10, offset: int = 0
-    ) -> list[ProfileItem]:
-        """Async :meth:`search`."""
-        return await self._aone(Search(_prefix(namespace_prefix), limit, offset))
+    async def asearch(self, namespace_prefix: Namespace, /, **page: Any) -> list[ProfileItem]:
+        """Async :meth:`search` (the same arguments)."""
+        return await self._aone(Search(_prefix(namespace_prefix), **page))
 
     def list_namespaces(
         self,
@@ -396,17 +394,10 @@ class BaseProfileStore(ABC):
         return self._one(ListNamespaces(_prefix(prefix), max_depth, limit, offset))
 
     async def alist_namespaces(
-        self,
-        *,
-        prefix: Namespace | None = None,
-        max_depth: int | None = None,
-        limit: int = 100,
-        offset: int = 0,
+        self, *, prefix: Namespace | None = None, **page: Any
     ) -> list[Namespace]:
-        """Async :meth:`list_namespaces`."""
-        return await self._aone(ListNamespaces(_prefix(prefix), max_depth, limit, offset))
-
-    # -- the profile machinery --------------------------------------------------
+        """Async :meth:`list_namespaces` (the same arguments)."""
+        return await self._aone(ListNamespaces(_prefix(prefix), **page))
 
     def load(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
         """The stored row, cleared profiles included (with ``value`` None)."""
@@ -440,23 +431,17 @@ class BaseProfileStore(ABC):
             patch: the operations from the old document to the new one.
             turns: the pending turns that caused the change (folded in, so dropped).
         """
-        op = _commit(namespace, key, document, expected_version, kind, patch, turns)
-        return self._one(op)
+        change = Change(document, kind, list(patch), tuple(turns))
+        return self._one(Commit(as_namespace(namespace), key, change, expected_version))
 
     async def acommit(
-        self,
-        namespace: Namespace,
-        key: str,
-        document: dict[str, Any] | None,
-        /,
-        *,
-        expected_version: int,
-        kind: str,
-        patch: Sequence[dict[str, Any]],
-        turns: Sequence[PendingTurn] = (),
+        self, namespace: Namespace, key: str, document: dict[str, Any] | None, /, **change: Any
     ) -> ProfileItem | None:
-        """Async :meth:`commit`."""
-        op = _commit(namespace, key, document, expected_version, kind, patch, turns)
+        """Async :meth:`commit` (the same arguments)."""
+        parts = Change(
+            document, change["kind"], list(change["patch"]), tuple(change.get("turns", ()))
+        )
+        op = Commit(as_namespace(namespace), key, parts, change["expected_version"])
         return await self._aone(op)
 
     def writing(self, namespace: Namespace, key: str, plan: Plan, /) -> Steps[ProfileItem | None]:
@@ -540,20 +525,10 @@ class BaseProfileStore(ABC):
         """Add a failed update to the history, with its error, replies and turns."""
         self._one(RecordFailure(as_namespace(namespace), key, error, tuple(raw), tuple(turns)))
 
-    async def arecord_failure(
-        self,
-        namespace: Namespace,
-        key: str,
-        /,
-        *,
-        error: str,
-        raw: Sequence[str] = (),
-        turns: Sequence[PendingTurn] = (),
-    ) -> None:
-        """Async :meth:`record_failure`."""
-        await self._aone(
-            RecordFailure(as_namespace(namespace), key, error, tuple(raw), tuple(turns))
-        )
+    async def arecord_failure(self, namespace: Namespace, key: str, /, **failure: Any) -> None:
+        """Async :meth:`record_failure` (the same arguments)."""
+        raw, turns = tuple(failure.get("raw", ())), tuple(failure.get("turns", ()))
+        await self._aone(RecordFailure(as_namespace(namespace), key, failure["error"], raw, turns))
 
     def changes(
         self,
@@ -575,18 +550,10 @@ class BaseProfileStore(ABC):
         return self._one(Changes(as_namespace(namespace), key, version, failed, last))
 
     async def achanges(
-        self,
-        namespace: Namespace,
-        key: str,
-        /,
-        *,
-        version: int | None = None,
-        failed: bool | None = None,
-        last: int | None = None,
+        self, namespace: Namespace, key: str, /, **filters: Any
     ) -> list[ProfileChange]:
-        """Async :meth:`changes`."""
-        op = Changes(as_namespace(namespace), key, version, failed, last)
-        return await self._aone(op)
+        """Async :meth:`changes` (the same arguments)."""
+        return await self._aone(Changes(as_namespace(namespace), key, **filters))
 
     def add_pending(
         self, namespace: Namespace, key: str, messages: Sequence[BaseMessage], /
@@ -640,19 +607,6 @@ def _visible(item: ProfileItem | None) -> ProfileItem | None:
 
 def _prefix(prefix: Namespace | None) -> Namespace:
     return as_namespace(prefix) if prefix else ()
-
-
-def _commit(
-    namespace: Namespace,
-    key: str,
-    document: dict[str, Any] | None,
-    expected_version: int,
-    kind: str,
-    patch: Sequence[dict[str, Any]],
-    turns: Sequence[PendingTurn],
-) -> Commit:
-    change = Change(document, kind, list(patch), tuple(turns))
-    return Commit(as_namespace(namespace), key, change, expected_version)
 
 
 def current(item: ProfileItem | None, initial: dict[str, Any] | None = None) -> dict[str, Any]:
