@@ -13,12 +13,23 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, MetaData, create_engine, event
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    create_engine,
+    event,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.exc import OperationalError as SAOperationalError
@@ -29,6 +40,7 @@ __all__ = [
     "Database",
     "ensure_tables",
     "get_engine",
+    "log_table",
     "make_sqlite_folder",
     "redacted",
     "transaction",
@@ -93,6 +105,27 @@ def transaction(engine: Engine, url: str) -> Iterator[Connection]:
     """
     with _translated(f"The database {redacted(url)!r} failed"), engine.begin() as connection:
         yield connection
+
+
+def log_table(
+    name: str, metadata: MetaData, keys: Sequence[Column[Any]], *columns: Any, index: str
+) -> Table:
+    """An append-only table: ``id``, the ``keys`` that pick one log, ``columns``, ``created_at``.
+
+    ``id`` is the database's autoincrement key (never reused, on SQLite too),
+    so a log is read in order through the index ``index`` on ``keys`` + ``id``.
+    Extra indexes may be given among ``columns``.
+    """
+    return Table(
+        name,
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        *keys,
+        *columns,
+        Column("created_at", Float, nullable=False),
+        Index(index, *(key.name for key in keys), "id"),
+        sqlite_autoincrement=True,
+    )
 
 
 class Database:

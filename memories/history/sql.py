@@ -30,7 +30,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from memories.errors import BackendUnavailableError, ConfigError
 from memories.history.base import DEFAULT_SESSION_ID, ChatHistory, Entry
 from memories.messages import dump_message, load_message
-from memories.sql import Database, redacted
+from memories.sql import Database, log_table, redacted
 
 __all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory"]
 
@@ -38,17 +38,14 @@ DEFAULT_SQLITE_PATH = "memories.db"
 
 metadata = sa.MetaData()
 
-messages_table = sa.Table(
+messages_table = log_table(
     "memories_messages",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("session_id", sa.String(255), nullable=False),
+    [sa.Column("session_id", sa.String(255), nullable=False)],
     sa.Column("type", sa.String(32), nullable=False),
     sa.Column("message", sa.Text, nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Index("ix_memories_messages_session_id", "session_id", "id"),
     sa.Index("ix_memories_messages_session_type", "session_id", "type", "id"),
-    sqlite_autoincrement=True,
+    index="ix_memories_messages_session_id",
 )
 
 state_table = sa.Table(

@@ -39,7 +39,6 @@ from sqlalchemy import (
     Column,
     Connection,
     Float,
-    Index,
     Integer,
     MetaData,
     String,
@@ -60,7 +59,7 @@ from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.messages import dump_message, load_message
 from memories.namespaces import Namespace, as_namespace, namespace_text
 from memories.profile.patching import apply_operations
-from memories.sql import Database, make_sqlite_folder, redacted
+from memories.sql import Database, log_table, make_sqlite_folder, redacted
 
 __all__ = [
     "DEFAULT_URL",
@@ -96,12 +95,10 @@ store_table = Table(
     Column("updated_at", Float, nullable=False),
 )
 
-changes_table = Table(
+changes_table = log_table(
     "memories_profile_changes",
     _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("namespace", String(512), nullable=False),
-    Column("key", String(255), nullable=False),
+    [Column("namespace", String(512), nullable=False), Column("key", String(255), nullable=False)],
     Column("version", Integer, nullable=True),
     Column("kind", String(16), nullable=False),
     Column("document", Text, nullable=True),
@@ -109,21 +106,15 @@ changes_table = Table(
     Column("turns", Text, nullable=True),
     Column("error", Text, nullable=True),
     Column("raw", Text, nullable=True),
-    Column("created_at", Float, nullable=False),
-    Index("ix_memories_profile_changes_key", "namespace", "key", "id"),
-    sqlite_autoincrement=True,
+    index="ix_memories_profile_changes_key",
 )
 
-pending_table = Table(
+pending_table = log_table(
     "memories_profile_pending",
     _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("namespace", String(512), nullable=False),
-    Column("key", String(255), nullable=False),
+    [Column("namespace", String(512), nullable=False), Column("key", String(255), nullable=False)],
     Column("messages", Text, nullable=False),
-    Column("created_at", Float, nullable=False),
-    Index("ix_memories_profile_pending_key", "namespace", "key", "id"),
-    sqlite_autoincrement=True,
+    index="ix_memories_profile_pending_key",
 )
 
 
