@@ -1,7 +1,21 @@
-"""Where profiles live: a namespaced key-value table in any SQL database, SQLite by default.
+"""Where profiles live: a store base in the shape of LangGraph's ``BaseStore``, and SQL under it.
 
-Three tables, beside the histories' tables and on the same engine
-(:func:`memories.sql.get_engine`)::
+:class:`BaseProfileStore` has one abstract method, :meth:`~BaseProfileStore.batch`,
+which performs operations (:class:`Load`, :class:`Commit`, ...); every public
+method (``get``, ``put``, ``delete``, ``search``, ``list_namespaces`` as in
+LangGraph, and the profile's own: ``commit``, ``changes``, the pending queue)
+and the compare-and-set write loop are written once on top of it. The async
+side is :meth:`~BaseProfileStore.abatch`: ``batch`` on a worker thread unless a
+backend overrides it.
+
+Writes are compare-and-set on ``version``: a :class:`Commit` writes only if
+the profile is still at the version the change was computed from, and in the
+same transaction records the change and drops the pending turns it folded in.
+Two processes updating one profile never lose each other's work.
+
+:class:`ProfileStore` keeps profiles in any SQL database (SQLite by default),
+in three tables beside the histories' and on the same engine
+(:mod:`memories.sql`)::
 
     memories_store(namespace, key, value, version, created_at, updated_at)
         the current document of each profile; value is NULL once cleared
@@ -13,15 +27,8 @@ Three tables, beside the histories' tables and on the same engine
     memories_profile_pending(id, namespace, key, messages, created_at)
         turns saved but not folded into the profile yet
 
-A namespace is a tuple of strings, stored joined by ``"."`` (so, as in
-LangGraph's store, a label may not contain a period). The public methods
-mirror LangGraph's ``BaseStore`` (``get``, ``put``, ``delete``, ``search``,
-``list_namespaces``), so an adapter to it is a thin wrapper.
-
-Writes are compare-and-set on ``version``: :meth:`ProfileStore.commit` writes
-only if the profile is still at the version the change was computed from, and
-in the same transaction records the change and drops the pending turns it
-folded in. Two processes updating one profile never lose each other's work.
+A namespace is a tuple of labels (:mod:`memories.namespaces`), stored joined
+by ``"."``.
 """
 
 from __future__ import annotations
