@@ -13,19 +13,38 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, MetaData, create_engine, event
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    create_engine,
+    event,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.exc import OperationalError as SAOperationalError
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError
 
-__all__ = ["ensure_tables", "get_engine", "make_sqlite_folder", "redacted", "transaction"]
+__all__ = [
+    "Database",
+    "ensure_tables",
+    "get_engine",
+    "log_table",
+    "make_sqlite_folder",
+    "redacted",
+    "transaction",
+]
 
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -86,6 +105,65 @@ def transaction(engine: Engine, url: str) -> Iterator[Connection]:
     """
     with _translated(f"The database {redacted(url)!r} failed"), engine.begin() as connection:
         yield connection
+
+
+def log_table(
+    name: str, metadata: MetaData, keys: Sequence[Column[Any]], *columns: Any, index: str
+) -> Table:
+    """An append-only table: ``id``, the ``keys`` that pick one log, ``columns``, ``created_at``.
+
+    ``id`` is the database's autoincrement key (never reused, on SQLite too),
+    so a log is read in order through the index ``index`` on ``keys`` + ``id``.
+    Extra indexes may be given among ``columns``.
+    """
+    return Table(
+        name,
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        *keys,
+        *columns,
+        Column("created_at", Float, nullable=False),
+        Index(index, *(key.name for key in keys), "id"),
+        sqlite_autoincrement=True,
+    )
+
+
+class Database:
+    """A store's handle on one database: its URL, engine and tables, ready for transactions.
+
+    Copies and pickles carry the URL only; the copy takes this process's
+    engine for it (a connection pool never crosses a copy or a fork).
+
+    Args:
+        url: a SQLAlchemy URL.
+        metadata: the tables the store needs (created once per engine).
+    """
+
+    def __init__(self, url: str, metadata: MetaData) -> None:
+        self.url = url
+        self.metadata = metadata
+        self._open()
+
+    def _open(self) -> None:
+        self.engine = get_engine(self.url)
+        ensure_tables(self.engine, self.url, self.metadata)
+
+    def transaction(self) -> AbstractContextManager[Connection]:
+        """A transaction, errors translated (see :func:`transaction`)."""
+        return transaction(self.engine, self.url)
+
+    def __repr__(self) -> str:
+        return f"Database({redacted(self.url)!r})"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Database:
+        return Database(self.url, self.metadata)  # the tables are shared, never copied
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"url": self.url, "metadata": self.metadata}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._open()
 
 
 def make_sqlite_folder(url: str) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from memories.errors import BackendUnavailableError, ConfigError
 from memories.history.base import DEFAULT_SESSION_ID, ChatHistory, Entry
 from memories.messages import dump_message, load_message
-from memories.sql import ensure_tables, get_engine, redacted, transaction
+from memories.sql import Database, log_table, redacted
 
 __all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory"]
 
@@ -39,17 +38,14 @@ DEFAULT_SQLITE_PATH = "memories.db"
 
 metadata = sa.MetaData()
 
-messages_table = sa.Table(
+messages_table = log_table(
     "memories_messages",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("session_id", sa.String(255), nullable=False),
+    [sa.Column("session_id", sa.String(255), nullable=False)],
     sa.Column("type", sa.String(32), nullable=False),
     sa.Column("message", sa.Text, nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Index("ix_memories_messages_session_id", "session_id", "id"),
     sa.Index("ix_memories_messages_session_type", "session_id", "type", "id"),
-    sqlite_autoincrement=True,
+    index="ix_memories_messages_session_id",
 )
 
 state_table = sa.Table(
@@ -78,23 +74,10 @@ class SQLHistory(ChatHistory):
             raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
         self.url = url
         self.session_id = session_id
-        self._engine = get_engine(url)
-        ensure_tables(self._engine, url, metadata)
+        self._db = Database(url, metadata)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({redacted(self.url)!r}, session_id={self.session_id!r})"
-
-    def __getstate__(self) -> dict[str, Any]:
-        # The engine (a connection pool) is this process's; a copy reconnects by URL.
-        return {k: v for k, v in self.__dict__.items() if k != "_engine"}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._engine = get_engine(self.url)
-        ensure_tables(self._engine, self.url, metadata)
-
-    def _transaction(self) -> AbstractContextManager[sa.Connection]:
-        return transaction(self._engine, self.url)
 
     def append(self, messages: Sequence[BaseMessage], /) -> list[int]:
         if not messages:
@@ -109,9 +92,9 @@ class SQLHistory(ChatHistory):
             }
             for m in messages
         ]
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             self._lock_session(connection)
-            if self._engine.dialect.insert_executemany_returning_sort_by_parameter_order:
+            if self._db.engine.dialect.insert_executemany_returning_sort_by_parameter_order:
                 statement = sa.insert(messages_table).returning(
                     messages_table.c.id, sort_by_parameter_order=True
                 )
@@ -154,7 +137,7 @@ class SQLHistory(ChatHistory):
             query = query.order_by(messages_table.c.id.desc()).limit(last)
         else:
             query = query.order_by(messages_table.c.id)
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             rows = list(connection.execute(query).all())
         if last is not None:
             rows.reverse()
@@ -171,7 +154,7 @@ class SQLHistory(ChatHistory):
             .offset(k - 1)
             .limit(1)
         )
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             found = connection.execute(query).scalar()
         return int(found) if found is not None else None
 
@@ -182,18 +165,18 @@ class SQLHistory(ChatHistory):
             .order_by(messages_table.c.id)
             .limit(1)
         )
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             row = connection.execute(query).first()
         return Entry(int(row.id), load_message(row.message)) if row is not None else None
 
     def count(self) -> int:
         """How many messages the session's log holds."""
         query = sa.select(sa.func.count()).where(messages_table.c.session_id == self.session_id)
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             return int(connection.execute(query).scalar_one())
 
     def clear(self) -> None:
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             connection.execute(
                 sa.delete(messages_table).where(messages_table.c.session_id == self.session_id)
             )
@@ -205,7 +188,7 @@ class SQLHistory(ChatHistory):
         query = sa.select(state_table.c.value).where(
             state_table.c.session_id == self.session_id, state_table.c.key == key
         )
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             value = connection.execute(query).scalar()
         return json.loads(value) if value is not None else None
 
@@ -217,7 +200,7 @@ class SQLHistory(ChatHistory):
             "value": encoded,
             "updated_at": time.time(),
         }
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             upsert = _upsert_state(connection.dialect.name, row)
             if upsert is not None:
                 connection.execute(upsert)

@@ -29,6 +29,8 @@ __all__ = [
     "check_operations",
     "escape_pointer",
     "extract_operations",
+    "json_copy",
+    "parse_patch",
     "plan_sections",
     "reply_text",
 ]
@@ -336,3 +338,35 @@ def _parts(
 
 def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
+
+
+def json_copy(value: Any, what: str) -> Any:
+    """A deep copy of ``value`` through JSON (so it is exactly what will be stored).
+
+    Raises:
+        InvalidProfileError: ``value`` is not JSON-serialisable.
+    """
+    try:
+        return json.loads(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidProfileError(f"The {what} must be JSON-serialisable: {exc}") from exc
+
+
+def parse_patch(patch: Any) -> list[dict[str, Any]]:
+    """RFC 6902 operations from a list of them, their JSON text, or a ``jsonpatch.JsonPatch``.
+
+    Raises:
+        InvalidProfileError: not JSON, not a list, or an operation of the wrong shape.
+    """
+    if isinstance(patch, jsonpatch.JsonPatch):
+        patch = patch.patch
+    if isinstance(patch, str):
+        try:
+            patch = json.loads(patch)
+        except ValueError as exc:
+            raise InvalidProfileError(f"The patch is not JSON: {exc}") from exc
+    if not isinstance(patch, list):
+        raise InvalidProfileError(
+            f"A patch is a list of RFC 6902 operations; got {type(patch).__name__}."
+        )
+    return check_operations(json_copy(patch, "patch"))

@@ -8,7 +8,6 @@ needs to fix its patch; a Pydantic model's own validators then run on top.
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -19,8 +18,9 @@ from jsonschema.validators import validator_for
 from pydantic import BaseModel, ValidationError
 
 from memories.errors import ConfigError
+from memories.imports import import_path
 
-__all__ = ["FREE_FORM_SCHEMA", "ProfileSchema", "import_model", "model_path"]
+__all__ = ["FREE_FORM_SCHEMA", "ProfileSchema", "import_model", "model_path", "schema_config"]
 
 #: The schema of a profile given no schema: any JSON object.
 FREE_FORM_SCHEMA: dict[str, Any] = {"type": "object"}
@@ -29,24 +29,13 @@ _MAX_ERRORS = 10
 
 
 def import_model(path: str) -> type[BaseModel]:
-    """The Pydantic class named by ``"package.module:ClassName"``.
+    """The Pydantic class named by ``"package.module:ClassName"`` (see :mod:`memories.imports`).
 
     Raises:
         ConfigError: the string has another shape, the import fails, or the
             object is not a Pydantic model class.
     """
-    module_name, sep, qualname = path.partition(":")
-    if not sep or not module_name or not qualname:
-        raise ConfigError(
-            f"schema {path!r} must be an import path 'package.module:ClassName' naming a "
-            "Pydantic model, or a JSON Schema dict."
-        )
-    try:
-        found: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"Cannot import the schema {path!r}: {exc}") from exc
+    found = import_path(path, what="the schema")
     if not (isinstance(found, type) and issubclass(found, BaseModel)):
         raise ConfigError(f"schema {path!r} names {found!r}, which is not a Pydantic model class.")
     return found
@@ -61,6 +50,26 @@ def model_path(model: type[BaseModel]) -> str | None:
         return path if import_model(path) is model else None
     except ConfigError:
         return None
+
+
+def schema_config(spec: Any) -> Any:
+    """The config form of a ``schema`` argument: a JSON Schema dict or an import path.
+
+    Raises:
+        ConfigError: a Pydantic class that cannot be imported by name.
+    """
+    if isinstance(spec, Mapping):
+        return json.loads(json.dumps(spec))
+    if isinstance(spec, type):
+        path = model_path(spec)
+        if path is None:
+            raise ConfigError(
+                f"The schema {spec.__qualname__} cannot be imported by name (it is "
+                "defined in __main__ or inside a function), so it has no config form. "
+                "Define it in a module and pass 'package.module:ClassName'."
+            )
+        return path
+    return spec
 
 
 class ProfileSchema:

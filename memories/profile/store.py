@@ -1,7 +1,21 @@
-"""Where profiles live: a namespaced key-value table in any SQL database, SQLite by default.
+"""Where profiles live: a store base in the shape of LangGraph's ``BaseStore``, and SQL under it.
 
-Three tables, beside the histories' tables and on the same engine
-(:func:`memories.sql.get_engine`)::
+:class:`BaseProfileStore` has one abstract method, :meth:`~BaseProfileStore.batch`,
+which performs operations (:class:`Load`, :class:`Commit`, ...); every public
+method (``get``, ``put``, ``delete``, ``search``, ``list_namespaces`` as in
+LangGraph, and the profile's own: ``commit``, ``changes``, the pending queue)
+and the compare-and-set write loop are written once on top of it. The async
+side is :meth:`~BaseProfileStore.abatch`: ``batch`` on a worker thread unless a
+backend overrides it.
+
+Writes are compare-and-set on ``version``: a :class:`Commit` writes only if
+the profile is still at the version the change was computed from, and in the
+same transaction records the change and drops the pending turns it folded in.
+Two processes updating one profile never lose each other's work.
+
+:class:`ProfileStore` keeps profiles in any SQL database (SQLite by default),
+in three tables beside the histories' and on the same engine
+(:mod:`memories.sql`)::
 
     memories_store(namespace, key, value, version, created_at, updated_at)
         the current document of each profile; value is NULL once cleared
@@ -13,25 +27,18 @@ Three tables, beside the histories' tables and on the same engine
     memories_profile_pending(id, namespace, key, messages, created_at)
         turns saved but not folded into the profile yet
 
-A namespace is a tuple of strings, stored joined by ``"."`` (so, as in
-LangGraph's store, a label may not contain a period). The public methods
-mirror LangGraph's ``BaseStore`` (``get``, ``put``, ``delete``, ``search``,
-``list_namespaces``), so an adapter to it is a thin wrapper.
-
-Writes are compare-and-set on ``version``: :meth:`ProfileStore.commit` writes
-only if the profile is still at the version the change was computed from, and
-in the same transaction records the change and drops the pending turns it
-folded in. Two processes updating one profile never lose each other's work.
+A namespace is a tuple of labels (:mod:`memories.namespaces`), stored joined
+by ``"."``.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NamedTuple
 
 import jsonpatch
 from langchain_core.messages import BaseMessage
@@ -39,13 +46,11 @@ from sqlalchemy import (
     Column,
     Connection,
     Float,
-    Index,
     Integer,
     MetaData,
     String,
     Table,
     Text,
-    and_,
     delete,
     func,
     insert,
@@ -55,20 +60,30 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from memories.errors import BackendError, ConfigError
+from memories.errors import BackendError, ConfigError, InvalidInputError
 from memories.history.sql import DEFAULT_SQLITE_PATH
-from memories.kernel.steps import blocking_twin
+from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.messages import dump_message, load_message
-from memories.namespaces import Namespace, namespace_text
-from memories.sql import ensure_tables, get_engine, make_sqlite_folder, redacted, transaction
+from memories.namespaces import Namespace, as_namespace, namespace_text
+from memories.profile.patching import apply_operations
+from memories.sql import Database, log_table, make_sqlite_folder, redacted
 
 __all__ = [
     "DEFAULT_URL",
+    "MAX_WRITE_TRIES",
+    "BaseProfileStore",
+    "Change",
     "Namespace",
+    "Op",
     "PendingTurn",
+    "Plan",
     "ProfileChange",
     "ProfileItem",
     "ProfileStore",
+    "current",
+    "patching",
+    "replacing",
+    "version_of",
 ]
 
 DEFAULT_URL = f"sqlite:///{DEFAULT_SQLITE_PATH}"
@@ -87,12 +102,10 @@ store_table = Table(
     Column("updated_at", Float, nullable=False),
 )
 
-changes_table = Table(
+changes_table = log_table(
     "memories_profile_changes",
     _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("namespace", String(512), nullable=False),
-    Column("key", String(255), nullable=False),
+    [Column("namespace", String(512), nullable=False), Column("key", String(255), nullable=False)],
     Column("version", Integer, nullable=True),
     Column("kind", String(16), nullable=False),
     Column("document", Text, nullable=True),
@@ -100,21 +113,15 @@ changes_table = Table(
     Column("turns", Text, nullable=True),
     Column("error", Text, nullable=True),
     Column("raw", Text, nullable=True),
-    Column("created_at", Float, nullable=False),
-    Index("ix_memories_profile_changes_key", "namespace", "key", "id"),
-    sqlite_autoincrement=True,
+    index="ix_memories_profile_changes_key",
 )
 
-pending_table = Table(
+pending_table = log_table(
     "memories_profile_pending",
     _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("namespace", String(512), nullable=False),
-    Column("key", String(255), nullable=False),
+    [Column("namespace", String(512), nullable=False), Column("key", String(255), nullable=False)],
     Column("messages", Text, nullable=False),
-    Column("created_at", Float, nullable=False),
-    Index("ix_memories_profile_pending_key", "namespace", "key", "id"),
-    sqlite_autoincrement=True,
+    index="ix_memories_profile_pending_key",
 )
 
 
@@ -177,104 +184,201 @@ class ProfileChange:
         return self.version is not None
 
 
-class _Conflict(Exception):
-    """The profile moved past the expected version; the transaction rolls back."""
+@dataclass(frozen=True)
+class Change:
+    """A change planned on a read of the profile, ready for a compare-and-set commit."""
+
+    document: dict[str, Any] | None
+    """The new document, or None to clear the profile."""
+    kind: str
+    """The change's kind in the history (see :attr:`ProfileChange.kind`)."""
+    patch: Sequence[dict[str, Any]]
+    """The RFC 6902 operations from the read document to the new one."""
+    turns: Sequence[PendingTurn] = ()
+    """The pending turns it folds in (dropped from the queue with the commit)."""
 
 
-class ProfileStore:
-    """Profiles in a SQL database: a SQLite file by default, or any SQLAlchemy URL.
+#: A change planned on what was read (None: nothing to write).
+Plan = Callable[[ProfileItem | None], Change | None]
 
-    Args:
-        url: a SQLAlchemy URL, such as ``"sqlite:///memories.db"`` (the
-            default, shared with the SQLite histories) or
-            ``"postgresql+psycopg://user:pw@host/db"``.
+
+# -- the operations a backend performs ---------------------------------------------
+
+
+class Load(NamedTuple):
+    """Read one profile's row, a cleared one included. Result: ``ProfileItem | None``."""
+
+    namespace: Namespace
+    key: str
+
+
+class Commit(NamedTuple):
+    """A compare-and-set write (:meth:`BaseProfileStore.commit`). Result: ``ProfileItem | None``."""
+
+    namespace: Namespace
+    key: str
+    change: Change
+    expected_version: int
+
+
+class RecordFailure(NamedTuple):
+    """Append a failed update to the history. Result: None."""
+
+    namespace: Namespace
+    key: str
+    error: str
+    raw: tuple[str, ...]
+    turns: tuple[PendingTurn, ...]
+
+
+class Changes(NamedTuple):
+    """Read the history (see :meth:`BaseProfileStore.changes`). Result: ``list[ProfileChange]``."""
+
+    namespace: Namespace
+    key: str
+    version: int | None = None
+    failed: bool | None = None
+    last: int | None = None
+
+
+class AddPending(NamedTuple):
+    """Queue a turn. Result: its id (``int``)."""
+
+    namespace: Namespace
+    key: str
+    messages: tuple[BaseMessage, ...]
+
+
+class Pending(NamedTuple):
+    """Read the queued turns, oldest first. Result: ``list[PendingTurn]``."""
+
+    namespace: Namespace
+    key: str
+    limit: int | None
+
+
+class CountPending(NamedTuple):
+    """Count the queued turns. Result: ``int``."""
+
+    namespace: Namespace
+    key: str
+
+
+class DropPending(NamedTuple):
+    """Remove exactly these queued turns. Result: None."""
+
+    namespace: Namespace
+    key: str
+    ids: tuple[int, ...]
+
+
+class Delete(NamedTuple):
+    """Erase a profile with its history and queue. Result: None."""
+
+    namespace: Namespace
+    key: str
+
+
+class Search(NamedTuple):
+    """Documents under a namespace prefix, sorted. Result: ``list[ProfileItem]``."""
+
+    namespace_prefix: Namespace
+    limit: int = 10
+    offset: int = 0
+
+
+class ListNamespaces(NamedTuple):
+    """Namespaces holding documents, sorted, cut to ``max_depth``. Result: ``list[Namespace]``."""
+
+    prefix: Namespace | None
+    max_depth: int | None = None
+    limit: int = 100
+    offset: int = 0
+
+
+Op = (
+    Load
+    | Commit
+    | RecordFailure
+    | Changes
+    | AddPending
+    | Pending
+    | CountPending
+    | DropPending
+    | Delete
+    | Search
+    | ListNamespaces
+)
+
+# How many times a write is recomputed when another writer got in first.
+MAX_WRITE_TRIES = 100
+
+
+class BaseProfileStore(ABC):
+    """Where profiles live, in the shape of LangGraph's ``BaseStore``.
+
+    Implementing a subclass
+    -----------------------
+    Implement :meth:`batch`: perform each operation (:class:`Load`,
+    :class:`Commit`, ... ; each one's docstring says what it returns) and
+    return the results in order. A :class:`Commit` must be atomic: it writes
+    only if the profile is still at ``expected_version``, and in the same
+    transaction records the change and drops the turns it folded in. Every
+    other method is written once here on top of :meth:`batch`. The async
+    side is :meth:`abatch`, which runs :meth:`batch` on a worker thread; a
+    backend with a native async client overrides it.
     """
 
-    def __init__(self, url: str = DEFAULT_URL) -> None:
-        if not isinstance(url, str) or not url:
-            raise ConfigError(f"url must be a SQLAlchemy database URL string; got {url!r:.80}")
-        self.url = url
-        make_sqlite_folder(url)
-        self._engine = get_engine(url)
-        ensure_tables(self._engine, url, _metadata)
+    @abstractmethod
+    def batch(self, ops: Sequence[Op], /) -> list[Any]:
+        """Perform ``ops`` in order; their results, in the same order."""
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({redacted(self.url)!r})"
+    async def abatch(self, ops: Sequence[Op], /) -> list[Any]:
+        """Async :meth:`batch`: by default the same call on a worker thread."""
+        return await to_thread(self.batch, ops)
 
-    def __getstate__(self) -> dict[str, Any]:
-        # The engine (a connection pool) is this process's; a copy reconnects by URL.
-        return {k: v for k, v in self.__dict__.items() if k != "_engine"}
+    def _one(self, op: Op) -> Any:
+        return self.batch([op])[0]
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._engine = get_engine(self.url)
-
-    def _transaction(self) -> AbstractContextManager[Connection]:
-        return transaction(self._engine, self.url)
+    async def _aone(self, op: Op) -> Any:
+        return (await self.abatch([op]))[0]
 
     # -- LangGraph-shaped access ------------------------------------------------
 
     def get(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
         """The document stored under ``namespace`` / ``key``, or None (never stored, or cleared)."""
-        item = self.load(namespace, key)
-        return item if item is not None and item.value is not None else None
+        return _visible(self.load(namespace, key))
+
+    async def aget(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
+        """Async :meth:`get`."""
+        return _visible(await self.aload(namespace, key))
 
     def put(self, namespace: Namespace, key: str, value: dict[str, Any], /) -> ProfileItem:
         """Store ``value`` whatever the current version, and record it as a ``put`` change."""
-        ns = namespace_text(namespace)
-        text = _dump(value)
-        now = time.time()
-        where = and_(store_table.c.namespace == ns, store_table.c.key == key)
-        for _ in range(2):
-            try:
-                with self._transaction() as connection:
-                    # A write first takes the lock, so the read below cannot go stale.
-                    touched = connection.execute(
-                        update(store_table).where(where).values(updated_at=now)
-                    ).rowcount
-                    old: dict[str, Any] | None = None
-                    if touched:
-                        row = connection.execute(
-                            select(store_table.c.value, store_table.c.version).where(where)
-                        ).one()
-                        old = json.loads(row.value) if row.value is not None else None
-                        version = int(row.version) + 1
-                        connection.execute(
-                            update(store_table)
-                            .where(where)
-                            .values(value=text, version=version, updated_at=now)
-                        )
-                    else:
-                        version = 1
-                        self._insert(connection, ns, key, text, now)
-                    patch = jsonpatch.make_patch(old or {}, value).patch
-                    self._log(connection, ns, key, version, "put", value, patch, (), now)
-            except _Conflict:
-                continue  # another writer created it first; now it exists
-            return self.load(namespace, key) or _lost(self.url, namespace, key)
-        raise BackendError(f"Could not write {namespace!r}/{key!r} in {redacted(self.url)!r}.")
+        return _written(run(self.writing(namespace, key, replacing(value))), self, namespace, key)
+
+    async def aput(self, namespace: Namespace, key: str, value: dict[str, Any], /) -> ProfileItem:
+        """Async :meth:`put`."""
+        written = await arun(self.writing(namespace, key, replacing(value)))
+        return _written(written, self, namespace, key)
 
     def delete(self, namespace: Namespace, key: str, /) -> None:
         """Erase a profile completely: its document, its history and its pending turns."""
-        ns = namespace_text(namespace)
-        with self._transaction() as connection:
-            for table in (store_table, changes_table, pending_table):
-                connection.execute(delete(table).where(table.c.namespace == ns, table.c.key == key))
+        self._one(Delete(as_namespace(namespace), key))
+
+    async def adelete(self, namespace: Namespace, key: str, /) -> None:
+        """Async :meth:`delete`."""
+        await self._aone(Delete(as_namespace(namespace), key))
 
     def search(
         self, namespace_prefix: Namespace, /, *, limit: int = 10, offset: int = 0
     ) -> list[ProfileItem]:
         """The documents in ``namespace_prefix`` and the namespaces below it, sorted."""
-        query = (
-            select(store_table)
-            .where(store_table.c.value.is_not(None), _under(namespace_prefix))
-            .order_by(store_table.c.namespace, store_table.c.key)
-            .limit(limit)
-            .offset(offset)
-        )
-        with self._transaction() as connection:
-            rows = connection.execute(query).all()
-        return [_item(row) for row in rows]
+        return self._one(Search(_prefix(namespace_prefix), limit, offset))
+
+    async def asearch(self, namespace_prefix: Namespace, /, **page: Any) -> list[ProfileItem]:
+        """Async :meth:`search` (the same arguments)."""
+        return await self._aone(Search(_prefix(namespace_prefix), **page))
 
     def list_namespaces(
         self,
@@ -285,25 +389,21 @@ class ProfileStore:
         offset: int = 0,
     ) -> list[Namespace]:
         """The namespaces that hold documents, sorted, optionally cut to ``max_depth`` labels."""
-        query = select(store_table.c.namespace).distinct().where(store_table.c.value.is_not(None))
-        if prefix:
-            query = query.where(_under(prefix))
-        with self._transaction() as connection:
-            found = {tuple(ns.split(".")) for ns in connection.execute(query).scalars()}
-        if max_depth is not None:
-            found = {ns[:max_depth] for ns in found}
-        return sorted(found)[offset : offset + limit]
+        return self._one(ListNamespaces(_prefix(prefix), max_depth, limit, offset))
 
-    # -- the profile machinery --------------------------------------------------
+    async def alist_namespaces(
+        self, *, prefix: Namespace | None = None, **page: Any
+    ) -> list[Namespace]:
+        """Async :meth:`list_namespaces` (the same arguments)."""
+        return await self._aone(ListNamespaces(_prefix(prefix), **page))
 
     def load(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
         """The stored row, cleared profiles included (with ``value`` None)."""
-        query = select(store_table).where(
-            store_table.c.namespace == namespace_text(namespace), store_table.c.key == key
-        )
-        with self._transaction() as connection:
-            row = connection.execute(query).first()
-        return _item(row) if row is not None else None
+        return self._one(Load(as_namespace(namespace), key))
+
+    async def aload(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
+        """Async :meth:`load`."""
+        return await self._aone(Load(as_namespace(namespace), key))
 
     def commit(
         self,
@@ -329,31 +429,86 @@ class ProfileStore:
             patch: the operations from the old document to the new one.
             turns: the pending turns that caused the change (folded in, so dropped).
         """
-        ns = namespace_text(namespace)
-        text = _dump(document) if document is not None else None
-        now = time.time()
-        version = expected_version + 1
-        try:
-            with self._transaction() as connection:
-                if expected_version == 0:
-                    self._insert(connection, ns, key, text, now)
-                else:
-                    moved = connection.execute(
-                        update(store_table)
-                        .where(
-                            store_table.c.namespace == ns,
-                            store_table.c.key == key,
-                            store_table.c.version == expected_version,
-                        )
-                        .values(value=text, version=version, updated_at=now)
-                    ).rowcount
-                    if moved != 1:
-                        raise _Conflict
-                self._log(connection, ns, key, version, kind, document, patch, turns, now)
-                self._drop_pending(connection, ns, key, [turn.id for turn in turns])
-        except _Conflict:
-            return None
-        return self.load(namespace, key) or _lost(self.url, namespace, key)
+        change = Change(document, kind, list(patch), tuple(turns))
+        return self._one(Commit(as_namespace(namespace), key, change, expected_version))
+
+    async def acommit(
+        self, namespace: Namespace, key: str, document: dict[str, Any] | None, /, **change: Any
+    ) -> ProfileItem | None:
+        """Async :meth:`commit` (the same arguments)."""
+        parts = Change(
+            document, change["kind"], list(change["patch"]), tuple(change.get("turns", ()))
+        )
+        op = Commit(as_namespace(namespace), key, parts, change["expected_version"])
+        return await self._aone(op)
+
+    def writing(self, namespace: Namespace, key: str, plan: Plan, /) -> Steps[ProfileItem | None]:
+        """Compare-and-set as steps: read, plan on what was read, commit if nobody wrote since.
+
+        Returns the written item, or the item as read when ``plan`` returns
+        None (nothing to write). Run it with :func:`~memories.kernel.steps.run`
+        or :func:`~memories.kernel.steps.arun`, or ``yield from`` it in a loop.
+
+        Raises:
+            BackendError: other writers got in first :data:`MAX_WRITE_TRIES` times.
+        """
+        for _ in range(MAX_WRITE_TRIES):
+            item = yield step(self.load, namespace, key)
+            change = plan(item)
+            if change is None:
+                return item
+            written = yield step(
+                self.commit,
+                namespace,
+                key,
+                change.document,
+                expected_version=version_of(item),
+                kind=change.kind,
+                patch=change.patch,
+                turns=change.turns,
+            )
+            if written is not None:
+                return written
+        raise BackendError(
+            f"The profile {key!r} in {namespace!r} changed {MAX_WRITE_TRIES} times "
+            "while this write was being made; try again."
+        )
+
+    def rolling_back(
+        self,
+        namespace: Namespace,
+        key: str,
+        version: int,
+        /,
+        *,
+        check: Callable[[Any, str], Any],
+        initial: dict[str, Any] | None = None,
+    ) -> Steps[ProfileItem | None]:
+        """Steps restoring the document of ``version`` as a new ``rollback`` change.
+
+        Raises:
+            InvalidInputError: there is no such version, or it was a clear.
+            whatever ``check(document, what)`` raises for that document.
+        """
+        found = yield step(self.changes, namespace, key, version=version)
+        if not found:
+            hint = " (0 is the empty profile: call clear())" if version == 0 else ""
+            raise InvalidInputError(
+                f"The profile {key!r} in {namespace!r} has no version {version}"
+                f"{hint}; history() lists its versions."
+            )
+        target = found[0].document
+        if target is None:
+            raise InvalidInputError(
+                f"Version {version} is a clear of the profile; call clear() to clear it again."
+            )
+        check(target, f"Version {version}")
+        return (yield from self.writing(namespace, key, replacing(target, "rollback", initial)))
+
+    def clearing(self, namespace: Namespace, key: str, /) -> Steps[ProfileItem | None]:
+        """Steps emptying the profile and dropping its queued turns, as a ``clear`` change."""
+        pending = yield step(self.pending, namespace, key)
+        return (yield from self.writing(namespace, key, _clearing(pending)))
 
     def record_failure(
         self,
@@ -366,19 +521,12 @@ class ProfileStore:
         turns: Sequence[PendingTurn] = (),
     ) -> None:
         """Add a failed update to the history, with its error, replies and turns."""
-        ns = namespace_text(namespace)
-        row = {
-            "namespace": ns,
-            "key": key,
-            "version": None,
-            "kind": "failed",
-            "turns": _dump_turns(turns),
-            "error": error,
-            "raw": _dump(list(raw)),
-            "created_at": time.time(),
-        }
-        with self._transaction() as connection:
-            connection.execute(insert(changes_table).values(**row))
+        self._one(RecordFailure(as_namespace(namespace), key, error, tuple(raw), tuple(turns)))
+
+    async def arecord_failure(self, namespace: Namespace, key: str, /, **failure: Any) -> None:
+        """Async :meth:`record_failure` (the same arguments)."""
+        raw, turns = tuple(failure.get("raw", ())), tuple(failure.get("turns", ()))
+        await self._aone(RecordFailure(as_namespace(namespace), key, failure["error"], raw, turns))
 
     def changes(
         self,
@@ -397,49 +545,250 @@ class ProfileStore:
             failed: only failed updates (True) or only accepted changes (False).
             last: only the last ``last`` of those.
         """
-        t = changes_table
-        query = select(t).where(t.c.namespace == namespace_text(namespace), t.c.key == key)
-        if version is not None:
-            query = query.where(t.c.version == version)
-        if failed is not None:
-            query = query.where(t.c.version.is_(None) if failed else t.c.version.is_not(None))
-        if last is not None:
-            query = query.order_by(t.c.id.desc()).limit(last)
-        else:
-            query = query.order_by(t.c.id)
-        with self._transaction() as connection:
-            rows = list(connection.execute(query).all())
-        if last is not None:
-            rows.reverse()
-        return [_change(row) for row in rows]
+        return self._one(Changes(as_namespace(namespace), key, version, failed, last))
+
+    async def achanges(
+        self, namespace: Namespace, key: str, /, **filters: Any
+    ) -> list[ProfileChange]:
+        """Async :meth:`changes` (the same arguments)."""
+        return await self._aone(Changes(as_namespace(namespace), key, **filters))
 
     def add_pending(
         self, namespace: Namespace, key: str, messages: Sequence[BaseMessage], /
     ) -> int:
         """Queue a turn to fold in later; returns its id."""
-        row = {
-            "namespace": namespace_text(namespace),
-            "key": key,
-            "messages": _dump([json.loads(dump_message(m)) for m in messages]),
-            "created_at": time.time(),
-        }
-        with self._transaction() as connection:
-            inserted = connection.execute(insert(pending_table).values(**row)).inserted_primary_key
-        assert inserted is not None  # an INSERT into a table with a primary key has one
-        return int(inserted[0])
+        return self._one(AddPending(as_namespace(namespace), key, tuple(messages)))
+
+    async def aadd_pending(
+        self, namespace: Namespace, key: str, messages: Sequence[BaseMessage], /
+    ) -> int:
+        """Async :meth:`add_pending`."""
+        return await self._aone(AddPending(as_namespace(namespace), key, tuple(messages)))
 
     def pending(
         self, namespace: Namespace, key: str, /, *, limit: int | None = None
     ) -> list[PendingTurn]:
         """The queued turns, oldest first (at most ``limit``)."""
+        return self._one(Pending(as_namespace(namespace), key, limit))
+
+    async def apending(
+        self, namespace: Namespace, key: str, /, *, limit: int | None = None
+    ) -> list[PendingTurn]:
+        """Async :meth:`pending`."""
+        return await self._aone(Pending(as_namespace(namespace), key, limit))
+
+    def count_pending(self, namespace: Namespace, key: str, /) -> int:
+        """How many turns are queued."""
+        return self._one(CountPending(as_namespace(namespace), key))
+
+    async def acount_pending(self, namespace: Namespace, key: str, /) -> int:
+        """Async :meth:`count_pending`."""
+        return await self._aone(CountPending(as_namespace(namespace), key))
+
+    def drop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
+        """Remove these queued turns (the model saw them and changed nothing)."""
+        self._one(DropPending(as_namespace(namespace), key, tuple(ids)))
+
+    async def adrop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
+        """Async :meth:`drop_pending`."""
+        await self._aone(DropPending(as_namespace(namespace), key, tuple(ids)))
+
+
+def version_of(item: ProfileItem | None) -> int:
+    """A profile's version as read (0: never written)."""
+    return item.version if item is not None else 0
+
+
+def _visible(item: ProfileItem | None) -> ProfileItem | None:
+    return item if item is not None and item.value is not None else None
+
+
+def _prefix(prefix: Namespace | None) -> Namespace:
+    return as_namespace(prefix) if prefix else ()
+
+
+def current(item: ProfileItem | None, initial: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The document as read: the stored one, else ``initial`` (a schema's defaults), else {}."""
+    if item is not None and item.value is not None:
+        return item.value
+    return initial if initial is not None else {}
+
+
+def replacing(
+    target: dict[str, Any], kind: str = "put", initial: dict[str, Any] | None = None
+) -> Plan:
+    """A plan writing ``target`` whatever was read, recorded as ``kind`` with its patch."""
+
+    def plan(item: ProfileItem | None) -> Change:
+        return Change(target, kind, jsonpatch.make_patch(current(item, initial), target).patch)
+
+    return plan
+
+
+def patching(
+    operations: list[dict[str, Any]],
+    check: Callable[[Any, str], Any],
+    initial: dict[str, Any] | None = None,
+) -> Plan:
+    """A plan applying RFC 6902 ``operations`` to what was read; ``check`` validates the result."""
+
+    def plan(item: ProfileItem | None) -> Change:
+        new = apply_operations(current(item, initial), operations)
+        return Change(check(new, "The patched document"), "patch", operations)
+
+    return plan
+
+
+def _clearing(pending: Sequence[PendingTurn]) -> Plan:
+    def plan(item: ProfileItem | None) -> Change | None:
+        if (item is None or item.value is None) and not pending:
+            return None  # nothing stored, nothing queued: nothing to record
+        return Change(None, "clear", jsonpatch.make_patch(current(item), {}).patch, pending)
+
+    return plan
+
+
+def _written(
+    item: ProfileItem | None, store: BaseProfileStore, namespace: Namespace, key: str
+) -> ProfileItem:
+    if item is None:
+        raise BackendError(
+            f"The profile {namespace!r}/{key!r} vanished from {store!r} right after it was "
+            "written (deleted by another process)."
+        )
+    return item
+
+
+class _Conflict(Exception):
+    """The profile moved past the expected version; the transaction rolls back."""
+
+
+class ProfileStore(BaseProfileStore):
+    """Profiles in a SQL database: a SQLite file by default, or any SQLAlchemy URL.
+
+    Args:
+        url: a SQLAlchemy URL, such as ``"sqlite:///memories.db"`` (the
+            default, shared with the SQLite histories) or
+            ``"postgresql+psycopg://user:pw@host/db"``.
+    """
+
+    def __init__(self, url: str = DEFAULT_URL) -> None:
+        if not isinstance(url, str) or not url:
+            raise ConfigError(f"url must be a SQLAlchemy database URL string; got {url!r:.80}")
+        self.url = url
+        make_sqlite_folder(url)
+        self._db = Database(url, _metadata)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({redacted(self.url)!r})"
+
+    def batch(self, ops: Sequence[Op], /) -> list[Any]:
+        """Perform ``ops`` in order, each in its own transaction."""
+        results = []
+        for op in ops:
+            handler = _HANDLERS.get(type(op))
+            if handler is None:
+                raise TypeError(f"{type(self).__name__} cannot perform {op!r:.80}")
+            results.append(handler(self, op))
+        return results
+
+    def _load(self, op: Load) -> ProfileItem | None:
+        query = select(store_table).where(
+            store_table.c.namespace == namespace_text(op.namespace), store_table.c.key == op.key
+        )
+        with self._db.transaction() as connection:
+            row = connection.execute(query).first()
+        return _item(row) if row is not None else None
+
+    def _commit(self, op: Commit) -> ProfileItem | None:
+        ns, key, change = namespace_text(op.namespace), op.key, op.change
+        text = _dump(change.document) if change.document is not None else None
+        now = time.time()
+        version = op.expected_version + 1
+        try:
+            with self._db.transaction() as connection:
+                if op.expected_version == 0:
+                    self._insert(connection, ns, key, text, now)
+                else:
+                    moved = connection.execute(
+                        update(store_table)
+                        .where(
+                            store_table.c.namespace == ns,
+                            store_table.c.key == key,
+                            store_table.c.version == op.expected_version,
+                        )
+                        .values(value=text, version=version, updated_at=now)
+                    ).rowcount
+                    if moved != 1:
+                        raise _Conflict
+                row = {
+                    "namespace": ns,
+                    "key": key,
+                    "version": version,
+                    "kind": change.kind,
+                    "document": text,
+                    "patch": _dump(list(change.patch)),
+                    "turns": _dump_turns(change.turns),
+                    "created_at": now,
+                }
+                connection.execute(insert(changes_table).values(**row))
+                self._drop(connection, ns, key, [turn.id for turn in change.turns])
+        except _Conflict:
+            return None
+        return self._load(Load(op.namespace, key))
+
+    def _record_failure(self, op: RecordFailure) -> None:
+        row = {
+            "namespace": namespace_text(op.namespace),
+            "key": op.key,
+            "version": None,
+            "kind": "failed",
+            "turns": _dump_turns(op.turns),
+            "error": op.error,
+            "raw": _dump(list(op.raw)),
+            "created_at": time.time(),
+        }
+        with self._db.transaction() as connection:
+            connection.execute(insert(changes_table).values(**row))
+
+    def _changes(self, op: Changes) -> list[ProfileChange]:
+        t = changes_table
+        query = select(t).where(t.c.namespace == namespace_text(op.namespace), t.c.key == op.key)
+        if op.version is not None:
+            query = query.where(t.c.version == op.version)
+        if op.failed is not None:
+            query = query.where(t.c.version.is_(None) if op.failed else t.c.version.is_not(None))
+        if op.last is not None:
+            query = query.order_by(t.c.id.desc()).limit(op.last)
+        else:
+            query = query.order_by(t.c.id)
+        with self._db.transaction() as connection:
+            rows = list(connection.execute(query).all())
+        if op.last is not None:
+            rows.reverse()
+        return [_change(row) for row in rows]
+
+    def _add_pending(self, op: AddPending) -> int:
+        row = {
+            "namespace": namespace_text(op.namespace),
+            "key": op.key,
+            "messages": _dump([json.loads(dump_message(m)) for m in op.messages]),
+            "created_at": time.time(),
+        }
+        with self._db.transaction() as connection:
+            inserted = connection.execute(insert(pending_table).values(**row)).inserted_primary_key
+        assert inserted is not None  # an INSERT into a table with a primary key has one
+        return int(inserted[0])
+
+    def _pending(self, op: Pending) -> list[PendingTurn]:
         t = pending_table
         query = (
             select(t)
-            .where(t.c.namespace == namespace_text(namespace), t.c.key == key)
+            .where(t.c.namespace == namespace_text(op.namespace), t.c.key == op.key)
             .order_by(t.c.id)
-            .limit(limit)
+            .limit(op.limit)
         )
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             rows = connection.execute(query).all()
         return [
             PendingTurn(
@@ -450,36 +799,47 @@ class ProfileStore:
             for row in rows
         ]
 
-    def count_pending(self, namespace: Namespace, key: str, /) -> int:
-        """How many turns are queued."""
+    def _count_pending(self, op: CountPending) -> int:
         t = pending_table
         query = select(func.count()).where(
-            t.c.namespace == namespace_text(namespace), t.c.key == key
+            t.c.namespace == namespace_text(op.namespace), t.c.key == op.key
         )
-        with self._transaction() as connection:
+        with self._db.transaction() as connection:
             return int(connection.execute(query).scalar_one())
 
-    def drop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
-        """Remove these queued turns (the model saw them and changed nothing)."""
-        with self._transaction() as connection:
-            self._drop_pending(connection, namespace_text(namespace), key, ids)
+    def _drop_pending(self, op: DropPending) -> None:
+        with self._db.transaction() as connection:
+            self._drop(connection, namespace_text(op.namespace), op.key, op.ids)
 
-    # -- async twins ------------------------------------------------------------
+    def _delete(self, op: Delete) -> None:
+        ns = namespace_text(op.namespace)
+        with self._db.transaction() as connection:
+            for table in (store_table, changes_table, pending_table):
+                connection.execute(
+                    delete(table).where(table.c.namespace == ns, table.c.key == op.key)
+                )
 
-    # Async twins: the same calls on a worker thread (a native async store overrides them).
-    aget = blocking_twin(get)
-    aput = blocking_twin(put)
-    adelete = blocking_twin(delete)
-    asearch = blocking_twin(search)
-    alist_namespaces = blocking_twin(list_namespaces)
-    aload = blocking_twin(load)
-    acommit = blocking_twin(commit)
-    arecord_failure = blocking_twin(record_failure)
-    achanges = blocking_twin(changes)
-    aadd_pending = blocking_twin(add_pending)
-    apending = blocking_twin(pending)
-    acount_pending = blocking_twin(count_pending)
-    adrop_pending = blocking_twin(drop_pending)
+    def _search(self, op: Search) -> list[ProfileItem]:
+        query = (
+            select(store_table)
+            .where(store_table.c.value.is_not(None), _under(op.namespace_prefix))
+            .order_by(store_table.c.namespace, store_table.c.key)
+            .limit(op.limit)
+            .offset(op.offset)
+        )
+        with self._db.transaction() as connection:
+            rows = connection.execute(query).all()
+        return [_item(row) for row in rows]
+
+    def _list_namespaces(self, op: ListNamespaces) -> list[Namespace]:
+        query = select(store_table.c.namespace).distinct().where(store_table.c.value.is_not(None))
+        if op.prefix:
+            query = query.where(_under(op.prefix))
+        with self._db.transaction() as connection:
+            found = {tuple(ns.split(".")) for ns in connection.execute(query).scalars()}
+        if op.max_depth is not None:
+            found = {ns[: op.max_depth] for ns in found}
+        return sorted(found)[op.offset : op.offset + op.limit]
 
     # -- statements -------------------------------------------------------------
 
@@ -500,31 +860,7 @@ class ProfileStore:
             raise _Conflict from exc
 
     @staticmethod
-    def _log(
-        connection: Connection,
-        ns: str,
-        key: str,
-        version: int,
-        kind: str,
-        document: dict[str, Any] | None,
-        patch: Sequence[dict[str, Any]],
-        turns: Sequence[PendingTurn],
-        now: float,
-    ) -> None:
-        row = {
-            "namespace": ns,
-            "key": key,
-            "version": version,
-            "kind": kind,
-            "document": _dump(document) if document is not None else None,
-            "patch": _dump(list(patch)),
-            "turns": _dump_turns(turns),
-            "created_at": now,
-        }
-        connection.execute(insert(changes_table).values(**row))
-
-    @staticmethod
-    def _drop_pending(connection: Connection, ns: str, key: str, ids: Sequence[int]) -> None:
+    def _drop(connection: Connection, ns: str, key: str, ids: Sequence[int]) -> None:
         # Exactly these ids, never "up to": on a server database a turn with a
         # smaller id can commit after a larger one and must not be dropped unseen.
         if ids:
@@ -532,6 +868,21 @@ class ProfileStore:
             connection.execute(
                 delete(t).where(t.c.namespace == ns, t.c.key == key, t.c.id.in_(list(ids)))
             )
+
+
+_HANDLERS: dict[type, Callable[[ProfileStore, Any], Any]] = {
+    Load: ProfileStore._load,
+    Commit: ProfileStore._commit,
+    RecordFailure: ProfileStore._record_failure,
+    Changes: ProfileStore._changes,
+    AddPending: ProfileStore._add_pending,
+    Pending: ProfileStore._pending,
+    CountPending: ProfileStore._count_pending,
+    DropPending: ProfileStore._drop_pending,
+    Delete: ProfileStore._delete,
+    Search: ProfileStore._search,
+    ListNamespaces: ProfileStore._list_namespaces,
+}
 
 
 def _under(prefix: Namespace) -> Any:
@@ -582,10 +933,3 @@ def _load_turns(text: str | None) -> tuple[tuple[BaseMessage, ...], ...]:
     if not text:
         return ()
     return tuple(tuple(load_message(json.dumps(m)) for m in turn) for turn in json.loads(text))
-
-
-def _lost(url: str, namespace: Namespace, key: str) -> NoReturn:
-    raise BackendError(
-        f"The profile {namespace!r}/{key!r} vanished from {redacted(url)!r} right after it was "
-        "written (deleted by another process)."
-    )

@@ -17,9 +17,10 @@ section fails, nothing is kept.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from langchain_core.messages import (
     AIMessage,
@@ -28,20 +29,45 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.runnables import Runnable
 
-from memories.errors import InvalidProfileError, LLMError
+from memories.errors import ConfigError, InvalidProfileError, LLMError
+from memories.kernel.steps import Steps, step
+from memories.llm import ModelCaller
 from memories.messages import format_buffer
+from memories.namespaces import Namespace
 from memories.profile.patching import (
+    PATCH_TOOL,
     PATCH_TOOL_NAME,
     Section,
     apply_operations,
     check_operations,
     extract_operations,
+    plan_sections,
     reply_text,
 )
 from memories.profile.schema import ProfileSchema
+from memories.profile.store import BaseProfileStore, PendingTurn, ProfileItem, current, version_of
 
-__all__ = ["UpdateOutcome", "UpdateSession", "build_prompt"]
+__all__ = [
+    "UpdateMethod",
+    "UpdateOutcome",
+    "UpdateResult",
+    "UpdateSession",
+    "Updater",
+    "bind_patch_tool",
+    "build_prompt",
+    "merge_results",
+]
+
+UpdateMethod = Literal["auto", "tool", "json"]
+
+_RANK = {"idle": 0, "frozen": 1, "unchanged": 2, "updated": 3, "failed": 4}
+
+# How many times a model update is recomputed when another writer got in first.
+_MAX_CONFLICTS = 3
+
+logger = logging.getLogger("memories.profile.memory")
 
 _SYSTEM = """\
 You keep a JSON document up to date: the profile {name}. It must always match this JSON Schema:
@@ -250,3 +276,157 @@ class UpdateSession:
                 else "Reply again with only the corrected JSON array of operations."
             )
             self._conversation.append(HumanMessage(content=f"Rejected: {error}\n{fix}"))
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What :meth:`ProfileMemory.refresh <memories.profile.ProfileMemory.refresh>` did."""
+
+    status: Literal["updated", "unchanged", "failed", "idle", "frozen"]
+    """``updated``: a new version; ``unchanged``: the turns changed nothing;
+    ``failed``: recorded in the history, turns kept; ``idle``: no turns were
+    queued; ``frozen``: a ``once`` profile is already written."""
+    version: int
+    """The profile's version afterwards (0: never written)."""
+    turns: int = 0
+    """How many queued turns were folded in."""
+    error: str | None = None
+    """Why the update failed."""
+
+
+def merge_results(before: UpdateResult, after: UpdateResult) -> UpdateResult:
+    """The result of several batches: the most telling status, the turns added up."""
+    status = max(before.status, after.status, key=_RANK.__getitem__)
+    return UpdateResult(status, after.version, before.turns + after.turns, after.error)
+
+
+def bind_patch_tool(
+    model: Runnable[Any, Any], method: UpdateMethod
+) -> tuple[Runnable[Any, Any], bool]:
+    """The model with the patch tool bound (and whether it is), per ``update_method``.
+
+    Raises:
+        ConfigError: ``method`` is ``"tool"`` and the model has no tool calling.
+    """
+    if method == "json":
+        return model, False
+    bind_tools = getattr(model, "bind_tools", None)
+    if bind_tools is not None:
+        for options in ({"tool_choice": PATCH_TOOL_NAME}, {}):
+            try:
+                return bind_tools([PATCH_TOOL], **options), True
+            except NotImplementedError:
+                break
+            except (TypeError, ValueError):
+                continue  # this provider does not take a forced tool choice
+    if method == "tool":
+        raise ConfigError(
+            f"update_method='tool' but {type(model).__name__} has no tool calling; "
+            "use update_method='auto' or 'json'."
+        )
+    return model, False
+
+
+@dataclass(frozen=True)
+class Updater:
+    """One profile's refresh loop, as steps: fold the queued turns in, batch by batch.
+
+    Each batch: read the profile and its oldest queued turns, run an
+    :class:`UpdateSession` against the model (the calls made unlocked),
+    then commit with compare-and-set; a profile changed meanwhile is updated
+    again from the new version (at most three times), a failure is recorded
+    and its turns stay queued.
+    """
+
+    store: BaseProfileStore
+    namespace: Namespace
+    key: str
+    schema: ProfileSchema
+    caller: ModelCaller
+    model: Runnable[Any, Any]
+    """The caller's model with the patch tool bound, when ``tools``."""
+    tools: bool
+    instructions: str | None
+    max_retries: int
+    max_document_tokens: int
+    max_turns: int
+    count: Callable[[str], int]
+    once: bool
+    """Whether the first stored document is frozen (the ``once`` policy)."""
+
+    def refreshing(self) -> Steps[UpdateResult]:
+        """Fold every queued turn in, stopping at the first failed batch."""
+        store, ns, key = self.store, self.namespace, self.key
+        result, conflicts = UpdateResult("idle", 0), 0
+        while True:
+            item = yield step(store.load, ns, key)
+            if self.once and item is not None and item.value is not None:
+                return merge_results(result, UpdateResult("frozen", version_of(item)))
+            turns = yield step(store.pending, ns, key, limit=self.max_turns)
+            if not turns:
+                return merge_results(result, UpdateResult("idle", version_of(item)))
+            outcome = yield from self._conversing(self._session(item, turns))
+            if not outcome.ok:
+                return merge_results(result, (yield from self._giving_up(item, turns, outcome)))
+            if not outcome.operations:
+                yield step(store.drop_pending, ns, key, [t.id for t in turns])
+                result = merge_results(
+                    result, UpdateResult("unchanged", version_of(item), len(turns))
+                )
+                continue
+            written = yield step(
+                store.commit,
+                *(ns, key, outcome.document),
+                expected_version=version_of(item),
+                kind="update",
+                patch=list(outcome.operations),
+                turns=turns,
+            )
+            if written is not None:
+                result = merge_results(result, UpdateResult("updated", written.version, len(turns)))
+                continue
+            conflicts += 1
+            if conflicts >= _MAX_CONFLICTS:
+                contended = replace(
+                    outcome,
+                    error=f"Other writers changed the profile {_MAX_CONFLICTS} times while it "
+                    "was being updated; the turns are kept for the next update.",
+                )
+                return merge_results(result, (yield from self._giving_up(item, turns, contended)))
+
+    def _session(self, item: ProfileItem | None, turns: Sequence[PendingTurn]) -> UpdateSession:
+        document = current(item, self.schema.initial())
+        return UpdateSession(
+            schema=self.schema,
+            document=document,
+            turns=[turn.messages for turn in turns],
+            name=self.key,
+            instructions=self.instructions,
+            sections=plan_sections(document, self.max_document_tokens, self.count),
+            max_retries=self.max_retries,
+            tools=self.tools,
+        )
+
+    def _conversing(self, session: UpdateSession) -> Steps[UpdateOutcome]:
+        while (request := session.request()) is not None:
+            try:
+                reply = yield step(self.caller.invoke, request, bound=self.model, unlocked=True)
+            except LLMError as exc:  # a provider error or a timeout: a recorded failure
+                session.fail(str(exc))
+            else:
+                session.receive(reply)
+        return session.outcome()
+
+    def _giving_up(
+        self, item: ProfileItem | None, turns: Sequence[PendingTurn], outcome: UpdateOutcome
+    ) -> Steps[UpdateResult]:
+        """Record a failed update (its turns stay queued) and say so."""
+        error = outcome.error or ""
+        store, ns, key = self.store, self.namespace, self.key
+        yield step(store.record_failure, ns, key, error=error, raw=outcome.raw, turns=turns)
+        logger.warning(
+            "Profile %r in %r was not updated from %d turn(s); kept the previous version "
+            "and the turns: %s",
+            *(key, ns, len(turns), error),
+        )
+        return UpdateResult("failed", version_of(item), 0, error)

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from memories.errors import BackendUnavailableError
-from memories.sql import ensure_tables, get_engine
+from memories.sql import ensure_tables, get_engine, log_table
 
 __all__ = ["MemoryOutbox", "OutboxRow", "SQLiteOutbox"]
 
@@ -46,17 +46,16 @@ class OutboxRow:
 
 
 _metadata = sa.MetaData()
-_outbox = sa.Table(
+_outbox = log_table(
     "memories_vector_outbox",
     _metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("target", sa.String(1024), nullable=False),
-    sa.Column("namespace", sa.Text, nullable=False),
+    [
+        sa.Column("target", sa.String(1024), nullable=False),
+        sa.Column("namespace", sa.Text, nullable=False),
+    ],
     sa.Column("doc_id", sa.String(64), nullable=False),
     sa.Column("row", sa.Text, nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Index("ix_memories_vector_outbox_target", "target", "namespace", "id"),
-    sqlite_autoincrement=True,
+    index="ix_memories_vector_outbox_target",
 )
 
 

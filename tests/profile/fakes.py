@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import itertools
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,6 +15,28 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field
+
+from memories.namespaces import Namespace
+from memories.profile.store import (
+    AddPending,
+    BaseProfileStore,
+    Change,
+    Changes,
+    Commit,
+    CountPending,
+    Delete,
+    DropPending,
+    ListNamespaces,
+    Load,
+    Op,
+    Pending,
+    PendingTurn,
+    ProfileChange,
+    ProfileItem,
+    RecordFailure,
+    Search,
+    version_of,
+)
 
 Reply = AIMessage | str | Exception | Callable[[list[BaseMessage]], AIMessage | str]
 
@@ -120,3 +146,91 @@ class NotingChatModel(BaseChatModel):
         self, tools: Sequence[Any], *, tool_choice: str | None = None, **kwargs: Any
     ) -> Runnable[Any, AIMessage]:
         return self.bind(tools=tools, tool_choice=tool_choice, **kwargs)
+
+
+class DictProfileStore(BaseProfileStore):
+    """Profiles in dicts: a backend that implements only ``batch``.
+
+    The store tests run against it beside the SQL store, so they check that
+    the base derives everything else from ``batch`` alone.
+    """
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[Namespace, str], ProfileItem] = {}
+        self.log: list[tuple[Namespace, str, ProfileChange]] = []
+        self.queue: list[tuple[Namespace, str, PendingTurn]] = []
+        self.ids = itertools.count(1)
+        self.lock = threading.Lock()
+
+    def batch(self, ops: Sequence[Op], /) -> list[Any]:
+        with self.lock:
+            return [self._perform(op) for op in ops]
+
+    def _perform(self, op: Op) -> Any:
+        match op:
+            case Load(ns, key):
+                return self.rows.get((ns, key))
+            case Commit(ns, key, change, expected):
+                return self._commit(ns, key, change, expected)
+            case RecordFailure(ns, key, error, raw, turns):
+                messages = tuple(t.messages for t in turns)
+                failure = ProfileChange(
+                    next(self.ids), None, "failed", time.time(), None, (), messages, error, raw
+                )
+                self.log.append((ns, key, failure))
+            case Changes(ns, key, version, failed, last):
+                found = [
+                    c
+                    for n, k, c in self.log
+                    if (n, k) == (ns, key)
+                    and (version is None or c.version == version)
+                    and (failed is None or c.ok != failed)
+                ]
+                return found[-last:] if last else found
+            case AddPending(ns, key, messages):
+                turn = PendingTurn(next(self.ids), messages, time.time())
+                self.queue.append((ns, key, turn))
+                return turn.id
+            case Pending(ns, key, limit):
+                return [t for n, k, t in self.queue if (n, k) == (ns, key)][:limit]
+            case CountPending(ns, key):
+                return sum((n, k) == (ns, key) for n, k, _ in self.queue)
+            case DropPending(ns, key, ids):
+                self._drop(ns, key, ids)
+            case Delete(ns, key):
+                self.rows.pop((ns, key), None)
+                self.log = [entry for entry in self.log if entry[:2] != (ns, key)]
+                self._drop(ns, key, [t.id for n, k, t in self.queue if (n, k) == (ns, key)])
+            case Search(prefix, limit, offset):
+                return self._documents(prefix)[offset : offset + limit]
+            case ListNamespaces(prefix, max_depth, limit, offset):
+                found = {item.namespace[:max_depth] for item in self._documents(prefix or ())}
+                return sorted(found)[offset : offset + limit]
+        return None
+
+    def _commit(self, ns: Namespace, key: str, change: Change, expected: int) -> ProfileItem | None:
+        old = self.rows.get((ns, key))
+        if version_of(old) != expected:
+            return None
+        now = time.time()
+        created = old.created_at if old is not None else now
+        item = ProfileItem(ns, key, copy.deepcopy(change.document), expected + 1, created, now)
+        self.rows[(ns, key)] = item
+        turns = tuple(t.messages for t in change.turns)
+        entry = ProfileChange(
+            next(self.ids), expected + 1, change.kind, now, item.value, tuple(change.patch), turns
+        )
+        self.log.append((ns, key, entry))
+        self._drop(ns, key, [t.id for t in change.turns])
+        return item
+
+    def _drop(self, ns: Namespace, key: str, ids: Sequence[int]) -> None:
+        self.queue = [q for q in self.queue if not (q[:2] == (ns, key) and q[2].id in ids)]
+
+    def _documents(self, prefix: Namespace) -> list[ProfileItem]:
+        found = [
+            item
+            for item in self.rows.values()
+            if item.value is not None and item.namespace[: len(prefix)] == prefix
+        ]
+        return sorted(found, key=lambda item: (".".join(item.namespace), item.key))

@@ -50,10 +50,14 @@ class TestProfileMemoryContract(MemoryContract):
             [(c.version, c.kind, c.error) for c in changes],
         )
 
-    def test_config_round_trips(self, make_memory: MakeMemory, history: ChatHistory) -> None:
+    def test_config_round_trips(
+        self, make_memory: MakeMemory, history: ChatHistory, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         memory = make_memory(history)
         with pytest.raises(ConfigError, match="has no config form"):
             memory.to_config()  # the fake model is an object
+        # A model name is resolved at construction; no provider package is installed here.
+        monkeypatch.setattr("memories.llm.resolve_llm", lambda spec, **_: NotingChatModel())
         named = memory.model_copy(update={"llm": "openai:gpt-4o-mini"})
         config = named.to_config()
         assert create_memory(config).to_config() == config

@@ -15,7 +15,12 @@ from langchain_core.messages import (
 )
 
 from memories import ProfileMemory, create_memory
-from memories.errors import ConfigError, InvalidInputError, InvalidProfileError
+from memories.errors import (
+    ConfigError,
+    InvalidInputError,
+    InvalidProfileError,
+    MissingDependencyError,
+)
 from memories.tokens import CharCounter
 from tests.profile.fakes import USER_SCHEMA, ScriptedChatModel, prompt_text, tool_reply
 
@@ -451,7 +456,15 @@ def test_works_as_the_memory_of_a_conversation_chain(url: str) -> None:
 # -- configuration and bad input ------------------------------------------------
 
 
-def test_config_round_trips_with_a_schema_dict_and_a_model_name(url: str) -> None:
+def test_config_round_trips_with_a_schema_dict_and_a_model_name(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A model name is resolved at construction; no provider package is installed here.
+    made: list[str] = []
+    monkeypatch.setattr(
+        "memories.llm.resolve_llm",
+        lambda spec, **_: made.append(spec) or ScriptedChatModel(replies=[]),
+    )
     memory = ProfileMemory(
         url=url,
         schema=USER_SCHEMA,
@@ -467,6 +480,25 @@ def test_config_round_trips_with_a_schema_dict_and_a_model_name(url: str) -> Non
     rebuilt = create_memory(config)
     assert isinstance(rebuilt, ProfileMemory) and rebuilt.to_config() == config
     assert json.loads(json.dumps(config)) == config
+    assert made == ["openai:gpt-4o-mini"] * 2
+
+
+def test_a_missing_provider_package_fails_at_construction(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def missing(spec: Any, **options: Any) -> Any:
+        raise MissingDependencyError(f"the model {spec!r}", "pip install langchain-openai")
+
+    monkeypatch.setattr("memories.llm.resolve_llm", missing)
+    with pytest.raises(MissingDependencyError, match="pip install langchain-openai"):
+        ProfileMemory(url=url, llm="openai:gpt-4o-mini", policy="manual")
+
+
+def test_a_namespace_string_is_its_labels_joined_by_dots(url: str) -> None:
+    memory = ProfileMemory(url=url, namespace="users.maya", policy="manual")
+    assert memory.namespace == ("users", "maya")
+    memory.put({"name": "Maya"})
+    assert memory.store.get(("users", "maya"), "profile") is not None
 
 
 def test_config_names_an_importable_pydantic_schema_by_path(url: str) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import create_engine, text
 
+from memories.profile.store import ProfileStore
 from tests.postgres import find_pg_bin, postgres_server
 from tests.profile.test_memory import (  # noqa: F401  (re-run here on PostgreSQL)
     test_a_concurrent_write_during_an_update_is_not_lost,
@@ -50,6 +51,12 @@ pytestmark = [
 def postgres_url() -> Iterator[str]:
     with postgres_server() as url:
         yield url
+
+
+@pytest.fixture
+def store(url: str) -> ProfileStore:
+    """The SQL store on a fresh server database (the store tests take it)."""
+    return ProfileStore(url)
 
 
 @pytest.fixture

@@ -1,16 +1,25 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from memories.errors import ConfigError
-from memories.profile.store import ProfileStore
+from memories.profile.store import BaseProfileStore, Op, ProfileStore
+from tests.profile.fakes import DictProfileStore
 
 NS = ("user-1", "profiles")
 
 
-def test_put_then_get_returns_the_document_with_its_version(url: str) -> None:
-    store = ProfileStore(url)
+@pytest.fixture(params=["sql", "dict"])
+def store(request: pytest.FixtureRequest, url: str) -> BaseProfileStore:
+    """The SQL store, and a backend that implements only batch (so the base derives the rest)."""
+    return ProfileStore(url) if request.param == "sql" else DictProfileStore()
+
+
+def test_put_then_get_returns_the_document_with_its_version(store: BaseProfileStore) -> None:
     assert store.get(NS, "p") is None
     first = store.put(NS, "p", {"name": "Ada"})
     second = store.put(NS, "p", {"name": "Ada", "age": 36})
@@ -21,8 +30,7 @@ def test_put_then_get_returns_the_document_with_its_version(url: str) -> None:
     assert item.created_at == first.created_at <= item.updated_at
 
 
-def test_every_put_is_recorded_with_its_patch(url: str) -> None:
-    store = ProfileStore(url)
+def test_every_put_is_recorded_with_its_patch(store: BaseProfileStore) -> None:
     store.put(NS, "p", {"name": "Ada"})
     store.put(NS, "p", {"name": "Ada", "age": 36})
     changes = store.changes(NS, "p")
@@ -31,8 +39,7 @@ def test_every_put_is_recorded_with_its_patch(url: str) -> None:
     assert changes[1].document == {"name": "Ada", "age": 36}
 
 
-def test_commit_writes_only_at_the_expected_version(url: str) -> None:
-    store = ProfileStore(url)
+def test_commit_writes_only_at_the_expected_version(store: BaseProfileStore) -> None:
     assert store.commit(NS, "p", {"a": 1}, expected_version=0, kind="update", patch=[])
     assert store.commit(NS, "p", {"a": 2}, expected_version=0, kind="update", patch=[]) is None
     assert store.commit(NS, "p", {"a": 2}, expected_version=5, kind="update", patch=[]) is None
@@ -41,8 +48,7 @@ def test_commit_writes_only_at_the_expected_version(url: str) -> None:
     assert [c.version for c in store.changes(NS, "p")] == [1, 2]
 
 
-def test_commit_drops_exactly_the_pending_turns_it_folded_in(url: str) -> None:
-    store = ProfileStore(url)
+def test_commit_drops_exactly_the_pending_turns_it_folded_in(store: BaseProfileStore) -> None:
     turn = [HumanMessage("hi"), AIMessage("hello")]
     ids = [store.add_pending(NS, "p", turn) for _ in range(3)]
     pending = store.pending(NS, "p")
@@ -56,8 +62,9 @@ def test_commit_drops_exactly_the_pending_turns_it_folded_in(url: str) -> None:
     assert store.count_pending(NS, "p") == 0
 
 
-def test_a_cleared_profile_is_hidden_from_get_but_keeps_its_version(url: str) -> None:
-    store = ProfileStore(url)
+def test_a_cleared_profile_is_hidden_from_get_but_keeps_its_version(
+    store: BaseProfileStore,
+) -> None:
     store.put(NS, "p", {"a": 1})
     store.commit(NS, "p", None, expected_version=1, kind="clear", patch=[])
     assert store.get(NS, "p") is None
@@ -66,8 +73,7 @@ def test_a_cleared_profile_is_hidden_from_get_but_keeps_its_version(url: str) ->
     assert store.search(NS) == []
 
 
-def test_failures_are_recorded_without_a_version(url: str) -> None:
-    store = ProfileStore(url)
+def test_failures_are_recorded_without_a_version(store: BaseProfileStore) -> None:
     store.record_failure(NS, "p", error="bad", raw=["prose"])
     store.put(NS, "p", {"a": 1})
     (failure,) = store.changes(NS, "p", failed=True)
@@ -82,8 +88,7 @@ def test_failures_are_recorded_without_a_version(url: str) -> None:
     assert [c.kind for c in store.changes(NS, "p", last=1)] == ["put"]
 
 
-def test_namespaces_isolate_profiles(url: str) -> None:
-    store = ProfileStore(url)
+def test_namespaces_isolate_profiles(store: BaseProfileStore) -> None:
     store.put(("user-1",), "p", {"who": 1})
     store.put(("user-2",), "p", {"who": 2})
     store.add_pending(("user-1",), "p", [HumanMessage("x")])
@@ -95,8 +100,7 @@ def test_namespaces_isolate_profiles(url: str) -> None:
     assert store.get(("user-2",), "p") is not None
 
 
-def test_search_and_list_namespaces_follow_the_prefix(url: str) -> None:
-    store = ProfileStore(url)
+def test_search_and_list_namespaces_follow_the_prefix(store: BaseProfileStore) -> None:
     store.put(("a", "x"), "p", {})
     store.put(("a", "y"), "p", {})
     store.put(("a_b",), "p", {})  # '_' must not act as a LIKE wildcard
@@ -116,9 +120,9 @@ def test_the_store_survives_a_restart(url: str) -> None:
 
 
 @pytest.mark.parametrize("namespace", [(), ("a.b",), ("",), (1,), None])
-def test_bad_namespaces_are_config_errors(url: str, namespace: object) -> None:
+def test_bad_namespaces_are_config_errors(store: BaseProfileStore, namespace: object) -> None:
     with pytest.raises(ConfigError, match="amespace"):
-        ProfileStore(url).get(namespace, "p")  # type: ignore[arg-type]
+        store.get(namespace, "p")  # type: ignore[arg-type]
 
 
 def test_a_bad_url_is_a_config_error() -> None:
@@ -126,8 +130,7 @@ def test_a_bad_url_is_a_config_error() -> None:
         ProfileStore("not a url")
 
 
-async def test_async_twins_do_the_same_work(url: str) -> None:
-    store = ProfileStore(url)
+async def test_async_twins_do_the_same_work(store: BaseProfileStore) -> None:
     await store.aput(NS, "p", {"a": 1})
     await store.aadd_pending(NS, "p", [HumanMessage("x")])
     pending = await store.apending(NS, "p")
@@ -148,3 +151,24 @@ async def test_async_twins_do_the_same_work(url: str) -> None:
     assert len(await store.asearch(NS)) == 1
     await store.adelete(NS, "p")
     assert await store.aload(NS, "p") is None
+
+
+async def test_async_methods_go_through_abatch_so_a_native_async_backend_serves_them() -> None:
+    performed: list[str] = []
+
+    class NativeAsync(DictProfileStore):
+        async def abatch(self, ops: Sequence[Op], /) -> list[Any]:
+            performed.extend(type(op).__name__ for op in ops)
+            return self.batch(ops)
+
+    store = NativeAsync()
+    await store.aput(NS, "p", {"a": 1})
+    assert (await store.aget(NS, "p")).value == {"a": 1}  # type: ignore[union-attr]
+    await store.arecord_failure(NS, "p", error="bad")
+    assert [c.kind for c in await store.achanges(NS, "p")] == ["put", "failed"]
+    assert performed == ["Load", "Commit", "Load", "RecordFailure", "Changes"]
+
+
+def test_a_backend_must_implement_batch() -> None:
+    with pytest.raises(TypeError, match="batch"):
+        BaseProfileStore()  # type: ignore[abstract]
