@@ -1,4 +1,4 @@
-"""``VectorMemory``: every turn a document in Chroma, recalled by hybrid search.
+"""``VectorMemory``: every turn a document, recalled by relevance to the input.
 
 Each ``save_context`` stores the turn as one document, ``"input: ...\\noutput: ..."``
 as LangChain's ``VectorStoreRetrieverMemory`` writes it, with metadata:
@@ -7,95 +7,47 @@ adds. ``load_memory_variables`` searches with the chain's input and joins the
 top ``k`` texts with newlines, as LangChain does (or returns ``Document``
 objects with ``return_docs=True``).
 
-Search is hybrid by default (see :class:`memories.recall.RecallConfig`):
-Chroma's nearest neighbours and a BM25 ranking kept in the process (see
-:mod:`memories.vector.index`) are fused, then each turn borrows score from the
-turns next to it.
-
-Writes go through an outbox (:mod:`memories.vector.outbox`) first, so a store
-that is down loses nothing. With ``write="background"`` (the default)
-``save_context`` returns once the turn is in the outbox and searchable in
-this process; a background thread embeds it and writes it to Chroma (see
-:mod:`memories.vector.writes`). With ``write="sync"`` it returns once Chroma
-has it. Either way a failure to write is raised as
-:class:`~memories.errors.BackendUnavailableError` (or the embedder's error)
--- in background mode by the next call that needs the store, or by
-:meth:`VectorMemory.flush` -- and the turn waits in the outbox until a
-later call or ``flush()`` writes it.
+The memory turns runs into documents and results into prompt variables;
+storing and searching are its backend's (:mod:`memories.vector.backend`): by
+default :class:`~memories.vector.chroma_backend.ChromaBackend` (Chroma
+embedded, in memory or on a server, an outbox that loses nothing when the
+store is down, hybrid recall), built from this memory's fields.
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib
-import os
-import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import HumanMessage
-from pydantic import Field, PrivateAttr, field_validator
+from pydantic import Field, field_validator
 
 from memories.base import BaseMemory
-from memories.errors import BackendError, ConfigError, InvalidInputError
+from memories.errors import ConfigError, InvalidInputError
+from memories.imports import import_path
 from memories.kernel.capabilities import Capabilities
 from memories.keys import select_input_key, select_output_key
 from memories.messages import check_storable, message_text, turn_messages
-from memories.namespaces import as_namespace, namespace_key
-from memories.recall import RecallConfig, ScoredId, neighbour_positions, rank_candidates
-from memories.vector.filters import (
-    NAMESPACE_KEY,
-    check_filter,
-    check_metadata,
-)
-from memories.vector.index import (
-    SESSION_KEY,
-    TIMESTAMP_KEY,
-    TURN_KEY,
-    NamespaceIndex,
-    namespace_indexes,
-)
-from memories.vector.outbox import MemoryOutbox, OutboxRow, SQLiteOutbox
+from memories.namespaces import as_namespace
+from memories.recall import RecallConfig
+from memories.vector.backend import VectorBackend, VectorQuery
+from memories.vector.filters import check_metadata
+from memories.vector.index import TURN_KEY
+from memories.vector.outbox import OutboxRow, outbox_for
 from memories.vector.records import SearchResult
-from memories.vector.writes import (
-    VectorStatus,
-    WriteLane,
-    WriteMode,
-    background_writer,
-    write_lane,
-)
+from memories.vector.writes import VectorStatus, WriteMode
 
 if TYPE_CHECKING:
     from memories.integrations.chroma import ChromaStore
 
 __all__ = ["VectorMemory", "default_embeddings"]
 
-SPEAKERS_KEY = "speakers"
-_DRAIN_BATCH = 256
-# Turns of a namespace that background mode lets wait; past this, a save
-# writes in the caller's thread, so a writer that falls behind slows saves
-# down instead of letting the queue grow.
-_MAX_QUEUED = 256
-# How long a search waits for the writer to embed a queued turn before doing it itself.
-_EMBED_WAIT_SECONDS = 30.0
 _PROGRESS_FROM = 1_000
-_OUTBOX_FILE = "memories-outbox.db"
-
-Outbox = SQLiteOutbox | MemoryOutbox
-
-
-@dataclass(frozen=True)
-class _Query:
-    """A validated search request."""
-
-    text: str
-    k: int
-    where: dict[str, Any] | None
 
 
 class VectorMemory(BaseMemory):
@@ -162,8 +114,6 @@ class VectorMemory(BaseMemory):
     output_key: str | None = None
     return_docs: bool = False
 
-    _closed: bool = PrivateAttr(default=False)
-
     @field_validator("namespace", mode="before")
     @classmethod
     def _as_namespace(cls, value: Any) -> tuple[str, ...]:
@@ -205,10 +155,7 @@ class VectorMemory(BaseMemory):
         return super()._config_value(name, value)
 
     # -- what the memory is made of (rebuilt when the configuration changes) --------
-
-    @cached_property
-    def _namespace_key(self) -> str:
-        return namespace_key(self.namespace)
+    # -- what the memory is made of (rebuilt when the configuration changes) --------
 
     @cached_property
     def _embedder(self) -> Embeddings:
@@ -219,11 +166,15 @@ class VectorMemory(BaseMemory):
         return _build_embeddings(self.embeddings)
 
     @cached_property
-    def store(self) -> ChromaStore:
-        """The Chroma store adapter (opened lazily, on the first call that needs it)."""
-        from memories.integrations.chroma import ChromaStore
+    def backend(self) -> VectorBackend:
+        """Where the documents live and how they are found (built on first use)."""
+        return self._make_backend()
 
-        return ChromaStore(
+    def _make_backend(self) -> VectorBackend:
+        from memories.integrations.chroma import ChromaStore
+        from memories.vector.chroma_backend import ChromaBackend
+
+        store = ChromaStore(
             mode=self.mode,
             path=self.path,
             host=self.host,
@@ -233,31 +184,28 @@ class VectorMemory(BaseMemory):
             embeddings=self._embedder,
             timeout=self.timeout,
         )
-
-    @cached_property
-    def _outbox(self) -> Outbox:
-        if self.outbox is not None:
-            return _sqlite_outbox(self.outbox)
-        if self.mode == "memory":
-            return _MEMORY_OUTBOX
-        if self.mode == "persistent":
-            os.makedirs(self.path, exist_ok=True)
-            return _sqlite_outbox(os.path.join(self.path, _OUTBOX_FILE))
-        return _sqlite_outbox(_OUTBOX_FILE)
-
-    @cached_property
-    def _index(self) -> NamespaceIndex:
-        from memories.vector.index import shared_index
-
-        return shared_index(self.store.target, self._namespace_key, self.recall)
-
-    @cached_property
-    def _lane(self) -> WriteLane:
-        return write_lane(self.store.target, self._namespace_key)
+        return ChromaBackend(
+            store,
+            namespace=self.namespace,
+            session_id=self.session_id,
+            embedder=self._embedder,
+            recall=self.recall,
+            k=self.k,
+            write=self.write,
+            outbox=outbox_for(self.mode, self.path, self.outbox),
+        )
 
     @property
-    def _drain_key(self) -> tuple[str, str, str]:
-        return ("vector", self.store.target, self._namespace_key)
+    def store(self) -> ChromaStore:
+        """The Chroma store adapter under the default backend.
+
+        Raises:
+            NotImplementedError: the memory's backend is not Chroma.
+        """
+        store: ChromaStore | None = getattr(self.backend, "store", None)
+        if store is None:
+            raise NotImplementedError(f"{self.backend.location} is not a Chroma store.")
+        return store
 
     # -- LangChain's interface ------------------------------------------------------
 
@@ -293,7 +241,7 @@ class VectorMemory(BaseMemory):
                 last background write); the turn waits in the outbox and is
                 written by the next call that reaches the store, or by ``flush()``.
         """
-        self._save(self._turn_row(inputs, outputs, metadata))
+        self.backend.save(self._turn_row(inputs, outputs, metadata))
 
     async def asave_context(
         self,
@@ -302,20 +250,19 @@ class VectorMemory(BaseMemory):
         *,
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
-        """Async :meth:`save_context`: the same work, off the event loop."""
-        row = self._turn_row(inputs, outputs, metadata)
-        await asyncio.to_thread(self._save, row)
+        """Async :meth:`save_context`."""
+        await self.backend.asave(self._turn_row(inputs, outputs, metadata))
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """``{memory_key: text}``: the top ``k`` documents for the input, joined by newlines.
 
         With ``return_docs=True`` the value is a list of LangChain ``Document``.
         """
-        return self._variables(self.search(self._query_text(inputs), k=self.k))
+        return self._variables(self.backend.search(self._load_query(inputs)))
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Async :meth:`load_memory_variables`."""
-        return self._variables(await self.asearch(self._query_text(inputs), k=self.k))
+        return self._variables(await self.backend.asearch(self._load_query(inputs)))
 
     def clear(self) -> None:
         """Delete the documents this memory's session wrote (queued ones are written first).
@@ -327,28 +274,19 @@ class VectorMemory(BaseMemory):
         Raises:
             BackendUnavailableError: the store cannot be reached (nothing is deleted).
         """
-        self.flush()
-        self._delete(None, {SESSION_KEY: self.session_id})
+        self.backend.forget_session()
 
     async def aclear(self) -> None:
         """Async :meth:`clear`."""
-        await asyncio.to_thread(self.clear)
+        await self.backend.aforget_session()
 
     def erase_namespace(self) -> None:
         """Delete every document of this memory's namespace, every session's, queued ones too."""
-        target, namespace = self.store.target, self._namespace_key
-        background_writer().cancel(self._drain_key)
-        with self._lane.lock:  # not while a drain writes what is being deleted
-            self._outbox.clear(target, namespace)
-            for index in namespace_indexes(target, namespace):
-                with index.lock:
-                    index.drop_pending()
-            self._delete(None, None)
-            self._lane.succeeded()
+        self.backend.erase_namespace()
 
     async def aerase_namespace(self) -> None:
         """Async :meth:`erase_namespace`."""
-        await asyncio.to_thread(self.erase_namespace)
+        await self.backend.aerase_namespace()
 
     # -- the vector memory's own API ------------------------------------------------
 
@@ -368,25 +306,13 @@ class VectorMemory(BaseMemory):
         writer still has them; a filtered search writes them first (Chroma
         evaluates the filter).
         """
-        request = self._request(query, k, filter)
-        self._catch_up(request)
-        vector = None
-        if self.recall.uses_dense:
-            vector = self._embedder.embed_query(request.text)
-            self._embed_pending()
-        return self._search(request, vector)
+        return self.backend.search(self._request(query, k, filter))
 
     async def asearch(
         self, query: str, /, *, k: int | None = None, filter: Mapping[str, Any] | None = None
     ) -> list[SearchResult]:
         """Async :meth:`search`."""
-        request = self._request(query, k, filter)
-        await asyncio.to_thread(self._catch_up, request)
-        vector = None
-        if self.recall.uses_dense:
-            vector = await self._embedder.aembed_query(request.text)
-            await asyncio.to_thread(self._embed_pending)
-        return await asyncio.to_thread(self._search, request, vector)
+        return await self.backend.asearch(self._request(query, k, filter))
 
     def add(
         self,
@@ -410,11 +336,7 @@ class VectorMemory(BaseMemory):
             progress: show a progress bar; default: for more than 1,000 texts.
         """
         rows = self._bulk_rows(texts, metadatas, ids)
-        self._outbox.put(self.store.target, self._namespace_key, rows)
-        show = progress if progress is not None else len(rows) > _PROGRESS_FROM
-        self._drain(progress=len(rows) if show else None)
-        if ids is not None:
-            self._renew_generation()
+        self.backend.add(rows, progress=_show_progress(progress, rows))
         return [row.doc_id for row in rows]
 
     async def aadd(
@@ -427,9 +349,9 @@ class VectorMemory(BaseMemory):
         progress: bool | None = None,
     ) -> list[str]:
         """Async :meth:`add`."""
-        return await asyncio.to_thread(
-            lambda: self.add(texts, metadatas=metadatas, ids=ids, progress=progress)
-        )
+        rows = self._bulk_rows(texts, metadatas, ids)
+        await self.backend.aadd(rows, progress=_show_progress(progress, rows))
+        return [row.doc_id for row in rows]
 
     def delete(
         self, ids: Sequence[str] | None = None, /, *, filter: Mapping[str, Any] | None = None
@@ -439,22 +361,13 @@ class VectorMemory(BaseMemory):
         Raises:
             InvalidInputError: neither ids nor a filter given (use :meth:`clear`).
         """
-        if ids is None and filter is None:
-            raise InvalidInputError(
-                "delete() needs ids or a filter; to delete everything, call clear()."
-            )
-        if ids is not None and (isinstance(ids, str) or not all(isinstance(i, str) for i in ids)):
-            raise InvalidInputError(f"ids must be a list of strings, got {ids!r:.80}.")
-        if filter is not None:
-            check_filter(filter)
-        self._drain()
-        self._delete(ids, filter)
+        self.backend.delete(*self._deletion(ids, filter))
 
     async def adelete(
         self, ids: Sequence[str] | None = None, /, *, filter: Mapping[str, Any] | None = None
     ) -> None:
         """Async :meth:`delete`."""
-        await asyncio.to_thread(lambda: self.delete(ids, filter=filter))
+        await self.backend.adelete(*self._deletion(ids, filter))
 
     def flush(self, *, timeout: float | None = None) -> bool:
         """Write every queued document to the store now and wait for it.
@@ -471,34 +384,24 @@ class VectorMemory(BaseMemory):
         Raises:
             BackendUnavailableError: the store still cannot be reached.
         """
-        background_writer().cancel(self._drain_key)
-        return self._drain(timeout=timeout) is not None and self.pending() == 0
+        return self.backend.flush(timeout=timeout)
 
     def close(self, *, timeout: float | None = None) -> bool:
         """Write what is queued (as :meth:`flush`); later saves of this object write synchronously.
 
         The background writer itself keeps serving other memories.
         """
-        self._closed = True
-        return self.flush(timeout=timeout)
+        return self.backend.close(timeout=timeout)
 
     def pending(self) -> int:
         """How many documents of this namespace wait in the outbox (queued or failed)."""
-        return len(self._outbox.pending(self.store.target, self._namespace_key))
+        return self.backend.pending()
 
     def status(self) -> VectorStatus:
         """The write mode, the documents waiting, and the last failed write if none worked since."""
-        lane = self._lane
-        return VectorStatus(
-            pending=self.pending(),
-            failures=0 if lane.error is None else 1,
-            last_error=lane.last_error,
-            background=background_writer().status() if self.write == "background" else None,
-            write=self.write,
-            failed_at=lane.failed_at,
-        )
+        return self.backend.status()
 
-    # -- building documents (pure) ----------------------------------------------------
+    # -- building documents and queries (pure) ----------------------------------------
 
     def _turn_text(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> str:
         """The document text of one run, validated before anything is written."""
@@ -520,9 +423,7 @@ class VectorMemory(BaseMemory):
         text = self._turn_text(inputs, outputs)
         check_storable([HumanMessage(text)])
         extra = check_metadata(metadata, what="save_context metadata")
-        fixed = {SESSION_KEY: self.session_id, TIMESTAMP_KEY: time.time()}
-        meta = {**self.metadata, **fixed, SPEAKERS_KEY: ["human", "ai"], **extra}
-        meta.pop(TURN_KEY, None)
+        meta = {**self.metadata, **self.backend.bookkeeping(turn=True), **extra}
         return OutboxRow(uuid.uuid4().hex, text, meta, needs_turn=True)
 
     def _bulk_rows(
@@ -542,310 +443,47 @@ class VectorMemory(BaseMemory):
             if not all(isinstance(i, str) and i for i in ids) or len(set(ids)) != count:
                 raise InvalidInputError("ids must be distinct non-empty strings.")
         rows = []
-        now = time.time()
+        stamp = self.backend.bookkeeping(turn=False)
         for i, text in enumerate(texts):
             given = check_metadata(metadatas[i] if metadatas else None, what=f"metadatas[{i}]")
             turn = given.get(TURN_KEY)
             if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool)):
                 raise InvalidInputError(f"metadatas[{i}]['turn'] must be an int, got {turn!r}.")
-            meta = {**self.metadata, SESSION_KEY: self.session_id, TIMESTAMP_KEY: now, **given}
+            meta = {**self.metadata, **stamp, **given}
             doc_id = ids[i] if ids is not None else uuid.uuid4().hex
             rows.append(OutboxRow(doc_id, text, meta, needs_turn=False, replace=ids is not None))
         return rows
 
-    # -- writing ----------------------------------------------------------------------
+    def _deletion(
+        self, ids: Sequence[str] | None, where: Mapping[str, Any] | None
+    ) -> tuple[Sequence[str] | None, dict[str, Any] | None]:
+        if ids is None and where is None:
+            raise InvalidInputError(
+                "delete() needs ids or a filter; to delete everything, call clear()."
+            )
+        if ids is not None and (isinstance(ids, str) or not all(isinstance(i, str) for i in ids)):
+            raise InvalidInputError(f"ids must be a list of strings, got {ids!r:.80}.")
+        if where is not None:
+            self.backend.check_filter(where)
+        return ids, None if where is None else dict(where)
 
-    def _save(self, row: OutboxRow) -> None:
-        """Queue a turn for the background writer, or write it now."""
-        if self._queue(row):
-            background_writer().schedule(self._drain_key, self._drain)
-            return
-        self._outbox.put(self.store.target, self._namespace_key, [row])
-        self._drain()
-
-    def _queue(self, row: OutboxRow) -> bool:
-        """In background mode, number the turn, put it in the outbox and index it as pending.
-
-        Returns False (nothing done) when the turn should be written now instead:
-        in sync mode, after :meth:`close`, while the last write of the
-        namespace has failed (so that the failure is raised), before the
-        index is loaded (numbering needs it), or when too many turns wait.
-        """
-        if self.write != "background" or self._closed or self._lane.error is not None:
-            return False
-        target, namespace, index = self.store.target, self._namespace_key, self._index
-        with index.lock:
-            if not index.loaded or index.pending_count() >= _MAX_QUEUED:
-                return False
-            session = str(row.metadata[SESSION_KEY])
-            metadata = {**row.metadata, TURN_KEY: index.next_turn(session)}
-            queued = OutboxRow(row.doc_id, row.text, metadata, needs_turn=False)
-            self._outbox.put(target, namespace, [queued])
-            index.add_pending([(row.doc_id, row.text, {**metadata, NAMESPACE_KEY: namespace})])
-        return True
-
-    def _drain(self, *, progress: int | None = None, timeout: float | None = None) -> int | None:
-        """Write queued documents to the store, oldest first; return how many.
-
-        None when another drain of the namespace held on for over ``timeout`` seconds.
-        """
-        target, namespace, lane = self.store.target, self._namespace_key, self._lane
-        written = 0
-        if not lane.lock.acquire(timeout=-1 if timeout is None else timeout):
-            return None
-        bar = _progress_bar(progress)
-        try:
-            try:
-                while rows := self._outbox.pending(target, namespace, limit=_DRAIN_BATCH):
-                    self._write_rows(rows)
-                    written += len(rows)
-                    if bar is not None:
-                        bar.update(len(rows))
-            except Exception as exc:
-                lane.failed(exc)
-                raise
-            lane.succeeded()
-        except BackendError as exc:
-            waiting = len(self._outbox.pending(target, namespace))
-            raise type(exc)(
-                f"{exc} {waiting} document(s) of namespace {self.namespace!r} wait in the "
-                f"outbox ({self._outbox_name()}); they are written by the next call that "
-                "reaches the store, or by flush()."
-            ) from exc
-        finally:
-            lane.lock.release()
-            if bar is not None:
-                bar.close()
-        return written
-
-    def _write_rows(self, rows: Sequence[OutboxRow]) -> None:
-        """Embed and store one batch of outbox rows (under the lane's lock), then forget them.
-
-        The rows are pending in the index while this runs, so searches see
-        them; embeddings a search already computed are reused.
-        """
-        target, namespace, index = self.store.target, self._namespace_key, self._index
-        ids = [row.doc_id for row in rows]
-        texts = [row.text for row in rows]
-        with index.lock:
-            self._ensure_loaded(index)
-            metadatas = _number_turns(rows, index)
-            stamped = [{**m, NAMESPACE_KEY: namespace} for m in metadatas]
-            index.add_pending(zip(ids, texts, stamped, strict=True))
-            vectors: dict[str, list[float]] = index.claim(ids)
-        todo = [i for i, doc_id in enumerate(ids) if doc_id not in vectors]
-        if todo:
-            todo_ids = [ids[i] for i in todo]
-            try:
-                embedded = self._embedder.embed_documents([texts[i] for i in todo])
-            except Exception:
-                with index.lock:
-                    index.release(todo_ids)
-                raise
-            with index.lock:
-                index.publish(todo_ids, embedded)
-            vectors.update(zip(todo_ids, embedded, strict=True))
-        with index.lock:
-            index.writing(ids, now=True)
-        try:
-            replace = [row.replace for row in rows]
-            self._write(ids, texts, [vectors[i] for i in ids], metadatas, replace)
-        except Exception:
-            with index.lock:
-                index.writing(ids, now=False)
-            raise
-        for each in namespace_indexes(target, namespace):
-            with each.lock:
-                each.stored(zip(ids, texts, stamped, strict=True))
-        self._outbox.remove(target, namespace, ids)
-
-    def _write(
-        self,
-        ids: list[str],
-        texts: list[str],
-        vectors: list[list[float]],
-        metadatas: list[dict[str, Any]],
-        replace: list[bool],
-    ) -> None:
-        # New ids go in with Chroma's cheaper add; caller-chosen ids may replace.
-        for flag in (False, True):
-            chosen = [i for i, r in enumerate(replace) if r is flag]
-            if chosen:
-                self.store.upsert(
-                    self._namespace_key,
-                    ids=[ids[i] for i in chosen],
-                    texts=[texts[i] for i in chosen],
-                    embeddings=[vectors[i] for i in chosen],
-                    metadatas=[metadatas[i] for i in chosen],
-                    replace=flag,
-                )
-
-    def _delete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
-        index = self._index
-        with index.lock:
-            try:
-                self.store.delete(self._namespace_key, ids=ids, where=where)
-            finally:
-                # Whatever happened, the next search re-reads the namespace.
-                index.invalidate()
-
-    def _renew_generation(self) -> None:
-        # Caller-chosen ids may have replaced documents other processes indexed.
-        index = self._index
-        with index.lock:
-            index.generation = self.store.touch(self._namespace_key)
-
-    def _outbox_name(self) -> str:
-        outbox = self._outbox
-        return outbox.path if isinstance(outbox, SQLiteOutbox) else "in this process"
-
-    # -- reading ----------------------------------------------------------------------
-
-    def _catch_up(self, request: _Query) -> None:
-        """Before a search: write what waits, where the search needs it written.
-
-        In sync mode, every queued document (as ever). In background mode
-        only after a failed write (which retries it, or raises) or for a
-        filtered search, whose filter Chroma evaluates; an unfiltered search
-        reads queued turns from the index instead.
-        """
-        if self.write == "sync" or self._lane.error is not None or request.where is not None:
-            self._drain()
-
-    def _embed_pending(self) -> None:
-        """Make sure every pending document has its embedding before a dense search.
-
-        Those a writer is embedding now are waited for (up to
-        :data:`_EMBED_WAIT_SECONDS`, then embedded here too); the others are
-        embedded here (and the writer reuses them).
-        """
-        index = self._index
-        with index.lock:
-            claimed, free = index.unembedded()
-            deadline = time.monotonic() + _EMBED_WAIT_SECONDS
-            while claimed and (left := deadline - time.monotonic()) > 0:
-                index.changed.wait(left)
-                busy, free = index.unembedded()
-                claimed &= busy
-            free = [*free, *claimed]
-            if not free:
-                return
-            index.claim(free)
-            texts = [index.text_of(i) for i in free]
-        try:
-            vectors = self._embedder.embed_documents(texts)
-        except Exception:
-            with index.lock:
-                index.release(free)
-            raise
-        with index.lock:
-            index.publish(free, vectors)
-
-    def _ensure_loaded(self, index: NamespaceIndex) -> None:
-        if not index.loaded:
-            self._rebuild(index)
-
-    def _refresh(self, index: NamespaceIndex) -> None:
-        store, namespace = self.store, self._namespace_key
-        generation = store.generation(namespace)
-        if not index.is_current(store.count(namespace), generation):
-            self._rebuild(index, generation)
-
-    def _rebuild(self, index: NamespaceIndex, generation: str | None = None) -> None:
-        store, namespace = self.store, self._namespace_key
-        if generation is None:
-            generation = store.generation(namespace)
-        records = store.get(namespace)
-        index.rebuild(((r.id, r.text, r.metadata) for r in records), generation)
-        # Queued documents (some perhaps left by a process that stopped before
-        # writing them) are searchable from now on, and written soon.
-        rows = self._outbox.pending(store.target, namespace)
-        if rows:
-            metadatas = [{**m, NAMESPACE_KEY: namespace} for m in _number_turns(rows, index)]
-            index.add_pending((r.doc_id, r.text, m) for r, m in zip(rows, metadatas, strict=True))
-            if self.write == "background" and not self._lane.lock.locked():
-                # (A drain that is running writes them before it returns.)
-                background_writer().schedule(self._drain_key, self._drain)
-
-    def _request(self, query: Any, k: int | None, where: Mapping[str, Any] | None) -> _Query:
+    def _request(self, query: Any, k: int | None, where: Mapping[str, Any] | None) -> VectorQuery:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a str, got {type(query).__name__}.")
-        k = self.k if k is None else k
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise InvalidInputError(f"k must be a positive int, got {k!r}.")
         if where is not None:
-            check_filter(where)
-        return _Query(query, k, None if where is None else dict(where))
+            self.backend.check_filter(where)
+        return VectorQuery(query, k, None if where is None else dict(where))
 
-    def _search(self, request: _Query, vector: Sequence[float] | None) -> list[SearchResult]:
-        config, store, namespace, index = self.recall, self.store, self._namespace_key, self._index
-        with index.lock:
-            self._refresh(index)
-            n = min(config.candidates, len(index))
-            if n == 0:
-                return []
-            dense = []
-            if vector is not None:
-                dense = store.nearest(namespace, vector, n=n, where=request.where)
-                if request.where is None and index.pending_count():
-                    dense = _merge_nearest(dense, index.pending_nearest(vector, n=n), n)
-            lexical = index.lexical(request.text, limit=n) if config.uses_lexical else []
-            found = {s.id for s in dense} | {s.id for s in lexical}
-            positions = index.positions(found)
-            if request.where is None:
-                # Unfiltered, any neighbour may be returned: look them up in the
-                # index's own position map instead of gathering them first.
-                ranked = rank_candidates(
-                    config,
-                    dense=dense,
-                    lexical=lexical,
-                    positions=positions,
-                    doc_at=index.doc_at,
-                    limit=request.k,
-                )
-            elif config.neighbour_weight and config.neighbour_window:
-                around = neighbour_positions(positions.values(), window=config.neighbour_window)
-                positions.update(index.ids_at(around))
-        if request.where is not None:
-            # Dense hits passed the filter in Chroma; check the others there too
-            # (a document still pending is not there, so it does not pass).
-            unchecked = (found | set(positions)) - {s.id for s in dense}
-            passed = store.get(namespace, ids=sorted(unchecked), where=request.where, text=False)
-            allowed = {s.id for s in dense} | {r.id for r in passed}
-            ranked = rank_candidates(
-                config,
-                dense=dense,
-                lexical=[s for s in lexical if s.id in allowed],
-                positions={i: p for i, p in positions.items() if i in allowed},
-                limit=request.k,
-            )
-        return self._results(ranked)
-
-    def _results(self, ranked: Sequence[ScoredId]) -> list[SearchResult]:
-        """The records of the ranked ids: pending ones from the index, the rest from the store."""
-        known: dict[str, tuple[str, dict[str, Any]]] = {}
-        index = self._index
-        with index.lock:
-            for item in ranked:
-                document = index.pending_document(item.id)
-                if document is not None:
-                    known[item.id] = (document.text, dict(document.metadata))
-        missing = [s.id for s in ranked if s.id not in known]
-        for record in self.store.get(self._namespace_key, ids=missing):
-            known[record.id] = (record.text, record.metadata)
-        return [
-            SearchResult(known[s.id][0], known[s.id][1], s.score, s.id)
-            for s in ranked
-            if s.id in known
-        ]
-
-    def _query_text(self, inputs: Mapping[str, Any]) -> str:
+    def _load_query(self, inputs: Mapping[str, Any]) -> VectorQuery:
+        """The search a chain run makes: its input, the backend's default ``k``."""
         key = select_input_key(inputs, self.memory_variables, self.input_key)
         value = inputs[key]
-        if isinstance(value, str):
-            return value
-        (human, _) = turn_messages(value, "")
-        return message_text(human)
+        if not isinstance(value, str):
+            (human, _) = turn_messages(value, "")
+            value = message_text(human)
+        return VectorQuery(value, None, None)
 
     def _variables(self, results: list[SearchResult]) -> dict[str, Any]:
         value: str | list[Document]
@@ -856,34 +494,8 @@ class VectorMemory(BaseMemory):
         return {self.memory_key: value}
 
 
-def _number_turns(rows: Sequence[OutboxRow], index: NamespaceIndex) -> list[dict[str, Any]]:
-    """The rows' metadata, with the next turn index of their session where one is wanted.
-
-    A row an earlier attempt numbered (it is pending in the index) keeps its number.
-    """
-    next_turn: dict[str, int] = {}
-    metadatas = []
-    for row in rows:
-        metadata = dict(row.metadata)
-        if row.needs_turn:
-            pending = index.pending_document(row.doc_id)
-            if pending is not None and TURN_KEY in pending.metadata:
-                metadata[TURN_KEY] = pending.metadata[TURN_KEY]
-            else:
-                session = str(metadata.get(SESSION_KEY))
-                turn = next_turn.get(session, index.next_turn(session))
-                metadata[TURN_KEY] = turn
-                next_turn[session] = turn + 1
-        metadatas.append(metadata)
-    return metadatas
-
-
-def _merge_nearest(stored: list[ScoredId], pending: list[ScoredId], n: int) -> list[ScoredId]:
-    """The ``n`` nearest of the store's and the pending documents' (the store's score wins)."""
-    scores = {item.id: item.score for item in pending}
-    scores.update((item.id, item.score) for item in stored)
-    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:n]
-    return [ScoredId(doc_id, score) for doc_id, score in best]
+def _show_progress(progress: bool | None, rows: Sequence[OutboxRow]) -> bool:
+    return progress if progress is not None else len(rows) > _PROGRESS_FROM
 
 
 def default_embeddings() -> Embeddings:
@@ -899,38 +511,8 @@ def default_embeddings() -> Embeddings:
 
 
 def _build_embeddings(spec: str) -> Embeddings:
-    module, _, attr = spec.partition(":")
-    try:
-        target: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(
-            f"embeddings {spec!r} cannot be imported ({exc}); give 'module:Class' of a "
-            "LangChain Embeddings class that takes no arguments, or pass an Embeddings object."
-        ) from exc
+    target = import_path(spec, what="embeddings")
     built = target() if callable(target) else target
     if not isinstance(built, Embeddings):
         raise ConfigError(f"embeddings {spec!r} gave {built!r:.80}, not a LangChain Embeddings.")
     return built
-
-
-_MEMORY_OUTBOX = MemoryOutbox()
-_outboxes: dict[str, SQLiteOutbox] = {}
-
-
-def _sqlite_outbox(path: str) -> SQLiteOutbox:
-    key = os.path.abspath(path)
-    outbox = _outboxes.get(key)
-    if outbox is None:
-        outbox = _outboxes[key] = SQLiteOutbox(key)
-    return outbox
-
-
-def _progress_bar(total: int | None) -> Any:
-    if total is None:
-        return None
-    from tqdm.auto import tqdm
-
-    bar: Callable[..., Any] = tqdm
-    return bar(total=total, unit="doc", desc="Storing")

@@ -13,6 +13,7 @@ it; :class:`MemoryOutbox` keeps them in the process, for the in-memory store.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -26,7 +27,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from memories.errors import BackendUnavailableError
 from memories.sql import ensure_tables, get_engine, log_table
 
-__all__ = ["MemoryOutbox", "OutboxRow", "SQLiteOutbox"]
+__all__ = ["OUTBOX_FILE", "MemoryOutbox", "Outbox", "OutboxRow", "SQLiteOutbox", "outbox_for"]
+
+#: The outbox file's name inside a persistent store's folder (or the working directory).
+OUTBOX_FILE = "memories-outbox.db"
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ class SQLiteOutbox:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.where = path
+        """Where the rows wait, for messages."""
         url = f"sqlite:///{path}"
         self._engine = get_engine(url)
         ensure_tables(self._engine, url, _metadata)
@@ -160,6 +166,8 @@ class MemoryOutbox:
     def __init__(self) -> None:
         self._rows: dict[tuple[str, str], dict[str, OutboxRow]] = {}
         self._lock = threading.Lock()
+        self.where = "in this process"
+        """Where the rows wait, for messages."""
 
     def put(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
         """Queue rows."""
@@ -185,3 +193,29 @@ class MemoryOutbox:
         """Forget every queued row of a namespace."""
         with self._lock:
             self._rows.pop((target, namespace), None)
+
+
+Outbox = SQLiteOutbox | MemoryOutbox
+
+_MEMORY_OUTBOX = MemoryOutbox()
+_outboxes: dict[str, SQLiteOutbox] = {}
+_outboxes_lock = threading.Lock()
+
+
+def outbox_for(mode: str, path: str, outbox: str | None) -> Outbox:
+    """The process's outbox for a store: ``outbox`` if given, else beside the store.
+
+    One object per file, shared by every memory of the process; the in-memory
+    store's outbox is in memory too.
+    """
+    if outbox is None and mode == "memory":
+        return _MEMORY_OUTBOX
+    if outbox is None and mode == "persistent":
+        os.makedirs(path, exist_ok=True)
+        outbox = os.path.join(path, OUTBOX_FILE)
+    key = os.path.abspath(outbox or OUTBOX_FILE)
+    with _outboxes_lock:
+        found = _outboxes.get(key)
+        if found is None:
+            found = _outboxes[key] = SQLiteOutbox(key)
+        return found

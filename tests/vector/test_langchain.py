@@ -10,7 +10,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from memories import ConfigError, VectorStoreRetrieverMemory, create_memory
+from memories import ConfigError, InvalidInputError, VectorStoreRetrieverMemory, create_memory
 from tests.vector.conftest import MakeVector
 
 RUNS = [
@@ -109,12 +109,28 @@ def test_with_a_store_that_cannot_delete_clear_warns_and_keeps_them(
     assert "cannot delete" in caplog.text and len(store.store) == 1
 
 
-def test_with_a_retriever_the_chroma_only_calls_say_so() -> None:
-    memory = VectorStoreRetrieverMemory(retriever=_retriever())
-    with pytest.raises(NotImplementedError, match="search"):
-        memory.search("x")
-    with pytest.raises(NotImplementedError, match="status"):
-        memory.status()
+def test_with_a_retriever_the_vector_api_goes_through_the_store() -> None:
+    """The LangChain backend implements the protocol: search, add, delete, async twins."""
+    retriever = _retriever()
+    store = retriever.vectorstore
+    memory = VectorStoreRetrieverMemory(retriever=retriever)
+    ids = memory.add(["I like green tea", "the cat is asleep"], metadatas=[{"topic": "tea"}, None])
+    assert sorted(store.store) == sorted(ids)
+    assert store.get_by_ids([ids[0]])[0].metadata == {"topic": "tea"}
+    expected = [d.page_content for d in retriever.invoke("green tea", k=1)]
+    assert [r.text for r in memory.search("green tea", k=1)] == expected
+    assert [r.text for r in asyncio.run(memory.asearch("green tea", k=1))] == expected
+    assert len(memory.search("green tea")) == 2  # the retriever's own k
+    memory.delete([ids[1]])
+    assert list(store.store) == [ids[0]]
+    with pytest.raises(InvalidInputError, match="by id only"):
+        memory.delete(filter={"topic": "tea"})
+    with pytest.raises(NotImplementedError, match="no namespaces"):
+        memory.erase_namespace()
+    status = memory.status()
+    assert (status.pending, status.failures, status.write) == (0, 0, "sync")
     assert memory.flush() is True and memory.close() is True  # nothing is ever queued
     with pytest.raises(ConfigError, match="no config form"):
         memory.to_config()
+    memory.clear()  # what it added goes; the store is empty again
+    assert store.store == {}

@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from memories import BackendUnavailableError, VectorMemory, create_memory
+from memories.namespaces import namespace_key
 from memories.vector.writes import background_writer
 from tests.vector.conftest import ChromaServer, free_port
 
@@ -146,7 +147,7 @@ def test_a_hung_server_gives_up_within_the_timeout(chroma_server: ChromaServer, 
         started = time.monotonic()
         with pytest.raises(BackendUnavailableError):
             fresh = _memory(chroma_server, str(tmp_path / "o2.db"), namespace="hung", timeout=1.0)
-            fresh.store.count(fresh._namespace_key)
+            fresh.store.count(namespace_key(fresh.namespace))
         with pytest.raises(BackendUnavailableError):
             memory.save_context({"input": "and a cat"}, {"output": "ok"})
         assert time.monotonic() - started < 60  # bounded: without a timeout this never returns

@@ -158,7 +158,7 @@ def test_close_writes_what_waits_and_later_saves_are_synchronous(
 def test_a_writer_that_falls_behind_makes_saves_synchronous(
     make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch, writer_idle: None
 ) -> None:
-    import memories.vector.memory as module
+    import memories.vector.chroma_backend as module
 
     monkeypatch.setattr(module, "_MAX_QUEUED", 0)
     memory = make_vector(namespace="bounded")

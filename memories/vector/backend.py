@@ -1,0 +1,111 @@
+"""The vector backend protocol: where a vector memory's documents live and how they are found.
+
+A :class:`~memories.vector.VectorMemory` turns chain runs into documents
+(:class:`~memories.vector.outbox.OutboxRow`) and search results into prompt
+text; everything between is its backend's, one backend per memory (bound to
+the memory's namespace and session):
+
+- :class:`~memories.vector.chroma_backend.ChromaBackend` (the default):
+  Chroma embedded, in memory or on a server, written through an outbox,
+  searched by hybrid recall (dense + BM25 + neighbours);
+- :class:`~memories.vector.langchain_backend.VectorStoreBackend`: any LangChain
+  ``VectorStore`` through its retriever, searched as that retriever searches
+  (what LangChain's ``VectorStoreRetrieverMemory`` does).
+
+A backend implements the sync methods; every async twin runs its sync method
+on a worker thread (:func:`~memories.kernel.steps.blocking_twin`) unless the
+backend overrides it with native async.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memories.kernel.steps import blocking_twin
+from memories.vector.outbox import OutboxRow
+from memories.vector.records import SearchResult
+from memories.vector.writes import VectorStatus
+
+__all__ = ["VectorBackend", "VectorQuery"]
+
+
+@dataclass(frozen=True)
+class VectorQuery:
+    """A validated search request."""
+
+    text: str
+    """The text to match."""
+    k: int | None
+    """How many results; None: the backend's default (the memory's ``k``, or the retriever's)."""
+    where: dict[str, Any] | None
+    """A metadata filter in the backend's syntax (:meth:`VectorBackend.check_filter`)."""
+
+
+class VectorBackend(ABC):
+    """The documents of one namespace of one store, as one memory (and session) sees them."""
+
+    #: Where the documents are, for messages (``"Chroma at ./memories-chroma"``).
+    location: str
+
+    @abstractmethod
+    def save(self, row: OutboxRow) -> None:
+        """Store one conversation turn (the backend may number it in its session and queue it)."""
+
+    @abstractmethod
+    def add(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
+        """Store many documents (bulk import), showing a progress bar if asked."""
+
+    @abstractmethod
+    def search(self, query: VectorQuery) -> list[SearchResult]:
+        """The documents that best match ``query``, best first."""
+
+    @abstractmethod
+    def delete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
+        """Delete documents by id, by filter, or both (AND); never all of them at once."""
+
+    @abstractmethod
+    def forget_session(self) -> None:
+        """Delete what this memory's session wrote (a memory's ``clear()``)."""
+
+    @abstractmethod
+    def erase_namespace(self) -> None:
+        """Delete every document of the namespace, every session's."""
+
+    def bookkeeping(self, *, turn: bool) -> dict[str, Any]:
+        """Metadata the backend keeps on each new document (a turn, or a bulk one) for its recall.
+
+        The memory's own metadata goes under it and the caller's over it.
+        """
+        return {}
+
+    def check_filter(self, where: Mapping[str, Any]) -> None:  # noqa: B027  (optional hook)
+        """Raise :class:`~memories.errors.InvalidInputError` for a filter this backend refuses.
+
+        By default every filter goes to the store as it is, in the store's syntax.
+        """
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Write what is queued; True once nothing waits (a backend that never queues: at once)."""
+        return True
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """:meth:`flush`, and write synchronously from now on."""
+        return self.flush(timeout=timeout)
+
+    def pending(self) -> int:
+        """How many documents wait to be written."""
+        return 0
+
+    def status(self) -> VectorStatus:
+        """Where the writes stand; a backend that never queues has nothing pending."""
+        return VectorStatus(write="sync")
+
+    asave = blocking_twin(save)
+    aadd = blocking_twin(add)
+    asearch = blocking_twin(search)
+    adelete = blocking_twin(delete)
+    aforget_session = blocking_twin(forget_session)
+    aerase_namespace = blocking_twin(erase_namespace)
