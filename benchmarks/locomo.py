@@ -269,7 +269,7 @@ def load_embedder(spec: str, /) -> Embed:
     ``"default"`` is what ``VectorMemory()`` embeds with.
     """
     if spec == "default":
-        from memories.vector.memory import default_embeddings
+        from memories.embeddings import default_embeddings
 
         embeddings = default_embeddings()
         return lambda texts: np.asarray(embeddings.embed_documents(list(texts)), dtype=np.float32)

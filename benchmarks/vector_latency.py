@@ -50,8 +50,8 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from langchain_core.embeddings import Embeddings
 
+from memories.embeddings import default_embeddings
 from memories.vector import VectorMemory
-from memories.vector.memory import default_embeddings
 from memories.vector.writes import background_writer
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"

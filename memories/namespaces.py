@@ -9,11 +9,13 @@ a namespace can also be written as one string of labels joined by ``"."``:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
 
 from memories.errors import ConfigError
 
-__all__ = ["Namespace", "as_namespace", "namespace_key", "namespace_text"]
+__all__ = ["Namespace", "NamespaceField", "as_namespace", "namespace_key", "namespace_text"]
 
 Namespace = tuple[str, ...]
 
@@ -51,3 +53,7 @@ def namespace_key(namespace: Sequence[str], /) -> str:
     share a key (``("a/b",)`` is ``"a%2Fb"``, ``("a", "b")`` is ``"a/b"``).
     """
     return "/".join(label.replace("%", "%25").replace("/", "%2F") for label in namespace)
+
+
+#: A model field holding a namespace: accepts what :func:`as_namespace` accepts.
+NamespaceField = Annotated[Namespace, BeforeValidator(as_namespace)]

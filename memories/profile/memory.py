@@ -14,13 +14,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import jsonpatch
 import yaml
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from pydantic import BeforeValidator, ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from memories.base import BaseMemory
 from memories.errors import ConfigError, InvalidProfileError
@@ -29,7 +29,7 @@ from memories.kernel.capabilities import Capabilities
 from memories.kernel.steps import Steps, arun, run, step
 from memories.keys import turn_messages_for
 from memories.llm import LLMField, ModelCaller
-from memories.namespaces import Namespace, as_namespace
+from memories.namespaces import NamespaceField
 from memories.profile.patching import json_copy, parse_patch
 from memories.profile.schema import ProfileSchema, schema_config
 from memories.profile.store import (
@@ -120,7 +120,7 @@ class ProfileMemory(BaseMemory):
 
     profile_schema: Any = Field(default=None, alias="schema")
     llm: LLMField = None
-    namespace: Annotated[Namespace, BeforeValidator(as_namespace)] = ("default",)
+    namespace: NamespaceField = ("default",)
     key: str = Field(default="profile", min_length=1)
     url: str = DEFAULT_URL
     memory_key: str = Field(default="profile", min_length=1)

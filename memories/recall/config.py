@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from datetime import date
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator
 
 from memories.errors import ConfigError
 from memories.recall.lexical import BM25Index
 from memories.recall.text import Analyzer, StopwordSet
 
-__all__ = ["RecallConfig", "RecallMode"]
+__all__ = ["RecallConfig", "RecallField", "RecallMode"]
 
 RecallMode = Literal["dense", "bm25", "hybrid"]
 _MODES = ("dense", "bm25", "hybrid")
@@ -115,6 +118,28 @@ class RecallConfig:
         """The settings as plain values; ``RecallConfig.from_dict`` reverses it."""
         return asdict(self)
 
+    def overrides(self) -> dict[str, Any]:
+        """The settings that differ from the defaults (a config's short form)."""
+        defaults = RecallConfig()
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(defaults, f.name)
+        }
+
+    @classmethod
+    def coerce(cls, value: Any, /) -> RecallConfig:
+        """``value`` if it is a config, else a config built from a dict of its fields.
+
+        Raises:
+            ConfigError: anything else, or an unknown field.
+        """
+        if isinstance(value, RecallConfig):
+            return value
+        if isinstance(value, Mapping):
+            return cls.from_dict(dict(value))
+        raise ConfigError(f"recall must be a RecallConfig or a dict of its fields, got {value!r}")
+
     @classmethod
     def from_dict(cls, values: dict[str, Any], /) -> RecallConfig:
         """Build a config from :meth:`to_dict` output; unknown keys are an error."""
@@ -125,3 +150,7 @@ class RecallConfig:
                 f"Unknown RecallConfig option(s) {unknown}; valid options: {sorted(known)}."
             )
         return cls(**values)
+
+
+#: A model field holding a recall config: a :class:`RecallConfig` or a dict of its fields.
+RecallField = Annotated[RecallConfig, BeforeValidator(RecallConfig.coerce)]

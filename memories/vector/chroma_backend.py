@@ -41,7 +41,7 @@ from memories.vector.index import (
     namespace_indexes,
     shared_index,
 )
-from memories.vector.outbox import Outbox, OutboxRow
+from memories.vector.outbox import Outbox, OutboxRow, outbox_for
 from memories.vector.records import SearchResult
 from memories.vector.writes import (
     VectorStatus,
@@ -53,6 +53,7 @@ from memories.vector.writes import (
 
 if TYPE_CHECKING:
     from memories.integrations.chroma import ChromaStore
+    from memories.vector.memory import VectorMemory
 
 __all__ = ["SPEAKERS_KEY", "ChromaBackend"]
 
@@ -103,6 +104,32 @@ class ChromaBackend(VectorBackend):
         self._key = namespace_key(namespace)
         self._closed = False
         self.location = store.location
+
+    @classmethod
+    def of(cls, memory: VectorMemory) -> ChromaBackend:
+        """The backend a :class:`~memories.vector.VectorMemory`'s fields describe."""
+        from memories.integrations.chroma import ChromaStore
+
+        store = ChromaStore(
+            mode=memory.mode,
+            path=memory.path,
+            host=memory.host,
+            port=memory.port,
+            ssl=memory.ssl,
+            collection=memory.collection,
+            embeddings=memory.embedder,
+            timeout=memory.timeout,
+        )
+        return cls(
+            store,
+            namespace=memory.namespace,
+            session_id=memory.session_id,
+            embedder=memory.embedder,
+            recall=memory.recall,
+            k=memory.k,
+            write=memory.write,
+            outbox=outbox_for(memory.mode, memory.path, memory.outbox),
+        )
 
     @cached_property
     def _index(self) -> NamespaceIndex:

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from functools import partial
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
 
 from memories.errors import InvalidInputError
 
 __all__ = [
     "NAMESPACE_KEY",
     "RESERVED_KEYS",
+    "MetadataField",
     "check_filter",
     "check_metadata",
     "scoped_filter",
@@ -150,3 +154,7 @@ def _storable(value: Any) -> bool:
     if isinstance(value, list | tuple):
         return bool(value) and all(_scalar(v) for v in value) and len({type(v) for v in value}) == 1
     return _scalar(value)
+
+
+#: A model field holding metadata for every document: checked as :func:`check_metadata` checks.
+MetadataField = Annotated[dict[str, Any], BeforeValidator(partial(check_metadata, what="metadata"))]

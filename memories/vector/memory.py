@@ -18,29 +18,29 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import HumanMessage
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from memories.base import BaseMemory
-from memories.errors import ConfigError, InvalidInputError
-from memories.imports import import_path
+from memories.embeddings import default_embeddings, resolve_embeddings
+from memories.errors import InvalidInputError
 from memories.kernel.capabilities import Capabilities
 from memories.keys import select_input_key, select_output_key
 from memories.messages import check_storable, message_text, turn_messages
-from memories.namespaces import as_namespace
+from memories.namespaces import NamespaceField
 from memories.recall import RecallConfig
+from memories.recall.config import RecallField
 from memories.vector.backend import VectorBackend, VectorQuery
-from memories.vector.filters import check_metadata
+from memories.vector.filters import MetadataField, check_metadata
 from memories.vector.index import TURN_KEY
-from memories.vector.outbox import OutboxRow, outbox_for
+from memories.vector.outbox import OutboxRow
 from memories.vector.records import SearchResult
-from memories.vector.writes import VectorStatus, WriteMode
+from memories.vector.writes import VectorStatus, WriteModeField
 
 if TYPE_CHECKING:
     from memories.integrations.chroma import ChromaStore
@@ -101,69 +101,34 @@ class VectorMemory(BaseMemory):
     ssl: bool = False
     timeout: float = Field(default=30.0, gt=0)
     collection: str = "memories"
-    namespace: tuple[str, ...] = ("default",)
+    namespace: NamespaceField = ("default",)
     session_id: str = "default"
     k: int = Field(default=4, ge=1)
-    recall: RecallConfig = Field(default_factory=RecallConfig)
+    recall: RecallField = Field(default_factory=RecallConfig)
     embeddings: Embeddings | str | None = None
-    write: WriteMode = "background"
+    write: WriteModeField = "background"
     outbox: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: MetadataField = Field(default_factory=dict)
     memory_key: str = "history"
     input_key: str | None = None
     output_key: str | None = None
     return_docs: bool = False
 
-    @field_validator("namespace", mode="before")
-    @classmethod
-    def _as_namespace(cls, value: Any) -> tuple[str, ...]:
-        return as_namespace(value)
-
-    @field_validator("write", mode="before")
-    @classmethod
-    def _check_write(cls, value: Any) -> Any:
-        if value not in ("sync", "background"):
-            raise ConfigError(f"write must be 'sync' or 'background', got {value!r}.")
-        return value
-
-    @field_validator("recall", mode="before")
-    @classmethod
-    def _as_recall(cls, value: Any) -> RecallConfig:
-        if isinstance(value, RecallConfig):
-            return value
-        if isinstance(value, Mapping):
-            return RecallConfig.from_dict(dict(value))
-        raise ConfigError(f"recall must be a RecallConfig or a dict of its fields, got {value!r}")
-
-    @field_validator("metadata", mode="before")
-    @classmethod
-    def _check_metadata(cls, value: Any) -> dict[str, Any]:
-        return check_metadata(value, what="metadata")
-
     # -- configuration --------------------------------------------------------------
 
     def _config_value(self, name: str, value: Any) -> Any:
         if isinstance(value, RecallConfig):
-            defaults = RecallConfig()
-            return {
-                f.name: getattr(value, f.name)
-                for f in fields(value)
-                if getattr(value, f.name) != getattr(defaults, f.name)
-            }
+            return value.overrides()
         if name == "metadata":
             return dict(value)
         return super()._config_value(name, value)
 
     # -- what the memory is made of (rebuilt when the configuration changes) --------
-    # -- what the memory is made of (rebuilt when the configuration changes) --------
 
     @cached_property
-    def _embedder(self) -> Embeddings:
-        if self.embeddings is None:
-            return default_embeddings()
-        if isinstance(self.embeddings, Embeddings):
-            return self.embeddings
-        return _build_embeddings(self.embeddings)
+    def embedder(self) -> Embeddings:
+        """The embeddings in use: ``embeddings`` built, or the default (built on first use)."""
+        return resolve_embeddings(self.embeddings)
 
     @cached_property
     def backend(self) -> VectorBackend:
@@ -171,37 +136,13 @@ class VectorMemory(BaseMemory):
         return self._make_backend()
 
     def _make_backend(self) -> VectorBackend:
-        from memories.integrations.chroma import ChromaStore
         from memories.vector.chroma_backend import ChromaBackend
 
-        store = ChromaStore(
-            mode=self.mode,
-            path=self.path,
-            host=self.host,
-            port=self.port,
-            ssl=self.ssl,
-            collection=self.collection,
-            embeddings=self._embedder,
-            timeout=self.timeout,
-        )
-        return ChromaBackend(
-            store,
-            namespace=self.namespace,
-            session_id=self.session_id,
-            embedder=self._embedder,
-            recall=self.recall,
-            k=self.k,
-            write=self.write,
-            outbox=outbox_for(self.mode, self.path, self.outbox),
-        )
+        return ChromaBackend.of(self)
 
     @property
     def store(self) -> ChromaStore:
-        """The Chroma store adapter under the default backend.
-
-        Raises:
-            NotImplementedError: the memory's backend is not Chroma.
-        """
+        """The Chroma store under the default backend (NotImplementedError under another)."""
         store: ChromaStore | None = getattr(self.backend, "store", None)
         if store is None:
             raise NotImplementedError(f"{self.backend.location} is not a Chroma store.")
@@ -221,19 +162,12 @@ class VectorMemory(BaseMemory):
         *,
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
-        """Store the run's input and output as one document.
+        """Store the run's input and output as one document (``metadata``: extra metadata for it).
 
-        Args:
-            inputs: the chain's inputs.
-            outputs: the chain's outputs.
-            metadata: extra metadata for this document.
-
-        With ``write="background"`` the turn is queued in the outbox, indexed
-        for search in this process, and written to Chroma by a background
-        thread. A background write that fails is logged, shown by
-        :meth:`status` and raised by the next call that needs the store
-        (``save_context``, ``search``, ``flush``...), which first retries it;
-        until a write succeeds again, saves write synchronously.
+        With ``write="background"`` the turn is queued in the outbox, searchable
+        at once, and written to Chroma by a background thread; a failed
+        background write is raised by the next call that needs the store, which
+        first retries it (see :mod:`memories.vector.chroma_backend`).
 
         Raises:
             InvalidInputError: the turn cannot be stored; nothing was written.
@@ -373,9 +307,8 @@ class VectorMemory(BaseMemory):
         """Write every queued document to the store now and wait for it.
 
         A background write under way is waited for first (at most ``timeout``
-        seconds). Call it (or :meth:`close`) before exiting when the last
-        turns must be in Chroma; at interpreter exit the background writer
-        gets a few seconds, and the outbox keeps anything it did not write.
+        seconds). At interpreter exit the background writer gets a few
+        seconds, and the outbox keeps anything it did not write.
 
         Returns:
             True when nothing of this namespace waits in the outbox any more;
@@ -496,23 +429,3 @@ class VectorMemory(BaseMemory):
 
 def _show_progress(progress: bool | None, rows: Sequence[OutboxRow]) -> bool:
     return progress if progress is not None else len(rows) > _PROGRESS_FROM
-
-
-def default_embeddings() -> Embeddings:
-    """The embeddings a memory uses when given none: MiniLM, int8 weights and activations.
-
-    Measured on LoCoMo through ``VectorMemory()``: recall-any@10 84.9 hybrid /
-    55.0 dense with int8 activations against 84.7 / 55.4 without, for half
-    the CPU time per text (about 5 ms instead of 10 for a 40-token turn here).
-    """
-    from memories.integrations.minilm import MiniLMEmbeddings
-
-    return MiniLMEmbeddings(int8_activations=True)
-
-
-def _build_embeddings(spec: str) -> Embeddings:
-    target = import_path(spec, what="embeddings")
-    built = target() if callable(target) else target
-    if not isinstance(built, Embeddings):
-        raise ConfigError(f"embeddings {spec!r} gave {built!r:.80}, not a LangChain Embeddings.")
-    return built

@@ -20,8 +20,11 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Any, Literal
 
+from pydantic import BeforeValidator
+
+from memories.errors import ConfigError
 from memories.kernel.background import Debouncer, MemoryStatus
 
 __all__ = [
@@ -29,6 +32,7 @@ __all__ = [
     "VectorStatus",
     "WriteLane",
     "WriteMode",
+    "WriteModeField",
     "background_writer",
     "write_lane",
 ]
@@ -36,6 +40,16 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 WriteMode = Literal["sync", "background"]
+
+
+def _check_write_mode(value: Any) -> Any:
+    if value not in ("sync", "background"):
+        raise ConfigError(f"write must be 'sync' or 'background', got {value!r}.")
+    return value
+
+
+#: A model field holding a write mode, refused with a ConfigError naming the bad value.
+WriteModeField = Annotated[WriteMode, BeforeValidator(_check_write_mode)]
 #: How long interpreter exit waits for background writes still running or queued.
 EXIT_FLUSH_SECONDS = 10.0
 

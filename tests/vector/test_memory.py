@@ -182,7 +182,7 @@ def test_writes_that_bypass_this_process_are_noticed(make_vector: MakeVector) ->
     assert len(memory.search("first")) == 1
     key = "shared"
     # As another process would: straight into Chroma, past this process's index.
-    vector = memory._embedder.embed_documents(["zebra crossing"])
+    vector = memory.embedder.embed_documents(["zebra crossing"])
     memory.store.upsert(
         key,
         ids=["ext"],
