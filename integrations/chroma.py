@@ -250,39 +250,6 @@ class ChromaStore:
 
         return self._call(namespace, "read the collection", read)
 
-    def query(
-        self,
-        namespace: str,
-        embedding: Sequence[float],
-        /,
-        *,
-        n: int,
-        where: Mapping[str, Any] | None = None,
-    ) -> list[StoredRecord]:
-        """The ``n`` nearest documents to ``embedding`` (that pass ``where``), nearest first."""
-        scoped = scoped_filter(namespace, where)
-
-        def run(collection: Any) -> Any:
-            return collection.query(
-                query_embeddings=[list(embedding)],
-                n_results=n,
-                where=scoped,
-                include=["documents", "metadatas", "distances"],
-            )
-
-        result = self._call(namespace, "query", run)
-        rows = zip(
-            result["ids"][0],
-            result["documents"][0],
-            result["metadatas"][0],
-            result["distances"][0],
-            strict=True,
-        )
-        records = [
-            StoredRecord(i, d or "", dict(m or {}), 1.0 - float(dist)) for i, d, m, dist in rows
-        ]
-        return self._own(namespace, records)
-
     def nearest(
         self,
         namespace: str,
@@ -292,7 +259,7 @@ class ChromaStore:
         n: int,
         where: Mapping[str, Any] | None = None,
     ) -> list[ScoredId]:
-        """Ids and similarities of the ``n`` nearest documents, as :meth:`query` without records.
+        """Ids and cosine similarities of the ``n`` nearest documents (that pass ``where``).
 
         A search that keeps only a few of its candidates reads those with
         :meth:`get`: leaving texts and metadata out of a top-100 query costs

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from memories._version import __version__
 from memories.errors import MissingDependencyError
+from memories.errors import __all__ as _ERROR_NAMES
 
 if TYPE_CHECKING:
     from memories.base import BaseMemory, ChatMemory
@@ -65,57 +66,51 @@ if TYPE_CHECKING:
     ConversationSummaryMemory = SummaryMemory
     ConversationTokenBufferMemory = TokenBufferMemory
 
-#: Public name -> (module, attribute). LangChain's names point at our classes,
-#: so `from memories import X` replaces `from langchain_classic.memory import X`.
-_EXPORTS: dict[str, tuple[str, str]] = {
-    "BackendError": ("memories.errors", "BackendError"),
-    "BackendUnavailableError": ("memories.errors", "BackendUnavailableError"),
-    "BaseMemory": ("memories.base", "BaseMemory"),
-    "BufferMemory": ("memories.buffer", "BufferMemory"),
-    "ChatHistory": ("memories.history.base", "ChatHistory"),
-    "ChatMemory": ("memories.base", "ChatMemory"),
-    "CombinedMemory": ("memories.combined", "CombinedMemory"),
-    "ConfigError": ("memories.errors", "ConfigError"),
-    "ConversationBufferMemory": ("memories.buffer", "BufferMemory"),
-    "ConversationBufferWindowMemory": ("memories.window", "WindowMemory"),
-    "ConversationStringBufferMemory": ("memories.buffer", "StringBufferMemory"),
-    "ConversationSummaryBufferMemory": ("memories.summary", "SummaryBufferMemory"),
-    "ConversationSummaryMemory": ("memories.summary", "SummaryMemory"),
-    "ConversationTokenBufferMemory": ("memories.token_buffer", "TokenBufferMemory"),
-    "Entry": ("memories.history.base", "Entry"),
-    "InMemoryHistory": ("memories.history.memory", "InMemoryHistory"),
-    "InvalidInputError": ("memories.errors", "InvalidInputError"),
-    "InvalidProfileError": ("memories.errors", "InvalidProfileError"),
-    "LLMError": ("memories.errors", "LLMError"),
-    "LangChainHistory": ("memories.history.langchain", "LangChainHistory"),
-    "MemoriesError": ("memories.errors", "MemoriesError"),
-    "MissingDependencyError": ("memories.errors", "MissingDependencyError"),
-    "MissingKeyError": ("memories.errors", "MissingKeyError"),
-    "ModelFileError": ("memories.errors", "ModelFileError"),
-    "ProfileMemory": ("memories.profile.memory", "ProfileMemory"),
-    "ProfileStore": ("memories.profile.store", "ProfileStore"),
-    "ReadOnlySharedMemory": ("memories.combined", "ReadOnlySharedMemory"),
-    "SQLHistory": ("memories.history.sql", "SQLHistory"),
-    "SQLiteHistory": ("memories.history.sql", "SQLiteHistory"),
-    "SearchResult": ("memories.vector.records", "SearchResult"),
-    "SimpleMemory": ("memories.combined", "SimpleMemory"),
-    "StringBufferMemory": ("memories.buffer", "StringBufferMemory"),
-    "SummaryBufferMemory": ("memories.summary", "SummaryBufferMemory"),
-    "SummaryMemory": ("memories.summary", "SummaryMemory"),
-    "TokenBufferMemory": ("memories.token_buffer", "TokenBufferMemory"),
-    "VectorMemory": ("memories.vector.memory", "VectorMemory"),
-    "VectorStoreRetrieverMemory": ("memories.vector.retriever", "VectorStoreRetrieverMemory"),
-    "WindowMemory": ("memories.window", "WindowMemory"),
-    "create_history": ("memories.config", "create_history"),
-    "create_memory": ("memories.config", "create_memory"),
-    "get_prompt_input_key": ("memories.keys", "get_prompt_input_key"),
-    "load_config": ("memories.config", "load_config"),
-    "memory_factory": ("memories.config", "memory_factory"),
-    "register_memory": ("memories.config", "register_memory"),
-    "with_memory": ("memories.runnable", "with_memory"),
-    "with_namespace": ("memories.config", "with_namespace"),
-    "with_session": ("memories.config", "with_session"),
+#: Module -> the public names it defines, imported from it on first use.
+_MODULES: dict[str, tuple[str, ...]] = {
+    "memories.errors": tuple(_ERROR_NAMES),
+    "memories.base": ("BaseMemory", "ChatMemory"),
+    "memories.buffer": ("BufferMemory", "StringBufferMemory"),
+    "memories.history.base": ("ChatHistory", "Entry"),
+    "memories.combined": ("CombinedMemory", "ReadOnlySharedMemory", "SimpleMemory"),
+    "memories.history.memory": ("InMemoryHistory",),
+    "memories.history.langchain": ("LangChainHistory",),
+    "memories.profile.memory": ("ProfileMemory",),
+    "memories.profile.store": ("ProfileStore",),
+    "memories.history.sql": ("SQLHistory", "SQLiteHistory"),
+    "memories.vector.records": ("SearchResult",),
+    "memories.summary": ("SummaryBufferMemory", "SummaryMemory"),
+    "memories.token_buffer": ("TokenBufferMemory",),
+    "memories.vector.memory": ("VectorMemory",),
+    "memories.vector.retriever": ("VectorStoreRetrieverMemory",),
+    "memories.window": ("WindowMemory",),
+    "memories.config": (
+        "create_history",
+        "create_memory",
+        "load_config",
+        "memory_factory",
+        "register_memory",
+        "with_namespace",
+        "with_session",
+    ),
+    "memories.keys": ("get_prompt_input_key",),
+    "memories.runnable": ("with_memory",),
 }
+#: LangChain's names for our classes, so `from memories import X` replaces
+#: `from langchain_classic.memory import X`.
+_LANGCHAIN_NAMES = {
+    "ConversationBufferMemory": "BufferMemory",
+    "ConversationBufferWindowMemory": "WindowMemory",
+    "ConversationStringBufferMemory": "StringBufferMemory",
+    "ConversationSummaryBufferMemory": "SummaryBufferMemory",
+    "ConversationSummaryMemory": "SummaryMemory",
+    "ConversationTokenBufferMemory": "TokenBufferMemory",
+}
+#: Public name -> (module, attribute).
+_EXPORTS: dict[str, tuple[str, str]] = {
+    name: (module, name) for module, names in _MODULES.items() for name in names
+}
+_EXPORTS |= {name: _EXPORTS[ours] for name, ours in _LANGCHAIN_NAMES.items()}
 
 
 def __getattr__(name: str) -> Any:

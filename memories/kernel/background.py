@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 __all__ = [
@@ -370,6 +370,7 @@ class MemoryStatus:
     """The scheduler's counters when the work runs in the background, else None."""
 
 
+@dataclass(eq=False)
 class BackgroundWork:
     """One memory's deferred job: scheduled under one key, flushed, cancelled, closed.
 
@@ -385,21 +386,14 @@ class BackgroundWork:
         max_wait: the longest a job waits however often it is rescheduled.
     """
 
-    def __init__(
-        self,
-        key: Hashable,
-        job: Job,
-        *,
-        scheduler: Debouncer | None = None,
-        delay: float | None = None,
-        max_wait: float | None = None,
-    ) -> None:
-        self.key = key
-        self.job = job
-        self.scheduler = scheduler
-        self.delay = delay
-        self.max_wait = max_wait
-        self.closed = False
+    key: Hashable
+    job: Job
+    _: KW_ONLY
+    scheduler: Debouncer | None = None
+    delay: float | None = None
+    max_wait: float | None = None
+    closed: bool = field(default=False, init=False)
+    """Set by :meth:`close`: :meth:`schedule` then refuses."""
 
     def _debouncer(self) -> Debouncer:
         return self.scheduler if self.scheduler is not None else shared_debouncer()

@@ -54,25 +54,37 @@ class VectorBackend(ABC):
     def save(self, row: OutboxRow) -> None:
         """Store one conversation turn (the backend may number it in its session and queue it)."""
 
+    asave = blocking_twin(save)
+
     @abstractmethod
     def add(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
         """Store many documents (bulk import), showing a progress bar if asked."""
+
+    aadd = blocking_twin(add)
 
     @abstractmethod
     def search(self, query: VectorQuery) -> list[SearchResult]:
         """The documents that best match ``query``, best first."""
 
+    asearch = blocking_twin(search)
+
     @abstractmethod
     def delete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
         """Delete documents by id, by filter, or both (AND); never all of them at once."""
+
+    adelete = blocking_twin(delete)
 
     @abstractmethod
     def forget_session(self) -> None:
         """Delete what this memory's session wrote (a memory's ``clear()``)."""
 
+    aforget_session = blocking_twin(forget_session)
+
     @abstractmethod
     def erase_namespace(self) -> None:
         """Delete every document of the namespace, every session's."""
+
+    aerase_namespace = blocking_twin(erase_namespace)
 
     def bookkeeping(self, *, turn: bool) -> dict[str, Any]:
         """Metadata the backend keeps on each new document (a turn, or a bulk one) for its recall.
@@ -102,10 +114,3 @@ class VectorBackend(ABC):
     def status(self) -> VectorStatus:
         """Where the writes stand; a backend that never queues has nothing pending."""
         return VectorStatus(write="sync")
-
-    asave = blocking_twin(save)
-    aadd = blocking_twin(add)
-    asearch = blocking_twin(search)
-    adelete = blocking_twin(delete)
-    aforget_session = blocking_twin(forget_session)
-    aerase_namespace = blocking_twin(erase_namespace)

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 
 from memories.errors import BackendError
+from memories.kernel.background import BackgroundWork
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.namespaces import namespace_key
 from memories.recall import RecallConfig, ScoredId, neighbour_positions, rank_candidates
@@ -65,8 +66,12 @@ _DRAIN_BATCH = 256
 _MAX_QUEUED = 256
 # How long a search waits for the writer to embed a queued turn before doing it itself.
 _EMBED_WAIT_SECONDS = 30.0
+# The memory's fields that describe its store, and its backend.
+_STORE_FIELDS = ("mode", "path", "host", "port", "ssl", "collection", "timeout")
+_BACKEND_FIELDS = ("namespace", "session_id", "recall", "k", "write")
 
 
+@dataclass(eq=False)
 class ChromaBackend(VectorBackend):
     """One namespace of a Chroma store, written through an outbox, searched by hybrid recall.
 
@@ -81,29 +86,20 @@ class ChromaBackend(VectorBackend):
         outbox: where writes wait until the store has them.
     """
 
-    def __init__(
-        self,
-        store: ChromaStore,
-        *,
-        namespace: tuple[str, ...],
-        session_id: str,
-        embedder: Embeddings,
-        recall: RecallConfig,
-        k: int,
-        write: WriteMode,
-        outbox: Outbox,
-    ) -> None:
-        self.store = store
-        self.namespace = namespace
-        self.session_id = session_id
-        self.embedder = embedder
-        self.recall = recall
-        self.k = k
-        self.write = write
-        self._outbox = outbox
-        self._key = namespace_key(namespace)
-        self._closed = False
-        self.location = store.location
+    store: ChromaStore
+    _: KW_ONLY
+    namespace: tuple[str, ...]
+    session_id: str
+    embedder: Embeddings
+    recall: RecallConfig
+    k: int
+    write: WriteMode
+    outbox: Outbox
+
+    def __post_init__(self) -> None:
+        self.location = self.store.location
+        self._key = namespace_key(self.namespace)
+        self._writer = BackgroundWork(self._drain_key, self._drain, scheduler=background_writer())
 
     @classmethod
     def of(cls, memory: VectorMemory) -> ChromaBackend:
@@ -111,23 +107,12 @@ class ChromaBackend(VectorBackend):
         from memories.integrations.chroma import ChromaStore
 
         store = ChromaStore(
-            mode=memory.mode,
-            path=memory.path,
-            host=memory.host,
-            port=memory.port,
-            ssl=memory.ssl,
-            collection=memory.collection,
-            embeddings=memory.embedder,
-            timeout=memory.timeout,
+            **{name: getattr(memory, name) for name in _STORE_FIELDS}, embeddings=memory.embedder
         )
         return cls(
             store,
-            namespace=memory.namespace,
-            session_id=memory.session_id,
+            **{name: getattr(memory, name) for name in _BACKEND_FIELDS},
             embedder=memory.embedder,
-            recall=memory.recall,
-            k=memory.k,
-            write=memory.write,
             outbox=outbox_for(memory.mode, memory.path, memory.outbox),
         )
 
@@ -154,14 +139,14 @@ class ChromaBackend(VectorBackend):
         """Queue a turn for the background writer, or write it now (numbered in its session)."""
         row = replace(row, metadata={k: v for k, v in row.metadata.items() if k != TURN_KEY})
         if self._queue(row):
-            background_writer().schedule(self._drain_key, self._drain)
+            self._writer.schedule()
             return
-        self._outbox.put(self.store.target, self._key, [row])
+        self.outbox.put(self.store.target, self._key, [row])
         self._drain()
 
     def add(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
         """Write the documents now, in batches."""
-        self._outbox.put(self.store.target, self._key, rows)
+        self.outbox.put(self.store.target, self._key, rows)
         self._drain(progress=len(rows) if progress else None)
         if any(row.replace for row in rows):
             self._renew_generation()
@@ -196,9 +181,9 @@ class ChromaBackend(VectorBackend):
     def erase_namespace(self) -> None:
         """Delete every document of the namespace, queued ones too."""
         target, namespace = self.store.target, self._key
-        background_writer().cancel(self._drain_key)
+        self._writer.cancel()
         with self._lane.lock:  # not while a drain writes what is being deleted
-            self._outbox.clear(target, namespace)
+            self.outbox.clear(target, namespace)
             for index in namespace_indexes(target, namespace):
                 with index.lock:
                     index.drop_pending()
@@ -211,17 +196,17 @@ class ChromaBackend(VectorBackend):
 
     def flush(self, *, timeout: float | None = None) -> bool:
         """Write every queued document now, after the background write under way (bounded)."""
-        background_writer().cancel(self._drain_key)
+        self._writer.cancel()
         return self._drain(timeout=timeout) is not None and self.pending() == 0
 
     def close(self, *, timeout: float | None = None) -> bool:
         """:meth:`flush`; later saves write synchronously (the writer serves other memories)."""
-        self._closed = True
+        self._writer.closed = True
         return self.flush(timeout=timeout)
 
     def pending(self) -> int:
         """How many documents of the namespace wait in the outbox (queued or failed)."""
-        return len(self._outbox.pending(self.store.target, self._key))
+        return len(self.outbox.pending(self.store.target, self._key))
 
     def status(self) -> VectorStatus:
         """The write mode, the documents waiting, and the last failed write if none worked since."""
@@ -230,7 +215,7 @@ class ChromaBackend(VectorBackend):
             pending=self.pending(),
             failures=0 if lane.error is None else 1,
             last_error=lane.last_error,
-            background=background_writer().status() if self.write == "background" else None,
+            background=self._writer.status() if self.write == "background" else None,
             write=self.write,
             failed_at=lane.failed_at,
         )
@@ -245,7 +230,7 @@ class ChromaBackend(VectorBackend):
         namespace has failed (so that the failure is raised), before the
         index is loaded (numbering needs it), or when too many turns wait.
         """
-        if self.write != "background" or self._closed or self._lane.error is not None:
+        if self.write != "background" or self._writer.closed or self._lane.error is not None:
             return False
         target, namespace, index = self.store.target, self._key, self._index
         with index.lock:
@@ -254,7 +239,7 @@ class ChromaBackend(VectorBackend):
             session = str(row.metadata[SESSION_KEY])
             metadata = {**row.metadata, TURN_KEY: index.next_turn(session)}
             queued = OutboxRow(row.doc_id, row.text, metadata, needs_turn=False)
-            self._outbox.put(target, namespace, [queued])
+            self.outbox.put(target, namespace, [queued])
             index.add_pending([(row.doc_id, row.text, {**metadata, NAMESPACE_KEY: namespace})])
         return True
 
@@ -270,7 +255,7 @@ class ChromaBackend(VectorBackend):
         bar = _progress_bar(progress)
         try:
             try:
-                while rows := self._outbox.pending(target, namespace, limit=_DRAIN_BATCH):
+                while rows := self.outbox.pending(target, namespace, limit=_DRAIN_BATCH):
                     self._write_rows(rows)
                     written += len(rows)
                     if bar is not None:
@@ -280,10 +265,10 @@ class ChromaBackend(VectorBackend):
                 raise
             lane.succeeded()
         except BackendError as exc:
-            waiting = len(self._outbox.pending(target, namespace))
+            waiting = len(self.outbox.pending(target, namespace))
             raise type(exc)(
                 f"{exc} {waiting} document(s) of namespace {self.namespace!r} wait in the "
-                f"outbox ({self._outbox.where}); they are written by the next call that "
+                f"outbox ({self.outbox.where}); they are written by the next call that "
                 "reaches the store, or by flush()."
             ) from exc
         finally:
@@ -310,14 +295,7 @@ class ChromaBackend(VectorBackend):
         todo = [i for i, doc_id in enumerate(ids) if doc_id not in vectors]
         if todo:
             todo_ids = [ids[i] for i in todo]
-            try:
-                embedded = self.embedder.embed_documents([texts[i] for i in todo])
-            except Exception:
-                with index.lock:
-                    index.release(todo_ids)
-                raise
-            with index.lock:
-                index.publish(todo_ids, embedded)
+            embedded = self._embed_claimed(todo_ids, [texts[i] for i in todo])
             vectors.update(zip(todo_ids, embedded, strict=True))
         with index.lock:
             index.writing(ids, now=True)
@@ -331,7 +309,7 @@ class ChromaBackend(VectorBackend):
         for each in namespace_indexes(target, namespace):
             with each.lock:
                 each.stored(zip(ids, texts, stamped, strict=True))
-        self._outbox.remove(target, namespace, ids)
+        self.outbox.remove(target, namespace, ids)
 
     def _write(
         self,
@@ -402,14 +380,20 @@ class ChromaBackend(VectorBackend):
                 return
             index.claim(free)
             texts = [index.text_of(i) for i in free]
+        self._embed_claimed(free, texts)
+
+    def _embed_claimed(self, ids: list[str], texts: list[str]) -> list[list[float]]:
+        """Embed documents claimed in the index; publish the vectors, or release them on failure."""
+        index = self._index
         try:
             vectors = self.embedder.embed_documents(texts)
         except Exception:
             with index.lock:
-                index.release(free)
+                index.release(ids)
             raise
         with index.lock:
-            index.publish(free, vectors)
+            index.publish(ids, vectors)
+        return vectors
 
     def _ensure_loaded(self, index: NamespaceIndex) -> None:
         if not index.loaded:
@@ -429,13 +413,13 @@ class ChromaBackend(VectorBackend):
         index.rebuild(((r.id, r.text, r.metadata) for r in records), generation)
         # Queued documents (some perhaps left by a process that stopped before
         # writing them) are searchable from now on, and written soon.
-        rows = self._outbox.pending(store.target, namespace)
+        rows = self.outbox.pending(store.target, namespace)
         if rows:
             metadatas = [{**m, NAMESPACE_KEY: namespace} for m in _number_turns(rows, index)]
             index.add_pending((r.doc_id, r.text, m) for r, m in zip(rows, metadatas, strict=True))
             if self.write == "background" and not self._lane.lock.locked():
                 # (A drain that is running writes them before it returns.)
-                background_writer().schedule(self._drain_key, self._drain)
+                self._writer.schedule()
 
     def _search(self, request: VectorQuery, vector: Sequence[float] | None) -> list[SearchResult]:
         config, store, namespace, index = self.recall, self.store, self._key, self._index

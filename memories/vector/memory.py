@@ -30,6 +30,7 @@ from memories.base import BaseMemory
 from memories.embeddings import default_embeddings, resolve_embeddings
 from memories.errors import InvalidInputError
 from memories.kernel.capabilities import Capabilities
+from memories.kernel.steps import to_thread
 from memories.keys import select_input_key, select_output_key
 from memories.messages import check_storable, message_text, turn_messages
 from memories.namespaces import NamespaceField
@@ -273,19 +274,9 @@ class VectorMemory(BaseMemory):
         self.backend.add(rows, progress=_show_progress(progress, rows))
         return [row.doc_id for row in rows]
 
-    async def aadd(
-        self,
-        texts: Sequence[str],
-        /,
-        *,
-        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
-        ids: Sequence[str] | None = None,
-        progress: bool | None = None,
-    ) -> list[str]:
-        """Async :meth:`add`."""
-        rows = self._bulk_rows(texts, metadatas, ids)
-        await self.backend.aadd(rows, progress=_show_progress(progress, rows))
-        return [row.doc_id for row in rows]
+    async def aadd(self, texts: Sequence[str], /, **options: Any) -> list[str]:
+        """Async :meth:`add` (the same arguments)."""
+        return await to_thread(self.add, texts, **options)
 
     def delete(
         self, ids: Sequence[str] | None = None, /, *, filter: Mapping[str, Any] | None = None

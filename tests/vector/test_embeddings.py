@@ -50,7 +50,7 @@ def test_dense_candidates_are_cosine_similarities(memory: VectorMemory) -> None:
     query = "the plane to Japan left late"
     vectors = np.array(memory.embedder.embed_documents(DOCUMENTS))
     expected = vectors @ np.array(memory.embedder.embed_query(query))
-    hits = memory.store.query("default", memory.embedder.embed_query(query), n=5)
+    hits = memory.store.nearest("default", memory.embedder.embed_query(query), n=5)
     for hit in hits:
         assert hit.score == pytest.approx(expected[int(hit.id)], abs=1e-4)
     assert [h.id for h in hits] == [str(i) for i in np.argsort(-expected)]
