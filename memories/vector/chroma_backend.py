@@ -492,23 +492,38 @@ class ChromaBackend(VectorBackend):
 def _number_turns(rows: Sequence[OutboxRow], index: NamespaceIndex) -> list[dict[str, Any]]:
     """The rows' metadata, with the next turn index of their session where one is wanted.
 
-    A row an earlier attempt numbered (it is pending in the index) keeps its number.
+    A row an earlier attempt numbered (it is pending in the index) keeps its
+    number, and so does a row queued with one; new numbers come after every
+    number the rows already hold, so a turn queued unnumbered during an outage
+    never takes the number of a turn queued numbered before it.
     """
+    given = [_given_turn(row, index) for row in rows]
     next_turn: dict[str, int] = {}
+    for row, turn in zip(rows, given, strict=True):
+        session = str(row.metadata.get(SESSION_KEY))
+        start = next_turn.get(session, index.next_turn(session))
+        next_turn[session] = start if turn is None else max(start, turn + 1)
     metadatas = []
-    for row in rows:
+    for row, turn in zip(rows, given, strict=True):
         metadata = dict(row.metadata)
-        if row.needs_turn:
-            pending = index.pending_document(row.doc_id)
-            if pending is not None and TURN_KEY in pending.metadata:
-                metadata[TURN_KEY] = pending.metadata[TURN_KEY]
-            else:
-                session = str(metadata.get(SESSION_KEY))
-                turn = next_turn.get(session, index.next_turn(session))
-                metadata[TURN_KEY] = turn
-                next_turn[session] = turn + 1
+        if turn is not None:
+            metadata[TURN_KEY] = turn
+        elif row.needs_turn:
+            session = str(metadata.get(SESSION_KEY))
+            metadata[TURN_KEY] = next_turn[session]
+            next_turn[session] += 1
         metadatas.append(metadata)
     return metadatas
+
+
+def _given_turn(row: OutboxRow, index: NamespaceIndex) -> int | None:
+    """The turn number a row already has: from an earlier attempt, or queued with it."""
+    if row.needs_turn:
+        pending = index.pending_document(row.doc_id)
+        turn = None if pending is None else pending.metadata.get(TURN_KEY)
+    else:
+        turn = row.metadata.get(TURN_KEY)
+    return turn if isinstance(turn, int) and not isinstance(turn, bool) else None
 
 
 def _merge_nearest(stored: list[ScoredId], pending: list[ScoredId], n: int) -> list[ScoredId]:
