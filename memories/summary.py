@@ -33,7 +33,6 @@ from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from langchain_classic.memory.prompt import SUMMARY_PROMPT
-from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -49,13 +48,13 @@ from memories.base import ChatMemory
 from memories.errors import ConfigError, LLMError
 from memories.extractive import ExtractiveSummarizer
 from memories.history.base import Entry
-from memories.kernel.background import BackgroundWork, Debouncer, MemoryStatus
+from memories.kernel.background import MemoryStatus
 
 # A module import, not names: memories.llm imports memories.errors, which
 # runs this package's __init__, so this module may load while that one is half-done.
 from memories.kernel.capabilities import Capabilities
+from memories.kernel.parts import DeferredMemory, ModelMemory
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
-from memories.llm import LLMField, ModelCaller
 from memories.messages import format_buffer
 from memories.summary_state import SummaryState
 from memories.tokens import TokenCounter, counter_for, stable_id
@@ -114,11 +113,9 @@ def _clip(message: BaseMessage, fraction: float) -> BaseMessage:
     return message.model_copy(update={"content": f"{text[:keep]} [...]"})
 
 
-class _RunningSummaryMemory(ChatMemory):
+class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
     """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
 
-    llm: LLMField = None
-    llm_kwargs: dict[str, Any] = Field(default_factory=dict)
     prompt: BasePromptTemplate = SUMMARY_PROMPT
     summary_message_cls: type[BaseMessage] = SystemMessage
     max_token_limit: int = Field(default=2000, gt=0)
@@ -126,9 +123,6 @@ class _RunningSummaryMemory(ChatMemory):
     initial_summary: str = ""
     max_summary_tokens: int | None = Field(default=None, gt=0)
     summarize: SummarizeMode = "inline"
-    debounce: float = Field(default=1.0, ge=0)
-    llm_timeout: float | None = Field(default=120.0, ge=0)
-    scheduler: Debouncer | None = Field(default=None, exclude=True)
 
     #: LangChain's name for the ``initial_summary`` argument of this class.
     _summary_argument: ClassVar[str]
@@ -193,40 +187,7 @@ class _RunningSummaryMemory(ChatMemory):
     def _counter_id(self) -> str:
         return stable_id(self._counter)
 
-    @cached_property
-    def _caller(self) -> ModelCaller | None:
-        """The summarizer model, resolved at construction (None: extractive, offline)."""
-        if self.llm is None:
-            return None
-        if self.llm_kwargs and not isinstance(self.llm, str):
-            raise ConfigError(
-                "llm_kwargs configure a model given by name ('provider:model'); "
-                "set the options on the model object instead."
-            )
-        return ModelCaller(self.llm, self.llm_kwargs, self.llm_timeout)
-
-    @property
-    def _model(self) -> BaseLanguageModel | None:
-        return None if self._caller is None else self._caller.model
-
-    @cached_property
-    def _background(self) -> BackgroundWork:
-        """Background mode's job: this session's fold, on the scheduler."""
-        key = (id(self.chat_memory), self.chat_memory.session_id, self.state_key)
-        return BackgroundWork(
-            key, self._background_fold, scheduler=self.scheduler, delay=self.debounce
-        )
-
     def _config_value(self, name: str, value: Any) -> Any:
-        if name == "llm" and not isinstance(value, str):
-            raise ConfigError(
-                f"{type(self).__name__}.llm is a {type(value).__name__} object, which has no "
-                "config form (its client, keys and settings cannot be written down safely). "
-                "Give the model by name, e.g. llm='openai:gpt-4o-mini' with llm_kwargs, "
-                "or build this memory in code."
-            )
-        if name == "llm_kwargs":
-            return dict(value)
         if name == "token_counter" and self._counter.name is not None:
             return self._counter.name
         if name == "summary_message_cls":
@@ -435,13 +396,13 @@ class _RunningSummaryMemory(ChatMemory):
 
     def _update(self) -> Steps[None]:
         # Unlocked: a full scheduler may run the job inline, and the job takes the lock.
-        if self.summarize == "background" and (yield step(self._schedule, unlocked=True)):
+        if self._in_background and (yield step(self._schedule, unlocked=True)):
             return
         yield from self._folding()
 
     def _clearing(self) -> Steps[None]:
         self._epoch += 1
-        if self.summarize == "background":
+        if self._in_background:
             self._background.cancel()
         yield from super()._clearing()
 
@@ -453,36 +414,26 @@ class _RunningSummaryMemory(ChatMemory):
 
     _aschedule = blocking_twin(_schedule)
 
-    def _background_fold(self) -> None:
+    @property
+    def _in_background(self) -> bool:
+        return self.summarize == "background"
+
+    def _background_key(self) -> tuple[int, str, str]:
+        """This session's fold (two memories on one history and state key share it)."""
+        return (id(self.chat_memory), self.chat_memory.session_id, self.state_key)
+
+    def _background_job(self) -> None:
         state = run(self._folding(raise_errors=True), lock=self._lock)
         logger.debug("%s: background fold done, %d tokens unfolded", self, state.total)
-
-    def flush(self, *, timeout: float | None = None) -> bool:
-        """Run this memory's pending background fold now and wait for it.
-
-        Returns:
-            True when no fold of this memory is pending or running (always,
-            in inline mode, where folds finish before ``save_context`` returns).
-        """
-        return self.summarize != "background" or self._background.flush(timeout=timeout)
-
-    def close(self, *, timeout: float | None = None) -> bool:
-        """Flush, then stop using the scheduler: later turns of this object fold inline.
-
-        The scheduler itself is left running (it may serve other memories);
-        close a :class:`~memories.kernel.background.Debouncer` you made yourself.
-        """
-        return self._background.close(timeout=timeout)
 
     def status(self) -> SummaryStatus:
         """Where the summary stands (reads the history; no LLM call)."""
         state, _ = run(self._reading(), lock=self._lock)
-        background = self._background.status() if self.summarize == "background" else None
         return SummaryStatus(
             pending=len(state.seqs),
             failures=state.failures,
             last_error=state.last_error,
-            background=background,
+            background=self._background_status(),
             summary=state.summary,
             folded=state.folded,
             unfolded_messages=len(state.seqs),

@@ -18,18 +18,16 @@ from typing import Any, ClassVar, Literal
 
 import jsonpatch
 import yaml
-from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from memories.base import BaseMemory
 from memories.errors import ConfigError, InvalidProfileError
-from memories.kernel.background import BackgroundWork, Debouncer, MemoryStatus
+from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
+from memories.kernel.parts import DeferredMemory, ModelMemory
 from memories.kernel.steps import Steps, arun, run, step
 from memories.keys import turn_messages_for
-from memories.llm import LLMField, ModelCaller
-from memories.namespaces import NamespaceField
+from memories.namespaces import Namespace, NamespaceField
 from memories.profile.patching import json_copy, parse_patch
 from memories.profile.schema import ProfileSchema, schema_config
 from memories.profile.store import (
@@ -71,7 +69,7 @@ class ProfileStatus(MemoryStatus):
     """The latest failed update, when no change has been accepted since."""
 
 
-class ProfileMemory(BaseMemory):
+class ProfileMemory(ModelMemory, DeferredMemory):
     """A JSON document about a user, kept valid and current by a model.
 
     Args:
@@ -119,7 +117,6 @@ class ProfileMemory(BaseMemory):
     model_config = ConfigDict(populate_by_name=True)
 
     profile_schema: Any = Field(default=None, alias="schema")
-    llm: LLMField = None
     namespace: NamespaceField = ("default",)
     key: str = Field(default="profile", min_length=1)
     url: str = DEFAULT_URL
@@ -131,8 +128,6 @@ class ProfileMemory(BaseMemory):
     policy: Policy = "turn"
     every_n: int = Field(default=3, gt=0)
     debounce: float = Field(default=5.0, ge=0)
-    scheduler: Debouncer | None = Field(default=None, exclude=True)
-    llm_timeout: float | None = Field(default=120.0, ge=0)
     max_retries: int = Field(default=2, ge=0)
     max_document_tokens: int = Field(default=2000, gt=0)
     max_turns_per_update: int = Field(default=10, gt=0)
@@ -143,7 +138,6 @@ class ProfileMemory(BaseMemory):
     _schema: ProfileSchema = PrivateAttr()
     _store: ProfileStore = PrivateAttr()
     _counter: TokenCounter = PrivateAttr()
-    _background: BackgroundWork = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
         if self.llm is None and self.policy != "manual":
@@ -155,26 +149,10 @@ class ProfileMemory(BaseMemory):
         self._counter = resolve_token_counter(self.token_counter)
         self._store = ProfileStore(self.url)
         self._caller  # noqa: B018  (resolved now: a missing provider package fails here)
-        # The profile, not this object: two memories on one profile share one job.
-        self._background = BackgroundWork(
-            ("profile", self.url, self.namespace, self.key),
-            self._background_refresh,
-            scheduler=self.scheduler,
-            delay=self.debounce,
-        )
-
-    @cached_property
-    def _caller(self) -> ModelCaller | None:
-        return None if self.llm is None else ModelCaller(self.llm, {}, self.llm_timeout)
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "profile_schema":
             return schema_config(value)
-        if name == "llm" and isinstance(value, BaseLanguageModel):
-            raise ConfigError(
-                f"ProfileMemory.llm is a {type(value).__name__} object, which has no config form. "
-                "Pass the model by name ('openai:gpt-4o-mini', 'llamacpp:/path.gguf')."
-            )
         if name == "token_counter" and self._counter.name is not None:
             return self._counter.name
         return super()._config_value(name, value)
@@ -224,7 +202,7 @@ class ProfileMemory(BaseMemory):
             pending=pending,
             failures=1 if last is not None else 0,
             last_error=last.error if last is not None else None,
-            background=self._background.status() if self.policy == "background" else None,
+            background=self._background_status(),
             version=version_of(item),
             updated_at=item.updated_at if item else None,
             frozen=self._frozen(item),
@@ -270,7 +248,7 @@ class ProfileMemory(BaseMemory):
         return version_of((yield from steps))
 
     def _clearing(self) -> Steps[None]:
-        if self.policy == "background":
+        if self._in_background:
             self._background.cancel()
         yield from self._store.clearing(self.namespace, self.key)
 
@@ -378,7 +356,7 @@ class ProfileMemory(BaseMemory):
         if self.policy == "once" and self._frozen((yield step(store.load, ns, key))):
             return
         yield step(store.add_pending, ns, key, turn)
-        if self.policy == "background" and self._background.schedule():
+        if self._in_background and self._background.schedule():
             return  # the scheduler runs the update after the quiet period
         if self.policy in ("turn", "once", "background") or (
             self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
@@ -427,23 +405,14 @@ class ProfileMemory(BaseMemory):
 
     # -- background policy ------------------------------------------------------
 
-    def _background_refresh(self) -> None:
+    @property
+    def _in_background(self) -> bool:
+        return self.policy == "background"
+
+    def _background_key(self) -> tuple[str, str, Namespace, str]:
+        """The profile, not this object: two memories on one profile share one job."""
+        return ("profile", self.url, self.namespace, self.key)
+
+    def _background_job(self) -> None:
         result = self.refresh()
         logger.debug("Profile %r in %r: background update %s", self.key, self.namespace, result)
-
-    def flush(self, *, timeout: float | None = None) -> bool:
-        """Run this profile's pending background update now and wait for it.
-
-        Returns:
-            True when no update of this profile is pending or running (always,
-            under the other policies, whose updates finish inside ``save_context``).
-        """
-        return self.policy != "background" or self._background.flush(timeout=timeout)
-
-    def close(self, *, timeout: float | None = None) -> bool:
-        """Flush, then stop using the scheduler: later turns of this object update inline.
-
-        The scheduler itself is left running (it may serve other memories);
-        close a :class:`~memories.kernel.background.Debouncer` you made yourself.
-        """
-        return self._background.close(timeout=timeout)
