@@ -34,15 +34,12 @@ from typing import Any, ClassVar, Literal
 
 from langchain_classic.memory.prompt import SUMMARY_PROMPT
 from langchain_core.messages import (
-    AIMessage,
     BaseMessage,
-    ChatMessage,
     HumanMessage,
     SystemMessage,
     get_buffer_string,
 )
-from langchain_core.prompts import BasePromptTemplate, PromptTemplate
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from memories.base import ChatMemory
 from memories.errors import ConfigError, LLMError
@@ -56,6 +53,12 @@ from memories.kernel.capabilities import Capabilities
 from memories.kernel.parts import DeferredMemory, ModelMemory
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.messages import format_buffer
+from memories.prompts import (
+    MessageClassField,
+    SummaryPromptField,
+    message_class_config,
+    prompt_config,
+)
 from memories.summary_state import SummaryState
 from memories.tokens import TokenCounter, counter_for, stable_id
 
@@ -71,13 +74,6 @@ logger = logging.getLogger(__name__)
 
 SummarizeMode = Literal["inline", "background"]
 
-_PROMPT_VARIABLES = frozenset({"summary", "new_lines"})
-_MESSAGE_CLASSES: dict[str, type[BaseMessage]] = {
-    "system": SystemMessage,
-    "human": HumanMessage,
-    "ai": AIMessage,
-    "chat": ChatMessage,
-}
 
 
 # -- the persisted state: pure data --------------------------------------------
@@ -116,8 +112,8 @@ def _clip(message: BaseMessage, fraction: float) -> BaseMessage:
 class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
     """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
 
-    prompt: BasePromptTemplate = SUMMARY_PROMPT
-    summary_message_cls: type[BaseMessage] = SystemMessage
+    prompt: SummaryPromptField = SUMMARY_PROMPT
+    summary_message_cls: MessageClassField = SystemMessage
     max_token_limit: int = Field(default=2000, gt=0)
     token_counter: Any = None
     initial_summary: str = ""
@@ -144,34 +140,6 @@ class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
             data["initial_summary"] = data.pop(name)
         return data
 
-    @field_validator("prompt", mode="before")
-    @classmethod
-    def _prompt(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = PromptTemplate.from_template(value)
-        if isinstance(value, BasePromptTemplate):
-            variables = value.input_variables
-            if set(variables) != _PROMPT_VARIABLES:
-                # LangChain's message, word for word.
-                raise ConfigError(
-                    "Got unexpected prompt input variables. The prompt expects "
-                    f"{variables}, but it should have {set(_PROMPT_VARIABLES)}."
-                )
-        return value
-
-    @field_validator("summary_message_cls", mode="before")
-    @classmethod
-    def _message_class(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            found = _MESSAGE_CLASSES.get(value.lower().removesuffix("message"))
-            if found is None:
-                raise ConfigError(
-                    f"Unknown summary_message_cls {value!r}; use one of "
-                    f"{sorted(_MESSAGE_CLASSES)} or a BaseMessage subclass."
-                )
-            return found
-        return value
-
     def model_post_init(self, context: Any, /) -> None:
         # Resolve now, so a bad counter or model fails at construction, not on a later turn.
         self._counter  # noqa: B018
@@ -191,16 +159,9 @@ class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
         if name == "token_counter" and self._counter.name is not None:
             return self._counter.name
         if name == "summary_message_cls":
-            for key, cls in _MESSAGE_CLASSES.items():
-                if value is cls:
-                    return key
-        if (
-            name == "prompt"
-            and isinstance(value, PromptTemplate)
-            and value.template_format == "f-string"
-            and not value.partial_variables
-        ):
-            return value.template
+            value = message_class_config(value)
+        if name == "prompt":
+            value = prompt_config(value)
         return super()._config_value(name, value)
 
     # -- what each memory decides ---------------------------------------------------
