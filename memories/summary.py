@@ -28,14 +28,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from langchain_classic.memory.prompt import SUMMARY_PROMPT
 from langchain_core.messages import (
     BaseMessage,
-    HumanMessage,
     SystemMessage,
     get_buffer_string,
 )
@@ -45,7 +44,6 @@ from memories.base import ChatMemory
 from memories.errors import ConfigError, LLMError
 from memories.extractive import ExtractiveSummarizer
 from memories.history.base import Entry
-from memories.kernel.background import MemoryStatus
 
 # A module import, not names: memories.llm imports memories.errors, which
 # runs this package's __init__, so this module may load while that one is half-done.
@@ -59,7 +57,7 @@ from memories.prompts import (
     message_class_config,
     prompt_config,
 )
-from memories.summary_state import SummaryState
+from memories.summary_state import SummaryState, SummaryStatus
 from memories.tokens import TokenCounter, counter_for, stable_id
 
 __all__ = [
@@ -75,38 +73,7 @@ logger = logging.getLogger(__name__)
 SummarizeMode = Literal["inline", "background"]
 
 
-
-# -- the persisted state: pure data --------------------------------------------
-
-
-@dataclass(frozen=True)
-class SummaryStatus(MemoryStatus):
-    """Where a summary memory stands: what is folded, what is not, what went wrong.
-
-    ``pending`` counts the unfolded messages; ``failures`` and ``last_error``
-    are the consecutive failed folds and the last one's reason.
-    """
-
-    summary: str = ""
-    """The current summary."""
-    folded: int | None = None
-    """The ``seq`` of the last message in the summary."""
-    unfolded_messages: int = 0
-    """Messages after the fold point (shown verbatim, within the token limit)."""
-    unfolded_tokens: int = 0
-    """Their tokens."""
-    retry_in: int = 0
-    """Fold opportunities skipped before the next attempt."""
-
-
 # -- the memories ---------------------------------------------------------------
-
-
-def _clip(message: BaseMessage, fraction: float) -> BaseMessage:
-    """A copy of ``message`` with the first ``fraction`` of its text."""
-    text = str(message.text)
-    keep = max(1, int(len(text) * fraction))
-    return message.model_copy(update={"content": f"{text[:keep]} [...]"})
 
 
 class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
@@ -224,18 +191,7 @@ class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
 
     def _catch_up(self, state: SummaryState, unfolded: Sequence[Entry]) -> SummaryState:
         """Count the unfolded messages not counted yet (all of them for a new counter)."""
-        if state.counter != self._counter_id:
-            state = replace(
-                state,
-                counter=self._counter_id,
-                last=state.folded,
-                seqs=(),
-                counts=(),
-                starts=(),
-            )
-        new = [e for e in unfolded if state.last is None or e.seq > state.last]
-        counts = [self._counter([e.message]) for e in new]
-        return state.advance(new, counts, [isinstance(e.message, HumanMessage) for e in new])
+        return state.counted(unfolded, self._counter_id, lambda m: self._counter([m]))
 
     def _loaded(self, raw: dict[str, Any] | None) -> SummaryState:
         return self._fresh_state() if raw is None else SummaryState.from_state(raw)
@@ -272,24 +228,6 @@ class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
         if state.retry_in > 0 and not force:
             return state.waited(), None
         return state, state.seqs[count - 1]
-
-    def _fold_input(
-        self, state: SummaryState, unfolded: Sequence[Entry], cut: int
-    ) -> list[BaseMessage]:
-        """The messages up to ``cut``, each clipped to ``max_token_limit`` tokens.
-
-        One pasted document larger than the model's context would otherwise
-        fail every fold forever; the summary gets its beginning instead.
-        """
-        counts = dict(zip(state.seqs, state.counts, strict=True))
-        cap = self.max_token_limit
-        messages = []
-        for entry in unfolded:
-            if entry.seq > cut:
-                break
-            count = counts.get(entry.seq, 0)
-            messages.append(entry.message if count <= cap else _clip(entry.message, cap / count))
-        return messages
 
     def _failed(self, state: SummaryState, error: LLMError) -> SummaryState:
         failed = state.failed(str(error))
@@ -333,9 +271,8 @@ class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
             if cut is None:
                 return state
             try:
-                summary = yield from self._summarizing(
-                    self._fold_input(state, unfolded, cut), state.summary
-                )
+                messages = state.fold_input(unfolded, cut, cap=self.max_token_limit)
+                summary = yield from self._summarizing(messages, state.summary)
             except LLMError as exc:
                 current, _ = yield from self._reading()
                 if epoch == self._epoch and current.same_fold(state):

@@ -8,13 +8,16 @@ computed here, with no I/O, so they can be tested on their own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memories.history.base import Entry
+from langchain_core.messages import BaseMessage, HumanMessage
 
-__all__ = ["SummaryState"]
+from memories.history.base import Entry
+from memories.kernel.background import MemoryStatus
+
+__all__ = ["SummaryState", "SummaryStatus"]
 
 #: The longest backoff after failed folds, in fold opportunities (turns).
 _MAX_BACKOFF_TURNS = 16
@@ -124,6 +127,34 @@ class SummaryState:
                 return cut
         return len(self.seqs)
 
+    def counted(
+        self, unfolded: Sequence[Entry], counter: str, count: Callable[[BaseMessage], int]
+    ) -> SummaryState:
+        """The unfolded messages not counted yet, counted (all of them for a new ``counter``)."""
+        state = self
+        if state.counter != counter:
+            state = replace(
+                state, counter=counter, last=state.folded, seqs=(), counts=(), starts=()
+            )
+        new = [e for e in unfolded if state.last is None or e.seq > state.last]
+        counts = [count(e.message) for e in new]
+        return state.advance(new, counts, [isinstance(e.message, HumanMessage) for e in new])
+
+    def fold_input(self, unfolded: Sequence[Entry], cut: int, *, cap: int) -> list[BaseMessage]:
+        """The messages up to ``cut``, each clipped to ``cap`` tokens.
+
+        One pasted document larger than the model's context would otherwise
+        fail every fold forever; the summary gets its beginning instead.
+        """
+        counts = dict(zip(self.seqs, self.counts, strict=True))
+        messages = []
+        for entry in unfolded:
+            if entry.seq > cut:
+                break
+            count = counts.get(entry.seq, 0)
+            messages.append(entry.message if count <= cap else _clip(entry.message, cap / count))
+        return messages
+
     def folded_through(self, seq: int, summary: str) -> SummaryState:
         """The state after the messages up to ``seq`` were folded into ``summary``."""
         keep = sum(1 for s in self.seqs if s > seq)
@@ -189,3 +220,30 @@ class SummaryState:
             retry_in=int(state.get("retry_in", 0)),
             last_error=state.get("last_error"),
         )
+
+
+@dataclass(frozen=True)
+class SummaryStatus(MemoryStatus):
+    """Where a summary memory stands: what is folded, what is not, what went wrong.
+
+    ``pending`` counts the unfolded messages; ``failures`` and ``last_error``
+    are the consecutive failed folds and the last one's reason.
+    """
+
+    summary: str = ""
+    """The current summary."""
+    folded: int | None = None
+    """The ``seq`` of the last message in the summary."""
+    unfolded_messages: int = 0
+    """Messages after the fold point (shown verbatim, within the token limit)."""
+    unfolded_tokens: int = 0
+    """Their tokens."""
+    retry_in: int = 0
+    """Fold opportunities skipped before the next attempt."""
+
+
+def _clip(message: BaseMessage, fraction: float) -> BaseMessage:
+    """A copy of ``message`` with the first ``fraction`` of its text."""
+    text = str(message.text)
+    keep = max(1, int(len(text) * fraction))
+    return message.model_copy(update={"content": f"{text[:keep]} [...]"})
