@@ -51,7 +51,11 @@ if TYPE_CHECKING:
     from memories.profile.memory import ProfileMemory
     from memories.profile.store import ProfileStore
     from memories.runnable import with_memory
-    from memories.summary import SummaryBufferMemory, SummaryMemory
+    from memories.summary import (
+        ConversationSummaryBufferMemory,
+        SummaryBufferMemory,
+        SummaryMemory,
+    )
     from memories.token_buffer import TokenBufferMemory
     from memories.vector.memory import VectorMemory
     from memories.vector.records import SearchResult
@@ -62,7 +66,6 @@ if TYPE_CHECKING:
     ConversationBufferMemory = BufferMemory
     ConversationBufferWindowMemory = WindowMemory
     ConversationStringBufferMemory = StringBufferMemory
-    ConversationSummaryBufferMemory = SummaryBufferMemory
     ConversationSummaryMemory = SummaryMemory
     ConversationTokenBufferMemory = TokenBufferMemory
 
@@ -79,7 +82,11 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memories.profile.store": ("ProfileStore",),
     "memories.history.sql": ("SQLHistory", "SQLiteHistory"),
     "memories.vector.records": ("SearchResult",),
-    "memories.summary": ("SummaryBufferMemory", "SummaryMemory"),
+    "memories.summary": (
+        "ConversationSummaryBufferMemory",
+        "SummaryBufferMemory",
+        "SummaryMemory",
+    ),
     "memories.token_buffer": ("TokenBufferMemory",),
     "memories.vector.memory": ("VectorMemory",),
     "memories.vector.retriever": ("VectorStoreRetrieverMemory",),
@@ -102,7 +109,6 @@ _LANGCHAIN_NAMES = {
     "ConversationBufferMemory": "BufferMemory",
     "ConversationBufferWindowMemory": "WindowMemory",
     "ConversationStringBufferMemory": "StringBufferMemory",
-    "ConversationSummaryBufferMemory": "SummaryBufferMemory",
     "ConversationSummaryMemory": "SummaryMemory",
     "ConversationTokenBufferMemory": "TokenBufferMemory",
 }

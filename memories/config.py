@@ -49,6 +49,7 @@ MEMORY_TYPES: dict[str, tuple[str, str]] = {
     "token_buffer": ("memories.token_buffer", "TokenBufferMemory"),
     "summary": ("memories.summary", "SummaryMemory"),
     "summary_buffer": ("memories.summary", "SummaryBufferMemory"),
+    "conversation_summary_buffer": ("memories.summary", "ConversationSummaryBufferMemory"),
     "combined": ("memories.combined", "CombinedMemory"),
     "read_only": ("memories.combined", "ReadOnlySharedMemory"),
     "simple": ("memories.combined", "SimpleMemory"),

@@ -36,13 +36,11 @@ from langchain_classic.memory.prompt import SUMMARY_PROMPT
 from langchain_core.messages import (
     BaseMessage,
     SystemMessage,
-    get_buffer_string,
 )
 from pydantic import Field, PrivateAttr, model_validator
 
 from memories.base import ChatMemory
 from memories.errors import ConfigError, LLMError
-from memories.extractive import ExtractiveSummarizer
 from memories.history.base import Entry
 
 # A module import, not names: memories.llm imports memories.errors, which
@@ -57,11 +55,13 @@ from memories.prompts import (
     message_class_config,
     prompt_config,
 )
+from memories.summarizer import Summarizer
 from memories.summary_state import SummaryState, SummaryStatus
 from memories.tokens import TokenCounter, counter_for, stable_id
 
 __all__ = [
     "SUMMARY_PROMPT",
+    "ConversationSummaryBufferMemory",
     "SummaryBufferMemory",
     "SummaryMemory",
     "SummaryState",
@@ -78,6 +78,10 @@ SummarizeMode = Literal["inline", "background"]
 
 class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
     """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="session", chat_log=True, exportable=True, deferred=True
+    )
 
     prompt: SummaryPromptField = SUMMARY_PROMPT
     summary_message_cls: MessageClassField = SystemMessage
@@ -133,9 +137,13 @@ class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
 
     # -- what each memory decides ---------------------------------------------------
 
-    def _marks(self) -> tuple[int, int]:
-        """``(high, low)``: fold when the unfolded tokens pass ``high``, down to ``low``."""
-        raise NotImplementedError(f"{type(self).__name__} must define _marks()")
+    def _fold_count(self, state: SummaryState) -> int:
+        """How many leading unfolded messages to fold now (0: none)."""
+        raise NotImplementedError(f"{type(self).__name__} must define _fold_count()")
+
+    def _clip_cap(self) -> int | None:
+        """The most tokens of one message a fold sends (None: whole messages)."""
+        return self.max_token_limit
 
     def _summary_messages(self, summary: str) -> list[BaseMessage]:
         """The messages the summary is shown as, before the unfolded turns."""
@@ -146,26 +154,15 @@ class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
 
     # -- summarizing ----------------------------------------------------------------
 
-    def _prompt_input(self, messages: Sequence[BaseMessage], existing_summary: str) -> Any:
-        new_lines = get_buffer_string(
-            messages, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix
-        )
-        return self.prompt.format_prompt(summary=existing_summary, new_lines=new_lines)
-
-    def _extract(self, messages: Sequence[BaseMessage], existing_summary: str) -> str:
-        summarizer = ExtractiveSummarizer(self._extractive_budget(), self._counter)
-        return summarizer(
-            messages, existing_summary, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix
-        )
-
     def _summarizing(self, messages: Sequence[BaseMessage], existing_summary: str) -> Steps[str]:
         """The summary of ``existing_summary`` then ``messages``: the model's, or extractive."""
-        if self._caller is None:
-            return self._extract(messages, existing_summary)
-        self._llm_calls += 1
-        prompt = self._prompt_input(messages, existing_summary)
-        summary: str = yield step(self._caller.invoke_text, prompt, unlocked=True)
-        return summary
+        if self._caller is not None:
+            self._llm_calls += 1
+        summarizer = Summarizer(
+            self._caller, self.prompt, self._counter, self._extractive_budget(),
+            self.human_prefix, self.ai_prefix,
+        )  # fmt: skip
+        return (yield from summarizer.summarizing(messages, existing_summary))
 
     def predict_new_summary(self, messages: list[BaseMessage], existing_summary: str) -> str:
         """The summary of ``existing_summary`` followed by ``messages`` (LangChain's method).
@@ -221,8 +218,7 @@ class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
 
     def _to_fold(self, state: SummaryState, *, force: bool) -> tuple[SummaryState, int | None]:
         """The state to save before folding, and the last ``seq`` to fold (None: no fold now)."""
-        high, low = self._marks()
-        count = state.plan(high=high, low=low, chunk=2 * self.max_token_limit)
+        count = self._fold_count(state)
         if count == 0:
             return state, None
         if state.retry_in > 0 and not force:
@@ -271,7 +267,7 @@ class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
             if cut is None:
                 return state
             try:
-                messages = state.fold_input(unfolded, cut, cap=self.max_token_limit)
+                messages = state.fold_input(unfolded, cut, cap=self._clip_cap())
                 summary = yield from self._summarizing(messages, state.summary)
             except LLMError as exc:
                 current, _ = yield from self._reading()
@@ -327,17 +323,7 @@ class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
     def status(self) -> SummaryStatus:
         """Where the summary stands (reads the history; no LLM call)."""
         state, _ = run(self._reading(), lock=self._lock)
-        return SummaryStatus(
-            pending=len(state.seqs),
-            failures=state.failures,
-            last_error=state.last_error,
-            background=self._background_status(),
-            summary=state.summary,
-            folded=state.folded,
-            unfolded_messages=len(state.seqs),
-            unfolded_tokens=state.total,
-            retry_in=state.retry_in,
-        )
+        return state.status(background=self._background_status())
 
     # -- LangChain's extras -----------------------------------------------------------
 
@@ -368,10 +354,11 @@ class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
 class SummaryBufferMemory(_RunningSummaryMemory):
     """The newest turns verbatim, and a running summary of the older ones.
 
-    LangChain's ``ConversationSummaryBufferMemory``: when the turns shown
-    verbatim pass ``max_token_limit`` tokens, the oldest exchanges are folded
-    into the summary. Unlike LangChain's, it folds down to ``low_water`` of
-    the limit, so one LLM call absorbs several turns instead of one per turn.
+    When the turns shown verbatim pass ``max_token_limit`` tokens, the oldest
+    whole exchanges are folded into the summary, down to ``low_water`` of the
+    limit, so one LLM call absorbs several turns instead of one per turn.
+    :class:`ConversationSummaryBufferMemory` (LangChain's name) folds as
+    LangChain's does instead: ``low_water=None``.
 
     The value is ``[summary message, *turns]``, or with ``return_messages=False``
     ``"System: <summary>\\nHuman: ...\\nAI: ..."``; no summary message while the
@@ -380,21 +367,25 @@ class SummaryBufferMemory(_RunningSummaryMemory):
     Args:
         low_water: after a fold the verbatim turns hold at most this fraction
             of ``max_token_limit``. Lower means fewer LLM calls and fewer
-            verbatim turns; ``1.0`` folds as little as LangChain.
+            verbatim turns. None: LangChain's rule, the oldest messages one
+            by one until the rest fits, and no further (one call per prune).
         moving_summary_buffer: LangChain's name for ``initial_summary`` in this class.
         (and the arguments of :class:`SummaryMemory`, but ``buffer``.)
     """
 
     config_type: ClassVar[str] = "summary_buffer"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="session", chat_log=True, exportable=True, deferred=True
-    )
     _summary_argument: ClassVar[str] = "moving_summary_buffer"
 
-    low_water: float = Field(default=0.4, ge=0.0, le=1.0)
+    low_water: float | None = Field(default=0.4, ge=0.0, le=1.0)
 
-    def _marks(self) -> tuple[int, int]:
-        return self.max_token_limit, int(self.max_token_limit * self.low_water)
+    def _fold_count(self, state: SummaryState) -> int:
+        limit = self.max_token_limit
+        if self.low_water is None:
+            return state.plan_exact(limit)
+        return state.plan(high=limit, low=int(limit * self.low_water), chunk=2 * limit)
+
+    def _clip_cap(self) -> int | None:
+        return None if self.low_water is None else self.max_token_limit
 
     def _extractive_budget(self) -> int:
         return self.max_summary_tokens or max(1, self.max_token_limit // 2)
@@ -407,6 +398,19 @@ class SummaryBufferMemory(_RunningSummaryMemory):
     @moving_summary_buffer.setter
     def moving_summary_buffer(self, summary: str) -> None:
         self._set_summary(summary)
+
+
+class ConversationSummaryBufferMemory(SummaryBufferMemory):
+    """LangChain's ``ConversationSummaryBufferMemory``, folding exactly as LangChain's does.
+
+    A :class:`SummaryBufferMemory` whose ``low_water`` defaults to None: when
+    the buffer passes ``max_token_limit``, its oldest messages go into the
+    summary one by one until the rest fits, in one summary call, whole.
+    """
+
+    config_type: ClassVar[str] = "conversation_summary_buffer"
+
+    low_water: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class SummaryMemory(_RunningSummaryMemory):
@@ -423,12 +427,9 @@ class SummaryMemory(_RunningSummaryMemory):
     ``max_token_limit``).
 
     Args:
-        llm: the summarizer: a LangChain chat model or LLM, a string
-            ``"provider:model"`` (langchain's ``init_chat_model``, e.g.
-            ``"openai:gpt-4o-mini"``), ``"llamacpp:/path/model.gguf"``, or
-            None for the offline extractive summarizer.
-        llm_kwargs: constructor options for an ``llm`` given as a string
-            (``{"temperature": 0}``, ``{"n_ctx": 2048}``).
+        llm, llm_kwargs, llm_timeout: the summarizer, as
+            :class:`~memories.kernel.parts.ModelMemory` takes it (a timed-out
+            fold is retried later); None: the offline extractive summarizer.
         prompt: the summary prompt, with the variables ``summary`` and
             ``new_lines`` (a prompt template or its template string).
         summary_message_cls: the message class the summary is shown as.
@@ -442,24 +443,18 @@ class SummaryMemory(_RunningSummaryMemory):
         summarize: ``"inline"`` folds while saving; ``"background"`` folds
             on a worker thread once the session has been quiet for
             ``debounce`` seconds, so saving and loading make no LLM call.
-        debounce: the quiet period of background mode, in seconds.
-        llm_timeout: seconds to wait for one summary before giving up
-            (the fold is then retried later), or None to wait forever.
-        scheduler: the :class:`~memories.kernel.background.Debouncer` of background
-            mode; by default one worker thread shared by the whole process.
+        debounce, scheduler: background mode's quiet period and worker
+            (:class:`~memories.kernel.parts.DeferredMemory`).
         initial_summary: the summary a new session starts with (a session
             that has a saved summary keeps it).
         buffer: LangChain's name for ``initial_summary`` in this class.
     """
 
     config_type: ClassVar[str] = "summary"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="session", chat_log=True, exportable=True, deferred=True
-    )
     _summary_argument: ClassVar[str] = "buffer"
 
-    def _marks(self) -> tuple[int, int]:
-        return 0, 0
+    def _fold_count(self, state: SummaryState) -> int:
+        return state.plan(high=0, low=0, chunk=2 * self.max_token_limit)
 
     def _summary_messages(self, summary: str) -> list[BaseMessage]:
         # LangChain shows the summary message even while it is empty.

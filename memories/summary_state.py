@@ -15,7 +15,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from memories.history.base import Entry
-from memories.kernel.background import MemoryStatus
+from memories.kernel.background import JobStatus, MemoryStatus
 
 __all__ = ["SummaryState", "SummaryStatus"]
 
@@ -91,6 +91,15 @@ class SummaryState:
             return newest
         return target
 
+    def plan_exact(self, limit: int) -> int:
+        """LangChain's prune: the fewest leading messages whose removal leaves ``limit`` or less."""
+        suffix = self.total
+        for count, tokens in enumerate(self.counts):
+            if suffix <= limit:
+                return count
+            suffix -= tokens
+        return len(self.counts)
+
     def _fold_target(self, low: int, chunk: int) -> int:
         suffix = self.total
         prefix = 0
@@ -140,8 +149,10 @@ class SummaryState:
         counts = [count(e.message) for e in new]
         return state.advance(new, counts, [isinstance(e.message, HumanMessage) for e in new])
 
-    def fold_input(self, unfolded: Sequence[Entry], cut: int, *, cap: int) -> list[BaseMessage]:
-        """The messages up to ``cut``, each clipped to ``cap`` tokens.
+    def fold_input(
+        self, unfolded: Sequence[Entry], cut: int, *, cap: int | None
+    ) -> list[BaseMessage]:
+        """The messages up to ``cut``, each clipped to ``cap`` tokens (None: whole).
 
         One pasted document larger than the model's context would otherwise
         fail every fold forever; the summary gets its beginning instead.
@@ -152,7 +163,10 @@ class SummaryState:
             if entry.seq > cut:
                 break
             count = counts.get(entry.seq, 0)
-            messages.append(entry.message if count <= cap else _clip(entry.message, cap / count))
+            if cap is not None and count > cap:
+                messages.append(_clip(entry.message, cap / count))
+            else:
+                messages.append(entry.message)
         return messages
 
     def folded_through(self, seq: int, summary: str) -> SummaryState:
@@ -189,6 +203,20 @@ class SummaryState:
     def same_fold(self, other: SummaryState) -> bool:
         """Whether ``other`` has the same summary and fold point (nothing folded in between)."""
         return self.summary == other.summary and self.folded == other.folded
+
+    def status(self, *, background: JobStatus | None) -> SummaryStatus:
+        """The status record of a memory in this state."""
+        return SummaryStatus(
+            pending=len(self.seqs),
+            failures=self.failures,
+            last_error=self.last_error,
+            background=background,
+            summary=self.summary,
+            folded=self.folded,
+            unfolded_messages=len(self.seqs),
+            unfolded_tokens=self.total,
+            retry_in=self.retry_in,
+        )
 
     def to_state(self) -> dict[str, Any]:
         """JSON form, as stored in the history."""

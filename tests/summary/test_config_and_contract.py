@@ -12,6 +12,7 @@ from langchain_core.prompts import PromptTemplate
 import memories
 from memories import (
     ConfigError,
+    ConversationSummaryBufferMemory,
     InMemoryHistory,
     SummaryBufferMemory,
     SummaryMemory,
@@ -45,6 +46,18 @@ class TestSummaryBufferMemoryWithLLMContract(MemoryContract):
         # A model object has no config form (tested below with a config-able history).
         with pytest.raises((ConfigError, NotImplementedError)):
             make_memory(history).to_config()
+
+
+class TestConversationSummaryBufferMemoryContract(MemoryContract):
+    """LangChain's name: LangChain's folding rule (message by message, no low-water)."""
+
+    memory_type = "conversation_summary_buffer"
+
+    @pytest.fixture
+    def make_memory(self) -> MakeMemory:
+        return lambda history: ConversationSummaryBufferMemory(
+            chat_memory=history, max_token_limit=60
+        )
 
 
 class TestSummaryMemoryContract(MemoryContract):

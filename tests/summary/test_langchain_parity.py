@@ -44,7 +44,61 @@ def run(memory: Any, turns: list[tuple[str, str]] = TURNS) -> None:
 
 def test_the_langchain_names_are_our_classes() -> None:
     assert ConversationSummaryMemory is SummaryMemory
-    assert ConversationSummaryBufferMemory is SummaryBufferMemory
+    # Under LangChain's name the summary buffer folds as LangChain's does.
+    assert issubclass(ConversationSummaryBufferMemory, SummaryBufferMemory)
+    assert ConversationSummaryBufferMemory().low_water is None
+    assert SummaryBufferMemory().low_water == 0.4
+
+
+#: Turns of uneven length: some fit several to the limit, some alone pass a small one.
+UNEVEN = [
+    ("hi", "hello there"),
+    ("my name is Maya and I live in Lisbon with two cats", "nice to meet you Maya"),
+    ("what is the capital of France?", "Paris, a city on the Seine with many museums and cafes"),
+    ("ok", "anything else?"),
+    ("tell me a long story about a dragon who learned to bake bread in the mountains", "once"),
+    ("thanks", "you are welcome"),
+]
+
+
+@pytest.mark.parametrize("limit", [8, 15, 30, 41, 60, 120])
+@pytest.mark.parametrize("turns", [TURNS[:6], UNEVEN], ids=["even", "uneven"])
+def test_under_langchains_name_the_summary_buffer_folds_exactly_as_langchain(
+    limit: int, turns: list[tuple[str, str]]
+) -> None:
+    """Issue 11: same summary calls, same messages in each, same value after every turn."""
+    theirs_llm, ours_llm = counting_llm(), counting_llm()
+    theirs = classic("ConversationSummaryBufferMemory", llm=theirs_llm, max_token_limit=limit)
+    ours = ConversationSummaryBufferMemory(
+        llm=ours_llm, max_token_limit=limit, token_counter=ours_llm
+    )
+    for turn in turns:
+        run(theirs, [turn])
+        run(ours, [turn])
+        assert ours.load_memory_variables({}) == theirs.load_memory_variables({})
+        assert ours.moving_summary_buffer == theirs.moving_summary_buffer
+    assert ours_llm.prompts == theirs_llm.prompts  # each call got the same messages
+    assert ours.llm_calls == theirs_llm.calls == len(theirs_llm.prompts)
+
+
+def test_the_short_name_batches_folds_langchains_name_does_not() -> None:
+    """The measured difference the README's table quotes: LLM calls over one conversation."""
+    turns = [
+        (f"question {i}: what about cats and dogs?", f"answer {i}: both fine.") for i in range(40)
+    ]
+    calls = {}
+    for name, memory_class in [
+        ("short", SummaryBufferMemory),
+        ("langchain", ConversationSummaryBufferMemory),
+    ]:
+        llm = counting_llm()
+        memory = memory_class(llm=llm, max_token_limit=100, token_counter=llm)
+        run(memory, turns)
+        calls[name] = memory.llm_calls
+    theirs_llm = counting_llm()
+    run(classic("ConversationSummaryBufferMemory", llm=theirs_llm, max_token_limit=100), turns)
+    assert calls["langchain"] == theirs_llm.calls
+    assert calls["short"] < calls["langchain"] / 2, calls
 
 
 @pytest.mark.parametrize("return_messages", [False, True])
