@@ -29,24 +29,17 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from langchain_classic.memory.prompt import SUMMARY_PROMPT
-from langchain_core.messages import (
-    BaseMessage,
-    SystemMessage,
-)
+from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import Field, PrivateAttr, model_validator
 
 from memories.base import ChatMemory
 from memories.errors import ConfigError, LLMError
 from memories.history.base import Entry
-
-# A module import, not names: memories.llm imports memories.errors, which
-# runs this package's __init__, so this module may load while that one is half-done.
 from memories.kernel.capabilities import Capabilities
-from memories.kernel.parts import DeferredMemory, ModelMemory
+from memories.kernel.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.messages import format_buffer
 from memories.prompts import (
@@ -57,7 +50,6 @@ from memories.prompts import (
 )
 from memories.summarizer import Summarizer
 from memories.summary_state import SummaryState, SummaryStatus
-from memories.tokens import TokenCounter, counter_for, stable_id
 
 __all__ = [
     "SUMMARY_PROMPT",
@@ -76,7 +68,7 @@ SummarizeMode = Literal["inline", "background"]
 # -- the memories ---------------------------------------------------------------
 
 
-class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
+class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemory):
     """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(
@@ -86,7 +78,6 @@ class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
     prompt: SummaryPromptField = SUMMARY_PROMPT
     summary_message_cls: MessageClassField = SystemMessage
     max_token_limit: int = Field(default=2000, gt=0)
-    token_counter: Any = None
     initial_summary: str = ""
     max_summary_tokens: int | None = Field(default=None, gt=0)
     summarize: SummarizeMode = "inline"
@@ -116,19 +107,10 @@ class _RunningSummaryMemory(ModelMemory, DeferredMemory, ChatMemory):
         self._counter  # noqa: B018
         self._caller  # noqa: B018
 
-    # Derived from the arguments; BaseMemory forgets them when an argument is reassigned.
-
-    @cached_property
-    def _counter(self) -> TokenCounter:
-        return counter_for(self.token_counter, self._model)
-
-    @cached_property
-    def _counter_id(self) -> str:
-        return stable_id(self._counter)
+    def _counting_model(self) -> Any:
+        return self._model
 
     def _config_value(self, name: str, value: Any) -> Any:
-        if name == "token_counter" and self._counter.name is not None:
-            return self._counter.name
         if name == "summary_message_cls":
             value = message_class_config(value)
         if name == "prompt":

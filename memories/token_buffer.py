@@ -20,8 +20,8 @@ from pydantic import Field, PrivateAttr
 
 from memories.base import ChatMemory
 from memories.history.base import Entry
+from memories.kernel.parts import CountsTokens
 from memories.kernel.steps import Steps, step
-from memories.tokens import TokenCounter, counter_for, stable_id
 
 __all__ = ["TokenBufferMemory", "TokenWindow"]
 
@@ -115,7 +115,7 @@ class _Decoded:
     pair: tuple[dict[str, Any], TokenWindow] | None = None
 
 
-class TokenBufferMemory(ChatMemory):
+class TokenBufferMemory(CountsTokens, ChatMemory):
     """Shows the most recent messages whose tokens fit in ``max_token_limit``.
 
     The window follows ``langchain_core.messages.trim_messages`` with
@@ -145,7 +145,6 @@ class TokenBufferMemory(ChatMemory):
     max_token_limit: int = Field(default=2000, gt=0)
 
     _warned: set[str] = PrivateAttr(default_factory=set)
-    token_counter: Any = None
     llm: Any = None
     start_on: StartOn = "human"
     end_on: EndOn | None = None
@@ -154,10 +153,8 @@ class TokenBufferMemory(ChatMemory):
     def model_post_init(self, context: Any, /) -> None:
         self._counter  # noqa: B018  (resolve now: a bad counter fails at construction)
 
-    @cached_property
-    def _counter(self) -> TokenCounter:
-        """The counter for ``token_counter``; derived again if it is reassigned."""
-        return counter_for(self.token_counter, self.llm)
+    def _counting_model(self) -> Any:
+        return self.llm
 
     @cached_property
     def _last_decoded(self) -> _Decoded:
@@ -179,15 +176,10 @@ class TokenBufferMemory(ChatMemory):
     def _state_parameters(self) -> dict[str, Any]:
         return {
             "limit": self.max_token_limit,
-            "counter": stable_id(self._counter),
+            "counter": self._counter_id,
             "start_on": self.start_on,
             "include_system": self.include_system,
         }
-
-    def _config_value(self, name: str, value: Any) -> Any:
-        if name == "token_counter" and self._counter.name is not None:
-            return self._counter.name
-        return super()._config_value(name, value)
 
     # -- pure steps ------------------------------------------------------------
 

@@ -24,8 +24,9 @@ from memories.base import BaseMemory
 from memories.errors import ConfigError
 from memories.kernel.background import BackgroundWork, Debouncer, JobStatus
 from memories.llm import LLMField, ModelCaller
+from memories.tokens import TokenCounter, counter_for, stable_id
 
-__all__ = ["DeferredMemory", "ModelMemory"]
+__all__ = ["CountsTokens", "DeferredMemory", "ModelMemory"]
 
 
 class ModelMemory(BaseMemory):
@@ -71,6 +72,37 @@ class ModelMemory(BaseMemory):
             )
         if name == "llm_kwargs":
             return dict(value)
+        return super()._config_value(name, value)
+
+
+class CountsTokens(BaseMemory):
+    """A memory that counts tokens: ``token_counter``, and the identity state is keyed on.
+
+    Args:
+        token_counter: None/``"tiktoken"`` (offline), ``"chars"``, a callable,
+            or a LangChain model (see :func:`memories.tokens.counter_for`).
+            None counts with :meth:`_counting_model`'s own counter when the
+            memory names one and it works here (as LangChain counts), else tiktoken.
+    """
+
+    token_counter: Any = None
+
+    def _counting_model(self) -> Any:
+        """The model whose counter counts when ``token_counter`` is None (None: tiktoken)."""
+        return None
+
+    @cached_property
+    def _counter(self) -> TokenCounter:
+        return counter_for(self.token_counter, self._counting_model())
+
+    @cached_property
+    def _counter_id(self) -> str:
+        """The counter's stable identity: state counted by another counter is recounted."""
+        return stable_id(self._counter)
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "token_counter" and self._counter.name is not None:
+            return self._counter.name
         return super()._config_value(name, value)
 
 

@@ -24,7 +24,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from memories.errors import ConfigError, InvalidProfileError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
-from memories.kernel.parts import DeferredMemory, ModelMemory
+from memories.kernel.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.kernel.steps import Steps, arun, run, step
 from memories.keys import turn_messages_for
 from memories.namespaces import Namespace, NamespaceField
@@ -46,7 +46,6 @@ from memories.profile.update import (
     UpdateResult,
     bind_patch_tool,
 )
-from memories.tokens import TokenCounter, resolve_token_counter
 
 __all__ = ["Policy", "ProfileMemory", "ProfileStatus", "UpdateResult"]
 
@@ -69,7 +68,7 @@ class ProfileStatus(MemoryStatus):
     """The latest failed update, when no change has been accepted since."""
 
 
-class ProfileMemory(ModelMemory, DeferredMemory):
+class ProfileMemory(ModelMemory, CountsTokens, DeferredMemory):
     """A JSON document about a user, kept valid and current by a model.
 
     Args:
@@ -131,13 +130,11 @@ class ProfileMemory(ModelMemory, DeferredMemory):
     max_retries: int = Field(default=2, ge=0)
     max_document_tokens: int = Field(default=2000, gt=0)
     max_turns_per_update: int = Field(default=10, gt=0)
-    token_counter: Any = None
     instructions: str | None = None
     update_method: UpdateMethod = "auto"
 
     _schema: ProfileSchema = PrivateAttr()
     _store: ProfileStore = PrivateAttr()
-    _counter: TokenCounter = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
         if self.llm is None and self.policy != "manual":
@@ -146,15 +143,13 @@ class ProfileMemory(ModelMemory, DeferredMemory):
                 "Pass llm=..., or use policy='manual' and write with put()/update()."
             )
         self._schema = ProfileSchema(self.profile_schema)
-        self._counter = resolve_token_counter(self.token_counter)
+        self._counter  # noqa: B018  (resolved now: a bad counter fails here)
         self._store = ProfileStore(self.url)
         self._caller  # noqa: B018  (resolved now: a missing provider package fails here)
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "profile_schema":
             return schema_config(value)
-        if name == "token_counter" and self._counter.name is not None:
-            return self._counter.name
         return super()._config_value(name, value)
 
     @property
