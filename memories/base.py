@@ -71,6 +71,22 @@ class BaseMemory(LangChainBaseMemory):
     config_type: ClassVar[str]
     #: What this class can do; tools read this, never ``hasattr`` or the class name.
     capabilities: ClassVar[Capabilities] = Capabilities()
+    #: LangChain's names for arguments that this class names otherwise
+    #: (``{"buffer": "initial_summary"}``): accepted, and stored under ours.
+    langchain_names: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _langchain_names(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or not cls.langchain_names.keys() & data.keys():
+            return data
+        data = dict(data)
+        for theirs, ours in cls.langchain_names.items():
+            if theirs in data:
+                if ours in data:
+                    raise ConfigError(f"Give either {theirs!r} or {ours!r}, not both.")
+                data[ours] = data.pop(theirs)
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -1,26 +1,14 @@
 """Running summaries: LangChain's ``ConversationSummary[Buffer]Memory``.
 
-Both fold older turns into a summary written by ``llm`` (or, with no LLM, by
-the offline :class:`~memories.extractive.ExtractiveSummarizer`, which quotes
-the most informative sentences instead of writing new ones).
-
-What differs from LangChain's versions, for the same arguments and outputs:
-
-- The summary and the fold point are stored in the history beside the log
-  (:class:`SummaryState`), so a restarted process continues the same summary.
-  Nothing is deleted from the log: folding moves a cursor.
-- Folding is transactional. When the LLM raises, times out or returns empty
-  text, the old summary stays, the turns stay unfolded, the failure is logged
-  and counted (:meth:`status`), and the fold is retried on a later turn with
-  backoff. Meanwhile loading shows the newest turns that fit the token limit.
-- The summary buffer folds down to a low-water mark (``low_water`` of the
-  limit) when it goes over, so one call folds many turns; LangChain's calls
-  the LLM on every turn once its buffer is full.
-- ``summarize="background"`` folds on a worker thread after a quiet period
-  (:mod:`memories.kernel.background`): saving and loading make no LLM call.
-- Folding moves whole exchanges (a human message and everything up to the
-  next one), so a tool call is never separated from its result.
-- The async methods do the same work as the sync ones.
+Both fold older turns into a summary written by ``llm`` (or, with no LLM,
+extractively: :mod:`memories.summarizer`). The summary and the fold point
+live in the history beside the log (:class:`SummaryState`): a restarted
+process continues the same summary, and folding moves a cursor, deleting
+nothing. A fold is transactional: when the model fails, the summary and the
+turns stay, the failure is counted (:meth:`status`) and retried with backoff.
+Folds run inline or in the background (:class:`~memories.kernel.parts.DeferredMemory`),
+sync or async from one loop (:mod:`memories.kernel.steps`). The README's
+"Summary memories" section compares the folding rules with LangChain's.
 """
 
 from __future__ import annotations
@@ -33,7 +21,7 @@ from typing import Any, ClassVar, Literal
 
 from langchain_classic.memory.prompt import SUMMARY_PROMPT
 from langchain_core.messages import BaseMessage, SystemMessage
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr
 
 from memories.base import ChatMemory
 from memories.errors import ConfigError, LLMError
@@ -82,25 +70,11 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     max_summary_tokens: int | None = Field(default=None, gt=0)
     summarize: SummarizeMode = "inline"
 
-    #: LangChain's name for the ``initial_summary`` argument of this class.
-    _summary_argument: ClassVar[str]
-
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _epoch: int = PrivateAttr(default=0)
     _llm_calls: int = PrivateAttr(default=0)
 
     # -- configuration ------------------------------------------------------------
-
-    @model_validator(mode="before")
-    @classmethod
-    def _langchain_summary_argument(cls, data: Any) -> Any:
-        name = getattr(cls, "_summary_argument", None)
-        if isinstance(data, dict) and name in data:
-            data = dict(data)
-            if "initial_summary" in data:
-                raise ConfigError(f"Give either {name!r} or 'initial_summary', not both.")
-            data["initial_summary"] = data.pop(name)
-        return data
 
     def model_post_init(self, context: Any, /) -> None:
         # Resolve now, so a bad counter or model fails at construction, not on a later turn.
@@ -165,16 +139,6 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
 
     # -- pure steps shared by the sync and async twins ----------------------------------
 
-    def _fresh_state(self) -> SummaryState:
-        return SummaryState(summary=self.initial_summary, counter=self._counter_id)
-
-    def _catch_up(self, state: SummaryState, unfolded: Sequence[Entry]) -> SummaryState:
-        """Count the unfolded messages not counted yet (all of them for a new counter)."""
-        return state.counted(unfolded, self._counter_id, lambda m: self._counter([m]))
-
-    def _loaded(self, raw: dict[str, Any] | None) -> SummaryState:
-        return self._fresh_state() if raw is None else SummaryState.from_state(raw)
-
     def _shown(self, state: SummaryState, unfolded: Sequence[Entry]) -> list[BaseMessage]:
         start = state.window(self.max_token_limit)
         if start:
@@ -193,19 +157,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
                 else "a fold has not run yet",
                 len(state.seqs) - start,
             )
-        first = state.seqs[start] if start < len(state.seqs) else None
-        last = state.last if state.last is not None else -1
-        turns = [e.message for e in unfolded if first is not None and first <= e.seq <= last]
-        return self._summary_messages(state.summary) + turns
-
-    def _to_fold(self, state: SummaryState, *, force: bool) -> tuple[SummaryState, int | None]:
-        """The state to save before folding, and the last ``seq`` to fold (None: no fold now)."""
-        count = self._fold_count(state)
-        if count == 0:
-            return state, None
-        if state.retry_in > 0 and not force:
-            return state.waited(), None
-        return state, state.seqs[count - 1]
+        return self._summary_messages(state.summary) + state.shown(unfolded, start)
 
     def _failed(self, state: SummaryState, error: LLMError) -> SummaryState:
         failed = state.failed(str(error))
@@ -229,9 +181,12 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     def _reading(self) -> Steps[tuple[SummaryState, list[Entry]]]:
         """The state brought up to date with the log (not saved) and the unfolded entries."""
         history = self.chat_memory
-        state = self._loaded((yield step(history.load_state, self.state_key)))
+        raw = yield step(history.load_state, self.state_key)
+        fresh = SummaryState(summary=self.initial_summary, counter=self._counter_id)
+        state = fresh if raw is None else SummaryState.from_state(raw)
         unfolded = yield step(history.entries, after=state.folded)
-        return self._catch_up(state, unfolded), unfolded
+        state = state.counted(unfolded, self._counter_id, lambda m: self._counter([m]))
+        return state, unfolded
 
     def _folding(self, *, force: bool = False, raise_errors: bool = False) -> Steps[SummaryState]:
         """Fold what is over the limit (several calls if it is far over); save as it goes.
@@ -244,7 +199,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
         while True:
             epoch = self._epoch
             state, unfolded = yield from self._reading()
-            state, cut = self._to_fold(state, force=force)
+            state, cut = state.to_fold(self._fold_count(state), force=force)
             yield step(save_state, self.state_key, state.to_state())
             if cut is None:
                 return state
@@ -356,7 +311,7 @@ class SummaryBufferMemory(_RunningSummaryMemory):
     """
 
     config_type: ClassVar[str] = "summary_buffer"
-    _summary_argument: ClassVar[str] = "moving_summary_buffer"
+    langchain_names: ClassVar[dict[str, str]] = {"moving_summary_buffer": "initial_summary"}
 
     low_water: float | None = Field(default=0.4, ge=0.0, le=1.0)
 
@@ -404,10 +359,6 @@ class SummaryMemory(_RunningSummaryMemory):
     Turns not folded yet, because a fold is pending or the LLM failed, follow
     the summary verbatim, the newest within ``max_token_limit`` tokens.
 
-    With no ``llm`` the summary is extractive: the most informative sentences
-    said so far, quoted, within ``max_summary_tokens`` (default
-    ``max_token_limit``).
-
     Args:
         llm, llm_kwargs, llm_timeout: the summarizer, as
             :class:`~memories.kernel.parts.ModelMemory` takes it (a timed-out
@@ -416,12 +367,10 @@ class SummaryMemory(_RunningSummaryMemory):
             ``new_lines`` (a prompt template or its template string).
         summary_message_cls: the message class the summary is shown as.
         max_token_limit: the token budget of the turns shown verbatim.
-        token_counter: how tokens are counted: None/``"tiktoken"``
-            (offline), ``"chars"``, a callable, or a LangChain model.
-            Without one, the ``llm``'s own counter when it works here (as
-            LangChain counts), else tiktoken (see :func:`memories.tokens.counter_for`).
-        max_summary_tokens: the extractive summarizer's budget (ignored with
-            an LLM, which is asked to be concise by the prompt).
+        token_counter: how tokens are counted (:class:`~memories.kernel.parts.CountsTokens`);
+            by default the ``llm``'s own counter when it works here, else tiktoken.
+        max_summary_tokens: with no ``llm``, the extractive summary's budget (it
+            quotes the most informative sentences; default ``max_token_limit``).
         summarize: ``"inline"`` folds while saving; ``"background"`` folds
             on a worker thread once the session has been quiet for
             ``debounce`` seconds, so saving and loading make no LLM call.
@@ -433,7 +382,7 @@ class SummaryMemory(_RunningSummaryMemory):
     """
 
     config_type: ClassVar[str] = "summary"
-    _summary_argument: ClassVar[str] = "buffer"
+    langchain_names: ClassVar[dict[str, str]] = {"buffer": "initial_summary"}
 
     def _fold_count(self, state: SummaryState) -> int:
         return state.plan(high=0, low=0, chunk=2 * self.max_token_limit)
@@ -467,12 +416,7 @@ class SummaryMemory(_RunningSummaryMemory):
 
     @classmethod
     def from_messages(
-        cls,
-        llm: Any,
-        chat_memory: Any,
-        *,
-        summarize_step: int = 2,
-        **kwargs: Any,
+        cls, llm: Any, chat_memory: Any, *, summarize_step: int = 2, **kwargs: Any
     ) -> SummaryMemory:
         """A memory over an existing history, its messages summarized now (LangChain's method).
 

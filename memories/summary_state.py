@@ -169,6 +169,24 @@ class SummaryState:
                 messages.append(entry.message)
         return messages
 
+    def shown(self, unfolded: Sequence[Entry], start: int) -> list[BaseMessage]:
+        """The unfolded messages from index ``start`` of the counted ones (what loading shows)."""
+        if start >= len(self.seqs):
+            return []
+        first, last = self.seqs[start], self.last if self.last is not None else -1
+        return [e.message for e in unfolded if first <= e.seq <= last]
+
+    def to_fold(self, count: int, *, force: bool) -> tuple[SummaryState, int | None]:
+        """The state to save before folding ``count`` messages, and the last ``seq`` to fold.
+
+        None: no fold now (nothing to fold, or a backoff turn, which is counted).
+        """
+        if count == 0:
+            return self, None
+        if self.retry_in > 0 and not force:
+            return self.waited(), None
+        return self, self.seqs[count - 1]
+
     def folded_through(self, seq: int, summary: str) -> SummaryState:
         """The state after the messages up to ``seq`` were folded into ``summary``."""
         keep = sum(1 for s in self.seqs if s > seq)
