@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memories.kernel.steps import blocking_twin
-from memories.vector.outbox import OutboxRow
+from memories.vector.outbox import DeadLetter, OutboxRow
 from memories.vector.records import SearchResult
 from memories.vector.writes import VectorStatus
 
@@ -85,6 +85,14 @@ class VectorBackend(ABC):
         """Delete every document of the namespace, every session's."""
 
     aerase_namespace = blocking_twin(erase_namespace)
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """Documents set aside because the store refused them (a backend that never does: none)."""
+        return []
+
+    def retry_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Queue set-aside documents again and write them; return how many."""
+        return 0
 
     def bookkeeping(self, *, turn: bool) -> dict[str, Any]:
         """Metadata the backend keeps on each new document (a turn, or a bulk one) for its recall.

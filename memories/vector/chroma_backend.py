@@ -19,6 +19,7 @@ the turns next to it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
@@ -27,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 
-from memories.errors import BackendError
-from memories.kernel.background import BackgroundWork
+from memories.errors import BackendError, BackendUnavailableError
+from memories.kernel.background import BackgroundWork, describe_error
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.namespaces import namespace_key
 from memories.recall import RecallConfig, ScoredId, neighbour_positions, rank_candidates
@@ -42,7 +43,7 @@ from memories.vector.index import (
     namespace_indexes,
     shared_index,
 )
-from memories.vector.outbox import Outbox, OutboxRow, outbox_for
+from memories.vector.outbox import DeadLetter, Outbox, OutboxRow, outbox_for
 from memories.vector.records import SearchResult
 from memories.vector.writes import (
     VectorStatus,
@@ -58,6 +59,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SPEAKERS_KEY", "ChromaBackend"]
 
+logger = logging.getLogger(__name__)
+
 SPEAKERS_KEY = "speakers"
 _DRAIN_BATCH = 256
 # Turns of a namespace that background mode lets wait; past this, a save
@@ -66,6 +69,8 @@ _DRAIN_BATCH = 256
 _MAX_QUEUED = 256
 # How long a search waits for the writer to embed a queued turn before doing it itself.
 _EMBED_WAIT_SECONDS = 30.0
+# Failures that say the store or the network is down, not that a document is bad.
+_OUTAGES = (BackendUnavailableError, OSError)
 # The memory's fields that describe its store, and its backend.
 _STORE_FIELDS = ("mode", "path", "host", "port", "ssl", "collection", "timeout")
 _BACKEND_FIELDS = ("namespace", "session_id", "recall", "k", "write")
@@ -218,6 +223,7 @@ class ChromaBackend(VectorBackend):
             background=self._writer.status() if self.write == "background" else None,
             write=self.write,
             failed_at=lane.failed_at,
+            dead_letters=len(self.dead_letters()),
         )
 
     # -- writing --------------------------------------------------------------------
@@ -256,7 +262,7 @@ class ChromaBackend(VectorBackend):
         try:
             try:
                 while rows := self.outbox.pending(target, namespace, limit=_DRAIN_BATCH):
-                    self._write_rows(rows)
+                    self._write_or_set_aside(rows)
                     written += len(rows)
                     if bar is not None:
                         bar.update(len(rows))
@@ -276,6 +282,64 @@ class ChromaBackend(VectorBackend):
             if bar is not None:
                 bar.close()
         return written
+
+    def _write_or_set_aside(self, rows: Sequence[OutboxRow]) -> None:
+        """Write a batch; documents refused while others of it go through are set aside.
+
+        An outage (the store unreachable, a network or disk error) raises, and
+        everything waits in the outbox. Any other failure of a batch of several
+        documents is retried one document at a time: when some are written and
+        some still fail, the failing ones are a document's own fault (Chroma
+        refuses its metadata, an embedder its length) and go to the dead
+        letters (:meth:`dead_letters`), so one bad document never blocks its
+        namespace. When all fail (an embedder of another width, a crashed
+        model), nothing is set aside and the error is raised.
+        """
+        try:
+            self._write_rows(rows)
+            return
+        except _OUTAGES:
+            raise
+        except Exception as exc:
+            if len(rows) == 1:
+                raise
+            first = exc
+        refused = []
+        for row in rows:
+            try:
+                self._write_rows([row])
+            except _OUTAGES:
+                raise
+            except Exception as exc:
+                refused.append((row, describe_error(exc)))
+        if len(refused) == len(rows):
+            raise first
+        if refused:
+            self._set_aside(refused)
+
+    def _set_aside(self, refused: list[tuple[OutboxRow, str]]) -> None:
+        self.outbox.bury(self.store.target, self._key, refused)
+        index = self._index
+        with index.lock:
+            index.forget_pending([row.doc_id for row, _ in refused])
+        logger.warning(
+            "%d document(s) of namespace %r were refused (%s) and set aside; the others were "
+            "written. memory.dead_letters() lists them; retry_dead_letters() queues them again.",
+            len(refused),
+            self.namespace,
+            refused[0][1],
+        )
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """The documents set aside, oldest first, each with its error."""
+        return self.outbox.dead_letters(self.store.target, self._key)
+
+    def retry_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Queue set-aside documents again (all, or ``ids``) and write them now; return how many."""
+        revived = self.outbox.revive(self.store.target, self._key, ids)
+        if revived:
+            self._drain()
+        return revived
 
     def _write_rows(self, rows: Sequence[OutboxRow]) -> None:
         """Embed and store one batch of outbox rows (under the lane's lock), then forget them.

@@ -237,6 +237,13 @@ class NamespaceIndex:
             if old is None or old.text != text or old.metadata != metadata:
                 self.add([(doc_id, text, metadata)])
 
+    def forget_pending(self, ids: Iterable[str]) -> None:
+        """Forget pending documents that will not be written; the next search rebuilds."""
+        for doc_id in ids:
+            self._pending.pop(doc_id, None)
+        self.loaded = False
+        self.changed.notify_all()
+
     def drop_pending(self) -> None:
         """Forget pending documents (their namespace is being cleared)."""
         self._pending.clear()

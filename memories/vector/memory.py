@@ -39,7 +39,7 @@ from memories.recall.config import RecallField
 from memories.vector.backend import VectorBackend, VectorQuery
 from memories.vector.filters import MetadataField, check_metadata
 from memories.vector.index import TURN_KEY
-from memories.vector.outbox import OutboxRow
+from memories.vector.outbox import DeadLetter, OutboxRow
 from memories.vector.records import SearchResult
 from memories.vector.writes import VectorStatus, WriteModeField
 
@@ -316,6 +316,22 @@ class VectorMemory(BaseMemory):
         The background writer itself keeps serving other memories.
         """
         return self.backend.close(timeout=timeout)
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """Documents set aside, oldest first: the store or the embedder refused them alone.
+
+        A document that fails while others are written (Chroma rejects its
+        metadata, a hosted embedder its length) would otherwise block its
+        namespace: it is moved aside, logged and counted in :meth:`status`.
+        """
+        return self.backend.dead_letters()
+
+    def retry_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Queue set-aside documents again (all, or ``ids``) and write them now; return how many.
+
+        Raises what writing them raises; one that fails again is set aside again.
+        """
+        return self.backend.retry_dead_letters(ids)
 
     def pending(self) -> int:
         """How many documents of this namespace wait in the outbox (queued or failed)."""

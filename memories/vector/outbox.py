@@ -27,7 +27,15 @@ from sqlalchemy.exc import SQLAlchemyError
 from memories.errors import BackendUnavailableError
 from memories.sql import ensure_tables, get_engine, log_table
 
-__all__ = ["OUTBOX_FILE", "MemoryOutbox", "Outbox", "OutboxRow", "SQLiteOutbox", "outbox_for"]
+__all__ = [
+    "OUTBOX_FILE",
+    "DeadLetter",
+    "MemoryOutbox",
+    "Outbox",
+    "OutboxRow",
+    "SQLiteOutbox",
+    "outbox_for",
+]
 
 #: The outbox file's name inside a persistent store's folder (or the working directory).
 OUTBOX_FILE = "memories-outbox.db"
@@ -61,6 +69,30 @@ _outbox = log_table(
     sa.Column("row", sa.Text, nullable=False),
     index="ix_memories_vector_outbox_target",
 )
+_dead = log_table(
+    "memories_vector_dead_letters",
+    _metadata,
+    [
+        sa.Column("target", sa.String(1024), nullable=False),
+        sa.Column("namespace", sa.Text, nullable=False),
+    ],
+    sa.Column("doc_id", sa.String(64), nullable=False),
+    sa.Column("row", sa.Text, nullable=False),
+    sa.Column("error", sa.Text, nullable=False),
+    index="ix_memories_vector_dead_letters_target",
+)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A document the store or the embedder refused while others went through: set aside."""
+
+    row: OutboxRow
+    """The document, as it waited in the outbox."""
+    error: str
+    """Why it could not be written (``"ExceptionType: message"``)."""
+    created_at: float
+    """When it was set aside (seconds since the epoch)."""
 
 
 def _dump(row: OutboxRow) -> str:
@@ -142,13 +174,59 @@ class SQLiteOutbox:
                 )
 
     def clear(self, target: str, namespace: str) -> None:
-        """Forget every queued row of a namespace."""
+        """Forget every queued row of a namespace, and every row set aside."""
         with self._errors("clear queued turns"), self._engine.begin() as connection:
-            connection.execute(
-                sa.delete(_outbox).where(
-                    _outbox.c.target == target, _outbox.c.namespace == namespace
+            for table in (_outbox, _dead):
+                connection.execute(
+                    sa.delete(table).where(table.c.target == target, table.c.namespace == namespace)
                 )
+
+    def bury(self, target: str, namespace: str, failed: Sequence[tuple[OutboxRow, str]]) -> None:
+        """Move rows out of the queue into the dead letters, with their errors, atomically."""
+        now = time.time()
+        values = [
+            {"target": target, "namespace": namespace, "doc_id": row.doc_id, "row": _dump(row),
+             "error": error, "created_at": now}
+            for row, error in failed
+        ]  # fmt: skip
+        ids = [row.doc_id for row, _ in failed]
+        with self._errors("set aside a document"), self._engine.begin() as connection:
+            connection.execute(sa.insert(_dead), values)
+            connection.execute(
+                sa.delete(_outbox).where(*self._keys(_outbox, target, namespace, ids))
             )
+
+    def dead_letters(self, target: str, namespace: str) -> list[DeadLetter]:
+        """The rows of a namespace set aside, oldest first."""
+        query = (
+            sa.select(_dead.c.doc_id, _dead.c.row, _dead.c.error, _dead.c.created_at)
+            .where(_dead.c.target == target, _dead.c.namespace == namespace)
+            .order_by(_dead.c.id)
+        )
+        with self._errors("read set-aside documents"), self._engine.connect() as connection:
+            return [DeadLetter(_load(i, row), e, t) for i, row, e, t in connection.execute(query)]
+
+    def revive(self, target: str, namespace: str, ids: Sequence[str] | None) -> int:
+        """Queue dead letters again (all, or those with ``ids``); return how many."""
+        letters = [
+            d for d in self.dead_letters(target, namespace) if ids is None or d.row.doc_id in ids
+        ]
+        if not letters:
+            return 0
+        now = time.time()
+        with self._errors("queue set-aside documents"), self._engine.begin() as connection:
+            connection.execute(
+                sa.insert(_outbox),
+                [{"target": target, "namespace": namespace, "doc_id": d.row.doc_id,
+                  "row": _dump(d.row), "created_at": now} for d in letters],
+            )  # fmt: skip
+            done = [d.row.doc_id for d in letters]
+            connection.execute(sa.delete(_dead).where(*self._keys(_dead, target, namespace, done)))
+        return len(letters)
+
+    @staticmethod
+    def _keys(table: sa.Table, target: str, namespace: str, ids: Sequence[str]) -> list[Any]:
+        return [table.c.target == target, table.c.namespace == namespace, table.c.doc_id.in_(ids)]
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[None]:
@@ -165,6 +243,7 @@ class MemoryOutbox:
 
     def __init__(self) -> None:
         self._rows: dict[tuple[str, str], dict[str, OutboxRow]] = {}
+        self._dead: dict[tuple[str, str], dict[str, DeadLetter]] = {}
         self._lock = threading.Lock()
         self.where = "in this process"
         """Where the rows wait, for messages."""
@@ -190,9 +269,35 @@ class MemoryOutbox:
                 queue.pop(doc_id, None)
 
     def clear(self, target: str, namespace: str) -> None:
-        """Forget every queued row of a namespace."""
+        """Forget every queued row of a namespace, and every row set aside."""
         with self._lock:
             self._rows.pop((target, namespace), None)
+            self._dead.pop((target, namespace), None)
+
+    def bury(self, target: str, namespace: str, failed: Sequence[tuple[OutboxRow, str]]) -> None:
+        """Move rows out of the queue into the dead letters, with their errors."""
+        now = time.time()
+        with self._lock:
+            queue = self._rows.get((target, namespace), {})
+            dead = self._dead.setdefault((target, namespace), {})
+            for row, error in failed:
+                queue.pop(row.doc_id, None)
+                dead[row.doc_id] = DeadLetter(row, error, now)
+
+    def dead_letters(self, target: str, namespace: str) -> list[DeadLetter]:
+        """The rows of a namespace set aside, oldest first."""
+        with self._lock:
+            return list(self._dead.get((target, namespace), {}).values())
+
+    def revive(self, target: str, namespace: str, ids: Sequence[str] | None) -> int:
+        """Queue dead letters again (all, or those with ``ids``); return how many."""
+        with self._lock:
+            dead = self._dead.get((target, namespace), {})
+            chosen = [i for i in dead if ids is None or i in ids]
+            queue = self._rows.setdefault((target, namespace), {})
+            for doc_id in chosen:
+                queue[doc_id] = dead.pop(doc_id).row
+        return len(chosen)
 
 
 Outbox = SQLiteOutbox | MemoryOutbox

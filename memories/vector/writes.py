@@ -67,6 +67,8 @@ class VectorStatus(MemoryStatus):
     """The memory's write mode."""
     failed_at: float | None = None
     """When the last write failed (seconds since the epoch), else None."""
+    dead_letters: int = 0
+    """Documents set aside: the store or the embedder refused them (``dead_letters()``)."""
 
 
 class WriteLane:

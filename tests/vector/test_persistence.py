@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -168,3 +169,77 @@ def test_turn_numbers_stay_distinct_after_an_outage_and_a_restart(tmp_path: Path
     assert memory.flush() is True
     turns = {r.text.split("\n")[0]: r.metadata["turn"] for r in memory.search("queued", k=10)}
     assert turns == {f"input: queued turn {i}": i for i in range(4)}
+
+
+def _picky() -> Any:
+    from tests.vector.conftest import WordEmbeddings
+
+    class Picky(WordEmbeddings):
+        """A hosted embedder's length limit, in miniature: it refuses one text, not all."""
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            if any("POISON" in t for t in texts):
+                raise ValueError("input too long for this model")
+            return super().embed_documents(texts)
+
+    return Picky()
+
+
+@pytest.mark.parametrize("write", ["sync", "background"])
+def test_a_document_the_embedder_refuses_is_set_aside_and_the_rest_flows(
+    tmp_path: Path, write: str
+) -> None:
+    """Issue 10, item 4: one refused document blocked its namespace forever."""
+    memory = VectorMemory(path=str(tmp_path), namespace="dl", embeddings=_picky(), write=write)
+    memory.search("warm up")  # index loaded: background saves are queued
+    memory.save_context({"input": "I live in Oslo"}, {"output": "ok"})
+    if write == "sync":  # alone, it cannot be told from a broken embedder: raised, kept
+        with pytest.raises(ValueError, match="too long"):
+            memory.save_context({"input": "POISON pasted document"}, {"output": "ok"})
+        assert memory.pending() == 1
+    else:
+        memory.save_context({"input": "POISON pasted document"}, {"output": "ok"})
+    memory.save_context({"input": "my cat is Tom"}, {"output": "ok"})  # written with it: told
+    assert memory.flush() is True
+    assert memory.pending() == 0
+    (letter,) = memory.dead_letters()
+    assert letter.row.text.startswith("input: POISON") and "too long" in letter.error
+    assert memory.status().dead_letters == 1 and memory.status().failures == 0
+    texts = [r.text for r in memory.search("Oslo cat POISON", k=10)]
+    assert len(texts) == 2 and not any("POISON" in t for t in texts)
+    memory.save_context({"input": "later turn"}, {"output": "still flowing"})
+    assert memory.flush() is True and memory.store.count("dl") == 3
+
+    fixed = VectorMemory(
+        path=str(tmp_path), namespace="dl", embeddings="tests.vector.conftest:WordEmbeddings"
+    )
+    assert fixed.dead_letters()[0].row.doc_id == letter.row.doc_id  # durable
+    assert fixed.retry_dead_letters() == 1
+    assert fixed.dead_letters() == [] and fixed.store.count("dl") == 4
+    assert "POISON" in fixed.search("POISON pasted", k=1)[0].text
+
+
+def test_an_outage_sets_nothing_aside(tmp_path: Path) -> None:
+    from tests.vector.conftest import WordEmbeddings
+
+    class Down(WordEmbeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            raise ConnectionError("embedding service down")
+
+    memory = VectorMemory(path=str(tmp_path), namespace="down", embeddings=Down(), write="sync")
+    with pytest.raises(ConnectionError):
+        memory.save_context({"input": "keep me"}, {"output": "ok"})
+    assert memory.pending() == 1 and memory.dead_letters() == []
+
+
+def test_an_embedder_failing_on_everything_sets_nothing_aside(tmp_path: Path) -> None:
+    from tests.vector.conftest import WordEmbeddings
+
+    class Broken(WordEmbeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            raise RuntimeError("model crashed")
+
+    memory = VectorMemory(path=str(tmp_path), namespace="broken", embeddings=Broken())
+    with pytest.raises(RuntimeError, match="model crashed"):
+        memory.save_context({"input": "keep me"}, {"output": "ok"})
+    assert memory.pending() == 1 and memory.dead_letters() == []
