@@ -78,10 +78,16 @@ def check_storable(messages: Sequence[BaseMessage], /) -> list[BaseMessage]:
     written to SQLite, Chroma or a file; it is refused here, before anything
     is written, on every backend alike.
 
+    A list content must be content blocks as LangChain defines them: strings,
+    or dicts with a ``"type"`` (``{"type": "text", "text": "..."}``); anything
+    else would be stored and shown as an empty turn.
+
     Raises:
-        InvalidInputError: a message's text or name holds a lone surrogate.
+        InvalidInputError: a message's text or name holds a lone surrogate, or
+            its content list holds something that is not a content block.
     """
     for message in messages:
+        _check_blocks(message)
         content = message.content
         body = content if isinstance(content, str) else message_text(message)
         for text in (body, message.name or ""):
@@ -96,6 +102,20 @@ def check_storable(messages: Sequence[BaseMessage], /) -> list[BaseMessage]:
                     "decode the text with errors='replace' before saving it."
                 ) from exc
     return list(messages)
+
+
+def _check_blocks(message: BaseMessage) -> None:
+    if isinstance(message.content, str):
+        return
+    for i, block in enumerate(message.content):
+        if isinstance(block, str) or (
+            isinstance(block, dict) and isinstance(block.get("type"), str) and block["type"]
+        ):
+            continue
+        raise InvalidInputError(
+            f"A {type(message).__name__}'s content[{i}] is {block!r:.80}, not a content block: "
+            "give a string, or a dict with a 'type' such as {'type': 'text', 'text': '...'}."
+        )
 
 
 def format_buffer(messages: Sequence[BaseMessage], human_prefix: str, ai_prefix: str) -> str:

@@ -347,7 +347,7 @@ class VectorMemory(BaseMemory):
         """The document text of one run, validated before anything is written."""
         in_key = select_input_key(inputs, self.memory_variables, self.input_key)
         out_key = select_output_key(outputs, self.output_key, type(self).__name__)
-        human, ai = turn_messages(inputs[in_key], outputs[out_key])
+        human, ai = check_storable(turn_messages(inputs[in_key], outputs[out_key]))
         return f"{in_key}: {message_text(human)}\n{out_key}: {message_text(ai)}"
 
     def check_turn(self, inputs: Any, outputs: Any) -> None:

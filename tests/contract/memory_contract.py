@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from langchain_core.language_models import FakeListLLM
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
 from memories import ConfigError, InvalidInputError, LangChainHistory, create_memory
 from memories.base import BaseMemory
@@ -164,6 +164,8 @@ class MemoryContract:
             ("two-inputs", {"a": "x", "b": "y"}, {"output": "ok"}),
             ("two-outputs", {"input": "ok"}, {"x": "1", "y": "2"}),
             ("non-dict", "not a dict", {"output": "ok"}),
+            ("not-content-blocks", {"input": [{"foo": 1}]}, {"output": "ok"}),
+            ("not-content-blocks-out", {"input": "ok"}, {"output": AIMessage([{"a": 1}])}),
         ],
         ids=lambda value: value if isinstance(value, str) else "",
     )
