@@ -29,6 +29,8 @@ StartOn = Literal["human", "any"]
 EndOn = Literal["human", "ai", "tool"]
 
 _FIRST_TAIL_CHUNK = 64
+# How far back "truncate" looks for the newest human message.
+_TRUNCATE_LOOKBACK = 32
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +140,10 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
         start_on: ``"human"`` or ``"any"`` (any message but a tool result).
         end_on: drop trailing messages until the last one has this type.
         include_system: keep a leading system message of the log.
+        oversize: what to show when the newest exchange alone is over the limit:
+            ``"empty"`` (nothing, as LangChain's class; a warning is logged once
+            per session) or ``"truncate"`` (the newest human message, its
+            beginning cut to fit, marked ``[...]``).
     """
 
     config_type: ClassVar[str] = "token_buffer"
@@ -149,6 +155,7 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
     start_on: StartOn = "human"
     end_on: EndOn | None = None
     include_system: bool = False
+    oversize: Literal["empty", "truncate"] = "empty"
 
     def model_post_init(self, context: Any, /) -> None:
         self._counter  # noqa: B018  (resolve now: a bad counter fails at construction)
@@ -242,7 +249,8 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
         logger.warning(
             "TokenBufferMemory (session %r): the newest exchange alone is over "
             "max_token_limit=%d tokens, so the memory shows nothing (as LangChain's does). "
-            "Raise max_token_limit, or use a summary-buffer memory to keep its gist.",
+            "Raise max_token_limit, pass oversize='truncate' to show the newest human "
+            "message cut to fit, or use a summary-buffer memory to keep its gist.",
             session,
             self.max_token_limit,
         )
@@ -285,7 +293,31 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
         entries = (
             (yield step(self.chat_memory.entries, after=window.first - 1)) if window.first else []
         )
+        if self.oversize == "truncate" and not window.seqs and window.last is not None:
+            tail = yield step(self.chat_memory.entries, last=_TRUNCATE_LOOKBACK)
+            return self._truncated_newest(window, system, tail)
         return self._shown(window, system, entries)
+
+    def _truncated_newest(
+        self, window: TokenWindow, system: Entry | None, tail: list[Entry]
+    ) -> list[BaseMessage]:
+        """The newest human message, its beginning cut to the budget (after a pinned system)."""
+        pinned = [system.message] if system is not None and window.system is not None else []
+        human = next(
+            (e.message for e in reversed(tail) if isinstance(e.message, HumanMessage)), None
+        )
+        if human is None:
+            return pinned
+        budget = self.max_token_limit - (window.system[1] if window.system else 0)
+        text = str(human.text)
+        keep = len(text)
+        while keep > 0:
+            cut = human.model_copy(update={"content": f"{text[:keep]} [...]"})
+            count = self._counter([cut])
+            if count <= budget:
+                return [*pinned, cut]
+            keep = min(keep - 1, int(keep * budget / count))
+        return pinned
 
     def _update(self) -> Steps[None]:
         yield from self._refreshing()

@@ -27,6 +27,7 @@ from memories import (
     StringBufferMemory,
     TokenBufferMemory,
     WindowMemory,
+    create_memory,
 )
 from memories.history import ChatHistory
 from memories.tokens import CharCounter, TiktokenCounter, stable_id
@@ -457,6 +458,29 @@ def test_an_exchange_over_the_limit_shows_nothing_and_says_so_once(
         memory.load_memory_variables({})
     warnings = [r for r in caplog.records if "over max_token_limit=5" in r.getMessage()]
     assert len(warnings) == 1
+
+
+@pytest.mark.parametrize("include_system", [False, True])
+def test_oversize_truncate_shows_the_newest_human_message_cut_to_fit(include_system: bool) -> None:
+    """Issue 10, item 14: the option to keep the newest human message, truncated."""
+    memory = TokenBufferMemory(
+        max_token_limit=30, oversize="truncate", include_system=include_system, return_messages=True
+    )
+    if include_system:
+        memory.chat_memory.add_messages([SystemMessage("Be brief.")])
+    memory.save_context({"input": "short"}, {"output": "fine"})
+    long_question = "please tell me everything about the history of tea in China " * 20
+    memory.save_context({"input": long_question}, {"output": "a long answer " * 20})
+    shown = memory.load_memory_variables({})["history"]
+    cut = shown[-1]
+    assert isinstance(cut, HumanMessage) and cut.text.endswith(" [...]")
+    assert long_question.startswith(cut.text.removesuffix(" [...]"))
+    assert len(cut.text) > 40  # as much as fits, not a token or two
+    assert memory._counter(shown) <= 30
+    assert [type(m) for m in shown[:-1]] == ([SystemMessage] if include_system else [])
+    assert create_memory(memory.to_config()).oversize == "truncate"
+    with pytest.raises(ConfigError, match="oversize"):
+        TokenBufferMemory(oversize="cut")
 
 
 class WordCountingChat(FakeListChatModel):
