@@ -117,7 +117,7 @@ def _import(args: argparse.Namespace) -> int:
             )
         with path.open(encoding="utf-8") as handle:
             lines = read_jsonl(handle, source=args.file, session=args.session, namespace=labels)
-    count = import_jsonl(
+    written = import_jsonl(
         lines,
         lambda session: stores_of(options, session, labels, "import")[0],
         lambda namespace: stores_of(options, args.session, namespace, "import")[1],
@@ -128,7 +128,8 @@ def _import(args: argparse.Namespace) -> int:
     sessions = len({line.session_id for line in lines if isinstance(line, ExportLine)})
     print(
         f"memories import: {messages} messages into {sessions} session(s), "
-        f"{count - messages} documents",
+        f"{len(lines) - messages} documents; {written} written "
+        "(messages a session already holds are skipped, documents replaced by id)",
         file=sys.stderr,
     )
     return 0

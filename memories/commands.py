@@ -482,7 +482,11 @@ def import_jsonl(
     """Append messages to their sessions' histories and documents to their namespaces.
 
     Works in batches (one transaction, or one vector ``add``, each); returns
-    how many lines were imported.
+    how many lines were written. Importing is idempotent: a document keeps its
+    id (a second import replaces it), and a session's messages that its log
+    already holds as a run (an export imported into its own session, or
+    imported twice) are skipped; when the log ends with the beginning of them
+    (an import that stopped half-way), the rest is appended.
 
     Args:
         lines: from :func:`read_jsonl`.
@@ -518,11 +522,20 @@ def import_jsonl(
                 )
             targets[target] = found
     disable = None if progress is None else not progress  # None: only on a terminal
+    skip = _already_there(lines, targets)
+    written = 0
     with tqdm(total=len(lines), unit="line", desc="import", disable=disable) as bar:
         for batch in _batches(lines, batch_size):
             for store in targets[_target(batch[0])]:
                 if isinstance(store, ChatHistory):
-                    store.append([line.message for line in batch if isinstance(line, ExportLine)])
+                    held = skip[id(store)]
+                    new = [
+                        line.message
+                        for line in batch
+                        if isinstance(line, ExportLine) and id(line) not in held
+                    ]
+                    store.append(new)
+                    written += len(new)
                 else:
                     documents = [line for line in batch if isinstance(line, DocumentLine)]
                     store.add(
@@ -531,8 +544,46 @@ def import_jsonl(
                         ids=[d.id for d in documents],
                         progress=False,
                     )
+                    written += len(documents)
             bar.update(len(batch))
-    return len(lines)
+    return written
+
+
+def _already_there(
+    lines: list[Line], targets: dict[tuple[str, Any], list[Any]]
+) -> dict[int, set[int]]:
+    """For each history (by ``id``), the lines (by ``id``) its session's log already holds."""
+    skip: dict[int, set[int]] = {}
+    for target, stores in targets.items():
+        incoming = [
+            line for line in lines if isinstance(line, ExportLine) and _target(line) == target
+        ]
+        for store in stores:
+            if isinstance(store, ChatHistory):
+                log = [message_to_dict(e.message) for e in store.entries()]
+                held = _held(log, [message_to_dict(line.message) for line in incoming])
+                skip[id(store)] = {id(line) for line in incoming[:held]}
+    return skip
+
+
+def _held(log: list[dict[str, Any]], incoming: list[dict[str, Any]]) -> int:
+    """How many leading ``incoming`` messages ``log`` already holds.
+
+    All of them when the log holds them as a contiguous run; the beginning of
+    them when the log ends with it (an import that stopped half-way); else none.
+    """
+    found = 0
+    for start, message in enumerate(log):
+        if not incoming or message != incoming[0]:
+            continue
+        run = 0
+        while run < len(incoming) and start + run < len(log) and log[start + run] == incoming[run]:
+            run += 1
+        if run == len(incoming):
+            return run
+        if start + run == len(log):
+            found = max(found, run)
+    return found
 
 
 # -- clear ----------------------------------------------------------------------

@@ -527,3 +527,41 @@ def test_inspect_never_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     with closing(sqlite3.connect(db)) as connection:
         rows = connection.execute("SELECT count(*) FROM memories_state").fetchone()[0]
     assert rows == 0  # no state row was saved for the session that has no messages
+
+
+def test_importing_an_export_twice_or_into_its_own_session_changes_nothing(
+    tmp_path: Path, config: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 10, item 10: re-running an import duplicated it; into its own session, doubled it."""
+    SQLiteHistory(db, session_id="u1").append(rich_messages())
+    dump = tmp_path / "u1.jsonl"
+    assert run(["export", "--config", str(config), "-o", str(dump)], capsys)[0] == 0
+    code, _, err = run(["import", "--config", str(config), str(dump)], capsys)
+    assert code == 0 and "0 written" in err
+    assert SQLiteHistory(db, session_id="u1").messages == rich_messages()
+
+    for _ in range(2):
+        assert (
+            run(["import", "--config", str(config), "--session", "copy", str(dump)], capsys)[0] == 0
+        )
+    assert SQLiteHistory(db, session_id="copy").messages == rich_messages()
+
+    # An import that stopped half-way is finished by running it again.
+    half = tmp_path / "half.jsonl"
+    half.write_text(
+        "".join(dump.read_text(encoding="utf-8").splitlines(True)[:2]), encoding="utf-8"
+    )
+    run(["import", "--config", str(config), "--session", "resumed", str(half)], capsys)
+    code, _, err = run(
+        ["import", "--config", str(config), "--session", "resumed", str(dump)], capsys
+    )
+    assert code == 0 and "3 written" in err
+    assert SQLiteHistory(db, session_id="resumed").messages == rich_messages()
+
+    # New messages after an import are kept, and a later import of the same file adds nothing.
+    SQLiteHistory(db, session_id="copy").append([HumanMessage("afterwards")])
+    run(["import", "--config", str(config), "--session", "copy", str(dump)], capsys)
+    assert SQLiteHistory(db, session_id="copy").messages == [
+        *rich_messages(),
+        HumanMessage("afterwards"),
+    ]
