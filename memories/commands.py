@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -33,6 +34,7 @@ from memories.errors import ConfigError, InvalidInputError, LLMError
 from memories.exchange import DEFAULT_HEADER, save_exchange, view_memory
 from memories.history.base import ChatHistory
 from memories.history.memory import InMemoryHistory
+from memories.history.readonly import ReadOnlyView
 from memories.kernel.capabilities import capabilities_of
 from memories.messages import check_storable, dump_message, message_text
 from memories.namespaces import as_namespace
@@ -201,6 +203,20 @@ def _format_messages(messages: Iterable[BaseMessage]) -> str:
     return "".join(f"  {_describe(m)}\n" for m in messages)
 
 
+@contextmanager
+def _read_only(memory: LangChainBaseMemory) -> Iterator[None]:
+    """Within the block, the memory's chat memories see their histories read-only."""
+    members = [(m, m.chat_memory) for m in chat_memories(memory)]
+    try:
+        for member, history in members:
+            if isinstance(history, ChatHistory):
+                member.chat_memory = ReadOnlyView(history)
+        yield
+    finally:
+        for member, history in members:
+            member.chat_memory = history
+
+
 def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) -> None:
     """Print a memory's config, its sessions' messages, its derived state and what it shows."""
     try:
@@ -221,14 +237,16 @@ def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) 
         out.write(f" (last {len(entries)} shown)\n" if len(entries) < total else "\n")
         for entry in entries:
             out.write(f"  #{entry.seq} {_describe(entry.message)}\n")
-    # The view first: showing it brings each memory's derived state up to date.
-    shown_messages = _prompt(memory, "", "")[:-1]
-    for member in chat_memories(memory):
-        state = member.chat_memory.load_state(member.state_key)
-        if state is not None:
-            text = json.dumps(state, ensure_ascii=False, default=str)
-            shown = text if len(text) <= 400 else text[:399] + "…"
-            out.write(f"\nstate of {type(member).__name__} ({member.state_key}): {shown}\n")
+    with _read_only(memory):
+        # The view first: showing it brings each memory's derived state up to
+        # date, in the read-only views (inspecting never writes).
+        shown_messages = _prompt(memory, "", "")[:-1]
+        for member in chat_memories(memory):
+            state = member.chat_memory.load_state(member.state_key)
+            if state is not None:
+                text = json.dumps(state, ensure_ascii=False, default=str)
+                shown = text if len(text) <= 400 else text[:399] + "…"
+                out.write(f"\nstate of {type(member).__name__} ({member.state_key}): {shown}\n")
     for profile in leaf_memories(memory):
         if isinstance(profile, ProfileMemory):
             _inspect_profile(profile, out, last=last)

@@ -528,6 +528,13 @@ def test_inspect_never_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         rows = connection.execute("SELECT count(*) FROM memories_state").fetchone()[0]
     assert rows == 0  # no state row was saved for the session that has no messages
 
+    # A session with messages: its derived state is shown as it would be, not saved.
+    code, out, _ = run(["inspect", "--config", str(config), "--session", "someone"], capsys)
+    assert code == 0 and "state of TokenBufferMemory" in out and "human: hi" in out
+    with closing(sqlite3.connect(db)) as connection:
+        rows = connection.execute("SELECT count(*) FROM memories_state").fetchone()[0]
+    assert rows == 0
+
 
 def test_importing_an_export_twice_or_into_its_own_session_changes_nothing(
     tmp_path: Path, config: Path, db: Path, capsys: pytest.CaptureFixture[str]
