@@ -572,3 +572,21 @@ def test_importing_an_export_twice_or_into_its_own_session_changes_nothing(
         *rich_messages(),
         HumanMessage("afterwards"),
     ]
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(config: Path, db: Path) -> None:
+    """Issue 10, item 11: `memories export | head` ended in a BrokenPipeError traceback."""
+    import subprocess
+
+    SQLiteHistory(db, session_id="u1").append([HumanMessage(f"message {i}") for i in range(5000)])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memories.cli", "export", "--config", str(config)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdout is not None and process.stderr is not None
+    first = process.stdout.readline()
+    process.stdout.close()  # as `head -1` does
+    error = process.stderr.read().decode()
+    process.wait(timeout=60)
+    assert b"message 0" in first
+    assert "Traceback" not in error and "BrokenPipeError" not in error
