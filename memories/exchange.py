@@ -39,7 +39,9 @@ __all__ = [
     "aview_memory",
     "last_exchange",
     "save_exchange",
+    "saving_messages",
     "view_memory",
+    "view_sections",
 ]
 
 #: The line above a memory's text in a system message.
@@ -111,15 +113,16 @@ def _saving_exchange(
     messages = _to_save(exchange, tool_messages)
     if messages is None:
         return False
-    yield from _saving(memory, messages)
+    yield from saving_messages(memory, messages)
     return True
 
 
-def _saving(memory: LangChainBaseMemory, messages: list[BaseMessage]) -> Steps[None]:
+def saving_messages(memory: LangChainBaseMemory, messages: list[BaseMessage]) -> Steps[None]:
+    """Steps that save messages to a memory: whole to a chat log, else as one input and output."""
     if isinstance(memory, CombinedMemory):
         # Each member saves; a read-only member's save does nothing, as in a chain.
         for member in memory.memories:
-            yield from _saving(member, messages)
+            yield from saving_messages(member, messages)
     elif keeps_chat_log(memory):
         yield step(memory.save_messages, messages)
     else:
@@ -218,3 +221,13 @@ def _viewing(memory: LangChainBaseMemory, query: str, as_messages: bool) -> Step
             variables = yield step(leaf.load_memory_variables, _query_inputs(leaf, query))
             view += _from_variables(variables, as_messages, *_prefixes(leaf))
     return view
+
+
+def view_sections(memory: LangChainBaseMemory, query: str) -> Steps[str]:
+    """Steps giving what the memories without a chat log show, as one block of text."""
+    view = MemoryView()
+    for leaf in leaves_of(memory):
+        if not keeps_chat_log(leaf):
+            variables = yield step(leaf.load_memory_variables, _query_inputs(leaf, query))
+            view += _from_variables(variables, False, *_prefixes(leaf))
+    return view.system_text()
