@@ -56,7 +56,7 @@ if TYPE_CHECKING:
         SummaryBufferMemory,
         SummaryMemory,
     )
-    from memories.token_buffer import TokenBufferMemory
+    from memories.token_buffer import ConversationTokenBufferMemory, TokenBufferMemory
     from memories.vector.memory import VectorMemory
     from memories.vector.records import SearchResult
     from memories.vector.retriever import VectorStoreRetrieverMemory
@@ -67,7 +67,6 @@ if TYPE_CHECKING:
     ConversationBufferWindowMemory = WindowMemory
     ConversationStringBufferMemory = StringBufferMemory
     ConversationSummaryMemory = SummaryMemory
-    ConversationTokenBufferMemory = TokenBufferMemory
 
 #: Module -> the public names it defines, imported from it on first use.
 _MODULES: dict[str, tuple[str, ...]] = {
@@ -87,7 +86,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "SummaryBufferMemory",
         "SummaryMemory",
     ),
-    "memories.token_buffer": ("TokenBufferMemory",),
+    "memories.token_buffer": ("ConversationTokenBufferMemory", "TokenBufferMemory"),
     "memories.vector.memory": ("VectorMemory",),
     "memories.vector.retriever": ("VectorStoreRetrieverMemory",),
     "memories.window": ("WindowMemory",),
@@ -110,7 +109,6 @@ _LANGCHAIN_NAMES = {
     "ConversationBufferWindowMemory": "WindowMemory",
     "ConversationStringBufferMemory": "StringBufferMemory",
     "ConversationSummaryMemory": "SummaryMemory",
-    "ConversationTokenBufferMemory": "TokenBufferMemory",
 }
 #: Public name -> (module, attribute).
 _EXPORTS: dict[str, tuple[str, str]] = {

@@ -47,6 +47,7 @@ MEMORY_TYPES: dict[str, tuple[str, str]] = {
     "string_buffer": ("memories.buffer", "StringBufferMemory"),
     "window": ("memories.window", "WindowMemory"),
     "token_buffer": ("memories.token_buffer", "TokenBufferMemory"),
+    "conversation_token_buffer": ("memories.token_buffer", "ConversationTokenBufferMemory"),
     "summary": ("memories.summary", "SummaryMemory"),
     "summary_buffer": ("memories.summary", "SummaryBufferMemory"),
     "conversation_summary_buffer": ("memories.summary", "ConversationSummaryBufferMemory"),

@@ -23,7 +23,7 @@ from memories.history.base import Entry
 from memories.kernel.parts import CountsTokens
 from memories.kernel.steps import Steps, step
 
-__all__ = ["TokenBufferMemory", "TokenWindow"]
+__all__ = ["ConversationTokenBufferMemory", "TokenBufferMemory", "TokenWindow"]
 
 StartOn = Literal["human", "any"]
 EndOn = Literal["human", "ai", "tool"]
@@ -321,3 +321,17 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
 
     def _update(self) -> Steps[None]:
         yield from self._refreshing()
+
+
+class ConversationTokenBufferMemory(TokenBufferMemory):
+    """LangChain's ``ConversationTokenBufferMemory``, trimming exactly as LangChain's does.
+
+    A :class:`TokenBufferMemory` whose window may start on any message but a
+    tool result (``start_on="any"``): the oldest messages are dropped one by
+    one until the rest fits, so an AI message may open it, as in LangChain.
+    The short name starts on a human message, which every chat API accepts.
+    """
+
+    config_type: ClassVar[str] = "conversation_token_buffer"
+
+    start_on: StartOn = "any"

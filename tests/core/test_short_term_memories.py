@@ -22,6 +22,7 @@ from langchain_core.messages import (
 from memories import (
     BufferMemory,
     ConfigError,
+    ConversationTokenBufferMemory,
     InMemoryHistory,
     SQLiteHistory,
     StringBufferMemory,
@@ -66,6 +67,18 @@ class TestTokenBufferMemoryContract(MemoryContract):
     @pytest.fixture
     def make_memory(self) -> MakeMemory:
         return lambda history: TokenBufferMemory(chat_memory=history, max_token_limit=60)
+
+
+class TestConversationTokenBufferMemoryContract(MemoryContract):
+    """LangChain's name: LangChain's trimming (the window may open on an AI message)."""
+
+    memory_type = "conversation_token_buffer"
+
+    @pytest.fixture
+    def make_memory(self) -> MakeMemory:
+        return lambda history: ConversationTokenBufferMemory(
+            chat_memory=history, max_token_limit=60
+        )
 
 
 # -- LangChain parity ------------------------------------------------------------

@@ -106,7 +106,9 @@ def test_public_api_is_sorted_and_importable() -> None:
 def test_langchain_names_are_the_same_classes() -> None:
     assert memories.ConversationBufferMemory is memories.BufferMemory
     assert memories.ConversationBufferWindowMemory is memories.WindowMemory
-    assert memories.ConversationTokenBufferMemory is memories.TokenBufferMemory
+    # Under LangChain's name the token buffer trims as LangChain's does (issue 11).
+    assert issubclass(memories.ConversationTokenBufferMemory, memories.TokenBufferMemory)
+    assert memories.ConversationTokenBufferMemory().start_on == "any"
     assert memories.ConversationStringBufferMemory is memories.StringBufferMemory
 
 
