@@ -37,9 +37,10 @@ class CombinedMemory(BaseMemory):
         for memory in value:
             overlap = seen.intersection(memory.memory_variables)
             if overlap:
+                # LangChain's message, word for word (its missing space included), then ours.
                 raise ConfigError(
-                    f"The same variables {sorted(overlap)} are found in multiple memory objects, "
-                    "which is not allowed by CombinedMemory: give each a distinct memory_key."
+                    f"The same variables {overlap} are found in multiplememory object, which is "
+                    "not allowed by CombinedMemory. Give each memory a distinct memory_key."
                 )
             seen.update(memory.memory_variables)
         return value

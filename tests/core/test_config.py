@@ -153,7 +153,9 @@ def test_register_memory_adds_a_type(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_combined_memory_rejects_shared_variables() -> None:
-    with pytest.raises(ValueError, match=r"same variables \['history'\]"):
+    with pytest.raises(
+        ValueError, match=r"same variables \{'history'\} are found in multiplememory"
+    ):
         CombinedMemory(memories=[BufferMemory(), WindowMemory()])
 
 
