@@ -152,6 +152,17 @@ class _Turn:
     """Messages mode: the input messages (saved with the output's)."""
 
 
+@dataclass(frozen=True)
+class _Keys:
+    """Where a call's messages and values are: :func:`with_memory`'s ``*_key`` arguments."""
+
+    input_messages: str | None
+    history_messages: str | None
+    output_messages: str | None
+    input: str
+    output: str
+
+
 @dataclass
 class _Sum:
     """The sum of a stream's chunks (the last chunk where chunks do not add up)."""
@@ -172,32 +183,22 @@ class _Sum:
 class MemoryRunnable(Runnable[Any, Any]):
     """A runnable that loads a memory before each call and saves the turn after it.
 
-    Made by :func:`with_memory` (its arguments are described there).
+    Made by :func:`with_memory` (its arguments are described there): the
+    wrapped runnable, the session memories, the ``configurable`` fields that
+    name a session, and the keys of the input and output.
     """
 
     def __init__(
         self,
         runnable: Runnable[Any, Any],
-        memory: LangChainBaseMemory | MemoryFactory,
-        *,
-        input_messages_key: str | None = None,
-        history_messages_key: str | None = None,
-        output_messages_key: str | None = None,
-        history_factory_config: Sequence[ConfigurableFieldSpec] | None = None,
-        input_key: str = "input",
-        output_key: str = "output",
-        session_key: str = "session_id",
-        max_sessions: int | None = None,
+        sessions: SessionMemories,
+        specs: list[ConfigurableFieldSpec],
+        keys: _Keys,
     ) -> None:
         self.runnable = runnable
-        self.input_messages_key = input_messages_key
-        self.history_messages_key = history_messages_key
-        self.output_messages_key = output_messages_key
-        self.input_key, self.output_key = input_key, output_key
-        self._specs = list(history_factory_config or [_session_spec(session_key)])
-        self._memories = SessionMemories(
-            memory, [s.id for s in self._specs], max_sessions=max_sessions
-        )
+        self.keys = keys
+        self._memories = sessions
+        self._specs = specs
         self._takes_dict = _takes_dict(runnable)
         self._message_variables = _message_variables(runnable)
         self.name = f"with_memory({runnable.get_name()})"
@@ -253,7 +254,7 @@ class MemoryRunnable(Runnable[Any, Any]):
     def _turn(self, value: Any, config: RunnableConfig) -> _Turn:
         """The session's memory and the checked input, before anything runs."""
         memory = self._memories.get(config)
-        keys = self.input_messages_key or self.history_messages_key
+        keys = self.keys.input_messages or self.keys.history_messages
         if isinstance(value, Mapping) and not keys and not _one_message_list(value):
             return self._variables_turn(memory, value, dict(value))
         if not isinstance(value, Mapping) and not keys and self._takes_dict:
@@ -262,15 +263,15 @@ class MemoryRunnable(Runnable[Any, Any]):
                     f"A memory runnable takes a dict of inputs, a string or a message; got "
                     f"{type(value).__name__} {value!r:.80}."
                 )
-            return self._variables_turn(memory, value, {self.input_key: value})
-        messages = check_storable(_input_messages(value, self.input_messages_key))
+            return self._variables_turn(memory, value, {self.keys.input: value})
+        messages = check_storable(_input_messages(value, self.keys.input_messages))
         return _Turn(memory, value, messages=messages)
 
     def _variables_turn(
         self, memory: LangChainBaseMemory, value: Any, inputs: dict[str, Any]
     ) -> _Turn:
         if isinstance(memory, BaseMemory):
-            memory.check_turn(inputs, {self.output_key: "..."})
+            memory.check_turn(inputs, {self.keys.output: "..."})
         return _Turn(memory, value, inputs=inputs)
 
     def _loading(self, turn: _Turn) -> Steps[Any]:
@@ -284,9 +285,9 @@ class MemoryRunnable(Runnable[Any, Any]):
                     variables[name] = yield step(leaf.load_messages)
             return {**turn.inputs, **variables}
         history = yield from _history(turn.memory, turn.messages)
-        if self.history_messages_key:
-            return {**turn.value, self.history_messages_key: history}
-        key = self.input_messages_key
+        if self.keys.history_messages:
+            return {**turn.value, self.keys.history_messages: history}
+        key = self.keys.input_messages
         if key is None and self._takes_dict and _one_message_list(turn.value):
             key = next(iter(turn.value))  # {"messages": [...]} for a runnable that takes it
         if key is not None:
@@ -295,10 +296,10 @@ class MemoryRunnable(Runnable[Any, Any]):
 
     def _saving(self, turn: _Turn, output: Any) -> Steps[None]:
         if turn.inputs is not None:
-            saved = {self.output_key: _saved_output(output, self.output_key)}
+            saved = {self.keys.output: _saved_output(output, self.keys.output)}
             yield step(turn.memory.save_context, turn.inputs, saved)
         else:
-            messages = [*turn.messages, *_output_messages(output, self.output_messages_key)]
+            messages = [*turn.messages, *_output_messages(output, self.keys.output_messages)]
             yield from saving_messages(turn.memory, messages)
 
 
@@ -344,18 +345,12 @@ def with_memory(
     saved as the message (tool calls kept); a dict output saves its
     ``output_messages_key`` / ``output_key`` entry, or its only one.
     """
-    return MemoryRunnable(
-        runnable,
-        memory,
-        input_messages_key=input_messages_key,
-        history_messages_key=history_messages_key,
-        output_messages_key=output_messages_key,
-        history_factory_config=history_factory_config,
-        input_key=input_key,
-        output_key=output_key,
-        session_key=session_key,
-        max_sessions=max_sessions,
+    specs = list(history_factory_config or [_session_spec(session_key)])
+    sessions = SessionMemories(memory, [s.id for s in specs], max_sessions=max_sessions)
+    keys = _Keys(
+        input_messages_key, history_messages_key, output_messages_key, input_key, output_key
     )
+    return MemoryRunnable(runnable, sessions, specs, keys)
 
 
 def _session_spec(key: str) -> ConfigurableFieldSpec:

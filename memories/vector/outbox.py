@@ -58,29 +58,23 @@ class OutboxRow:
 
 
 _metadata = sa.MetaData()
-_outbox = log_table(
-    "memories_vector_outbox",
-    _metadata,
-    [
+
+
+def _queue_table(name: str, *columns: sa.Column[Any]) -> sa.Table:
+    """A log of documents per store target and namespace (the outbox and its dead letters)."""
+    keys = [
         sa.Column("target", sa.String(1024), nullable=False),
         sa.Column("namespace", sa.Text, nullable=False),
-    ],
-    sa.Column("doc_id", sa.String(64), nullable=False),
-    sa.Column("row", sa.Text, nullable=False),
-    index="ix_memories_vector_outbox_target",
-)
-_dead = log_table(
-    "memories_vector_dead_letters",
-    _metadata,
-    [
-        sa.Column("target", sa.String(1024), nullable=False),
-        sa.Column("namespace", sa.Text, nullable=False),
-    ],
-    sa.Column("doc_id", sa.String(64), nullable=False),
-    sa.Column("row", sa.Text, nullable=False),
-    sa.Column("error", sa.Text, nullable=False),
-    index="ix_memories_vector_dead_letters_target",
-)
+    ]
+    document = [
+        sa.Column("doc_id", sa.String(64), nullable=False),
+        sa.Column("row", sa.Text, nullable=False),
+    ]
+    return log_table(name, _metadata, keys, *document, *columns, index=f"ix_{name}_target")
+
+
+_outbox = _queue_table("memories_vector_outbox")
+_dead = _queue_table("memories_vector_dead_letters", sa.Column("error", sa.Text, nullable=False))
 
 
 @dataclass(frozen=True)
