@@ -79,8 +79,10 @@ class MemoryMiddleware(AgentMiddleware):
             chat memory's window holds whole, valid tool-calling turns; False
             saves only the user's message and the final answer.
         header: the line above the memory's text in the system message.
-        name: the middleware's name in the agent graph (two memory middlewares
-            in one agent need different names).
+        name: the middleware's name in the agent graph; two memory middlewares
+            in one agent need different names. Default: ``MemoryMiddleware``
+            and, for a memory object, its variables (``MemoryMiddleware[history]``),
+            so two memories with different keys need no names.
         max_sessions: keep at most this many per-thread memories in the process,
             least recently used dropped first (None keeps all; see
             :class:`memories.runnable.SessionMemories` for when that is safe).
@@ -94,7 +96,7 @@ class MemoryMiddleware(AgentMiddleware):
         inject: Inject = "messages",
         tool_messages: bool = True,
         header: str = DEFAULT_HEADER,
-        name: str = "MemoryMiddleware",
+        name: str | None = None,
         max_sessions: int | None = None,
     ) -> None:
         if inject not in ("messages", "system"):
@@ -109,7 +111,7 @@ class MemoryMiddleware(AgentMiddleware):
         self.inject: Inject = inject
         self.tool_messages = tool_messages
         self.header = header
-        self._name = name
+        self._name = name or _default_name(memory)
         self._memories = SessionMemories(
             memory, "thread_id", owner="MemoryMiddleware", max_sessions=max_sessions
         )
@@ -193,3 +195,9 @@ def _extend_system(system: SystemMessage | None, text: str) -> SystemMessage:
     else:
         content = [*content, {"type": "text", "text": text}]
     return system.model_copy(update={"content": content})
+
+
+def _default_name(memory: Any) -> str:
+    if isinstance(memory, LangChainBaseMemory):
+        return f"MemoryMiddleware[{','.join(memory.memory_variables)}]"
+    return "MemoryMiddleware"

@@ -83,6 +83,7 @@ class MemoryNodes:
         header: str = "",
         max_sessions: int | None = None,
     ) -> None:
+        self.memory = memory
         self.as_messages = as_messages
         self.tool_messages = tool_messages
         self.messages_key = messages_key
@@ -98,6 +99,9 @@ class MemoryNodes:
             self._save, afunc=self._asave, name="save_memory"
         )
         """The node that saves the turn in progress to the memory."""
+
+    def __repr__(self) -> str:
+        return f"MemoryNodes({self.memory!r}, messages_key={self.messages_key!r})"
 
     def memory_for(self, thread_id: str) -> LangChainBaseMemory:
         """The memory of one thread."""

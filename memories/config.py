@@ -171,6 +171,11 @@ def memory_class(type_name: Any) -> type:
         ConfigError: an unknown type (the message lists the valid ones).
         MissingDependencyError: the type needs an extra that is not installed.
     """
+    if type_name is None:
+        raise ConfigError(
+            f"A memory config needs a 'type': one of {', '.join(sorted(MEMORY_TYPES))} "
+            "(e.g. {'type': 'buffer'})."
+        )
     if not isinstance(type_name, str) or type_name not in MEMORY_TYPES:
         raise ConfigError(
             f"Unknown memory type {type_name!r}; valid types: {', '.join(sorted(MEMORY_TYPES))}."
@@ -195,6 +200,11 @@ def create_memory(config: Mapping[str, Any] | str | Path) -> Any:
         if "chat_memory" in options:
             raise ConfigError("Give either 'history' or 'chat_memory', not both.")
         options["chat_memory"] = options.pop("history")
+    if "chat_memory" in options and "chat_memory" not in getattr(cls, "model_fields", {}):
+        raise ConfigError(
+            f"A {type_name!r} memory keeps no chat history, so it takes no 'history': remove "
+            "it, or put this memory and a chat memory (buffer, window...) in a 'combined' one."
+        )
     nested = _NESTED_MEMORIES.get(type_name)
     if nested in options:
         value = options[nested]

@@ -203,6 +203,9 @@ class MemoryRunnable(Runnable[Any, Any]):
         self._message_variables = _message_variables(runnable)
         self.name = f"with_memory({runnable.get_name()})"
 
+    def __repr__(self) -> str:
+        return f"with_memory({self.runnable!r})"
+
     @property
     def config_specs(self) -> list[ConfigurableFieldSpec]:
         """The run config fields that name a session, and the wrapped runnable's."""

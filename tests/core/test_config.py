@@ -102,8 +102,34 @@ def test_unknown_type_lists_the_valid_ones() -> None:
 
 
 def test_missing_type_is_an_error() -> None:
-    with pytest.raises(ConfigError, match="Unknown memory type None"):
+    """Issue 16: it said "Unknown memory type None"."""
+    with pytest.raises(ConfigError, match="A memory config needs a 'type': one of buffer"):
         create_memory({"k": 3})
+
+
+def test_a_history_on_a_memory_without_one_says_so() -> None:
+    """Issue 16: it said "chat_memory: Extra inputs are not permitted"."""
+    config = {"type": "vector", "mode": "memory", "history": {"type": "memory"}}
+    with pytest.raises(ConfigError, match=r"'vector' memory keeps no chat history.*'combined'"):
+        create_memory(config)
+
+
+def test_runnables_middlewares_and_nodes_say_what_they_wrap() -> None:
+    """Issue 16: default reprs, and two memory middlewares colliding on one default name."""
+    from langchain_core.runnables import RunnableLambda
+
+    from memories import with_memory
+    from memories.integrations.agents import MemoryMiddleware
+    from memories.integrations.langgraph_nodes import MemoryNodes
+
+    chain = with_memory(RunnableLambda(lambda x: x), BufferMemory())
+    assert repr(chain) == "with_memory(RunnableLambda(lambda x: x))"
+    assert repr(MemoryNodes(BufferMemory())).startswith("MemoryNodes(BufferMemory(")
+    names = {
+        MemoryMiddleware(BufferMemory()).name,
+        MemoryMiddleware(WindowMemory(memory_key="recent")).name,
+    }
+    assert names == {"MemoryMiddleware[history]", "MemoryMiddleware[recent]"}
 
 
 def test_bad_option_names_the_option() -> None:
