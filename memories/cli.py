@@ -63,9 +63,11 @@ def _chat(args: argparse.Namespace) -> int:
         model = ScriptedChatModel()
         source = f"an offline echo model (no --llm or ${LLM_ENV} given)"
     print(f"memories chat: {type(memory).__name__}, replies {source}.", file=sys.stderr)
-    print("Type a message per line; /memory shows the memory, /quit ends.", file=sys.stderr)
+    print("Type a message per line; /help lists the commands, /quit ends.", file=sys.stderr)
     prompt = "you> " if sys.stdin.isatty() else ""
     chat(memory, model, sys.stdin, sys.stdout, system=args.system, prompt=prompt)
+    if prompt:  # Ctrl-D at the prompt: end the line it left
+        print()
     return 0
 
 
@@ -256,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"memories: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print(file=sys.stderr)  # Ctrl-C left the cursor after the prompt
         return 130
 
 

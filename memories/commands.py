@@ -9,6 +9,8 @@ config serves every user.
 from __future__ import annotations
 
 import json
+import shutil
+import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -148,8 +150,9 @@ def chat(
 ) -> int:
     """Chat line by line: each line is a user message; replies go to ``out``.
 
-    ``/memory`` shows what the memory would add to the next prompt; ``/quit``
-    (or the end of the input) ends the chat. Returns the number of turns.
+    Lines starting with ``/`` are commands, answered here and never sent or
+    saved (:data:`CHAT_HELP`); ``//`` sends a line that starts with ``/``.
+    ``/quit`` or the end of the input ends the chat. Returns the number of turns.
 
     Raises:
         LLMError: the model call failed.
@@ -161,10 +164,10 @@ def chat(
         text = line.strip()
         if text in ("/quit", "/exit"):
             break
-        if text == "/memory":
-            messages = _prompt(memory, "", system)
-            out.write(_format_messages(messages[:-1]) or "(the memory is empty)\n")
+        if text.startswith("/") and not text.startswith("//"):
+            out.write(_chat_command(memory, text, system))
         elif text:
+            text = text.removeprefix("/")
             messages = _prompt(memory, text, system)
             try:
                 reply = model.invoke(messages)
@@ -178,6 +181,40 @@ def chat(
         out.flush()
     flush(memory)
     return turns
+
+
+#: What ``/help`` prints in ``memories chat``.
+CHAT_HELP = """commands (never sent to the model, never saved):
+  /memory   what the memory adds to the next prompt, in full
+  /clear    erase this session's memory
+  /help     this list
+  /quit     end the chat (or Ctrl-D); //text sends a line that starts with /
+"""
+
+
+def _chat_command(memory: LangChainBaseMemory, command: str, system: str) -> str:
+    if command == "/help":
+        return CHAT_HELP
+    if command == "/memory":
+        messages = _prompt(memory, "", system)[:-1]
+        width = max(40, shutil.get_terminal_size().columns)
+        shown = [_wrapped(m, width) for m in messages]
+        return "".join(shown) or "(the memory is empty)\n"
+    if command == "/clear":
+        memory.clear()
+        return "(this session's memory is erased)\n"
+    return f"unknown command {command.split()[0]}; /help lists the commands\n"
+
+
+def _wrapped(message: BaseMessage, width: int) -> str:
+    """A message in full, wrapped to ``width``, its role first."""
+    lines: list[str] = []
+    for number, part in enumerate(message_text(message).splitlines() or [""]):
+        first = f"{message.type}: " if number == 0 else "  "
+        lines += textwrap.wrap(part, width, initial_indent=first, subsequent_indent="  ") or [
+            first.rstrip()
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def flush(memory: LangChainBaseMemory) -> None:

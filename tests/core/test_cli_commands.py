@@ -590,3 +590,27 @@ def test_a_reader_that_leaves_early_gets_no_traceback(config: Path, db: Path) ->
     process.wait(timeout=60)
     assert b"message 0" in first
     assert "Traceback" not in error and "BrokenPipeError" not in error
+
+
+def test_chat_commands_are_answered_locally_and_never_saved() -> None:
+    """Issue 16: /help and /foo went to the model and were saved; /memory cut lines."""
+    import io
+
+    from memories import BufferMemory
+    from memories.commands import CHAT_HELP, chat
+    from memories.testing import ScriptedChatModel
+
+    memory = BufferMemory()
+    long_message = "my plans for the summer are " + "quite long and detailed " * 20
+    lines = ["/help", "/foo bar", long_message, "/memory", "//etc is a folder", "/clear",
+             "/memory", "/quit", "never read"]  # fmt: skip
+    out = io.StringIO()
+    turns = chat(memory, ScriptedChatModel(), lines, out)
+    text = out.getvalue()
+    assert turns == 2
+    assert CHAT_HELP in text and "unknown command /foo; /help lists the commands" in text
+    shown = "".join(text.split("assistant>")[1].split())  # from the first reply on, unwrapped
+    # The echoed reply, then /memory's human message and that reply: each in full, none cut.
+    assert shown.count("quitelonganddetailed") == 60 and "…" not in text
+    assert "(this session's memory is erased)" in text and text.rstrip().endswith("is empty)")
+    assert memory.load_memory_variables({}) == {"history": ""}
