@@ -78,7 +78,8 @@ def test_chat_memory_command_shows_the_window_and_quit_stops(
         "one\ntwo\nthree\n/memory\n/quit\nnever sent\n",
     )
     assert code == 0
-    shown = out.split("assistant>")[-1].splitlines()[1:]
+    lines = out.split("assistant>")[-1].splitlines()[1:]
+    shown = [line for line in lines if not line.startswith("  ")]  # not a wrapped line's rest
     assert [line.split(":")[0].strip() for line in shown] == ["human", "ai", "human", "ai"]
     assert "human: two" in out and "human: one" not in out.split("/memory")[-1].split("\n", 4)[-1]
     assert len(SQLiteHistory(db, session_id="s9").messages) == 6
