@@ -50,6 +50,7 @@ from memories.errors import (
     ConfigError,
     MissingDependencyError,
 )
+from memories.paths import default_file
 from memories.recall import ScoredId
 from memories.vector.filters import NAMESPACE_KEY, scoped_filter
 
@@ -180,7 +181,7 @@ class ChromaStore:
         self,
         *,
         mode: ChromaMode = "persistent",
-        path: str = "memories-chroma",
+        path: str | None = None,
         host: str = "localhost",
         port: int = 8000,
         ssl: bool = False,
@@ -188,6 +189,7 @@ class ChromaStore:
         embeddings: Embeddings | None = None,
         timeout: float = 30.0,
     ) -> None:
+        path = default_file("chroma") if path is None else path
         if mode not in CHROMA_MODES:
             raise ConfigError(
                 f"Unknown Chroma mode {mode!r}; use one of: {', '.join(CHROMA_MODES)}."

@@ -22,8 +22,10 @@ from typing import Any
 import yaml
 
 from memories.errors import ConfigError
+from memories.history.sql import DEFAULT_SQLITE_PATH
 from memories.imports import INSTALL_COMMANDS, import_object
 from memories.namespaces import as_namespace
+from memories.paths import default_file
 from memories.scoping import SessionFactory, drop_scope_options
 
 __all__ = [
@@ -135,7 +137,7 @@ def sqlite_files(options: Mapping[str, Any]) -> list[str]:
                 continue
             url = value.get("url")
             if value.get("type") == "sqlite" and value is not memory:
-                found.append(str(value.get("path", "memories.db")))
+                found.append(str(value.get("path") or default_file(DEFAULT_SQLITE_PATH)))
             elif isinstance(url, str) and url.startswith(_SQLITE_PREFIX):
                 file = url.removeprefix(_SQLITE_PREFIX)
                 if file and file != ":memory:":

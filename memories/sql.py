@@ -140,13 +140,25 @@ class Database:
     """
 
     def __init__(self, url: str, metadata: MetaData) -> None:
+        _check_reachable(url)
         self.url = url
         self.metadata = metadata
-        self._open()
+        self._engine: Engine | None = None
+        self._opening = threading.Lock()
 
-    def _open(self) -> None:
-        self.engine = get_engine(self.url)
-        ensure_tables(self.engine, self.url, self.metadata)
+    @property
+    def engine(self) -> Engine:
+        """The engine, with the tables in place: opened on first use, so building writes nothing."""
+        engine = self._engine
+        if engine is None:
+            with self._opening:
+                if self._engine is None:
+                    make_sqlite_folder(self.url)
+                    engine = get_engine(self.url)
+                    ensure_tables(engine, self.url, self.metadata)
+                    self._engine = engine
+                engine = self._engine
+        return engine
 
     def transaction(self) -> AbstractContextManager[Connection]:
         """A transaction, errors translated (see :func:`transaction`)."""
@@ -162,8 +174,37 @@ class Database:
         return {"url": self.url, "metadata": self.metadata}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._open()
+        self.url, self.metadata = state["url"], state["metadata"]
+        self._engine = None
+        self._opening = threading.Lock()
+
+
+def _check_reachable(url: str) -> None:
+    """Fail now, writing nothing, for a database that cannot be used.
+
+    A bad URL or a missing driver raises :class:`ConfigError`; a server that
+    cannot be reached (a connection is opened and closed, no table made) or a
+    SQLite file whose folder cannot be created raises
+    :class:`BackendUnavailableError`. The file, its folder and the tables are
+    made by the first use.
+    """
+    engine = get_engine(url)
+    database = engine.url.database
+    if engine.url.get_backend_name() != "sqlite":
+        with _translated(f"Cannot open the database {redacted(url)!r}"):
+            engine.connect().close()
+    elif database and database != ":memory:" and not database.startswith("file:"):
+        file = Path(database).expanduser().absolute()
+        if file.is_file():
+            return
+        ancestor = file.parent
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+        if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
+            raise BackendUnavailableError(
+                f"Cannot create the SQLite file {database!r}: {str(ancestor)!r} is not a "
+                "writable folder."
+            )
 
 
 def make_sqlite_folder(url: str) -> None:

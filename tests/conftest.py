@@ -9,8 +9,19 @@ import pytest
 from langchain_core.chat_history import InMemoryChatMessageHistory
 
 from memories.history import ChatHistory, InMemoryHistory, LangChainHistory, SQLiteHistory
+from memories.paths import DATA_DIR_ENV
 
 HistoryFactory = Callable[[str], ChatHistory]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Default files go to a temporary data directory, never the user's (nor the cwd)."""
+    folder = tmp_path_factory.mktemp("data")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(DATA_DIR_ENV, str(folder))
+        yield folder
+
 
 HISTORY_KINDS = ("memory", "sqlite", "langchain")
 

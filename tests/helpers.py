@@ -8,6 +8,7 @@ from pathlib import Path
 
 from langchain_core.messages import AIMessage, HumanMessage
 
+from memories.history.sql import SQLiteHistory
 from memories.messages import dump_message
 
 
@@ -17,6 +18,7 @@ def fill_history_fast(path: Path, session_id: str, turns: int) -> None:
     The rows are exactly what ``SQLiteHistory.append`` writes; going around it
     makes a 100,000-message log in well under a second, for read-path tests.
     """
+    SQLiteHistory(path, session_id=session_id).entries(last=0)  # the tables, made as on first use
     now = time.time()
     human, ai = dump_message(HumanMessage("a question")), dump_message(AIMessage("an answer"))
     rows = []

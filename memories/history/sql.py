@@ -27,14 +27,22 @@ from langchain_core.messages import BaseMessage
 from sqlalchemy.dialects import postgresql as postgresql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from memories.errors import BackendUnavailableError, ConfigError
+from memories.errors import ConfigError
 from memories.history.base import DEFAULT_SESSION_ID, ChatHistory, Entry
 from memories.messages import dump_message, load_message
+from memories.paths import default_file
 from memories.sql import Database, log_table, redacted
 
 __all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory"]
 
+#: The default SQLite file's name, in :func:`memories.paths.data_dir`.
 DEFAULT_SQLITE_PATH = "memories.db"
+
+
+def default_sqlite_url() -> str:
+    """The URL of the default SQLite file (in the data directory; see :mod:`memories.paths`)."""
+    return f"sqlite:///{default_file(DEFAULT_SQLITE_PATH)}"
+
 
 metadata = sa.MetaData()
 
@@ -62,16 +70,16 @@ class SQLHistory(ChatHistory):
     """A session's log in a SQL database, shared by every process that opens it.
 
     Args:
-        url: a SQLAlchemy URL, e.g. ``"sqlite:///memories.db"`` or
-            ``"postgresql+psycopg://user:pw@host/db"``.
+        url: a SQLAlchemy URL, e.g. ``"sqlite:///chat.db"`` or
+            ``"postgresql+psycopg://user:pw@host/db"``; default: ``memories.db``
+            in the data directory (:mod:`memories.paths`).
         session_id: the conversation this history reads and writes.
     """
 
-    def __init__(
-        self, url: str = f"sqlite:///{DEFAULT_SQLITE_PATH}", *, session_id: str = DEFAULT_SESSION_ID
-    ) -> None:
+    def __init__(self, url: str | None = None, *, session_id: str = DEFAULT_SESSION_ID) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
+        url = default_sqlite_url() if url is None else url
         self.url = url
         self.session_id = session_id
         self._db = Database(url, metadata)
@@ -233,20 +241,15 @@ class SQLiteHistory(SQLHistory):
     """:class:`SQLHistory` on a SQLite file: the embedded default for anything persistent.
 
     Args:
-        path: the database file (created with its folder if missing).
+        path: the database file (created with its folder on the first write);
+            default: ``memories.db`` in the data directory (:mod:`memories.paths`).
         session_id: the conversation this history reads and writes.
     """
 
     def __init__(
-        self, path: str | Path = DEFAULT_SQLITE_PATH, *, session_id: str = DEFAULT_SESSION_ID
+        self, path: str | Path | None = None, *, session_id: str = DEFAULT_SESSION_ID
     ) -> None:
-        self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise BackendUnavailableError(
-                f"Cannot create the folder of the SQLite file {str(path)!r}: {exc}"
-            ) from exc
+        self.path = Path(default_file(DEFAULT_SQLITE_PATH) if path is None else path)
         super().__init__(f"sqlite:///{self.path.resolve()}", session_id=session_id)
 
     def to_config(self) -> dict[str, Any]:

@@ -31,11 +31,11 @@ from memories.namespaces import Namespace, NamespaceField
 from memories.profile.patching import json_copy, parse_patch
 from memories.profile.schema import ProfileSchema, schema_config
 from memories.profile.store import (
-    DEFAULT_URL,
     Plan,
     ProfileChange,
     ProfileItem,
     ProfileStore,
+    default_url,
     patching,
     replacing,
     version_of,
@@ -83,7 +83,8 @@ class ProfileMemory(ModelMemory, CountsTokens, DeferredMemory):
             or the labels joined by ``"."`` (``"users.maya"``).
         key: the profile's name within the namespace; several named profiles
             can share one namespace.
-        url: the SQLAlchemy URL of the store (a SQLite file by default).
+        url: the SQLAlchemy URL of the store; default: ``memories.db`` in the
+            data directory (:mod:`memories.paths`), opened on the first use.
         memory_key: the prompt variable the profile fills.
         input_key: the chain input to learn from (default: the only one).
         output_key: the chain output to learn from (default: the only one).
@@ -118,7 +119,7 @@ class ProfileMemory(ModelMemory, CountsTokens, DeferredMemory):
     profile_schema: Any = Field(default=None, alias="schema")
     namespace: NamespaceField = ("default",)
     key: str = Field(default="profile", min_length=1)
-    url: str = DEFAULT_URL
+    url: str = Field(default_factory=default_url)
     memory_key: str = Field(default="profile", min_length=1)
     input_key: str | None = None
     output_key: str | None = None

@@ -61,15 +61,14 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from memories.errors import BackendError, ConfigError, InvalidInputError
-from memories.history.sql import DEFAULT_SQLITE_PATH
+from memories.history.sql import default_sqlite_url
 from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.messages import dump_message, load_message
 from memories.namespaces import Namespace, as_namespace, namespace_text
 from memories.profile.patching import apply_operations
-from memories.sql import Database, log_table, make_sqlite_folder, redacted
+from memories.sql import Database, log_table, redacted
 
 __all__ = [
-    "DEFAULT_URL",
     "MAX_WRITE_TRIES",
     "BaseProfileStore",
     "Change",
@@ -81,12 +80,16 @@ __all__ = [
     "ProfileItem",
     "ProfileStore",
     "current",
+    "default_url",
     "patching",
     "replacing",
     "version_of",
 ]
 
-DEFAULT_URL = f"sqlite:///{DEFAULT_SQLITE_PATH}"
+
+def default_url() -> str:
+    """The default store: the SQLite histories' default file, in the data directory."""
+    return default_sqlite_url()
 
 
 _metadata = MetaData()
@@ -672,11 +675,11 @@ class ProfileStore(BaseProfileStore):
             ``"postgresql+psycopg://user:pw@host/db"``.
     """
 
-    def __init__(self, url: str = DEFAULT_URL) -> None:
+    def __init__(self, url: str | None = None) -> None:
+        url = default_url() if url is None else url
         if not isinstance(url, str) or not url:
             raise ConfigError(f"url must be a SQLAlchemy database URL string; got {url!r:.80}")
         self.url = url
-        make_sqlite_folder(url)
         self._db = Database(url, _metadata)
 
     def __repr__(self) -> str:

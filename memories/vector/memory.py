@@ -34,6 +34,7 @@ from memories.kernel.steps import to_thread
 from memories.keys import select_input_key, select_output_key
 from memories.messages import check_storable, message_text, turn_messages
 from memories.namespaces import NamespaceField
+from memories.paths import default_file
 from memories.recall import RecallConfig
 from memories.recall.config import RecallField
 from memories.vector.backend import VectorBackend, VectorQuery
@@ -58,7 +59,8 @@ class VectorMemory(BaseMemory):
         mode: ``"persistent"`` (embedded Chroma in ``path``, the default),
             ``"memory"`` (in this process only; shared by the process's
             in-memory memories) or ``"http"`` (a server started with ``chroma run``).
-        path: the folder of the persistent store.
+        path: the folder of the persistent store; default: ``chroma`` in the
+            data directory (:mod:`memories.paths`), created on the first write.
         host: the Chroma server's host in ``"http"`` mode.
         port: the Chroma server's port in ``"http"`` mode.
         ssl: reach the server over HTTPS.
@@ -81,7 +83,7 @@ class VectorMemory(BaseMemory):
             See :meth:`save_context` for how failures surface in each mode.
         outbox: SQLite file where writes wait until the store has them; default:
             ``memories-outbox.db`` inside ``path`` (persistent mode) or in the
-            working directory (http mode); in-process for ``"memory"`` mode.
+            data directory (http mode); in-process for ``"memory"`` mode.
         metadata: metadata added to every document this memory saves.
         memory_key: the prompt variable this memory fills.
         input_key: the chain input to store and search with; by default the
@@ -96,7 +98,7 @@ class VectorMemory(BaseMemory):
     )
 
     mode: Literal["persistent", "memory", "http"] = "persistent"
-    path: str = "memories-chroma"
+    path: str = Field(default_factory=lambda: default_file("chroma"))
     host: str = "localhost"
     port: int = 8000
     ssl: bool = False

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from memories.errors import BackendUnavailableError
+from memories.paths import default_file
 from memories.sql import ensure_tables, get_engine, log_table
 
 __all__ = [
@@ -310,9 +311,9 @@ def outbox_for(mode: str, path: str, outbox: str | None) -> Outbox:
     if outbox is None and mode == "memory":
         return _MEMORY_OUTBOX
     if outbox is None and mode == "persistent":
-        os.makedirs(path, exist_ok=True)
         outbox = os.path.join(path, OUTBOX_FILE)
-    key = os.path.abspath(outbox or OUTBOX_FILE)
+    key = os.path.abspath(outbox or default_file(OUTBOX_FILE))
+    os.makedirs(os.path.dirname(key), exist_ok=True)
     with _outboxes_lock:
         found = _outboxes.get(key)
         if found is None:
