@@ -34,10 +34,12 @@ def _model(spec: str | None) -> tuple[Any, str]:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from memories.demo import SESSIONS, format_results, run_demo
+    from memories.demo import SESSIONS, format_results, full_text, plot_results, run_demo
 
     llm, source = _model(args.llm)
     results = run_demo(Path(args.db) if args.db else None, llm=llm)
+    if args.plot:
+        plot_results(results, args.plot)
     turns = sum(len(session) for session in SESSIONS)
     print(
         f"memories demo: one user's {turns}-turn conversation in {len(SESSIONS)} sessions "
@@ -46,6 +48,11 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"through ConversationChain once per memory type; replies are {source}.")
     print()
     print(format_results(results))
+    if args.show:
+        print()
+        print(full_text(results, args.show))
+    if args.plot:
+        print(f"\nThe picture: {args.plot}")
     if llm is None:
         print()
         print("Offline, summaries are extractive (quoted sentences) and the profile's updates are")
@@ -178,7 +185,15 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="run the scripted conversation with each memory type")
-    demo.add_argument("--db", help="SQLite file for the histories (default: a temporary file)")
+    demo.add_argument(
+        "--db",
+        help="SQLite file for the histories; the vector memory's Chroma folder goes beside it "
+        "(NAME.chroma). Default: a temporary folder, removed at the end",
+    )
+    demo.add_argument("--show", metavar="MEMORY", help="also print what MEMORY injects, whole")
+    demo.add_argument(
+        "--plot", metavar="FILE.png", help="draw tokens and LLM calls per turn (the plot extra)"
+    )
     demo.add_argument(
         "--llm", help=f"a real model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else scripted)"
     )

@@ -8,6 +8,7 @@ needed. With ``--llm provider:model`` a real model answers instead.
 
 from __future__ import annotations
 
+import io
 import tempfile
 import time
 import warnings
@@ -22,7 +23,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from memories.base import BaseMemory
 from memories.config import create_memory, memory_class
-from memories.errors import MissingDependencyError
+from memories.errors import ConfigError, MissingDependencyError
+from memories.imports import install_hint
 from memories.tokens import TiktokenCounter
 
 __all__ = [
@@ -34,6 +36,9 @@ __all__ = [
     "DemoModel",
     "DemoResult",
     "format_results",
+    "full_text",
+    "plot_results",
+    "preference_verdict",
     "run_demo",
 ]
 
@@ -147,6 +152,34 @@ class DemoResult:
     """Model calls made by the memory itself (summaries, profile updates), not the chat."""
     seconds: float
     """Time spent in the memory's save/load over the whole script."""
+    tokens_per_turn: tuple[int, ...] = ()
+    """Tokens the memory injected at each turn, in order."""
+    calls_per_turn: tuple[int, ...] = ()
+    """The memory's own model calls so far, after each turn."""
+
+    @property
+    def knows(self) -> str:
+        """Whether the last injection holds the user's current drink, or only the stale one."""
+        return preference_verdict(self.injected)
+
+
+#: The conversation's point: the user switched from tea to coffee in the last
+#: session. Phrases that say each (the current one wins when both are there).
+CURRENT_PREFERENCE = ("coffee", ("switched to coffee", "black coffee"))
+STALE_PREFERENCE = ("tea", ("green tea", "tea over coffee"))
+#: The last question, whose answer needs the current preference.
+LAST_QUESTION = SCRIPT[-1][0]
+
+
+def preference_verdict(text: str) -> str:
+    """``"✓ coffee"``: the text holds the current drink; ``"✗ only tea"``: only the old one."""
+    lowered = " ".join(text.lower().split())
+    (current, says_current), (stale, says_stale) = CURRENT_PREFERENCE, STALE_PREFERENCE
+    if any(phrase in lowered for phrase in says_current):
+        return f"✓ {current}"
+    if any(phrase in lowered for phrase in says_stale):
+        return f"✗ only {stale}"
+    return "- neither"
 
 
 def run_demo(
@@ -160,16 +193,21 @@ def run_demo(
     """Run the sessions through a ``ConversationChain`` once per memory config.
 
     Args:
-        db_path: the SQLite file of the histories (default: a temporary file).
+        db_path: the SQLite file of the histories; the vector memory's Chroma
+            folder goes beside it (``demo.chroma``). Default: a temporary
+            folder, removed when the demo ends.
         llm: a real model for the replies and for memories that take one;
             None gives scripted replies and each memory's offline default.
         memories: label -> memory config (default :data:`DEMO_MEMORIES`).
         sessions: the conversation, split where the app restarts.
         on_turn: called with ``(label, user line, reply)`` after each turn.
     """
+    if db_path is None:  # a temporary folder, removed with everything the demo wrote
+        with tempfile.TemporaryDirectory(prefix="memories-demo-") as folder:
+            where = Path(folder) / "demo.db"
+            return run_demo(where, llm=llm, memories=memories, sessions=sessions, on_turn=on_turn)
     from langchain_classic.chains import ConversationChain
 
-    db_path = db_path or Path(tempfile.mkdtemp(prefix="memories-demo-")) / "demo.db"
     counter = TiktokenCounter()
     results = []
     for name, config in (memories or DEMO_MEMORIES).items():
@@ -182,7 +220,7 @@ def run_demo(
         options = _with_llm(placed, llm, calls)
         create_memory(options).clear()
         model = llm or FakeListChatModel(responses=[r for s in sessions for _, r in s])
-        timing = _Timing()
+        timing, calls_per_turn = _Timing(counter), []
         for session in sessions:
             # A new process: the memory is rebuilt from its config and reads its file.
             memory = timing.wrap(create_memory(options))
@@ -191,9 +229,10 @@ def run_demo(
                 chain = ConversationChain(llm=model, memory=memory)
             for user, _ in session:
                 reply = chain.invoke({"input": user})["response"]
+                calls_per_turn.append(calls.count)
                 if on_turn:
                     on_turn(name, user, reply)
-        text = "\n".join(str(v) for v in timing.last_loaded.values())
+        text = _injected_text(timing.last_loaded)
         results.append(
             DemoResult(
                 name=name,
@@ -201,6 +240,8 @@ def run_demo(
                 tokens=counter([HumanMessage(text)]) if text else 0,
                 llm_calls=calls.count,
                 seconds=timing.seconds,
+                tokens_per_turn=tuple(timing.tokens_per_load),
+                calls_per_turn=tuple(calls_per_turn),
             )
         )
     return results
@@ -242,6 +283,10 @@ def _with_llm(
     return out
 
 
+def _injected_text(variables: dict[str, Any]) -> str:
+    return "\n".join(str(v) for v in variables.values())
+
+
 class _CallCounter(BaseCallbackHandler):
     """Counts the model calls a memory makes itself (summaries, profile updates)."""
 
@@ -260,9 +305,11 @@ class _CallCounter(BaseCallbackHandler):
 class _Timing:
     """Times memories' save/load calls by wrapping their methods."""
 
-    def __init__(self) -> None:
+    def __init__(self, counter: TiktokenCounter) -> None:
+        self.counter = counter
         self.seconds = 0.0
         self.last_loaded: dict[str, Any] = {}
+        self.tokens_per_load: list[int] = []
 
     def wrap(self, memory: BaseMemory) -> BaseMemory:
         save, load = memory.save_context, memory.load_memory_variables
@@ -278,27 +325,92 @@ class _Timing:
             start = time.perf_counter()
             try:
                 self.last_loaded = load(inputs)
-                return self.last_loaded
             finally:
                 self.seconds += time.perf_counter() - start
+            text = _injected_text(self.last_loaded)
+            self.tokens_per_load.append(self.counter([HumanMessage(text)]) if text else 0)
+            return self.last_loaded
 
         object.__setattr__(memory, "save_context", timed_save)
         object.__setattr__(memory, "load_memory_variables", timed_load)
         return memory
 
 
-def format_results(results: Sequence[DemoResult], width: int = 60) -> str:
-    """The comparison table a person reads at a glance."""
-    lines = [
-        f"{'memory':<22} {'tokens':>7} {'LLM calls':>9} {'time ms':>8}  "
-        "injected into the last prompt",
-        "-" * (22 + 7 + 9 + 8 + 5 + width),
-    ]
+def format_results(
+    results: Sequence[DemoResult], *, width: int | None = None, lines_per_row: int = 4
+) -> str:
+    """The comparison table a person reads at a glance (rich, wrapped to the terminal).
+
+    Each row says whether the memory's last injection holds the user's current
+    drink (:func:`preference_verdict`), its tokens, the memory's own model
+    calls and time, and the injection itself, wrapped, its first
+    ``lines_per_row`` lines (``memories demo --show NAME`` prints it whole).
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    table = Table(title=f"The last question: {LAST_QUESTION!r}", title_justify="left")
+    table.add_column("memory", no_wrap=True)
+    table.add_column("knows the\nnew drink", no_wrap=True)
+    table.add_column("tokens", justify="right")
+    table.add_column("LLM calls", justify="right", no_wrap=True)
+    table.add_column("time ms", justify="right", no_wrap=True)
+    table.add_column("what it injects into the last prompt", overflow="fold")
     for r in results:
-        shown = r.injected.replace("\n", " | ")
-        if len(shown) > width:
-            shown = shown[: width - 1] + "…"
-        lines.append(
-            f"{r.name:<22} {r.tokens:>7} {r.llm_calls:>9} {r.seconds * 1000:>8.1f}  {shown}"
-        )
-    return "\n".join(lines)
+        shown = " | ".join(r.injected.splitlines()) or "(nothing)"
+        table.add_row(
+            r.name, r.knows, str(r.tokens), str(r.llm_calls), f"{r.seconds * 1000:.0f}",
+            _clipped(shown, max(30, console.width - 64) * lines_per_row),
+        )  # fmt: skip
+    console.print(table)
+    return console.export_text().rstrip()
+
+
+def _clipped(text: str, characters: int) -> str:
+    """``text``, cut at a word to about ``characters`` and marked when cut."""
+    if len(text) <= characters:
+        return text
+    return text[:characters].rsplit(" ", 1)[0] + " …"
+
+
+def full_text(results: Sequence[DemoResult], name: str) -> str:
+    """One row's injection, whole (``memories demo --show NAME``; a prefix of the label will do).
+
+    Raises:
+        ConfigError: no row has that name.
+    """
+    for r in results:
+        if r.name == name or r.name.split(" ")[0] == name:
+            return f"{r.name} ({r.knows}, {r.tokens} tokens):\n{r.injected}"
+    names = ", ".join(r.name.split(" ")[0] for r in results)
+    raise ConfigError(f"--show {name!r}: no memory of that name in the demo; use one of {names}.")
+
+
+def plot_results(results: Sequence[DemoResult], path: str | Path) -> Path:
+    """Draw prompt tokens per turn and cumulative LLM calls, one line per memory, to an image.
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed (the ``plot`` extra).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only, no window
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise MissingDependencyError("memories demo --plot", install_hint("plot")) from exc
+    figure, (tokens, calls) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=100)
+    for r in results:
+        turns = range(1, len(r.tokens_per_turn) + 1)
+        tokens.plot(turns, r.tokens_per_turn, marker="o", markersize=3, label=r.name)
+        calls.plot(range(1, len(r.calls_per_turn) + 1), r.calls_per_turn, marker="o",
+                   markersize=3, label=r.name)  # fmt: skip
+    tokens.set(title="What each memory adds to the prompt", xlabel="turn", ylabel="tokens")
+    calls.set(title="The memory's own LLM calls, so far", xlabel="turn", ylabel="calls")
+    tokens.legend(fontsize=8)
+    figure.tight_layout()
+    target = Path(path)
+    figure.savefig(target)
+    plt.close(figure)
+    return target

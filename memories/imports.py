@@ -32,6 +32,7 @@ EXTRAS: dict[str, str] = {
     "memories.integrations.chroma": "chroma",
     "memories.integrations.minilm": "chroma",
     "memories.integrations._onnx_int8": "chroma",
+    "matplotlib": "plot",
     "memories.integrations.agents": "agents",
     "memories.integrations.langgraph_nodes": "agents",
     "memories.integrations.langgraph_store": "agents",

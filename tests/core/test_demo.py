@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pytest
 from langchain_core.language_models import FakeListChatModel
 
-from memories import BufferMemory, register_memory
+from memories import BufferMemory, ConfigError, register_memory
 from memories.config import MEMORY_TYPES
 from memories.demo import DEMO_LLM, DEMO_MEMORIES, SCRIPT, SESSIONS, run_demo
 
@@ -71,3 +72,65 @@ def test_a_row_whose_extra_is_missing_is_skipped_with_the_pip_command(tmp_path: 
         assert result.injected.startswith("(skipped: ") and "pip install ghost" in result.injected
     finally:
         MEMORY_TYPES.pop("ghost")
+
+
+# -- issue 16: the demo makes its point, draws it, and cleans up --------------------------
+
+
+def test_the_verdict_is_computed_from_the_text() -> None:
+    from memories.demo import preference_verdict
+
+    assert preference_verdict("Human: I prefer tea over coffee, green tea especially.") == (
+        "✗ only tea"
+    )
+    assert preference_verdict("I prefer tea over coffee. Actually I've switched to coffee") == (
+        "✓ coffee"
+    )
+    assert preference_verdict('{"drink": "black coffee, no sugar"}') == "✓ coffee"
+    assert preference_verdict("Maya lives in Lisbon.") == "- neither"
+
+
+def test_the_table_shows_the_question_the_verdict_and_full_text_on_request() -> None:
+    from memories.demo import DemoResult, format_results, full_text
+
+    long = "Human: I prefer tea over coffee, green tea especially. " * 30
+    results = [
+        DemoResult("window (k=3)", long, 500, 0, 0.01),
+        DemoResult("profile", "{}", 2, 3, 0.0),
+    ]
+    table = format_results(results, width=100)
+    assert "And what do I drink these days?" in table
+    assert "✗ only tea" in table and "- neither" in table and " …" in table
+    assert max(len(line) for line in table.splitlines()) <= 100
+    assert full_text(results, "window").endswith(long)  # whole, by the label's first word
+    with pytest.raises(ConfigError, match="use one of window, profile"):
+        full_text(results, "vector")
+
+
+def test_the_plot_is_an_image_of_the_expected_size(tmp_path: Path) -> None:
+    import matplotlib.image
+
+    from memories.demo import DemoResult, plot_results
+
+    results = [
+        DemoResult(
+            "buffer", "x", 10, 0, 0.0, tokens_per_turn=(5, 10, 15), calls_per_turn=(0, 0, 0)
+        ),
+        DemoResult("summary", "y", 8, 2, 0.0, tokens_per_turn=(5, 8, 8), calls_per_turn=(0, 1, 2)),
+    ]
+    picture = plot_results(results, tmp_path / "demo.png")
+    pixels = matplotlib.image.imread(picture)
+    assert pixels.shape[:2] == (450, 1200)
+    assert pixels.std() > 0.01  # lines were drawn, not a blank canvas
+
+
+def test_run_demo_records_each_turn_and_removes_its_temporary_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    (result,) = run_demo(memories={"window": {"type": "window", "k": 1}})
+    assert list(tmp_path.iterdir()) == []  # the temporary folder is gone
+    assert len(result.tokens_per_turn) == len(SCRIPT) == len(result.calls_per_turn)
+    assert result.tokens_per_turn[0] == 0 and result.tokens_per_turn[-1] == result.tokens
