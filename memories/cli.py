@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,11 @@ def _demo(args: argparse.Namespace) -> int:
     from memories.demo import SESSIONS, format_results, full_text, plot_results, run_demo
 
     llm, source = _model(args.llm)
+    if args.db and not Path(args.db).expanduser().absolute().parent.is_dir():
+        raise ConfigError(
+            f"--db {args.db!r}: the folder {str(Path(args.db).parent)!r} does not exist; the "
+            "demo makes no folders (leave --db out for a temporary one)."
+        )
     results = run_demo(Path(args.db) if args.db else None, llm=llm)
     if args.plot:
         plot_results(results, args.plot)
@@ -117,7 +122,10 @@ def _import(args: argparse.Namespace) -> int:
     labels = namespace_labels(args.namespace) if args.namespace else None
     stores_of(options, args.session, labels, "import")  # a bad config fails before reading
     if args.file == "-":
-        lines = read_jsonl(sys.stdin, source="<stdin>", session=args.session, namespace=labels)
+        lines = read_jsonl(
+            _checking(sys.stdin, args.progress), source="<stdin>", session=args.session,
+            namespace=labels,
+        )  # fmt: skip
     else:
         path = Path(args.file)
         if not path.is_file():
@@ -125,7 +133,10 @@ def _import(args: argparse.Namespace) -> int:
                 f"Import file {args.file!r} does not exist (give a path, or - for stdin)."
             )
         with path.open(encoding="utf-8") as handle:
-            lines = read_jsonl(handle, source=args.file, session=args.session, namespace=labels)
+            lines = read_jsonl(
+                _checking(handle, args.progress), source=args.file, session=args.session,
+                namespace=labels,
+            )  # fmt: skip
     written = import_jsonl(
         lines,
         lambda session: stores_of(options, session, labels, "import")[0],
@@ -142,6 +153,14 @@ def _import(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _checking(lines: Iterable[str], progress: bool | None) -> Iterable[str]:
+    """The lines, with a progress bar while the whole file is checked, before any write."""
+    from tqdm import tqdm
+
+    disable = None if progress is None else not progress  # None: only on a terminal
+    return tqdm(lines, desc="check", unit="line", disable=disable, file=sys.stderr)
 
 
 def _clear(args: argparse.Namespace) -> int:

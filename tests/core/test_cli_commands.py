@@ -615,3 +615,17 @@ def test_chat_commands_are_answered_locally_and_never_saved() -> None:
     assert shown.count("quitelonganddetailed") == 60 and "…" not in text
     assert "(this session's memory is erased)" in text and text.rstrip().endswith("is empty)")
     assert memory.load_memory_variables({}) == {"history": ""}
+
+
+def test_import_shows_progress_while_it_checks_and_demo_makes_no_folders(
+    tmp_path: Path, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 16: the import bar came after seconds of silence; --db made missing folders."""
+    line = json.dumps({"session_id": "u1", "message": {"type": "human", "data": {"content": "x"}}})
+    dump = tmp_path / "one.jsonl"
+    dump.write_text(line + "\n", encoding="utf-8")
+    code, _, err = run(["import", "--config", str(config), str(dump), "--progress"], capsys)
+    assert code == 0 and "check: 1line" in err and "import: 100%" in err
+    missing = tmp_path / "no" / "such" / "demo.db"
+    code, _, err = run(["demo", "--db", str(missing)], capsys)
+    assert code == 2 and "does not exist" in err and not (tmp_path / "no").exists()
