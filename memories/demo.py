@@ -9,6 +9,7 @@ needed. With ``--llm provider:model`` a real model answers instead.
 from __future__ import annotations
 
 import io
+import shutil
 import tempfile
 import time
 import warnings
@@ -349,6 +350,8 @@ def format_results(
     from rich.console import Console
     from rich.table import Table
 
+    # The terminal's width, but room for the text column even in a narrow or piped one.
+    width = width or max(shutil.get_terminal_size().columns, 110)
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     table = Table(title=f"The last question: {LAST_QUESTION!r}", title_justify="left")
     table.add_column("memory", no_wrap=True)

@@ -6,7 +6,9 @@ the rarity of its content words across all of them (TF-IDF with a small
 boost for numbers and names, a mild one for newer and for human sentences),
 then keeps the best sentences that fit in a token budget, skipping near
 duplicates, in their original order. Every kept sentence is quoted as it
-was said, prefixed with its speaker (``"Human: I live in Lyon."``).
+was said, in a line that says who said it, in the style of LangChain's
+summaries (``The human said: "I live in Lyon."``), so the summary reads as a
+summary and not as a transcript.
 
 It is deterministic: the same input gives the same summary, on any machine.
 It cannot paraphrase, merge or resolve "it" and "she"; use an LLM for that.
@@ -58,7 +60,7 @@ class _Sentence:
 
     @property
     def line(self) -> str:
-        return f"{self.speaker}: {self.text}" if self.speaker else self.text
+        return f'The {self.speaker} said: "{self.text}"' if self.speaker else self.text
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ class ExtractiveSummarizer:
         ai_prefix: str = "AI",
     ) -> str:
         """The new summary: the best sentences of ``existing_summary`` and ``messages``."""
+        if not messages:
+            return existing_summary
         sentences = _summary_sentences(existing_summary, human_prefix)
         for message in messages:
             speaker = _speaker(message, human_prefix, ai_prefix)
@@ -108,8 +112,17 @@ class ExtractiveSummarizer:
 
 
 def _speaker(message: BaseMessage, human_prefix: str, ai_prefix: str) -> str:
-    names = {"human": human_prefix, "ai": ai_prefix, "system": "System", "tool": "Tool"}
-    return names.get(message.type, message.type.capitalize())
+    names = {"human": human_prefix, "ai": ai_prefix, "system": "system", "tool": "tool"}
+    return _named(names.get(message.type, message.type))
+
+
+def _named(prefix: str) -> str:
+    """How a speaker is named in a sentence: "human", "user", but "AI" stays "AI"."""
+    return prefix if prefix.isupper() else prefix.lower()
+
+
+#: A line of our summary: ``The human said: "..."`` (and the earlier ``Human: ...``).
+_SAID = re.compile(r'^The (?P<speaker>.+?) said: "(?P<text>.*)"$')
 
 
 def _split(text: str) -> list[str]:
@@ -123,14 +136,20 @@ def _split(text: str) -> list[str]:
 
 
 def _summary_sentences(summary: str, human_prefix: str) -> list[_Sentence]:
-    """Sentences of an earlier summary: ours are one ``Speaker: sentence`` per line."""
+    """Sentences of an earlier summary: ours are one ``The human said: "..."`` per line."""
     sentences: list[_Sentence] = []
+    human = _named(human_prefix)
     for line in summary.splitlines():
-        speaker, sep, text = line.partition(": ")
-        if not sep or " " in speaker.strip():
-            speaker, text = "", line
+        said = _SAID.match(line)
+        if said is not None:
+            speaker, text = said["speaker"], said["text"]
+        else:  # a summary written before, as "Human: ...", or by someone else
+            speaker, sep, text = line.partition(": ")
+            if not sep or " " in speaker.strip():
+                speaker, text = "", line
+            speaker = _named(speaker)
         for piece in _split(text):
-            sentences.append(_sentence(len(sentences), speaker, piece, speaker == human_prefix))
+            sentences.append(_sentence(len(sentences), speaker, piece, speaker == human))
     return sentences
 
 

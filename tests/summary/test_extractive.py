@@ -28,9 +28,9 @@ def tokens(text: str) -> int:
 
 def test_informative_sentences_are_kept_and_chit_chat_dropped() -> None:
     summary = ExtractiveSummarizer(max_tokens=60)(CHAT, "")
-    assert "Human: My name is Priya and I work as a nurse in Toronto." in summary
+    assert 'The human said: "My name is Priya and I work as a nurse in Toronto."' in summary
     assert "penicillin" in summary
-    assert "Hi there" not in summary and "Human: ok" not in summary and "Sure." not in summary
+    assert "Hi there" not in summary and '"ok"' not in summary and "Sure." not in summary
 
 
 def test_the_summary_fits_the_budget() -> None:
@@ -42,9 +42,11 @@ def test_the_summary_fits_the_budget() -> None:
 def test_sentences_are_quoted_in_their_order_with_their_speaker() -> None:
     summary = ExtractiveSummarizer(max_tokens=500)(CHAT, "")
     lines = summary.splitlines()
-    assert all(line.startswith(("Human: ", "AI: ")) for line in lines)
-    assert lines.index("Human: My name is Priya and I work as a nurse in Toronto.") < lines.index(
-        "Human: I am allergic to penicillin, so keep that in mind."
+    # Issue 16: it reads as a summary (LangChain's "The human ..." style), not a transcript.
+    assert all(line.startswith(('The human said: "', 'The AI said: "')) for line in lines)
+    first = 'The human said: "My name is Priya and I work as a nurse in Toronto."'
+    assert lines.index(first) < lines.index(
+        'The human said: "I am allergic to penicillin, so keep that in mind."'
     )
 
 
@@ -70,11 +72,23 @@ def test_custom_speaker_names() -> None:
     summary = ExtractiveSummarizer(max_tokens=200)(
         CHAT[2:4], "", human_prefix="User", ai_prefix="Bot"
     )
-    assert summary.startswith("User: My name is Priya")
+    assert summary.startswith('The user said: "My name is Priya')
 
 
 def test_nothing_to_summarize_keeps_the_old_summary() -> None:
     assert ExtractiveSummarizer()([], "Human: I live in Oslo.") == "Human: I live in Oslo."
+
+
+def test_an_earlier_summary_is_read_back_with_its_speakers() -> None:
+    """Its own lines, and lines in the earlier "Human: ..." form, keep their speaker."""
+    summarize = ExtractiveSummarizer(max_tokens=200)
+    old = 'The human said: "I live in Oslo."\nAI: Oslo has long winters.'
+    again = summarize([HumanMessage("My sister Ines lives in Porto.")], old)
+    assert again.splitlines() == [
+        'The human said: "I live in Oslo."',
+        'The AI said: "Oslo has long winters."',
+        'The human said: "My sister Ines lives in Porto."',
+    ]
 
 
 def test_memories_without_an_llm_summarize_extractively() -> None:
