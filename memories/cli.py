@@ -34,7 +34,14 @@ def _model(spec: str | None) -> tuple[Any, str]:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from memories.demo import SESSIONS, format_results, full_text, plot_results, run_demo
+    from memories.demo import (
+        SESSIONS,
+        format_results,
+        full_text,
+        html_report,
+        plot_results,
+        run_demo,
+    )
 
     llm, source = _model(args.llm)
     if args.db and not Path(args.db).expanduser().absolute().parent.is_dir():
@@ -45,6 +52,8 @@ def _demo(args: argparse.Namespace) -> int:
     results = run_demo(Path(args.db) if args.db else None, llm=llm)
     if args.plot:
         plot_results(results, args.plot)
+    if args.html:
+        html_report(results, args.html)
     turns = sum(len(session) for session in SESSIONS)
     print(
         f"memories demo: one user's {turns}-turn conversation in {len(SESSIONS)} sessions "
@@ -56,8 +65,9 @@ def _demo(args: argparse.Namespace) -> int:
     if args.show:
         print()
         print(full_text(results, args.show))
-    if args.plot:
-        print(f"\nThe picture: {args.plot}")
+    for kind, where in (("picture", args.plot), ("report", args.html)):
+        if where:
+            print(f"\nThe {kind}: {where}")
     if llm is None:
         print()
         print("Offline, summaries are extractive (quoted sentences) and the profile's updates are")
@@ -212,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--show", metavar="MEMORY", help="also print what MEMORY injects, whole")
     demo.add_argument(
         "--plot", metavar="FILE.png", help="draw tokens and LLM calls per turn (the plot extra)"
+    )
+    demo.add_argument(
+        "--html", metavar="FILE.html", help="the table, every injection whole, and the picture"
     )
     demo.add_argument(
         "--llm", help=f"a real model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else scripted)"

@@ -38,6 +38,7 @@ __all__ = [
     "DemoResult",
     "format_results",
     "full_text",
+    "html_report",
     "plot_results",
     "preference_verdict",
     "run_demo",
@@ -416,4 +417,36 @@ def plot_results(results: Sequence[DemoResult], path: str | Path) -> Path:
     target = Path(path)
     figure.savefig(target)
     plt.close(figure)
+    return target
+
+
+def html_report(results: Sequence[DemoResult], path: str | Path) -> Path:
+    """The table (every injection whole) and the picture, in one self-contained HTML file.
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed (the ``plot`` extra).
+    """
+    import base64
+    import html
+
+    target = Path(path)
+    with tempfile.TemporaryDirectory(prefix="memories-demo-") as folder:
+        picture = base64.b64encode(plot_results(results, Path(folder) / "p.png").read_bytes())
+    rows = "".join(
+        f"<tr><td>{html.escape(r.name)}</td><td>{html.escape(r.knows)}</td>"
+        f"<td>{r.tokens}</td><td>{r.llm_calls}</td><td>{r.seconds * 1000:.0f}</td>"
+        f"<td><pre>{html.escape(r.injected)}</pre></td></tr>"
+        for r in results
+    )
+    target.write_text(
+        "<!doctype html><meta charset='utf-8'><title>memories demo</title>"
+        "<style>body{font-family:sans-serif}td,th{border:1px solid #ccc;padding:4px;"
+        "vertical-align:top}pre{white-space:pre-wrap;margin:0}</style>"
+        f"<h1>memories demo</h1><p>The last question: {html.escape(LAST_QUESTION)}</p>"
+        f"<img alt='prompt tokens and LLM calls per turn' src='data:image/png;base64,"
+        f"{picture.decode()}'><table><tr><th>memory</th><th>knows the new drink</th>"
+        f"<th>tokens</th><th>LLM calls</th><th>time ms</th><th>what it injects</th></tr>"
+        f"{rows}</table>",
+        encoding="utf-8",
+    )
     return target

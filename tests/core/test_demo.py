@@ -134,3 +134,13 @@ def test_run_demo_records_each_turn_and_removes_its_temporary_folder(
     assert list(tmp_path.iterdir()) == []  # the temporary folder is gone
     assert len(result.tokens_per_turn) == len(SCRIPT) == len(result.calls_per_turn)
     assert result.tokens_per_turn[0] == 0 and result.tokens_per_turn[-1] == result.tokens
+
+
+def test_the_html_report_holds_every_injection_whole_and_the_picture(tmp_path: Path) -> None:
+    from memories.demo import DemoResult, html_report
+
+    long = "I prefer <tea> over coffee. " * 40
+    results = [DemoResult("buffer", long, 10, 0, 0.0, (1, 2), (0, 0))]
+    page = html_report(results, tmp_path / "demo.html").read_text(encoding="utf-8")
+    assert page.count("I prefer &lt;tea&gt; over coffee.") == 40  # whole, escaped
+    assert "data:image/png;base64,iVBOR" in page and "And what do I drink these days?" in page
