@@ -81,8 +81,9 @@ class MemoryMiddleware(AgentMiddleware):
         header: the line above the memory's text in the system message.
         name: the middleware's name in the agent graph; two memory middlewares
             in one agent need different names. Default: ``MemoryMiddleware``
-            and, for a memory object, its variables (``MemoryMiddleware[history]``),
-            so two memories with different keys need no names.
+            with the variables of the memory or of a ``memory_factory``
+            (``MemoryMiddleware[history]``), so two memories with different
+            keys need no names; give ``name=`` for a factory function.
         max_sessions: keep at most this many per-thread memories in the process,
             least recently used dropped first (None keeps all; see
             :class:`memories.runnable.SessionMemories` for when that is safe).
@@ -198,6 +199,8 @@ def _extend_system(system: SystemMessage | None, text: str) -> SystemMessage:
 
 
 def _default_name(memory: Any) -> str:
-    if isinstance(memory, LangChainBaseMemory):
-        return f"MemoryMiddleware[{','.join(memory.memory_variables)}]"
+    """``MemoryMiddleware[history]``: a memory's, or a config factory's, variables in the name."""
+    variables = getattr(memory, "memory_variables", None)  # a memory, or memory_factory(...)
+    if isinstance(variables, list) and variables:
+        return f"MemoryMiddleware[{','.join(variables)}]"
     return "MemoryMiddleware"

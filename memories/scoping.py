@@ -75,6 +75,7 @@ class SessionFactory:
     Attributes:
         fields: the ``configurable`` fields its namespace templates need
             besides ``session_id`` (``SessionMemories`` passes them).
+        memory_variables: the prompt variables its memories fill.
 
     Raises:
         ConfigError: a namespace-scoped memory (vector, profile) whose namespace
@@ -103,7 +104,9 @@ class SessionFactory:
 
         each_memory(self._options, check)
         self.fields = tuple(sorted(found - {"session_id"}))
-        self({"session_id": "config-check"} | {f: "config-check" for f in self.fields})
+        probe = self({"session_id": "config-check"} | {f: "config-check" for f in self.fields})
+        self.memory_variables: list[str] = list(probe.memory_variables)
+        """The prompt variables its memories fill (as a memory's ``memory_variables``)."""
 
     def __call__(self, session: str | Mapping[str, Any], /, **fields: Any) -> Any:
         """The memory of one session: its histories on ``session_id``, templates filled.

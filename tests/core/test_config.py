@@ -125,11 +125,18 @@ def test_runnables_middlewares_and_nodes_say_what_they_wrap() -> None:
     chain = with_memory(RunnableLambda(lambda x: x), BufferMemory())
     assert repr(chain) == "with_memory(RunnableLambda(lambda x: x))"
     assert repr(MemoryNodes(BufferMemory())).startswith("MemoryNodes(BufferMemory(")
+    from memories import memory_factory
+
     names = {
         MemoryMiddleware(BufferMemory()).name,
         MemoryMiddleware(WindowMemory(memory_key="recent")).name,
+        MemoryMiddleware(memory_factory({"type": "window", "memory_key": "chat"})).name,
     }
-    assert names == {"MemoryMiddleware[history]", "MemoryMiddleware[recent]"}
+    assert names == {
+        "MemoryMiddleware[history]",
+        "MemoryMiddleware[recent]",
+        "MemoryMiddleware[chat]",
+    }
 
 
 def test_bad_option_names_the_option() -> None:
