@@ -99,8 +99,7 @@ class SessionMemories:
         if isinstance(self._memory, LangChainBaseMemory):
             return self._memory
         configurable = (config or {}).get("configurable", {})
-        missing = [k for k in self._keys if not isinstance(configurable.get(k), str | int)]
-        missing = [k for k in missing if not configurable.get(k)]
+        missing = [k for k in self._keys if configurable.get(k) in (None, "")]
         if missing:
             example = ", ".join(f"'{k}': '<id>'" for k in self._keys)
             got = {k: configurable.get(k) for k in missing}

@@ -53,6 +53,8 @@ def test_factory_without_session_id_is_a_clear_error() -> None:
     chain = with_memory(RunnableLambda(echo_history), lambda sid: BufferMemory())
     with pytest.raises(ConfigError, match="session_id"):
         chain.invoke({"input": "hi"})
+    with pytest.raises(ConfigError, match="session_id"):  # an empty id names no session
+        chain.invoke({"input": "hi"}, config={"configurable": {"session_id": ""}})
 
 
 def test_runnable_with_chat_model_saves_ai_messages() -> None:
