@@ -134,12 +134,18 @@ def test_inspect_last_limits_the_listing(
 # -- export / import ----------------------------------------------------------------
 
 
-def test_export_then_import_is_lossless_with_tool_calls(
-    tmp_path: Path, config: Path, db: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def exported_u1(tmp_path: Path, config: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """Session u1 holding :func:`rich_messages`, exported to a file by the CLI."""
     SQLiteHistory(db, session_id="u1").append(rich_messages())
     dump = tmp_path / "u1.jsonl"
     assert run(["export", "--config", str(config), "-o", str(dump)], capsys)[0] == 0
+    return dump
+
+
+def test_export_then_import_is_lossless_with_tool_calls(
+    tmp_path: Path, config: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump = exported_u1(tmp_path, config, db, capsys)
     lines = [json.loads(line) for line in dump.read_text(encoding="utf-8").splitlines()]
     assert [line["session_id"] for line in lines] == ["u1"] * 5
 
@@ -541,9 +547,7 @@ def test_importing_an_export_twice_or_into_its_own_session_changes_nothing(
     tmp_path: Path, config: Path, db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 10, item 10: re-running an import duplicated it; into its own session, doubled it."""
-    SQLiteHistory(db, session_id="u1").append(rich_messages())
-    dump = tmp_path / "u1.jsonl"
-    assert run(["export", "--config", str(config), "-o", str(dump)], capsys)[0] == 0
+    dump = exported_u1(tmp_path, config, db, capsys)
     code, _, err = run(["import", "--config", str(config), str(dump)], capsys)
     assert code == 0 and "0 written" in err
     assert SQLiteHistory(db, session_id="u1").messages == rich_messages()

@@ -78,17 +78,26 @@ def test_a_failed_write_waits_in_the_outbox_file_and_is_flushed_later(
     assert sorted(r.metadata["turn"] for r in again.search("ok", k=5)) == [0, 1]
 
 
-def test_a_failed_embedding_loses_nothing(tmp_path: Path) -> None:
+def failing_embeddings(error: Exception) -> Any:
+    """Word embeddings whose every document embedding raises ``error`` (queries still work)."""
     from tests.vector.conftest import WordEmbeddings
 
     class Failing(WordEmbeddings):
         def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            raise RuntimeError("model crashed")
+            raise error
 
-    memory = VectorMemory(path=str(tmp_path), namespace="emb", embeddings=Failing())
+    return Failing()
+
+
+def test_a_failed_embedding_loses_nothing(tmp_path: Path) -> None:
+    from tests.vector.conftest import WordEmbeddings
+
+    failing = failing_embeddings(RuntimeError("model crashed"))
+    memory = VectorMemory(path=str(tmp_path), namespace="emb", embeddings=failing)
     with pytest.raises(RuntimeError, match="model crashed"):
         memory.save_context({"input": "keep me"}, {"output": "ok"})
     assert memory.pending() == 1
+    assert memory.dead_letters() == []  # every document fails: nothing is set aside
     fixed = VectorMemory(path=str(tmp_path), namespace="emb", embeddings=WordEmbeddings())
     assert fixed.flush() is True and fixed.pending() == 0
     assert fixed.search("keep me", k=1)[0].text == "input: keep me\noutput: ok"
@@ -220,26 +229,8 @@ def test_a_document_the_embedder_refuses_is_set_aside_and_the_rest_flows(
 
 
 def test_an_outage_sets_nothing_aside(tmp_path: Path) -> None:
-    from tests.vector.conftest import WordEmbeddings
-
-    class Down(WordEmbeddings):
-        def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            raise ConnectionError("embedding service down")
-
-    memory = VectorMemory(path=str(tmp_path), namespace="down", embeddings=Down(), write="sync")
+    down = failing_embeddings(ConnectionError("embedding service down"))
+    memory = VectorMemory(path=str(tmp_path), namespace="down", embeddings=down, write="sync")
     with pytest.raises(ConnectionError):
-        memory.save_context({"input": "keep me"}, {"output": "ok"})
-    assert memory.pending() == 1 and memory.dead_letters() == []
-
-
-def test_an_embedder_failing_on_everything_sets_nothing_aside(tmp_path: Path) -> None:
-    from tests.vector.conftest import WordEmbeddings
-
-    class Broken(WordEmbeddings):
-        def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            raise RuntimeError("model crashed")
-
-    memory = VectorMemory(path=str(tmp_path), namespace="broken", embeddings=Broken())
-    with pytest.raises(RuntimeError, match="model crashed"):
         memory.save_context({"input": "keep me"}, {"output": "ok"})
     assert memory.pending() == 1 and memory.dead_letters() == []
