@@ -279,12 +279,19 @@ class MemoryRunnable(Runnable[Any, Any]):
     def _loading(self, turn: _Turn) -> Steps[Any]:
         """The runnable's input: the caller's, with what the memory shows."""
         if turn.inputs is not None:
-            variables = yield step(turn.memory.load_memory_variables, turn.inputs)
+            if not self._message_variables:
+                variables = yield step(turn.memory.load_memory_variables, turn.inputs)
+                return {**turn.inputs, **variables}
+            # A prompt takes some variable as messages: a chat log under that name
+            # gives its messages, even where it would render text; each leaf is read once.
+            variables = {}
             for leaf in leaves_of(turn.memory):
-                name = getattr(leaf, "memory_key", None)
-                wants_messages = name in self._message_variables
-                if wants_messages and keeps_chat_log(leaf) and isinstance(variables[name], str):
-                    variables[name] = yield step(leaf.load_messages)
+                if getattr(leaf, "memory_key", None) in self._message_variables and (
+                    keeps_chat_log(leaf)
+                ):
+                    variables[leaf.memory_key] = yield step(leaf.load_messages)
+                else:
+                    variables.update((yield step(leaf.load_memory_variables, turn.inputs)))
             return {**turn.inputs, **variables}
         history = yield from _history(turn.memory, turn.messages)
         if self.keys.history_messages:
