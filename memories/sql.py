@@ -248,9 +248,19 @@ def _bad_url(url: str, exc: Exception) -> str:
     )
 
 
+#: How long opening a connection to a PostgreSQL server may take, in seconds (a
+#: ``connect_timeout`` in the URL wins): a server that accepts and never answers
+#: fails instead of hanging the caller.
+CONNECT_TIMEOUT_SECONDS = 10
+
+
 def _create_engine(url: str) -> Engine:
     try:
-        engine = create_engine(url)
+        parsed = make_url(url)
+        options: dict[str, Any] = {}
+        if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+            options["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_SECONDS}
+        engine = create_engine(url, **options)
     except (ArgumentError, NoSuchModuleError) as exc:
         raise ConfigError(_bad_url(url, exc)) from exc
     if engine.dialect.name == "sqlite":

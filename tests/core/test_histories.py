@@ -123,3 +123,23 @@ def test_credentials_never_reach_an_error_or_a_repr(tmp_path: Path) -> None:
     assert redacted("not a url //u:pw@h") == "not a url //u:***@h"
     history = SQLHistory(f"sqlite:///{tmp_path / 'x.db'}", session_id="s")
     assert repr(history) == f"SQLHistory('sqlite:///{tmp_path / 'x.db'}', session_id='s')"
+
+
+def test_a_server_that_never_answers_fails_within_the_connect_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing waits forever: a port that accepts connections and never speaks."""
+    import socket
+    import time
+
+    import memories.sql
+
+    monkeypatch.setattr(memories.sql, "CONNECT_TIMEOUT_SECONDS", 2)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshake; nobody ever answers
+        port = silent.getsockname()[1]
+        start = time.monotonic()
+        with pytest.raises(BackendUnavailableError):
+            SQLHistory(f"postgresql+psycopg://u:p@127.0.0.1:{port}/db", session_id="s")
+        assert time.monotonic() - start < 20
