@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ import jsonpointer
 from langchain_core.messages import AIMessage, BaseMessage
 
 from memories.errors import InvalidProfileError, LLMError
+from memories.kernel.conversation import parse_json_reply, reply_text
 
 __all__ = [
     "OPERATIONS",
@@ -73,7 +73,6 @@ PATCH_TOOL: dict[str, Any] = {
     },
 }
 
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _NOT_JSON = (
     "Your reply is not a JSON array of operations. Reply with only the array, for example "
     '[{"op": "replace", "path": "/some/field", "value": "new value"}], '
@@ -82,21 +81,6 @@ _NOT_JSON = (
 
 
 # -- reading a reply ----------------------------------------------------------
-
-
-def reply_text(reply: BaseMessage | str) -> str:
-    """The raw reply as it is recorded: its text, and its tool calls as JSON."""
-    if isinstance(reply, str):
-        return reply
-    text = str(reply.text)
-    if isinstance(reply, AIMessage) and (reply.tool_calls or reply.invalid_tool_calls):
-        calls: list[dict[str, Any]] = [
-            {"name": c["name"], "args": c["args"]} for c in reply.tool_calls
-        ]
-        calls += [{"name": c["name"], "args": c["args"]} for c in reply.invalid_tool_calls]
-        dumped = json.dumps(calls, ensure_ascii=False, default=str)
-        return f"{text}\n{dumped}" if text else dumped
-    return text
 
 
 def extract_operations(reply: BaseMessage | str) -> list[Any]:
@@ -132,25 +116,11 @@ def extract_operations(reply: BaseMessage | str) -> list[Any]:
 
 
 def _parse_json_text(text: str) -> Any:
-    stripped = text.strip()
-    if not stripped:
-        raise LLMError(f"Your reply was empty. {_NOT_JSON}")
-    candidates = [m.group(1).strip() for m in _FENCE.finditer(stripped)] + [stripped]
-    for candidate in candidates:
-        try:
-            return json.loads(candidate)
-        except ValueError:
-            pass
-    # A sentence before (or after) the JSON: decode from the first bracket.
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"[\[{]", stripped):
-        try:
-            value, _ = decoder.raw_decode(stripped, match.start())
-        except ValueError:
-            continue
-        if isinstance(value, list) or (isinstance(value, dict) and _holds_operations(value)):
-            return value
-    raise LLMError(_NOT_JSON)
+    return parse_json_reply(
+        text,
+        accepts=lambda v: isinstance(v, list) or (isinstance(v, dict) and _holds_operations(v)),
+        hint=_NOT_JSON,
+    )
 
 
 def _holds_operations(value: dict[str, Any]) -> bool:

@@ -32,6 +32,7 @@ from langchain_core.messages import (
 from langchain_core.runnables import Runnable
 
 from memories.errors import ConfigError, InvalidProfileError, LLMError
+from memories.kernel.conversation import conversing
 from memories.kernel.steps import Steps, step
 from memories.llm import ModelCaller
 from memories.messages import format_buffer
@@ -365,7 +366,7 @@ class Updater:
             turns = yield step(store.pending, ns, key, limit=self.max_turns)
             if not turns:
                 return merge_results(result, UpdateResult("idle", version_of(item)))
-            outcome = yield from self._conversing(self._session(item, turns))
+            outcome = yield from conversing(self._session(item, turns), self.caller, self.model)
             if not outcome.ok:
                 return merge_results(result, (yield from self._giving_up(item, turns, outcome)))
             if not outcome.operations:
@@ -406,16 +407,6 @@ class Updater:
             max_retries=self.max_retries,
             tools=self.tools,
         )
-
-    def _conversing(self, session: UpdateSession) -> Steps[UpdateOutcome]:
-        while (request := session.request()) is not None:
-            try:
-                reply = yield step(self.caller.invoke, request, bound=self.model, unlocked=True)
-            except LLMError as exc:  # a provider error or a timeout: a recorded failure
-                session.fail(str(exc))
-            else:
-                session.receive(reply)
-        return session.outcome()
 
     def _giving_up(
         self, item: ProfileItem | None, turns: Sequence[PendingTurn], outcome: UpdateOutcome

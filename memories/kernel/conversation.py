@@ -1,0 +1,113 @@
+"""A bounded conversation with a model, written once: ask, read the reply, retry with the error.
+
+A memory that asks a model for a structured change (the profile's patches,
+the instructions' revisions) keeps the rules of the exchange in a small state
+machine with no I/O, a :class:`Conversation`: it says what to send next
+(:meth:`~Conversation.request`), is told each reply
+(:meth:`~Conversation.receive`) or that the call failed
+(:meth:`~Conversation.fail`), and feeds an invalid reply back to the model
+for a bounded number of retries. :func:`conversing` drives any of them as
+steps, so the sync and async paths are the same loop.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable
+
+from memories.errors import LLMError
+from memories.kernel.steps import Steps, step
+from memories.llm import ModelCaller
+
+__all__ = ["Conversation", "conversing", "parse_json_reply", "reply_text"]
+
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Conversation(Protocol[T_co]):
+    """The rules of one exchange with a model, as a state machine with no I/O."""
+
+    def request(self) -> list[BaseMessage] | None:
+        """The messages to send next, or None when the exchange is over."""
+
+    def receive(self, reply: BaseMessage) -> None:
+        """Take the model's reply: accept it, queue a retry with the error, or give up."""
+
+    def fail(self, error: str) -> None:
+        """End the exchange as failed (the model call itself raised)."""
+
+    def outcome(self) -> T_co:
+        """What the exchange produced; called once :meth:`request` returns None."""
+
+
+R = TypeVar("R")
+
+
+def conversing(
+    session: Conversation[R], caller: ModelCaller, model: Runnable[Any, Any] | None = None
+) -> Steps[R]:
+    """Steps running ``session`` against the model (``model``: with tools bound, if any).
+
+    Model calls are made with the runner's lock released (they may take
+    seconds); a provider error or a timeout ends the exchange as failed.
+    """
+    while (request := session.request()) is not None:
+        try:
+            reply = yield step(caller.invoke, request, bound=model, unlocked=True)
+        except LLMError as exc:
+            session.fail(str(exc))
+        else:
+            session.receive(reply if isinstance(reply, BaseMessage) else AIMessage(str(reply)))
+    return session.outcome()
+
+
+def reply_text(reply: BaseMessage | str) -> str:
+    """The raw reply as it is recorded: its text, and its tool calls as JSON."""
+    if isinstance(reply, str):
+        return reply
+    text = str(reply.text)
+    if isinstance(reply, AIMessage) and (reply.tool_calls or reply.invalid_tool_calls):
+        calls: list[dict[str, Any]] = [
+            {"name": c["name"], "args": c["args"]} for c in reply.tool_calls
+        ]
+        calls += [{"name": c["name"], "args": c["args"]} for c in reply.invalid_tool_calls]
+        dumped = json.dumps(calls, ensure_ascii=False, default=str)
+        return f"{text}\n{dumped}" if text else dumped
+    return text
+
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+
+
+def parse_json_reply(text: str, *, accepts: Callable[[Any], bool], hint: str) -> Any:
+    """The JSON value a model's text reply holds.
+
+    The value may stand alone, sit in a code fence, or follow (or precede) a
+    sentence; in prose, the first JSON value that ``accepts`` is taken.
+
+    Raises:
+        LLMError: no JSON value found; the message ends with ``hint`` (what to reply).
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise LLMError(f"Your reply was empty. {hint}")
+    candidates = [m.group(1).strip() for m in _FENCE.finditer(stripped)] + [stripped]
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            pass
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"[\[{]", stripped):
+        try:
+            value, _ = decoder.raw_decode(stripped, match.start())
+        except ValueError:
+            continue
+        if accepts(value):
+            return value
+    raise LLMError(hint)
