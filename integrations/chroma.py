@@ -320,6 +320,24 @@ class ChromaStore:
             offset += _PAGE
         return self._own(namespace, records)
 
+    def vectors(self, namespace: str, ids: Sequence[str], /) -> dict[str, list[float]]:
+        """The stored embeddings of these documents of the namespace, by id."""
+        if not ids:
+            return {}
+        scoped = scoped_filter(namespace, None)
+
+        def run(collection: Any) -> Any:
+            return collection.get(ids=list(ids), where=scoped, include=["embeddings"])
+
+        result = self._call(namespace, "read embeddings", run)
+        vectors = result.get("embeddings")
+        if vectors is None:
+            return {}
+        return {
+            doc_id: [float(x) for x in vector]
+            for doc_id, vector in zip(result["ids"], vectors, strict=True)
+        }
+
     def namespaces(self) -> list[str]:
         """The namespace keys of this store's collections (those under its prefix), sorted.
 

@@ -86,6 +86,18 @@ class VectorBackend(ABC):
 
     aerase_namespace = blocking_twin(erase_namespace)
 
+    def get(self, ids: Sequence[str]) -> list[SearchResult]:
+        """The documents with these ids, in that order (unknown ids left out)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot read documents by id.")
+
+    aget = blocking_twin(get)
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The embeddings of the documents with these ids (for diversity ranking)."""
+        raise NotImplementedError(f"{type(self).__name__} does not give out embeddings.")
+
+    avectors = blocking_twin(vectors)
+
     def dead_letters(self) -> list[DeadLetter]:
         """Documents set aside because the store refused them (a backend that never does: none)."""
         return []
@@ -110,6 +122,8 @@ class VectorBackend(ABC):
     def flush(self, *, timeout: float | None = None) -> bool:
         """Write what is queued; True once nothing waits (a backend that never queues: at once)."""
         return True
+
+    aflush = blocking_twin(flush)
 
     def close(self, *, timeout: float | None = None) -> bool:
         """:meth:`flush`, and write synchronously from now on."""

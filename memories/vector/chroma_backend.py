@@ -55,7 +55,7 @@ from memories.vector.writes import (
 
 if TYPE_CHECKING:
     from memories.integrations.chroma import ChromaStore
-    from memories.vector.memory import VectorMemory
+    from memories.vector.documents import DocumentMemory
 
 __all__ = ["SPEAKERS_KEY", "ChromaBackend"]
 
@@ -107,8 +107,8 @@ class ChromaBackend(VectorBackend):
         self._writer = BackgroundWork(self._drain_key, self._drain, scheduler=background_writer())
 
     @classmethod
-    def of(cls, memory: VectorMemory) -> ChromaBackend:
-        """The backend a :class:`~memories.vector.VectorMemory`'s fields describe."""
+    def of(cls, memory: DocumentMemory) -> ChromaBackend:
+        """The backend a document memory's fields describe (a vector or an example memory)."""
         from memories.integrations.chroma import ChromaStore
 
         store = ChromaStore(
@@ -171,6 +171,19 @@ class ChromaBackend(VectorBackend):
             vector = yield step(self.embedder.embed_query, query.text)
             yield step(self._embed_pending)
         found: list[SearchResult] = yield step(self._search, query, vector)
+        return found
+
+    def get(self, ids: Sequence[str]) -> list[SearchResult]:
+        """The documents with these ids: queued ones from the index, the rest from the store."""
+        return self._results([ScoredId(doc_id, 0.0) for doc_id in dict.fromkeys(ids)])
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """Stored embeddings from the store; a document still queued is embedded now."""
+        found = self.store.vectors(self._key, ids)
+        missing = [r for r in self.get([i for i in ids if i not in found])]
+        if missing:
+            embedded = self.embedder.embed_documents([r.text for r in missing])
+            found.update(zip([r.id for r in missing], embedded, strict=True))
         return found
 
     def delete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
