@@ -43,10 +43,12 @@ if TYPE_CHECKING:
         MissingKeyError,
         ModelFileError,
     )
+    from memories.examples import ExampleMemory
     from memories.history.base import ChatHistory, Entry
     from memories.history.langchain import LangChainHistory
     from memories.history.memory import InMemoryHistory
     from memories.history.sql import SQLHistory, SQLiteHistory
+    from memories.instructions import InstructionsMemory
     from memories.keys import get_prompt_input_key
     from memories.profile.memory import ProfileMemory
     from memories.profile.store import ProfileStore
@@ -78,6 +80,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memories.history.memory": ("InMemoryHistory",),
     "memories.history.langchain": ("LangChainHistory",),
     "memories.profile.memory": ("ProfileMemory",),
+    "memories.examples": ("ExampleMemory",),
+    "memories.instructions": ("InstructionsMemory",),
     "memories.profile.store": ("ProfileStore",),
     "memories.history.sql": ("SQLHistory", "SQLiteHistory"),
     "memories.vector.records": ("SearchResult",),
@@ -156,7 +160,9 @@ __all__ = [
     "ConversationSummaryMemory",
     "ConversationTokenBufferMemory",
     "Entry",
+    "ExampleMemory",
     "InMemoryHistory",
+    "InstructionsMemory",
     "InvalidInputError",
     "InvalidProfileError",
     "LLMError",

@@ -57,6 +57,8 @@ MEMORY_TYPES: dict[str, tuple[str, str]] = {
     "read_only": ("memories.combined", "ReadOnlySharedMemory"),
     "simple": ("memories.combined", "SimpleMemory"),
     "profile": ("memories.profile", "ProfileMemory"),
+    "examples": ("memories.examples", "ExampleMemory"),
+    "instructions": ("memories.instructions", "InstructionsMemory"),
     "vector": ("memories.vector", "VectorMemory"),
     "vector_store_retriever": ("memories.vector", "VectorStoreRetrieverMemory"),
 }

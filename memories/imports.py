@@ -28,6 +28,7 @@ DISTRIBUTION = "chat-memories"
 #: Module prefix -> the extra that installs what it needs.
 EXTRAS: dict[str, str] = {
     "memories.vector": "chroma",
+    "memories.examples": "chroma",
     "memories.recall": "chroma",
     "memories.integrations.chroma": "chroma",
     "memories.integrations.minilm": "chroma",

@@ -633,3 +633,32 @@ def test_import_shows_progress_while_it_checks_and_demo_makes_no_folders(
     missing = tmp_path / "no" / "such" / "demo.db"
     code, _, err = run(["demo", "--db", str(missing)], capsys)
     assert code == 2 and "does not exist" in err and not (tmp_path / "no").exists()
+
+
+def test_examples_export_with_their_feedback_and_import_into_another_namespace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memories import ExampleMemory, create_memory
+    from memories.config import with_namespace
+
+    config = write_config(
+        tmp_path / "examples.yaml",
+        {"type": "examples", "path": str(tmp_path / "chroma"), "namespace": ["agents", "a"]},
+    )
+    memory = create_memory(config)
+    assert isinstance(memory, ExampleMemory)
+    memory.save_context({"input": "Summarise: meeting moved"}, {"output": "Meeting moved."})
+    memory.feedback(memory.last_turn_id or "", 1.0)
+    memory.add_example({"input": "Translate hi", "output": "Salut"})
+    memory.close()
+
+    code, exported, err = run(["export", "--config", str(config)], capsys)
+    assert code == 0 and "0 messages, 2 documents" in err
+    argv = ["import", "--config", str(config), "--namespace", "agents.b", "-"]
+    code, _, err = run(argv, capsys, exported)
+    assert code == 0 and "2 documents" in err
+    copy = create_memory(with_namespace(config, "agents.b"))
+    assert isinstance(copy, ExampleMemory)
+    (rated,) = copy.select("summarise the meeting", min_feedback=0.5)
+    assert rated.values == {"input": "Summarise: meeting moved", "output": "Meeting moved."}
+    assert rated.feedback == 1.0

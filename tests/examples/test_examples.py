@@ -47,6 +47,24 @@ EXPECTED: dict[str, list[str]] = {
         "What race?\n  recalled: input: I'm training for a half marathon in May.",
         "input: I'm training for a half marathon in May.",
     ],
+    "few_shot_examples.py": [
+        "What the prompt gets:\nHuman: Summarise: the meeting moved to Friday.\n"
+        "AI: Meeting -> Friday.",
+        "Human: Summarise: Ana joins the team on Monday.\nAI: Ana joins Monday.",
+        "  ai: Meeting -> Friday.",
+    ],
+    "instructions_from_feedback.py": [
+        "Proposed: You are a support agent for a bike shop. Never share a customer's address. "
+        "Answer in at most three sentences.",
+        "Because: users found answers too long",
+        "In use until approved: You are a support agent for a bike shop. Never share a "
+        "customer's address.\n",
+        "After approve(): You are a support agent for a bike shop. Never share a customer's "
+        "address. Answer in at most three sentences.",
+        "  v1 proposal, from 1 feedback item(s)",
+        "After rollback(0): You are a support agent for a bike shop. Never share a customer's "
+        "address.\n",
+    ],
     "langgraph_graph.py": [
         "You said: 'Where do I live?'. I was shown 2 earlier messages",
         "Thread: 6 messages",
