@@ -31,6 +31,7 @@ from memories.tokens import TiktokenCounter
 __all__ = [
     "DEMO_LLM",
     "DEMO_MEMORIES",
+    "INSTRUCTION_REVISIONS",
     "PROFILE_PATCHES",
     "SCRIPT",
     "SESSIONS",
@@ -123,6 +124,29 @@ def scripted_profile_model() -> BaseLanguageModel:
     return ScriptedChatModel(responses=[AIMessage("", tool_calls=[c]) for c in calls], echo=False)
 
 
+#: What a model would make of the conversation as the agent's instructions, at
+#: every fourth turn: rules of behaviour (procedural memory), not facts.
+INSTRUCTION_REVISIONS: list[str] = [
+    "You are a friendly assistant. Keep replies to one or two sentences, and use the user's name.",
+    "You are a friendly assistant. Keep replies to one or two sentences, and use the "
+    "user's name. When the user changes a preference or a plan, the new one replaces the old.",
+]
+DEMO_INSTRUCTIONS = "You are a friendly assistant."
+
+
+def scripted_instructions_model() -> BaseLanguageModel:
+    """The offline stand-in for the instructions' model: :data:`INSTRUCTION_REVISIONS` in order."""
+    import json
+
+    from memories.testing import ScriptedChatModel
+
+    replies = [
+        json.dumps({"revisions": [{"prompt": "main", "text": text, "reason": "the chat so far"}]})
+        for text in INSTRUCTION_REVISIONS
+    ]
+    return ScriptedChatModel(responses=replies, echo=False)
+
+
 #: The memory configs the demo compares. Each is put on the demo's SQLite file
 #: (its history, or its store) under a session named after the row.
 DEMO_MEMORIES: dict[str, dict[str, Any]] = {
@@ -132,6 +156,15 @@ DEMO_MEMORIES: dict[str, dict[str, Any]] = {
     "summary": {"type": "summary", "llm": DEMO_LLM},
     "summary_buffer (120)": {"type": "summary_buffer", "max_token_limit": 120, "llm": DEMO_LLM},
     "vector (k=3)": {"type": "vector", "k": 3},
+    "examples (k=2)": {"type": "examples", "k": 2, "memory_key": "history"},
+    "instructions": {
+        "type": "instructions",
+        "prompts": DEMO_INSTRUCTIONS,
+        "policy": "every_n",
+        "every_n": 4,
+        "memory_key": "history",
+        "llm": DemoModel(offline=scripted_instructions_model),
+    },
     "profile": {
         "type": "profile",
         "memory_key": "history",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memories.cli import main
-from memories.demo import SCRIPT, run_demo
+from memories.demo import INSTRUCTION_REVISIONS, SCRIPT, run_demo
 from memories.history import SQLiteHistory
 from memories.profile import ProfileStore
 
@@ -20,7 +20,7 @@ def test_demo_runs_every_memory_and_keeps_histories_in_sqlite(tmp_path: Path) ->
     results = run_demo(db)
     by_name = {r.name.split(" ")[0]: r for r in results}
     chats = {"buffer", "window", "token_buffer", "summary", "summary_buffer"}
-    assert set(by_name) == {*chats, "vector", "profile"}
+    assert set(by_name) == {*chats, "vector", "profile", "examples", "instructions"}
     assert "switched to coffee lately" in by_name["vector"].injected  # recalled by meaning
     assert by_name["vector"].llm_calls == 0
     assert by_name["buffer"].injected.startswith("Human: " + SCRIPT[0][0])
@@ -31,6 +31,17 @@ def test_demo_runs_every_memory_and_keeps_histories_in_sqlite(tmp_path: Path) ->
     assert all(by_name[name].llm_calls == 0 for name in chats)  # offline: extractive summaries
     for session in chats:
         assert len(SQLiteHistory(db, session_id=session).entries()) == 2 * len(SCRIPT)
+
+
+def test_demo_shows_past_exchanges_as_examples_and_revised_instructions(tmp_path: Path) -> None:
+    by_name = {r.name.split(" ")[0]: r for r in run_demo(tmp_path / "d.db")}
+    examples, instructions = by_name["examples"], by_name["instructions"]
+    # The two past exchanges most like "And what do I drink these days?", as few-shot pairs.
+    assert examples.injected.count("Human: ") == 2 and examples.llm_calls == 0
+    assert "coffee" in examples.injected
+    # Two reflections (after turns 4 and 8), each a rule of behaviour, not a fact.
+    assert instructions.injected == INSTRUCTION_REVISIONS[-1]
+    assert instructions.llm_calls == 2
 
 
 def test_demo_profile_keeps_the_changed_preference(tmp_path: Path) -> None:
