@@ -418,9 +418,8 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
                 default a new one, readable as :attr:`last_turn_id`.
             metadata: metadata for this example.
         """
-        row = self._turn_row(turn_messages_for(self, inputs, outputs), turn_id, metadata)
-        if row is not None:
-            self.backend.save(row)
+        turn = turn_messages_for(self, inputs, outputs)
+        run(self._recording(self._turn_row(turn, turn_id, metadata)))
 
     async def asave_context(
         self,
@@ -431,9 +430,8 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         """Async :meth:`save_context`."""
-        row = self._turn_row(turn_messages_for(self, inputs, outputs), turn_id, metadata)
-        if row is not None:
-            await self.backend.asave(row)
+        turn = turn_messages_for(self, inputs, outputs)
+        await arun(self._recording(self._turn_row(turn, turn_id, metadata)))
 
     def save_messages(
         self,
@@ -444,9 +442,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         """Store an agent turn whole (human message, tool calls, results, answer) as an example."""
-        row = self._turn_row(_agent_turn(messages), turn_id, metadata)
-        if row is not None:
-            self.backend.save(row)
+        run(self._recording(self._turn_row(_agent_turn(messages), turn_id, metadata)))
 
     async def asave_messages(
         self,
@@ -457,9 +453,11 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         """Async :meth:`save_messages`."""
-        row = self._turn_row(_agent_turn(messages), turn_id, metadata)
-        if row is not None:
-            await self.backend.asave(row)
+        await arun(self._recording(self._turn_row(_agent_turn(messages), turn_id, metadata)))
+
+    def _recording(self, row: OutboxRow | None) -> Steps[None]:
+        if row is not None:  # None: record_turns is off
+            yield step(self.backend.save, row)
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """``{memory_key: examples}``: few-shot exchanges as a string, or as messages."""

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
 from memories.errors import ConfigError, InvalidInputError
 from memories.instructions.reflection import (
@@ -51,19 +51,16 @@ from memories.instructions.reflection import (
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import conversing
-from memories.kernel.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.kernel.steps import Steps, arun, run, step
 from memories.keys import turn_messages_for
-from memories.namespaces import Namespace, NamespaceField
 from memories.profile.store import (
     Change,
     PendingTurn,
     ProfileChange,
     ProfileItem,
-    ProfileStore,
-    default_url,
     version_of,
 )
+from memories.profile.stored import StoredDocumentMemory
 
 __all__ = [
     "InstructionsMemory",
@@ -132,7 +129,7 @@ class InstructionsStatus(MemoryStatus):
     """Whether a proposed revision waits for :meth:`InstructionsMemory.approve`."""
 
 
-class InstructionsMemory(ModelMemory, CountsTokens, DeferredMemory):
+class InstructionsMemory(StoredDocumentMemory):
     """An agent's instructions, kept as versioned prompts and revised from feedback.
 
     Args:
@@ -169,9 +166,7 @@ class InstructionsMemory(ModelMemory, CountsTokens, DeferredMemory):
     )
 
     prompts: dict[str, str] = Field(default_factory=lambda: {"main": ""})
-    namespace: NamespaceField = ("default",)
     key: str = Field(default="instructions", min_length=1)
-    url: str = Field(default_factory=default_url)
     pinned: list[str] = Field(default_factory=list)
     max_tokens: int = Field(default=1000, gt=0)
     approval: bool = False
@@ -184,8 +179,6 @@ class InstructionsMemory(ModelMemory, CountsTokens, DeferredMemory):
     input_key: str | None = None
     output_key: str | None = None
     return_messages: bool = False
-
-    _store: ProfileStore = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
         if isinstance(data.get("prompts"), str):
@@ -209,19 +202,12 @@ class InstructionsMemory(ModelMemory, CountsTokens, DeferredMemory):
                     f"The pinned passage {passage!r:.80} is in none of the prompts "
                     f"{sorted(self.prompts)}; pin text exactly as it appears in a prompt."
                 )
-        self._counter  # noqa: B018  (resolved now: a bad counter fails here)
-        self._store = ProfileStore(self.url)
-        self._caller  # noqa: B018  (resolved now: a missing provider package fails here)
+        super().model_post_init(context)
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "prompts":
             return dict(value)
         return super()._config_value(name, value)
-
-    @property
-    def store(self) -> ProfileStore:
-        """The store the instructions live in."""
-        return self._store
 
     # -- reading ------------------------------------------------------------------
 
@@ -283,13 +269,7 @@ class InstructionsMemory(ModelMemory, CountsTokens, DeferredMemory):
         )
 
     def _stating(self) -> Steps[InstructionsStatus]:
-        ns, key, store = self.namespace, self.key, self._store
-        item = yield step(store.load, ns, key)
-        pending = yield step(store.count_pending, ns, key)
-        failure = yield step(store.changes, ns, key, failed=True, last=1)
-        last = failure[-1] if failure else None
-        if last is not None and item is not None and item.updated_at > last.created_at:
-            last = None
+        item, pending, last = yield from self._store.standing(self.namespace, self.key)
         return InstructionsStatus(
             pending=pending,
             failures=1 if last is not None else 0,
@@ -367,7 +347,7 @@ class InstructionsMemory(ModelMemory, CountsTokens, DeferredMemory):
         if (self.policy == "feedback" and feedback) or (
             self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
         ):
-            yield from self._reflecting()
+            yield from self._refreshing()
 
     # -- writing ------------------------------------------------------------------
 
@@ -486,22 +466,6 @@ class InstructionsMemory(ModelMemory, CountsTokens, DeferredMemory):
 
         return (yield from self._committing(plan, "approve" if approve else "reject"))
 
-    def clear(self) -> None:
-        """Back to the initial prompts, queued turns and feedback dropped, as a recorded change.
-
-        The history keeps every version, so :meth:`rollback` can bring one back.
-        """
-        run(self._clearing())
-
-    async def aclear(self) -> None:
-        """Async :meth:`clear`."""
-        await arun(self._clearing())
-
-    def _clearing(self) -> Steps[None]:
-        if self._in_background:
-            self._background.cancel()
-        yield from self._store.clearing(self.namespace, self.key)
-
     # -- reflecting ---------------------------------------------------------------
 
     def refresh(self) -> ReflectionResult:
@@ -510,13 +474,13 @@ class InstructionsMemory(ModelMemory, CountsTokens, DeferredMemory):
         Raises:
             ConfigError: the memory has no llm.
         """
-        return run(self._reflecting())
+        return run(self._refreshing())
 
     async def arefresh(self) -> ReflectionResult:
         """Async :meth:`refresh`."""
-        return await arun(self._reflecting())
+        return await arun(self._refreshing())
 
-    def _reflecting(self) -> Steps[ReflectionResult]:
+    def _refreshing(self) -> Steps[ReflectionResult]:
         caller = self._caller
         if caller is None:
             raise ConfigError(
@@ -586,22 +550,6 @@ class InstructionsMemory(ModelMemory, CountsTokens, DeferredMemory):
             self.max_tokens,
             lambda text: self._counter([HumanMessage(text)]),
             self.max_retries,
-        )
-
-    # -- background policy --------------------------------------------------------
-
-    @property
-    def _in_background(self) -> bool:
-        return self.policy == "background"
-
-    def _background_key(self) -> tuple[str, str, Namespace, str]:
-        """The instructions, not this object: two memories on them share one job."""
-        return ("instructions", self.url, self.namespace, self.key)
-
-    def _background_job(self) -> None:
-        result = self.refresh()
-        logger.debug(
-            "Instructions %r in %r: background reflection %s", self.key, self.namespace, result
         )
 
 

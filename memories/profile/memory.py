@@ -24,22 +24,19 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from memories.errors import ConfigError, InvalidProfileError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
-from memories.kernel.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.kernel.steps import Steps, arun, run, step
 from memories.keys import turn_messages_for
-from memories.namespaces import Namespace, NamespaceField
 from memories.profile.patching import json_copy, parse_patch
 from memories.profile.schema import ProfileSchema, schema_config
 from memories.profile.store import (
     Plan,
     ProfileChange,
     ProfileItem,
-    ProfileStore,
-    default_url,
     patching,
     replacing,
     version_of,
 )
+from memories.profile.stored import StoredDocumentMemory
 from memories.profile.update import (
     UpdateMethod,
     Updater,
@@ -68,7 +65,7 @@ class ProfileStatus(MemoryStatus):
     """The latest failed update, when no change has been accepted since."""
 
 
-class ProfileMemory(ModelMemory, CountsTokens, DeferredMemory):
+class ProfileMemory(StoredDocumentMemory):
     """A JSON document about a user, kept valid and current by a model.
 
     Args:
@@ -92,7 +89,8 @@ class ProfileMemory(ModelMemory, CountsTokens, DeferredMemory):
         format: ``"json"`` (compact JSON) or ``"text"`` (an indented block).
         policy: when queued turns are folded in: ``"turn"`` (every save),
             ``"every_n"``, ``"background"`` (after ``debounce`` seconds of
-            quiet), ``"manual"`` (:meth:`refresh`), or ``"once"``.
+            quiet), ``"manual"`` (:meth:`refresh`), or ``"once"`` (frozen once
+            written; ``clear()`` lets it be written again).
         every_n: the number of turns per update under ``"every_n"``.
         debounce: the quiet period under ``"background"``, in seconds.
         scheduler: the :class:`~memories.kernel.background.Debouncer` that runs
@@ -117,9 +115,7 @@ class ProfileMemory(ModelMemory, CountsTokens, DeferredMemory):
     model_config = ConfigDict(populate_by_name=True)
 
     profile_schema: Any = Field(default=None, alias="schema")
-    namespace: NamespaceField = ("default",)
     key: str = Field(default="profile", min_length=1)
-    url: str = Field(default_factory=default_url)
     memory_key: str = Field(default="profile", min_length=1)
     input_key: str | None = None
     output_key: str | None = None
@@ -135,7 +131,6 @@ class ProfileMemory(ModelMemory, CountsTokens, DeferredMemory):
     update_method: UpdateMethod = "auto"
 
     _schema: ProfileSchema = PrivateAttr()
-    _store: ProfileStore = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
         if self.llm is None and self.policy != "manual":
@@ -144,19 +139,12 @@ class ProfileMemory(ModelMemory, CountsTokens, DeferredMemory):
                 "Pass llm=..., or use policy='manual' and write with put()/update()."
             )
         self._schema = ProfileSchema(self.profile_schema)
-        self._counter  # noqa: B018  (resolved now: a bad counter fails here)
-        self._store = ProfileStore(self.url)
-        self._caller  # noqa: B018  (resolved now: a missing provider package fails here)
+        super().model_post_init(context)
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "profile_schema":
             return schema_config(value)
         return super()._config_value(name, value)
-
-    @property
-    def store(self) -> ProfileStore:
-        """The store the profile lives in."""
-        return self._store
 
     # -- reading ----------------------------------------------------------------
 
@@ -187,13 +175,7 @@ class ProfileMemory(ModelMemory, CountsTokens, DeferredMemory):
         return await self._store.achanges(self.namespace, self.key, failed=failed)
 
     def _stating(self) -> Steps[ProfileStatus]:
-        ns, key, store = self.namespace, self.key, self._store
-        item = yield step(store.load, ns, key)
-        pending = yield step(store.count_pending, ns, key)
-        failure = yield step(store.changes, ns, key, failed=True, last=1)
-        last = failure[-1] if failure else None
-        if last is not None and item is not None and item.updated_at > last.created_at:
-            last = None
+        item, pending, last = yield from self._store.standing(self.namespace, self.key)
         return ProfileStatus(
             pending=pending,
             failures=1 if last is not None else 0,
@@ -243,11 +225,6 @@ class ProfileMemory(ModelMemory, CountsTokens, DeferredMemory):
         )
         return version_of((yield from steps))
 
-    def _clearing(self) -> Steps[None]:
-        if self._in_background:
-            self._background.cancel()
-        yield from self._store.clearing(self.namespace, self.key)
-
     def put(self, document: Mapping[str, Any]) -> int:
         """Replace the profile with ``document``; returns the new version.
 
@@ -285,20 +262,6 @@ class ProfileMemory(ModelMemory, CountsTokens, DeferredMemory):
     async def arollback(self, version: int) -> int:
         """Async :meth:`rollback`."""
         return await arun(self._rolling_back(version))
-
-    def clear(self) -> None:
-        """Empty the profile and drop its queued turns, as a recorded change.
-
-        The history keeps the old document (and the dropped turns), so
-        :meth:`rollback` can bring it back. A ``once`` profile can be written
-        again after a clear. To erase a profile and its history for good, use
-        ``memory.store.delete(namespace, key)``.
-        """
-        run(self._clearing())
-
-    async def aclear(self) -> None:
-        """Async :meth:`clear`: the same steps, awaited."""
-        await arun(self._clearing())
 
     # -- LangChain's interface --------------------------------------------------
 
@@ -398,17 +361,3 @@ class ProfileMemory(ModelMemory, CountsTokens, DeferredMemory):
 
     def _refreshing(self) -> Steps[UpdateResult]:
         return self._updater.refreshing()
-
-    # -- background policy ------------------------------------------------------
-
-    @property
-    def _in_background(self) -> bool:
-        return self.policy == "background"
-
-    def _background_key(self) -> tuple[str, str, Namespace, str]:
-        """The profile, not this object: two memories on one profile share one job."""
-        return ("profile", self.url, self.namespace, self.key)
-
-    def _background_job(self) -> None:
-        result = self.refresh()
-        logger.debug("Profile %r in %r: background update %s", self.key, self.namespace, result)

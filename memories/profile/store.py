@@ -556,6 +556,16 @@ class BaseProfileStore(ABC):
         """Async :meth:`changes` (the same arguments)."""
         return await self._aone(Changes(as_namespace(namespace), key, **filters))
 
+    def standing(self, namespace: Namespace, key: str, /) -> Steps[Standing]:
+        """Steps reading the document, its queued turns and its last unresolved failure."""
+        item = yield step(self.load, namespace, key)
+        pending = yield step(self.count_pending, namespace, key)
+        failures = yield step(self.changes, namespace, key, failed=True, last=1)
+        last = failures[-1] if failures else None
+        if last is not None and item is not None and item.updated_at > last.created_at:
+            last = None  # a later accepted change resolved it
+        return Standing(item, pending, last)
+
     def add_pending(
         self, namespace: Namespace, key: str, messages: Sequence[BaseMessage], /
     ) -> int:
@@ -595,6 +605,17 @@ class BaseProfileStore(ABC):
     async def adrop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
         """Async :meth:`drop_pending`."""
         await self._aone(DropPending(as_namespace(namespace), key, tuple(ids)))
+
+
+class Standing(NamedTuple):
+    """Where a document stands, as :meth:`BaseProfileStore.standing` reads it."""
+
+    item: ProfileItem | None
+    """The stored row (None: never written)."""
+    pending: int
+    """How many turns wait to be folded in."""
+    failure: ProfileChange | None
+    """The last failed update, when nothing was accepted after it."""
 
 
 def version_of(item: ProfileItem | None) -> int:

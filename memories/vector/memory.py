@@ -42,36 +42,21 @@ __all__ = ["VectorMemory", "default_embeddings"]
 class VectorMemory(DocumentMemory):
     """Conversation turns in a Chroma vector store, recalled by relevance to the input.
 
+    The store's and the namespace's arguments (``mode``, ``path``, ``host``,
+    ``port``, ``ssl``, ``timeout``, ``collection``, ``namespace``,
+    ``embeddings``, ``outbox``, ``metadata``) are
+    :class:`~memories.vector.documents.DocumentMemory`'s. Here:
+
     Args:
-        mode: ``"persistent"`` (embedded Chroma in ``path``, the default),
-            ``"memory"`` (in this process only; shared by the process's
-            in-memory memories) or ``"http"`` (a server started with ``chroma run``).
-        path: the folder of the persistent store; default: ``chroma`` in the
-            data directory (:mod:`memories.paths`), created on the first write.
-        host: the Chroma server's host in ``"http"`` mode.
-        port: the Chroma server's port in ``"http"`` mode.
-        ssl: reach the server over HTTPS.
-        timeout: the longest one request to the server may take, in seconds
-            ("http" mode); a hung server then raises BackendUnavailableError.
-        collection: prefix of the Chroma collections (one per namespace).
-        namespace: whose memory this is, e.g. ``("user-42", "chat")``. A memory
-            only ever reads, searches and deletes its own namespace.
         session_id: the conversation new turns belong to; turns are numbered
             within it, and neighbour smoothing follows that order.
         k: how many documents ``load_memory_variables`` and ``search`` return.
         recall: how documents are ranked (a :class:`~memories.recall.RecallConfig`
             or a dict of its fields); the default is the best measured on LoCoMo.
-        embeddings: any LangChain ``Embeddings``, or ``"module:attr"`` naming a
-            class to build; default: offline MiniLM with int8 activations
-            (see :func:`default_embeddings`).
         write: ``"background"`` (default): ``save_context`` returns once the turn is in
             the outbox, and a background thread embeds and stores it; searches see it
             at once. ``"sync"``: ``save_context`` returns once Chroma has the turn.
             See :meth:`save_context` for how failures surface in each mode.
-        outbox: SQLite file where writes wait until the store has them; default:
-            ``memories-outbox.db`` inside ``path`` (persistent mode) or in the
-            data directory (http mode); in-process for ``"memory"`` mode.
-        metadata: metadata added to every document this memory saves.
         memory_key: the prompt variable this memory fills.
         input_key: the chain input to store and search with; by default the
             only input that is not a memory variable.
