@@ -5,7 +5,7 @@ Run from the repository root::
     python benchmarks/examples.py [--examples 10000] [--queries 200] [--k 4] [--data LOCOMO_JSON]
 
 Examples are LoCoMo chat turns (``input``: a turn, ``output``: the reply that
-follows it), queries are later turns; without the data file, made-up
+follows it), queries are LoCoMo's questions; without the data file, made-up
 sentences. Every selector gets the same examples and the same embeddings
 (the default offline MiniLM; each text embedded once and cached, so the
 timings are of selection, not of embedding documents; the query embedding
@@ -24,11 +24,13 @@ Rows, one run, side by side:
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,10 +55,24 @@ Selector = Callable[[dict[str, str]], list[dict[str, Any]]]
 def examples_and_queries(
     path: Path, count: int, queries: int
 ) -> tuple[list[dict[str, str]], list[str]]:
-    """``count`` input/output examples from consecutive chat turns, and ``queries`` other turns."""
-    texts = chat_texts(path, count + 1 + queries)
-    examples = [{"input": texts[i], "output": texts[i + 1]} for i in range(count)]
-    return examples, texts[count + 1 : count + 1 + queries]
+    """``count`` input/output examples from consecutive chat turns, and ``queries`` questions.
+
+    LoCoMo's dev split has 2,760 turns: past that, a turn comes again marked
+    ``(take 2)``, ``(take 3)``..., so no two examples are the same text (exact
+    copies tie, and a tie is broken differently by each selector). The queries
+    are LoCoMo's questions about the conversations (else later generated turns).
+    """
+    texts = chat_texts(path, count + 1)
+    distinct = len(dict.fromkeys(texts))
+    marked = [t if i < distinct else f"{t} (take {i // distinct + 1})" for i, t in enumerate(texts)]
+    examples = [{"input": marked[i], "output": texts[i + 1]} for i in range(count)]
+    asked: list[str] = []
+    if path.is_file():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        asked = [qa["question"] for sample in data for qa in sample.get("qa", [])]
+    if len(asked) < queries:
+        asked += chat_texts(Path("/nonexistent"), count + queries)[count:]
+    return examples, asked[:queries]
 
 
 def latency(select: Selector, queries: Sequence[str]) -> tuple[float, float, list[list[str]]]:
@@ -72,8 +88,11 @@ def latency(select: Selector, queries: Sequence[str]) -> tuple[float, float, lis
 
 
 def overlap(ours: list[list[str]], theirs: list[list[str]]) -> float:
-    """Mean share of their selection that ours also made."""
-    shares = [len(set(a) & set(b)) / max(len(b), 1) for a, b in zip(ours, theirs, strict=True)]
+    """Mean share of their selection that ours also made (as multisets)."""
+    shares = [
+        sum((Counter(a) & Counter(b)).values()) / max(len(b), 1)
+        for a, b in zip(ours, theirs, strict=True)
+    ]
     return 100 * statistics.mean(shares)
 
 
