@@ -299,9 +299,47 @@ class ListNamespaces(NamedTuple):
     offset: int = 0
 
 
+class CommitMany(NamedTuple):
+    """Changes to several keys of one namespace, all or none, and queued turns dropped with them.
+
+    Result: ``list[ProfileItem | None]`` in order (None where a change cleared
+    its key), or None when any key had moved on (nothing written).
+    """
+
+    namespace: Namespace
+    commits: tuple[tuple[str, Change, int], ...]
+    """(key, change, expected version) per change."""
+    drop_key: str
+    """The key whose queued turns ``drop_ids`` name."""
+    drop_ids: tuple[int, ...]
+
+
+class Keys(NamedTuple):
+    """The stored documents of exactly this namespace whose key starts with ``prefix``.
+
+    Result: ``list[ProfileItem]`` by key (cleared ones left out).
+    """
+
+    namespace: Namespace
+    prefix: str
+
+
+class KeyChanges(NamedTuple):
+    """Every accepted change of the keys starting with ``prefix`` in exactly this namespace.
+
+    Result: ``list[tuple[str, ProfileChange]]``, oldest first.
+    """
+
+    namespace: Namespace
+    prefix: str
+
+
 Op = (
     Load
     | Commit
+    | CommitMany
+    | Keys
+    | KeyChanges
     | RecordFailure
     | Changes
     | AddPending
@@ -726,40 +764,83 @@ class ProfileStore(BaseProfileStore):
 
     def _commit(self, op: Commit) -> ProfileItem | None:
         ns, key, change = namespace_text(op.namespace), op.key, op.change
-        text = _dump(change.document) if change.document is not None else None
-        now = time.time()
-        version = op.expected_version + 1
         try:
             with self._db.transaction() as connection:
-                if op.expected_version == 0:
-                    self._insert(connection, ns, key, text, now)
-                else:
-                    moved = connection.execute(
-                        update(store_table)
-                        .where(
-                            store_table.c.namespace == ns,
-                            store_table.c.key == key,
-                            store_table.c.version == op.expected_version,
-                        )
-                        .values(value=text, version=version, updated_at=now)
-                    ).rowcount
-                    if moved != 1:
-                        raise _Conflict
-                row = {
-                    "namespace": ns,
-                    "key": key,
-                    "version": version,
-                    "kind": change.kind,
-                    "document": text,
-                    "patch": _dump(list(change.patch)),
-                    "turns": _dump_turns(change.turns),
-                    "created_at": now,
-                }
-                connection.execute(insert(changes_table).values(**row))
+                self._write_change(connection, ns, key, change, op.expected_version, time.time())
                 self._drop(connection, ns, key, [turn.id for turn in change.turns])
         except _Conflict:
             return None
         return self._load(Load(op.namespace, key))
+
+    def _commit_many(self, op: CommitMany) -> list[ProfileItem | None] | None:
+        ns, now = namespace_text(op.namespace), time.time()
+        try:
+            with self._db.transaction() as connection:
+                for key, change, expected in op.commits:
+                    self._write_change(connection, ns, key, change, expected, now)
+                self._drop(connection, ns, op.drop_key, op.drop_ids)
+        except _Conflict:
+            return None
+        return [self._load(Load(op.namespace, key)) for key, _, _ in op.commits]
+
+    def _write_change(
+        self, connection: Connection, ns: str, key: str, change: Change, expected: int, now: float
+    ) -> None:
+        """Compare-and-set one key and record the change (raises _Conflict if it moved on)."""
+        text = _dump(change.document) if change.document is not None else None
+        if expected == 0:
+            self._insert(connection, ns, key, text, now)
+        else:
+            moved = connection.execute(
+                update(store_table)
+                .where(
+                    store_table.c.namespace == ns,
+                    store_table.c.key == key,
+                    store_table.c.version == expected,
+                )
+                .values(value=text, version=expected + 1, updated_at=now)
+            ).rowcount
+            if moved != 1:
+                raise _Conflict
+        row = {
+            "namespace": ns,
+            "key": key,
+            "version": expected + 1,
+            "kind": change.kind,
+            "document": text,
+            "patch": _dump(list(change.patch)),
+            "turns": _dump_turns(change.turns),
+            "created_at": now,
+        }
+        connection.execute(insert(changes_table).values(**row))
+
+    def _keys(self, op: Keys) -> list[ProfileItem]:
+        t = store_table
+        query = (
+            select(t)
+            .where(
+                t.c.namespace == namespace_text(op.namespace),
+                t.c.key.startswith(op.prefix, autoescape=True),
+                t.c.value.is_not(None),
+            )
+            .order_by(t.c.key)
+        )
+        with self._db.transaction() as connection:
+            return [_item(row) for row in connection.execute(query)]
+
+    def _key_changes(self, op: KeyChanges) -> list[tuple[str, ProfileChange]]:
+        t = changes_table
+        query = (
+            select(t)
+            .where(
+                t.c.namespace == namespace_text(op.namespace),
+                t.c.key.startswith(op.prefix, autoescape=True),
+                t.c.version.is_not(None),
+            )
+            .order_by(t.c.id)
+        )
+        with self._db.transaction() as connection:
+            return [(row.key, _change(row)) for row in connection.execute(query)]
 
     def _record_failure(self, op: RecordFailure) -> None:
         row = {
@@ -897,6 +978,9 @@ class ProfileStore(BaseProfileStore):
 _HANDLERS: dict[type, Callable[[ProfileStore, Any], Any]] = {
     Load: ProfileStore._load,
     Commit: ProfileStore._commit,
+    CommitMany: ProfileStore._commit_many,
+    Keys: ProfileStore._keys,
+    KeyChanges: ProfileStore._key_changes,
     RecordFailure: ProfileStore._record_failure,
     Changes: ProfileStore._changes,
     AddPending: ProfileStore._add_pending,
