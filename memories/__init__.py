@@ -21,6 +21,7 @@ from memories.errors import __all__ as _ERROR_NAMES
 if TYPE_CHECKING:
     from memories.base import BaseMemory, ChatMemory
     from memories.buffer import BufferMemory, StringBufferMemory
+    from memories.collection import CollectionMemory
     from memories.combined import CombinedMemory, ReadOnlySharedMemory, SimpleMemory
     from memories.config import (
         create_history,
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
         SummaryMemory,
     )
     from memories.token_buffer import ConversationTokenBufferMemory, TokenBufferMemory
+    from memories.tools import memory_tools, profile_tool
     from memories.vector.memory import VectorMemory
     from memories.vector.records import SearchResult
     from memories.vector.retriever import VectorStoreRetrieverMemory
@@ -81,6 +83,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memories.history.langchain": ("LangChainHistory",),
     "memories.profile.memory": ("ProfileMemory",),
     "memories.examples": ("ExampleMemory",),
+    "memories.collection": ("CollectionMemory",),
+    "memories.tools": ("memory_tools", "profile_tool"),
     "memories.instructions": ("InstructionsMemory",),
     "memories.profile.store": ("ProfileStore",),
     "memories.history.sql": ("SQLHistory", "SQLiteHistory"),
@@ -151,6 +155,7 @@ __all__ = [
     "BufferMemory",
     "ChatHistory",
     "ChatMemory",
+    "CollectionMemory",
     "CombinedMemory",
     "ConfigError",
     "ConversationBufferMemory",
@@ -191,6 +196,8 @@ __all__ = [
     "get_prompt_input_key",
     "load_config",
     "memory_factory",
+    "memory_tools",
+    "profile_tool",
     "register_memory",
     "with_memory",
     "with_namespace",

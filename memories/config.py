@@ -58,6 +58,7 @@ MEMORY_TYPES: dict[str, tuple[str, str]] = {
     "simple": ("memories.combined", "SimpleMemory"),
     "profile": ("memories.profile", "ProfileMemory"),
     "examples": ("memories.examples", "ExampleMemory"),
+    "collection": ("memories.collection", "CollectionMemory"),
     "instructions": ("memories.instructions", "InstructionsMemory"),
     "vector": ("memories.vector", "VectorMemory"),
     "vector_store_retriever": ("memories.vector", "VectorStoreRetrieverMemory"),

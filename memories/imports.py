@@ -29,6 +29,7 @@ DISTRIBUTION = "chat-memories"
 EXTRAS: dict[str, str] = {
     "memories.vector": "chroma",
     "memories.examples": "chroma",
+    "memories.collection": "chroma",
     "memories.recall": "chroma",
     "memories.integrations.chroma": "chroma",
     "memories.integrations.minilm": "chroma",

@@ -58,6 +58,7 @@ from memories.profile.store import (
     PendingTurn,
     ProfileChange,
     ProfileItem,
+    ProfileStore,
     version_of,
 )
 from memories.profile.stored import StoredDocumentMemory
@@ -203,6 +204,11 @@ class InstructionsMemory(StoredDocumentMemory):
                     f"{sorted(self.prompts)}; pin text exactly as it appears in a prompt."
                 )
         super().model_post_init(context)
+
+    @property
+    def store(self) -> ProfileStore:
+        """The store the instructions live in (:attr:`ledger`)."""
+        return self._store
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "prompts":

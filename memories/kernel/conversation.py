@@ -15,16 +15,27 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 
-from memories.errors import LLMError
+from memories.errors import ConfigError, LLMError
 from memories.kernel.steps import Steps, step
 from memories.llm import ModelCaller
 
-__all__ = ["Conversation", "conversing", "parse_json_reply", "reply_text"]
+__all__ = [
+    "Conversation",
+    "UpdateMethod",
+    "bind_reply_tool",
+    "conversing",
+    "parse_json_reply",
+    "reply_text",
+]
+
+#: How a model answers: ``"tool"`` (a forced tool call), ``"json"`` (JSON text),
+#: ``"auto"`` (the tool when the model has tool calling, else JSON text).
+UpdateMethod = Literal["auto", "tool", "json"]
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -111,3 +122,30 @@ def parse_json_reply(text: str, *, accepts: Callable[[Any], bool], hint: str) ->
         if accepts(value):
             return value
     raise LLMError(hint)
+
+
+def bind_reply_tool(
+    model: Runnable[Any, Any], tool: dict[str, Any], name: str, method: UpdateMethod
+) -> tuple[Runnable[Any, Any], bool]:
+    """The model with the reply tool ``tool`` bound (and whether it is), per ``method``.
+
+    Raises:
+        ConfigError: ``method`` is ``"tool"`` and the model has no tool calling.
+    """
+    if method == "json":
+        return model, False
+    bind_tools = getattr(model, "bind_tools", None)
+    if bind_tools is not None:
+        for options in ({"tool_choice": name}, {}):
+            try:
+                return bind_tools([tool], **options), True
+            except NotImplementedError:
+                break
+            except (TypeError, ValueError):
+                continue  # this provider does not take a forced tool choice
+    if method == "tool":
+        raise ConfigError(
+            f"update_method='tool' but {type(model).__name__} has no tool calling; "
+            "use update_method='auto' or 'json'."
+        )
+    return model, False

@@ -32,6 +32,7 @@ from memories.profile.store import (
     Plan,
     ProfileChange,
     ProfileItem,
+    ProfileStore,
     patching,
     replacing,
     version_of,
@@ -140,6 +141,11 @@ class ProfileMemory(StoredDocumentMemory):
             )
         self._schema = ProfileSchema(self.profile_schema)
         super().model_post_init(context)
+
+    @property
+    def store(self) -> ProfileStore:
+        """The store the profile lives in (:attr:`ledger`)."""
+        return self._store
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "profile_schema":

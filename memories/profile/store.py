@@ -594,6 +594,53 @@ class BaseProfileStore(ABC):
         """Async :meth:`changes` (the same arguments)."""
         return await self._aone(Changes(as_namespace(namespace), key, **filters))
 
+    def commit_many(
+        self,
+        namespace: Namespace,
+        commits: Sequence[tuple[str, Change, int]],
+        /,
+        *,
+        drop_key: str,
+        drop_ids: Sequence[int] = (),
+    ) -> list[ProfileItem | None] | None:
+        """Write several changes of one namespace, all or none; None when any key moved on.
+
+        In the same transaction, drops the queued turns ``drop_ids`` of ``drop_key``.
+        """
+        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids))
+        return self._one(op)
+
+    async def acommit_many(
+        self,
+        namespace: Namespace,
+        commits: Sequence[tuple[str, Change, int]],
+        /,
+        *,
+        drop_key: str,
+        drop_ids: Sequence[int] = (),
+    ) -> list[ProfileItem | None] | None:
+        """Async :meth:`commit_many`."""
+        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids))
+        return await self._aone(op)
+
+    def keys(self, namespace: Namespace, prefix: str, /) -> list[ProfileItem]:
+        """The documents of exactly ``namespace`` whose key starts with ``prefix``, by key."""
+        return self._one(Keys(as_namespace(namespace), prefix))
+
+    async def akeys(self, namespace: Namespace, prefix: str, /) -> list[ProfileItem]:
+        """Async :meth:`keys`."""
+        return await self._aone(Keys(as_namespace(namespace), prefix))
+
+    def key_changes(self, namespace: Namespace, prefix: str, /) -> list[tuple[str, ProfileChange]]:
+        """Every accepted change of the keys under ``prefix`` in ``namespace``, oldest first."""
+        return self._one(KeyChanges(as_namespace(namespace), prefix))
+
+    async def akey_changes(
+        self, namespace: Namespace, prefix: str, /
+    ) -> list[tuple[str, ProfileChange]]:
+        """Async :meth:`key_changes`."""
+        return await self._aone(KeyChanges(as_namespace(namespace), prefix))
+
     def standing(self, namespace: Namespace, key: str, /) -> Steps[Standing]:
         """Steps reading the document, its queued turns and its last unresolved failure."""
         item = yield step(self.load, namespace, key)

@@ -52,8 +52,8 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         self._caller  # noqa: B018  (resolved now: a missing provider package fails here)
 
     @property
-    def store(self) -> ProfileStore:
-        """The store the document lives in."""
+    def ledger(self) -> ProfileStore:
+        """The store the document (its versions, its queued turns) lives in."""
         return self._store
 
     def _refreshing(self) -> Steps[Any]:

@@ -31,8 +31,8 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable
 
-from memories.errors import ConfigError, InvalidProfileError, LLMError
-from memories.kernel.conversation import conversing
+from memories.errors import InvalidProfileError, LLMError
+from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
 from memories.kernel.steps import Steps, step
 from memories.llm import ModelCaller
 from memories.messages import format_buffer
@@ -61,7 +61,6 @@ __all__ = [
     "merge_results",
 ]
 
-UpdateMethod = Literal["auto", "tool", "json"]
 
 _RANK = {"idle": 0, "frozen": 1, "unchanged": 2, "updated": 3, "failed": 4}
 
@@ -309,23 +308,7 @@ def bind_patch_tool(
     Raises:
         ConfigError: ``method`` is ``"tool"`` and the model has no tool calling.
     """
-    if method == "json":
-        return model, False
-    bind_tools = getattr(model, "bind_tools", None)
-    if bind_tools is not None:
-        for options in ({"tool_choice": PATCH_TOOL_NAME}, {}):
-            try:
-                return bind_tools([PATCH_TOOL], **options), True
-            except NotImplementedError:
-                break
-            except (TypeError, ValueError):
-                continue  # this provider does not take a forced tool choice
-    if method == "tool":
-        raise ConfigError(
-            f"update_method='tool' but {type(model).__name__} has no tool calling; "
-            "use update_method='auto' or 'json'."
-        )
-    return model, False
+    return bind_reply_tool(model, PATCH_TOOL, PATCH_TOOL_NAME, method)
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from memories.vector.writes import (
 
 if TYPE_CHECKING:
     from memories.integrations.chroma import ChromaStore
-    from memories.vector.documents import DocumentMemory
+    from memories.vector.documents import IndexedMemory
 
 __all__ = ["SPEAKERS_KEY", "ChromaBackend"]
 
@@ -107,8 +107,8 @@ class ChromaBackend(VectorBackend):
         self._writer = BackgroundWork(self._drain_key, self._drain, scheduler=background_writer())
 
     @classmethod
-    def of(cls, memory: DocumentMemory) -> ChromaBackend:
-        """The backend a document memory's fields describe (a vector or an example memory)."""
+    def of(cls, memory: IndexedMemory) -> ChromaBackend:
+        """The backend an indexed memory's fields describe (vector, example, collection)."""
         from memories.integrations.chroma import ChromaStore
 
         store = ChromaStore(

@@ -37,13 +37,18 @@ from memories.vector.writes import VectorStatus, WriteModeField
 if TYPE_CHECKING:
     from memories.integrations.chroma import ChromaStore
 
-__all__ = ["DocumentMemory", "show_progress"]
+__all__ = ["DocumentMemory", "IndexedMemory", "show_progress"]
 
 _PROGRESS_FROM = 1_000
 
 
-class DocumentMemory(BaseMemory):
-    """Documents in one namespace of a Chroma store (or another vector backend).
+class IndexedMemory(BaseMemory):
+    """A memory with an index: one namespace of a Chroma store (or another vector backend).
+
+    The store's and the namespace's fields, the embedder and the backend
+    built from them. :class:`DocumentMemory` adds the document API; a
+    memory whose writes must go through something else first (the
+    collection's ledger) uses the backend itself.
 
     Args:
         mode: ``"persistent"`` (embedded Chroma in ``path``, the default),
@@ -124,6 +129,24 @@ class DocumentMemory(BaseMemory):
         if store is None:
             raise NotImplementedError(f"{self.backend.location} is not a Chroma store.")
         return store
+
+    def _request(self, query: Any, k: int | None, where: Mapping[str, Any] | None) -> VectorQuery:
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a str, got {type(query).__name__}.")
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise InvalidInputError(f"k must be a positive int, got {k!r}.")
+        if where is not None:
+            self.backend.check_filter(where)
+        return VectorQuery(query, k, None if where is None else dict(where))
+
+
+class DocumentMemory(IndexedMemory):
+    """Documents in one namespace of a vector store, with the document API.
+
+    Search, bulk add, delete, flush, dead letters, status, clear and erase,
+    written once for the vector and the example memories (see
+    :class:`IndexedMemory` for the arguments).
+    """
 
     # -- the document API ----------------------------------------------------------
 
@@ -309,15 +332,6 @@ class DocumentMemory(BaseMemory):
         if where is not None:
             self.backend.check_filter(where)
         return ids, None if where is None else dict(where)
-
-    def _request(self, query: Any, k: int | None, where: Mapping[str, Any] | None) -> VectorQuery:
-        if not isinstance(query, str):
-            raise InvalidInputError(f"query must be a str, got {type(query).__name__}.")
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-            raise InvalidInputError(f"k must be a positive int, got {k!r}.")
-        if where is not None:
-            self.backend.check_filter(where)
-        return VectorQuery(query, k, None if where is None else dict(where))
 
 
 def show_progress(progress: bool | None, rows: Sequence[OutboxRow]) -> bool:

@@ -1,0 +1,906 @@
+"""``CollectionMemory``: many small memories that a model inserts, updates and deletes.
+
+Two stores, each doing what it is good at, composed from the kernel's parts:
+
+- the **ledger** is the profile store (:class:`~memories.profile.store.ProfileStore`,
+  SQL): one key per memory (``memory:<id>``), every version with the turns
+  that caused it, the queue of turns not yet folded in, and compare-and-set
+  writes of several memories in one transaction
+  (:meth:`~memories.profile.store.BaseProfileStore.commit_many`), so
+  concurrent updaters (threads, processes) lose nothing;
+- the **index** is the vector backend (Chroma embedded by default, through
+  :class:`~memories.vector.documents.DocumentMemory`): the current memories,
+  searched by hybrid recall.
+
+A change is committed to the ledger first, then written to the index. If a
+process dies between the two, the index is stale for that memory until the
+next update that touches it (a stale version makes that update conflict,
+and a conflict re-indexes what it read).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import logging
+import math
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from memories.collection.extraction import (
+    OPERATIONS_TOOL,
+    OPERATIONS_TOOL_NAME,
+    ExtractionSession,
+    Operation,
+    OpKind,
+    extraction_prompt,
+)
+from memories.collection.records import MemoryRecord, MemoryVersion
+from memories.errors import ConfigError, InvalidInputError
+from memories.kernel.background import MemoryStatus
+from memories.kernel.capabilities import Capabilities
+from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
+from memories.kernel.steps import Steps, arun, run, step
+from memories.keys import turn_messages_for
+from memories.messages import check_storable, message_text
+from memories.profile.schema import ProfileSchema, schema_config
+from memories.profile.store import Change, PendingTurn, ProfileChange, ProfileItem
+from memories.profile.stored import StoredDocumentMemory
+from memories.recall import RecallConfig
+from memories.recall.config import RecallField
+from memories.vector.backend import VectorQuery
+from memories.vector.documents import IndexedMemory
+from memories.vector.filters import NAMESPACE_KEY, check_metadata
+from memories.vector.outbox import OutboxRow
+from memories.vector.records import SearchResult
+
+__all__ = ["CollectionMemory", "CollectionStatus", "CollectionUpdate"]
+
+logger = logging.getLogger(__name__)
+
+Policy = Literal["turn", "every_n", "background", "manual"]
+#: Ledger keys of memories: ``memory:<id>``.
+MEMORY_PREFIX = "memory:"
+#: Index metadata the memory keeps for itself.
+_OWN_KEYS = frozenset({"created_at", "updated_at", "version", "content_json"})
+# How many times an update is recomputed when another writer changed its memories first.
+_MAX_CONFLICTS = 3
+
+
+@dataclass(frozen=True)
+class CollectionUpdate:
+    """What :meth:`CollectionMemory.refresh` did."""
+
+    status: Literal["updated", "unchanged", "failed", "idle"]
+    """``updated``: memories changed; ``unchanged``: the turns changed nothing;
+    ``failed``: recorded in ``status()``, the turns kept; ``idle``: nothing queued."""
+    turns: int = 0
+    """How many queued turns were folded in."""
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    error: str | None = None
+    """Why it failed."""
+
+
+@dataclass(frozen=True)
+class CollectionStatus(MemoryStatus):
+    """Where a collection stands: ``pending`` counts the turns not folded in yet."""
+
+
+class CollectionMemory(IndexedMemory, StoredDocumentMemory):
+    """Many small memories about a user, kept current by a model: inserted, updated, deleted.
+
+    The store's and the namespace's arguments are
+    :class:`~memories.vector.documents.DocumentMemory`'s (``mode``, ``path``,
+    ``namespace``, ``embeddings``...); the ledger's (``url``, ``key``,
+    ``debounce``) :class:`~memories.profile.stored.StoredDocumentMemory`'s.
+
+    Args:
+        llm: the model that proposes the changes (a LangChain model or
+            ``"provider:model"``). Without one, each turn's human message is
+            stored as a memory (inserts only, duplicates skipped).
+        schema: what a memory is: None or ``str`` (a sentence), a Pydantic
+            model class, its ``"module:Class"`` path, or a JSON Schema dict.
+        policy: when queued turns are folded in: ``"turn"`` (every save),
+            ``"every_n"``, ``"background"`` (after ``debounce`` seconds of
+            quiet) or ``"manual"`` (:meth:`refresh`).
+        every_n: turns per update under ``"every_n"``.
+        k: how many memories ``load_memory_variables`` and ``search`` show.
+        related_k: how many current memories the model is shown per update.
+        instructions: extra guidance for the model (what to remember, what not).
+        enable_inserts, enable_updates, enable_deletes: which operations
+            the model may make.
+        duplicate_threshold: an insert whose embedding has at least this
+            cosine similarity with a current memory's (or whose text is the
+            same, ignoring case, spacing and punctuation) is not stored; when
+            it holds every word of that memory and more, it updates it.
+        max_retries: how many times an invalid reply is sent back.
+        max_turns_per_update: the most queued turns one model call sees.
+        update_method: ``"auto"`` (tool calling when the model has it, else
+            JSON text), ``"tool"`` or ``"json"``.
+        memory_key: the prompt variable the memories fill.
+        input_key, output_key: the chain input and output to learn from.
+        return_messages: give ``[SystemMessage]`` instead of a string.
+    """
+
+    config_type: ClassVar[str] = "collection"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="namespace", searchable=True, exportable=True, deferred=True
+    )
+    model_config = ConfigDict(populate_by_name=True)
+
+    collection: str = "collections"
+    key: str = Field(default="collection", min_length=1)
+    recall: RecallField = Field(default_factory=lambda: RecallConfig(neighbour_weight=0.0))
+    memory_schema: Any = Field(default=None, alias="schema")
+    policy: Policy = "turn"
+    every_n: int = Field(default=3, gt=0)
+    k: int = Field(default=5, ge=1)
+    related_k: int = Field(default=10, ge=1)
+    instructions: str | None = None
+    enable_inserts: bool = True
+    enable_updates: bool = True
+    enable_deletes: bool = True
+    duplicate_threshold: float = Field(default=0.9, gt=0, le=1)
+    max_retries: int = Field(default=2, ge=0)
+    max_turns_per_update: int = Field(default=10, gt=0)
+    update_method: UpdateMethod = "auto"
+    memory_key: str = Field(default="memories", min_length=1)
+    input_key: str | None = None
+    output_key: str | None = None
+    return_messages: bool = False
+
+    _schema: ProfileSchema | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        text = self.memory_schema in (None, str, "str")
+        self._schema = None if text else ProfileSchema(self.memory_schema)
+        if self.llm is None and not text:
+            raise ConfigError(
+                "Without an llm a collection stores what the user says as text, so its schema "
+                "must be text (None); pass llm=... to extract structured memories."
+            )
+        super().model_post_init(context)
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "memory_schema":
+            return "str" if value is str else schema_config(value)
+        return super()._config_value(name, value)
+
+    # -- contents -------------------------------------------------------------------
+
+    def check_content(self, content: Any, /) -> Any:
+        """``content`` as it is stored, or InvalidInputError saying what is wrong with it."""
+        if self._schema is None:
+            if not isinstance(content, str) or not content.strip():
+                raise InvalidInputError(
+                    f"A memory of this collection is a non-empty string; got {content!r:.80}."
+                )
+            check_storable([HumanMessage(content)])
+            return content.strip()
+        problems = self._schema.errors(content)
+        if problems:
+            raise InvalidInputError(
+                "The memory does not match the collection's schema: " + "; ".join(problems)
+            )
+        return content
+
+    def _text(self, content: Any) -> str:
+        if isinstance(content, str):
+            return content
+        return json.dumps(content, ensure_ascii=False, sort_keys=True)
+
+    def _checked_metadata(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+        given = check_metadata(metadata, what="metadata")
+        clash = sorted(_OWN_KEYS & given.keys())
+        if clash:
+            raise InvalidInputError(f"metadata sets {clash}, which the collection keeps itself.")
+        return given
+
+    # -- records ------------------------------------------------------------------
+
+    def _record(self, item: ProfileItem) -> MemoryRecord:
+        value = item.value or {}
+        return MemoryRecord(
+            id=item.key.removeprefix(MEMORY_PREFIX),
+            content=value.get("content"),
+            metadata=dict(value.get("metadata") or {}),
+            created_at=_utc(item.created_at),
+            updated_at=_utc(item.updated_at),
+            version=item.version,
+        )
+
+    def _found(self, result: SearchResult) -> MemoryRecord:
+        meta = dict(result.metadata)
+        content = json.loads(meta["content_json"]) if "content_json" in meta else result.text
+        own = {k: meta.pop(k, None) for k in (*_OWN_KEYS, NAMESPACE_KEY)}
+        for key in ("session", "timestamp"):
+            meta.pop(key, None)
+        return MemoryRecord(
+            id=result.id,
+            content=content,
+            metadata=meta,
+            created_at=_utc(float(own["created_at"] or 0)),
+            updated_at=_utc(float(own["updated_at"] or 0)),
+            version=int(own["version"] or 1),
+            score=result.score,
+        )
+
+    def _row(self, item: ProfileItem) -> OutboxRow:
+        """The index document of a memory as the ledger holds it."""
+        value = item.value or {}
+        content = value.get("content")
+        meta: dict[str, Any] = {
+            **self.metadata,
+            **self.backend.bookkeeping(turn=False),
+            **(value.get("metadata") or {}),
+            "created_at": item.created_at,
+            "updated_at": item.updated_at,
+            "version": item.version,
+        }
+        if not isinstance(content, str):
+            meta["content_json"] = json.dumps(content, ensure_ascii=False)
+        doc_id = item.key.removeprefix(MEMORY_PREFIX)
+        return OutboxRow(doc_id, self._text(content), meta, needs_turn=False, replace=True)
+
+    # -- writing: ledger first (compare-and-set, all or none), then the index --------
+
+    def _writing(
+        self, commits: list[tuple[str, Change, int]], turns: Sequence[PendingTurn] = ()
+    ) -> Steps[list[ProfileItem | None] | None]:
+        written = yield step(
+            self._store.commit_many,
+            self.namespace,
+            commits,
+            drop_key=self.key,
+            drop_ids=[t.id for t in turns],
+        )
+        if written is not None:
+            yield from self._indexing([key for key, _, _ in commits], written)
+        return written
+
+    def _indexing(self, keys: Sequence[str], items: Sequence[ProfileItem | None]) -> Steps[None]:
+        rows = [self._row(item) for item in items if item is not None and item.value is not None]
+        gone = [
+            key.removeprefix(MEMORY_PREFIX)
+            for key, item in zip(keys, items, strict=True)
+            if item is None or item.value is None
+        ]
+        if rows:
+            yield step(self.backend.add, rows, progress=False)
+        if gone:
+            yield step(self.backend.delete, gone, None)
+
+    def _reindexing(self, ids: Sequence[str]) -> Steps[None]:
+        """Bring the index back in line with the ledger for these memories (after a conflict)."""
+        keys = [MEMORY_PREFIX + i for i in ids]
+        items = []
+        for key in keys:
+            items.append((yield step(self._store.load, self.namespace, key)))
+        yield from self._indexing(keys, items)
+
+    def _direct(self, memory_id: str, plan: Any, kind: str) -> Steps[MemoryRecord | None]:
+        """A write by hand to one memory: read its version, plan, compare-and-set, retry."""
+        key = MEMORY_PREFIX + _checked_id(memory_id)
+        for _ in range(_MAX_CONFLICTS * 10):
+            item = yield step(self._store.load, self.namespace, key)
+            document = plan(item)
+            expected = item.version if item is not None else 0
+            change = Change(document, kind, [], ())
+            written = yield from self._writing([(key, change, expected)])
+            if written is not None:
+                (after,) = written
+                return None if after is None or after.value is None else self._record(after)
+        raise InvalidInputError(f"The memory {memory_id!r} kept changing; try again.")
+
+    def put(self, content: Any, *, metadata: Mapping[str, Any] | None = None) -> str:
+        """Store a new memory now (durable when this returns); returns its id.
+
+        Raises:
+            InvalidInputError: the content or the metadata is invalid; nothing is stored.
+        """
+        return run(self._putting(content, metadata))
+
+    async def aput(self, content: Any, *, metadata: Mapping[str, Any] | None = None) -> str:
+        """Async :meth:`put`."""
+        return await arun(self._putting(content, metadata))
+
+    def _putting(self, content: Any, metadata: Mapping[str, Any] | None) -> Steps[str]:
+        document = {
+            "content": self.check_content(content),
+            "metadata": self._checked_metadata(metadata),
+        }
+        memory_id = uuid.uuid4().hex
+        yield from self._direct(memory_id, lambda item: document, "put")
+        return memory_id
+
+    def update(
+        self,
+        memory_id: str,
+        content: Any,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+    ) -> MemoryRecord:
+        """Give a memory new content (its old version stays in :meth:`history`).
+
+        Args:
+            expected_version: write only if the memory is still at this version
+                (from ``get(id).version``): a compare-and-set for callers that
+                computed the content from what they read.
+
+        Raises:
+            InvalidInputError: no such memory in this namespace, the content is
+                invalid, or it moved past ``expected_version``.
+        """
+        return run(self._updating(memory_id, content, metadata, expected_version))
+
+    async def aupdate(
+        self,
+        memory_id: str,
+        content: Any,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+    ) -> MemoryRecord:
+        """Async :meth:`update`."""
+        return await arun(self._updating(memory_id, content, metadata, expected_version))
+
+    def _updating(
+        self,
+        memory_id: str,
+        content: Any,
+        metadata: Mapping[str, Any] | None,
+        expected: int | None,
+    ) -> Steps[MemoryRecord]:
+        checked = self.check_content(content)
+        given = None if metadata is None else self._checked_metadata(metadata)
+
+        def plan(item: ProfileItem | None) -> dict[str, Any]:
+            if item is None or item.value is None:
+                raise InvalidInputError(_missing(memory_id, self.namespace))
+            if expected is not None and item.version != expected:
+                raise InvalidInputError(
+                    f"The memory {memory_id!r} is at version {item.version}, not "
+                    f"{expected}: read it again and recompute."
+                )
+            return {
+                "content": checked,
+                "metadata": given if given is not None else item.value["metadata"],
+            }
+
+        record = yield from self._direct(memory_id, plan, "update")
+        assert record is not None
+        return record
+
+    def delete(self, memory_id: str) -> None:
+        """Delete a memory (its versions stay in :meth:`history`; :meth:`rollback` restores one).
+
+        Raises:
+            InvalidInputError: no such memory in this namespace.
+        """
+        run(self._deleting(memory_id))
+
+    async def adelete(self, memory_id: str) -> None:
+        """Async :meth:`delete`."""
+        await arun(self._deleting(memory_id))
+
+    def _deleting(self, memory_id: str) -> Steps[None]:
+        def plan(item: ProfileItem | None) -> None:
+            if item is None or item.value is None:
+                raise InvalidInputError(_missing(memory_id, self.namespace))
+
+        yield from self._direct(memory_id, plan, "delete")
+
+    def rollback(self, memory_id: str, version: int) -> MemoryRecord:
+        """Make a memory say what it said at ``version`` again, as a new version.
+
+        Raises:
+            InvalidInputError: no such memory or version, or that version was a delete.
+        """
+        return run(self._rolling_back(memory_id, version))
+
+    async def arollback(self, memory_id: str, version: int) -> MemoryRecord:
+        """Async :meth:`rollback`."""
+        return await arun(self._rolling_back(memory_id, version))
+
+    def _rolling_back(self, memory_id: str, version: int) -> Steps[MemoryRecord]:
+        key = MEMORY_PREFIX + _checked_id(memory_id)
+        found = yield step(self._store.changes, self.namespace, key, version=version)
+        if not found or found[0].document is None:
+            raise InvalidInputError(
+                f"The memory {memory_id!r} has no version {version} with content; "
+                "history(id) lists its versions."
+            )
+        document = found[0].document
+        record = yield from self._direct(memory_id, lambda item: document, "rollback")
+        assert record is not None
+        return record
+
+    # -- reading --------------------------------------------------------------------
+
+    def get(self, memory_id: str) -> MemoryRecord | None:
+        """The memory with this id in this namespace, or None."""
+        item = self._store.load(self.namespace, MEMORY_PREFIX + _checked_id(memory_id))
+        return None if item is None or item.value is None else self._record(item)
+
+    async def aget(self, memory_id: str) -> MemoryRecord | None:
+        """Async :meth:`get`."""
+        item = await self._store.aload(self.namespace, MEMORY_PREFIX + _checked_id(memory_id))
+        return None if item is None or item.value is None else self._record(item)
+
+    def history(self, memory_id: str) -> list[MemoryVersion]:
+        """Every version of a memory, oldest first, each with when it held and what caused it."""
+        key = MEMORY_PREFIX + _checked_id(memory_id)
+        return _versions(self._store.changes(self.namespace, key))
+
+    async def ahistory(self, memory_id: str) -> list[MemoryVersion]:
+        """Async :meth:`history`."""
+        key = MEMORY_PREFIX + _checked_id(memory_id)
+        return _versions(await self._store.achanges(self.namespace, key))
+
+    def search(
+        self,
+        query: str,
+        /,
+        *,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        as_of: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        """The memories that best match ``query``, best first (current ones, or those of ``as_of``).
+
+        Args:
+            filter: a Chroma ``where`` clause on metadata; with ``as_of``, only
+                ``{"key": value}`` equalities.
+            as_of: answer with the memories that were current then (a
+                timezone-aware datetime); ranked by embedding similarity
+                computed now, so it costs an embedding per version.
+        """
+        return run(self._searching(query, k, filter, as_of))
+
+    async def asearch(
+        self,
+        query: str,
+        /,
+        *,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        as_of: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        """Async :meth:`search`."""
+        return await arun(self._searching(query, k, filter, as_of))
+
+    def _searching(
+        self, query: Any, k: int | None, where: Mapping[str, Any] | None, as_of: datetime | None
+    ) -> Steps[list[MemoryRecord]]:
+        if as_of is None:
+            found = yield step(self.backend.search, self._request(query, k, where))
+            return [self._found(r) for r in found]
+        request = self._request(query, k, None)
+        when = _timestamp(as_of)
+        wanted = _equality(where)
+        changes = yield step(self._store.key_changes, self.namespace, MEMORY_PREFIX)
+        then = [r for r in _current_at(changes, when) if _matches(r.metadata, wanted)]
+        if not then:
+            return []
+        target = yield step(self.embedder.embed_query, request.text)
+        vectors = yield step(self.embedder.embed_documents, [self._text(r.content) for r in then])
+        scored = [
+            (_cosine(target, vector), record) for vector, record in zip(vectors, then, strict=True)
+        ]
+        scored.sort(key=lambda pair: -pair[0])
+        limit = request.k or self.k
+        return [_with_score(record, score) for score, record in scored[:limit]]
+
+    # -- LangChain's interface ------------------------------------------------------
+
+    @property
+    def memory_variables(self) -> list[str]:
+        """The prompt variables this memory fills: ``[memory_key]``."""
+        return [self.memory_key]
+
+    def _shown(self, records: list[MemoryRecord]) -> str | list[BaseMessage]:
+        text = "\n".join(f"- {self._text(r.content)}" for r in records)
+        if self.return_messages:
+            return [SystemMessage(text)] if text else []
+        return text
+
+    def _input_text(self, inputs: Mapping[str, Any]) -> str:
+        (human, _) = turn_messages_for(self, inputs, {"output": ""})
+        return message_text(human)
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """``{memory_key: memories}``: the memories most relevant to the input, one per line."""
+        return {self.memory_key: self._shown(self.search(self._input_text(inputs)))}
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Async :meth:`load_memory_variables`."""
+        return {self.memory_key: self._shown(await self.asearch(self._input_text(inputs)))}
+
+    def check_turn(self, inputs: Any, outputs: Any) -> None:
+        """Raise what :meth:`save_context` would raise for this turn, writing nothing."""
+        turn_messages_for(self, inputs, outputs)
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Queue the turn (durable), then fold it in if the policy says so.
+
+        A failing model never raises here: the failure is recorded in
+        :meth:`status` and the turn stays queued for the next update.
+        """
+        run(self._queueing(turn_messages_for(self, inputs, outputs)))
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Async :meth:`save_context`."""
+        await arun(self._queueing(turn_messages_for(self, inputs, outputs)))
+
+    def _queueing(self, turn: list[BaseMessage]) -> Steps[None]:
+        store, ns, key = self._store, self.namespace, self.key
+        yield step(store.add_pending, ns, key, turn)
+        if self._in_background and self._background.schedule():
+            return
+        if self.policy in ("turn", "background") or (
+            self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
+        ):
+            yield from self._refreshing()
+
+    def clear(self) -> None:
+        """Delete every memory (each kept in its history) and drop the queued turns."""
+        run(self._clearing())
+
+    async def aclear(self) -> None:
+        """Async :meth:`clear`."""
+        await arun(self._clearing())
+
+    def _clearing(self) -> Steps[None]:
+        if self._in_background:
+            self._background.cancel()
+        for _ in range(_MAX_CONFLICTS * 10):
+            items = yield step(self._store.keys, self.namespace, MEMORY_PREFIX)
+            turns = yield step(self._store.pending, self.namespace, self.key)
+            commits = [(i.key, Change(None, "clear", [], ()), i.version) for i in items]
+            written = yield from self._writing(commits, turns)
+            if written is not None:
+                return
+        raise InvalidInputError("The collection kept changing while it was cleared; try again.")
+
+    def status(self) -> CollectionStatus:
+        """The queued turns, and the last failed update if none succeeded since."""
+        return run(self._stating())
+
+    async def astatus(self) -> CollectionStatus:
+        """Async :meth:`status`."""
+        return await arun(self._stating())
+
+    def _stating(self) -> Steps[CollectionStatus]:
+        _, pending, last = yield from self._store.standing(self.namespace, self.key)
+        return CollectionStatus(
+            pending=pending,
+            failures=1 if last is not None else 0,
+            last_error=last.error if last is not None else None,
+            background=self._background_status(),
+        )
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Run a pending background update now, then write what the index has queued."""
+        done = super().flush(timeout=timeout)
+        return self.backend.flush(timeout=timeout) and done
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """:meth:`flush`; later turns of this object update inline."""
+        done = super().close(timeout=timeout)
+        return self.backend.close(timeout=timeout) and done
+
+    # -- updating from conversation ---------------------------------------------------
+
+    def refresh(self) -> CollectionUpdate:
+        """Fold the queued turns in now (at most ``max_turns_per_update`` per model call)."""
+        return run(self._refreshing())
+
+    async def arefresh(self) -> CollectionUpdate:
+        """Async :meth:`refresh`."""
+        return await arun(self._refreshing())
+
+    def _allowed(self) -> list[OpKind]:
+        flags: list[tuple[OpKind, bool]] = [
+            ("insert", self.enable_inserts),
+            ("update", self.enable_updates),
+            ("delete", self.enable_deletes),
+        ]
+        return [op for op, on in flags if on]
+
+    def _refreshing(self) -> Steps[CollectionUpdate]:
+        store, ns, key = self._store, self.namespace, self.key
+        for _ in range(_MAX_CONFLICTS):
+            turns = yield step(store.pending, ns, key, limit=self.max_turns_per_update)
+            if not turns:
+                return CollectionUpdate("idle")
+            text = "\n".join(message_text(m) for t in turns for m in t.messages)
+            shown = yield step(self.backend.search, VectorQuery(text, self.related_k, None))
+            if self._caller is None:
+                proposed = [
+                    Operation("insert", self.check_content(message_text(m)))
+                    for t in turns
+                    for m in t.messages
+                    if isinstance(m, HumanMessage) and message_text(m).strip()
+                ]
+            else:
+                outcome = yield from conversing(*self._session(shown, turns))
+                if outcome.error is not None:
+                    yield step(
+                        store.record_failure,
+                        ns,
+                        key,
+                        error=outcome.error,
+                        raw=outcome.raw,
+                        turns=turns,
+                    )
+                    logger.warning(
+                        "Collection %r: %d turn(s) not folded in, kept queued: %s",
+                        ns,
+                        len(turns),
+                        outcome.error,
+                    )
+                    return CollectionUpdate("failed", error=outcome.error)
+                proposed = list(outcome.operations)
+            versions = {r.id: _version(r) for r in shown}
+            operations = yield from self._deduplicating(proposed, shown, versions)
+            commits = [self._commit_of(op, versions, turns) for op in operations]
+            written = yield from self._writing(commits, turns)
+            if written is None:  # another writer changed one of these memories: redo
+                yield from self._reindexing([op.memory_id for op in operations if op.memory_id])
+                continue
+            counts = {
+                kind: sum(op.op == kind for op in operations)
+                for kind in ("insert", "update", "delete")
+            }
+            return CollectionUpdate(
+                "updated" if operations else "unchanged",
+                len(turns),
+                counts["insert"],
+                counts["update"],
+                counts["delete"],
+            )
+        error = f"the memories changed {_MAX_CONFLICTS} times during the update"
+        return CollectionUpdate("failed", error=error)
+
+    def _session(
+        self, shown: Sequence[SearchResult], turns: Sequence[PendingTurn]
+    ) -> tuple[ExtractionSession, Any, Any]:
+        assert self._caller is not None
+        model, tools = bind_reply_tool(
+            self._caller.model, OPERATIONS_TOOL, OPERATIONS_TOOL_NAME, self.update_method
+        )
+        aliases = {f"m{i + 1}": r.id for i, r in enumerate(shown)}
+        rule = (
+            ""
+            if self._schema is None
+            else f"Each memory's content must match: {self._schema.text()}"
+        )
+        opening = extraction_prompt(
+            [(alias, r.text) for alias, r in zip(aliases, shown, strict=True)],
+            [t.messages for t in turns],
+            allowed=self._allowed(),
+            content_rule=rule,
+            instructions=self.instructions,
+            tools=tools,
+        )
+        session = ExtractionSession(
+            aliases, opening, self._allowed(), self.check_content, self.max_retries, tools
+        )
+        return session, self._caller, model
+
+    def _commit_of(
+        self, op: Operation, versions: Mapping[str, int], turns: Sequence[PendingTurn]
+    ) -> tuple[str, Change, int]:
+        document = None if op.op == "delete" else {"content": op.content, "metadata": {}}
+        change = Change(document, op.op, [], tuple(turns))
+        if op.op == "insert":
+            return MEMORY_PREFIX + uuid.uuid4().hex, change, 0
+        assert op.memory_id is not None
+        return MEMORY_PREFIX + op.memory_id, change, versions[op.memory_id]
+
+    def _matching(
+        self, text: str, shown: Sequence[SearchResult]
+    ) -> Steps[tuple[SearchResult | None, bool]]:
+        """The current memory that already says ``text``, and whether ``text`` adds detail to it.
+
+        The same text (ignoring case, spacing and punctuation), or an embedding
+        at least ``duplicate_threshold`` similar; ``text`` adds detail when it
+        holds every word of that memory and more.
+        """
+        near = yield step(self.backend.search, VectorQuery(text, 3, None))
+        candidates = {r.id: r for r in [*shown, *near]}
+        normal = _normal(text)
+        for result in candidates.values():
+            if _normal(result.text) == normal:
+                return result, False
+        if not candidates:
+            return None, False
+        target = yield step(self.embedder.embed_query, text)
+        vectors = yield step(self.backend.vectors, list(candidates))
+        scored = [(_cosine(target, vector), doc_id) for doc_id, vector in vectors.items()]
+        if not scored or max(scored)[0] < self.duplicate_threshold:
+            return None, False
+        old = candidates[max(scored)[1]]
+        return old, _words(old.text) < _words(text)
+
+    def duplicate_of(self, content: Any) -> MemoryRecord | None:
+        """The current memory that already says ``content`` (``duplicate_threshold``), or None."""
+        found, _ = run(self._matching(self._text(self.check_content(content)), ()))
+        return None if found is None else self._found(found)
+
+    async def aduplicate_of(self, content: Any) -> MemoryRecord | None:
+        """Async :meth:`duplicate_of`."""
+        found, _ = await arun(self._matching(self._text(self.check_content(content)), ()))
+        return None if found is None else self._found(found)
+
+    def _deduplicating(
+        self,
+        operations: Sequence[Operation],
+        shown: Sequence[SearchResult],
+        versions: dict[str, int],
+    ) -> Steps[list[Operation]]:
+        """The operations less inserts of what is remembered already (or updates adding detail).
+
+        ``versions`` gains the version of each memory an insert turned into an update of.
+        """
+        kept: list[Operation] = []
+        touched = {op.memory_id for op in operations if op.memory_id}
+        current = {r.id: _normal(r.text) for r in shown}
+        seen: set[str] = set()
+        for op in operations:
+            normal = _normal(self._text(op.content)) if op.content is not None else ""
+            if op.op == "update" and current.get(op.memory_id or "") == normal:
+                continue  # says what it said
+            if op.op != "insert":
+                kept.append(op)
+                continue
+            if normal in seen:
+                continue
+            seen.add(normal)
+            found, adds_detail = yield from self._matching(self._text(op.content), shown)
+            if found is None:
+                kept.append(op)
+            elif adds_detail and self.enable_updates and found.id not in touched:
+                kept.append(Operation("update", op.content, found.id))
+                touched.add(found.id)
+                versions[found.id] = _version(found)
+        return kept
+
+    # -- listing (last: the name ``list`` shadows the builtin in the class body) -------
+
+    def list(self, *, filter: Mapping[str, Any] | None = None) -> builtins.list[MemoryRecord]:
+        """Every current memory of the namespace (whose metadata equals ``filter``'s values)."""
+        wanted = _equality(filter)
+        records = [self._record(i) for i in self._store.keys(self.namespace, MEMORY_PREFIX)]
+        return [r for r in records if _matches(r.metadata, wanted)]
+
+    async def alist(
+        self, *, filter: Mapping[str, Any] | None = None
+    ) -> builtins.list[MemoryRecord]:
+        """Async :meth:`list`."""
+        wanted = _equality(filter)
+        items = await self._store.akeys(self.namespace, MEMORY_PREFIX)
+        return [r for r in map(self._record, items) if _matches(r.metadata, wanted)]
+
+
+def _version(result: SearchResult) -> int:
+    """A memory's version as the index holds it (the ledger's compare-and-set checks it)."""
+    return int(result.metadata.get("version") or 1)
+
+
+def _utc(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, tz=UTC)
+
+
+def _timestamp(when: Any) -> float:
+    if not isinstance(when, datetime) or when.tzinfo is None:
+        raise InvalidInputError(
+            f"as_of must be a timezone-aware datetime (datetime.now(UTC)), got {when!r:.80}."
+        )
+    return when.timestamp()
+
+
+def _checked_id(memory_id: Any) -> str:
+    if not isinstance(memory_id, str) or not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", memory_id):
+        raise InvalidInputError(
+            f"A memory id is the string put() returned (letters, digits, - or _); got "
+            f"{memory_id!r:.80}."
+        )
+    return memory_id
+
+
+def _missing(memory_id: str, namespace: tuple[str, ...]) -> str:
+    return f"No memory {memory_id!r} in namespace {namespace!r}; list() or search() give the ids."
+
+
+def _equality(where: Mapping[str, Any] | None) -> dict[str, Any]:
+    if where is None:
+        return {}
+    if not isinstance(where, Mapping) or any(
+        not isinstance(k, str) or k.startswith("$") or isinstance(v, Mapping)
+        for k, v in where.items()
+    ):
+        raise InvalidInputError(
+            f"This filter must be {{'key': value}} equalities, got {where!r:.80}."
+        )
+    return dict(where)
+
+
+def _matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    return all(metadata.get(k) == v for k, v in wanted.items())
+
+
+def _normal(text: str) -> str:
+    """Text as compared for exact duplicates: case, spacing and punctuation ignored."""
+    return " ".join(re.sub(r"[^\w\s]", " ", text.casefold()).split())
+
+
+def _words(text: str) -> set[str]:
+    return set(_normal(text).split())
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def _with_score(record: MemoryRecord, score: float) -> MemoryRecord:
+    from dataclasses import replace
+
+    return replace(record, score=score)
+
+
+def _versions(changes: Sequence[ProfileChange]) -> list[MemoryVersion]:
+    versions = []
+    for i, change in enumerate(changes):
+        ended = changes[i + 1].created_at if i + 1 < len(changes) else None
+        document = change.document or {}
+        versions.append(
+            MemoryVersion(
+                version=change.version or 0,
+                kind=change.kind,
+                content=document.get("content"),
+                metadata=dict(document.get("metadata") or {}),
+                valid_from=_utc(change.created_at),
+                invalid_at=None if ended is None else _utc(ended),
+                turns=change.turns,
+            )
+        )
+    return versions
+
+
+def _current_at(changes: Sequence[tuple[str, ProfileChange]], when: float) -> list[MemoryRecord]:
+    """The memories as they stood at ``when``, from every change of the namespace's memories."""
+    by_key: dict[str, list[ProfileChange]] = {}
+    for key, change in changes:
+        by_key.setdefault(key, []).append(change)
+    records = []
+    for key, history in by_key.items():
+        before = [c for c in history if c.created_at <= when]
+        if not before or before[-1].document is None:
+            continue
+        last, document = before[-1], before[-1].document
+        later = [c for c in history if c.created_at > when]
+        records.append(
+            MemoryRecord(
+                id=key.removeprefix(MEMORY_PREFIX),
+                content=document.get("content"),
+                metadata=dict(document.get("metadata") or {}),
+                created_at=_utc(history[0].created_at),
+                updated_at=_utc(last.created_at),
+                invalid_at=_utc(later[0].created_at) if later else None,
+                version=last.version or 0,
+            )
+        )
+    return records
