@@ -1,0 +1,110 @@
+"""Memory tools: the agent saves and searches memories in the user's own namespace."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+
+from memories import CollectionMemory, ProfileMemory, memory_tools, profile_tool
+from memories.testing import ScriptedChatModel
+
+EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> CollectionMemory:
+    return CollectionMemory(
+        namespace=("memories", "{user_id}"),
+        url=f"sqlite:///{tmp_path / 'ledger.db'}",
+        mode="memory",
+        collection=f"t{uuid.uuid4().hex[:10]}",
+        embeddings=EMBEDDINGS,
+        policy="manual",
+    )
+
+
+def call(name: str, i: int, **args: Any) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"call_{i}"}])
+
+
+def user(user_id: str, thread: str) -> dict[str, Any]:
+    return {"configurable": {"user_id": user_id, "thread_id": thread}}
+
+
+def answers(result: dict[str, Any]) -> list[str]:
+    return [str(m.content) for m in result["messages"] if isinstance(m, ToolMessage)]
+
+
+def test_an_agent_remembers_a_user_across_threads_and_never_another_users(
+    memory: CollectionMemory,
+) -> None:
+    agents = pytest.importorskip("langchain.agents")
+    model = ScriptedChatModel(
+        responses=[
+            call("manage_memory", 1, content="Alice drinks green tea"),
+            AIMessage("Noted."),
+            call("search_memory", 2, query="what does alice drink"),
+            AIMessage("Green tea."),
+            call("search_memory", 3, query="what does alice drink"),
+            AIMessage("I don't know."),
+        ],
+        echo=False,
+    )
+    agent = agents.create_agent(model, memory_tools(memory))
+    first = agent.invoke({"messages": [("user", "I drink green tea")]}, user("alice", "t1"))
+    assert answers(first)[0].startswith("created memory ")
+    later = agent.invoke({"messages": [("user", "What do I drink?")]}, user("alice", "t2"))
+    found = json.loads(answers(later)[0])
+    assert [m["content"] for m in found] == ["Alice drinks green tea"]
+    other = agent.invoke({"messages": [("user", "What do I drink?")]}, user("bob", "t3"))
+    assert json.loads(answers(other)[0]) == []
+
+
+def test_tool_errors_come_back_as_answers_and_forged_ids_find_nothing(
+    memory: CollectionMemory,
+) -> None:
+    manage, search = memory_tools(memory)
+    alice, bob = user("alice", "t"), user("bob", "t")
+    created = manage.invoke({"content": "Alice is allergic to nuts"}, alice)
+    alice_id = created.removeprefix("created memory ")
+    again = manage.invoke({"content": "alice is ALLERGIC to nuts!"}, alice)
+    assert again == f"Already remembered as memory {alice_id}: Alice is allergic to nuts"
+
+    forged = manage.invoke({"action": "delete", "id": alice_id}, bob)
+    assert forged.startswith("Error: No memory") and "('memories', 'bob')" in forged
+    assert manage.invoke({"action": "update", "content": "x"}, alice).startswith("Error: update")
+    assert manage.invoke({"action": "delete", "id": "../../x"}, alice).startswith("Error: ")
+    assert search.invoke({"query": "nuts", "limit": 0}, alice).startswith("Error: limit")
+    missing = manage.invoke({"content": "x"}, {"configurable": {}})
+    assert missing.startswith("Error: ") and "user_id" in missing
+
+    change = {"action": "update", "id": alice_id, "content": "Alice: no nuts"}
+    updated = manage.invoke(change, alice)
+    assert updated == f"updated memory {alice_id}"
+    assert [m["content"] for m in json.loads(search.invoke({"query": "nuts"}, alice))] == [
+        "Alice: no nuts"
+    ]
+    deleted = manage.invoke({"action": "delete", "id": alice_id}, alice)
+    assert deleted == f"deleted memory {alice_id}"
+
+
+def test_update_profile_tool_patches_the_users_own_profile(tmp_path: Path) -> None:
+    profile = ProfileMemory(
+        namespace=("profiles", "{user_id}"), url=f"sqlite:///{tmp_path / 'p.db'}", policy="manual"
+    )
+    tool = profile_tool(profile)
+    patch = [{"op": "add", "path": "/city", "value": "Berlin"}]
+    assert json.loads(tool.invoke({"operations": patch}, user("ana", "t"))) == {"city": "Berlin"}
+    bad = tool.invoke({"operations": [{"op": "remove", "path": "/nope"}]}, user("ana", "t"))
+    assert bad.startswith("Error: ")
+    assert profile.store.get(("profiles", "ben"), "profile") is None
+    assert profile.store.get(("profiles", "{user_id}"), "profile") is None  # never the template
+    with pytest.raises(TypeError, match="takes a ProfileMemory"):
+        profile_tool(object())
+    with pytest.raises(TypeError, match="takes a CollectionMemory"):
+        memory_tools(profile)
