@@ -54,9 +54,11 @@ from memories.profile import ProfileMemory, ProfileSchema, ProfileStore
 from memories.profile.store import ProfileItem
 
 if TYPE_CHECKING:
+    from memories.collection import CollectionMemory, MemoryRecord
     from memories.vector import SearchResult, VectorMemory
 
 __all__ = [
+    "CollectionStoreAdapter",
     "MemoryStoreAdapter",
     "ProfileStoreAdapter",
     "VectorStoreAdapter",
@@ -394,12 +396,7 @@ class VectorStoreAdapter(MemoryStoreAdapter):
 
     def _memory(self, namespace: Namespace) -> VectorMemory:
         """The vector memory of one namespace, with the template's settings."""
-        memory = self._memories.get(namespace)
-        if memory is None:
-            settings = {name: getattr(self.memory, name) for name in type(self.memory).model_fields}
-            memory = type(self.memory)(**{**settings, "namespace": namespace})
-            self._memories[namespace] = memory
-        return memory
+        return _of_namespace(self.memory, namespace, self._memories)
 
     # -- pure helpers ---------------------------------------------------------------
 
@@ -421,17 +418,6 @@ class VectorStoreAdapter(MemoryStoreAdapter):
             namespace=namespace,
             created_at=_timestamp(float(created)),
             updated_at=_timestamp(float(updated)),
-        )
-
-    @staticmethod
-    def _search_item(item: Item, score: float | None) -> SearchItem:
-        return SearchItem(
-            namespace=item.namespace,
-            key=item.key,
-            value=item.value,
-            created_at=item.created_at,
-            updated_at=item.updated_at,
-            score=score,
         )
 
     # -- the five methods -------------------------------------------------------------
@@ -474,7 +460,7 @@ class VectorStoreAdapter(MemoryStoreAdapter):
         for namespace in namespaces:
             items = [i for i in self._records(namespace) if matches_all(i.value, op.filter)]
             if not op.query:
-                found.extend(self._search_item(i, None) for i in items)
+                found.extend(_search_item(i, None) for i in items)
                 continue
             by_id = {i.key: i for i in items}
             if not by_id:
@@ -495,8 +481,112 @@ class VectorStoreAdapter(MemoryStoreAdapter):
         for result in results:
             key = str(result.metadata.get(_KEY, result.id))
             if key in by_id:
-                ranked.append(self._search_item(by_id[key], float(result.score)))
+                ranked.append(_search_item(by_id[key], float(result.score)))
         return ranked
+
+
+class CollectionStoreAdapter(MemoryStoreAdapter):
+    """A collection memory (``memories.collection.CollectionMemory``) as a LangGraph store.
+
+    Each namespace is the collection's namespace of the same name; each item
+    is one memory whose id is the key. ``put`` stores the value's
+    ``text_field`` as the memory's content (the whole value as JSON when it
+    has none) and keeps the value beside it, as a new version when the key
+    exists (the collection's history and rollback apply). Memories the
+    collection made itself show up as ``{"content": ..., **metadata}``.
+    ``search(query=...)`` ranks with the collection's recall.
+
+    Args:
+        memory: the collection whose stores and settings every namespace
+            uses (its own namespace is only the template's).
+        text_field: the value field that becomes the memory's content.
+    """
+
+    supports_query = True
+
+    def __init__(self, memory: CollectionMemory, /, *, text_field: str = "content") -> None:
+        self.memory = memory
+        self.text_field = text_field
+        self._memories: dict[Namespace, CollectionMemory] = {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.memory.url!r})"
+
+    def _memory(self, namespace: Namespace) -> CollectionMemory:
+        return _of_namespace(self.memory, namespace, self._memories)
+
+    def _item(self, namespace: Namespace, record: MemoryRecord) -> Item:
+        stored = record.metadata.get(_VALUE)
+        if isinstance(stored, str):
+            value = json.loads(stored)
+        else:
+            value = {"content": record.content, **record.metadata}
+        return Item(
+            value=value,
+            key=record.id,
+            namespace=namespace,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+        )
+
+    def _get(self, namespace: Namespace, key: str) -> Item | None:
+        found = self._memory(namespace).get(key)
+        return None if found is None else self._item(namespace, found)
+
+    def _put(self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any) -> None:
+        text = value.get(self.text_field)
+        content = text if isinstance(text, str) else json.dumps(value, sort_keys=True, default=str)
+        metadata = {_VALUE: json.dumps(dict(value), default=str)}
+        self._memory(namespace).put(content, metadata=metadata, memory_id=key)
+
+    def _delete(self, namespace: Namespace, key: str) -> None:
+        memory = self._memory(namespace)
+        if memory.get(key) is not None:
+            memory.delete(key)
+
+    def _namespaces(self) -> list[Namespace]:
+        ledger = self.memory.ledger
+        return [ns for ns in ledger.list_namespaces(limit=10**9) if ledger.keys(ns, "memory:")]
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = op.namespace_prefix
+        wanted = op.offset + op.limit
+        found: list[SearchItem] = []
+        for namespace in [ns for ns in self._namespaces() if ns[: len(prefix)] == prefix]:
+            memory = self._memory(namespace)
+            items = {r.id: self._item(namespace, r) for r in memory.list()}
+            kept = {k: i for k, i in items.items() if matches_all(i.value, op.filter)}
+            if not op.query:
+                found.extend(_search_item(i, None) for i in kept.values())
+                continue
+            for record in memory.search(op.query, k=max(len(items), 1)):
+                if record.id in kept:
+                    found.append(_search_item(kept[record.id], record.score))
+        if op.query:
+            found.sort(key=lambda i: i.score or 0.0, reverse=True)
+        else:
+            found.sort(key=lambda i: (i.namespace, i.key))
+        return found[op.offset : wanted]
+
+
+def _of_namespace(template: Any, namespace: Namespace, made: dict[Namespace, Any]) -> Any:
+    """The template memory's twin for ``namespace`` (built from its fields, once per namespace)."""
+    memory = made.get(namespace)
+    if memory is None:
+        settings = {name: getattr(template, name) for name in type(template).model_fields}
+        memory = made[namespace] = type(template)(**{**settings, "namespace": namespace})
+    return memory
+
+
+def _search_item(item: Item, score: float | None) -> SearchItem:
+    return SearchItem(
+        namespace=item.namespace,
+        key=item.key,
+        value=item.value,
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+        score=score,
+    )
 
 
 def namespace_tuple(key: str) -> Namespace:

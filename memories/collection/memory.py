@@ -301,26 +301,45 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 return None if after is None or after.value is None else self._record(after)
         raise InvalidInputError(f"The memory {memory_id!r} kept changing; try again.")
 
-    def put(self, content: Any, *, metadata: Mapping[str, Any] | None = None) -> str:
-        """Store a new memory now (durable when this returns); returns its id.
+    def put(
+        self,
+        content: Any,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        memory_id: str | None = None,
+    ) -> str:
+        """Store a memory now (durable when this returns); returns its id.
+
+        Args:
+            memory_id: the id to store it under (letters, digits, ``-``, ``_``);
+                an existing memory with that id gets this as a new version.
+                Default: a new id.
 
         Raises:
             InvalidInputError: the content or the metadata is invalid; nothing is stored.
         """
-        return run(self._putting(content, metadata))
+        return run(self._putting(content, metadata, memory_id))
 
-    async def aput(self, content: Any, *, metadata: Mapping[str, Any] | None = None) -> str:
+    async def aput(
+        self,
+        content: Any,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        memory_id: str | None = None,
+    ) -> str:
         """Async :meth:`put`."""
-        return await arun(self._putting(content, metadata))
+        return await arun(self._putting(content, metadata, memory_id))
 
-    def _putting(self, content: Any, metadata: Mapping[str, Any] | None) -> Steps[str]:
+    def _putting(
+        self, content: Any, metadata: Mapping[str, Any] | None, memory_id: str | None
+    ) -> Steps[str]:
         document = {
             "content": self.check_content(content),
             "metadata": self._checked_metadata(metadata),
         }
-        memory_id = uuid.uuid4().hex
-        yield from self._direct(memory_id, lambda item: document, "put")
-        return memory_id
+        chosen = uuid.uuid4().hex if memory_id is None else _checked_id(memory_id)
+        yield from self._direct(chosen, lambda item: document, "put")
+        return chosen
 
     def update(
         self,

@@ -9,8 +9,9 @@ import pytest
 from langgraph.store.base import BaseStore, ListNamespacesOp, MatchCondition
 from langgraph.store.memory import InMemoryStore
 
-from memories import InvalidProfileError, ProfileMemory, VectorMemory
+from memories import CollectionMemory, InvalidProfileError, ProfileMemory, VectorMemory
 from memories.integrations.langgraph_store import (
+    CollectionStoreAdapter,
     ProfileStoreAdapter,
     VectorStoreAdapter,
     matches_filter,
@@ -200,3 +201,36 @@ def test_namespace_keys_decode_to_their_tuples(namespace: tuple[str, ...]) -> No
     from memories.namespaces import namespace_key
 
     assert namespace_tuple(namespace_key(namespace)) == namespace
+
+
+def collection_memory(path: Path) -> CollectionMemory:
+    return CollectionMemory(
+        path=str(path / "chroma"), url=f"sqlite:///{path / 'ledger.db'}", namespace=("template",)
+    )
+
+
+class TestCollectionStoreAdapter(StoreContract):
+    """The collection memory as a store: items are memories, versions kept in the ledger."""
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> BaseStore:
+        return CollectionStoreAdapter(collection_memory(tmp_path), text_field="text")
+
+
+def test_a_collections_own_memories_are_items_and_puts_are_versions(tmp_path: Path) -> None:
+    store = CollectionStoreAdapter(collection_memory(tmp_path))
+    user = CollectionMemory(
+        path=str(tmp_path / "chroma"),
+        url=f"sqlite:///{tmp_path / 'ledger.db'}",
+        namespace=("users", "maya"),
+    )
+    memory_id = user.put("Maya drinks black coffee", metadata={"kind": "pref"})
+    item = store.get(("users", "maya"), memory_id)
+    assert item is not None and item.value == {
+        "content": "Maya drinks black coffee",
+        "kind": "pref",
+    }
+    store.put(("users", "maya"), memory_id, {"content": "Maya drinks green tea"})
+    assert [v.kind for v in user.history(memory_id)] == ["put", "put"]
+    (found,) = store.search(("users",), query="what does Maya drink")
+    assert found.value == {"content": "Maya drinks green tea"} and found.score is not None
