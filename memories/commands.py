@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import textwrap
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -315,11 +315,8 @@ def _inspect_profile(profile: ProfileMemory, out: TextIO, *, last: int | None) -
 
 def _documents(vector: Any) -> list[Any]:
     """Every document of a vector memory's namespace, oldest first (queued ones written first)."""
-    from memories.namespaces import namespace_key
-
-    vector.flush()
-    records = vector.store.get(namespace_key(vector.namespace))
-    return sorted(records, key=lambda r: _document_order(r.metadata))
+    documents: list[Any] = vector.export_documents()
+    return documents
 
 
 def _inspect_vector(vector: Any, out: TextIO, *, last: int | None) -> None:
@@ -441,10 +438,6 @@ def export_jsonl(memory: LangChainBaseMemory, out: TextIO) -> tuple[int, int]:
             out.write("\n")
             documents += 1
     return messages, documents
-
-
-def _document_order(metadata: Mapping[str, Any]) -> tuple[float, int]:
-    return float(metadata.get("timestamp", 0.0)), int(metadata.get("turn", 0))
 
 
 def read_jsonl(
@@ -593,11 +586,10 @@ def import_jsonl(
                     written += len(new)
                 else:
                     documents = [line for line in batch if isinstance(line, DocumentLine)]
-                    store.add(
+                    store.import_documents(
+                        [d.id for d in documents],
                         [d.text for d in documents],
-                        metadatas=[d.metadata for d in documents],
-                        ids=[d.id for d in documents],
-                        progress=False,
+                        [d.metadata for d in documents],
                     )
                     written += len(documents)
             bar.update(len(batch))

@@ -795,6 +795,81 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 versions[found.id] = _version(found)
         return kept
 
+    # -- export and import (the command line's) -------------------------------------
+
+    def export_documents(self) -> builtins.list[SearchResult]:
+        """Every memory of the namespace, deleted ones too, with its versions in ``metadata``.
+
+        ``metadata["versions"]`` lists each version's kind, content, metadata
+        and time, oldest first; :meth:`import_documents` replays them.
+        """
+        by_key: dict[str, builtins.list[ProfileChange]] = {}
+        for key, change in self._store.key_changes(self.namespace, MEMORY_PREFIX):
+            by_key.setdefault(key, []).append(change)
+        exported = []
+        for key, changes in by_key.items():
+            versions = [
+                {
+                    "version": c.version,
+                    "kind": c.kind,
+                    "content": (c.document or {}).get("content"),
+                    "metadata": (c.document or {}).get("metadata") or {},
+                    "at": c.created_at,
+                }
+                for c in changes
+            ]
+            last = next((v["content"] for v in reversed(versions) if v["content"] is not None), "")
+            text = self._text(last)
+            exported.append(
+                SearchResult(text, {"versions": versions}, 0.0, key[len(MEMORY_PREFIX) :])
+            )
+        return exported
+
+    def import_documents(
+        self,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Replay exported memories' versions under their ids (new times, same contents).
+
+        A memory whose history already ends with those contents is left alone,
+        so importing twice changes nothing.
+
+        Raises:
+            InvalidInputError: a line has no versions, or a version's content
+                does not fit this collection (checked before anything is written).
+        """
+        plans = []
+        for memory_id, text, metadata in zip(ids, texts, metadatas, strict=True):
+            versions = metadata.get("versions")
+            if not isinstance(versions, builtins.list) or not versions:
+                versions = [{"content": text, "metadata": {}}]  # a plain document: one version
+            for version in versions:
+                if version.get("content") is not None:
+                    self.check_content(version["content"])
+                    self._checked_metadata(version.get("metadata") or {})
+            plans.append((_checked_id(memory_id), versions))
+        for memory_id, versions in plans:
+            held = [v.content for v in self.history(memory_id)]
+            wanted = [v.get("content") for v in versions]
+            if held[-len(wanted) :] == wanted:
+                continue
+            for version in versions:
+                if version.get("content") is None:
+                    if self.get(memory_id) is not None:
+                        self.delete(memory_id)
+                else:
+                    self.put(
+                        version["content"],
+                        metadata=version.get("metadata") or {},
+                        memory_id=memory_id,
+                    )
+
+    def erase_namespace(self) -> None:
+        """Delete every memory (kept in the history, as :meth:`clear`)."""
+        self.clear()
+
     # -- listing (last: the name ``list`` shadows the builtin in the class body) -------
 
     def list(self, *, filter: Mapping[str, Any] | None = None) -> builtins.list[MemoryRecord]:

@@ -23,7 +23,7 @@ from memories.base import BaseMemory
 from memories.embeddings import resolve_embeddings
 from memories.errors import InvalidInputError
 from memories.kernel.steps import to_thread
-from memories.namespaces import NamespaceField
+from memories.namespaces import NamespaceField, namespace_key
 from memories.paths import default_file
 from memories.recall import RecallConfig
 from memories.recall.config import RecallField
@@ -290,6 +290,21 @@ class DocumentMemory(IndexedMemory):
         """Async :meth:`erase_namespace`."""
         await self.backend.aerase_namespace()
 
+    # -- export and import (the command line's) -------------------------------------
+
+    def export_documents(self) -> list[SearchResult]:
+        """Every document of the namespace, oldest first (queued ones written first)."""
+        self.flush()
+        records = self.store.get(namespace_key(self.namespace))
+        found = [SearchResult(r.text, dict(r.metadata), 0.0, r.id) for r in records]
+        return sorted(found, key=_document_order)
+
+    def import_documents(
+        self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Store exported documents under their ids (a second import replaces, never duplicates)."""
+        self.add(texts, metadatas=metadatas, ids=ids, progress=False)
+
     # -- checking requests (pure) -------------------------------------------------
 
     def _bulk_rows(
@@ -332,6 +347,10 @@ class DocumentMemory(IndexedMemory):
         if where is not None:
             self.backend.check_filter(where)
         return ids, None if where is None else dict(where)
+
+
+def _document_order(result: SearchResult) -> tuple[float, int]:
+    return float(result.metadata.get("timestamp", 0.0)), int(result.metadata.get("turn", 0))
 
 
 def show_progress(progress: bool | None, rows: Sequence[OutboxRow]) -> bool:

@@ -662,3 +662,49 @@ def test_examples_export_with_their_feedback_and_import_into_another_namespace(
     (rated,) = copy.select("summarise the meeting", min_feedback=0.5)
     assert rated.values == {"input": "Summarise: meeting moved", "output": "Meeting moved."}
     assert rated.feedback == 1.0
+
+
+def test_collections_export_their_versions_and_import_them_elsewhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memories import CollectionMemory, create_memory
+    from memories.config import with_namespace
+
+    config = write_config(
+        tmp_path / "collection.yaml",
+        {
+            "type": "collection",
+            "path": str(tmp_path / "chroma"),
+            "url": f"sqlite:///{tmp_path / 'ledger.db'}",
+            "namespace": ["users", "ana"],
+        },
+    )
+    memory = create_memory(config)
+    assert isinstance(memory, CollectionMemory)
+    home = memory.put("Ana lives in Lisbon")
+    memory.update(home, "Ana lives in Porto")
+    gone = memory.put("Ana has a cat")
+    memory.delete(gone)
+
+    code, out, _ = run(["inspect", "--config", str(config)], capsys)
+    assert code == 0 and "Ana lives in Porto" in out
+    code, exported, err = run(["export", "--config", str(config)], capsys)
+    assert code == 0 and "2 documents" in err
+    versions = {
+        json.loads(line)["id"]: json.loads(line)["metadata"]["versions"]
+        for line in exported.splitlines()
+    }
+    assert [v["content"] for v in versions[home]] == ["Ana lives in Lisbon", "Ana lives in Porto"]
+
+    argv = ["import", "--config", str(config), "--namespace", "users.copy", "-"]
+    assert run(argv, capsys, exported)[0] == 0
+    copy = create_memory(with_namespace(config, "users.copy"))
+    assert isinstance(copy, CollectionMemory)
+    assert [r.content for r in copy.list()] == ["Ana lives in Porto"]
+    assert [v.content for v in copy.history(home)] == ["Ana lives in Lisbon", "Ana lives in Porto"]
+    assert [v.kind for v in copy.history(gone)] == ["put", "delete"]
+    run(argv, capsys, exported)  # again: nothing replayed twice
+    assert len(copy.history(home)) == 2
+
+    code, _, _ = run(["clear", "--config", str(config), "--yes", "--erase-namespace"], capsys)
+    assert code == 0 and create_memory(config).list() == []
