@@ -156,6 +156,7 @@ DEMO_MEMORIES: dict[str, dict[str, Any]] = {
     "summary": {"type": "summary", "llm": DEMO_LLM},
     "summary_buffer (120)": {"type": "summary_buffer", "max_token_limit": 120, "llm": DEMO_LLM},
     "vector (k=3)": {"type": "vector", "k": 3},
+    "collection (k=3)": {"type": "collection", "k": 3, "memory_key": "history", "llm": DEMO_LLM},
     "examples (k=2)": {"type": "examples", "k": 2, "memory_key": "history"},
     "instructions": {
         "type": "instructions",

@@ -20,7 +20,9 @@ def test_demo_runs_every_memory_and_keeps_histories_in_sqlite(tmp_path: Path) ->
     results = run_demo(db)
     by_name = {r.name.split(" ")[0]: r for r in results}
     chats = {"buffer", "window", "token_buffer", "summary", "summary_buffer"}
-    assert set(by_name) == {*chats, "vector", "profile", "examples", "instructions"}
+    assert set(by_name) == {*chats, "vector", "profile", "collection", "examples", "instructions"}
+    # Offline, the collection keeps what the user said, one memory per line, most relevant first.
+    assert "- Actually I've switched to coffee lately" in by_name["collection"].injected
     assert "switched to coffee lately" in by_name["vector"].injected  # recalled by meaning
     assert by_name["vector"].llm_calls == 0
     assert by_name["buffer"].injected.startswith("Human: " + SCRIPT[0][0])

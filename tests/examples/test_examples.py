@@ -47,6 +47,13 @@ EXPECTED: dict[str, list[str]] = {
         "What race?\n  recalled: input: I'm training for a half marathon in May.",
         "input: I'm training for a half marathon in May.",
     ],
+    "agent_memory_tools.py": [
+        "[alice, thread-1] assistant: Got it, no peanuts.",
+        '"content": "Alice is allergic to peanuts"',
+        "[alice, thread-2] assistant: Skip the satay",
+        "  [search_memory] []",
+        'Alice\'s memories: ["Alice is allergic to peanuts"]',
+    ],
     "few_shot_examples.py": [
         "What the prompt gets:\nHuman: Summarise: the meeting moved to Friday.\n"
         "AI: Meeting -> Friday.",
