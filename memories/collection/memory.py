@@ -47,7 +47,7 @@ from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
-from memories.kernel.steps import Steps, arun, run, step
+from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.keys import turn_messages_for
 from memories.messages import check_storable, message_text
 from memories.profile.schema import ProfileSchema, schema_config
@@ -340,6 +340,40 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         chosen = uuid.uuid4().hex if memory_id is None else _checked_id(memory_id)
         yield from self._direct(chosen, lambda item: document, "put")
         return chosen
+
+    def put_many(
+        self,
+        contents: Sequence[Any],
+        *,
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+        progress: bool | None = None,
+    ) -> builtins.list[str]:
+        """Store many new memories at once (one transaction, then the index in batches).
+
+        Every content and metadata is checked before anything is written.
+        ``progress`` shows a bar while the index embeds them (by default for
+        more than 1,000).
+        """
+        if isinstance(contents, str) or not isinstance(contents, Sequence):
+            raise InvalidInputError(f"contents must be a list, got {contents!r:.80}.")
+        if metadatas is not None and len(metadatas) != len(contents):
+            raise InvalidInputError(f"Got {len(metadatas)} metadatas for {len(contents)} contents.")
+        commits = []
+        for i, content in enumerate(contents):
+            document = {
+                "content": self.check_content(content),
+                "metadata": self._checked_metadata(metadatas[i] if metadatas else None),
+            }
+            commits.append((MEMORY_PREFIX + uuid.uuid4().hex, Change(document, "put", [], ()), 0))
+        written = self._store.commit_many(self.namespace, commits, drop_key=self.key)
+        assert written is not None  # new ids: nothing to conflict with
+        rows = [self._row(item) for item in written if item is not None]
+        self.backend.add(rows, progress=progress if progress is not None else len(rows) > 1_000)
+        return [key.removeprefix(MEMORY_PREFIX) for key, _, _ in commits]
+
+    async def aput_many(self, contents: Sequence[Any], **options: Any) -> builtins.list[str]:
+        """Async :meth:`put_many` (the same arguments)."""
+        return await to_thread(self.put_many, contents, **options)
 
     def update(
         self,

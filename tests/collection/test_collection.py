@@ -375,3 +375,16 @@ def test_config_round_trips_and_offline_needs_no_model(tmp_path: Path) -> None:
     assert create_memory(memory.to_config()).to_config() == memory.to_config()
     memory.save_context({"input": "I own a red bicycle"}, {"output": "Nice"})
     assert contents(memory) == ["I own a red bicycle"]
+
+
+def test_put_many_checks_everything_before_writing_anything(
+    make_collection: Callable[..., CollectionMemory],
+) -> None:
+    memory = make_collection()
+    with pytest.raises(InvalidInputError):
+        memory.put_many(["fine", "", "also fine"])
+    assert memory.list() == []
+    ids = memory.put_many([f"fact {i}" for i in range(50)], metadatas=[{"n": i} for i in range(50)])
+    assert len(set(ids)) == 50 and len(memory.list()) == 50
+    assert memory.search("fact 7", k=1)[0].metadata == {"n": 7}
+    assert len(asyncio.run(memory.aput_many(["one more"]))) == 1
