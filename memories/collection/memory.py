@@ -159,6 +159,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     return_messages: bool = False
 
     _schema: ProfileSchema | None = PrivateAttr(default=None)
+    _in_line: bool = PrivateAttr(default=False)
 
     def model_post_init(self, context: Any, /) -> None:
         text = self.memory_schema in (None, str, "str")
@@ -286,6 +287,29 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         for key in keys:
             items.append((yield step(self._store.load, self.namespace, key)))
         yield from self._indexing(keys, items)
+
+    def _lining_up(self) -> Steps[None]:
+        """Once per object: rebuild the index from the ledger if they disagree.
+
+        The index can lag the ledger: an in-process index (``mode="memory"``)
+        after a restart, a moved Chroma folder, or a process that died between
+        the two writes of a change. The ledger is the truth.
+        """
+        if self._in_line:
+            return
+        items = yield step(self._store.keys, self.namespace, MEMORY_PREFIX)
+        indexed = yield step(self.backend.count)
+        if indexed != len(items):
+            logger.warning(
+                "Collection %r: the index holds %d memories and the ledger %d; re-indexing.",
+                self.namespace,
+                indexed,
+                len(items),
+            )
+            yield step(self.backend.erase_namespace)
+            if items:
+                yield step(self.backend.add, [self._row(i) for i in items], progress=False)
+        self._in_line = True
 
     def _direct(self, memory_id: str, plan: Any, kind: str) -> Steps[MemoryRecord | None]:
         """A write by hand to one memory: read its version, plan, compare-and-set, retry."""
@@ -536,7 +560,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         self, query: Any, k: int | None, where: Mapping[str, Any] | None, as_of: datetime | None
     ) -> Steps[list[MemoryRecord]]:
         if as_of is None:
-            found = yield step(self.backend.search, self._request(query, k, where))
+            request = self._request(query, k, where)
+            yield from self._lining_up()
+            found = yield step(self.backend.search, request)
             return [self._found(r) for r in found]
         request = self._request(query, k, None)
         when = _timestamp(as_of)
@@ -671,6 +697,17 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         return [op for op, on in flags if on]
 
     def _refreshing(self) -> Steps[CollectionUpdate]:
+        """Fold every queued turn in, batch by batch; stop at the first failed batch."""
+        yield from self._lining_up()
+        total = CollectionUpdate("idle")
+        while True:
+            batch = yield from self._folding_batch()
+            total = _merged(total, batch)
+            if batch.status in ("idle", "failed"):
+                return total
+
+    def _folding_batch(self) -> Steps[CollectionUpdate]:
+        """One model call's worth of queued turns, redone when another writer got in first."""
         store, ns, key = self._store, self.namespace, self.key
         for _ in range(_MAX_CONFLICTS):
             turns = yield step(store.pending, ns, key, limit=self.max_turns_per_update)
@@ -711,16 +748,13 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             if written is None:  # another writer changed one of these memories: redo
                 yield from self._reindexing([op.memory_id for op in operations if op.memory_id])
                 continue
-            counts = {
-                kind: sum(op.op == kind for op in operations)
-                for kind in ("insert", "update", "delete")
-            }
+            kinds = [op.op for op in operations]
             return CollectionUpdate(
                 "updated" if operations else "unchanged",
-                len(turns),
-                counts["insert"],
-                counts["update"],
-                counts["delete"],
+                turns=len(turns),
+                inserted=kinds.count("insert"),
+                updated=kinds.count("update"),
+                deleted=kinds.count("delete"),
             )
         error = f"the memories changed {_MAX_CONFLICTS} times during the update"
         return CollectionUpdate("failed", error=error)
@@ -919,6 +953,22 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         wanted = _equality(filter)
         items = await self._store.akeys(self.namespace, MEMORY_PREFIX)
         return [r for r in map(self._record, items) if _matches(r.metadata, wanted)]
+
+
+_RANK = {"idle": 0, "unchanged": 1, "updated": 2, "failed": 3}
+
+
+def _merged(before: CollectionUpdate, after: CollectionUpdate) -> CollectionUpdate:
+    """Several batches as one result: the most telling status, the counts added up."""
+    status = max(before.status, after.status, key=_RANK.__getitem__)
+    return CollectionUpdate(
+        status,
+        before.turns + after.turns,
+        before.inserted + after.inserted,
+        before.updated + after.updated,
+        before.deleted + after.deleted,
+        after.error or before.error,
+    )
 
 
 def _version(result: SearchResult) -> int:

@@ -92,6 +92,12 @@ class VectorBackend(ABC):
 
     aget = blocking_twin(get)
 
+    def count(self) -> int:
+        """How many documents the namespace holds, queued ones included."""
+        raise NotImplementedError(f"{type(self).__name__} cannot count its documents.")
+
+    acount = blocking_twin(count)
+
     def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """The embeddings of the documents with these ids (for diversity ranking)."""
         raise NotImplementedError(f"{type(self).__name__} does not give out embeddings.")

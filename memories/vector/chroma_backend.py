@@ -177,6 +177,10 @@ class ChromaBackend(VectorBackend):
         """The documents with these ids: queued ones from the index, the rest from the store."""
         return self._results([ScoredId(doc_id, 0.0) for doc_id in dict.fromkeys(ids)])
 
+    def count(self) -> int:
+        """Documents in the store, and those still waiting in the outbox."""
+        return self.store.count(self._key) + self.pending()
+
     def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """Stored embeddings from the store; a document still queued is embedded now."""
         found = self.store.vectors(self._key, ids)

@@ -388,3 +388,24 @@ def test_put_many_checks_everything_before_writing_anything(
     assert len(set(ids)) == 50 and len(memory.list()) == 50
     assert memory.search("fact 7", k=1)[0].metadata == {"n": 7}
     assert len(asyncio.run(memory.aput_many(["one more"]))) == 1
+
+
+def test_an_index_lost_with_its_process_is_rebuilt_from_the_ledger(
+    make_collection: Callable[..., CollectionMemory], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'restart.db'}"
+    first = make_collection(url=url, collection=f"r{uuid.uuid4().hex[:8]}")
+    first.put_many(["User likes tea", "User owns a bike"])
+    # A new process: the in-memory index starts empty (another collection prefix here).
+    again = make_collection(url=url, collection=f"r{uuid.uuid4().hex[:8]}")
+    assert [r.content for r in again.search("bike", k=1)] == ["User owns a bike"]
+
+
+def test_refresh_folds_every_queued_batch_in(
+    make_collection: Callable[..., CollectionMemory],
+) -> None:
+    memory = make_collection(policy="manual", max_turns_per_update=3)
+    converse(memory, [f"Fact number {i} about me" for i in range(10)])
+    result = memory.refresh()
+    assert (result.status, result.turns, result.inserted) == ("updated", 10, 10)
+    assert memory.status().pending == 0 and len(memory.list()) == 10
