@@ -72,6 +72,8 @@ __all__ = [
     "StoredRecord",
 ]
 
+_CLIENT_CREATION = threading.Lock()
+
 ChromaMode = Literal["persistent", "memory", "http"]
 #: Chroma's client modes, by the names a config uses.
 CHROMA_MODES: tuple[ChromaMode, ...] = ("persistent", "memory", "http")
@@ -458,7 +460,11 @@ class ChromaStore:
     def _get_client(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = self._make_client()
+                # Chroma shares one system per path (or one ephemeral system) between
+                # clients, and two threads creating the first client at once break it
+                # ("Could not connect to tenant default_tenant"): one creation at a time.
+                with _CLIENT_CREATION:
+                    self._client = self._make_client()
             return self._client
 
     def _make_client(self) -> Any:

@@ -823,9 +823,21 @@ class ProfileStore(BaseProfileStore):
         ns, now = namespace_text(op.namespace), time.time()
         try:
             with self._db.transaction() as connection:
+                if op.drop_ids:
+                    # The turns are this writer's claim, taken first (the delete locks them):
+                    # if another writer folded them in already, this change was computed
+                    # from stale input and would repeat it.
+                    t = pending_table
+                    ids = sorted(set(op.drop_ids))
+                    dropped = connection.execute(
+                        delete(t).where(
+                            t.c.namespace == ns, t.c.key == op.drop_key, t.c.id.in_(ids)
+                        )
+                    ).rowcount
+                    if dropped != len(ids):
+                        raise _Conflict
                 for key, change, expected in op.commits:
                     self._write_change(connection, ns, key, change, expected, now)
-                self._drop(connection, ns, op.drop_key, op.drop_ids)
         except _Conflict:
             return None
         return [self._load(Load(op.namespace, key)) for key, _, _ in op.commits]

@@ -409,3 +409,34 @@ def test_refresh_folds_every_queued_batch_in(
     result = memory.refresh()
     assert (result.status, result.turns, result.inserted) == ("updated", 10, 10)
     assert memory.status().pending == 0 and len(memory.list()) == 10
+
+
+class SlowScript(CollectionScript):
+    """Thinks for a while before answering, so two updaters overlap."""
+
+    def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.3)
+        return super()._generate(messages, *args, **kwargs)
+
+
+def test_two_updaters_folding_the_same_turns_store_them_once(
+    make_collection: Callable[..., CollectionMemory],
+) -> None:
+    import threading
+
+    script = {"I speak Basque.": [("insert", None, "User speaks Basque")]}
+    first, second = (
+        make_collection(llm=SlowScript(script=script), policy="manual", namespace=("race",))
+        for _ in range(2)
+    )
+    converse(first, ["I speak Basque."])
+    results: list[Any] = []
+    threads = [
+        threading.Thread(target=lambda m=m: results.append(m.refresh())) for m in (first, second)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert contents(first) == ["User speaks Basque"]
+    assert sorted(r.status for r in results) == ["idle", "updated"]  # the loser found it done
