@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import (
@@ -24,11 +24,10 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     SystemMessage,
-    ToolMessage,
 )
 
 from memories.errors import InvalidInputError, LLMError
-from memories.kernel.conversation import parse_json_reply, reply_text
+from memories.kernel.conversation import CheckedReply, parse_json_reply
 from memories.messages import format_buffer
 
 __all__ = [
@@ -147,57 +146,36 @@ def extraction_prompt(
 
 
 @dataclass
-class ExtractionSession:
+class ExtractionSession(CheckedReply[tuple[Operation, ...]]):
     """One update: asks for operations, checks them all, sends errors back (bounded).
 
     Args:
-        aliases: alias -> memory id, for the memories the model was shown.
         opening: the first messages (:func:`extraction_prompt`).
+        max_retries: how many times a bad reply is sent back.
+        aliases: alias -> memory id, for the memories the model was shown.
         allowed: the operations this collection enables.
         check: validates a content (raises InvalidInputError), returns it as stored.
-        max_retries: how many times a bad reply is sent back.
         tools: whether the model answers through :data:`OPERATIONS_TOOL`.
     """
 
     aliases: Mapping[str, str]
-    opening: list[BaseMessage]
     allowed: Sequence[OpKind]
     check: Callable[[Any], Any]
-    max_retries: int
     tools: bool
-    _conversation: list[BaseMessage] = field(init=False)
-    _raw: list[str] = field(init=False, default_factory=list)
-    _operations: tuple[Operation, ...] = field(init=False, default=())
-    _error: str | None = field(init=False, default=None)
-    _attempt: int = field(init=False, default=0)
-    _done: bool = field(init=False, default=False)
 
-    def __post_init__(self) -> None:
-        self._conversation = list(self.opening)
-
-    def request(self) -> list[BaseMessage] | None:
-        """The messages to send next, or None when the update is over."""
-        return None if self._done else list(self._conversation)
-
-    def receive(self, reply: BaseMessage) -> None:
-        """Accept the reply's operations, or send the errors back, or give up."""
-        self._raw.append(reply_text(reply))
-        try:
-            self._operations = self._operations_in(reply)
-        except LLMError as exc:
-            self._retry(reply, str(exc))
-            return
-        self._done = True
-
-    def fail(self, error: str) -> None:
-        """End the update as failed."""
-        self._error = error
-        self._done = True
+    @property
+    def fix(self) -> str:  # type: ignore[override]
+        if self.tools:
+            return f"Call {OPERATIONS_TOOL_NAME} again with corrected operations."
+        return "Reply again with the corrected operations."
 
     def outcome(self) -> ExtractionOutcome:
         """The result, once :meth:`request` returns None."""
-        operations = () if self._error is not None else self._operations
+        operations = () if self._error is not None else (self._accepted or ())
         return ExtractionOutcome(operations, tuple(self._raw), self._error)
+
+    def _accept(self, reply: BaseMessage) -> tuple[Operation, ...]:
+        return self._operations_in(reply)
 
     def _operations_in(self, reply: BaseMessage) -> tuple[Operation, ...]:
         items = _proposed(reply)
@@ -245,29 +223,6 @@ class ExtractionSession:
             except InvalidInputError as exc:
                 raise LLMError(f"operations[{index}]: {exc}") from exc
         return Operation(kind, content, memory_id)
-
-    def _retry(self, reply: BaseMessage, error: str) -> None:
-        self._attempt += 1
-        if self._attempt > self.max_retries:
-            self.fail(error)
-            return
-        self._conversation.append(reply)
-        calls = (
-            [*reply.tool_calls, *reply.invalid_tool_calls] if isinstance(reply, AIMessage) else []
-        )
-        if calls:  # a chat API wants every tool call answered before the next turn
-            self._conversation.extend(
-                ToolMessage(
-                    f"Rejected: {error}\nCall {OPERATIONS_TOOL_NAME} again with corrected "
-                    "operations.",
-                    tool_call_id=call.get("id") or f"call_{i}",
-                )
-                for i, call in enumerate(calls)
-            )
-        else:
-            self._conversation.append(
-                HumanMessage(f"Rejected: {error}\nReply again with the corrected operations.")
-            )
 
 
 def _proposed(reply: BaseMessage) -> list[Any]:

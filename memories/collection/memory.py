@@ -781,7 +781,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             tools=tools,
         )
         session = ExtractionSession(
-            aliases, opening, self._allowed(), self.check_content, self.max_retries, tools
+            opening, self.max_retries, aliases, self._allowed(), self.check_content, tools
         )
         return session, self._caller, model
 

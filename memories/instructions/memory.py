@@ -550,12 +550,12 @@ class InstructionsMemory(StoredDocumentMemory):
             instructions=self.instructions,
         )
         return RevisionSession(
-            prompts,
             opening,
+            self.max_retries,
+            prompts,
             self.pinned,
             self.max_tokens,
             lambda text: self._counter([HumanMessage(text)]),
-            self.max_retries,
         )
 
 

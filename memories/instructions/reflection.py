@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from memories.errors import InvalidInputError, LLMError
-from memories.kernel.conversation import parse_json_reply, reply_text
+from memories.kernel.conversation import CheckedReply, parse_json_reply
 from memories.messages import format_buffer
 from memories.profile.store import PendingTurn
 
@@ -139,65 +139,32 @@ class ReflectionOutcome:
 
 
 @dataclass
-class RevisionSession:
+class RevisionSession(CheckedReply[tuple[Revision, ...]]):
     """One reflection: asks for revisions, checks each, sends errors back (bounded).
 
     Args:
-        prompts: the prompts as they stand.
         opening: the first messages (:func:`reflection_prompt`).
+        max_retries: how many times a bad reply is sent back.
+        prompts: the prompts as they stand.
         pinned: passages a revision must keep where the prompt had them.
         budget: the most tokens a prompt may have.
         count: counts a text's tokens.
-        max_retries: how many times a bad reply is sent back.
     """
 
     prompts: Mapping[str, str]
-    opening: list[BaseMessage]
     pinned: Sequence[str]
     budget: int
     count: Callable[[str], int]
-    max_retries: int
-    _conversation: list[BaseMessage] = field(init=False)
-    _raw: list[str] = field(init=False, default_factory=list)
-    _revisions: tuple[Revision, ...] = field(init=False, default=())
-    _error: str | None = field(init=False, default=None)
-    _attempt: int = field(init=False, default=0)
-    _done: bool = field(init=False, default=False)
 
-    def __post_init__(self) -> None:
-        self._conversation = list(self.opening)
-
-    def request(self) -> list[BaseMessage] | None:
-        """The messages to send next, or None when the reflection is over."""
-        return None if self._done else list(self._conversation)
-
-    def receive(self, reply: BaseMessage) -> None:
-        """Accept the reply's revisions, or send the errors back, or give up."""
-        self._raw.append(reply_text(reply))
-        try:
-            revisions = self._revisions_in(reply)
-        except LLMError as exc:
-            self._attempt += 1
-            if self._attempt > self.max_retries:
-                self.fail(str(exc))
-                return
-            self._conversation.append(AIMessage(reply_text(reply)))
-            self._conversation.append(
-                HumanMessage(f"Rejected: {exc}\nReply again with the corrected JSON object.")
-            )
-            return
-        self._revisions = revisions
-        self._done = True
-
-    def fail(self, error: str) -> None:
-        """End the reflection as failed."""
-        self._error = error
-        self._done = True
+    fix = "Reply again with the corrected JSON object."
 
     def outcome(self) -> ReflectionOutcome:
         """The result, once :meth:`request` returns None."""
-        revisions = () if self._error is not None else self._revisions
+        revisions = () if self._error is not None else (self._accepted or ())
         return ReflectionOutcome(revisions, tuple(self._raw), self._error)
+
+    def _accept(self, reply: BaseMessage) -> tuple[Revision, ...]:
+        return self._revisions_in(reply)
 
     def _revisions_in(self, reply: BaseMessage) -> tuple[Revision, ...]:
         value = parse_json_reply(

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, Literal, Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
 from memories.errors import ConfigError, LLMError
@@ -25,6 +26,7 @@ from memories.kernel.steps import Steps, step
 from memories.llm import ModelCaller
 
 __all__ = [
+    "CheckedReply",
     "Conversation",
     "UpdateMethod",
     "bind_reply_tool",
@@ -57,6 +59,76 @@ class Conversation(Protocol[T_co]):
 
 
 R = TypeVar("R")
+
+
+@dataclass
+class CheckedReply(Generic[R]):
+    """A :class:`Conversation` that asks once and checks the reply, sending errors back.
+
+    A subclass implements :meth:`_accept` (the reply's value, or
+    :class:`LLMError` saying what is wrong) and :attr:`fix` (what to reply
+    instead); the retries, the tool-call bookkeeping and the record of raw
+    replies are here. After ``max_retries`` rejected replies the exchange fails.
+
+    Args:
+        opening: the first messages.
+        max_retries: how many times a bad reply is sent back.
+    """
+
+    opening: list[BaseMessage]
+    max_retries: int
+    _conversation: list[BaseMessage] = field(init=False)
+    _raw: list[str] = field(init=False, default_factory=list)
+    _accepted: R | None = field(init=False, default=None)
+    _error: str | None = field(init=False, default=None)
+    _attempt: int = field(init=False, default=0)
+    _done: bool = field(init=False, default=False)
+
+    #: What the model is asked to do after a rejected reply.
+    fix = "Reply again with the corrected answer."
+
+    def __post_init__(self) -> None:
+        self._conversation = list(self.opening)
+
+    def _accept(self, reply: BaseMessage) -> R:
+        raise NotImplementedError(f"{type(self).__name__} must define _accept()")
+
+    def request(self) -> list[BaseMessage] | None:
+        """The messages to send next, or None when the exchange is over."""
+        return None if self._done else list(self._conversation)
+
+    def receive(self, reply: BaseMessage) -> None:
+        """Accept the reply, or send the error back, or give up."""
+        self._raw.append(reply_text(reply))
+        try:
+            self._accepted = self._accept(reply)
+        except LLMError as exc:
+            self._retry(reply, str(exc))
+            return
+        self._done = True
+
+    def fail(self, error: str) -> None:
+        """End the exchange as failed."""
+        self._error = error
+        self._done = True
+
+    def _retry(self, reply: BaseMessage, error: str) -> None:
+        self._attempt += 1
+        if self._attempt > self.max_retries:
+            self.fail(error)
+            return
+        self._conversation.append(reply)
+        calls = []
+        if isinstance(reply, AIMessage):
+            calls = [*reply.tool_calls, *reply.invalid_tool_calls]
+        rejected = f"Rejected: {error}\n{self.fix}"
+        if calls:  # a chat API wants every tool call answered before the next turn
+            self._conversation.extend(
+                ToolMessage(rejected, tool_call_id=call.get("id") or f"call_{i}")
+                for i, call in enumerate(calls)
+            )
+        else:
+            self._conversation.append(HumanMessage(rejected))
 
 
 def conversing(
