@@ -250,7 +250,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         if not isinstance(content, str):
             meta["content_json"] = json.dumps(content, ensure_ascii=False)
         doc_id = item.key.removeprefix(MEMORY_PREFIX)
-        return OutboxRow(doc_id, self._text(content), meta, needs_turn=False, replace=True)
+        # A first version is new to the index: Chroma's add is cheaper than its upsert.
+        replace = item.version > 1
+        return OutboxRow(doc_id, self._text(content), meta, needs_turn=False, replace=replace)
 
     # -- writing: ledger first (compare-and-set, all or none), then the index --------
 

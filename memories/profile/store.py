@@ -353,6 +353,8 @@ Op = (
 
 # How many times a write is recomputed when another writer got in first.
 MAX_WRITE_TRIES = 100
+# Keys per IN (...) list: under every SQL engine's limit on bound parameters.
+_KEYS_PER_QUERY = 500
 
 
 class BaseProfileStore(ABC):
@@ -836,11 +838,66 @@ class ProfileStore(BaseProfileStore):
                     ).rowcount
                     if dropped != len(ids):
                         raise _Conflict
+                fresh = [(key, change) for key, change, expected in op.commits if expected == 0]
+                self._insert_fresh(connection, ns, fresh, now)
                 for key, change, expected in op.commits:
-                    self._write_change(connection, ns, key, change, expected, now)
+                    if expected:
+                        self._write_change(connection, ns, key, change, expected, now)
         except _Conflict:
             return None
-        return [self._load(Load(op.namespace, key)) for key, _, _ in op.commits]
+        return self._load_many(op.namespace, [key for key, _, _ in op.commits])
+
+    def _insert_fresh(
+        self, connection: Connection, ns: str, fresh: Sequence[tuple[str, Change]], now: float
+    ) -> None:
+        """New keys and their first changes, two statements for all of them (a bulk put)."""
+        if not fresh:
+            return
+        texts = [_dump(c.document) if c.document is not None else None for _, c in fresh]
+        try:
+            connection.execute(
+                insert(store_table),
+                [
+                    {
+                        "namespace": ns,
+                        "key": key,
+                        "value": text,
+                        "version": 1,
+                        "created_at": now,
+                        "updated_at": now,
+                    }
+                    for (key, _), text in zip(fresh, texts, strict=True)
+                ],
+            )
+        except IntegrityError as exc:
+            raise _Conflict from exc  # another writer created one of them first
+        connection.execute(
+            insert(changes_table),
+            [
+                {
+                    "namespace": ns,
+                    "key": key,
+                    "version": 1,
+                    "kind": change.kind,
+                    "document": text,
+                    "patch": _dump(list(change.patch)),
+                    "turns": _dump_turns(change.turns),
+                    "created_at": now,
+                }
+                for (key, change), text in zip(fresh, texts, strict=True)
+            ],
+        )
+
+    def _load_many(self, namespace: Namespace, keys: Sequence[str]) -> list[ProfileItem | None]:
+        """The rows of these keys, in order (None where absent), read in a few queries."""
+        t, ns = store_table, namespace_text(namespace)
+        found: dict[str, ProfileItem] = {}
+        with self._db.transaction() as connection:
+            for start in range(0, len(keys), _KEYS_PER_QUERY):
+                chunk = list(keys[start : start + _KEYS_PER_QUERY])
+                query = select(t).where(t.c.namespace == ns, t.c.key.in_(chunk))
+                found.update((row.key, _item(row)) for row in connection.execute(query))
+        return [found.get(key) for key in keys]
 
     def _write_change(
         self, connection: Connection, ns: str, key: str, change: Change, expected: int, now: float
