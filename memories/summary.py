@@ -17,9 +17,11 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from langchain_classic.memory.prompt import SUMMARY_PROMPT
+from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import Field, PrivateAttr
 
@@ -38,6 +40,15 @@ from memories.prompts import (
 )
 from memories.summarizer import Summarizer
 from memories.summary_state import SummaryState, SummaryStatus
+from memories.summary_triggers import (
+    KeepField,
+    Size,
+    TriggerField,
+    context_window,
+    fired,
+    kept_count,
+    topic_similarity,
+)
 
 __all__ = [
     "SUMMARY_PROMPT",
@@ -69,6 +80,9 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     initial_summary: str = ""
     max_summary_tokens: int | None = Field(default=None, gt=0)
     summarize: SummarizeMode = "inline"
+    trigger: TriggerField = None
+    keep: KeepField = None
+    topic_embeddings: Embeddings | str | None = None
 
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _epoch: int = PrivateAttr(default=0)
@@ -80,11 +94,22 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
         # Resolve now, so a bad counter or model fails at construction, not on a later turn.
         self._counter  # noqa: B018
         self._caller  # noqa: B018
+        sizes = [*(self.trigger or ()), *([self.keep] if self.keep else [])]
+        if any(size.kind == "fraction" for size in sizes) and context_window(self._model) is None:
+            raise ConfigError(
+                f"('fraction', f) is a share of the model's context window, and "
+                f"{type(self._model).__name__ if self._model else 'no llm'} gives none "
+                "(profile['max_input_tokens']); use ('tokens', N) instead."
+            )
 
     def _counting_model(self) -> Any:
         return self._model
 
     def _config_value(self, name: str, value: Any) -> Any:
+        if name == "trigger" and value is not None:
+            return [size.to_config() for size in value]
+        if name == "keep" and value is not None:
+            return value.to_config()
         if name == "summary_message_cls":
             value = message_class_config(value)
         if name == "prompt":
@@ -96,6 +121,38 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     def _fold_count(self, state: SummaryState) -> int:
         """How many leading unfolded messages to fold now (0: none)."""
         raise NotImplementedError(f"{type(self).__name__} must define _fold_count()")
+
+    def _default_keep(self, firing: Size, window: int | None) -> Size:
+        """What stays verbatim when ``firing`` fired and ``keep`` is None: nothing here."""
+        return Size("messages", 0)
+
+    @cached_property
+    def _topic_embedder(self) -> Embeddings:
+        from memories.embeddings import resolve_embeddings
+
+        return resolve_embeddings(self.topic_embeddings)
+
+    def _topic_drift(self, state: SummaryState, unfolded: Sequence[Entry]) -> float | None:
+        """How similar the newest exchange is to the ones before it (None: too few to say)."""
+        return topic_similarity(state, unfolded, self._topic_embedder)
+
+    _atopic_drift = blocking_twin(_topic_drift)
+
+    def _planning(
+        self, state: SummaryState, unfolded: Sequence[Entry]
+    ) -> Steps[tuple[int, str | None]]:
+        """How many messages to fold now, and the ``trigger=`` pair that says so."""
+        if self.trigger is None:
+            return self._fold_count(state), None
+        window = context_window(self._model)
+        drift = None
+        if any(t.kind == "topic" for t in self.trigger):
+            drift = yield step(self._topic_drift, state, unfolded)
+        firing = fired(self.trigger, state, window=window, drift=drift)
+        if firing is None:
+            return 0, None
+        keep = self.keep or self._default_keep(firing, window)
+        return kept_count(state, keep, window=window), firing.describe()
 
     def _clip_cap(self) -> int | None:
         """The most tokens of one message a fold sends (None: whole messages)."""
@@ -199,7 +256,8 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
         while True:
             epoch = self._epoch
             state, unfolded = yield from self._reading()
-            state, cut = state.to_fold(self._fold_count(state), force=force)
+            count, trigger = yield from self._planning(state, unfolded)
+            state, cut = state.to_fold(count, force=force)
             yield step(save_state, self.state_key, state.to_state())
             if cut is None:
                 return state
@@ -218,7 +276,8 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
             if epoch != self._epoch or not current.same_fold(state):
                 logger.info("%s: the session changed during a fold; discarding it", self)
                 return current
-            yield step(save_state, self.state_key, current.folded_through(cut, summary).to_state())
+            after = replace(current.folded_through(cut, summary), trigger=trigger)
+            yield step(save_state, self.state_key, after.to_state())
             force = False
 
     def _selection(self) -> Steps[list[BaseMessage]]:
@@ -323,6 +382,16 @@ class SummaryBufferMemory(_RunningSummaryMemory):
 
     def _clip_cap(self) -> int | None:
         return None if self.low_water is None else self.max_token_limit
+
+    def _default_keep(self, firing: Size, window: int | None) -> Size:
+        """``low_water`` of what the trigger measured (the newest exchange after a topic change)."""
+        share = 1.0 if self.low_water is None else self.low_water
+        if firing.kind == "topic":
+            return Size("messages", 1)
+        if firing.kind == "messages":
+            return Size("messages", int(firing.value * share))
+        limit = firing.value * (window or 0) if firing.kind == "fraction" else firing.value
+        return Size("tokens", int(limit * share))
 
     def _extractive_budget(self) -> int:
         return self.max_summary_tokens or max(1, self.max_token_limit // 2)

@@ -50,6 +50,8 @@ class SummaryState:
     """Fold opportunities to skip before the next attempt (backoff)."""
     last_error: str | None = None
     """Why the last fold failed, while ``failures`` > 0."""
+    trigger: str | None = None
+    """The ``trigger=`` pair that fired the last fold (``"messages 20"``), or None."""
 
     @property
     def total(self) -> int:
@@ -70,7 +72,7 @@ class SummaryState:
             starts=self.starts + tuple(starts),
         )
 
-    def _boundaries(self) -> list[int]:
+    def boundaries(self) -> list[int]:
         """Indexes where the unfolded part may be cut: exchange starts, and the end."""
         return [i for i in range(1, len(self.seqs)) if self.starts[i]] + [len(self.seqs)]
 
@@ -106,7 +108,7 @@ class SummaryState:
         target = len(self.seqs)
         within_chunk = 0
         position = 0
-        for cut in self._boundaries():
+        for cut in self.boundaries():
             moved = sum(self.counts[position:cut])
             prefix += moved
             suffix -= moved
@@ -117,7 +119,7 @@ class SummaryState:
                 target = cut
                 break
         if prefix > chunk:
-            return within_chunk or self._boundaries()[0]
+            return within_chunk or self.boundaries()[0]
         return target
 
     def window(self, budget: int) -> int:
@@ -129,7 +131,7 @@ class SummaryState:
             return 0
         suffix = self.total
         position = 0
-        for cut in self._boundaries():
+        for cut in self.boundaries():
             suffix -= sum(self.counts[position:cut])
             position = cut
             if suffix <= budget:
@@ -234,6 +236,7 @@ class SummaryState:
             unfolded_messages=len(self.seqs),
             unfolded_tokens=self.total,
             retry_in=self.retry_in,
+            trigger=self.trigger,
         )
 
     def to_state(self) -> dict[str, Any]:
@@ -249,6 +252,7 @@ class SummaryState:
             "failures": self.failures,
             "retry_in": self.retry_in,
             "last_error": self.last_error,
+            "trigger": self.trigger,
         }
 
     @classmethod
@@ -265,6 +269,7 @@ class SummaryState:
             failures=int(state.get("failures", 0)),
             retry_in=int(state.get("retry_in", 0)),
             last_error=state.get("last_error"),
+            trigger=state.get("trigger"),
         )
 
 
@@ -286,6 +291,8 @@ class SummaryStatus(MemoryStatus):
     """Their tokens."""
     retry_in: int = 0
     """Fold opportunities skipped before the next attempt."""
+    trigger: str | None = None
+    """The ``trigger=`` pair that fired the last fold, or None (the memory's own rule)."""
 
 
 def _clip(message: BaseMessage, fraction: float) -> BaseMessage:
