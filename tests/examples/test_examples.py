@@ -72,6 +72,12 @@ EXPECTED: dict[str, list[str]] = {
         "After rollback(0): You are a support agent for a bike shop. Never share a customer's "
         "address.\n",
     ],
+    "notebooks_adventure.py": [
+        'sheet: {"name": "Mira", "class": "bard"}  quests: {"open": ["find the miller\'s dog"]',
+        'quests: {"open": [], "done": ["found the miller\'s dog"]}',
+        'Character: {"name":"Mira","class":"bard"}',
+        "Notebook model calls: character sheet 1 (written once), quest log 4",
+    ],
     "langgraph_graph.py": [
         "You said: 'Where do I live?'. I was shown 2 earlier messages",
         "Thread: 6 messages",
