@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from memories.history.memory import InMemoryHistory
     from memories.history.sql import SQLHistory, SQLiteHistory
     from memories.instructions import InstructionsMemory
+    from memories.integrations.summarization import SummarizationMiddleware
     from memories.keys import get_prompt_input_key
     from memories.profile.memory import ProfileMemory
     from memories.profile.store import ProfileStore
@@ -85,6 +86,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memories.examples": ("ExampleMemory",),
     "memories.collection": ("CollectionMemory",),
     "memories.tools": ("memory_tools", "profile_tool"),
+    "memories.integrations.summarization": ("SummarizationMiddleware",),
     "memories.instructions": ("InstructionsMemory",),
     "memories.profile.store": ("ProfileStore",),
     "memories.history.sql": ("SQLHistory", "SQLiteHistory"),
@@ -184,6 +186,7 @@ __all__ = [
     "SearchResult",
     "SimpleMemory",
     "StringBufferMemory",
+    "SummarizationMiddleware",
     "SummaryBufferMemory",
     "SummaryMemory",
     "TokenBufferMemory",

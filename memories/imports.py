@@ -38,6 +38,7 @@ EXTRAS: dict[str, str] = {
     "memories.integrations.agents": "agents",
     "memories.integrations.langgraph_nodes": "agents",
     "memories.integrations.langgraph_store": "agents",
+    "memories.integrations.summarization": "agents",
 }
 
 

@@ -39,6 +39,8 @@ __all__ = [
     "context_window",
     "fired",
     "kept_count",
+    "parse_keep",
+    "parse_triggers",
     "topic_similarity",
 ]
 
@@ -84,7 +86,8 @@ def _size(value: Any, kinds: Sequence[str], what: str) -> Size:
     return Size(kind, float(number))
 
 
-def _triggers(value: Any) -> tuple[Size, ...] | None:
+def parse_triggers(value: Any) -> tuple[Size, ...] | None:
+    """``trigger=`` as pairs: None, one pair, or a list of pairs (ConfigError naming a bad one)."""
     if value is None:
         return None
     pairs = (
@@ -98,14 +101,15 @@ def _triggers(value: Any) -> tuple[Size, ...] | None:
     return tuple(_size(pair, _TRIGGER_KINDS, "trigger") for pair in pairs)
 
 
-def _keep(value: Any) -> Size | None:
+def parse_keep(value: Any) -> Size | None:
+    """``keep=`` as a pair, or None (ConfigError naming a bad one)."""
     return None if value is None else _size(value, _KEEP_KINDS, "keep")
 
 
 #: A field holding ``trigger=``: None, one pair, or a list of pairs.
-TriggerField = Annotated[tuple[Size, ...] | None, BeforeValidator(_triggers)]
+TriggerField = Annotated[tuple[Size, ...] | None, BeforeValidator(parse_triggers)]
 #: A field holding ``keep=``: None or one pair.
-KeepField = Annotated[Size | None, BeforeValidator(_keep)]
+KeepField = Annotated[Size | None, BeforeValidator(parse_keep)]
 
 
 def context_window(model: Any) -> int | None:

@@ -1,0 +1,235 @@
+"""``SummarizationMiddleware`` for ``create_agent``: summarise, and never lose the history.
+
+A drop-in for LangChain's ``SummarizationMiddleware`` (same arguments:
+``model``, ``trigger``, ``keep``, ``token_counter``, ``summary_prompt``, and
+the older ``max_tokens_before_summary`` / ``messages_to_keep``), built on the
+running summary of :mod:`memories.summary`:
+
+- **the thread keeps every message.** LangChain's replaces the thread's
+  messages with a summary (``RemoveMessage(REMOVE_ALL_MESSAGES)``); this one
+  keeps the summary and its fold point in two state keys of their own
+  (``summary``, ``summarized_through``) and changes only what the *model* is
+  shown: the summary, then the messages after the fold point.
+- **a failing summary call changes nothing**: the run goes on with the old
+  summary and the messages, the failure is logged, and the next model call
+  tries again (LangChain's raises into the run).
+- **a tool call is never separated from its results**: folds cut only before
+  a message that is not a tool result (the forms of ``trigger`` and ``keep``
+  are :mod:`memories.summary_triggers`'s).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, NotRequired
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.summarization import DEFAULT_SUMMARY_PROMPT
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.prompts import PromptTemplate
+from langgraph.runtime import Runtime
+
+from memories.errors import ConfigError, LLMError
+from memories.kernel.steps import arun, run
+from memories.llm import ModelCaller, resolve_llm
+from memories.summarizer import Summarizer
+from memories.summary_state import SummaryState
+from memories.summary_triggers import (
+    Size,
+    context_window,
+    fired,
+    kept_count,
+    parse_keep,
+    parse_triggers,
+)
+from memories.tokens import counter_for
+
+__all__ = ["SummarizationMiddleware", "SummaryAgentState"]
+
+logger = logging.getLogger(__name__)
+
+#: The text the summary is shown under (LangChain's, word for word).
+SUMMARY_LEAD = "Here is a summary of the conversation to date:\n\n"
+
+
+class SummaryAgentState(AgentState[Any]):
+    """The agent state, with where the running summary stands."""
+
+    summary: NotRequired[str]
+    """The summary of every message up to ``summarized_through``."""
+    summarized_through: NotRequired[str]
+    """The id of the last message folded into the summary."""
+
+
+class SummarizationMiddleware(AgentMiddleware[SummaryAgentState, Any]):
+    """Summarise older messages for the model, keeping the thread whole.
+
+    Args:
+        model: the summarising model (a chat model or ``"provider:model"``).
+        trigger: when to fold: ``("tokens", N)``, ``("messages", N)``,
+            ``("fraction", f)`` of ``model``'s context window, or a list (any
+            fires). None: never (as LangChain's).
+        keep: what the model still sees verbatim after a fold (whole
+            exchanges; default ``("messages", 20)``, as LangChain's).
+        token_counter: counts a list of messages (default LangChain's
+            ``count_tokens_approximately``).
+        summary_prompt: the prompt, with ``{messages}`` (LangChain's form; the
+            running summary is put before the new messages) or ``{summary}``
+            and ``{new_lines}``.
+        timeout: seconds one summary call may take before it counts as failed.
+        max_tokens_before_summary: older form of ``trigger=("tokens", N)``.
+        messages_to_keep: older form of ``keep=("messages", N)``.
+    """
+
+    state_schema = SummaryAgentState
+
+    def __init__(
+        self,
+        model: str | BaseChatModel,
+        *,
+        trigger: Any = None,
+        keep: Any = ("messages", 20),
+        token_counter: Callable[[Sequence[BaseMessage]], int] | None = None,
+        summary_prompt: str = DEFAULT_SUMMARY_PROMPT,
+        timeout: float | None = 120.0,
+        max_tokens_before_summary: int | None = None,
+        messages_to_keep: int | None = None,
+    ) -> None:
+        super().__init__()
+        if max_tokens_before_summary is not None:
+            if trigger is not None:
+                raise ConfigError(
+                    "Give trigger=('tokens', N) or the older max_tokens_before_summary=N, not "
+                    "both; trigger is the current form."
+                )
+            trigger = ("tokens", max_tokens_before_summary)
+        if messages_to_keep is not None:
+            if keep != ("messages", 20):
+                raise ConfigError(
+                    "Give keep=('messages', N) or the older messages_to_keep=N, not both; "
+                    "keep is the current form."
+                )
+            keep = ("messages", messages_to_keep)
+        self.model = resolve_llm(model) if isinstance(model, str) else model
+        self.trigger: tuple[Size, ...] = parse_triggers(trigger) or ()
+        kept = parse_keep(keep)
+        if kept is None:
+            raise ConfigError("keep must be a pair such as ('messages', 20), not None.")
+        self.keep: Size = kept
+        self.window = context_window(self.model)
+        if self.window is None and any(s.kind == "fraction" for s in (*self.trigger, self.keep)):
+            raise ConfigError(
+                f"('fraction', f) is a share of the model's context window, and "
+                f"{type(self.model).__name__} gives none; use ('tokens', N)."
+            )
+        if any(s.kind == "topic" for s in self.trigger):
+            raise ConfigError("('topic', t) is a trigger of the summary memories, not of this.")
+        self.count = token_counter or count_tokens_approximately
+        template = summary_prompt
+        if "{messages}" in template:
+            template = template.replace(
+                "{messages}", "Summary so far:\n{summary}\n\nNew messages:\n{new_lines}"
+            )
+        self._summarizer = Summarizer(
+            ModelCaller(self.model, {}, timeout),
+            PromptTemplate.from_template(template),
+            counter_for(None),
+            0,
+        )
+
+    @property
+    def name(self) -> str:
+        return "MemoriesSummarization"
+
+    # -- the fold, before each model call ------------------------------------------
+
+    def _plan(self, state: dict[str, Any]) -> tuple[list[BaseMessage], str] | None:
+        """The messages to fold now and the summary they extend, or None (no fold)."""
+        if not self.trigger:
+            return None
+        summary = state.get("summary", "")
+        unfolded = _after(state["messages"], state.get("summarized_through"))
+        counts = tuple(self.count([m]) for m in unfolded)
+        starts = tuple(not isinstance(m, ToolMessage) for m in unfolded)
+        pending = SummaryState(
+            summary=summary, seqs=tuple(range(len(unfolded))), counts=counts, starts=starts
+        )
+        if fired(self.trigger, pending, window=self.window, drift=None) is None:
+            return None
+        cut = kept_count(pending, self.keep, window=self.window)
+        return (unfolded[:cut], summary) if cut > 0 else None
+
+    def _folded(self, folded: list[BaseMessage], summary: str) -> dict[str, Any]:
+        return {"summary": summary, "summarized_through": folded[-1].id}
+
+    def before_model(
+        self, state: SummaryAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        plan = self._plan(dict(state))
+        if plan is None:
+            return None
+        folded, summary = plan
+        try:
+            new = run(self._summarizer.summarizing(folded, summary))
+        except LLMError as exc:
+            logger.warning(
+                "Summary not updated (messages and summary kept, retried later): %s", exc
+            )
+            return None
+        return self._folded(folded, new)
+
+    async def abefore_model(
+        self, state: SummaryAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        plan = self._plan(dict(state))
+        if plan is None:
+            return None
+        folded, summary = plan
+        try:
+            new = await arun(self._summarizer.summarizing(folded, summary))
+        except LLMError as exc:
+            logger.warning(
+                "Summary not updated (messages and summary kept, retried later): %s", exc
+            )
+            return None
+        return self._folded(folded, new)
+
+    # -- what the model sees ----------------------------------------------------------
+
+    def _shown(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        state: dict[str, Any] = dict(request.state)
+        summary, through = state.get("summary"), state.get("summarized_through")
+        if not isinstance(summary, str) or not summary:
+            return request
+        lead = HumanMessage(
+            SUMMARY_LEAD + summary, additional_kwargs={"lc_source": "summarization"}
+        )
+        shown: list[Any] = [lead, *_after(request.messages, through)]
+        return request.override(messages=shown)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any]:
+        return handler(self._shown(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        return await handler(self._shown(request))
+
+
+def _after(messages: Sequence[BaseMessage], message_id: str | None) -> list[BaseMessage]:
+    """The messages after the one with ``message_id`` (all of them when it is absent)."""
+    if message_id is None:
+        return list(messages)
+    for i, message in enumerate(messages):
+        if message.id == message_id:
+            return list(messages[i + 1 :])
+    return list(messages)
