@@ -149,16 +149,16 @@ class Down(WordEmbeddings):
 
 memory = VectorMemory(path=sys.argv[1], namespace="outage", embeddings=Down(), write="background")
 memory.search("nothing yet")  # the namespace's index is loaded: saves are queued
-for i in range(3):
-    memory.save_context({"input": f"queued turn {i}"}, {"output": "ok"})
-try:
-    memory.flush()
-except ConnectionError:
-    pass
-try:
-    memory.save_context({"input": "queued turn 3"}, {"output": "ok"})  # falls back to sync
-except ConnectionError:
-    pass
+for i in range(4):
+    try:  # once the background write has failed, a save writes itself and raises
+        memory.save_context({"input": f"queued turn {i}"}, {"output": "ok"})
+    except ConnectionError:
+        pass
+    if i == 2:
+        try:
+            memory.flush()
+        except ConnectionError:
+            pass
 print(memory.pending())
 """
 
