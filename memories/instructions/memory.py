@@ -487,6 +487,16 @@ class InstructionsMemory(StoredDocumentMemory):
         return await arun(self._refreshing())
 
     def _refreshing(self) -> Steps[ReflectionResult]:
+        """Reflect on every queued item, batch by batch; stop at a failure or a proposal."""
+        total = ReflectionResult("idle", 0)
+        while True:
+            batch = yield from self._reflecting_batch()
+            total = _merged(total, batch)
+            if batch.status not in ("revised", "unchanged"):
+                return total
+
+    def _reflecting_batch(self) -> Steps[ReflectionResult]:
+        """One reflection on at most ``max_turns_per_update`` queued items."""
         caller = self._caller
         if caller is None:
             raise ConfigError(
@@ -557,6 +567,22 @@ class InstructionsMemory(StoredDocumentMemory):
             self.max_tokens,
             lambda text: self._counter([HumanMessage(text)]),
         )
+
+
+_RANK = {
+    "idle": 0,
+    "unchanged": 1,
+    "revised": 2,
+    "proposed": 3,
+    "awaiting_approval": 3,
+    "failed": 4,
+}
+
+
+def _merged(before: ReflectionResult, after: ReflectionResult) -> ReflectionResult:
+    """Several batches as one result: the most telling status, the items added up."""
+    status = max(before.status, after.status, key=_RANK.__getitem__)
+    return ReflectionResult(status, after.version, before.turns + after.turns, after.error)
 
 
 def _document(

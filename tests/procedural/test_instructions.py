@@ -340,3 +340,13 @@ def test_in_a_langgraph_graph_the_instructions_lead_the_system_message(url: str)
     memory.feedback(comment="we are in Europe, use euros")
     app.invoke({"messages": [("user", "price of a ticket?")]}, config)
     assert "Quote prices in euros." in model.prompts[1][0].text
+
+
+def test_refresh_reflects_on_every_queued_batch(url: str) -> None:
+    model = FlakyModel(script=[revise(f"{BASE} One."), revise(f"{BASE} Two.")])
+    memory = make(url, model, policy="manual", max_turns_per_update=3)
+    converse(memory, 5)
+    result = memory.refresh()
+    assert (result.status, result.turns, result.version) == ("revised", 5, 2)
+    assert len(model.prompts) == 2 and memory.status().pending == 0
+    assert memory.prompt() == f"{BASE} Two."
