@@ -390,7 +390,7 @@ class ChromaBackend(VectorBackend):
         for each in namespace_indexes(target, namespace):
             with each.lock:
                 each.stored(zip(ids, texts, stamped, strict=True))
-        self.outbox.remove(target, namespace, ids)
+        self.outbox.remove(target, namespace, rows)
 
     def _write(
         self,

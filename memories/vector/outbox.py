@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -56,6 +56,8 @@ class OutboxRow:
     """Whether the store should give it the next turn index of its session when writing it."""
     replace: bool = False
     """Whether it may replace a stored document with the same id (caller-chosen ids)."""
+    queued_as: str | None = field(default=None, compare=False, repr=False)
+    """The text the outbox stored it as, when read back from one (identifies this copy)."""
 
 
 _metadata = sa.MetaData()
@@ -110,6 +112,7 @@ def _load(doc_id: str, data: str) -> OutboxRow:
         value["metadata"],
         bool(value["needs_turn"]),
         bool(value.get("replace", False)),
+        queued_as=data,
     )
 
 
@@ -154,19 +157,24 @@ class SQLiteOutbox:
         with self._errors("read queued turns"), self._engine.connect() as connection:
             return [_load(doc_id, data) for doc_id, data in connection.execute(query)]
 
-    def remove(self, target: str, namespace: str, doc_ids: Sequence[str]) -> None:
-        """Forget rows that are now in the store (or were deleted)."""
-        if not doc_ids:
+    def remove(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
+        """Forget these rows, now in the store: exactly these copies.
+
+        A row queued again under the same id meanwhile (new metadata, a new
+        text) is a different copy and stays queued, to be written next.
+        """
+        if not rows:
             return
+        t = _outbox
+        statement = sa.delete(t).where(
+            t.c.target == target,
+            t.c.namespace == namespace,
+            t.c.doc_id == sa.bindparam("d"),
+            t.c.row == sa.bindparam("r"),
+        )
         with self._errors("forget written turns"), self._engine.begin() as connection:
-            for start in range(0, len(doc_ids), 500):
-                connection.execute(
-                    sa.delete(_outbox).where(
-                        _outbox.c.target == target,
-                        _outbox.c.namespace == namespace,
-                        _outbox.c.doc_id.in_(list(doc_ids[start : start + 500])),
-                    )
-                )
+            copies = [{"d": r.doc_id, "r": r.queued_as or _dump(r)} for r in rows]
+            connection.execute(statement, copies)
 
     def clear(self, target: str, namespace: str) -> None:
         """Forget every queued row of a namespace, and every row set aside."""
@@ -256,12 +264,13 @@ class MemoryOutbox:
             rows = list(self._rows.get((target, namespace), {}).values())
         return rows if limit is None else rows[:limit]
 
-    def remove(self, target: str, namespace: str, doc_ids: Sequence[str]) -> None:
-        """Forget rows."""
+    def remove(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
+        """Forget these rows: exactly these copies (one queued again meanwhile stays)."""
         with self._lock:
             queue = self._rows.get((target, namespace), {})
-            for doc_id in doc_ids:
-                queue.pop(doc_id, None)
+            for row in rows:
+                if queue.get(row.doc_id) == row:
+                    del queue[row.doc_id]
 
     def clear(self, target: str, namespace: str) -> None:
         """Forget every queued row of a namespace, and every row set aside."""
