@@ -8,6 +8,8 @@ default: MiniLM, bundled and offline (:mod:`memories.integrations.minilm`).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
@@ -15,7 +17,7 @@ from langchain_core.embeddings import Embeddings
 from memories.errors import ConfigError
 from memories.imports import import_path
 
-__all__ = ["default_embeddings", "resolve_embeddings"]
+__all__ = ["cosine", "default_embeddings", "resolve_embeddings"]
 
 
 def default_embeddings() -> Embeddings:
@@ -46,3 +48,10 @@ def resolve_embeddings(spec: Embeddings | str | None, /) -> Embeddings:
     if not isinstance(built, Embeddings):
         raise ConfigError(f"embeddings {spec!r} gave {built!r:.80}, not a LangChain Embeddings.")
     return built
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """The cosine similarity of two vectors (0.0 when either is all zeros)."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0

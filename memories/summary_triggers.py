@@ -20,7 +20,6 @@ summary state and, for ``topic``, from a similarity the memory computes.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -28,6 +27,7 @@ from typing import Annotated, Any
 from langchain_core.embeddings import Embeddings
 from pydantic import BeforeValidator
 
+from memories.embeddings import cosine
 from memories.errors import ConfigError
 from memories.history.base import Entry
 from memories.summary_state import SummaryState
@@ -164,10 +164,4 @@ def topic_similarity(
     vectors = embedder.embed_documents(exchanges)
     newest, before = vectors[-1], vectors[:-1]
     mean = [sum(v[i] for v in before) / len(before) for i in range(len(newest))]
-    return _cosine(newest, mean)
-
-
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
+    return cosine(newest, mean)

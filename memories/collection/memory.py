@@ -23,17 +23,16 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-import math
-import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from memories.collection import rules
 from memories.collection.extraction import (
     OPERATIONS_TOOL,
     OPERATIONS_TOOL_NAME,
@@ -43,6 +42,8 @@ from memories.collection.extraction import (
     extraction_prompt,
 )
 from memories.collection.records import MemoryRecord, MemoryVersion
+from memories.collection.rules import MEMORY_PREFIX
+from memories.embeddings import cosine
 from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
@@ -66,8 +67,6 @@ __all__ = ["CollectionMemory", "CollectionStatus", "CollectionUpdate"]
 logger = logging.getLogger(__name__)
 
 Policy = Literal["turn", "every_n", "background", "manual"]
-#: Ledger keys of memories: ``memory:<id>``.
-MEMORY_PREFIX = "memory:"
 #: Index metadata the memory keeps for itself.
 _OWN_KEYS = frozenset({"created_at", "updated_at", "version", "content_json"})
 # How many times an update is recomputed when another writer changed its memories first.
@@ -214,8 +213,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             id=item.key.removeprefix(MEMORY_PREFIX),
             content=value.get("content"),
             metadata=dict(value.get("metadata") or {}),
-            created_at=_utc(item.created_at),
-            updated_at=_utc(item.updated_at),
+            created_at=rules.utc(item.created_at),
+            updated_at=rules.utc(item.updated_at),
             version=item.version,
         )
 
@@ -229,8 +228,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             id=result.id,
             content=content,
             metadata=meta,
-            created_at=_utc(float(own["created_at"] or 0)),
-            updated_at=_utc(float(own["updated_at"] or 0)),
+            created_at=rules.utc(float(own["created_at"] or 0)),
+            updated_at=rules.utc(float(own["updated_at"] or 0)),
             version=int(own["version"] or 1),
             score=result.score,
         )
@@ -315,7 +314,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     def _direct(self, memory_id: str, plan: Any, kind: str) -> Steps[MemoryRecord | None]:
         """A write by hand to one memory: read its version, plan, compare-and-set, retry."""
-        key = MEMORY_PREFIX + _checked_id(memory_id)
+        key = MEMORY_PREFIX + rules.checked_id(memory_id)
         for _ in range(_MAX_CONFLICTS * 10):
             item = yield step(self._store.load, self.namespace, key)
             document = plan(item)
@@ -363,7 +362,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             "content": self.check_content(content),
             "metadata": self._checked_metadata(metadata),
         }
-        chosen = uuid.uuid4().hex if memory_id is None else _checked_id(memory_id)
+        chosen = uuid.uuid4().hex if memory_id is None else rules.checked_id(memory_id)
         yield from self._direct(chosen, lambda item: document, "put")
         return chosen
 
@@ -445,7 +444,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
         def plan(item: ProfileItem | None) -> dict[str, Any]:
             if item is None or item.value is None:
-                raise InvalidInputError(_missing(memory_id, self.namespace))
+                raise InvalidInputError(rules.missing(memory_id, self.namespace))
             if expected is not None and item.version != expected:
                 raise InvalidInputError(
                     f"The memory {memory_id!r} is at version {item.version}, not "
@@ -475,7 +474,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _deleting(self, memory_id: str) -> Steps[None]:
         def plan(item: ProfileItem | None) -> None:
             if item is None or item.value is None:
-                raise InvalidInputError(_missing(memory_id, self.namespace))
+                raise InvalidInputError(rules.missing(memory_id, self.namespace))
 
         yield from self._direct(memory_id, plan, "delete")
 
@@ -492,7 +491,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         return await arun(self._rolling_back(memory_id, version))
 
     def _rolling_back(self, memory_id: str, version: int) -> Steps[MemoryRecord]:
-        key = MEMORY_PREFIX + _checked_id(memory_id)
+        key = MEMORY_PREFIX + rules.checked_id(memory_id)
         found = yield step(self._store.changes, self.namespace, key, version=version)
         if not found or found[0].document is None:
             raise InvalidInputError(
@@ -508,23 +507,23 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     def get(self, memory_id: str) -> MemoryRecord | None:
         """The memory with this id in this namespace, or None."""
-        item = self._store.load(self.namespace, MEMORY_PREFIX + _checked_id(memory_id))
+        item = self._store.load(self.namespace, MEMORY_PREFIX + rules.checked_id(memory_id))
         return None if item is None or item.value is None else self._record(item)
 
     async def aget(self, memory_id: str) -> MemoryRecord | None:
         """Async :meth:`get`."""
-        item = await self._store.aload(self.namespace, MEMORY_PREFIX + _checked_id(memory_id))
+        item = await self._store.aload(self.namespace, MEMORY_PREFIX + rules.checked_id(memory_id))
         return None if item is None or item.value is None else self._record(item)
 
     def history(self, memory_id: str) -> list[MemoryVersion]:
         """Every version of a memory, oldest first, each with when it held and what caused it."""
-        key = MEMORY_PREFIX + _checked_id(memory_id)
-        return _versions(self._store.changes(self.namespace, key))
+        key = MEMORY_PREFIX + rules.checked_id(memory_id)
+        return rules.versions(self._store.changes(self.namespace, key))
 
     async def ahistory(self, memory_id: str) -> list[MemoryVersion]:
         """Async :meth:`history`."""
-        key = MEMORY_PREFIX + _checked_id(memory_id)
-        return _versions(await self._store.achanges(self.namespace, key))
+        key = MEMORY_PREFIX + rules.checked_id(memory_id)
+        return rules.versions(await self._store.achanges(self.namespace, key))
 
     def search(
         self,
@@ -567,20 +566,20 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             found = yield step(self.backend.search, request)
             return [self._found(r) for r in found]
         request = self._request(query, k, None)
-        when = _timestamp(as_of)
-        wanted = _equality(where)
+        when = rules.timestamp(as_of)
+        wanted = rules.equality(where)
         changes = yield step(self._store.key_changes, self.namespace, MEMORY_PREFIX)
-        then = [r for r in _current_at(changes, when) if _matches(r.metadata, wanted)]
+        then = [r for r in rules.current_at(changes, when) if rules.matches(r.metadata, wanted)]
         if not then:
             return []
         target = yield step(self.embedder.embed_query, request.text)
         vectors = yield step(self.embedder.embed_documents, [self._text(r.content) for r in then])
         scored = [
-            (_cosine(target, vector), record) for vector, record in zip(vectors, then, strict=True)
+            (cosine(target, vector), record) for vector, record in zip(vectors, then, strict=True)
         ]
         scored.sort(key=lambda pair: -pair[0])
         limit = request.k or self.k
-        return [_with_score(record, score) for score, record in scored[:limit]]
+        return [rules.with_score(record, score) for score, record in scored[:limit]]
 
     # -- LangChain's interface ------------------------------------------------------
 
@@ -704,7 +703,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         total = CollectionUpdate("idle")
         while True:
             batch = yield from self._folding_batch()
-            total = _merged(total, batch)
+            total = merged(total, batch)
             if batch.status in ("idle", "failed"):
                 return total
 
@@ -743,7 +742,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                     )
                     return CollectionUpdate("failed", error=outcome.error)
                 proposed = list(outcome.operations)
-            versions = {r.id: _version(r) for r in shown}
+            versions = {r.id: rules.version(r) for r in shown}
             operations = yield from self._deduplicating(proposed, shown, versions)
             commits = [self._commit_of(op, versions, turns) for op in operations]
             written = yield from self._writing(commits, turns)
@@ -808,19 +807,19 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         """
         near = yield step(self.backend.search, VectorQuery(text, 3, None))
         candidates = {r.id: r for r in [*shown, *near]}
-        normal = _normal(text)
+        normal = rules.normal(text)
         for result in candidates.values():
-            if _normal(result.text) == normal:
+            if rules.normal(result.text) == normal:
                 return result, False
         if not candidates:
             return None, False
         target = yield step(self.embedder.embed_query, text)
         vectors = yield step(self.backend.vectors, list(candidates))
-        scored = [(_cosine(target, vector), doc_id) for doc_id, vector in vectors.items()]
+        scored = [(cosine(target, vector), doc_id) for doc_id, vector in vectors.items()]
         if not scored or max(scored)[0] < self.duplicate_threshold:
             return None, False
         old = candidates[max(scored)[1]]
-        return old, _words(old.text) < _words(text)
+        return old, rules.words(old.text) < rules.words(text)
 
     def duplicate_of(self, content: Any) -> MemoryRecord | None:
         """The current memory that already says ``content`` (``duplicate_threshold``), or None."""
@@ -844,10 +843,10 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         """
         kept: list[Operation] = []
         touched = {op.memory_id for op in operations if op.memory_id}
-        current = {r.id: _normal(r.text) for r in shown}
+        current = {r.id: rules.normal(r.text) for r in shown}
         seen: set[str] = set()
         for op in operations:
-            normal = _normal(self._text(op.content)) if op.content is not None else ""
+            normal = rules.normal(self._text(op.content)) if op.content is not None else ""
             if op.op == "update" and current.get(op.memory_id or "") == normal:
                 continue  # says what it said
             if op.op != "insert":
@@ -862,7 +861,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             elif adds_detail and self.enable_updates and found.id not in touched:
                 kept.append(Operation("update", op.content, found.id))
                 touched.add(found.id)
-                versions[found.id] = _version(found)
+                versions[found.id] = rules.version(found)
         return kept
 
     # -- export and import (the command line's) -------------------------------------
@@ -919,7 +918,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 if version.get("content") is not None:
                     self.check_content(version["content"])
                     self._checked_metadata(version.get("metadata") or {})
-            plans.append((_checked_id(memory_id), versions))
+            plans.append((rules.checked_id(memory_id), versions))
         for memory_id, versions in plans:
             held = [v.content for v in self.history(memory_id)]
             wanted = [v.get("content") for v in versions]
@@ -944,23 +943,23 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     def list(self, *, filter: Mapping[str, Any] | None = None) -> builtins.list[MemoryRecord]:
         """Every current memory of the namespace (whose metadata equals ``filter``'s values)."""
-        wanted = _equality(filter)
+        wanted = rules.equality(filter)
         records = [self._record(i) for i in self._store.keys(self.namespace, MEMORY_PREFIX)]
-        return [r for r in records if _matches(r.metadata, wanted)]
+        return [r for r in records if rules.matches(r.metadata, wanted)]
 
     async def alist(
         self, *, filter: Mapping[str, Any] | None = None
     ) -> builtins.list[MemoryRecord]:
         """Async :meth:`list`."""
-        wanted = _equality(filter)
+        wanted = rules.equality(filter)
         items = await self._store.akeys(self.namespace, MEMORY_PREFIX)
-        return [r for r in map(self._record, items) if _matches(r.metadata, wanted)]
+        return [r for r in map(self._record, items) if rules.matches(r.metadata, wanted)]
 
 
 _RANK = {"idle": 0, "unchanged": 1, "updated": 2, "failed": 3}
 
 
-def _merged(before: CollectionUpdate, after: CollectionUpdate) -> CollectionUpdate:
+def merged(before: CollectionUpdate, after: CollectionUpdate) -> CollectionUpdate:
     """Several batches as one result: the most telling status, the counts added up."""
     status = max(before.status, after.status, key=_RANK.__getitem__)
     return CollectionUpdate(
@@ -971,116 +970,3 @@ def _merged(before: CollectionUpdate, after: CollectionUpdate) -> CollectionUpda
         before.deleted + after.deleted,
         after.error or before.error,
     )
-
-
-def _version(result: SearchResult) -> int:
-    """A memory's version as the index holds it (the ledger's compare-and-set checks it)."""
-    return int(result.metadata.get("version") or 1)
-
-
-def _utc(timestamp: float) -> datetime:
-    return datetime.fromtimestamp(timestamp, tz=UTC)
-
-
-def _timestamp(when: Any) -> float:
-    if not isinstance(when, datetime) or when.tzinfo is None:
-        raise InvalidInputError(
-            f"as_of must be a timezone-aware datetime (datetime.now(UTC)), got {when!r:.80}."
-        )
-    return when.timestamp()
-
-
-def _checked_id(memory_id: Any) -> str:
-    if not isinstance(memory_id, str) or not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", memory_id):
-        raise InvalidInputError(
-            f"A memory id is the string put() returned (letters, digits, - or _); got "
-            f"{memory_id!r:.80}."
-        )
-    return memory_id
-
-
-def _missing(memory_id: str, namespace: tuple[str, ...]) -> str:
-    return f"No memory {memory_id!r} in namespace {namespace!r}; list() or search() give the ids."
-
-
-def _equality(where: Mapping[str, Any] | None) -> dict[str, Any]:
-    if where is None:
-        return {}
-    if not isinstance(where, Mapping) or any(
-        not isinstance(k, str) or k.startswith("$") or isinstance(v, Mapping)
-        for k, v in where.items()
-    ):
-        raise InvalidInputError(
-            f"This filter must be {{'key': value}} equalities, got {where!r:.80}."
-        )
-    return dict(where)
-
-
-def _matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    return all(metadata.get(k) == v for k, v in wanted.items())
-
-
-def _normal(text: str) -> str:
-    """Text as compared for exact duplicates: case, spacing and punctuation ignored."""
-    return " ".join(re.sub(r"[^\w\s]", " ", text.casefold()).split())
-
-
-def _words(text: str) -> set[str]:
-    return set(_normal(text).split())
-
-
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
-
-
-def _with_score(record: MemoryRecord, score: float) -> MemoryRecord:
-    from dataclasses import replace
-
-    return replace(record, score=score)
-
-
-def _versions(changes: Sequence[ProfileChange]) -> list[MemoryVersion]:
-    versions = []
-    for i, change in enumerate(changes):
-        ended = changes[i + 1].created_at if i + 1 < len(changes) else None
-        document = change.document or {}
-        versions.append(
-            MemoryVersion(
-                version=change.version or 0,
-                kind=change.kind,
-                content=document.get("content"),
-                metadata=dict(document.get("metadata") or {}),
-                valid_from=_utc(change.created_at),
-                invalid_at=None if ended is None else _utc(ended),
-                turns=change.turns,
-            )
-        )
-    return versions
-
-
-def _current_at(changes: Sequence[tuple[str, ProfileChange]], when: float) -> list[MemoryRecord]:
-    """The memories as they stood at ``when``, from every change of the namespace's memories."""
-    by_key: dict[str, list[ProfileChange]] = {}
-    for key, change in changes:
-        by_key.setdefault(key, []).append(change)
-    records = []
-    for key, history in by_key.items():
-        before = [c for c in history if c.created_at <= when]
-        if not before or before[-1].document is None:
-            continue
-        last, document = before[-1], before[-1].document
-        later = [c for c in history if c.created_at > when]
-        records.append(
-            MemoryRecord(
-                id=key.removeprefix(MEMORY_PREFIX),
-                content=document.get("content"),
-                metadata=dict(document.get("metadata") or {}),
-                created_at=_utc(history[0].created_at),
-                updated_at=_utc(last.created_at),
-                invalid_at=_utc(later[0].created_at) if later else None,
-                version=last.version or 0,
-            )
-        )
-    return records
