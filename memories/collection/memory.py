@@ -153,9 +153,6 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     max_turns_per_update: int = Field(default=10, gt=0)
     update_method: UpdateMethod = "auto"
     memory_key: str = Field(default="memories", min_length=1)
-    input_key: str | None = None
-    output_key: str | None = None
-    return_messages: bool = False
 
     _schema: ProfileSchema | None = PrivateAttr(default=None)
     _in_line: bool = PrivateAttr(default=False)
@@ -583,11 +580,6 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     # -- LangChain's interface ------------------------------------------------------
 
-    @property
-    def memory_variables(self) -> list[str]:
-        """The prompt variables this memory fills: ``[memory_key]``."""
-        return [self.memory_key]
-
     def _shown(self, records: list[MemoryRecord]) -> str | list[BaseMessage]:
         text = "\n".join(f"- {self._text(r.content)}" for r in records)
         if self.return_messages:
@@ -598,29 +590,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         (human, _) = turn_messages_for(self, inputs, {"output": ""})
         return message_text(human)
 
-    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """``{memory_key: memories}``: the memories most relevant to the input, one per line."""
-        return {self.memory_key: self._shown(self.search(self._input_text(inputs)))}
-
-    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`load_memory_variables`."""
-        return {self.memory_key: self._shown(await self.asearch(self._input_text(inputs)))}
-
-    def check_turn(self, inputs: Any, outputs: Any) -> None:
-        """Raise what :meth:`save_context` would raise for this turn, writing nothing."""
-        turn_messages_for(self, inputs, outputs)
-
-    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Queue the turn (durable), then fold it in if the policy says so.
-
-        A failing model never raises here: the failure is recorded in
-        :meth:`status` and the turn stays queued for the next update.
-        """
-        run(self._queueing(turn_messages_for(self, inputs, outputs)))
-
-    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`save_context`."""
-        await arun(self._queueing(turn_messages_for(self, inputs, outputs)))
+    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
+        found = yield from self._searching(self._input_text(inputs), None, None, None)
+        return self._shown(found)
 
     def _queueing(self, turn: list[BaseMessage]) -> Steps[None]:
         store, ns, key = self._store, self.namespace, self.key

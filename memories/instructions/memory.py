@@ -52,7 +52,6 @@ from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import conversing
 from memories.kernel.steps import Steps, arun, run, step
-from memories.keys import turn_messages_for
 from memories.profile.store import (
     Change,
     PendingTurn,
@@ -177,9 +176,6 @@ class InstructionsMemory(StoredDocumentMemory):
     max_turns_per_update: int = Field(default=20, gt=0)
     instructions: str | None = None
     memory_key: str = Field(default="instructions", min_length=1)
-    input_key: str | None = None
-    output_key: str | None = None
-    return_messages: bool = False
 
     def __init__(self, **data: Any) -> None:
         if isinstance(data.get("prompts"), str):
@@ -295,11 +291,6 @@ class InstructionsMemory(StoredDocumentMemory):
 
     # -- LangChain's interface ----------------------------------------------------
 
-    @property
-    def memory_variables(self) -> list[str]:
-        """The prompt variables this memory fills: ``[memory_key]``."""
-        return [self.memory_key]
-
     def _render(self, prompts: Mapping[str, str]) -> str | list[BaseMessage]:
         if len(prompts) == 1:
             text = next(iter(prompts.values()))
@@ -308,30 +299,6 @@ class InstructionsMemory(StoredDocumentMemory):
         if self.return_messages:
             return [SystemMessage(text)] if text else []
         return text
-
-    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """``{memory_key: text}``: the prompt (several as sections), or ``[SystemMessage]``."""
-        return {self.memory_key: self._render(self.get())}
-
-    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`load_memory_variables`."""
-        return {self.memory_key: self._render(await self.aget())}
-
-    def check_turn(self, inputs: Any, outputs: Any) -> None:
-        """Raise what :meth:`save_context` would raise for this turn, writing nothing."""
-        turn_messages_for(self, inputs, outputs)
-
-    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Queue the turn for the next reflection (then reflect if the policy says so).
-
-        A failing model never raises here: the failure is recorded and the
-        turn stays queued.
-        """
-        run(self._queueing(turn_messages_for(self, inputs, outputs), feedback=False))
-
-    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`save_context`."""
-        await arun(self._queueing(turn_messages_for(self, inputs, outputs), feedback=False))
 
     def feedback(self, score: float | None = None, comment: str | None = None) -> None:
         """Queue feedback on the agent's recent conversations (then reflect under ``"feedback"``).
@@ -345,7 +312,11 @@ class InstructionsMemory(StoredDocumentMemory):
         """Async :meth:`feedback`."""
         await arun(self._queueing([feedback_message(score, comment)], feedback=True))
 
-    def _queueing(self, messages: list[BaseMessage], *, feedback: bool) -> Steps[None]:
+    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
+        item = yield step(self._store.load, self.namespace, self.key)
+        return self._render(self._current(item))
+
+    def _queueing(self, messages: list[BaseMessage], feedback: bool = False) -> Steps[None]:
         store, ns, key = self._store, self.namespace, self.key
         yield step(store.add_pending, ns, key, messages)
         if self._in_background and self._background.schedule():

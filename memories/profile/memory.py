@@ -25,7 +25,6 @@ from memories.errors import ConfigError, InvalidProfileError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.steps import Steps, arun, run, step
-from memories.keys import turn_messages_for
 from memories.profile.patching import json_copy, parse_patch
 from memories.profile.schema import ProfileSchema, schema_config
 from memories.profile.store import (
@@ -118,9 +117,6 @@ class ProfileMemory(StoredDocumentMemory):
     profile_schema: Any = Field(default=None, alias="schema")
     key: str = Field(default="profile", min_length=1)
     memory_key: str = Field(default="profile", min_length=1)
-    input_key: str | None = None
-    output_key: str | None = None
-    return_messages: bool = False
     format: Literal["json", "text"] = "json"
     policy: Policy = "turn"
     every_n: int = Field(default=3, gt=0)
@@ -271,11 +267,6 @@ class ProfileMemory(StoredDocumentMemory):
 
     # -- LangChain's interface --------------------------------------------------
 
-    @property
-    def memory_variables(self) -> list[str]:
-        """The prompt variables this memory fills: ``[memory_key]``."""
-        return [self.memory_key]
-
     def _render(self, document: dict[str, Any] | None) -> str | list[BaseMessage]:
         if not document:
             return [] if self.return_messages else ""
@@ -292,31 +283,11 @@ class ProfileMemory(StoredDocumentMemory):
         """The profile as the prompt shows it."""
         return self._render(self.get())
 
-    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """``{memory_key: profile}``: compact JSON, a text block, or ``[SystemMessage]``."""
-        return {self.memory_key: self._render(self.get())}
+    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
+        item = yield step(self._store.load, self.namespace, self.key)
+        return self._render(self._document(item))
 
-    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`load_memory_variables`."""
-        return {self.memory_key: self._render(await self.aget())}
-
-    def check_turn(self, inputs: Any, outputs: Any) -> None:
-        """Raise what :meth:`save_context` would raise for this turn, writing nothing."""
-        turn_messages_for(self, inputs, outputs)
-
-    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Queue the turn, then update the profile if the policy says so.
-
-        A failing model never raises here: the failure is recorded in
-        :meth:`history` and the turn stays queued for the next update.
-        """
-        run(self._saving(turn_messages_for(self, inputs, outputs)))
-
-    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`save_context`: the same steps, awaited."""
-        await arun(self._saving(turn_messages_for(self, inputs, outputs)))
-
-    def _saving(self, turn: list[BaseMessage]) -> Steps[None]:
+    def _queueing(self, turn: list[BaseMessage]) -> Steps[None]:
         store, ns, key = self._store, self.namespace, self.key
         if self.policy == "once" and self._frozen((yield step(store.load, ns, key))):
             return

@@ -11,13 +11,15 @@ share; a subclass says what the document is and how the model updates it
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
+from langchain_core.messages import BaseMessage
 from pydantic import Field, PrivateAttr
 
 from memories.kernel.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.kernel.steps import Steps, arun, run
+from memories.keys import turn_messages_for
 from memories.namespaces import NamespaceField
 from memories.profile.store import ProfileStore, default_url
 
@@ -43,6 +45,10 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     key: str = Field(default="document", min_length=1)
     url: str = Field(default_factory=default_url)
     policy: str = "manual"
+    memory_key: str = Field(default="document", min_length=1)
+    input_key: str | None = None
+    output_key: str | None = None
+    return_messages: bool = False
 
     _store: ProfileStore = PrivateAttr()
 
@@ -55,6 +61,45 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     def ledger(self) -> ProfileStore:
         """The store the document (its versions, its queued turns) lives in."""
         return self._store
+
+    def _queueing(self, turn: list[BaseMessage]) -> Steps[None]:
+        """The steps that queue a turn and update if the policy says so (the subclass's)."""
+        raise NotImplementedError(f"{type(self).__name__} must define _queueing()")
+
+    def _showing(self, inputs: Mapping[str, Any]) -> Steps[Any]:
+        """The steps that read what the prompt gets for ``inputs`` (the subclass's)."""
+        raise NotImplementedError(f"{type(self).__name__} must define _showing()")
+
+    # -- LangChain's interface, written once for the three ------------------------
+
+    @property
+    def memory_variables(self) -> list[str]:
+        """The prompt variables this memory fills: ``[memory_key]``."""
+        return [self.memory_key]
+
+    def check_turn(self, inputs: Any, outputs: Any) -> None:
+        """Raise what :meth:`save_context` would raise for this turn, writing nothing."""
+        turn_messages_for(self, inputs, outputs)
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Queue the turn (durable when this returns), then update if the policy says so.
+
+        A failing model never raises here: the failure is recorded (``status()``)
+        and the turn stays queued for the next update.
+        """
+        run(self._queueing(turn_messages_for(self, inputs, outputs)))
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Async :meth:`save_context`: the same steps, awaited."""
+        await arun(self._queueing(turn_messages_for(self, inputs, outputs)))
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """``{memory_key: what the document shows for the input}``."""
+        return {self.memory_key: run(self._showing(inputs))}
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Async :meth:`load_memory_variables`: the same steps, awaited."""
+        return {self.memory_key: await arun(self._showing(inputs))}
 
     def _refreshing(self) -> Steps[Any]:
         """The steps of one update from the queued turns (the subclass's model loop)."""
