@@ -33,7 +33,7 @@ from langchain_core.prompts import PromptTemplate
 from langgraph.runtime import Runtime
 
 from memories.errors import ConfigError, LLMError
-from memories.kernel.steps import arun, run
+from memories.kernel.steps import Steps, arun, run
 from memories.llm import ModelCaller, resolve_llm
 from memories.summarizer import Summarizer
 from memories.summary_state import SummaryState
@@ -162,40 +162,28 @@ class SummarizationMiddleware(AgentMiddleware[SummaryAgentState, Any]):
         cut = kept_count(pending, self.keep, window=self.window)
         return (unfolded[:cut], summary) if cut > 0 else None
 
-    def _folded(self, folded: list[BaseMessage], summary: str) -> dict[str, Any]:
-        return {"summary": summary, "summarized_through": folded[-1].id}
+    def _folding(self, state: dict[str, Any]) -> Steps[dict[str, Any] | None]:
+        """The steps of one fold: the state update, or None (no fold, or the call failed)."""
+        plan = self._plan(state)
+        if plan is None:
+            return None
+        folded, summary = plan
+        try:
+            new = yield from self._summarizer.summarizing(folded, summary)
+        except LLMError as exc:
+            logger.warning("Summary not updated (messages and summary kept; retried): %s", exc)
+            return None
+        return {"summary": new, "summarized_through": folded[-1].id}
 
     def before_model(
         self, state: SummaryAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        plan = self._plan(dict(state))
-        if plan is None:
-            return None
-        folded, summary = plan
-        try:
-            new = run(self._summarizer.summarizing(folded, summary))
-        except LLMError as exc:
-            logger.warning(
-                "Summary not updated (messages and summary kept, retried later): %s", exc
-            )
-            return None
-        return self._folded(folded, new)
+        return run(self._folding(dict(state)))
 
     async def abefore_model(
         self, state: SummaryAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        plan = self._plan(dict(state))
-        if plan is None:
-            return None
-        folded, summary = plan
-        try:
-            new = await arun(self._summarizer.summarizing(folded, summary))
-        except LLMError as exc:
-            logger.warning(
-                "Summary not updated (messages and summary kept, retried later): %s", exc
-            )
-            return None
-        return self._folded(folded, new)
+        return await arun(self._folding(dict(state)))
 
     # -- what the model sees ----------------------------------------------------------
 

@@ -932,29 +932,15 @@ class ProfileStore(BaseProfileStore):
 
     def _keys(self, op: Keys) -> list[ProfileItem]:
         t = store_table
-        query = (
-            select(t)
-            .where(
-                t.c.namespace == namespace_text(op.namespace),
-                t.c.key.startswith(op.prefix, autoescape=True),
-                t.c.value.is_not(None),
-            )
-            .order_by(t.c.key)
-        )
+        query = select(t).where(*_keyed(t, op.namespace, op.prefix), t.c.value.is_not(None))
+        query = query.order_by(t.c.key)
         with self._db.transaction() as connection:
             return [_item(row) for row in connection.execute(query)]
 
     def _key_changes(self, op: KeyChanges) -> list[tuple[str, ProfileChange]]:
         t = changes_table
-        query = (
-            select(t)
-            .where(
-                t.c.namespace == namespace_text(op.namespace),
-                t.c.key.startswith(op.prefix, autoescape=True),
-                t.c.version.is_not(None),
-            )
-            .order_by(t.c.id)
-        )
+        query = select(t).where(*_keyed(t, op.namespace, op.prefix), t.c.version.is_not(None))
+        query = query.order_by(t.c.id)
         with self._db.transaction() as connection:
             return [(row.key, _change(row)) for row in connection.execute(query)]
 
@@ -1117,6 +1103,14 @@ def _under(prefix: Namespace) -> Any:
     return or_(
         store_table.c.namespace == joined,
         store_table.c.namespace.like(f"{escaped}.%", escape="\\"),
+    )
+
+
+def _keyed(table: Table, namespace: Namespace, prefix: str) -> tuple[Any, Any]:
+    """The conditions "exactly this namespace, a key starting with ``prefix``"."""
+    return (
+        table.c.namespace == namespace_text(namespace),
+        table.c.key.startswith(prefix, autoescape=True),
     )
 
 
