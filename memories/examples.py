@@ -287,9 +287,6 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
             or not math.isfinite(score)
         ):
             raise InvalidInputError(f"score must be a finite number, got {score!r}.")
-        # The turn may still be queued: write it first, so that the rated copy is the
-        # last write of its id (a queued copy written after would drop the score).
-        yield step(self.backend.flush)
         found: list[SearchResult] = yield step(self.backend.get, [example_id])
         if not found:
             raise InvalidInputError(

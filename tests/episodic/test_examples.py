@@ -286,8 +286,8 @@ def test_examples_survive_a_restart_in_the_persistent_store(tmp_path: Path) -> N
 def test_feedback_right_after_a_background_save_is_never_lost(
     make_examples: Callable[..., ExampleMemory],
 ) -> None:
-    # Each fresh namespace races its first writes with the ratings (lost 1 run in 6 before
-    # feedback wrote the queued turn first).
+    # Each fresh namespace races its first writes with the ratings (lost 1 run in 6 while
+    # the outbox's writer forgot every queued copy of an id, the rated one included).
     for run in range(12):
         memory = make_examples(write="background", k=10, min_feedback=0.5, namespace=(f"r{run}",))
         ids = []
