@@ -49,7 +49,7 @@ from langgraph.store.base import (
 )
 
 from memories.errors import InvalidProfileError
-from memories.namespaces import namespace_key
+from memories.namespaces import in_namespace, namespace_key
 from memories.profile import ProfileMemory, ProfileSchema, ProfileStore
 from memories.profile.store import ProfileItem
 
@@ -570,12 +570,10 @@ class CollectionStoreAdapter(MemoryStoreAdapter):
 
 
 def _of_namespace(template: Any, namespace: Namespace, made: dict[Namespace, Any]) -> Any:
-    """The template memory's twin for ``namespace`` (built from its fields, once per namespace)."""
-    memory = made.get(namespace)
-    if memory is None:
-        settings = {name: getattr(template, name) for name in type(template).model_fields}
-        memory = made[namespace] = type(template)(**{**settings, "namespace": namespace})
-    return memory
+    """The template memory's twin for ``namespace``, built once per namespace."""
+    if namespace not in made:
+        made[namespace] = in_namespace(template, namespace)
+    return made[namespace]
 
 
 def _search_item(item: Item, score: float | None) -> SearchItem:

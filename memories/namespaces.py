@@ -15,7 +15,14 @@ from pydantic import BeforeValidator
 
 from memories.errors import ConfigError
 
-__all__ = ["Namespace", "NamespaceField", "as_namespace", "namespace_key", "namespace_text"]
+__all__ = [
+    "Namespace",
+    "NamespaceField",
+    "as_namespace",
+    "in_namespace",
+    "namespace_key",
+    "namespace_text",
+]
 
 Namespace = tuple[str, ...]
 
@@ -57,3 +64,13 @@ def namespace_key(namespace: Sequence[str], /) -> str:
 
 #: A model field holding a namespace: accepts what :func:`as_namespace` accepts.
 NamespaceField = Annotated[Namespace, BeforeValidator(as_namespace)]
+
+
+def in_namespace(template: Any, namespace: Namespace, /) -> Any:
+    """A memory with ``template``'s fields in ``namespace``, built anew.
+
+    Never a copy: a copy would carry the template's cached store client,
+    bound to the template's namespace.
+    """
+    fields = {name: getattr(template, name) for name in type(template).model_fields}
+    return type(template)(**{**fields, "namespace": namespace})

@@ -27,75 +27,60 @@ import json
 import string
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
 from memories.base import BaseMemory
 from memories.errors import MemoriesError
+from memories.namespaces import in_namespace
 
-__all__ = ["memory_tools", "profile_tool", "scoped"]
+__all__ = ["memory_tools", "profile_tool"]
 
 
-def scoped(memory: BaseMemory, config: RunnableConfig | None) -> BaseMemory:
-    """``memory`` with the ``{name}`` labels of its namespace filled from ``config``.
+class _PerRun:
+    """The memory a run's tools use: ``template`` in the namespace the run's config fills.
 
-    Raises:
-        ToolException: a templated label has no value in ``configurable``.
+    Labels written ``{name}`` take the run's ``configurable`` values; one
+    memory per filled namespace is built (:func:`~memories.namespaces.in_namespace`)
+    and kept for later runs.
     """
-    namespace: tuple[str, ...] = memory.namespace  # type: ignore[attr-defined]
-    if not any(_fields(label) for label in namespace):
-        return memory
-    values = (config or {}).get("configurable") or {}
-    filled = []
-    for label in namespace:
-        names = _fields(label)
-        missing = [n for n in names if not isinstance(values.get(n), str) or not values.get(n)]
-        if missing:
-            raise ToolException(
-                f"The memory's namespace {namespace!r} needs {missing} in the run's "
-                "configurable values (e.g. config={'configurable': {'user_id': ...}})."
-            )
-        filled.append(label.format(**{n: values[n] for n in names}))
-    return _Copies.of(memory).get(tuple(filled))
+
+    def __init__(self, template: BaseMemory) -> None:
+        self.template = template
+        self._lock = threading.Lock()
+        self._made: dict[tuple[str, ...], BaseMemory] = {}
+
+    def memory(self, config: RunnableConfig | None) -> BaseMemory:
+        """The run's memory.
+
+        Raises:
+            ToolException: a templated label has no value in ``configurable``.
+        """
+        namespace: tuple[str, ...] = self.template.namespace  # type: ignore[attr-defined]
+        if not any(_fields(label) for label in namespace):
+            return self.template
+        values = (config or {}).get("configurable") or {}
+        filled = []
+        for label in namespace:
+            names = _fields(label)
+            missing = [n for n in names if not isinstance(values.get(n), str) or not values.get(n)]
+            if missing:
+                raise ToolException(
+                    f"The memory's namespace {namespace!r} needs {missing} in the run's "
+                    "configurable values (e.g. config={'configurable': {'user_id': ...}})."
+                )
+            filled.append(label.format(**{n: values[n] for n in names}))
+        with self._lock:
+            key = tuple(filled)
+            if key not in self._made:
+                self._made[key] = in_namespace(self.template, key)
+            return self._made[key]
 
 
 def _fields(label: str) -> list[str]:
     return [name for _, name, _, _ in string.Formatter().parse(label) if name]
-
-
-class _Copies:
-    """One memory per filled namespace, built from the template memory's fields (never copied).
-
-    A copy would carry the template's cached backend, bound to another namespace.
-    """
-
-    _registry: ClassVar[dict[int, _Copies]] = {}
-    _registry_lock: ClassVar[threading.Lock] = threading.Lock()
-
-    def __init__(self, template: BaseMemory) -> None:
-        self.template = template
-        self.lock = threading.Lock()
-        self.made: dict[tuple[str, ...], BaseMemory] = {}
-
-    @classmethod
-    def of(cls, template: BaseMemory) -> _Copies:
-        with cls._registry_lock:
-            found = cls._registry.get(id(template))
-            if found is None or found.template is not template:
-                found = cls._registry[id(template)] = cls(template)
-            return found
-
-    def get(self, namespace: tuple[str, ...]) -> BaseMemory:
-        with self.lock:
-            memory = self.made.get(namespace)
-            if memory is None:
-                fields = {n: getattr(self.template, n) for n in type(self.template).model_fields}
-                memory = self.made[namespace] = type(self.template)(
-                    **{**fields, "namespace": namespace}
-                )
-            return memory
 
 
 @contextlib.contextmanager
@@ -116,6 +101,7 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
 
     if not isinstance(memory, CollectionMemory):
         raise TypeError(f"memory_tools() takes a CollectionMemory, got {type(memory).__name__}.")
+    per_run = _PerRun(memory)
 
     def manage_memory(
         content: str | None = None,
@@ -130,7 +116,7 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
         their plans; update a memory when it changes; delete it when it is no
         longer true. Give the id (from search_memory) to update or delete.
         """
-        target = scoped(memory, config)
+        target = per_run.memory(config)
         assert isinstance(target, CollectionMemory)
         with _told_to_the_model():
             if action == "create":
@@ -157,7 +143,7 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
         config: RunnableConfig,
     ) -> str:
         """Search your long-term memories about the user; returns them with their ids."""
-        target = scoped(memory, config)
+        target = per_run.memory(config)
         assert isinstance(target, CollectionMemory)
         if limit < 1 or offset < 0:
             raise ToolException("limit must be at least 1 and offset at least 0.")
@@ -183,6 +169,7 @@ def profile_tool(profile: Any, /) -> BaseTool:
 
     if not isinstance(profile, ProfileMemory):
         raise TypeError(f"profile_tool() takes a ProfileMemory, got {type(profile).__name__}.")
+    per_run = _PerRun(profile)
 
     def update_profile(operations: Sequence[dict[str, Any]], *, config: RunnableConfig) -> str:
         """Change the user's profile with RFC 6902 JSON Patch operations.
@@ -190,7 +177,7 @@ def profile_tool(profile: Any, /) -> BaseTool:
         For example [{"op": "replace", "path": "/city", "value": "Berlin"}].
         Returns the profile as it now stands.
         """
-        target = scoped(profile, config)
+        target = per_run.memory(config)
         assert isinstance(target, ProfileMemory)
         with _told_to_the_model():
             target.update(list(operations))
