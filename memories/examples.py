@@ -43,7 +43,7 @@ from memories.errors import InvalidInputError
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.parts import CountsTokens
 from memories.kernel.steps import Steps, arun, run, step
-from memories.keys import turn_messages_for
+from memories.keys import input_text_for, turn_messages_for
 from memories.messages import (
     check_storable,
     dump_message,
@@ -458,11 +458,11 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """``{memory_key: examples}``: few-shot exchanges as a string, or as messages."""
-        return {self.memory_key: self._shown(self.select(self._input_text(inputs)))}
+        return {self.memory_key: self._shown(self.select(input_text_for(self, inputs)))}
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Async :meth:`load_memory_variables`."""
-        return {self.memory_key: self._shown(await self.aselect(self._input_text(inputs)))}
+        return {self.memory_key: self._shown(await self.aselect(input_text_for(self, inputs)))}
 
     # -- building documents and prompt values (pure) ----------------------------
 
@@ -547,15 +547,11 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         values = {"input": message_text(human), OUTPUT: message_text(answer)}
         whole = messages if len(messages) > 2 or _has_tool_calls(messages) else ()
         doc_id = turn_id or uuid.uuid4().hex
-        row = self._example_row(values, metadata, what="turn", messages=whole)
+        row = self._example_row(values, metadata, what="turn", doc_id=doc_id, messages=whole)
         if not self.record_turns:
             return None
         _last_turn.set(doc_id)
-        return OutboxRow(doc_id, row.text, row.metadata, needs_turn=False, replace=True)
-
-    def _input_text(self, inputs: Mapping[str, Any]) -> str:
-        (human, _) = turn_messages_for(self, inputs, {"output": ""})
-        return message_text(human)
+        return row
 
     def _query_text(self, input_variables: Mapping[str, Any]) -> str:
         if not isinstance(input_variables, Mapping):

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from langchain_core.messages import BaseMessage
 
 from memories.errors import InvalidInputError, MissingKeyError
-from memories.messages import check_storable, turn_messages
+from memories.messages import check_storable, message_text, turn_messages
 
 __all__ = [
     "TurnKeys",
@@ -132,3 +132,15 @@ def turn_messages_for(
         owner=type(memory).__name__,
     )
     return check_storable(turn_messages(input_value, output_value))
+
+
+def input_text_for(memory: TurnKeys, inputs: Mapping[str, Any]) -> str:
+    """The text of a chain run's input, by ``memory``'s key settings (what a memory searches with).
+
+    Only the input is read: a load has no outputs, so ``output_key`` plays no part.
+    """
+    value = inputs[select_input_key(inputs, memory.memory_variables, memory.input_key)]
+    if isinstance(value, str):
+        return value
+    (human, _) = turn_messages(value, "")
+    return message_text(human)

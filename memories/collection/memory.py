@@ -49,7 +49,7 @@ from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
 from memories.kernel.steps import Steps, arun, run, step, to_thread
-from memories.keys import turn_messages_for
+from memories.keys import input_text_for
 from memories.messages import check_storable, message_text
 from memories.profile.schema import ProfileSchema, schema_config
 from memories.profile.store import Change, PendingTurn, ProfileChange, ProfileItem
@@ -586,12 +586,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             return [SystemMessage(text)] if text else []
         return text
 
-    def _input_text(self, inputs: Mapping[str, Any]) -> str:
-        (human, _) = turn_messages_for(self, inputs, {"output": ""})
-        return message_text(human)
-
     def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
-        found = yield from self._searching(self._input_text(inputs), None, None, None)
+        found = yield from self._searching(input_text_for(self, inputs), None, None, None)
         return self._shown(found)
 
     def _queueing(self, turn: list[BaseMessage]) -> Steps[None]:

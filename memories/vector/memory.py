@@ -25,7 +25,7 @@ from langchain_core.messages import HumanMessage
 
 from memories.embeddings import default_embeddings
 from memories.kernel.capabilities import Capabilities
-from memories.keys import select_input_key, select_output_key
+from memories.keys import input_text_for, select_input_key, select_output_key
 from memories.messages import check_storable, message_text, turn_messages
 from memories.vector.backend import VectorQuery
 from memories.vector.documents import DocumentMemory
@@ -153,12 +153,7 @@ class VectorMemory(DocumentMemory):
 
     def _load_query(self, inputs: Mapping[str, Any]) -> VectorQuery:
         """The search a chain run makes: its input, the backend's default ``k``."""
-        key = select_input_key(inputs, self.memory_variables, self.input_key)
-        value = inputs[key]
-        if not isinstance(value, str):
-            (human, _) = turn_messages(value, "")
-            value = message_text(human)
-        return VectorQuery(value, None, None)
+        return VectorQuery(input_text_for(self, inputs), None, None)
 
     def _variables(self, results: list[SearchResult]) -> dict[str, Any]:
         value: str | list[Document]

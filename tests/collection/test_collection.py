@@ -440,3 +440,13 @@ def test_two_updaters_folding_the_same_turns_store_them_once(
         thread.join()
     assert contents(first) == ["User speaks Basque"]
     assert sorted(r.status for r in results) == ["idle", "updated"]  # the loser found it done
+
+
+def test_a_chain_with_another_output_key_loads_its_memories(
+    make_collection: Callable[..., CollectionMemory],
+) -> None:
+    memory = make_collection(output_key="response")
+    memory.save_context({"input": "I like green tea"}, {"response": "Noted"})
+    assert memory.load_memory_variables({"input": "green tea?"}) == {
+        "memories": "- I like green tea"
+    }

@@ -297,3 +297,12 @@ def test_feedback_right_after_a_background_save_is_never_lost(
             memory.feedback(ids[-1], 1.0)  # while the writer may still hold the turn
         assert sorted(e.id for e in memory.select("task done well")) == sorted(ids)
         assert memory.dead_letters() == []
+
+
+def test_a_chain_with_another_output_key_loads_its_examples(
+    make_examples: Callable[..., ExampleMemory],
+) -> None:
+    memory = make_examples(output_key="response")
+    memory.save_context({"input": "convert 3 miles"}, {"response": "4.8 km"})
+    shown = memory.load_memory_variables({"input": "convert 5 miles"})["examples"]
+    assert shown == "Human: convert 3 miles\nAI: 4.8 km"
