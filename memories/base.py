@@ -43,7 +43,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from memories._langchain import LangChainBaseMemory
 from memories.errors import ConfigError, InvalidInputError
-from memories.history.base import ChatHistory
+from memories.history.base import ChatHistory, MessageRef
 from memories.history.langchain import LangChainHistory
 from memories.history.memory import InMemoryHistory
 from memories.kernel.background import MemoryStatus
@@ -352,6 +352,11 @@ class ChatMemory(BaseMemory):
         yield step(self.chat_memory.append, messages)
         yield from self._update()
 
+    def _editing(self, edit: Steps[list[int]]) -> Steps[None]:
+        """Run a history edit's steps, then bring derived state up to date with it."""
+        yield from edit
+        yield from self._update()
+
     def _state_parameters(self) -> dict[str, Any]:
         """The arguments that shape this memory's derived state (default: none)."""
         return {}
@@ -393,20 +398,71 @@ class ChatMemory(BaseMemory):
         await arun(self._saving(self._turn(inputs, outputs)), lock=self._io_lock)
 
     def save_messages(self, messages: Sequence[BaseMessage], /) -> None:
-        """Append whole messages (an agent turn with its tool calls), then update derived state.
+        """Write whole messages (an agent turn with its tool calls), then update derived state.
 
         ``save_context`` stores one input and one output; an agent's turn is a
         human message, AI messages with tool calls, tool results and the final
-        answer, and a window must be able to keep them together.
+        answer, and a window must be able to keep them together. The list has
+        LangGraph's ``add_messages`` semantics: a message whose id is already
+        shown replaces it, ``RemoveMessage(id=...)`` removes one,
+        ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` removes all before it.
 
         Raises:
-            InvalidInputError: an item is not a LangChain message (nothing is written).
+            InvalidInputError: an item is not a LangChain message, or a
+                ``RemoveMessage`` names an unknown id (nothing is written).
         """
-        run(self._saving(_checked_messages(messages)), lock=self._io_lock)
+        writing = self.chat_memory.writing(_checked_messages(messages))
+        run(self._editing(writing), lock=self._io_lock)
 
     async def asave_messages(self, messages: Sequence[BaseMessage], /) -> None:
         """Async :meth:`save_messages`: the same steps, awaited."""
-        await arun(self._saving(_checked_messages(messages)), lock=self._io_lock)
+        writing = self.chat_memory.writing(_checked_messages(messages))
+        await arun(self._editing(writing), lock=self._io_lock)
+
+    # -- edits by id (see memories.history.edits) ------------------------------
+
+    def delete_messages(self, ids: Sequence[MessageRef], /) -> None:
+        """Remove messages by id (or log seq); derived state (counts, summary) follows.
+
+        A removed tool call takes its results with it, and a removed result
+        takes its call out of the AI message, so the memory never shows an
+        orphan. The log keeps the removed messages (``chat_memory.records()``).
+
+        Raises:
+            InvalidInputError: an id matches no shown message (nothing is changed).
+        """
+        run(self._editing(self.chat_memory.deleting(ids)), lock=self._io_lock)
+
+    async def adelete_messages(self, ids: Sequence[MessageRef], /) -> None:
+        """Async :meth:`delete_messages`."""
+        await arun(self._editing(self.chat_memory.deleting(ids)), lock=self._io_lock)
+
+    def edit_message(self, id: MessageRef, new_message: BaseMessage, /) -> None:
+        """Show ``new_message`` in place of the message with ``id`` (or log seq).
+
+        Raises:
+            InvalidInputError: no shown message has that id, or ``new_message``
+                is not a message (nothing is changed).
+        """
+        replacing = self.chat_memory.replacing(id, *_checked_messages([new_message]))
+        run(self._editing(replacing), lock=self._io_lock)
+
+    async def aedit_message(self, id: MessageRef, new_message: BaseMessage, /) -> None:
+        """Async :meth:`edit_message`."""
+        replacing = self.chat_memory.replacing(id, *_checked_messages([new_message]))
+        await arun(self._editing(replacing), lock=self._io_lock)
+
+    def keep_last(self, n: int, /) -> None:
+        """Remove every message but the last ``n`` (never splitting a tool call from its results).
+
+        Raises:
+            InvalidInputError: ``n`` is not a count >= 0.
+        """
+        run(self._editing(self.chat_memory.cutting(n)), lock=self._io_lock)
+
+    async def akeep_last(self, n: int, /) -> None:
+        """Async :meth:`keep_last`."""
+        await arun(self._editing(self.chat_memory.cutting(n)), lock=self._io_lock)
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """``{memory_key: buffer}``: a string, or messages with ``return_messages=True``."""

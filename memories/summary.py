@@ -241,7 +241,12 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
         raw = yield step(history.load_state, self.state_key)
         fresh = SummaryState(summary=self.initial_summary, counter=self._counter_id)
         state = fresh if raw is None else SummaryState.from_state(raw)
-        unfolded = yield step(history.entries, after=state.folded)
+        changes = yield step(history.changes, after=state.folded, edits_after=state.edits)
+        unfolded = changes.entries
+        if changes.touches(state.folded):
+            logger.info("%s: an edit changed a summarised message; summarising anew", self)
+            unfolded = yield step(history.entries)
+        state = state.edited(changes, fresh)
         state = state.counted(unfolded, self._counter_id, lambda m: self._counter([m]))
         return state, unfolded
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from memories.history.base import Entry
+from memories.history.base import Changes, Entry
 from memories.kernel.background import JobStatus, MemoryStatus
 
 __all__ = ["SummaryState", "SummaryStatus"]
@@ -52,6 +52,8 @@ class SummaryState:
     """Why the last fold failed, while ``failures`` > 0."""
     trigger: str | None = None
     """The ``trigger=`` pair that fired the last fold (``"messages 20"``), or None."""
+    edits: int | None = None
+    """The last edit record of the log taken into account (see :mod:`memories.history.edits`)."""
 
     @property
     def total(self) -> int:
@@ -137,6 +139,20 @@ class SummaryState:
             if suffix <= budget:
                 return cut
         return len(self.seqs)
+
+    def edited(self, changes: Changes, fresh: SummaryState) -> SummaryState:
+        """The state after the log's edits since the last look (``fresh``: a new session's).
+
+        An edit of a folded message makes the summary stale: it starts again
+        from ``fresh`` and the whole (edited) log is folded anew. An edit of an
+        unfolded message only makes its counts stale: they are counted again.
+        """
+        cursor = changes.edit_cursor(self.edits)
+        if changes.touches(self.folded):
+            return replace(fresh, edits=cursor)
+        if changes.edits:
+            return replace(self, edits=cursor, last=self.folded, seqs=(), counts=(), starts=())
+        return self
 
     def counted(
         self, unfolded: Sequence[Entry], counter: str, count: Callable[[BaseMessage], int]
@@ -253,6 +269,7 @@ class SummaryState:
             "retry_in": self.retry_in,
             "last_error": self.last_error,
             "trigger": self.trigger,
+            "edits": self.edits,
         }
 
     @classmethod
@@ -270,6 +287,7 @@ class SummaryState:
             retry_in=int(state.get("retry_in", 0)),
             last_error=state.get("last_error"),
             trigger=state.get("trigger"),
+            edits=state.get("edits"),
         )
 
 

@@ -54,6 +54,8 @@ class TokenWindow:
     """Whether the window may start at each shown message."""
     total: int = field(default=0)
     """Sum of ``counts``."""
+    edits: int | None = None
+    """The last edit record of the log taken into account (see :mod:`memories.history.edits`)."""
 
     def advance(
         self, entries: Sequence[Entry], counts: Sequence[int], starts: Sequence[bool], budget: int
@@ -95,6 +97,7 @@ class TokenWindow:
             "counts": list(self.counts),
             "starts": list(self.starts),
             "total": self.total,
+            "edits": self.edits,
         }
 
     @classmethod
@@ -108,6 +111,7 @@ class TokenWindow:
             counts=tuple(state["counts"]),
             starts=tuple(state["starts"]),
             total=int(state["total"]),
+            edits=state.get("edits"),
         )
 
 
@@ -262,13 +266,20 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
         history = self.chat_memory
         state = yield step(history.load_state, self.state_key)
         if state is None:
+            # The edit cursor is read first: an edit made during the rebuild is seen next time.
+            edits = yield step(history.edits)
             window = yield from self._rebuilding()
+            window = replace(window, edits=max((e.seq for e in edits), default=None))
         else:
             window = self._decode(state)
-            new = yield step(history.entries, after=window.last)
-            if not new:
+            changes = yield step(history.changes, after=window.last, edits_after=window.edits)
+            if not changes.entries and not changes.edits:
                 return window
-            window = self._advance(window, new)
+            if changes.touches(window.last):  # an edit changed what was counted: count afresh
+                window = yield from self._rebuilding()
+            else:
+                window = self._advance(window, changes.entries)
+            window = replace(window, edits=changes.edit_cursor(window.edits))
         state = window.to_state()
         yield step(history.save_state, self.state_key, state)
         self._last_decoded.pair = (state, window)

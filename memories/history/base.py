@@ -2,13 +2,15 @@
 
 Implementing a subclass
 -----------------------
-Implement five methods: :meth:`ChatHistory.append`, :meth:`ChatHistory.entries`,
-:meth:`ChatHistory.clear`, :meth:`ChatHistory.load_state` and
-:meth:`ChatHistory.save_state`. Everything else (LangChain's
-``BaseChatMessageHistory`` surface, the async twins, exchange lookup) is written
-once here on top of them. Override an async twin only when the backend has a
-native async client; override :meth:`ChatHistory.start_of_last_exchanges` when
-the backend can answer it with an index.
+Implement six methods: :meth:`ChatHistory.record`, :meth:`ChatHistory.records`,
+:meth:`ChatHistory.entries`, :meth:`ChatHistory.clear`,
+:meth:`ChatHistory.load_state` and :meth:`ChatHistory.save_state`.
+Everything else (LangChain's ``BaseChatMessageHistory`` surface, edits by id
+with LangGraph's ``add_messages`` semantics, the async twins, exchange
+lookup) is written once here on top of them. Override an async twin only when
+the backend has a native async client; override
+:meth:`ChatHistory.start_of_last_exchanges`, :meth:`ChatHistory.changes` or
+:meth:`ChatHistory.seqs_of` when the backend can answer them with an index.
 
 Why a log plus state
 --------------------
@@ -16,6 +18,8 @@ Memories never delete history to trim it. The log only grows; each memory keeps
 its own derived state (a cursor into the log, token counts, a running summary)
 under its own key beside the log. A restarted process reads that state back and
 sees the same memory, and nothing the user said is destroyed by trimming.
+Editing or deleting a message appends an edit record (:mod:`memories.history.edits`):
+reads show the edited conversation, the log keeps what was said.
 :meth:`ChatHistory.clear` is the one explicit way to erase a session.
 """
 
@@ -23,28 +27,45 @@ from __future__ import annotations
 
 import bisect
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 
-from memories.kernel.steps import blocking_twin, to_thread
+from memories.errors import InvalidInputError
+from memories.history.edits import current_ids, planned, repaired
+from memories.history.records import REMOVE_ALL_MESSAGES, Edit, Entry, Item, NewEdit
+from memories.kernel.steps import Steps, arun, blocking_twin, run, step, to_thread
 
-__all__ = ["ChatHistory", "Entry"]
+__all__ = ["Changes", "ChatHistory", "Edit", "Entry", "MessageRef"]
 
 DEFAULT_SESSION_ID = "default"
 
+#: How a message is named in an edit: its ``id``, or its ``seq`` in the log
+#: (messages saved by ``save_context`` have no id).
+MessageRef = str | int
+
 
 @dataclass(frozen=True, slots=True)
-class Entry:
-    """One message of a session's log."""
+class Changes:
+    """What a memory's derived state has not seen yet (:meth:`ChatHistory.changes`)."""
 
-    seq: int
-    """Position in the log: grows with every append, never reused within a session."""
-    message: BaseMessage
-    """The stored message, exactly as it was appended."""
+    entries: list[Entry]
+    """The shown messages after the state's cursor, edits applied."""
+    edits: list[Edit]
+    """The edit records after the state's edit cursor, whatever they target."""
+
+    def touches(self, through: int | None) -> bool:
+        """Whether an edit changed a message at or before ``through`` (the state is stale)."""
+        if through is None:
+            return False
+        return any(edit.target <= through for edit in self.edits)
+
+    def edit_cursor(self, previous: int | None) -> int | None:
+        """The edit cursor after these changes."""
+        return max((e.seq for e in self.edits), default=previous)
 
 
 class ChatHistory(BaseChatMessageHistory, ABC):
@@ -56,15 +77,26 @@ class ChatHistory(BaseChatMessageHistory, ABC):
 
     session_id: str
 
-    # -- the five methods a backend implements ---------------------------------
+    # -- the six methods a backend implements ---------------------------------
 
     @abstractmethod
-    def append(self, messages: Sequence[BaseMessage], /) -> list[int]:
-        """Append messages atomically (all or none) and return their sequence numbers."""
+    def record(self, items: Sequence[Item], /) -> list[int]:
+        """Append messages and edit records atomically (all or none), in order.
+
+        Returns:
+            The ``seq`` each item was written at.
+        """
+
+    @abstractmethod
+    def records(self, *, after: int | None = None) -> list[Entry | Edit]:
+        """The log as written: every message as first stored and every edit record, in order.
+
+        This is the audit trail; memories read :meth:`entries`.
+        """
 
     @abstractmethod
     def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
-        """Entries in log order.
+        """The messages shown now (edits applied), in log order.
 
         Args:
             after: only entries whose ``seq`` is greater than this.
@@ -88,6 +120,35 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         """
 
     # -- derived ----------------------------------------------------------------
+
+    def append(self, messages: Sequence[BaseMessage], /) -> list[int]:
+        """Append messages atomically (all or none) and return their sequence numbers.
+
+        Raises:
+            InvalidInputError: a ``RemoveMessage`` is among them (give it to :meth:`write`).
+        """
+        if any(isinstance(m, RemoveMessage) for m in messages):
+            raise InvalidInputError(
+                "append() stores messages as they are; a RemoveMessage is an edit: "
+                "pass the list to write() (or a memory's save_messages) instead."
+            )
+        return self.record(messages)
+
+    def edits(self, *, after: int | None = None) -> list[Edit]:
+        """The edit records after ``after``, in log order."""
+        return [r for r in self.records(after=after) if isinstance(r, Edit)]
+
+    def changes(self, *, after: int | None, edits_after: int | None) -> Changes:
+        """The shown messages after ``after`` and the edit records after ``edits_after``.
+
+        A memory keeps both cursors in its state: new messages extend it, and
+        an edit of a message it already folded in makes it rebuild.
+        """
+        return Changes(self.entries(after=after), self.edits(after=edits_after))
+
+    def seqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
+        """The ``seq`` of each shown message whose id is in ``ids`` (missing ids are left out)."""
+        return current_ids(self.entries(), ids)
 
     def to_config(self) -> dict[str, Any]:
         """A config that :func:`memories.create_history` turns back into an equal history."""
@@ -127,9 +188,160 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         """LangChain's interface: append messages."""
         self.append(messages)
 
+    # -- edits by id: steps written once, run sync or async ---------------------
+
+    def writing(self, messages: Sequence[BaseMessage], /) -> Steps[list[int]]:
+        """Steps of :meth:`write`."""
+        ids = {m.id for m in messages if m.id is not None}
+        if not ids:
+            return (yield step(self.record, messages))
+        known = yield step(self.seqs_of, ids - {REMOVE_ALL_MESSAGES})
+        last = None
+        if REMOVE_ALL_MESSAGES in ids:
+            newest = yield step(self.entries, last=1)
+            last = newest[-1].seq if newest else None
+        items = planned(messages, known, last=last, session=self.session_id)
+        return (yield from self._recording(items))
+
+    def deleting(self, refs: Sequence[MessageRef], /) -> Steps[list[int]]:
+        """Steps of :meth:`delete`."""
+        targets = yield from self._resolving(refs)
+        return (yield from self._recording([NewEdit(seq) for seq in sorted(set(targets))]))
+
+    def replacing(self, ref: MessageRef, message: BaseMessage, /) -> Steps[list[int]]:
+        """Steps of :meth:`replace`."""
+        if not isinstance(message, BaseMessage) or isinstance(message, RemoveMessage):
+            raise InvalidInputError(
+                f"The new message must be a LangChain message (not RemoveMessage); got "
+                f"{message!r:.80}. Use delete_messages to remove one."
+            )
+        [target] = yield from self._resolving([ref])
+        old = (yield step(self.entries, after=target - 1))[0]
+        if message.id is None and old.message.id is not None:
+            message = message.model_copy(update={"id": old.message.id})
+        return (yield from self._recording([NewEdit(target, message)]))
+
+    def cutting(self, keep: int, /) -> Steps[list[int]]:
+        """Steps of :meth:`keep_last`."""
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise InvalidInputError(f"keep_last takes a count of messages >= 0, got {keep!r}.")
+        chunk = keep + 8
+        while True:
+            tail = yield step(self.entries, last=chunk)
+            start = len(tail) - keep
+            # Never keep a tool result without the AI message that called it.
+            while 0 < start < len(tail) and isinstance(tail[start].message, ToolMessage):
+                start -= 1
+            if start > 0 or len(tail) < chunk:
+                break
+            chunk *= 4
+        if start <= 0:
+            return []
+        return (yield step(self.record, [NewEdit(tail[start - 1].seq, through=True)]))
+
+    def _resolving(self, refs: Sequence[MessageRef]) -> Steps[list[int]]:
+        """The ``seq`` of each message named, or an error naming the ones not shown."""
+        if isinstance(refs, str | int) or not refs:
+            raise InvalidInputError(
+                f"Give a non-empty list of message ids (or log seqs), got {refs!r:.80}."
+            )
+        bad = [r for r in refs if isinstance(r, bool) or not isinstance(r, str | int)]
+        if bad:
+            raise InvalidInputError(
+                f"A message is named by its id (str) or its seq (int), not {bad[0]!r:.80}."
+            )
+        found: dict[MessageRef, int] = dict(
+            (yield step(self.seqs_of, {r for r in refs if isinstance(r, str)}))
+        )
+        seqs = sorted({r for r in refs if isinstance(r, int)})
+        if seqs:
+            shown = yield step(self.entries, after=seqs[0] - 1)
+            found.update((e.seq, e.seq) for e in shown if e.seq in seqs)
+        missing = [r for r in refs if r not in found]
+        if missing:
+            raise InvalidInputError(
+                f"No message of session {self.session_id!r} has the id or seq "
+                f"{', '.join(repr(m) for m in missing[:5])} (never saved, or removed already); "
+                "nothing was changed."
+            )
+        return [found[r] for r in refs]
+
+    def _recording(self, items: list[Item]) -> Steps[list[int]]:
+        """Write ``items`` with the edits that keep tool calls and results together."""
+        targets = [i.target for i in items if isinstance(i, NewEdit)]
+        if targets:
+            cuts = [i.target for i in items if isinstance(i, NewEdit) and i.through]
+            after = max(cuts) if cuts else min(targets) - 1
+            shown = yield step(self.entries, after=after)
+            items = repaired(items, shown)
+        return (yield step(self.record, items))
+
+    def write(self, messages: Sequence[BaseMessage], /) -> list[int]:
+        """Write messages with LangGraph's ``add_messages`` semantics, atomically.
+
+        A message whose id is already shown replaces that message (in its
+        place); ``RemoveMessage(id=...)`` removes one;
+        ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` removes every message
+        before it; any other message is appended. Tool calls and their
+        results stay together (see :func:`memories.history.edits.repaired`).
+
+        Returns:
+            The ``seq`` of every record written (messages and edits).
+
+        Raises:
+            InvalidInputError: a ``RemoveMessage`` names an unknown id (nothing is written).
+        """
+        return run(self.writing(messages))
+
+    def delete(self, refs: Sequence[MessageRef], /) -> list[int]:
+        """Remove messages named by id or seq, and the tool results or calls they would orphan.
+
+        Raises:
+            InvalidInputError: a name matches no shown message (nothing is written).
+        """
+        return run(self.deleting(refs))
+
+    def replace(self, ref: MessageRef, message: BaseMessage, /) -> list[int]:
+        """Show ``message`` in place of the message named by id or seq (it keeps the old id).
+
+        Raises:
+            InvalidInputError: the name matches no shown message, or ``message``
+                is not a message (nothing is written).
+        """
+        return run(self.replacing(ref, message))
+
+    def keep_last(self, keep: int, /) -> list[int]:
+        """Remove every message but the last ``keep`` (more when the oldest kept is a tool result).
+
+        Raises:
+            InvalidInputError: ``keep`` is not a count >= 0.
+        """
+        return run(self.cutting(keep))
+
+    async def awrite(self, messages: Sequence[BaseMessage], /) -> list[int]:
+        """Async :meth:`write`."""
+        return await arun(self.writing(messages))
+
+    async def adelete(self, refs: Sequence[MessageRef], /) -> list[int]:
+        """Async :meth:`delete`."""
+        return await arun(self.deleting(refs))
+
+    async def areplace(self, ref: MessageRef, message: BaseMessage, /) -> list[int]:
+        """Async :meth:`replace`."""
+        return await arun(self.replacing(ref, message))
+
+    async def akeep_last(self, keep: int, /) -> list[int]:
+        """Async :meth:`keep_last`."""
+        return await arun(self.cutting(keep))
+
     # -- async twins: a thread by default; a native async backend overrides -----
 
     aappend = blocking_twin(append)
+    arecord = blocking_twin(record)
+    arecords = blocking_twin(records)
+    aedits = blocking_twin(edits)
+    achanges = blocking_twin(changes)
+    aseqs_of = blocking_twin(seqs_of)
     aentries = blocking_twin(entries)
     aload_state = blocking_twin(load_state)
     asave_state = blocking_twin(save_state)

@@ -6,6 +6,11 @@ histories have no place for derived state, so memory state lives in this
 object only: a restarted process rebuilds it from the log (correct, but it
 re-reads and, for a token buffer, re-counts the tail once). Use
 :class:`~memories.history.sql.SQLiteHistory` to keep that state too.
+
+An edit is stored in the wrapped history as a ``RemoveMessage`` whose
+``additional_kwargs["memories_edit"]`` holds the edit (target position, cut
+flag, replacement): LangChain's histories store any message, and LangGraph's
+readers know a ``RemoveMessage``.
 """
 
 from __future__ import annotations
@@ -15,11 +20,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, RemoveMessage
 
+from memories.errors import BackendError
 from memories.history.base import DEFAULT_SESSION_ID, ChatHistory, Entry, select_entries
+from memories.history.edits import fold
+from memories.history.records import Edit, Item, NewEdit
 
 __all__ = ["LangChainHistory"]
+
+_EDIT_KEY = "memories_edit"
 
 
 class LangChainHistory(ChatHistory):
@@ -30,14 +40,20 @@ class LangChainHistory(ChatHistory):
         self.session_id = str(getattr(history, "session_id", DEFAULT_SESSION_ID))
         self._state: dict[str, dict[str, Any]] = {}
 
-    def append(self, messages: Sequence[BaseMessage], /) -> list[int]:
+    def record(self, items: Sequence[Item], /) -> list[int]:
         before = len(self.history.messages)
-        self.history.add_messages(list(messages))
-        return list(range(before + 1, before + 1 + len(messages)))
+        self.history.add_messages([_stored(item) for item in items])
+        return list(range(before + 1, before + 1 + len(items)))
+
+    def records(self, *, after: int | None = None) -> list[Entry | Edit]:
+        log = [_record(seq, m) for seq, m in enumerate(self.history.messages, start=1)]
+        return log if after is None else log[after:]
 
     def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
-        log = [Entry(i, m) for i, m in enumerate(self.history.messages, start=1)]
-        return select_entries(log, after, last)
+        records = self.records()
+        edits = [r for r in records if isinstance(r, Edit)]
+        log = [r for r in records if isinstance(r, Entry)]
+        return select_entries(fold(log, edits) if edits else log, after, last)
 
     def clear(self) -> None:
         self.history.clear()
@@ -52,3 +68,23 @@ class LangChainHistory(ChatHistory):
 
     def __repr__(self) -> str:
         return f"LangChainHistory({self.history!r})"
+
+
+def _stored(item: Item) -> BaseMessage:
+    if not isinstance(item, NewEdit):
+        return item
+    return RemoveMessage(
+        id=f"memories-{item.kind}-{item.target}", additional_kwargs={_EDIT_KEY: item.body()}
+    )
+
+
+def _record(seq: int, message: BaseMessage) -> Entry | Edit:
+    if not isinstance(message, RemoveMessage):
+        return Entry(seq, message)
+    try:
+        return Edit.from_body(message.additional_kwargs[_EDIT_KEY], seq)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BackendError(
+            f"The wrapped history holds {message!r:.120}, which is not an edit this "
+            "library wrote; a LangChain history's messages are shown as they are."
+        ) from exc

@@ -8,12 +8,11 @@ never writes to the store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
-
-from memories.history.base import ChatHistory, Entry
+from memories.history.base import Changes, ChatHistory, Edit, Entry
+from memories.history.records import Item
 
 __all__ = ["ReadOnlyView"]
 
@@ -26,9 +25,25 @@ class ReadOnlyView(ChatHistory):
         self.session_id = history.session_id
         self._state: dict[str, dict[str, Any]] = {}
 
-    def append(self, messages: Sequence[BaseMessage], /) -> list[int]:
+    def record(self, items: Sequence[Item], /) -> list[int]:
         """Refused: a read-only view writes nothing."""
-        raise PermissionError(f"{self!r} is read-only: nothing can be appended.")
+        raise PermissionError(f"{self!r} is read-only: nothing can be appended or edited.")
+
+    def records(self, *, after: int | None = None) -> list[Entry | Edit]:
+        """The history's log as written."""
+        return self.history.records(after=after)
+
+    def edits(self, *, after: int | None = None) -> list[Edit]:
+        """The history's edit records."""
+        return self.history.edits(after=after)
+
+    def changes(self, *, after: int | None, edits_after: int | None) -> Changes:
+        """As the history answers it (a backend may answer it in one query)."""
+        return self.history.changes(after=after, edits_after=edits_after)
+
+    def seqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
+        """As the history answers it."""
+        return self.history.seqs_of(ids)
 
     def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
         """The history's entries."""

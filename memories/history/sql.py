@@ -5,6 +5,10 @@ Two tables, shared by every session of a database::
     memories_messages(id, session_id, type, message, created_at)   the append-only log
     memories_state(session_id, key, value, updated_at)              each memory's derived state
 
+An edit is a row of the log too (``type`` is ``replace``, ``remove`` or
+``remove_through``, ``message`` names its target; see
+:mod:`memories.history.edits`), folded into what reads return.
+
 ``id`` is the database's autoincrement key, so sequence numbers grow across
 processes and threads without coordination; reads use the
 ``(session_id, id)`` index and touch only the rows a memory asks for.
@@ -18,17 +22,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from langchain_core.messages import BaseMessage
 from sqlalchemy.dialects import postgresql as postgresql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from memories.errors import ConfigError
-from memories.history.base import DEFAULT_SESSION_ID, ChatHistory, Entry
+from memories.errors import BackendError, ConfigError
+from memories.history.base import DEFAULT_SESSION_ID, Changes, ChatHistory, Entry
+from memories.history.edits import current_ids, fold
+from memories.history.records import Edit, Item, NewEdit
 from memories.messages import dump_message, load_message
 from memories.paths import default_file
 from memories.sql import Database, log_table, redacted
@@ -87,18 +92,18 @@ class SQLHistory(ChatHistory):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({redacted(self.url)!r}, session_id={self.session_id!r})"
 
-    def append(self, messages: Sequence[BaseMessage], /) -> list[int]:
-        if not messages:
+    def record(self, items: Sequence[Item], /) -> list[int]:
+        if not items:
             return []
         now = time.time()
         rows = [
             {
                 "session_id": self.session_id,
-                "type": m.type,
-                "message": dump_message(m),
+                "type": item.kind if isinstance(item, NewEdit) else item.type,
+                "message": _dump(item),
                 "created_at": now,
             }
-            for m in messages
+            for item in items
         ]
         with self._db.transaction() as connection:
             self._lock_session(connection)
@@ -133,14 +138,11 @@ class SQLHistory(ChatHistory):
                 {"session": self.session_id},
             )
 
-    def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
-        if last is not None and last < 0:
-            raise ValueError(f"last must be >= 0, got {last}")
-        query = sa.select(messages_table.c.id, messages_table.c.message).where(
-            messages_table.c.session_id == self.session_id
-        )
-        if after is not None:
-            query = query.where(messages_table.c.id > after)
+    def _read(self, where: Any, *, last: int | None = None) -> list[Entry | Edit]:
+        """The session's log records matching ``where``, in order (the newest ``last`` of them)."""
+        query = sa.select(
+            messages_table.c.id, messages_table.c.type, messages_table.c.message
+        ).where(messages_table.c.session_id == self.session_id, where)
         if last is not None:
             query = query.order_by(messages_table.c.id.desc()).limit(last)
         else:
@@ -149,26 +151,76 @@ class SQLHistory(ChatHistory):
             rows = list(connection.execute(query).all())
         if last is not None:
             rows.reverse()
-        return [Entry(int(row.id), load_message(row.message)) for row in rows]
+        return [_decoded(row) for row in rows]
+
+    def records(self, *, after: int | None = None) -> list[Entry | Edit]:
+        return self._read(_after(after))
+
+    def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
+        if last is not None and last < 0:
+            raise ValueError(f"last must be >= 0, got {last}")
+        if last is None:
+            return _shown(self._read(_after(after)))
+        chunk = last
+        while True:
+            # Edits hide messages: read a longer tail until it shows enough.
+            tail = self._read(_after(after), last=chunk)
+            shown = _shown(tail)
+            if len(shown) >= last or len(tail) < chunk:
+                return shown[len(shown) - last :]
+            chunk *= 4
+
+    def edits(self, *, after: int | None = None) -> list[Edit]:
+        records = self._read(sa.and_(_is_edit(), _after(after)))
+        return [r for r in records if isinstance(r, Edit)]
+
+    def changes(self, *, after: int | None, edits_after: int | None) -> Changes:
+        """One read: the rows after ``after`` and the edit rows after ``edits_after``."""
+        records = self._read(sa.or_(_after(after), sa.and_(_is_edit(), _after(edits_after))))
+        new = [r for r in records if after is None or r.seq > after]
+        since = -1 if edits_after is None else edits_after
+        edits = [r for r in records if isinstance(r, Edit) and r.seq > since]
+        return Changes(_shown(new), edits)
+
+    def seqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
+        """Reads the rows that hold one of ``ids`` and every edit row (edits are few)."""
+        ids = list(ids)
+        if not ids:
+            return {}
+        holds = [messages_table.c.message.contains(i, autoescape=True) for i in ids]
+        return current_ids(self._read(sa.or_(_is_edit(), *holds)), ids)
 
     def start_of_last_exchanges(self, k: int, /) -> int | None:
         if k <= 0:
             raise ValueError(f"k must be positive, got {k}")
-        query = (
+        humans = messages_table.alias("humans")
+        edited_since = (
             sa.select(messages_table.c.id)
-            .where(messages_table.c.session_id == self.session_id)
-            .where(messages_table.c.type == "human")
-            .order_by(messages_table.c.id.desc())
+            .where(messages_table.c.session_id == self.session_id, _is_edit())
+            .where(messages_table.c.id > humans.c.id)
+            .exists()
+        )
+        query = (
+            sa.select(humans.c.id, edited_since.label("edited"))
+            .where(humans.c.session_id == self.session_id)
+            .where(humans.c.type == "human")
+            .order_by(humans.c.id.desc())
             .offset(k - 1)
             .limit(1)
         )
         with self._db.transaction() as connection:
-            found = connection.execute(query).scalar()
-        return int(found) if found is not None else None
+            row = connection.execute(query).first()
+        if row is not None and row.edited:
+            # An edit since then may have removed or changed an exchange: count what is shown.
+            return super().start_of_last_exchanges(k)
+        return int(row.id) if row is not None else None
 
     def first_entry(self) -> Entry | None:
+        if self.edits():
+            shown = self.entries()
+            return shown[0] if shown else None
         query = (
-            sa.select(messages_table.c.id, messages_table.c.message)
+            sa.select(messages_table.c.id, messages_table.c.type, messages_table.c.message)
             .where(messages_table.c.session_id == self.session_id)
             .order_by(messages_table.c.id)
             .limit(1)
@@ -179,6 +231,8 @@ class SQLHistory(ChatHistory):
 
     def count(self) -> int:
         """How many messages the session's log holds."""
+        if self.edits():
+            return len(self.entries())
         query = sa.select(sa.func.count()).where(messages_table.c.session_id == self.session_id)
         with self._db.transaction() as connection:
             return int(connection.execute(query).scalar_one())
@@ -223,6 +277,43 @@ class SQLHistory(ChatHistory):
 
     def to_config(self) -> dict[str, Any]:
         return {"type": "sql", "url": self.url, "session_id": self.session_id}
+
+
+EDIT_KINDS = ("replace", "remove", "remove_through")
+
+
+def _is_edit() -> Any:
+    return messages_table.c.type.in_(EDIT_KINDS)
+
+
+def _is_message() -> Any:
+    return messages_table.c.type.not_in(EDIT_KINDS)
+
+
+def _after(seq: int | None) -> Any:
+    return sa.true() if seq is None else messages_table.c.id > seq
+
+
+def _dump(item: Item) -> str:
+    if isinstance(item, NewEdit):
+        return json.dumps(item.body(), ensure_ascii=False)
+    return dump_message(item)
+
+
+def _decoded(row: Any) -> Entry | Edit:
+    if row.type not in EDIT_KINDS:
+        return Entry(int(row.id), load_message(row.message))
+    try:
+        return Edit.from_body(json.loads(row.message), int(row.id))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BackendError(f"A stored edit record is not valid: {row.message!r:.120}") from exc
+
+
+def _shown(records: Sequence[Entry | Edit]) -> list[Entry]:
+    """The messages among ``records`` with the edits among them applied."""
+    edits = [r for r in records if isinstance(r, Edit)]
+    entries = [r for r in records if isinstance(r, Entry)]
+    return fold(entries, edits) if edits else entries
 
 
 def _upsert_state(dialect: str, row: dict[str, Any]) -> Any | None:
