@@ -11,6 +11,7 @@ from memories.recall.fusion import min_max_fusion, reciprocal_rank_fusion
 from memories.recall.lexical import BM25Index
 from memories.recall.neighbours import TurnPosition, neighbour_positions, smooth_neighbours
 from memories.recall.ranking import rank_candidates
+from memories.recall.speakers import boost_speakers, named_speakers, speaker_key
 from memories.recall.text import LUCENE_STOPWORDS, NLTK_STOPWORDS, Analyzer
 from memories.recall.types import ScoredId
 
@@ -23,9 +24,12 @@ __all__ = [
     "RecallMode",
     "ScoredId",
     "TurnPosition",
+    "boost_speakers",
     "min_max_fusion",
+    "named_speakers",
     "neighbour_positions",
     "rank_candidates",
     "reciprocal_rank_fusion",
     "smooth_neighbours",
+    "speaker_key",
 ]

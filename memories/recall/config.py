@@ -68,6 +68,9 @@ class RecallConfig:
     """Whether the lexical analyzer stems words (needs PyStemmer)."""
     lexical_dates: bool = True
     """Whether the lexical text of a turn starts with its date, so "in May 2023" can match."""
+    speaker_weight: float = 0.0
+    """When a query names exactly one speaker, that speaker's turns score ``1 + speaker_weight``
+    times higher (speakers come from a turn's ``speakers`` metadata); 0 turns it off."""
 
     def __post_init__(self) -> None:
         if self.mode not in _MODES:
@@ -85,6 +88,10 @@ class RecallConfig:
             raise ConfigError(
                 "neighbour_weight and neighbour_window must be >= 0, got "
                 f"{self.neighbour_weight!r} and {self.neighbour_window!r}."
+            )
+        if not 0.0 <= self.speaker_weight <= 100.0:
+            raise ConfigError(
+                f"speaker_weight must be between 0 and 100, got {self.speaker_weight!r}."
             )
         if self.rrf_k < 0 or self.bm25_k1 < 0 or not 0.0 <= self.bm25_b <= 1.0:
             raise ConfigError(

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 
 from memories.recall.config import RecallConfig
 from memories.recall.fusion import min_max_fusion, reciprocal_rank_fusion
-from memories.recall.neighbours import TurnPosition, smooth_neighbours
+from memories.recall.neighbours import TurnPosition, best_first, smooth_neighbours
+from memories.recall.speakers import boost_speakers
 from memories.recall.types import ScoredId
 
 __all__ = ["rank_candidates"]
@@ -20,9 +21,11 @@ def rank_candidates(
     lexical: Sequence[ScoredId] = (),
     positions: Mapping[str, TurnPosition] | None = None,
     doc_at: Mapping[tuple[str, int], str] | None = None,
+    speakers: Mapping[str, frozenset[str]] | None = None,
+    named: frozenset[str] = frozenset(),
     limit: int = 10,
 ) -> list[ScoredId]:
-    """Fuse the rankers' candidates as ``config`` says, smooth over neighbours, keep the best.
+    """Fuse the rankers' candidates, smooth over neighbours, favour a named speaker, keep the best.
 
     Args:
         config: Mode, fusion and smoothing settings.
@@ -35,6 +38,9 @@ def rank_candidates(
         doc_at: The document at each ``(session, index)``, kept by the caller; then
             ``positions`` need only hold the candidates (see
             :func:`~memories.recall.smooth_neighbours`).
+        speakers: The speaker keys of the turns (:func:`~memories.recall.speaker_key`), for
+            ``config.speaker_weight``; without it no turn is favoured.
+        named: The speakers the query names (:func:`~memories.recall.named_speakers`).
         limit: How many turns to return.
 
     Returns:
@@ -52,13 +58,17 @@ def rank_candidates(
             fused = reciprocal_rank_fusion([dense, lexical], k=config.rrf_k, weights=weights)
         else:
             fused = min_max_fusion([dense, lexical], weights=weights)
+    boosting = bool(speakers) and len(named) == 1 and config.speaker_weight > 0
     if positions and config.neighbour_weight and config.neighbour_window:
-        return smooth_neighbours(
+        fused = smooth_neighbours(
             fused,
             positions,
             weight=config.neighbour_weight,
             window=config.neighbour_window,
             doc_at=doc_at,
-            limit=limit,
+            limit=None if boosting else limit,
         )
+    if boosting and speakers is not None:
+        boosted = boost_speakers(fused, speakers, named, weight=config.speaker_weight)
+        return best_first({item.id: item.score for item in boosted}, limit)
     return fused[:limit]

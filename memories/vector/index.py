@@ -23,7 +23,7 @@ it is computed) while the store does not have them yet; see
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,7 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from memories.recall import BM25Index, RecallConfig, ScoredId, TurnPosition
+from memories.recall import (
+    BM25Index,
+    RecallConfig,
+    ScoredId,
+    TurnPosition,
+    named_speakers,
+    speaker_key,
+)
 
 __all__ = [
     "NamespaceIndex",
@@ -44,8 +51,16 @@ __all__ = [
 SESSION_KEY = "session"
 TURN_KEY = "turn"
 TIMESTAMP_KEY = "timestamp"
+SPEAKERS_KEY = "speakers"
 
 _MAX_INDEXES = 256
+
+
+def turn_speakers(metadata: dict[str, Any], /) -> frozenset[str]:
+    """Who said a document, as speaker keys (its ``speakers`` metadata: a name or a list)."""
+    given = metadata.get(SPEAKERS_KEY)
+    names = [given] if isinstance(given, str) else given if isinstance(given, list) else []
+    return frozenset(speaker_key(n) for n in names if isinstance(n, str) and n.strip())
 
 
 def turn_position(metadata: dict[str, Any], /) -> TurnPosition | None:
@@ -89,6 +104,8 @@ class NamespaceIndex:
         self._position: dict[str, TurnPosition] = {}
         self._at: dict[tuple[str, int], str] = {}  # (session, index) -> id
         self._last_turn: dict[str, int] = {}
+        self._speakers: dict[str, frozenset[str]] = {}
+        self._speaker_turns: Counter[str] = Counter()
         self._pending: dict[str, PendingDocument] = {}
         self.changed = threading.Condition(self.lock)
 
@@ -118,6 +135,8 @@ class NamespaceIndex:
         self._position.clear()
         self._at.clear()
         self._last_turn.clear()
+        self._speakers.clear()
+        self._speaker_turns.clear()
         if self._lexical is not None:
             self._lexical.clear()
         stored = set()
@@ -139,7 +158,7 @@ class NamespaceIndex:
     def add(self, documents: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
         """Index documents this process wrote (an id already indexed is replaced)."""
         for doc_id, text, metadata in documents:
-            self._forget_position(doc_id)
+            self._forget_turn(doc_id)
             self._ids.add(doc_id)
             position = turn_position(metadata)
             if position is not None:
@@ -147,6 +166,10 @@ class NamespaceIndex:
                 self._at[(position.session, position.index)] = doc_id
                 last = self._last_turn.get(position.session, -1)
                 self._last_turn[position.session] = max(last, position.index)
+            speakers = turn_speakers(metadata)
+            if speakers:
+                self._speakers[doc_id] = speakers
+                self._speaker_turns.update(speakers)
             if self._lexical is not None:
                 self._lexical.add("", doc_id, self.config.lexical_text(text, when=_date(metadata)))
 
@@ -283,6 +306,15 @@ class NamespaceIndex:
             return []
         return self._lexical.search("", query, limit=limit)
 
+    @property
+    def speakers(self) -> Mapping[str, frozenset[str]]:
+        """The speaker keys of each document that has them (read under :attr:`lock`)."""
+        return self._speakers
+
+    def named_speakers(self, query: str) -> frozenset[str]:
+        """The speakers of this namespace that ``query`` names (see :func:`named_speakers`)."""
+        return named_speakers(query, self._speaker_turns)
+
     def positions(self, ids: Iterable[str]) -> dict[str, TurnPosition]:
         """The positions of those ``ids`` that have one."""
         return {i: self._position[i] for i in ids if i in self._position}
@@ -297,7 +329,13 @@ class NamespaceIndex:
         found = ((self._at.get((p.session, p.index)), p) for p in positions)
         return {doc_id: p for doc_id, p in found if doc_id is not None}
 
-    def _forget_position(self, doc_id: str) -> None:
+    def _forget_turn(self, doc_id: str) -> None:
+        speakers = self._speakers.pop(doc_id, None)
+        if speakers:
+            self._speaker_turns.subtract(speakers)
+            for name in speakers:
+                if self._speaker_turns[name] <= 0:
+                    del self._speaker_turns[name]
         old = self._position.pop(doc_id, None)
         if old is not None and self._at.get((old.session, old.index)) == doc_id:
             del self._at[(old.session, old.index)]

@@ -323,3 +323,14 @@ def test_a_bool_is_not_taken_for_a_number(options: dict[str, object], name: str)
     cls = TokenBufferMemory if name == "max_token_limit" else WindowMemory
     with pytest.raises(ConfigError, match=f"{name} must be a number, got"):
         cls(**options)
+
+
+def test_a_query_naming_a_speaker_favours_their_turns(make_vector: MakeVector) -> None:
+    memory = make_vector(recall={"speaker_weight": 1.0, "neighbour_weight": 0.0})
+    memory.add(  # the same text: only who said it differs
+        ["the trip to the lake was fun", "the trip to the lake was fun"],
+        metadatas=[{"speakers": ["Caroline"]}, {"speakers": ["Melanie"]}],
+    )
+    for name in ("Caroline", "Melanie"):
+        found = memory.search(f"how was the lake trip for {name}?", k=2)
+        assert found[0].metadata["speakers"] == [name]
