@@ -518,6 +518,7 @@ class ChromaBackend(VectorBackend):
             lexical = index.lexical(request.text, limit=n) if config.uses_lexical else []
             found = {s.id for s in dense} | {s.id for s in lexical}
             positions = index.positions(found)
+            speakers, named = index.speakers, index.named_speakers(request.text)
             if request.where is None:
                 # Unfiltered, any neighbour may be returned: look them up in the
                 # index's own position map instead of gathering them first.
@@ -527,6 +528,8 @@ class ChromaBackend(VectorBackend):
                     lexical=lexical,
                     positions=positions,
                     doc_at=index.doc_at,
+                    speakers=speakers,
+                    named=named,
                     limit=limit,
                 )
             elif config.neighbour_weight and config.neighbour_window:
@@ -543,6 +546,8 @@ class ChromaBackend(VectorBackend):
                 dense=dense,
                 lexical=[s for s in lexical if s.id in allowed],
                 positions={i: p for i, p in positions.items() if i in allowed},
+                speakers=speakers,
+                named=named,
                 limit=limit,
             )
         return self._results(ranked)
