@@ -270,10 +270,16 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         """Write ``items`` with the edits that keep tool calls and results together."""
         targets = [i.target for i in items if isinstance(i, NewEdit)]
         if targets:
-            cuts = [i.target for i in items if isinstance(i, NewEdit) and i.through]
-            after = max(cuts) if cuts else min(targets) - 1
-            shown = yield step(self.entries, after=after)
-            items = repaired(items, shown)
+            # A tool call comes before its results: read back to the exchange that
+            # holds the oldest target, in growing chunks of the tail.
+            oldest, chunk = min(targets), 32
+            while True:
+                tail = yield step(self.entries, last=chunk)
+                before = [e for e in tail if e.seq < oldest]
+                if len(tail) < chunk or any(e.message.type == "human" for e in before):
+                    break
+                chunk *= 4
+            items = repaired(items, tail)
         return (yield step(self.record, items))
 
     def write(self, messages: Sequence[BaseMessage], /) -> list[int]:

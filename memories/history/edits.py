@@ -105,7 +105,7 @@ def planned(
             if message_id == REMOVE_ALL_MESSAGES:
                 items = [None] * len(items)
                 pending.clear()
-                if known and last is not None:
+                if last is not None:
                     items.append(NewEdit(last, through=True))
                 known.clear()
             elif message_id in pending:

@@ -167,7 +167,7 @@ class SQLHistory(ChatHistory):
             tail = self._read(_after(after), last=chunk)
             shown = _shown(tail)
             if len(shown) >= last or len(tail) < chunk:
-                return shown[len(shown) - last :]
+                return shown[max(0, len(shown) - last) :]
             chunk *= 4
 
     def edits(self, *, after: int | None = None) -> list[Edit]:

@@ -15,11 +15,13 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
 
-from memories.history import ChatHistory
+from memories.errors import InvalidInputError
+from memories.history import ChatHistory, Edit, Entry
 
 MakeHistory = Callable[[str], ChatHistory]
 
@@ -73,6 +75,7 @@ class HistoryContract:
         assert [e.message.content for e in history.entries(last=2)] == ["8", "9"]
         assert [e.message.content for e in history.entries(after=seqs[8], last=5)] == ["9"]
         assert history.entries(last=0) == []
+        assert len(history.entries(last=25)) == 10
         assert history.entries(after=seqs[-1]) == []
 
     def test_appends_from_threads_lose_nothing(self, make_history: MakeHistory) -> None:
@@ -167,4 +170,132 @@ class HistoryContract:
         assert await history.astart_of_last_exchanges(1) == history.start_of_last_exchanges(1)
         assert await history.aget_messages() == rich_messages()
         await history.aclear()
+        assert await history.aentries() == []
+
+    # -- edits by id (memories.history.edits) ------------------------------------
+
+    def test_write_follows_langgraphs_add_messages(self, make_history: MakeHistory) -> None:
+        """The same batches through LangGraph's reducer and through write() show the same list."""
+        from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+
+        batches: list[list[BaseMessage]] = [
+            [HumanMessage("q1", id="h1"), AIMessage("a1", id="a1")],
+            [HumanMessage("q2", id="h2"), AIMessage("a2", id="a2")],
+            [AIMessage("a1, corrected", id="a1"), RemoveMessage(id="h2")],
+            [HumanMessage("q3", id="h3"), AIMessage("draft", id="a3"), AIMessage("final", id="a3")],
+            [HumanMessage("q4", id="h4"), RemoveMessage(id="h4"), RemoveMessage(id="a2")],
+            [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("q5", id="h5")],
+            [AIMessage("a5", id="a5")],
+        ]
+        history = make_history("s")
+        expected: list[BaseMessage] = []
+        for batch in batches:
+            expected = add_messages(expected, batch)  # type: ignore[assignment]
+            history.write(batch)
+            assert history.messages == expected
+
+    def test_edits_keep_the_log_and_change_what_is_shown(self, make_history: MakeHistory) -> None:
+        history = make_history("s")
+        seqs = history.append([HumanMessage("q1", id="h1"), AIMessage("a1"), HumanMessage("q2")])
+        history.replace("h1", HumanMessage("q1, reworded"))
+        history.delete([seqs[1]])  # a message without an id is named by its seq
+        shown = history.entries()
+        assert [(e.seq, e.message.content) for e in shown] == [
+            (seqs[0], "q1, reworded"),
+            (seqs[2], "q2"),
+        ]
+        assert shown[0].message.id == "h1"  # the replacement keeps the id it replaced
+        written = history.records()
+        assert [r.message.content for r in written if isinstance(r, Entry)] == ["q1", "a1", "q2"]
+        assert [(r.target, r.kind) for r in written if isinstance(r, Edit)] == [
+            (seqs[0], "replace"),
+            (seqs[1], "remove"),
+        ]
+        assert history.entries(last=1)[0].message.content == "q2"
+        assert history.start_of_last_exchanges(2) == seqs[0]
+        assert history.first_entry() == shown[0]
+
+    def test_keep_last_never_keeps_a_tool_result_without_its_call(
+        self, make_history: MakeHistory
+    ) -> None:
+        history = make_history("s")
+        history.append(rich_messages())
+        history.keep_last(2)  # the last two are a tool result and the answer: the call stays too
+        assert [m.id for m in history.messages] == ["ai-1", "t-1", "ai-2"]
+        history.keep_last(0)
+        assert history.messages == []
+        history.append([HumanMessage("after")])
+        assert [m.content for m in history.messages] == ["after"]
+
+    def test_removing_a_tool_call_or_result_leaves_no_orphan(
+        self, make_history: MakeHistory
+    ) -> None:
+        history = make_history("s")
+        history.append(rich_messages())
+        history.delete(["t-1"])
+        # The call had no text of its own: it went with its result.
+        assert [m.id for m in history.messages] == ["sys-1", "h-1", "ai-2"]
+
+        other = make_history("t")
+        talkative = AIMessage(
+            "Let me check.", id="ai-1", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]
+        )
+        other.append(
+            [HumanMessage("q", id="h"), talkative, ToolMessage("r", tool_call_id="c1", id="t")]
+        )
+        other.delete(["t"])
+        [_, kept] = other.messages
+        assert isinstance(kept, AIMessage) and kept.text == "Let me check." and not kept.tool_calls
+
+        third = make_history("u")
+        third.append(rich_messages())
+        third.delete(["ai-1"])
+        assert [m.id for m in third.messages] == ["sys-1", "h-1", "ai-2"]
+
+    def test_a_bad_edit_writes_nothing(self, make_history: MakeHistory) -> None:
+        history = make_history("s")
+        history.append([HumanMessage("q", id="h")])
+        before = history.records()
+        for bad in (
+            lambda: history.delete(["h", "missing"]),
+            lambda: history.delete([]),
+            lambda: history.delete("h"),  # type: ignore[arg-type]
+            lambda: history.delete([99]),
+            lambda: history.replace("missing", HumanMessage("x")),
+            lambda: history.replace("h", "not a message"),  # type: ignore[arg-type]
+            lambda: history.write([HumanMessage("new"), RemoveMessage(id="missing")]),
+            lambda: history.keep_last(-1),
+            lambda: history.append([RemoveMessage(id="h")]),
+        ):
+            with pytest.raises(InvalidInputError):
+                bad()
+        assert history.records() == before
+
+    def test_edits_stay_in_their_session(self, make_history: MakeHistory) -> None:
+        alice, bob = make_history("alice"), make_history("bob")
+        alice.append([HumanMessage("alice", id="same-id")])
+        bob.append([HumanMessage("bob", id="same-id")])
+        bob.delete(["same-id"])
+        bob.keep_last(0)
+        assert [m.content for m in alice.messages] == ["alice"]
+        assert bob.messages == []
+
+    def test_changes_report_edits_behind_a_cursor(self, make_history: MakeHistory) -> None:
+        history = make_history("s")
+        seqs = history.append([HumanMessage("q1", id="h1"), AIMessage("a1"), HumanMessage("q2")])
+        quiet = history.changes(after=seqs[1], edits_after=None)
+        assert [e.seq for e in quiet.entries] == [seqs[2]] and quiet.edits == []
+        history.delete(["h1"])
+        changed = history.changes(after=seqs[2], edits_after=None)
+        assert changed.entries == [] and changed.touches(seqs[2])
+        cursor = changed.edit_cursor(None)
+        assert not history.changes(after=seqs[2], edits_after=cursor).edits
+
+    async def test_async_edits_match_sync(self, make_history: MakeHistory) -> None:
+        history = make_history("s")
+        await history.awrite([HumanMessage("q", id="h"), AIMessage("a", id="a")])
+        await history.areplace("a", AIMessage("a!"))
+        await history.adelete(["h"])
+        assert [m.content for m in await history.aget_messages()] == ["a!"]
+        await history.akeep_last(0)
         assert await history.aentries() == []
