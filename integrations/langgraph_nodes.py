@@ -27,11 +27,19 @@ two state keys: ``memory_messages`` (a chat memory's window) and
 the turn (the last human message and everything after it) in the memory. The
 memory is chosen by ``configurable.thread_id``, as a checkpointer's thread.
 Both nodes run sync and async.
+
+A node edits the memory by returning ``{"memory_edits": [...]}``: a
+``RemoveMessage(id=...)`` removes a stored message, ``RemoveMessage(id=
+REMOVE_ALL_MESSAGES)`` all of them, a message with a stored id replaces it
+(LangGraph's ``add_messages`` semantics). The save node applies them before
+it saves the turn, then empties the key. ``state["messages"]`` stays the
+thread's own: removing a message there (for the model's context) does not
+erase it from the memory, which may be shared by other threads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
@@ -45,6 +53,15 @@ from memories.runnable import MemoryFactory, SessionMemories
 __all__ = ["MemoryNodes", "MemoryState"]
 
 
+def pending_edits(
+    left: Sequence[AnyMessage] | None, right: Sequence[AnyMessage] | None
+) -> list[AnyMessage]:
+    """The reducer of ``memory_edits``: updates add edits; ``None`` (the save node's) empties it."""
+    if right is None:
+        return []
+    return [*(left or []), *right]
+
+
 class MemoryState(TypedDict, total=False):
     """Graph state with the keys the memory nodes read and write."""
 
@@ -55,6 +72,9 @@ class MemoryState(TypedDict, total=False):
     (absent when the memory has no conversation view)."""
     memory_text: str
     """The memory's text sections (summary, recalled facts, profile), replaced by each load."""
+    memory_edits: Annotated[list[AnyMessage], pending_edits]
+    """Edits for the memory's chat log (``RemoveMessage``, replacements by id), applied
+    and emptied by the save node."""
 
 
 class MemoryNodes:
@@ -132,16 +152,22 @@ class MemoryNodes:
         return self._update(view)
 
     def _save(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        memory = self._memories.get(config)
+        edits = list(state.get("memory_edits") or [])
+        if edits:
+            turns.apply_message_edits(memory, edits)
         exchange = turns.last_exchange(self._messages(state))
-        turns.save_exchange(self._memories.get(config), exchange, tool_messages=self.tool_messages)
-        return {}
+        turns.save_exchange(memory, exchange, tool_messages=self.tool_messages)
+        return {"memory_edits": None} if edits else {}
 
     async def _asave(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        memory = self._memories.get(config)
+        edits = list(state.get("memory_edits") or [])
+        if edits:
+            await turns.aapply_message_edits(memory, edits)
         exchange = turns.last_exchange(self._messages(state))
-        await turns.asave_exchange(
-            self._memories.get(config), exchange, tool_messages=self.tool_messages
-        )
-        return {}
+        await turns.asave_exchange(memory, exchange, tool_messages=self.tool_messages)
+        return {"memory_edits": None} if edits else {}
 
     def prompt(self, state: Mapping[str, Any], *, system: str = "") -> list[BaseMessage]:
         """The model's messages: system text with the memory's text, its window, the turn.

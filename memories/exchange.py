@@ -35,8 +35,11 @@ from memories.messages import format_buffer
 __all__ = [
     "DEFAULT_HEADER",
     "MemoryView",
+    "aapply_message_edits",
+    "apply_message_edits",
     "asave_exchange",
     "aview_memory",
+    "editing_messages",
     "last_exchange",
     "save_exchange",
     "saving_messages",
@@ -127,6 +130,41 @@ def saving_messages(memory: LangChainBaseMemory, messages: list[BaseMessage]) ->
         yield step(memory.save_messages, messages)
     else:
         yield step(memory.save_context, *_save_context_args(memory, messages[0], messages[-1]))
+
+
+def editing_messages(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> Steps[int]:
+    """Steps that apply edits in ``add_messages`` form to every chat log in ``memory``.
+
+    ``edits`` are ``RemoveMessage`` items and messages whose id replaces a
+    stored one; each member that keeps a chat log takes them through
+    ``save_messages`` (its derived state follows). Returns how many took them.
+    """
+    if isinstance(memory, CombinedMemory):
+        done = 0
+        for member in memory.memories:
+            done += yield from editing_messages(member, edits)
+        return done
+    if keeps_chat_log(memory):
+        yield step(memory.save_messages, list(edits))
+        return 1
+    return 0
+
+
+def apply_message_edits(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> int:
+    """Apply edits (``RemoveMessage``, replacements by id) to every chat log in ``memory``.
+
+    Returns:
+        How many memories took them (0: none keeps a chat log).
+
+    Raises:
+        InvalidInputError: a ``RemoveMessage`` names an id no message has.
+    """
+    return run(editing_messages(memory, edits))
+
+
+async def aapply_message_edits(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> int:
+    """Async :func:`apply_message_edits`."""
+    return await arun(editing_messages(memory, edits))
 
 
 @dataclass(frozen=True)

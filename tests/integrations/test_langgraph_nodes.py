@@ -101,3 +101,48 @@ def test_a_turn_with_no_answer_is_not_saved() -> None:
     nodes = MemoryNodes(memory)
     nodes.save.invoke({"messages": [AIMessage("x"), HumanMessage("no answer yet")]})
     assert memory.buffer_as_messages == []
+
+
+def test_a_node_edits_the_memory_with_remove_message() -> None:
+    """Issue 14: the nodes take RemoveMessage (and replacements by id) as state updates."""
+    from langchain_core.messages import RemoveMessage
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+    model = ScriptedChatModel(responses=["ok"] * 8)
+    memory = CombinedMemory(memories=[BufferMemory(memory_key="a"), WindowMemory(k=5)])
+    nodes = MemoryNodes(memory)
+    forget: list[Any] = []
+
+    def forgetting(state: MemoryState) -> dict[str, Any]:
+        return {"memory_edits": list(forget)} if forget else {}
+
+    graph = StateGraph(MemoryState)
+    graph.add_node("forget", forgetting)
+    graph.add_node("load_memory", nodes.load)
+    graph.add_node("chatbot", lambda s: {"messages": [model.invoke(nodes.prompt(s))]})
+    graph.add_node("save_memory", nodes.save)
+    graph.add_edge(START, "forget")
+    graph.add_edge("forget", "load_memory")
+    graph.add_edge("load_memory", "chatbot")
+    graph.add_edge("chatbot", "save_memory")
+    graph.add_edge("save_memory", END)
+    app = graph.compile(checkpointer=InMemorySaver())
+
+    app.invoke({"messages": [HumanMessage("my pin is 1234", id="secret")]}, config("t"))
+    app.invoke({"messages": [HumanMessage("weather?", id="w")]}, config("t"))
+    forget[:] = [RemoveMessage(id="secret"), HumanMessage("what is the weather?", id="w")]
+    state = app.invoke({"messages": [HumanMessage("thanks", id="t")]}, config("t"))
+    for member in memory.memories:
+        texts = [m.text for m in member.buffer_as_messages]  # type: ignore[attr-defined]
+        assert texts == ["ok", "what is the weather?", "ok", "thanks", "ok"]
+    assert state["memory_edits"] == []  # applied once, then emptied
+    # The thread keeps its own messages; the edits were for the memory.
+    assert state["messages"][0].text == "my pin is 1234"
+
+    forget[:] = [RemoveMessage(id=REMOVE_ALL_MESSAGES)]
+    asyncio.run(app.ainvoke({"messages": [HumanMessage("fresh", id="f")]}, config("t")))
+    assert [m.text for m in memory.memories[1].buffer_as_messages] == ["fresh", "ok"]  # type: ignore[attr-defined]
+
+    forget[:] = [RemoveMessage(id="never-saved")]
+    with pytest.raises(ValueError, match="never-saved"):
+        app.invoke({"messages": [HumanMessage("again")]}, config("t"))
