@@ -109,10 +109,13 @@ class RecallConfig:
         """Whether recall needs the lexical (BM25) candidates."""
         return self.mode != "dense"
 
+    def analyzer(self) -> Analyzer:
+        """The lexical analyzer: this config's stopwords and stemming."""
+        return Analyzer(stopwords=self.stopwords, stem=self.stem)
+
     def lexical_index(self) -> BM25Index:
         """A new, empty :class:`BM25Index` with this config's BM25 and analyzer settings."""
-        analyzer = Analyzer(stopwords=self.stopwords, stem=self.stem)
-        return BM25Index(k1=self.bm25_k1, b=self.bm25_b, analyzer=analyzer)
+        return BM25Index(k1=self.bm25_k1, b=self.bm25_b, analyzer=self.analyzer())
 
     def lexical_text(self, text: str, /, *, when: date | None = None) -> str:
         """The text to put in the lexical index for a turn said on ``when``."""

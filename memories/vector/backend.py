@@ -22,7 +22,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from memories.kernel.steps import blocking_twin
 from memories.vector.outbox import DeadLetter, OutboxRow
@@ -49,6 +49,9 @@ class VectorBackend(ABC):
 
     #: Where the documents are, for messages (``"Chroma at ./memories-chroma"``).
     location: str
+    #: Whether search scores are calibrated (:mod:`memories.recall.scores`): comparable across
+    #: queries and namespaces, so that a ``min_score`` means something.
+    calibrated_scores: ClassVar[bool] = False
 
     @abstractmethod
     def save(self, row: OutboxRow) -> None:

@@ -32,6 +32,7 @@ from memories.vector.filters import MetadataField, check_metadata
 from memories.vector.index import TURN_KEY
 from memories.vector.outbox import DeadLetter, OutboxRow
 from memories.vector.records import SearchResult
+from memories.vector.scoring import check_min_score, passing
 from memories.vector.writes import VectorStatus, WriteModeField
 
 if TYPE_CHECKING:
@@ -78,6 +79,11 @@ class IndexedMemory(BaseMemory):
             ``memories-outbox.db`` inside ``path`` (persistent mode) or in the
             data directory (http mode); in-process for ``"memory"`` mode.
         metadata: metadata added to every document this memory saves.
+        min_score: leave out of every search (and of what ``load_memory_variables``
+            shows) the documents scoring below this, 0 to 1; 0 keeps all. A score
+            is calibrated (:mod:`memories.recall.scores`): about the probability
+            that the document answers the query, the same in every search and
+            every namespace.
     """
 
     mode: Literal["persistent", "memory", "http"] = "persistent"
@@ -95,6 +101,7 @@ class IndexedMemory(BaseMemory):
     write: WriteModeField = "background"
     outbox: str | None = None
     metadata: MetadataField = Field(default_factory=dict)
+    min_score: float = Field(default=0.0, ge=0.0, le=1.0)
 
     # -- configuration --------------------------------------------------------------
 
@@ -130,6 +137,22 @@ class IndexedMemory(BaseMemory):
             raise NotImplementedError(f"{self.backend.location} is not a Chroma store.")
         return store
 
+    def _floor(self, min_score: float | None) -> float:
+        """The score a result needs: ``min_score`` if given (checked), else the memory's.
+
+        Raises:
+            InvalidInputError: ``min_score`` is not a number between 0 and 1.
+            NotImplementedError: a floor above 0 on a backend whose scores are not calibrated.
+        """
+        floor = self.min_score if min_score is None else check_min_score(min_score)
+        if floor > 0 and not self.backend.calibrated_scores:
+            raise NotImplementedError(
+                f"{type(self.backend).__name__} gives no calibrated scores, so min_score "
+                f"({floor!r}) has no meaning there; leave it at 0, or use the default Chroma "
+                "backend."
+            )
+        return floor
+
     def _request(self, query: Any, k: int | None, where: Mapping[str, Any] | None) -> VectorQuery:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a str, got {type(query).__name__}.")
@@ -151,28 +174,49 @@ class DocumentMemory(IndexedMemory):
     # -- the document API ----------------------------------------------------------
 
     def search(
-        self, query: str, /, *, k: int | None = None, filter: Mapping[str, Any] | None = None
+        self,
+        query: str,
+        /,
+        *,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
     ) -> list[SearchResult]:
         """The ``k`` documents of this namespace that best match ``query``, best first.
 
         Args:
             query: the text to match.
-            k: how many to return; default ``self.k``.
+            k: how many to return at most; default ``self.k``.
             filter: a Chroma ``where`` clause on metadata, e.g.
                 ``{"session": "s1"}`` or ``{"$and": [...]}``. It may not name
                 ``"namespace"``: the namespace is always this memory's.
+            min_score: leave out documents scoring below this (default ``self.min_score``).
+
+        Results come in recall's order (hybrid recall also weighs rare words,
+        neighbouring turns and the speaker a query names). Each result's
+        ``score`` is its own calibrated relevance to the query
+        (:mod:`memories.recall.scores`), so a result may score a little above
+        one ranked before it; ``min_score`` drops results, never reorders them.
 
         Turns saved before the call are found even while the background
         writer still has them; a filtered search writes them first (Chroma
         evaluates the filter).
         """
-        return self.backend.search(self._request(query, k, filter))
+        floor = self._floor(min_score)
+        return passing(self.backend.search(self._request(query, k, filter)), floor)
 
     async def asearch(
-        self, query: str, /, *, k: int | None = None, filter: Mapping[str, Any] | None = None
+        self,
+        query: str,
+        /,
+        *,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
     ) -> list[SearchResult]:
         """Async :meth:`search`."""
-        return await self.backend.asearch(self._request(query, k, filter))
+        floor = self._floor(min_score)
+        return passing(await self.backend.asearch(self._request(query, k, filter)), floor)
 
     def add(
         self,

@@ -26,7 +26,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,7 @@ from memories.recall import (
 __all__ = [
     "NamespaceIndex",
     "PendingDocument",
+    "document_date",
     "namespace_indexes",
     "shared_index",
     "turn_position",
@@ -171,7 +172,8 @@ class NamespaceIndex:
                 self._speakers[doc_id] = speakers
                 self._speaker_turns.update(speakers)
             if self._lexical is not None:
-                self._lexical.add("", doc_id, self.config.lexical_text(text, when=_date(metadata)))
+                when = document_date(metadata)
+                self._lexical.add("", doc_id, self.config.lexical_text(text, when=when))
 
     # -- pending documents ----------------------------------------------------------
 
@@ -341,7 +343,8 @@ class NamespaceIndex:
             del self._at[(old.session, old.index)]
 
 
-def _date(metadata: dict[str, Any]) -> Any:
+def document_date(metadata: Mapping[str, Any], /) -> date | None:
+    """The day a document was said on (UTC), from its ``timestamp`` metadata, if it has one."""
     stamp = metadata.get(TIMESTAMP_KEY)
     if not isinstance(stamp, int | float) or isinstance(stamp, bool):
         return None

@@ -32,6 +32,7 @@ from memories.vector.documents import DocumentMemory
 from memories.vector.filters import check_metadata
 from memories.vector.outbox import OutboxRow
 from memories.vector.records import SearchResult
+from memories.vector.scoring import passing
 
 if TYPE_CHECKING:
     pass
@@ -113,16 +114,24 @@ class VectorMemory(DocumentMemory):
         """Async :meth:`save_context`."""
         await self.backend.asave(self._turn_row(inputs, outputs, metadata))
 
-    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    def load_memory_variables(
+        self, inputs: dict[str, Any], *, min_score: float | None = None
+    ) -> dict[str, Any]:
         """``{memory_key: text}``: the top ``k`` documents for the input, joined by newlines.
 
         With ``return_docs=True`` the value is a list of LangChain ``Document``.
+        Documents scoring below ``min_score`` (default ``self.min_score``) are left out.
         """
-        return self._variables(self.backend.search(self._load_query(inputs)))
+        floor = self._floor(min_score)
+        return self._variables(passing(self.backend.search(self._load_query(inputs)), floor))
 
-    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    async def aload_memory_variables(
+        self, inputs: dict[str, Any], *, min_score: float | None = None
+    ) -> dict[str, Any]:
         """Async :meth:`load_memory_variables`."""
-        return self._variables(await self.backend.asearch(self._load_query(inputs)))
+        floor = self._floor(min_score)
+        found = await self.backend.asearch(self._load_query(inputs))
+        return self._variables(passing(found, floor))
 
     # -- the vector memory's own API ------------------------------------------------
 

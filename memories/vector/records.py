@@ -19,7 +19,10 @@ class SearchResult:
     metadata: dict[str, Any] = field(default_factory=dict)
     """Its metadata: namespace, session, turn, timestamp, speakers and the caller's own keys."""
     score: float = 0.0
-    """How well it matched; higher is better, comparable only within one search."""
+    """How well it matched, 0 to 1: with the default (Chroma) backend, about the probability
+    that the document answers the query, from the query and the document alone, so it
+    compares across searches and namespaces (:mod:`memories.recall.scores`); 0 from a
+    LangChain vector store's retriever."""
     id: str = ""
     """Its id in the store (for :meth:`~memories.vector.VectorMemory.delete`)."""
 

@@ -1,0 +1,128 @@
+"""Search scores are calibrated: comparable across queries and namespaces, with a min_score."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from memories import InvalidInputError, VectorStoreRetrieverMemory
+from tests.vector.conftest import MakeVector
+
+CHAT = [
+    ("My sister lives in Porto", "Noted, Porto."),
+    ("I had pasta for dinner yesterday", "Sounds tasty."),
+    ("Our dog is called Rex", "Hello Rex!"),
+    ("We went hiking in the Alps in May", "Lovely trip."),
+]
+
+
+def test_an_unrelated_query_scores_far_below_a_matching_one(make_vector: MakeVector) -> None:
+    memory = make_vector()
+    for said, reply in CHAT:
+        memory.save_context({"input": said}, {"output": reply})
+    match = memory.search("where does my sister live?", k=4)
+    stray = memory.search("quantum chromodynamics", k=4)
+    assert "Porto" in match[0].text
+    assert match[0].score > 0.05
+    assert max(r.score for r in stray) < match[0].score / 20
+
+
+def test_a_lone_document_scores_by_how_well_it_matches(make_vector: MakeVector) -> None:
+    memory = make_vector()
+    memory.save_context({"input": "My sister lives in Porto"}, {"output": "Noted."})
+    (match,) = memory.search("where does my sister live?")
+    (stray,) = memory.search("quantum chromodynamics")
+    assert 0 < stray.score < match.score / 20 < match.score < 1
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "bm25"])
+def test_a_documents_score_does_not_depend_on_the_rest_of_its_namespace(
+    make_vector: MakeVector, mode: str
+) -> None:
+    sister = "input: My sister lives in Porto\noutput: Noted."
+    metadata = {"session": "s", "turn": 5, "timestamp": 1_700_000_000.0}
+    alone = make_vector(namespace=("alone",), recall={"mode": mode})
+    crowded = make_vector(namespace=("crowded",), recall={"mode": mode})
+    alone.add([sister], metadatas=[metadata], ids=["sister"])
+    others = [f"input: my sister {w} in town\noutput: ok" for w in ("works", "shops", "sings")]
+    others += [f"input: {said}\noutput: {reply}" for said, reply in CHAT]
+    crowded.add(
+        [*others, sister],
+        metadatas=[{"session": "s", "turn": i} for i in range(len(others))] + [metadata],
+        ids=[*(f"o{i}" for i in range(len(others))), "sister"],
+    )
+    queries = ["where does my sister live?", "Porto"]
+    if mode != "bm25":  # BM25 finds nothing for words no document holds
+        queries.append("quantum chromodynamics")
+    for query in queries:
+        lone = {r.id: r.score for r in alone.search(query, k=10)}
+        among = {r.id: r.score for r in crowded.search(query, k=10)}
+        assert among["sister"] == pytest.approx(lone["sister"], abs=1e-6)
+
+
+def test_min_score_drops_results_below_it_and_keeps_the_order(make_vector: MakeVector) -> None:
+    memory = make_vector(k=4)
+    for said, reply in CHAT:
+        memory.save_context({"input": said}, {"output": reply})
+    everything = memory.search("my sister and the dog Rex")
+    floor = sorted(r.score for r in everything)[1]  # between the lowest two scores
+    kept = memory.search("my sister and the dog Rex", min_score=floor)
+    assert [r.id for r in kept] == [r.id for r in everything if r.score >= floor]
+    assert 0 < len(kept) < len(everything)
+    assert memory.search("quantum chromodynamics", min_score=0.01) == []
+
+
+def test_the_memorys_min_score_applies_to_search_and_load(make_vector: MakeVector) -> None:
+    memory = make_vector(min_score=0.01)
+    memory.save_context({"input": "My sister lives in Porto"}, {"output": "Noted."})
+    assert memory.search("quantum chromodynamics") == []
+    assert memory.load_memory_variables({"input": "quantum chromodynamics"}) == {"history": ""}
+    assert (
+        "Porto" in memory.load_memory_variables({"input": "where does my sister live?"})["history"]
+    )
+    # A call's own min_score overrides the memory's.
+    assert len(memory.search("quantum chromodynamics", min_score=0.0)) == 1
+    shown = memory.load_memory_variables({"input": "quantum chromodynamics"}, min_score=0)
+    assert "Porto" in shown["history"]
+
+
+def test_async_twins_apply_min_score_too(make_vector: MakeVector) -> None:
+    memory = make_vector(min_score=0.01)
+    memory.save_context({"input": "My sister lives in Porto"}, {"output": "Noted."})
+
+    async def run() -> tuple[object, object, object]:
+        return (
+            await memory.asearch("quantum chromodynamics"),
+            await memory.asearch("quantum chromodynamics", min_score=0.0),
+            await memory.aload_memory_variables({"input": "quantum chromodynamics"}),
+        )
+
+    none, one, shown = asyncio.run(run())
+    assert none == [] and len(one) == 1  # type: ignore[arg-type]
+    assert shown == {"history": ""}
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, "0.5", True])
+def test_a_min_score_out_of_range_is_refused_naming_it(
+    make_vector: MakeVector, bad: object
+) -> None:
+    memory = make_vector()
+    with pytest.raises(InvalidInputError, match="min_score"):
+        memory.search("x", min_score=bad)  # type: ignore[arg-type]
+
+
+def test_a_memory_with_a_min_score_out_of_range_is_refused(make_vector: MakeVector) -> None:
+    with pytest.raises(ValueError, match="min_score"):
+        make_vector(min_score=2.0)
+
+
+def test_min_score_on_a_langchain_store_says_scores_are_not_calibrated() -> None:
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
+    memory = VectorStoreRetrieverMemory(retriever=store.as_retriever())
+    memory.save_context({"input": "hi"}, {"output": "hello"})
+    assert len(memory.search("hi")) == 1  # no floor: fine
+    with pytest.raises(NotImplementedError, match="VectorStoreBackend"):
+        memory.search("hi", min_score=0.5)
