@@ -45,6 +45,7 @@ from memories.vector.index import (
 )
 from memories.vector.outbox import DeadLetter, Outbox, OutboxRow, outbox_for
 from memories.vector.records import SearchResult
+from memories.vector.scoring import calibrated
 from memories.vector.writes import (
     VectorStatus,
     WriteLane,
@@ -90,6 +91,8 @@ class ChromaBackend(VectorBackend):
         write: ``"background"`` or ``"sync"`` (see the module's docstring).
         outbox: where writes wait until the store has them.
     """
+
+    calibrated_scores = True
 
     store: ChromaStore
     _: KW_ONLY
@@ -550,7 +553,10 @@ class ChromaBackend(VectorBackend):
                 named=named,
                 limit=limit,
             )
-        return self._results(ranked)
+        results = self._results(ranked)
+        return calibrated(
+            results, request.text, config, vector=vector, dense=dense, vectors_of=self.vectors
+        )
 
     def _results(self, ranked: Sequence[ScoredId]) -> list[SearchResult]:
         """The records of the ranked ids: pending ones from the index, the rest from the store."""
