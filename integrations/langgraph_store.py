@@ -48,10 +48,11 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from memories.errors import InvalidProfileError
+from memories.errors import InvalidInputError, InvalidProfileError
 from memories.namespaces import in_namespace, namespace_key
 from memories.profile import ProfileMemory, ProfileSchema, ProfileStore
 from memories.profile.store import ProfileItem
+from memories.vector.scoring import check_min_score
 
 if TYPE_CHECKING:
     from memories.collection import CollectionMemory, MemoryRecord
@@ -374,21 +375,29 @@ class VectorStoreAdapter(MemoryStoreAdapter):
     Turns a ``VectorMemory`` saved itself show up too, keyed by document id,
     with their text and metadata as the value.
 
-    Ranking across several namespaces (a prefix above them) merges each
-    namespace's own ranking by score; scores are comparable within a
-    namespace, so that merge is approximate.
+    Each namespace's recall picks its best ``offset + limit`` items; those are
+    ordered by score, which is calibrated (:mod:`memories.recall.scores`:
+    about the probability that the item answers the query, from the query
+    and the item alone), so scores compare across queries and namespaces and
+    a ``min_score`` means the same everywhere.
 
     Args:
         memory: the vector memory whose store, embeddings and recall settings
             every namespace uses (its own namespace is only the template's).
         text_field: the value field that is embedded and searched.
+        min_score: leave out of query searches the items scoring below this;
+            default: the memory's ``min_score``. ``search(..., min_score=...)``
+            overrides it for one call.
     """
 
     supports_query = True
 
-    def __init__(self, memory: VectorMemory, /, *, text_field: str = "text") -> None:
+    def __init__(
+        self, memory: VectorMemory, /, *, text_field: str = "text", min_score: float | None = None
+    ) -> None:
         self.memory = memory
         self.text_field = text_field
+        self.min_score = memory.min_score if min_score is None else check_min_score(min_score)
         self._memories: dict[Namespace, VectorMemory] = {}
 
     def __repr__(self) -> str:
@@ -451,7 +460,65 @@ class VectorStoreAdapter(MemoryStoreAdapter):
         store = self.memory.store
         return [namespace_tuple(key) for key in store.namespaces() if store.count(key) > 0]
 
+    def search(
+        self,
+        namespace_prefix: Namespace,
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+        min_score: float | None = None,
+    ) -> list[SearchItem]:
+        """LangGraph's ``search``; with a query, items scoring below ``min_score`` are left out.
+
+        ``min_score`` defaults to the adapter's; it needs a query (without one
+        nothing is scored).
+        """
+        if min_score is None:
+            return super().search(
+                namespace_prefix,
+                query=query,
+                filter=filter,
+                limit=limit,
+                offset=offset,
+                refresh_ttl=refresh_ttl,
+            )
+        op = _search_op(namespace_prefix, query, filter, limit, offset, refresh_ttl, min_score)
+        return self._search_above(op, min_score)
+
+    async def asearch(
+        self,
+        namespace_prefix: Namespace,
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+        min_score: float | None = None,
+    ) -> list[SearchItem]:
+        """Async :meth:`search`."""
+        if min_score is None:
+            return await super().asearch(
+                namespace_prefix,
+                query=query,
+                filter=filter,
+                limit=limit,
+                offset=offset,
+                refresh_ttl=refresh_ttl,
+            )
+        op = _search_op(namespace_prefix, query, filter, limit, offset, refresh_ttl, min_score)
+        found: list[SearchItem] = await _in_thread(self._search_above, op, min_score)
+        return found
+
     def _search(self, op: SearchOp) -> list[SearchItem]:
+        return self._search_above(op, self.min_score)
+
+    def _search_above(self, op: SearchOp, min_score: float) -> list[SearchItem]:
         namespaces = [
             ns for ns in self._namespaces() if ns[: len(op.namespace_prefix)] == op.namespace_prefix
         ]
@@ -467,7 +534,7 @@ class VectorStoreAdapter(MemoryStoreAdapter):
                 continue
             where = {_KEY: {"$in": list(by_id)}} if op.filter else None
             results = self._memory(namespace).search(
-                op.query, k=min(wanted, len(by_id)), filter=where
+                op.query, k=min(wanted, len(by_id)), filter=where, min_score=min_score
             )
             found.extend(self._ranked(results, by_id))
         if op.query:
@@ -567,6 +634,25 @@ class CollectionStoreAdapter(MemoryStoreAdapter):
         else:
             found.sort(key=lambda i: (i.namespace, i.key))
         return found[op.offset : wanted]
+
+
+def _search_op(
+    namespace_prefix: Namespace,
+    query: str | None,
+    filter: dict[str, Any] | None,
+    limit: int,
+    offset: int,
+    refresh_ttl: bool | None,
+    min_score: float,
+) -> SearchOp:
+    """The operation ``BaseStore.search`` would batch, once ``min_score`` is checked."""
+    check_min_score(min_score)
+    if query is None:
+        raise InvalidInputError(
+            f"min_score={min_score!r} needs a query: a search without one scores nothing."
+        )
+    refresh = True if refresh_ttl is None else refresh_ttl  # what BaseStore does without TTLs
+    return SearchOp(namespace_prefix, filter, limit, offset, query, refresh)
 
 
 def _of_namespace(template: Any, namespace: Namespace, made: dict[Namespace, Any]) -> Any:

@@ -9,7 +9,13 @@ import pytest
 from langgraph.store.base import BaseStore, ListNamespacesOp, MatchCondition
 from langgraph.store.memory import InMemoryStore
 
-from memories import CollectionMemory, InvalidProfileError, ProfileMemory, VectorMemory
+from memories import (
+    CollectionMemory,
+    InvalidInputError,
+    InvalidProfileError,
+    ProfileMemory,
+    VectorMemory,
+)
 from memories.integrations.langgraph_store import (
     CollectionStoreAdapter,
     ProfileStoreAdapter,
@@ -234,3 +240,39 @@ def test_a_collections_own_memories_are_items_and_puts_are_versions(tmp_path: Pa
     assert [v.kind for v in user.history(memory_id)] == ["put", "put"]
     (found,) = store.search(("users",), query="what does Maya drink")
     assert found.value == {"content": "Maya drinks green tea"} and found.score is not None
+
+
+def test_vector_store_scores_compare_across_namespaces(tmp_path: Path) -> None:
+    store = VectorStoreAdapter(vector_memory(tmp_path))
+    store.put(("users", "maya"), "drink", {"text": "Maya drinks black coffee"})
+    store.put(("users", "ines"), "drink", {"text": "Maya drinks black coffee"})
+    for n, text in enumerate(["Ines likes green tea", "Ines drinks coffee with milk"]):
+        store.put(("users", "ines"), f"other-{n}", {"text": text})
+    found = store.search(("users",), query="what coffee does Maya drink?")
+    scores = {(i.namespace, i.key): i.score for i in found}
+    assert scores[("users", "maya"), "drink"] == pytest.approx(scores[("users", "ines"), "drink"])
+    assert found[0].key == "drink"
+
+
+def test_vector_store_min_score_leaves_out_unrelated_items(tmp_path: Path) -> None:
+    store = VectorStoreAdapter(vector_memory(tmp_path))
+    store.put(("users", "maya"), "drink", {"text": "Maya drinks black coffee"})
+    assert store.search(("users",), query="quantum chromodynamics", min_score=0.01) == []
+    assert [i.key for i in store.search(("users",), query="Maya's coffee", min_score=0.01)] == [
+        "drink"
+    ]
+    assert len(store.search(("users",), query="quantum chromodynamics")) == 1  # no floor
+    strict = VectorStoreAdapter(vector_memory(tmp_path), min_score=0.01)
+    assert strict.search(("users",), query="quantum chromodynamics") == []
+    assert asyncio.run(strict.asearch(("users",), query="quantum chromodynamics")) == []
+    assert (
+        asyncio.run(store.asearch(("users",), query="quantum chromodynamics", min_score=0.01)) == []
+    )
+
+
+def test_vector_store_min_score_needs_a_query(tmp_path: Path) -> None:
+    store = VectorStoreAdapter(vector_memory(tmp_path))
+    with pytest.raises(InvalidInputError, match="needs a query"):
+        store.search(("users",), min_score=0.5)
+    with pytest.raises(InvalidInputError, match="min_score"):
+        store.search(("users",), query="x", min_score=3)
