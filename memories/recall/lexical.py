@@ -5,16 +5,19 @@ computed from the statistics at query time. Adding or deleting a document
 touches only that document's postings, so there is no rebuild, and a sequence
 of adds and deletes ranks exactly as a fresh build of the same documents.
 
-Postings live in dicts, which are cheap to update; each term's postings are
-copied into numpy arrays the first time a query needs them, so scoring is
-vectorised while an add costs only its own terms. An add queues its postings
-for the arrays already built, which the next query appends (a delete makes
-the term's arrays be copied afresh).
+Each term's postings are two packed arrays (slots and frequencies, 4 bytes
+each) that an add appends to and a query reads as numpy arrays without
+copying, so scoring is vectorised and an add costs only its own terms. A
+document keeps only the tuple of its distinct (interned) terms, for its
+delete: about 500 bytes per chat turn in all, against 2 KB when postings were
+dicts and each document kept a ``Counter``.
 """
 
 from __future__ import annotations
 
 import math
+import sys
+from array import array
 from collections import Counter
 from collections.abc import Iterable
 
@@ -31,8 +34,29 @@ from memories.recall.types import ScoredId
 
 __all__ = ["BM25Index"]
 
-_IntArray = npt.NDArray[np.int64]
 _FloatArray = npt.NDArray[np.float64]
+# Packed array type codes: slots and term frequencies both fit 32 bits unsigned.
+_UINT32 = "I" if array("I").itemsize == 4 else "L"
+
+
+class _Postings:
+    """The documents holding one term: their slots and the term's frequency in each."""
+
+    __slots__ = ("slots", "tfs")
+
+    def __init__(self) -> None:
+        self.slots = array(_UINT32)
+        self.tfs = array(_UINT32)
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def remove(self, slot: int) -> None:
+        where = np.frombuffer(self.slots, dtype=np.uint32)
+        at = int(np.flatnonzero(where == slot)[0])
+        del where  # an array cannot shrink while numpy views it
+        del self.slots[at]
+        del self.tfs[at]
 
 
 class _Corpus:
@@ -45,13 +69,11 @@ class _Corpus:
     def __init__(self) -> None:
         self.slot_of: dict[str, int] = {}
         self.id_at: list[str | None] = []
+        self.terms_at: list[tuple[str, ...]] = []
+        """Each slot's distinct terms, so that a delete finds its postings."""
         self.free: list[int] = []
         self.lengths: _FloatArray = np.zeros(64)
-        self.doc_terms: dict[str, Counter[str]] = {}
-        self.postings: dict[str, dict[int, int]] = {}
-        self.arrays: dict[str, tuple[_IntArray, _FloatArray]] = {}
-        self.appends: dict[str, list[tuple[int, int]]] = {}
-        """Postings added since a term's arrays were built: (slot, tf) to append."""
+        self.postings: dict[str, _Postings] = {}
         self.total_length = 0
 
     def __len__(self) -> int:
@@ -64,53 +86,37 @@ class _Corpus:
         else:
             slot = len(self.id_at)
             self.id_at.append(doc_id)
+            self.terms_at.append(())
             if slot >= len(self.lengths):
                 self.lengths = np.concatenate([self.lengths, np.zeros(len(self.lengths))])
         self.slot_of[doc_id] = slot
         self.lengths[slot] = len(terms)
         self.total_length += len(terms)
         counts = Counter(terms)
-        self.doc_terms[doc_id] = counts
+        # Interned, a term's text is held once however many documents use it.
+        self.terms_at[slot] = tuple(sys.intern(term) for term in counts)
         for term, tf in counts.items():
-            self.postings.setdefault(term, {})[slot] = tf
-            if term in self.arrays:
-                # Appending to the built arrays beats copying a long posting dict again.
-                self.appends.setdefault(term, []).append((slot, tf))
+            postings = self.postings.get(term)
+            if postings is None:
+                postings = self.postings[sys.intern(term)] = _Postings()
+            postings.slots.append(slot)
+            postings.tfs.append(tf)
 
     def remove(self, doc_id: str) -> bool:
         slot = self.slot_of.pop(doc_id, None)
         if slot is None:
             return False
-        counts = self.doc_terms.pop(doc_id)
         self.total_length -= int(self.lengths[slot])
         self.lengths[slot] = 0.0
         self.id_at[slot] = None
-        self.free.append(slot)
-        for term in counts:
-            posting = self.postings[term]
-            del posting[slot]
-            if not posting:
+        for term in self.terms_at[slot]:
+            postings = self.postings[term]
+            postings.remove(slot)
+            if not postings:
                 del self.postings[term]
-            self.arrays.pop(term, None)
-            self.appends.pop(term, None)
+        self.terms_at[slot] = ()
+        self.free.append(slot)
         return True
-
-    def term_arrays(self, term: str) -> tuple[_IntArray, _FloatArray] | None:
-        """The slots holding ``term`` and its frequency in each, as arrays."""
-        cached = self.arrays.get(term)
-        if cached is None:
-            posting = self.postings.get(term)
-            if posting is None:
-                return None
-            slots = np.fromiter(posting.keys(), dtype=np.int64, count=len(posting))
-            tfs = np.fromiter(posting.values(), dtype=np.float64, count=len(posting))
-            cached = self.arrays[term] = (slots, tfs)
-        elif term in self.appends:
-            added = np.array(self.appends.pop(term), dtype=np.int64)
-            slots = np.concatenate([cached[0], added[:, 0]])
-            tfs = np.concatenate([cached[1], added[:, 1].astype(np.float64)])
-            cached = self.arrays[term] = (slots, tfs)
-        return cached
 
 
 class BM25Index:
@@ -209,10 +215,11 @@ class BM25Index:
         slope = k1 * b / avg_length if avg_length else 0.0
         # A repeated query term counts once per repeat, as in Lucene's BooleanQuery.
         for term, repeats in Counter(query_terms).items():
-            arrays = corpus.term_arrays(term)
-            if arrays is None:
+            postings = corpus.postings.get(term)
+            if postings is None:
                 continue
-            slots, tfs = arrays
+            slots = np.frombuffer(postings.slots, dtype=np.uint32)
+            tfs = np.frombuffer(postings.tfs, dtype=np.uint32).astype(np.float64)
             idf = math.log(1.0 + (n_docs - len(slots) + 0.5) / (len(slots) + 0.5))
             # tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg_length))
             denominator = tfs + k1 * (1.0 - b) + slope * corpus.lengths[slots]
