@@ -24,11 +24,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+)
 
 from memories._langchain import LangChainBaseMemory
 from memories.base import keeps_chat_log
 from memories.combined import CombinedMemory, leaves_of
+from memories.history.records import REMOVE_ALL_MESSAGES
+from memories.kernel.capabilities import capabilities_of
 from memories.kernel.steps import Steps, arun, run, step
 from memories.messages import format_buffer
 
@@ -83,7 +91,15 @@ def _save_context_args(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     input_key = getattr(memory, "input_key", None) or "input"
     output_key = getattr(memory, "output_key", None) or "output"
+    if capabilities_of(memory).message_edits:
+        # The messages themselves, so that the memory knows their ids and follows their edits.
+        return {input_key: _text_only(human)}, {output_key: _text_only(final)}
     return {input_key: human.text}, {output_key: final.text}
+
+
+def _text_only(message: BaseMessage) -> BaseMessage:
+    """``message`` as its text with its id (a final answer's tool calls are not the turn)."""
+    return type(message)(content=message.text, id=message.id) if message.id else message
 
 
 def save_exchange(
@@ -147,7 +163,24 @@ def editing_messages(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) 
     if keeps_chat_log(memory):
         yield step(memory.save_messages, list(edits))
         return 1
+    if capabilities_of(memory).message_edits:
+        yield from _editing_documents(memory, edits)
+        return 1
     return 0
+
+
+def _editing_documents(memory: Any, edits: Sequence[BaseMessage]) -> Steps[None]:
+    """Edits for a memory that keeps documents of messages (a vector memory).
+
+    ``REMOVE_ALL_MESSAGES`` clears a conversation's messages, not long-term
+    recall: it leaves the documents (``clear()`` forgets a session's).
+    """
+    removed = [m.id for m in edits if isinstance(m, RemoveMessage) and m.id != REMOVE_ALL_MESSAGES]
+    if removed:
+        yield step(memory.delete_messages, removed)
+    for message in edits:
+        if not isinstance(message, RemoveMessage) and message.id is not None:
+            yield step(memory.edit_message, message.id, message)
 
 
 def apply_message_edits(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> int:

@@ -34,6 +34,9 @@ class Capabilities:
     """It may defer work (``flush`` / ``close`` / ``status`` report on it)."""
     composite: bool = False
     """It holds other memories; ``leaves()`` lists them."""
+    message_edits: bool = False
+    """It keeps documents of messages by their id and follows ``delete_messages`` /
+    ``edit_message`` (a chat log follows edits through ``save_messages``)."""
 
 
 def capabilities_of(memory: Any, /) -> Capabilities:

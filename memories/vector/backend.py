@@ -95,6 +95,12 @@ class VectorBackend(ABC):
 
     aget = blocking_twin(get)
 
+    def find(self, where: Mapping[str, Any]) -> list[SearchResult]:
+        """The documents whose metadata matches ``where``, queued ones included."""
+        raise NotImplementedError(f"{type(self).__name__} cannot read documents by filter.")
+
+    afind = blocking_twin(find)
+
     def count(self) -> int:
         """How many documents the namespace holds, queued ones included."""
         raise NotImplementedError(f"{type(self).__name__} cannot count its documents.")

@@ -180,6 +180,12 @@ class ChromaBackend(VectorBackend):
         """The documents with these ids: queued ones from the index, the rest from the store."""
         return self._results([ScoredId(doc_id, 0.0) for doc_id in dict.fromkeys(ids)])
 
+    def find(self, where: Mapping[str, Any]) -> list[SearchResult]:
+        """Write what is queued, then read the documents matching ``where``."""
+        self._drain()
+        found = self.store.get(self._key, where=where, text=False)
+        return self.get([record.id for record in found])
+
     def count(self) -> int:
         """Documents in the store, and those still waiting in the outbox."""
         return self.store.count(self._key) + self.pending()

@@ -17,14 +17,15 @@ store is down, hybrid recall), built from this memory's fields.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from langchain_core.documents import Document
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 
 from memories.embeddings import default_embeddings
 from memories.kernel.capabilities import Capabilities
+from memories.kernel.steps import to_thread
 from memories.keys import input_text_for, select_input_key, select_output_key
 from memories.messages import check_storable, message_text, turn_messages
 from memories.vector.backend import VectorQuery
@@ -33,6 +34,7 @@ from memories.vector.filters import check_metadata
 from memories.vector.outbox import OutboxRow
 from memories.vector.records import SearchResult
 from memories.vector.scoring import passing
+from memories.vector.turns import TurnParts, checked_message, edited, of_messages
 
 if TYPE_CHECKING:
     pass
@@ -67,7 +69,7 @@ class VectorMemory(DocumentMemory):
 
     config_type: ClassVar[str] = "vector"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="namespace", searchable=True, exportable=True, deferred=True
+        scope="namespace", searchable=True, exportable=True, deferred=True, message_edits=True
     )
 
     memory_key: str = "history"
@@ -137,12 +139,14 @@ class VectorMemory(DocumentMemory):
 
     # -- building documents and queries (pure) ----------------------------------------
 
-    def _turn_text(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> str:
-        """The document text of one run, validated before anything is written."""
+    def _turn_parts(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> TurnParts:
+        """The document text of one run in its two parts, validated before anything is written."""
         in_key = select_input_key(inputs, self.memory_variables, self.input_key)
         out_key = select_output_key(outputs, self.output_key, type(self).__name__)
         human, ai = check_storable(turn_messages(inputs[in_key], outputs[out_key]))
-        return f"{in_key}: {message_text(human)}\n{out_key}: {message_text(ai)}"
+        return TurnParts(
+            f"{in_key}: {message_text(human)}", f"{out_key}: {message_text(ai)}", human.id, ai.id
+        )
 
     def check_turn(self, inputs: Any, outputs: Any) -> None:
         """Raise what :meth:`save_context` would raise for this turn, writing nothing."""
@@ -154,11 +158,42 @@ class VectorMemory(DocumentMemory):
         outputs: Mapping[str, Any],
         metadata: Mapping[str, Any] | None,
     ) -> OutboxRow:
-        text = self._turn_text(inputs, outputs)
-        check_storable([HumanMessage(text)])
+        parts = self._turn_parts(inputs, outputs)
+        check_storable([HumanMessage(parts.text)])
         extra = check_metadata(metadata, what="save_context metadata")
-        meta = {**self.metadata, **self.backend.bookkeeping(turn=True), **extra}
-        return OutboxRow(uuid.uuid4().hex, text, meta, needs_turn=True)
+        meta = {**self.metadata, **self.backend.bookkeeping(turn=True), **parts.metadata, **extra}
+        return OutboxRow(uuid.uuid4().hex, parts.text, meta, needs_turn=True)
+
+    # -- following edits of the messages a turn was made of ---------------------------
+
+    def delete_messages(self, ids: Sequence[str], /) -> None:
+        """Delete the documents of turns made of these messages (by message id).
+
+        A turn's document knows its messages' ids when they had ids: messages
+        saved by an agent (``save_messages``, the middleware, the LangGraph
+        nodes) or passed as message objects to ``save_context``. Ids of no
+        document delete nothing.
+        """
+        self.delete(filter=of_messages(ids))
+
+    async def adelete_messages(self, ids: Sequence[str], /) -> None:
+        """Async :meth:`delete_messages`."""
+        await self.adelete(filter=of_messages(ids))
+
+    def edit_message(self, id: str, new_message: BaseMessage, /) -> None:
+        """Re-index the turn made of message ``id`` with ``new_message``'s text in its place."""
+        new_message = checked_message(new_message)
+        rows = [edited(doc, id, new_message) for doc in self.backend.find(of_messages([id]))]
+        if rows:
+            self.backend.add(rows, progress=False)
+
+    async def aedit_message(self, id: str, new_message: BaseMessage, /) -> None:
+        """Async :meth:`edit_message`."""
+        new_message = checked_message(new_message)
+        found = await self.backend.afind(of_messages([id]))
+        rows = [edited(doc, id, new_message) for doc in found]
+        if rows:
+            await to_thread(self.backend.add, rows, progress=False)
 
     def _load_query(self, inputs: Mapping[str, Any]) -> VectorQuery:
         """The search a chain run makes: its input, the backend's default ``k``."""

@@ -22,6 +22,7 @@ from memories.kernel.capabilities import Capabilities
 from memories.vector.backend import VectorBackend
 from memories.vector.langchain_backend import VectorStoreBackend
 from memories.vector.memory import VectorMemory
+from memories.vector.turns import TurnParts
 
 __all__ = ["VectorStoreRetrieverMemory"]
 
@@ -61,7 +62,7 @@ class VectorStoreRetrieverMemory(VectorMemory):
             )
         return super().to_config()
 
-    def _turn_text(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> str:
+    def _turn_parts(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> TurnParts:
         """LangChain's document text: ``"key: value"`` lines for the inputs, then the outputs."""
         if not isinstance(inputs, Mapping) or not isinstance(outputs, Mapping):
             raise InvalidInputError(
@@ -70,14 +71,16 @@ class VectorStoreRetrieverMemory(VectorMemory):
             )
         exclude = {*self.exclude_input_keys, self.memory_key}
         kept = [(k, v) for k, v in inputs.items() if k not in exclude]
-        lines = [*kept, *outputs.items()]
-        for key, value in lines:
+        for key, value in [*kept, *outputs.items()]:
             if not isinstance(value, str):
                 raise InvalidInputError(
                     f"{key!r} is {value!r:.80}; VectorStoreRetrieverMemory stores text, so pass "
                     "a string (str(value) if a number is meant)."
                 )
-        return "\n".join(f"{k}: {v}" for k, v in lines)
+        return TurnParts(
+            "\n".join(f"{k}: {v}" for k, v in kept),
+            "\n".join(f"{k}: {v}" for k, v in outputs.items()),
+        )
 
     def _make_backend(self) -> VectorBackend:
         if self.retriever is None:
