@@ -21,6 +21,9 @@ Two details measured on this machine (10,000 documents, 2 cores):
 - A ``where`` filter costs Chroma about 30 ms even when it matches every
   document, against 5 ms for an unfiltered top-100 query. That is why a
   namespace is a collection rather than only a filter.
+- ``count()`` is a scan: 2 ms at 10,000 documents, 25 ms at 100,000. A
+  search checks that no one else wrote with :meth:`ChromaStore.change_token`
+  first (12 µs), and counts only when it changed.
 - An embedded write commits Chroma's SQLite file in rollback-journal mode with
   full sync: about 25 ms of wall time per ``add`` here, 7 ms of it CPU, the rest
   waiting for the disk. Switching that file to WAL mode brings it to 5 ms, but
@@ -73,6 +76,10 @@ __all__ = [
 ]
 
 _CLIENT_CREATION = threading.Lock()
+# One read-only connection per persistent folder, shared by its stores: it
+# only reads SQLite's data_version (see ChromaStore.change_token).
+_WATCHERS: dict[str, tuple[sqlite3.Connection, int]] = {}
+_WATCHERS_LOCK = threading.Lock()
 
 ChromaMode = Literal["persistent", "memory", "http"]
 #: Chroma's client modes, by the names a config uses.
@@ -339,6 +346,35 @@ class ChromaStore:
             doc_id: [float(x) for x in vector]
             for doc_id, vector in zip(result["ids"], vectors, strict=True)
         }
+
+    def change_token(self) -> int | None:
+        """A number that changes whenever anyone commits a write to the store, else None.
+
+        A persistent store's SQLite file is watched through a read-only
+        connection of its own (SQLite's ``data_version``, which changes with
+        every commit of every other connection, this process's Chroma and other
+        processes alike). In the other modes, or when the file cannot be read,
+        it is None: the caller must look at the documents themselves.
+        """
+        if self.mode != "persistent":
+            return None
+        file = Path(self.path) / "chroma.sqlite3"
+        with _WATCHERS_LOCK:
+            try:
+                inode = file.stat().st_ino
+                watcher = _WATCHERS.get(self.path)
+                if watcher is None or watcher[1] != inode:
+                    # First use, or the folder was made anew: watch the new file.
+                    if watcher is not None:
+                        watcher[0].close()
+                    connection = sqlite3.connect(
+                        f"{file.as_uri()}?mode=ro", uri=True, check_same_thread=False, timeout=1.0
+                    )
+                    watcher = _WATCHERS[self.path] = (connection, inode)
+                row = watcher[0].execute("PRAGMA data_version").fetchone()
+            except (OSError, sqlite3.Error):
+                return None
+        return int(row[0])
 
     def namespaces(self) -> list[str]:
         """The namespace keys of this store's collections (those under its prefix), sorted.

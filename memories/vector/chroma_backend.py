@@ -68,6 +68,13 @@ _DRAIN_BATCH = 256
 # writes in the caller's thread, so a writer that falls behind slows saves
 # down instead of letting the queue grow.
 _MAX_QUEUED = 256
+# While turns come faster than this, the background writer embeds each one at
+# once (a search needs its vector) but writes them to Chroma together, at most
+# once per interval (seconds): an embedded Chroma add holds the GIL and
+# Chroma's lock through about ten fsyncs, 10-20 ms here whatever its size, and
+# every search in the process waits meanwhile. A turn after a quiet interval
+# is written at once.
+_WRITE_INTERVAL = 0.25
 # How long a search waits for the writer to embed a queued turn before doing it itself.
 _EMBED_WAIT_SECONDS = 30.0
 # Failures that say the store or the network is down, not that a document is bad.
@@ -107,7 +114,9 @@ class ChromaBackend(VectorBackend):
     def __post_init__(self) -> None:
         self.location = self.store.location
         self._key = namespace_key(self.namespace)
-        self._writer = BackgroundWork(self._drain_key, self._drain, scheduler=background_writer())
+        self._writer = BackgroundWork(
+            self._drain_key, self._write_queued, scheduler=background_writer()
+        )
 
     @classmethod
     def of(cls, memory: IndexedMemory) -> ChromaBackend:
@@ -275,6 +284,27 @@ class ChromaBackend(VectorBackend):
             index.add_pending([(row.doc_id, row.text, {**metadata, NAMESPACE_KEY: namespace})])
         return True
 
+    def _write_queued(self) -> None:
+        """The background writer's job: write what waits, or embed it now and write it soon.
+
+        The write is put off (see :data:`_WRITE_INTERVAL`) only when the last
+        one was less than an interval ago and it went well; the turns are
+        embedded meanwhile, so a search never has to embed them itself.
+        """
+        wait = self._lane.wrote_at + _WRITE_INTERVAL - time.monotonic()
+        if wait > 0 and self._lane.error is None and not self._writer.closed:
+            try:
+                self._embed_pending()
+            except Exception:  # the drain below records it, and sets a bad turn aside
+                pass
+            else:
+                background_writer().schedule(
+                    self._drain_key, self._write_queued, delay=wait, max_wait=wait
+                )
+                return
+        if self._drain():
+            self._verify()
+
     def _drain(self, *, progress: int | None = None, timeout: float | None = None) -> int | None:
         """Write queued documents to the store, oldest first; return how many.
 
@@ -295,7 +325,7 @@ class ChromaBackend(VectorBackend):
             except Exception as exc:
                 lane.failed(exc)
                 raise
-            lane.succeeded()
+            lane.succeeded(wrote=written > 0)
         except BackendError as exc:
             waiting = len(self.outbox.pending(target, namespace))
             raise type(exc)(
@@ -490,10 +520,35 @@ class ChromaBackend(VectorBackend):
             self._rebuild(index)
 
     def _refresh(self, index: NamespaceIndex) -> None:
+        """Rebuild the index if someone else wrote since it was last found current.
+
+        Counting the namespace is a scan (25 ms at 100,000 documents), so it is
+        skipped while the store's change token says nothing was committed since.
+        The token is read first: a write that lands during the check changes it.
+        """
         store, namespace = self.store, self._key
+        token = store.change_token()
+        if token is not None and token == index.verified and index.loaded:
+            return
         generation = store.generation(namespace)
         if not index.is_current(store.count(namespace), generation):
             self._rebuild(index, generation)
+        index.verified = token
+
+    def _verify(self) -> None:
+        """After this process's own write: find the index current again, off the caller's path.
+
+        The count and generation are read without the index's lock (searches go
+        on meanwhile); only the comparison takes it.
+        """
+        store, namespace, index = self.store, self._key, self._index
+        token = store.change_token()
+        if token is None:
+            return
+        generation, count = store.generation(namespace), store.count(namespace)
+        with index.lock:
+            if index.loaded and index.is_current(count, generation):
+                index.verified = token
 
     def _rebuild(self, index: NamespaceIndex, generation: str | None = None) -> None:
         store, namespace = self.store, self._key

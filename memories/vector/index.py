@@ -100,6 +100,8 @@ class NamespaceIndex:
         self.lock = threading.RLock()
         self.loaded = False
         self.generation: str | None = None
+        self.verified: int | None = None
+        """The store's change token when the index was last found current (None: check)."""
         self._lexical: BM25Index | None = config.lexical_index() if config.uses_lexical else None
         self._ids: set[str] = set()
         self._position: dict[str, TurnPosition] = {}
@@ -155,6 +157,7 @@ class NamespaceIndex:
     def invalidate(self) -> None:
         """Make the next search rebuild the index from the store."""
         self.loaded = False
+        self.verified = None
 
     def add(self, documents: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
         """Index documents this process wrote (an id already indexed is replaced)."""

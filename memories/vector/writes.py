@@ -81,14 +81,18 @@ class WriteLane:
         """The last drain's failure, until a drain succeeds."""
         self.failed_at: float | None = None
         """When it failed."""
+        self.wrote_at = float("-inf")
+        """When a drain last wrote documents to the store (``time.monotonic()``)."""
 
     def failed(self, error: BaseException) -> None:
         """Record a failed drain."""
         self.error, self.failed_at = error, time.time()
 
-    def succeeded(self) -> None:
-        """Record a drain that wrote everything it found."""
+    def succeeded(self, *, wrote: bool = False) -> None:
+        """Record a drain that wrote everything it found (``wrote``: and found something)."""
         self.error, self.failed_at = None, None
+        if wrote:
+            self.wrote_at = time.monotonic()
 
     @property
     def last_error(self) -> str | None:
