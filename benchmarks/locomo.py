@@ -1,27 +1,33 @@
-"""Retrieval recall on LoCoMo: dense, BM25 and hybrid recall side by side.
+"""Retrieval recall on LoCoMo, with every recall setting chosen by leave-one-conversation-out.
 
-For each conversation every turn is stored in a fresh memory, each question of
-categories 1-4 is asked, and recall-any@k / recall-all@k are reported: the
-share of questions with at least one / every evidence turn among the top k.
+For each conversation every turn is stored, each question of categories 1-4
+is asked, and recall-any@k / recall-all@k are reported: the share of
+questions with at least one / every evidence turn among the top k.
 
-The headline table measures the shipped class end to end: a fresh
-``VectorMemory()`` with default settings per conversation (in-memory Chroma),
-every turn stored through ``add`` (text ``"Speaker: text [shared a photo:
-caption]"``, metadata session, turn and the session date), every question
-asked through ``search(k=10)``. Only ``recall.mode`` differs between the
-``dense``, ``bm25`` and ``hybrid`` rows (``dense`` and ``bm25`` without
-neighbour smoothing, ``hybrid`` is ``RecallConfig()``).
+The headline is held out: each of the five dev conversations is scored with
+the settings chosen on the other four (a grid of dense weight, neighbour
+weight and window, BM25 b and speaker weight, then one pass over fusion,
+candidate depth, BM25 k1, stopwords, stemming and dates), pooled per
+category, side by side with the previous default, BM25 only and dense only
+in the same run. The same procedure on all five conversations gives the
+defaults of ``RecallConfig()`` (the run warns if they differ). The
+expansions tried beside it -- time-aware query expansion and a second dense
+key per turn -- are chosen the same way and reported apart. These sections
+re-rank pre-computed candidates with the same pure functions the memory
+calls (an exact cosine search standing in for Chroma's).
 
-The later sections re-rank pre-computed candidates with the same pure
-functions the memory calls (an exact cosine search standing in for Chroma's),
-to compare variants and check the defaults by leave-one-conversation-out.
+Then the shipped class end to end: a fresh ``VectorMemory()`` per
+conversation (in-memory Chroma), every turn stored through ``add`` (text
+``"Speaker: text [shared a photo: caption]"``, metadata session, turn,
+speaker and the session date), every question asked through
+``search(k=10)``; then the calibration of search scores (fitted on all five,
+checked held out) and the scores of real questions against an unrelated one.
 
 Run from the repository root::
 
     python benchmarks/locomo.py [path/to/locomo_dev.json] [--embedder module:attr]
 
-It also prints a leave-one-conversation-out check of the default parameters
-and the per-turn cost of the lexical index at 10,000 stored turns.
+It also prints the per-turn cost of the lexical index at 10,000 stored turns.
 """
 
 from __future__ import annotations
@@ -53,13 +59,32 @@ from memories.recall import (
     RecallConfig,
     ScoredId,
     TurnPosition,
+    named_speakers,
     neighbour_positions,
     rank_candidates,
+    speaker_key,
 )
+from memories.recall.scores import DEFAULT_CALIBRATION, ScoreCalibration, term_coverage
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "locomo" / "locomo_dev.json"
 DEFAULT_EMBEDDER = "default"
+#: The recall defaults before they were chosen by leave-one-out (chosen on all five conversations).
+PREVIOUS_DEFAULT = RecallConfig(
+    mode="hybrid",
+    candidates=100,
+    fusion="min_max",
+    dense_weight=0.4,
+    rrf_k=60.0,
+    neighbour_weight=0.5,
+    neighbour_window=2,
+    bm25_k1=1.2,
+    bm25_b=0.0,
+    stopwords="nltk",
+    stem=True,
+    lexical_dates=True,
+    speaker_weight=0.0,
+)
 KS = (5, 10)
 
 _EVIDENCE_ID = re.compile(r"D(\d+):(\d+)")
@@ -387,6 +412,49 @@ def memory_recall(
 
 # --------------------------------------------------------------------------- candidates
 
+#: The lexical settings a BM25 ranking depends on: b, k1, stopwords, stem, dates, time expansion.
+LexicalKey = tuple[float, float, str, bool, bool, bool]
+
+#: Words that date an event in a conversation ("yesterday", "last week", "next month").
+TIME_WORDS = "yesterday today tomorrow tonight last next week weekend month year ago recently"
+_ABOUT_TIME = re.compile(
+    r"\b(when|what (?:date|day|month|year|time)|how long|which (?:day|month|year))\b", re.I
+)
+
+
+def time_expanded(question: str, /) -> str:
+    """Time-aware query expansion: a question about when also asks for words that date events.
+
+    The turns that answer "when did X happen?" say when relatively ("yesterday",
+    "last week"); the session date is already in every turn's lexical text
+    (``RecallConfig.lexical_dates``).
+    """
+    return f"{question} {TIME_WORDS}" if _ABOUT_TIME.search(question) else question
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One point of the search: a recall config, and the expansions tried beside it."""
+
+    config: RecallConfig
+    """What ``VectorMemory(recall=...)`` would be given."""
+    time_expansion: bool = False
+    """Questions about when are expanded with :data:`TIME_WORDS` (lexical ranking only)."""
+    context_key: bool = False
+    """Document expansion: a turn's dense score is the mean of its own cosine and that of a
+    second key, the turn embedded with the turn before it."""
+
+    def lexical_key(self) -> LexicalKey:
+        """Which BM25 ranking this variant reads."""
+        c = self.config
+        return (c.bm25_b, c.bm25_k1, c.stopwords, c.stem, c.lexical_dates, self.time_expansion)
+
+    def label(self) -> str:
+        """The settings that differ from ``RecallConfig()``, and the expansions."""
+        parts = [f"{k}={v}" for k, v in self.config.overrides().items()]
+        parts += ["time expansion"] * self.time_expansion + ["context key"] * self.context_key
+        return ", ".join(parts) or "RecallConfig()"
+
 
 @dataclass(frozen=True)
 class Candidates:
@@ -396,12 +464,23 @@ class Candidates:
     """The question's category."""
     evidence: tuple[str, ...]
     """Its evidence turn ids."""
-    dense: tuple[ScoredId, ...]
-    """Dense top-N, best first (cosine similarity)."""
-    lexical: dict[float, tuple[ScoredId, ...]]
-    """BM25 top-N per BM25 ``b`` value."""
+    dense: dict[bool, tuple[ScoredId, ...]]
+    """Dense top-N, best first, without (False) and with (True) the context key."""
+    lexical: dict[LexicalKey, tuple[ScoredId, ...]]
+    """BM25 top-N per lexical setting."""
     positions: dict[str, TurnPosition]
     """Positions of every candidate and of the turns around them."""
+    doc_at: dict[tuple[str, int], str]
+    """The turn at each (session, index), as a store's index keeps it (shared)."""
+    speakers: dict[str, frozenset[str]]
+    """Each turn's speaker keys (shared by the conversation's questions)."""
+    named: frozenset[str]
+    """The speakers the question names."""
+
+
+def lexical_keys(variants: Iterable[Variant], /) -> set[LexicalKey]:
+    """The BM25 rankings a set of variants needs."""
+    return {v.lexical_key() for v in variants}
 
 
 def gather_candidates(
@@ -410,58 +489,101 @@ def gather_candidates(
     embed: Embed,
     /,
     *,
-    base: RecallConfig,
     depth: int,
-    b_values: Iterable[float],
+    lexical: Iterable[LexicalKey],
+    context_key: bool = True,
+    window: int = 3,
 ) -> list[Candidates]:
     """Index one conversation and collect each question's candidate lists."""
     turns = conversation.turns
     ids = [t.dia_id for t in turns]
     doc_vectors = _normalise(embed([document_text(t) for t in turns]))
     query_vectors = _normalise(embed([q.text for q in questions]))
-    similarity = query_vectors @ doc_vectors.T
+    similarity = {False: query_vectors @ doc_vectors.T}
+    if context_key:
+        keys = [
+            (document_text(turns[i - 1]) + "\n" if i and turns[i - 1].session == t.session else "")
+            + document_text(t)
+            for i, t in enumerate(turns)
+        ]
+        similarity[True] = (similarity[False] + query_vectors @ _normalise(embed(keys)).T) / 2
     indexes = {}
-    for b in b_values:
-        index = replace(base, bm25_b=b).lexical_index()
+    for key in lexical:
+        b, k1, stopwords, stem, dates, _ = key
+        config = RecallConfig(
+            bm25_b=b,
+            bm25_k1=k1,
+            stopwords=stopwords,
+            stem=stem,
+            lexical_dates=dates,  # type: ignore[arg-type]
+        )
+        index = config.lexical_index()
         for turn in turns:
-            text = base.lexical_text(document_text(turn), when=turn_date(turn))
-            index.add(conversation.sample_id, turn.dia_id, text)
-        indexes[b] = index
+            index.add(
+                "c", turn.dia_id, config.lexical_text(document_text(turn), when=turn_date(turn))
+            )
+        indexes[key] = index
     all_positions = {
         t.dia_id: TurnPosition(f"{conversation.sample_id}/{t.session}", t.position) for t in turns
     }
     at = {position: doc_id for doc_id, position in all_positions.items()}
+    doc_at = {(p.session, p.index): doc_id for p, doc_id in at.items()}
+    speakers = {t.dia_id: frozenset({speaker_key(t.speaker)}) for t in turns}
+    known = {name for names in speakers.values() for name in names}
     out = []
-    for question, row in zip(questions, similarity, strict=True):
-        top = np.argsort(-row, kind="stable")[:depth]
-        dense = tuple(ScoredId(ids[i], float(row[i])) for i in top)
-        lexical = {
-            b: tuple(index.search(conversation.sample_id, question.text, limit=depth))
-            for b, index in indexes.items()
-        }
+    for q, question in enumerate(questions):
+        dense = {}
+        for keyed, rows in similarity.items():
+            row = rows[q]
+            top = np.argsort(-row, kind="stable")[:depth]
+            dense[keyed] = tuple(ScoredId(ids[i], float(row[i])) for i in top)
+        lexical_hits = {}
+        for key, index in indexes.items():
+            text = time_expanded(question.text) if key[-1] else question.text
+            lexical_hits[key] = tuple(index.search("c", text, limit=depth))
         # As a store would: positions of the candidates, then of the turns around them.
-        found = {item.id for item in dense} | {i.id for hits in lexical.values() for i in hits}
+        found = {i.id for hits in (*dense.values(), *lexical_hits.values()) for i in hits}
         positions = {doc_id: all_positions[doc_id] for doc_id in found}
-        window = max(3, base.neighbour_window)
         for position in neighbour_positions(positions.values(), window=window):
             if position in at:
                 positions[at[position]] = position
-        out.append(Candidates(question.category, question.evidence, dense, lexical, positions))
+        out.append(
+            Candidates(
+                question.category,
+                question.evidence,
+                dense,
+                lexical_hits,
+                positions,
+                doc_at,
+                speakers,
+                named_speakers(question.text, known),
+            )
+        )
     return out
 
 
 def evaluate(
-    candidates: Iterable[Candidates], config: RecallConfig, /, *, depth: int | None = None
+    candidates: Iterable[Candidates],
+    variant: Variant | RecallConfig,
+    /,
+    *,
+    depth: int | None = None,
 ) -> RecallTally:
-    """Rank every question's candidates with ``config`` and tally recall."""
+    """Rank every question's candidates as ``variant`` says and tally recall."""
+    if isinstance(variant, RecallConfig):
+        variant = Variant(variant)
+    config, key = variant.config, variant.lexical_key()
     tally = RecallTally()
     n = depth if depth is not None else config.candidates
     for c in candidates:
         ranked = rank_candidates(
             config,
-            dense=c.dense[:n],
-            lexical=c.lexical[config.bm25_b][:n],
+            dense=c.dense[variant.context_key][:n],
+            lexical=c.lexical[key][:n],
             positions=c.positions,
+            doc_at=c.doc_at,
+            speakers=c.speakers,
+            named=c.named,
             limit=max(KS),
         )
         tally.add(c.category, c.evidence, [item.id for item in ranked])
@@ -479,72 +601,307 @@ def results_table(rows: dict[str, RecallTally], /) -> str:
         for category in [*SCORED_CATEGORIES, None]:
             label = "overall" if category is None else f"{category} {CATEGORY_NAMES[category]}"
             cells = [f"{tally.rate(kind, k, category):.1f}" for kind in ("any", "all") for k in KS]
-            cells = [cells[0], cells[1], cells[2], cells[3]]
             lines.append(
                 f"| {name} | {label} | {tally.count(category)} | " + " | ".join(cells) + " |"
             )
     return "\n".join(lines)
 
 
-def leave_one_out(
-    per_conversation: dict[str, list[Candidates]], grid: Sequence[RecallConfig], /
-) -> str:
-    """Pick the best grid point on all conversations but one, score it on the one left out."""
-    hits: dict[tuple[int, str], float] = {}
-    for g, config in enumerate(grid):
-        for sample_id, candidates in per_conversation.items():
-            tally = evaluate(candidates, config)
-            hits[g, sample_id] = tally.rate("any", 10) * tally.count() / 100.0
-    samples = list(per_conversation)
-    default = RecallConfig()
-    default_index = grid.index(default)
-    lines = [
-        "| held out | n | chosen on the other conversations | any@10 held out | "
-        "default any@10 | best possible any@10 |",
-        "|" + "---|" * 6,
-    ]
-    loo_total = default_total = 0.0
-    n_total = 0
-    for held in samples:
-        others = [s for s in samples if s != held]
-        chosen = max(range(len(grid)), key=lambda g: (sum(hits[g, s] for s in others), -g))
-        n = len(per_conversation[held])
-        best = max(hits[g, held] for g in range(len(grid)))
-        c = grid[chosen]
-        label = f"w={c.dense_weight} nb={c.neighbour_weight}/{c.neighbour_window} b={c.bm25_b}"
-        lines.append(
-            f"| {held} | {n} | {label} | {100 * hits[chosen, held] / n:.1f} | "
-            f"{100 * hits[default_index, held] / n:.1f} | {100 * best / n:.1f} |"
-        )
-        loo_total += hits[chosen, held]
-        default_total += hits[default_index, held]
-        n_total += n
-    lines.append(
-        f"| pooled | {n_total} | | {100 * loo_total / n_total:.1f} | "
-        f"{100 * default_total / n_total:.1f} | |"
-    )
-    best_in_sample = max(range(len(grid)), key=lambda g: sum(hits[g, s] for s in samples))
-    b = grid[best_in_sample]
-    lines.append(
-        f"\nIn-sample best of {len(grid)} grid points: w={b.dense_weight} "
-        f"nb={b.neighbour_weight}/{b.neighbour_window} b={b.bm25_b}, any@10 = "
-        f"{100 * sum(hits[best_in_sample, s] for s in samples) / n_total:.1f}."
-    )
+def category_table(rows: dict[str, RecallTally], /) -> str:
+    """A markdown table, one row per variant: any@5 / any@10 per category and pooled."""
+    cats: list[int | None] = [*SCORED_CATEGORIES, None]
+    names = [CATEGORY_NAMES[c] if c is not None else "all" for c in cats]
+    first = next(iter(rows.values()), RecallTally())
+    header = " | ".join(f"{name} (n={first.count(c)})" for name, c in zip(names, cats, strict=True))
+    lines = [f"| variant | {header} |", "|" + "---|" * (len(cats) + 1)]
+    for label, tally in rows.items():
+        cells = [f"{tally.rate('any', 5, c):.1f} / {tally.rate('any', 10, c):.1f}" for c in cats]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def loo_grid(base: RecallConfig, /) -> list[RecallConfig]:
-    """Dense weight x neighbour weight x window x BM25 b, around the defaults."""
-    grid = []
-    for b, w, nb, win in itertools.product(
-        (0.0, 0.75), (0.2, 0.3, 0.4, 0.5, 0.6), (0.0, 0.25, 0.5, 0.75), (1, 2, 3)
-    ):
-        if nb == 0.0 and win != base.neighbour_window:
-            continue  # the window is irrelevant without smoothing
-        grid.append(
-            replace(base, bm25_b=b, dense_weight=w, neighbour_weight=nb, neighbour_window=win)
+# --------------------------------------------------------------------------- choosing by LOO
+
+
+class Search:
+    """Recall of variants on conversations, each pair evaluated once."""
+
+    def __init__(self, per_conversation: dict[str, list[Candidates]]) -> None:
+        self.per_conversation = per_conversation
+        self._tallies: dict[tuple[Variant, str], RecallTally] = {}
+
+    def tally(self, variant: Variant, sample_id: str) -> RecallTally:
+        """The variant's recall on one conversation."""
+        key = (variant, sample_id)
+        if key not in self._tallies:
+            self._tallies[key] = evaluate(self.per_conversation[sample_id], variant)
+        return self._tallies[key]
+
+    @property
+    def evaluations(self) -> int:
+        """How many (variant, conversation) pairs were evaluated."""
+        return len(self._tallies)
+
+    def hits(self, variant: Variant, samples: Iterable[str]) -> int:
+        """Questions of ``samples`` with an evidence turn in the variant's top 10."""
+        return sum(
+            sum(self.tally(variant, s).any_hits.get((c, 10), 0) for c in SCORED_CATEGORIES)
+            for s in samples
         )
+
+    def pooled(self, chosen: dict[str, Variant]) -> RecallTally:
+        """One tally of each conversation scored with the variant chosen for it."""
+        pooled = RecallTally()
+        for sample_id, variant in chosen.items():
+            tally = self.tally(variant, sample_id)
+            for category, n in tally.asked.items():
+                pooled.asked[category] = pooled.asked.get(category, 0) + n
+            for counts, into in (
+                (tally.any_hits, pooled.any_hits),
+                (tally.all_hits, pooled.all_hits),
+            ):
+                for key, hits in counts.items():
+                    into[key] = into.get(key, 0) + hits
+        return pooled
+
+
+def search_grid(*, speakers: bool, time_expansion: bool, context_key: bool) -> list[Variant]:
+    """Stage one of the choice: dense weight x smoothing x BM25 b (x speaker weight, x expansions).
+
+    The shipped settings before leave-one-out choosing come first, so that a tie keeps them.
+    """
+    old = PREVIOUS_DEFAULT
+    grid = [Variant(old)]
+    for b, w, nb, win, sw, te, ck in itertools.product(
+        (0.0, 0.75),
+        (0.3, 0.4, 0.5, 0.6),
+        (0.0, 0.25, 0.5, 0.75),
+        (1, 2, 3),
+        (0.0, 0.5, 1.0, 2.0) if speakers else (0.0,),
+        (False, True) if time_expansion else (False,),
+        (False, True) if context_key else (False,),
+    ):
+        if nb == 0.0 and win != old.neighbour_window:
+            continue  # the window is irrelevant without smoothing
+        config = replace(
+            old,
+            bm25_b=b,
+            dense_weight=w,
+            neighbour_weight=nb,
+            neighbour_window=win,
+            speaker_weight=sw,
+        )
+        variant = Variant(config, te, ck)
+        if variant not in grid:
+            grid.append(variant)
     return grid
+
+
+def refinements(variant: Variant, /) -> list[Variant]:
+    """Stage two: the other settings, one at a time around the stage-one choice."""
+    c = variant.config
+    changes: list[dict[str, Any]] = [
+        {"fusion": "rrf", "rrf_k": 60.0},
+        {"fusion": "rrf", "rrf_k": 10.0},
+        {"candidates": 50},
+        {"candidates": 200},
+        {"bm25_k1": 0.9},
+        {"bm25_k1": 1.5},
+        {"stopwords": "lucene"},
+        {"stem": False},
+        {"lexical_dates": not c.lexical_dates},
+    ]
+    return [replace(variant, config=replace(c, **change)) for change in changes]
+
+
+def choose(search: Search, grid: Sequence[Variant], samples: Sequence[str], /) -> Variant:
+    """The best variant on ``samples`` (recall-any@10): best of the grid, then one refinement."""
+    best = _first_best(search, grid, samples)
+    better = [v for v in refinements(best) if search.hits(v, samples) > search.hits(best, samples)]
+    return _first_best(search, better, samples) if better else best
+
+
+def _first_best(search: Search, variants: Sequence[Variant], samples: Sequence[str]) -> Variant:
+    """The variant with the most hits on ``samples``; the earliest of those tied."""
+    scored = [(search.hits(v, samples), -i) for i, v in enumerate(variants)]
+    return variants[-max(scored)[1]]
+
+
+def leave_one_out(search: Search, grid: Sequence[Variant], /) -> tuple[dict[str, Variant], Variant]:
+    """For each conversation, the variant chosen on the others; and the one chosen on all."""
+    samples = list(search.per_conversation)
+    chosen = {held: choose(search, grid, [s for s in samples if s != held]) for held in samples}
+    return chosen, choose(search, grid, samples)
+
+
+def folds_table(search: Search, chosen: dict[str, Variant], /) -> str:
+    """Per held-out conversation: what the others chose, and its recall there."""
+    lines = [
+        "| held out | n | chosen on the other conversations | any@10 held out | "
+        "old default any@10 |",
+        "|" + "---|" * 5,
+    ]
+    old = Variant(PREVIOUS_DEFAULT)
+    for held, variant in chosen.items():
+        tally, before = search.tally(variant, held), search.tally(old, held)
+        lines.append(
+            f"| {held} | {tally.count()} | {variant.label()} | {tally.rate('any', 10):.1f} | "
+            f"{before.rate('any', 10):.1f} |"
+        )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- calibrated scores
+
+
+_Floats = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class ScoreFeatures:
+    """Every (question, turn) pair of a conversation: the score's features and the label."""
+
+    cosine: npt.NDArray[np.float64]
+    """Cosine similarity of the question's and the turn's embeddings."""
+    coverage: npt.NDArray[np.float64]
+    """Share of the question's lexical terms in the turn's lexical text."""
+    relevant: npt.NDArray[np.float64]
+    """1 when the question's evidence cites the turn."""
+
+
+def score_features(conversation: Conversation, embed: Embed, /) -> ScoreFeatures:
+    """The features :mod:`memories.recall.scores` maps, for every question and turn."""
+    questions = scorable_questions(conversation)
+    turns = conversation.turns
+    config = RecallConfig()
+    analyzer = config.analyzer()
+    docs = _normalise(embed([document_text(t) for t in turns]))
+    queries = _normalise(embed([q.text for q in questions]))
+    terms = [
+        set(analyzer.terms(config.lexical_text(document_text(t), when=turn_date(t)))) for t in turns
+    ]
+    coverage = [
+        [term_coverage(analyzer.terms(q.text), doc_terms) for doc_terms in terms] for q in questions
+    ]
+    relevant = [[float(t.dia_id in q.evidence) for t in turns] for q in questions]
+    return ScoreFeatures(
+        (queries @ docs.T).astype(np.float64).ravel(),
+        np.asarray(coverage, dtype=np.float64).ravel(),
+        np.asarray(relevant, dtype=np.float64).ravel(),
+    )
+
+
+def _joined(features: Sequence[ScoreFeatures]) -> ScoreFeatures:
+    return ScoreFeatures(
+        np.concatenate([f.cosine for f in features]),
+        np.concatenate([f.coverage for f in features]),
+        np.concatenate([f.relevant for f in features]),
+    )
+
+
+def _logistic(
+    columns: Sequence[npt.NDArray[np.float64]], y: npt.NDArray[np.float64]
+) -> list[float]:
+    """Maximum-likelihood logistic regression (Newton's method): intercept, then one weight each."""
+    design = np.column_stack([np.ones(len(y)), *columns])
+    weights = np.zeros(design.shape[1])
+    ridge = 1e-6 * np.eye(len(weights))  # keeps the Hessian invertible on separable data
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-design @ weights))
+        gradient = design.T @ (p - y)
+        hessian = (design * (p * (1 - p))[:, None]).T @ design + ridge
+        step = np.linalg.solve(hessian, gradient)
+        weights -= step
+        if float(np.abs(step).max()) < 1e-9:
+            break
+    return [float(w) for w in weights]
+
+
+def fit_calibration(features: Sequence[ScoreFeatures], /) -> ScoreCalibration:
+    """The logistic calibration of relevant vs irrelevant turns on these conversations."""
+    f = _joined(features)
+    bias, cosine, coverage = _logistic([f.cosine, f.coverage], f.relevant)
+    lexical_bias, lexical_coverage = _logistic([f.coverage], f.relevant)
+    return ScoreCalibration(bias, cosine, coverage, lexical_bias, lexical_coverage)
+
+
+def _predicted(calibration: ScoreCalibration, f: ScoreFeatures) -> npt.NDArray[np.float64]:
+    c = calibration
+    logit = c.bias + c.cosine * f.cosine + c.coverage * f.coverage
+    return np.asarray(1.0 / (1.0 + np.exp(-logit)), dtype=np.float64)
+
+
+_SCORE_BINS = (0.0, 0.001, 0.01, 0.05, 0.1, 0.2, 0.4, 1.0001)
+
+
+def calibration_report(conversations: Sequence[Conversation], embed: Embed, /) -> str:
+    """Fit the score calibration on all conversations, and check it on held-out ones."""
+    features = {c.sample_id: score_features(c, embed) for c in conversations}
+    fitted = fit_calibration(list(features.values()))
+    shipped = DEFAULT_CALIBRATION
+    lines = [
+        "Logistic map of (cosine, term coverage) to the probability that a turn is cited as "
+        "evidence, over every (question, turn) pair. Fitted on all five conversations: "
+        f"bias {fitted.bias:.2f}, cosine {fitted.cosine:.2f}, coverage {fitted.coverage:.2f}; "
+        f"coverage only: bias {fitted.lexical_bias:.2f}, coverage {fitted.lexical_coverage:.2f}. "
+        f"Shipped (`DEFAULT_CALIBRATION`): bias {shipped.bias:.2f}, cosine {shipped.cosine:.2f}, "
+        f"coverage {shipped.coverage:.2f}; coverage only: bias {shipped.lexical_bias:.2f}, "
+        f"coverage {shipped.lexical_coverage:.2f}.",
+        "",
+        "Held out: each conversation scored with the map fitted on the other four.",
+        "",
+        "| predicted score | pairs | mean predicted | share relevant |",
+        "|---|---|---|---|",
+    ]
+    predicted, relevant = [], []
+    for held in features:
+        fold = fit_calibration([f for s, f in features.items() if s != held])
+        predicted.append(_predicted(fold, features[held]))
+        relevant.append(features[held].relevant)
+    p, y = np.concatenate(predicted), np.concatenate(relevant)
+    for low, high in itertools.pairwise(_SCORE_BINS):
+        inside = (p >= low) & (p < high)
+        if inside.any():
+            lines.append(
+                f"| {low:g} to {min(high, 1.0):g} | {int(inside.sum()):,} | "
+                f"{float(p[inside].mean()):.4f} | {float(y[inside].mean()):.4f} |"
+            )
+    return "\n".join(lines)
+
+
+def score_examples(
+    conversations: Sequence[Conversation], embeddings: Embeddings, /, *, unrelated: str
+) -> str:
+    """Top scores through ``VectorMemory.search``: the real questions vs an unrelated query."""
+    from memories.vector import VectorMemory
+
+    collection = f"locomo-scores-{uuid.uuid4().hex[:12]}"
+    asked: list[float] = []
+    stray: list[float] = []
+    for conversation in conversations:
+        memory = VectorMemory(
+            mode="memory",
+            collection=collection,
+            namespace=("locomo", conversation.sample_id),
+            embeddings=embeddings,
+        )
+        memory.add(
+            [document_text(t) for t in conversation.turns],
+            metadatas=[turn_metadata(t) for t in conversation.turns],
+            ids=[t.dia_id for t in conversation.turns],
+            progress=False,
+        )
+        for question in scorable_questions(conversation):
+            found = memory.search(question.text, k=10)
+            asked.append(max((r.score for r in found), default=0.0))
+        stray.append(max(r.score for r in memory.search(unrelated, k=10)))
+        memory.erase_namespace()
+    q = np.percentile(asked, [10, 50, 90])
+    return (
+        f"Best score among the top 10 of `VectorMemory().search`: the {len(asked)} dev "
+        f"questions: median {q[1]:.3f} (10th percentile {q[0]:.3f}, 90th {q[2]:.3f}); "
+        f"{unrelated!r} asked of each conversation: {', '.join(f'{s:.4f}' for s in stray)}."
+    )
 
 
 def lexical_timing(
@@ -618,7 +975,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--memory-only", action="store_true", help="only the VectorMemory() end-to-end table"
     )
-    parser.add_argument("--no-loo", action="store_true", help="skip the leave-one-out check")
+    parser.add_argument(
+        "--no-variants",
+        action="store_true",
+        help="choose only the shipped search space by leave-one-out, not the expansions tried",
+    )
     parser.add_argument("--no-timing", action="store_true", help="skip the timing section")
     parser.add_argument("--stored", type=int, default=10_000, help="turns stored for timing")
     parser.add_argument("--probes", type=int, default=500, help="timed save + recall calls")
@@ -628,27 +989,67 @@ def main(argv: Sequence[str] | None = None) -> int:
     embeddings = CachedEmbeddings(load_embedder(args.embedder))
     embed = embeddings.as_embed()
     base = RecallConfig()
-    plain = replace(base, neighbour_weight=0.0)
+    print(f"# LoCoMo retrieval recall: {args.data.name}\n")
+    if not args.memory_only:
+        _choose_by_leave_one_out(conversations, embed, variants=not args.no_variants)
+    plain = replace(base, neighbour_weight=0.0, speaker_weight=0.0)
     modes = {
         "dense": replace(plain, mode="dense"),
         "bm25": replace(plain, mode="bm25"),
         "hybrid": base,
     }
-    print(f"# LoCoMo retrieval recall: {args.data.name}\n")
     started = time.perf_counter()
     tallies, store_seconds = memory_recall(conversations, modes, embeddings)
-    print("## VectorMemory() end to end (the headline)\n")
+    print("\n## VectorMemory() end to end\n")
     print(
         "A fresh `VectorMemory(mode='memory')` per conversation with default settings; "
-        "turns stored with `add`, questions asked with `search(k=10)`. `dense` and `bm25` are "
-        "plain rankings (`recall=dict(mode=..., neighbour_weight=0)`); `hybrid` is the default "
-        f"`RecallConfig()`. Storing took {store_seconds:.1f} s, everything "
+        "turns stored with `add` (metadata: session, turn, date, speaker), questions asked "
+        "with `search(k=10)`. `dense` and `bm25` are plain rankings "
+        "(`recall=dict(mode=..., neighbour_weight=0, speaker_weight=0)`); `hybrid` is the "
+        f"default `RecallConfig()`. Storing took {store_seconds:.1f} s, everything "
         f"{time.perf_counter() - started:.1f} s.\n"
     )
     print(results_table(tallies))
-    if args.memory_only:
-        return 0
-    print()
+    if not args.memory_only:
+        print("\n## Calibrated scores\n")
+        print(calibration_report(conversations, embed))
+        print()
+        print(score_examples(conversations, embeddings, unrelated="quantum chromodynamics"))
+    if not args.no_timing:
+        print("\n## Timing\n")
+        print(lexical_timing(conversations, base, stored=args.stored, probes=args.probes))
+    return 0
+
+
+def _choose_by_leave_one_out(
+    conversations: Sequence[Conversation], embed: Embed, /, *, variants: bool
+) -> None:
+    """Print the held-out headline, the tried variants and the folds."""
+    families = {
+        "fusion grid (the search space before speaker keys)": search_grid(
+            speakers=False, time_expansion=False, context_key=False
+        ),
+        "+ speaker keys (the shipped search space)": search_grid(
+            speakers=True, time_expansion=False, context_key=False
+        ),
+    }
+    if variants:
+        families["+ speaker keys + time-aware query expansion"] = search_grid(
+            speakers=True, time_expansion=True, context_key=False
+        )
+        families["+ speaker keys + context key (document expansion)"] = search_grid(
+            speakers=True, time_expansion=False, context_key=True
+        )
+    shipped = "+ speaker keys (the shipped search space)"
+    plain = replace(PREVIOUS_DEFAULT, neighbour_weight=0.0)
+    fixed = {
+        "dense only": Variant(replace(plain, mode="dense")),
+        "BM25 only": Variant(replace(plain, mode="bm25")),
+        "previous default": Variant(PREVIOUS_DEFAULT),
+        "RecallConfig() as shipped": Variant(RecallConfig()),
+    }
+    everything = [v for grid in families.values() for v in grid] + list(fixed.values())
+    keys = lexical_keys(everything) | lexical_keys(r for v in everything for r in refinements(v))
     skips = SkipCounts()
     full_depth = max(len(c.turns) for c in conversations)
     per_conversation: dict[str, list[Candidates]] = {}
@@ -656,57 +1057,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     for conversation in conversations:
         questions = scorable_questions(conversation, skips)
         per_conversation[conversation.sample_id] = gather_candidates(
-            conversation, questions, embed, base=base, depth=full_depth, b_values=(0.0, 0.75)
+            conversation, questions, embed, depth=full_depth, lexical=keys, context_key=variants
         )
-    everything = [c for cs in per_conversation.values() for c in cs]
+    n_questions = sum(len(cs) for cs in per_conversation.values())
     print(
         f"{len(conversations)} conversations, {sum(len(c.turns) for c in conversations)} turns, "
-        f"{len(everything)} questions of categories 1-4 scored; skipped "
+        f"{n_questions} questions of categories 1-4 scored; skipped "
         f"{skips.no_evidence} questions without usable evidence and "
         f"{len(skips.malformed_entries)} malformed or unknown evidence entries "
-        f"{skips.malformed_entries}. Candidates gathered in "
+        f"{skips.malformed_entries}. Candidates ({len(keys)} BM25 settings) gathered in "
         f"{time.perf_counter() - started:.1f} s.\n"
     )
-    print(f"## Pure re-ranking (top-{base.candidates} candidates per ranker)\n")
-    print("The same modes through the pure functions, as a cross-check of the table above.\n")
-    print(results_table({name: evaluate(everything, config) for name, config in modes.items()}))
-    ablations = {
-        "dense + neighbour smoothing": replace(base, mode="dense"),
-        "bm25 + neighbour smoothing": replace(base, mode="bm25"),
-        "hybrid without smoothing": plain,
-        "hybrid, RRF k=60 fusion": replace(base, fusion="rrf", rrf_k=60.0),
-        "hybrid, RRF k=10 fusion": replace(base, fusion="rrf", rrf_k=10.0),
-        "hybrid, BM25 b=0.75": replace(base, bm25_b=0.75),
-        "hybrid, top-50 candidates": replace(base, candidates=50),
-    }
-    print("\n## Ablations (all categories)\n")
-    print("| variant | any@5 | any@10 | all@5 | all@10 |\n|---|---|---|---|---|")
-    variants: list[tuple[str, RecallTally]] = [
-        (name, evaluate(everything, config)) for name, config in ablations.items()
-    ]
-    variants.append(
-        (
-            "hybrid, every turn's dense score (no top-N)",
-            evaluate(everything, base, depth=full_depth),
-        )
+    search = Search(per_conversation)
+    samples = list(per_conversation)
+    started = time.perf_counter()
+    held_out: dict[str, RecallTally] = {}
+    chosen_on_all: dict[str, Variant] = {}
+    folds: dict[str, dict[str, Variant]] = {}
+    for name, grid in families.items():
+        chosen, final = leave_one_out(search, grid)
+        held_out[name], chosen_on_all[name], folds[name] = search.pooled(chosen), final, chosen
+    seconds = time.perf_counter() - started
+    in_sample = {name: search.pooled(dict.fromkeys(samples, v)) for name, v in fixed.items()}
+
+    print("## Headline: recall chosen by leave-one-conversation-out, scored held out\n")
+    print(
+        "Recall-any@5 / any@10 (%) per category. Each conversation is scored with the "
+        "settings chosen on the other four (grid of dense weight, neighbour weight and "
+        "window, BM25 b and speaker weight, then one pass over fusion, candidates, BM25 k1, "
+        "stopwords, stemming and dates); the fixed rows are in the same run. "
+        f"{search.evaluations} (variant, conversation) evaluations, {seconds:.0f} s.\n"
     )
-    for name, tally in variants:
-        cells = " | ".join(f"{tally.rate(kind, k):.1f}" for kind in ("any", "all") for k in KS)
-        print(f"| {name} | {cells} |")
-
-    if not args.no_loo:
-        grid = loo_grid(base)
-        print("\n## Leave-one-conversation-out check (recall-any@10)\n")
-        print(
-            f"Each held-out conversation is scored with the grid point ({len(grid)} points: dense "
-            "weight, neighbour weight / window, BM25 b) that is best on the other conversations.\n"
-        )
-        print(leave_one_out(per_conversation, grid))
-
-    if not args.no_timing:
-        print("\n## Timing\n")
-        print(lexical_timing(conversations, base, stored=args.stored, probes=args.probes))
-    return 0
+    rows = {"hybrid, chosen by leave-one-out (held out)": held_out[shipped], **in_sample}
+    print(category_table(rows))
+    final = chosen_on_all[shipped]
+    print(f"\nChosen on all five conversations (what `RecallConfig()` should be): {final.label()}.")
+    if final != fixed["RecallConfig() as shipped"]:
+        print("WARNING: RecallConfig()'s defaults differ from that choice.")
+    print("\n## Every search space tried, each chosen by leave-one-out (held out)\n")
+    print(category_table(held_out))
+    print()
+    for name in families:
+        print(f"- {name}: chosen on all five: {chosen_on_all[name].label()}")
+    print(f"\n## Folds of the shipped search space\n\n{folds_table(search, folds[shipped])}")
 
 
 if __name__ == "__main__":
