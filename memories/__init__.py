@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     )
     from memories.examples import ExampleMemory
     from memories.history.base import ChatHistory, Entry
-    from memories.history.records import REMOVE_ALL_MESSAGES
     from memories.history.langchain import LangChainHistory
     from memories.history.memory import InMemoryHistory
     from memories.history.sql import SQLHistory, SQLiteHistory
@@ -80,7 +79,6 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memories.base": ("BaseMemory", "ChatMemory"),
     "memories.buffer": ("BufferMemory", "StringBufferMemory"),
     "memories.history.base": ("ChatHistory", "Entry"),
-    "memories.history.records": ("REMOVE_ALL_MESSAGES",),
     "memories.combined": ("CombinedMemory", "ReadOnlySharedMemory", "SimpleMemory"),
     "memories.history.memory": ("InMemoryHistory",),
     "memories.history.langchain": ("LangChainHistory",),
@@ -153,7 +151,6 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "REMOVE_ALL_MESSAGES",
     "BackendError",
     "BackendUnavailableError",
     "BaseMemory",

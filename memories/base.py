@@ -343,7 +343,7 @@ class ChatMemory(BaseMemory):
     # -- running the steps (the kernel's runners) -----------------------------
 
     def _select(self) -> list[BaseMessage]:
-        return run(self._selection(), lock=self._io_lock)
+        return run(self._selection(), lock=self._io_lock, batch=self.chat_memory.batch(write=False))
 
     async def _aselect(self) -> list[BaseMessage]:
         return await arun(self._selection(), lock=self._io_lock)
@@ -391,7 +391,8 @@ class ChatMemory(BaseMemory):
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Append the run's input and output to the history, then update derived state."""
-        run(self._saving(self._turn(inputs, outputs)), lock=self._io_lock)
+        saving = self._saving(self._turn(inputs, outputs))
+        run(saving, lock=self._io_lock, batch=self.chat_memory.batch(write=True))
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Async :meth:`save_context`: the same steps, awaited."""
@@ -412,7 +413,7 @@ class ChatMemory(BaseMemory):
                 ``RemoveMessage`` names an unknown id (nothing is written).
         """
         writing = self.chat_memory.writing(_checked_messages(messages))
-        run(self._editing(writing), lock=self._io_lock)
+        run(self._editing(writing), lock=self._io_lock, batch=self.chat_memory.batch(write=True))
 
     async def asave_messages(self, messages: Sequence[BaseMessage], /) -> None:
         """Async :meth:`save_messages`: the same steps, awaited."""

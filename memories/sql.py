@@ -14,7 +14,8 @@ import os
 import re
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,14 @@ def log_table(
     )
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """This thread's open batch on one database."""
+
+    connection: Connection
+    write: bool
+
+
 class Database:
     """A store's handle on one database: its URL, engine and tables, ready for transactions.
 
@@ -145,6 +154,7 @@ class Database:
         self.metadata = metadata
         self._engine: Engine | None = None
         self._opening = threading.Lock()
+        self._batches = threading.local()
 
     @property
     def engine(self) -> Engine:
@@ -160,9 +170,38 @@ class Database:
                 engine = self._engine
         return engine
 
-    def transaction(self) -> AbstractContextManager[Connection]:
-        """A transaction, errors translated (see :func:`transaction`)."""
+    def transaction(self, *, write: bool = False) -> AbstractContextManager[Connection]:
+        """A transaction, errors translated (see :func:`transaction`).
+
+        Inside this thread's :meth:`batch` it is the batch's transaction (a
+        write only joins a write batch; in a read batch it commits on its own).
+        """
+        current: _Batch | None = getattr(self._batches, "current", None)
+        if current is not None and (current.write or not write):
+            return nullcontext(current.connection)
         return transaction(self.engine, self.url)
+
+    @contextmanager
+    def batch(self, *, write: bool) -> Iterator[None]:
+        """Run this thread's transactions on this database as one, until the block ends.
+
+        A memory's turn (the messages and every piece of derived state) is
+        then one transaction and one commit. A write batch on SQLite starts
+        with ``BEGIN IMMEDIATE``, so it waits for the write lock up front
+        (busy timeout) instead of failing when a read inside it is
+        overtaken by another writer. Nested batches join the outer one.
+        """
+        if getattr(self._batches, "current", None) is not None:
+            yield
+            return
+        with transaction(self.engine, self.url) as connection:
+            if write and connection.dialect.name == "sqlite":
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+            self._batches.current = _Batch(connection, write)
+            try:
+                yield
+            finally:
+                self._batches.current = None
 
     def __repr__(self) -> str:
         return f"Database({redacted(self.url)!r})"
@@ -177,6 +216,7 @@ class Database:
         self.url, self.metadata = state["url"], state["metadata"]
         self._engine = None
         self._opening = threading.Lock()
+        self._batches = threading.local()
 
 
 def _check_reachable(url: str) -> None:

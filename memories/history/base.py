@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,6 +150,15 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     def seqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
         """The ``seq`` of each shown message whose id is in ``ids`` (missing ids are left out)."""
         return current_ids(self.entries(), ids)
+
+    def batch(self, *, write: bool) -> AbstractContextManager[None]:
+        """Make this thread's work on the history until the block ends one unit.
+
+        A database backend runs it as one transaction (one commit per turn,
+        see :meth:`memories.sql.Database.batch`); by default it changes nothing.
+        ``write`` says the block starts by writing.
+        """
+        return nullcontext()
 
     def to_config(self) -> dict[str, Any]:
         """A config that :func:`memories.create_history` turns back into an equal history."""

@@ -9,6 +9,7 @@ never writes to the store.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from memories.history.base import Changes, ChatHistory, Edit, Entry
@@ -60,6 +61,10 @@ class ReadOnlyView(ChatHistory):
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
         """Keep the state in this view; the history is left as it was."""
         self._state[key] = value
+
+    def batch(self, *, write: bool) -> AbstractContextManager[None]:
+        """The history's read batch (a view writes nothing)."""
+        return self.history.batch(write=False)
 
     def first_entry(self) -> Entry | None:
         """The history's oldest entry."""

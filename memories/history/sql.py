@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,7 @@ class SQLHistory(ChatHistory):
             }
             for item in items
         ]
-        with self._db.transaction() as connection:
+        with self._db.transaction(write=True) as connection:
             self._lock_session(connection)
             if self._db.engine.dialect.insert_executemany_returning_sort_by_parameter_order:
                 statement = sa.insert(messages_table).returning(
@@ -238,7 +239,7 @@ class SQLHistory(ChatHistory):
             return int(connection.execute(query).scalar_one())
 
     def clear(self) -> None:
-        with self._db.transaction() as connection:
+        with self._db.transaction(write=True) as connection:
             connection.execute(
                 sa.delete(messages_table).where(messages_table.c.session_id == self.session_id)
             )
@@ -262,7 +263,7 @@ class SQLHistory(ChatHistory):
             "value": encoded,
             "updated_at": time.time(),
         }
-        with self._db.transaction() as connection:
+        with self._db.transaction(write=True) as connection:
             upsert = _upsert_state(connection.dialect.name, row)
             if upsert is not None:
                 connection.execute(upsert)
@@ -274,6 +275,10 @@ class SQLHistory(ChatHistory):
                 )
             )
             connection.execute(sa.insert(state_table).values(**row))
+
+    def batch(self, *, write: bool) -> AbstractContextManager[None]:
+        """One transaction for this thread's reads (and, with ``write``, writes) of the block."""
+        return self._db.batch(write=write)
 
     def to_config(self) -> dict[str, Any]:
         return {"type": "sql", "url": self.url, "session_id": self.session_id}

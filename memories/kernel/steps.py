@@ -101,11 +101,28 @@ def step(method: Callable[..., Any], /, *args: Any, unlocked: bool = False, **kw
     return Step(method, args, kwargs, unlocked)
 
 
-def run(steps: Steps[T], /, *, lock: threading.Lock | None = None) -> T:
-    """Drive a loop with the sync methods; return what the loop returns."""
+def run(
+    steps: Steps[T],
+    /,
+    *,
+    lock: threading.Lock | None = None,
+    batch: contextlib.AbstractContextManager[Any] | None = None,
+) -> T:
+    """Drive a loop with the sync methods; return what the loop returns.
+
+    With ``batch`` (a history's :meth:`~memories.history.ChatHistory.batch`),
+    the steps run inside it: one database transaction for the whole loop. It
+    ends (commits) before an ``unlocked`` step, so no transaction is held
+    while a model answers, and it is rolled back when a step fails; the steps
+    after that run on their own.
+    """
     loop = _Loop(steps)
-    with lock if lock is not None else _NO_LOCK:
+    with lock if lock is not None else _NO_LOCK, contextlib.ExitStack() as unit:
+        if batch is not None:
+            unit.enter_context(batch)
         while (current := loop.next()) is not None:
+            if current.unlocked:
+                unit.close()
             try:
                 if current.unlocked and lock is not None:
                     with _Released(lock, True):
@@ -113,6 +130,7 @@ def run(steps: Steps[T], /, *, lock: threading.Lock | None = None) -> T:
                 else:
                     loop.result = current.call()
             except Exception as exc:
+                unit.__exit__(type(exc), exc, exc.__traceback__)
                 loop.error = exc
     return loop.value
 

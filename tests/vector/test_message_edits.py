@@ -7,8 +7,9 @@ import asyncio
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 
-from memories import REMOVE_ALL_MESSAGES, CombinedMemory, InvalidInputError, WindowMemory
+from memories import CombinedMemory, InvalidInputError, WindowMemory
 from memories.exchange import apply_message_edits, save_exchange
+from memories.history import REMOVE_ALL_MESSAGES
 from tests.vector.conftest import MakeVector
 
 

@@ -1,0 +1,99 @@
+"""Issue 15: a turn on a SQL history is one transaction, with a fixed number of statements.
+
+SQLAlchemy's events count what reaches the database: every statement is a
+network round trip on PostgreSQL, and every commit a WAL commit on SQLite.
+Before the batch (memories.sql.Database.batch), a token buffer's turn made
+four commits on save and two on load.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from memories import SQLHistory, SQLiteHistory, SummaryBufferMemory, TokenBufferMemory, WindowMemory
+from memories.base import ChatMemory
+from tests.postgres import find_pg_bin, postgres_server
+
+MEMORIES: dict[str, Callable[..., ChatMemory]] = {
+    "window": lambda history: WindowMemory(k=5, chat_memory=history),
+    "token_buffer": lambda history: TokenBufferMemory(max_token_limit=500, chat_memory=history),
+    "summary_buffer": lambda history: SummaryBufferMemory(max_token_limit=500, chat_memory=history),
+}
+#: The most statements one save / one load sends, each memory (SQLite's BEGIN IMMEDIATE included).
+STATEMENTS = {
+    "window": (3, 2),
+    "token_buffer": (6, 3),
+    "summary_buffer": (6, 2),
+}
+
+
+def count(engine: Any) -> Counter[str]:
+    seen: Counter[str] = Counter()
+    event.listen(engine, "before_cursor_execute", lambda *a: seen.update(["statements"]))
+    event.listen(engine, "commit", lambda *a: seen.update(["commits"]))
+    event.listen(engine, "rollback", lambda *a: seen.update(["rollbacks"]))
+    return seen
+
+
+def turn_counts(memory: ChatMemory, seen: Counter[str]) -> tuple[Counter[str], Counter[str]]:
+    for i in range(12):  # past the first turns, which build state
+        memory.save_context({"input": f"question {i}"}, {"output": f"answer {i}"})
+        memory.load_memory_variables({})
+    seen.clear()
+    memory.save_context({"input": "one more"}, {"output": "and its answer"})
+    saved = Counter(seen)
+    seen.clear()
+    memory.load_memory_variables({})
+    return saved, Counter(seen)
+
+
+@pytest.mark.parametrize("kind", sorted(MEMORIES))
+def test_one_transaction_per_save_and_per_load_on_sqlite(tmp_path: Path, kind: str) -> None:
+    history = SQLiteHistory(tmp_path / "chat.db", session_id="s")
+    seen = count(history._db.engine)
+    saved, loaded = turn_counts(MEMORIES[kind](history), seen)
+    assert saved["commits"] == 1 and loaded["commits"] == 1, (saved, loaded)
+    most_saved, most_loaded = STATEMENTS[kind]
+    assert saved["statements"] <= most_saved and loaded["statements"] <= most_loaded, (
+        saved,
+        loaded,
+    )
+
+
+def test_a_failed_turn_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One transaction means all or nothing: a state write that fails takes the turn back."""
+    history = SQLiteHistory(tmp_path / "chat.db", session_id="s")
+    memory = TokenBufferMemory(max_token_limit=500, chat_memory=history)
+    memory.save_context({"input": "kept"}, {"output": "yes"})
+
+    def broken(key: str, value: dict[str, Any]) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(history, "save_state", broken)
+    with pytest.raises(OSError, match="disk full"):
+        memory.save_context({"input": "lost"}, {"output": "no"})
+    assert [m.text for m in history.messages] == ["kept", "yes"]
+    monkeypatch.undo()
+    memory.save_context({"input": "next"}, {"output": "fine"})
+    assert "next" in memory.load_memory_variables({})["history"]
+
+
+@pytest.mark.server
+@pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed")
+def test_round_trips_on_postgresql() -> None:
+    with postgres_server() as url:
+        for kind, make in sorted(MEMORIES.items()):
+            history = SQLHistory(url, session_id=kind)
+            seen = count(history._db.engine)
+            saved, loaded = turn_counts(make(history), seen)
+            assert saved["commits"] == 1 and loaded["commits"] == 1, (kind, saved, loaded)
+            # No BEGIN IMMEDIATE here, but the session's advisory lock: the same bounds.
+            most_saved, most_loaded = STATEMENTS[kind]
+            assert saved["statements"] <= most_saved, (kind, saved)
+            assert loaded["statements"] <= most_loaded, (kind, loaded)
