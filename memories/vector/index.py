@@ -22,6 +22,7 @@ it is computed) while the store does not have them yet; see
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -69,7 +70,8 @@ def turn_position(metadata: dict[str, Any], /) -> TurnPosition | None:
     session, turn = metadata.get(SESSION_KEY), metadata.get(TURN_KEY)
     if session is None or not isinstance(turn, int) or isinstance(turn, bool):
         return None
-    return TurnPosition(str(session), turn)
+    # Interned, a session's name is held once however many turns it has.
+    return TurnPosition(sys.intern(str(session)), turn)
 
 
 @dataclass
@@ -108,6 +110,7 @@ class NamespaceIndex:
         self._at: dict[tuple[str, int], str] = {}  # (session, index) -> id
         self._last_turn: dict[str, int] = {}
         self._speakers: dict[str, frozenset[str]] = {}
+        self._speaker_sets: dict[frozenset[str], frozenset[str]] = {}  # one copy of each set
         self._speaker_turns: Counter[str] = Counter()
         self._pending: dict[str, PendingDocument] = {}
         self.changed = threading.Condition(self.lock)
@@ -139,6 +142,7 @@ class NamespaceIndex:
         self._at.clear()
         self._last_turn.clear()
         self._speakers.clear()
+        self._speaker_sets.clear()
         self._speaker_turns.clear()
         if self._lexical is not None:
             self._lexical.clear()
@@ -172,7 +176,7 @@ class NamespaceIndex:
                 self._last_turn[position.session] = max(last, position.index)
             speakers = turn_speakers(metadata)
             if speakers:
-                self._speakers[doc_id] = speakers
+                self._speakers[doc_id] = self._speaker_sets.setdefault(speakers, speakers)
                 self._speaker_turns.update(speakers)
             if self._lexical is not None:
                 when = document_date(metadata)
