@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,14 +151,14 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         """The ``seq`` of each shown message whose id is in ``ids`` (missing ids are left out)."""
         return current_ids(self.entries(), ids)
 
-    def batch(self, *, write: bool) -> AbstractContextManager[None]:
+    def batch(self, *, write: bool) -> AbstractContextManager[None] | None:
         """Make this thread's work on the history until the block ends one unit.
 
         A database backend runs it as one transaction (one commit per turn,
-        see :meth:`memories.sql.Database.batch`); by default it changes nothing.
-        ``write`` says the block starts by writing.
+        see :meth:`memories.sql.Database.batch`); None (the default) when
+        there is nothing to gain. ``write`` says the block starts by writing.
         """
-        return nullcontext()
+        return None
 
     def to_config(self) -> dict[str, Any]:
         """A config that :func:`memories.create_history` turns back into an equal history."""

@@ -62,7 +62,7 @@ class ReadOnlyView(ChatHistory):
         """Keep the state in this view; the history is left as it was."""
         self._state[key] = value
 
-    def batch(self, *, write: bool) -> AbstractContextManager[None]:
+    def batch(self, *, write: bool) -> AbstractContextManager[None] | None:
         """The history's read batch (a view writes nothing)."""
         return self.history.batch(write=False)
 

@@ -116,19 +116,36 @@ def run(
     while a model answers, and it is rolled back when a step fails; the steps
     after that run on their own.
     """
+    if batch is not None:
+        return _run_batched(steps, lock, batch)
+    loop = _Loop(steps)
+    with lock if lock is not None else _NO_LOCK:
+        while (current := loop.next()) is not None:
+            try:
+                loop.result = _perform(current, lock)
+            except Exception as exc:
+                loop.error = exc
+    return loop.value
+
+
+def _perform(current: Step, lock: threading.Lock | None) -> Any:
+    """Call one step, the lock let go around it when it is ``unlocked``."""
+    with _Released(lock, current.unlocked):
+        return current.call()
+
+
+def _run_batched(
+    steps: Steps[T], lock: threading.Lock | None, batch: contextlib.AbstractContextManager[Any]
+) -> T:
+    """:func:`run` inside ``batch``, which ends before an unlocked step or after a failed one."""
     loop = _Loop(steps)
     with lock if lock is not None else _NO_LOCK, contextlib.ExitStack() as unit:
-        if batch is not None:
-            unit.enter_context(batch)
+        unit.enter_context(batch)
         while (current := loop.next()) is not None:
             if current.unlocked:
                 unit.close()
             try:
-                if current.unlocked and lock is not None:
-                    with _Released(lock, True):
-                        loop.result = current.call()
-                else:
-                    loop.result = current.call()
+                loop.result = _perform(current, lock)
             except Exception as exc:
                 unit.__exit__(type(exc), exc, exc.__traceback__)
                 loop.error = exc
