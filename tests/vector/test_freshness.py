@@ -72,3 +72,19 @@ def test_turns_saved_faster_than_the_write_interval_are_written_together(
     # The first turn may be written at once; the rest wait for the interval, or flush().
     assert writes.count <= 2
     assert memory.store.count("default") == 5 and memory.pending() == 0
+
+
+def test_a_query_searched_again_is_embedded_once_for_every_namespace(
+    make_vector: MakeVector,
+) -> None:
+    first = make_vector(namespace="one", write="sync")
+    embedder = first.embedder
+    second = make_vector(namespace="two", write="sync", embeddings=embedder)
+    for memory in (first, second):
+        memory.save_context({"input": "my sister lives in Porto"}, {"output": "noted"})
+    queries = Calls(embedder, "embed_query")
+    found = [m.search("where does my sister live?")[0].text for m in (first, second, first)]
+    assert found == ["input: my sister lives in Porto\noutput: noted"] * 3
+    assert queries.count == 1
+    first.search("something else")
+    assert queries.count == 2
