@@ -20,7 +20,7 @@ class WindowMemory(ChatMemory):
     human message (the AI reply, tool calls and their results), so the window
     always starts on a human message and never cuts a tool call from its
     result. With plain human/AI turns this is LangChain's last ``2 * k``
-    messages. Loading reads only the window from the history.
+    messages. Loading reads only the window from the history (one query on SQL).
 
     Args:
         k: how many exchanges to show; ``0`` shows nothing.
@@ -33,9 +33,7 @@ class WindowMemory(ChatMemory):
     def _selection(self) -> Steps[list[BaseMessage]]:
         if self.k == 0:
             return []
-        start = yield step(self.chat_memory.start_of_last_exchanges, self.k)
-        after = None if start is None else start - 1
-        entries = yield step(self.chat_memory.entries, after=after)
+        entries = yield step(self.chat_memory.last_exchanges, self.k)
         return [entry.message for entry in entries]
 
     def _state_parameters(self) -> dict[str, Any]:

@@ -189,6 +189,11 @@ class ChatHistory(BaseChatMessageHistory, ABC):
                 return None
             chunk *= 4
 
+    def last_exchanges(self, k: int, /) -> list[Entry]:
+        """The shown messages of the last ``k`` exchanges (the whole log when it holds fewer)."""
+        start = self.start_of_last_exchanges(k)
+        return self.entries(after=None if start is None else start - 1)
+
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """Every message of the session (LangChain's interface; reads the whole log)."""
@@ -363,6 +368,7 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     asave_state = blocking_twin(save_state)
     afirst_entry = blocking_twin(first_entry)
     astart_of_last_exchanges = blocking_twin(start_of_last_exchanges)
+    alast_exchanges = blocking_twin(last_exchanges)
 
     async def aclear(self) -> None:
         """Async :meth:`clear` (LangChain's base class declares it, so it is written out)."""

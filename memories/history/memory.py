@@ -154,6 +154,9 @@ class InMemoryHistory(ChatHistory):
     async def astart_of_last_exchanges(self, k: int, /) -> int | None:
         return self.start_of_last_exchanges(k)
 
+    async def alast_exchanges(self, k: int, /) -> list[Entry]:
+        return self.last_exchanges(k)
+
     def to_config(self) -> dict[str, Any]:
         return {"type": "memory", "session_id": self.session_id}
 

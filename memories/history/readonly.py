@@ -66,6 +66,10 @@ class ReadOnlyView(ChatHistory):
         """The history's read batch (a view writes nothing)."""
         return self.history.batch(write=False)
 
+    def last_exchanges(self, k: int, /) -> list[Entry]:
+        """As the history answers it (a backend may answer it in one query)."""
+        return self.history.last_exchanges(k)
+
     def first_entry(self) -> Entry | None:
         """The history's oldest entry."""
         return self.history.first_entry()

@@ -216,6 +216,25 @@ class SQLHistory(ChatHistory):
             return super().start_of_last_exchanges(k)
         return int(row.id) if row is not None else None
 
+    def last_exchanges(self, k: int, /) -> list[Entry]:
+        """One query: the rows from the ``k``-th last human message on."""
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        start = (
+            sa.select(messages_table.c.id)
+            .where(messages_table.c.session_id == self.session_id)
+            .where(messages_table.c.type == "human")
+            .order_by(messages_table.c.id.desc())
+            .offset(k - 1)
+            .limit(1)
+            .scalar_subquery()
+        )
+        records = self._read(messages_table.c.id >= sa.func.coalesce(start, 0))
+        if any(isinstance(r, Edit) for r in records):
+            # An edit since then may have removed or changed an exchange: count what is shown.
+            return super().last_exchanges(k)
+        return [r for r in records if isinstance(r, Entry)]
+
     def first_entry(self) -> Entry | None:
         if self.edits():
             shown = self.entries()

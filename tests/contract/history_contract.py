@@ -133,6 +133,10 @@ class HistoryContract:
         assert history.start_of_last_exchanges(2) == seqs[2]
         assert history.start_of_last_exchanges(3) == seqs[0]
         assert history.start_of_last_exchanges(4) is None
+        assert [e.seq for e in history.last_exchanges(2)] == seqs[2:]
+        assert [e.seq for e in history.last_exchanges(9)] == seqs
+        history.delete([seqs[6]])  # the last exchange's question: two exchanges now start at q1
+        assert [e.seq for e in history.last_exchanges(2)] == [*seqs[:6], seqs[7]]
 
     def test_state_round_trips_and_is_per_key(self, make_history: MakeHistory) -> None:
         history = make_history("s")
