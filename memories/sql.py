@@ -39,6 +39,7 @@ from memories.errors import BackendError, BackendUnavailableError, ConfigError
 
 __all__ = [
     "Database",
+    "Prepared",
     "ensure_tables",
     "get_engine",
     "log_table",
@@ -106,6 +107,36 @@ def transaction(engine: Engine, url: str) -> Iterator[Connection]:
     """
     with _translated(f"The database {redacted(url)!r} failed"), engine.begin() as connection:
         yield connection
+
+
+class Prepared:
+    """A statement compiled once per dialect and run through the driver with plain parameters.
+
+    SQLAlchemy builds, caches and compiles a statement object on every call;
+    on a memory's turn that costs more than the database's own work. A
+    prepared statement is written once with ``sa.bindparam`` names, compiled
+    on first use on each dialect, and then runs as its SQL string
+    (``Connection.exec_driver_sql``). It must not need SQLAlchemy's type
+    processing (plain integers, floats and strings) nor expanding ``IN``.
+    """
+
+    def __init__(self, statement: Any) -> None:
+        self.statement = statement
+        self._compiled: dict[str, tuple[str, tuple[str, ...] | None, dict[str, Any]]] = {}
+
+    def execute(self, connection: Connection, **values: Any) -> Any:
+        """Run it on ``connection`` with these parameter values; the driver's cursor result."""
+        dialect = connection.dialect
+        compiled = self._compiled.get(dialect.name)
+        if compiled is None:
+            done = self.statement.compile(dialect=dialect)
+            positions = tuple(done.positiontup) if done.positiontup else None
+            compiled = self._compiled[dialect.name] = (done.string, positions, done.params)
+        sql, positions, defaults = compiled
+        params = {**defaults, **values}
+        if positions is not None:
+            return connection.exec_driver_sql(sql, tuple(params[name] for name in positions))
+        return connection.exec_driver_sql(sql, params)
 
 
 def log_table(

@@ -20,6 +20,7 @@ statement, so a writer waits for the lock instead of failing.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -37,12 +38,15 @@ from memories.history.edits import current_ids, fold
 from memories.history.records import Edit, Item, NewEdit
 from memories.messages import dump_message, load_message
 from memories.paths import default_file
-from memories.sql import Database, log_table, redacted
+from memories.sql import Database, Prepared, log_table, redacted
 
 __all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory"]
 
 #: The default SQLite file's name, in :func:`memories.paths.data_dir`.
 DEFAULT_SQLITE_PATH = "memories.db"
+
+#: Parsed rows kept per database, per process (a window re-reads the same rows every turn).
+_DECODED_ROWS = 8192
 
 
 def default_sqlite_url() -> str:
@@ -70,6 +74,76 @@ state_table = sa.Table(
     sa.Column("value", sa.Text, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
+
+
+EDIT_KINDS = ("replace", "remove", "remove_through")
+
+_ROW = (messages_table.c.id, messages_table.c.type, messages_table.c.message)
+_MINE = messages_table.c.session_id == sa.bindparam("session")
+# Literal, not a bound IN list: a prepared statement takes no expanding parameters.
+_EDIT_ROW = sa.text("memories_messages.type IN ('replace', 'remove', 'remove_through')")
+_ID = messages_table.c.id
+
+#: The hot statements of a turn, compiled once per dialect (see memories.sql.Prepared).
+_ROWS_AFTER = Prepared(sa.select(*_ROW).where(_MINE, sa.bindparam("after") < _ID).order_by(_ID))
+_TAIL = Prepared(
+    sa.select(*_ROW)
+    .where(_MINE, sa.bindparam("after") < _ID)
+    .order_by(_ID.desc())
+    .limit(sa.bindparam("limit"))
+)
+_CHANGES = Prepared(
+    # Two SELECTs, so each uses its own index: (session_id, id) for the new rows,
+    # (session_id, type, id) for the edits (an OR of the two scans the session).
+    sa.union_all(
+        sa.select(*_ROW).where(_MINE, sa.bindparam("after") < _ID),
+        sa.select(*_ROW).where(_MINE, _EDIT_ROW, sa.bindparam("edits_after") < _ID),
+    )
+)
+_LAST_EXCHANGES = Prepared(
+    sa.select(*_ROW)
+    .where(
+        _MINE,
+        sa.func.coalesce(
+            sa.select(_ID)
+            .where(_MINE, messages_table.c.type == sa.bindparam("human"))
+            .order_by(_ID.desc())
+            .offset(sa.bindparam("skip"))
+            .limit(1)
+            .scalar_subquery(),
+            0,
+        )
+        <= _ID,
+    )
+    .order_by(_ID)
+)
+_STATE = Prepared(
+    sa.select(state_table.c.value).where(
+        state_table.c.session_id == sa.bindparam("session"),
+        state_table.c.key == sa.bindparam("key"),
+    )
+)
+
+
+def _upsert(module: Any) -> Prepared:
+    statement = module.insert(state_table).values(
+        session_id=sa.bindparam("session"),
+        key=sa.bindparam("key"),
+        value=sa.bindparam("value"),
+        updated_at=sa.bindparam("updated_at"),
+    )
+    return Prepared(
+        statement.on_conflict_do_update(
+            index_elements=[state_table.c.session_id, state_table.c.key],
+            set_={"value": statement.excluded.value, "updated_at": statement.excluded.updated_at},
+        )
+    )
+
+
+#: One statement that inserts a state row or replaces its value, per dialect that has one.
+_UPSERTS = {"sqlite": _upsert(sqlite_dialect), "postgresql": _upsert(postgresql_dialect)}
+# No seq is below 1: "after nothing" is after 0.
+_START = 0
 
 
 class SQLHistory(ChatHistory):
@@ -152,20 +226,27 @@ class SQLHistory(ChatHistory):
             rows = list(connection.execute(query).all())
         if last is not None:
             rows.reverse()
-        return [_decoded(row) for row in rows]
+        return [_decoded(row.id, row.type, row.message) for row in rows]
+
+    def _rows(self, statement: Prepared, **values: Any) -> list[Entry | Edit]:
+        """The records a prepared statement of this session reads, in the order it gives."""
+        with self._db.transaction() as connection:
+            rows = statement.execute(connection, session=self.session_id, **values).fetchall()
+        return [_decoded(*row) for row in rows]
 
     def records(self, *, after: int | None = None) -> list[Entry | Edit]:
-        return self._read(_after(after))
+        return self._rows(_ROWS_AFTER, after=_START if after is None else after)
 
     def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
         if last is not None and last < 0:
             raise ValueError(f"last must be >= 0, got {last}")
+        start = _START if after is None else after
         if last is None:
-            return _shown(self._read(_after(after)))
+            return _shown(self._rows(_ROWS_AFTER, after=start))
         chunk = last
         while True:
             # Edits hide messages: read a longer tail until it shows enough.
-            tail = self._read(_after(after), last=chunk)
+            tail = self._rows(_TAIL, after=start, limit=chunk)[::-1]
             shown = _shown(tail)
             if len(shown) >= last or len(tail) < chunk:
                 return shown[max(0, len(shown) - last) :]
@@ -177,9 +258,10 @@ class SQLHistory(ChatHistory):
 
     def changes(self, *, after: int | None, edits_after: int | None) -> Changes:
         """One read: the rows after ``after`` and the edit rows after ``edits_after``."""
-        records = self._read(sa.or_(_after(after), sa.and_(_is_edit(), _after(edits_after))))
+        since = _START if edits_after is None else edits_after
+        found = self._rows(_CHANGES, after=_START if after is None else after, edits_after=since)
+        records = sorted({r.seq: r for r in found}.values(), key=_seq)
         new = [r for r in records if after is None or r.seq > after]
-        since = -1 if edits_after is None else edits_after
         edits = [r for r in records if isinstance(r, Edit) and r.seq > since]
         return Changes(_shown(new), edits)
 
@@ -220,16 +302,7 @@ class SQLHistory(ChatHistory):
         """One query: the rows from the ``k``-th last human message on."""
         if k <= 0:
             raise ValueError(f"k must be positive, got {k}")
-        start = (
-            sa.select(messages_table.c.id)
-            .where(messages_table.c.session_id == self.session_id)
-            .where(messages_table.c.type == "human")
-            .order_by(messages_table.c.id.desc())
-            .offset(k - 1)
-            .limit(1)
-            .scalar_subquery()
-        )
-        records = self._read(messages_table.c.id >= sa.func.coalesce(start, 0))
+        records = self._rows(_LAST_EXCHANGES, human="human", skip=k - 1)
         if any(isinstance(r, Edit) for r in records):
             # An edit since then may have removed or changed an exchange: count what is shown.
             return super().last_exchanges(k)
@@ -267,12 +340,9 @@ class SQLHistory(ChatHistory):
             )
 
     def load_state(self, key: str, /) -> dict[str, Any] | None:
-        query = sa.select(state_table.c.value).where(
-            state_table.c.session_id == self.session_id, state_table.c.key == key
-        )
         with self._db.transaction() as connection:
-            value = connection.execute(query).scalar()
-        return json.loads(value) if value is not None else None
+            row = _STATE.execute(connection, session=self.session_id, key=key).fetchone()
+        return json.loads(row[0]) if row is not None else None
 
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
         encoded = json.dumps(value, ensure_ascii=False)
@@ -283,9 +353,15 @@ class SQLHistory(ChatHistory):
             "updated_at": time.time(),
         }
         with self._db.transaction(write=True) as connection:
-            upsert = _upsert_state(connection.dialect.name, row)
+            upsert = _UPSERTS.get(connection.dialect.name)
             if upsert is not None:
-                connection.execute(upsert)
+                upsert.execute(
+                    connection,
+                    session=self.session_id,
+                    key=key,
+                    value=encoded,
+                    updated_at=row["updated_at"],
+                )
                 return
             # No native upsert known for this dialect: sa.delete then sa.insert, one transaction.
             connection.execute(
@@ -301,9 +377,6 @@ class SQLHistory(ChatHistory):
 
     def to_config(self) -> dict[str, Any]:
         return {"type": "sql", "url": self.url, "session_id": self.session_id}
-
-
-EDIT_KINDS = ("replace", "remove", "remove_through")
 
 
 def _is_edit() -> Any:
@@ -324,13 +397,23 @@ def _dump(item: Item) -> str:
     return dump_message(item)
 
 
-def _decoded(row: Any) -> Entry | Edit:
-    if row.type not in EDIT_KINDS:
-        return Entry(int(row.id), load_message(row.message))
+@functools.lru_cache(maxsize=_DECODED_ROWS)
+def _decoded(seq: int, kind: str, text: str) -> Entry | Edit:
+    """A row as a record, parsed once per process: rows never change (an edit is a new row).
+
+    Memories treat messages as immutable, so the parsed objects are shared,
+    as an in-memory history shares the ones it holds.
+    """
+    if kind not in EDIT_KINDS:
+        return Entry(int(seq), load_message(text))
     try:
-        return Edit.from_body(json.loads(row.message), int(row.id))
+        return Edit.from_body(json.loads(text), int(seq))
     except (ValueError, KeyError, TypeError) as exc:
-        raise BackendError(f"A stored edit record is not valid: {row.message!r:.120}") from exc
+        raise BackendError(f"A stored edit record is not valid: {text!r:.120}") from exc
+
+
+def _seq(record: Entry | Edit) -> int:
+    return record.seq
 
 
 def _shown(records: Sequence[Entry | Edit]) -> list[Entry]:
@@ -338,18 +421,6 @@ def _shown(records: Sequence[Entry | Edit]) -> list[Entry]:
     edits = [r for r in records if isinstance(r, Edit)]
     entries = [r for r in records if isinstance(r, Entry)]
     return fold(entries, edits) if edits else entries
-
-
-def _upsert_state(dialect: str, row: dict[str, Any]) -> Any | None:
-    """One statement that inserts a state row or replaces its value (None: no native upsert)."""
-    if dialect in ("sqlite", "postgresql"):
-        module = sqlite_dialect if dialect == "sqlite" else postgresql_dialect
-        statement = module.insert(state_table).values(**row)
-        return statement.on_conflict_do_update(
-            index_elements=[state_table.c.session_id, state_table.c.key],
-            set_={"value": statement.excluded.value, "updated_at": statement.excluded.updated_at},
-        )
-    return None
 
 
 class SQLiteHistory(SQLHistory):

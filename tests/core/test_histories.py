@@ -99,6 +99,7 @@ def test_reading_the_tail_of_a_long_log_reads_only_the_tail(
 
     original = sql.load_message
     monkeypatch.setattr(sql, "load_message", lambda text: parsed.append(text) or original(text))
+    sql._decoded.cache_clear()  # parsed rows are kept per process: count these afresh
     assert len(history.entries(last=10)) == 10
     assert history.start_of_last_exchanges(3) is not None
     assert len(parsed) == 10
