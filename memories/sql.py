@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,8 +105,8 @@ def transaction(engine: Engine, url: str) -> Iterator[Connection]:
     disk full) is a :class:`BackendUnavailableError`; any other one a
     :class:`BackendError`; both name the URL and keep the cause.
     """
-    with _translated(f"The database {redacted(url)!r} failed"), engine.begin() as connection:
-        yield connection
+    with _translated(lambda: f"The database {redacted(url)!r} failed"), engine.begin() as c:
+        yield c
 
 
 class Prepared:
@@ -303,13 +303,18 @@ def make_sqlite_folder(url: str) -> None:
 
 
 @contextmanager
-def _translated(what: str) -> Iterator[None]:
+def _translated(what: str | Callable[[], str]) -> Iterator[None]:
+    """Database errors as the library's own, named by ``what`` (a callable: made on error only)."""
     try:
         yield
     except SAOperationalError as exc:
-        raise BackendUnavailableError(f"{what}: {exc}") from exc
+        raise BackendUnavailableError(f"{_said(what)}: {exc}") from exc
     except SQLAlchemyError as exc:
-        raise BackendError(f"{what}: {exc}") from exc
+        raise BackendError(f"{_said(what)}: {exc}") from exc
+
+
+def _said(what: str | Callable[[], str]) -> str:
+    return what if isinstance(what, str) else what()
 
 
 def _bad_url(url: str, exc: Exception) -> str:

@@ -261,8 +261,15 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
 
     # -- I/O: steps written once, run sync or async by the kernel --------------
 
-    def _refreshing(self) -> Steps[TokenWindow]:
-        """Bring the window up to date with the log and persist it."""
+    def _refreshing(
+        self, *, showing: bool = False
+    ) -> Steps[tuple[TokenWindow, list[Entry] | None]]:
+        """Bring the window up to date with the log and persist it.
+
+        With ``showing``, the one read of the log starts at the window's first
+        message, so that it also gives the entries to show (None when a
+        rebuild made them unknown): a load is then two statements on SQL.
+        """
         history = self.chat_memory
         state = yield step(history.load_state, self.state_key)
         if state is None:
@@ -270,20 +277,24 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
             edits = yield step(history.edits)
             window = yield from self._rebuilding()
             window = replace(window, edits=max((e.seq for e in edits), default=None))
+            shown = None
         else:
             window = self._decode(state)
-            changes = yield step(history.changes, after=window.last, edits_after=window.edits)
-            if not changes.entries and not changes.edits:
-                return window
+            after = window.first - 1 if showing and window.first is not None else window.last
+            changes = yield step(history.changes, after=after, edits_after=window.edits)
+            shown = changes.entries
+            new = [e for e in shown if window.last is None or e.seq > window.last]
+            if not new and not changes.edits:
+                return window, shown
             if changes.touches(window.last):  # an edit changed what was counted: count afresh
-                window = yield from self._rebuilding()
+                window, shown = (yield from self._rebuilding()), None
             else:
-                window = self._advance(window, changes.entries)
+                window = self._advance(window, new)
             window = replace(window, edits=changes.edit_cursor(window.edits))
         state = window.to_state()
         yield step(history.save_state, self.state_key, state)
         self._last_decoded.pair = (state, window)
-        return window
+        return window, shown
 
     def _rebuilding(self) -> Steps[TokenWindow]:
         """A fresh window read from the tail of the log, in growing chunks."""
@@ -299,11 +310,15 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
             chunk *= 4
 
     def _selection(self) -> Steps[list[BaseMessage]]:
-        window = yield from self._refreshing()
+        window, read = yield from self._refreshing(showing=True)
         system = (yield step(self.chat_memory.first_entry)) if window.system else None
-        entries = (
-            (yield step(self.chat_memory.entries, after=window.first - 1)) if window.first else []
-        )
+        first = window.first
+        if first is None:
+            entries = []
+        elif read is not None and read and read[0].seq <= first:
+            entries = [e for e in read if e.seq >= first]
+        else:
+            entries = yield step(self.chat_memory.entries, after=first - 1)
         if self.oversize == "truncate" and not window.seqs and window.last is not None:
             tail = yield step(self.chat_memory.entries, last=_TRUNCATE_LOOKBACK)
             return self._truncated_newest(window, system, tail)

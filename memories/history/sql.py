@@ -117,6 +117,18 @@ _LAST_EXCHANGES = Prepared(
     )
     .order_by(_ID)
 )
+_INSERT = Prepared(
+    sa.insert(messages_table)
+    .values(
+        session_id=sa.bindparam("session_id"),
+        type=sa.bindparam("type"),
+        message=sa.bindparam("message"),
+        created_at=sa.bindparam("created_at"),
+    )
+    .returning(_ID)
+)
+#: Dialects whose INSERT ... RETURNING the prepared insert uses.
+_RETURNING = ("sqlite", "postgresql")
 _STATE = Prepared(
     sa.select(state_table.c.value).where(
         state_table.c.session_id == sa.bindparam("session"),
@@ -182,6 +194,9 @@ class SQLHistory(ChatHistory):
         ]
         with self._db.transaction(write=True) as connection:
             self._lock_session(connection)
+            if connection.dialect.name in _RETURNING:
+                # One prepared INSERT ... RETURNING per row: each row's id, in order.
+                return [int(_INSERT.execute(connection, **row).fetchone()[0]) for row in rows]
             if self._db.engine.dialect.insert_executemany_returning_sort_by_parameter_order:
                 statement = sa.insert(messages_table).returning(
                     messages_table.c.id, sort_by_parameter_order=True
