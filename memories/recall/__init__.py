@@ -1,9 +1,10 @@
-"""Storage-independent recall: lexical BM25, rank fusion and neighbour smoothing.
+"""Storage-independent recall: lexical BM25, rank fusion, neighbour smoothing, speaker keys.
 
 A vector memory gathers two candidate lists for a query -- its store's nearest
 neighbours and :class:`BM25Index` hits -- plus the positions of those turns and
-their neighbours, and hands them to :func:`rank_candidates` with a
-:class:`RecallConfig`.
+their neighbours and the speakers of its turns, and hands them to
+:func:`rank_candidates` with a :class:`RecallConfig`. What a result's score
+means is :mod:`memories.recall.scores`'s: a calibration apart from the ranking.
 """
 
 from memories.recall.config import RecallConfig, RecallMode
