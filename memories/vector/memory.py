@@ -47,7 +47,7 @@ class VectorMemory(DocumentMemory):
 
     The store's and the namespace's arguments (``mode``, ``path``, ``host``,
     ``port``, ``ssl``, ``timeout``, ``collection``, ``namespace``,
-    ``embeddings``, ``outbox``, ``metadata``) are
+    ``embeddings``, ``outbox``, ``metadata``, ``min_score``) are
     :class:`~memories.vector.documents.DocumentMemory`'s. Here:
 
     Args:
