@@ -8,7 +8,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from memories import InvalidInputError, VectorStoreRetrieverMemory
+from memories import InvalidInputError, VectorMemory, VectorStoreRetrieverMemory, create_memory
 from tests.vector.conftest import MakeVector
 
 CHAT = [
@@ -126,3 +126,11 @@ def test_min_score_on_a_langchain_store_says_scores_are_not_calibrated() -> None
     assert len(memory.search("hi")) == 1  # no floor: fine
     with pytest.raises(NotImplementedError, match="VectorStoreBackend"):
         memory.search("hi", min_score=0.5)
+
+
+def test_min_score_round_trips_through_the_config(make_vector: MakeVector) -> None:
+    memory = make_vector(min_score=0.02)
+    config = memory.to_config()
+    assert config["min_score"] == 0.02
+    rebuilt = create_memory(config)
+    assert isinstance(rebuilt, VectorMemory) and rebuilt.min_score == 0.02
