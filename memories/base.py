@@ -342,11 +342,30 @@ class ChatMemory(BaseMemory):
 
     # -- running the steps (the kernel's runners) -----------------------------
 
+    #: Whether this memory's steps may call a model (such loops run with the async twins).
+    _calls_models: ClassVar[bool] = False
+
+    def _run(self, steps: Steps[Any], *, write: bool) -> Any:
+        """Run steps under this memory's lock, as one batch of the history (one transaction)."""
+        return run(steps, lock=self._io_lock, batch=self.chat_memory.batch(write=write))
+
+    async def _arun(self, steps: Steps[Any], *, write: bool) -> Any:
+        """Async :meth:`_run`.
+
+        A history that batches (SQL) runs the whole loop on one worker thread,
+        so the async turn is one transaction too; a loop that may call a model
+        runs its async twins (the model's ``ainvoke``) instead.
+        """
+        batch = self.chat_memory.batch(write=write)
+        if batch is not None and not self._calls_models:
+            return await to_thread(run, steps, lock=self._io_lock, batch=batch)
+        return await arun(steps, lock=self._io_lock)
+
     def _select(self) -> list[BaseMessage]:
-        return run(self._selection(), lock=self._io_lock, batch=self.chat_memory.batch(write=False))
+        return self._run(self._selection(), write=False)
 
     async def _aselect(self) -> list[BaseMessage]:
-        return await arun(self._selection(), lock=self._io_lock)
+        return await self._arun(self._selection(), write=False)
 
     def _saving(self, messages: list[BaseMessage]) -> Steps[None]:
         yield step(self.chat_memory.append, messages)
@@ -392,11 +411,11 @@ class ChatMemory(BaseMemory):
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Append the run's input and output to the history, then update derived state."""
         saving = self._saving(self._turn(inputs, outputs))
-        run(saving, lock=self._io_lock, batch=self.chat_memory.batch(write=True))
+        self._run(saving, write=True)
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Async :meth:`save_context`: the same steps, awaited."""
-        await arun(self._saving(self._turn(inputs, outputs)), lock=self._io_lock)
+        await self._arun(self._saving(self._turn(inputs, outputs)), write=True)
 
     def save_messages(self, messages: Sequence[BaseMessage], /) -> None:
         """Write whole messages (an agent turn with its tool calls), then update derived state.
@@ -413,12 +432,12 @@ class ChatMemory(BaseMemory):
                 ``RemoveMessage`` names an unknown id (nothing is written).
         """
         writing = self.chat_memory.writing(_checked_messages(messages))
-        run(self._editing(writing), lock=self._io_lock, batch=self.chat_memory.batch(write=True))
+        self._run(self._editing(writing), write=True)
 
     async def asave_messages(self, messages: Sequence[BaseMessage], /) -> None:
         """Async :meth:`save_messages`: the same steps, awaited."""
         writing = self.chat_memory.writing(_checked_messages(messages))
-        await arun(self._editing(writing), lock=self._io_lock)
+        await self._arun(self._editing(writing), write=True)
 
     # -- edits by id (see memories.history.edits) ------------------------------
 

@@ -290,7 +290,8 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
                 window, shown = (yield from self._rebuilding()), None
             else:
                 window = self._advance(window, new)
-            window = replace(window, edits=changes.edit_cursor(window.edits))
+            if changes.edits:
+                window = replace(window, edits=changes.edit_cursor(window.edits))
         state = window.to_state()
         yield step(history.save_state, self.state_key, state)
         self._last_decoded.pair = (state, window)

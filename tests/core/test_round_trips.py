@@ -8,6 +8,7 @@ four commits on save and two on load.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -97,3 +98,23 @@ def test_round_trips_on_postgresql() -> None:
             most_saved, most_loaded = STATEMENTS[kind]
             assert saved["statements"] <= most_saved, (kind, saved)
             assert loaded["statements"] <= most_loaded, (kind, loaded)
+
+
+def test_an_async_turn_is_one_transaction_too(tmp_path: Path) -> None:
+    history = SQLiteHistory(tmp_path / "chat.db", session_id="s")
+    seen = count(history._db.engine)
+    memory = TokenBufferMemory(max_token_limit=500, chat_memory=history)
+
+    async def turn(i: int) -> Counter[str]:
+        seen.clear()
+        await memory.asave_context({"input": f"question {i}"}, {"output": f"answer {i}"})
+        saved = Counter(seen)
+        seen.clear()
+        await memory.aload_memory_variables({})
+        assert seen["commits"] == 1, seen
+        return saved
+
+    for i in range(3):
+        saved = asyncio.run(turn(i))
+    assert saved["commits"] == 1, saved
+    assert [m.text for m in history.messages][-2:] == ["question 2", "answer 2"]

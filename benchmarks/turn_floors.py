@@ -1,0 +1,303 @@
+"""Short-term turns beside their floors: what the same durable work costs done by hand.
+
+Run from the repository root::
+
+    PYTHONPATH=. python benchmarks/turn_floors.py [--quick]
+
+A turn is ``save_context`` + ``load_memory_variables`` (scripted 5-80-word
+messages, tiktoken ``cl100k_base``). Every row is printed beside its floor,
+measured in the same run:
+
+- **SQLite floor**: raw ``sqlite3`` doing a turn's durable work, in the same
+  WAL mode (``synchronous=NORMAL``): two rows in one commit, then read the
+  last 20 rows and parse them. Our window (k=5) and token buffer (500 tokens)
+  on ``SQLiteHistory`` at 2,000 turns are compared with it.
+- **In-memory floor**: encode the two new messages once, build them, keep a
+  running window of counts within 500 tokens and format it; our in-memory
+  token buffer and LangChain's at 1,000 and 10,000 turns are compared with it.
+- **LangChain on SQLChatMessageHistory** (SQLite) at 1,000 and 10,000 turns:
+  window and token buffer. Its token buffer re-reads and re-counts the whole
+  history while pruning, and its prune never persists: a turn costs seconds at
+  1,000 turns; at 10,000 it is extrapolated (quadratic), not run.
+- **Round trips**: statements and commits per save and per load, counted
+  with SQLAlchemy events, on SQLite and (when a PostgreSQL server can be
+  started here) on PostgreSQL over loopback, with its latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, get_buffer_string
+from sqlalchemy import event
+
+from benchmarks.short_term import (
+    LANGCHAIN_TOKEN_PREFILL,
+    Plan,
+    Turn,
+    counting_llm,
+    make_turns,
+    time_run,
+)
+from memories import SQLHistory, SQLiteHistory, SummaryBufferMemory, TokenBufferMemory, WindowMemory
+from memories.base import ChatMemory
+from memories.history import ChatHistory, InMemoryHistory
+from memories.testing import ScriptedChatModel
+from memories.tokens import load_encoding
+
+warnings.filterwarnings("ignore", message=".*deprecated.*")
+
+LIMIT = 500
+WINDOW_K = 5
+
+
+def _median_p95(samples_ns: Sequence[int]) -> tuple[float, float]:
+    ordered = sorted(samples_ns)
+    return statistics.median(ordered) / 1e3, ordered[round(0.95 * (len(ordered) - 1))] / 1e3
+
+
+# -- floors -------------------------------------------------------------------------
+
+
+def sqlite_floor(turns: Sequence[Turn], prefilled: int, measured: int, folder: Path) -> float:
+    """Median µs of a turn's durable work in raw sqlite3 (same pragmas as ours)."""
+    connection = sqlite3.connect(folder / "floor.db", isolation_level=None)
+    connection.execute("PRAGMA journal_mode = WAL")
+    connection.execute("PRAGMA synchronous = NORMAL")
+    connection.execute(
+        "CREATE TABLE log (id INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT, type TEXT, "
+        "message TEXT, created_at REAL)"
+    )
+    connection.execute("CREATE INDEX ix ON log (session, id)")
+
+    def row(kind: str, text: str) -> tuple[str, str, str, float]:
+        return ("s", kind, json.dumps({"type": kind, "data": {"content": text}}), time.time())
+
+    insert = "INSERT INTO log (session, type, message, created_at) VALUES (?, ?, ?, ?)"
+    for human, ai in turns[:prefilled]:
+        connection.executemany(insert, [row("human", human), row("ai", ai)])
+    times = []
+    for human, ai in turns[prefilled : prefilled + measured]:
+        start = time.perf_counter_ns()
+        connection.execute("BEGIN")
+        connection.executemany(insert, [row("human", human), row("ai", ai)])
+        connection.execute("COMMIT")
+        rows = connection.execute(
+            "SELECT message FROM log WHERE session = ? ORDER BY id DESC LIMIT 20", ("s",)
+        ).fetchall()
+        [json.loads(text) for (text,) in rows]
+        times.append(time.perf_counter_ns() - start)
+    connection.close()
+    return _median_p95(times)[0]
+
+
+def in_memory_floor(turns: Sequence[Turn], prefilled: int, measured: int) -> float:
+    """Median µs of the least an in-memory token buffer turn must do."""
+    encoding = load_encoding("cl100k_base")
+    window: deque[tuple[Any, int]] = deque()
+    total = 0
+
+    def turn(human: str, ai: str) -> str:
+        nonlocal total
+        for message in (HumanMessage(human), AIMessage(ai)):
+            count = len(encoding.encode(message.text)) + 4
+            window.append((message, count))
+            total += count
+        while total > LIMIT:
+            total -= window.popleft()[1]
+        return get_buffer_string([m for m, _ in window])
+
+    for human, ai in turns[:prefilled]:
+        turn(human, ai)
+    times = []
+    for human, ai in turns[prefilled : prefilled + measured]:
+        start = time.perf_counter_ns()
+        turn(human, ai)
+        times.append(time.perf_counter_ns() - start)
+    return _median_p95(times)[0]
+
+
+# -- ours and LangChain's ------------------------------------------------------------
+
+
+def ours(kind: str, history: ChatHistory) -> ChatMemory:
+    if kind == "window":
+        return WindowMemory(k=WINDOW_K, chat_memory=history)
+    if kind == "summary_buffer":
+        summaries = ScriptedChatModel(responses=["The user asked many questions."] * 10_000)
+        return SummaryBufferMemory(llm=summaries, max_token_limit=LIMIT, chat_memory=history)
+    return TokenBufferMemory(max_token_limit=LIMIT, chat_memory=history)
+
+
+def timed(memory: Any, turns: Sequence[Turn], n: int, warmup: int, measured: int) -> float:
+    """Median µs of a turn at ``n`` turns (the history prefilled through ``add_messages``)."""
+    gc.collect()
+    return time_run(memory, turns, Plan(n, warmup, measured), prefill_tail=None).median_us
+
+
+def langchain_sql(kind: str, url: str, session: str) -> Any:
+    from langchain_classic.memory import (
+        ConversationBufferWindowMemory,
+        ConversationTokenBufferMemory,
+    )
+    from langchain_community.chat_message_histories import SQLChatMessageHistory
+
+    history = SQLChatMessageHistory(session_id=session, connection=url)
+    if kind == "window":
+        return ConversationBufferWindowMemory(k=WINDOW_K, chat_memory=history)
+    return ConversationTokenBufferMemory(
+        llm=counting_llm(), max_token_limit=LIMIT, chat_memory=history
+    )
+
+
+def langchain_in_memory() -> Any:
+    from langchain_classic.memory import ConversationTokenBufferMemory
+
+    return ConversationTokenBufferMemory(llm=counting_llm(), max_token_limit=LIMIT)
+
+
+# -- round trips ---------------------------------------------------------------------
+
+
+def round_trips(make_history: Callable[[str], Any], kinds: Sequence[str]) -> dict[str, Any]:
+    """Per kind: (statements, commits) of one save and one load, and the turn's median µs."""
+    found = {}
+    for kind in kinds:
+        history = make_history(kind)
+        seen: Counter[str] = Counter()
+        engine = history._db.engine
+        event.listen(engine, "before_cursor_execute", lambda *a, s=seen: s.update(["sql"]))
+        event.listen(engine, "commit", lambda *a, s=seen: s.update(["commit"]))
+        memory = ours(kind, history)
+        times = []
+        for i in range(40):
+            seen.clear()
+            start = time.perf_counter_ns()
+            memory.save_context({"input": f"question {i} " * 8}, {"output": f"answer {i} " * 8})
+            saved = Counter(seen)
+            seen.clear()
+            memory.load_memory_variables({})
+            times.append(time.perf_counter_ns() - start)
+        found[kind] = (saved, Counter(seen), _median_p95(times[10:])[0])
+    return found
+
+
+def print_rows(rows: list[tuple[str, str, str, str]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer turns measured")
+    args = parser.parse_args(argv)
+    warmup, measured = (10, 40) if args.quick else (50, 200)
+    sizes = (1_000, 10_000)
+    turns = make_turns(10_000 + warmup + measured)
+    started = time.perf_counter()
+    rows: list[tuple[str, str, str, str]] = [("path", "ours µs", "floor/peer µs", "ratio")]
+
+    with tempfile.TemporaryDirectory(prefix="memories-floors-") as tmp:
+        folder = Path(tmp)
+        n = 2_000
+        floor = sqlite_floor(turns, n - warmup - measured, measured, folder)
+        for kind in ("window", "token_buffer"):
+            history = SQLiteHistory(folder / f"{kind}.db", session_id="s")
+            ours_us = timed(ours(kind, history), turns, n, warmup, measured)
+            rows.append(
+                (f"{kind} on SQLite at {n:,} turns", f"{ours_us:.0f}",
+                 f"raw sqlite3 floor {floor:.0f}", f"{ours_us / floor:.1f}x floor")
+            )  # fmt: skip
+
+        for n in sizes:
+            prefill = n - warmup - measured
+            # Microseconds on a shared machine: the best of three runs of each, interleaved.
+            runs = [
+                (
+                    in_memory_floor(turns, prefill, measured),
+                    timed(ours("token_buffer", InMemoryHistory()), turns, n, warmup, measured),
+                )
+                for _ in range(3)
+            ]
+            floor, ours_us = min(r[0] for r in runs), min(r[1] for r in runs)
+            rows.append(
+                (f"in-memory token buffer {LIMIT} at {n:,} turns", f"{ours_us:.1f}",
+                 f"floor {floor:.1f}", f"{ours_us / floor:.1f}x floor")
+            )  # fmt: skip
+            theirs = langchain_in_memory()
+            plan = Plan(n, warmup, measured)
+            lc_us = time_run(theirs, turns, plan, prefill_tail=LANGCHAIN_TOKEN_PREFILL).median_us
+            rows.append(
+                (f"  LangChain in-memory token buffer at {n:,}", f"{ours_us:.1f}",
+                 f"LangChain {lc_us:.0f}", f"{lc_us / ours_us:.0f}x faster")
+            )  # fmt: skip
+
+        url = f"sqlite:///{folder / 'langchain.db'}"
+        quadratic = None
+        for n in sizes:
+            for kind in ("window", "token_buffer"):
+                mine = ours(kind, SQLiteHistory(folder / f"ours-{kind}-{n}.db", session_id="s"))
+                ours_us = timed(mine, turns, n, warmup, measured)
+                if kind == "token_buffer" and n > 1_000:
+                    assert quadratic is not None
+                    estimate = quadratic * (n / 1_000) ** 2
+                    rows.append(
+                        (f"LangChain {kind} on SQLChatMessageHistory at {n:,}", f"{ours_us:.0f}",
+                         f"not run: ≈{estimate / 1e6:,.0f} s/turn (quadratic)", "")
+                    )  # fmt: skip
+                    continue
+                theirs = langchain_sql(kind, url, f"{kind}-{n}")
+                # Its token buffer takes about two minutes a turn at 1,000 turns: two turns.
+                lc_warmup, lc_measured = (0, 2) if kind == "token_buffer" else (warmup, measured)
+                lc_us = timed(theirs, turns, n, lc_warmup, lc_measured)
+                if kind == "token_buffer":
+                    quadratic = lc_us
+                rows.append(
+                    (f"LangChain {kind} on SQLChatMessageHistory at {n:,}", f"{ours_us:.0f}",
+                     f"LangChain {lc_us:,.0f}", f"{lc_us / ours_us:,.0f}x faster")
+                )  # fmt: skip
+        print_rows(rows)
+        print()
+
+        print("Statements / commits per save and per load (SQLAlchemy events), turn median:")
+        kinds = ("window", "token_buffer", "summary_buffer")
+        sqlite_trips = round_trips(
+            lambda kind: SQLiteHistory(folder / f"trips-{kind}.db", session_id="s"), kinds
+        )
+        servers: dict[str, dict[str, Any]] = {"SQLite": sqlite_trips}
+        try:
+            from tests.postgres import find_pg_bin, postgres_server
+
+            if find_pg_bin() is not None:
+                with postgres_server() as pg:
+                    servers["PostgreSQL (loopback)"] = round_trips(
+                        lambda kind: SQLHistory(pg, session_id=kind), kinds
+                    )
+        except Exception as exc:  # a benchmark reports what it could not measure
+            print(f"  PostgreSQL not measured: {type(exc).__name__}: {exc}")
+        for server, found in servers.items():
+            for kind, (saved, loaded, median) in found.items():
+                print(
+                    f"  {server:22} {kind:15} save: {saved['sql']} statements, "
+                    f"{saved['commit']} commit; load: {loaded['sql']} statements, "
+                    f"{loaded['commit']} commit; turn median {median:.0f} µs"
+                )
+    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
