@@ -235,8 +235,6 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
         self, window: TokenWindow, system: Entry | None, entries: list[Entry]
     ) -> list[BaseMessage]:
         messages = [e.message for e in entries if window.last is not None and e.seq <= window.last]
-        if not window.seqs and window.last is not None:
-            self._warn_empty()
         if self.end_on is not None:
             while messages and messages[-1].type != self.end_on:
                 messages.pop()
@@ -320,9 +318,14 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
             entries = [e for e in read if e.seq >= first]
         else:
             entries = yield step(self.chat_memory.entries, after=first - 1)
-        if self.oversize == "truncate" and not window.seqs and window.last is not None:
+        if not window.seqs and window.last is not None:
             tail = yield step(self.chat_memory.entries, last=_TRUNCATE_LOOKBACK)
-            return self._truncated_newest(window, system, tail)
+            if self.oversize == "truncate":
+                return self._truncated_newest(window, system, tail)
+            # Empty because the newest exchange is over the limit, not because no
+            # message may open a window (an edit left only an AI message, say).
+            if any(self._may_start(e.message) for e in tail):
+                self._warn_empty()
         return self._shown(window, system, entries)
 
     def _truncated_newest(

@@ -282,3 +282,18 @@ async def test_async_edits_through_a_memory() -> None:
     await memory.adelete_messages(["h"])
     await memory.akeep_last(0)
     assert (await memory.aload_memory_variables({}))["history"] == []
+
+
+def test_a_window_emptied_by_an_edit_does_not_blame_the_limit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    memory = TokenBufferMemory(max_token_limit=500, token_counter=COUNTER, return_messages=True)
+    memory.save_context({"input": "hello"}, {"output": "hi there"})
+    memory.keep_last(1)  # only the AI message is left: no window may start on it
+    with caplog.at_level("WARNING"):
+        assert memory.load_memory_variables({})["history"] == []
+    assert "over max_token_limit" not in caplog.text
+    memory.save_context({"input": "x " * 2000}, {"output": "long"})
+    with caplog.at_level("WARNING"):
+        memory.load_memory_variables({})
+    assert "over max_token_limit" in caplog.text
