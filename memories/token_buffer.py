@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, To
 from pydantic import Field, PrivateAttr
 
 from memories.base import ChatMemory
-from memories.history.base import Entry
+from memories.history.base import Changes, Entry
 from memories.kernel.parts import CountsTokens
 from memories.kernel.steps import Steps, step
 
@@ -269,7 +269,7 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
         rebuild made them unknown): a load is then two statements on SQL.
         """
         history = self.chat_memory
-        state = yield step(history.load_state, self.state_key)
+        state, changes = yield from self._reading_state(showing)
         if state is None:
             # The edit cursor is read first: an edit made during the rebuild is seen next time.
             edits = yield step(history.edits)
@@ -278,8 +278,9 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
             shown = None
         else:
             window = self._decode(state)
-            after = window.first - 1 if showing and window.first is not None else window.last
-            changes = yield step(history.changes, after=after, edits_after=window.edits)
+            if changes is None:
+                after = self._cursor(window, showing)
+                changes = yield step(history.changes, after=after, edits_after=window.edits)
             shown = changes.entries
             new = [e for e in shown if window.last is None or e.seq > window.last]
             if not new and not changes.edits:
@@ -294,6 +295,34 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
         yield step(history.save_state, self.state_key, state)
         self._last_decoded.pair = (state, window)
         return window, shown
+
+    @staticmethod
+    def _cursor(window: TokenWindow, showing: bool) -> int | None:
+        """Where a read of the log starts: the window's first message when showing it."""
+        return window.first - 1 if showing and window.first is not None else window.last
+
+    def _reading_state(self, showing: bool) -> Steps[tuple[dict[str, Any] | None, Changes | None]]:
+        """The stored state, and the log's changes since it when they came in the same read.
+
+        The read guesses the state's cursors from the state this process saw
+        last (one statement on SQL); None when it guessed wrong (another
+        process moved them) or had nothing to guess from.
+        """
+        seen = self._last_decoded.pair
+        if seen is None:
+            return (yield step(self.chat_memory.load_state, self.state_key)), None
+        guess = seen[1]
+        state, changes = yield step(
+            self.chat_memory.state_and_changes,
+            self.state_key,
+            after=self._cursor(guess, showing),
+            edits_after=guess.edits,
+        )
+        if state is None or state is seen[0]:
+            return state, changes
+        window = self._decode(state)
+        same = (window.first, window.last, window.edits) == (guess.first, guess.last, guess.edits)
+        return state, changes if same else None
 
     def _rebuilding(self) -> Steps[TokenWindow]:
         """A fresh window read from the tail of the log, in growing chunks."""

@@ -147,6 +147,17 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         """
         return Changes(self.entries(after=after), self.edits(after=edits_after))
 
+    def state_and_changes(
+        self, key: str, /, *, after: int | None, edits_after: int | None
+    ) -> tuple[dict[str, Any] | None, Changes]:
+        """:meth:`load_state` and :meth:`changes` together (one read on a database).
+
+        A memory passes the cursors of the state it saw last; when the state
+        read back has others (another process moved it), it reads the
+        changes again with those.
+        """
+        return self.load_state(key), self.changes(after=after, edits_after=edits_after)
+
     def seqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
         """The ``seq`` of each shown message whose id is in ``ids`` (missing ids are left out)."""
         return current_ids(self.entries(), ids)
@@ -362,6 +373,7 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     arecords = blocking_twin(records)
     aedits = blocking_twin(edits)
     achanges = blocking_twin(changes)
+    astate_and_changes = blocking_twin(state_and_changes)
     aseqs_of = blocking_twin(seqs_of)
     aentries = blocking_twin(entries)
     aload_state = blocking_twin(load_state)

@@ -126,6 +126,11 @@ class InMemoryHistory(ChatHistory):
     async def aseqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
         return self.seqs_of(ids)
 
+    async def astate_and_changes(
+        self, key: str, /, *, after: int | None, edits_after: int | None
+    ) -> tuple[dict[str, Any] | None, Changes]:
+        return self.state_and_changes(key, after=after, edits_after=edits_after)
+
     async def aentries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
         return self.entries(after=after, last=last)
 

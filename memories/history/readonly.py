@@ -42,6 +42,14 @@ class ReadOnlyView(ChatHistory):
         """As the history answers it (a backend may answer it in one query)."""
         return self.history.changes(after=after, edits_after=edits_after)
 
+    def state_and_changes(
+        self, key: str, /, *, after: int | None, edits_after: int | None
+    ) -> tuple[dict[str, Any] | None, Changes]:
+        """The state saved in this view (else the history's) and the history's changes."""
+        if key in self._state:
+            return self._state[key], self.changes(after=after, edits_after=edits_after)
+        return self.history.state_and_changes(key, after=after, edits_after=edits_after)
+
     def seqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
         """As the history answers it."""
         return self.history.seqs_of(ids)

@@ -82,22 +82,36 @@ _ROW = (messages_table.c.id, messages_table.c.type, messages_table.c.message)
 _MINE = messages_table.c.session_id == sa.bindparam("session")
 # Literal, not a bound IN list: a prepared statement takes no expanding parameters.
 _EDIT_ROW = sa.text("memories_messages.type IN ('replace', 'remove', 'remove_through')")
-_ID = messages_table.c.id
+_row_id = messages_table.c.id
 
 #: The hot statements of a turn, compiled once per dialect (see memories.sql.Prepared).
-_ROWS_AFTER = Prepared(sa.select(*_ROW).where(_MINE, sa.bindparam("after") < _ID).order_by(_ID))
+_ROWS_AFTER = Prepared(
+    sa.select(*_ROW).where(_MINE, _row_id > sa.bindparam("after")).order_by(_row_id)
+)
 _TAIL = Prepared(
     sa.select(*_ROW)
-    .where(_MINE, sa.bindparam("after") < _ID)
-    .order_by(_ID.desc())
+    .where(_MINE, _row_id > sa.bindparam("after"))
+    .order_by(_row_id.desc())
     .limit(sa.bindparam("limit"))
 )
-_CHANGES = Prepared(
-    # Two SELECTs, so each uses its own index: (session_id, id) for the new rows,
-    # (session_id, type, id) for the edits (an OR of the two scans the session).
+# Two SELECTs, so each uses its own index: (session_id, id) for the new rows,
+# (session_id, type, id) for the edits (an OR of the two scans the session).
+_NEW_ROWS = sa.select(*_ROW).where(_MINE, _row_id > sa.bindparam("after"))
+_NEW_EDITS = sa.select(*_ROW).where(_MINE, _EDIT_ROW, _row_id > sa.bindparam("edits_after"))
+_CHANGES = Prepared(sa.union_all(_NEW_ROWS, _NEW_EDITS))
+_STATE_AND_CHANGES = Prepared(
     sa.union_all(
-        sa.select(*_ROW).where(_MINE, sa.bindparam("after") < _ID),
-        sa.select(*_ROW).where(_MINE, _EDIT_ROW, sa.bindparam("edits_after") < _ID),
+        _NEW_ROWS,
+        _NEW_EDITS,
+        # The state as one more row: no message has a negative id.
+        sa.select(
+            sa.literal_column("-1").label("id"),
+            sa.literal_column("'state'").label("type"),
+            state_table.c.value.label("message"),
+        ).where(
+            state_table.c.session_id == sa.bindparam("session"),
+            state_table.c.key == sa.bindparam("key"),
+        ),
     )
 )
 _LAST_EXCHANGES = Prepared(
@@ -105,17 +119,17 @@ _LAST_EXCHANGES = Prepared(
     .where(
         _MINE,
         sa.func.coalesce(
-            sa.select(_ID)
+            sa.select(_row_id)
             .where(_MINE, messages_table.c.type == sa.bindparam("human"))
-            .order_by(_ID.desc())
+            .order_by(_row_id.desc())
             .offset(sa.bindparam("skip"))
             .limit(1)
             .scalar_subquery(),
             0,
         )
-        <= _ID,
+        <= _row_id,
     )
-    .order_by(_ID)
+    .order_by(_row_id)
 )
 _INSERT = Prepared(
     sa.insert(messages_table)
@@ -125,7 +139,7 @@ _INSERT = Prepared(
         message=sa.bindparam("message"),
         created_at=sa.bindparam("created_at"),
     )
-    .returning(_ID)
+    .returning(_row_id)
 )
 #: Dialects whose INSERT ... RETURNING the prepared insert uses.
 _RETURNING = ("sqlite", "postgresql")
@@ -275,10 +289,24 @@ class SQLHistory(ChatHistory):
         """One read: the rows after ``after`` and the edit rows after ``edits_after``."""
         since = _START if edits_after is None else edits_after
         found = self._rows(_CHANGES, after=_START if after is None else after, edits_after=since)
-        records = sorted({r.seq: r for r in found}.values(), key=_seq)
-        new = [r for r in records if after is None or r.seq > after]
-        edits = [r for r in records if isinstance(r, Edit) and r.seq > since]
-        return Changes(_shown(new), edits)
+        return _changes(found, after, since)
+
+    def state_and_changes(
+        self, key: str, /, *, after: int | None, edits_after: int | None
+    ) -> tuple[dict[str, Any] | None, Changes]:
+        """One read: the state, the rows after ``after`` and the edit rows after ``edits_after``."""
+        since = _START if edits_after is None else edits_after
+        with self._db.transaction() as connection:
+            rows = _STATE_AND_CHANGES.execute(
+                connection,
+                session=self.session_id,
+                key=key,
+                after=_START if after is None else after,
+                edits_after=since,
+            ).fetchall()
+        state = next((json.loads(text) for seq, _, text in rows if seq < 0), None)
+        found = [_decoded(*row) for row in rows if row[0] >= 0]
+        return state, _changes(found, after, since)
 
     def seqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
         """Reads the rows that hold one of ``ids`` and every edit row (edits are few)."""
@@ -429,6 +457,13 @@ def _decoded(seq: int, kind: str, text: str) -> Entry | Edit:
 
 def _seq(record: Entry | Edit) -> int:
     return record.seq
+
+
+def _changes(found: Sequence[Entry | Edit], after: int | None, since: int) -> Changes:
+    """The :class:`Changes` in the records two SELECTs found (a row may be in both)."""
+    records = sorted({r.seq: r for r in found}.values(), key=_seq)
+    new = [r for r in records if after is None or r.seq > after]
+    return Changes(_shown(new), [r for r in records if isinstance(r, Edit) and r.seq > since])
 
 
 def _shown(records: Sequence[Entry | Edit]) -> list[Entry]:

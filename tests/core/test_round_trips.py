@@ -29,7 +29,7 @@ MEMORIES: dict[str, Callable[..., ChatMemory]] = {
 #: The most statements one save / one load sends, each memory (SQLite's BEGIN IMMEDIATE included).
 STATEMENTS = {
     "window": (3, 1),
-    "token_buffer": (6, 2),
+    "token_buffer": (5, 1),
     "summary_buffer": (6, 2),
 }
 
