@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     MatchCondition,
@@ -645,14 +646,30 @@ def _search_op(
     refresh_ttl: bool | None,
     min_score: float,
 ) -> SearchOp:
-    """The operation ``BaseStore.search`` would batch, once ``min_score`` is checked."""
+    """The operation ``BaseStore.search`` would batch, once ``min_score`` is checked.
+
+    The prefix is checked as ``BaseStore.search`` checks it (labels are
+    non-empty strings without ``.`` or NUL), so a ``min_score`` never opens a
+    way around LangGraph's namespace rules.
+    """
     check_min_score(min_score)
+    _check_labels(namespace_prefix)
     if query is None:
         raise InvalidInputError(
             f"min_score={min_score!r} needs a query: a search without one scores nothing."
         )
     refresh = True if refresh_ttl is None else refresh_ttl  # what BaseStore does without TTLs
     return SearchOp(namespace_prefix, filter, limit, offset, query, refresh)
+
+
+def _check_labels(namespace: Namespace) -> None:
+    """LangGraph's rules for namespace labels, as ``BaseStore.search`` applies them."""
+    for label in namespace:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} in {namespace!r}: labels are non-empty "
+                "strings without '.' or NUL bytes."
+            )
 
 
 def _of_namespace(template: Any, namespace: Namespace, made: dict[Namespace, Any]) -> Any:

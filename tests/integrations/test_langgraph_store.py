@@ -270,6 +270,20 @@ def test_vector_store_min_score_leaves_out_unrelated_items(tmp_path: Path) -> No
     )
 
 
+def test_min_score_keeps_langgraphs_namespace_rules(tmp_path: Path) -> None:
+    from langgraph.store.base import InvalidNamespaceError
+
+    store = VectorStoreAdapter(vector_memory(tmp_path))
+    store.put(("users", "maya"), "drink", {"text": "Maya drinks black coffee"})
+    for bad in (("users.maya",), ("",), ("users", "a\x00b"), (3,)):
+        with pytest.raises(InvalidNamespaceError):
+            store.search(bad, query="coffee")  # type: ignore[arg-type]
+        with pytest.raises(InvalidNamespaceError):
+            store.search(bad, query="coffee", min_score=0.01)  # type: ignore[arg-type]
+        with pytest.raises(InvalidNamespaceError):
+            asyncio.run(store.asearch(bad, query="coffee", min_score=0.01))  # type: ignore[arg-type]
+
+
 def test_vector_store_min_score_needs_a_query(tmp_path: Path) -> None:
     store = VectorStoreAdapter(vector_memory(tmp_path))
     with pytest.raises(InvalidInputError, match="needs a query"):
