@@ -56,11 +56,13 @@ from memories.profile.store import Change, PendingTurn, ProfileChange, ProfileIt
 from memories.profile.stored import StoredDocumentMemory
 from memories.recall import RecallConfig
 from memories.recall.config import RecallField
+from memories.recall.types import ScoredId
 from memories.vector.backend import VectorQuery
 from memories.vector.documents import IndexedMemory
 from memories.vector.filters import NAMESPACE_KEY, check_metadata
 from memories.vector.outbox import OutboxRow
 from memories.vector.records import SearchResult
+from memories.vector.scoring import calibrated
 
 __all__ = ["CollectionMemory", "CollectionStatus", "CollectionUpdate"]
 
@@ -575,8 +577,18 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             (cosine(target, vector), record) for vector, record in zip(vectors, then, strict=True)
         ]
         scored.sort(key=lambda pair: -pair[0])
-        limit = request.k or self.k
-        return [rules.with_score(record, score) for score, record in scored[:limit]]
+        top = scored[: request.k or self.k]
+        # The same calibrated score as a search of the current memories gives.
+        results = calibrated(
+            [SearchResult(self._text(r.content), {}, cos, r.id) for cos, r in top],
+            request.text,
+            self.recall,
+            vector=target,
+            dense=[ScoredId(r.id, cos) for cos, r in top],
+        )
+        return [
+            rules.with_score(r, found.score) for (_, r), found in zip(top, results, strict=True)
+        ]
 
     # -- LangChain's interface ------------------------------------------------------
 

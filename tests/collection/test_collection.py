@@ -228,6 +228,10 @@ def test_search_as_of_a_past_time_answers_what_was_current_then(
     assert [r.content for r in memory.search("where does the user live")] == ["User lives in Porto"]
     (then,) = memory.search("where does the user live", as_of=between)
     assert then.content == "User lives in Lisbon" and then.invalid_at is not None
+    # The same calibrated score as a search of the current memories (issue 15).
+    (now,) = memory.search("where does the user live", as_of=datetime.now(UTC))
+    [current] = memory.search("where does the user live")
+    assert now.score == pytest.approx(current.score, abs=1e-6) and 0 < now.score < 1
     assert memory.search("where", as_of=before) == []
     assert memory.search("where", as_of=between, filter={"topic": "work"}) == []
     with pytest.raises(InvalidInputError, match="timezone-aware"):
