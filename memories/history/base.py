@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -190,15 +190,9 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         """
         if k <= 0:
             raise ValueError(f"k must be positive, got {k}")
-        chunk = max(8, 4 * k)
-        while True:
-            tail = self.entries(last=chunk)
-            humans = [e.seq for e in tail if isinstance(e.message, HumanMessage)]
-            if len(humans) >= k:
-                return humans[-k]
-            if len(tail) < chunk:
-                return None
-            chunk *= 4
+        tail = run(self._reading_tail(max(8, 4 * k), lambda tail: len(_humans(tail)) >= k))
+        humans = _humans(tail)
+        return humans[-k] if len(humans) >= k else None
 
     def last_exchanges(self, k: int, /) -> list[Entry]:
         """The shown messages of the last ``k`` exchanges (the whole log when it holds fewer)."""
@@ -242,28 +236,36 @@ class ChatHistory(BaseChatMessageHistory, ABC):
                 f"{message!r:.80}. Use delete_messages to remove one."
             )
         [target] = yield from self._resolving([ref])
-        old = (yield step(self.entries, after=target - 1))[0]
-        if message.id is None and old.message.id is not None:
-            message = message.model_copy(update={"id": old.message.id})
+        if message.id is None:
+            # The replacement keeps the id it replaces (named by it, or read by seq).
+            old_id = (
+                ref
+                if isinstance(ref, str)
+                else (yield step(self.entries, after=target - 1))[0].message.id
+            )
+            if old_id is not None:
+                message = message.model_copy(update={"id": old_id})
         return (yield from self._recording([NewEdit(target, message)]))
 
     def cutting(self, keep: int, /) -> Steps[list[int]]:
         """Steps of :meth:`keep_last`."""
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
             raise InvalidInputError(f"keep_last takes a count of messages >= 0, got {keep!r}.")
-        chunk = keep + 8
-        while True:
-            tail = yield step(self.entries, last=chunk)
-            start = len(tail) - keep
-            # Never keep a tool result without the AI message that called it.
-            while 0 < start < len(tail) and isinstance(tail[start].message, ToolMessage):
-                start -= 1
-            if start > 0 or len(tail) < chunk:
-                break
-            chunk *= 4
+        tail = yield from self._reading_tail(keep + 8, lambda tail: _kept_from(tail, keep) > 0)
+        start = _kept_from(tail, keep)
         if start <= 0:
             return []
         return (yield step(self.record, [NewEdit(tail[start - 1].seq, through=True)]))
+
+    def _reading_tail(
+        self, chunk: int, enough: Callable[[list[Entry]], bool]
+    ) -> Steps[list[Entry]]:
+        """The shown log's tail, read in growing chunks until ``enough`` of it (or all of it)."""
+        while True:
+            tail = yield step(self.entries, last=chunk)
+            if len(tail) < chunk or enough(tail):
+                return tail
+            chunk *= 4
 
     def _resolving(self, refs: Sequence[MessageRef]) -> Steps[list[int]]:
         """The ``seq`` of each message named, or an error naming the ones not shown."""
@@ -297,14 +299,11 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         targets = [i.target for i in items if isinstance(i, NewEdit)]
         if targets:
             # A tool call comes before its results: read back to the exchange that
-            # holds the oldest target, in growing chunks of the tail.
-            oldest, chunk = min(targets), 32
-            while True:
-                tail = yield step(self.entries, last=chunk)
-                before = [e for e in tail if e.seq < oldest]
-                if len(tail) < chunk or any(e.message.type == "human" for e in before):
-                    break
-                chunk *= 4
+            # holds the oldest target.
+            oldest = min(targets)
+            tail = yield from self._reading_tail(
+                32, lambda tail: any(seq < oldest for seq in _humans(tail))
+            )
             items = repaired(items, tail)
         return (yield step(self.record, items))
 
@@ -396,6 +395,22 @@ class ChatHistory(BaseChatMessageHistory, ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(session_id={self.session_id!r})"
+
+
+def _humans(tail: Sequence[Entry]) -> list[int]:
+    """The ``seq`` of each human message: where exchanges start."""
+    return [e.seq for e in tail if isinstance(e.message, HumanMessage)]
+
+
+def _kept_from(tail: Sequence[Entry], keep: int) -> int:
+    """Where keeping the last ``keep`` of ``tail`` starts, moved back past tool results.
+
+    A tool result is never kept without the AI message that called it.
+    """
+    start = len(tail) - keep
+    while 0 < start < len(tail) and isinstance(tail[start].message, ToolMessage):
+        start -= 1
+    return start
 
 
 def _seq(entry: Entry) -> int:

@@ -81,7 +81,7 @@ EDIT_KINDS = ("replace", "remove", "remove_through")
 _ROW = (messages_table.c.id, messages_table.c.type, messages_table.c.message)
 _MINE = messages_table.c.session_id == sa.bindparam("session")
 # Literal, not a bound IN list: a prepared statement takes no expanding parameters.
-_EDIT_ROW = sa.text("memories_messages.type IN ('replace', 'remove', 'remove_through')")
+_EDIT_ROW = sa.text(f"memories_messages.type IN ({', '.join(repr(kind) for kind in EDIT_KINDS)})")
 _row_id = messages_table.c.id
 
 #: The hot statements of a turn, compiled once per dialect (see memories.sql.Prepared).
@@ -99,6 +99,7 @@ _TAIL = Prepared(
 _NEW_ROWS = sa.select(*_ROW).where(_MINE, _row_id > sa.bindparam("after"))
 _NEW_EDITS = sa.select(*_ROW).where(_MINE, _EDIT_ROW, _row_id > sa.bindparam("edits_after"))
 _CHANGES = Prepared(sa.union_all(_NEW_ROWS, _NEW_EDITS))
+_EDITS_AFTER = Prepared(_NEW_EDITS.order_by(_row_id))
 _STATE_AND_CHANGES = Prepared(
     sa.union_all(
         _NEW_ROWS,
@@ -242,21 +243,6 @@ class SQLHistory(ChatHistory):
                 {"session": self.session_id},
             )
 
-    def _read(self, where: Any, *, last: int | None = None) -> list[Entry | Edit]:
-        """The session's log records matching ``where``, in order (the newest ``last`` of them)."""
-        query = sa.select(
-            messages_table.c.id, messages_table.c.type, messages_table.c.message
-        ).where(messages_table.c.session_id == self.session_id, where)
-        if last is not None:
-            query = query.order_by(messages_table.c.id.desc()).limit(last)
-        else:
-            query = query.order_by(messages_table.c.id)
-        with self._db.transaction() as connection:
-            rows = list(connection.execute(query).all())
-        if last is not None:
-            rows.reverse()
-        return [_decoded(row.id, row.type, row.message) for row in rows]
-
     def _rows(self, statement: Prepared, **values: Any) -> list[Entry | Edit]:
         """The records a prepared statement of this session reads, in the order it gives."""
         with self._db.transaction() as connection:
@@ -282,7 +268,7 @@ class SQLHistory(ChatHistory):
             chunk *= 4
 
     def edits(self, *, after: int | None = None) -> list[Edit]:
-        records = self._read(sa.and_(_is_edit(), _after(after)))
+        records = self._rows(_EDITS_AFTER, edits_after=_START if after is None else after)
         return [r for r in records if isinstance(r, Edit)]
 
     def changes(self, *, after: int | None, edits_after: int | None) -> Changes:
@@ -314,7 +300,14 @@ class SQLHistory(ChatHistory):
         if not ids:
             return {}
         holds = [messages_table.c.message.contains(i, autoescape=True) for i in ids]
-        return current_ids(self._read(sa.or_(_is_edit(), *holds)), ids)
+        query = (
+            sa.select(*_ROW)
+            .where(messages_table.c.session_id == self.session_id, sa.or_(_EDIT_ROW, *holds))
+            .order_by(_row_id)
+        )
+        with self._db.transaction() as connection:
+            rows = connection.execute(query).all()
+        return current_ids([_decoded(*row) for row in rows], ids)
 
     def start_of_last_exchanges(self, k: int, /) -> int | None:
         if k <= 0:
@@ -322,7 +315,7 @@ class SQLHistory(ChatHistory):
         humans = messages_table.alias("humans")
         edited_since = (
             sa.select(messages_table.c.id)
-            .where(messages_table.c.session_id == self.session_id, _is_edit())
+            .where(messages_table.c.session_id == self.session_id, _EDIT_ROW)
             .where(messages_table.c.id > humans.c.id)
             .exists()
         )
@@ -420,18 +413,6 @@ class SQLHistory(ChatHistory):
 
     def to_config(self) -> dict[str, Any]:
         return {"type": "sql", "url": self.url, "session_id": self.session_id}
-
-
-def _is_edit() -> Any:
-    return messages_table.c.type.in_(EDIT_KINDS)
-
-
-def _is_message() -> Any:
-    return messages_table.c.type.not_in(EDIT_KINDS)
-
-
-def _after(seq: int | None) -> Any:
-    return sa.true() if seq is None else messages_table.c.id > seq
 
 
 def _dump(item: Item) -> str:
