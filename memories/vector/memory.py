@@ -25,7 +25,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from memories.embeddings import default_embeddings
 from memories.kernel.capabilities import Capabilities
-from memories.kernel.steps import to_thread
+from memories.kernel.steps import Steps, arun, run, step
 from memories.keys import input_text_for, select_input_key, select_output_key
 from memories.messages import check_storable, message_text, turn_messages
 from memories.vector.backend import VectorQuery
@@ -182,18 +182,17 @@ class VectorMemory(DocumentMemory):
 
     def edit_message(self, id: str, new_message: BaseMessage, /) -> None:
         """Re-index the turn made of message ``id`` with ``new_message``'s text in its place."""
-        new_message = checked_message(new_message)
-        rows = [edited(doc, id, new_message) for doc in self.backend.find(of_messages([id]))]
-        if rows:
-            self.backend.add(rows, progress=False)
+        run(self._editing(id, checked_message(new_message)))
 
     async def aedit_message(self, id: str, new_message: BaseMessage, /) -> None:
         """Async :meth:`edit_message`."""
-        new_message = checked_message(new_message)
-        found = await self.backend.afind(of_messages([id]))
+        await arun(self._editing(id, checked_message(new_message)))
+
+    def _editing(self, id: str, new_message: BaseMessage) -> Steps[None]:
+        found = yield step(self.backend.find, of_messages([id]))
         rows = [edited(doc, id, new_message) for doc in found]
         if rows:
-            await to_thread(self.backend.add, rows, progress=False)
+            yield step(self.backend.add, rows, progress=False)
 
     def _load_query(self, inputs: Mapping[str, Any]) -> VectorQuery:
         """The search a chain run makes: its input, the backend's default ``k``."""
