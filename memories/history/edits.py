@@ -32,7 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolM
 from memories.errors import InvalidInputError
 from memories.history.records import REMOVE_ALL_MESSAGES, Edit, Entry, Item, NewEdit
 
-__all__ = ["current_ids", "fold", "planned", "repaired"]
+__all__ = ["current_ids", "fold", "planned", "repaired", "shown"]
 
 
 def fold(entries: Iterable[Entry], edits: Iterable[Edit]) -> list[Entry]:
@@ -52,6 +52,13 @@ def fold(entries: Iterable[Entry], edits: Iterable[Edit]) -> list[Entry]:
             else:
                 shown[edit.target] = Entry(edit.target, edit.message)
     return sorted(shown.values(), key=_position)
+
+
+def shown(records: Sequence[Entry | Edit]) -> list[Entry]:
+    """The messages among log ``records`` (in order) with the edits among them applied."""
+    edits = [r for r in records if isinstance(r, Edit)]
+    entries = [r for r in records if isinstance(r, Entry)]
+    return fold(entries, edits) if edits else entries
 
 
 def current_ids(records: Iterable[Entry | Edit], ids: Iterable[str]) -> dict[str, int]:

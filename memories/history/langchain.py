@@ -24,7 +24,7 @@ from langchain_core.messages import BaseMessage, RemoveMessage
 
 from memories.errors import BackendError
 from memories.history.base import DEFAULT_SESSION_ID, ChatHistory, Entry, select_entries
-from memories.history.edits import fold
+from memories.history.edits import shown
 from memories.history.records import Edit, Item, NewEdit
 
 __all__ = ["LangChainHistory"]
@@ -50,10 +50,7 @@ class LangChainHistory(ChatHistory):
         return log if after is None else log[after:]
 
     def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
-        records = self.records()
-        edits = [r for r in records if isinstance(r, Edit)]
-        log = [r for r in records if isinstance(r, Entry)]
-        return select_entries(fold(log, edits) if edits else log, after, last)
+        return select_entries(shown(self.records()), after, last)
 
     def clear(self) -> None:
         self.history.clear()

@@ -34,7 +34,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from memories.errors import BackendError, ConfigError
 from memories.history.base import DEFAULT_SESSION_ID, Changes, ChatHistory, Entry
-from memories.history.edits import current_ids, fold
+from memories.history.edits import current_ids, shown
 from memories.history.records import Edit, Item, NewEdit
 from memories.messages import dump_message, load_message
 from memories.paths import default_file
@@ -257,14 +257,14 @@ class SQLHistory(ChatHistory):
             raise ValueError(f"last must be >= 0, got {last}")
         start = _START if after is None else after
         if last is None:
-            return _shown(self._rows(_ROWS_AFTER, after=start))
+            return shown(self._rows(_ROWS_AFTER, after=start))
         chunk = last
         while True:
             # Edits hide messages: read a longer tail until it shows enough.
             tail = self._rows(_TAIL, after=start, limit=chunk)[::-1]
-            shown = _shown(tail)
-            if len(shown) >= last or len(tail) < chunk:
-                return shown[max(0, len(shown) - last) :]
+            visible = shown(tail)
+            if len(visible) >= last or len(tail) < chunk:
+                return visible[max(0, len(visible) - last) :]
             chunk *= 4
 
     def edits(self, *, after: int | None = None) -> list[Edit]:
@@ -444,14 +444,7 @@ def _changes(found: Sequence[Entry | Edit], after: int | None, since: int) -> Ch
     """The :class:`Changes` in the records two SELECTs found (a row may be in both)."""
     records = sorted({r.seq: r for r in found}.values(), key=_seq)
     new = [r for r in records if after is None or r.seq > after]
-    return Changes(_shown(new), [r for r in records if isinstance(r, Edit) and r.seq > since])
-
-
-def _shown(records: Sequence[Entry | Edit]) -> list[Entry]:
-    """The messages among ``records`` with the edits among them applied."""
-    edits = [r for r in records if isinstance(r, Edit)]
-    entries = [r for r in records if isinstance(r, Entry)]
-    return fold(entries, edits) if edits else entries
+    return Changes(shown(new), [r for r in records if isinstance(r, Edit) and r.seq > since])
 
 
 class SQLiteHistory(SQLHistory):
