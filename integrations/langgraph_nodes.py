@@ -48,6 +48,7 @@ from langgraph.graph.message import add_messages
 
 from memories import exchange as turns
 from memories._langchain import LangChainBaseMemory
+from memories.kernel.steps import Steps, arun, run
 from memories.runnable import MemoryFactory, SessionMemories
 
 __all__ = ["MemoryNodes", "MemoryState"]
@@ -152,21 +153,19 @@ class MemoryNodes:
         return self._update(view)
 
     def _save(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        memory = self._memories.get(config)
-        edits = list(state.get("memory_edits") or [])
-        if edits:
-            turns.apply_message_edits(memory, edits)
-        exchange = turns.last_exchange(self._messages(state))
-        turns.save_exchange(memory, exchange, tool_messages=self.tool_messages)
-        return {"memory_edits": None} if edits else {}
+        return run(self._saving(state, config))
 
     async def _asave(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return await arun(self._saving(state, config))
+
+    def _saving(self, state: Mapping[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
+        """The memory's edits of the turn first (then emptied), then the turn itself."""
         memory = self._memories.get(config)
         edits = list(state.get("memory_edits") or [])
         if edits:
-            await turns.aapply_message_edits(memory, edits)
+            yield from turns.editing_messages(memory, edits)
         exchange = turns.last_exchange(self._messages(state))
-        await turns.asave_exchange(memory, exchange, tool_messages=self.tool_messages)
+        yield from turns.saving_exchange(memory, exchange, self.tool_messages)
         return {"memory_edits": None} if edits else {}
 
     def prompt(self, state: Mapping[str, Any], *, system: str = "") -> list[BaseMessage]:

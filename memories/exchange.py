@@ -50,6 +50,7 @@ __all__ = [
     "editing_messages",
     "last_exchange",
     "save_exchange",
+    "saving_exchange",
     "saving_messages",
     "view_memory",
     "view_sections",
@@ -116,19 +117,20 @@ def save_exchange(
         tool_messages: store AI tool calls and tool results in chat memories too;
             False keeps only the user's message and the final answer.
     """
-    return run(_saving_exchange(memory, exchange, tool_messages))
+    return run(saving_exchange(memory, exchange, tool_messages))
 
 
 async def asave_exchange(
     memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], *, tool_messages: bool = True
 ) -> bool:
     """Async :func:`save_exchange`: the same steps, awaited."""
-    return await arun(_saving_exchange(memory, exchange, tool_messages))
+    return await arun(saving_exchange(memory, exchange, tool_messages))
 
 
-def _saving_exchange(
+def saving_exchange(
     memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], tool_messages: bool
 ) -> Steps[bool]:
+    """Steps of :func:`save_exchange`."""
     messages = _to_save(exchange, tool_messages)
     if messages is None:
         return False
