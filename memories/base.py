@@ -451,11 +451,11 @@ class ChatMemory(BaseMemory):
         Raises:
             InvalidInputError: an id matches no shown message (nothing is changed).
         """
-        run(self._editing(self.chat_memory.deleting(ids)), lock=self._io_lock)
+        self._run(self._editing(self.chat_memory.deleting(ids)), write=True)
 
     async def adelete_messages(self, ids: Sequence[MessageRef], /) -> None:
         """Async :meth:`delete_messages`."""
-        await arun(self._editing(self.chat_memory.deleting(ids)), lock=self._io_lock)
+        await self._arun(self._editing(self.chat_memory.deleting(ids)), write=True)
 
     def edit_message(self, id: MessageRef, new_message: BaseMessage, /) -> None:
         """Show ``new_message`` in place of the message with ``id`` (or log seq).
@@ -465,12 +465,12 @@ class ChatMemory(BaseMemory):
                 is not a message (nothing is changed).
         """
         replacing = self.chat_memory.replacing(id, *_checked_messages([new_message]))
-        run(self._editing(replacing), lock=self._io_lock)
+        self._run(self._editing(replacing), write=True)
 
     async def aedit_message(self, id: MessageRef, new_message: BaseMessage, /) -> None:
         """Async :meth:`edit_message`."""
         replacing = self.chat_memory.replacing(id, *_checked_messages([new_message]))
-        await arun(self._editing(replacing), lock=self._io_lock)
+        await self._arun(self._editing(replacing), write=True)
 
     def keep_last(self, n: int, /) -> None:
         """Remove every message but the last ``n`` (never splitting a tool call from its results).
@@ -478,11 +478,11 @@ class ChatMemory(BaseMemory):
         Raises:
             InvalidInputError: ``n`` is not a count >= 0.
         """
-        run(self._editing(self.chat_memory.cutting(n)), lock=self._io_lock)
+        self._run(self._editing(self.chat_memory.cutting(n)), write=True)
 
     async def akeep_last(self, n: int, /) -> None:
         """Async :meth:`keep_last`."""
-        await arun(self._editing(self.chat_memory.cutting(n)), lock=self._io_lock)
+        await self._arun(self._editing(self.chat_memory.cutting(n)), write=True)
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """``{memory_key: buffer}``: a string, or messages with ``return_messages=True``."""
