@@ -30,9 +30,10 @@ from sqlalchemy import (
     Table,
     create_engine,
     event,
+    text,
 )
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.exc import OperationalError as SAOperationalError
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError
@@ -118,6 +119,13 @@ class Prepared:
     on first use on each dialect, and then runs as its SQL string
     (``Connection.exec_driver_sql``). It must not need SQLAlchemy's type
     processing (plain integers, floats and strings) nor expanding ``IN``.
+
+    On SQLite, unless someone watches the engine's statements (a cursor
+    event listener, ``echo`` or the ``sqlalchemy.engine`` log at INFO), it
+    runs on the driver's own connection, in the same transaction: SQLAlchemy's
+    execution context costs several times the statement itself there. Its
+    errors are raised as SQLAlchemy's, as through ``exec_driver_sql``. The
+    result is then the driver's cursor: use ``fetchone`` / ``fetchall``.
     """
 
     def __init__(self, statement: Any) -> None:
@@ -134,9 +142,30 @@ class Prepared:
             compiled = self._compiled[dialect.name] = (done.string, positions, done.params)
         sql, positions, defaults = compiled
         params = {**defaults, **values}
-        if positions is not None:
-            return connection.exec_driver_sql(sql, tuple(params[name] for name in positions))
-        return connection.exec_driver_sql(sql, params)
+        args = tuple(params[name] for name in positions) if positions is not None else params
+        if dialect.name == "sqlite" and not _observed(connection):
+            return _on_driver(connection, sql, args)
+        return connection.exec_driver_sql(sql, args)
+
+
+def _observed(connection: Connection) -> bool:
+    """Whether someone watches this connection's statements: a cursor event, echo, the log."""
+    dispatch = connection.dispatch
+    return bool(
+        dispatch.before_cursor_execute
+        or dispatch.after_cursor_execute
+        or connection.dialect.dispatch.handle_error
+        or connection._echo
+    )
+
+
+def _on_driver(connection: Connection, sql: str, args: Any) -> Any:
+    """``sql`` on the driver's connection, in the open transaction; errors as SQLAlchemy's."""
+    dbapi = connection.dialect.loaded_dbapi
+    try:
+        return connection.connection.driver_connection.execute(sql, args)  # type: ignore[union-attr]
+    except dbapi.Error as exc:
+        raise DBAPIError.instance(sql, args, exc, dbapi.Error, dialect=connection.dialect) from exc
 
 
 def log_table(
@@ -227,7 +256,7 @@ class Database:
             return
         with transaction(self.engine, self.url) as connection:
             if write and connection.dialect.name == "sqlite":
-                connection.exec_driver_sql("BEGIN IMMEDIATE")
+                _BEGIN_IMMEDIATE.execute(connection)
             self._batches.current = _Batch(connection, write)
             try:
                 yield
@@ -248,6 +277,10 @@ class Database:
         self._engine = None
         self._opening = threading.Lock()
         self._batches = threading.local()
+
+
+#: A SQLite write batch takes the write lock up front (see :meth:`Database.batch`).
+_BEGIN_IMMEDIATE = Prepared(text("BEGIN IMMEDIATE"))
 
 
 def _check_reachable(url: str) -> None:

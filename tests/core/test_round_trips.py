@@ -9,16 +9,21 @@ four commits on save and two on load.
 from __future__ import annotations
 
 import asyncio
+import logging
+import sqlite3
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from langchain_core.messages import HumanMessage
 from sqlalchemy import event
 
 from memories import SQLHistory, SQLiteHistory, SummaryBufferMemory, TokenBufferMemory, WindowMemory
 from memories.base import ChatMemory
+from memories.errors import BackendError
 from tests.postgres import find_pg_bin, postgres_server
 
 MEMORIES: dict[str, Callable[..., ChatMemory]] = {
@@ -118,3 +123,62 @@ def test_an_async_turn_is_one_transaction_too(tmp_path: Path) -> None:
         saved = asyncio.run(turn(i))
     assert saved["commits"] == 1, saved
     assert [m.text for m in history.messages][-2:] == ["question 2", "answer 2"]
+
+
+# -- the driver route: unwatched statements on SQLite skip SQLAlchemy's execution context --
+
+
+def test_unwatched_statements_run_on_the_driver_in_the_same_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No listener, no echo: a turn skips ``exec_driver_sql``; SQLite runs the same statements."""
+    history = SQLiteHistory(tmp_path / "chat.db", session_id="s")
+    engine = history._db.engine
+    traced: list[str] = []
+    event.listen(engine, "connect", lambda dbapi, _: dbapi.set_trace_callback(traced.append))
+    engine.dispose()  # new connections, traced by SQLite itself
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a hot statement went through SQLAlchemy's execution context")
+
+    memory = TokenBufferMemory(max_token_limit=500, chat_memory=history)
+    memory.save_context({"input": "warm"}, {"output": "up"})  # the state row is made
+    monkeypatch.setattr(sa.Connection, "exec_driver_sql", refused)
+    traced.clear()
+    memory.save_context({"input": "one more"}, {"output": "and its answer"})
+    saved = [s for s in traced if s.split()[0] not in ("BEGIN", "COMMIT")]
+    assert traced[0] == "BEGIN IMMEDIATE" and traced[-1] == "COMMIT", traced
+    assert len(saved) <= STATEMENTS["token_buffer"][0] - 1, saved  # less BEGIN IMMEDIATE
+    traced.clear()
+    assert "and its answer" in memory.load_memory_variables({})["history"]
+    assert traced.count("COMMIT") <= 1 and len(traced) - traced.count("COMMIT") <= 1, traced
+
+
+def test_a_watched_engine_sees_every_statement_through_sqlalchemy(tmp_path: Path) -> None:
+    """A cursor listener (or echo / the sqlalchemy.engine log) turns the driver route off."""
+    history = SQLiteHistory(tmp_path / "chat.db", session_id="s")
+    seen = count(history._db.engine)
+    history.add_messages([HumanMessage("hi")])
+    assert [m.text for m in history.messages] == ["hi"]
+    assert seen["statements"] >= 2  # the INSERT and the read
+
+
+def test_the_sqlalchemy_log_sees_driver_route_statements(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    history = SQLiteHistory(tmp_path / "chat.db", session_id="s")
+    history.add_messages([HumanMessage("warm")])
+    with caplog.at_level(logging.INFO, logger="sqlalchemy.engine"):
+        history.add_messages([HumanMessage("logged")])
+    assert any("INSERT INTO memories_messages" in r.getMessage() for r in caplog.records)
+
+
+def test_a_driver_error_is_the_librarys_own_and_names_the_database(tmp_path: Path) -> None:
+    history = SQLiteHistory(tmp_path / "chat.db", session_id="s")
+    history.add_messages([HumanMessage("kept")])
+    with sqlite3.connect(tmp_path / "chat.db") as raw:
+        raw.execute("ALTER TABLE memories_messages RENAME TO elsewhere")
+    with pytest.raises(BackendError, match=r"chat\.db") as caught:
+        history.add_messages([HumanMessage("lost")])
+    assert isinstance(caught.value.__cause__, sa.exc.OperationalError)
+    assert "no such table" in str(caught.value)
