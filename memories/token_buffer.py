@@ -73,14 +73,14 @@ class TokenWindow:
         while cut < len(seqs) and (total > budget or not all_starts[cut]):
             total -= all_counts[cut]
             cut += 1
-        last = entries[-1].seq if entries else self.last
-        return replace(
-            self,
-            last=last,
+        return TokenWindow(  # not dataclasses.replace: this runs every turn, and costs half
+            last=entries[-1].seq if entries else self.last,
+            system=self.system,
             seqs=seqs[cut:],
             counts=all_counts[cut:],
             starts=all_starts[cut:],
             total=total,
+            edits=self.edits,
         )
 
     @property

@@ -130,7 +130,9 @@ def run(
 
 def _perform(current: Step, lock: threading.Lock | None) -> Any:
     """Call one step, the lock let go around it when it is ``unlocked``."""
-    with _Released(lock, current.unlocked):
+    if not current.unlocked:
+        return current.method(*current.args, **current.kwargs)
+    with _Released(lock, True):
         return current.call()
 
 
