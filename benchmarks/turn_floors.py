@@ -213,13 +213,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memories-floors-") as tmp:
         folder = Path(tmp)
         n = 2_000
-        floor = sqlite_floor(turns, n - warmup - measured, measured, folder)
+        # A shared machine's speed drifts: the best of three interleaved runs of each.
+        best: dict[str, float] = {}
+        for attempt in range(3):
+            run_folder = folder / f"sqlite-{attempt}"
+            run_folder.mkdir()
+            found = {"floor": sqlite_floor(turns, n - warmup - measured, measured, run_folder)}
+            for kind in ("window", "token_buffer"):
+                history = SQLiteHistory(run_folder / f"{kind}.db", session_id="s")
+                found[kind] = timed(ours(kind, history), turns, n, warmup, measured)
+            best = {k: min(v, best.get(k, v)) for k, v in found.items()}
+        floor = best["floor"]
         for kind in ("window", "token_buffer"):
-            history = SQLiteHistory(folder / f"{kind}.db", session_id="s")
-            ours_us = timed(ours(kind, history), turns, n, warmup, measured)
             rows.append(
-                (f"{kind} on SQLite at {n:,} turns", f"{ours_us:.0f}",
-                 f"raw sqlite3 floor {floor:.0f}", f"{ours_us / floor:.1f}x floor")
+                (f"{kind} on SQLite at {n:,} turns", f"{best[kind]:.0f}",
+                 f"raw sqlite3 floor {floor:.0f}", f"{best[kind] / floor:.1f}x floor")
             )  # fmt: skip
 
         for n in sizes:

@@ -149,8 +149,8 @@ class Prepared:
 
 
 def _observed(connection: Connection) -> bool:
-    """Whether someone watches this connection's statements: a cursor event, echo, the log."""
-    dispatch = connection.dispatch
+    """Whether someone watches the engine's statements: a cursor event, echo, the log."""
+    dispatch = connection.engine.dispatch
     return bool(
         dispatch.before_cursor_execute
         or dispatch.after_cursor_execute

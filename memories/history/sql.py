@@ -190,6 +190,8 @@ class SQLHistory(ChatHistory):
         self.url = url
         self.session_id = session_id
         self._db = Database(url, metadata)
+        # key -> (text, value): the state this process last wrote or read, by its stored text.
+        self._states: dict[str, tuple[str, dict[str, Any]]] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({redacted(self.url)!r}, session_id={self.session_id!r})"
@@ -290,7 +292,7 @@ class SQLHistory(ChatHistory):
                 after=_START if after is None else after,
                 edits_after=since,
             ).fetchall()
-        state = next((json.loads(text) for seq, _, text in rows if seq < 0), None)
+        state = next((self._state_from(key, text) for seq, _, text in rows if seq < 0), None)
         found = [_decoded(*row) for row in rows if row[0] >= 0]
         return state, _changes(found, after, since)
 
@@ -378,7 +380,21 @@ class SQLHistory(ChatHistory):
     def load_state(self, key: str, /) -> dict[str, Any] | None:
         with self._db.transaction() as connection:
             row = _STATE.execute(connection, session=self.session_id, key=key).fetchone()
-        return json.loads(row[0]) if row is not None else None
+        return self._state_from(key, row[0]) if row is not None else None
+
+    def _state_from(self, key: str, text: str) -> dict[str, Any]:
+        """The state stored as ``text``, parsed once: the same dict while the text is the same.
+
+        States are immutable (see :meth:`ChatHistory.save_state`), so the dict
+        this process last wrote or read under ``key`` stands for equal text; a
+        memory then knows its own state by identity and decodes nothing.
+        """
+        known = self._states.get(key)
+        if known is not None and known[0] == text:
+            return known[1]
+        value: dict[str, Any] = json.loads(text)
+        self._states[key] = (text, value)
+        return value
 
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
         encoded = json.dumps(value, ensure_ascii=False)
@@ -398,6 +414,8 @@ class SQLHistory(ChatHistory):
                     value=encoded,
                     updated_at=row["updated_at"],
                 )
+                # A rollback leaves other text stored, which is then parsed afresh.
+                self._states[key] = (encoded, value)
                 return
             # No native upsert known for this dialect: sa.delete then sa.insert, one transaction.
             connection.execute(

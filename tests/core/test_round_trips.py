@@ -182,3 +182,20 @@ def test_a_driver_error_is_the_librarys_own_and_names_the_database(tmp_path: Pat
         history.add_messages([HumanMessage("lost")])
     assert isinstance(caught.value.__cause__, sa.exc.OperationalError)
     assert "no such table" in str(caught.value)
+
+
+def test_a_state_is_parsed_once_and_never_read_stale(tmp_path: Path) -> None:
+    """A history hands back the same dict while the stored text is the same, and only then."""
+    mine = SQLiteHistory(tmp_path / "chat.db", session_id="s")
+    other = SQLiteHistory(tmp_path / "chat.db", session_id="s")  # another process's view
+    written = {"v": 1}
+    mine.save_state("k", written)
+    assert mine.load_state("k") is written
+    other.save_state("k", {"v": 2})
+    assert mine.load_state("k") == {"v": 2}
+    with pytest.raises(RuntimeError, match="rolled back"), mine.batch(write=True):
+        mine.save_state("k", {"v": 3})
+        raise RuntimeError("rolled back")
+    assert mine.load_state("k") == {"v": 2}
+    state, _ = mine.state_and_changes("k", after=None, edits_after=None)
+    assert state == {"v": 2}
