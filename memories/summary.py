@@ -30,6 +30,7 @@ from memories.errors import ConfigError, LLMError
 from memories.history.base import Entry
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.parts import CountsTokens, DeferredMemory, ModelMemory
+from memories.kernel.state import Cursors, SeenState
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.messages import format_buffer
 from memories.prompts import (
@@ -239,10 +240,11 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     def _reading(self) -> Steps[tuple[SummaryState, list[Entry]]]:
         """The state brought up to date with the log (not saved) and the unfolded entries."""
         history = self.chat_memory
-        raw = yield step(history.load_state, self.state_key)
+        stored, changes = yield from self._seen.reading(history, self.state_key, _cursors)
         fresh = SummaryState(summary=self.initial_summary, counter=self._counter_id)
-        state = fresh if raw is None else SummaryState.from_state(raw)
-        changes = yield step(history.changes, after=state.folded, edits_after=state.edits)
+        state = fresh if stored is None else stored
+        if changes is None:
+            changes = yield step(history.changes, after=state.folded, edits_after=state.edits)
         unfolded = changes.entries
         if changes.touches(state.folded):
             logger.info("%s: an edit changed a summarised message; summarising anew", self)
@@ -251,6 +253,17 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
         state = state.counted(unfolded, self._counter_id, lambda m: self._counter([m]))
         return state, unfolded
 
+    @cached_property
+    def _seen(self) -> SeenState[SummaryState]:
+        """The state this process saw last: its cursors are the guess of the next read."""
+        return SeenState(SummaryState.from_state)
+
+    def _storing(self, state: SummaryState) -> Steps[None]:
+        """Save ``state``, and remember it as the one this process saw last."""
+        stored = state.to_state()
+        yield step(self.chat_memory.save_state, self.state_key, stored)
+        self._seen.saw(stored, state)
+
     def _folding(self, *, force: bool = False, raise_errors: bool = False) -> Steps[SummaryState]:
         """Fold what is over the limit (several calls if it is far over); save as it goes.
 
@@ -258,13 +271,12 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
         if nobody folded or cleared in the meantime; a failure saves the
         backoff and leaves summary and log alone.
         """
-        save_state = self.chat_memory.save_state
         while True:
             epoch = self._epoch
             state, unfolded = yield from self._reading()
             count, trigger = yield from self._planning(state, unfolded)
             state, cut = state.to_fold(count, force=force)
-            yield step(save_state, self.state_key, state.to_state())
+            yield from self._storing(state)
             if cut is None:
                 return state
             try:
@@ -274,7 +286,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
                 current, _ = yield from self._reading()
                 if epoch == self._epoch and current.same_fold(state):
                     current = self._failed(current, exc)
-                    yield step(save_state, self.state_key, current.to_state())
+                    yield from self._storing(current)
                 if raise_errors:
                     raise
                 return current
@@ -283,7 +295,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
                 logger.info("%s: the session changed during a fold; discarding it", self)
                 return current
             after = replace(current.folded_through(cut, summary), trigger=trigger)
-            yield step(save_state, self.state_key, after.to_state())
+            yield from self._storing(after)
             force = False
 
     def _selection(self) -> Steps[list[BaseMessage]]:
@@ -347,7 +359,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     def _setting_summary(self, summary: str) -> Steps[None]:
         state, _ = yield from self._reading()
         state = replace(state, summary=summary)
-        yield step(self.chat_memory.save_state, self.state_key, state.to_state())
+        yield from self._storing(state)
 
     def _set_summary(self, summary: str) -> None:
         run(self._setting_summary(summary), lock=self._lock)
@@ -514,4 +526,9 @@ class SummaryMemory(_RunningSummaryMemory):
             chunk = unfolded[i : i + summarize_step]
             summary = yield from self._summarizing([e.message for e in chunk], state.summary)
             state = state.folded_through(chunk[-1].seq, summary)
-            yield step(self.chat_memory.save_state, self.state_key, state.to_state())
+            yield from self._storing(state)
+
+
+def _cursors(state: SummaryState) -> Cursors:
+    """Where a summary state's reads of the log start: after its folded and edit cursors."""
+    return state.folded, state.edits

@@ -19,8 +19,9 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, To
 from pydantic import Field, PrivateAttr
 
 from memories.base import ChatMemory
-from memories.history.base import Changes, Entry
+from memories.history.base import Entry
 from memories.kernel.parts import CountsTokens
+from memories.kernel.state import SeenState
 from memories.kernel.steps import Steps, step
 
 __all__ = ["ConversationTokenBufferMemory", "TokenBufferMemory", "TokenWindow"]
@@ -115,12 +116,6 @@ class TokenWindow:
         )
 
 
-class _Decoded:
-    """The last (state dict, window) pair; replaced whole, so threads never see half of one."""
-
-    pair: tuple[dict[str, Any], TokenWindow] | None = None
-
-
 class TokenBufferMemory(CountsTokens, ChatMemory):
     """Shows the most recent messages whose tokens fit in ``max_token_limit``.
 
@@ -168,21 +163,9 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
         return self.llm
 
     @cached_property
-    def _last_decoded(self) -> _Decoded:
-        return _Decoded()
-
-    def _decode(self, state: dict[str, Any]) -> TokenWindow:
-        """The window a stored state describes, decoded once per state object.
-
-        An in-process history hands back the very dict it was given, so a
-        turn's load reuses the window its save just made.
-        """
-        last = self._last_decoded.pair
-        if last is not None and last[0] is state:
-            return last[1]
-        window = TokenWindow.from_state(state)
-        self._last_decoded.pair = (state, window)
-        return window
+    def _seen(self) -> SeenState[TokenWindow]:
+        """The window this process saw last: a turn's load reuses the one its save made."""
+        return SeenState(TokenWindow.from_state)
 
     def _state_parameters(self) -> dict[str, Any]:
         return {
@@ -266,18 +249,19 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
 
         With ``showing``, the one read of the log starts at the window's first
         message, so that it also gives the entries to show (None when a
-        rebuild made them unknown): a load is then two statements on SQL.
+        rebuild made them unknown): a load is then one statement on SQL.
         """
         history = self.chat_memory
-        state, changes = yield from self._reading_state(showing)
-        if state is None:
+        window, changes = yield from self._seen.reading(
+            history, self.state_key, lambda w: (self._cursor(w, showing), w.edits)
+        )
+        if window is None:
             # The edit cursor is read first: an edit made during the rebuild is seen next time.
             edits = yield step(history.edits)
             window = yield from self._rebuilding()
             window = replace(window, edits=max((e.seq for e in edits), default=None))
             shown = None
         else:
-            window = self._decode(state)
             if changes is None:
                 after = self._cursor(window, showing)
                 changes = yield step(history.changes, after=after, edits_after=window.edits)
@@ -293,36 +277,13 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
                 window = replace(window, edits=changes.edit_cursor(window.edits))
         state = window.to_state()
         yield step(history.save_state, self.state_key, state)
-        self._last_decoded.pair = (state, window)
+        self._seen.saw(state, window)
         return window, shown
 
     @staticmethod
     def _cursor(window: TokenWindow, showing: bool) -> int | None:
         """Where a read of the log starts: the window's first message when showing it."""
         return window.first - 1 if showing and window.first is not None else window.last
-
-    def _reading_state(self, showing: bool) -> Steps[tuple[dict[str, Any] | None, Changes | None]]:
-        """The stored state, and the log's changes since it when they came in the same read.
-
-        The read guesses the state's cursors from the state this process saw
-        last (one statement on SQL); None when it guessed wrong (another
-        process moved them) or had nothing to guess from.
-        """
-        seen = self._last_decoded.pair
-        if seen is None:
-            return (yield step(self.chat_memory.load_state, self.state_key)), None
-        guess = seen[1]
-        state, changes = yield step(
-            self.chat_memory.state_and_changes,
-            self.state_key,
-            after=self._cursor(guess, showing),
-            edits_after=guess.edits,
-        )
-        if state is None or state is seen[0]:
-            return state, changes
-        window = self._decode(state)
-        same = (window.first, window.last, window.edits) == (guess.first, guess.last, guess.edits)
-        return state, changes if same else None
 
     def _rebuilding(self) -> Steps[TokenWindow]:
         """A fresh window read from the tail of the log, in growing chunks."""

@@ -24,6 +24,10 @@ from sqlalchemy import event
 from memories import SQLHistory, SQLiteHistory, SummaryBufferMemory, TokenBufferMemory, WindowMemory
 from memories.base import ChatMemory
 from memories.errors import BackendError
+from memories.history import InMemoryHistory
+from memories.kernel.state import SeenState
+from memories.kernel.steps import run
+from memories.testing import ScriptedChatModel
 from tests.postgres import find_pg_bin, postgres_server
 
 MEMORIES: dict[str, Callable[..., ChatMemory]] = {
@@ -35,7 +39,7 @@ MEMORIES: dict[str, Callable[..., ChatMemory]] = {
 STATEMENTS = {
     "window": (3, 1),
     "token_buffer": (5, 1),
-    "summary_buffer": (6, 2),
+    "summary_buffer": (5, 1),
 }
 
 
@@ -199,3 +203,54 @@ def test_a_state_is_parsed_once_and_never_read_stale(tmp_path: Path) -> None:
     assert mine.load_state("k") == {"v": 2}
     state, _ = mine.state_and_changes("k", after=None, edits_after=None)
     assert state == {"v": 2}
+
+
+@pytest.mark.parametrize("kind", ["token_buffer", "summary_buffer"])
+def test_a_state_another_process_moved_is_read_with_its_own_cursors(
+    tmp_path: Path, kind: str
+) -> None:
+    """The one-statement read guesses cursors from the state this process saw last.
+
+    Two memories on one file stand for two processes: each saves and folds in
+    turn, so each finds the state moved by the other. What each shows must
+    equal what a memory that never guessed shows.
+    """
+
+    def memory() -> ChatMemory:
+        history = SQLiteHistory(tmp_path / "chat.db", session_id="s")
+        if kind == "summary_buffer":
+            llm = ScriptedChatModel(responses=[f"summary {i}" for i in range(100)], echo=False)
+            return SummaryBufferMemory(
+                llm=llm, max_token_limit=60, token_counter="chars", chat_memory=history
+            )
+        return TokenBufferMemory(max_token_limit=60, token_counter="chars", chat_memory=history)
+
+    first, second = memory(), memory()
+    for i in range(12):
+        writer, reader = (first, second) if i % 2 else (second, first)
+        writer.save_context({"input": f"question {i} " * 3}, {"output": f"answer {i} " * 3})
+        shown = reader.load_memory_variables({})["history"]
+        assert shown == memory().load_memory_variables({})["history"], i
+        assert f"answer {i}" in shown
+
+
+def test_seen_state_reads_state_and_changes_together_only_while_its_guess_holds() -> None:
+    """A guess behind the stored state (another process moved it) or ahead (a rollback) misses."""
+    history = InMemoryHistory()
+    history.append([HumanMessage("one"), HumanMessage("two"), HumanMessage("three")])
+    seen: SeenState[int] = SeenState(lambda state: int(state["after"]))
+
+    def read() -> tuple[int | None, list[int] | None]:
+        state, changes = run(seen.reading(history, "k", lambda after: (after, None)))
+        return state, None if changes is None else [e.seq for e in changes.entries]
+
+    assert read() == (None, None)  # nothing seen, nothing stored
+    mine = {"after": 1}
+    history.save_state("k", mine)
+    seen.saw(mine, 1)
+    assert read() == (1, [2, 3])  # the guess holds: one read
+    history.save_state("k", {"after": 2})  # moved by another process
+    assert read() == (2, None)
+    assert read() == (2, [3])  # the state read last is the next guess
+    seen.saw({"after": 3}, 3)  # saved, then rolled back: the stored state is behind
+    assert read() == (2, None)
