@@ -5,6 +5,8 @@
 - :mod:`~memories.kernel.background`: the one background component (a
   debounced job per key) with one ``flush`` / ``close`` / ``status``.
 - :mod:`~memories.kernel.capabilities`: what a memory class declares it can do.
+- :mod:`~memories.kernel.state`: a memory's derived state as this process saw it
+  last, read with the log's changes in one statement.
 
 The model layer (:mod:`memories.llm`), token counting (:mod:`memories.tokens`),
 namespaces (:mod:`memories.namespaces`), SQL setup (:mod:`memories.sql`) and
