@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from memories.errors import (
@@ -92,6 +93,14 @@ _PAGE = 5_000
 _T = TypeVar("_T")
 
 
+def _embeddings(result: Mapping[str, Any]) -> list[list[float] | None]:
+    """The embeddings of a Chroma ``get`` result, as float lists, one per id (None: not read)."""
+    vectors = result.get("embeddings")
+    if vectors is None:
+        return [None] * len(result["ids"])
+    return [None if v is None else np.asarray(v, dtype=float).tolist() for v in vectors]
+
+
 @dataclass(frozen=True)
 class StoredRecord:
     """A document as the store holds it."""
@@ -104,6 +113,8 @@ class StoredRecord:
     """Its metadata, the namespace included."""
     score: float | None = None
     """Cosine similarity to the query (``1 - cosine distance``) for query results, else None."""
+    embedding: list[float] | None = None
+    """The stored embedding, when the read asked for it (``get(..., embeddings=True)``)."""
 
 
 class LangChainEmbeddingFunction(EmbeddingFunction[Documents]):
@@ -298,10 +309,16 @@ class ChromaStore:
         ids: Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
         text: bool = True,
+        embeddings: bool = False,
     ) -> list[StoredRecord]:
-        """Documents by id and/or filter (every document when both are None), in pages."""
+        """Documents by id and/or filter (every document when both are None), in pages.
+
+        With ``embeddings``, each record carries its stored embedding too (one read).
+        """
         scoped = scoped_filter(namespace, where)
         include = ["documents", "metadatas"] if text else ["metadatas"]
+        if embeddings:
+            include.append("embeddings")
         if ids is not None:
             ids = list(ids)
             if not ids:
@@ -320,10 +337,13 @@ class ChromaStore:
         while True:
             result = self._call(namespace, "read documents", page(offset))
             documents = result.get("documents") or [""] * len(result["ids"])
-            for doc_id, document, metadata in zip(
-                result["ids"], documents, result["metadatas"], strict=True
+            vectors = _embeddings(result) if embeddings else [None] * len(result["ids"])
+            for doc_id, document, metadata, vector in zip(
+                result["ids"], documents, result["metadatas"], vectors, strict=True
             ):
-                records.append(StoredRecord(doc_id, document or "", dict(metadata or {})))
+                records.append(
+                    StoredRecord(doc_id, document or "", dict(metadata or {}), embedding=vector)
+                )
             if ids is not None or len(result["ids"]) < _PAGE:
                 break
             offset += _PAGE
@@ -339,13 +359,8 @@ class ChromaStore:
             return collection.get(ids=list(ids), where=scoped, include=["embeddings"])
 
         result = self._call(namespace, "read embeddings", run)
-        vectors = result.get("embeddings")
-        if vectors is None:
-            return {}
-        return {
-            doc_id: [float(x) for x in vector]
-            for doc_id, vector in zip(result["ids"], vectors, strict=True)
-        }
+        pairs = zip(result["ids"], _embeddings(result), strict=True)
+        return {doc_id: vector for doc_id, vector in pairs if vector is not None}
 
     def change_token(self) -> int | None:
         """A number that changes whenever anyone commits a write to the store, else None.

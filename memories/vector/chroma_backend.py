@@ -194,7 +194,10 @@ class ChromaBackend(VectorBackend):
 
     def get(self, ids: Sequence[str]) -> list[SearchResult]:
         """The documents with these ids: queued ones from the index, the rest from the store."""
-        return self._results([ScoredId(doc_id, 0.0) for doc_id in dict.fromkeys(ids)])
+        results, _ = self._results(
+            [ScoredId(doc_id, 0.0) for doc_id in dict.fromkeys(ids)], embeddings_for=set()
+        )
+        return results
 
     def find(self, where: Mapping[str, Any]) -> list[SearchResult]:
         """Write what is queued, then read the documents matching ``where``."""
@@ -621,13 +624,27 @@ class ChromaBackend(VectorBackend):
                 named=named,
                 limit=limit,
             )
-        results = self._results(ranked)
+        # The calibrated scores need the cosine of every result; the dense
+        # candidates have theirs, the others' embeddings come with their text.
+        uncosined = set() if vector is None else {s.id for s in ranked} - {s.id for s in dense}
+        results, fetched = self._results(ranked, embeddings_for=uncosined)
+
+        def vectors_of(ids: list[str]) -> dict[str, list[float]]:
+            rest = [i for i in ids if i not in fetched]
+            found = {i: fetched[i] for i in ids if i in fetched}
+            return {**found, **self.vectors(rest)} if rest else found
+
         return calibrated(
-            results, request.text, config, vector=vector, dense=dense, vectors_of=self.vectors
+            results, request.text, config, vector=vector, dense=dense, vectors_of=vectors_of
         )
 
-    def _results(self, ranked: Sequence[ScoredId]) -> list[SearchResult]:
-        """The records of the ranked ids: pending ones from the index, the rest from the store."""
+    def _results(
+        self, ranked: Sequence[ScoredId], *, embeddings_for: set[str]
+    ) -> tuple[list[SearchResult], dict[str, list[float]]]:
+        """The records of the ranked ids: pending ones from the index, the rest from the store.
+
+        The stored embeddings of those in ``embeddings_for`` come in the same read.
+        """
         known: dict[str, tuple[str, dict[str, Any]]] = {}
         index = self._index
         with index.lock:
@@ -636,13 +653,18 @@ class ChromaBackend(VectorBackend):
                 if document is not None:
                     known[item.id] = (document.text, dict(document.metadata))
         missing = [s.id for s in ranked if s.id not in known]
-        for record in self.store.get(self._key, ids=missing):
+        fetched: dict[str, list[float]] = {}
+        with_embeddings = not embeddings_for.isdisjoint(missing)
+        for record in self.store.get(self._key, ids=missing, embeddings=with_embeddings):
             known[record.id] = (record.text, record.metadata)
-        return [
+            if record.id in embeddings_for and record.embedding is not None:
+                fetched[record.id] = record.embedding
+        results = [
             SearchResult(known[s.id][0], known[s.id][1], s.score, s.id)
             for s in ranked
             if s.id in known
         ]
+        return results, fetched
 
     _acatch_up = blocking_twin(_catch_up)
     _aembed_pending = blocking_twin(_embed_pending)

@@ -134,3 +134,28 @@ def test_min_score_round_trips_through_the_config(make_vector: MakeVector) -> No
     assert config["min_score"] == 0.02
     rebuilt = create_memory(config)
     assert isinstance(rebuilt, VectorMemory) and rebuilt.min_score == 0.02
+
+
+def test_a_result_outside_the_dense_candidates_scores_by_its_stored_embedding_in_one_read(
+    make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its embedding comes with its text (no second read of the store), and gives the same score."""
+    texts = [f"input: {said}\noutput: {reply}" for said, reply in CHAT]
+    ids = [f"t{i}" for i in range(len(texts))]
+    wide = make_vector(namespace=("wide",))  # every document is a dense candidate
+    narrow = make_vector(namespace=("narrow",), recall={"candidates": 1})
+    for memory in (wide, narrow):
+        memory.add(texts, metadatas=[{"turn": i} for i in range(len(texts))], ids=ids)
+        memory.flush()
+    query = "my sister and the dog Rex"
+    expected = {r.id: r.score for r in wide.search(query, k=4)}
+    store = narrow.backend.store  # type: ignore[attr-defined]
+
+    def refused(*args: object) -> None:
+        raise AssertionError("the embeddings were read apart from the documents")
+
+    monkeypatch.setattr(store, "vectors", refused)
+    found = narrow.search(query, k=4)
+    assert len(found) >= 2  # more than the one dense candidate
+    for result in found:
+        assert result.score == pytest.approx(expected[result.id], abs=1e-6)
