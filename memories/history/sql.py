@@ -132,16 +132,20 @@ _LAST_EXCHANGES = Prepared(
     )
     .order_by(_row_id)
 )
-_INSERT = Prepared(
-    sa.insert(messages_table)
-    .values(
-        session_id=sa.bindparam("session_id"),
-        type=sa.bindparam("type"),
-        message=sa.bindparam("message"),
-        created_at=sa.bindparam("created_at"),
-    )
-    .returning(_row_id)
-)
+_COLUMNS = ("session_id", "type", "message", "created_at")
+#: Rows per prepared INSERT (SQLite allows 32,766 parameters; 4 per row).
+_ROWS_PER_INSERT = 256
+
+
+@functools.lru_cache(maxsize=32)
+def _insert(rows: int) -> Prepared:
+    """One INSERT of ``rows`` rows that returns their ids (parameters ``type_0``, ...)."""
+    values: list[dict[str, Any]] = [
+        {c: sa.bindparam(f"{c}_{i}") for c in _COLUMNS} for i in range(rows)
+    ]
+    return Prepared(sa.insert(messages_table).values(values).returning(_row_id))
+
+
 #: Dialects whose INSERT ... RETURNING the prepared insert uses.
 _RETURNING = ("sqlite", "postgresql")
 _STATE = Prepared(
@@ -212,8 +216,16 @@ class SQLHistory(ChatHistory):
         with self._db.transaction(write=True) as connection:
             self._lock_session(connection)
             if connection.dialect.name in _RETURNING:
-                # One prepared INSERT ... RETURNING per row: each row's id, in order.
-                return [int(_INSERT.execute(connection, **row).fetchone()[0]) for row in rows]
+                # One statement for the rows (a round trip on a server). RETURNING
+                # may list them in any order, but their ids are taken in VALUES
+                # order, one after the other: sorted, they are the rows' ids.
+                seqs = []
+                for start in range(0, len(rows), _ROWS_PER_INSERT):
+                    chunk = rows[start : start + _ROWS_PER_INSERT]
+                    values = {f"{c}_{i}": row[c] for i, row in enumerate(chunk) for c in _COLUMNS}
+                    found = _insert(len(chunk)).execute(connection, **values).fetchall()
+                    seqs.extend(sorted(int(seq) for (seq,) in found))
+                return seqs
             if self._db.engine.dialect.insert_executemany_returning_sort_by_parameter_order:
                 statement = sa.insert(messages_table).returning(
                     messages_table.c.id, sort_by_parameter_order=True

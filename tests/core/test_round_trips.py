@@ -37,9 +37,9 @@ MEMORIES: dict[str, Callable[..., ChatMemory]] = {
 }
 #: The most statements one save / one load sends, each memory (SQLite's BEGIN IMMEDIATE included).
 STATEMENTS = {
-    "window": (3, 1),
-    "token_buffer": (5, 1),
-    "summary_buffer": (5, 1),
+    "window": (2, 1),
+    "token_buffer": (4, 1),
+    "summary_buffer": (4, 1),
 }
 
 
@@ -254,3 +254,18 @@ def test_seen_state_reads_state_and_changes_together_only_while_its_guess_holds(
     assert read() == (2, [3])  # the state read last is the next guess
     seen.saw({"after": 3}, 3)  # saved, then rolled back: the stored state is behind
     assert read() == (2, None)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 600])
+def test_one_insert_statement_gives_every_row_its_id_in_order(tmp_path: Path, rows: int) -> None:
+    """Rows go in with one INSERT per 256; each message gets its own seq, in the order given."""
+    history = SQLiteHistory(tmp_path / "chat.db", session_id="s")
+    other = SQLiteHistory(tmp_path / "chat.db", session_id="other")
+    other.add_messages([HumanMessage("elsewhere")])
+    seen = count(history._db.engine)
+    texts = [f"message {i}" for i in range(rows)]
+    seqs = history.append([HumanMessage(t) for t in texts])
+    assert seen["statements"] == -(-rows // 256), seen
+    assert seqs == sorted(seqs) and len(set(seqs)) == rows
+    stored = [(e.seq, e.message.text) for e in history.entries()]
+    assert stored == list(zip(seqs, texts, strict=True))
