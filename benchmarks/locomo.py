@@ -11,10 +11,22 @@ candidate depth, BM25 k1, stopwords, stemming and dates), pooled per
 category, side by side with the previous default, BM25 only and dense only
 in the same run. The same procedure on all five conversations gives the
 defaults of ``RecallConfig()`` (the run warns if they differ). The
-expansions tried beside it -- time-aware query expansion and a second dense
-key per turn -- are chosen the same way and reported apart. These sections
-re-rank pre-computed candidates with the same pure functions the memory
-calls (an exact cosine search standing in for Chroma's).
+expansions tried beside it -- time-aware query expansion, a second dense
+key per turn (the turn with the one before it) and fact keys made
+extractively (one dense key per sentence, a turn scoring by its best key
+blended with its own vector) -- are chosen the same way and reported apart.
+These sections re-rank pre-computed candidates with the same pure functions
+the memory calls (an exact cosine search standing in for Chroma's).
+
+Tried and dropped before leave-one-out, since no setting reached
+``RecallConfig()`` even in sample (any@10 pooled over the five
+conversations, default 86.8; feedback from the default's top hits):
+pseudo-relevance feedback on BM25 (RM3-like: the top 5-20 terms of the top
+3-10 fused turns added to the query, the query's own terms counted 1-3
+times) 81.1 to 86.6; Rocchio on the query vector (plus 0.25-1 times the
+mean of the top 3-10 turns' vectors) 86.1 to 86.4; demoting a turn near one
+already in the top 10 (by 10-75% per such turn, 1-3 turns either side)
+65.8 to 85.9 -- evidence comes in runs of neighbouring turns.
 
 Then the shipped class end to end: a fresh ``VectorMemory()`` per
 conversation (in-memory Chroma), every turn stored through ``add`` (text
@@ -430,6 +442,10 @@ def memory_recall(
 
 #: The lexical settings a BM25 ranking depends on: b, k1, stopwords, stem, dates, time expansion.
 LexicalKey = tuple[float, float, str, bool, bool, bool]
+#: The dense ranking a variant reads: the context key, and the weight of the sentence keys.
+DenseKey = tuple[bool, float]
+#: Weights of a turn's best sentence key against its whole-turn cosine, tried by leave-one-out.
+SENTENCE_WEIGHTS = (0.25, 0.5, 0.75, 1.0)
 
 #: Words that date an event in a conversation ("yesterday", "last week", "next month").
 TIME_WORDS = "yesterday today tomorrow tonight last next week weekend month year ago recently"
@@ -448,6 +464,30 @@ def time_expanded(question: str, /) -> str:
     return f"{question} {TIME_WORDS}" if _ABOUT_TIME.search(question) else question
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def sentence_keys(turn: Turn, /, *, min_words: int = 3) -> list[str]:
+    """Fact keys made without a model: one text per sentence of a turn, and one for its photo.
+
+    Each key is ``"Speaker: sentence"``; a fragment under ``min_words`` words
+    ("Wow!") joins its neighbour. A turn of one sentence and no photo has one
+    key, its whole text.
+    """
+    sentences: list[str] = []
+    for part in (p.strip() for p in _SENTENCE_END.split(turn.text)):
+        if not part:
+            continue
+        if sentences and min(len(part.split()), len(sentences[-1].split())) < min_words:
+            sentences[-1] += " " + part
+        else:
+            sentences.append(part)
+    keys = [f"{turn.speaker}: {sentence}" for sentence in sentences]
+    if turn.caption:
+        keys.append(f"{turn.speaker}: [shared a photo: {turn.caption}]")
+    return keys if len(keys) > 1 else [document_text(turn)]
+
+
 @dataclass(frozen=True)
 class Variant:
     """One point of the search: a recall config, and the expansions tried beside it."""
@@ -459,16 +499,25 @@ class Variant:
     context_key: bool = False
     """Document expansion: a turn's dense score is the mean of its own cosine and that of a
     second key, the turn embedded with the turn before it."""
+    sentence_weight: float = 0.0
+    """Fact-keyed document expansion: a turn's dense score is ``1 - sentence_weight`` times its
+    own cosine plus ``sentence_weight`` times the best cosine of its :func:`sentence_keys`;
+    0 is off."""
 
     def lexical_key(self) -> LexicalKey:
         """Which BM25 ranking this variant reads."""
         c = self.config
         return (c.bm25_b, c.bm25_k1, c.stopwords, c.stem, c.lexical_dates, self.time_expansion)
 
+    def dense_key(self) -> DenseKey:
+        """Which dense ranking this variant reads."""
+        return (self.context_key, self.sentence_weight)
+
     def label(self) -> str:
         """The settings that differ from ``RecallConfig()``, and the expansions."""
         parts = [f"{k}={v}" for k, v in self.config.overrides().items()]
         parts += ["time expansion"] * self.time_expansion + ["context key"] * self.context_key
+        parts += [f"sentence keys {self.sentence_weight:g}"] * bool(self.sentence_weight)
         return ", ".join(parts) or "RecallConfig()"
 
 
@@ -480,8 +529,8 @@ class Candidates:
     """The question's category."""
     evidence: tuple[str, ...]
     """Its evidence turn ids."""
-    dense: dict[bool, tuple[ScoredId, ...]]
-    """Dense top-N, best first, without (False) and with (True) the context key."""
+    dense: dict[DenseKey, tuple[ScoredId, ...]]
+    """Dense top-N, best first, per :meth:`Variant.dense_key`."""
     lexical: dict[LexicalKey, tuple[ScoredId, ...]]
     """BM25 top-N per lexical setting."""
     positions: dict[str, TurnPosition]
@@ -507,22 +556,35 @@ def gather_candidates(
     *,
     depth: int,
     lexical: Iterable[LexicalKey],
-    context_key: bool = True,
+    expansions: bool = True,
     window: int = 3,
 ) -> list[Candidates]:
-    """Index one conversation and collect each question's candidate lists."""
+    """Index one conversation and collect each question's candidate lists.
+
+    With ``expansions``, also the dense rankings of the context key and of the
+    sentence keys (an exact search: a turn scores by its best key, however
+    many keys it has).
+    """
     turns = conversation.turns
     ids = [t.dia_id for t in turns]
     doc_vectors = _normalise(embed([document_text(t) for t in turns]))
     query_vectors = _normalise(embed([q.text for q in questions]))
-    similarity = {False: query_vectors @ doc_vectors.T}
-    if context_key:
+    whole = query_vectors @ doc_vectors.T
+    similarity: dict[DenseKey, npt.NDArray[np.float32]] = {(False, 0.0): whole}
+    if expansions:
         keys = [
             (document_text(turns[i - 1]) + "\n" if i and turns[i - 1].session == t.session else "")
             + document_text(t)
             for i, t in enumerate(turns)
         ]
-        similarity[True] = (similarity[False] + query_vectors @ _normalise(embed(keys)).T) / 2
+        similarity[True, 0.0] = (whole + query_vectors @ _normalise(embed(keys)).T) / 2
+        per_turn = [sentence_keys(t) for t in turns]
+        owner = np.repeat(np.arange(len(turns)), [len(k) for k in per_turn])
+        by_key = query_vectors @ _normalise(embed([k for ks in per_turn for k in ks])).T
+        best = np.full_like(whole, -np.inf)
+        np.maximum.at(best.T, owner, by_key.T)  # each turn's best key, per question
+        for weight in SENTENCE_WEIGHTS:
+            similarity[False, weight] = (1 - weight) * whole + weight * best
     indexes = {}
     for key in lexical:
         b, k1, stopwords, stem, dates, _ = key
@@ -594,7 +656,7 @@ def evaluate(
     for c in candidates:
         ranked = rank_candidates(
             config,
-            dense=c.dense[variant.context_key][:n],
+            dense=c.dense[variant.dense_key()][:n],
             lexical=c.lexical[key][:n],
             positions=c.positions,
             doc_at=c.doc_at,
@@ -681,14 +743,17 @@ class Search:
         return pooled
 
 
-def search_grid(*, speakers: bool, time_expansion: bool, context_key: bool) -> list[Variant]:
+def search_grid(
+    *, speakers: bool, time_expansion: bool, context_key: bool, sentence_keys: bool = False
+) -> list[Variant]:
     """Stage one of the choice: dense weight x smoothing x BM25 b (x speaker weight, x expansions).
 
     The shipped settings before leave-one-out choosing come first, so that a tie keeps them.
+    Sentence keys enter at weight 0.5; stage two tries the other :data:`SENTENCE_WEIGHTS`.
     """
     old = PREVIOUS_DEFAULT
     grid = [Variant(old)]
-    for b, w, nb, win, sw, te, ck in itertools.product(
+    for b, w, nb, win, sw, te, ck, sk in itertools.product(
         (0.0, 0.75),
         (0.3, 0.4, 0.5, 0.6),
         (0.0, 0.25, 0.5, 0.75),
@@ -696,6 +761,7 @@ def search_grid(*, speakers: bool, time_expansion: bool, context_key: bool) -> l
         (0.0, 0.5, 1.0, 2.0) if speakers else (0.0,),
         (False, True) if time_expansion else (False,),
         (False, True) if context_key else (False,),
+        (0.0, 0.5) if sentence_keys else (0.0,),
     ):
         if nb == 0.0 and win != old.neighbour_window:
             continue  # the window is irrelevant without smoothing
@@ -707,7 +773,7 @@ def search_grid(*, speakers: bool, time_expansion: bool, context_key: bool) -> l
             neighbour_window=win,
             speaker_weight=sw,
         )
-        variant = Variant(config, te, ck)
+        variant = Variant(config, te, ck, sk)
         if variant not in grid:
             grid.append(variant)
     return grid
@@ -727,7 +793,14 @@ def refinements(variant: Variant, /) -> list[Variant]:
         {"stem": False},
         {"lexical_dates": not c.lexical_dates},
     ]
-    return [replace(variant, config=replace(c, **change)) for change in changes]
+    others = [replace(variant, config=replace(c, **change)) for change in changes]
+    if variant.sentence_weight:
+        others += [
+            replace(variant, sentence_weight=w)
+            for w in SENTENCE_WEIGHTS
+            if w != variant.sentence_weight
+        ]
+    return others
 
 
 def choose(search: Search, grid: Sequence[Variant], samples: Sequence[str], /) -> Variant:
@@ -1141,6 +1214,9 @@ def _choose_by_leave_one_out(
         families["+ speaker keys + context key (document expansion)"] = search_grid(
             speakers=True, time_expansion=False, context_key=True
         )
+        families["+ speaker keys + sentence keys (fact-keyed document expansion)"] = search_grid(
+            speakers=True, time_expansion=False, context_key=False, sentence_keys=True
+        )
     shipped = "+ speaker keys (the shipped search space)"
     plain = replace(PREVIOUS_DEFAULT, neighbour_weight=0.0)
     fixed = {
@@ -1158,7 +1234,7 @@ def _choose_by_leave_one_out(
     for conversation in conversations:
         questions = scorable_questions(conversation, skips)
         per_conversation[conversation.sample_id] = gather_candidates(
-            conversation, questions, embed, depth=full_depth, lexical=keys, context_key=variants
+            conversation, questions, embed, depth=full_depth, lexical=keys, expansions=variants
         )
     n_questions = sum(len(cs) for cs in per_conversation.values())
     print(
@@ -1169,6 +1245,14 @@ def _choose_by_leave_one_out(
         f"{skips.malformed_entries}. Candidates ({len(keys)} BM25 settings) gathered in "
         f"{time.perf_counter() - started:.1f} s.\n"
     )
+    if variants:
+        counts = [len(sentence_keys(t)) for c in conversations for t in c.turns]
+        print(
+            f"Sentence keys: {sum(counts) / len(counts):.2f} dense vectors per turn "
+            f"(at most {max(counts)}; {sum(n == 1 for n in counts) / len(counts):.0%} of turns "
+            "keep one), against 1 for the shipped index; an approximate search would fetch "
+            "that many times the candidates to keep as many distinct turns.\n"
+        )
     search = Search(per_conversation)
     samples = list(per_conversation)
     started = time.perf_counter()

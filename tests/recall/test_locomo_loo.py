@@ -10,11 +10,13 @@ from benchmarks.locomo import (
     PREVIOUS_DEFAULT,
     Candidates,
     Search,
+    Turn,
     Variant,
     _logistic,
     leave_one_out,
     lexical_keys,
     refinements,
+    sentence_keys,
     time_expanded,
 )
 from memories.recall import ScoredId, TurnPosition
@@ -34,7 +36,7 @@ def _question(found_by: str) -> Candidates:
     return Candidates(
         category=4,
         evidence=("evidence",),
-        dense={False: tuple(dense)},
+        dense={(False, 0.0): tuple(dense)},
         lexical=dict.fromkeys(keys, tuple(lexical)),
         positions={i: TurnPosition(i, 0) for i in ids},
         doc_at={},
@@ -64,6 +66,29 @@ def test_a_held_out_conversation_never_counts_in_its_own_choice() -> None:
 def test_time_expansion_touches_only_questions_about_when() -> None:
     assert time_expanded("When did Ann adopt the dog?").endswith("ago recently")
     assert time_expanded("What is the dog called?") == "What is the dog called?"
+
+
+def _turn(text: str, caption: str | None = None) -> Turn:
+    return Turn("D1:1", 1, 0, "Ann", text, caption, "1:56 pm on 8 May, 2023")
+
+
+def test_sentence_keys_give_each_sentence_and_the_photo_a_key() -> None:
+    turn = _turn("Wow! I adopted a dog last week. She loves the beach.", caption="a dog on sand")
+    assert sentence_keys(turn) == [
+        "Ann: Wow! I adopted a dog last week.",  # the one-word fragment joins its neighbour
+        "Ann: She loves the beach.",
+        "Ann: [shared a photo: a dog on sand]",
+    ]
+
+
+def test_a_turn_of_one_sentence_keeps_one_key_its_whole_text() -> None:
+    assert sentence_keys(_turn("Great, thanks! See you.")) == ["Ann: Great, thanks! See you."]
+
+
+def test_sentence_weights_are_tried_only_around_a_variant_with_sentence_keys() -> None:
+    keyed = replace(DENSE, sentence_weight=0.5)
+    assert {v.sentence_weight for v in refinements(keyed)} == {0.25, 0.5, 0.75, 1.0}
+    assert {v.sentence_weight for v in refinements(DENSE)} == {0.0}
 
 
 def test_the_logistic_fit_recovers_known_weights() -> None:
