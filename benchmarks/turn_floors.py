@@ -137,7 +137,9 @@ def ours(kind: str, history: ChatHistory) -> ChatMemory:
         return WindowMemory(k=WINDOW_K, chat_memory=history)
     if kind == "summary_buffer":
         summaries = ScriptedChatModel(responses=["The user asked many questions."] * 10_000)
-        return SummaryBufferMemory(llm=summaries, max_token_limit=LIMIT, chat_memory=history)
+        return SummaryBufferMemory(
+            llm=summaries, max_token_limit=LIMIT, token_counter="tiktoken", chat_memory=history
+        )
     return TokenBufferMemory(max_token_limit=LIMIT, chat_memory=history)
 
 
