@@ -75,11 +75,11 @@ _MAX_QUEUED = 256
 # once per interval (seconds): an embedded Chroma add holds the GIL and
 # Chroma's lock through about ten fsyncs, 10-20 ms here whatever its size, and
 # every search in the process waits meanwhile. A turn after a quiet interval
-# is written at once. Back to back at 10,000 turns (benchmarks/vector_latency.py,
-# one run each): 0.25 s gave a turn median / p95 of 36.7 / 74.0 ms, 1 s 27.4 /
-# 48.6 ms, as fewer turns meet a write. Other processes see a burst's turns in
-# Chroma up to this late; this process searches them at once.
-_WRITE_INTERVAL = 1.0
+# is written at once. 1 s was tried (fewer turns would meet a write): back to
+# back at 10,000 turns its ratio to the floor was 2.46x and 2.22x in two runs,
+# against 2.40x for 0.25 s, within this machine's noise; not kept, as other
+# processes would see a burst's turns in Chroma up to that late.
+_WRITE_INTERVAL = 0.25
 # How long a search waits for the writer to embed a queued turn before doing it itself.
 _EMBED_WAIT_SECONDS = 30.0
 # Query embeddings kept per process (a few hundred KB at 384 floats each).
