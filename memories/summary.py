@@ -243,7 +243,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
         stored, changes = yield from self._seen.reading(history, self.state_key, _cursors)
         fresh = SummaryState(summary=self.initial_summary, counter=self._counter_id)
         state = fresh if stored is None else stored
-        if changes is None:
+        if changes is None:  # nothing stored: the whole log is unfolded
             changes = yield step(history.changes, after=state.folded, edits_after=state.edits)
         unfolded = changes.entries
         if changes.touches(state.folded):

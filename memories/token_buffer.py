@@ -262,9 +262,7 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
             window = replace(window, edits=max((e.seq for e in edits), default=None))
             shown = None
         else:
-            if changes is None:
-                after = self._cursor(window, showing)
-                changes = yield step(history.changes, after=after, edits_after=window.edits)
+            assert changes is not None  # read with every state found
             shown = changes.entries
             new = [e for e in shown if window.last is None or e.seq > window.last]
             if not new and not changes.edits:

@@ -4,11 +4,11 @@ A memory that keeps state beside the log (a token window, a running summary)
 reads, every turn, its state and the log's changes since the state's cursors.
 On a SQL history that is one statement when the cursors are known before the
 read: :class:`SeenState` guesses them from the state this process saw last
-(saved or read), and says when the state read back has other cursors
-(another process moved them), so the caller reads the changes again with the
-right ones. It also decodes a state dict once: a history that hands back the
-same dict while the stored state is unchanged (in memory, or SQL's parsed
-states) costs no decoding at all.
+(saved or read), and reads the changes again with the right ones when the
+state read back has other cursors (another process moved them). It also
+decodes a state dict once: a history that hands back the same dict while the
+stored state is unchanged (in memory, or SQL's parsed states) costs no
+decoding at all.
 """
 
 from __future__ import annotations
@@ -54,21 +54,27 @@ class SeenState(Generic[D]):
     def reading(
         self, history: ChatHistory, key: str, cursors: Callable[[D], Cursors]
     ) -> Steps[tuple[D | None, Changes | None]]:
-        """The state under ``key`` (None: none stored) and the log's changes after its ``cursors``.
+        """The state under ``key`` and the log's changes after its ``cursors``; None, None: none.
 
-        One read when the cursors of the state seen last still hold. The
-        changes are None when nothing was seen yet or the state read back has
-        other cursors: the caller reads them then, with the state's own.
+        One read when the cursors of the state seen last still hold; a second
+        one, with the state's own cursors, when nothing was seen yet or the
+        state read back has others (another process moved it, or a save this
+        process saw was rolled back).
         """
         seen = self._pair
         if seen is None:
-            raw = yield step(history.load_state, key)
-            return (None if raw is None else self.decoded(raw)), None
-        after, edits_after = guess = cursors(seen[1])
-        raw, changes = yield step(
-            history.state_and_changes, key, after=after, edits_after=edits_after
-        )
+            raw, changes = (yield step(history.load_state, key)), None
+        else:
+            after, edits_after = guess = cursors(seen[1])
+            raw, changes = yield step(
+                history.state_and_changes, key, after=after, edits_after=edits_after
+            )
+            if raw is not None and raw is not seen[0] and cursors(self.decoded(raw)) != guess:
+                changes = None  # the state moved: read after its own cursors
         if raw is None:
             return None, None
         value = self.decoded(raw)
-        return value, changes if raw is seen[0] or cursors(value) == guess else None
+        if changes is None:
+            after, edits_after = cursors(value)
+            changes = yield step(history.changes, after=after, edits_after=edits_after)
+        return value, changes

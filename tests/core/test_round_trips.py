@@ -25,6 +25,7 @@ from memories import SQLHistory, SQLiteHistory, SummaryBufferMemory, TokenBuffer
 from memories.base import ChatMemory
 from memories.errors import BackendError
 from memories.history import InMemoryHistory
+from memories.history.base import Changes
 from memories.kernel.state import SeenState
 from memories.kernel.steps import run
 from memories.testing import ScriptedChatModel
@@ -235,25 +236,51 @@ def test_a_state_another_process_moved_is_read_with_its_own_cursors(
 
 
 def test_seen_state_reads_state_and_changes_together_only_while_its_guess_holds() -> None:
-    """A guess behind the stored state (another process moved it) or ahead (a rollback) misses."""
-    history = InMemoryHistory()
+    """A guess behind the stored state (another process moved it) or ahead (a rollback) misses.
+
+    A miss costs a second read, after the cursors of the state read back, so
+    the changes are always those after the state's own cursors.
+    """
+    reads: list[str] = []
+
+    class Counted(InMemoryHistory):
+        def load_state(self, key: str, /) -> dict[str, Any] | None:
+            reads.append("state")
+            return super().load_state(key)
+
+        def changes(self, *, after: int | None, edits_after: int | None) -> Changes:
+            reads.append("changes")
+            return super().changes(after=after, edits_after=edits_after)
+
+        def state_and_changes(
+            self, key: str, /, *, after: int | None, edits_after: int | None
+        ) -> tuple[dict[str, Any] | None, Changes]:
+            reads.append("state+changes")
+            return InMemoryHistory.load_state(self, key), InMemoryHistory.changes(
+                self, after=after, edits_after=edits_after
+            )
+
+    history = Counted()
     history.append([HumanMessage("one"), HumanMessage("two"), HumanMessage("three")])
     seen: SeenState[int] = SeenState(lambda state: int(state["after"]))
 
-    def read() -> tuple[int | None, list[int] | None]:
+    def read() -> tuple[int | None, list[int] | None, list[str]]:
+        reads.clear()
         state, changes = run(seen.reading(history, "k", lambda after: (after, None)))
-        return state, None if changes is None else [e.seq for e in changes.entries]
+        return state, None if changes is None else [e.seq for e in changes.entries], list(reads)
 
-    assert read() == (None, None)  # nothing seen, nothing stored
+    assert read() == (None, None, ["state"])  # nothing seen, nothing stored
+    history.save_state("k", {"after": 0})
+    assert read() == (0, [1, 2, 3], ["state", "changes"])  # nothing seen yet: two reads
     mine = {"after": 1}
     history.save_state("k", mine)
     seen.saw(mine, 1)
-    assert read() == (1, [2, 3])  # the guess holds: one read
+    assert read() == (1, [2, 3], ["state+changes"])  # the guess holds: one read
     history.save_state("k", {"after": 2})  # moved by another process
-    assert read() == (2, None)
-    assert read() == (2, [3])  # the state read last is the next guess
+    assert read() == (2, [3], ["state+changes", "changes"])
+    assert read() == (2, [3], ["state+changes"])  # the state read last is the next guess
     seen.saw({"after": 3}, 3)  # saved, then rolled back: the stored state is behind
-    assert read() == (2, None)
+    assert read() == (2, [3], ["state+changes", "changes"])
 
 
 @pytest.mark.parametrize("rows", [1, 2, 600])
