@@ -426,16 +426,16 @@ class SQLHistory(ChatHistory):
                     value=encoded,
                     updated_at=row["updated_at"],
                 )
-                # A rollback leaves other text stored, which is then parsed afresh.
-                self._states[key] = (encoded, value)
-                return
-            # No native upsert known for this dialect: sa.delete then sa.insert, one transaction.
-            connection.execute(
-                sa.delete(state_table).where(
-                    state_table.c.session_id == self.session_id, state_table.c.key == key
+            else:
+                # No native upsert on this dialect: sa.delete then sa.insert, one transaction.
+                connection.execute(
+                    sa.delete(state_table).where(
+                        state_table.c.session_id == self.session_id, state_table.c.key == key
+                    )
                 )
-            )
-            connection.execute(sa.insert(state_table).values(**row))
+                connection.execute(sa.insert(state_table).values(**row))
+        # A rollback leaves other text stored, which is then parsed afresh.
+        self._states[key] = (encoded, value)
 
     def batch(self, *, write: bool) -> AbstractContextManager[None]:
         """One transaction for this thread's reads (and, with ``write``, writes) of the block."""

@@ -131,7 +131,7 @@ def run(
 def _perform(current: Step, lock: threading.Lock | None) -> Any:
     """Call one step, the lock let go around it when it is ``unlocked``."""
     if not current.unlocked:
-        return current.method(*current.args, **current.kwargs)
+        return current.call()
     with _Released(lock, True):
         return current.call()
 
