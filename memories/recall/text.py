@@ -81,14 +81,13 @@ class Analyzer:
     def terms(self, text: str, /) -> list[str]:
         """Return the index terms of ``text`` in order, with repeats."""
         stop = _STOPWORD_SETS[self.stopwords]
-        words: list[str] = []
-        for match in _WORD.finditer(text.lower().replace("\u2019", "'")):
-            word = match.group()
-            if word.endswith("'s"):
-                word = word[:-2]
-            if word in stop or len(word) < self.min_length:
-                continue
-            words.append(word)
+        shortest = self.min_length
+        # Comprehensions, not a loop over matches: every turn and every rebuild runs this.
+        lowered = text.lower().replace("\u2019", "'")
+        words = _WORD.findall(lowered)
+        if "'s" in lowered:
+            words = [word[:-2] if word.endswith("'s") else word for word in words]
+        words = [word for word in words if word not in stop and len(word) >= shortest]
         if self.stem and words:
             stems: list[str] = _english_stemmer().stemWords(words)
             return stems

@@ -42,6 +42,17 @@ def test_analyzer_without_stemming_or_stopwords_keeps_words() -> None:
     ]
 
 
+def test_analyzer_splits_apostrophes_and_underscores_as_before() -> None:
+    """Possessive 's goes (curly or straight), inner apostrophes stay, _ splits words."""
+    text = "O'Neil\u2019s rock'n'roll's snake_case DON'T x's \u2019s Ann's café's it\u2019s"
+    assert Analyzer(stopwords="none", stem=False).terms(text) == [
+        "o'neil", "rock'n'roll", "snake", "case", "don't", "x", "s", "ann", "café", "it",
+    ]  # fmt: skip
+    assert Analyzer(stem=False, min_length=3).terms(text) == [
+        "o'neil", "rock'n'roll", "snake", "case", "ann", "café",
+    ]  # fmt: skip
+
+
 def test_unknown_stopword_list_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="nltk"):
         Analyzer(stopwords="french")  # type: ignore[arg-type]
