@@ -32,7 +32,7 @@ from sqlalchemy import (
     event,
     text,
 )
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.exc import OperationalError as SAOperationalError
 
@@ -361,20 +361,77 @@ def _bad_url(url: str, exc: Exception) -> str:
 #: ``connect_timeout`` in the URL wins): a server that accepts and never answers
 #: fails instead of hanging the caller.
 CONNECT_TIMEOUT_SECONDS = 10
+#: How long one statement may run on a PostgreSQL server, waits for a lock
+#: included, before the server cancels it (``statement_timeout``; one set in the
+#: URL's ``options`` wins): the same bound as SQLite's busy timeout.
+STATEMENT_TIMEOUT_SECONDS = 30
+#: libpq's TCP settings on PostgreSQL connections (each one set in the URL wins):
+#: a connection whose server host or network is gone fails within about 25 s
+#: (keepalives unanswered, or data sent and never acknowledged) instead of the
+#: operating system's two hours.
+SOCKET_BOUNDS: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 25_000,  # milliseconds; libpq 12 and later
+}
+# Drivers that pass libpq's connection parameters through (pg8000 and asyncpg do not).
+_LIBPQ_DRIVERS = ("psycopg", "psycopg2", "psycopg2cffi")
 
 
 def _create_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
         options: dict[str, Any] = {}
-        if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
-            options["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_SECONDS}
+        if parsed.get_backend_name() == "postgresql":
+            options["connect_args"] = _postgres_bounds(parsed)
         engine = create_engine(url, **options)
     except (ArgumentError, NoSuchModuleError) as exc:
         raise ConfigError(_bad_url(url, exc)) from exc
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _configure_sqlite)
     return engine
+
+
+def _postgres_bounds(url: URL) -> dict[str, Any]:
+    """Connection arguments that bound every wait on a PostgreSQL server, unless the URL sets them.
+
+    ``connect_timeout`` for opening a connection; with a libpq driver, also
+    :data:`STATEMENT_TIMEOUT_SECONDS` for a statement (a lock wait included)
+    and :data:`SOCKET_BOUNDS` for a server that vanished mid-query.
+    """
+    given = url.query
+    bounds: dict[str, Any] = {}
+    if "connect_timeout" not in given:
+        bounds["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
+    driver = url.get_driver_name()
+    if driver not in _LIBPQ_DRIVERS:
+        return bounds
+    for name, value in SOCKET_BOUNDS.items():
+        if name not in given and (name != "tcp_user_timeout" or _libpq_version(driver) >= 120000):
+            bounds[name] = value
+    user_options = given.get("options", "")
+    if isinstance(user_options, tuple):  # the parameter given twice
+        user_options = " ".join(user_options)
+    if "statement_timeout" not in user_options:
+        statement = f"-c statement_timeout={STATEMENT_TIMEOUT_SECONDS * 1000}"
+        bounds["options"] = f"{user_options} {statement}".strip()
+    return bounds
+
+
+def _libpq_version(driver: str) -> int:
+    """The version of the libpq ``driver`` links (e.g. 170002), or 0 when unknown."""
+    try:
+        if driver == "psycopg":
+            from psycopg import pq
+
+            return int(pq.version())
+        import psycopg2.extensions  # psycopg2 and psycopg2cffi alike
+
+        return int(psycopg2.extensions.libpq_version())
+    except Exception:  # not importable here: keep to what every libpq knows
+        return 0
 
 
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:

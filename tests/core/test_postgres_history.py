@@ -42,3 +42,54 @@ def test_two_app_servers_share_a_conversation(postgres_url: str) -> None:
     expected = "Human: I am Ada\nAI: Hello Ada\nHuman: What is my name?\nAI: Ada"
     assert server_a.load_memory_variables({})["history"] == expected
     assert server_b.load_memory_variables({})["history"] == expected
+
+
+def test_a_lock_held_by_a_stuck_server_fails_the_save_within_the_statement_timeout(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing waits forever: another server holds the session's lock and never commits."""
+    import time
+
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    import memories.sql
+    from memories import BackendUnavailableError, WindowMemory
+
+    monkeypatch.setattr(memories.sql, "STATEMENT_TIMEOUT_SECONDS", 1)
+    url = f"{postgres_url}?application_name=stuck-lock-test"  # an engine of its own
+    memory = WindowMemory(k=2, chat_memory=SQLHistory(url, session_id="stuck"))
+    memory.save_context({"input": "first"}, {"output": "kept"})
+    plain = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
+    with psycopg.connect(plain) as stuck:  # a transaction that holds the lock and hangs
+        stuck.execute("SELECT pg_advisory_xact_lock(hashtextextended('stuck', 0))")
+        start = time.monotonic()
+        with pytest.raises(BackendUnavailableError, match="statement timeout") as failed:
+            memory.save_context({"input": "second"}, {"output": "lost?"})
+        waited = time.monotonic() - start
+        stuck.rollback()
+    assert waited < 10, f"waited {waited:.1f} s"
+    assert "stuck-lock-test" in str(failed.value) or "127.0.0.1" in str(failed.value)
+    # The failed turn wrote nothing; the next one goes through.
+    assert memory.load_memory_variables({})["history"] == "Human: first\nAI: kept"
+    memory.save_context({"input": "second"}, {"output": "saved"})
+    assert memory.load_memory_variables({})["history"].endswith("Human: second\nAI: saved")
+
+
+def test_postgres_connections_carry_the_bounds_unless_the_url_sets_them(postgres_url: str) -> None:
+    from sqlalchemy import text
+
+    from memories.sql import get_engine
+
+    defaults = get_engine(f"{postgres_url}?application_name=bounds-default")
+    given = get_engine(
+        f"{postgres_url}?application_name=bounds-given&keepalives_idle=60"
+        "&options=-c%20statement_timeout%3D5000"
+    )
+    for engine, statement_timeout, idle in ((defaults, "30s", "10"), (given, "5s", "60")):
+        with engine.connect() as connection:
+            assert connection.execute(text("SHOW statement_timeout")).scalar() == statement_timeout
+            parameters = connection.connection.driver_connection.info.get_parameters()
+            assert parameters["keepalives_idle"] == idle
+            assert parameters["keepalives_count"] == "3"
+            assert parameters["tcp_user_timeout"] == "25000"
