@@ -9,6 +9,8 @@ default: MiniLM, bundled and offline (:mod:`memories.integrations.minilm`).
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +18,7 @@ from langchain_core.embeddings import Embeddings
 
 from memories.errors import ConfigError
 from memories.imports import import_path
+from memories.kernel.steps import Steps, step
 
 __all__ = ["cosine", "default_embeddings", "resolve_embeddings"]
 
@@ -55,3 +58,50 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b, strict=True))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return dot / norm if norm else 0.0
+
+
+# Query embeddings kept per process (a few hundred KB at 384 floats each).
+_QUERY_VECTORS = 256
+
+
+class _QueryVectors:
+    """The process's last query embeddings, per embedder: a text searched again is embedded once.
+
+    A chain's input is often embedded more than once (the memory's load, a
+    tool's search, the LangGraph store's search of several namespaces with
+    one query, a collection's duplicate check after its search, an example
+    selector's diversity pass). Keyed by the embedder object itself, which an
+    entry holds, so that another embedder never gets its vectors.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[int, str], tuple[Embeddings, list[float]]] = OrderedDict()
+
+    def get(self, embedder: Embeddings, text: str) -> list[float] | None:
+        with self._lock:
+            item = self._items.get((id(embedder), text))
+            if item is None or item[0] is not embedder:
+                return None
+            self._items.move_to_end((id(embedder), text))
+            return item[1]
+
+    def put(self, embedder: Embeddings, text: str, vector: list[float]) -> None:
+        with self._lock:
+            self._items[(id(embedder), text)] = (embedder, vector)
+            self._items.move_to_end((id(embedder), text))
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+_query_vectors = _QueryVectors(_QUERY_VECTORS)
+
+
+def query_vector(embedder: Embeddings, text: str, /) -> Steps[list[float]]:
+    """``text`` embedded as a query by ``embedder``: a step on first use, then from the cache."""
+    vector = _query_vectors.get(embedder, text)
+    if vector is None:
+        vector = yield step(embedder.embed_query, text)
+        _query_vectors.put(embedder, text, vector)
+    return vector

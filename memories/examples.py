@@ -39,6 +39,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from pydantic import Field
 
+from memories.embeddings import query_vector
 from memories.errors import InvalidInputError
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.parts import CountsTokens
@@ -369,7 +370,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         found: list[SearchResult] = yield step(self.backend.search, query)
         examples = [Example.of(r) for r in found]
         if self.mmr and len(examples) > 1:
-            target = yield step(self.embedder.embed_query, selection.text)
+            target = yield from query_vector(self.embedder, selection.text)
             vectors = yield step(self.backend.vectors, [e.id for e in examples])
             examples = _diverse(examples, target, vectors, self.lambda_mult)
         return self._within_budget(examples, selection.k)

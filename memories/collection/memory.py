@@ -43,7 +43,7 @@ from memories.collection.extraction import (
 )
 from memories.collection.records import MemoryRecord, MemoryVersion
 from memories.collection.rules import MEMORY_PREFIX
-from memories.embeddings import cosine
+from memories.embeddings import cosine, query_vector
 from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
@@ -571,7 +571,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         then = [r for r in rules.current_at(changes, when) if rules.matches(r.metadata, wanted)]
         if not then:
             return []
-        target = yield step(self.embedder.embed_query, request.text)
+        target = yield from query_vector(self.embedder, request.text)
         vectors = yield step(self.embedder.embed_documents, [self._text(r.content) for r in then])
         scored = [
             (cosine(target, vector), record) for vector, record in zip(vectors, then, strict=True)
@@ -793,7 +793,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 return result, False
         if not candidates:
             return None, False
-        target = yield step(self.embedder.embed_query, text)
+        target = yield from query_vector(self.embedder, text)
         vectors = yield step(self.backend.vectors, list(candidates))
         scored = [(cosine(target, vector), doc_id) for doc_id, vector in vectors.items()]
         if not scored or max(scored)[0] < self.duplicate_threshold:

@@ -20,9 +20,7 @@ the turns next to it.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
 from functools import cached_property
@@ -30,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 
+from memories.embeddings import query_vector
 from memories.errors import BackendError, BackendUnavailableError
 from memories.kernel.background import BackgroundWork, describe_error
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
@@ -82,8 +81,6 @@ _MAX_QUEUED = 256
 _WRITE_INTERVAL = 0.25
 # How long a search waits for the writer to embed a queued turn before doing it itself.
 _EMBED_WAIT_SECONDS = 30.0
-# Query embeddings kept per process (a few hundred KB at 384 floats each).
-_QUERY_VECTORS = 256
 # Failures that say the store or the network is down, not that a document is bad.
 _OUTAGES = (BackendUnavailableError, OSError)
 # The memory's fields that describe its store, and its backend.
@@ -187,10 +184,7 @@ class ChromaBackend(VectorBackend):
         yield step(self._catch_up, query)
         vector = None
         if self.recall.uses_dense:
-            vector = _query_vectors.get(self.embedder, query.text)
-            if vector is None:
-                vector = yield step(self.embedder.embed_query, query.text)
-                _query_vectors.put(self.embedder, query.text, vector)
+            vector = yield from query_vector(self.embedder, query.text)
             yield step(self._embed_pending)
         found: list[SearchResult] = yield step(self._search, query, vector)
         return found
@@ -672,39 +666,6 @@ class ChromaBackend(VectorBackend):
     _acatch_up = blocking_twin(_catch_up)
     _aembed_pending = blocking_twin(_embed_pending)
     _asearch = blocking_twin(_search)
-
-
-class _QueryVectors:
-    """The process's last query embeddings, per embedder: a text searched again is embedded once.
-
-    A chain's input is often searched more than once (the memory's load, a
-    tool's search, the LangGraph store's search of several namespaces with
-    one query). Keyed by the embedder object itself, which an entry holds,
-    so that another embedder never gets its vectors.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[int, str], tuple[Embeddings, list[float]]] = OrderedDict()
-
-    def get(self, embedder: Embeddings, text: str) -> list[float] | None:
-        with self._lock:
-            item = self._items.get((id(embedder), text))
-            if item is None or item[0] is not embedder:
-                return None
-            self._items.move_to_end((id(embedder), text))
-            return item[1]
-
-    def put(self, embedder: Embeddings, text: str, vector: list[float]) -> None:
-        with self._lock:
-            self._items[(id(embedder), text)] = (embedder, vector)
-            self._items.move_to_end((id(embedder), text))
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-
-_query_vectors = _QueryVectors(_QUERY_VECTORS)
 
 
 def _number_turns(rows: Sequence[OutboxRow], index: NamespaceIndex) -> list[dict[str, Any]]:

@@ -454,3 +454,23 @@ def test_a_chain_with_another_output_key_loads_its_memories(
     assert memory.load_memory_variables({"input": "green tea?"}) == {
         "memories": "- I like green tea"
     }
+
+
+def test_the_duplicate_check_embeds_the_new_text_once(
+    make_collection: Callable[..., CollectionMemory],
+) -> None:
+    """Its search and its similarity check share the text's embedding."""
+    from tests.vector.conftest import WordEmbeddings
+
+    queries: list[str] = []
+
+    class CountingEmbeddings(WordEmbeddings):
+        def embed_query(self, text: str) -> list[float]:
+            queries.append(text)
+            return super().embed_query(text)
+
+    memory = make_collection(duplicate_threshold=0.75, embeddings=CountingEmbeddings())
+    converse(memory, ["I like green tea"])
+    queries.clear()
+    assert memory.duplicate_of("I like green tea a lot") is not None  # cosine 0.82
+    assert queries == ["I like green tea a lot"]

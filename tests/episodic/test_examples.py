@@ -306,3 +306,21 @@ def test_a_chain_with_another_output_key_loads_its_examples(
     memory.save_context({"input": "convert 3 miles"}, {"response": "4.8 km"})
     shown = memory.load_memory_variables({"input": "convert 5 miles"})["examples"]
     assert shown == "Human: convert 3 miles\nAI: 4.8 km"
+
+
+def test_a_diverse_selection_embeds_its_query_once(
+    make_examples: Callable[..., ExampleMemory],
+) -> None:
+    """The search and MMR's diversity pass share the query's embedding."""
+    queries: list[str] = []
+
+    class CountingEmbeddings(WordEmbeddings):
+        def embed_query(self, text: str) -> list[float]:
+            queries.append(text)
+            return super().embed_query(text)
+
+    memory = make_examples(k=2, mmr=True, embeddings=CountingEmbeddings())
+    memory.add_examples(EXAMPLES)
+    selected = memory.select_examples({"input": "convert 3 feet to metres"})
+    assert len(selected) == 2
+    assert queries == ["convert 3 feet to metres"]
