@@ -116,6 +116,34 @@ def _load(doc_id: str, data: str) -> OutboxRow:
     )
 
 
+_COPY = sa.delete(_outbox).where(
+    _outbox.c.target == sa.bindparam("t"),
+    _outbox.c.namespace == sa.bindparam("n"),
+    _outbox.c.doc_id == sa.bindparam("d"),
+    _outbox.c.row == sa.bindparam("r"),
+)
+
+
+def _delete_copies(
+    connection: sa.Connection, target: str, namespace: str, rows: Sequence[OutboxRow]
+) -> None:
+    """Delete exactly these copies from the outbox: a row queued again under the same id stays."""
+    copies = [
+        {"t": target, "n": namespace, "d": r.doc_id, "r": r.queued_as or _dump(r)} for r in rows
+    ]
+    connection.execute(_COPY, copies)
+
+
+def _queued_ids(
+    connection: sa.Connection, target: str, namespace: str, ids: Sequence[str]
+) -> set[str]:
+    """Which of ``ids`` have a copy waiting in the outbox."""
+    query = sa.select(_outbox.c.doc_id).where(
+        _outbox.c.target == target, _outbox.c.namespace == namespace, _outbox.c.doc_id.in_(ids)
+    )
+    return {doc_id for (doc_id,) in connection.execute(query)}
+
+
 class SQLiteOutbox:
     """Outbox rows in a SQLite file, keyed by store target and namespace."""
 
@@ -165,16 +193,8 @@ class SQLiteOutbox:
         """
         if not rows:
             return
-        t = _outbox
-        statement = sa.delete(t).where(
-            t.c.target == target,
-            t.c.namespace == namespace,
-            t.c.doc_id == sa.bindparam("d"),
-            t.c.row == sa.bindparam("r"),
-        )
         with self._errors("forget written turns"), self._engine.begin() as connection:
-            copies = [{"d": r.doc_id, "r": r.queued_as or _dump(r)} for r in rows]
-            connection.execute(statement, copies)
+            _delete_copies(connection, target, namespace, rows)
 
     def clear(self, target: str, namespace: str) -> None:
         """Forget every queued row of a namespace, and every row set aside."""
@@ -185,19 +205,21 @@ class SQLiteOutbox:
                 )
 
     def bury(self, target: str, namespace: str, failed: Sequence[tuple[OutboxRow, str]]) -> None:
-        """Move rows out of the queue into the dead letters, with their errors, atomically."""
+        """Move rows out of the queue into the dead letters, with their errors, atomically.
+
+        Exactly these copies leave the queue, as in :meth:`remove`: the same id
+        queued again meanwhile (an edit made while the store refused the
+        first) stays queued.
+        """
         now = time.time()
         values = [
             {"target": target, "namespace": namespace, "doc_id": row.doc_id, "row": _dump(row),
              "error": error, "created_at": now}
             for row, error in failed
         ]  # fmt: skip
-        ids = [row.doc_id for row, _ in failed]
         with self._errors("set aside a document"), self._engine.begin() as connection:
             connection.execute(sa.insert(_dead), values)
-            connection.execute(
-                sa.delete(_outbox).where(*self._keys(_outbox, target, namespace, ids))
-            )
+            _delete_copies(connection, target, namespace, [row for row, _ in failed])
 
     def dead_letters(self, target: str, namespace: str) -> list[DeadLetter]:
         """The rows of a namespace set aside, oldest first."""
@@ -210,26 +232,39 @@ class SQLiteOutbox:
             return [DeadLetter(_load(i, row), e, t) for i, row, e, t in connection.execute(query)]
 
     def revive(self, target: str, namespace: str, ids: Sequence[str] | None) -> int:
-        """Queue dead letters again (all, or those with ``ids``); return how many."""
-        letters = [
-            d for d in self.dead_letters(target, namespace) if ids is None or d.row.doc_id in ids
-        ]
-        if not letters:
-            return 0
+        """Queue dead letters again (all, or those with ``ids``); return how many left the letters.
+
+        A letter whose id was queued again since is dropped instead: that newer
+        copy is written, and the old one must not overwrite it after.
+        """
+        query = (
+            sa.select(_dead.c.id, _dead.c.doc_id, _dead.c.row)
+            .where(_dead.c.target == target, _dead.c.namespace == namespace)
+            .order_by(_dead.c.id)
+        )
         now = time.time()
         with self._errors("queue set-aside documents"), self._engine.begin() as connection:
-            connection.execute(
-                sa.insert(_outbox),
-                [{"target": target, "namespace": namespace, "doc_id": d.row.doc_id,
-                  "row": _dump(d.row), "created_at": now} for d in letters],
-            )  # fmt: skip
-            done = [d.row.doc_id for d in letters]
-            connection.execute(sa.delete(_dead).where(*self._keys(_dead, target, namespace, done)))
+            # Read, queue and delete in one transaction, by the letters' own keys:
+            # a document set aside meanwhile under the same id stays set aside.
+            letters = [
+                (key, doc_id, row)
+                for key, doc_id, row in connection.execute(query)
+                if ids is None or doc_id in ids
+            ]
+            if not letters:
+                return 0
+            queued = _queued_ids(connection, target, namespace, [d for _, d, _ in letters])
+            # A copy queued since (an edit) is newer: it stands for the letter.
+            values = [
+                {"target": target, "namespace": namespace, "doc_id": doc_id, "row": row,
+                 "created_at": now}
+                for _, doc_id, row in letters
+                if doc_id not in queued
+            ]  # fmt: skip
+            if values:
+                connection.execute(sa.insert(_outbox), values)
+            connection.execute(sa.delete(_dead).where(_dead.c.id.in_([k for k, _, _ in letters])))
         return len(letters)
-
-    @staticmethod
-    def _keys(table: sa.Table, target: str, namespace: str, ids: Sequence[str]) -> list[Any]:
-        return [table.c.target == target, table.c.namespace == namespace, table.c.doc_id.in_(ids)]
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[None]:
@@ -285,7 +320,8 @@ class MemoryOutbox:
             queue = self._rows.get((target, namespace), {})
             dead = self._dead.setdefault((target, namespace), {})
             for row, error in failed:
-                queue.pop(row.doc_id, None)
+                if queue.get(row.doc_id) == row:  # this copy, not one queued again since
+                    del queue[row.doc_id]
                 dead[row.doc_id] = DeadLetter(row, error, now)
 
     def dead_letters(self, target: str, namespace: str) -> list[DeadLetter]:
@@ -294,13 +330,18 @@ class MemoryOutbox:
             return list(self._dead.get((target, namespace), {}).values())
 
     def revive(self, target: str, namespace: str, ids: Sequence[str] | None) -> int:
-        """Queue dead letters again (all, or those with ``ids``); return how many."""
+        """Queue dead letters again (all, or those with ``ids``); return how many left the letters.
+
+        A letter whose id was queued again since is dropped: the newer copy stands for it.
+        """
         with self._lock:
             dead = self._dead.get((target, namespace), {})
             chosen = [i for i in dead if ids is None or i in ids]
             queue = self._rows.setdefault((target, namespace), {})
             for doc_id in chosen:
-                queue[doc_id] = dead.pop(doc_id).row
+                letter = dead.pop(doc_id)
+                # A copy queued since (an edit) is newer: it is what the store must get.
+                queue.setdefault(doc_id, letter.row)
         return len(chosen)
 
 
