@@ -173,6 +173,14 @@ def _checking(lines: Iterable[str], progress: bool | None) -> Iterable[str]:
     return tqdm(lines, desc="check", unit="line", disable=disable, file=sys.stderr)
 
 
+def _dead_letters(args: argparse.Namespace) -> int:
+    from memories.commands import dead_letters, open_memory
+
+    memory = open_memory(args.config, args.session, args.namespace)
+    dead_letters(memory, sys.stdout, retry=args.retry)
+    return 0
+
+
 def _clear(args: argparse.Namespace) -> int:
     from memories.commands import clear, clear_targets, open_memory
 
@@ -286,6 +294,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     clear.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     clear.set_defaults(run=_clear)
+
+    letters = configured(
+        "dead-letters", "list the vector documents the store refused and set aside"
+    )
+    letters.add_argument(
+        "--retry",
+        nargs="*",
+        metavar="ID",
+        help="queue these set-aside documents again (no ID: all of them) and write them now",
+    )
+    letters.set_defaults(run=_dead_letters)
     return parser
 
 

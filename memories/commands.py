@@ -14,6 +14,7 @@ import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -50,6 +51,7 @@ __all__ = [
     "chat_memories",
     "clear",
     "clear_targets",
+    "dead_letters",
     "export_jsonl",
     "flush",
     "histories_of",
@@ -331,6 +333,46 @@ def _inspect_vector(vector: Any, out: TextIO, *, last: int | None) -> None:
         session = record.metadata.get("session", "?")
         text = record.text.replace("\n", " | ")
         out.write(f"  [{session}] {text[:100]}{'…' if len(text) > 100 else ''}\n")
+
+
+def dead_letters(
+    memory: LangChainBaseMemory, out: TextIO, *, retry: list[str] | None = None
+) -> int:
+    """Print the documents each vector memory's store refused and set aside; return how many.
+
+    With ``retry``, first queue them again (an empty list: all of them) and
+    write them now: one the store refuses again is set aside again.
+
+    Raises:
+        ConfigError: the memory has no vector memory, or keeps it in this
+            process only (another process's letters are not there to see).
+    """
+    vectors = _vector_memories(memory)
+    if not vectors:
+        raise ConfigError(
+            "`memories dead-letters` works on vector memories (vector, collection, examples), "
+            f"and a {type(memory).__name__} has none."
+        )
+    if any(v.mode == "memory" for v in vectors):
+        raise ConfigError(
+            "`memories dead-letters` needs a store that outlives the process; this config's "
+            "vector memory is in memory (mode: memory)."
+        )
+    remaining = 0
+    for vector in vectors:
+        where = f"vector namespace {'.'.join(vector.namespace)} in the {vector.backend.location}"
+        if retry is not None:
+            queued = vector.retry_dead_letters(retry or None)
+            out.write(f"{where}: {queued} set-aside documents queued again and written\n")
+        letters = vector.dead_letters()
+        remaining += len(letters)
+        out.write(f"{where}: {len(letters)} documents set aside\n")
+        for letter in letters:
+            when = datetime.fromtimestamp(letter.created_at, UTC).isoformat(timespec="seconds")
+            text = letter.row.text.replace("\n", " | ")
+            out.write(f"  {letter.row.doc_id}  {when}  {letter.error}\n")
+            out.write(f"    {text[:100]}{'…' if len(text) > 100 else ''}\n")
+    return remaining
 
 
 def _count(history: ChatHistory) -> int:

@@ -387,7 +387,8 @@ class ChromaBackend(VectorBackend):
             index.forget_pending([row.doc_id for row, _ in refused])
         logger.warning(
             "%d document(s) of namespace %r were refused (%s) and set aside; the others were "
-            "written. memory.dead_letters() lists them; retry_dead_letters() queues them again.",
+            "written. memory.dead_letters() or `memories dead-letters --config ...` lists them; "
+            "retry_dead_letters() or `--retry` queues them again.",
             len(refused),
             self.namespace,
             refused[0][1],

@@ -708,3 +708,41 @@ def test_collections_export_their_versions_and_import_them_elsewhere(
 
     code, _, _ = run(["clear", "--config", str(config), "--yes", "--erase-namespace"], capsys)
     assert code == 0 and create_memory(config).list() == []
+
+
+def test_dead_letters_lists_refused_documents_and_retry_writes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An operator sees and retries, from the shell, what the store refused."""
+    from memories import VectorMemory
+    from tests.vector.test_persistence import _picky
+
+    folder = str(tmp_path / "chroma")
+    picky = VectorMemory(path=folder, namespace=["users", "maya"], embeddings=_picky())
+    picky.search("warm up")  # index loaded: saves are queued and written together
+    for line in ("I live in Oslo", "POISON pasted document", "my cat is Tom"):
+        picky.save_context({"input": line}, {"output": "ok"})
+    assert picky.flush() is True
+    picky.close()
+    config = write_config(
+        tmp_path / "vector.yaml",
+        {"type": "vector", "path": folder, "namespace": ["users", "maya"],
+         "embeddings": "tests.vector.conftest:WordEmbeddings"},
+    )  # fmt: skip
+    code, out, _ = run(["dead-letters", "--config", str(config)], capsys)
+    assert code == 0
+    assert "vector namespace users.maya in the Chroma folder" in out
+    assert "1 documents set aside" in out and "input too long for this model" in out
+    assert "input: POISON pasted document" in out
+    code, out, _ = run(["dead-letters", "--config", str(config), "--retry"], capsys)
+    assert code == 0 and "1 set-aside documents queued again and written" in out
+    assert "0 documents set aside" in out
+    code, _, err = run(["dead-letters", "--config", str(tmp_path / "nope.yaml")], capsys)
+    assert code == 2 and "nope.yaml" in err
+
+
+def test_dead_letters_of_a_memory_without_a_vector_store_is_a_clear_error(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["dead-letters", "--config", str(config)], capsys)
+    assert code == 2 and "works on vector memories" in err and "WindowMemory" in err
