@@ -27,9 +27,7 @@ def test_a_row_queued_again_while_its_older_copy_was_written_stays_queued(
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "memory"])
-def test_setting_aside_a_refused_copy_keeps_the_one_queued_since(
-    kind: str, tmp_path: Path
-) -> None:
+def test_setting_aside_a_refused_copy_keeps_the_one_queued_since(kind: str, tmp_path: Path) -> None:
     """The store refused the first copy; an edit queued meanwhile must still be written."""
     outbox = SQLiteOutbox(str(tmp_path / "outbox.db")) if kind == "sqlite" else MemoryOutbox()
     first = OutboxRow("doc", "the text", {"feedback": 0.0}, needs_turn=False, replace=True)
