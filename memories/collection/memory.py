@@ -289,27 +289,51 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         yield from self._indexing(keys, items)
 
     def _lining_up(self) -> Steps[None]:
-        """Once per object: rebuild the index from the ledger if they disagree.
+        """Once per object: bring the index in line with the ledger where they disagree.
 
         The index can lag the ledger: an in-process index (``mode="memory"``)
         after a restart, a moved Chroma folder, or a process that died between
-        the two writes of a change. The ledger is the truth.
+        the two writes of a change. The ledger is the truth: a memory missing
+        from the index (or one the ledger no longer has) rebuilds the index
+        whole; a memory indexed at another version than the ledger's is
+        indexed again.
         """
         if self._in_line:
             return
         items = yield step(self._store.keys, self.namespace, MEMORY_PREFIX)
         indexed = yield step(self.backend.count)
-        if indexed != len(items):
+        stale = (yield from self._stale(items)) if indexed == len(items) else None
+        if stale:
             logger.warning(
-                "Collection %r: the index holds %d memories and the ledger %d; re-indexing.",
+                "Collection %r: %d memories are indexed at another version than the ledger's; "
+                "indexing them again.",
+                self.namespace,
+                len(stale),
+            )
+            yield from self._indexing([item.key for item in stale], stale)
+        elif stale is None:
+            logger.warning(
+                "Collection %r: the index holds %d memories and the ledger %d%s; re-indexing.",
                 self.namespace,
                 indexed,
                 len(items),
+                ", not the same ones" if indexed == len(items) else "",
             )
             yield step(self.backend.erase_namespace)
             if items:
                 yield step(self.backend.add, [self._row(i) for i in items], progress=False)
         self._in_line = True
+
+    def _stale(self, items: Sequence[ProfileItem]) -> Steps[list[ProfileItem] | None]:
+        """The ledger's memories indexed at another version; None when one is not indexed."""
+        if not items:
+            return []
+        ids = [item.key.removeprefix(MEMORY_PREFIX) for item in items]
+        found = yield step(self.backend.get, ids)
+        versions = {r.id: r.metadata.get("version") for r in found}
+        if len(versions) != len(items):
+            return None
+        return [item for item, i in zip(items, ids, strict=True) if versions[i] != item.version]
 
     def _direct(self, memory_id: str, plan: Any, kind: str) -> Steps[MemoryRecord | None]:
         """A write by hand to one memory: read its version, plan, compare-and-set, retry."""

@@ -474,3 +474,27 @@ def test_the_duplicate_check_embeds_the_new_text_once(
     queries.clear()
     assert memory.duplicate_of("I like green tea a lot") is not None  # cosine 0.82
     assert queries == ["I like green tea a lot"]
+
+
+def test_an_update_the_index_missed_is_indexed_again_by_the_next_process(
+    make_collection: Callable[..., CollectionMemory],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A process died between the ledger's write and the index's: same count, old text."""
+    url, collection = f"sqlite:///{tmp_path / 'died.db'}", f"d{uuid.uuid4().hex[:8]}"
+    first = make_collection(url=url, collection=collection)
+    tea = first.put("User likes tea")
+    first.put("User owns a bike")
+    assert len(first.search("User", k=10)) == 2  # this object has checked its index
+    with monkeypatch.context() as died:
+        died.setattr(CollectionMemory, "_indexing", lambda self, keys, items: iter(()))
+        first.update(tea, "User likes strong coffee")
+    assert [r.content for r in first.search("tea", k=1)] == ["User likes tea"]  # the stale index
+    again = make_collection(url=url, collection=collection)
+    with caplog.at_level("WARNING"):
+        found = again.search("strong coffee", k=1)
+    assert [(r.content, r.version) for r in found] == [("User likes strong coffee", 2)]
+    assert "1 memories are indexed at another version" in caplog.text
+    assert len(again.search("User", k=10)) == 2
