@@ -11,8 +11,11 @@ running summary of :mod:`memories.summary`:
   (``summary``, ``summarized_through``) and changes only what the *model* is
   shown: the summary, then the messages after the fold point.
 - **a failing summary call changes nothing**: the run goes on with the old
-  summary and the messages, the failure is logged, and the next model call
-  tries again (LangChain's raises into the run).
+  summary and the messages, the failure is logged, and a later model call
+  tries again, after a backoff as the summary memories' (1, 2, 4... up to 16
+  model calls skipped, counted in the state's ``summary_failures`` /
+  ``summary_retry_in``), so a summariser that is down does not add its
+  timeout to every model call (LangChain's raises into the run).
 - **a tool call is never separated from its results**: folds cut only before
   a message that is not a tool result (the forms of ``trigger`` and ``keep``
   are :mod:`memories.summary_triggers`'s).
@@ -62,6 +65,10 @@ class SummaryAgentState(AgentState[Any]):
     """The summary of every message up to ``summarized_through``."""
     summarized_through: NotRequired[str]
     """The id of the last message folded into the summary."""
+    summary_failures: NotRequired[int]
+    """Consecutive failed summary calls (0 or absent: the last one worked)."""
+    summary_retry_in: NotRequired[int]
+    """Model calls still to skip before the summary is tried again (backoff)."""
 
 
 class SummarizationMiddleware(AgentMiddleware[SummaryAgentState, Any]):
@@ -146,34 +153,48 @@ class SummarizationMiddleware(AgentMiddleware[SummaryAgentState, Any]):
 
     # -- the fold, before each model call ------------------------------------------
 
-    def _plan(self, state: dict[str, Any]) -> tuple[list[BaseMessage], str] | None:
-        """The messages to fold now and the summary they extend, or None (no fold)."""
+    def _plan(self, state: dict[str, Any]) -> tuple[list[BaseMessage], SummaryState] | None:
+        """The messages to fold now and the state they extend, or None (no fold)."""
         if not self.trigger:
             return None
-        summary = state.get("summary", "")
         unfolded = _after(state["messages"], state.get("summarized_through"))
-        counts = tuple(self.count([m]) for m in unfolded)
-        starts = tuple(not isinstance(m, ToolMessage) for m in unfolded)
         pending = SummaryState(
-            summary=summary, seqs=tuple(range(len(unfolded))), counts=counts, starts=starts
+            summary=state.get("summary", ""),
+            seqs=tuple(range(len(unfolded))),
+            counts=tuple(self.count([m]) for m in unfolded),
+            starts=tuple(not isinstance(m, ToolMessage) for m in unfolded),
+            failures=int(state.get("summary_failures") or 0),
+            retry_in=int(state.get("summary_retry_in") or 0),
         )
         if fired(self.trigger, pending, window=self.window, drift=None) is None:
             return None
         cut = kept_count(pending, self.keep, window=self.window)
-        return (unfolded[:cut], summary) if cut > 0 else None
+        return (unfolded[:cut], pending) if cut > 0 else None
 
     def _folding(self, state: dict[str, Any]) -> Steps[dict[str, Any] | None]:
-        """The steps of one fold: the state update, or None (no fold, or the call failed)."""
+        """The steps of one fold: the state update, or None (no fold)."""
         plan = self._plan(state)
         if plan is None:
             return None
-        folded, summary = plan
+        folded, pending = plan
+        ready, through = pending.to_fold(len(folded), force=False)
+        if through is None:  # a backoff turn: skipped, and counted
+            return {"summary_retry_in": ready.retry_in}
         try:
-            new = yield from self._summarizer.summarizing(folded, summary)
+            new = yield from self._summarizer.summarizing(folded, pending.summary)
         except LLMError as exc:
-            logger.warning("Summary not updated (messages and summary kept; retried): %s", exc)
-            return None
-        return {"summary": new, "summarized_through": folded[-1].id}
+            failed = pending.failed(str(exc))
+            logger.warning(
+                "Summary not updated (messages and summary kept; tried again in %d model "
+                "calls): %s",
+                failed.retry_in + 1,
+                exc,
+            )
+            return {"summary_failures": failed.failures, "summary_retry_in": failed.retry_in}
+        done: dict[str, Any] = {"summary": new, "summarized_through": folded[-1].id}
+        if pending.failures:
+            done.update(summary_failures=0, summary_retry_in=0)
+        return done
 
     def before_model(
         self, state: SummaryAgentState, runtime: Runtime[Any]

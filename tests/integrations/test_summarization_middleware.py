@@ -112,3 +112,31 @@ def test_older_argument_forms_map_to_the_new_ones_and_ambiguity_is_refused() -> 
         SummarizationMiddleware(model, trigger=("fraction", 0.8))
     with pytest.raises(ConfigError, match="not one of"):
         SummarizationMiddleware(model, trigger=("lines", 3))
+
+
+def test_a_summariser_that_is_down_is_tried_with_backoff_not_before_every_model_call() -> None:
+    """Each failed try may cost its timeout: 4 tries in 10 model calls, not 10; then it recovers."""
+    down = RuntimeError("summary provider down")
+    summaries = FlakyModel(script=[down] * 4 + ["the user counted to twelve"])
+    questions = [f"question {i}" for i in range(12)]
+    model = ScriptedChatModel(responses=[f"answer {i}" for i in range(12)], echo=False)
+    middleware = SummarizationMiddleware(summaries, trigger=("messages", 5), keep=("messages", 2))
+    agent = create_agent(model, [], middleware=[middleware], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    tried_at = []
+    for i, question in enumerate(questions):
+        before = len(summaries.prompts)
+        agent.invoke({"messages": [HumanMessage(question)]}, config)
+        if len(summaries.prompts) > before:
+            tried_at.append(i)
+    # The trigger fires from the fourth question on: tries at 3, 4, then after 1 and 3 skips.
+    assert tried_at == [3, 4, 6, 10]
+    state = agent.get_state(config).values
+    assert state["summary_failures"] == 4 and "summary" not in state
+    assert len(state["messages"]) == 24  # nothing was lost meanwhile
+    # After 7 skipped calls (questions 11 to 17), the next try works and resets.
+    for i in range(12, 19):
+        agent.invoke({"messages": [HumanMessage(f"question {i}")]}, config)
+    state = agent.get_state(config).values
+    assert state["summary"] == "the user counted to twelve"
+    assert state["summary_failures"] == 0 and state["summary_retry_in"] == 0
