@@ -10,6 +10,7 @@ turned into the library's own in :func:`transaction`.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -51,6 +52,8 @@ __all__ = [
 
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
 
+logger = logging.getLogger(__name__)
+
 _engines: dict[str, Engine] = {}
 _ready: set[tuple[int, int]] = set()
 _lock = threading.Lock()
@@ -78,8 +81,18 @@ def get_engine(url: str) -> Engine:
         return engine
 
 
+#: ``MetaData.info`` key of the statements :func:`ensure_tables` runs after making the
+#: tables, per dialect name: idempotent DDL (``CREATE INDEX IF NOT EXISTS``) that
+#: SQLAlchemy's ``create_all`` cannot express or does not add to an existing table.
+EXTRA_DDL = "memories_extra_ddl"
+
+
 def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
     """Create ``metadata``'s tables on ``engine`` unless this process already did.
+
+    Then run its extra DDL for the engine's dialect (see :data:`EXTRA_DDL`),
+    which also brings tables an older version made up to date. A statement
+    that fails is logged, not raised: it adds speed, never correctness.
 
     Raises:
         BackendUnavailableError: the database cannot be opened or written.
@@ -95,6 +108,17 @@ def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
             # finds the tables made, which is all it wanted.
             if "already exists" not in str(exc.__cause__):
                 raise
+        for statement in metadata.info.get(EXTRA_DDL, {}).get(engine.dialect.name, ()):
+            try:
+                with engine.begin() as connection:
+                    connection.exec_driver_sql(statement)
+            except SQLAlchemyError as exc:
+                logger.warning(
+                    "Could not run %r on %s (%s); the store works without it, only slower.",
+                    statement,
+                    redacted(url),
+                    exc,
+                )
         _ready.add((id(engine), id(metadata)))
 
 

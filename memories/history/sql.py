@@ -38,7 +38,7 @@ from memories.history.edits import current_ids, shown
 from memories.history.records import Edit, Item, NewEdit
 from memories.messages import dump_message, load_message
 from memories.paths import default_file
-from memories.sql import Database, Prepared, log_table, redacted
+from memories.sql import EXTRA_DDL, Database, Prepared, log_table, redacted
 
 __all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory"]
 
@@ -65,6 +65,21 @@ messages_table = log_table(
     sa.Index("ix_memories_messages_session_type", "session_id", "type", "id"),
     index="ix_memories_messages_session_id",
 )
+
+#: A message's own id inside its stored JSON (``message_to_dict``'s form), per
+#: dialect. An index on it finds the messages an agent's turn names by id without
+#: reading the session (a LIKE scan cost 77 ms a turn at 100,000 messages).
+_MESSAGE_ID = {
+    "sqlite": "json_extract(message, '$.data.id')",
+    "postgresql": "((message::json -> 'data') ->> 'id')",
+}
+metadata.info[EXTRA_DDL] = {
+    dialect: [
+        "CREATE INDEX IF NOT EXISTS ix_memories_messages_session_message_id "
+        f"ON memories_messages (session_id, {expression})"
+    ]
+    for dialect, expression in _MESSAGE_ID.items()
+}
 
 state_table = sa.Table(
     "memories_state",
@@ -309,19 +324,15 @@ class SQLHistory(ChatHistory):
         return state, _changes(found, after, since)
 
     def seqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
-        """Reads the rows that hold one of ``ids`` and every edit row (edits are few)."""
+        """Reads the messages with one of ``ids`` (through the id index) and every edit row."""
         ids = list(ids)
         if not ids:
             return {}
-        holds = [messages_table.c.message.contains(i, autoescape=True) for i in ids]
-        query = (
-            sa.select(*_ROW)
-            .where(messages_table.c.session_id == self.session_id, sa.or_(_EDIT_ROW, *holds))
-            .order_by(_row_id)
-        )
         with self._db.transaction() as connection:
+            query = _with_ids(connection.dialect.name, self.session_id, ids)
             rows = connection.execute(query).all()
-        return current_ids([_decoded(*row) for row in rows], ids)
+        records = sorted({r.seq: r for r in (_decoded(*row) for row in rows)}.values(), key=_seq)
+        return current_ids(records, ids)
 
     def start_of_last_exchanges(self, k: int, /) -> int | None:
         if k <= 0:
@@ -468,6 +479,20 @@ def _decoded(seq: int, kind: str, text: str) -> Entry | Edit:
 
 def _seq(record: Entry | Edit) -> int:
     return record.seq
+
+
+def _with_ids(dialect: str, session_id: str, ids: list[str]) -> sa.CompoundSelect:
+    """The rows of a session holding a message with one of ``ids``, and its edit rows."""
+    mine = messages_table.c.session_id == session_id
+    expression = _MESSAGE_ID.get(dialect)
+    holds: sa.ColumnElement[bool]
+    if expression is not None:
+        holds = sa.literal_column(expression).in_(ids)
+    else:  # no index on the id here: a match anywhere in the text, sorted out by the caller
+        holds = sa.or_(*(messages_table.c.message.contains(i, autoescape=True) for i in ids))
+    # Two SELECTs, each on its own index (an OR of the two scans the session).
+    messages, edits = sa.select(*_ROW).where(mine, holds), sa.select(*_ROW).where(mine, _EDIT_ROW)
+    return sa.union_all(messages, edits)
 
 
 def _changes(found: Sequence[Entry | Edit], after: int | None, since: int) -> Changes:

@@ -93,3 +93,21 @@ def test_postgres_connections_carry_the_bounds_unless_the_url_sets_them(postgres
             assert parameters["keepalives_idle"] == idle
             assert parameters["keepalives_count"] == "3"
             assert parameters["tcp_user_timeout"] == "25000"
+
+
+def test_a_message_is_found_by_id_through_the_expression_index(postgres_url: str) -> None:
+    from langchain_core.messages import HumanMessage
+    from sqlalchemy import text
+
+    from memories.history.sql import _with_ids
+
+    history = SQLHistory(postgres_url, session_id="by-id")
+    history.write([HumanMessage("named", id="pg-m-1"), HumanMessage("other", id="pg-m-2")])
+    assert history.seqs_of(["pg-m-2", "absent"]) == {"pg-m-2": history.entries()[-1].seq}
+    engine = history._db.engine
+    query = _with_ids("postgresql", "by-id", ["pg-m-1"])
+    with engine.connect() as connection:
+        connection.execute(text("SET enable_seqscan = off"))  # a small table: show the index works
+        sql = str(query.compile(engine, compile_kwargs={"literal_binds": True}))
+        plan = " ".join(row[0] for row in connection.exec_driver_sql(f"EXPLAIN {sql}"))
+    assert "ix_memories_messages_session_message_id" in plan
