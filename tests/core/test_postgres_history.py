@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from langchain_core.messages import HumanMessage
 
 from memories import SQLHistory, TokenBufferMemory
 from tests.contract.history_contract import HistoryContract, MakeHistory
@@ -111,3 +112,32 @@ def test_a_message_is_found_by_id_through_the_expression_index(postgres_url: str
         sql = str(query.compile(engine, compile_kwargs={"literal_binds": True}))
         plan = " ".join(row[0] for row in connection.exec_driver_sql(f"EXPLAIN {sql}"))
     assert "ix_memories_messages_session_message_id" in plan
+
+
+def test_opening_a_busy_database_does_not_wait_on_its_writers(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The id index is looked for before CREATE INDEX, which would lock out writers first."""
+    import time
+
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    import memories.sql
+
+    SQLHistory(postgres_url, session_id="busy").add_messages([HumanMessage("made")])
+    monkeypatch.setattr(memories.sql, "STATEMENT_TIMEOUT_SECONDS", 2)
+    plain = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
+    with psycopg.connect(plain) as writer:  # another server, mid-transaction on the table
+        writer.execute(
+            "INSERT INTO memories_messages (session_id, type, message, created_at) "
+            """VALUES ('other', 'human', '{"type": "human", "data": {"content": "x"}}', 0)"""
+        )
+        start = time.monotonic()
+        with caplog.at_level("WARNING"):
+            history = SQLHistory(f"{postgres_url}?application_name=busy-open", session_id="busy")
+            assert [e.message.text for e in history.entries()] == ["made"]
+        waited = time.monotonic() - start
+        writer.rollback()
+    assert waited < 1.5, f"waited {waited:.1f} s"
+    assert "Could not run" not in caplog.text
