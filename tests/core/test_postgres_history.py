@@ -141,3 +141,41 @@ def test_opening_a_busy_database_does_not_wait_on_its_writers(
         writer.rollback()
     assert waited < 1.5, f"waited {waited:.1f} s"
     assert "Could not run" not in caplog.text
+
+
+def test_a_large_table_is_not_indexed_on_opening_and_the_warning_says_how(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Building on a big table would lock its writers out for the build: left to the DBA."""
+    import sqlalchemy as sa
+
+    import memories.sql
+    from memories.history.sql import _id_index_ddl, metadata
+    from memories.sql import EXTRA_DDL
+
+    url = f"{postgres_url}?application_name=large-table"
+    history = SQLHistory(url, session_id="large")
+    history.write([HumanMessage("named", id="large-1")])
+    engine = history._db.engine
+    with engine.begin() as connection:
+        connection.execute(sa.text("DROP INDEX ix_memories_messages_session_message_id"))
+    monkeypatch.setitem(metadata.info, EXTRA_DDL, _id_index_ddl(1))  # "large": 1 row or more
+    monkeypatch.setattr(memories.sql, "_ready", set())
+    with caplog.at_level("WARNING"):
+        reopened = SQLHistory(url, session_id="large")
+        assert reopened.seqs_of(["large-1"]) == {"large-1": history.entries()[-1].seq}
+    assert "holds 1 rows or more" in caplog.text
+    assert "CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_memories_messages_session" in caplog.text
+    with engine.connect() as connection:
+        found = connection.execute(
+            sa.text("SELECT to_regclass('ix_memories_messages_session_message_id')")
+        ).scalar()
+    assert found is None
+    monkeypatch.setitem(metadata.info, EXTRA_DDL, _id_index_ddl(100_000))
+    monkeypatch.setattr(memories.sql, "_ready", set())
+    SQLHistory(url, session_id="large").entries()  # a small table: made on opening
+    with engine.connect() as connection:
+        found = connection.execute(
+            sa.text("SELECT to_regclass('ix_memories_messages_session_message_id')")
+        ).scalar()
+    assert found is not None
