@@ -462,18 +462,12 @@ def test_the_duplicate_check_embeds_the_new_text_once(
     """Its search and its similarity check share the text's embedding."""
     from tests.vector.conftest import WordEmbeddings
 
-    queries: list[str] = []
-
-    class CountingEmbeddings(WordEmbeddings):
-        def embed_query(self, text: str) -> list[float]:
-            queries.append(text)
-            return super().embed_query(text)
-
-    memory = make_collection(duplicate_threshold=0.75, embeddings=CountingEmbeddings())
+    embeddings = WordEmbeddings()
+    memory = make_collection(duplicate_threshold=0.75, embeddings=embeddings)
     converse(memory, ["I like green tea"])
-    queries.clear()
+    embeddings.queries.clear()
     assert memory.duplicate_of("I like green tea a lot") is not None  # cosine 0.82
-    assert queries == ["I like green tea a lot"]
+    assert embeddings.queries == ["I like green tea a lot"]
 
 
 def test_an_update_the_index_missed_is_indexed_again_by_the_next_process(

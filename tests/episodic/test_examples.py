@@ -312,15 +312,9 @@ def test_a_diverse_selection_embeds_its_query_once(
     make_examples: Callable[..., ExampleMemory],
 ) -> None:
     """The search and MMR's diversity pass share the query's embedding."""
-    queries: list[str] = []
-
-    class CountingEmbeddings(WordEmbeddings):
-        def embed_query(self, text: str) -> list[float]:
-            queries.append(text)
-            return super().embed_query(text)
-
-    memory = make_examples(k=2, mmr=True, embeddings=CountingEmbeddings())
+    embeddings = WordEmbeddings()
+    memory = make_examples(k=2, mmr=True, embeddings=embeddings)
     memory.add_examples(EXAMPLES)
     selected = memory.select_examples({"input": "convert 3 feet to metres"})
     assert len(selected) == 2
-    assert queries == ["convert 3 feet to metres"]
+    assert embeddings.queries == ["convert 3 feet to metres"]

@@ -26,6 +26,8 @@ class WordEmbeddings(Embeddings):
     def __init__(self, dim: int = 64) -> None:
         self.dim = dim
         self.calls = 0
+        self.queries: list[str] = []
+        """Every text embedded as a query, in order."""
 
     def _vector(self, text: str) -> list[float]:
         vector = np.zeros(self.dim)
@@ -42,6 +44,7 @@ class WordEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         self.calls += 1
+        self.queries.append(text)
         return self._vector(text)
 
 
