@@ -359,8 +359,7 @@ class SQLHistory(ChatHistory):
         with self._db.transaction() as connection:
             query = _with_ids(connection.dialect.name, self.session_id, ids)
             rows = connection.execute(query).all()
-        records = sorted({r.seq: r for r in (_decoded(*row) for row in rows)}.values(), key=_seq)
-        return current_ids(records, ids)
+        return current_ids(_in_order([_decoded(*row) for row in rows]), ids)
 
     def start_of_last_exchanges(self, k: int, /) -> int | None:
         if k <= 0:
@@ -523,9 +522,14 @@ def _with_ids(dialect: str, session_id: str, ids: list[str]) -> sa.CompoundSelec
     return sa.union_all(messages, edits)
 
 
+def _in_order(found: Sequence[Entry | Edit]) -> list[Entry | Edit]:
+    """The records two SELECTs found, each once (a row may be in both), in log order."""
+    return sorted({r.seq: r for r in found}.values(), key=_seq)
+
+
 def _changes(found: Sequence[Entry | Edit], after: int | None, since: int) -> Changes:
-    """The :class:`Changes` in the records two SELECTs found (a row may be in both)."""
-    records = sorted({r.seq: r for r in found}.values(), key=_seq)
+    """The :class:`Changes` in the records two SELECTs found."""
+    records = _in_order(found)
     new = [r for r in records if after is None or r.seq > after]
     return Changes(shown(new), [r for r in records if isinstance(r, Edit) and r.seq > since])
 

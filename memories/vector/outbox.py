@@ -134,6 +134,15 @@ def _delete_copies(
     connection.execute(_COPY, copies)
 
 
+def _letters(target: str, namespace: str) -> sa.Select[Any]:
+    """A namespace's dead letters, oldest first: key, doc_id, row, error, created_at."""
+    return (
+        sa.select(_dead.c.id, _dead.c.doc_id, _dead.c.row, _dead.c.error, _dead.c.created_at)
+        .where(_dead.c.target == target, _dead.c.namespace == namespace)
+        .order_by(_dead.c.id)
+    )
+
+
 def _queued_ids(
     connection: sa.Connection, target: str, namespace: str, ids: Sequence[str]
 ) -> set[str]:
@@ -223,13 +232,11 @@ class SQLiteOutbox:
 
     def dead_letters(self, target: str, namespace: str) -> list[DeadLetter]:
         """The rows of a namespace set aside, oldest first."""
-        query = (
-            sa.select(_dead.c.doc_id, _dead.c.row, _dead.c.error, _dead.c.created_at)
-            .where(_dead.c.target == target, _dead.c.namespace == namespace)
-            .order_by(_dead.c.id)
-        )
+        query = _letters(target, namespace)
         with self._errors("read set-aside documents"), self._engine.connect() as connection:
-            return [DeadLetter(_load(i, row), e, t) for i, row, e, t in connection.execute(query)]
+            return [
+                DeadLetter(_load(i, row), e, t) for _, i, row, e, t in connection.execute(query)
+            ]
 
     def revive(self, target: str, namespace: str, ids: Sequence[str] | None) -> int:
         """Queue dead letters again (all, or those with ``ids``); return how many left the letters.
@@ -237,18 +244,14 @@ class SQLiteOutbox:
         A letter whose id was queued again since is dropped instead: that newer
         copy is written, and the old one must not overwrite it after.
         """
-        query = (
-            sa.select(_dead.c.id, _dead.c.doc_id, _dead.c.row)
-            .where(_dead.c.target == target, _dead.c.namespace == namespace)
-            .order_by(_dead.c.id)
-        )
+        query = _letters(target, namespace)
         now = time.time()
         with self._errors("queue set-aside documents"), self._engine.begin() as connection:
             # Read, queue and delete in one transaction, by the letters' own keys:
             # a document set aside meanwhile under the same id stays set aside.
             letters = [
                 (key, doc_id, row)
-                for key, doc_id, row in connection.execute(query)
+                for key, doc_id, row, _, _ in connection.execute(query)
                 if ids is None or doc_id in ids
             ]
             if not letters:
