@@ -33,4 +33,4 @@ test: install-dev
 lint:
 	$(PYTHON) -m ruff check $(LINT_PATHS)
 	$(PYTHON) -m ruff format --check $(LINT_PATHS)
-	$(PYTHON) -m mypy
+	$(PYTHON) .ci/typecheck.py

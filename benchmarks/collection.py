@@ -42,9 +42,9 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from benchmarks.vector_latency import DEFAULT_DATA, PrefillCache, chat_texts
-from memories.collection import CollectionMemory
-from memories.tokens import TiktokenCounter
-from memories.vector import VectorMemory
+from memories.kernel.tokens import TiktokenCounter
+from memories.long_term.collection import CollectionMemory
+from memories.long_term.vector import VectorMemory
 
 
 class CountingModel(BaseChatModel):

@@ -55,6 +55,7 @@ from memories.integrations.minilm import (  # noqa: E402
     _usable_cores,
     build_batches,
 )
+
 from tests.integrations.minilm_reference import MiniLMReference, gt_model_dir  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"

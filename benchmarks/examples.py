@@ -47,7 +47,7 @@ from langchain_core.example_selectors import (
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from benchmarks.vector_latency import DEFAULT_DATA, PrefillCache, chat_texts
-from memories.examples import ExampleMemory
+from memories.long_term.examples import ExampleMemory
 
 Selector = Callable[[dict[str, str]], list[dict[str, Any]]]
 

@@ -70,7 +70,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from langchain_core.embeddings import Embeddings
 
-from memories.recall import (
+from memories.stores.recall import (
     RecallConfig,
     ScoredId,
     TurnPosition,
@@ -79,7 +79,7 @@ from memories.recall import (
     rank_candidates,
     speaker_key,
 )
-from memories.recall.scores import DEFAULT_CALIBRATION, ScoreCalibration, term_coverage
+from memories.stores.recall.scores import DEFAULT_CALIBRATION, ScoreCalibration, term_coverage
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "locomo" / "locomo_dev.json"
@@ -309,7 +309,7 @@ def load_embedder(spec: str, /) -> Embed:
     ``"default"`` is what ``VectorMemory()`` embeds with.
     """
     if spec == "default":
-        from memories.embeddings import default_embeddings
+        from memories.kernel.embeddings import default_embeddings
 
         embeddings = default_embeddings()
         return lambda texts: np.asarray(embeddings.embed_documents(list(texts)), dtype=np.float32)
@@ -406,7 +406,7 @@ def memory_recall(
     Returns:
         The tally per mode, and the seconds spent storing.
     """
-    from memories.vector import VectorMemory
+    from memories.long_term.vector import VectorMemory
 
     tallies = {name: RecallTally() for name in modes}
     stored = 0.0
@@ -861,7 +861,7 @@ class ScoreFeatures:
 
 
 def score_features(conversation: Conversation, embed: Embed, /) -> ScoreFeatures:
-    """The features :mod:`memories.recall.scores` maps, for every question and turn."""
+    """The features :mod:`memories.stores.recall.scores` maps, for every question and turn."""
     questions = scorable_questions(conversation)
     turns = conversation.turns
     config = RecallConfig()
@@ -964,7 +964,7 @@ def score_examples(
     conversations: Sequence[Conversation], embeddings: Embeddings, /, *, unrelated: str
 ) -> str:
     """Top scores through ``VectorMemory.search``: the real questions vs an unrelated query."""
-    from memories.vector import VectorMemory
+    from memories.long_term.vector import VectorMemory
 
     collection = f"locomo-scores-{uuid.uuid4().hex[:12]}"
     asked: list[float] = []
@@ -1010,8 +1010,8 @@ def search_timing(
     anew. The time spent giving results their calibrated scores is measured
     by wrapping that step.
     """
-    import memories.vector.chroma_backend as chroma_backend
-    from memories.vector import VectorMemory
+    import memories.stores.vector.chroma_backend as chroma_backend
+    from memories.long_term.vector import VectorMemory
 
     turns = [t for c in conversations for t in c.turns]
     questions = [q.text for c in conversations for q in scorable_questions(c)]

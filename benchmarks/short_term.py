@@ -46,15 +46,15 @@ from typing import Any, NamedTuple
 from langchain_core.language_models import FakeListLLM
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from memories.base import ChatMemory
-from memories.buffer import BufferMemory
-from memories.history.base import ChatHistory
-from memories.history.memory import InMemoryHistory
-from memories.history.sql import SQLiteHistory
-from memories.sql import get_engine
-from memories.token_buffer import TokenBufferMemory
-from memories.tokens import load_encoding
-from memories.window import WindowMemory
+from memories.core.base import ChatMemory
+from memories.kernel.tokens import load_encoding
+from memories.short_term.buffer import BufferMemory
+from memories.short_term.token_buffer import TokenBufferMemory
+from memories.short_term.window import WindowMemory
+from memories.stores.history.base import ChatHistory
+from memories.stores.history.memory import InMemoryHistory
+from memories.stores.history.sql import SQLiteHistory
+from memories.stores.sql import get_engine
 
 warnings.filterwarnings("ignore", message=".*deprecated.*")
 warnings.filterwarnings("ignore", message=".*langchain-community.*")
@@ -485,32 +485,49 @@ def check_targets(rows: Sequence[Row], small: int, large: int) -> bool:
 
 # (label, depth, path suffix, function name): cumulative time of the matching functions.
 ProfileLine = tuple[str, int, str, str]
+BASE = "memories/core/base.py"
+TOKEN_BUFFER = "memories/short_term/token_buffer.py"
 
 _IN_MEMORY_TREE: tuple[ProfileLine, ...] = (
-    ("save_context", 0, "memories/base.py", "save_context"),
-    ("_turn: key selection + HumanMessage/AIMessage", 1, "memories/base.py", "_turn"),
+    ("save_context", 0, BASE, "save_context"),
+    ("_turn: key selection + HumanMessage/AIMessage", 1, BASE, "_turn"),
     ("InMemoryHistory.append (deep copy)", 1, "history/memory.py", "append"),
-    ("_update -> _refreshing", 1, "memories/token_buffer.py", "_update"),
-    ("load_memory_variables", 0, "memories/base.py", "load_memory_variables"),
-    ("_selection (its own _refreshing + reads)", 1, "memories/token_buffer.py", "_selection"),
-    ("_format -> get_buffer_string", 1, "memories/base.py", "_format"),
-    ("inside both: _refreshing (x2 per turn)", 0, "memories/token_buffer.py", "_refreshing"),
-    ("state_key (json.dumps + sha1)", 1, "memories/base.py", "state_key"),
-    ("TokenWindow.from_state", 1, "memories/token_buffer.py", "from_state"),
-    ("TokenWindow.to_state", 1, "memories/token_buffer.py", "to_state"),
-    ("_advance (count new + fold)", 1, "memories/token_buffer.py", "_advance"),
-    ("TiktokenCounter.__call__", 2, "memories/tokens.py", "__call__"),
+    ("_update -> _refreshing", 1, TOKEN_BUFFER, "_update"),
+    ("load_memory_variables", 0, BASE, "load_memory_variables"),
+    (
+        "_selection (its own _refreshing + reads)",
+        1,
+        TOKEN_BUFFER,
+        "_selection",
+    ),
+    ("_format -> get_buffer_string", 1, BASE, "_format"),
+    (
+        "inside both: _refreshing (x2 per turn)",
+        0,
+        TOKEN_BUFFER,
+        "_refreshing",
+    ),
+    ("state_key (json.dumps + sha1)", 1, BASE, "state_key"),
+    ("TokenWindow.from_state", 1, TOKEN_BUFFER, "from_state"),
+    ("TokenWindow.to_state", 1, TOKEN_BUFFER, "to_state"),
+    ("_advance (count new + fold)", 1, TOKEN_BUFFER, "_advance"),
+    ("TiktokenCounter.__call__", 2, "memories/kernel/tokens.py", "__call__"),
     ("tiktoken Encoding.encode", 3, "tiktoken/core.py", "encode"),
-    ("TokenWindow.advance", 2, "memories/token_buffer.py", "advance"),
+    ("TokenWindow.advance", 2, TOKEN_BUFFER, "advance"),
     ("history.entries (all callers)", 0, "history/memory.py", "entries"),
 )
 
 _SQLITE_TREE: tuple[ProfileLine, ...] = (
-    ("save_context", 0, "memories/base.py", "save_context"),
+    ("save_context", 0, BASE, "save_context"),
     ("SQLHistory.append", 1, "history/sql.py", "append"),
-    ("_update -> _refreshing", 1, "memories/token_buffer.py", "_update"),
-    ("load_memory_variables", 0, "memories/base.py", "load_memory_variables"),
-    ("_selection (its own _refreshing + reads)", 1, "memories/token_buffer.py", "_selection"),
+    ("_update -> _refreshing", 1, TOKEN_BUFFER, "_update"),
+    ("load_memory_variables", 0, BASE, "load_memory_variables"),
+    (
+        "_selection (its own _refreshing + reads)",
+        1,
+        TOKEN_BUFFER,
+        "_selection",
+    ),
     ("by history method (all callers):", 0, "", ""),
     ("entries", 1, "history/sql.py", "entries"),
     ("load_state", 1, "history/sql.py", "load_state"),
@@ -520,8 +537,8 @@ _SQLITE_TREE: tuple[ProfileLine, ...] = (
     ("begin + commit (2 generator steps a transaction)", 1, "history/sql.py", "_transaction"),
     ("statement building (select/insert/where/values)", 1, "sql/base.py", "_generative"),
     ("compile cache-key lookup", 1, "sql/elements.py", "_compile_w_cache"),
-    ("load_message (JSON -> message)", 1, "memories/messages.py", "load_message"),
-    ("TiktokenCounter.__call__", 1, "memories/tokens.py", "__call__"),
+    ("load_message (JSON -> message)", 1, "memories/kernel/messages.py", "load_message"),
+    ("TiktokenCounter.__call__", 1, "memories/kernel/tokens.py", "__call__"),
 )
 
 

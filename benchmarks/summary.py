@@ -39,7 +39,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from pydantic import Field
 
 from memories import SummaryBufferMemory
-from memories.tokens import load_encoding
+from memories.kernel.tokens import load_encoding
 
 warnings.filterwarnings("ignore", message=".*deprecated.*")
 warnings.filterwarnings("ignore", category=DeprecationWarning)

@@ -52,10 +52,10 @@ from benchmarks.short_term import (
     time_run,
 )
 from memories import SQLHistory, SQLiteHistory, SummaryBufferMemory, TokenBufferMemory, WindowMemory
-from memories.base import ChatMemory
-from memories.history import ChatHistory, InMemoryHistory
+from memories.core.base import ChatMemory
+from memories.kernel.tokens import load_encoding
+from memories.stores.history import ChatHistory, InMemoryHistory
 from memories.testing import ScriptedChatModel
-from memories.tokens import load_encoding
 
 warnings.filterwarnings("ignore", message=".*deprecated.*")
 

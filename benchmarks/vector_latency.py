@@ -72,11 +72,11 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from langchain_core.embeddings import Embeddings
 
-from memories.embeddings import default_embeddings
-from memories.recall import RecallConfig
-from memories.vector import VectorMemory
-from memories.vector import index as index_module
-from memories.vector.writes import background_writer
+from memories.kernel.embeddings import default_embeddings
+from memories.long_term.vector import VectorMemory
+from memories.long_term.vector import index as index_module
+from memories.stores.recall import RecallConfig
+from memories.stores.vector.writes import background_writer
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 # The user's pause between turns in the chat-paced run, untimed.

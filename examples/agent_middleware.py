@@ -17,9 +17,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from memories.integrations.agents import MemoryMiddleware
 
 from memories import SQLiteHistory, WindowMemory
-from memories.integrations.agents import MemoryMiddleware
 from memories.testing import ScriptedChatModel
 
 

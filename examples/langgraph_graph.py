@@ -11,9 +11,9 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from memories.integrations.langgraph_nodes import MemoryNodes, MemoryState
 
 from memories import WindowMemory
-from memories.integrations.langgraph_nodes import MemoryNodes, MemoryState
 from memories.testing import ScriptedChatModel
 
 

@@ -47,9 +47,9 @@ from langchain_core.messages import SystemMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from memories._langchain import LangChainBaseMemory
+from memories.core.langchain import LangChainBaseMemory
 from memories.errors import ConfigError
-from memories.exchange import (
+from memories.faces.exchange import (
     DEFAULT_HEADER,
     MemoryView,
     asave_exchange,
@@ -58,7 +58,7 @@ from memories.exchange import (
     save_exchange,
     view_memory,
 )
-from memories.runnable import MemoryFactory, SessionMemories
+from memories.faces.runnable import MemoryFactory, SessionMemories
 
 __all__ = ["DEFAULT_HEADER", "Inject", "MemoryMiddleware"]
 
@@ -86,7 +86,7 @@ class MemoryMiddleware(AgentMiddleware):
             keys need no names; give ``name=`` for a factory function.
         max_sessions: keep at most this many per-thread memories in the process,
             least recently used dropped first (None keeps all; see
-            :class:`memories.runnable.SessionMemories` for when that is safe).
+            :class:`memories.faces.runnable.SessionMemories` for when that is safe).
     """
 
     def __init__(

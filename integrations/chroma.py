@@ -8,7 +8,7 @@
   to a server started with ``chroma run``);
 - keeps each namespace in a collection of its own (cosine space), named from a
   digest of the namespace, and also stamps every document with its namespace
-  (see :mod:`memories.vector.filters`); every record it returns is checked to
+  (see :mod:`memories.stores.vector.filters`); every record it returns is checked to
   belong to the namespace asked for;
 - never lets Chroma embed anything with its default embedding function (which
   downloads a model): collections get :class:`LangChainEmbeddingFunction`, and
@@ -54,9 +54,9 @@ from memories.errors import (
     ConfigError,
     MissingDependencyError,
 )
-from memories.paths import default_file
-from memories.recall import ScoredId
-from memories.vector.filters import NAMESPACE_KEY, scoped_filter
+from memories.kernel.paths import default_file
+from memories.stores.recall import ScoredId
+from memories.stores.vector.filters import NAMESPACE_KEY, scoped_filter
 
 try:
     import chromadb
@@ -181,7 +181,7 @@ class ChromaStore:
     """Documents in Chroma, one collection per namespace key.
 
     Every method takes the namespace key (see
-    :func:`memories.namespaces.namespace_key`) first, works on that
+    :func:`memories.kernel.namespaces.namespace_key`) first, works on that
     namespace's collection only, ANDs the namespace with any caller filter and
     drops any record whose metadata names another namespace.
 

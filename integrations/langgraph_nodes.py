@@ -46,10 +46,10 @@ from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import add_messages
 
-from memories import exchange as turns
-from memories._langchain import LangChainBaseMemory
+from memories.core.langchain import LangChainBaseMemory
+from memories.faces import exchange as turns
+from memories.faces.runnable import MemoryFactory, SessionMemories
 from memories.kernel.steps import Steps, arun, run
-from memories.runnable import MemoryFactory, SessionMemories
 
 __all__ = ["MemoryNodes", "MemoryState"]
 
@@ -90,7 +90,7 @@ class MemoryNodes:
         header: the line above the memory's text in ``memory_text``.
         max_sessions: keep at most this many per-thread memories, least recently
             used dropped first (None keeps all; see
-            :class:`memories.runnable.SessionMemories`).
+            :class:`memories.faces.runnable.SessionMemories`).
     """
 
     def __init__(

@@ -50,14 +50,14 @@ from langgraph.store.base import (
 )
 
 from memories.errors import InvalidInputError, InvalidProfileError
-from memories.namespaces import in_namespace, namespace_key
-from memories.profile import ProfileMemory, ProfileSchema, ProfileStore
-from memories.profile.store import ProfileItem
-from memories.vector.scoring import check_min_score
+from memories.kernel.namespaces import in_namespace, namespace_key
+from memories.long_term.profile import ProfileMemory, ProfileSchema, ProfileStore
+from memories.stores.profile_store import ProfileItem
+from memories.stores.vector.scoring import check_min_score
 
 if TYPE_CHECKING:
-    from memories.collection import CollectionMemory, MemoryRecord
-    from memories.vector import SearchResult, VectorMemory
+    from memories.long_term.collection import CollectionMemory, MemoryRecord
+    from memories.long_term.vector import SearchResult, VectorMemory
 
 __all__ = [
     "CollectionStoreAdapter",
@@ -247,7 +247,7 @@ def _timestamp(seconds: float) -> datetime:
 
 
 class ProfileStoreAdapter(MemoryStoreAdapter):
-    """Profiles (``memories.profile.ProfileStore``) as a LangGraph store.
+    """Profiles (``memories.long_term.profile.ProfileStore``) as a LangGraph store.
 
     Each item is a profile document: ``namespace`` is the profile's namespace
     (a user), ``key`` its name (``"profile"`` by default). ``put`` records a
@@ -366,7 +366,7 @@ _OWN_KEYS = frozenset({_KEY, _VALUE, _CREATED, _UPDATED})
 
 
 class VectorStoreAdapter(MemoryStoreAdapter):
-    """A vector memory (``memories.vector.VectorMemory``) as a LangGraph store.
+    """A vector memory (``memories.long_term.vector.VectorMemory``) as a LangGraph store.
 
     Each namespace is the vector memory's namespace of the same name (one
     Chroma collection each); each item is one document whose id is the key.
@@ -377,7 +377,7 @@ class VectorStoreAdapter(MemoryStoreAdapter):
     with their text and metadata as the value.
 
     Each namespace's recall picks its best ``offset + limit`` items; those are
-    ordered by score, which is calibrated (:mod:`memories.recall.scores`:
+    ordered by score, which is calibrated (:mod:`memories.stores.recall.scores`:
     about the probability that the item answers the query, from the query
     and the item alone), so scores compare across queries and namespaces and
     a ``min_score`` means the same everywhere.
@@ -554,7 +554,7 @@ class VectorStoreAdapter(MemoryStoreAdapter):
 
 
 class CollectionStoreAdapter(MemoryStoreAdapter):
-    """A collection memory (``memories.collection.CollectionMemory``) as a LangGraph store.
+    """A collection memory (:class:`~memories.long_term.collection.CollectionMemory`) as a store.
 
     Each namespace is the collection's namespace of the same name; each item
     is one memory whose id is the key. ``put`` stores the value's
@@ -691,5 +691,5 @@ def _search_item(item: Item, score: float | None) -> SearchItem:
 
 
 def namespace_tuple(key: str) -> Namespace:
-    """Inverse of ``memories.namespaces.namespace_key``: ``"a/b%2Fc"`` -> ``("a", "b/c")``."""
+    """The namespace a key names: ``"a/b%2Fc"`` -> ``("a", "b/c")`` (see ``namespace_key``)."""
     return tuple(label.replace("%2F", "/").replace("%25", "%") for label in key.split("/"))

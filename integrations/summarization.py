@@ -3,7 +3,7 @@
 A drop-in for LangChain's ``SummarizationMiddleware`` (same arguments:
 ``model``, ``trigger``, ``keep``, ``token_counter``, ``summary_prompt``, and
 the older ``max_tokens_before_summary`` / ``messages_to_keep``), built on the
-running summary of :mod:`memories.summary`:
+running summary of :mod:`memories.short_term.summary.memory`:
 
 - **the thread keeps every message.** LangChain's replaces the thread's
   messages with a summary (``RemoveMessage(REMOVE_ALL_MESSAGES)``); this one
@@ -18,7 +18,7 @@ running summary of :mod:`memories.summary`:
   timeout to every model call (LangChain's raises into the run).
 - **a tool call is never separated from its results**: folds cut only before
   a message that is not a tool result (the forms of ``trigger`` and ``keep``
-  are :mod:`memories.summary_triggers`'s).
+  are :mod:`memories.short_term.summary.triggers`'s).
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ from langchain_core.prompts import PromptTemplate
 from langgraph.runtime import Runtime
 
 from memories.errors import ConfigError, LLMError
+from memories.kernel.llm import ModelCaller, resolve_llm
 from memories.kernel.steps import Steps, arun, run
-from memories.llm import ModelCaller, resolve_llm
-from memories.summarizer import Summarizer
-from memories.summary_state import SummaryState
-from memories.summary_triggers import (
+from memories.kernel.tokens import counter_for
+from memories.short_term.summary.state import SummaryState
+from memories.short_term.summary.summarizer import Summarizer
+from memories.short_term.summary.triggers import (
     Size,
     context_window,
     fired,
@@ -48,7 +49,6 @@ from memories.summary_triggers import (
     parse_keep,
     parse_triggers,
 )
-from memories.tokens import counter_for
 
 __all__ = ["SummarizationMiddleware", "SummaryAgentState"]
 

@@ -14,16 +14,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from memories import _moved
 from memories._version import __version__
 from memories.errors import MissingDependencyError
 from memories.errors import __all__ as _ERROR_NAMES
 
 if TYPE_CHECKING:
-    from memories.base import BaseMemory, ChatMemory
-    from memories.buffer import BufferMemory, StringBufferMemory
-    from memories.collection import CollectionMemory
-    from memories.combined import CombinedMemory, ReadOnlySharedMemory, SimpleMemory
-    from memories.config import (
+    from memories.core.base import BaseMemory, ChatMemory
+    from memories.core.combined import CombinedMemory, ReadOnlySharedMemory, SimpleMemory
+    from memories.core.config import (
         create_history,
         create_memory,
         load_config,
@@ -44,28 +43,30 @@ if TYPE_CHECKING:
         MissingKeyError,
         ModelFileError,
     )
-    from memories.examples import ExampleMemory
-    from memories.history.base import ChatHistory, Entry
-    from memories.history.langchain import LangChainHistory
-    from memories.history.memory import InMemoryHistory
-    from memories.history.sql import SQLHistory, SQLiteHistory
-    from memories.instructions import InstructionsMemory
+    from memories.faces.runnable import with_memory
+    from memories.faces.tools import memory_tools, profile_tool
     from memories.integrations.summarization import SummarizationMiddleware
-    from memories.keys import get_prompt_input_key
-    from memories.profile.memory import ProfileMemory
-    from memories.profile.store import ProfileStore
-    from memories.runnable import with_memory
-    from memories.summary import (
+    from memories.kernel.keys import get_prompt_input_key
+    from memories.long_term.collection import CollectionMemory
+    from memories.long_term.examples import ExampleMemory
+    from memories.long_term.instructions import InstructionsMemory
+    from memories.long_term.profile.memory import ProfileMemory
+    from memories.long_term.vector.memory import VectorMemory
+    from memories.long_term.vector.retriever import VectorStoreRetrieverMemory
+    from memories.short_term.buffer import BufferMemory, StringBufferMemory
+    from memories.short_term.summary.memory import (
         ConversationSummaryBufferMemory,
         SummaryBufferMemory,
         SummaryMemory,
     )
-    from memories.token_buffer import ConversationTokenBufferMemory, TokenBufferMemory
-    from memories.tools import memory_tools, profile_tool
-    from memories.vector.memory import VectorMemory
-    from memories.vector.records import SearchResult
-    from memories.vector.retriever import VectorStoreRetrieverMemory
-    from memories.window import WindowMemory
+    from memories.short_term.token_buffer import ConversationTokenBufferMemory, TokenBufferMemory
+    from memories.short_term.window import WindowMemory
+    from memories.stores.history.base import ChatHistory, Entry
+    from memories.stores.history.langchain import LangChainHistory
+    from memories.stores.history.memory import InMemoryHistory
+    from memories.stores.history.sql import SQLHistory, SQLiteHistory
+    from memories.stores.profile_store import ProfileStore
+    from memories.stores.vector.records import SearchResult
 
     # LangChain's names for the same classes.
     ConversationBufferMemory = BufferMemory
@@ -73,34 +74,36 @@ if TYPE_CHECKING:
     ConversationStringBufferMemory = StringBufferMemory
     ConversationSummaryMemory = SummaryMemory
 
+_moved.install()
+
 #: Module -> the public names it defines, imported from it on first use.
 _MODULES: dict[str, tuple[str, ...]] = {
     "memories.errors": tuple(_ERROR_NAMES),
-    "memories.base": ("BaseMemory", "ChatMemory"),
-    "memories.buffer": ("BufferMemory", "StringBufferMemory"),
-    "memories.history.base": ("ChatHistory", "Entry"),
-    "memories.combined": ("CombinedMemory", "ReadOnlySharedMemory", "SimpleMemory"),
-    "memories.history.memory": ("InMemoryHistory",),
-    "memories.history.langchain": ("LangChainHistory",),
-    "memories.profile.memory": ("ProfileMemory",),
-    "memories.examples": ("ExampleMemory",),
-    "memories.collection": ("CollectionMemory",),
-    "memories.tools": ("memory_tools", "profile_tool"),
+    "memories.core.base": ("BaseMemory", "ChatMemory"),
+    "memories.short_term.buffer": ("BufferMemory", "StringBufferMemory"),
+    "memories.stores.history.base": ("ChatHistory", "Entry"),
+    "memories.core.combined": ("CombinedMemory", "ReadOnlySharedMemory", "SimpleMemory"),
+    "memories.stores.history.memory": ("InMemoryHistory",),
+    "memories.stores.history.langchain": ("LangChainHistory",),
+    "memories.long_term.profile.memory": ("ProfileMemory",),
+    "memories.long_term.examples": ("ExampleMemory",),
+    "memories.long_term.collection": ("CollectionMemory",),
+    "memories.faces.tools": ("memory_tools", "profile_tool"),
     "memories.integrations.summarization": ("SummarizationMiddleware",),
-    "memories.instructions": ("InstructionsMemory",),
-    "memories.profile.store": ("ProfileStore",),
-    "memories.history.sql": ("SQLHistory", "SQLiteHistory"),
-    "memories.vector.records": ("SearchResult",),
-    "memories.summary": (
+    "memories.long_term.instructions": ("InstructionsMemory",),
+    "memories.stores.profile_store": ("ProfileStore",),
+    "memories.stores.history.sql": ("SQLHistory", "SQLiteHistory"),
+    "memories.stores.vector.records": ("SearchResult",),
+    "memories.short_term.summary.memory": (
         "ConversationSummaryBufferMemory",
         "SummaryBufferMemory",
         "SummaryMemory",
     ),
-    "memories.token_buffer": ("ConversationTokenBufferMemory", "TokenBufferMemory"),
-    "memories.vector.memory": ("VectorMemory",),
-    "memories.vector.retriever": ("VectorStoreRetrieverMemory",),
-    "memories.window": ("WindowMemory",),
-    "memories.config": (
+    "memories.short_term.token_buffer": ("ConversationTokenBufferMemory", "TokenBufferMemory"),
+    "memories.long_term.vector.memory": ("VectorMemory",),
+    "memories.long_term.vector.retriever": ("VectorStoreRetrieverMemory",),
+    "memories.short_term.window": ("WindowMemory",),
+    "memories.core.config": (
         "create_history",
         "create_memory",
         "load_config",
@@ -109,8 +112,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "with_namespace",
         "with_session",
     ),
-    "memories.keys": ("get_prompt_input_key",),
-    "memories.runnable": ("with_memory",),
+    "memories.kernel.keys": ("get_prompt_input_key",),
+    "memories.faces.runnable": ("with_memory",),
 }
 #: LangChain's names for our classes, so `from memories import X` replaces
 #: `from langchain_classic.memory import X`.
@@ -135,7 +138,7 @@ def __getattr__(name: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        from memories.imports import install_command
+        from memories.kernel.imports import install_command
 
         command = install_command(module_name)
         if command is None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from langchain_core.chat_history import InMemoryChatMessageHistory
 
-from memories.history import ChatHistory, InMemoryHistory, LangChainHistory, SQLiteHistory
-from memories.paths import DATA_DIR_ENV
+from memories.kernel.paths import DATA_DIR_ENV
+from memories.stores.history import ChatHistory, InMemoryHistory, LangChainHistory, SQLiteHistory
 
 HistoryFactory = Callable[[str], ChatHistory]
 

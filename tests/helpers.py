@@ -8,8 +8,8 @@ from pathlib import Path
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from memories.history.sql import SQLiteHistory
-from memories.messages import dump_message
+from memories.kernel.messages import dump_message
+from memories.stores.history.sql import SQLiteHistory
 
 
 def fill_history_fast(path: Path, session_id: str, turns: int) -> None:

@@ -1,14 +1,18 @@
-"""The kernel every memory composes: the machinery written once.
+"""The kernel: the machinery written once, knowing no memory class and no store.
 
 - :mod:`~memories.kernel.steps`: I/O loops written once as generators of
   steps, driven by a sync runner and an async runner that hold the lock.
 - :mod:`~memories.kernel.background`: the one background component (a
   debounced job per key) with one ``flush`` / ``close`` / ``status``.
 - :mod:`~memories.kernel.capabilities`: what a memory class declares it can do.
-- :mod:`~memories.kernel.state`: a memory's derived state as this process saw it
-  last, read with the log's changes in one statement.
-
-The model layer (:mod:`memories.llm`), token counting (:mod:`memories.tokens`),
-namespaces (:mod:`memories.namespaces`), SQL setup (:mod:`memories.sql`) and
-the registry (:mod:`memories.config`) are the kernel's other parts.
+- :mod:`~memories.kernel.conversation`: ask a model, check its reply, send the
+  errors back a bounded number of times.
+- The shared parts: messages (:mod:`~memories.kernel.messages`), input and
+  output keys (:mod:`~memories.kernel.keys`), token counting
+  (:mod:`~memories.kernel.tokens`), models (:mod:`~memories.kernel.llm`),
+  embeddings (:mod:`~memories.kernel.embeddings`), JSON patches
+  (:mod:`~memories.kernel.patching`), namespaces
+  (:mod:`~memories.kernel.namespaces`), the data directory
+  (:mod:`~memories.kernel.paths`) and optional imports with their install
+  hints (:mod:`~memories.kernel.imports`).
 """

@@ -22,8 +22,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.runnables import Runnable
 
 from memories.errors import ConfigError, LLMError
+from memories.kernel.llm import ModelCaller
 from memories.kernel.steps import Steps, step
-from memories.llm import ModelCaller
 
 __all__ = [
     "CheckedReply",

@@ -110,7 +110,7 @@ def run(
 ) -> T:
     """Drive a loop with the sync methods; return what the loop returns.
 
-    With ``batch`` (a history's :meth:`~memories.history.ChatHistory.batch`),
+    With ``batch`` (a history's :meth:`~memories.stores.history.ChatHistory.batch`),
     the steps run inside it: one database transaction for the whole loop. It
     ends (commits) before an ``unlocked`` step, so no transaction is held
     while a model answers, and it is rolled back when a step fails; the steps

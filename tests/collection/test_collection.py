@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from memories import CollectionMemory, ConfigError, InvalidInputError, create_memory
-from memories.base import BaseMemory
-from memories.history import ChatHistory, InMemoryHistory
+from memories.core.base import BaseMemory
+from memories.stores.history import ChatHistory, InMemoryHistory
 from tests.collection.fakes import CollectionScript
 from tests.contract.memory_contract import TURNS, MakeMemory, MemoryContract, run_turns
 

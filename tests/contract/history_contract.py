@@ -21,7 +21,7 @@ from langchain_core.messages import (
 )
 
 from memories.errors import InvalidInputError
-from memories.history import ChatHistory, Edit, Entry
+from memories.stores.history import ChatHistory, Edit, Entry
 
 MakeHistory = Callable[[str], ChatHistory]
 
@@ -176,7 +176,7 @@ class HistoryContract:
         await history.aclear()
         assert await history.aentries() == []
 
-    # -- edits by id (memories.history.edits) ------------------------------------
+    # -- edits by id (memories.stores.history.edits) ------------------------------------
 
     def test_write_follows_langgraphs_add_messages(self, make_history: MakeHistory) -> None:
         """The same batches through LangGraph's reducer and through write() show the same list."""

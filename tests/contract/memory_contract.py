@@ -19,9 +19,9 @@ from langchain_core.language_models import FakeListLLM
 from langchain_core.messages import AIMessage, BaseMessage
 
 from memories import ConfigError, InvalidInputError, LangChainHistory, create_memory
-from memories.base import BaseMemory
-from memories.history import ChatHistory
+from memories.core.base import BaseMemory
 from memories.kernel.capabilities import capabilities_of
+from memories.stores.history import ChatHistory
 
 MakeMemory = Callable[[ChatHistory], BaseMemory]
 

@@ -1,6 +1,8 @@
 """The architecture's rules, checked on the source: what a review would otherwise have to find.
 
 - The core never imports an adapter at import time, and its import graph has no cycle.
+- Arrows run downward only: a module imports modules of its own floor or a lower one
+  (:data:`FLOORS`), at import time or inside a function.
 - Async methods are not hand-written copies of their sync twins: a loop is
   written once (``memories.kernel.steps``) or delegated (``to_thread``).
 - Tools read declared capabilities, never ``hasattr`` on a memory or a class name.
@@ -29,14 +31,73 @@ TWIN_SIMILARITY = 0.75
 def _modules(folder: Path, package: str) -> Iterator[tuple[str, Path]]:
     for path in sorted(folder.rglob("*.py")):
         parts = path.relative_to(folder).with_suffix("").parts
-        if parts and parts[0] == "integrations" and folder == CORE:
-            continue  # the adapters, reached through the link: checked under ADAPTERS
         name = ".".join((package, *parts)).removesuffix(".__init__")
         yield name, path
 
 
 def _source_files() -> list[tuple[str, Path]]:
     return [*_modules(CORE, "memories"), *_modules(ADAPTERS, "memories.integrations")]
+
+
+#: The floors, lowest first: each module prefix on the floor it belongs to. The adapters in
+#: ``integrations/`` stand at two heights: the outside systems memories store and embed
+#: with (Chroma, the ONNX MiniLM model), which lower floors import lazily, and the
+#: frameworks that use memories (agents, LangGraph), which are faces.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    (
+        "memories.errors",
+        "memories._version",
+        "memories._moved",
+        "memories.kernel",
+        "memories.integrations.minilm",
+        "memories.integrations._onnx_int8",
+    ),
+    ("memories.stores", "memories.integrations.chroma"),
+    ("memories.core",),
+    ("memories.short_term", "memories.long_term"),
+    ("memories", "memories.faces", "memories.integrations", "memories.testing"),
+)
+
+
+def floor_of(module: str) -> int:
+    """The floor of ``module``: the one whose longest prefix names it."""
+    matches = [
+        (len(prefix), height)
+        for height, prefixes in enumerate(FLOORS)
+        for prefix in prefixes
+        if module == prefix or module.startswith(prefix + ".")
+    ]
+    assert matches, f"{module} is on no floor: add it to FLOORS"
+    return max(matches)[1]
+
+
+def _all_imports(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """``(line, module)`` of every import of a ``memories`` module, wherever it stands."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        yield from ((node.lineno, n) for n in names if n.split(".")[0] == "memories")
+
+
+def test_arrows_run_downward_only() -> None:
+    upward = [
+        f"{module}:{line} imports {target}"
+        for module, path in _source_files()
+        for line, target in _all_imports(ast.parse(path.read_text(encoding="utf-8")))
+        if floor_of(target) > floor_of(module)
+    ]
+    assert upward == []
+
+
+def test_floors_have_folders_and_no_module_is_left_beside_them() -> None:
+    """``memories/`` holds the floors' folders and only the package's own few modules."""
+    loose = sorted(p.name for p in CORE.glob("*.py"))
+    assert loose == ["__init__.py", "_moved.py", "_version.py", "errors.py", "testing.py"]
+    assert not any(p.is_symlink() for p in CORE.rglob("*"))
 
 
 def _import_time_imports(tree: ast.Module, module: str) -> set[str]:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from memories.cli import main
-from memories.demo import INSTRUCTION_REVISIONS, SCRIPT, run_demo
-from memories.history import SQLiteHistory
-from memories.profile import ProfileStore
+from memories.faces.cli import main
+from memories.faces.demo import INSTRUCTION_REVISIONS, SCRIPT, run_demo
+from memories.long_term.profile import ProfileStore
+from memories.stores.history import SQLiteHistory
 
 
 def test_demo_runs_every_memory_and_keeps_histories_in_sqlite(tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ def test_bad_llm_string_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> 
 
 def test_console_script_entry_point_runs() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "memories.cli", "--help"],
+        [sys.executable, "-m", "memories.faces.cli", "--help"],
         capture_output=True,
         text=True,
         check=False,

@@ -13,7 +13,7 @@ import yaml
 from langchain_core.messages import AIMessage, HumanMessage
 
 from memories import SQLiteHistory
-from memories.cli import LLM_ENV, main
+from memories.faces.cli import LLM_ENV, main
 from tests.contract.history_contract import rich_messages
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def run(
 
 def test_chat_reads_piped_lines_saves_turns_and_says_it_is_offline(config: Path, db: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "memories.cli", "chat", "--config", str(config)],
+        [sys.executable, "-m", "memories.faces.cli", "chat", "--config", str(config)],
         input="Hi, I'm Ada.\n\nI like tea.\n",
         capture_output=True,
         text=True,
@@ -411,7 +411,7 @@ def test_vector_documents_export_and_import_into_another_namespace(
     vector_config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from memories import create_memory
-    from memories.config import with_namespace
+    from memories.core.config import with_namespace
 
     saved_turns(vector_config, [("My sister lives in Porto.", "Nice."), ("I like jazz.", "Cool.")])
     code, exported, err = run(["export", "--config", str(vector_config)], capsys)
@@ -585,7 +585,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback(config: Path, db: Path) ->
 
     SQLiteHistory(db, session_id="u1").append([HumanMessage(f"message {i}") for i in range(5000)])
     process = subprocess.Popen(
-        [sys.executable, "-m", "memories.cli", "export", "--config", str(config)],
+        [sys.executable, "-m", "memories.faces.cli", "export", "--config", str(config)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert process.stdout is not None and process.stderr is not None
@@ -602,7 +602,7 @@ def test_chat_commands_are_answered_locally_and_never_saved() -> None:
     import io
 
     from memories import BufferMemory
-    from memories.commands import CHAT_HELP, chat
+    from memories.faces.commands import CHAT_HELP, chat
     from memories.testing import ScriptedChatModel
 
     memory = BufferMemory()
@@ -639,7 +639,7 @@ def test_examples_export_with_their_feedback_and_import_into_another_namespace(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from memories import ExampleMemory, create_memory
-    from memories.config import with_namespace
+    from memories.core.config import with_namespace
 
     config = write_config(
         tmp_path / "examples.yaml",
@@ -668,7 +668,7 @@ def test_collections_export_their_versions_and_import_them_elsewhere(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from memories import CollectionMemory, create_memory
-    from memories.config import with_namespace
+    from memories.core.config import with_namespace
 
     config = write_config(
         tmp_path / "collection.yaml",

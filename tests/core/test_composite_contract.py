@@ -21,8 +21,8 @@ from memories import (
     SimpleMemory,
     WindowMemory,
 )
-from memories.base import BaseMemory
-from memories.history import ChatHistory, InMemoryHistory
+from memories.core.base import BaseMemory
+from memories.stores.history import ChatHistory, InMemoryHistory
 from tests.contract.memory_contract import MakeMemory, MemoryContract
 
 

@@ -19,8 +19,8 @@ from memories import (
     create_memory,
     register_memory,
 )
-from memories.config import MEMORY_TYPES
-from memories.imports import INSTALL_COMMANDS
+from memories.core.config import MEMORY_TYPES
+from memories.kernel.imports import INSTALL_COMMANDS
 
 
 def test_dict_config_builds_the_named_memory(tmp_path: Path) -> None:
@@ -117,10 +117,10 @@ def test_a_history_on_a_memory_without_one_says_so() -> None:
 def test_runnables_middlewares_and_nodes_say_what_they_wrap() -> None:
     """Issue 16: default reprs, and two memory middlewares colliding on one default name."""
     from langchain_core.runnables import RunnableLambda
-
-    from memories import with_memory
     from memories.integrations.agents import MemoryMiddleware
     from memories.integrations.langgraph_nodes import MemoryNodes
+
+    from memories import with_memory
 
     chain = with_memory(RunnableLambda(lambda x: x), BufferMemory())
     assert repr(chain) == "with_memory(RunnableLambda(lambda x: x))"
@@ -180,8 +180,8 @@ def test_missing_optional_dependency_names_the_pip_command(
 
 
 def test_register_memory_adds_a_type(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("memories.config.MEMORY_TYPES", dict(MEMORY_TYPES))
-    register_memory("mine", "memories.buffer", "BufferMemory")
+    monkeypatch.setattr("memories.core.config.MEMORY_TYPES", dict(MEMORY_TYPES))
+    register_memory("mine", "memories.short_term.buffer", "BufferMemory")
     assert isinstance(create_memory({"type": "mine"}), BufferMemory)
 
 

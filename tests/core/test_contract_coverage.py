@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from memories.config import MEMORY_TYPES
+from memories.core.config import MEMORY_TYPES
 from tests.contract.memory_contract import MemoryContract
 
 TESTS = Path(__file__).resolve().parents[1]

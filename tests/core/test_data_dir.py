@@ -15,7 +15,7 @@ from memories import (
     TokenBufferMemory,
     VectorMemory,
 )
-from memories.paths import DATA_DIR_ENV, data_dir
+from memories.kernel.paths import DATA_DIR_ENV, data_dir
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import pytest
 from langchain_core.language_models import FakeListChatModel
 
 from memories import BufferMemory, ConfigError, register_memory
-from memories.config import MEMORY_TYPES
-from memories.demo import DEMO_LLM, DEMO_MEMORIES, SCRIPT, SESSIONS, run_demo
+from memories.core.config import MEMORY_TYPES
+from memories.faces.demo import DEMO_LLM, DEMO_MEMORIES, SCRIPT, SESSIONS, run_demo
 
 
 class CallingMemory(BufferMemory):
@@ -78,7 +78,7 @@ def test_a_row_whose_extra_is_missing_is_skipped_with_the_pip_command(tmp_path: 
 
 
 def test_the_verdict_is_computed_from_the_text() -> None:
-    from memories.demo import preference_verdict
+    from memories.faces.demo import preference_verdict
 
     assert preference_verdict("Human: I prefer tea over coffee, green tea especially.") == (
         "✗ only tea"
@@ -91,7 +91,7 @@ def test_the_verdict_is_computed_from_the_text() -> None:
 
 
 def test_the_table_shows_the_question_the_verdict_and_full_text_on_request() -> None:
-    from memories.demo import DemoResult, format_results, full_text
+    from memories.faces.demo import DemoResult, format_results, full_text
 
     long = "Human: I prefer tea over coffee, green tea especially. " * 30
     results = [
@@ -110,7 +110,7 @@ def test_the_table_shows_the_question_the_verdict_and_full_text_on_request() -> 
 def test_the_plot_is_an_image_of_the_expected_size(tmp_path: Path) -> None:
     import matplotlib.image
 
-    from memories.demo import DemoResult, plot_results
+    from memories.faces.demo import DemoResult, plot_results
 
     results = [
         DemoResult(
@@ -137,7 +137,7 @@ def test_run_demo_records_each_turn_and_removes_its_temporary_folder(
 
 
 def test_the_html_report_holds_every_injection_whole_and_the_picture(tmp_path: Path) -> None:
-    from memories.demo import DemoResult, html_report
+    from memories.faces.demo import DemoResult, html_report
 
     long = "I prefer <tea> over coffee. " * 40
     results = [DemoResult("buffer", long, 10, 0, 0.0, (1, 2), (0, 0))]

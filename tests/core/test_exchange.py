@@ -15,7 +15,7 @@ from memories import (
     SimpleMemory,
     WindowMemory,
 )
-from memories.exchange import (
+from memories.faces.exchange import (
     MemoryView,
     asave_exchange,
     aview_memory,

@@ -10,7 +10,7 @@ from langchain_core.chat_history import InMemoryChatMessageHistory
 from langchain_core.messages import AIMessage, HumanMessage
 
 from memories import BackendUnavailableError, ConfigError
-from memories.history import InMemoryHistory, LangChainHistory, SQLHistory, SQLiteHistory
+from memories.stores.history import InMemoryHistory, LangChainHistory, SQLHistory, SQLiteHistory
 from tests.contract.history_contract import HistoryContract, MakeHistory
 from tests.helpers import fill_history_fast
 
@@ -95,7 +95,7 @@ def test_reading_the_tail_of_a_long_log_reads_only_the_tail(
     history = SQLiteHistory(tmp_path / "long.db", session_id="long")
     fill_history_fast(tmp_path / "long.db", "long", 50_000)  # 100,000 messages
     parsed: list[str] = []
-    import memories.history.sql as sql
+    import memories.stores.history.sql as sql
 
     original = sql.load_message
     monkeypatch.setattr(sql, "load_message", lambda text: parsed.append(text) or original(text))
@@ -108,8 +108,8 @@ def test_reading_the_tail_of_a_long_log_reads_only_the_tail(
 def test_credentials_never_reach_an_error_or_a_repr(tmp_path: Path) -> None:
     """Issue 10, item 3: 'Cannot open the database postgresql://u:p@...' printed the password."""
     from memories import BackendError, ProfileStore
-    from memories.history.sql import SQLHistory
-    from memories.sql import redacted
+    from memories.stores.history.sql import SQLHistory
+    from memories.stores.sql import redacted
 
     url = "postgresql+psycopg://maya:s3cret-pw@127.0.0.1:1/db"
     with pytest.raises(BackendError) as opening:
@@ -133,9 +133,9 @@ def test_a_server_that_never_answers_fails_within_the_connect_timeout(
     import socket
     import time
 
-    import memories.sql
+    import memories.stores.sql
 
-    monkeypatch.setattr(memories.sql, "CONNECT_TIMEOUT_SECONDS", 2)
+    monkeypatch.setattr(memories.stores.sql, "CONNECT_TIMEOUT_SECONDS", 2)
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)  # the kernel completes the handshake; nobody ever answers
@@ -151,7 +151,7 @@ def _plan_of_id_lookup(path: Path) -> str:
 
     from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-    from memories.history.sql import _with_ids
+    from memories.stores.history.sql import _with_ids
 
     query = _with_ids("sqlite", "long", ["m-1", "m-2"])
     literal = {"literal_binds": True}
@@ -183,8 +183,8 @@ def test_a_file_made_before_the_id_index_gets_it_when_opened(
 ) -> None:
     import sqlite3
 
-    import memories.sql
-    from memories.history.sql import metadata
+    import memories.stores.sql
+    from memories.stores.history.sql import metadata
 
     path = tmp_path / "old.db"
     history = SQLiteHistory(path, session_id="s")
@@ -193,7 +193,9 @@ def test_a_file_made_before_the_id_index_gets_it_when_opened(
         connection.execute("DROP INDEX ix_memories_messages_session_message_id")
     assert "ix_memories_messages_session_message_id" not in _plan_of_id_lookup(path)
     engine = history._db.engine
-    monkeypatch.setattr(memories.sql, "_ready", memories.sql._ready - {(id(engine), id(metadata))})
+    monkeypatch.setattr(
+        memories.stores.sql, "_ready", memories.stores.sql._ready - {(id(engine), id(metadata))}
+    )
     assert SQLiteHistory(path, session_id="s").seqs_of(["m-1"]) == {"m-1": 1}  # a new process
     assert "ix_memories_messages_session_message_id" in _plan_of_id_lookup(path)
 
@@ -203,7 +205,7 @@ def test_extra_ddl_that_fails_is_logged_and_the_tables_still_open(
 ) -> None:
     import sqlalchemy as sa
 
-    from memories.sql import EXTRA_DDL, ensure_tables, get_engine
+    from memories.stores.sql import EXTRA_DDL, ensure_tables, get_engine
 
     tables = sa.MetaData(info={EXTRA_DDL: {"sqlite": ["CREATE INDEX broken ON nowhere (x)"]}})
     sa.Table("things", tables, sa.Column("x", sa.Integer))

@@ -31,9 +31,9 @@ from memories import (
     TokenBufferMemory,
     WindowMemory,
 )
-from memories.base import ChatMemory
-from memories.history import REMOVE_ALL_MESSAGES, ChatHistory, InMemoryHistory, SQLiteHistory
-from memories.token_buffer import ConversationTokenBufferMemory, TokenWindow
+from memories.core.base import ChatMemory
+from memories.short_term.token_buffer import ConversationTokenBufferMemory, TokenWindow
+from memories.stores.history import REMOVE_ALL_MESSAGES, ChatHistory, InMemoryHistory, SQLiteHistory
 from tests.conftest import HISTORY_KINDS, make_history_factory
 
 COUNTER = "chars"

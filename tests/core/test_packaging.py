@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import memories
-from memories.imports import DISTRIBUTION
+from memories.kernel.imports import DISTRIBUTION
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,7 +127,7 @@ def test_import_integrations_outside_the_repository_finds_nothing_of_ours(
 
 def test_the_command_reports_its_version(installed: Path, tmp_path: Path) -> None:
     result = subprocess.run(
-        [str(installed), "-m", "memories.cli", "--version"],
+        [str(installed), "-m", "memories.faces.cli", "--version"],
         cwd=tmp_path, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

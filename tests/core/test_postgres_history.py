@@ -54,10 +54,10 @@ def test_a_lock_held_by_a_stuck_server_fails_the_save_within_the_statement_timeo
     import psycopg
     from sqlalchemy.engine import make_url
 
-    import memories.sql
+    import memories.stores.sql
     from memories import BackendUnavailableError, WindowMemory
 
-    monkeypatch.setattr(memories.sql, "STATEMENT_TIMEOUT_SECONDS", 1)
+    monkeypatch.setattr(memories.stores.sql, "STATEMENT_TIMEOUT_SECONDS", 1)
     url = f"{postgres_url}?application_name=stuck-lock-test"  # an engine of its own
     memory = WindowMemory(k=2, chat_memory=SQLHistory(url, session_id="stuck"))
     memory.save_context({"input": "first"}, {"output": "kept"})
@@ -80,7 +80,7 @@ def test_a_lock_held_by_a_stuck_server_fails_the_save_within_the_statement_timeo
 def test_postgres_connections_carry_the_bounds_unless_the_url_sets_them(postgres_url: str) -> None:
     from sqlalchemy import text
 
-    from memories.sql import get_engine
+    from memories.stores.sql import get_engine
 
     defaults = get_engine(f"{postgres_url}?application_name=bounds-default")
     given = get_engine(
@@ -100,7 +100,7 @@ def test_a_message_is_found_by_id_through_the_expression_index(postgres_url: str
     from langchain_core.messages import HumanMessage
     from sqlalchemy import text
 
-    from memories.history.sql import _with_ids
+    from memories.stores.history.sql import _with_ids
 
     history = SQLHistory(postgres_url, session_id="by-id")
     history.write([HumanMessage("named", id="pg-m-1"), HumanMessage("other", id="pg-m-2")])
@@ -123,10 +123,10 @@ def test_opening_a_busy_database_does_not_wait_on_its_writers(
     import psycopg
     from sqlalchemy.engine import make_url
 
-    import memories.sql
+    import memories.stores.sql
 
     SQLHistory(postgres_url, session_id="busy").add_messages([HumanMessage("made")])
-    monkeypatch.setattr(memories.sql, "STATEMENT_TIMEOUT_SECONDS", 2)
+    monkeypatch.setattr(memories.stores.sql, "STATEMENT_TIMEOUT_SECONDS", 2)
     plain = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
     with psycopg.connect(plain) as writer:  # another server, mid-transaction on the table
         writer.execute(
@@ -149,9 +149,9 @@ def test_a_large_table_is_not_indexed_on_opening_and_the_warning_says_how(
     """Building on a big table would lock its writers out for the build: left to the DBA."""
     import sqlalchemy as sa
 
-    import memories.sql
-    from memories.history.sql import _id_index_ddl, metadata
-    from memories.sql import EXTRA_DDL
+    import memories.stores.sql
+    from memories.stores.history.sql import _id_index_ddl, metadata
+    from memories.stores.sql import EXTRA_DDL
 
     url = f"{postgres_url}?application_name=large-table"
     history = SQLHistory(url, session_id="large")
@@ -160,7 +160,7 @@ def test_a_large_table_is_not_indexed_on_opening_and_the_warning_says_how(
     with engine.begin() as connection:
         connection.execute(sa.text("DROP INDEX ix_memories_messages_session_message_id"))
     monkeypatch.setitem(metadata.info, EXTRA_DDL, _id_index_ddl(1))  # "large": 1 row or more
-    monkeypatch.setattr(memories.sql, "_ready", set())
+    monkeypatch.setattr(memories.stores.sql, "_ready", set())
     with caplog.at_level("WARNING"):
         reopened = SQLHistory(url, session_id="large")
         assert reopened.seqs_of(["large-1"]) == {"large-1": history.entries()[-1].seq}
@@ -172,7 +172,7 @@ def test_a_large_table_is_not_indexed_on_opening_and_the_warning_says_how(
         ).scalar()
     assert found is None
     monkeypatch.setitem(metadata.info, EXTRA_DDL, _id_index_ddl(100_000))
-    monkeypatch.setattr(memories.sql, "_ready", set())
+    monkeypatch.setattr(memories.stores.sql, "_ready", set())
     SQLHistory(url, session_id="large").entries()  # a small table: made on opening
     with engine.connect() as connection:
         found = connection.execute(

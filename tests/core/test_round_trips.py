@@ -2,7 +2,7 @@
 
 SQLAlchemy's events count what reaches the database: every statement is a
 network round trip on PostgreSQL, and every commit a WAL commit on SQLite.
-Before the batch (memories.sql.Database.batch), a token buffer's turn made
+Before the batch (memories.stores.sql.Database.batch), a token buffer's turn made
 four commits on save and two on load.
 """
 
@@ -22,12 +22,12 @@ from langchain_core.messages import HumanMessage
 from sqlalchemy import event
 
 from memories import SQLHistory, SQLiteHistory, SummaryBufferMemory, TokenBufferMemory, WindowMemory
-from memories.base import ChatMemory
+from memories.core.base import ChatMemory
+from memories.core.state import SeenState
 from memories.errors import BackendError
-from memories.history import InMemoryHistory
-from memories.history.base import Changes
-from memories.kernel.state import SeenState
 from memories.kernel.steps import run
+from memories.stores.history import InMemoryHistory
+from memories.stores.history.base import Changes
 from memories.testing import ScriptedChatModel
 from tests.postgres import find_pg_bin, postgres_server
 

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.runnables import RunnableLambda
 
 from memories import ConfigError, create_memory, memory_factory, with_memory
-from memories.runnable import SessionMemories
+from memories.faces.runnable import SessionMemories
 
 VECTOR = {
     "type": "vector",

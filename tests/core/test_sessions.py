@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from memories import BufferMemory, ConfigError, create_memory
-from memories.config import memory_factory, with_session
+from memories.core.config import memory_factory, with_session
 
 
 def test_with_session_moves_every_nested_history(tmp_path: Path) -> None:
@@ -52,7 +52,7 @@ def test_memory_factory_checks_the_config_at_once() -> None:
 
 
 def test_with_namespace_moves_every_memory_that_has_one(tmp_path: Path) -> None:
-    from memories.config import with_namespace
+    from memories.core.config import with_namespace
 
     url = f"sqlite:///{tmp_path / 'p.db'}"
     config = {

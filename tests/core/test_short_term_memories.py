@@ -30,8 +30,8 @@ from memories import (
     WindowMemory,
     create_memory,
 )
-from memories.history import ChatHistory
-from memories.tokens import CharCounter, TiktokenCounter, stable_id
+from memories.kernel.tokens import CharCounter, TiktokenCounter, stable_id
+from memories.stores.history import ChatHistory
 from tests.contract.memory_contract import TURNS, MakeMemory, MemoryContract, run_turns
 from tests.helpers import fill_history_fast
 
@@ -407,7 +407,7 @@ def test_loading_a_huge_session_reads_only_the_window(
     path = tmp_path / "huge.db"
     SQLiteHistory(path, session_id="big")  # creates the tables
     fill_history_fast(path, "big", 50_000)  # 100,000 messages
-    import memories.history.sql as sql
+    import memories.stores.history.sql as sql
 
     parsed: list[str] = []
     original = sql.load_message
@@ -467,7 +467,7 @@ def test_an_exchange_over_the_limit_shows_nothing_and_says_so_once(
 ) -> None:
     """Issue 10, item 14: it returned "" with nothing logged."""
     memory = TokenBufferMemory(max_token_limit=5)
-    with caplog.at_level("WARNING", logger="memories.token_buffer"):
+    with caplog.at_level("WARNING", logger="memories.short_term.token_buffer"):
         memory.save_context({"input": "a rather long question " * 5}, {"output": "ok"})
         assert memory.load_memory_variables({}) == {"history": ""}
         memory.load_memory_variables({})
@@ -526,7 +526,7 @@ def test_a_model_that_cannot_count_here_falls_back_to_tiktoken_with_one_warning(
         def get_num_tokens_from_messages(self, messages: Any, tools: Any = None) -> int:
             raise ImportError("a tokenizer would be downloaded")
 
-    with caplog.at_level("WARNING", logger="memories.tokens"):
+    with caplog.at_level("WARNING", logger="memories.kernel.tokens"):
         first = TokenBufferMemory(llm=CannotCount(responses=["x"]))
         TokenBufferMemory(llm=CannotCount(responses=["x"]))
     assert isinstance(first._counter, TiktokenCounter)

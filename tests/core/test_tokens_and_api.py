@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 import memories
 from memories import ConfigError, tokens
-from memories.tokens import CharCounter, TiktokenCounter, resolve_token_counter
+from memories.kernel.tokens import CharCounter, TiktokenCounter, resolve_token_counter
 
 
 def test_cl100k_loads_from_the_bundled_copy_without_asking_tiktoken_to_download(
@@ -152,7 +152,8 @@ def test_every_export_is_typed_and_lazy() -> None:
     assert memories.__version__ == memories._version.__version__
     probe = (
         "import sys, memories.errors, memories; "
-        "print(sorted(m for m in ('memories.buffer', 'memories.vector', 'chromadb', 'numpy') "
+        "print(sorted(m for m in ('memories.short_term.buffer', 'memories.long_term.vector', "
+        "'chromadb', 'numpy') "
         "if m in sys.modules))"
     )
     loaded = subprocess.run(

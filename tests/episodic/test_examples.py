@@ -12,8 +12,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from memories import ExampleMemory, InvalidInputError
-from memories.base import BaseMemory
-from memories.history import ChatHistory, InMemoryHistory
+from memories.core.base import BaseMemory
+from memories.stores.history import ChatHistory, InMemoryHistory
 from tests.contract.memory_contract import TURNS, MakeMemory, MemoryContract, run_turns
 from tests.vector.conftest import WordEmbeddings
 

@@ -11,6 +11,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from memories.integrations.agents import MemoryMiddleware
 
 from memories import (
     BufferMemory,
@@ -21,7 +22,6 @@ from memories import (
     TokenBufferMemory,
     WindowMemory,
 )
-from memories.integrations.agents import MemoryMiddleware
 from memories.testing import ScriptedChatModel
 
 

@@ -9,9 +9,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from memories.integrations.langgraph_nodes import MemoryNodes, MemoryState
 
 from memories import BufferMemory, CombinedMemory, ConfigError, SimpleMemory, WindowMemory
-from memories.integrations.langgraph_nodes import MemoryNodes, MemoryState
 from memories.testing import ScriptedChatModel
 
 

@@ -8,6 +8,13 @@ from pathlib import Path
 import pytest
 from langgraph.store.base import BaseStore, ListNamespacesOp, MatchCondition
 from langgraph.store.memory import InMemoryStore
+from memories.integrations.langgraph_store import (
+    CollectionStoreAdapter,
+    ProfileStoreAdapter,
+    VectorStoreAdapter,
+    matches_filter,
+    select_namespaces,
+)
 
 from memories import (
     CollectionMemory,
@@ -16,14 +23,7 @@ from memories import (
     ProfileMemory,
     VectorMemory,
 )
-from memories.integrations.langgraph_store import (
-    CollectionStoreAdapter,
-    ProfileStoreAdapter,
-    VectorStoreAdapter,
-    matches_filter,
-    select_namespaces,
-)
-from memories.profile import ProfileStore
+from memories.long_term.profile import ProfileStore
 from tests.integrations.store_contract import StoreContract, WordEmbeddings
 
 
@@ -204,7 +204,8 @@ def test_search_with_a_query_and_a_filter_ranks_only_matching_items(tmp_path: Pa
 @pytest.mark.parametrize("namespace", [("a",), ("a", "b"), ("a/b", "c%2Fd", "100%")])
 def test_namespace_keys_decode_to_their_tuples(namespace: tuple[str, ...]) -> None:
     from memories.integrations.langgraph_store import namespace_tuple
-    from memories.namespaces import namespace_key
+
+    from memories.kernel.namespaces import namespace_key
 
     assert namespace_tuple(namespace_key(namespace)) == namespace
 

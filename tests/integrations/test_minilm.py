@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from memories.integrations import minilm
+from memories.integrations.minilm import EMBEDDING_DIM, MAX_TOKENS, MiniLMEmbeddings
 
 from memories.errors import (
     ConfigError,
@@ -15,8 +17,6 @@ from memories.errors import (
     MissingDependencyError,
     ModelFileError,
 )
-from memories.integrations import minilm
-from memories.integrations.minilm import EMBEDDING_DIM, MAX_TOKENS, MiniLMEmbeddings
 from tests.integrations.minilm_reference import MiniLMReference, gt_model_dir
 
 pytestmark = pytest.mark.skipif(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from memories.integrations._onnx_int8 import quantize_activations_per_token
 
 onnx = pytest.importorskip("onnx")

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from memories import ConfigError, InstructionsMemory, InvalidInputError, create_memory
-from memories.base import BaseMemory
-from memories.history import ChatHistory, InMemoryHistory
-from memories.instructions.reflection import FEEDBACK_KWARG
+from memories.core.base import BaseMemory
+from memories.long_term.instructions.reflection import FEEDBACK_KWARG
+from memories.stores.history import ChatHistory, InMemoryHistory
 from tests.contract.memory_contract import MakeMemory, MemoryContract
 from tests.procedural.fakes import DigestModel, FlakyModel, revise
 
@@ -293,6 +293,7 @@ def test_feedback_is_queued_as_a_marked_message(url: str) -> None:
 def test_in_create_agent_the_instructions_are_the_system_prompt(url: str) -> None:
     agents = pytest.importorskip("langchain.agents")
     from memories.integrations.agents import MemoryMiddleware
+
     from memories.testing import ScriptedChatModel
 
     memory = make(url, FlakyModel(script=[revise(f"{BASE} Answer in French.")]))
@@ -314,8 +315,8 @@ def test_in_create_agent_the_instructions_are_the_system_prompt(url: str) -> Non
 def test_in_a_langgraph_graph_the_instructions_lead_the_system_message(url: str) -> None:
     pytest.importorskip("langgraph")
     from langgraph.graph import END, START, StateGraph
-
     from memories.integrations.langgraph_nodes import MemoryNodes, MemoryState
+
     from memories.testing import ScriptedChatModel
 
     memory = make(url, FlakyModel(script=[revise(f"{BASE} Quote prices in euros.")]))

@@ -16,8 +16,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field
 
-from memories.namespaces import Namespace
-from memories.profile.store import (
+from memories.kernel.namespaces import Namespace
+from memories.stores.profile_store import (
     AddPending,
     BaseProfileStore,
     Change,

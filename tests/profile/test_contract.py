@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from memories import ConfigError, ProfileMemory, create_memory
-from memories.base import BaseMemory
-from memories.history import ChatHistory, InMemoryHistory
+from memories.core.base import BaseMemory
+from memories.stores.history import ChatHistory, InMemoryHistory
 from tests.contract.memory_contract import TURNS, MakeMemory, MemoryContract, loaded, run_turns
 from tests.profile.fakes import NotingChatModel
 
@@ -57,7 +57,7 @@ class TestProfileMemoryContract(MemoryContract):
         with pytest.raises(ConfigError, match="has no config form"):
             memory.to_config()  # the fake model is an object
         # A model name is resolved at construction; no provider package is installed here.
-        monkeypatch.setattr("memories.llm.resolve_llm", lambda spec, **_: NotingChatModel())
+        monkeypatch.setattr("memories.kernel.llm.resolve_llm", lambda spec, **_: NotingChatModel())
         named = memory.model_copy(update={"llm": "openai:gpt-4o-mini"})
         config = named.to_config()
         assert create_memory(config).to_config() == config

@@ -21,7 +21,7 @@ from memories.errors import (
     InvalidProfileError,
     MissingDependencyError,
 )
-from memories.tokens import CharCounter
+from memories.kernel.tokens import CharCounter
 from tests.profile.fakes import USER_SCHEMA, ScriptedChatModel, prompt_text, tool_reply
 
 NAME = {"op": "add", "path": "/name", "value": "Ada"}
@@ -84,7 +84,7 @@ def test_a_patch_still_invalid_after_the_retries_keeps_the_profile(
     memory.save_context(*TURN)
     junk = "I think the user is called Ada."
     memory2, model2 = make(url, [junk, junk, junk], max_retries=2)
-    with caplog.at_level(logging.WARNING, logger="memories.profile.memory"):
+    with caplog.at_level(logging.WARNING, logger="memories.long_term.profile.memory"):
         memory2.save_context({"input": "Call me Bob"}, {"output": "OK Bob"})
     assert len(model2.prompts) == 3
     assert memory2.get() == {"likes": [], "name": "Ada"}
@@ -462,7 +462,7 @@ def test_config_round_trips_with_a_schema_dict_and_a_model_name(
     # A model name is resolved at construction; no provider package is installed here.
     made: list[str] = []
     monkeypatch.setattr(
-        "memories.llm.resolve_llm",
+        "memories.kernel.llm.resolve_llm",
         lambda spec, **_: made.append(spec) or ScriptedChatModel(replies=[]),
     )
     memory = ProfileMemory(
@@ -489,7 +489,7 @@ def test_a_missing_provider_package_fails_at_construction(
     def missing(spec: Any, **options: Any) -> Any:
         raise MissingDependencyError(f"the model {spec!r}", "pip install langchain-openai")
 
-    monkeypatch.setattr("memories.llm.resolve_llm", missing)
+    monkeypatch.setattr("memories.kernel.llm.resolve_llm", missing)
     with pytest.raises(MissingDependencyError, match="pip install langchain-openai"):
         ProfileMemory(url=url, llm="openai:gpt-4o-mini", policy="manual")
 

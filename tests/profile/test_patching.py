@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from memories.errors import InvalidProfileError, LLMError
-from memories.profile.patching import (
+from memories.kernel.patching import (
     Section,
     apply_operations,
     check_operations,

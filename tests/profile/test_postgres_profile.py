@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import create_engine, text
 
-from memories.profile.store import ProfileStore
+from memories.stores.profile_store import ProfileStore
 from tests.postgres import find_pg_bin, postgres_server
 from tests.profile.test_memory import (  # noqa: F401  (re-run here on PostgreSQL)
     test_a_concurrent_write_during_an_update_is_not_lost,

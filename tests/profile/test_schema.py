@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from memories.errors import ConfigError
-from memories.profile.schema import ProfileSchema, model_path
+from memories.long_term.profile.schema import ProfileSchema, model_path
 from tests.profile.fakes import USER_SCHEMA, UserProfile
 
 

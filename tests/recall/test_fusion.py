@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from memories.recall import ScoredId, min_max_fusion, reciprocal_rank_fusion
+from memories.stores.recall import ScoredId, min_max_fusion, reciprocal_rank_fusion
 
 Fuse = Callable[[Sequence[Sequence[ScoredId]]], list[ScoredId]]
 FUSIONS: list[Fuse] = [min_max_fusion, reciprocal_rank_fusion]

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from memories.errors import ConfigError
-from memories.recall import Analyzer, BM25Index
+from memories.stores.recall import Analyzer, BM25Index
 
 WORDS = [
     "apple",

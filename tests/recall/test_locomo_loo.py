@@ -19,7 +19,7 @@ from benchmarks.locomo import (
     sentence_keys,
     time_expanded,
 )
-from memories.recall import ScoredId, TurnPosition
+from memories.stores.recall import ScoredId, TurnPosition
 
 DENSE = Variant(replace(PREVIOUS_DEFAULT, dense_weight=1.0, neighbour_weight=0.0))
 LEXICAL = Variant(replace(PREVIOUS_DEFAULT, dense_weight=0.0, neighbour_weight=0.0))

@@ -8,7 +8,7 @@ from datetime import date
 import pytest
 
 from memories.errors import ConfigError
-from memories.recall import (
+from memories.stores.recall import (
     RecallConfig,
     ScoredId,
     TurnPosition,

@@ -1,8 +1,8 @@
-"""The public API of memories.recall is its sorted __all__."""
+"""The public API of memories.stores.recall is its sorted __all__."""
 
 from __future__ import annotations
 
-import memories.recall as recall
+import memories.stores.recall as recall
 
 
 def _isort_key(name: str) -> tuple[int, str]:

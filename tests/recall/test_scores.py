@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from memories.recall.scores import DEFAULT_CALIBRATION, ScoreCalibration, term_coverage
+from memories.stores.recall.scores import DEFAULT_CALIBRATION, ScoreCalibration, term_coverage
 
 
 def test_coverage_is_the_share_of_distinct_query_terms_held() -> None:

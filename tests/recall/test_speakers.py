@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from memories.errors import ConfigError
-from memories.recall import (
+from memories.stores.recall import (
     RecallConfig,
     ScoredId,
     boost_speakers,

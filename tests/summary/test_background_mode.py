@@ -102,7 +102,7 @@ def test_loading_while_a_fold_is_pending_stays_within_the_limit(
     memory = background_buffer(ScriptedLLM(), scheduler, token_counter="chars")
     for i in range(12):
         save(memory, i)
-    with caplog.at_level(logging.INFO, logger="memories.summary"):
+    with caplog.at_level(logging.INFO, logger="memories.short_term.summary.memory"):
         shown = memory.buffer_as_messages
     assert sum(memory._counter([m]) for m in shown) <= LIMIT
     assert "question 11 about" in str(shown[-2].content)

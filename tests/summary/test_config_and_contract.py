@@ -18,7 +18,7 @@ from memories import (
     SummaryMemory,
     create_memory,
 )
-from memories.config import MEMORY_TYPES
+from memories.core.config import MEMORY_TYPES
 from memories.kernel.background import Debouncer
 from tests.contract.memory_contract import MakeMemory, MemoryContract
 from tests.summary.fakes import ScriptedLLM
@@ -97,8 +97,11 @@ class TestBackgroundSummaryBufferContract(MemoryContract):
 
 
 def test_registered_and_exported() -> None:
-    assert MEMORY_TYPES["summary"][:2] == ("memories.summary", "SummaryMemory")
-    assert MEMORY_TYPES["summary_buffer"][:2] == ("memories.summary", "SummaryBufferMemory")
+    assert MEMORY_TYPES["summary"][:2] == ("memories.short_term.summary.memory", "SummaryMemory")
+    assert MEMORY_TYPES["summary_buffer"][:2] == (
+        "memories.short_term.summary.memory",
+        "SummaryBufferMemory",
+    )
     for name in (
         "SummaryMemory",
         "SummaryBufferMemory",
@@ -153,7 +156,7 @@ def test_an_llm_given_by_name_round_trips(monkeypatch: pytest.MonkeyPatch) -> No
         made.append((spec, options))
         return ScriptedLLM(default="named")
 
-    monkeypatch.setattr("memories.llm.resolve_llm", fake_resolve)
+    monkeypatch.setattr("memories.kernel.llm.resolve_llm", fake_resolve)
     memory = SummaryMemory(llm="ollama:llama3.2", llm_kwargs={"temperature": 0})
     config = memory.to_config()
     assert config == {"type": "summary", "llm": "ollama:llama3.2", "llm_kwargs": {"temperature": 0}}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from memories import SummaryBufferMemory, SummaryMemory
-from memories.extractive import ExtractiveSummarizer
-from memories.tokens import TiktokenCounter
+from memories.kernel.tokens import TiktokenCounter
+from memories.short_term.summary.extractive import ExtractiveSummarizer
 
 COUNT = TiktokenCounter()
 

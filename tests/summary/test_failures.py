@@ -11,8 +11,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from memories import LLMError, SummaryBufferMemory, SummaryMemory
-from memories.summary import SUMMARY_PROMPT, SummaryState
-from memories.tokens import CharCounter
+from memories.kernel.tokens import CharCounter
+from memories.short_term.summary.memory import SUMMARY_PROMPT, SummaryState
 from tests.summary.fakes import EMPTY, HANG, RAISE, ScriptedLLM
 
 LIMIT = 100
@@ -87,7 +87,7 @@ def test_while_folding_fails_loading_stays_within_the_limit(
 ) -> None:
     llm.default = RAISE
     memory = SummaryBufferMemory(llm=llm, max_token_limit=LIMIT, token_counter="chars")
-    with caplog.at_level(logging.WARNING, logger="memories.summary"):
+    with caplog.at_level(logging.WARNING, logger="memories.short_term.summary.memory"):
         for i in range(12):
             save(memory, i)
         shown = memory.buffer_as_messages

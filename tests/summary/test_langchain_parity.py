@@ -17,7 +17,7 @@ from memories import (
     SummaryBufferMemory,
     SummaryMemory,
 )
-from memories.tokens import load_encoding
+from memories.kernel.tokens import load_encoding
 from tests.summary.fakes import ScriptedLLM
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")

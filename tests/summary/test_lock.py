@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-import memories.summary
+import memories.short_term.summary.memory
 from memories import InMemoryHistory, SummaryBufferMemory
-from memories.history.base import Entry
 from memories.kernel.background import Debouncer
+from memories.stores.history.base import Entry
 from tests.summary.fakes import ScriptedLLM
 
 
@@ -114,12 +114,12 @@ def test_the_check_fails_when_the_async_path_drops_the_lock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The overlap counter above can fail: with the async runner unlocked, calls interleave."""
-    real_arun = memories.summary.arun
+    real_arun = memories.short_term.summary.memory.arun
 
     def unlocked(steps: Any, /, *, lock: Sequence[Any] | None = None) -> Any:
         return real_arun(steps)
 
-    monkeypatch.setattr(memories.summary, "arun", unlocked)
+    monkeypatch.setattr(memories.short_term.summary.memory, "arun", unlocked)
     with Debouncer(delay=3600) as scheduler:
         history = WatchedHistory()
         memory = over_the_limit(history, scheduler)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from memories.vector import VectorMemory
+from memories.long_term.vector import VectorMemory
 
 
 class WordEmbeddings(Embeddings):

@@ -16,9 +16,9 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from memories import VectorMemory, VectorStoreRetrieverMemory
-from memories.base import BaseMemory
-from memories.history import ChatHistory, InMemoryHistory
-from memories.namespaces import namespace_key
+from memories.core.base import BaseMemory
+from memories.kernel.namespaces import namespace_key
+from memories.stores.history import ChatHistory, InMemoryHistory
 from tests.contract.memory_contract import TURNS, MakeMemory, MemoryContract, run_turns
 from tests.vector.conftest import MakeVector
 

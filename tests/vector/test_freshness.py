@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from memories.vector import VectorMemory
-from memories.vector import chroma_backend as backend_module
+from memories.long_term.vector import VectorMemory
+from memories.stores.vector import chroma_backend as backend_module
 from tests.vector.conftest import MakeVector
 
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memories import InvalidInputError
-from memories.namespaces import namespace_key
+from memories.kernel.namespaces import namespace_key
 
 USERS = [(f"user-{i}", "chat") for i in range(12)] + [("user/1",), ("user", "1"), ("user%2F1",)]
 WORDS = ["apple", "river", "guitar", "secret", "plan", "dog", "paris", "turn"]

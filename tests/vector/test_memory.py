@@ -16,9 +16,9 @@ from memories import (
     VectorMemory,
     create_memory,
 )
-from memories.config import MEMORY_TYPES
-from memories.imports import install_command
-from memories.recall import RecallConfig
+from memories.core.config import MEMORY_TYPES
+from memories.kernel.imports import install_command
+from memories.stores.recall import RecallConfig
 from tests.vector.conftest import MakeVector
 
 

@@ -8,8 +8,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 
 from memories import CombinedMemory, InvalidInputError, WindowMemory
-from memories.exchange import apply_message_edits, save_exchange
-from memories.history import REMOVE_ALL_MESSAGES
+from memories.faces.exchange import apply_message_edits, save_exchange
+from memories.stores.history import REMOVE_ALL_MESSAGES
 from tests.vector.conftest import MakeVector
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from memories.vector.outbox import MemoryOutbox, OutboxRow, SQLiteOutbox
+from memories.stores.vector.outbox import MemoryOutbox, OutboxRow, SQLiteOutbox
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "memory"])

@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from memories import BackendUnavailableError, VectorMemory, create_memory
-from memories.namespaces import namespace_key
-from memories.vector.writes import background_writer
+from memories.kernel.namespaces import namespace_key
+from memories.stores.vector.writes import background_writer
 from tests.vector.conftest import ChromaServer, free_port
 
 pytestmark = pytest.mark.server

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from memories import BackendUnavailableError, VectorMemory
-from memories.vector import VectorStatus
-from memories.vector.writes import background_writer
+from memories.long_term.vector import VectorStatus
+from memories.stores.vector.writes import background_writer
 from tests.vector.conftest import MakeVector
 
 TURNS = [
@@ -158,7 +158,7 @@ def test_close_writes_what_waits_and_later_saves_are_synchronous(
 def test_a_writer_that_falls_behind_makes_saves_synchronous(
     make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch, writer_idle: None
 ) -> None:
-    import memories.vector.chroma_backend as module
+    import memories.stores.vector.chroma_backend as module
 
     monkeypatch.setattr(module, "_MAX_QUEUED", 0)
     memory = make_vector(namespace="bounded")

@@ -1,0 +1,560 @@
+"""The memory contract every memory class implements.
+
+``BaseMemory`` is LangChain's classic memory interface (it subclasses
+LangChain's own base class, see :mod:`memories.core.langchain`) plus configuration:
+``to_config()`` describes the memory so :func:`memories.create_memory` can
+rebuild it.
+
+Implementing a subclass
+-----------------------
+A memory over a chat history subclasses :class:`ChatMemory` and implements one
+method, :meth:`ChatMemory._selection`: a loop of I/O steps (see
+:mod:`memories.kernel.steps`) that returns the messages the memory shows. It
+is written once; the kernel runs it for the sync and the async methods.
+Saving, formatting, key selection, clearing and configuration are written
+once here. A memory that derives state from the log (a cursor, token counts,
+a summary) also implements :meth:`ChatMemory._update`, the steps that bring
+that state up to date after a save, and keeps the state in the history under
+:meth:`ChatMemory.state_key`. ``memories/short_term/window.py`` is the shortest example:
+its ``_selection`` yields two steps (find where the last ``k`` exchanges
+start, read from there) and returns their messages.
+
+A memory that is not a chat log (vector recall, a profile) subclasses
+:class:`BaseMemory` and implements LangChain's four members and their async
+twins; it calls :func:`memories.kernel.keys.select_turn` to pick its input and output.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import threading
+import types
+import typing
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import Any, ClassVar, TypeGuard
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import BaseMessage
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from memories.core.langchain import LangChainBaseMemory
+from memories.errors import ConfigError, InvalidInputError
+from memories.kernel.background import MemoryStatus
+from memories.kernel.capabilities import Capabilities, capabilities_of
+from memories.kernel.keys import turn_messages_for
+from memories.kernel.messages import check_storable, format_buffer
+from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.stores.history.base import ChatHistory, MessageRef
+from memories.stores.history.langchain import LangChainHistory
+from memories.stores.history.memory import InMemoryHistory
+
+__all__ = ["BaseMemory", "ChatMemory", "keeps_chat_log"]
+
+
+class BaseMemory(LangChainBaseMemory):
+    """A conversation memory: LangChain's classic interface, configurable by dict.
+
+    Constructor arguments are keyword arguments with defaults, stored under the
+    same name; an unknown argument is an error. Conversation state lives in a
+    backend, never in these fields, so ``to_config()`` round-trips exactly.
+    """
+
+    model_config = ConfigDict(
+        arbitrary_types_allowed=True, extra="forbid", validate_assignment=True
+    )
+
+    #: The name this class has in configs and in the registry (``"buffer"``, ...).
+    config_type: ClassVar[str]
+    #: What this class can do; tools read this, never ``hasattr`` or the class name.
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    #: LangChain's names for arguments that this class names otherwise
+    #: (``{"buffer": "initial_summary"}``): accepted, and stored under ours.
+    langchain_names: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _langchain_names(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or not cls.langchain_names.keys() & data.keys():
+            return data
+        data = dict(data)
+        for theirs, ours in cls.langchain_names.items():
+            if theirs in data:
+                if ours in data:
+                    raise ConfigError(f"Give either {theirs!r} or {ours!r}, not both.")
+                data[ours] = data.pop(theirs)
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bools_for_numbers(cls, data: Any) -> Any:
+        # Pydantic reads True as 1: `max_token_limit: true` in a YAML file would
+        # quietly become a limit of one token. A number must be a number.
+        if isinstance(data, Mapping):
+            for name, value in data.items():
+                field = cls.model_fields.get(name)
+                if isinstance(value, bool) and field is not None and _numeric(field.annotation):
+                    raise ConfigError(f"{name} must be a number, got {value!r}")
+        return data
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            # Pydantic wraps the ConfigErrors our validators raise; give the user ours back.
+            raise ConfigError(f"Bad options for {type(self).__name__}: {_reasons(exc)}") from exc
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as exc:
+            raise ConfigError(
+                f"Bad value for {type(self).__name__}.{name}: {_reasons(exc)}"
+            ) from exc
+        if name in type(self).model_fields:
+            # Configuration changed: forget what was derived from it (cached properties).
+            for base in type(self).__mro__:
+                for attribute, member in vars(base).items():
+                    if isinstance(member, cached_property):
+                        self.__dict__.pop(attribute, None)
+
+    # -- copying and pickling, as LangChain's memories allow ---------------------
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """Configuration and private state; what belongs to this process is made anew.
+
+        Derived values (cached properties: a store client, a resolved model)
+        are left out and rebuilt on first use; locks are replaced by new ones.
+        """
+        state = super().__getstate__()
+        fields = type(self).model_fields
+        state["__dict__"] = {k: v for k, v in state["__dict__"].items() if k in fields}
+        private = state.get("__pydantic_private__") or {}
+        state["__pydantic_private__"] = {
+            k: v for k, v in private.items() if not isinstance(v, _PROCESS_LOCAL)
+        }
+        return state
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        super().__setstate__(state)
+        private = self.__pydantic_private__ if self.__pydantic_private__ is not None else {}
+        for name, attribute in self.__private_attributes__.items():
+            if name not in private:
+                private[name] = attribute.get_default(call_default_factory=True)
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
+        copied = type(self).__new__(type(self))
+        copied.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return copied
+
+    # -- the kernel's surface: composition, checking, deferred work ------------
+
+    def check_turn(self, inputs: Any, outputs: Any) -> None:
+        """Raise what :meth:`save_context` would raise for this turn, writing nothing.
+
+        A composite checks every member with this before any member writes, so
+        a turn one member rejects is written by none.
+
+        Raises:
+            InvalidInputError: the turn cannot be stored.
+        """
+        if not isinstance(inputs, Mapping) or not isinstance(outputs, Mapping):
+            raise InvalidInputError(
+                f"inputs and outputs must be dicts, got {type(inputs).__name__} and "
+                f"{type(outputs).__name__}."
+            )
+
+    def leaves(self) -> list[LangChainBaseMemory]:
+        """The memories that hold data: this one, or a composite's members (flattened)."""
+        return [self]
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Finish deferred work now and wait for it (at most ``timeout`` seconds).
+
+        Returns:
+            True when nothing is pending or running any more; a memory that
+            defers nothing returns True at once.
+        """
+        return True
+
+    async def aflush(self, *, timeout: float | None = None) -> bool:
+        """Async :meth:`flush`."""
+        return await to_thread(self.flush, timeout=timeout)
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """Flush, then defer nothing more: later turns of this object do their work inline."""
+        return self.flush(timeout=timeout)
+
+    async def aclose(self, *, timeout: float | None = None) -> bool:
+        """Async :meth:`close`."""
+        return await to_thread(self.close, timeout=timeout)
+
+    def status(self) -> MemoryStatus:
+        """Where this memory's deferred work stands (nothing, by default)."""
+        return MemoryStatus()
+
+    async def astatus(self) -> MemoryStatus:
+        """Async :meth:`status`."""
+        return await to_thread(self.status)
+
+    def to_config(self) -> dict[str, Any]:
+        """A config that :func:`memories.create_memory` turns back into an equal memory.
+
+        Holds the ``type`` and every argument that differs from its default.
+
+        Raises:
+            ConfigError: an argument (a model object, a custom callable) has no
+                config form; pass it by name or rebuild the memory in code.
+        """
+        config: dict[str, Any] = {"type": self.config_type}
+        for name, field in type(self).model_fields.items():
+            value = getattr(self, name)
+            default = field.get_default(call_default_factory=True)
+            if value == default:
+                continue
+            if field.exclude:
+                raise ConfigError(
+                    f"{type(self).__name__}.{name} is set to {value!r:.60}, which has no config "
+                    "form; leave it at its default to describe this memory by config."
+                )
+            form = self._config_value(name, value)
+            if isinstance(default, ChatHistory) and form == self._config_value(name, default):
+                continue
+            config[field.alias or name] = form
+        return config
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        """The config form of one argument; subclasses extend it for their own types."""
+        if isinstance(value, ChatHistory):
+            try:
+                return value.to_config()
+            except NotImplementedError as exc:
+                raise ConfigError(
+                    f"{type(self).__name__}.{name} is a {value!r}, which has no config form; "
+                    "use a memories history (SQLiteHistory, SQLHistory) to describe it by config."
+                ) from exc
+        if value is None or isinstance(value, str | int | float | bool):
+            return value
+        if isinstance(value, list | tuple) and all(isinstance(v, str | int | float) for v in value):
+            return list(value)
+        raise ConfigError(
+            f"{type(self).__name__}.{name} = {value!r:.80} has no config form. "
+            "Give it by name (a string) or build this memory in code."
+        )
+
+
+#: Objects that belong to one process and are made anew in a copy.
+_PROCESS_LOCAL = (type(threading.Lock()), type(threading.RLock()), threading.Condition)
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether a field's type is a number (int, float, or one of them or None)."""
+    options = typing.get_args(annotation) if typing.get_origin(annotation) in _UNIONS else ()
+    return annotation in (int, float) or (
+        bool(options)
+        and set(options) - {type(None)}
+        <= {
+            int,
+            float,
+        }
+    )
+
+
+_UNIONS = (typing.Union, types.UnionType)
+
+
+def _reasons(exc: ValidationError) -> str:
+    """Pydantic's errors as one line each, with our own error messages kept word for word."""
+    lines = []
+    for error in exc.errors():
+        cause = (error.get("ctx") or {}).get("error")
+        where = ".".join(str(p) for p in error["loc"])
+        message = str(cause) if isinstance(cause, Exception) else error["msg"]
+        if not isinstance(cause, Exception) and "input" in error and where:
+            message = f"{message}, got {error['input']!r:.80}"
+        lines.append(f"{where}: {message}" if where else message)
+    return "; ".join(lines)
+
+
+class ChatMemory(BaseMemory):
+    """A memory over a chat history: buffer, window, token buffer, summaries.
+
+    Args:
+        chat_memory: where the session's messages live. A memories history
+            (``InMemoryHistory`` by default, ``SQLiteHistory`` to survive a
+            restart), any LangChain ``BaseChatMessageHistory``, or a history
+            config dict such as ``{"type": "sqlite", "path": "chat.db", "session_id": "u1"}``.
+        memory_key: the variable the memory fills in the prompt.
+        input_key: the chain input to store; by default the only input that is
+            not a memory variable or ``"stop"``.
+        output_key: the chain output to store; by default the only output, or ``"output"``.
+        return_messages: give a list of messages instead of one string.
+        human_prefix: the speaker name of human messages in the string form.
+        ai_prefix: the speaker name of AI messages in the string form.
+    """
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="session", chat_log=True, exportable=True
+    )
+
+    chat_memory: ChatHistory = Field(default_factory=InMemoryHistory)
+    memory_key: str = "history"
+    input_key: str | None = None
+    output_key: str | None = None
+    return_messages: bool = False
+    human_prefix: str = "Human"
+    ai_prefix: str = "AI"
+
+    @field_validator("chat_memory", mode="before")
+    @classmethod
+    def _as_history(cls, value: Any) -> ChatHistory:
+        if isinstance(value, ChatHistory):
+            return value
+        if isinstance(value, BaseChatMessageHistory):
+            return LangChainHistory(value)
+        if isinstance(value, Mapping):
+            from memories.core.config import create_history
+
+            return create_history(value)
+        raise ConfigError(
+            f"chat_memory must be a history (memories.InMemoryHistory, SQLiteHistory, a "
+            f"LangChain BaseChatMessageHistory) or a history config dict; got {value!r:.80}"
+        )
+
+    # -- what subclasses implement --------------------------------------------
+
+    @abstractmethod
+    def _selection(self) -> Steps[list[BaseMessage]]:
+        """The steps that read and return the messages this memory shows now."""
+
+    def _update(self) -> Steps[None]:
+        """The steps that bring derived state up to date after a save (default: none)."""
+        return
+        yield  # a generator with no steps
+
+    @property
+    def _io_lock(self) -> threading.Lock | None:
+        """The lock the kernel holds while it runs this memory's steps (default: none)."""
+        return None
+
+    # -- running the steps (the kernel's runners) -----------------------------
+
+    #: Whether this memory's steps may call a model (such loops run with the async twins).
+    _calls_models: ClassVar[bool] = False
+
+    def _run(self, steps: Steps[Any], *, write: bool) -> Any:
+        """Run steps under this memory's lock, as one batch of the history (one transaction)."""
+        return run(steps, lock=self._io_lock, batch=self.chat_memory.batch(write=write))
+
+    async def _arun(self, steps: Steps[Any], *, write: bool) -> Any:
+        """Async :meth:`_run`.
+
+        A history that batches (SQL) runs the whole loop on one worker thread,
+        so the async turn is one transaction too; a loop that may call a model
+        runs its async twins (the model's ``ainvoke``) instead.
+        """
+        batch = self.chat_memory.batch(write=write)
+        if batch is not None and not self._calls_models:
+            return await to_thread(run, steps, lock=self._io_lock, batch=batch)
+        return await arun(steps, lock=self._io_lock)
+
+    def _select(self) -> list[BaseMessage]:
+        return self._run(self._selection(), write=False)
+
+    async def _aselect(self) -> list[BaseMessage]:
+        return await self._arun(self._selection(), write=False)
+
+    def _saving(self, messages: list[BaseMessage]) -> Steps[None]:
+        yield step(self.chat_memory.append, messages)
+        yield from self._update()
+
+    def _editing(self, edit: Steps[list[int]]) -> Steps[None]:
+        """Run a history edit's steps, then bring derived state up to date with it."""
+        yield from edit
+        yield from self._update()
+
+    def _state_parameters(self) -> dict[str, Any]:
+        """The arguments that shape this memory's derived state (default: none)."""
+        return {}
+
+    @cached_property
+    def state_key(self) -> str:
+        """Where this memory keeps its derived state in the history.
+
+        It names the type, the memory key and a digest of the arguments that
+        shape the state, so changing ``max_token_limit`` starts a fresh state
+        instead of reusing one computed for another limit. Computed once per
+        configuration (every turn reads it).
+        """
+        shape = json.dumps(self._state_parameters(), sort_keys=True, default=str)
+        digest = hashlib.sha1(shape.encode(), usedforsecurity=False).hexdigest()[:12]
+        return f"{self.config_type}:{self.memory_key}:{digest}"
+
+    # -- LangChain's interface, written once ----------------------------------
+
+    @property
+    def memory_variables(self) -> list[str]:
+        """The prompt variables this memory fills: ``[memory_key]``."""
+        return [self.memory_key]
+
+    def _turn(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> list[BaseMessage]:
+        """The messages a chain run is stored as; raises before anything is written."""
+        return turn_messages_for(self, inputs, outputs)
+
+    def check_turn(self, inputs: Any, outputs: Any) -> None:
+        """Raise what :meth:`save_context` would raise for this turn, writing nothing."""
+        self._turn(inputs, outputs)
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Append the run's input and output to the history, then update derived state."""
+        saving = self._saving(self._turn(inputs, outputs))
+        self._run(saving, write=True)
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Async :meth:`save_context`: the same steps, awaited."""
+        await self._arun(self._saving(self._turn(inputs, outputs)), write=True)
+
+    def save_messages(self, messages: Sequence[BaseMessage], /) -> None:
+        """Write whole messages (an agent turn with its tool calls), then update derived state.
+
+        ``save_context`` stores one input and one output; an agent's turn is a
+        human message, AI messages with tool calls, tool results and the final
+        answer, and a window must be able to keep them together. The list has
+        LangGraph's ``add_messages`` semantics: a message whose id is already
+        shown replaces it, ``RemoveMessage(id=...)`` removes one,
+        ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` removes all before it.
+
+        Raises:
+            InvalidInputError: an item is not a LangChain message, or a
+                ``RemoveMessage`` names an unknown id (nothing is written).
+        """
+        writing = self.chat_memory.writing(_checked_messages(messages))
+        self._run(self._editing(writing), write=True)
+
+    async def asave_messages(self, messages: Sequence[BaseMessage], /) -> None:
+        """Async :meth:`save_messages`: the same steps, awaited."""
+        writing = self.chat_memory.writing(_checked_messages(messages))
+        await self._arun(self._editing(writing), write=True)
+
+    # -- edits by id (see memories.stores.history.edits) ------------------------------
+
+    def delete_messages(self, ids: Sequence[MessageRef], /) -> None:
+        """Remove messages by id (or log seq); derived state (counts, summary) follows.
+
+        A removed tool call takes its results with it, and a removed result
+        takes its call out of the AI message, so the memory never shows an
+        orphan. The log keeps the removed messages (``chat_memory.records()``).
+
+        Raises:
+            InvalidInputError: an id matches no shown message (nothing is changed).
+        """
+        self._run(self._editing(self.chat_memory.deleting(ids)), write=True)
+
+    async def adelete_messages(self, ids: Sequence[MessageRef], /) -> None:
+        """Async :meth:`delete_messages`."""
+        await self._arun(self._editing(self.chat_memory.deleting(ids)), write=True)
+
+    def edit_message(self, id: MessageRef, new_message: BaseMessage, /) -> None:
+        """Show ``new_message`` in place of the message with ``id`` (or log seq).
+
+        Raises:
+            InvalidInputError: no shown message has that id, or ``new_message``
+                is not a message (nothing is changed).
+        """
+        replacing = self.chat_memory.replacing(id, *_checked_messages([new_message]))
+        self._run(self._editing(replacing), write=True)
+
+    async def aedit_message(self, id: MessageRef, new_message: BaseMessage, /) -> None:
+        """Async :meth:`edit_message`."""
+        replacing = self.chat_memory.replacing(id, *_checked_messages([new_message]))
+        await self._arun(self._editing(replacing), write=True)
+
+    def keep_last(self, n: int, /) -> None:
+        """Remove every message but the last ``n`` (never splitting a tool call from its results).
+
+        Raises:
+            InvalidInputError: ``n`` is not a count >= 0.
+        """
+        self._run(self._editing(self.chat_memory.cutting(n)), write=True)
+
+    async def akeep_last(self, n: int, /) -> None:
+        """Async :meth:`keep_last`."""
+        await self._arun(self._editing(self.chat_memory.cutting(n)), write=True)
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """``{memory_key: buffer}``: a string, or messages with ``return_messages=True``."""
+        return {self.memory_key: self._format(self._select())}
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Async :meth:`load_memory_variables`: the same work, awaited."""
+        return {self.memory_key: self._format(await self._aselect())}
+
+    def _clearing(self) -> Steps[None]:
+        yield step(self.chat_memory.clear)
+
+    def clear(self) -> None:
+        """Erase the session: its messages and every memory's state in the history."""
+        run(self._clearing(), lock=self._io_lock)
+
+    async def aclear(self) -> None:
+        """Async :meth:`clear`: the same steps, awaited."""
+        await arun(self._clearing(), lock=self._io_lock)
+
+    def _format(self, messages: list[BaseMessage]) -> str | list[BaseMessage]:
+        if self.return_messages:
+            return messages
+        return format_buffer(messages, self.human_prefix, self.ai_prefix)
+
+    @property
+    def buffer(self) -> str | list[BaseMessage]:
+        """What the memory shows, as a string or as messages (``return_messages``)."""
+        return self._format(self._select())
+
+    async def abuffer(self) -> str | list[BaseMessage]:
+        """Async :attr:`buffer`."""
+        return self._format(await self._aselect())
+
+    @property
+    def buffer_as_str(self) -> str:
+        """What the memory shows, as LangChain's ``get_buffer_string``."""
+        return format_buffer(self._select(), self.human_prefix, self.ai_prefix)
+
+    async def abuffer_as_str(self) -> str:
+        """Async :attr:`buffer_as_str`."""
+        return format_buffer(await self._aselect(), self.human_prefix, self.ai_prefix)
+
+    @property
+    def buffer_as_messages(self) -> list[BaseMessage]:
+        """What the memory shows, as messages."""
+        return self._select()
+
+    async def abuffer_as_messages(self) -> list[BaseMessage]:
+        """Async :attr:`buffer_as_messages`."""
+        return await self._aselect()
+
+    def load_messages(self) -> list[BaseMessage]:
+        """What the memory shows, as messages (:attr:`buffer_as_messages` as a method)."""
+        return self._select()
+
+    async def aload_messages(self) -> list[BaseMessage]:
+        """Async :meth:`load_messages`."""
+        return await self._aselect()
+
+
+def _checked_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    wrong = [m for m in messages if not isinstance(m, BaseMessage)]
+    if isinstance(messages, str | bytes) or wrong:
+        shown = messages if isinstance(messages, str | bytes) else wrong[0]
+        raise InvalidInputError(
+            f"save_messages takes a list of LangChain messages; got {shown!r:.80}. "
+            "Use save_context for plain input and output values."
+        )
+    return check_storable(messages)
+
+
+def keeps_chat_log(memory: Any, /) -> TypeGuard[ChatMemory]:
+    """Whether ``memory`` declares a chat log (and so has :class:`ChatMemory`'s methods)."""
+    return capabilities_of(memory).chat_log

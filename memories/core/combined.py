@@ -1,0 +1,211 @@
+"""Memories made of other memories: LangChain's ``CombinedMemory``,
+``ReadOnlySharedMemory`` and ``SimpleMemory``, for any of our memories."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator
+
+from memories.core.base import BaseMemory
+from memories.core.langchain import LangChainBaseMemory
+from memories.errors import ConfigError
+from memories.kernel.background import MemoryStatus
+from memories.kernel.capabilities import Capabilities
+
+__all__ = ["CombinedMemory", "ReadOnlySharedMemory", "SimpleMemory"]
+
+
+class CombinedMemory(BaseMemory):
+    """Several memories at once; each fills its own prompt variables.
+
+    Unlike LangChain's, each member saves the run with the other members'
+    variables removed from the inputs, so members need no ``input_key`` to
+    find the user's input.
+    """
+
+    config_type: ClassVar[str] = "combined"
+    capabilities: ClassVar[Capabilities] = Capabilities(composite=True)
+
+    memories: list[LangChainBaseMemory]
+
+    @field_validator("memories")
+    @classmethod
+    def _distinct_variables(cls, value: list[LangChainBaseMemory]) -> list[LangChainBaseMemory]:
+        seen: set[str] = set()
+        for memory in value:
+            overlap = seen.intersection(memory.memory_variables)
+            if overlap:
+                # LangChain's message, word for word (its missing space included), then ours.
+                raise ConfigError(
+                    f"The same variables {overlap} are found in multiplememory object, which is "
+                    "not allowed by CombinedMemory. Give each memory a distinct memory_key."
+                )
+            seen.update(memory.memory_variables)
+        return value
+
+    @property
+    def memory_variables(self) -> list[str]:
+        return [v for memory in self.memories for v in memory.memory_variables]
+
+    def leaves(self) -> list[LangChainBaseMemory]:
+        """Every member that holds data, nested composites flattened."""
+        return [leaf for memory in self.memories for leaf in leaves_of(memory)]
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Flush every member (each within ``timeout``); True when all are done."""
+        return all([m.flush(timeout=timeout) for m in self._ours()])
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """Close every member; True when all finished their deferred work."""
+        return all([m.close(timeout=timeout) for m in self._ours()])
+
+    def status(self) -> MemoryStatus:
+        """The members' deferred work added up (the last error of any member that has one)."""
+        statuses = [m.status() for m in self._ours()]
+        errors = [s.last_error for s in statuses if s.last_error]
+        return MemoryStatus(
+            pending=sum(s.pending for s in statuses),
+            failures=sum(s.failures for s in statuses),
+            last_error=errors[-1] if errors else None,
+        )
+
+    def _ours(self) -> list[BaseMemory]:
+        return [m for m in self.leaves() if isinstance(m, BaseMemory)]
+
+    def _inputs_for(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        ours = set(self.memory_variables)
+        return {k: v for k, v in inputs.items() if k not in ours}
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for memory in self.memories:
+            merged.update(memory.load_memory_variables(inputs))
+        return merged
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        loaded = await asyncio.gather(*(m.aload_memory_variables(inputs) for m in self.memories))
+        return {k: v for data in loaded for k, v in data.items()}
+
+    def check_turn(self, inputs: Any, outputs: Any) -> None:
+        """Check the turn against every member that can check (ours) before any writes."""
+        super().check_turn(inputs, outputs)
+        own_inputs = self._inputs_for(inputs)
+        for memory in self.memories:
+            if isinstance(memory, BaseMemory):
+                memory.check_turn(own_inputs, outputs)
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Save the turn to every member; a turn any member rejects is written by none."""
+        self.check_turn(inputs, outputs)
+        own_inputs = self._inputs_for(inputs)
+        for memory in self.memories:
+            memory.save_context(own_inputs, outputs)
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Async :meth:`save_context`."""
+        self.check_turn(inputs, outputs)
+        own_inputs = self._inputs_for(inputs)
+        for memory in self.memories:
+            await memory.asave_context(own_inputs, outputs)
+
+    def clear(self) -> None:
+        for memory in self.memories:
+            memory.clear()
+
+    async def aclear(self) -> None:
+        for memory in self.memories:
+            await memory.aclear()
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "memories":
+            return [_member_config(m) for m in value]
+        return super()._config_value(name, value)
+
+
+class ReadOnlySharedMemory(BaseMemory):
+    """Another memory, readable but not writable: for a tool or sub-chain that must not save."""
+
+    config_type: ClassVar[str] = "read_only"
+    capabilities: ClassVar[Capabilities] = Capabilities(composite=True)
+
+    memory: LangChainBaseMemory
+
+    @property
+    def memory_variables(self) -> list[str]:
+        return list(self.memory.memory_variables)
+
+    def leaves(self) -> list[LangChainBaseMemory]:
+        """The wrapped memory's leaves."""
+        return leaves_of(self.memory)
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return self.memory.load_memory_variables(inputs)
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return await self.memory.aload_memory_variables(inputs)
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Saves nothing: the wrapped memory belongs to another chain."""
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Saves nothing: the wrapped memory belongs to another chain."""
+
+    def clear(self) -> None:
+        """Clears nothing: the shared memory's data stays (LangChain's behaviour)."""
+
+    async def aclear(self) -> None:
+        """Clears nothing (see :meth:`clear`)."""
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "memory":
+            return _member_config(value)
+        return super()._config_value(name, value)
+
+
+class SimpleMemory(BaseMemory):
+    """Fixed values that never change between runs (a persona, a date)."""
+
+    config_type: ClassVar[str] = "simple"
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    memories: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def memory_variables(self) -> list[str]:
+        return list(self.memories)
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.memories)
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.memories)
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Saves nothing: the values are fixed."""
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Saves nothing: the values are fixed."""
+
+    def clear(self) -> None:
+        """Clears nothing: the values are configuration, not conversation state."""
+
+    async def aclear(self) -> None:
+        """Clears nothing (see :meth:`clear`)."""
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        return dict(value) if name == "memories" else super()._config_value(name, value)
+
+
+def _member_config(memory: LangChainBaseMemory) -> dict[str, Any]:
+    if isinstance(memory, BaseMemory):
+        return memory.to_config()
+    raise ConfigError(
+        f"{type(memory).__name__} is not a memories memory, so it has no config form."
+    )
+
+
+def leaves_of(memory: LangChainBaseMemory) -> list[LangChainBaseMemory]:
+    """The memories that hold data under ``memory`` (a LangChain memory is its own leaf)."""
+    return memory.leaves() if isinstance(memory, BaseMemory) else [memory]

@@ -1,0 +1,466 @@
+"""Building memories and histories from configuration.
+
+A config is a dict (or a YAML / TOML file holding one) that names a ``type``
+and its options::
+
+    type: token_buffer
+    max_token_limit: 500
+    history: {type: sqlite, path: chat.db, session_id: user-42}
+
+``history`` is accepted as a short name for ``chat_memory``. Types map to
+classes through a registry of ``(module, class)`` pairs, imported lazily, so
+naming ``vector`` does not import Chroma until a vector memory is built.
+
+Whose data a memory holds
+-------------------------
+
+A per-session factory (``memory_factory``, used by ``with_memory``, the agent
+middleware and the LangGraph nodes) makes one memory per session. A chat log
+is per session by its ``session_id``; a long-term memory (vector, profile) is
+keyed by its ``namespace``, which the session does not change. So in a
+factory's config a namespace-scoped memory must name whose namespace it is,
+with a template filled at run time from the run config's ``configurable``
+fields, as LangGraph's stores do::
+
+    type: vector
+    namespace: [users, "{user_id}"]      # filled from configurable["user_id"]
+
+A namespace that is the same for every session is refused, unless the config
+says so on purpose with ``shared: true``.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memories.errors import ConfigError
+from memories.kernel.capabilities import capabilities_of
+from memories.kernel.imports import INSTALL_COMMANDS, import_object
+from memories.kernel.namespaces import as_namespace
+from memories.kernel.paths import default_file
+from memories.stores.history.sql import DEFAULT_SQLITE_PATH
+
+__all__ = [
+    "HISTORY_TYPES",
+    "MEMORY_TYPES",
+    "SHARED_KEY",
+    "SessionFactory",
+    "create_history",
+    "create_memory",
+    "drop_scope_options",
+    "load_config",
+    "memory_class",
+    "memory_factory",
+    "namespace_labels",
+    "register_memory",
+    "template_fields",
+    "with_namespace",
+    "with_session",
+]
+
+#: type name -> (module, class). A module that needs an extra is named in
+#: :data:`memories.kernel.imports.EXTRAS`, which gives the install command.
+MEMORY_TYPES: dict[str, tuple[str, str]] = {
+    "buffer": ("memories.short_term.buffer", "BufferMemory"),
+    "string_buffer": ("memories.short_term.buffer", "StringBufferMemory"),
+    "window": ("memories.short_term.window", "WindowMemory"),
+    "token_buffer": ("memories.short_term.token_buffer", "TokenBufferMemory"),
+    "conversation_token_buffer": (
+        "memories.short_term.token_buffer",
+        "ConversationTokenBufferMemory",
+    ),
+    "summary": ("memories.short_term.summary.memory", "SummaryMemory"),
+    "summary_buffer": ("memories.short_term.summary.memory", "SummaryBufferMemory"),
+    "conversation_summary_buffer": (
+        "memories.short_term.summary.memory",
+        "ConversationSummaryBufferMemory",
+    ),
+    "combined": ("memories.core.combined", "CombinedMemory"),
+    "read_only": ("memories.core.combined", "ReadOnlySharedMemory"),
+    "simple": ("memories.core.combined", "SimpleMemory"),
+    "profile": ("memories.long_term.profile", "ProfileMemory"),
+    "examples": ("memories.long_term.examples", "ExampleMemory"),
+    "collection": ("memories.long_term.collection", "CollectionMemory"),
+    "instructions": ("memories.long_term.instructions", "InstructionsMemory"),
+    "vector": ("memories.long_term.vector", "VectorMemory"),
+    "vector_store_retriever": ("memories.long_term.vector", "VectorStoreRetrieverMemory"),
+}
+
+HISTORY_TYPES: dict[str, tuple[str, str]] = {
+    "memory": ("memories.stores.history.memory", "InMemoryHistory"),
+    "sqlite": ("memories.stores.history.sql", "SQLiteHistory"),
+    "sql": ("memories.stores.history.sql", "SQLHistory"),
+}
+
+# Options that hold nested memory configs, by memory type.
+_NESTED_MEMORIES = {"combined": "memories", "read_only": "memory"}
+
+
+def register_memory(
+    name: str, module: str, class_name: str, *, pip_command: str | None = None
+) -> None:
+    """Make ``name`` usable as a memory ``type`` (for memories defined outside this package).
+
+    Args:
+        pip_command: what installs ``module`` when it is missing; the error says it.
+    """
+    MEMORY_TYPES[name] = (module, class_name)
+    if pip_command is not None:
+        INSTALL_COMMANDS[module] = pip_command
+
+
+def load_config(source: Mapping[str, Any] | str | Path) -> dict[str, Any]:
+    """A config dict from a dict, or from a ``.yaml`` / ``.yml`` / ``.toml`` / ``.json`` file."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    path = Path(source)
+    if not path.is_file():
+        raise ConfigError(f"Config file {str(path)!r} does not exist (or is not a file).")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"Config file {str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "save it as UTF-8."
+        ) from exc
+    try:
+        if path.suffix in (".yaml", ".yml", ".json"):
+            loaded = yaml.safe_load(text)
+        elif path.suffix == ".toml":
+            loaded = tomllib.loads(text)
+        else:
+            raise ConfigError(
+                f"Config file {str(path)!r} has an unknown extension; "
+                "use .yaml, .yml, .toml or .json."
+            )
+    except (yaml.YAMLError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise ConfigError(f"Config file {str(path)!r} is not valid: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise ConfigError(
+            f"Config file {str(path)!r} must hold a mapping, got {type(loaded).__name__}."
+        )
+    # A file may hold the memory under a `memory` table (handy in TOML).
+    options = dict(loaded["memory"]) if set(loaded) == {"memory"} else loaded
+    # Relative paths in a file mean "next to this file", wherever the program runs.
+    return each_memory(options, lambda memory: _anchored(memory, path.resolve().parent))
+
+
+#: Options that name a file or folder, in memory and history configs.
+_PATH_OPTIONS = ("path", "outbox")
+#: Options that hold a database URL, whose SQLite file may be relative.
+_URL_OPTIONS = ("url",)
+_SQLITE_PREFIX = "sqlite:///"
+
+
+def sqlite_files(options: Mapping[str, Any]) -> list[str]:
+    """The SQLite files a memory config (nested ones too) keeps data in."""
+    found: list[str] = []
+
+    def collect(memory: dict[str, Any]) -> dict[str, Any]:
+        for value in (memory, memory.get("history"), memory.get("chat_memory")):
+            if not isinstance(value, Mapping):
+                continue
+            url = value.get("url")
+            if value.get("type") == "sqlite" and value is not memory:
+                found.append(str(value.get("path") or default_file(DEFAULT_SQLITE_PATH)))
+            elif isinstance(url, str) and url.startswith(_SQLITE_PREFIX):
+                file = url.removeprefix(_SQLITE_PREFIX)
+                if file and file != ":memory:":
+                    found.append(file)
+        return memory
+
+    each_memory(dict(options), collect)
+    return found
+
+
+def _anchored(options: dict[str, Any], base: Path) -> dict[str, Any]:
+    """``options`` with relative paths and SQLite URLs made absolute from ``base``."""
+    for key in _PATH_OPTIONS:
+        value = options.get(key)
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            options[key] = str(base / value)
+    for key in _URL_OPTIONS:
+        value = options.get(key)
+        if isinstance(value, str) and value.startswith(_SQLITE_PREFIX):
+            file = value.removeprefix(_SQLITE_PREFIX)
+            if file and file != ":memory:" and not Path(file).expanduser().is_absolute():
+                options[key] = _SQLITE_PREFIX + str(base / file)
+    for key in ("history", "chat_memory"):
+        if isinstance(options.get(key), Mapping):
+            options[key] = _anchored(dict(options[key]), base)
+    return options
+
+
+def memory_class(type_name: Any) -> type:
+    """The class registered under a memory ``type`` (imported on first use).
+
+    Raises:
+        ConfigError: an unknown type (the message lists the valid ones).
+        MissingDependencyError: the type needs an extra that is not installed.
+    """
+    if type_name is None:
+        raise ConfigError(
+            f"A memory config needs a 'type': one of {', '.join(sorted(MEMORY_TYPES))} "
+            "(e.g. {'type': 'buffer'})."
+        )
+    if not isinstance(type_name, str) or type_name not in MEMORY_TYPES:
+        raise ConfigError(
+            f"Unknown memory type {type_name!r}; valid types: {', '.join(sorted(MEMORY_TYPES))}."
+        )
+    module, class_name = MEMORY_TYPES[type_name]
+    cls: type = import_object(module, class_name, what=f"memory type {type_name!r}")
+    return cls
+
+
+def create_memory(config: Mapping[str, Any] | str | Path) -> Any:
+    """Build a memory from a config dict or file.
+
+    Raises:
+        ConfigError: no or unknown ``type`` (the message lists the valid ones),
+            or an option the memory does not take or a bad value.
+        MissingDependencyError: the type needs an extra that is not installed.
+    """
+    options = drop_scope_options(load_config(config))
+    type_name = options.pop("type", None)
+    cls = memory_class(type_name)
+    if "history" in options:
+        if "chat_memory" in options:
+            raise ConfigError("Give either 'history' or 'chat_memory', not both.")
+        options["chat_memory"] = options.pop("history")
+    if "chat_memory" in options and "chat_memory" not in getattr(cls, "model_fields", {}):
+        raise ConfigError(
+            f"A {type_name!r} memory keeps no chat history, so it takes no 'history': remove "
+            "it, or put this memory and a chat memory (buffer, window...) in a 'combined' one."
+        )
+    nested = _NESTED_MEMORIES.get(type_name)
+    if nested in options:
+        value = options[nested]
+        options[nested] = (
+            [create_memory(v) for v in value] if isinstance(value, list) else create_memory(value)
+        )
+    return cls(**options)
+
+
+def with_session(config: Mapping[str, Any] | str | Path, session_id: str) -> dict[str, Any]:
+    """The same config with every history in it (nested memories too) on ``session_id``.
+
+    A memory with a ``session_id`` of its own (the vector memory) gets it too.
+
+    A config describes where a memory keeps its data; the session is often
+    known only at run time (a user, a thread). This makes one config serve
+    every session.
+
+    Raises:
+        ConfigError: ``session_id`` is empty or not a string.
+    """
+    if not isinstance(session_id, str) or not session_id:
+        raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
+
+    def on_session(options: dict[str, Any]) -> dict[str, Any]:
+        for key in ("history", "chat_memory"):
+            if isinstance(options.get(key), Mapping):
+                options[key] = {**options[key], "session_id": session_id}
+        # A vector memory numbers its turns within the session named by its own field.
+        if "session_id" in getattr(memory_class(options.get("type")), "model_fields", {}):
+            options["session_id"] = session_id
+        return options
+
+    return each_memory(load_config(config), on_session)
+
+
+def with_namespace(
+    config: Mapping[str, Any] | str | Path, namespace: tuple[str, ...] | str
+) -> dict[str, Any]:
+    """The same config with every memory that keeps a namespace (profile, vector) on ``namespace``.
+
+    ``namespace`` is a tuple of labels, or one string of labels joined by ``"."``
+    (labels never hold a period), as in ``"users.maya"``.
+
+    Raises:
+        ConfigError: an empty namespace or label.
+    """
+    labels = namespace_labels(namespace)
+
+    def on_namespace(options: dict[str, Any]) -> dict[str, Any]:
+        if "namespace" in getattr(memory_class(options.get("type")), "model_fields", {}):
+            options["namespace"] = labels
+        return options
+
+    return each_memory(load_config(config), on_namespace)
+
+
+def namespace_labels(namespace: tuple[str, ...] | list[str] | str) -> tuple[str, ...]:
+    """A namespace as a tuple of labels, by the one rule (:mod:`~memories.kernel.namespaces`)."""
+    return as_namespace(namespace)
+
+
+def each_memory(
+    options: dict[str, Any], change: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
+    """Apply ``change`` to a copy of a memory config and of every memory config nested in it."""
+    options = change(dict(options))
+    type_name = options.get("type")
+    nested = _NESTED_MEMORIES.get(type_name) if isinstance(type_name, str) else None
+    if nested is not None and nested in options:
+        value = options[nested]
+        members = value if isinstance(value, list) else [value]
+        updated = [each_memory(load_config(v), change) for v in members]
+        options[nested] = updated if isinstance(value, list) else updated[0]
+    return options
+
+
+def memory_factory(config: Mapping[str, Any] | str | Path) -> SessionFactory:
+    """A function ``session_id -> memory`` built from one config, for ``with_memory``,
+    ``MemoryMiddleware`` and the LangGraph nodes: each session gets the config's
+    memory on its own session, and each long-term memory on its owner's namespace
+    (see "Whose data a memory holds" above).
+
+    The config is read and checked once, here, so a bad config fails at start-up.
+
+    Raises:
+        ConfigError: a bad config, or a vector or profile memory whose namespace
+            would be shared by every session without ``shared: true``.
+    """
+    return SessionFactory(config)
+
+
+def create_history(config: Mapping[str, Any]) -> Any:
+    """Build a history backend from ``{"type": "memory" | "sqlite" | "sql", ...}``."""
+    options = dict(config)
+    type_name = options.pop("type", None)
+    if type_name not in HISTORY_TYPES:
+        raise ConfigError(
+            f"Unknown history type {type_name!r}; valid types: {', '.join(sorted(HISTORY_TYPES))}."
+        )
+    module, class_name = HISTORY_TYPES[type_name]
+    cls = import_object(module, class_name, what=f"history type {type_name!r}")
+    try:
+        return cls(**options)
+    except TypeError as exc:
+        raise ConfigError(f"Bad options for history type {type_name!r}: {exc}") from exc
+
+
+#: The config key that shares a namespace-scoped memory between sessions on purpose.
+SHARED_KEY = "shared"
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _labels(options: Mapping[str, Any]) -> list[str]:
+    namespace = options.get("namespace")
+    if not isinstance(namespace, str | list | tuple):
+        return []  # none, or not a namespace at all: the memory's own check says so
+    # The one namespace rule: a string is labels joined by ".".
+    return [
+        str(label) for label in (namespace.split(".") if isinstance(namespace, str) else namespace)
+    ]
+
+
+def template_fields(options: Mapping[str, Any]) -> set[str]:
+    """The ``{field}`` names a memory config's namespace template uses."""
+    return {name for label in _labels(options) for name in _PLACEHOLDER.findall(label)}
+
+
+def drop_scope_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` ready to build: ``shared`` removed, no template left unfilled.
+
+    Raises:
+        ConfigError: a namespace label still holds a ``{field}`` template.
+    """
+    options.pop(SHARED_KEY, None)
+    unfilled = template_fields(options)
+    if unfilled:
+        raise ConfigError(
+            f"namespace {options.get('namespace')!r} is a template (it names "
+            f"{sorted(unfilled)}); build it per session with memory_factory(config), which "
+            "fills it from the run config's configurable fields, or write the namespace out."
+        )
+    return options
+
+
+class SessionFactory:
+    """``(session_id, **fields) -> memory`` from one config, each session scoped to its owner.
+
+    Args:
+        config: a memory config (dict or file); checked here, once.
+
+    Attributes:
+        fields: the ``configurable`` fields its namespace templates need
+            besides ``session_id`` (``SessionMemories`` passes them).
+        memory_variables: the prompt variables its memories fill.
+
+    Raises:
+        ConfigError: a namespace-scoped memory (vector, profile) whose namespace
+            does not depend on the session or user and is not marked ``shared: true``.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | str | Path) -> None:
+        self._options = load_config(config)
+        found: set[str] = set()
+
+        def check(options: dict[str, Any]) -> dict[str, Any]:
+            scope = capabilities_of(memory_class(options.get("type"))).scope
+            fields = template_fields(options)
+            if scope == "namespace" and not fields and not options.get(SHARED_KEY):
+                raise ConfigError(
+                    f"A {options.get('type')!r} memory keeps long-term data under its namespace, "
+                    f"and namespace {options.get('namespace', '(the default)')!r} is the same for "
+                    "every session: each user of this factory would read the others' memories. "
+                    "Give a template such as namespace: [users, '{user_id}'] (filled from the "
+                    "run config's configurable fields), or set shared: true to share it on purpose."
+                )
+            found.update(fields)
+            return options
+
+        each_memory(self._options, check)
+        self.fields = tuple(sorted(found - {"session_id"}))
+        probe = self({"session_id": "config-check"} | {f: "config-check" for f in self.fields})
+        self.memory_variables: list[str] = list(probe.memory_variables)
+        """The prompt variables its memories fill (as a memory's ``memory_variables``)."""
+
+    def __call__(self, session: str | Mapping[str, Any], /, **fields: Any) -> Any:
+        """The memory of one session: its histories on ``session_id``, templates filled.
+
+        Args:
+            session: the session id, or a mapping of ``configurable`` fields holding it.
+            fields: the other fields the templates need (``user_id``...).
+
+        Raises:
+            ConfigError: a field is missing, or is not a usable namespace label.
+        """
+        values = dict(session) if isinstance(session, Mapping) else {"session_id": session}
+        values.update(fields)
+        session_id = values.get("session_id")
+        if not isinstance(session_id, str) or not session_id:
+            raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
+
+        def fill(options: dict[str, Any]) -> dict[str, Any]:
+            if template_fields(options):
+                labels = [
+                    _PLACEHOLDER.sub(lambda m: _value(values, m[1]), label)
+                    for label in _labels(options)
+                ]
+                options["namespace"] = list(as_namespace(labels))
+            return options
+
+        return create_memory(with_session(each_memory(dict(self._options), fill), session_id))
+
+    def __repr__(self) -> str:
+        return f"SessionFactory(type={self._options.get('type')!r}, fields={self.fields})"
+
+
+def _value(values: Mapping[str, Any], name: str) -> str:
+    value = values.get(name)
+    if not isinstance(value, str) or not value or "." in value:
+        raise ConfigError(
+            f"The namespace template needs {name!r}: pass it in the run config, e.g. "
+            f"config={{'configurable': {{'{name}': '<id>'}}}} (a non-empty string without '.'); "
+            f"got {value!r:.80}."
+        )
+    return value

@@ -1,0 +1,164 @@
+"""Parts a memory class composes by inheriting: a model to call, work deferred to the background.
+
+:class:`ModelMemory` gives the ``llm`` argument in its one form everywhere
+(a LangChain model, ``"provider:model"`` or ``"llamacpp:/path.gguf"``, with
+``llm_kwargs`` and ``llm_timeout``), resolved at construction into a
+:class:`~memories.kernel.llm.ModelCaller`. :class:`DeferredMemory` gives the
+background mode: one :class:`~memories.kernel.background.BackgroundWork` per
+memory, and ``flush`` / ``close`` written once. The summary memories and the
+profile memory use both::
+
+    class SummaryMemory(ModelMemory, DeferredMemory, ChatMemory): ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from functools import cached_property
+from typing import Any
+
+from langchain_core.language_models import BaseLanguageModel
+from pydantic import Field
+
+from memories.core.base import BaseMemory
+from memories.errors import ConfigError
+from memories.kernel.background import BackgroundWork, Debouncer, JobStatus
+from memories.kernel.llm import LLMField, ModelCaller
+from memories.kernel.tokens import TokenCounter, counter_for, stable_id
+
+__all__ = ["CountsTokens", "DeferredMemory", "ModelMemory"]
+
+
+class ModelMemory(BaseMemory):
+    """A memory that calls a model: ``llm``, ``llm_kwargs``, ``llm_timeout``.
+
+    Args:
+        llm: a LangChain chat model or LLM, ``"provider:model"`` (LangChain's
+            ``init_chat_model``, e.g. ``"openai:gpt-4o-mini"``),
+            ``"llamacpp:/path/model.gguf"``, or None.
+        llm_kwargs: constructor options for an ``llm`` given as a string
+            (``{"temperature": 0}``, ``{"n_ctx": 2048}``).
+        llm_timeout: seconds to wait for one model reply before giving up, or
+            None to wait forever.
+    """
+
+    llm: LLMField = None
+    llm_kwargs: dict[str, Any] = Field(default_factory=dict)
+    llm_timeout: float | None = Field(default=120.0, ge=0)
+
+    @cached_property
+    def _caller(self) -> ModelCaller | None:
+        """The model, resolved (a missing provider package fails here); None without one."""
+        if self.llm is None:
+            return None
+        if self.llm_kwargs and not isinstance(self.llm, str):
+            raise ConfigError(
+                "llm_kwargs configure a model given by name ('provider:model'); "
+                "set the options on the model object instead."
+            )
+        return ModelCaller(self.llm, self.llm_kwargs, self.llm_timeout)
+
+    @property
+    def _model(self) -> BaseLanguageModel | None:
+        return None if self._caller is None else self._caller.model
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "llm" and not isinstance(value, str | None):
+            raise ConfigError(
+                f"{type(self).__name__}.llm is a {type(value).__name__} object, which has no "
+                "config form (its client, keys and settings cannot be written down safely). "
+                "Pass the model by name, e.g. llm='openai:gpt-4o-mini' with llm_kwargs or "
+                "'llamacpp:/path.gguf', or build this memory in code."
+            )
+        if name == "llm_kwargs":
+            return dict(value)
+        return super()._config_value(name, value)
+
+
+class CountsTokens(BaseMemory):
+    """A memory that counts tokens: ``token_counter``, and the identity state is keyed on.
+
+    Args:
+        token_counter: None/``"tiktoken"`` (offline), ``"chars"``, a callable,
+            or a LangChain model (see :func:`memories.kernel.tokens.counter_for`).
+            None counts with :meth:`_counting_model`'s own counter when the
+            memory names one and it works here (as LangChain counts), else tiktoken.
+    """
+
+    token_counter: Any = None
+
+    def _counting_model(self) -> Any:
+        """The model whose counter counts when ``token_counter`` is None (None: tiktoken)."""
+        return None
+
+    @cached_property
+    def _counter(self) -> TokenCounter:
+        return counter_for(self.token_counter, self._counting_model())
+
+    @cached_property
+    def _counter_id(self) -> str:
+        """The counter's stable identity: state counted by another counter is recounted."""
+        return stable_id(self._counter)
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "token_counter" and self._counter.name is not None:
+            return self._counter.name
+        return super()._config_value(name, value)
+
+
+class DeferredMemory(BaseMemory):
+    """A memory whose work after a save (a fold, an update) may run in the background.
+
+    A subclass says whether it runs in the background now
+    (:attr:`_in_background`), under which key (:meth:`_background_key`: two
+    memories on the same data share one key, so one job) and what the job is
+    (:meth:`_background_job`).
+
+    Args:
+        debounce: the quiet period before the background job runs, in seconds.
+        scheduler: the :class:`~memories.kernel.background.Debouncer` that runs
+            it; by default one worker thread shared by the whole process.
+    """
+
+    debounce: float = Field(default=1.0, ge=0)
+    scheduler: Debouncer | None = Field(default=None, exclude=True)
+
+    @property
+    def _in_background(self) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} must define _in_background")
+
+    def _background_key(self) -> Hashable:
+        raise NotImplementedError(f"{type(self).__name__} must define _background_key()")
+
+    def _background_job(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must define _background_job()")
+
+    @cached_property
+    def _background(self) -> BackgroundWork:
+        return BackgroundWork(
+            self._background_key(),
+            self._background_job,
+            scheduler=self.scheduler,
+            delay=self.debounce,
+        )
+
+    def _background_status(self) -> JobStatus | None:
+        """The scheduler's counters in background mode, else None (for ``status()``)."""
+        return self._background.status() if self._in_background else None
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Run this memory's pending background job now and wait for it.
+
+        Returns:
+            True when no job of this memory is pending or running (always
+            outside background mode, where the work finishes inside ``save_context``).
+        """
+        return not self._in_background or self._background.flush(timeout=timeout)
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """Flush, then stop using the scheduler: later turns of this object do their work inline.
+
+        The scheduler itself is left running (it may serve other memories);
+        close a :class:`~memories.kernel.background.Debouncer` you made yourself.
+        """
+        return self._background.close(timeout=timeout)

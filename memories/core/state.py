@@ -1,0 +1,80 @@
+"""A memory's derived state as this process last saw it: decoded once, read in one statement.
+
+A memory that keeps state beside the log (a token window, a running summary)
+reads, every turn, its state and the log's changes since the state's cursors.
+On a SQL history that is one statement when the cursors are known before the
+read: :class:`SeenState` guesses them from the state this process saw last
+(saved or read), and reads the changes again with the right ones when the
+state read back has other cursors (another process moved them). It also
+decodes a state dict once: a history that hands back the same dict while the
+stored state is unchanged (in memory, or SQL's parsed states) costs no
+decoding at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from memories.kernel.steps import Steps, step
+from memories.stores.history.base import Changes, ChatHistory
+
+__all__ = ["Cursors", "SeenState"]
+
+D = TypeVar("D")
+
+#: Where a state's reads of the log start: ``(after, edits_after)``.
+Cursors = tuple[int | None, int | None]
+
+
+class SeenState(Generic[D]):
+    """The last ``(state dict, decoded state)`` pair of one memory; replaced whole (thread-safe).
+
+    Args:
+        decode: turns a stored state dict into the memory's state object.
+    """
+
+    def __init__(self, decode: Callable[[dict[str, Any]], D]) -> None:
+        self._decode = decode
+        self._pair: tuple[dict[str, Any], D] | None = None
+
+    def decoded(self, state: dict[str, Any]) -> D:
+        """``state`` decoded, once per dict object."""
+        pair = self._pair
+        if pair is not None and pair[0] is state:
+            return pair[1]
+        value = self._decode(state)
+        self._pair = (state, value)
+        return value
+
+    def saw(self, state: dict[str, Any], value: D) -> None:
+        """Remember a state this process saved (``value`` is ``state`` decoded)."""
+        self._pair = (state, value)
+
+    def reading(
+        self, history: ChatHistory, key: str, cursors: Callable[[D], Cursors]
+    ) -> Steps[tuple[D | None, Changes | None]]:
+        """The state under ``key`` and the log's changes after its ``cursors``; None, None: none.
+
+        One read when the cursors of the state seen last still hold; a second
+        one, with the state's own cursors, when nothing was seen yet or the
+        state read back has others (another process moved it, or a save this
+        process saw was rolled back).
+        """
+        seen = self._pair
+        if seen is None:
+            raw, changes = (yield step(history.load_state, key)), None
+        else:
+            after, edits_after = guess = cursors(seen[1])
+            raw, changes = yield step(
+                history.state_and_changes, key, after=after, edits_after=edits_after
+            )
+            if raw is not None and raw is not seen[0] and cursors(self.decoded(raw)) != guess:
+                changes = None  # the state moved: read after its own cursors
+        if raw is None:
+            return None, None
+        value = self.decoded(raw)
+        if changes is None:
+            after, edits_after = cursors(value)
+            changes = yield step(history.changes, after=after, edits_after=edits_after)
+        return value, changes

@@ -1,0 +1,332 @@
+"""The ``memories`` command: the demo, and chat / inspect / export / import / clear on a config.
+
+Exit status: 0 on success, 1 when ``clear`` is not confirmed, 2 on a bad
+config or bad input (the message goes to stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from memories._version import __version__
+from memories.errors import ConfigError, MemoriesError
+from memories.kernel.imports import DISTRIBUTION
+
+__all__ = ["LLM_ENV", "main"]
+
+#: The environment variable that names a model when ``--llm`` is not given.
+LLM_ENV = "MEMORIES_LLM"
+
+
+def _model(spec: str | None) -> tuple[Any, str]:
+    """The model ``--llm`` or ``$MEMORIES_LLM`` names, and where replies come from."""
+    spec = spec or os.environ.get(LLM_ENV) or None
+    if spec is None:
+        return None, f"scripted (no --llm or ${LLM_ENV}: offline, no LLM)"
+    from memories.kernel.llm import resolve_llm
+
+    return resolve_llm(spec), f"from {spec}"
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from memories.faces.demo import (
+        SESSIONS,
+        format_results,
+        full_text,
+        html_report,
+        plot_results,
+        run_demo,
+    )
+
+    llm, source = _model(args.llm)
+    if args.db and not Path(args.db).expanduser().absolute().parent.is_dir():
+        raise ConfigError(
+            f"--db {args.db!r}: the folder {str(Path(args.db).parent)!r} does not exist; the "
+            "demo makes no folders (leave --db out for a temporary one)."
+        )
+    results = run_demo(Path(args.db) if args.db else None, llm=llm)
+    if args.plot:
+        plot_results(results, args.plot)
+    if args.html:
+        html_report(results, args.html)
+    turns = sum(len(session) for session in SESSIONS)
+    print(
+        f"memories demo: one user's {turns}-turn conversation in {len(SESSIONS)} sessions "
+        "(the app restarts between them),"
+    )
+    print(f"through ConversationChain once per memory type; replies are {source}.")
+    print()
+    print(format_results(results))
+    if args.show:
+        print()
+        print(full_text(results, args.show))
+    for kind, where in (("picture", args.plot), ("report", args.html)):
+        if where:
+            print(f"\nThe {kind}: {where}")
+    if llm is None:
+        print()
+        print("Offline, summaries are extractive (quoted sentences) and the profile's updates are")
+        print("scripted JSON patches standing in for a model's; --llm has a model write both.")
+    return 0
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from memories.faces.commands import chat, open_memory
+    from memories.testing import ScriptedChatModel
+
+    memory = open_memory(args.config, args.session, args.namespace)
+    model, source = _model(args.llm)
+    if model is None:
+        model = ScriptedChatModel()
+        source = f"an offline echo model (no --llm or ${LLM_ENV} given)"
+    print(f"memories chat: {type(memory).__name__}, replies {source}.", file=sys.stderr)
+    print("Type a message per line; /help lists the commands, /quit ends.", file=sys.stderr)
+    prompt = "you> " if sys.stdin.isatty() else ""
+    chat(memory, model, sys.stdin, sys.stdout, system=args.system, prompt=prompt)
+    if prompt:  # Ctrl-D at the prompt: end the line it left
+        print()
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from memories.core.config import load_config, sqlite_files
+    from memories.faces.commands import inspect, open_memory
+
+    missing = [f for f in sqlite_files(load_config(args.config)) if not Path(f).is_file()]
+    if missing:  # opening them would create them: inspecting never writes
+        raise ConfigError(
+            f"Nothing is stored at {missing[0]!r}: the file does not exist. Check the config's "
+            "paths (relative ones are read next to the config file)."
+        )
+    inspect(
+        open_memory(args.config, args.session, args.namespace),
+        sys.stdout,
+        last=None if args.all else args.last,
+    )
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from memories.faces.commands import export_jsonl, open_memory
+
+    memory = open_memory(args.config, args.session, args.namespace)
+    if args.output in (None, "-"):
+        messages, documents = export_jsonl(memory, sys.stdout)
+    else:
+        with open(args.output, "w", encoding="utf-8") as out:
+            messages, documents = export_jsonl(memory, out)
+    print(f"memories export: {messages} messages, {documents} documents", file=sys.stderr)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from memories.core.config import load_config, namespace_labels
+    from memories.faces.commands import ExportLine, import_jsonl, read_jsonl, stores_of
+
+    options = load_config(args.config)
+    labels = namespace_labels(args.namespace) if args.namespace else None
+    stores_of(options, args.session, labels, "import")  # a bad config fails before reading
+    if args.file == "-":
+        lines = read_jsonl(
+            _checking(sys.stdin, args.progress), source="<stdin>", session=args.session,
+            namespace=labels,
+        )  # fmt: skip
+    else:
+        path = Path(args.file)
+        if not path.is_file():
+            raise ConfigError(
+                f"Import file {args.file!r} does not exist (give a path, or - for stdin)."
+            )
+        with path.open(encoding="utf-8") as handle:
+            lines = read_jsonl(
+                _checking(handle, args.progress), source=args.file, session=args.session,
+                namespace=labels,
+            )  # fmt: skip
+    written = import_jsonl(
+        lines,
+        lambda session: stores_of(options, session, labels, "import")[0],
+        lambda namespace: stores_of(options, args.session, namespace, "import")[1],
+        batch_size=args.batch_size,
+        progress=args.progress,
+    )
+    messages = sum(isinstance(line, ExportLine) for line in lines)
+    sessions = len({line.session_id for line in lines if isinstance(line, ExportLine)})
+    print(
+        f"memories import: {messages} messages into {sessions} session(s), "
+        f"{len(lines) - messages} documents; {written} written "
+        "(messages a session already holds are skipped, documents replaced by id)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _checking(lines: Iterable[str], progress: bool | None) -> Iterable[str]:
+    """The lines, with a progress bar while the whole file is checked, before any write."""
+    from tqdm import tqdm
+
+    disable = None if progress is None else not progress  # None: only on a terminal
+    return tqdm(lines, desc="check", unit="line", disable=disable, file=sys.stderr)
+
+
+def _dead_letters(args: argparse.Namespace) -> int:
+    from memories.faces.commands import dead_letters, open_memory
+
+    memory = open_memory(args.config, args.session, args.namespace)
+    dead_letters(memory, sys.stdout, retry=args.retry)
+    return 0
+
+
+def _clear(args: argparse.Namespace) -> int:
+    from memories.faces.commands import clear, clear_targets, open_memory
+
+    memory = open_memory(args.config, args.session, args.namespace)
+    targets = clear_targets(memory, namespaces=args.erase_namespace)
+    if not targets:
+        raise ConfigError(
+            f"A {type(memory).__name__} keeps no data to erase for a session (no history, no "
+            "vector memory); --erase-namespace erases profiles and whole namespaces."
+        )
+    if not args.yes:
+        print("This erases:", *(f"  {t}" for t in targets), sep="\n")
+        print("Go on? [y/N] ", end="")
+        sys.stdout.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            print("memories clear: nothing erased.", file=sys.stderr)
+            return 1
+    for line in clear(memory, namespaces=args.erase_namespace):
+        print(f"memories clear: erased {line}.", file=sys.stderr)
+    return 0
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number > 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number > 0, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memories", description=__doc__)
+    parser.add_argument(
+        "--version", action="version", version=f"memories {__version__} ({DISTRIBUTION})"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    demo = commands.add_parser("demo", help="run the scripted conversation with each memory type")
+    demo.add_argument(
+        "--db",
+        help="SQLite file for the histories; the vector memory's Chroma folder goes beside it "
+        "(NAME.chroma). Default: a temporary folder, removed at the end",
+    )
+    demo.add_argument("--show", metavar="MEMORY", help="also print what MEMORY injects, whole")
+    demo.add_argument(
+        "--plot", metavar="FILE.png", help="draw tokens and LLM calls per turn (the plot extra)"
+    )
+    demo.add_argument(
+        "--html", metavar="FILE.html", help="the table, every injection whole, and the picture"
+    )
+    demo.add_argument(
+        "--llm", help=f"a real model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else scripted)"
+    )
+    demo.set_defaults(run=_demo)
+
+    def configured(name: str, help: str) -> argparse.ArgumentParser:
+        command = commands.add_parser(name, help=help)
+        command.add_argument(
+            "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+        )
+        command.add_argument(
+            "--session", help="the session to use (default: the config's history session_id)"
+        )
+        command.add_argument(
+            "--namespace",
+            help="the namespace of a profile or vector memory, labels joined by '.' "
+            "(default: the config's)",
+        )
+        return command
+
+    chat = configured("chat", "chat with a configured memory, one line per message")
+    chat.add_argument(
+        "--llm", help=f"model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else echo)"
+    )
+    chat.add_argument("--system", default="", help="a system prompt")
+    chat.set_defaults(run=_chat)
+
+    inspect = configured("inspect", "show a session's messages, memory state and what it injects")
+    inspect.add_argument("--last", type=_positive, default=20, help="messages to show (default 20)")
+    inspect.add_argument("--all", action="store_true", help="show every message")
+    inspect.set_defaults(run=_inspect)
+
+    export = configured("export", "write a session's messages as JSON Lines")
+    export.add_argument("-o", "--output", help="output file (default: stdout)")
+    export.set_defaults(run=_export)
+
+    import_ = configured("import", "append messages from a JSON Lines export")
+    import_.add_argument("file", help="the export file, or - for stdin")
+    import_.add_argument(
+        "--batch-size", type=_positive, default=500, help="messages per transaction (default 500)"
+    )
+    import_.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: on a terminal)",
+    )
+    import_.set_defaults(run=_import)
+
+    clear = configured(
+        "clear", "erase a session: its messages, its vector documents and the memory's state"
+    )
+    clear.add_argument(
+        "--erase-namespace",
+        action="store_true",
+        help="also erase the long-term memories whole: every session's vector documents of "
+        "the namespace, and the profile",
+    )
+    clear.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    clear.set_defaults(run=_clear)
+
+    letters = configured(
+        "dead-letters", "list the vector documents the store refused and set aside"
+    )
+    letters.add_argument(
+        "--retry",
+        nargs="*",
+        metavar="ID",
+        help="queue these set-aside documents again (no ID: all of them) and write them now",
+    )
+    letters.set_defaults(run=_dead_letters)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``memories`` command."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except MemoriesError as exc:
+        print(f"memories: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):  # `memories export | head`: the reader left
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (stdout closes at exit)
+            return 0
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"memories: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(file=sys.stderr)  # Ctrl-C left the cursor after the prompt
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

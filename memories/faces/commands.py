@@ -1,0 +1,737 @@
+"""What the ``memories`` subcommands do, apart from argument parsing.
+
+Each command works on a memory built from a config file. A config names the
+memory's history (``history: {type: sqlite, path: chat.db, session_id: u1}``);
+``--session`` moves every history of the config to another session, so one
+config serves every user.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    message_to_dict,
+    messages_from_dict,
+)
+
+from memories.core.base import BaseMemory, ChatMemory, keeps_chat_log
+from memories.core.combined import leaves_of
+from memories.core.config import create_memory, load_config, with_namespace, with_session
+from memories.core.langchain import LangChainBaseMemory
+from memories.errors import ConfigError, InvalidInputError, LLMError
+from memories.faces.exchange import DEFAULT_HEADER, save_exchange, view_memory
+from memories.kernel.capabilities import capabilities_of
+from memories.kernel.messages import check_storable, dump_message, message_text
+from memories.kernel.namespaces import as_namespace
+from memories.kernel.tokens import TiktokenCounter
+from memories.long_term.profile import ProfileMemory
+from memories.stores.history.base import ChatHistory
+from memories.stores.history.memory import InMemoryHistory
+from memories.stores.history.readonly import ReadOnlyView
+
+__all__ = [
+    "DocumentLine",
+    "ExportLine",
+    "chat",
+    "chat_memories",
+    "clear",
+    "clear_targets",
+    "dead_letters",
+    "export_jsonl",
+    "flush",
+    "histories_of",
+    "import_jsonl",
+    "inspect",
+    "leaf_memories",
+    "open_memory",
+    "read_jsonl",
+    "stores_of",
+]
+
+#: Messages appended per transaction by ``import``.
+DEFAULT_BATCH_SIZE = 500
+
+
+def open_memory(
+    config: str | Path | dict[str, Any],
+    session: str | None = None,
+    namespace: str | tuple[str, ...] | None = None,
+) -> Any:
+    """The memory a config describes, on ``session`` and ``namespace`` when given.
+
+    ``namespace`` is labels joined by ``"."`` (``"users.maya"``).
+    """
+    options = load_config(config)
+    if session:
+        options = with_session(options, session)
+    if namespace:
+        options = with_namespace(options, namespace)
+    return create_memory(options)
+
+
+def leaf_memories(memory: LangChainBaseMemory) -> list[LangChainBaseMemory]:
+    """The memories that hold data: ``memory``, or the members of a combined or read-only one."""
+    return leaves_of(memory)
+
+
+def chat_memories(memory: LangChainBaseMemory) -> list[ChatMemory]:
+    """The memories in ``memory`` that keep a chat log (declared by their class)."""
+    return [m for m in leaf_memories(memory) if keeps_chat_log(m)]
+
+
+def _distinct_histories(memory: LangChainBaseMemory) -> list[ChatHistory]:
+    found: dict[int, ChatHistory] = {}
+    keys: set[str] = set()
+    for member in chat_memories(memory):
+        history = member.chat_memory
+        try:
+            key = json.dumps(history.to_config(), sort_keys=True)
+        except NotImplementedError:
+            key = str(id(history))
+        if key not in keys:
+            keys.add(key)
+            found[id(history)] = history
+    return list(found.values())
+
+
+def histories_of(memory: LangChainBaseMemory, command: str) -> list[ChatHistory]:
+    """The distinct persistent histories of a memory's chat memories.
+
+    Raises:
+        ConfigError: the memory keeps no messages, or keeps them only in this
+            process (then a command run on its own would see nothing).
+    """
+    histories = _distinct_histories(memory)
+    if not histories:
+        raise ConfigError(
+            f"`memories {command}` works on message histories, and a {type(memory).__name__} "
+            "keeps none. Use a config whose memory has a `history`."
+        )
+    if any(isinstance(h, InMemoryHistory) for h in histories):
+        raise ConfigError(
+            f"`memories {command}` needs a history that outlives the process; this config's "
+            "history is in memory. Add e.g. `history: {type: sqlite, path: chat.db}`."
+        )
+    return histories
+
+
+# -- chat ---------------------------------------------------------------------
+
+
+def _prompt(memory: LangChainBaseMemory, text: str, system: str) -> list[BaseMessage]:
+    """The model's messages for a user line: system text with the memory's, its window, the line."""
+    view = view_memory(memory, text, as_messages=True)
+    system_text = "\n\n".join(t for t in (system, view.system_text(DEFAULT_HEADER)) if t)
+    head: list[BaseMessage] = [SystemMessage(system_text)] if system_text else []
+    return [*head, *view.messages, HumanMessage(text)]
+
+
+def chat(
+    memory: LangChainBaseMemory,
+    model: BaseLanguageModel,
+    lines: Iterable[str],
+    out: TextIO,
+    *,
+    system: str = "",
+    prompt: str = "",
+) -> int:
+    """Chat line by line: each line is a user message; replies go to ``out``.
+
+    Lines starting with ``/`` are commands, answered here and never sent or
+    saved (:data:`CHAT_HELP`); ``//`` sends a line that starts with ``/``.
+    ``/quit`` or the end of the input ends the chat. Returns the number of turns.
+
+    Raises:
+        LLMError: the model call failed.
+    """
+    turns = 0
+    out.write(prompt)
+    out.flush()
+    for line in lines:
+        text = line.strip()
+        if text in ("/quit", "/exit"):
+            break
+        if text.startswith("/") and not text.startswith("//"):
+            out.write(_chat_command(memory, text, system))
+        elif text:
+            text = text.removeprefix("/")
+            messages = _prompt(memory, text, system)
+            try:
+                reply = model.invoke(messages)
+            except Exception as exc:  # a provider's errors have no common base class
+                raise LLMError(f"The model failed: {type(exc).__name__}: {exc}") from exc
+            answer = reply if isinstance(reply, AIMessage) else AIMessage(str(reply))
+            save_exchange(memory, [messages[-1], answer])
+            out.write(f"assistant> {answer.text}\n")
+            turns += 1
+        out.write(prompt)
+        out.flush()
+    flush(memory)
+    return turns
+
+
+#: What ``/help`` prints in ``memories chat``.
+CHAT_HELP = """commands (never sent to the model, never saved):
+  /memory   what the memory adds to the next prompt, in full
+  /clear    erase this session's memory
+  /help     this list
+  /quit     end the chat (or Ctrl-D); //text sends a line that starts with /
+"""
+
+
+def _chat_command(memory: LangChainBaseMemory, command: str, system: str) -> str:
+    if command == "/help":
+        return CHAT_HELP
+    if command == "/memory":
+        messages = _prompt(memory, "", system)[:-1]
+        width = max(40, shutil.get_terminal_size().columns)
+        shown = [_wrapped(m, width) for m in messages]
+        return "".join(shown) or "(the memory is empty)\n"
+    if command == "/clear":
+        memory.clear()
+        return "(this session's memory is erased)\n"
+    return f"unknown command {command.split()[0]}; /help lists the commands\n"
+
+
+def _wrapped(message: BaseMessage, width: int) -> str:
+    """A message in full, wrapped to ``width``, its role first."""
+    lines: list[str] = []
+    for number, part in enumerate(message_text(message).splitlines() or [""]):
+        first = f"{message.type}: " if number == 0 else "  "
+        lines += textwrap.wrap(part, width, initial_indent=first, subsequent_indent="  ") or [
+            first.rstrip()
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def flush(memory: LangChainBaseMemory) -> None:
+    """Finish the memory's deferred work (a background summary fold) before the process ends."""
+    if isinstance(memory, BaseMemory):
+        memory.flush()
+
+
+# -- inspect ------------------------------------------------------------------
+
+
+def _describe(message: BaseMessage, width: int = 100) -> str:
+    role = message.type
+    if isinstance(message, ToolMessage) and message.name:
+        role = f"tool[{message.name}]"
+    text = message_text(message).replace("\n", " | ")
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return f"{role}: {text}"
+
+
+def _format_messages(messages: Iterable[BaseMessage]) -> str:
+    return "".join(f"  {_describe(m)}\n" for m in messages)
+
+
+@contextmanager
+def _read_only(memory: LangChainBaseMemory) -> Iterator[None]:
+    """Within the block, the memory's chat memories see their histories read-only."""
+    members = [(m, m.chat_memory) for m in chat_memories(memory)]
+    try:
+        for member, history in members:
+            if isinstance(history, ChatHistory):
+                member.chat_memory = ReadOnlyView(history)
+        yield
+    finally:
+        for member, history in members:
+            member.chat_memory = history
+
+
+def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) -> None:
+    """Print a memory's config, its sessions' messages, its derived state and what it shows."""
+    try:
+        config: Any = memory.to_config() if isinstance(memory, BaseMemory) else None
+    except ConfigError:
+        config = None
+    out.write(f"memory: {type(memory).__name__}  config: {json.dumps(config, default=str)}\n")
+    histories = histories_of(memory, "inspect") if chat_memories(memory) else []
+    if histories and not any(_count(h) for h in histories) and not _vector_memories(memory):
+        # Showing the view would save a fresh state row: inspecting never writes.
+        for history in histories:
+            out.write(f"\nsession {history.session_id!r} in {history!r}: no messages\n")
+        return
+    for history in histories:
+        entries = history.entries(last=last)
+        total = _count(history) if last is not None else len(entries)
+        out.write(f"\nsession {history.session_id!r} in {history!r}: {total} messages")
+        out.write(f" (last {len(entries)} shown)\n" if len(entries) < total else "\n")
+        for entry in entries:
+            out.write(f"  #{entry.seq} {_describe(entry.message)}\n")
+    with _read_only(memory):
+        # The view first: showing it brings each memory's derived state up to
+        # date, in the read-only views (inspecting never writes).
+        shown_messages = _prompt(memory, "", "")[:-1]
+        for member in chat_memories(memory):
+            state = member.chat_memory.load_state(member.state_key)
+            if state is not None:
+                text = json.dumps(state, ensure_ascii=False, default=str)
+                shown = text if len(text) <= 400 else text[:399] + "…"
+                out.write(f"\nstate of {type(member).__name__} ({member.state_key}): {shown}\n")
+    for profile in leaf_memories(memory):
+        if isinstance(profile, ProfileMemory):
+            _inspect_profile(profile, out, last=last)
+    for vector in _vector_memories(memory):
+        _inspect_vector(vector, out, last=last)
+    tokens = TiktokenCounter()(shown_messages) if shown_messages else 0
+    out.write(f"\nwhat the memory adds to the next prompt ({tokens} tokens):\n")
+    out.write(_format_messages(shown_messages) or "  (nothing)\n")
+
+
+def _inspect_profile(profile: ProfileMemory, out: TextIO, *, last: int | None) -> None:
+    status = profile.status()
+    where = f"{'.'.join(profile.namespace)}/{profile.key}"
+    out.write(
+        f"\nprofile {where} in {profile.store!r}: version {status.version}, "
+        f"{status.pending} turns pending{', frozen' if status.frozen else ''}\n"
+    )
+    if status.last_failure is not None:
+        out.write(f"  last update failed: {status.last_failure.error}\n")
+    document = profile.get()
+    text = json.dumps(document, ensure_ascii=False, indent=2) if document is not None else "(none)"
+    out.write("".join(f"  {line}\n" for line in text.splitlines()))
+    changes = profile.history()
+    shown = changes if last is None else changes[-last:] if last else []
+    for change in shown:
+        detail = change.error if change.error else json.dumps(list(change.patch))
+        out.write(f"  change #{change.id} {change.kind} v{change.version}: {detail[:100]}\n")
+
+
+def _documents(vector: Any) -> list[Any]:
+    """Every document of a vector memory's namespace, oldest first (queued ones written first)."""
+    documents: list[Any] = vector.export_documents()
+    return documents
+
+
+def _inspect_vector(vector: Any, out: TextIO, *, last: int | None) -> None:
+    documents = _documents(vector)
+    shown = documents if last is None else documents[-last:] if last else []
+    out.write(
+        f"\nvector namespace {'.'.join(vector.namespace)} in the {vector.store.location}: "
+        f"{len(documents)} documents"
+        + (f" (last {len(shown)} shown)\n" if len(shown) < len(documents) else "\n")
+    )
+    for record in shown:
+        session = record.metadata.get("session", "?")
+        text = record.text.replace("\n", " | ")
+        out.write(f"  [{session}] {text[:100]}{'…' if len(text) > 100 else ''}\n")
+
+
+def dead_letters(
+    memory: LangChainBaseMemory, out: TextIO, *, retry: list[str] | None = None
+) -> int:
+    """Print the documents each vector memory's store refused and set aside; return how many.
+
+    With ``retry``, first queue them again (an empty list: all of them) and
+    write them now: one the store refuses again is set aside again.
+
+    Raises:
+        ConfigError: the memory has no vector memory, or keeps it in this
+            process only (another process's letters are not there to see).
+    """
+    vectors = _vector_memories(memory)
+    if not vectors:
+        raise ConfigError(
+            "`memories dead-letters` works on vector memories (vector, collection, examples), "
+            f"and a {type(memory).__name__} has none."
+        )
+    if any(v.mode == "memory" for v in vectors):
+        raise ConfigError(
+            "`memories dead-letters` needs a store that outlives the process; this config's "
+            "vector memory is in memory (mode: memory)."
+        )
+    remaining = 0
+    for vector in vectors:
+        where = f"vector namespace {'.'.join(vector.namespace)} in the {vector.backend.location}"
+        if retry is not None:
+            queued = vector.retry_dead_letters(retry or None)
+            out.write(f"{where}: {queued} set-aside documents queued again and written\n")
+        letters = vector.dead_letters()
+        remaining += len(letters)
+        out.write(f"{where}: {len(letters)} documents set aside\n")
+        for letter in letters:
+            when = datetime.fromtimestamp(letter.created_at, UTC).isoformat(timespec="seconds")
+            text = letter.row.text.replace("\n", " | ")
+            out.write(f"  {letter.row.doc_id}  {when}  {letter.error}\n")
+            out.write(f"    {text[:100]}{'…' if len(text) > 100 else ''}\n")
+    return remaining
+
+
+def _count(history: ChatHistory) -> int:
+    count = getattr(history, "count", None)
+    return int(count()) if callable(count) else len(history.entries())
+
+
+# -- export / import ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportLine:
+    """One line of an export: a message of a session."""
+
+    session_id: str
+    """The session the message belongs to."""
+    message: BaseMessage
+    """The message, with tool calls, ids and metadata."""
+    seq: int | None = None
+    """Its position in the exported log (informational: import appends anew)."""
+
+    def to_json(self) -> str:
+        """The JSON Lines form: ``{"session_id", "seq", "message": {"type", "data"}}``."""
+        record = {"session_id": self.session_id, "seq": self.seq}
+        return json.dumps({**record, "message": message_to_dict(self.message)}, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class DocumentLine:
+    """One line of an export: a document of a vector memory's namespace."""
+
+    namespace: tuple[str, ...]
+    """The namespace the document belongs to."""
+    id: str
+    """Its id (import keeps it, so importing twice replaces instead of duplicating)."""
+    text: str
+    """The stored text."""
+    metadata: dict[str, Any]
+    """Its metadata (session, turn, timestamp, speakers, the caller's own keys)."""
+
+    def to_json(self) -> str:
+        """The JSON Lines form: ``{"namespace", "id", "text", "metadata"}``."""
+        record = {"namespace": list(self.namespace), "id": self.id, "text": self.text}
+        return json.dumps({**record, "metadata": self.metadata}, ensure_ascii=False)
+
+
+Line = ExportLine | DocumentLine
+
+
+def _stored(memory: LangChainBaseMemory, command: str) -> tuple[list[ChatHistory], list[Any]]:
+    """The persistent histories and vector memories in a memory, for export and import.
+
+    Raises:
+        ConfigError: it has neither, or keeps them only in this process.
+    """
+    histories = _distinct_histories(memory)
+    vectors = _vector_memories(memory)
+    if not histories and not vectors:
+        raise ConfigError(
+            f"`memories {command}` works on message histories and vector memories, and a "
+            f"{type(memory).__name__} keeps none. Use a config whose memory has a `history`."
+        )
+    if any(isinstance(h, InMemoryHistory) for h in histories) or any(
+        v.mode == "memory" for v in vectors
+    ):
+        raise ConfigError(
+            f"`memories {command}` needs a store that outlives the process; this config keeps "
+            "its data in memory. Add e.g. `history: {type: sqlite, path: chat.db}`, or use a "
+            "persistent vector memory."
+        )
+    return histories, vectors
+
+
+def stores_of(
+    config: str | Path | dict[str, Any],
+    session: str | None,
+    namespace: str | tuple[str, ...] | None,
+    command: str,
+) -> tuple[list[ChatHistory], list[Any]]:
+    """The persistent histories and vector memories of a config, on a session and namespace."""
+    return _stored(open_memory(config, session, namespace), command)
+
+
+def _is_vector(memory: LangChainBaseMemory) -> bool:
+    """Whether the memory keeps searchable documents (a vector memory), as its class declares."""
+    return capabilities_of(memory).searchable
+
+
+def _vector_memories(memory: LangChainBaseMemory) -> list[Any]:
+    return [m for m in leaf_memories(memory) if _is_vector(m)]
+
+
+def export_jsonl(memory: LangChainBaseMemory, out: TextIO) -> tuple[int, int]:
+    """Write a memory's messages and vector documents as JSON Lines; return how many of each."""
+    histories, vectors = _stored(memory, "export")
+    messages = documents = 0
+    for history in histories:
+        for entry in history.entries():
+            out.write(ExportLine(history.session_id, entry.message, entry.seq).to_json() + "\n")
+            messages += 1
+    for vector in vectors:
+        for record in _documents(vector):
+            metadata = {k: v for k, v in record.metadata.items() if k != "namespace"}
+            out.write(DocumentLine(vector.namespace, record.id, record.text, metadata).to_json())
+            out.write("\n")
+            documents += 1
+    return messages, documents
+
+
+def read_jsonl(
+    lines: Iterable[str],
+    *,
+    source: str,
+    session: str | None = None,
+    namespace: tuple[str, ...] | None = None,
+) -> list[Line]:
+    """Parse an export, checking every line before anything is written.
+
+    Args:
+        lines: the file's lines.
+        source: the file's name, for error messages.
+        session: put every message in this session instead of the line's own.
+        namespace: put every document in this namespace instead of the line's own.
+
+    Raises:
+        InvalidInputError: a line is neither an exported message nor an exported
+            document (the message names the line).
+    """
+    parsed: list[Line] = []
+    number = 0
+    try:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                parsed.append(_parse_line(json.loads(line), session, namespace))
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+                raise InvalidInputError(
+                    f"{source}:{number}: not a line of a `memories export` file ({exc}). Each "
+                    'line must be {"session_id": ..., "message": {"type": ..., "data": ...}} or '
+                    '{"namespace": [...], "id": ..., "text": ..., "metadata": {...}}. '
+                    "Nothing was imported."
+                ) from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{source}: not UTF-8 text ({exc.reason}, after line {number}). Nothing was imported."
+        ) from exc
+    return parsed
+
+
+def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | None) -> Line:
+    if not isinstance(record, dict):
+        raise TypeError(f"a line must be a JSON object, got {type(record).__name__}")
+    if "message" in record:
+        session_id = session or record["session_id"]
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+        message = messages_from_dict([record["message"]])[0]
+        dump_message(check_storable([message])[0])  # what the history will write, checked now
+        return ExportLine(session_id, message, record.get("seq"))
+    labels = namespace or as_namespace(record["namespace"])
+    text, doc_id, metadata = record["text"], record["id"], record.get("metadata") or {}
+    if not isinstance(text, str) or not isinstance(doc_id, str) or not doc_id:
+        raise ValueError("text must be a string and id a non-empty string")
+    check_storable([HumanMessage(text)])
+    if not isinstance(metadata, dict):
+        raise ValueError(f"metadata must be an object, got {metadata!r:.80}")
+    return DocumentLine(labels, doc_id, text, metadata)
+
+
+def _target(line: Line) -> tuple[str, Any]:
+    if isinstance(line, ExportLine):
+        return ("session", line.session_id)
+    return ("namespace", line.namespace)
+
+
+def _batches(lines: list[Line], size: int) -> Iterator[list[Line]]:
+    """Consecutive lines of one session (or one namespace), at most ``size`` at a time."""
+    start = 0
+    while start < len(lines):
+        target = _target(lines[start])
+        end = start
+        while end < len(lines) and end - start < size and _target(lines[end]) == target:
+            end += 1
+        yield lines[start:end]
+        start = end
+
+
+def import_jsonl(
+    lines: list[Line],
+    histories_for: Callable[[str], list[ChatHistory]],
+    vectors_for: Callable[[tuple[str, ...]], list[Any]] | None = None,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: bool | None = None,
+) -> int:
+    """Append messages to their sessions' histories and documents to their namespaces.
+
+    Works in batches (one transaction, or one vector ``add``, each); returns
+    how many lines were written. Importing is idempotent: a document keeps its
+    id (a second import replaces it), and a session's messages that its log
+    already holds as a run (an export imported into its own session, or
+    imported twice) are skipped; when the log ends with the beginning of them
+    (an import that stopped half-way), the rest is appended.
+
+    Args:
+        lines: from :func:`read_jsonl`.
+        histories_for: the histories of a session (from the config).
+        vectors_for: the vector memories of a namespace (from the config).
+        batch_size: lines per write.
+        progress: show a progress bar on stderr; None shows it on a terminal.
+
+    Raises:
+        ConfigError: the file holds messages (or documents) and the config's
+            memory has no history (or vector memory) to take them; checked
+            before anything is written.
+    """
+    from tqdm import tqdm
+
+    if batch_size <= 0:
+        raise ConfigError(f"batch_size must be positive, got {batch_size}")
+    targets: dict[tuple[str, Any], list[Any]] = {}
+    for line in lines:
+        target = _target(line)
+        if target not in targets:
+            kind, where = target
+            if kind == "session":
+                found: list[Any] = histories_for(where)
+            else:
+                found = vectors_for(where) if vectors_for is not None else []
+            if not found:
+                raise ConfigError(
+                    f"The file holds {'messages' if kind == 'session' else 'documents'} "
+                    f"(for {kind} {where!r}) and the config's memory has no "
+                    f"{'history' if kind == 'session' else 'vector memory'} to take them. "
+                    "Nothing was imported."
+                )
+            targets[target] = found
+    disable = None if progress is None else not progress  # None: only on a terminal
+    skip = _already_there(lines, targets)
+    written = 0
+    with tqdm(total=len(lines), unit="line", desc="import", disable=disable) as bar:
+        for batch in _batches(lines, batch_size):
+            for store in targets[_target(batch[0])]:
+                if isinstance(store, ChatHistory):
+                    held = skip[id(store)]
+                    new = [
+                        line.message
+                        for line in batch
+                        if isinstance(line, ExportLine) and id(line) not in held
+                    ]
+                    store.append(new)
+                    written += len(new)
+                else:
+                    documents = [line for line in batch if isinstance(line, DocumentLine)]
+                    store.import_documents(
+                        [d.id for d in documents],
+                        [d.text for d in documents],
+                        [d.metadata for d in documents],
+                    )
+                    written += len(documents)
+            bar.update(len(batch))
+    return written
+
+
+def _already_there(
+    lines: list[Line], targets: dict[tuple[str, Any], list[Any]]
+) -> dict[int, set[int]]:
+    """For each history (by ``id``), the lines (by ``id``) its session's log already holds."""
+    skip: dict[int, set[int]] = {}
+    for target, stores in targets.items():
+        incoming = [
+            line for line in lines if isinstance(line, ExportLine) and _target(line) == target
+        ]
+        for store in stores:
+            if isinstance(store, ChatHistory):
+                log = [message_to_dict(e.message) for e in store.entries()]
+                held = _held(log, [message_to_dict(line.message) for line in incoming])
+                skip[id(store)] = {id(line) for line in incoming[:held]}
+    return skip
+
+
+def _held(log: list[dict[str, Any]], incoming: list[dict[str, Any]]) -> int:
+    """How many leading ``incoming`` messages ``log`` already holds.
+
+    All of them when the log holds them as a contiguous run; the beginning of
+    them when the log ends with it (an import that stopped half-way); else none.
+    """
+    found = 0
+    for start, message in enumerate(log):
+        if not incoming or message != incoming[0]:
+            continue
+        run = 0
+        while run < len(incoming) and start + run < len(log) and log[start + run] == incoming[run]:
+            run += 1
+        if run == len(incoming):
+            return run
+        if start + run == len(log):
+            found = max(found, run)
+    return found
+
+
+# -- clear ----------------------------------------------------------------------
+
+
+def clear_targets(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]:
+    """What :func:`clear` would erase, one line each, for a confirmation prompt."""
+    targets = [f"session {h.session_id!r} of {h!r}" for h in _distinct_histories(memory)]
+    vectors = _vector_memories(memory)
+    if namespaces:
+        targets += [
+            f"profile {'.'.join(p.namespace)}/{p.key} in {p.store!r}"
+            for p in leaf_memories(memory)
+            if isinstance(p, ProfileMemory)
+        ]
+        targets += [
+            f"vector namespace {'.'.join(v.namespace)} (every session) in the {v.store.location}"
+            for v in vectors
+        ]
+    else:
+        targets += [
+            f"session {v.session_id!r} of vector namespace {'.'.join(v.namespace)}" for v in vectors
+        ]
+    return targets
+
+
+def clear(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]:
+    """Erase what the memory holds for its session; return a line per thing erased.
+
+    With ``namespaces=True`` the long-term memories are erased whole too: every
+    session's vector documents of the namespace, and the profile (emptied as a
+    recorded change, so ``ProfileMemory.rollback`` can undo it). Memories under
+    a read-only memory are erased too: the command is an explicit request to
+    erase, not a chain saving by accident.
+    """
+    done = []
+    for history in _distinct_histories(memory):
+        held = _count(history)
+        history.clear()
+        done.append(f"session {history.session_id!r}: {held} messages and the memories' state")
+    for vector in _vector_memories(memory):
+        held = len(_documents(vector))
+        if namespaces:
+            vector.erase_namespace()
+            done.append(f"vector namespace {'.'.join(vector.namespace)}: {held} documents")
+        else:
+            vector.clear()
+            left = len(_documents(vector))
+            done.append(
+                f"session {vector.session_id!r} of vector namespace "
+                f"{'.'.join(vector.namespace)}: {held - left} documents ({left} of other "
+                "sessions kept; --erase-namespace erases them)"
+            )
+    for leaf in leaf_memories(memory):
+        if isinstance(leaf, ProfileMemory) and namespaces:
+            leaf.clear()
+            version = leaf.status().version
+            done.append(
+                f"profile {'.'.join(leaf.namespace)}/{leaf.key}: emptied as version {version} "
+                f"(rollback({version - 1}) restores it)"
+            )
+    return done

@@ -1,0 +1,306 @@
+"""Agent turns and memories: which messages a turn is, how a memory saves it, how it is shown.
+
+An agent's turn is a list of messages (the user's message, AI messages with
+tool calls, tool results, the final answer), not one input and one output.
+The create_agent middleware, the LangGraph nodes and the ``memories chat``
+command all save turns and show memories through the functions here, so the
+rules live in one place:
+
+- a turn is the last human message of a message list and everything after it
+  (the same "exchange" a window memory counts);
+- a chat memory (buffer, window, token buffer, summaries) stores the turn's
+  messages whole, tool calls included, so its window stays a valid chat
+  sequence; any other memory (vector, profile, a LangChain memory) gets
+  ``save_context`` with the user's text and the final answer's text;
+- what a memory shows splits into conversation messages (a chat log's
+  window) and text sections (a summary, recalled facts, a profile), so a
+  caller can put the first in the model's message list and the second in the
+  system message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+)
+
+from memories.core.base import keeps_chat_log
+from memories.core.combined import CombinedMemory, leaves_of
+from memories.core.langchain import LangChainBaseMemory
+from memories.kernel.capabilities import capabilities_of
+from memories.kernel.messages import format_buffer
+from memories.kernel.steps import Steps, arun, run, step
+from memories.stores.history.records import REMOVE_ALL_MESSAGES
+
+__all__ = [
+    "DEFAULT_HEADER",
+    "MemoryView",
+    "aapply_message_edits",
+    "apply_message_edits",
+    "asave_exchange",
+    "aview_memory",
+    "editing_messages",
+    "last_exchange",
+    "save_exchange",
+    "saving_exchange",
+    "saving_messages",
+    "view_memory",
+    "view_sections",
+]
+
+#: The line above a memory's text in a system message.
+DEFAULT_HEADER = "## Memory\nWhat you remember from earlier conversations with this user."
+
+
+def last_exchange(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The last human message and everything after it (all messages when there is none)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage):
+            return list(messages[index:])
+    return list(messages)
+
+
+def _input_and_answer(exchange: Sequence[BaseMessage]) -> tuple[BaseMessage, BaseMessage] | None:
+    """The user's message and the final answer of a turn, or None when it has neither."""
+    human = next((m for m in exchange if isinstance(m, HumanMessage)), None)
+    if human is None or len(exchange) < 2 or exchange[-1] is human:
+        return None
+    final = exchange[-1]
+    if not isinstance(final, AIMessage):
+        # A tool that returns directly ends the turn; its result is the answer.
+        final = AIMessage(content=final.content)
+    return human, final
+
+
+def _to_save(exchange: Sequence[BaseMessage], tool_messages: bool) -> list[BaseMessage] | None:
+    pair = _input_and_answer(exchange)
+    if pair is None:
+        return None
+    return list(exchange) if tool_messages else list(pair)
+
+
+def _save_context_args(
+    memory: LangChainBaseMemory, human: BaseMessage, final: BaseMessage
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    input_key = getattr(memory, "input_key", None) or "input"
+    output_key = getattr(memory, "output_key", None) or "output"
+    if capabilities_of(memory).message_edits:
+        # The messages themselves, so that the memory knows their ids and follows their edits.
+        return {input_key: _text_only(human)}, {output_key: _text_only(final)}
+    return {input_key: human.text}, {output_key: final.text}
+
+
+def _text_only(message: BaseMessage) -> BaseMessage:
+    """``message`` as its text with its id (a final answer's tool calls are not the turn)."""
+    return type(message)(content=message.text, id=message.id) if message.id else message
+
+
+def save_exchange(
+    memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], *, tool_messages: bool = True
+) -> bool:
+    """Save one agent turn to a memory; return whether anything was saved.
+
+    A turn with no human message or no answer after it (an interrupted run) is
+    not saved.
+
+    Args:
+        memory: any of our memories, or any LangChain classic memory.
+        exchange: the turn's messages, from :func:`last_exchange`.
+        tool_messages: store AI tool calls and tool results in chat memories too;
+            False keeps only the user's message and the final answer.
+    """
+    return run(saving_exchange(memory, exchange, tool_messages))
+
+
+async def asave_exchange(
+    memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], *, tool_messages: bool = True
+) -> bool:
+    """Async :func:`save_exchange`: the same steps, awaited."""
+    return await arun(saving_exchange(memory, exchange, tool_messages))
+
+
+def saving_exchange(
+    memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], tool_messages: bool
+) -> Steps[bool]:
+    """Steps of :func:`save_exchange`."""
+    messages = _to_save(exchange, tool_messages)
+    if messages is None:
+        return False
+    yield from saving_messages(memory, messages)
+    return True
+
+
+def saving_messages(memory: LangChainBaseMemory, messages: list[BaseMessage]) -> Steps[None]:
+    """Steps that save messages to a memory: whole to a chat log, else as one input and output."""
+    if isinstance(memory, CombinedMemory):
+        # Each member saves; a read-only member's save does nothing, as in a chain.
+        for member in memory.memories:
+            yield from saving_messages(member, messages)
+    elif keeps_chat_log(memory):
+        yield step(memory.save_messages, messages)
+    else:
+        yield step(memory.save_context, *_save_context_args(memory, messages[0], messages[-1]))
+
+
+def editing_messages(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> Steps[int]:
+    """Steps that apply edits in ``add_messages`` form to every chat log in ``memory``.
+
+    ``edits`` are ``RemoveMessage`` items and messages whose id replaces a
+    stored one; each member that keeps a chat log takes them through
+    ``save_messages`` (its derived state follows). Returns how many took them.
+    """
+    if isinstance(memory, CombinedMemory):
+        done = 0
+        for member in memory.memories:
+            done += yield from editing_messages(member, edits)
+        return done
+    if keeps_chat_log(memory):
+        yield step(memory.save_messages, list(edits))
+        return 1
+    if capabilities_of(memory).message_edits:
+        yield from _editing_documents(memory, edits)
+        return 1
+    return 0
+
+
+def _editing_documents(memory: Any, edits: Sequence[BaseMessage]) -> Steps[None]:
+    """Edits for a memory that keeps documents of messages (a vector memory).
+
+    ``REMOVE_ALL_MESSAGES`` clears a conversation's messages, not long-term
+    recall: it leaves the documents (``clear()`` forgets a session's).
+    """
+    removed = [m.id for m in edits if isinstance(m, RemoveMessage) and m.id != REMOVE_ALL_MESSAGES]
+    if removed:
+        yield step(memory.delete_messages, removed)
+    for message in edits:
+        if not isinstance(message, RemoveMessage) and message.id is not None:
+            yield step(memory.edit_message, message.id, message)
+
+
+def apply_message_edits(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> int:
+    """Apply edits (``RemoveMessage``, replacements by id) to every chat log in ``memory``.
+
+    Returns:
+        How many memories took them (0: none keeps a chat log).
+
+    Raises:
+        InvalidInputError: a ``RemoveMessage`` names an id no message has.
+    """
+    return run(editing_messages(memory, edits))
+
+
+async def aapply_message_edits(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> int:
+    """Async :func:`apply_message_edits`."""
+    return await arun(editing_messages(memory, edits))
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    """What a memory shows, split into conversation messages and text sections."""
+
+    messages: tuple[BaseMessage, ...] = ()
+    """Conversation messages (a chat memory's window), oldest first; never system messages."""
+    sections: tuple[tuple[str, str], ...] = ()
+    """``(variable name, text)`` pairs: summaries, recalled facts, profiles, fixed values."""
+    conversation: bool = False
+    """Whether a memory gave its view of the conversation as messages (even an empty one).
+
+    When True, ``messages`` stands for the past conversation and a caller
+    replaces its own message history with it; when False the memory said
+    nothing about the conversation (a profile, fixed values), and the caller's
+    messages stay as they are.
+    """
+
+    def __add__(self, other: MemoryView) -> MemoryView:
+        return MemoryView(
+            self.messages + other.messages,
+            self.sections + other.sections,
+            self.conversation or other.conversation,
+        )
+
+    def system_text(self, header: str = "") -> str:
+        """The sections as one block of text for a system message ('' when there are none)."""
+        parts = [f"{name}:\n{text}" for name, text in self.sections if text.strip()]
+        if not parts:
+            return ""
+        body = "\n\n".join(parts)
+        return f"{header}\n{body}" if header else body
+
+
+def _from_messages(name: str, messages: Sequence[BaseMessage]) -> MemoryView:
+    # A summary memory shows its summary as a leading system message; chat APIs
+    # take one system message, first, so system text goes to the sections.
+    system = "\n".join(m.text for m in messages if isinstance(m, SystemMessage))
+    rest = tuple(m for m in messages if not isinstance(m, SystemMessage))
+    return MemoryView(rest, ((name, system),) if system else (), conversation=True)
+
+
+def _from_variables(
+    variables: dict[str, Any], as_messages: bool, human_prefix: str, ai_prefix: str
+) -> MemoryView:
+    view = MemoryView()
+    for name, value in variables.items():
+        if isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value):
+            if as_messages:
+                view += _from_messages(name, value)
+            elif value:
+                view += MemoryView(
+                    sections=((name, format_buffer(value, human_prefix, ai_prefix)),)
+                )
+        elif value not in (None, "", [], {}):
+            view += MemoryView(sections=((name, value if isinstance(value, str) else str(value)),))
+    return view
+
+
+def _prefixes(memory: LangChainBaseMemory) -> tuple[str, str]:
+    return getattr(memory, "human_prefix", "Human"), getattr(memory, "ai_prefix", "AI")
+
+
+def _query_inputs(memory: LangChainBaseMemory, query: str) -> dict[str, Any]:
+    return {getattr(memory, "input_key", None) or "input": query}
+
+
+def view_memory(memory: LangChainBaseMemory, query: str, *, as_messages: bool) -> MemoryView:
+    """What ``memory`` shows for a turn whose user message is ``query``.
+
+    Args:
+        memory: any of our memories, or any LangChain classic memory.
+        query: the user's message (a vector memory searches with it).
+        as_messages: give a chat memory's window as messages; False renders it
+            as text in a section (``"Human: ...\\nAI: ..."``).
+    """
+    return run(_viewing(memory, query, as_messages))
+
+
+async def aview_memory(memory: LangChainBaseMemory, query: str, *, as_messages: bool) -> MemoryView:
+    """Async :func:`view_memory`: the same steps, awaited."""
+    return await arun(_viewing(memory, query, as_messages))
+
+
+def _viewing(memory: LangChainBaseMemory, query: str, as_messages: bool) -> Steps[MemoryView]:
+    view = MemoryView()
+    for leaf in leaves_of(memory):
+        if as_messages and keeps_chat_log(leaf):
+            view += _from_messages(leaf.memory_key, (yield step(leaf.load_messages)))
+        else:
+            variables = yield step(leaf.load_memory_variables, _query_inputs(leaf, query))
+            view += _from_variables(variables, as_messages, *_prefixes(leaf))
+    return view
+
+
+def view_sections(memory: LangChainBaseMemory, query: str) -> Steps[str]:
+    """Steps giving what the memories without a chat log show, as one block of text."""
+    view = MemoryView()
+    for leaf in leaves_of(memory):
+        if not keeps_chat_log(leaf):
+            variables = yield step(leaf.load_memory_variables, _query_inputs(leaf, query))
+            view += _from_variables(variables, False, *_prefixes(leaf))
+    return view.system_text()

@@ -1,0 +1,107 @@
+"""The embedding layer in the core: which ``Embeddings`` a memory uses, resolved in one place.
+
+A memory that embeds (vector recall today; example selection and memory
+collections next) takes ``embeddings=`` as a LangChain ``Embeddings`` object,
+as ``"module:attr"`` naming a class (or object) to build, or None for the
+default: MiniLM, bundled and offline (:mod:`memories.integrations.minilm`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from memories.errors import ConfigError
+from memories.kernel.imports import import_path
+from memories.kernel.steps import Steps, step
+
+__all__ = ["cosine", "default_embeddings", "resolve_embeddings"]
+
+
+def default_embeddings() -> Embeddings:
+    """The embeddings a memory uses when given none: MiniLM, int8 weights and activations.
+
+    Measured on LoCoMo through ``VectorMemory()``: recall-any@10 84.9 hybrid /
+    55.0 dense with int8 activations against 84.7 / 55.4 without, for half
+    the CPU time per text (about 5 ms instead of 10 for a 40-token turn here).
+    """
+    from memories.integrations.minilm import MiniLMEmbeddings
+
+    return MiniLMEmbeddings(int8_activations=True)
+
+
+def resolve_embeddings(spec: Embeddings | str | None, /) -> Embeddings:
+    """The ``Embeddings`` that ``spec`` names: itself, ``"module:attr"`` built, or the default.
+
+    Raises:
+        ConfigError: the import path cannot be imported, or does not give an ``Embeddings``.
+        MissingDependencyError: it names a module of ours whose extra is not installed.
+    """
+    if spec is None:
+        return default_embeddings()
+    if isinstance(spec, Embeddings):
+        return spec
+    target: Any = import_path(spec, what="embeddings")
+    built = target() if callable(target) else target
+    if not isinstance(built, Embeddings):
+        raise ConfigError(f"embeddings {spec!r} gave {built!r:.80}, not a LangChain Embeddings.")
+    return built
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """The cosine similarity of two vectors (0.0 when either is all zeros)."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+# Query embeddings kept per process (a few hundred KB at 384 floats each).
+_QUERY_VECTORS = 256
+
+
+class _QueryVectors:
+    """The process's last query embeddings, per embedder: a text searched again is embedded once.
+
+    A chain's input is often embedded more than once (the memory's load, a
+    tool's search, the LangGraph store's search of several namespaces with
+    one query, a collection's duplicate check after its search, an example
+    selector's diversity pass). Keyed by the embedder object itself, which an
+    entry holds, so that another embedder never gets its vectors.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[int, str], tuple[Embeddings, list[float]]] = OrderedDict()
+
+    def get(self, embedder: Embeddings, text: str) -> list[float] | None:
+        with self._lock:
+            item = self._items.get((id(embedder), text))
+            if item is None or item[0] is not embedder:
+                return None
+            self._items.move_to_end((id(embedder), text))
+            return item[1]
+
+    def put(self, embedder: Embeddings, text: str, vector: list[float]) -> None:
+        with self._lock:
+            self._items[(id(embedder), text)] = (embedder, vector)
+            self._items.move_to_end((id(embedder), text))
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+_query_vectors = _QueryVectors(_QUERY_VECTORS)
+
+
+def query_vector(embedder: Embeddings, text: str, /) -> Steps[list[float]]:
+    """``text`` embedded as a query by ``embedder``: a step on first use, then from the cache."""
+    vector = _query_vectors.get(embedder, text)
+    if vector is None:
+        vector = yield step(embedder.embed_query, text)
+        _query_vectors.put(embedder, text, vector)
+    return vector

@@ -1,0 +1,270 @@
+"""The model layer: language models by name, resolved at construction, called with a timeout.
+
+A memory's ``llm`` field has the type :data:`LLMField` and accepts:
+
+- a langchain-core ``BaseLanguageModel`` (chat model or LLM) is used as it is;
+- ``"llamacpp:/path/to/model.gguf"`` runs a local GGUF model through
+  llama-cpp-python (``pip install 'chat-memories[local]'``);
+- any other ``"provider:model"`` goes to langchain's ``init_chat_model``
+  (``"openai:gpt-4o-mini"``, ``"ollama:llama3.2"``), which names the provider
+  package to install when it is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import warnings
+from pathlib import Path
+from typing import Annotated, Any
+
+from langchain_core.language_models import BaseLanguageModel, LanguageModelInput
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable
+from pydantic import BeforeValidator
+
+from memories.errors import ConfigError, LLMError, MissingDependencyError
+from memories.kernel.imports import install_hint
+
+__all__ = [
+    "LLMField",
+    "LLMSpec",
+    "ModelCaller",
+    "ainvoke_model",
+    "ainvoke_text",
+    "check_llm_spec",
+    "invoke_model",
+    "invoke_text",
+    "resolve_llm",
+]
+
+LLMSpec = BaseLanguageModel | str
+
+LLAMACPP_PREFIX = "llamacpp:"
+
+
+def check_llm_spec(spec: Any) -> Any:
+    """The shape check of an ``llm`` field: None, a LangChain model, or ``"provider:model"``.
+
+    Raises:
+        ConfigError: anything else (the message shows the accepted forms).
+    """
+    if spec is None or isinstance(spec, BaseLanguageModel):
+        return spec
+    if isinstance(spec, str) and ":" in spec:
+        return spec
+    raise ConfigError(
+        f"llm must be a LangChain model or a string 'provider:model' "
+        f"(e.g. 'openai:gpt-4o-mini', 'llamacpp:/models/m.gguf'); got {spec!r:.80}"
+    )
+
+
+#: The type of a memory's ``llm`` field. Its config form is the string; a
+#: model object has none (``to_config`` says so).
+LLMField = Annotated[Any, BeforeValidator(check_llm_spec)]
+
+
+class ModelCaller:
+    """A memory's model: resolved once (at construction), called with a timeout.
+
+    Its methods are the steps a memory's loop yields (``invoke_text`` and its
+    async twin ``ainvoke_text``), so one loop serves sync and async.
+
+    Args:
+        spec: what the ``llm`` field holds (a model or ``"provider:model"``).
+        options: constructor options for a model given by name.
+        timeout: seconds to wait for one answer (None: no limit).
+
+    Raises:
+        ConfigError, MissingDependencyError: as :func:`resolve_llm`.
+    """
+
+    def __init__(self, spec: Any, options: dict[str, Any], timeout: float | None) -> None:
+        self.model = resolve_llm(spec, **options)
+        self.timeout = timeout
+
+    def invoke(
+        self, prompt: LanguageModelInput, /, *, bound: Runnable[Any, Any] | None = None
+    ) -> Any:
+        """The model's reply (``bound``: the model with tools bound, if any)."""
+        return invoke_model(bound or self.model, prompt, timeout=self.timeout)
+
+    async def ainvoke(
+        self, prompt: LanguageModelInput, /, *, bound: Runnable[Any, Any] | None = None
+    ) -> Any:
+        """Async :meth:`invoke`."""
+        return await ainvoke_model(bound or self.model, prompt, timeout=self.timeout)
+
+    def invoke_text(self, prompt: LanguageModelInput, /) -> str:
+        """The reply's text, stripped; empty text is an :class:`LLMError`."""
+        return invoke_text(self.model, prompt, timeout=self.timeout)
+
+    async def ainvoke_text(self, prompt: LanguageModelInput, /) -> str:
+        """Async :meth:`invoke_text`."""
+        return await ainvoke_text(self.model, prompt, timeout=self.timeout)
+
+    def __repr__(self) -> str:
+        return f"ModelCaller({_name(self.model)}, timeout={self.timeout})"
+
+
+def resolve_llm(spec: Any, **options: Any) -> BaseLanguageModel:
+    """Turn a model object or a model string into a langchain-core model.
+
+    Args:
+        spec: a model object, ``"provider:model"`` or ``"llamacpp:<path.gguf>"``.
+        options: keyword arguments for the model's constructor (``temperature``...).
+
+    Raises:
+        ConfigError: a string of the wrong shape, or a GGUF path that does not exist.
+        MissingDependencyError: the provider's package is not installed.
+    """
+    if check_llm_spec(spec) is None:
+        raise ConfigError(
+            "llm is None: this needs a model (a LangChain model or 'provider:model')."
+        )
+    if isinstance(spec, BaseLanguageModel):
+        return spec
+    if spec.startswith(LLAMACPP_PREFIX):
+        return _llamacpp(Path(spec.removeprefix(LLAMACPP_PREFIX)).expanduser(), options)
+    return _init_chat_model(spec, options)
+
+
+def _llamacpp(path: Path, options: dict[str, Any]) -> BaseLanguageModel:
+    if not path.is_file():
+        raise ConfigError(f"The GGUF model file {str(path)!r} does not exist.")
+    try:
+        import llama_cpp  # noqa: F401  (ChatLlamaCpp's own import error is less helpful)
+
+        with warnings.catch_warnings():
+            # The package announces its sunset on import; the user did not import it.
+            warnings.filterwarnings("ignore", ".*langchain-community.*sunset", DeprecationWarning)
+            from langchain_community.chat_models import ChatLlamaCpp
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "llamacpp: models",
+            f"CMAKE_ARGS='-DGGML_NATIVE=OFF' {install_hint('local')}",
+        ) from exc
+    settings: dict[str, Any] = {
+        "n_ctx": 4096,
+        "temperature": 0.0,
+        "max_tokens": 512,
+        "verbose": False,
+    }
+    settings.update(options)
+    return ChatLlamaCpp(model_path=str(path), **settings)
+
+
+def _init_chat_model(spec: str, options: dict[str, Any]) -> BaseLanguageModel:
+    try:
+        from langchain.chat_models import init_chat_model
+    except ImportError as exc:
+        raise MissingDependencyError(f"the model {spec!r}", "pip install langchain") from exc
+    try:
+        return init_chat_model(spec, **options)
+    except ImportError as exc:
+        provider = spec.split(":", 1)[0]
+        raise MissingDependencyError(
+            f"the model {spec!r}", f"pip install langchain-{provider.replace('_', '-')}"
+        ) from exc
+    except ValueError as exc:
+        raise ConfigError(f"Cannot make the model {spec!r}: {exc}") from exc
+
+
+# -- calling a model with a timeout, errors translated ---------------------------
+
+
+def invoke_model(
+    model: Runnable[Any, Any], prompt: LanguageModelInput, /, *, timeout: float | None = None
+) -> Any:
+    """Call ``model`` (a model, or a runnable such as one with tools bound) and return its reply.
+
+    Args:
+        model: a chat model, an LLM, or a runnable wrapping one.
+        prompt: what ``model.invoke`` takes (a string, messages, a prompt value).
+        timeout: seconds to wait for the answer. The call runs on a daemon
+            thread so the wait can end; a call that outlives it is abandoned
+            (its result discarded), not interrupted.
+
+    Raises:
+        LLMError: the model raised or took longer than ``timeout``. The
+            model's own exception is the cause.
+    """
+    if timeout is None:
+        return _guarded(model, lambda: model.invoke(prompt))
+    outcome: list[Any] = []
+    context = contextvars.copy_context()
+
+    def call() -> None:
+        try:
+            outcome.append(("ok", context.run(model.invoke, prompt)))
+        except BaseException as exc:  # re-raised in the caller's thread below
+            outcome.append(("error", exc))
+
+    name = f"{threading.current_thread().name}:llm-call"
+    thread = threading.Thread(target=call, name=name, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        raise LLMError(f"{_name(model)} gave no answer within {timeout} s; giving up on this call.")
+    kind, value = outcome[0]
+    if kind == "error":
+        raise _llm_error(model, value) from value
+    return value
+
+
+async def ainvoke_model(
+    model: Runnable[Any, Any], prompt: LanguageModelInput, /, *, timeout: float | None = None
+) -> Any:
+    """Async :func:`invoke_model`: the same checks, with ``model.ainvoke``."""
+    try:
+        return await asyncio.wait_for(model.ainvoke(prompt), timeout)
+    except TimeoutError as exc:
+        raise LLMError(
+            f"{_name(model)} gave no answer within {timeout} s; giving up on this call."
+        ) from exc
+    except Exception as exc:
+        raise _llm_error(model, exc) from exc
+
+
+def invoke_text(
+    model: BaseLanguageModel, prompt: LanguageModelInput, /, *, timeout: float | None = None
+) -> str:
+    """Call ``model`` and return its text, stripped (see :func:`invoke_model`).
+
+    Raises:
+        LLMError: the model raised, took longer than ``timeout``, or returned
+            empty text. The model's own exception is the cause.
+    """
+    return _text(model, invoke_model(model, prompt, timeout=timeout))
+
+
+async def ainvoke_text(
+    model: BaseLanguageModel, prompt: LanguageModelInput, /, *, timeout: float | None = None
+) -> str:
+    """Async :func:`invoke_text`: the same checks, with ``model.ainvoke``."""
+    return _text(model, await ainvoke_model(model, prompt, timeout=timeout))
+
+
+def _guarded(model: Runnable[Any, Any], call: Any) -> Any:
+    try:
+        return call()
+    except Exception as exc:
+        raise _llm_error(model, exc) from exc
+
+
+def _llm_error(model: Runnable[Any, Any], exc: BaseException) -> LLMError:
+    return LLMError(f"{_name(model)} failed: {type(exc).__name__}: {exc}")
+
+
+def _text(model: BaseLanguageModel, result: Any) -> str:
+    text = str(result.text) if isinstance(result, BaseMessage) else str(result)
+    text = text.strip()
+    if not text:
+        raise LLMError(f"{_name(model)} returned empty text: {result!r:.200}")
+    return text
+
+
+def _name(model: Runnable[Any, Any]) -> str:
+    # A model with tools bound is a RunnableBinding; name the model inside.
+    return type(getattr(model, "bound", model)).__name__

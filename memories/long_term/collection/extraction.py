@@ -1,0 +1,260 @@
+"""One update of a collection from conversation turns: the model proposes operations on memories.
+
+:class:`ExtractionSession` is a :class:`~memories.kernel.conversation.Conversation`
+with no I/O. The model sees the new turns and the current memories most
+related to them, each under a short alias (``m1``, ``m2``...; never a stored
+id, so it cannot invent one that happens to exist), and answers with
+operations: ``insert`` (content), ``update`` (alias, content), ``delete``
+(alias). Every operation of a reply is checked (a known alias, an enabled
+operation, content valid against the schema); a reply with any error goes
+back to the model with all of them, for a bounded number of retries. The
+reply is taken whole or not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+)
+
+from memories.errors import InvalidInputError, LLMError
+from memories.kernel.conversation import CheckedReply, parse_json_reply
+from memories.kernel.messages import format_buffer
+
+__all__ = [
+    "OPERATIONS_TOOL",
+    "OPERATIONS_TOOL_NAME",
+    "ExtractionOutcome",
+    "ExtractionSession",
+    "Operation",
+]
+
+OPERATIONS_TOOL_NAME = "update_memories"
+OpKind = Literal["insert", "update", "delete"]
+
+#: The tool a model with tool calling answers through.
+OPERATIONS_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": OPERATIONS_TOOL_NAME,
+        "description": "Insert, update or delete memories. Call with an empty list to change "
+        "nothing.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "operations": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "op": {"type": "string", "enum": ["insert", "update", "delete"]},
+                            "id": {"type": "string", "description": "the memory's alias, m1..."},
+                            "content": {"description": "the memory (insert and update)"},
+                        },
+                        "required": ["op"],
+                    },
+                }
+            },
+            "required": ["operations"],
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One accepted operation, with the alias resolved to the memory's id."""
+
+    op: OpKind
+    """What to do."""
+    content: Any = None
+    """The new content (insert, update)."""
+    memory_id: str | None = None
+    """The memory it changes (update, delete)."""
+
+
+@dataclass(frozen=True)
+class ExtractionOutcome:
+    """What one update produced."""
+
+    operations: tuple[Operation, ...]
+    """The accepted operations (empty: nothing to change, or a failure)."""
+    raw: tuple[str, ...]
+    """Every reply, as text."""
+    error: str | None
+    """Why it failed, or None."""
+
+
+_SYSTEM = """\
+You keep a collection of memories about the user: small, self-contained facts, preferences \
+and events worth remembering across conversations. You are shown the memories most related to \
+the new conversation turns, each under an alias, and the turns. Decide what to change:
+- "insert" a memory for something new worth remembering;
+- "update" a memory (by its alias) when the turns refine or correct it: give its whole new \
+content;
+- "delete" a memory (by its alias) only when the turns say it is no longer true and nothing \
+replaces it.
+Never insert what a memory already says; update it instead. Record only what the turns state \
+or clearly imply.{allowed}{content_rule}{instructions}
+
+{reply_format}"""
+
+_TOOL_FORMAT = (
+    f"Call {OPERATIONS_TOOL_NAME} with the operations; call it with an empty list when nothing "
+    "should change."
+)
+_TEXT_FORMAT = (
+    "Reply with only a JSON array of operations, for example "
+    '[{"op": "insert", "content": "..."}, {"op": "update", "id": "m2", "content": "..."}, '
+    '{"op": "delete", "id": "m3"}]. Reply [] when nothing should change.'
+)
+_NOT_JSON = f"Your reply is not a JSON array of operations. {_TEXT_FORMAT}"
+
+
+def extraction_prompt(
+    memories: Sequence[tuple[str, str]],
+    turns: Sequence[Sequence[BaseMessage]],
+    *,
+    allowed: Sequence[OpKind],
+    content_rule: str,
+    instructions: str | None,
+    tools: bool,
+) -> list[BaseMessage]:
+    """The first two messages of an update: the rules, then the aliased memories and the turns."""
+    only = ""
+    if len(allowed) < 3:
+        only = f"\nOnly these operations are allowed: {', '.join(allowed)}."
+    system = _SYSTEM.format(
+        allowed=only,
+        content_rule=f"\n{content_rule}" if content_rule else "",
+        instructions=f"\n\n{instructions.strip()}" if instructions else "",
+        reply_format=_TOOL_FORMAT if tools else _TEXT_FORMAT,
+    )
+    listed = "\n".join(f"{alias}: {text}" for alias, text in memories) or "(none yet)"
+    transcript = "\n---\n".join(format_buffer(list(turn), "Human", "AI") for turn in turns)
+    body = f"Related memories:\n{listed}\n\nNew conversation turns:\n{transcript}"
+    return [SystemMessage(system), HumanMessage(body)]
+
+
+@dataclass
+class ExtractionSession(CheckedReply[tuple[Operation, ...]]):
+    """One update: asks for operations, checks them all, sends errors back (bounded).
+
+    Args:
+        opening: the first messages (:func:`extraction_prompt`).
+        max_retries: how many times a bad reply is sent back.
+        aliases: alias -> memory id, for the memories the model was shown.
+        allowed: the operations this collection enables.
+        check: validates a content (raises InvalidInputError), returns it as stored.
+        tools: whether the model answers through :data:`OPERATIONS_TOOL`.
+    """
+
+    aliases: Mapping[str, str]
+    allowed: Sequence[OpKind]
+    check: Callable[[Any], Any]
+    tools: bool
+
+    @property
+    def fix(self) -> str:  # type: ignore[override]
+        if self.tools:
+            return f"Call {OPERATIONS_TOOL_NAME} again with corrected operations."
+        return "Reply again with the corrected operations."
+
+    def outcome(self) -> ExtractionOutcome:
+        """The result, once :meth:`request` returns None."""
+        operations = () if self._error is not None else (self._accepted or ())
+        return ExtractionOutcome(operations, tuple(self._raw), self._error)
+
+    def _accept(self, reply: BaseMessage) -> tuple[Operation, ...]:
+        return self._operations_in(reply)
+
+    def _operations_in(self, reply: BaseMessage) -> tuple[Operation, ...]:
+        items = _proposed(reply)
+        accepted: list[Operation] = []
+        problems: list[str] = []
+        touched: set[str] = set()
+        for i, item in enumerate(items):
+            try:
+                operation = self._checked(item, i)
+            except LLMError as exc:
+                problems.append(str(exc))
+                continue
+            if operation.memory_id is not None:
+                if operation.memory_id in touched:
+                    problems.append(f"operations[{i}] changes {item.get('id')!r} a second time")
+                    continue
+                touched.add(operation.memory_id)
+            accepted.append(operation)
+        if problems:
+            raise LLMError("; ".join(problems))
+        return tuple(accepted)
+
+    def _checked(self, item: Any, index: int) -> Operation:
+        if not isinstance(item, dict):
+            raise LLMError(f"operations[{index}] is not an object")
+        kind = item.get("op")
+        if kind not in ("insert", "update", "delete"):
+            raise LLMError(f"operations[{index}] has op {kind!r}; use insert, update or delete")
+        if kind not in self.allowed:
+            raise LLMError(f"operations[{index}]: {kind} is not allowed here")
+        memory_id = None
+        if kind != "insert":
+            alias = item.get("id")
+            memory_id = self.aliases.get(alias) if isinstance(alias, str) else None
+            if memory_id is None:
+                known = ", ".join(self.aliases) or "none"
+                raise LLMError(
+                    f"operations[{index}] names the memory {alias!r}, which is not one of the "
+                    f"memories shown ({known})"
+                )
+        content = None
+        if kind != "delete":
+            try:
+                content = self.check(item.get("content"))
+            except InvalidInputError as exc:
+                raise LLMError(f"operations[{index}]: {exc}") from exc
+        return Operation(kind, content, memory_id)
+
+
+def _proposed(reply: BaseMessage) -> list[Any]:
+    """The operations a reply proposes: from its tool calls, else its JSON text."""
+    if isinstance(reply, AIMessage) and reply.invalid_tool_calls:
+        raise LLMError(
+            f"The arguments of your {reply.invalid_tool_calls[0]['name']} call are not valid "
+            'JSON. Call it again with arguments {"operations": [...]}.'
+        )
+    if isinstance(reply, AIMessage) and reply.tool_calls:
+        found: list[Any] = []
+        for call in reply.tool_calls:
+            if call["name"] != OPERATIONS_TOOL_NAME:
+                raise LLMError(
+                    f"You called {call['name']!r}; the only tool is {OPERATIONS_TOOL_NAME!r}."
+                )
+            found.extend(_listed(call["args"]))
+        return found
+    value = parse_json_reply(
+        str(reply.text),
+        accepts=lambda v: isinstance(v, list) or (isinstance(v, dict) and "operations" in v),
+        hint=_NOT_JSON,
+    )
+    return _listed(value)
+
+
+def _listed(value: Any) -> list[Any]:
+    if isinstance(value, dict) and "operations" in value:
+        value = value["operations"]
+    if isinstance(value, str):  # some models send the array as a JSON string
+        with contextlib.suppress(ValueError):
+            value = json.loads(value)
+    if not isinstance(value, list):
+        raise LLMError(_NOT_JSON)
+    return value

@@ -1,0 +1,976 @@
+"""``CollectionMemory``: many small memories that a model inserts, updates and deletes.
+
+Two stores, each doing what it is good at, composed from the kernel's parts:
+
+- the **ledger** is the profile store (:class:`~memories.stores.profile_store.ProfileStore`,
+  SQL): one key per memory (``memory:<id>``), every version with the turns
+  that caused it, the queue of turns not yet folded in, and compare-and-set
+  writes of several memories in one transaction
+  (:meth:`~memories.stores.profile_store.BaseProfileStore.commit_many`), so
+  concurrent updaters (threads, processes) lose nothing;
+- the **index** is the vector backend (Chroma embedded by default, through
+  :class:`~memories.long_term.indexed.DocumentMemory`): the current memories,
+  searched by hybrid recall.
+
+A change is committed to the ledger first, then written to the index. If a
+process dies between the two, the index is stale for that memory until the
+next update that touches it (a stale version makes that update conflict,
+and a conflict re-indexes what it read).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from memories.errors import ConfigError, InvalidInputError
+from memories.kernel.background import MemoryStatus
+from memories.kernel.capabilities import Capabilities
+from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
+from memories.kernel.embeddings import cosine, query_vector
+from memories.kernel.keys import input_text_for
+from memories.kernel.messages import check_storable, message_text
+from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.long_term.collection import rules
+from memories.long_term.collection.extraction import (
+    OPERATIONS_TOOL,
+    OPERATIONS_TOOL_NAME,
+    ExtractionSession,
+    Operation,
+    OpKind,
+    extraction_prompt,
+)
+from memories.long_term.collection.records import MemoryRecord, MemoryVersion
+from memories.long_term.collection.rules import MEMORY_PREFIX
+from memories.long_term.indexed import IndexedMemory
+from memories.long_term.profile.schema import ProfileSchema, schema_config
+from memories.long_term.stored import StoredDocumentMemory
+from memories.stores.profile_store import Change, PendingTurn, ProfileChange, ProfileItem
+from memories.stores.recall import RecallConfig
+from memories.stores.recall.config import RecallField
+from memories.stores.recall.types import ScoredId
+from memories.stores.vector.backend import VectorQuery
+from memories.stores.vector.filters import NAMESPACE_KEY, check_metadata
+from memories.stores.vector.outbox import OutboxRow
+from memories.stores.vector.records import SearchResult
+from memories.stores.vector.scoring import calibrated
+
+__all__ = ["CollectionMemory", "CollectionStatus", "CollectionUpdate"]
+
+logger = logging.getLogger(__name__)
+
+Policy = Literal["turn", "every_n", "background", "manual"]
+#: Index metadata the memory keeps for itself.
+_OWN_KEYS = frozenset({"created_at", "updated_at", "version", "content_json"})
+# How many times an update is recomputed when another writer changed its memories first.
+_MAX_CONFLICTS = 3
+
+
+@dataclass(frozen=True)
+class CollectionUpdate:
+    """What :meth:`CollectionMemory.refresh` did."""
+
+    status: Literal["updated", "unchanged", "failed", "idle"]
+    """``updated``: memories changed; ``unchanged``: the turns changed nothing;
+    ``failed``: recorded in ``status()``, the turns kept; ``idle``: nothing queued."""
+    turns: int = 0
+    """How many queued turns were folded in."""
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    error: str | None = None
+    """Why it failed."""
+
+
+@dataclass(frozen=True)
+class CollectionStatus(MemoryStatus):
+    """Where a collection stands: ``pending`` counts the turns not folded in yet."""
+
+
+class CollectionMemory(IndexedMemory, StoredDocumentMemory):
+    """Many small memories about a user, kept current by a model: inserted, updated, deleted.
+
+    The store's and the namespace's arguments are
+    :class:`~memories.long_term.indexed.DocumentMemory`'s (``mode``, ``path``,
+    ``namespace``, ``embeddings``...); the ledger's (``url``, ``key``,
+    ``debounce``) :class:`~memories.long_term.stored.StoredDocumentMemory`'s.
+
+    Args:
+        llm: the model that proposes the changes (a LangChain model or
+            ``"provider:model"``). Without one, each turn's human message is
+            stored as a memory (inserts only, duplicates skipped).
+        schema: what a memory is: None or ``str`` (a sentence), a Pydantic
+            model class, its ``"module:Class"`` path, or a JSON Schema dict.
+        policy: when queued turns are folded in: ``"turn"`` (every save),
+            ``"every_n"``, ``"background"`` (after ``debounce`` seconds of
+            quiet) or ``"manual"`` (:meth:`refresh`).
+        every_n: turns per update under ``"every_n"``.
+        k: how many memories ``load_memory_variables`` and ``search`` show.
+        related_k: how many current memories the model is shown per update.
+        instructions: extra guidance for the model (what to remember, what not).
+        enable_inserts, enable_updates, enable_deletes: which operations
+            the model may make.
+        duplicate_threshold: an insert whose embedding has at least this
+            cosine similarity with a current memory's (or whose text is the
+            same, ignoring case, spacing and punctuation) is not stored; when
+            it holds every word of that memory and more, it updates it.
+        max_retries: how many times an invalid reply is sent back.
+        max_turns_per_update: the most queued turns one model call sees.
+        update_method: ``"auto"`` (tool calling when the model has it, else
+            JSON text), ``"tool"`` or ``"json"``.
+        memory_key: the prompt variable the memories fill.
+        input_key, output_key: the chain input and output to learn from.
+        return_messages: give ``[SystemMessage]`` instead of a string.
+    """
+
+    config_type: ClassVar[str] = "collection"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="namespace", searchable=True, exportable=True, deferred=True
+    )
+    model_config = ConfigDict(populate_by_name=True)
+
+    collection: str = "collections"
+    key: str = Field(default="collection", min_length=1)
+    recall: RecallField = Field(default_factory=lambda: RecallConfig(neighbour_weight=0.0))
+    memory_schema: Any = Field(default=None, alias="schema")
+    policy: Policy = "turn"
+    every_n: int = Field(default=3, gt=0)
+    k: int = Field(default=5, ge=1)
+    related_k: int = Field(default=10, ge=1)
+    instructions: str | None = None
+    enable_inserts: bool = True
+    enable_updates: bool = True
+    enable_deletes: bool = True
+    duplicate_threshold: float = Field(default=0.9, gt=0, le=1)
+    max_retries: int = Field(default=2, ge=0)
+    max_turns_per_update: int = Field(default=10, gt=0)
+    update_method: UpdateMethod = "auto"
+    memory_key: str = Field(default="memories", min_length=1)
+
+    _schema: ProfileSchema | None = PrivateAttr(default=None)
+    _in_line: bool = PrivateAttr(default=False)
+
+    def model_post_init(self, context: Any, /) -> None:
+        text = self.memory_schema in (None, str, "str")
+        self._schema = None if text else ProfileSchema(self.memory_schema)
+        if self.llm is None and not text:
+            raise ConfigError(
+                "Without an llm a collection stores what the user says as text, so its schema "
+                "must be text (None); pass llm=... to extract structured memories."
+            )
+        super().model_post_init(context)
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "memory_schema":
+            return "str" if value is str else schema_config(value)
+        return super()._config_value(name, value)
+
+    # -- contents -------------------------------------------------------------------
+
+    def check_content(self, content: Any, /) -> Any:
+        """``content`` as it is stored, or InvalidInputError saying what is wrong with it."""
+        if self._schema is None:
+            if not isinstance(content, str) or not content.strip():
+                raise InvalidInputError(
+                    f"A memory of this collection is a non-empty string; got {content!r:.80}."
+                )
+            check_storable([HumanMessage(content)])
+            return content.strip()
+        problems = self._schema.errors(content)
+        if problems:
+            raise InvalidInputError(
+                "The memory does not match the collection's schema: " + "; ".join(problems)
+            )
+        return content
+
+    def _text(self, content: Any) -> str:
+        if isinstance(content, str):
+            return content
+        return json.dumps(content, ensure_ascii=False, sort_keys=True)
+
+    def _checked_metadata(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+        given = check_metadata(metadata, what="metadata")
+        clash = sorted(_OWN_KEYS & given.keys())
+        if clash:
+            raise InvalidInputError(f"metadata sets {clash}, which the collection keeps itself.")
+        return given
+
+    # -- records ------------------------------------------------------------------
+
+    def _record(self, item: ProfileItem) -> MemoryRecord:
+        value = item.value or {}
+        return MemoryRecord(
+            id=item.key.removeprefix(MEMORY_PREFIX),
+            content=value.get("content"),
+            metadata=dict(value.get("metadata") or {}),
+            created_at=rules.utc(item.created_at),
+            updated_at=rules.utc(item.updated_at),
+            version=item.version,
+        )
+
+    def _found(self, result: SearchResult) -> MemoryRecord:
+        meta = dict(result.metadata)
+        content = json.loads(meta["content_json"]) if "content_json" in meta else result.text
+        own = {k: meta.pop(k, None) for k in (*_OWN_KEYS, NAMESPACE_KEY)}
+        for key in ("session", "timestamp"):
+            meta.pop(key, None)
+        return MemoryRecord(
+            id=result.id,
+            content=content,
+            metadata=meta,
+            created_at=rules.utc(float(own["created_at"] or 0)),
+            updated_at=rules.utc(float(own["updated_at"] or 0)),
+            version=int(own["version"] or 1),
+            score=result.score,
+        )
+
+    def _row(self, item: ProfileItem) -> OutboxRow:
+        """The index document of a memory as the ledger holds it."""
+        value = item.value or {}
+        content = value.get("content")
+        meta: dict[str, Any] = {
+            **self.metadata,
+            **self.backend.bookkeeping(turn=False),
+            **(value.get("metadata") or {}),
+            "created_at": item.created_at,
+            "updated_at": item.updated_at,
+            "version": item.version,
+        }
+        if not isinstance(content, str):
+            meta["content_json"] = json.dumps(content, ensure_ascii=False)
+        doc_id = item.key.removeprefix(MEMORY_PREFIX)
+        # A first version is new to the index: Chroma's add is cheaper than its upsert.
+        replace = item.version > 1
+        return OutboxRow(doc_id, self._text(content), meta, needs_turn=False, replace=replace)
+
+    # -- writing: ledger first (compare-and-set, all or none), then the index --------
+
+    def _writing(
+        self, commits: list[tuple[str, Change, int]], turns: Sequence[PendingTurn] = ()
+    ) -> Steps[list[ProfileItem | None] | None]:
+        written = yield step(
+            self._store.commit_many,
+            self.namespace,
+            commits,
+            drop_key=self.key,
+            drop_ids=[t.id for t in turns],
+        )
+        if written is not None:
+            yield from self._indexing([key for key, _, _ in commits], written)
+        return written
+
+    def _indexing(self, keys: Sequence[str], items: Sequence[ProfileItem | None]) -> Steps[None]:
+        rows = [self._row(item) for item in items if item is not None and item.value is not None]
+        gone = [
+            key.removeprefix(MEMORY_PREFIX)
+            for key, item in zip(keys, items, strict=True)
+            if item is None or item.value is None
+        ]
+        if rows:
+            yield step(self.backend.add, rows, progress=False)
+        if gone:
+            yield step(self.backend.delete, gone, None)
+
+    def _reindexing(self, ids: Sequence[str]) -> Steps[None]:
+        """Bring the index back in line with the ledger for these memories (after a conflict)."""
+        keys = [MEMORY_PREFIX + i for i in ids]
+        items = []
+        for key in keys:
+            items.append((yield step(self._store.load, self.namespace, key)))
+        yield from self._indexing(keys, items)
+
+    def _lining_up(self) -> Steps[None]:
+        """Once per object: bring the index in line with the ledger where they disagree.
+
+        The index can lag the ledger: an in-process index (``mode="memory"``)
+        after a restart, a moved Chroma folder, or a process that died between
+        the two writes of a change. The ledger is the truth: a memory missing
+        from the index (or one the ledger no longer has) rebuilds the index
+        whole; a memory indexed at another version than the ledger's is
+        indexed again.
+        """
+        if self._in_line:
+            return
+        items = yield step(self._store.keys, self.namespace, MEMORY_PREFIX)
+        indexed = yield step(self.backend.count)
+        stale = (yield from self._stale(items)) if indexed == len(items) else None
+        if stale:
+            logger.warning(
+                "Collection %r: %d memories are indexed at another version than the ledger's; "
+                "indexing them again.",
+                self.namespace,
+                len(stale),
+            )
+            yield from self._indexing([item.key for item in stale], stale)
+        elif stale is None:
+            logger.warning(
+                "Collection %r: the index holds %d memories and the ledger %d%s; re-indexing.",
+                self.namespace,
+                indexed,
+                len(items),
+                ", not the same ones" if indexed == len(items) else "",
+            )
+            yield step(self.backend.erase_namespace)
+            if items:
+                yield step(self.backend.add, [self._row(i) for i in items], progress=False)
+        self._in_line = True
+
+    def _stale(self, items: Sequence[ProfileItem]) -> Steps[list[ProfileItem] | None]:
+        """The ledger's memories indexed at another version; None when one is not indexed."""
+        if not items:
+            return []
+        ids = [item.key.removeprefix(MEMORY_PREFIX) for item in items]
+        found = yield step(self.backend.get, ids)
+        versions = {r.id: r.metadata.get("version") for r in found}
+        if len(versions) != len(items):
+            return None
+        return [item for item, i in zip(items, ids, strict=True) if versions[i] != item.version]
+
+    def _direct(self, memory_id: str, plan: Any, kind: str) -> Steps[MemoryRecord | None]:
+        """A write by hand to one memory: read its version, plan, compare-and-set, retry."""
+        key = MEMORY_PREFIX + rules.checked_id(memory_id)
+        for _ in range(_MAX_CONFLICTS * 10):
+            item = yield step(self._store.load, self.namespace, key)
+            document = plan(item)
+            expected = item.version if item is not None else 0
+            change = Change(document, kind, [], ())
+            written = yield from self._writing([(key, change, expected)])
+            if written is not None:
+                (after,) = written
+                return None if after is None or after.value is None else self._record(after)
+        raise InvalidInputError(f"The memory {memory_id!r} kept changing; try again.")
+
+    def put(
+        self,
+        content: Any,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        memory_id: str | None = None,
+    ) -> str:
+        """Store a memory now (durable when this returns); returns its id.
+
+        Args:
+            memory_id: the id to store it under (letters, digits, ``-``, ``_``);
+                an existing memory with that id gets this as a new version.
+                Default: a new id.
+
+        Raises:
+            InvalidInputError: the content or the metadata is invalid; nothing is stored.
+        """
+        return run(self._putting(content, metadata, memory_id))
+
+    async def aput(
+        self,
+        content: Any,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        memory_id: str | None = None,
+    ) -> str:
+        """Async :meth:`put`."""
+        return await arun(self._putting(content, metadata, memory_id))
+
+    def _putting(
+        self, content: Any, metadata: Mapping[str, Any] | None, memory_id: str | None
+    ) -> Steps[str]:
+        document = {
+            "content": self.check_content(content),
+            "metadata": self._checked_metadata(metadata),
+        }
+        chosen = uuid.uuid4().hex if memory_id is None else rules.checked_id(memory_id)
+        yield from self._direct(chosen, lambda item: document, "put")
+        return chosen
+
+    def put_many(
+        self,
+        contents: Sequence[Any],
+        *,
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+        progress: bool | None = None,
+    ) -> builtins.list[str]:
+        """Store many new memories at once (one transaction, then the index in batches).
+
+        Every content and metadata is checked before anything is written.
+        ``progress`` shows a bar while the index embeds them (by default for
+        more than 1,000).
+        """
+        if isinstance(contents, str) or not isinstance(contents, Sequence):
+            raise InvalidInputError(f"contents must be a list, got {contents!r:.80}.")
+        if metadatas is not None and len(metadatas) != len(contents):
+            raise InvalidInputError(f"Got {len(metadatas)} metadatas for {len(contents)} contents.")
+        commits = []
+        for i, content in enumerate(contents):
+            document = {
+                "content": self.check_content(content),
+                "metadata": self._checked_metadata(metadatas[i] if metadatas else None),
+            }
+            commits.append((MEMORY_PREFIX + uuid.uuid4().hex, Change(document, "put", [], ()), 0))
+        written = self._store.commit_many(self.namespace, commits, drop_key=self.key)
+        assert written is not None  # new ids: nothing to conflict with
+        rows = [self._row(item) for item in written if item is not None]
+        self.backend.add(rows, progress=progress if progress is not None else len(rows) > 1_000)
+        return [key.removeprefix(MEMORY_PREFIX) for key, _, _ in commits]
+
+    async def aput_many(self, contents: Sequence[Any], **options: Any) -> builtins.list[str]:
+        """Async :meth:`put_many` (the same arguments)."""
+        return await to_thread(self.put_many, contents, **options)
+
+    def update(
+        self,
+        memory_id: str,
+        content: Any,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+    ) -> MemoryRecord:
+        """Give a memory new content (its old version stays in :meth:`history`).
+
+        Args:
+            expected_version: write only if the memory is still at this version
+                (from ``get(id).version``): a compare-and-set for callers that
+                computed the content from what they read.
+
+        Raises:
+            InvalidInputError: no such memory in this namespace, the content is
+                invalid, or it moved past ``expected_version``.
+        """
+        return run(self._updating(memory_id, content, metadata, expected_version))
+
+    async def aupdate(
+        self,
+        memory_id: str,
+        content: Any,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+    ) -> MemoryRecord:
+        """Async :meth:`update`."""
+        return await arun(self._updating(memory_id, content, metadata, expected_version))
+
+    def _updating(
+        self,
+        memory_id: str,
+        content: Any,
+        metadata: Mapping[str, Any] | None,
+        expected: int | None,
+    ) -> Steps[MemoryRecord]:
+        checked = self.check_content(content)
+        given = None if metadata is None else self._checked_metadata(metadata)
+
+        def plan(item: ProfileItem | None) -> dict[str, Any]:
+            if item is None or item.value is None:
+                raise InvalidInputError(rules.missing(memory_id, self.namespace))
+            if expected is not None and item.version != expected:
+                raise InvalidInputError(
+                    f"The memory {memory_id!r} is at version {item.version}, not "
+                    f"{expected}: read it again and recompute."
+                )
+            return {
+                "content": checked,
+                "metadata": given if given is not None else item.value["metadata"],
+            }
+
+        record = yield from self._direct(memory_id, plan, "update")
+        assert record is not None
+        return record
+
+    def delete(self, memory_id: str) -> None:
+        """Delete a memory (its versions stay in :meth:`history`; :meth:`rollback` restores one).
+
+        Raises:
+            InvalidInputError: no such memory in this namespace.
+        """
+        run(self._deleting(memory_id))
+
+    async def adelete(self, memory_id: str) -> None:
+        """Async :meth:`delete`."""
+        await arun(self._deleting(memory_id))
+
+    def _deleting(self, memory_id: str) -> Steps[None]:
+        def plan(item: ProfileItem | None) -> None:
+            if item is None or item.value is None:
+                raise InvalidInputError(rules.missing(memory_id, self.namespace))
+
+        yield from self._direct(memory_id, plan, "delete")
+
+    def rollback(self, memory_id: str, version: int) -> MemoryRecord:
+        """Make a memory say what it said at ``version`` again, as a new version.
+
+        Raises:
+            InvalidInputError: no such memory or version, or that version was a delete.
+        """
+        return run(self._rolling_back(memory_id, version))
+
+    async def arollback(self, memory_id: str, version: int) -> MemoryRecord:
+        """Async :meth:`rollback`."""
+        return await arun(self._rolling_back(memory_id, version))
+
+    def _rolling_back(self, memory_id: str, version: int) -> Steps[MemoryRecord]:
+        key = MEMORY_PREFIX + rules.checked_id(memory_id)
+        found = yield step(self._store.changes, self.namespace, key, version=version)
+        if not found or found[0].document is None:
+            raise InvalidInputError(
+                f"The memory {memory_id!r} has no version {version} with content; "
+                "history(id) lists its versions."
+            )
+        document = found[0].document
+        record = yield from self._direct(memory_id, lambda item: document, "rollback")
+        assert record is not None
+        return record
+
+    # -- reading --------------------------------------------------------------------
+
+    def get(self, memory_id: str) -> MemoryRecord | None:
+        """The memory with this id in this namespace, or None."""
+        item = self._store.load(self.namespace, MEMORY_PREFIX + rules.checked_id(memory_id))
+        return None if item is None or item.value is None else self._record(item)
+
+    async def aget(self, memory_id: str) -> MemoryRecord | None:
+        """Async :meth:`get`."""
+        item = await self._store.aload(self.namespace, MEMORY_PREFIX + rules.checked_id(memory_id))
+        return None if item is None or item.value is None else self._record(item)
+
+    def history(self, memory_id: str) -> list[MemoryVersion]:
+        """Every version of a memory, oldest first, each with when it held and what caused it."""
+        key = MEMORY_PREFIX + rules.checked_id(memory_id)
+        return rules.versions(self._store.changes(self.namespace, key))
+
+    async def ahistory(self, memory_id: str) -> list[MemoryVersion]:
+        """Async :meth:`history`."""
+        key = MEMORY_PREFIX + rules.checked_id(memory_id)
+        return rules.versions(await self._store.achanges(self.namespace, key))
+
+    def search(
+        self,
+        query: str,
+        /,
+        *,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        as_of: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        """The memories that best match ``query``, best first (current ones, or those of ``as_of``).
+
+        Args:
+            filter: a Chroma ``where`` clause on metadata; with ``as_of``, only
+                ``{"key": value}`` equalities.
+            as_of: answer with the memories that were current then (a
+                timezone-aware datetime); ranked by embedding similarity
+                computed now, so it costs an embedding per version.
+        """
+        return run(self._searching(query, k, filter, as_of))
+
+    async def asearch(
+        self,
+        query: str,
+        /,
+        *,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        as_of: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        """Async :meth:`search`."""
+        return await arun(self._searching(query, k, filter, as_of))
+
+    def _searching(
+        self, query: Any, k: int | None, where: Mapping[str, Any] | None, as_of: datetime | None
+    ) -> Steps[list[MemoryRecord]]:
+        if as_of is None:
+            request = self._request(query, k, where)
+            yield from self._lining_up()
+            found = yield step(self.backend.search, request)
+            return [self._found(r) for r in found]
+        request = self._request(query, k, None)
+        when = rules.timestamp(as_of)
+        wanted = rules.equality(where)
+        changes = yield step(self._store.key_changes, self.namespace, MEMORY_PREFIX)
+        then = [r for r in rules.current_at(changes, when) if rules.matches(r.metadata, wanted)]
+        if not then:
+            return []
+        target = yield from query_vector(self.embedder, request.text)
+        vectors = yield step(self.embedder.embed_documents, [self._text(r.content) for r in then])
+        scored = [
+            (cosine(target, vector), record) for vector, record in zip(vectors, then, strict=True)
+        ]
+        scored.sort(key=lambda pair: -pair[0])
+        top = scored[: request.k or self.k]
+        # The same calibrated score as a search of the current memories gives.
+        results = calibrated(
+            [SearchResult(self._text(r.content), {}, cos, r.id) for cos, r in top],
+            request.text,
+            self.recall,
+            vector=target,
+            dense=[ScoredId(r.id, cos) for cos, r in top],
+        )
+        return [
+            rules.with_score(r, found.score) for (_, r), found in zip(top, results, strict=True)
+        ]
+
+    # -- LangChain's interface ------------------------------------------------------
+
+    def _shown(self, records: list[MemoryRecord]) -> str | list[BaseMessage]:
+        text = "\n".join(f"- {self._text(r.content)}" for r in records)
+        if self.return_messages:
+            return [SystemMessage(text)] if text else []
+        return text
+
+    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
+        found = yield from self._searching(input_text_for(self, inputs), None, None, None)
+        return self._shown(found)
+
+    def _queueing(self, turn: list[BaseMessage]) -> Steps[None]:
+        store, ns, key = self._store, self.namespace, self.key
+        yield step(store.add_pending, ns, key, turn)
+        if self._in_background and self._background.schedule():
+            return
+        if self.policy in ("turn", "background") or (
+            self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
+        ):
+            yield from self._refreshing()
+
+    def clear(self) -> None:
+        """Delete every memory (each kept in its history) and drop the queued turns."""
+        run(self._clearing())
+
+    async def aclear(self) -> None:
+        """Async :meth:`clear`."""
+        await arun(self._clearing())
+
+    def _clearing(self) -> Steps[None]:
+        if self._in_background:
+            self._background.cancel()
+        for _ in range(_MAX_CONFLICTS * 10):
+            items = yield step(self._store.keys, self.namespace, MEMORY_PREFIX)
+            turns = yield step(self._store.pending, self.namespace, self.key)
+            commits = [(i.key, Change(None, "clear", [], ()), i.version) for i in items]
+            written = yield from self._writing(commits, turns)
+            if written is not None:
+                return
+        raise InvalidInputError("The collection kept changing while it was cleared; try again.")
+
+    def status(self) -> CollectionStatus:
+        """The queued turns, and the last failed update if none succeeded since."""
+        return run(self._stating())
+
+    async def astatus(self) -> CollectionStatus:
+        """Async :meth:`status`."""
+        return await arun(self._stating())
+
+    def _stating(self) -> Steps[CollectionStatus]:
+        _, pending, last = yield from self._store.standing(self.namespace, self.key)
+        return CollectionStatus(
+            pending=pending,
+            failures=1 if last is not None else 0,
+            last_error=last.error if last is not None else None,
+            background=self._background_status(),
+        )
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Run a pending background update now, then write what the index has queued."""
+        done = super().flush(timeout=timeout)
+        return self.backend.flush(timeout=timeout) and done
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """:meth:`flush`; later turns of this object update inline."""
+        done = super().close(timeout=timeout)
+        return self.backend.close(timeout=timeout) and done
+
+    # -- updating from conversation ---------------------------------------------------
+
+    def refresh(self) -> CollectionUpdate:
+        """Fold the queued turns in now (at most ``max_turns_per_update`` per model call)."""
+        return run(self._refreshing())
+
+    async def arefresh(self) -> CollectionUpdate:
+        """Async :meth:`refresh`."""
+        return await arun(self._refreshing())
+
+    def _allowed(self) -> list[OpKind]:
+        flags: list[tuple[OpKind, bool]] = [
+            ("insert", self.enable_inserts),
+            ("update", self.enable_updates),
+            ("delete", self.enable_deletes),
+        ]
+        return [op for op, on in flags if on]
+
+    def _refreshing(self) -> Steps[CollectionUpdate]:
+        """Fold every queued turn in, batch by batch; stop at the first failed batch."""
+        yield from self._lining_up()
+        total = CollectionUpdate("idle")
+        while True:
+            batch = yield from self._folding_batch()
+            total = merged(total, batch)
+            if batch.status in ("idle", "failed"):
+                return total
+
+    def _folding_batch(self) -> Steps[CollectionUpdate]:
+        """One model call's worth of queued turns, redone when another writer got in first."""
+        store, ns, key = self._store, self.namespace, self.key
+        for _ in range(_MAX_CONFLICTS):
+            turns = yield step(store.pending, ns, key, limit=self.max_turns_per_update)
+            if not turns:
+                return CollectionUpdate("idle")
+            text = "\n".join(message_text(m) for t in turns for m in t.messages)
+            shown = yield step(self.backend.search, VectorQuery(text, self.related_k, None))
+            if self._caller is None:
+                proposed = [
+                    Operation("insert", self.check_content(message_text(m)))
+                    for t in turns
+                    for m in t.messages
+                    if isinstance(m, HumanMessage) and message_text(m).strip()
+                ]
+            else:
+                outcome = yield from conversing(*self._session(shown, turns))
+                if outcome.error is not None:
+                    yield step(
+                        store.record_failure,
+                        ns,
+                        key,
+                        error=outcome.error,
+                        raw=outcome.raw,
+                        turns=turns,
+                    )
+                    logger.warning(
+                        "Collection %r: %d turn(s) not folded in, kept queued: %s",
+                        ns,
+                        len(turns),
+                        outcome.error,
+                    )
+                    return CollectionUpdate("failed", error=outcome.error)
+                proposed = list(outcome.operations)
+            versions = {r.id: rules.version(r) for r in shown}
+            operations = yield from self._deduplicating(proposed, shown, versions)
+            commits = [self._commit_of(op, versions, turns) for op in operations]
+            written = yield from self._writing(commits, turns)
+            if written is None:  # another writer changed one of these memories: redo
+                yield from self._reindexing([op.memory_id for op in operations if op.memory_id])
+                continue
+            kinds = [op.op for op in operations]
+            return CollectionUpdate(
+                "updated" if operations else "unchanged",
+                turns=len(turns),
+                inserted=kinds.count("insert"),
+                updated=kinds.count("update"),
+                deleted=kinds.count("delete"),
+            )
+        error = f"the memories changed {_MAX_CONFLICTS} times during the update"
+        return CollectionUpdate("failed", error=error)
+
+    def _session(
+        self, shown: Sequence[SearchResult], turns: Sequence[PendingTurn]
+    ) -> tuple[ExtractionSession, Any, Any]:
+        assert self._caller is not None
+        model, tools = bind_reply_tool(
+            self._caller.model, OPERATIONS_TOOL, OPERATIONS_TOOL_NAME, self.update_method
+        )
+        aliases = {f"m{i + 1}": r.id for i, r in enumerate(shown)}
+        rule = (
+            ""
+            if self._schema is None
+            else f"Each memory's content must match: {self._schema.text()}"
+        )
+        opening = extraction_prompt(
+            [(alias, r.text) for alias, r in zip(aliases, shown, strict=True)],
+            [t.messages for t in turns],
+            allowed=self._allowed(),
+            content_rule=rule,
+            instructions=self.instructions,
+            tools=tools,
+        )
+        session = ExtractionSession(
+            opening, self.max_retries, aliases, self._allowed(), self.check_content, tools
+        )
+        return session, self._caller, model
+
+    def _commit_of(
+        self, op: Operation, versions: Mapping[str, int], turns: Sequence[PendingTurn]
+    ) -> tuple[str, Change, int]:
+        document = None if op.op == "delete" else {"content": op.content, "metadata": {}}
+        change = Change(document, op.op, [], tuple(turns))
+        if op.op == "insert":
+            return MEMORY_PREFIX + uuid.uuid4().hex, change, 0
+        assert op.memory_id is not None
+        return MEMORY_PREFIX + op.memory_id, change, versions[op.memory_id]
+
+    def _matching(
+        self, text: str, shown: Sequence[SearchResult]
+    ) -> Steps[tuple[SearchResult | None, bool]]:
+        """The current memory that already says ``text``, and whether ``text`` adds detail to it.
+
+        The same text (ignoring case, spacing and punctuation), or an embedding
+        at least ``duplicate_threshold`` similar; ``text`` adds detail when it
+        holds every word of that memory and more.
+        """
+        near = yield step(self.backend.search, VectorQuery(text, 3, None))
+        candidates = {r.id: r for r in [*shown, *near]}
+        normal = rules.normal(text)
+        for result in candidates.values():
+            if rules.normal(result.text) == normal:
+                return result, False
+        if not candidates:
+            return None, False
+        target = yield from query_vector(self.embedder, text)
+        vectors = yield step(self.backend.vectors, list(candidates))
+        scored = [(cosine(target, vector), doc_id) for doc_id, vector in vectors.items()]
+        if not scored or max(scored)[0] < self.duplicate_threshold:
+            return None, False
+        old = candidates[max(scored)[1]]
+        return old, rules.words(old.text) < rules.words(text)
+
+    def duplicate_of(self, content: Any) -> MemoryRecord | None:
+        """The current memory that already says ``content`` (``duplicate_threshold``), or None."""
+        found, _ = run(self._matching(self._text(self.check_content(content)), ()))
+        return None if found is None else self._found(found)
+
+    async def aduplicate_of(self, content: Any) -> MemoryRecord | None:
+        """Async :meth:`duplicate_of`."""
+        found, _ = await arun(self._matching(self._text(self.check_content(content)), ()))
+        return None if found is None else self._found(found)
+
+    def _deduplicating(
+        self,
+        operations: Sequence[Operation],
+        shown: Sequence[SearchResult],
+        versions: dict[str, int],
+    ) -> Steps[list[Operation]]:
+        """The operations less inserts of what is remembered already (or updates adding detail).
+
+        ``versions`` gains the version of each memory an insert turned into an update of.
+        """
+        kept: list[Operation] = []
+        touched = {op.memory_id for op in operations if op.memory_id}
+        current = {r.id: rules.normal(r.text) for r in shown}
+        seen: set[str] = set()
+        for op in operations:
+            normal = rules.normal(self._text(op.content)) if op.content is not None else ""
+            if op.op == "update" and current.get(op.memory_id or "") == normal:
+                continue  # says what it said
+            if op.op != "insert":
+                kept.append(op)
+                continue
+            if normal in seen:
+                continue
+            seen.add(normal)
+            found, adds_detail = yield from self._matching(self._text(op.content), shown)
+            if found is None:
+                kept.append(op)
+            elif adds_detail and self.enable_updates and found.id not in touched:
+                kept.append(Operation("update", op.content, found.id))
+                touched.add(found.id)
+                versions[found.id] = rules.version(found)
+        return kept
+
+    # -- export and import (the command line's) -------------------------------------
+
+    def export_documents(self) -> builtins.list[SearchResult]:
+        """Every memory of the namespace, deleted ones too, with its versions in ``metadata``.
+
+        ``metadata["versions"]`` lists each version's kind, content, metadata
+        and time, oldest first; :meth:`import_documents` replays them.
+        """
+        by_key: dict[str, builtins.list[ProfileChange]] = {}
+        for key, change in self._store.key_changes(self.namespace, MEMORY_PREFIX):
+            by_key.setdefault(key, []).append(change)
+        exported = []
+        for key, changes in by_key.items():
+            versions = [
+                {
+                    "version": c.version,
+                    "kind": c.kind,
+                    "content": (c.document or {}).get("content"),
+                    "metadata": (c.document or {}).get("metadata") or {},
+                    "at": c.created_at,
+                }
+                for c in changes
+            ]
+            last = next((v["content"] for v in reversed(versions) if v["content"] is not None), "")
+            text = self._text(last)
+            exported.append(
+                SearchResult(text, {"versions": versions}, 0.0, key[len(MEMORY_PREFIX) :])
+            )
+        return exported
+
+    def import_documents(
+        self,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Replay exported memories' versions under their ids (new times, same contents).
+
+        A memory whose history already ends with those contents is left alone,
+        so importing twice changes nothing.
+
+        Raises:
+            InvalidInputError: a line has no versions, or a version's content
+                does not fit this collection (checked before anything is written).
+        """
+        plans = []
+        for memory_id, text, metadata in zip(ids, texts, metadatas, strict=True):
+            versions = metadata.get("versions")
+            if not isinstance(versions, builtins.list) or not versions:
+                versions = [{"content": text, "metadata": {}}]  # a plain document: one version
+            for version in versions:
+                if version.get("content") is not None:
+                    self.check_content(version["content"])
+                    self._checked_metadata(version.get("metadata") or {})
+            plans.append((rules.checked_id(memory_id), versions))
+        for memory_id, versions in plans:
+            held = [v.content for v in self.history(memory_id)]
+            wanted = [v.get("content") for v in versions]
+            if held[-len(wanted) :] == wanted:
+                continue
+            for version in versions:
+                if version.get("content") is None:
+                    if self.get(memory_id) is not None:
+                        self.delete(memory_id)
+                else:
+                    self.put(
+                        version["content"],
+                        metadata=version.get("metadata") or {},
+                        memory_id=memory_id,
+                    )
+
+    def erase_namespace(self) -> None:
+        """Delete every memory (kept in the history, as :meth:`clear`)."""
+        self.clear()
+
+    # -- listing (last: the name ``list`` shadows the builtin in the class body) -------
+
+    def list(self, *, filter: Mapping[str, Any] | None = None) -> builtins.list[MemoryRecord]:
+        """Every current memory of the namespace (whose metadata equals ``filter``'s values)."""
+        wanted = rules.equality(filter)
+        records = [self._record(i) for i in self._store.keys(self.namespace, MEMORY_PREFIX)]
+        return [r for r in records if rules.matches(r.metadata, wanted)]
+
+    async def alist(
+        self, *, filter: Mapping[str, Any] | None = None
+    ) -> builtins.list[MemoryRecord]:
+        """Async :meth:`list`."""
+        wanted = rules.equality(filter)
+        items = await self._store.akeys(self.namespace, MEMORY_PREFIX)
+        return [r for r in map(self._record, items) if rules.matches(r.metadata, wanted)]
+
+
+_RANK = {"idle": 0, "unchanged": 1, "updated": 2, "failed": 3}
+
+
+def merged(before: CollectionUpdate, after: CollectionUpdate) -> CollectionUpdate:
+    """Several batches as one result: the most telling status, the counts added up."""
+    status = max(before.status, after.status, key=_RANK.__getitem__)
+    return CollectionUpdate(
+        status,
+        before.turns + after.turns,
+        before.inserted + after.inserted,
+        before.updated + after.updated,
+        before.deleted + after.deleted,
+        after.error or before.error,
+    )

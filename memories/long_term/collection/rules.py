@@ -1,0 +1,122 @@
+"""The collection's rules that need no I/O: ids, texts, times, filters, versions, results."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from memories.errors import InvalidInputError
+from memories.long_term.collection.records import MemoryRecord, MemoryVersion
+from memories.stores.profile_store import ProfileChange
+from memories.stores.vector.records import SearchResult
+
+#: Ledger keys of memories: ``memory:<id>``.
+MEMORY_PREFIX = "memory:"
+
+
+def version(result: SearchResult) -> int:
+    """A memory's version as the index holds it (the ledger's compare-and-set checks it)."""
+    return int(result.metadata.get("version") or 1)
+
+
+def utc(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, tz=UTC)
+
+
+def timestamp(when: Any) -> float:
+    if not isinstance(when, datetime) or when.tzinfo is None:
+        raise InvalidInputError(
+            f"as_of must be a timezone-aware datetime (datetime.now(UTC)), got {when!r:.80}."
+        )
+    return when.timestamp()
+
+
+def checked_id(memory_id: Any) -> str:
+    if not isinstance(memory_id, str) or not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", memory_id):
+        raise InvalidInputError(
+            f"A memory id is the string put() returned (letters, digits, - or _); got "
+            f"{memory_id!r:.80}."
+        )
+    return memory_id
+
+
+def missing(memory_id: str, namespace: tuple[str, ...]) -> str:
+    return f"No memory {memory_id!r} in namespace {namespace!r}; list() or search() give the ids."
+
+
+def equality(where: Mapping[str, Any] | None) -> dict[str, Any]:
+    if where is None:
+        return {}
+    if not isinstance(where, Mapping) or any(
+        not isinstance(k, str) or k.startswith("$") or isinstance(v, Mapping)
+        for k, v in where.items()
+    ):
+        raise InvalidInputError(
+            f"This filter must be {{'key': value}} equalities, got {where!r:.80}."
+        )
+    return dict(where)
+
+
+def matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    return all(metadata.get(k) == v for k, v in wanted.items())
+
+
+def normal(text: str) -> str:
+    """Text as compared for exact duplicates: case, spacing and punctuation ignored."""
+    return " ".join(re.sub(r"[^\w\s]", " ", text.casefold()).split())
+
+
+def words(text: str) -> set[str]:
+    return set(normal(text).split())
+
+
+def with_score(record: MemoryRecord, score: float) -> MemoryRecord:
+    return replace(record, score=score)
+
+
+def versions(changes: Sequence[ProfileChange]) -> list[MemoryVersion]:
+    versions = []
+    for i, change in enumerate(changes):
+        ended = changes[i + 1].created_at if i + 1 < len(changes) else None
+        document = change.document or {}
+        versions.append(
+            MemoryVersion(
+                version=change.version or 0,
+                kind=change.kind,
+                content=document.get("content"),
+                metadata=dict(document.get("metadata") or {}),
+                valid_from=utc(change.created_at),
+                invalid_at=None if ended is None else utc(ended),
+                turns=change.turns,
+            )
+        )
+    return versions
+
+
+def current_at(changes: Sequence[tuple[str, ProfileChange]], when: float) -> list[MemoryRecord]:
+    """The memories as they stood at ``when``, from every change of the namespace's memories."""
+    by_key: dict[str, list[ProfileChange]] = {}
+    for key, change in changes:
+        by_key.setdefault(key, []).append(change)
+    records = []
+    for key, history in by_key.items():
+        before = [c for c in history if c.created_at <= when]
+        if not before or before[-1].document is None:
+            continue
+        last, document = before[-1], before[-1].document
+        later = [c for c in history if c.created_at > when]
+        records.append(
+            MemoryRecord(
+                id=key.removeprefix(MEMORY_PREFIX),
+                content=document.get("content"),
+                metadata=dict(document.get("metadata") or {}),
+                created_at=utc(history[0].created_at),
+                updated_at=utc(last.created_at),
+                invalid_at=utc(later[0].created_at) if later else None,
+                version=last.version or 0,
+            )
+        )
+    return records

@@ -1,0 +1,416 @@
+"""``DocumentMemory``: what every memory whose data is documents in a vector backend shares.
+
+A vector memory (conversation turns), an example memory (few-shot examples)
+and, later, a collection of small memories all keep documents in one
+namespace of one store, searched by hybrid recall and written through an
+outbox. This base holds what they share: the store's and the namespace's
+fields, the backend built from them (:mod:`memories.stores.vector.backend`), and the
+document API (search, delete, flush, dead letters, status). A subclass says
+what a document is (a turn, an example) and what the prompt shows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
+
+from langchain_core.embeddings import Embeddings
+from pydantic import Field
+
+from memories.core.base import BaseMemory
+from memories.errors import InvalidInputError
+from memories.kernel.embeddings import resolve_embeddings
+from memories.kernel.namespaces import NamespaceField, namespace_key
+from memories.kernel.paths import default_file
+from memories.kernel.steps import to_thread
+from memories.stores.recall import RecallConfig
+from memories.stores.recall.config import RecallField
+from memories.stores.vector.backend import VectorBackend, VectorQuery
+from memories.stores.vector.chroma_backend import ChromaBackend
+from memories.stores.vector.filters import MetadataField, check_metadata
+from memories.stores.vector.index import TURN_KEY
+from memories.stores.vector.outbox import DeadLetter, OutboxRow, outbox_for
+from memories.stores.vector.records import SearchResult
+from memories.stores.vector.scoring import check_min_score, passing
+from memories.stores.vector.writes import VectorStatus, WriteModeField
+
+if TYPE_CHECKING:
+    from memories.integrations.chroma import ChromaStore
+
+__all__ = ["DocumentMemory", "IndexedMemory", "show_progress"]
+
+#: The fields that say which Chroma store, and which part of it, the default backend uses.
+_STORE_FIELDS = ("mode", "path", "host", "port", "ssl", "collection", "timeout")
+_BACKEND_FIELDS = ("namespace", "session_id", "recall", "k", "write")
+
+_PROGRESS_FROM = 1_000
+
+
+class IndexedMemory(BaseMemory):
+    """A memory with an index: one namespace of a Chroma store (or another vector backend).
+
+    The store's and the namespace's fields, the embedder and the backend
+    built from them. :class:`DocumentMemory` adds the document API; a
+    memory whose writes must go through something else first (the
+    collection's ledger) uses the backend itself.
+
+    Args:
+        mode: ``"persistent"`` (embedded Chroma in ``path``, the default),
+            ``"memory"`` (in this process only; shared by the process's
+            in-memory memories) or ``"http"`` (a server started with ``chroma run``).
+        path: the folder of the persistent store; default: ``chroma`` in the
+            data directory (:mod:`memories.kernel.paths`), created on the first write.
+        host: the Chroma server's host in ``"http"`` mode.
+        port: the Chroma server's port in ``"http"`` mode.
+        ssl: reach the server over HTTPS.
+        timeout: the longest one request to the server may take, in seconds
+            ("http" mode); a hung server then raises BackendUnavailableError.
+        collection: prefix of the Chroma collections (one per namespace).
+        namespace: whose memory this is, e.g. ``("user-42", "chat")``. A memory
+            only ever reads, searches and deletes its own namespace.
+        session_id: the conversation new documents belong to.
+        k: how many documents a search returns by default.
+        recall: how documents are ranked (a :class:`~memories.stores.recall.RecallConfig`
+            or a dict of its fields).
+        embeddings: any LangChain ``Embeddings``, or ``"module:attr"`` naming a
+            class to build; default: offline MiniLM with int8 activations
+            (see :func:`memories.kernel.embeddings.default_embeddings`).
+        write: ``"background"`` (default): a save returns once the document is
+            in the outbox, and a background thread embeds and stores it;
+            searches see it at once. ``"sync"``: a save returns once Chroma has it.
+        outbox: SQLite file where writes wait until the store has them; default:
+            ``memories-outbox.db`` inside ``path`` (persistent mode) or in the
+            data directory (http mode); in-process for ``"memory"`` mode.
+        metadata: metadata added to every document this memory saves.
+        min_score: leave out of every search (and of what ``load_memory_variables``
+            shows) the documents scoring below this, 0 to 1; 0 keeps all. A score
+            is calibrated (:mod:`memories.stores.recall.scores`): about the probability
+            that the document answers the query, the same in every search and
+            every namespace.
+    """
+
+    mode: Literal["persistent", "memory", "http"] = "persistent"
+    path: str = Field(default_factory=lambda: default_file("chroma"))
+    host: str = "localhost"
+    port: int = 8000
+    ssl: bool = False
+    timeout: float = Field(default=30.0, gt=0)
+    collection: str = "memories"
+    namespace: NamespaceField = ("default",)
+    session_id: str = "default"
+    k: int = Field(default=4, ge=1)
+    recall: RecallField = Field(default_factory=RecallConfig)
+    embeddings: Embeddings | str | None = None
+    write: WriteModeField = "background"
+    outbox: str | None = None
+    metadata: MetadataField = Field(default_factory=dict)
+    min_score: float = Field(default=0.0, ge=0.0, le=1.0)
+
+    # -- configuration --------------------------------------------------------------
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if isinstance(value, RecallConfig):
+            return value.overrides()
+        if name == "metadata":
+            return dict(value)
+        return super()._config_value(name, value)
+
+    # -- what the memory is made of (rebuilt when the configuration changes) --------
+
+    @cached_property
+    def embedder(self) -> Embeddings:
+        """The embeddings in use: ``embeddings`` built, or the default (built on first use)."""
+        return resolve_embeddings(self.embeddings)
+
+    @cached_property
+    def backend(self) -> VectorBackend:
+        """Where the documents live and how they are found (built on first use)."""
+        return self._make_backend()
+
+    def _make_backend(self) -> VectorBackend:
+        """The default backend: Chroma as this memory's store fields describe it."""
+        from memories.integrations.chroma import ChromaStore
+
+        store = ChromaStore(
+            **{name: getattr(self, name) for name in _STORE_FIELDS}, embeddings=self.embedder
+        )
+        return ChromaBackend(
+            store,
+            **{name: getattr(self, name) for name in _BACKEND_FIELDS},
+            embedder=self.embedder,
+            outbox=outbox_for(self.mode, self.path, self.outbox),
+        )
+
+    @property
+    def store(self) -> ChromaStore:
+        """The Chroma store under the default backend (NotImplementedError under another)."""
+        store: ChromaStore | None = getattr(self.backend, "store", None)
+        if store is None:
+            raise NotImplementedError(f"{self.backend.location} is not a Chroma store.")
+        return store
+
+    def _floor(self, min_score: float | None) -> float:
+        """The score a result needs: ``min_score`` if given (checked), else the memory's.
+
+        Raises:
+            InvalidInputError: ``min_score`` is not a number between 0 and 1.
+            NotImplementedError: a floor above 0 on a backend whose scores are not calibrated.
+        """
+        floor = self.min_score if min_score is None else check_min_score(min_score)
+        if floor > 0 and not self.backend.calibrated_scores:
+            raise NotImplementedError(
+                f"{type(self.backend).__name__} gives no calibrated scores, so min_score "
+                f"({floor!r}) has no meaning there; leave it at 0, or use the default Chroma "
+                "backend."
+            )
+        return floor
+
+    def _request(self, query: Any, k: int | None, where: Mapping[str, Any] | None) -> VectorQuery:
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a str, got {type(query).__name__}.")
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise InvalidInputError(f"k must be a positive int, got {k!r}.")
+        if where is not None:
+            self.backend.check_filter(where)
+        return VectorQuery(query, k, None if where is None else dict(where))
+
+
+class DocumentMemory(IndexedMemory):
+    """Documents in one namespace of a vector store, with the document API.
+
+    Search, bulk add, delete, flush, dead letters, status, clear and erase,
+    written once for the vector and the example memories (see
+    :class:`IndexedMemory` for the arguments).
+    """
+
+    # -- the document API ----------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        /,
+        *,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+    ) -> list[SearchResult]:
+        """The ``k`` documents of this namespace that best match ``query``, best first.
+
+        Args:
+            query: the text to match.
+            k: how many to return at most; default ``self.k``.
+            filter: a Chroma ``where`` clause on metadata, e.g.
+                ``{"session": "s1"}`` or ``{"$and": [...]}``. It may not name
+                ``"namespace"``: the namespace is always this memory's.
+            min_score: leave out documents scoring below this (default ``self.min_score``).
+
+        Results come in recall's order (hybrid recall also weighs rare words,
+        neighbouring turns and the speaker a query names). Each result's
+        ``score`` is its own calibrated relevance to the query
+        (:mod:`memories.stores.recall.scores`), so a result may score a little above
+        one ranked before it; ``min_score`` drops results, never reorders them.
+
+        Turns saved before the call are found even while the background
+        writer still has them; a filtered search writes them first (Chroma
+        evaluates the filter).
+        """
+        floor = self._floor(min_score)
+        return passing(self.backend.search(self._request(query, k, filter)), floor)
+
+    async def asearch(
+        self,
+        query: str,
+        /,
+        *,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+    ) -> list[SearchResult]:
+        """Async :meth:`search`."""
+        floor = self._floor(min_score)
+        return passing(await self.backend.asearch(self._request(query, k, filter)), floor)
+
+    def add(
+        self,
+        texts: Sequence[str],
+        /,
+        *,
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+        ids: Sequence[str] | None = None,
+        progress: bool | None = None,
+    ) -> list[str]:
+        """Store many documents at once (bulk import), in batches; return their ids.
+
+        A document's metadata may give ``session`` and ``turn`` (its index in
+        that session) so that neighbour smoothing knows its place, and
+        ``timestamp`` (seconds since the epoch) for when it was said.
+
+        Args:
+            texts: the documents.
+            metadatas: one dict (or None) per text.
+            ids: one id per text; an existing id is replaced. Default: new ids.
+            progress: show a progress bar; default: for more than 1,000 texts.
+        """
+        rows = self._bulk_rows(texts, metadatas, ids)
+        self.backend.add(rows, progress=show_progress(progress, rows))
+        return [row.doc_id for row in rows]
+
+    async def aadd(self, texts: Sequence[str], /, **options: Any) -> list[str]:
+        """Async :meth:`add` (the same arguments)."""
+        return await to_thread(self.add, texts, **options)
+
+    def delete(
+        self, ids: Sequence[str] | None = None, /, *, filter: Mapping[str, Any] | None = None
+    ) -> None:
+        """Delete documents of this namespace by id, by metadata filter, or both (AND).
+
+        Raises:
+            InvalidInputError: neither ids nor a filter given (use :meth:`clear`).
+        """
+        self.backend.delete(*self._deletion(ids, filter))
+
+    async def adelete(
+        self, ids: Sequence[str] | None = None, /, *, filter: Mapping[str, Any] | None = None
+    ) -> None:
+        """Async :meth:`delete`."""
+        await self.backend.adelete(*self._deletion(ids, filter))
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Write every queued document to the store now and wait for it.
+
+        A background write under way is waited for first (at most ``timeout``
+        seconds). At interpreter exit the background writer gets a few
+        seconds, and the outbox keeps anything it did not write.
+
+        Returns:
+            True when nothing of this namespace waits in the outbox any more;
+            False when a write under way outlasted ``timeout``.
+
+        Raises:
+            BackendUnavailableError: the store still cannot be reached.
+        """
+        return self.backend.flush(timeout=timeout)
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """Write what is queued (as :meth:`flush`); later saves of this object write synchronously.
+
+        The background writer itself keeps serving other memories.
+        """
+        return self.backend.close(timeout=timeout)
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """Documents set aside, oldest first: the store or the embedder refused them alone.
+
+        A document that fails while others are written (Chroma rejects its
+        metadata, a hosted embedder its length) would otherwise block its
+        namespace: it is moved aside, logged and counted in :meth:`status`.
+        """
+        return self.backend.dead_letters()
+
+    def retry_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Queue set-aside documents again (all, or ``ids``) and write them now; return how many.
+
+        Raises what writing them raises; one that fails again is set aside again.
+        """
+        return self.backend.retry_dead_letters(ids)
+
+    def pending(self) -> int:
+        """How many documents of this namespace wait in the outbox (queued or failed)."""
+        return self.backend.pending()
+
+    def status(self) -> VectorStatus:
+        """The write mode, the documents waiting, and the last failed write if none worked since."""
+        return self.backend.status()
+
+    def clear(self) -> None:
+        """Delete the documents this memory's session wrote (queued ones are written first).
+
+        Other sessions' documents in the namespace stay: a "new chat" that
+        clears its memory must not erase a user's long-term memory. To erase
+        the whole namespace, call :meth:`erase_namespace`.
+
+        Raises:
+            BackendUnavailableError: the store cannot be reached (nothing is deleted).
+        """
+        self.backend.forget_session()
+
+    async def aclear(self) -> None:
+        """Async :meth:`clear`."""
+        await self.backend.aforget_session()
+
+    def erase_namespace(self) -> None:
+        """Delete every document of this memory's namespace, every session's, queued ones too."""
+        self.backend.erase_namespace()
+
+    async def aerase_namespace(self) -> None:
+        """Async :meth:`erase_namespace`."""
+        await self.backend.aerase_namespace()
+
+    # -- export and import (the command line's) -------------------------------------
+
+    def export_documents(self) -> list[SearchResult]:
+        """Every document of the namespace, oldest first (queued ones written first)."""
+        self.flush()
+        records = self.store.get(namespace_key(self.namespace))
+        found = [SearchResult(r.text, dict(r.metadata), 0.0, r.id) for r in records]
+        return sorted(found, key=_document_order)
+
+    def import_documents(
+        self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Store exported documents under their ids (a second import replaces, never duplicates)."""
+        self.add(texts, metadatas=metadatas, ids=ids, progress=False)
+
+    # -- checking requests (pure) -------------------------------------------------
+
+    def _bulk_rows(
+        self,
+        texts: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any] | None] | None,
+        ids: Sequence[str] | None,
+    ) -> list[OutboxRow]:
+        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+            raise InvalidInputError(f"texts must be a list of strings, got {texts!r:.80}.")
+        count = len(texts)
+        if metadatas is not None and len(metadatas) != count:
+            raise InvalidInputError(f"Got {len(metadatas)} metadatas for {count} texts.")
+        if ids is not None:
+            if isinstance(ids, str) or len(ids) != count:
+                raise InvalidInputError(f"ids must be a list of {count} strings, got {ids!r:.80}.")
+            if not all(isinstance(i, str) and i for i in ids) or len(set(ids)) != count:
+                raise InvalidInputError("ids must be distinct non-empty strings.")
+        rows = []
+        stamp = self.backend.bookkeeping(turn=False)
+        for i, text in enumerate(texts):
+            given = check_metadata(metadatas[i] if metadatas else None, what=f"metadatas[{i}]")
+            turn = given.get(TURN_KEY)
+            if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool)):
+                raise InvalidInputError(f"metadatas[{i}]['turn'] must be an int, got {turn!r}.")
+            meta = {**self.metadata, **stamp, **given}
+            doc_id = ids[i] if ids is not None else uuid.uuid4().hex
+            rows.append(OutboxRow(doc_id, text, meta, needs_turn=False, replace=ids is not None))
+        return rows
+
+    def _deletion(
+        self, ids: Sequence[str] | None, where: Mapping[str, Any] | None
+    ) -> tuple[Sequence[str] | None, dict[str, Any] | None]:
+        if ids is None and where is None:
+            raise InvalidInputError(
+                "delete() needs ids or a filter; to delete everything, call clear()."
+            )
+        if ids is not None and (isinstance(ids, str) or not all(isinstance(i, str) for i in ids)):
+            raise InvalidInputError(f"ids must be a list of strings, got {ids!r:.80}.")
+        if where is not None:
+            self.backend.check_filter(where)
+        return ids, None if where is None else dict(where)
+
+
+def _document_order(result: SearchResult) -> tuple[float, int]:
+    return float(result.metadata.get("timestamp", 0.0)), int(result.metadata.get("turn", 0))
+
+
+def show_progress(progress: bool | None, rows: Sequence[OutboxRow]) -> bool:
+    """Whether a bulk write shows a progress bar: as asked, else for more than 1,000 rows."""
+    return progress if progress is not None else len(rows) > _PROGRESS_FROM

@@ -1,0 +1,606 @@
+"""``InstructionsMemory``: procedural memory, the agent's instructions refined from feedback.
+
+The memory guides our users read call it procedural memory: the rules an
+agent follows (its system prompt), revised by reflecting on conversations and
+on the feedback users give ("meta-prompting"). This memory keeps one or
+several named prompts as one versioned document per namespace in the profile
+store (:class:`~memories.stores.profile_store.ProfileStore`: compare-and-set writes,
+every version and its cause in the history, queued turns), and asks a model
+to revise them:
+
+1. ``save_context`` queues the turn; :meth:`InstructionsMemory.feedback`
+   queues a score or a comment (both durable before the call returns).
+2. When the policy says so, the model sees the prompts, the queued turns and
+   the feedback, reflects, and proposes revisions (a full new text and a
+   reason per prompt it changes). Each revision is checked on its own: the
+   prompt exists, every pinned passage it held is still there word for
+   word, it fits the token budget. A bad reply is sent back with the errors
+   (at most ``max_retries`` times); still bad, nothing changes, the turns
+   and the feedback stay queued and the failure is recorded.
+3. The revisions are applied together as a new version holding their
+   reasons and diffs, and the turns that caused them; or, with
+   ``approval=True``, they wait as a proposal until :meth:`approve` or
+   :meth:`reject`.
+
+The document in the store::
+
+    {"prompts": {"main": "..."},
+     "revision": {"reasons": {"main": "..."}, "diffs": {"main": "--- ..."}},
+     "proposal": {"prompts": {...}, "revision": {...}, "base_version": 3}}
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import Field
+
+from memories.errors import ConfigError, InvalidInputError
+from memories.kernel.background import MemoryStatus
+from memories.kernel.capabilities import Capabilities
+from memories.kernel.conversation import conversing
+from memories.kernel.steps import Steps, arun, run, step
+from memories.long_term.instructions.reflection import (
+    Feedback,
+    RevisionSession,
+    feedback_message,
+    feedback_of,
+    reflection_prompt,
+)
+from memories.long_term.stored import StoredDocumentMemory
+from memories.stores.profile_store import (
+    Change,
+    PendingTurn,
+    ProfileChange,
+    ProfileItem,
+    ProfileStore,
+    version_of,
+)
+
+__all__ = [
+    "InstructionsMemory",
+    "InstructionsStatus",
+    "InstructionsVersion",
+    "ReflectionResult",
+]
+
+logger = logging.getLogger(__name__)
+
+Policy = Literal["feedback", "every_n", "background", "manual"]
+Outcome = Literal["revised", "proposed", "unchanged", "failed", "idle", "awaiting_approval"]
+
+# How many times a reflection is redone when another writer changed the prompts first.
+_MAX_CONFLICTS = 3
+
+
+@dataclass(frozen=True)
+class InstructionsVersion:
+    """One entry of the history: a version of the prompts, or a failed reflection."""
+
+    version: int | None
+    """The version it created (None for a failed reflection)."""
+    kind: str
+    """``revision``, ``proposal``, ``approve``, ``reject``, ``put``, ``rollback``,
+    ``clear`` or ``failed``."""
+    created_at: float
+    """When (Unix time)."""
+    prompts: dict[str, str]
+    """The prompts as they stood after it."""
+    reasons: dict[str, str] = field(default_factory=dict)
+    """Why each changed prompt changed (a proposal's reasons for a ``proposal``)."""
+    diffs: dict[str, str] = field(default_factory=dict)
+    """A unified diff per changed prompt."""
+    turns: tuple[tuple[BaseMessage, ...], ...] = ()
+    """The conversation turns that caused it (feedback left out)."""
+    feedback: tuple[Feedback, ...] = ()
+    """The feedback that caused it."""
+    error: str | None = None
+    """Why a reflection failed."""
+
+
+@dataclass(frozen=True)
+class ReflectionResult:
+    """What :meth:`InstructionsMemory.refresh` did."""
+
+    status: Outcome
+    """``revised``: a new version; ``proposed``: a revision waits for approval;
+    ``unchanged``: the model kept the prompts; ``failed``: recorded, turns kept;
+    ``idle``: nothing queued; ``awaiting_approval``: an earlier proposal waits."""
+    version: int
+    """The version afterwards (0: the initial prompts)."""
+    turns: int = 0
+    """How many queued turns and feedback items it consumed."""
+    error: str | None = None
+    """Why it failed."""
+
+
+@dataclass(frozen=True)
+class InstructionsStatus(MemoryStatus):
+    """Where the instructions stand; ``pending`` counts queued turns and feedback."""
+
+    version: int = 0
+    """The current version (0: the initial prompts)."""
+    proposal: bool = False
+    """Whether a proposed revision waits for :meth:`InstructionsMemory.approve`."""
+
+
+class InstructionsMemory(StoredDocumentMemory):
+    """An agent's instructions, kept as versioned prompts and revised from feedback.
+
+    Args:
+        prompts: the initial prompts by name, e.g. ``{"main": "You are ..."}``,
+            or one string (named ``"main"``); shown until a version is stored.
+        llm: the model that reflects and revises (a LangChain model, or
+            ``"provider:model"``); needed unless ``policy="manual"`` and the
+            prompts are only written with :meth:`put`.
+        namespace: whose instructions these are (an agent, a user).
+        key: the name of this set of prompts within the namespace.
+        url: the SQLAlchemy URL of the store; default ``memories.db`` in the
+            data directory (the profile store's file).
+        pinned: passages the model may never remove or change (each must be
+            in one of the initial prompts).
+        max_tokens: the most tokens one prompt may have after a revision.
+        approval: keep each revision as a proposal until :meth:`approve`
+            (or :meth:`reject`) instead of applying it.
+        policy: when the model reflects: ``"feedback"`` (when feedback
+            arrives), ``"every_n"`` (every ``every_n`` queued items),
+            ``"background"`` (after ``debounce`` seconds of quiet) or
+            ``"manual"`` (:meth:`refresh`).
+        every_n: the queued turns and feedback items per reflection under ``"every_n"``.
+        max_retries: how many times a bad reply is sent back to the model.
+        max_turns_per_update: the most queued items one reflection sees.
+        instructions: extra guidance for the reflecting model.
+        memory_key: the prompt variable the instructions fill.
+        input_key, output_key: which chain input and output to queue.
+        return_messages: give ``[SystemMessage]`` instead of a string.
+    """
+
+    config_type: ClassVar[str] = "instructions"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="namespace", exportable=True, deferred=True
+    )
+
+    prompts: dict[str, str] = Field(default_factory=lambda: {"main": ""})
+    key: str = Field(default="instructions", min_length=1)
+    pinned: list[str] = Field(default_factory=list)
+    max_tokens: int = Field(default=1000, gt=0)
+    approval: bool = False
+    policy: Policy = "feedback"
+    every_n: int = Field(default=5, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    max_turns_per_update: int = Field(default=20, gt=0)
+    instructions: str | None = None
+    memory_key: str = Field(default="instructions", min_length=1)
+
+    def __init__(self, **data: Any) -> None:
+        if isinstance(data.get("prompts"), str):
+            data["prompts"] = {"main": data["prompts"]}
+        super().__init__(**data)
+
+    def model_post_init(self, context: Any, /) -> None:
+        if self.llm is None and self.policy != "manual":
+            raise ConfigError(
+                f"policy {self.policy!r} revises the instructions with a model, but llm is None. "
+                "Pass llm=..., or use policy='manual' and write with put()."
+            )
+        if not self.prompts or not all(isinstance(t, str) for t in self.prompts.values()):
+            raise ConfigError(
+                f"prompts must map names to texts, e.g. {{'main': 'You are ...'}}; "
+                f"got {self.prompts!r:.80}."
+            )
+        for passage in self.pinned:
+            if not passage or not any(passage in t for t in self.prompts.values()):
+                raise ConfigError(
+                    f"The pinned passage {passage!r:.80} is in none of the prompts "
+                    f"{sorted(self.prompts)}; pin text exactly as it appears in a prompt."
+                )
+        super().model_post_init(context)
+
+    @property
+    def store(self) -> ProfileStore:
+        """The store the instructions live in (:attr:`ledger`)."""
+        return self._store
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "prompts":
+            return dict(value)
+        return super()._config_value(name, value)
+
+    # -- reading ------------------------------------------------------------------
+
+    def _current(self, item: ProfileItem | None) -> dict[str, str]:
+        if item is not None and item.value is not None:
+            return dict(item.value["prompts"])
+        return dict(self.prompts)
+
+    def get(self) -> dict[str, str]:
+        """The prompts as they stand, by name."""
+        return self._current(self._store.load(self.namespace, self.key))
+
+    async def aget(self) -> dict[str, str]:
+        """Async :meth:`get`."""
+        return self._current(await self._store.aload(self.namespace, self.key))
+
+    def prompt(self, name: str = "main", /) -> str:
+        """One prompt's current text.
+
+        Raises:
+            InvalidInputError: there is no prompt of that name.
+        """
+        prompts = self.get()
+        if name not in prompts:
+            raise InvalidInputError(f"No prompt named {name!r}; the prompts are {sorted(prompts)}.")
+        return prompts[name]
+
+    def proposal(self) -> InstructionsVersion | None:
+        """The revision waiting for :meth:`approve`, or None."""
+        return _proposal_of(self._store.load(self.namespace, self.key))
+
+    def history(self, *, failures: bool = True) -> list[InstructionsVersion]:
+        """Every version (and failed reflection, unless ``failures=False``), oldest first."""
+        changes = self._store.changes(self.namespace, self.key, failed=None if failures else False)
+        return [self._version(c) for c in changes]
+
+    async def ahistory(self, *, failures: bool = True) -> list[InstructionsVersion]:
+        """Async :meth:`history`."""
+        failed = None if failures else False
+        changes = await self._store.achanges(self.namespace, self.key, failed=failed)
+        return [self._version(c) for c in changes]
+
+    def _version(self, change: ProfileChange) -> InstructionsVersion:
+        document = change.document or {}
+        shown = document.get("proposal") if change.kind == "proposal" else document
+        revision = (shown or {}).get("revision") or {}
+        turns = tuple(t for t in change.turns if not any(map(feedback_of, t)))
+        feedback = tuple(f for t in change.turns for f in map(feedback_of, t) if f is not None)
+        return InstructionsVersion(
+            version=None if change.error else change.version,
+            kind="failed" if change.error else change.kind,
+            created_at=change.created_at,
+            prompts=dict(document.get("prompts") or self.prompts),
+            reasons=dict(revision.get("reasons") or {}),
+            diffs=dict(revision.get("diffs") or {}),
+            turns=turns,
+            feedback=feedback,
+            error=change.error,
+        )
+
+    def _stating(self) -> Steps[InstructionsStatus]:
+        item, pending, last = yield from self._store.standing(self.namespace, self.key)
+        return InstructionsStatus(
+            pending=pending,
+            failures=1 if last is not None else 0,
+            last_error=last.error if last is not None else None,
+            background=self._background_status(),
+            version=version_of(item),
+            proposal=_proposal_of(item) is not None,
+        )
+
+    def status(self) -> InstructionsStatus:
+        """The version, the queued items, a waiting proposal, the last failure if unresolved."""
+        return run(self._stating())
+
+    async def astatus(self) -> InstructionsStatus:
+        """Async :meth:`status`."""
+        return await arun(self._stating())
+
+    # -- LangChain's interface ----------------------------------------------------
+
+    def _render(self, prompts: Mapping[str, str]) -> str | list[BaseMessage]:
+        if len(prompts) == 1:
+            text = next(iter(prompts.values()))
+        else:
+            text = "\n\n".join(f"## {name}\n{body}" for name, body in prompts.items() if body)
+        if self.return_messages:
+            return [SystemMessage(text)] if text else []
+        return text
+
+    def feedback(self, score: float | None = None, comment: str | None = None) -> None:
+        """Queue feedback on the agent's recent conversations (then reflect under ``"feedback"``).
+
+        Raises:
+            InvalidInputError: neither a finite score nor a comment was given.
+        """
+        run(self._queueing([feedback_message(score, comment)], feedback=True))
+
+    async def afeedback(self, score: float | None = None, comment: str | None = None) -> None:
+        """Async :meth:`feedback`."""
+        await arun(self._queueing([feedback_message(score, comment)], feedback=True))
+
+    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
+        item = yield step(self._store.load, self.namespace, self.key)
+        return self._render(self._current(item))
+
+    def _queueing(self, messages: list[BaseMessage], feedback: bool = False) -> Steps[None]:
+        store, ns, key = self._store, self.namespace, self.key
+        yield step(store.add_pending, ns, key, messages)
+        if self._in_background and self._background.schedule():
+            return
+        if (self.policy == "feedback" and feedback) or (
+            self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
+        ):
+            yield from self._refreshing()
+
+    # -- writing ------------------------------------------------------------------
+
+    def _committing(self, plan: Any, kind: str) -> Steps[int]:
+        """Compare-and-set: read, plan the new document from it, commit if nobody wrote since."""
+        written = yield from self._store.writing(
+            self.namespace, self.key, lambda item: _change(plan(item), kind, item)
+        )
+        return version_of(written)
+
+    def put(self, prompts: Mapping[str, str] | str, *, reason: str | None = None) -> int:
+        """Replace the prompts (a dict by name, or one text for ``"main"``); returns the version.
+
+        Pins and the budget bind the model, not you; an unknown name adds a prompt.
+
+        Raises:
+            InvalidInputError: not a dict of texts.
+        """
+        return run(self._committing(self._putting(prompts, reason), "put"))
+
+    async def aput(self, prompts: Mapping[str, str] | str, *, reason: str | None = None) -> int:
+        """Async :meth:`put`."""
+        return await arun(self._committing(self._putting(prompts, reason), "put"))
+
+    def _putting(self, prompts: Mapping[str, str] | str, reason: str | None) -> Any:
+        given = {"main": prompts} if isinstance(prompts, str) else prompts
+        if not isinstance(given, Mapping) or not all(
+            isinstance(n, str) and n and isinstance(t, str) for n, t in given.items()
+        ):
+            raise InvalidInputError(
+                f"prompts must be a dict of names to texts (or one text); got {prompts!r:.80}."
+            )
+
+        def plan(item: ProfileItem | None) -> dict[str, Any]:
+            old = self._current(item)
+            new = {**old, **given}
+            document = _document(old, new, dict.fromkeys(given, reason or "set by hand"))
+            return _keeping_proposal(document, item)
+
+        return plan
+
+    def rollback(self, version: int) -> int:
+        """Restore the prompts of ``version`` as a new version; returns that new version.
+
+        Raises:
+            InvalidInputError: there is no such version.
+        """
+        return run(self._rolling_back(version))
+
+    async def arollback(self, version: int) -> int:
+        """Async :meth:`rollback`."""
+        return await arun(self._rolling_back(version))
+
+    def _rolling_back(self, version: int) -> Steps[int]:
+        if version == 0:
+            target = dict(self.prompts)
+        else:
+            found = yield step(self._store.changes, self.namespace, self.key, version=version)
+            if not found or found[0].document is None:
+                raise InvalidInputError(
+                    f"The instructions {self.key!r} in {self.namespace!r} have no version "
+                    f"{version}; history() lists them (0 is the initial prompts)."
+                )
+            target = dict(found[0].document["prompts"])
+
+        def plan(item: ProfileItem | None) -> dict[str, Any]:
+            old = self._current(item)
+            reasons = dict.fromkeys(target, f"rollback to version {version}")
+            return _keeping_proposal(_document(old, target, reasons), item)
+
+        return (yield from self._committing(plan, "rollback"))
+
+    def approve(self) -> int:
+        """Apply the waiting proposal; returns the new version.
+
+        Raises:
+            InvalidInputError: no proposal waits, or the prompts changed since
+                it was made (reject it; the next reflection proposes anew).
+        """
+        return run(self._deciding(approve=True, reason=None))
+
+    async def aapprove(self) -> int:
+        """Async :meth:`approve`."""
+        return await arun(self._deciding(approve=True, reason=None))
+
+    def reject(self, reason: str | None = None) -> int:
+        """Discard the waiting proposal (kept in the history with ``reason``); returns the version.
+
+        Raises:
+            InvalidInputError: no proposal waits.
+        """
+        return run(self._deciding(approve=False, reason=reason))
+
+    async def areject(self, reason: str | None = None) -> int:
+        """Async :meth:`reject`."""
+        return await arun(self._deciding(approve=False, reason=reason))
+
+    def _deciding(self, *, approve: bool, reason: str | None) -> Steps[int]:
+        def plan(item: ProfileItem | None) -> dict[str, Any]:
+            proposal = (item.value or {}).get("proposal") if item is not None else None
+            if proposal is None:
+                raise InvalidInputError(
+                    f"No proposal waits for the instructions {self.key!r} in {self.namespace!r}."
+                )
+            if not approve:
+                why = f"rejected: {reason or 'no reason given'}"
+                diffs = proposal["revision"]["diffs"]
+                note = {"reasons": dict.fromkeys(diffs, why), "diffs": diffs}
+                return {"prompts": self._current(item), "revision": note}
+            if proposal["base_version"] != version_of(item) - 1:
+                raise InvalidInputError(
+                    "The prompts changed after this proposal was made; reject() it and let the "
+                    "next reflection propose again."
+                )
+            return {"prompts": proposal["prompts"], "revision": proposal["revision"]}
+
+        return (yield from self._committing(plan, "approve" if approve else "reject"))
+
+    # -- reflecting ---------------------------------------------------------------
+
+    def refresh(self) -> ReflectionResult:
+        """Reflect on the queued turns and feedback now, and revise (or propose).
+
+        Raises:
+            ConfigError: the memory has no llm.
+        """
+        return run(self._refreshing())
+
+    async def arefresh(self) -> ReflectionResult:
+        """Async :meth:`refresh`."""
+        return await arun(self._refreshing())
+
+    def _refreshing(self) -> Steps[ReflectionResult]:
+        """Reflect on every queued item, batch by batch; stop at a failure or a proposal."""
+        total = ReflectionResult("idle", 0)
+        while True:
+            batch = yield from self._reflecting_batch()
+            total = _merged(total, batch)
+            if batch.status not in ("revised", "unchanged"):
+                return total
+
+    def _reflecting_batch(self) -> Steps[ReflectionResult]:
+        """One reflection on at most ``max_turns_per_update`` queued items."""
+        caller = self._caller
+        if caller is None:
+            raise ConfigError(
+                "This InstructionsMemory has no llm, so it cannot reflect. Pass llm=..., or "
+                "write the prompts with put()."
+            )
+        store, ns, key = self._store, self.namespace, self.key
+        for _ in range(_MAX_CONFLICTS):
+            item = yield step(store.load, ns, key)
+            version = version_of(item)
+            if _proposal_of(item) is not None:
+                return ReflectionResult("awaiting_approval", version)
+            turns = yield step(store.pending, ns, key, limit=self.max_turns_per_update)
+            if not turns:
+                return ReflectionResult("idle", version)
+            prompts = self._current(item)
+            session = self._session(prompts, turns)
+            outcome = yield from conversing(session, caller)
+            if outcome.error is not None:
+                yield step(
+                    store.record_failure, ns, key, error=outcome.error, raw=outcome.raw, turns=turns
+                )
+                logger.warning(
+                    "Instructions %r in %r were not revised from %d item(s); kept them and the "
+                    "items: %s",
+                    *(key, ns, len(turns), outcome.error),
+                )
+                return ReflectionResult("failed", version, 0, outcome.error)
+            if not outcome.revisions:
+                yield step(store.drop_pending, ns, key, [t.id for t in turns])
+                return ReflectionResult("unchanged", version, len(turns))
+            new = {**prompts, **{r.prompt: r.text for r in outcome.revisions}}
+            revised = _document(prompts, new, {r.prompt: r.reason for r in outcome.revisions})
+            kind = "proposal" if self.approval else "revision"
+            if self.approval:
+                revised = {
+                    "prompts": prompts,
+                    "proposal": {**revised, "base_version": version},
+                }
+            change = _change(revised, kind, item, turns)
+            written = yield step(
+                store.commit,
+                *(ns, key, change.document),
+                expected_version=version,
+                kind=kind,
+                patch=change.patch,
+                turns=turns,
+            )
+            if written is not None:
+                done: Outcome = "proposed" if self.approval else "revised"
+                return ReflectionResult(done, written.version, len(turns))
+        error = f"the instructions changed {_MAX_CONFLICTS} times during reflection"
+        return ReflectionResult("failed", version, 0, error)
+
+    def _session(self, prompts: dict[str, str], turns: Sequence[PendingTurn]) -> RevisionSession:
+        opening = reflection_prompt(
+            prompts,
+            turns,
+            pinned=self.pinned,
+            budget=self.max_tokens,
+            instructions=self.instructions,
+        )
+        return RevisionSession(
+            opening,
+            self.max_retries,
+            prompts,
+            self.pinned,
+            self.max_tokens,
+            lambda text: self._counter([HumanMessage(text)]),
+        )
+
+
+_RANK = {
+    "idle": 0,
+    "unchanged": 1,
+    "revised": 2,
+    "proposed": 3,
+    "awaiting_approval": 3,
+    "failed": 4,
+}
+
+
+def _merged(before: ReflectionResult, after: ReflectionResult) -> ReflectionResult:
+    """Several batches as one result: the most telling status, the items added up."""
+    status = max(before.status, after.status, key=_RANK.__getitem__)
+    return ReflectionResult(status, after.version, before.turns + after.turns, after.error)
+
+
+def _document(
+    old: Mapping[str, str], new: Mapping[str, str], reasons: Mapping[str, str]
+) -> dict[str, Any]:
+    """The stored document for prompts ``new``, with the reasons and diffs of what changed."""
+    changed = [n for n in new if new[n] != old.get(n)]
+    diffs = {
+        n: "".join(
+            difflib.unified_diff(
+                old.get(n, "").splitlines(keepends=True),
+                new[n].splitlines(keepends=True),
+                fromfile=f"{n} (before)",
+                tofile=f"{n} (after)",
+            )
+        )
+        for n in changed
+    }
+    kept = {n: r for n, r in reasons.items() if n in changed}
+    return {"prompts": dict(new), "revision": {"reasons": kept, "diffs": diffs}}
+
+
+def _keeping_proposal(document: dict[str, Any], item: ProfileItem | None) -> dict[str, Any]:
+    """``document`` with the proposal waiting in ``item`` (a write by hand does not decide it)."""
+    proposal = (item.value or {}).get("proposal") if item is not None else None
+    return document if proposal is None else {**document, "proposal": proposal}
+
+
+def _change(
+    document: dict[str, Any], kind: str, item: ProfileItem | None, turns: Sequence[PendingTurn] = ()
+) -> Change:
+    import jsonpatch
+
+    before = item.value if item is not None and item.value is not None else {}
+    return Change(document, kind, jsonpatch.make_patch(before, document).patch, tuple(turns))
+
+
+def _proposal_of(item: ProfileItem | None) -> InstructionsVersion | None:
+    proposal = (item.value or {}).get("proposal") if item is not None else None
+    if proposal is None or item is None:
+        return None
+    revision = proposal.get("revision") or {}
+    return InstructionsVersion(
+        version=None,
+        kind="proposal",
+        created_at=item.updated_at,
+        prompts=dict(proposal["prompts"]),
+        reasons=dict(revision.get("reasons") or {}),
+        diffs=dict(revision.get("diffs") or {}),
+    )

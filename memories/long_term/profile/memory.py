@@ -1,0 +1,340 @@
+"""``ProfileMemory``: one JSON document per user, kept current by a model through JSON patches.
+
+What happens when (the update cycle) and how large profiles are updated:
+:mod:`memories.long_term.profile`. The I/O is written once as loops of steps
+(:mod:`memories.kernel.steps`) over the store's methods, run sync or async;
+compare-and-set writes come from the store base
+(:meth:`~memories.stores.profile_store.BaseProfileStore.writing`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar, Literal
+
+import jsonpatch
+import yaml
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from memories.errors import ConfigError, InvalidProfileError
+from memories.kernel.background import MemoryStatus
+from memories.kernel.capabilities import Capabilities
+from memories.kernel.patching import json_copy, parse_patch
+from memories.kernel.steps import Steps, arun, run, step
+from memories.long_term.profile.schema import ProfileSchema, schema_config
+from memories.long_term.profile.update import (
+    UpdateMethod,
+    Updater,
+    UpdateResult,
+    bind_patch_tool,
+)
+from memories.long_term.stored import StoredDocumentMemory
+from memories.stores.profile_store import (
+    Plan,
+    ProfileChange,
+    ProfileItem,
+    ProfileStore,
+    patching,
+    replacing,
+    version_of,
+)
+
+__all__ = ["Policy", "ProfileMemory", "ProfileStatus", "UpdateResult"]
+
+logger = logging.getLogger(__name__)
+
+Policy = Literal["turn", "every_n", "background", "manual", "once"]
+
+
+@dataclass(frozen=True)
+class ProfileStatus(MemoryStatus):
+    """Where a profile stands; ``pending`` counts the turns saved but not folded in yet."""
+
+    version: int = 0
+    """The current version (0: never written)."""
+    updated_at: float | None = None
+    """When it last changed (Unix time), or None."""
+    frozen: bool = False
+    """Whether the ``once`` policy stops further model updates."""
+    last_failure: ProfileChange | None = None
+    """The latest failed update, when no change has been accepted since."""
+
+
+class ProfileMemory(StoredDocumentMemory):
+    """A JSON document about a user, kept valid and current by a model.
+
+    Args:
+        schema: what the profile must look like: a JSON Schema dict, a
+            Pydantic model class, or its import path ``"package.module:Class"``.
+            None allows any JSON object.
+        llm: the model that proposes updates: a LangChain model, or a string
+            ``"provider:model"`` / ``"llamacpp:/path.gguf"`` (resolved at
+            construction). Needed unless ``policy="manual"`` and the profile is
+            only written with :meth:`put`.
+        namespace: whose profile this is: a tuple of labels (``("users", "maya")``)
+            or the labels joined by ``"."`` (``"users.maya"``).
+        key: the profile's name within the namespace; several named profiles
+            can share one namespace.
+        url: the SQLAlchemy URL of the store; default: ``memories.db`` in the
+            data directory (:mod:`memories.kernel.paths`), opened on the first use.
+        memory_key: the prompt variable the profile fills.
+        input_key: the chain input to learn from (default: the only one).
+        output_key: the chain output to learn from (default: the only one).
+        return_messages: give a list holding one system message instead of a string.
+        format: ``"json"`` (compact JSON) or ``"text"`` (an indented block).
+        policy: when queued turns are folded in: ``"turn"`` (every save),
+            ``"every_n"``, ``"background"`` (after ``debounce`` seconds of
+            quiet), ``"manual"`` (:meth:`refresh`), or ``"once"`` (frozen once
+            written; ``clear()`` lets it be written again).
+        every_n: the number of turns per update under ``"every_n"``.
+        debounce: the quiet period under ``"background"``, in seconds.
+        scheduler: the :class:`~memories.kernel.background.Debouncer` that runs
+            background updates (the process-wide one by default).
+        llm_timeout: seconds to wait for one model reply before the update
+            fails (and is recorded); None waits forever.
+        max_retries: how many times an invalid reply is sent back to the model.
+        max_document_tokens: the budget of document shown in one model call;
+            larger documents are updated section by section.
+        max_turns_per_update: the most queued turns one model call sees.
+        token_counter: how to count tokens (see :mod:`memories.kernel.tokens`).
+        instructions: extra guidance for the model (what to record, what not).
+        update_method: ``"auto"`` (tool calling when the model has it, else
+            JSON text), ``"tool"`` or ``"json"``.
+    """
+
+    config_type: ClassVar[str] = "profile"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="namespace", exportable=True, deferred=True
+    )
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    profile_schema: Any = Field(default=None, alias="schema")
+    key: str = Field(default="profile", min_length=1)
+    memory_key: str = Field(default="profile", min_length=1)
+    format: Literal["json", "text"] = "json"
+    policy: Policy = "turn"
+    every_n: int = Field(default=3, gt=0)
+    debounce: float = Field(default=5.0, ge=0)
+    max_retries: int = Field(default=2, ge=0)
+    max_document_tokens: int = Field(default=2000, gt=0)
+    max_turns_per_update: int = Field(default=10, gt=0)
+    instructions: str | None = None
+    update_method: UpdateMethod = "auto"
+
+    _schema: ProfileSchema = PrivateAttr()
+
+    def model_post_init(self, context: Any, /) -> None:
+        if self.llm is None and self.policy != "manual":
+            raise ConfigError(
+                f"policy {self.policy!r} updates the profile with a model, but llm is None. "
+                "Pass llm=..., or use policy='manual' and write with put()/update()."
+            )
+        self._schema = ProfileSchema(self.profile_schema)
+        super().model_post_init(context)
+
+    @property
+    def store(self) -> ProfileStore:
+        """The store the profile lives in (:attr:`ledger`)."""
+        return self._store
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "profile_schema":
+            return schema_config(value)
+        return super()._config_value(name, value)
+
+    # -- reading ----------------------------------------------------------------
+
+    def _document(self, item: ProfileItem | None) -> dict[str, Any] | None:
+        """The profile as it stands: the stored document, else the schema's valid defaults."""
+        if item is not None and item.value is not None:
+            return item.value
+        return self._schema.initial()
+
+    def _frozen(self, item: ProfileItem | None) -> bool:
+        return self.policy == "once" and item is not None and item.value is not None
+
+    def get(self) -> dict[str, Any] | None:
+        """The profile document, or None when nothing valid has been written yet."""
+        return self._document(self._store.load(self.namespace, self.key))
+
+    async def aget(self) -> dict[str, Any] | None:
+        """Async :meth:`get`."""
+        return self._document(await self._store.aload(self.namespace, self.key))
+
+    def history(self, *, failures: bool = True) -> list[ProfileChange]:
+        """Every accepted change (and failed update, unless ``failures=False``), oldest first."""
+        return self._store.changes(self.namespace, self.key, failed=None if failures else False)
+
+    async def ahistory(self, *, failures: bool = True) -> list[ProfileChange]:
+        """Async :meth:`history`."""
+        failed = None if failures else False
+        return await self._store.achanges(self.namespace, self.key, failed=failed)
+
+    def _stating(self) -> Steps[ProfileStatus]:
+        item, pending, last = yield from self._store.standing(self.namespace, self.key)
+        return ProfileStatus(
+            pending=pending,
+            failures=1 if last is not None else 0,
+            last_error=last.error if last is not None else None,
+            background=self._background_status(),
+            version=version_of(item),
+            updated_at=item.updated_at if item else None,
+            frozen=self._frozen(item),
+            last_failure=last,
+        )
+
+    def status(self) -> ProfileStatus:
+        """The version, the queued turns, and the last failure if nothing was accepted since."""
+        return run(self._stating())
+
+    async def astatus(self) -> ProfileStatus:
+        """Async :meth:`status`: the same steps, awaited."""
+        return await arun(self._stating())
+
+    # -- direct writes: checked here, then the store's compare-and-set steps ----------
+
+    def _checked(self, document: Any, what: str) -> Any:
+        problems = self._schema.errors(document)
+        if problems:
+            raise InvalidProfileError(
+                f"{what} does not match the schema of profile {self.key!r}:\n" + "\n".join(problems)
+            )
+        return document
+
+    def _writing(self, plan: Plan) -> Steps[int]:
+        return version_of((yield from self._store.writing(self.namespace, self.key, plan)))
+
+    def _putting(self, document: Any) -> Steps[int]:
+        if not isinstance(document, Mapping):
+            raise InvalidProfileError(
+                f"A profile is a JSON object (a dict); got {type(document).__name__}."
+            )
+        target = self._checked(json_copy(document, "document"), "The document")
+        return self._writing(replacing(target, "put", self._schema.initial()))
+
+    def _patch_plan(self, patch: Any) -> Plan:
+        return patching(parse_patch(patch), self._checked, self._schema.initial())
+
+    def _rolling_back(self, version: int) -> Steps[int]:
+        steps = self._store.rolling_back(
+            self.namespace, self.key, version, check=self._checked, initial=self._schema.initial()
+        )
+        return version_of((yield from steps))
+
+    def put(self, document: Mapping[str, Any]) -> int:
+        """Replace the profile with ``document``; returns the new version.
+
+        Raises:
+            InvalidProfileError: the document does not match the schema.
+        """
+        return run(self._putting(document))
+
+    async def aput(self, document: Mapping[str, Any]) -> int:
+        """Async :meth:`put`."""
+        return await arun(self._putting(document))
+
+    def update(self, patch: Sequence[Mapping[str, Any]] | str | jsonpatch.JsonPatch) -> int:
+        """Apply RFC 6902 operations to the profile; returns the new version.
+
+        Raises:
+            InvalidProfileError: an operation does not apply, or the result
+                does not match the schema; the profile is unchanged.
+        """
+        return run(self._writing(self._patch_plan(patch)))
+
+    async def aupdate(self, patch: Sequence[Mapping[str, Any]] | str | jsonpatch.JsonPatch) -> int:
+        """Async :meth:`update`."""
+        return await arun(self._writing(self._patch_plan(patch)))
+
+    def rollback(self, version: int) -> int:
+        """Restore the document of ``version`` as a new version; returns that new version.
+
+        Raises:
+            InvalidInputError: there is no such version, or it was a clear.
+            InvalidProfileError: that document does not match the current schema.
+        """
+        return run(self._rolling_back(version))
+
+    async def arollback(self, version: int) -> int:
+        """Async :meth:`rollback`."""
+        return await arun(self._rolling_back(version))
+
+    # -- LangChain's interface --------------------------------------------------
+
+    def _render(self, document: dict[str, Any] | None) -> str | list[BaseMessage]:
+        if not document:
+            return [] if self.return_messages else ""
+        if self.format == "text":
+            text = yaml.safe_dump(
+                document, sort_keys=False, allow_unicode=True, default_flow_style=False
+            ).strip()
+        else:
+            text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+        return [SystemMessage(content=text)] if self.return_messages else text
+
+    @property
+    def buffer(self) -> str | list[BaseMessage]:
+        """The profile as the prompt shows it."""
+        return self._render(self.get())
+
+    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
+        item = yield step(self._store.load, self.namespace, self.key)
+        return self._render(self._document(item))
+
+    def _queueing(self, turn: list[BaseMessage]) -> Steps[None]:
+        store, ns, key = self._store, self.namespace, self.key
+        if self.policy == "once" and self._frozen((yield step(store.load, ns, key))):
+            return
+        yield step(store.add_pending, ns, key, turn)
+        if self._in_background and self._background.schedule():
+            return  # the scheduler runs the update after the quiet period
+        if self.policy in ("turn", "once", "background") or (
+            self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
+        ):
+            yield from self._refreshing()
+
+    # -- updating from conversation ---------------------------------------------
+
+    @cached_property
+    def _updater(self) -> Updater:
+        """The refresh loop, with the model (and the patch tool bound per ``update_method``)."""
+        if self._caller is None:
+            raise ConfigError(
+                "This ProfileMemory has no llm, so it cannot update from conversation. "
+                "Pass llm=..., or write the profile with put()/update()."
+            )
+        model, tools = bind_patch_tool(self._caller.model, self.update_method)
+        return Updater(
+            *(self._store, self.namespace, self.key, self._schema, self._caller, model, tools),
+            instructions=self.instructions,
+            max_retries=self.max_retries,
+            max_document_tokens=self.max_document_tokens,
+            max_turns=self.max_turns_per_update,
+            count=lambda text: self._counter([HumanMessage(content=text)]),
+            once=self.policy == "once",
+        )
+
+    def refresh(self) -> UpdateResult:
+        """Fold the queued turns into the profile now, in batches of ``max_turns_per_update``.
+
+        Stops at the first failed batch (recorded in the history, its turns
+        kept). Returns what happened.
+
+        Raises:
+            ConfigError: the memory has no llm, or its model has no tool
+                calling under ``update_method="tool"``.
+        """
+        return run(self._refreshing())
+
+    async def arefresh(self) -> UpdateResult:
+        """Async :meth:`refresh`: the same steps, with the model call awaited."""
+        return await arun(self._refreshing())
+
+    def _refreshing(self) -> Steps[UpdateResult]:
+        return self._updater.refreshing()

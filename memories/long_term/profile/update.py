@@ -1,0 +1,412 @@
+"""One update of a profile from conversation turns, as a state machine with no I/O.
+
+:class:`UpdateSession` asks for model calls (:meth:`~UpdateSession.request`)
+and is told the replies (:meth:`~UpdateSession.receive`); it builds the
+prompts, reads the replies, applies the patches to a copy, validates the
+result, and feeds every error back to the model for a bounded number of
+retries. The memory's sync and async paths drive the same session, and differ
+only in whether the model call is awaited.
+
+A document over the token budget is updated section by section
+(:func:`memories.kernel.patching.plan_sections`): one conversation with the
+model per section, each seeing only its part, all applied to one working copy
+and validated against the whole schema. The update is all or nothing: if any
+section fails, nothing is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.runnables import Runnable
+
+from memories.errors import InvalidProfileError, LLMError
+from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
+from memories.kernel.llm import ModelCaller
+from memories.kernel.messages import format_buffer
+from memories.kernel.namespaces import Namespace
+from memories.kernel.patching import (
+    PATCH_TOOL,
+    PATCH_TOOL_NAME,
+    Section,
+    apply_operations,
+    check_operations,
+    extract_operations,
+    plan_sections,
+    reply_text,
+)
+from memories.kernel.steps import Steps, step
+from memories.long_term.profile.schema import ProfileSchema
+from memories.stores.profile_store import (
+    BaseProfileStore,
+    PendingTurn,
+    ProfileItem,
+    current,
+    version_of,
+)
+
+__all__ = [
+    "UpdateMethod",
+    "UpdateOutcome",
+    "UpdateResult",
+    "UpdateSession",
+    "Updater",
+    "bind_patch_tool",
+    "build_prompt",
+    "merge_results",
+]
+
+
+_RANK = {"idle": 0, "frozen": 1, "unchanged": 2, "updated": 3, "failed": 4}
+
+# How many times a model update is recomputed when another writer got in first.
+_MAX_CONFLICTS = 3
+
+logger = logging.getLogger("memories.long_term.profile.memory")
+
+_SYSTEM = """\
+You keep a JSON document up to date: the profile {name}. It must always match this JSON Schema:
+{schema}
+
+You are shown the current document and the newest conversation turns. Decide what the turns \
+tell you that the document should record, and write the changes as RFC 6902 JSON Patch \
+operations:
+- "add" creates a field, or appends to an array with the path "/array/-";
+- "replace" changes a value that exists;
+- "remove" deletes a value, only when the conversation says it is no longer true;
+- paths are JSON Pointers from the document root, such as "/preferences/food".
+Keep everything the turns do not contradict. Record only what the turns state or clearly \
+imply. Never replace the whole document.{instructions}
+
+{reply_format}"""
+
+_TOOL_FORMAT = (
+    f"Call the {PATCH_TOOL_NAME} tool with the operations; call it with an empty list when "
+    "nothing should change."
+)
+_TEXT_FORMAT = (
+    "Reply with only the JSON array of operations and nothing else, for example "
+    '[{"op": "replace", "path": "/some/field", "value": "new value"}]. '
+    "Reply [] when nothing should change."
+)
+
+
+def build_prompt(
+    *,
+    schema: ProfileSchema,
+    document: Any,
+    turns: Sequence[Sequence[BaseMessage]],
+    name: str,
+    instructions: str | None,
+    tools: bool,
+    section: Section | None = None,
+) -> list[BaseMessage]:
+    """The first two messages of an update: the rules, then the document and the turns."""
+    system = _SYSTEM.format(
+        name=json.dumps(name),
+        schema=schema.text(),
+        instructions=f"\n\n{instructions.strip()}" if instructions else "",
+        reply_format=_TOOL_FORMAT if tools else _TEXT_FORMAT,
+    )
+    if section is None:
+        shown = f"Current document:\n{json.dumps(document, ensure_ascii=False)}"
+    else:
+        shown = (
+            "The document is large, so you see only part of it: the values at these paths, "
+            "as an object from JSON Pointer to value:\n"
+            f"{json.dumps(section.view(document), ensure_ascii=False)}\n"
+            "Change only paths inside these."
+        )
+        if section.adds_new:
+            shown += " You may also add new fields that the document does not have yet."
+    transcript = format_buffer([m for turn in turns for m in turn], "Human", "AI")
+    return [
+        SystemMessage(content=system),
+        HumanMessage(content=f"{shown}\n\nNew conversation turns:\n{transcript}"),
+    ]
+
+
+@dataclass(frozen=True)
+class UpdateOutcome:
+    """What one update produced."""
+
+    document: Any
+    """The new document (the old one when nothing changed or the update failed)."""
+    operations: tuple[dict[str, Any], ...]
+    """Every accepted operation, in the order applied."""
+    raw: tuple[str, ...]
+    """Every model reply, as text, in order."""
+    error: str | None
+    """Why the update failed, or None when it succeeded."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the update succeeded (possibly changing nothing)."""
+        return self.error is None
+
+
+@dataclass
+class UpdateSession:
+    """The steps of one update; drive it with :meth:`request` and :meth:`receive`.
+
+    Args:
+        schema: what the result must match.
+        document: the document to start from (never modified).
+        turns: the conversation turns to fold in, each a list of messages.
+        sections: the plan for a large document, or None to show it whole.
+        max_retries: how many times an invalid reply is sent back per section.
+        tools: whether the model answers through the ``update_profile`` tool.
+    """
+
+    schema: ProfileSchema
+    document: Any
+    turns: Sequence[Sequence[BaseMessage]]
+    name: str
+    instructions: str | None
+    sections: list[Section] | None
+    max_retries: int
+    tools: bool
+    _working: Any = field(init=False)
+    _operations: list[dict[str, Any]] = field(init=False, default_factory=list)
+    _raw: list[str] = field(init=False, default_factory=list)
+    _conversation: list[BaseMessage] = field(init=False, default_factory=list)
+    _section_index: int = field(init=False, default=0)
+    _attempt: int = field(init=False, default=0)
+    _error: str | None = field(init=False, default=None)
+    _done: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        self._working = self.document
+        self._start_section()
+
+    @property
+    def _section(self) -> Section | None:
+        return self.sections[self._section_index] if self.sections else None
+
+    def _start_section(self) -> None:
+        self._attempt = 0
+        self._conversation = build_prompt(
+            schema=self.schema,
+            document=self._working,
+            turns=self.turns,
+            name=self.name,
+            instructions=self.instructions,
+            tools=self.tools,
+            section=self._section,
+        )
+
+    def request(self) -> list[BaseMessage] | None:
+        """The messages to send to the model next, or None when the update is over."""
+        return None if self._done else list(self._conversation)
+
+    def receive(self, reply: BaseMessage | str) -> None:
+        """Take the model's reply: accept it, or queue a retry with the error, or give up."""
+        message = reply if isinstance(reply, BaseMessage) else AIMessage(content=reply)
+        self._raw.append(reply_text(message))
+        try:
+            operations, document = self._check(message)
+        except (LLMError, InvalidProfileError) as exc:
+            self._retry(message, str(exc))
+            return
+        self._working = document
+        self._operations.extend(operations)
+        if self.sections and self._section_index + 1 < len(self.sections):
+            self._section_index += 1
+            self._start_section()
+        else:
+            self._done = True
+
+    def fail(self, error: str) -> None:
+        """End the update as failed (the model call itself raised)."""
+        self._error = error
+        self._done = True
+
+    def outcome(self) -> UpdateOutcome:
+        """The result; call it once :meth:`request` returns None."""
+        if self._error is not None:
+            return UpdateOutcome(self.document, (), tuple(self._raw), self._error)
+        return UpdateOutcome(self._working, tuple(self._operations), tuple(self._raw), None)
+
+    def _check(self, message: BaseMessage) -> tuple[list[dict[str, Any]], Any]:
+        section = self._section
+        operations = check_operations(
+            extract_operations(message),
+            allow_root=False,
+            allowed=section.allows if section is not None else None,
+            scope=section.describe() if section is not None else "",
+        )
+        document = apply_operations(self._working, operations)
+        problems = self.schema.errors(document)
+        if problems:
+            raise InvalidProfileError(
+                "The patched document does not match the schema:\n" + "\n".join(problems)
+            )
+        return operations, document
+
+    def _retry(self, message: BaseMessage, error: str) -> None:
+        self._attempt += 1
+        if self._attempt > self.max_retries:
+            if self.sections:
+                error += f" (section {self._section_index + 1} of {len(self.sections)})"
+            self.fail(error)
+            return
+        calls: list[Any] = []
+        if isinstance(message, AIMessage):
+            calls = [*message.tool_calls, *message.invalid_tool_calls]
+        self._conversation.append(message)
+        if calls:
+            # A chat API wants every tool call answered before the next turn.
+            self._conversation.extend(
+                ToolMessage(
+                    content=f"Rejected: {error}\nCall {PATCH_TOOL_NAME} again with corrected "
+                    "operations.",
+                    tool_call_id=call.get("id") or f"call_{i}",
+                )
+                for i, call in enumerate(calls)
+            )
+        else:
+            fix = (
+                f"Call {PATCH_TOOL_NAME} with corrected operations."
+                if self.tools
+                else "Reply again with only the corrected JSON array of operations."
+            )
+            self._conversation.append(HumanMessage(content=f"Rejected: {error}\n{fix}"))
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What :meth:`ProfileMemory.refresh <memories.long_term.profile.ProfileMemory.refresh>` did."""
+
+    status: Literal["updated", "unchanged", "failed", "idle", "frozen"]
+    """``updated``: a new version; ``unchanged``: the turns changed nothing;
+    ``failed``: recorded in the history, turns kept; ``idle``: no turns were
+    queued; ``frozen``: a ``once`` profile is already written."""
+    version: int
+    """The profile's version afterwards (0: never written)."""
+    turns: int = 0
+    """How many queued turns were folded in."""
+    error: str | None = None
+    """Why the update failed."""
+
+
+def merge_results(before: UpdateResult, after: UpdateResult) -> UpdateResult:
+    """The result of several batches: the most telling status, the turns added up."""
+    status = max(before.status, after.status, key=_RANK.__getitem__)
+    return UpdateResult(status, after.version, before.turns + after.turns, after.error)
+
+
+def bind_patch_tool(
+    model: Runnable[Any, Any], method: UpdateMethod
+) -> tuple[Runnable[Any, Any], bool]:
+    """The model with the patch tool bound (and whether it is), per ``update_method``.
+
+    Raises:
+        ConfigError: ``method`` is ``"tool"`` and the model has no tool calling.
+    """
+    return bind_reply_tool(model, PATCH_TOOL, PATCH_TOOL_NAME, method)
+
+
+@dataclass(frozen=True)
+class Updater:
+    """One profile's refresh loop, as steps: fold the queued turns in, batch by batch.
+
+    Each batch: read the profile and its oldest queued turns, run an
+    :class:`UpdateSession` against the model (the calls made unlocked),
+    then commit with compare-and-set; a profile changed meanwhile is updated
+    again from the new version (at most three times), a failure is recorded
+    and its turns stay queued.
+    """
+
+    store: BaseProfileStore
+    namespace: Namespace
+    key: str
+    schema: ProfileSchema
+    caller: ModelCaller
+    model: Runnable[Any, Any]
+    """The caller's model with the patch tool bound, when ``tools``."""
+    tools: bool
+    instructions: str | None
+    max_retries: int
+    max_document_tokens: int
+    max_turns: int
+    count: Callable[[str], int]
+    once: bool
+    """Whether the first stored document is frozen (the ``once`` policy)."""
+
+    def refreshing(self) -> Steps[UpdateResult]:
+        """Fold every queued turn in, stopping at the first failed batch."""
+        store, ns, key = self.store, self.namespace, self.key
+        result, conflicts = UpdateResult("idle", 0), 0
+        while True:
+            item = yield step(store.load, ns, key)
+            if self.once and item is not None and item.value is not None:
+                return merge_results(result, UpdateResult("frozen", version_of(item)))
+            turns = yield step(store.pending, ns, key, limit=self.max_turns)
+            if not turns:
+                return merge_results(result, UpdateResult("idle", version_of(item)))
+            outcome = yield from conversing(self._session(item, turns), self.caller, self.model)
+            if not outcome.ok:
+                return merge_results(result, (yield from self._giving_up(item, turns, outcome)))
+            if not outcome.operations:
+                yield step(store.drop_pending, ns, key, [t.id for t in turns])
+                result = merge_results(
+                    result, UpdateResult("unchanged", version_of(item), len(turns))
+                )
+                continue
+            written = yield step(
+                store.commit,
+                *(ns, key, outcome.document),
+                expected_version=version_of(item),
+                kind="update",
+                patch=list(outcome.operations),
+                turns=turns,
+            )
+            if written is not None:
+                result = merge_results(result, UpdateResult("updated", written.version, len(turns)))
+                continue
+            conflicts += 1
+            if conflicts >= _MAX_CONFLICTS:
+                contended = replace(
+                    outcome,
+                    error=f"Other writers changed the profile {_MAX_CONFLICTS} times while it "
+                    "was being updated; the turns are kept for the next update.",
+                )
+                return merge_results(result, (yield from self._giving_up(item, turns, contended)))
+
+    def _session(self, item: ProfileItem | None, turns: Sequence[PendingTurn]) -> UpdateSession:
+        document = current(item, self.schema.initial())
+        return UpdateSession(
+            schema=self.schema,
+            document=document,
+            turns=[turn.messages for turn in turns],
+            name=self.key,
+            instructions=self.instructions,
+            sections=plan_sections(document, self.max_document_tokens, self.count),
+            max_retries=self.max_retries,
+            tools=self.tools,
+        )
+
+    def _giving_up(
+        self, item: ProfileItem | None, turns: Sequence[PendingTurn], outcome: UpdateOutcome
+    ) -> Steps[UpdateResult]:
+        """Record a failed update (its turns stay queued) and say so."""
+        error = outcome.error or ""
+        store, ns, key = self.store, self.namespace, self.key
+        yield step(store.record_failure, ns, key, error=error, raw=outcome.raw, turns=turns)
+        logger.warning(
+            "Profile %r in %r was not updated from %d turn(s); kept the previous version "
+            "and the turns: %s",
+            *(key, ns, len(turns), error),
+        )
+        return UpdateResult("failed", version_of(item), 0, error)

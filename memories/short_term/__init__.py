@@ -1,0 +1,1 @@
+"""Short-term memories: what a conversation shows of itself (buffer, window, tokens, summaries)."""

@@ -1,0 +1,56 @@
+"""The whole conversation: LangChain's ``ConversationBufferMemory``."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from langchain_core.messages import BaseMessage
+from pydantic import field_validator
+
+from memories.core.base import ChatMemory
+from memories.errors import ConfigError
+from memories.kernel.steps import Steps, step
+
+__all__ = ["BufferMemory", "StringBufferMemory"]
+
+
+class BufferMemory(ChatMemory):
+    """Shows every message of the session.
+
+    Loading reads the whole log, so the prompt grows with the conversation:
+    use :class:`~memories.short_term.window.WindowMemory` or
+    :class:`~memories.short_term.token_buffer.TokenBufferMemory` to bound it.
+    """
+
+    config_type: ClassVar[str] = "buffer"
+
+    def _selection(self) -> Steps[list[BaseMessage]]:
+        entries = yield step(self.chat_memory.entries)
+        return [entry.message for entry in entries]
+
+
+class StringBufferMemory(BufferMemory):
+    """LangChain's ``ConversationStringBufferMemory``: the buffer as one string.
+
+    Its string starts with a newline before each exchange, exactly as
+    LangChain's does (``"\\nHuman: hi\\nAI: hello"``); ``return_messages`` must stay False.
+    """
+
+    config_type: ClassVar[str] = "string_buffer"
+
+    @field_validator("return_messages")
+    @classmethod
+    def _strings_only(cls, value: bool) -> bool:
+        if value:
+            raise ConfigError("return_messages must be False for ConversationStringBufferMemory")
+        return value
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return {self.memory_key: self._leading_newline(self.buffer_as_str)}
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return {self.memory_key: self._leading_newline(await self.abuffer_as_str())}
+
+    @staticmethod
+    def _leading_newline(text: str) -> str:
+        return f"\n{text}" if text else text

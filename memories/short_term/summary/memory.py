@@ -1,0 +1,534 @@
+"""Running summaries: LangChain's ``ConversationSummary[Buffer]Memory``.
+
+Both fold older turns into a summary written by ``llm`` (or, with no LLM,
+extractively: :mod:`memories.short_term.summary.summarizer`). The summary and the fold point
+live in the history beside the log (:class:`SummaryState`): a restarted
+process continues the same summary, and folding moves a cursor, deleting
+nothing. A fold is transactional: when the model fails, the summary and the
+turns stay, the failure is counted (:meth:`status`) and retried with backoff.
+Folds run inline or in the background (:class:`~memories.core.parts.DeferredMemory`),
+sync or async from one loop (:mod:`memories.kernel.steps`). The README's
+"Summary memories" section compares the folding rules with LangChain's.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from functools import cached_property
+from typing import Any, ClassVar, Literal
+
+from langchain_classic.memory.prompt import SUMMARY_PROMPT
+from langchain_core.embeddings import Embeddings
+from langchain_core.messages import BaseMessage, SystemMessage
+from pydantic import Field, PrivateAttr
+
+from memories.core.base import ChatMemory
+from memories.core.parts import CountsTokens, DeferredMemory, ModelMemory
+from memories.core.state import Cursors, SeenState
+from memories.errors import ConfigError, LLMError
+from memories.kernel.capabilities import Capabilities
+from memories.kernel.messages import format_buffer
+from memories.kernel.steps import Steps, arun, blocking_twin, run, step
+from memories.short_term.summary.prompts import (
+    MessageClassField,
+    SummaryPromptField,
+    message_class_config,
+    prompt_config,
+)
+from memories.short_term.summary.state import SummaryState, SummaryStatus
+from memories.short_term.summary.summarizer import Summarizer
+from memories.short_term.summary.triggers import (
+    KeepField,
+    Size,
+    TriggerField,
+    context_window,
+    fired,
+    kept_count,
+    topic_similarity,
+)
+from memories.stores.history.base import Entry
+
+__all__ = [
+    "SUMMARY_PROMPT",
+    "ConversationSummaryBufferMemory",
+    "SummaryBufferMemory",
+    "SummaryMemory",
+    "SummaryState",
+    "SummaryStatus",
+]
+
+logger = logging.getLogger(__name__)
+
+SummarizeMode = Literal["inline", "background"]
+
+
+# -- the memories ---------------------------------------------------------------
+
+
+class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemory):
+    """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="session", chat_log=True, exportable=True, deferred=True
+    )
+
+    prompt: SummaryPromptField = SUMMARY_PROMPT
+    summary_message_cls: MessageClassField = SystemMessage
+    max_token_limit: int = Field(default=2000, gt=0)
+    initial_summary: str = ""
+    max_summary_tokens: int | None = Field(default=None, gt=0)
+    summarize: SummarizeMode = "inline"
+    trigger: TriggerField = None
+    keep: KeepField = None
+    topic_embeddings: Embeddings | str | None = None
+
+    _calls_models: ClassVar[bool] = True
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _epoch: int = PrivateAttr(default=0)
+    _llm_calls: int = PrivateAttr(default=0)
+
+    # -- configuration ------------------------------------------------------------
+
+    def model_post_init(self, context: Any, /) -> None:
+        # Resolve now, so a bad counter or model fails at construction, not on a later turn.
+        self._counter  # noqa: B018
+        self._caller  # noqa: B018
+        sizes = [*(self.trigger or ()), *([self.keep] if self.keep else [])]
+        if any(size.kind == "fraction" for size in sizes) and context_window(self._model) is None:
+            raise ConfigError(
+                f"('fraction', f) is a share of the model's context window, and "
+                f"{type(self._model).__name__ if self._model else 'no llm'} gives none "
+                "(profile['max_input_tokens']); use ('tokens', N) instead."
+            )
+
+    def _counting_model(self) -> Any:
+        return self._model
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name == "trigger" and value is not None:
+            return [size.to_config() for size in value]
+        if name == "keep" and value is not None:
+            return value.to_config()
+        if name == "summary_message_cls":
+            value = message_class_config(value)
+        if name == "prompt":
+            value = prompt_config(value)
+        return super()._config_value(name, value)
+
+    # -- what each memory decides ---------------------------------------------------
+
+    def _fold_count(self, state: SummaryState) -> int:
+        """How many leading unfolded messages to fold now (0: none)."""
+        raise NotImplementedError(f"{type(self).__name__} must define _fold_count()")
+
+    def _default_keep(self, firing: Size, window: int | None) -> Size:
+        """What stays verbatim when ``firing`` fired and ``keep`` is None: nothing here."""
+        return Size("messages", 0)
+
+    @cached_property
+    def _topic_embedder(self) -> Embeddings:
+        from memories.kernel.embeddings import resolve_embeddings
+
+        return resolve_embeddings(self.topic_embeddings)
+
+    def _topic_drift(self, state: SummaryState, unfolded: Sequence[Entry]) -> float | None:
+        """How similar the newest exchange is to the ones before it (None: too few to say)."""
+        return topic_similarity(state, unfolded, self._topic_embedder)
+
+    _atopic_drift = blocking_twin(_topic_drift)
+
+    def _planning(
+        self, state: SummaryState, unfolded: Sequence[Entry]
+    ) -> Steps[tuple[int, str | None]]:
+        """How many messages to fold now, and the ``trigger=`` pair that says so."""
+        if self.trigger is None:
+            return self._fold_count(state), None
+        window = context_window(self._model)
+        drift = None
+        if any(t.kind == "topic" for t in self.trigger):
+            drift = yield step(self._topic_drift, state, unfolded)
+        firing = fired(self.trigger, state, window=window, drift=drift)
+        if firing is None:
+            return 0, None
+        keep = self.keep or self._default_keep(firing, window)
+        return kept_count(state, keep, window=window), firing.describe()
+
+    def _clip_cap(self) -> int | None:
+        """The most tokens of one message a fold sends (None: whole messages)."""
+        return self.max_token_limit
+
+    def _summary_messages(self, summary: str) -> list[BaseMessage]:
+        """The messages the summary is shown as, before the unfolded turns."""
+        return [self.summary_message_cls(content=summary)] if summary else []
+
+    def _extractive_budget(self) -> int:
+        return self.max_summary_tokens or self.max_token_limit
+
+    # -- summarizing ----------------------------------------------------------------
+
+    def _summarizing(self, messages: Sequence[BaseMessage], existing_summary: str) -> Steps[str]:
+        """The summary of ``existing_summary`` then ``messages``: the model's, or extractive."""
+        if self._caller is not None:
+            self._llm_calls += 1
+        summarizer = Summarizer(
+            self._caller, self.prompt, self._counter, self._extractive_budget(),
+            self.human_prefix, self.ai_prefix,
+        )  # fmt: skip
+        return (yield from summarizer.summarizing(messages, existing_summary))
+
+    def predict_new_summary(self, messages: list[BaseMessage], existing_summary: str) -> str:
+        """The summary of ``existing_summary`` followed by ``messages`` (LangChain's method).
+
+        Raises:
+            LLMError: the LLM raised, timed out or returned empty text.
+        """
+        return run(self._summarizing(messages, existing_summary))
+
+    async def apredict_new_summary(self, messages: list[BaseMessage], existing_summary: str) -> str:
+        """Async :meth:`predict_new_summary`."""
+        return await arun(self._summarizing(messages, existing_summary))
+
+    @property
+    def llm_calls(self) -> int:
+        """Summary calls this object made to its LLM (failed ones too), since it was made."""
+        return self._llm_calls
+
+    # -- pure steps shared by the sync and async twins ----------------------------------
+
+    def _shown(self, state: SummaryState, unfolded: Sequence[Entry]) -> list[BaseMessage]:
+        start = state.window(self.max_token_limit)
+        if start:
+            log = logger.warning if state.failures else logger.info
+            log(
+                "%s (session %r): %d unfolded messages (%d tokens) are over max_token_limit=%d "
+                "because %s; showing the newest %d that fit. They are kept and will be "
+                "folded into the summary.",
+                type(self).__name__,
+                self.chat_memory.session_id,
+                len(state.seqs),
+                state.total,
+                self.max_token_limit,
+                f"folding failed ({state.last_error})"
+                if state.failures
+                else "a fold has not run yet",
+                len(state.seqs) - start,
+            )
+        return self._summary_messages(state.summary) + state.shown(unfolded, start)
+
+    def _failed(self, state: SummaryState, error: LLMError) -> SummaryState:
+        failed = state.failed(str(error))
+        logger.warning(
+            "%s (session %r): folding %d messages into the summary failed (%s); the summary "
+            "and the messages are unchanged; retrying after %d more turns.",
+            type(self).__name__,
+            self.chat_memory.session_id,
+            len(state.seqs),
+            error,
+            failed.retry_in,
+        )
+        return failed
+
+    # -- I/O: steps written once; the kernel runs them sync or async, under the lock ----
+
+    @property
+    def _io_lock(self) -> threading.Lock:
+        return self._lock
+
+    def _reading(self) -> Steps[tuple[SummaryState, list[Entry]]]:
+        """The state brought up to date with the log (not saved) and the unfolded entries."""
+        history = self.chat_memory
+        stored, changes = yield from self._seen.reading(history, self.state_key, _cursors)
+        fresh = SummaryState(summary=self.initial_summary, counter=self._counter_id)
+        state = fresh if stored is None else stored
+        if changes is None:  # nothing stored: the whole log is unfolded
+            changes = yield step(history.changes, after=state.folded, edits_after=state.edits)
+        unfolded = changes.entries
+        if changes.touches(state.folded):
+            logger.info("%s: an edit changed a summarised message; summarising anew", self)
+            unfolded = yield step(history.entries)
+        state = state.edited(changes, fresh)
+        state = state.counted(unfolded, self._counter_id, lambda m: self._counter([m]))
+        return state, unfolded
+
+    @cached_property
+    def _seen(self) -> SeenState[SummaryState]:
+        """The state this process saw last: its cursors are the guess of the next read."""
+        return SeenState(SummaryState.from_state)
+
+    def _storing(self, state: SummaryState) -> Steps[None]:
+        """Save ``state``, and remember it as the one this process saw last."""
+        stored = state.to_state()
+        yield step(self.chat_memory.save_state, self.state_key, stored)
+        self._seen.saw(stored, state)
+
+    def _folding(self, *, force: bool = False, raise_errors: bool = False) -> Steps[SummaryState]:
+        """Fold what is over the limit (several calls if it is far over); save as it goes.
+
+        The lock is let go only during the model call. Its result is saved only
+        if nobody folded or cleared in the meantime; a failure saves the
+        backoff and leaves summary and log alone.
+        """
+        while True:
+            epoch = self._epoch
+            state, unfolded = yield from self._reading()
+            count, trigger = yield from self._planning(state, unfolded)
+            state, cut = state.to_fold(count, force=force)
+            yield from self._storing(state)
+            if cut is None:
+                return state
+            try:
+                messages = state.fold_input(unfolded, cut, cap=self._clip_cap())
+                summary = yield from self._summarizing(messages, state.summary)
+            except LLMError as exc:
+                current, _ = yield from self._reading()
+                if epoch == self._epoch and current.same_fold(state):
+                    current = self._failed(current, exc)
+                    yield from self._storing(current)
+                if raise_errors:
+                    raise
+                return current
+            current, _ = yield from self._reading()
+            if epoch != self._epoch or not current.same_fold(state):
+                logger.info("%s: the session changed during a fold; discarding it", self)
+                return current
+            after = replace(current.folded_through(cut, summary), trigger=trigger)
+            yield from self._storing(after)
+            force = False
+
+    def _selection(self) -> Steps[list[BaseMessage]]:
+        state, unfolded = yield from self._reading()
+        return self._shown(state, unfolded)
+
+    def _update(self) -> Steps[None]:
+        # Unlocked: a full scheduler may run the job inline, and the job takes the lock.
+        if self._in_background and (yield step(self._schedule, unlocked=True)):
+            return
+        yield from self._folding()
+
+    def _clearing(self) -> Steps[None]:
+        self._epoch += 1
+        if self._in_background:
+            self._background.cancel()
+        yield from super()._clearing()
+
+    # -- background mode ------------------------------------------------------------
+
+    def _schedule(self) -> bool:
+        """(Re)schedule this session's background fold; False once closed (fold inline then)."""
+        return self._background.schedule()
+
+    _aschedule = blocking_twin(_schedule)
+
+    @property
+    def _in_background(self) -> bool:
+        return self.summarize == "background"
+
+    def _background_key(self) -> tuple[int, str, str]:
+        """This session's fold (two memories on one history and state key share it)."""
+        return (id(self.chat_memory), self.chat_memory.session_id, self.state_key)
+
+    def _background_job(self) -> None:
+        state = run(self._folding(raise_errors=True), lock=self._lock)
+        logger.debug("%s: background fold done, %d tokens unfolded", self, state.total)
+
+    def status(self) -> SummaryStatus:
+        """Where the summary stands (reads the history; no LLM call)."""
+        state, _ = run(self._reading(), lock=self._lock)
+        return state.status(background=self._background_status())
+
+    # -- LangChain's extras -----------------------------------------------------------
+
+    def prune(self) -> None:
+        """Fold now what is over the limit, even during backoff (LangChain's method).
+
+        Raises:
+            LLMError: the LLM failed (the summary and the log are unchanged).
+        """
+        run(self._folding(force=True, raise_errors=True), lock=self._lock)
+
+    async def aprune(self) -> None:
+        """Async :meth:`prune`: the same steps, awaited."""
+        await arun(self._folding(force=True, raise_errors=True), lock=self._lock)
+
+    def _current_summary(self) -> str:
+        return run(self._reading(), lock=self._lock)[0].summary
+
+    def _setting_summary(self, summary: str) -> Steps[None]:
+        state, _ = yield from self._reading()
+        state = replace(state, summary=summary)
+        yield from self._storing(state)
+
+    def _set_summary(self, summary: str) -> None:
+        run(self._setting_summary(summary), lock=self._lock)
+
+
+class SummaryBufferMemory(_RunningSummaryMemory):
+    """The newest turns verbatim, and a running summary of the older ones.
+
+    When the turns shown verbatim pass ``max_token_limit`` tokens, the oldest
+    whole exchanges are folded into the summary, down to ``low_water`` of the
+    limit, so one LLM call absorbs several turns instead of one per turn.
+    :class:`ConversationSummaryBufferMemory` (LangChain's name) folds as
+    LangChain's does instead: ``low_water=None``.
+
+    The value is ``[summary message, *turns]``, or with ``return_messages=False``
+    ``"System: <summary>\\nHuman: ...\\nAI: ..."``; no summary message while the
+    summary is empty.
+
+    Args:
+        low_water: after a fold the verbatim turns hold at most this fraction
+            of ``max_token_limit``. Lower means fewer LLM calls and fewer
+            verbatim turns. None: LangChain's rule, the oldest messages one
+            by one until the rest fits, and no further (one call per prune).
+        moving_summary_buffer: LangChain's name for ``initial_summary`` in this class.
+        (and the arguments of :class:`SummaryMemory`, but ``buffer``.)
+    """
+
+    config_type: ClassVar[str] = "summary_buffer"
+    langchain_names: ClassVar[dict[str, str]] = {"moving_summary_buffer": "initial_summary"}
+
+    low_water: float | None = Field(default=0.4, ge=0.0, le=1.0)
+
+    def _fold_count(self, state: SummaryState) -> int:
+        limit = self.max_token_limit
+        if self.low_water is None:
+            return state.plan_exact(limit)
+        return state.plan(high=limit, low=int(limit * self.low_water), chunk=2 * limit)
+
+    def _clip_cap(self) -> int | None:
+        return None if self.low_water is None else self.max_token_limit
+
+    def _default_keep(self, firing: Size, window: int | None) -> Size:
+        """``low_water`` of what the trigger measured (the newest exchange after a topic change)."""
+        share = 1.0 if self.low_water is None else self.low_water
+        if firing.kind == "topic":
+            return Size("messages", 1)
+        if firing.kind == "messages":
+            return Size("messages", int(firing.value * share))
+        limit = firing.value * (window or 0) if firing.kind == "fraction" else firing.value
+        return Size("tokens", int(limit * share))
+
+    def _extractive_budget(self) -> int:
+        return self.max_summary_tokens or max(1, self.max_token_limit // 2)
+
+    @property
+    def moving_summary_buffer(self) -> str:
+        """The running summary of the folded turns (LangChain's attribute)."""
+        return self._current_summary()
+
+    @moving_summary_buffer.setter
+    def moving_summary_buffer(self, summary: str) -> None:
+        self._set_summary(summary)
+
+
+class ConversationSummaryBufferMemory(SummaryBufferMemory):
+    """LangChain's ``ConversationSummaryBufferMemory``, folding exactly as LangChain's does.
+
+    A :class:`SummaryBufferMemory` whose ``low_water`` defaults to None: when
+    the buffer passes ``max_token_limit``, its oldest messages go into the
+    summary one by one until the rest fits, in one summary call, whole.
+    """
+
+    config_type: ClassVar[str] = "conversation_summary_buffer"
+
+    low_water: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+class SummaryMemory(_RunningSummaryMemory):
+    """A running summary of the whole conversation.
+
+    LangChain's ``ConversationSummaryMemory``: every turn is folded into the
+    summary as it is saved (after the quiet period in background mode). The
+    value is the summary (``[summary message]`` with ``return_messages``).
+    Turns not folded yet, because a fold is pending or the LLM failed, follow
+    the summary verbatim, the newest within ``max_token_limit`` tokens.
+
+    Args:
+        llm, llm_kwargs, llm_timeout: the summarizer, as
+            :class:`~memories.core.parts.ModelMemory` takes it (a timed-out
+            fold is retried later); None: the offline extractive summarizer.
+        prompt: the summary prompt, with the variables ``summary`` and
+            ``new_lines`` (a prompt template or its template string).
+        summary_message_cls: the message class the summary is shown as.
+        max_token_limit: the token budget of the turns shown verbatim.
+        token_counter: how tokens are counted (:class:`~memories.core.parts.CountsTokens`);
+            by default the ``llm``'s own counter when it works here, else tiktoken.
+        max_summary_tokens: with no ``llm``, the extractive summary's budget (it
+            quotes the most informative sentences; default ``max_token_limit``).
+        summarize: ``"inline"`` folds while saving; ``"background"`` folds
+            on a worker thread once the session has been quiet for
+            ``debounce`` seconds, so saving and loading make no LLM call.
+        debounce, scheduler: background mode's quiet period and worker
+            (:class:`~memories.core.parts.DeferredMemory`).
+        initial_summary: the summary a new session starts with (a session
+            that has a saved summary keeps it).
+        buffer: LangChain's name for ``initial_summary`` in this class.
+    """
+
+    config_type: ClassVar[str] = "summary"
+    langchain_names: ClassVar[dict[str, str]] = {"buffer": "initial_summary"}
+
+    def _fold_count(self, state: SummaryState) -> int:
+        return state.plan(high=0, low=0, chunk=2 * self.max_token_limit)
+
+    def _summary_messages(self, summary: str) -> list[BaseMessage]:
+        # LangChain shows the summary message even while it is empty.
+        return [self.summary_message_cls(content=summary)]
+
+    def _format(self, messages: list[BaseMessage]) -> str | list[BaseMessage]:
+        if self.return_messages:
+            return messages
+        summary, turns = str(messages[0].text), messages[1:]
+        if not turns:
+            return summary
+        lines = format_buffer(turns, self.human_prefix, self.ai_prefix)
+        return f"{summary}\n{lines}" if summary else lines
+
+    @property
+    def buffer(self) -> str:
+        """The running summary (LangChain's attribute; assignable)."""
+        return self._current_summary()
+
+    @buffer.setter
+    def buffer(self, summary: str) -> None:
+        self._set_summary(summary)
+
+    async def abuffer(self) -> str:
+        """Async :attr:`buffer`."""
+        state, _ = await arun(self._reading(), lock=self._lock)
+        return state.summary
+
+    @classmethod
+    def from_messages(
+        cls, llm: Any, chat_memory: Any, *, summarize_step: int = 2, **kwargs: Any
+    ) -> SummaryMemory:
+        """A memory over an existing history, its messages summarized now (LangChain's method).
+
+        Summarizes ``summarize_step`` messages per call, as LangChain does,
+        starting from the history's saved summary if it has one; each step is
+        saved, so an LLM failure keeps the steps done so far.
+
+        Raises:
+            LLMError: a summary call failed.
+        """
+        if summarize_step <= 0:
+            raise ConfigError(f"summarize_step must be positive, got {summarize_step}")
+        memory = cls(llm=llm, chat_memory=chat_memory, **kwargs)
+        run(memory._summarizing_log(summarize_step), lock=memory._lock)
+        return memory
+
+    def _summarizing_log(self, summarize_step: int) -> Steps[None]:
+        state, unfolded = yield from self._reading()
+        for i in range(0, len(unfolded), summarize_step):
+            chunk = unfolded[i : i + summarize_step]
+            summary = yield from self._summarizing([e.message for e in chunk], state.summary)
+            state = state.folded_through(chunk[-1].seq, summary)
+            yield from self._storing(state)
+
+
+def _cursors(state: SummaryState) -> Cursors:
+    """Where a summary state's reads of the log start: after its folded and edit cursors."""
+    return state.folded, state.edits

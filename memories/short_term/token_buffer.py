@@ -1,0 +1,355 @@
+"""The most recent messages within a token budget: LangChain's ``ConversationTokenBufferMemory``.
+
+LangChain's version re-counts the whole buffer once per message it prunes,
+every turn, and prunes with ``list.pop(0)`` on a copy when the history is
+persistent, so the prune does nothing there. This one counts each message
+once, when it first sees it, keeps the counts in the history beside the log
+(:class:`TokenWindow`), and moves a cursor instead of deleting anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, ClassVar, Literal
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from pydantic import Field, PrivateAttr
+
+from memories.core.base import ChatMemory
+from memories.core.parts import CountsTokens
+from memories.core.state import SeenState
+from memories.kernel.steps import Steps, step
+from memories.stores.history.base import Entry
+
+__all__ = ["ConversationTokenBufferMemory", "TokenBufferMemory", "TokenWindow"]
+
+StartOn = Literal["human", "any"]
+EndOn = Literal["human", "ai", "tool"]
+
+_FIRST_TAIL_CHUNK = 64
+# How far back "truncate" looks for the newest human message.
+_TRUNCATE_LOOKBACK = 32
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TokenWindow:
+    """Which part of the log a token buffer shows, with each message's token count.
+
+    Pure data: advancing it reads nothing and writes nothing.
+    """
+
+    last: int | None = None
+    """The last log ``seq`` folded in; newer entries are still to be counted."""
+    system: tuple[int, int] | None = None
+    """The pinned leading system message as ``(seq, tokens)``, when kept."""
+    seqs: tuple[int, ...] = ()
+    """The shown messages' ``seq``, oldest first."""
+    counts: tuple[int, ...] = ()
+    """Token count of each shown message."""
+    starts: tuple[bool, ...] = ()
+    """Whether the window may start at each shown message."""
+    total: int = field(default=0)
+    """Sum of ``counts``."""
+    edits: int | None = None
+    """The last edit record of the log taken into account (see :mod:`~memories.stores.history`)."""
+
+    def advance(
+        self, entries: Sequence[Entry], counts: Sequence[int], starts: Sequence[bool], budget: int
+    ) -> TokenWindow:
+        """Fold in new entries (with their counts), then drop the oldest until it fits.
+
+        The result starts at the earliest allowed message whose suffix fits in
+        ``budget``; it never starts on a message where ``starts`` is False.
+        """
+        seqs = self.seqs + tuple(e.seq for e in entries)
+        all_counts = self.counts + tuple(counts)
+        all_starts = self.starts + tuple(starts)
+        total = self.total + sum(counts)
+        cut = 0
+        while cut < len(seqs) and (total > budget or not all_starts[cut]):
+            total -= all_counts[cut]
+            cut += 1
+        return TokenWindow(  # not dataclasses.replace: this runs every turn, and costs half
+            last=entries[-1].seq if entries else self.last,
+            system=self.system,
+            seqs=seqs[cut:],
+            counts=all_counts[cut:],
+            starts=all_starts[cut:],
+            total=total,
+            edits=self.edits,
+        )
+
+    @property
+    def first(self) -> int | None:
+        """The ``seq`` of the oldest shown message (not counting a pinned system message)."""
+        return self.seqs[0] if self.seqs else None
+
+    def to_state(self) -> dict[str, Any]:
+        """JSON form, as stored in the history."""
+        return {
+            "last": self.last,
+            "system": list(self.system) if self.system else None,
+            "seqs": list(self.seqs),
+            "counts": list(self.counts),
+            "starts": list(self.starts),
+            "total": self.total,
+            "edits": self.edits,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> TokenWindow:
+        """Inverse of :meth:`to_state`."""
+        system = state.get("system")
+        return cls(
+            last=state["last"],
+            system=(int(system[0]), int(system[1])) if system else None,
+            seqs=tuple(state["seqs"]),
+            counts=tuple(state["counts"]),
+            starts=tuple(state["starts"]),
+            total=int(state["total"]),
+            edits=state.get("edits"),
+        )
+
+
+class TokenBufferMemory(CountsTokens, ChatMemory):
+    """Shows the most recent messages whose tokens fit in ``max_token_limit``.
+
+    The window follows ``langchain_core.messages.trim_messages`` with
+    ``strategy="last"``: it starts on a human message (``start_on="human"``)
+    or at least never on a tool result (``"any"``), so a chat API never gets
+    an orphan reply or a tool result without its call; ``end_on`` drops
+    trailing messages of other types; ``include_system`` keeps the log's
+    leading system message and counts it against the limit.
+
+    Args:
+        max_token_limit: the token budget of what the memory shows.
+        token_counter: ``None``/``"tiktoken"`` (cl100k_base, offline-safe),
+            ``"tiktoken:<encoding>"``, ``"chars"``, a callable
+            ``(list[BaseMessage]) -> int``, or a LangChain model.
+        llm: LangChain's argument: without ``token_counter``, tokens are counted
+            by the model's own ``get_num_tokens_from_messages``, as LangChain's
+            class counts, when it works here (tried once, for at most 5 s; most
+            download a tokenizer at run time, which fails offline); otherwise by
+            tiktoken, with a warning logged once.
+        start_on: ``"human"`` or ``"any"`` (any message but a tool result).
+        end_on: drop trailing messages until the last one has this type.
+        include_system: keep a leading system message of the log.
+        oversize: what to show when the newest exchange alone is over the limit:
+            ``"empty"`` (nothing, as LangChain's class; a warning is logged once
+            per session) or ``"truncate"`` (the newest human message, its
+            beginning cut to fit, marked ``[...]``).
+    """
+
+    config_type: ClassVar[str] = "token_buffer"
+
+    max_token_limit: int = Field(default=2000, gt=0)
+
+    _warned: set[str] = PrivateAttr(default_factory=set)
+    llm: Any = None
+    start_on: StartOn = "human"
+    end_on: EndOn | None = None
+    include_system: bool = False
+    oversize: Literal["empty", "truncate"] = "empty"
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._counter  # noqa: B018  (resolve now: a bad counter fails at construction)
+
+    def _counting_model(self) -> Any:
+        return self.llm
+
+    @cached_property
+    def _seen(self) -> SeenState[TokenWindow]:
+        """The window this process saw last: a turn's load reuses the one its save made."""
+        return SeenState(TokenWindow.from_state)
+
+    def _state_parameters(self) -> dict[str, Any]:
+        return {
+            "limit": self.max_token_limit,
+            "counter": self._counter_id,
+            "start_on": self.start_on,
+            "include_system": self.include_system,
+        }
+
+    # -- pure steps ------------------------------------------------------------
+
+    def _may_start(self, message: BaseMessage) -> bool:
+        if self.start_on == "human":
+            return isinstance(message, HumanMessage)
+        return not isinstance(message, ToolMessage)
+
+    def _pinned(self, first: Entry | None) -> tuple[int, int] | None:
+        if self.include_system and first is not None and isinstance(first.message, SystemMessage):
+            return (first.seq, self._counter([first.message]))
+        return None
+
+    def _advance(
+        self, window: TokenWindow, entries: Sequence[Entry], known: dict[int, int] | None = None
+    ) -> TokenWindow:
+        """Fold entries into the window; ``known`` holds counts already made, by seq."""
+        if window.system is not None:
+            entries = [e for e in entries if e.seq != window.system[0]]
+        known = {} if known is None else known
+        counts = [known[e.seq] if e.seq in known else self._counter([e.message]) for e in entries]
+        known.update((e.seq, n) for e, n in zip(entries, counts, strict=True))
+        budget = self.max_token_limit - (window.system[1] if window.system else 0)
+        return window.advance(
+            entries, counts, [self._may_start(e.message) for e in entries], budget
+        )
+
+    def _from_tail(
+        self, start: TokenWindow, tail: list[Entry], chunk: int, known: dict[int, int]
+    ) -> tuple[TokenWindow, bool]:
+        """The window over a tail of the log, and whether that tail was long enough.
+
+        It was when it is the whole log, or when the whole tail is over budget
+        (then the oldest message the window may show lies inside the tail).
+        """
+        window = self._advance(start, tail, known)
+        budget = self.max_token_limit - (start.system[1] if start.system else 0)
+        tail_total = sum(known[e.seq] for e in tail if e.seq in known)
+        return window, len(tail) < chunk or tail_total > budget
+
+    def _shown(
+        self, window: TokenWindow, system: Entry | None, entries: list[Entry]
+    ) -> list[BaseMessage]:
+        messages = [e.message for e in entries if window.last is not None and e.seq <= window.last]
+        if self.end_on is not None:
+            while messages and messages[-1].type != self.end_on:
+                messages.pop()
+        if system is not None and window.system is not None:
+            messages.insert(0, system.message)
+        return messages
+
+    def _warn_empty(self) -> None:
+        """Say once per session that the newest exchange alone is over the limit."""
+        session = self.chat_memory.session_id
+        if session in self._warned:
+            return
+        self._warned.add(session)
+        logger.warning(
+            "TokenBufferMemory (session %r): the newest exchange alone is over "
+            "max_token_limit=%d tokens, so the memory shows nothing (as LangChain's does). "
+            "Raise max_token_limit, pass oversize='truncate' to show the newest human "
+            "message cut to fit, or use a summary-buffer memory to keep its gist.",
+            session,
+            self.max_token_limit,
+        )
+
+    # -- I/O: steps written once, run sync or async by the kernel --------------
+
+    def _refreshing(
+        self, *, showing: bool = False
+    ) -> Steps[tuple[TokenWindow, list[Entry] | None]]:
+        """Bring the window up to date with the log and persist it.
+
+        With ``showing``, the one read of the log starts at the window's first
+        message, so that it also gives the entries to show (None when a
+        rebuild made them unknown): a load is then one statement on SQL.
+        """
+        history = self.chat_memory
+        window, changes = yield from self._seen.reading(
+            history, self.state_key, lambda w: (self._cursor(w, showing), w.edits)
+        )
+        if window is None:
+            # The edit cursor is read first: an edit made during the rebuild is seen next time.
+            edits = yield step(history.edits)
+            window = yield from self._rebuilding()
+            window = replace(window, edits=max((e.seq for e in edits), default=None))
+            shown = None
+        else:
+            assert changes is not None  # read with every state found
+            shown = changes.entries
+            new = [e for e in shown if window.last is None or e.seq > window.last]
+            if not new and not changes.edits:
+                return window, shown
+            if changes.touches(window.last):  # an edit changed what was counted: count afresh
+                window, shown = (yield from self._rebuilding()), None
+            else:
+                window = self._advance(window, new)
+            if changes.edits:
+                window = replace(window, edits=changes.edit_cursor(window.edits))
+        state = window.to_state()
+        yield step(history.save_state, self.state_key, state)
+        self._seen.saw(state, window)
+        return window, shown
+
+    @staticmethod
+    def _cursor(window: TokenWindow, showing: bool) -> int | None:
+        """Where a read of the log starts: the window's first message when showing it."""
+        return window.first - 1 if showing and window.first is not None else window.last
+
+    def _rebuilding(self) -> Steps[TokenWindow]:
+        """A fresh window read from the tail of the log, in growing chunks."""
+        start = TokenWindow(system=self._pinned((yield step(self.chat_memory.first_entry))))
+        chunk, known = _FIRST_TAIL_CHUNK, dict[int, int]()
+        while True:
+            tail = yield step(self.chat_memory.entries, last=chunk)
+            if not tail:
+                return start
+            window, enough = self._from_tail(start, tail, chunk, known)
+            if enough:
+                return window
+            chunk *= 4
+
+    def _selection(self) -> Steps[list[BaseMessage]]:
+        window, read = yield from self._refreshing(showing=True)
+        system = (yield step(self.chat_memory.first_entry)) if window.system else None
+        first = window.first
+        if first is None:
+            entries = []
+        elif read is not None and read and read[0].seq <= first:
+            entries = [e for e in read if e.seq >= first]
+        else:
+            entries = yield step(self.chat_memory.entries, after=first - 1)
+        if not window.seqs and window.last is not None:
+            tail = yield step(self.chat_memory.entries, last=_TRUNCATE_LOOKBACK)
+            if self.oversize == "truncate":
+                return self._truncated_newest(window, system, tail)
+            # Empty because the newest exchange is over the limit, not because no
+            # message may open a window (an edit left only an AI message, say).
+            if any(self._may_start(e.message) for e in tail):
+                self._warn_empty()
+        return self._shown(window, system, entries)
+
+    def _truncated_newest(
+        self, window: TokenWindow, system: Entry | None, tail: list[Entry]
+    ) -> list[BaseMessage]:
+        """The newest human message, its beginning cut to the budget (after a pinned system)."""
+        pinned = [system.message] if system is not None and window.system is not None else []
+        human = next(
+            (e.message for e in reversed(tail) if isinstance(e.message, HumanMessage)), None
+        )
+        if human is None:
+            return pinned
+        budget = self.max_token_limit - (window.system[1] if window.system else 0)
+        text = str(human.text)
+        keep = len(text)
+        while keep > 0:
+            cut = human.model_copy(update={"content": f"{text[:keep]} [...]"})
+            count = self._counter([cut])
+            if count <= budget:
+                return [*pinned, cut]
+            keep = min(keep - 1, int(keep * budget / count))
+        return pinned
+
+    def _update(self) -> Steps[None]:
+        yield from self._refreshing()
+
+
+class ConversationTokenBufferMemory(TokenBufferMemory):
+    """LangChain's ``ConversationTokenBufferMemory``, trimming exactly as LangChain's does.
+
+    A :class:`TokenBufferMemory` whose window may start on any message but a
+    tool result (``start_on="any"``): the oldest messages are dropped one by
+    one until the rest fits, so an AI message may open it, as in LangChain.
+    The short name starts on a human message, which every chat API accepts.
+    """
+
+    config_type: ClassVar[str] = "conversation_token_buffer"
+
+    start_on: StartOn = "any"

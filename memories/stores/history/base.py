@@ -1,0 +1,430 @@
+"""The history contract: an append-only message log per session, plus memory state.
+
+Implementing a subclass
+-----------------------
+Implement six methods: :meth:`ChatHistory.record`, :meth:`ChatHistory.records`,
+:meth:`ChatHistory.entries`, :meth:`ChatHistory.clear`,
+:meth:`ChatHistory.load_state` and :meth:`ChatHistory.save_state`.
+Everything else (LangChain's ``BaseChatMessageHistory`` surface, edits by id
+with LangGraph's ``add_messages`` semantics, the async twins, exchange
+lookup) is written once here on top of them. Override an async twin only when
+the backend has a native async client; override
+:meth:`ChatHistory.start_of_last_exchanges`, :meth:`ChatHistory.changes` or
+:meth:`ChatHistory.seqs_of` when the backend can answer them with an index.
+
+Why a log plus state
+--------------------
+Memories never delete history to trim it. The log only grows; each memory keeps
+its own derived state (a cursor into the log, token counts, a running summary)
+under its own key beside the log. A restarted process reads that state back and
+sees the same memory, and nothing the user said is destroyed by trimming.
+Editing or deleting a message appends an edit record (:mod:`memories.stores.history.edits`):
+reads show the edited conversation, the log keeps what was said.
+:meth:`ChatHistory.clear` is the one explicit way to erase a session.
+"""
+
+from __future__ import annotations
+
+import bisect
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, ToolMessage
+
+from memories.errors import InvalidInputError
+from memories.kernel.steps import Steps, arun, blocking_twin, run, step, to_thread
+from memories.stores.history.edits import current_ids, planned, repaired
+from memories.stores.history.records import REMOVE_ALL_MESSAGES, Edit, Entry, Item, NewEdit
+
+__all__ = ["Changes", "ChatHistory", "Edit", "Entry", "MessageRef"]
+
+DEFAULT_SESSION_ID = "default"
+
+#: How a message is named in an edit: its ``id``, or its ``seq`` in the log
+#: (messages saved by ``save_context`` have no id).
+MessageRef = str | int
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What a memory's derived state has not seen yet (:meth:`ChatHistory.changes`)."""
+
+    entries: list[Entry]
+    """The shown messages after the state's cursor, edits applied."""
+    edits: list[Edit]
+    """The edit records after the state's edit cursor, whatever they target."""
+
+    def touches(self, through: int | None) -> bool:
+        """Whether an edit changed a message at or before ``through`` (the state is stale)."""
+        if through is None:
+            return False
+        return any(edit.target <= through for edit in self.edits)
+
+    def edit_cursor(self, previous: int | None) -> int | None:
+        """The edit cursor after these changes."""
+        return max((e.seq for e in self.edits), default=previous)
+
+
+class ChatHistory(BaseChatMessageHistory, ABC):
+    """An append-only log of one session's messages, with per-memory state beside it.
+
+    It is also a LangChain ``BaseChatMessageHistory``, so it works wherever
+    LangChain expects one (``RunnableWithMessageHistory``, classic memories).
+    """
+
+    session_id: str
+
+    # -- the six methods a backend implements ---------------------------------
+
+    @abstractmethod
+    def record(self, items: Sequence[Item], /) -> list[int]:
+        """Append messages and edit records atomically (all or none), in order.
+
+        Returns:
+            The ``seq`` each item was written at.
+        """
+
+    @abstractmethod
+    def records(self, *, after: int | None = None) -> list[Entry | Edit]:
+        """The log as written: every message as first stored and every edit record, in order.
+
+        This is the audit trail; memories read :meth:`entries`.
+        """
+
+    @abstractmethod
+    def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
+        """The messages shown now (edits applied), in log order.
+
+        Args:
+            after: only entries whose ``seq`` is greater than this.
+            last: only the last ``last`` of those (``0`` gives none).
+        """
+
+    @abstractmethod
+    def clear(self) -> None:
+        """Erase the session: every message and every memory's state."""
+
+    @abstractmethod
+    def load_state(self, key: str, /) -> dict[str, Any] | None:
+        """The state a memory saved under ``key``, or None."""
+
+    @abstractmethod
+    def save_state(self, key: str, value: dict[str, Any], /) -> None:
+        """Replace the state saved under ``key`` (a JSON-serialisable dict).
+
+        Callers treat state as immutable: they save a new dict and never mutate
+        one they loaded, so an in-process backend may keep it by reference.
+        """
+
+    # -- derived ----------------------------------------------------------------
+
+    def append(self, messages: Sequence[BaseMessage], /) -> list[int]:
+        """Append messages atomically (all or none) and return their sequence numbers.
+
+        Raises:
+            InvalidInputError: a ``RemoveMessage`` is among them (give it to :meth:`write`).
+        """
+        if any(isinstance(m, RemoveMessage) for m in messages):
+            raise InvalidInputError(
+                "append() stores messages as they are; a RemoveMessage is an edit: "
+                "pass the list to write() (or a memory's save_messages) instead."
+            )
+        return self.record(messages)
+
+    def edits(self, *, after: int | None = None) -> list[Edit]:
+        """The edit records after ``after``, in log order."""
+        return [r for r in self.records(after=after) if isinstance(r, Edit)]
+
+    def changes(self, *, after: int | None, edits_after: int | None) -> Changes:
+        """The shown messages after ``after`` and the edit records after ``edits_after``.
+
+        A memory keeps both cursors in its state: new messages extend it, and
+        an edit of a message it already folded in makes it rebuild.
+        """
+        return Changes(self.entries(after=after), self.edits(after=edits_after))
+
+    def state_and_changes(
+        self, key: str, /, *, after: int | None, edits_after: int | None
+    ) -> tuple[dict[str, Any] | None, Changes]:
+        """:meth:`load_state` and :meth:`changes` together (one read on a database).
+
+        A memory passes the cursors of the state it saw last; when the state
+        read back has others (another process moved it), it reads the
+        changes again with those.
+        """
+        return self.load_state(key), self.changes(after=after, edits_after=edits_after)
+
+    def seqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
+        """The ``seq`` of each shown message whose id is in ``ids`` (missing ids are left out)."""
+        return current_ids(self.entries(), ids)
+
+    def batch(self, *, write: bool) -> AbstractContextManager[None] | None:
+        """Make this thread's work on the history until the block ends one unit.
+
+        A database backend runs it as one transaction (one commit per turn,
+        see :meth:`memories.stores.sql.Database.batch`); None (the default) when
+        there is nothing to gain. ``write`` says the block starts by writing.
+        """
+        return None
+
+    def to_config(self) -> dict[str, Any]:
+        """A config that :func:`memories.create_history` turns back into an equal history."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be described by a config.")
+
+    def first_entry(self) -> Entry | None:
+        """The oldest entry of the log, or None when it is empty."""
+        log = self.entries()
+        return log[0] if log else None
+
+    def start_of_last_exchanges(self, k: int, /) -> int | None:
+        """The ``seq`` of the human message that opens the ``k``-th last exchange.
+
+        An exchange is a human message and everything after it up to the next
+        human message. Returns None when the log holds fewer than ``k`` human
+        messages (then the window is the whole log). Reads the tail in growing
+        chunks, so a long log is not read whole.
+        """
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        tail = run(self._reading_tail(max(8, 4 * k), lambda tail: len(_humans(tail)) >= k))
+        humans = _humans(tail)
+        return humans[-k] if len(humans) >= k else None
+
+    def last_exchanges(self, k: int, /) -> list[Entry]:
+        """The shown messages of the last ``k`` exchanges (the whole log when it holds fewer)."""
+        start = self.start_of_last_exchanges(k)
+        return self.entries(after=None if start is None else start - 1)
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """Every message of the session (LangChain's interface; reads the whole log)."""
+        return [entry.message for entry in self.entries()]
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """LangChain's interface: append messages."""
+        self.append(messages)
+
+    # -- edits by id: steps written once, run sync or async ---------------------
+
+    def writing(self, messages: Sequence[BaseMessage], /) -> Steps[list[int]]:
+        """Steps of :meth:`write`."""
+        ids = {m.id for m in messages if m.id is not None}
+        if not ids:
+            return (yield step(self.record, messages))
+        known = yield step(self.seqs_of, ids - {REMOVE_ALL_MESSAGES})
+        last = None
+        if REMOVE_ALL_MESSAGES in ids:
+            newest = yield step(self.entries, last=1)
+            last = newest[-1].seq if newest else None
+        items = planned(messages, known, last=last, session=self.session_id)
+        return (yield from self._recording(items))
+
+    def deleting(self, refs: Sequence[MessageRef], /) -> Steps[list[int]]:
+        """Steps of :meth:`delete`."""
+        targets = yield from self._resolving(refs)
+        return (yield from self._recording([NewEdit(seq) for seq in sorted(set(targets))]))
+
+    def replacing(self, ref: MessageRef, message: BaseMessage, /) -> Steps[list[int]]:
+        """Steps of :meth:`replace`."""
+        if not isinstance(message, BaseMessage) or isinstance(message, RemoveMessage):
+            raise InvalidInputError(
+                f"The new message must be a LangChain message (not RemoveMessage); got "
+                f"{message!r:.80}. Use delete_messages to remove one."
+            )
+        [target] = yield from self._resolving([ref])
+        if message.id is None:
+            # The replacement keeps the id it replaces (named by it, or read by seq).
+            old_id = (
+                ref
+                if isinstance(ref, str)
+                else (yield step(self.entries, after=target - 1))[0].message.id
+            )
+            if old_id is not None:
+                message = message.model_copy(update={"id": old_id})
+        return (yield from self._recording([NewEdit(target, message)]))
+
+    def cutting(self, keep: int, /) -> Steps[list[int]]:
+        """Steps of :meth:`keep_last`."""
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise InvalidInputError(f"keep_last takes a count of messages >= 0, got {keep!r}.")
+        tail = yield from self._reading_tail(keep + 8, lambda tail: _kept_from(tail, keep) > 0)
+        start = _kept_from(tail, keep)
+        if start <= 0:
+            return []
+        return (yield step(self.record, [NewEdit(tail[start - 1].seq, through=True)]))
+
+    def _reading_tail(
+        self, chunk: int, enough: Callable[[list[Entry]], bool]
+    ) -> Steps[list[Entry]]:
+        """The shown log's tail, read in growing chunks until ``enough`` of it (or all of it)."""
+        while True:
+            tail = yield step(self.entries, last=chunk)
+            if len(tail) < chunk or enough(tail):
+                return tail
+            chunk *= 4
+
+    def _resolving(self, refs: Sequence[MessageRef]) -> Steps[list[int]]:
+        """The ``seq`` of each message named, or an error naming the ones not shown."""
+        if isinstance(refs, str | int) or not refs:
+            raise InvalidInputError(
+                f"Give a non-empty list of message ids (or log seqs), got {refs!r:.80}."
+            )
+        bad = [r for r in refs if isinstance(r, bool) or not isinstance(r, str | int)]
+        if bad:
+            raise InvalidInputError(
+                f"A message is named by its id (str) or its seq (int), not {bad[0]!r:.80}."
+            )
+        found: dict[MessageRef, int] = dict(
+            (yield step(self.seqs_of, {r for r in refs if isinstance(r, str)}))
+        )
+        seqs = sorted({r for r in refs if isinstance(r, int)})
+        if seqs:
+            shown = yield step(self.entries, after=seqs[0] - 1)
+            found.update((e.seq, e.seq) for e in shown if e.seq in seqs)
+        missing = [r for r in refs if r not in found]
+        if missing:
+            raise InvalidInputError(
+                f"No message of session {self.session_id!r} has the id or seq "
+                f"{', '.join(repr(m) for m in missing[:5])} (never saved, or removed already); "
+                "nothing was changed."
+            )
+        return [found[r] for r in refs]
+
+    def _recording(self, items: list[Item]) -> Steps[list[int]]:
+        """Write ``items`` with the edits that keep tool calls and results together."""
+        targets = [i.target for i in items if isinstance(i, NewEdit)]
+        if targets:
+            # A tool call comes before its results: read back to the exchange that
+            # holds the oldest target.
+            oldest = min(targets)
+            tail = yield from self._reading_tail(
+                32, lambda tail: any(seq < oldest for seq in _humans(tail))
+            )
+            items = repaired(items, tail)
+        return (yield step(self.record, items))
+
+    def write(self, messages: Sequence[BaseMessage], /) -> list[int]:
+        """Write messages with LangGraph's ``add_messages`` semantics, atomically.
+
+        A message whose id is already shown replaces that message (in its
+        place); ``RemoveMessage(id=...)`` removes one;
+        ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` removes every message
+        before it; any other message is appended. Tool calls and their
+        results stay together (see :func:`memories.stores.history.edits.repaired`).
+
+        Returns:
+            The ``seq`` of every record written (messages and edits).
+
+        Raises:
+            InvalidInputError: a ``RemoveMessage`` names an unknown id (nothing is written).
+        """
+        return run(self.writing(messages))
+
+    def delete(self, refs: Sequence[MessageRef], /) -> list[int]:
+        """Remove messages named by id or seq, and the tool results or calls they would orphan.
+
+        Raises:
+            InvalidInputError: a name matches no shown message (nothing is written).
+        """
+        return run(self.deleting(refs))
+
+    def replace(self, ref: MessageRef, message: BaseMessage, /) -> list[int]:
+        """Show ``message`` in place of the message named by id or seq (it keeps the old id).
+
+        Raises:
+            InvalidInputError: the name matches no shown message, or ``message``
+                is not a message (nothing is written).
+        """
+        return run(self.replacing(ref, message))
+
+    def keep_last(self, keep: int, /) -> list[int]:
+        """Remove every message but the last ``keep`` (more when the oldest kept is a tool result).
+
+        Raises:
+            InvalidInputError: ``keep`` is not a count >= 0.
+        """
+        return run(self.cutting(keep))
+
+    async def awrite(self, messages: Sequence[BaseMessage], /) -> list[int]:
+        """Async :meth:`write`."""
+        return await arun(self.writing(messages))
+
+    async def adelete(self, refs: Sequence[MessageRef], /) -> list[int]:
+        """Async :meth:`delete`."""
+        return await arun(self.deleting(refs))
+
+    async def areplace(self, ref: MessageRef, message: BaseMessage, /) -> list[int]:
+        """Async :meth:`replace`."""
+        return await arun(self.replacing(ref, message))
+
+    async def akeep_last(self, keep: int, /) -> list[int]:
+        """Async :meth:`keep_last`."""
+        return await arun(self.cutting(keep))
+
+    # -- async twins: a thread by default; a native async backend overrides -----
+
+    aappend = blocking_twin(append)
+    arecord = blocking_twin(record)
+    arecords = blocking_twin(records)
+    aedits = blocking_twin(edits)
+    achanges = blocking_twin(changes)
+    astate_and_changes = blocking_twin(state_and_changes)
+    aseqs_of = blocking_twin(seqs_of)
+    aentries = blocking_twin(entries)
+    aload_state = blocking_twin(load_state)
+    asave_state = blocking_twin(save_state)
+    afirst_entry = blocking_twin(first_entry)
+    astart_of_last_exchanges = blocking_twin(start_of_last_exchanges)
+    alast_exchanges = blocking_twin(last_exchanges)
+
+    async def aclear(self) -> None:
+        """Async :meth:`clear` (LangChain's base class declares it, so it is written out)."""
+        await to_thread(self.clear)
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        """LangChain's async interface: every message of the session."""
+        return [entry.message for entry in await self.aentries()]
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """LangChain's async interface: append messages."""
+        await self.aappend(messages)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(session_id={self.session_id!r})"
+
+
+def _humans(tail: Sequence[Entry]) -> list[int]:
+    """The ``seq`` of each human message: where exchanges start."""
+    return [e.seq for e in tail if isinstance(e.message, HumanMessage)]
+
+
+def _kept_from(tail: Sequence[Entry], keep: int) -> int:
+    """Where keeping the last ``keep`` of ``tail`` starts, moved back past tool results.
+
+    A tool result is never kept without the AI message that called it.
+    """
+    start = len(tail) - keep
+    while 0 < start < len(tail) and isinstance(tail[start].message, ToolMessage):
+        start -= 1
+    return start
+
+
+def _seq(entry: Entry) -> int:
+    return entry.seq
+
+
+def select_entries(log: Sequence[Entry], after: int | None, last: int | None) -> list[Entry]:
+    """Apply :meth:`ChatHistory.entries`' filters to a log held in order in memory."""
+    if last is not None and last < 0:
+        raise ValueError(f"last must be >= 0, got {last}")
+    start = 0
+    if after is not None:
+        # seqs are increasing: binary search for the first entry past `after`.
+        start = bisect.bisect_right(log, after, key=_seq)
+    if last is not None:
+        start = max(start, len(log) - last)
+    return list(log[start:])

@@ -1,0 +1,194 @@
+"""Edits by id on an append-only log: replacements and tombstones, folded in on read.
+
+A history never rewrites a stored message. Editing one appends an *edit
+record* that names the message by its place in the log (``target``):
+
+- a replacement (``message`` is the new message): the message shows the new
+  content, in its old place;
+- a tombstone (``message`` is None): the message is no longer shown;
+- a cut (``through=True``): every message up to and including ``target`` is
+  no longer shown (``keep_last``, and LangGraph's ``REMOVE_ALL_MESSAGES``).
+
+Reads fold the edits into the log (:func:`fold`), so what every memory sees
+is the edited conversation, while the log keeps what was said and when it was
+changed (:meth:`memories.stores.history.ChatHistory.records`). An edit record always
+comes after its target, so folding the records from any point on gives the
+exact view of the messages from that point on.
+
+:func:`planned` turns a list in LangGraph's ``add_messages`` form (a message
+with a known id replaces that message, ``RemoveMessage`` removes one,
+``REMOVE_ALL_MESSAGES`` removes all) into new messages and edits, and
+:func:`repaired` keeps tool calls and their results together: a removed call
+takes its results with it, and a removed result takes its call out of the
+AI message that made it, so a chat API never receives an orphan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
+
+from memories.errors import InvalidInputError
+from memories.stores.history.records import REMOVE_ALL_MESSAGES, Edit, Entry, Item, NewEdit
+
+__all__ = ["current_ids", "fold", "planned", "repaired", "shown"]
+
+
+def fold(entries: Iterable[Entry], edits: Iterable[Edit]) -> list[Entry]:
+    """The messages as edited: ``entries`` with every edit applied, in log order.
+
+    Edits whose target is not among ``entries`` (removed before, or older than
+    what was read) change nothing.
+    """
+    shown = {entry.seq: entry for entry in entries}
+    for edit in sorted(edits, key=_position):
+        if edit.through:
+            for seq in [s for s in shown if s <= edit.target]:
+                del shown[seq]
+        elif edit.target in shown:
+            if edit.message is None:
+                del shown[edit.target]
+            else:
+                shown[edit.target] = Entry(edit.target, edit.message)
+    return sorted(shown.values(), key=_position)
+
+
+def shown(records: Sequence[Entry | Edit]) -> list[Entry]:
+    """The messages among log ``records`` (in order) with the edits among them applied."""
+    edits = [r for r in records if isinstance(r, Edit)]
+    entries = [r for r in records if isinstance(r, Entry)]
+    return fold(entries, edits) if edits else entries
+
+
+def current_ids(records: Iterable[Entry | Edit], ids: Iterable[str]) -> dict[str, int]:
+    """Where each of ``ids`` is now: the ``seq`` of the shown message with that id.
+
+    ``records`` are log records in order: every one that holds one of
+    ``ids``, and every cut (a message that was removed is not found).
+    """
+    wanted = set(ids)
+    found: dict[str, int] = {}
+    for record in records:
+        if isinstance(record, Entry):
+            if record.message.id in wanted:
+                found[record.message.id] = record.seq
+            continue
+        changed = {i for i, seq in found.items() if seq == record.target}
+        if record.through:
+            changed = {i for i, seq in found.items() if seq <= record.target}
+        for message_id in changed:
+            del found[message_id]
+        if record.message is not None and record.message.id in wanted and not record.through:
+            found[record.message.id] = record.target
+    return found
+
+
+def planned(
+    messages: Sequence[BaseMessage], known: Mapping[str, int], *, last: int | None, session: str
+) -> list[Item]:
+    """LangGraph's ``add_messages`` applied to a log: the messages and edits to write.
+
+    Args:
+        messages: new messages; one whose id is in ``known`` replaces that
+            message; ``RemoveMessage(id)`` removes one; ``RemoveMessage(id=
+            REMOVE_ALL_MESSAGES)`` removes every message before it (as
+            LangGraph's reducer does). A message added earlier in the same
+            list is edited before anything is written.
+        known: the ``seq`` of each message id already shown in the log.
+        last: the ``seq`` of the newest shown message (None: the log shows nothing).
+        session: the session's id, for error messages.
+
+    Raises:
+        InvalidInputError: a ``RemoveMessage`` names an id that no message has
+            (nothing is written).
+    """
+    known = dict(known)
+    items: list[Item | None] = []
+    pending: dict[str, int] = {}  # id -> index in items of a message added by this write
+    for message in messages:
+        message_id = message.id
+        if isinstance(message, RemoveMessage):
+            if message_id == REMOVE_ALL_MESSAGES:
+                items = [None] * len(items)
+                pending.clear()
+                if last is not None:
+                    items.append(NewEdit(last, through=True))
+                known.clear()
+            elif message_id in pending:
+                items[pending.pop(message_id)] = None
+            elif message_id in known:
+                items.append(NewEdit(known.pop(message_id)))
+            else:
+                raise InvalidInputError(
+                    f"RemoveMessage(id={message_id!r}): no message of session {session!r} has "
+                    "that id (it was never saved, or was removed already); nothing was written."
+                )
+        elif message_id is not None and message_id in pending:
+            items[pending[message_id]] = message
+        elif message_id is not None and message_id in known:
+            items.append(NewEdit(known[message_id], message))
+        else:
+            if message_id is not None:
+                pending[message_id] = len(items)
+            items.append(message)
+    return [item for item in items if item is not None]
+
+
+def repaired(items: Sequence[Item], shown: Sequence[Entry]) -> list[Item]:
+    """``items`` plus the edits that keep every tool call with its results.
+
+    Args:
+        items: messages and edits about to be written.
+        shown: the shown messages from the oldest edit target on, in order.
+
+    A removed AI message (or a replacement that drops some of its tool calls)
+    takes the tool results answering those calls with it; a removed tool
+    result takes its call out of the AI message that made it (the AI message
+    goes too when it had nothing else to say).
+    """
+    cuts = [i for i in items if isinstance(i, NewEdit) and i.through]
+    cut = max((c.target for c in cuts), default=None)
+    edits = {i.target: i for i in items if isinstance(i, NewEdit) and not i.through}
+
+    def now(entry: Entry) -> BaseMessage | None:
+        if cut is not None and entry.seq <= cut:
+            return None
+        edit = edits.get(entry.seq)
+        return entry.message if edit is None else edit.message
+
+    gone_calls: set[str] = set()
+    for entry in shown:
+        gone_calls |= _call_ids(entry.message) - _call_ids(now(entry))
+    for entry in shown:
+        message = now(entry)
+        if isinstance(message, ToolMessage) and message.tool_call_id in gone_calls:
+            edits[entry.seq] = NewEdit(entry.seq)
+
+    gone_results = {
+        e.message.tool_call_id
+        for e in shown
+        if isinstance(e.message, ToolMessage) and now(e) is None
+    }
+    for entry in shown:
+        message = now(entry)
+        dropped = _call_ids(message) & gone_results
+        if not isinstance(message, AIMessage) or not dropped:
+            continue
+        calls = [c for c in message.tool_calls if c.get("id") not in dropped]
+        keeps = calls or message.content
+        edits[entry.seq] = NewEdit(
+            entry.seq, message.model_copy(update={"tool_calls": calls}) if keeps else None
+        )
+    new = [i for i in items if not isinstance(i, NewEdit)]
+    return [*cuts, *(edits[seq] for seq in sorted(edits)), *new]
+
+
+def _call_ids(message: BaseMessage | None) -> set[str]:
+    if not isinstance(message, AIMessage):
+        return set()
+    return {call["id"] for call in message.tool_calls if call["id"] is not None}
+
+
+def _position(record: Entry | Edit) -> int:
+    return record.seq

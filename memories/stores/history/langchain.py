@@ -1,0 +1,87 @@
+"""Any LangChain ``BaseChatMessageHistory`` used as a memories history.
+
+A migrating user passes ``chat_memory=SomeLangChainHistory(...)``; the memory
+wraps it here. Sequence numbers are list positions (1-based). LangChain's
+histories have no place for derived state, so memory state lives in this
+object only: a restarted process rebuilds it from the log (correct, but it
+re-reads and, for a token buffer, re-counts the tail once). Use
+:class:`~memories.stores.history.sql.SQLiteHistory` to keep that state too.
+
+An edit is stored in the wrapped history as a ``RemoveMessage`` whose
+``additional_kwargs["memories_edit"]`` holds the edit (target position, cut
+flag, replacement): LangChain's histories store any message, and LangGraph's
+readers know a ``RemoveMessage``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import BaseMessage, RemoveMessage
+
+from memories.errors import BackendError
+from memories.stores.history.base import DEFAULT_SESSION_ID, ChatHistory, Entry, select_entries
+from memories.stores.history.edits import shown
+from memories.stores.history.records import Edit, Item, NewEdit
+
+__all__ = ["LangChainHistory"]
+
+_EDIT_KEY = "memories_edit"
+
+
+class LangChainHistory(ChatHistory):
+    """Adapts a LangChain chat message history to the :class:`ChatHistory` contract."""
+
+    def __init__(self, history: BaseChatMessageHistory, /) -> None:
+        self.history = history
+        self.session_id = str(getattr(history, "session_id", DEFAULT_SESSION_ID))
+        self._state: dict[str, dict[str, Any]] = {}
+
+    def record(self, items: Sequence[Item], /) -> list[int]:
+        before = len(self.history.messages)
+        self.history.add_messages([_stored(item) for item in items])
+        return list(range(before + 1, before + 1 + len(items)))
+
+    def records(self, *, after: int | None = None) -> list[Entry | Edit]:
+        log = [_record(seq, m) for seq, m in enumerate(self.history.messages, start=1)]
+        return log if after is None else log[after:]
+
+    def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
+        return select_entries(shown(self.records()), after, last)
+
+    def clear(self) -> None:
+        self.history.clear()
+        self._state.clear()
+
+    def load_state(self, key: str, /) -> dict[str, Any] | None:
+        value = self._state.get(key)
+        return copy.deepcopy(value) if value is not None else None
+
+    def save_state(self, key: str, value: dict[str, Any], /) -> None:
+        self._state[key] = copy.deepcopy(value)
+
+    def __repr__(self) -> str:
+        return f"LangChainHistory({self.history!r})"
+
+
+def _stored(item: Item) -> BaseMessage:
+    if not isinstance(item, NewEdit):
+        return item
+    return RemoveMessage(
+        id=f"memories-{item.kind}-{item.target}", additional_kwargs={_EDIT_KEY: item.body()}
+    )
+
+
+def _record(seq: int, message: BaseMessage) -> Entry | Edit:
+    if not isinstance(message, RemoveMessage):
+        return Entry(seq, message)
+    try:
+        return Edit.from_body(message.additional_kwargs[_EDIT_KEY], seq)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BackendError(
+            f"The wrapped history holds {message!r:.120}, which is not an edit this "
+            "library wrote; a LangChain history's messages are shown as they are."
+        ) from exc

@@ -1,0 +1,170 @@
+"""In-process history: the default, like LangChain's ``InMemoryChatMessageHistory``."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from memories.stores.history.base import (
+    DEFAULT_SESSION_ID,
+    Changes,
+    ChatHistory,
+    Entry,
+    select_entries,
+)
+from memories.stores.history.edits import fold
+from memories.stores.history.records import Edit, Item, NewEdit
+
+__all__ = ["InMemoryHistory"]
+
+
+class InMemoryHistory(ChatHistory):
+    """A session's log in a Python list; gone when the process ends.
+
+    Thread-safe. It keeps the message objects it is given, like LangChain's
+    ``InMemoryChatMessageHistory`` (memories hand it fresh objects: they copy
+    any message a caller passes in); copying on every read or write would
+    cost more than the rest of a turn. The shown messages are kept edited
+    (an edit is folded in once, when written) beside the log as written.
+    """
+
+    def __init__(self, *, session_id: str = DEFAULT_SESSION_ID) -> None:
+        self.session_id = session_id
+        self._records: list[Entry | Edit] = []  # the log as written
+        self._log: list[Entry] = []  # the messages shown: edits applied
+        self._edits: list[Edit] = []
+        self._state: dict[str, dict[str, Any]] = {}
+        self._humans: list[int] = []  # seqs of shown human messages: exchange starts, for windows
+        self._ids: dict[str, int] = {}  # message id -> seq of the shown message
+        self._next_seq = 1
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A lock is this process's; a copy or an unpickled history gets its own.
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def record(self, items: Sequence[Item], /) -> list[int]:
+        with self._lock:
+            seqs = list(range(self._next_seq, self._next_seq + len(items)))
+            edits = []
+            for seq, item in zip(seqs, items, strict=True):
+                if isinstance(item, NewEdit):
+                    edits.append(Edit.written(item, seq))
+                    self._records.append(edits[-1])
+                    continue
+                entry = Entry(seq, item)
+                self._records.append(entry)
+                self._log.append(entry)
+                if item.type == "human":
+                    self._humans.append(seq)
+                if item.id is not None:
+                    self._ids[item.id] = seq
+            self._next_seq += len(items)
+            if edits:
+                self._edits.extend(edits)
+                self._log = fold(self._log, edits)
+                self._humans = [e.seq for e in self._log if e.message.type == "human"]
+                self._ids = {e.message.id: e.seq for e in self._log if e.message.id is not None}
+        return seqs
+
+    def records(self, *, after: int | None = None) -> list[Entry | Edit]:
+        with self._lock:
+            start = 0 if after is None else bisect.bisect_right(self._records, after, key=_seq)
+            return self._records[start:]
+
+    def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
+        with self._lock:
+            return select_entries(self._log, after, last)
+
+    def edits(self, *, after: int | None = None) -> list[Edit]:
+        with self._lock:
+            return [e for e in self._edits if after is None or e.seq > after]
+
+    def seqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
+        with self._lock:
+            return {i: self._ids[i] for i in ids if i in self._ids}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._records.clear()
+            self._log.clear()
+            self._edits.clear()
+            self._humans.clear()
+            self._ids.clear()
+            self._state.clear()
+
+    def load_state(self, key: str, /) -> dict[str, Any] | None:
+        # Stored by reference: memories treat state as immutable (they save a
+        # new dict, never mutate a loaded one), and copying it on every turn
+        # would cost more than the rest of a token buffer's work.
+        with self._lock:
+            return self._state.get(key)
+
+    def save_state(self, key: str, value: dict[str, Any], /) -> None:
+        with self._lock:
+            self._state[key] = value
+
+    # Nothing here blocks, so the async twins run inline instead of in a thread.
+
+    async def arecord(self, items: Sequence[Item], /) -> list[int]:
+        return self.record(items)
+
+    async def aappend(self, messages: Sequence[BaseMessage], /) -> list[int]:
+        return self.append(messages)
+
+    async def achanges(self, *, after: int | None, edits_after: int | None) -> Changes:
+        return self.changes(after=after, edits_after=edits_after)
+
+    async def aseqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
+        return self.seqs_of(ids)
+
+    async def astate_and_changes(
+        self, key: str, /, *, after: int | None, edits_after: int | None
+    ) -> tuple[dict[str, Any] | None, Changes]:
+        return self.state_and_changes(key, after=after, edits_after=edits_after)
+
+    async def aentries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
+        return self.entries(after=after, last=last)
+
+    async def aclear(self) -> None:
+        self.clear()
+
+    async def aload_state(self, key: str, /) -> dict[str, Any] | None:
+        return self.load_state(key)
+
+    async def asave_state(self, key: str, value: dict[str, Any], /) -> None:
+        self.save_state(key, value)
+
+    def start_of_last_exchanges(self, k: int, /) -> int | None:
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        with self._lock:
+            return self._humans[-k] if len(self._humans) >= k else None
+
+    def first_entry(self) -> Entry | None:
+        with self._lock:
+            return self._log[0] if self._log else None
+
+    async def afirst_entry(self) -> Entry | None:
+        return self.first_entry()
+
+    async def astart_of_last_exchanges(self, k: int, /) -> int | None:
+        return self.start_of_last_exchanges(k)
+
+    async def alast_exchanges(self, k: int, /) -> list[Entry]:
+        return self.last_exchanges(k)
+
+    def to_config(self) -> dict[str, Any]:
+        return {"type": "memory", "session_id": self.session_id}
+
+
+def _seq(record: Entry | Edit) -> int:
+    return record.seq

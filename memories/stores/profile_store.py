@@ -1,0 +1,1153 @@
+"""Where profiles live: a store base in the shape of LangGraph's ``BaseStore``, and SQL under it.
+
+:class:`BaseProfileStore` has one abstract method, :meth:`~BaseProfileStore.batch`,
+which performs operations (:class:`Load`, :class:`Commit`, ...); every public
+method (``get``, ``put``, ``delete``, ``search``, ``list_namespaces`` as in
+LangGraph, and the profile's own: ``commit``, ``changes``, the pending queue)
+and the compare-and-set write loop are written once on top of it. The async
+side is :meth:`~BaseProfileStore.abatch`: ``batch`` on a worker thread unless a
+backend overrides it.
+
+Writes are compare-and-set on ``version``: a :class:`Commit` writes only if
+the profile is still at the version the change was computed from, and in the
+same transaction records the change and drops the pending turns it folded in.
+Two processes updating one profile never lose each other's work.
+
+:class:`ProfileStore` keeps profiles in any SQL database (SQLite by default),
+in three tables beside the histories' and on the same engine
+(:mod:`memories.stores.sql`)::
+
+    memories_store(namespace, key, value, version, created_at, updated_at)
+        the current document of each profile; value is NULL once cleared
+    memories_profile_changes(id, namespace, key, version, kind, document, patch,
+                             turns, error, raw, created_at)
+        every accepted change (with the whole document after it, the patch and
+        the turns that caused it) and every failed update (with the error and
+        the model's replies): the history, append-only
+    memories_profile_pending(id, namespace, key, messages, created_at)
+        turns saved but not folded into the profile yet
+
+A namespace is a tuple of labels (:mod:`memories.kernel.namespaces`), stored joined
+by ``"."``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jsonpatch
+from langchain_core.messages import BaseMessage
+from sqlalchemy import (
+    Column,
+    Connection,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
+
+from memories.errors import BackendError, ConfigError, InvalidInputError
+from memories.kernel.messages import dump_message, load_message
+from memories.kernel.namespaces import Namespace, as_namespace, namespace_text
+from memories.kernel.patching import apply_operations
+from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.stores.history.sql import default_sqlite_url
+from memories.stores.sql import Database, log_table, redacted
+
+__all__ = [
+    "MAX_WRITE_TRIES",
+    "BaseProfileStore",
+    "Change",
+    "Namespace",
+    "Op",
+    "PendingTurn",
+    "Plan",
+    "ProfileChange",
+    "ProfileItem",
+    "ProfileStore",
+    "current",
+    "default_url",
+    "patching",
+    "replacing",
+    "version_of",
+]
+
+
+def default_url() -> str:
+    """The default store: the SQLite histories' default file, in the data directory."""
+    return default_sqlite_url()
+
+
+_metadata = MetaData()
+
+store_table = Table(
+    "memories_store",
+    _metadata,
+    Column("namespace", String(512), primary_key=True),
+    Column("key", String(255), primary_key=True),
+    Column("value", Text, nullable=True),
+    Column("version", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+changes_table = log_table(
+    "memories_profile_changes",
+    _metadata,
+    [Column("namespace", String(512), nullable=False), Column("key", String(255), nullable=False)],
+    Column("version", Integer, nullable=True),
+    Column("kind", String(16), nullable=False),
+    Column("document", Text, nullable=True),
+    Column("patch", Text, nullable=True),
+    Column("turns", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("raw", Text, nullable=True),
+    index="ix_memories_profile_changes_key",
+)
+
+pending_table = log_table(
+    "memories_profile_pending",
+    _metadata,
+    [Column("namespace", String(512), nullable=False), Column("key", String(255), nullable=False)],
+    Column("messages", Text, nullable=False),
+    index="ix_memories_profile_pending_key",
+)
+
+
+@dataclass(frozen=True)
+class ProfileItem:
+    """A stored document and where it lives."""
+
+    namespace: Namespace
+    """The namespace it belongs to, such as ``("user-42",)``."""
+    key: str
+    """Its name within the namespace (the profile's name)."""
+    value: dict[str, Any] | None
+    """The document; None only from :meth:`ProfileStore.load` for a cleared profile."""
+    version: int
+    """How many accepted changes it has had (clears included); the last change's version."""
+    created_at: float
+    """When it was first written (Unix time)."""
+    updated_at: float
+    """When it was last written (Unix time)."""
+
+
+@dataclass(frozen=True)
+class PendingTurn:
+    """A conversation turn saved but not yet folded into the profile."""
+
+    id: int
+    """Position in the pending queue; grows, never reused."""
+    messages: tuple[BaseMessage, ...]
+    """The turn's messages (the human input and the AI output)."""
+    created_at: float
+    """When it was saved (Unix time)."""
+
+
+@dataclass(frozen=True)
+class ProfileChange:
+    """One entry of a profile's history: an accepted change or a failed update."""
+
+    id: int
+    """Position in the change log."""
+    version: int | None
+    """The version this change created; None for a failed update."""
+    kind: str
+    """``update`` (from the model), ``put``, ``patch``, ``rollback``, ``clear`` or ``failed``."""
+    created_at: float
+    """When it happened (Unix time)."""
+    document: dict[str, Any] | None
+    """The whole document after the change (None after a clear or a failure)."""
+    patch: tuple[dict[str, Any], ...]
+    """The RFC 6902 operations that turned the previous document into this one."""
+    turns: tuple[tuple[BaseMessage, ...], ...]
+    """The conversation turns that caused it (for a failure: the turns it could not fold in)."""
+    error: str | None = None
+    """Why an update failed."""
+    raw: tuple[str, ...] = ()
+    """A failed update's model replies, as text, in order."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether this is an accepted change."""
+        return self.version is not None
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change planned on a read of the profile, ready for a compare-and-set commit."""
+
+    document: dict[str, Any] | None
+    """The new document, or None to clear the profile."""
+    kind: str
+    """The change's kind in the history (see :attr:`ProfileChange.kind`)."""
+    patch: Sequence[dict[str, Any]]
+    """The RFC 6902 operations from the read document to the new one."""
+    turns: Sequence[PendingTurn] = ()
+    """The pending turns it folds in (dropped from the queue with the commit)."""
+
+
+#: A change planned on what was read (None: nothing to write).
+Plan = Callable[[ProfileItem | None], Change | None]
+
+
+# -- the operations a backend performs ---------------------------------------------
+
+
+class Load(NamedTuple):
+    """Read one profile's row, a cleared one included. Result: ``ProfileItem | None``."""
+
+    namespace: Namespace
+    key: str
+
+
+class Commit(NamedTuple):
+    """A compare-and-set write (:meth:`BaseProfileStore.commit`). Result: ``ProfileItem | None``."""
+
+    namespace: Namespace
+    key: str
+    change: Change
+    expected_version: int
+
+
+class RecordFailure(NamedTuple):
+    """Append a failed update to the history. Result: None."""
+
+    namespace: Namespace
+    key: str
+    error: str
+    raw: tuple[str, ...]
+    turns: tuple[PendingTurn, ...]
+
+
+class Changes(NamedTuple):
+    """Read the history (see :meth:`BaseProfileStore.changes`). Result: ``list[ProfileChange]``."""
+
+    namespace: Namespace
+    key: str
+    version: int | None = None
+    failed: bool | None = None
+    last: int | None = None
+
+
+class AddPending(NamedTuple):
+    """Queue a turn. Result: its id (``int``)."""
+
+    namespace: Namespace
+    key: str
+    messages: tuple[BaseMessage, ...]
+
+
+class Pending(NamedTuple):
+    """Read the queued turns, oldest first. Result: ``list[PendingTurn]``."""
+
+    namespace: Namespace
+    key: str
+    limit: int | None
+
+
+class CountPending(NamedTuple):
+    """Count the queued turns. Result: ``int``."""
+
+    namespace: Namespace
+    key: str
+
+
+class DropPending(NamedTuple):
+    """Remove exactly these queued turns. Result: None."""
+
+    namespace: Namespace
+    key: str
+    ids: tuple[int, ...]
+
+
+class Delete(NamedTuple):
+    """Erase a profile with its history and queue. Result: None."""
+
+    namespace: Namespace
+    key: str
+
+
+class Search(NamedTuple):
+    """Documents under a namespace prefix, sorted. Result: ``list[ProfileItem]``."""
+
+    namespace_prefix: Namespace
+    limit: int = 10
+    offset: int = 0
+
+
+class ListNamespaces(NamedTuple):
+    """Namespaces holding documents, sorted, cut to ``max_depth``. Result: ``list[Namespace]``."""
+
+    prefix: Namespace | None
+    max_depth: int | None = None
+    limit: int = 100
+    offset: int = 0
+
+
+class CommitMany(NamedTuple):
+    """Changes to several keys of one namespace, all or none, and queued turns dropped with them.
+
+    Result: ``list[ProfileItem | None]`` in order (None where a change cleared
+    its key), or None when any key had moved on (nothing written).
+    """
+
+    namespace: Namespace
+    commits: tuple[tuple[str, Change, int], ...]
+    """(key, change, expected version) per change."""
+    drop_key: str
+    """The key whose queued turns ``drop_ids`` name."""
+    drop_ids: tuple[int, ...]
+
+
+class Keys(NamedTuple):
+    """The stored documents of exactly this namespace whose key starts with ``prefix``.
+
+    Result: ``list[ProfileItem]`` by key (cleared ones left out).
+    """
+
+    namespace: Namespace
+    prefix: str
+
+
+class KeyChanges(NamedTuple):
+    """Every accepted change of the keys starting with ``prefix`` in exactly this namespace.
+
+    Result: ``list[tuple[str, ProfileChange]]``, oldest first.
+    """
+
+    namespace: Namespace
+    prefix: str
+
+
+Op = (
+    Load
+    | Commit
+    | CommitMany
+    | Keys
+    | KeyChanges
+    | RecordFailure
+    | Changes
+    | AddPending
+    | Pending
+    | CountPending
+    | DropPending
+    | Delete
+    | Search
+    | ListNamespaces
+)
+
+# How many times a write is recomputed when another writer got in first.
+MAX_WRITE_TRIES = 100
+# Keys per IN (...) list: under every SQL engine's limit on bound parameters.
+_KEYS_PER_QUERY = 500
+
+
+class BaseProfileStore(ABC):
+    """Where profiles live, in the shape of LangGraph's ``BaseStore``.
+
+    Implementing a subclass
+    -----------------------
+    Implement :meth:`batch`: perform each operation (:class:`Load`,
+    :class:`Commit`, ... ; each one's docstring says what it returns) and
+    return the results in order. A :class:`Commit` must be atomic: it writes
+    only if the profile is still at ``expected_version``, and in the same
+    transaction records the change and drops the turns it folded in. Every
+    other method is written once here on top of :meth:`batch`. The async
+    side is :meth:`abatch`, which runs :meth:`batch` on a worker thread; a
+    backend with a native async client overrides it.
+    """
+
+    @abstractmethod
+    def batch(self, ops: Sequence[Op], /) -> list[Any]:
+        """Perform ``ops`` in order; their results, in the same order."""
+
+    async def abatch(self, ops: Sequence[Op], /) -> list[Any]:
+        """Async :meth:`batch`: by default the same call on a worker thread."""
+        return await to_thread(self.batch, ops)
+
+    def _one(self, op: Op) -> Any:
+        return self.batch([op])[0]
+
+    async def _aone(self, op: Op) -> Any:
+        return (await self.abatch([op]))[0]
+
+    # -- LangGraph-shaped access ------------------------------------------------
+
+    def get(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
+        """The document stored under ``namespace`` / ``key``, or None (never stored, or cleared)."""
+        return _visible(self.load(namespace, key))
+
+    async def aget(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
+        """Async :meth:`get`."""
+        return _visible(await self.aload(namespace, key))
+
+    def put(self, namespace: Namespace, key: str, value: dict[str, Any], /) -> ProfileItem:
+        """Store ``value`` whatever the current version, and record it as a ``put`` change."""
+        return _written(run(self.writing(namespace, key, replacing(value))), self, namespace, key)
+
+    async def aput(self, namespace: Namespace, key: str, value: dict[str, Any], /) -> ProfileItem:
+        """Async :meth:`put`."""
+        written = await arun(self.writing(namespace, key, replacing(value)))
+        return _written(written, self, namespace, key)
+
+    def delete(self, namespace: Namespace, key: str, /) -> None:
+        """Erase a profile completely: its document, its history and its pending turns."""
+        self._one(Delete(as_namespace(namespace), key))
+
+    async def adelete(self, namespace: Namespace, key: str, /) -> None:
+        """Async :meth:`delete`."""
+        await self._aone(Delete(as_namespace(namespace), key))
+
+    def search(
+        self, namespace_prefix: Namespace, /, *, limit: int = 10, offset: int = 0
+    ) -> list[ProfileItem]:
+        """The documents in ``namespace_prefix`` and the namespaces below it, sorted."""
+        return self._one(Search(_prefix(namespace_prefix), limit, offset))
+
+    async def asearch(self, namespace_prefix: Namespace, /, **page: Any) -> list[ProfileItem]:
+        """Async :meth:`search` (the same arguments)."""
+        return await self._aone(Search(_prefix(namespace_prefix), **page))
+
+    def list_namespaces(
+        self,
+        *,
+        prefix: Namespace | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Namespace]:
+        """The namespaces that hold documents, sorted, optionally cut to ``max_depth`` labels."""
+        return self._one(ListNamespaces(_prefix(prefix), max_depth, limit, offset))
+
+    async def alist_namespaces(
+        self, *, prefix: Namespace | None = None, **page: Any
+    ) -> list[Namespace]:
+        """Async :meth:`list_namespaces` (the same arguments)."""
+        return await self._aone(ListNamespaces(_prefix(prefix), **page))
+
+    def load(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
+        """The stored row, cleared profiles included (with ``value`` None)."""
+        return self._one(Load(as_namespace(namespace), key))
+
+    async def aload(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
+        """Async :meth:`load`."""
+        return await self._aone(Load(as_namespace(namespace), key))
+
+    def commit(
+        self,
+        namespace: Namespace,
+        key: str,
+        document: dict[str, Any] | None,
+        /,
+        *,
+        expected_version: int,
+        kind: str,
+        patch: Sequence[dict[str, Any]],
+        turns: Sequence[PendingTurn] = (),
+    ) -> ProfileItem | None:
+        """Write a change if the profile is still at ``expected_version``; None if it moved on.
+
+        In the same transaction, records the change in the history and drops
+        ``turns`` from the pending queue.
+
+        Args:
+            document: the new document, or None to clear the profile.
+            expected_version: the version the change was computed from (0: none stored).
+            kind: the change's kind in the history.
+            patch: the operations from the old document to the new one.
+            turns: the pending turns that caused the change (folded in, so dropped).
+        """
+        change = Change(document, kind, list(patch), tuple(turns))
+        return self._one(Commit(as_namespace(namespace), key, change, expected_version))
+
+    async def acommit(
+        self, namespace: Namespace, key: str, document: dict[str, Any] | None, /, **change: Any
+    ) -> ProfileItem | None:
+        """Async :meth:`commit` (the same arguments)."""
+        parts = Change(
+            document, change["kind"], list(change["patch"]), tuple(change.get("turns", ()))
+        )
+        op = Commit(as_namespace(namespace), key, parts, change["expected_version"])
+        return await self._aone(op)
+
+    def writing(self, namespace: Namespace, key: str, plan: Plan, /) -> Steps[ProfileItem | None]:
+        """Compare-and-set as steps: read, plan on what was read, commit if nobody wrote since.
+
+        Returns the written item, or the item as read when ``plan`` returns
+        None (nothing to write). Run it with :func:`~memories.kernel.steps.run`
+        or :func:`~memories.kernel.steps.arun`, or ``yield from`` it in a loop.
+
+        Raises:
+            BackendError: other writers got in first :data:`MAX_WRITE_TRIES` times.
+        """
+        for _ in range(MAX_WRITE_TRIES):
+            item = yield step(self.load, namespace, key)
+            change = plan(item)
+            if change is None:
+                return item
+            written = yield step(
+                self.commit,
+                namespace,
+                key,
+                change.document,
+                expected_version=version_of(item),
+                kind=change.kind,
+                patch=change.patch,
+                turns=change.turns,
+            )
+            if written is not None:
+                return written
+        raise BackendError(
+            f"The profile {key!r} in {namespace!r} changed {MAX_WRITE_TRIES} times "
+            "while this write was being made; try again."
+        )
+
+    def rolling_back(
+        self,
+        namespace: Namespace,
+        key: str,
+        version: int,
+        /,
+        *,
+        check: Callable[[Any, str], Any],
+        initial: dict[str, Any] | None = None,
+    ) -> Steps[ProfileItem | None]:
+        """Steps restoring the document of ``version`` as a new ``rollback`` change.
+
+        Raises:
+            InvalidInputError: there is no such version, or it was a clear.
+            whatever ``check(document, what)`` raises for that document.
+        """
+        found = yield step(self.changes, namespace, key, version=version)
+        if not found:
+            hint = " (0 is the empty profile: call clear())" if version == 0 else ""
+            raise InvalidInputError(
+                f"The profile {key!r} in {namespace!r} has no version {version}"
+                f"{hint}; history() lists its versions."
+            )
+        target = found[0].document
+        if target is None:
+            raise InvalidInputError(
+                f"Version {version} is a clear of the profile; call clear() to clear it again."
+            )
+        check(target, f"Version {version}")
+        return (yield from self.writing(namespace, key, replacing(target, "rollback", initial)))
+
+    def clearing(self, namespace: Namespace, key: str, /) -> Steps[ProfileItem | None]:
+        """Steps emptying the profile and dropping its queued turns, as a ``clear`` change."""
+        pending = yield step(self.pending, namespace, key)
+        return (yield from self.writing(namespace, key, _clearing(pending)))
+
+    def record_failure(
+        self,
+        namespace: Namespace,
+        key: str,
+        /,
+        *,
+        error: str,
+        raw: Sequence[str] = (),
+        turns: Sequence[PendingTurn] = (),
+    ) -> None:
+        """Add a failed update to the history, with its error, replies and turns."""
+        self._one(RecordFailure(as_namespace(namespace), key, error, tuple(raw), tuple(turns)))
+
+    async def arecord_failure(self, namespace: Namespace, key: str, /, **failure: Any) -> None:
+        """Async :meth:`record_failure` (the same arguments)."""
+        raw, turns = tuple(failure.get("raw", ())), tuple(failure.get("turns", ()))
+        await self._aone(RecordFailure(as_namespace(namespace), key, failure["error"], raw, turns))
+
+    def changes(
+        self,
+        namespace: Namespace,
+        key: str,
+        /,
+        *,
+        version: int | None = None,
+        failed: bool | None = None,
+        last: int | None = None,
+    ) -> list[ProfileChange]:
+        """A profile's history, oldest first.
+
+        Args:
+            version: only the change that created this version.
+            failed: only failed updates (True) or only accepted changes (False).
+            last: only the last ``last`` of those.
+        """
+        return self._one(Changes(as_namespace(namespace), key, version, failed, last))
+
+    async def achanges(
+        self, namespace: Namespace, key: str, /, **filters: Any
+    ) -> list[ProfileChange]:
+        """Async :meth:`changes` (the same arguments)."""
+        return await self._aone(Changes(as_namespace(namespace), key, **filters))
+
+    def commit_many(
+        self,
+        namespace: Namespace,
+        commits: Sequence[tuple[str, Change, int]],
+        /,
+        *,
+        drop_key: str,
+        drop_ids: Sequence[int] = (),
+    ) -> list[ProfileItem | None] | None:
+        """Write several changes of one namespace, all or none; None when any key moved on.
+
+        In the same transaction, drops the queued turns ``drop_ids`` of ``drop_key``.
+        """
+        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids))
+        return self._one(op)
+
+    async def acommit_many(
+        self,
+        namespace: Namespace,
+        commits: Sequence[tuple[str, Change, int]],
+        /,
+        *,
+        drop_key: str,
+        drop_ids: Sequence[int] = (),
+    ) -> list[ProfileItem | None] | None:
+        """Async :meth:`commit_many`."""
+        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids))
+        return await self._aone(op)
+
+    def keys(self, namespace: Namespace, prefix: str, /) -> list[ProfileItem]:
+        """The documents of exactly ``namespace`` whose key starts with ``prefix``, by key."""
+        return self._one(Keys(as_namespace(namespace), prefix))
+
+    async def akeys(self, namespace: Namespace, prefix: str, /) -> list[ProfileItem]:
+        """Async :meth:`keys`."""
+        return await self._aone(Keys(as_namespace(namespace), prefix))
+
+    def key_changes(self, namespace: Namespace, prefix: str, /) -> list[tuple[str, ProfileChange]]:
+        """Every accepted change of the keys under ``prefix`` in ``namespace``, oldest first."""
+        return self._one(KeyChanges(as_namespace(namespace), prefix))
+
+    async def akey_changes(
+        self, namespace: Namespace, prefix: str, /
+    ) -> list[tuple[str, ProfileChange]]:
+        """Async :meth:`key_changes`."""
+        return await self._aone(KeyChanges(as_namespace(namespace), prefix))
+
+    def standing(self, namespace: Namespace, key: str, /) -> Steps[Standing]:
+        """Steps reading the document, its queued turns and its last unresolved failure."""
+        item = yield step(self.load, namespace, key)
+        pending = yield step(self.count_pending, namespace, key)
+        failures = yield step(self.changes, namespace, key, failed=True, last=1)
+        last = failures[-1] if failures else None
+        if last is not None and item is not None and item.updated_at > last.created_at:
+            last = None  # a later accepted change resolved it
+        return Standing(item, pending, last)
+
+    def add_pending(
+        self, namespace: Namespace, key: str, messages: Sequence[BaseMessage], /
+    ) -> int:
+        """Queue a turn to fold in later; returns its id."""
+        return self._one(AddPending(as_namespace(namespace), key, tuple(messages)))
+
+    async def aadd_pending(
+        self, namespace: Namespace, key: str, messages: Sequence[BaseMessage], /
+    ) -> int:
+        """Async :meth:`add_pending`."""
+        return await self._aone(AddPending(as_namespace(namespace), key, tuple(messages)))
+
+    def pending(
+        self, namespace: Namespace, key: str, /, *, limit: int | None = None
+    ) -> list[PendingTurn]:
+        """The queued turns, oldest first (at most ``limit``)."""
+        return self._one(Pending(as_namespace(namespace), key, limit))
+
+    async def apending(
+        self, namespace: Namespace, key: str, /, *, limit: int | None = None
+    ) -> list[PendingTurn]:
+        """Async :meth:`pending`."""
+        return await self._aone(Pending(as_namespace(namespace), key, limit))
+
+    def count_pending(self, namespace: Namespace, key: str, /) -> int:
+        """How many turns are queued."""
+        return self._one(CountPending(as_namespace(namespace), key))
+
+    async def acount_pending(self, namespace: Namespace, key: str, /) -> int:
+        """Async :meth:`count_pending`."""
+        return await self._aone(CountPending(as_namespace(namespace), key))
+
+    def drop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
+        """Remove these queued turns (the model saw them and changed nothing)."""
+        self._one(DropPending(as_namespace(namespace), key, tuple(ids)))
+
+    async def adrop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
+        """Async :meth:`drop_pending`."""
+        await self._aone(DropPending(as_namespace(namespace), key, tuple(ids)))
+
+
+class Standing(NamedTuple):
+    """Where a document stands, as :meth:`BaseProfileStore.standing` reads it."""
+
+    item: ProfileItem | None
+    """The stored row (None: never written)."""
+    pending: int
+    """How many turns wait to be folded in."""
+    failure: ProfileChange | None
+    """The last failed update, when nothing was accepted after it."""
+
+
+def version_of(item: ProfileItem | None) -> int:
+    """A profile's version as read (0: never written)."""
+    return item.version if item is not None else 0
+
+
+def _visible(item: ProfileItem | None) -> ProfileItem | None:
+    return item if item is not None and item.value is not None else None
+
+
+def _prefix(prefix: Namespace | None) -> Namespace:
+    return as_namespace(prefix) if prefix else ()
+
+
+def current(item: ProfileItem | None, initial: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The document as read: the stored one, else ``initial`` (a schema's defaults), else {}."""
+    if item is not None and item.value is not None:
+        return item.value
+    return initial if initial is not None else {}
+
+
+def replacing(
+    target: dict[str, Any], kind: str = "put", initial: dict[str, Any] | None = None
+) -> Plan:
+    """A plan writing ``target`` whatever was read, recorded as ``kind`` with its patch."""
+
+    def plan(item: ProfileItem | None) -> Change:
+        return Change(target, kind, jsonpatch.make_patch(current(item, initial), target).patch)
+
+    return plan
+
+
+def patching(
+    operations: list[dict[str, Any]],
+    check: Callable[[Any, str], Any],
+    initial: dict[str, Any] | None = None,
+) -> Plan:
+    """A plan applying RFC 6902 ``operations`` to what was read; ``check`` validates the result."""
+
+    def plan(item: ProfileItem | None) -> Change:
+        new = apply_operations(current(item, initial), operations)
+        return Change(check(new, "The patched document"), "patch", operations)
+
+    return plan
+
+
+def _clearing(pending: Sequence[PendingTurn]) -> Plan:
+    def plan(item: ProfileItem | None) -> Change | None:
+        if (item is None or item.value is None) and not pending:
+            return None  # nothing stored, nothing queued: nothing to record
+        return Change(None, "clear", jsonpatch.make_patch(current(item), {}).patch, pending)
+
+    return plan
+
+
+def _written(
+    item: ProfileItem | None, store: BaseProfileStore, namespace: Namespace, key: str
+) -> ProfileItem:
+    if item is None:
+        raise BackendError(
+            f"The profile {namespace!r}/{key!r} vanished from {store!r} right after it was "
+            "written (deleted by another process)."
+        )
+    return item
+
+
+class _Conflict(Exception):
+    """The profile moved past the expected version; the transaction rolls back."""
+
+
+class ProfileStore(BaseProfileStore):
+    """Profiles in a SQL database: a SQLite file by default, or any SQLAlchemy URL.
+
+    Args:
+        url: a SQLAlchemy URL, such as ``"sqlite:///memories.db"`` (the
+            default, shared with the SQLite histories) or
+            ``"postgresql+psycopg://user:pw@host/db"``.
+    """
+
+    def __init__(self, url: str | None = None) -> None:
+        url = default_url() if url is None else url
+        if not isinstance(url, str) or not url:
+            raise ConfigError(f"url must be a SQLAlchemy database URL string; got {url!r:.80}")
+        self.url = url
+        self._db = Database(url, _metadata)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({redacted(self.url)!r})"
+
+    def batch(self, ops: Sequence[Op], /) -> list[Any]:
+        """Perform ``ops`` in order, each in its own transaction."""
+        results = []
+        for op in ops:
+            handler = _HANDLERS.get(type(op))
+            if handler is None:
+                raise TypeError(f"{type(self).__name__} cannot perform {op!r:.80}")
+            results.append(handler(self, op))
+        return results
+
+    def _load(self, op: Load) -> ProfileItem | None:
+        query = select(store_table).where(
+            store_table.c.namespace == namespace_text(op.namespace), store_table.c.key == op.key
+        )
+        with self._db.transaction() as connection:
+            row = connection.execute(query).first()
+        return _item(row) if row is not None else None
+
+    def _commit(self, op: Commit) -> ProfileItem | None:
+        ns, key, change = namespace_text(op.namespace), op.key, op.change
+        try:
+            with self._db.transaction() as connection:
+                self._write_change(connection, ns, key, change, op.expected_version, time.time())
+                self._drop(connection, ns, key, [turn.id for turn in change.turns])
+        except _Conflict:
+            return None
+        return self._load(Load(op.namespace, key))
+
+    def _commit_many(self, op: CommitMany) -> list[ProfileItem | None] | None:
+        ns, now = namespace_text(op.namespace), time.time()
+        try:
+            with self._db.transaction() as connection:
+                if op.drop_ids:
+                    # The turns are this writer's claim, taken first (the delete locks them):
+                    # if another writer folded them in already, this change was computed
+                    # from stale input and would repeat it.
+                    t = pending_table
+                    ids = sorted(set(op.drop_ids))
+                    dropped = connection.execute(
+                        delete(t).where(
+                            t.c.namespace == ns, t.c.key == op.drop_key, t.c.id.in_(ids)
+                        )
+                    ).rowcount
+                    if dropped != len(ids):
+                        raise _Conflict
+                fresh = [(key, change) for key, change, expected in op.commits if expected == 0]
+                self._insert_fresh(connection, ns, fresh, now)
+                for key, change, expected in op.commits:
+                    if expected:
+                        self._write_change(connection, ns, key, change, expected, now)
+        except _Conflict:
+            return None
+        return self._load_many(op.namespace, [key for key, _, _ in op.commits])
+
+    def _insert_fresh(
+        self, connection: Connection, ns: str, fresh: Sequence[tuple[str, Change]], now: float
+    ) -> None:
+        """New keys and their first changes, two statements for all of them (a bulk put)."""
+        if not fresh:
+            return
+        texts = [_dump(c.document) if c.document is not None else None for _, c in fresh]
+        try:
+            connection.execute(
+                insert(store_table),
+                [
+                    {
+                        "namespace": ns,
+                        "key": key,
+                        "value": text,
+                        "version": 1,
+                        "created_at": now,
+                        "updated_at": now,
+                    }
+                    for (key, _), text in zip(fresh, texts, strict=True)
+                ],
+            )
+        except IntegrityError as exc:
+            raise _Conflict from exc  # another writer created one of them first
+        connection.execute(
+            insert(changes_table),
+            [
+                {
+                    "namespace": ns,
+                    "key": key,
+                    "version": 1,
+                    "kind": change.kind,
+                    "document": text,
+                    "patch": _dump(list(change.patch)),
+                    "turns": _dump_turns(change.turns),
+                    "created_at": now,
+                }
+                for (key, change), text in zip(fresh, texts, strict=True)
+            ],
+        )
+
+    def _load_many(self, namespace: Namespace, keys: Sequence[str]) -> list[ProfileItem | None]:
+        """The rows of these keys, in order (None where absent), read in a few queries."""
+        t, ns = store_table, namespace_text(namespace)
+        found: dict[str, ProfileItem] = {}
+        with self._db.transaction() as connection:
+            for start in range(0, len(keys), _KEYS_PER_QUERY):
+                chunk = list(keys[start : start + _KEYS_PER_QUERY])
+                query = select(t).where(t.c.namespace == ns, t.c.key.in_(chunk))
+                found.update((row.key, _item(row)) for row in connection.execute(query))
+        return [found.get(key) for key in keys]
+
+    def _write_change(
+        self, connection: Connection, ns: str, key: str, change: Change, expected: int, now: float
+    ) -> None:
+        """Compare-and-set one key and record the change (raises _Conflict if it moved on)."""
+        text = _dump(change.document) if change.document is not None else None
+        if expected == 0:
+            self._insert(connection, ns, key, text, now)
+        else:
+            moved = connection.execute(
+                update(store_table)
+                .where(
+                    store_table.c.namespace == ns,
+                    store_table.c.key == key,
+                    store_table.c.version == expected,
+                )
+                .values(value=text, version=expected + 1, updated_at=now)
+            ).rowcount
+            if moved != 1:
+                raise _Conflict
+        row = {
+            "namespace": ns,
+            "key": key,
+            "version": expected + 1,
+            "kind": change.kind,
+            "document": text,
+            "patch": _dump(list(change.patch)),
+            "turns": _dump_turns(change.turns),
+            "created_at": now,
+        }
+        connection.execute(insert(changes_table).values(**row))
+
+    def _keys(self, op: Keys) -> list[ProfileItem]:
+        t = store_table
+        query = select(t).where(*_keyed(t, op.namespace, op.prefix), t.c.value.is_not(None))
+        query = query.order_by(t.c.key)
+        with self._db.transaction() as connection:
+            return [_item(row) for row in connection.execute(query)]
+
+    def _key_changes(self, op: KeyChanges) -> list[tuple[str, ProfileChange]]:
+        t = changes_table
+        query = select(t).where(*_keyed(t, op.namespace, op.prefix), t.c.version.is_not(None))
+        query = query.order_by(t.c.id)
+        with self._db.transaction() as connection:
+            return [(row.key, _change(row)) for row in connection.execute(query)]
+
+    def _record_failure(self, op: RecordFailure) -> None:
+        row = {
+            "namespace": namespace_text(op.namespace),
+            "key": op.key,
+            "version": None,
+            "kind": "failed",
+            "turns": _dump_turns(op.turns),
+            "error": op.error,
+            "raw": _dump(list(op.raw)),
+            "created_at": time.time(),
+        }
+        with self._db.transaction() as connection:
+            connection.execute(insert(changes_table).values(**row))
+
+    def _changes(self, op: Changes) -> list[ProfileChange]:
+        t = changes_table
+        query = select(t).where(t.c.namespace == namespace_text(op.namespace), t.c.key == op.key)
+        if op.version is not None:
+            query = query.where(t.c.version == op.version)
+        if op.failed is not None:
+            query = query.where(t.c.version.is_(None) if op.failed else t.c.version.is_not(None))
+        if op.last is not None:
+            query = query.order_by(t.c.id.desc()).limit(op.last)
+        else:
+            query = query.order_by(t.c.id)
+        with self._db.transaction() as connection:
+            rows = list(connection.execute(query).all())
+        if op.last is not None:
+            rows.reverse()
+        return [_change(row) for row in rows]
+
+    def _add_pending(self, op: AddPending) -> int:
+        row = {
+            "namespace": namespace_text(op.namespace),
+            "key": op.key,
+            "messages": _dump([json.loads(dump_message(m)) for m in op.messages]),
+            "created_at": time.time(),
+        }
+        with self._db.transaction() as connection:
+            inserted = connection.execute(insert(pending_table).values(**row)).inserted_primary_key
+        assert inserted is not None  # an INSERT into a table with a primary key has one
+        return int(inserted[0])
+
+    def _pending(self, op: Pending) -> list[PendingTurn]:
+        t = pending_table
+        query = (
+            select(t)
+            .where(t.c.namespace == namespace_text(op.namespace), t.c.key == op.key)
+            .order_by(t.c.id)
+            .limit(op.limit)
+        )
+        with self._db.transaction() as connection:
+            rows = connection.execute(query).all()
+        return [
+            PendingTurn(
+                int(row.id),
+                tuple(load_message(json.dumps(m)) for m in json.loads(row.messages)),
+                float(row.created_at),
+            )
+            for row in rows
+        ]
+
+    def _count_pending(self, op: CountPending) -> int:
+        t = pending_table
+        query = select(func.count()).where(
+            t.c.namespace == namespace_text(op.namespace), t.c.key == op.key
+        )
+        with self._db.transaction() as connection:
+            return int(connection.execute(query).scalar_one())
+
+    def _drop_pending(self, op: DropPending) -> None:
+        with self._db.transaction() as connection:
+            self._drop(connection, namespace_text(op.namespace), op.key, op.ids)
+
+    def _delete(self, op: Delete) -> None:
+        ns = namespace_text(op.namespace)
+        with self._db.transaction() as connection:
+            for table in (store_table, changes_table, pending_table):
+                connection.execute(
+                    delete(table).where(table.c.namespace == ns, table.c.key == op.key)
+                )
+
+    def _search(self, op: Search) -> list[ProfileItem]:
+        query = (
+            select(store_table)
+            .where(store_table.c.value.is_not(None), _under(op.namespace_prefix))
+            .order_by(store_table.c.namespace, store_table.c.key)
+            .limit(op.limit)
+            .offset(op.offset)
+        )
+        with self._db.transaction() as connection:
+            rows = connection.execute(query).all()
+        return [_item(row) for row in rows]
+
+    def _list_namespaces(self, op: ListNamespaces) -> list[Namespace]:
+        query = select(store_table.c.namespace).distinct().where(store_table.c.value.is_not(None))
+        if op.prefix:
+            query = query.where(_under(op.prefix))
+        with self._db.transaction() as connection:
+            found = {tuple(ns.split(".")) for ns in connection.execute(query).scalars()}
+        if op.max_depth is not None:
+            found = {ns[: op.max_depth] for ns in found}
+        return sorted(found)[op.offset : op.offset + op.limit]
+
+    # -- statements -------------------------------------------------------------
+
+    @staticmethod
+    def _insert(connection: Connection, ns: str, key: str, text: str | None, now: float) -> None:
+        row = {
+            "namespace": ns,
+            "key": key,
+            "value": text,
+            "version": 1,
+            "created_at": now,
+            "updated_at": now,
+        }
+        try:
+            connection.execute(insert(store_table).values(**row))
+        except IntegrityError as exc:
+            # Another writer created the row first; the whole transaction rolls back.
+            raise _Conflict from exc
+
+    @staticmethod
+    def _drop(connection: Connection, ns: str, key: str, ids: Sequence[int]) -> None:
+        # Exactly these ids, never "up to": on a server database a turn with a
+        # smaller id can commit after a larger one and must not be dropped unseen.
+        if ids:
+            t = pending_table
+            connection.execute(
+                delete(t).where(t.c.namespace == ns, t.c.key == key, t.c.id.in_(list(ids)))
+            )
+
+
+_HANDLERS: dict[type, Callable[[ProfileStore, Any], Any]] = {
+    Load: ProfileStore._load,
+    Commit: ProfileStore._commit,
+    CommitMany: ProfileStore._commit_many,
+    Keys: ProfileStore._keys,
+    KeyChanges: ProfileStore._key_changes,
+    RecordFailure: ProfileStore._record_failure,
+    Changes: ProfileStore._changes,
+    AddPending: ProfileStore._add_pending,
+    Pending: ProfileStore._pending,
+    CountPending: ProfileStore._count_pending,
+    DropPending: ProfileStore._drop_pending,
+    Delete: ProfileStore._delete,
+    Search: ProfileStore._search,
+    ListNamespaces: ProfileStore._list_namespaces,
+}
+
+
+def _under(prefix: Namespace) -> Any:
+    if not prefix:
+        return store_table.c.namespace.is_not(None)
+    joined = namespace_text(prefix)
+    escaped = joined.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return or_(
+        store_table.c.namespace == joined,
+        store_table.c.namespace.like(f"{escaped}.%", escape="\\"),
+    )
+
+
+def _keyed(table: Table, namespace: Namespace, prefix: str) -> tuple[Any, Any]:
+    """The conditions "exactly this namespace, a key starting with ``prefix``"."""
+    return (
+        table.c.namespace == namespace_text(namespace),
+        table.c.key.startswith(prefix, autoescape=True),
+    )
+
+
+def _item(row: Any) -> ProfileItem:
+    return ProfileItem(
+        namespace=tuple(row.namespace.split(".")),
+        key=row.key,
+        value=json.loads(row.value) if row.value is not None else None,
+        version=int(row.version),
+        created_at=float(row.created_at),
+        updated_at=float(row.updated_at),
+    )
+
+
+def _change(row: Any) -> ProfileChange:
+    return ProfileChange(
+        id=int(row.id),
+        version=int(row.version) if row.version is not None else None,
+        kind=row.kind,
+        created_at=float(row.created_at),
+        document=json.loads(row.document) if row.document is not None else None,
+        patch=tuple(json.loads(row.patch)) if row.patch else (),
+        turns=_load_turns(row.turns),
+        error=row.error,
+        raw=tuple(json.loads(row.raw)) if row.raw else (),
+    )
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _dump_turns(turns: Sequence[PendingTurn]) -> str:
+    return _dump([[json.loads(dump_message(m)) for m in turn.messages] for turn in turns])
+
+
+def _load_turns(text: str | None) -> tuple[tuple[BaseMessage, ...], ...]:
+    if not text:
+        return ()
+    return tuple(tuple(load_message(json.dumps(m)) for m in turn) for turn in json.loads(text))

@@ -1,0 +1,113 @@
+"""Neighbour smoothing: a turn borrows score from the turns next to it.
+
+The answer to a question often sits one or two turns away from the turn that
+matches it best (a question and its reply, a story told over several turns),
+so each turn's score gains a share of its neighbours' scores.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from memories.stores.recall.types import ScoredId
+
+__all__ = ["TurnPosition", "neighbour_positions", "smooth_neighbours"]
+
+
+@dataclass(frozen=True, order=True)
+class TurnPosition:
+    """Where a turn sits: turns are neighbours when they share a session and are close in index."""
+
+    session: str
+    """The session (thread, conversation) the turn belongs to."""
+    index: int
+    """The turn's ordinal within its session; consecutive turns differ by one."""
+
+
+def neighbour_positions(positions: Iterable[TurnPosition], /, *, window: int) -> set[TurnPosition]:
+    """The positions within ``window`` turns of any given one, the given ones excluded.
+
+    A storage layer calls this on its candidates' positions to learn which
+    further turns to fetch before :func:`smooth_neighbours`.
+    """
+    given = set(positions)
+    around = {
+        TurnPosition(p.session, p.index + offset)
+        for p in given
+        for offset in range(-window, window + 1)
+        if offset and p.index + offset >= 0
+    }
+    return around - given
+
+
+def smooth_neighbours(
+    scored: Sequence[ScoredId],
+    positions: Mapping[str, TurnPosition],
+    /,
+    *,
+    weight: float,
+    window: int,
+    doc_at: Mapping[tuple[str, int], str] | None = None,
+    limit: int | None = None,
+) -> list[ScoredId]:
+    """Add to each turn ``weight`` times the summed scores of the turns within ``window``.
+
+    Only turns of the same session are neighbours. A turn that is in
+    ``positions`` (or ``doc_at``) but not in ``scored`` starts from 0 and
+    appears in the result if a scored neighbour lends it something; a scored
+    turn without a position keeps its score. Scores should be non-negative
+    (e.g. fused scores).
+
+    Args:
+        scored: Candidates with their scores, in any order.
+        positions: Position of every candidate, and of every neighbour turn that may be
+            returned unless ``doc_at`` is given.
+        weight: Share of a neighbour's score a turn receives; 0 turns smoothing off.
+        window: How many turns either side count as neighbours.
+        doc_at: The document at each ``(session, index)``, for a caller that keeps such
+            a map up to date (a storage layer's index) rather than have it rebuilt
+            from ``positions`` on every call. Neighbours are looked up here, so only
+            its documents can be returned.
+        limit: Return only the best ``limit`` turns (cheaper than sorting them all).
+
+    Returns:
+        Candidates and reached neighbours, best first, ties broken by id.
+    """
+    if weight < 0 or window < 0:
+        raise ValueError(f"weight and window must be >= 0, got {weight!r} and {window!r}.")
+    scores = {item.id: item.score for item in scored}
+    if weight and window:
+        # Plain (session, index) keys: tuples hash and compare in C.
+        at = doc_at
+        if at is None:
+            at = {(p.session, p.index): doc_id for doc_id, p in positions.items()}
+        offsets = [o for o in range(-window, window + 1) if o]
+        lent: dict[str, float] = {}
+        for item in scored:
+            position = positions.get(item.id)
+            if position is None or item.score <= 0:
+                continue
+            session, index, share = position.session, position.index, weight * item.score
+            for offset in offsets:
+                neighbour = at.get((session, index + offset))
+                if neighbour is not None:
+                    lent[neighbour] = lent.get(neighbour, 0.0) + share
+        for doc_id, extra in lent.items():
+            scores[doc_id] = scores.get(doc_id, 0.0) + extra
+    return best_first(scores, limit)
+
+
+def best_first(scores: Mapping[str, float], limit: int | None = None, /) -> list[ScoredId]:
+    """Scored ids from best to worst, ties broken by id (only the best ``limit`` if given)."""
+    items = scores.items()
+    if limit is None or limit >= len(scores):
+        ranked = sorted(items, key=_order)
+    else:
+        ranked = heapq.nsmallest(limit, items, key=_order)
+    return [ScoredId(doc_id, score) for doc_id, score in ranked]
+
+
+def _order(item: tuple[str, float]) -> tuple[float, str]:
+    return -item[1], item[0]

@@ -1,0 +1,74 @@
+"""The one entry point a storage layer calls: candidates in, final ranking out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from memories.stores.recall.config import RecallConfig
+from memories.stores.recall.fusion import min_max_fusion, reciprocal_rank_fusion
+from memories.stores.recall.neighbours import TurnPosition, best_first, smooth_neighbours
+from memories.stores.recall.speakers import boost_speakers
+from memories.stores.recall.types import ScoredId
+
+__all__ = ["rank_candidates"]
+
+
+def rank_candidates(
+    config: RecallConfig,
+    /,
+    *,
+    dense: Sequence[ScoredId] = (),
+    lexical: Sequence[ScoredId] = (),
+    positions: Mapping[str, TurnPosition] | None = None,
+    doc_at: Mapping[tuple[str, int], str] | None = None,
+    speakers: Mapping[str, frozenset[str]] | None = None,
+    named: frozenset[str] = frozenset(),
+    limit: int = 10,
+) -> list[ScoredId]:
+    """Fuse the rankers' candidates, smooth over neighbours, favour a named speaker, keep the best.
+
+    Args:
+        config: Mode, fusion and smoothing settings.
+        dense: Top ``config.candidates`` by embedding similarity, higher is closer (pass
+            ``1 - distance`` for Chroma's cosine distances); ignored in ``"bm25"`` mode.
+        lexical: Top ``config.candidates`` from :class:`~memories.stores.recall.BM25Index`;
+            ignored in ``"dense"`` mode.
+        positions: Session and index of the candidates and of their neighbours (see
+            :func:`~memories.stores.recall.neighbour_positions`); without it there is no smoothing.
+        doc_at: The document at each ``(session, index)``, kept by the caller; then
+            ``positions`` need only hold the candidates (see
+            :func:`~memories.stores.recall.smooth_neighbours`).
+        speakers: The speaker keys of the turns (:func:`~memories.stores.recall.speaker_key`), for
+            ``config.speaker_weight``; without it no turn is favoured.
+        named: The speakers the query names (:func:`~memories.stores.recall.named_speakers`).
+        limit: How many turns to return.
+
+    Returns:
+        Up to ``limit`` turns, best first; scores are comparable only within this result.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit!r}.")
+    if config.mode == "dense":
+        fused = min_max_fusion([dense])
+    elif config.mode == "bm25":
+        fused = min_max_fusion([lexical])
+    else:
+        weights = [config.dense_weight, 1.0 - config.dense_weight]
+        if config.fusion == "rrf":
+            fused = reciprocal_rank_fusion([dense, lexical], k=config.rrf_k, weights=weights)
+        else:
+            fused = min_max_fusion([dense, lexical], weights=weights)
+    boosting = bool(speakers) and len(named) == 1 and config.speaker_weight > 0
+    if positions and config.neighbour_weight and config.neighbour_window:
+        fused = smooth_neighbours(
+            fused,
+            positions,
+            weight=config.neighbour_weight,
+            window=config.neighbour_window,
+            doc_at=doc_at,
+            limit=None if boosting else limit,
+        )
+    if boosting and speakers is not None:
+        boosted = boost_speakers(fused, speakers, named, weight=config.speaker_weight)
+        return best_first({item.id: item.score for item in boosted}, limit)
+    return fused[:limit]

@@ -1,0 +1,153 @@
+"""The vector backend protocol: where a vector memory's documents live and how they are found.
+
+A :class:`~memories.long_term.vector.VectorMemory` turns chain runs into documents
+(:class:`~memories.stores.vector.outbox.OutboxRow`) and search results into prompt
+text; everything between is its backend's, one backend per memory (bound to
+the memory's namespace and session):
+
+- :class:`~memories.stores.vector.chroma_backend.ChromaBackend` (the default):
+  Chroma embedded, in memory or on a server, written through an outbox,
+  searched by hybrid recall (dense + BM25 + neighbours);
+- :class:`~memories.stores.vector.langchain_backend.VectorStoreBackend`: any LangChain
+  ``VectorStore`` through its retriever, searched as that retriever searches
+  (what LangChain's ``VectorStoreRetrieverMemory`` does).
+
+A backend implements the sync methods; every async twin runs its sync method
+on a worker thread (:func:`~memories.kernel.steps.blocking_twin`) unless the
+backend overrides it with native async.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from memories.kernel.steps import blocking_twin
+from memories.stores.vector.outbox import DeadLetter, OutboxRow
+from memories.stores.vector.records import SearchResult
+from memories.stores.vector.writes import VectorStatus
+
+__all__ = ["VectorBackend", "VectorQuery"]
+
+
+@dataclass(frozen=True)
+class VectorQuery:
+    """A validated search request."""
+
+    text: str
+    """The text to match."""
+    k: int | None
+    """How many results; None: the backend's default (the memory's ``k``, or the retriever's)."""
+    where: dict[str, Any] | None
+    """A metadata filter in the backend's syntax (:meth:`VectorBackend.check_filter`)."""
+
+
+class VectorBackend(ABC):
+    """The documents of one namespace of one store, as one memory (and session) sees them."""
+
+    #: Where the documents are, for messages (``"Chroma at ./memories-chroma"``).
+    location: str
+    #: Whether search scores are calibrated (:mod:`memories.stores.recall.scores`): comparable
+    #: across queries and namespaces, so that a ``min_score`` means something.
+    calibrated_scores: ClassVar[bool] = False
+
+    @abstractmethod
+    def save(self, row: OutboxRow) -> None:
+        """Store one conversation turn (the backend may number it in its session and queue it)."""
+
+    asave = blocking_twin(save)
+
+    @abstractmethod
+    def add(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
+        """Store many documents (bulk import), showing a progress bar if asked."""
+
+    aadd = blocking_twin(add)
+
+    @abstractmethod
+    def search(self, query: VectorQuery) -> list[SearchResult]:
+        """The documents that best match ``query``, best first."""
+
+    asearch = blocking_twin(search)
+
+    @abstractmethod
+    def delete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
+        """Delete documents by id, by filter, or both (AND); never all of them at once."""
+
+    adelete = blocking_twin(delete)
+
+    @abstractmethod
+    def forget_session(self) -> None:
+        """Delete what this memory's session wrote (a memory's ``clear()``)."""
+
+    aforget_session = blocking_twin(forget_session)
+
+    @abstractmethod
+    def erase_namespace(self) -> None:
+        """Delete every document of the namespace, every session's."""
+
+    aerase_namespace = blocking_twin(erase_namespace)
+
+    def get(self, ids: Sequence[str]) -> list[SearchResult]:
+        """The documents with these ids, in that order (unknown ids left out)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot read documents by id.")
+
+    aget = blocking_twin(get)
+
+    def find(self, where: Mapping[str, Any]) -> list[SearchResult]:
+        """The documents whose metadata matches ``where``, queued ones included."""
+        raise NotImplementedError(f"{type(self).__name__} cannot read documents by filter.")
+
+    afind = blocking_twin(find)
+
+    def count(self) -> int:
+        """How many documents the namespace holds, queued ones included."""
+        raise NotImplementedError(f"{type(self).__name__} cannot count its documents.")
+
+    acount = blocking_twin(count)
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The embeddings of the documents with these ids (for diversity ranking)."""
+        raise NotImplementedError(f"{type(self).__name__} does not give out embeddings.")
+
+    avectors = blocking_twin(vectors)
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """Documents set aside because the store refused them (a backend that never does: none)."""
+        return []
+
+    def retry_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Queue set-aside documents again and write them; return how many."""
+        return 0
+
+    def bookkeeping(self, *, turn: bool) -> dict[str, Any]:
+        """Metadata the backend keeps on each new document (a turn, or a bulk one) for its recall.
+
+        The memory's own metadata goes under it and the caller's over it.
+        """
+        return {}
+
+    def check_filter(self, where: Mapping[str, Any]) -> None:  # noqa: B027  (optional hook)
+        """Raise :class:`~memories.errors.InvalidInputError` for a filter this backend refuses.
+
+        By default every filter goes to the store as it is, in the store's syntax.
+        """
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Write what is queued; True once nothing waits (a backend that never queues: at once)."""
+        return True
+
+    aflush = blocking_twin(flush)
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """:meth:`flush`, and write synchronously from now on."""
+        return self.flush(timeout=timeout)
+
+    def pending(self) -> int:
+        """How many documents wait to be written."""
+        return 0
+
+    def status(self) -> VectorStatus:
+        """Where the writes stand; a backend that never queues has nothing pending."""
+        return VectorStatus(write="sync")

@@ -1,0 +1,705 @@
+"""The default vector backend: Chroma, an outbox in front of it, hybrid recall beside it.
+
+Writes go through an outbox (:mod:`memories.stores.vector.outbox`) first, so a store
+that is down loses nothing. With ``write="background"`` :meth:`ChromaBackend.save`
+returns once the turn is in the outbox and searchable in this process; the
+process's background writer embeds it and writes it to Chroma
+(:mod:`memories.stores.vector.writes`). With ``write="sync"`` it returns once Chroma
+has it. Either way a failure to write is raised as
+:class:`~memories.errors.BackendUnavailableError` (or the embedder's error)
+-- in background mode by the next call that needs the store, or by
+:meth:`ChromaBackend.flush` -- and the turn waits in the outbox until a later
+call or ``flush()`` writes it.
+
+Search is hybrid (see :class:`memories.stores.recall.RecallConfig`): Chroma's
+nearest neighbours and a BM25 ranking kept in the process
+(:mod:`memories.stores.vector.index`) are fused, then each turn borrows score from
+the turns next to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.embeddings import Embeddings
+
+from memories.errors import BackendError, BackendUnavailableError
+from memories.kernel.background import BackgroundWork, describe_error
+from memories.kernel.embeddings import query_vector
+from memories.kernel.namespaces import namespace_key
+from memories.kernel.steps import Steps, arun, blocking_twin, run, step
+from memories.stores.recall import RecallConfig, ScoredId, neighbour_positions, rank_candidates
+from memories.stores.vector.backend import VectorBackend, VectorQuery
+from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
+from memories.stores.vector.index import (
+    SESSION_KEY,
+    TIMESTAMP_KEY,
+    TURN_KEY,
+    NamespaceIndex,
+    namespace_indexes,
+    shared_index,
+)
+from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow
+from memories.stores.vector.records import SearchResult
+from memories.stores.vector.scoring import calibrated
+from memories.stores.vector.writes import (
+    VectorStatus,
+    WriteLane,
+    WriteMode,
+    background_writer,
+    write_lane,
+)
+
+if TYPE_CHECKING:
+    from memories.integrations.chroma import ChromaStore
+
+__all__ = ["SPEAKERS_KEY", "ChromaBackend"]
+
+logger = logging.getLogger(__name__)
+
+SPEAKERS_KEY = "speakers"
+_DRAIN_BATCH = 256
+# Turns of a namespace that background mode lets wait; past this, a save
+# writes in the caller's thread, so a writer that falls behind slows saves
+# down instead of letting the queue grow.
+_MAX_QUEUED = 256
+# While turns come faster than this, the background writer embeds each one at
+# once (a search needs its vector) but writes them to Chroma together, at most
+# once per interval (seconds): an embedded Chroma add holds the GIL and
+# Chroma's lock through about ten fsyncs, 10-20 ms here whatever its size, and
+# every search in the process waits meanwhile. A turn after a quiet interval
+# is written at once. 1 s was tried (fewer turns would meet a write): back to
+# back at 10,000 turns its ratio to the floor was 2.46x and 2.22x in two runs,
+# against 2.40x for 0.25 s, within this machine's noise; not kept, as other
+# processes would see a burst's turns in Chroma up to that late.
+_WRITE_INTERVAL = 0.25
+# How long a search waits for the writer to embed a queued turn before doing it itself.
+_EMBED_WAIT_SECONDS = 30.0
+# Failures that say the store or the network is down, not that a document is bad.
+_OUTAGES = (BackendUnavailableError, OSError)
+
+
+# The memory's fields that describe its store, and its backend.
+@dataclass(eq=False)
+class ChromaBackend(VectorBackend):
+    """One namespace of a Chroma store, written through an outbox, searched by hybrid recall.
+
+    Args:
+        store: the Chroma store adapter.
+        namespace: the namespace the memory reads and writes.
+        session_id: the conversation new turns belong to (numbered within it).
+        embedder: embeds documents and queries.
+        recall: how documents are ranked.
+        k: how many results a search gives when the query does not say.
+        write: ``"background"`` or ``"sync"`` (see the module's docstring).
+        outbox: where writes wait until the store has them.
+    """
+
+    calibrated_scores = True
+
+    store: ChromaStore
+    _: KW_ONLY
+    namespace: tuple[str, ...]
+    session_id: str
+    embedder: Embeddings
+    recall: RecallConfig
+    k: int
+    write: WriteMode
+    outbox: Outbox
+
+    def __post_init__(self) -> None:
+        self.location = self.store.location
+        self._key = namespace_key(self.namespace)
+        self._writer = BackgroundWork(
+            self._drain_key, self._write_queued, scheduler=background_writer()
+        )
+
+    @cached_property
+    def _index(self) -> NamespaceIndex:
+        return shared_index(self.store.target, self._key, self.recall)
+
+    @cached_property
+    def _lane(self) -> WriteLane:
+        return write_lane(self.store.target, self._key)
+
+    @property
+    def _drain_key(self) -> tuple[str, str, str]:
+        return ("vector", self.store.target, self._key)
+
+    # -- the protocol ---------------------------------------------------------------
+
+    def bookkeeping(self, *, turn: bool) -> dict[str, Any]:
+        """Session and time of a new document (and a turn's speakers): neighbours need them."""
+        stamp: dict[str, Any] = {SESSION_KEY: self.session_id, TIMESTAMP_KEY: time.time()}
+        return {**stamp, SPEAKERS_KEY: ["human", "ai"]} if turn else stamp
+
+    def save(self, row: OutboxRow) -> None:
+        """Queue a turn for the background writer, or write it now (numbered in its session)."""
+        row = replace(row, metadata={k: v for k, v in row.metadata.items() if k != TURN_KEY})
+        if self._queue(row):
+            self._writer.schedule()
+            return
+        self.outbox.put(self.store.target, self._key, [row])
+        self._drain()
+
+    def add(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
+        """Write the documents now, in batches."""
+        self.outbox.put(self.store.target, self._key, rows)
+        self._drain(progress=len(rows) if progress else None)
+        if any(row.replace for row in rows):
+            self._renew_generation()
+
+    def search(self, query: VectorQuery) -> list[SearchResult]:
+        """Hybrid recall; turns saved before the call are found even while still queued."""
+        return run(self._searching(query))
+
+    async def asearch(self, query: VectorQuery) -> list[SearchResult]:
+        """Async :meth:`search` (the query embedded by the embedder's async method)."""
+        return await arun(self._searching(query))
+
+    def _searching(self, query: VectorQuery) -> Steps[list[SearchResult]]:
+        yield step(self._catch_up, query)
+        vector = None
+        if self.recall.uses_dense:
+            vector = yield from query_vector(self.embedder, query.text)
+            yield step(self._embed_pending)
+        found: list[SearchResult] = yield step(self._search, query, vector)
+        return found
+
+    def get(self, ids: Sequence[str]) -> list[SearchResult]:
+        """The documents with these ids: queued ones from the index, the rest from the store."""
+        results, _ = self._results(
+            [ScoredId(doc_id, 0.0) for doc_id in dict.fromkeys(ids)], embeddings_for=set()
+        )
+        return results
+
+    def find(self, where: Mapping[str, Any]) -> list[SearchResult]:
+        """Write what is queued, then read the documents matching ``where``."""
+        self._drain()
+        found = self.store.get(self._key, where=where, text=False)
+        return self.get([record.id for record in found])
+
+    def count(self) -> int:
+        """Documents in the store, and those still waiting in the outbox."""
+        return self.store.count(self._key) + self.pending()
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """Stored embeddings from the store; a document still queued is embedded now."""
+        found = self.store.vectors(self._key, ids)
+        missing = [r for r in self.get([i for i in ids if i not in found])]
+        if missing:
+            embedded = self.embedder.embed_documents([r.text for r in missing])
+            found.update(zip([r.id for r in missing], embedded, strict=True))
+        return found
+
+    def delete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
+        """Write what is queued, then delete by id and/or filter."""
+        self._drain()
+        self._delete(ids, where)
+
+    def forget_session(self) -> None:
+        """Write what is queued, then delete the session's documents."""
+        self.flush()
+        self._delete(None, {SESSION_KEY: self.session_id})
+
+    def erase_namespace(self) -> None:
+        """Delete every document of the namespace, queued ones too."""
+        target, namespace = self.store.target, self._key
+        self._writer.cancel()
+        with self._lane.lock:  # not while a drain writes what is being deleted
+            self.outbox.clear(target, namespace)
+            for index in namespace_indexes(target, namespace):
+                with index.lock:
+                    index.drop_pending()
+            self._delete(None, None)
+            self._lane.succeeded()
+
+    def check_filter(self, where: Mapping[str, Any]) -> None:
+        """Chroma's ``where`` syntax; the namespace key is the memory's own."""
+        check_filter(where)
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Write every queued document now, after the background write under way (bounded)."""
+        self._writer.cancel()
+        return self._drain(timeout=timeout) is not None and self.pending() == 0
+
+    def close(self, *, timeout: float | None = None) -> bool:
+        """:meth:`flush`; later saves write synchronously (the writer serves other memories)."""
+        self._writer.closed = True
+        return self.flush(timeout=timeout)
+
+    def pending(self) -> int:
+        """How many documents of the namespace wait in the outbox (queued or failed)."""
+        return len(self.outbox.pending(self.store.target, self._key))
+
+    def status(self) -> VectorStatus:
+        """The write mode, the documents waiting, and the last failed write if none worked since."""
+        lane = self._lane
+        return VectorStatus(
+            pending=self.pending(),
+            failures=0 if lane.error is None else 1,
+            last_error=lane.last_error,
+            background=self._writer.status() if self.write == "background" else None,
+            write=self.write,
+            failed_at=lane.failed_at,
+            dead_letters=len(self.dead_letters()),
+        )
+
+    # -- writing --------------------------------------------------------------------
+
+    def _queue(self, row: OutboxRow) -> bool:
+        """In background mode, number the turn, put it in the outbox and index it as pending.
+
+        Returns False (nothing done) when the turn should be written now instead:
+        in sync mode, after :meth:`close`, while the last write of the
+        namespace has failed (so that the failure is raised), before the
+        index is loaded (numbering needs it), or when too many turns wait.
+        """
+        if self.write != "background" or self._writer.closed or self._lane.error is not None:
+            return False
+        target, namespace, index = self.store.target, self._key, self._index
+        with index.lock:
+            if not index.loaded or index.pending_count() >= _MAX_QUEUED:
+                return False
+            session = str(row.metadata[SESSION_KEY])
+            metadata = {**row.metadata, TURN_KEY: index.next_turn(session)}
+            queued = OutboxRow(row.doc_id, row.text, metadata, needs_turn=False)
+            self.outbox.put(target, namespace, [queued])
+            index.add_pending([(row.doc_id, row.text, {**metadata, NAMESPACE_KEY: namespace})])
+        return True
+
+    def _write_queued(self) -> None:
+        """The background writer's job: write what waits, or embed it now and write it soon.
+
+        The write is put off (see :data:`_WRITE_INTERVAL`) only when the last
+        one was less than an interval ago and it went well; the turns are
+        embedded meanwhile, so a search never has to embed them itself.
+        """
+        wait = self._lane.wrote_at + _WRITE_INTERVAL - time.monotonic()
+        if wait > 0 and self._lane.error is None and not self._writer.closed:
+            try:
+                self._embed_pending()
+            except Exception:  # the drain below records it, and sets a bad turn aside
+                pass
+            else:
+                background_writer().schedule(
+                    self._drain_key, self._write_queued, delay=wait, max_wait=wait
+                )
+                return
+        if self._drain():
+            self._verify()
+
+    def _drain(self, *, progress: int | None = None, timeout: float | None = None) -> int | None:
+        """Write queued documents to the store, oldest first; return how many.
+
+        None when another drain of the namespace held on for over ``timeout`` seconds.
+        """
+        target, namespace, lane = self.store.target, self._key, self._lane
+        written = 0
+        if not lane.lock.acquire(timeout=-1 if timeout is None else timeout):
+            return None
+        bar = _progress_bar(progress)
+        try:
+            try:
+                while rows := self.outbox.pending(target, namespace, limit=_DRAIN_BATCH):
+                    self._write_or_set_aside(rows)
+                    written += len(rows)
+                    if bar is not None:
+                        bar.update(len(rows))
+            except Exception as exc:
+                lane.failed(exc)
+                raise
+            lane.succeeded(wrote=written > 0)
+        except BackendError as exc:
+            waiting = len(self.outbox.pending(target, namespace))
+            raise type(exc)(
+                f"{exc} {waiting} document(s) of namespace {self.namespace!r} wait in the "
+                f"outbox ({self.outbox.where}); they are written by the next call that "
+                "reaches the store, or by flush()."
+            ) from exc
+        finally:
+            lane.lock.release()
+            if bar is not None:
+                bar.close()
+        return written
+
+    def _write_or_set_aside(self, rows: Sequence[OutboxRow]) -> None:
+        """Write a batch; documents refused while others of it go through are set aside.
+
+        An outage (the store unreachable, a network or disk error) raises, and
+        everything waits in the outbox. Any other failure of a batch of several
+        documents is retried one document at a time: when some are written and
+        some still fail, the failing ones are a document's own fault (Chroma
+        refuses its metadata, an embedder its length) and go to the dead
+        letters (:meth:`dead_letters`), so one bad document never blocks its
+        namespace. When all fail (an embedder of another width, a crashed
+        model), nothing is set aside and the error is raised.
+        """
+        try:
+            self._write_rows(rows)
+            return
+        except _OUTAGES:
+            raise
+        except Exception as exc:
+            if len(rows) == 1:
+                raise
+            first = exc
+        refused = []
+        for row in rows:
+            try:
+                self._write_rows([row])
+            except _OUTAGES:
+                raise
+            except Exception as exc:
+                refused.append((row, describe_error(exc)))
+        if len(refused) == len(rows):
+            raise first
+        if refused:
+            self._set_aside(refused)
+
+    def _set_aside(self, refused: list[tuple[OutboxRow, str]]) -> None:
+        self.outbox.bury(self.store.target, self._key, refused)
+        index = self._index
+        with index.lock:
+            index.forget_pending([row.doc_id for row, _ in refused])
+        logger.warning(
+            "%d document(s) of namespace %r were refused (%s) and set aside; the others were "
+            "written. memory.dead_letters() or `memories dead-letters --config ...` lists them; "
+            "retry_dead_letters() or `--retry` queues them again.",
+            len(refused),
+            self.namespace,
+            refused[0][1],
+        )
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """The documents set aside, oldest first, each with its error."""
+        return self.outbox.dead_letters(self.store.target, self._key)
+
+    def retry_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Queue set-aside documents again (all, or ``ids``) and write them now; return how many."""
+        revived = self.outbox.revive(self.store.target, self._key, ids)
+        if revived:
+            self._drain()
+        return revived
+
+    def _write_rows(self, rows: Sequence[OutboxRow]) -> None:
+        """Embed and store one batch of outbox rows (under the lane's lock), then forget them.
+
+        The rows are pending in the index while this runs, so searches see
+        them; embeddings a search already computed are reused.
+        """
+        target, namespace, index = self.store.target, self._key, self._index
+        ids = [row.doc_id for row in rows]
+        texts = [row.text for row in rows]
+        with index.lock:
+            self._ensure_loaded(index)
+            metadatas = _number_turns(rows, index)
+            stamped = [{**m, NAMESPACE_KEY: namespace} for m in metadatas]
+            index.add_pending(zip(ids, texts, stamped, strict=True))
+            vectors: dict[str, list[float]] = index.claim(ids)
+        todo = [i for i, doc_id in enumerate(ids) if doc_id not in vectors]
+        if todo:
+            todo_ids = [ids[i] for i in todo]
+            embedded = self._embed_claimed(todo_ids, [texts[i] for i in todo])
+            vectors.update(zip(todo_ids, embedded, strict=True))
+        with index.lock:
+            index.writing(ids, now=True)
+        try:
+            replace = [row.replace for row in rows]
+            self._write(ids, texts, [vectors[i] for i in ids], metadatas, replace)
+        except Exception:
+            with index.lock:
+                index.writing(ids, now=False)
+            raise
+        for each in namespace_indexes(target, namespace):
+            with each.lock:
+                each.stored(zip(ids, texts, stamped, strict=True))
+        self.outbox.remove(target, namespace, rows)
+
+    def _write(
+        self,
+        ids: list[str],
+        texts: list[str],
+        vectors: list[list[float]],
+        metadatas: list[dict[str, Any]],
+        replace: list[bool],
+    ) -> None:
+        # New ids go in with Chroma's cheaper add; caller-chosen ids may replace.
+        for flag in (False, True):
+            chosen = [i for i, r in enumerate(replace) if r is flag]
+            if chosen:
+                self.store.upsert(
+                    self._key,
+                    ids=[ids[i] for i in chosen],
+                    texts=[texts[i] for i in chosen],
+                    embeddings=[vectors[i] for i in chosen],
+                    metadatas=[metadatas[i] for i in chosen],
+                    replace=flag,
+                )
+
+    def _delete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
+        index = self._index
+        with index.lock:
+            try:
+                self.store.delete(self._key, ids=ids, where=where)
+            finally:
+                # Whatever happened, the next search re-reads the namespace.
+                index.invalidate()
+
+    def _renew_generation(self) -> None:
+        # Caller-chosen ids may have replaced documents other processes indexed.
+        index = self._index
+        with index.lock:
+            index.generation = self.store.touch(self._key)
+
+    # -- reading --------------------------------------------------------------------
+
+    def _catch_up(self, request: VectorQuery) -> None:
+        """Before a search: write what waits, where the search needs it written.
+
+        In sync mode, every queued document (as ever). In background mode
+        only after a failed write (which retries it, or raises) or for a
+        filtered search, whose filter Chroma evaluates; an unfiltered search
+        reads queued turns from the index instead.
+        """
+        if self.write == "sync" or self._lane.error is not None or request.where is not None:
+            self._drain()
+
+    def _embed_pending(self) -> None:
+        """Make sure every pending document has its embedding before a dense search.
+
+        Those a writer is embedding now are waited for (up to
+        :data:`_EMBED_WAIT_SECONDS`, then embedded here too); the others are
+        embedded here (and the writer reuses them).
+        """
+        index = self._index
+        with index.lock:
+            claimed, free = index.unembedded()
+            deadline = time.monotonic() + _EMBED_WAIT_SECONDS
+            while claimed and (left := deadline - time.monotonic()) > 0:
+                index.changed.wait(left)
+                busy, free = index.unembedded()
+                claimed &= busy
+            free = [*free, *claimed]
+            if not free:
+                return
+            index.claim(free)
+            texts = [index.text_of(i) for i in free]
+        self._embed_claimed(free, texts)
+
+    def _embed_claimed(self, ids: list[str], texts: list[str]) -> list[list[float]]:
+        """Embed documents claimed in the index; publish the vectors, or release them on failure."""
+        index = self._index
+        try:
+            vectors = self.embedder.embed_documents(texts)
+        except Exception:
+            with index.lock:
+                index.release(ids)
+            raise
+        with index.lock:
+            index.publish(ids, vectors)
+        return vectors
+
+    def _ensure_loaded(self, index: NamespaceIndex) -> None:
+        if not index.loaded:
+            self._rebuild(index)
+
+    def _refresh(self, index: NamespaceIndex) -> None:
+        """Rebuild the index if someone else wrote since it was last found current.
+
+        Counting the namespace is a scan (25 ms at 100,000 documents), so it is
+        skipped while the store's change token says nothing was committed since.
+        The token is read first: a write that lands during the check changes it.
+        """
+        store, namespace = self.store, self._key
+        token = store.change_token()
+        if token is not None and token == index.verified and index.loaded:
+            return
+        generation = store.generation(namespace)
+        if not index.is_current(store.count(namespace), generation):
+            self._rebuild(index, generation)
+        index.verified = token
+
+    def _verify(self) -> None:
+        """After this process's own write: find the index current again, off the caller's path.
+
+        The count and generation are read without the index's lock (searches go
+        on meanwhile); only the comparison takes it.
+        """
+        store, namespace, index = self.store, self._key, self._index
+        token = store.change_token()
+        if token is None:
+            return
+        generation, count = store.generation(namespace), store.count(namespace)
+        with index.lock:
+            if index.loaded and index.is_current(count, generation):
+                index.verified = token
+
+    def _rebuild(self, index: NamespaceIndex, generation: str | None = None) -> None:
+        store, namespace = self.store, self._key
+        if generation is None:
+            generation = store.generation(namespace)
+        records = store.get(namespace)
+        index.rebuild(((r.id, r.text, r.metadata) for r in records), generation)
+        # Queued documents (some perhaps left by a process that stopped before
+        # writing them) are searchable from now on, and written soon.
+        rows = self.outbox.pending(store.target, namespace)
+        if rows:
+            metadatas = [{**m, NAMESPACE_KEY: namespace} for m in _number_turns(rows, index)]
+            index.add_pending((r.doc_id, r.text, m) for r, m in zip(rows, metadatas, strict=True))
+            if self.write == "background" and not self._lane.lock.locked():
+                # (A drain that is running writes them before it returns.)
+                self._writer.schedule()
+
+    def _search(self, request: VectorQuery, vector: Sequence[float] | None) -> list[SearchResult]:
+        config, store, namespace, index = self.recall, self.store, self._key, self._index
+        limit = self.k if request.k is None else request.k
+        with index.lock:
+            self._refresh(index)
+            n = min(config.candidates, len(index))
+            if n == 0:
+                return []
+            dense = []
+            if vector is not None:
+                dense = store.nearest(namespace, vector, n=n, where=request.where)
+                if request.where is None and index.pending_count():
+                    dense = _merge_nearest(dense, index.pending_nearest(vector, n=n), n)
+            lexical = index.lexical(request.text, limit=n) if config.uses_lexical else []
+            found = {s.id for s in dense} | {s.id for s in lexical}
+            positions = index.positions(found)
+            speakers, named = index.speakers, index.named_speakers(request.text)
+            if request.where is None:
+                # Unfiltered, any neighbour may be returned: look them up in the
+                # index's own position map instead of gathering them first.
+                ranked = rank_candidates(
+                    config,
+                    dense=dense,
+                    lexical=lexical,
+                    positions=positions,
+                    doc_at=index.doc_at,
+                    speakers=speakers,
+                    named=named,
+                    limit=limit,
+                )
+            elif config.neighbour_weight and config.neighbour_window:
+                around = neighbour_positions(positions.values(), window=config.neighbour_window)
+                positions.update(index.ids_at(around))
+        if request.where is not None:
+            # Dense hits passed the filter in Chroma; check the others there too
+            # (a document still pending is not there, so it does not pass).
+            unchecked = (found | set(positions)) - {s.id for s in dense}
+            passed = store.get(namespace, ids=sorted(unchecked), where=request.where, text=False)
+            allowed = {s.id for s in dense} | {r.id for r in passed}
+            ranked = rank_candidates(
+                config,
+                dense=dense,
+                lexical=[s for s in lexical if s.id in allowed],
+                positions={i: p for i, p in positions.items() if i in allowed},
+                speakers=speakers,
+                named=named,
+                limit=limit,
+            )
+        # The calibrated scores need the cosine of every result; the dense
+        # candidates have theirs, the others' embeddings come with their text.
+        uncosined = set() if vector is None else {s.id for s in ranked} - {s.id for s in dense}
+        results, fetched = self._results(ranked, embeddings_for=uncosined)
+
+        def vectors_of(ids: list[str]) -> dict[str, list[float]]:
+            rest = [i for i in ids if i not in fetched]
+            found = {i: fetched[i] for i in ids if i in fetched}
+            return {**found, **self.vectors(rest)} if rest else found
+
+        return calibrated(
+            results, request.text, config, vector=vector, dense=dense, vectors_of=vectors_of
+        )
+
+    def _results(
+        self, ranked: Sequence[ScoredId], *, embeddings_for: set[str]
+    ) -> tuple[list[SearchResult], dict[str, list[float]]]:
+        """The records of the ranked ids: pending ones from the index, the rest from the store.
+
+        The stored embeddings of those in ``embeddings_for`` come in the same read.
+        """
+        known: dict[str, tuple[str, dict[str, Any]]] = {}
+        index = self._index
+        with index.lock:
+            for item in ranked:
+                document = index.pending_document(item.id)
+                if document is not None:
+                    known[item.id] = (document.text, dict(document.metadata))
+        missing = [s.id for s in ranked if s.id not in known]
+        fetched: dict[str, list[float]] = {}
+        with_embeddings = not embeddings_for.isdisjoint(missing)
+        for record in self.store.get(self._key, ids=missing, embeddings=with_embeddings):
+            known[record.id] = (record.text, record.metadata)
+            if record.id in embeddings_for and record.embedding is not None:
+                fetched[record.id] = record.embedding
+        results = [
+            SearchResult(known[s.id][0], known[s.id][1], s.score, s.id)
+            for s in ranked
+            if s.id in known
+        ]
+        return results, fetched
+
+    _acatch_up = blocking_twin(_catch_up)
+    _aembed_pending = blocking_twin(_embed_pending)
+    _asearch = blocking_twin(_search)
+
+
+def _number_turns(rows: Sequence[OutboxRow], index: NamespaceIndex) -> list[dict[str, Any]]:
+    """The rows' metadata, with the next turn index of their session where one is wanted.
+
+    A row an earlier attempt numbered (it is pending in the index) keeps its
+    number, and so does a row queued with one; new numbers come after every
+    number the rows already hold, so a turn queued unnumbered during an outage
+    never takes the number of a turn queued numbered before it.
+    """
+    given = [_given_turn(row, index) for row in rows]
+    next_turn: dict[str, int] = {}
+    for row, turn in zip(rows, given, strict=True):
+        session = str(row.metadata.get(SESSION_KEY))
+        start = next_turn.get(session, index.next_turn(session))
+        next_turn[session] = start if turn is None else max(start, turn + 1)
+    metadatas = []
+    for row, turn in zip(rows, given, strict=True):
+        metadata = dict(row.metadata)
+        if turn is not None:
+            metadata[TURN_KEY] = turn
+        elif row.needs_turn:
+            session = str(metadata.get(SESSION_KEY))
+            metadata[TURN_KEY] = next_turn[session]
+            next_turn[session] += 1
+        metadatas.append(metadata)
+    return metadatas
+
+
+def _given_turn(row: OutboxRow, index: NamespaceIndex) -> int | None:
+    """The turn number a row already has: from an earlier attempt, or queued with it."""
+    if row.needs_turn:
+        pending = index.pending_document(row.doc_id)
+        turn = None if pending is None else pending.metadata.get(TURN_KEY)
+    else:
+        turn = row.metadata.get(TURN_KEY)
+    return turn if isinstance(turn, int) and not isinstance(turn, bool) else None
+
+
+def _merge_nearest(stored: list[ScoredId], pending: list[ScoredId], n: int) -> list[ScoredId]:
+    """The ``n`` nearest of the store's and the pending documents' (the store's score wins)."""
+    scores = {item.id: item.score for item in pending}
+    scores.update((item.id, item.score) for item in stored)
+    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:n]
+    return [ScoredId(doc_id, score) for doc_id, score in best]
+
+
+def _progress_bar(total: int | None) -> Any:
+    if total is None:
+        return None
+    from tqdm.auto import tqdm
+
+    bar: Callable[..., Any] = tqdm
+    return bar(total=total, unit="doc", desc="Storing")

@@ -1,0 +1,129 @@
+"""A LangChain ``VectorStore`` as a vector backend, through its retriever.
+
+What LangChain's ``VectorStoreRetrieverMemory`` does: a turn is one
+``Document`` added with ``add_documents``, a search is ``retriever.invoke``
+(so the retriever's ``search_type`` and ``search_kwargs`` apply), both with
+native async. The store is the user's: its documents are not namespaced or
+numbered, a filter is passed to the retriever in the store's own syntax, and
+nothing is queued.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.vectorstores import VectorStoreRetriever
+
+from memories.errors import InvalidInputError
+from memories.kernel.steps import Steps, arun, run, step
+from memories.stores.vector.backend import VectorBackend, VectorQuery
+from memories.stores.vector.outbox import OutboxRow
+from memories.stores.vector.records import SearchResult
+
+__all__ = ["VectorStoreBackend"]
+
+logger = logging.getLogger(__name__)
+
+
+class VectorStoreBackend(VectorBackend):
+    """Documents in a LangChain vector store, found by its retriever.
+
+    Args:
+        retriever: the store's retriever (``store.as_retriever(...)``).
+        written: the ids this memory added, appended to as it adds; what
+            :meth:`forget_session` deletes.
+    """
+
+    def __init__(self, retriever: VectorStoreRetriever, *, written: list[str]) -> None:
+        self.retriever = retriever
+        self.written = written
+        self.location = f"{type(retriever.vectorstore).__name__} (a LangChain vector store)"
+
+    def save(self, row: OutboxRow) -> None:
+        """Add the turn with ``add_documents``, as LangChain's memory does."""
+        run(self._adding([row]))
+
+    async def asave(self, row: OutboxRow) -> None:
+        """Async :meth:`save` (``aadd_documents``)."""
+        await arun(self._adding([row]))
+
+    def add(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
+        """Add the documents in one ``add_documents`` call (the store batches as it does)."""
+        run(self._adding(rows))
+
+    async def aadd(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
+        """Async :meth:`add`."""
+        await arun(self._adding(rows))
+
+    def _adding(self, rows: Sequence[OutboxRow]) -> Steps[None]:
+        documents = [Document(r.text, metadata=dict(r.metadata), id=r.doc_id) for r in rows]
+        ids = [r.doc_id for r in rows]
+        yield step(self.retriever.vectorstore.add_documents, documents, ids=ids)
+        self.written.extend(ids)
+
+    def search(self, query: VectorQuery) -> list[SearchResult]:
+        """``retriever.invoke(text)``, with ``k`` and ``filter`` only when the query gives them."""
+        return run(self._searching(query))
+
+    async def asearch(self, query: VectorQuery) -> list[SearchResult]:
+        """Async :meth:`search` (``retriever.ainvoke``)."""
+        return await arun(self._searching(query))
+
+    def _searching(self, query: VectorQuery) -> Steps[list[SearchResult]]:
+        options: dict[str, Any] = {}
+        if query.k is not None:
+            options["k"] = query.k
+        if query.where is not None:
+            options["filter"] = query.where
+        documents: list[Document] = yield step(self.retriever.invoke, query.text, **options)
+        return [SearchResult(d.page_content, dict(d.metadata), 0.0, d.id or "") for d in documents]
+
+    def delete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
+        """Delete by id with the store's ``delete``; a LangChain store has no delete by filter."""
+        run(self._deleting(ids, where, quiet=False))
+
+    async def adelete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
+        """Async :meth:`delete`."""
+        await arun(self._deleting(ids, where, quiet=False))
+
+    def forget_session(self) -> None:
+        """Delete the documents this memory added (a store that cannot delete: warn, keep them)."""
+        run(self._deleting(list(self.written), None, quiet=True))
+
+    async def aforget_session(self) -> None:
+        """Async :meth:`forget_session`."""
+        await arun(self._deleting(list(self.written), None, quiet=True))
+
+    def _deleting(
+        self, ids: Sequence[str] | None, where: Mapping[str, Any] | None, *, quiet: bool
+    ) -> Steps[None]:
+        if where is not None:
+            raise InvalidInputError(
+                "A LangChain vector store deletes by id only; give ids, not a filter."
+            )
+        if not ids:
+            return
+        store = self.retriever.vectorstore
+        try:
+            yield step(store.delete, list(ids))
+        except NotImplementedError:
+            if not quiet:
+                raise
+            logger.warning(
+                "%s cannot delete documents; the %d this memory wrote are kept.",
+                type(store).__name__,
+                len(ids),
+            )
+            return
+        gone = set(ids)
+        self.written[:] = [i for i in self.written if i not in gone]
+
+    def erase_namespace(self) -> None:
+        """Not possible: a LangChain vector store does not know whose its documents are."""
+        raise NotImplementedError(
+            "A LangChain vector store has no namespaces: erase its documents through the store "
+            "itself, or use the memory without a retriever (Chroma, namespaced)."
+        )

@@ -1,0 +1,31 @@
+"""The record a vector memory's search returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.documents import Document
+
+__all__ = ["SearchResult"]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One stored document, as a search found it."""
+
+    text: str
+    """The stored text, e.g. ``"input: hi\\noutput: hello"``."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Its metadata: namespace, session, turn, timestamp, speakers and the caller's own keys."""
+    score: float = 0.0
+    """How well it matched, 0 to 1: with the default (Chroma) backend, about the probability
+    that the document answers the query, from the query and the document alone, so it
+    compares across searches and namespaces (:mod:`memories.stores.recall.scores`); 0 from a
+    LangChain vector store's retriever."""
+    id: str = ""
+    """Its id in the store (for :meth:`~memories.long_term.vector.VectorMemory.delete`)."""
+
+    def to_document(self) -> Document:
+        """A LangChain ``Document`` with the same text, metadata and id."""
+        return Document(page_content=self.text, metadata=dict(self.metadata), id=self.id or None)

@@ -1,0 +1,92 @@
+"""The calibrated score of each search result (see :mod:`memories.stores.recall.scores`).
+
+A backend ranks with :func:`~memories.stores.recall.rank_candidates`, reads the
+ranked documents, and hands them here with what it knows of their cosine
+similarity to the query; each result gets its calibrated score, in the
+order the ranking gave.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from memories.errors import InvalidInputError
+from memories.stores.recall import RecallConfig, ScoredId
+from memories.stores.recall.scores import DEFAULT_CALIBRATION, ScoreCalibration, term_coverage
+from memories.stores.vector.index import document_date
+from memories.stores.vector.records import SearchResult
+
+__all__ = ["calibrated", "check_min_score", "cosines", "passing"]
+
+
+def cosines(query: Sequence[float], vectors: Mapping[str, Sequence[float]], /) -> dict[str, float]:
+    """The cosine similarity of each vector to the query vector."""
+    if not vectors:
+        return {}
+    ids = list(vectors)
+    matrix = np.asarray([vectors[i] for i in ids], dtype=np.float64)
+    q = np.asarray(query, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(q))
+    similarity = (matrix @ q) / np.where(norms > 0, norms, 1.0)
+    return dict(zip(ids, similarity.tolist(), strict=True))
+
+
+def calibrated(
+    results: Sequence[SearchResult],
+    query: str,
+    config: RecallConfig,
+    /,
+    *,
+    vector: Sequence[float] | None,
+    dense: Iterable[ScoredId] = (),
+    vectors_of: Callable[[list[str]], Mapping[str, Sequence[float]]] | None = None,
+    calibration: ScoreCalibration = DEFAULT_CALIBRATION,
+) -> list[SearchResult]:
+    """The results, in the same order, each with its calibrated score.
+
+    Args:
+        results: Ranked documents (their scores are replaced).
+        query: The query's text.
+        config: The recall settings (the lexical analyzer and dates they index with).
+        vector: The query's embedding; None when it was not embedded (``"bm25"`` mode),
+            and the scores then use term coverage alone.
+        dense: Cosine similarities already known (the dense candidates).
+        vectors_of: Fetches the embeddings of the results whose cosine is not known.
+    """
+    known: dict[str, float] = {}
+    if vector is not None:
+        known = {item.id: item.score for item in dense}
+        missing = [r.id for r in results if r.id not in known]
+        if missing and vectors_of is not None:
+            known.update(cosines(vector, vectors_of(missing)))
+    analyzer = config.analyzer()
+    query_terms = set(analyzer.terms(query))
+    scored = []
+    for result in results:
+        text = config.lexical_text(result.text, when=document_date(result.metadata))
+        coverage = term_coverage(query_terms, set(analyzer.terms(text)))
+        score = calibration.score(coverage, known.get(result.id) if vector is not None else None)
+        scored.append(SearchResult(result.text, result.metadata, score, result.id))
+    return scored
+
+
+def check_min_score(value: object, /) -> float:
+    """``value`` as a score floor.
+
+    Raises:
+        InvalidInputError: not a number from 0 to 1.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise InvalidInputError(
+            f"min_score must be a number from 0 to 1 (a calibrated score), got {value!r}."
+        )
+    return float(value)
+
+
+def passing(results: list[SearchResult], min_score: float, /) -> list[SearchResult]:
+    """The results scoring at least ``min_score``, in their order."""
+    if min_score <= 0:
+        return results
+    return [r for r in results if r.score >= min_score]

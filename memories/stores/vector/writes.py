@@ -1,0 +1,170 @@
+"""Writing queued documents to the vector store: one lane per namespace, one background writer.
+
+Every document goes to the outbox (:mod:`memories.stores.vector.outbox`) first. A
+*drain* then embeds what waits there and writes it to Chroma. Drains of one
+namespace never overlap: each namespace has a :class:`WriteLane` whose lock a
+drain holds, and which remembers the last failure until a drain succeeds.
+
+With ``write="background"`` a memory's ``save_context`` queues the turn and
+asks the process's background writer (:func:`background_writer`, a
+:class:`~memories.kernel.background.Debouncer` with no quiet period and one thread)
+to drain the namespace; bursts of turns collapse into one drain. The writer
+is flushed at interpreter exit (for at most :data:`EXIT_FLUSH_SECONDS`);
+whatever it could not write waits in the outbox for the next process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator
+
+from memories.errors import ConfigError
+from memories.kernel.background import Debouncer, MemoryStatus
+
+__all__ = [
+    "EXIT_FLUSH_SECONDS",
+    "VectorStatus",
+    "WriteLane",
+    "WriteMode",
+    "WriteModeField",
+    "background_writer",
+    "write_lane",
+]
+
+logger = logging.getLogger(__name__)
+
+WriteMode = Literal["sync", "background"]
+
+
+def _check_write_mode(value: Any) -> Any:
+    if value not in ("sync", "background"):
+        raise ConfigError(f"write must be 'sync' or 'background', got {value!r}.")
+    return value
+
+
+#: A model field holding a write mode, refused with a ConfigError naming the bad value.
+WriteModeField = Annotated[WriteMode, BeforeValidator(_check_write_mode)]
+#: How long interpreter exit waits for background writes still running or queued.
+EXIT_FLUSH_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class VectorStatus(MemoryStatus):
+    """Where a vector memory's writes stand.
+
+    ``pending`` counts the documents of the namespace waiting in the outbox
+    (queued or failed); ``last_error`` is the last failed write of the
+    namespace, until one works (``failures`` is then 1).
+    """
+
+    write: WriteMode = "background"
+    """The memory's write mode."""
+    failed_at: float | None = None
+    """When the last write failed (seconds since the epoch), else None."""
+    dead_letters: int = 0
+    """Documents set aside: the store or the embedder refused them (``dead_letters()``)."""
+
+
+class WriteLane:
+    """The writes of one namespace of one store: serialised, with their last failure."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        """Held by a drain for its whole run."""
+        self.error: BaseException | None = None
+        """The last drain's failure, until a drain succeeds."""
+        self.failed_at: float | None = None
+        """When it failed."""
+        self.wrote_at = float("-inf")
+        """When a drain last wrote documents to the store (``time.monotonic()``)."""
+
+    def failed(self, error: BaseException) -> None:
+        """Record a failed drain."""
+        self.error, self.failed_at = error, time.time()
+
+    def succeeded(self, *, wrote: bool = False) -> None:
+        """Record a drain that wrote everything it found (``wrote``: and found something)."""
+        self.error, self.failed_at = None, None
+        if wrote:
+            self.wrote_at = time.monotonic()
+
+    @property
+    def last_error(self) -> str | None:
+        """The last failure as ``"ExceptionType: message"``, or None."""
+        error = self.error
+        return None if error is None else f"{type(error).__name__}: {error}"
+
+
+_lanes: dict[tuple[str, str], WriteLane] = {}
+_lanes_lock = threading.Lock()
+
+
+def write_lane(target: str, namespace: str) -> WriteLane:
+    """The process's lane for a namespace of a store (see :attr:`ChromaStore.target`)."""
+    with _lanes_lock:
+        lane = _lanes.get((target, namespace))
+        if lane is None:
+            lane = _lanes[(target, namespace)] = WriteLane()
+        return lane
+
+
+_writer: Debouncer | None = None
+_writer_lock = threading.Lock()
+
+
+def background_writer() -> Debouncer:
+    """The process's background writer of vector documents.
+
+    Its own thread rather than :func:`~memories.kernel.background.shared_debouncer`'s,
+    where a summary's LLM call would hold writes up for seconds. When 1,000
+    namespaces wait already, a new one drains in the caller's thread.
+    """
+    global _writer
+    with _writer_lock:
+        if _writer is None or _writer.closed:
+            _writer = Debouncer(
+                delay=0.0,
+                max_wait=0.0,
+                max_pending=1000,
+                when_full="run_inline",
+                name="memories-vector-writes",
+            )
+        return _writer
+
+
+def _flush_at_exit() -> None:
+    writer = _writer
+    if writer is not None and not writer.closed and not writer.flush(timeout=EXIT_FLUSH_SECONDS):
+        logger.warning(
+            "Background vector writes still running after %.0f s at exit; the documents "
+            "wait in the outbox and are written by the next process that uses them.",
+            EXIT_FLUSH_SECONDS,
+        )
+
+
+def _register_exit_flush() -> None:
+    """Flush the writer at exit while worker pools still take work.
+
+    ``atexit`` runs after ``threading`` has shut down ``concurrent.futures``'
+    pools, so an embedder that uses a thread pool (MiniLM does) refuses the
+    exit-time writes ("cannot schedule new futures after interpreter
+    shutdown"). ``threading``'s own exit hooks run in reverse order of
+    registration, so registering after ``concurrent.futures.thread`` runs this
+    first. Where that hook is missing (another Python), ``atexit`` serves.
+    """
+    import concurrent.futures.thread  # noqa: F401  (its exit hook must be registered first)
+
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
+        atexit.register(_flush_at_exit)
+    else:
+        register(_flush_at_exit)
+
+
+_register_exit_flush()
