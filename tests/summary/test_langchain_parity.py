@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +23,9 @@ from memories.kernel.tokens import load_encoding
 from tests.summary.fakes import ScriptedLLM
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+
+#: The page whose table quotes the call counts measured below.
+SUMMARIES_PAGE = Path(__file__).resolve().parents[2] / "docs" / "memories" / "summaries.md"
 
 TURNS = [(f"question {i}: what about cats?", f"answer {i}: cats are fine.") for i in range(7)]
 
@@ -82,7 +87,7 @@ def test_under_langchains_name_the_summary_buffer_folds_exactly_as_langchain(
 
 
 def test_the_short_name_batches_folds_langchains_name_does_not() -> None:
-    """The measured difference the README's table quotes: LLM calls over one conversation."""
+    """The measured difference docs/memories/summaries.md's table quotes: LLM calls, 40 turns."""
     turns = [
         (f"question {i}: what about cats and dogs?", f"answer {i}: both fine.") for i in range(40)
     ]
@@ -99,6 +104,12 @@ def test_the_short_name_batches_folds_langchains_name_does_not() -> None:
     run(classic("ConversationSummaryBufferMemory", llm=theirs_llm, max_token_limit=100), turns)
     assert calls["langchain"] == theirs_llm.calls
     assert calls["short"] < calls["langchain"] / 2, calls
+    row = re.search(
+        r"\| summary calls, 40 turns at limit 100 \| (\d+) \| (\d+) \(LangChain: (\d+)\) \|",
+        SUMMARIES_PAGE.read_text(encoding="utf-8"),
+    )
+    assert row, f"{SUMMARIES_PAGE} lost the table row of 40 turns at limit 100"
+    assert [int(n) for n in row.groups()] == [calls["short"], calls["langchain"], theirs_llm.calls]
 
 
 @pytest.mark.parametrize("return_messages", [False, True])
