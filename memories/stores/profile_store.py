@@ -531,7 +531,7 @@ class BaseProfileStore(ABC):
 
         Raises:
             InvalidInputError: there is no such version, or it was a clear.
-            whatever ``check(document, what)`` raises for that document.
+            Exception: whatever ``check(document, what)`` raises for that document.
         """
         found = yield step(self.changes, namespace, key, version=version)
         if not found:

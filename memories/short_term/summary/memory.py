@@ -7,8 +7,8 @@ process continues the same summary, and folding moves a cursor, deleting
 nothing. A fold is transactional: when the model fails, the summary and the
 turns stay, the failure is counted (:meth:`status`) and retried with backoff.
 Folds run inline or in the background (:class:`~memories.core.parts.DeferredMemory`),
-sync or async from one loop (:mod:`memories.kernel.steps`). The README's
-"Summary memories" section compares the folding rules with LangChain's.
+sync or async from one loop (:mod:`memories.kernel.steps`). The docs page
+``docs/memories/summaries.md`` compares the folding rules with LangChain's.
 """
 
 from __future__ import annotations
