@@ -7,8 +7,10 @@ one, so a burst of turns costs one job. The work runs on a small pool of
 worker threads (one by default), never on the caller's thread, and never
 twice at once for the same key.
 
-Errors are never swallowed: a failing job is logged with its traceback and
-counted in :meth:`Debouncer.status`, which also keeps the last error.
+Errors are never swallowed: a failing job is logged and counted in
+:meth:`Debouncer.status`, which also keeps the last error. The library's own
+errors (:class:`~memories.errors.MemoriesError`, which say what failed and
+what to do) are logged as one line; anything else with its traceback.
 
 Shutdown: :meth:`Debouncer.flush` runs every pending job now and waits for
 it; :meth:`Debouncer.close` flushes and stops the workers. Workers are daemon
@@ -25,6 +27,8 @@ import time
 from collections.abc import Callable, Hashable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
+
+from memories.errors import MemoriesError
 
 __all__ = [
     "BackgroundWork",
@@ -322,6 +326,13 @@ class Debouncer:
         error: BaseException | None = None
         try:
             job()
+        except MemoriesError as exc:
+            # The library's own error already says what failed and what to do
+            # (a store gone, queued documents waiting in an outbox): one line,
+            # and the traceback only for whoever turns on debug logging.
+            error = exc
+            logger.error("%r: background job of %r failed: %s", self, key, describe_error(exc))
+            logger.debug("The failure's traceback:", exc_info=True)
         except Exception as exc:
             error = exc
             logger.exception("%r: background job of %r failed", self, key)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from memories.errors import BackendUnavailableError
 from memories.kernel.background import Debouncer, JobStatus, shared_debouncer
 
 LONG = 60.0  # a quiet period no test waits for: jobs run through flush()
@@ -100,6 +101,26 @@ def test_a_failing_job_is_logged_and_counted(caplog: pytest.LogCaptureFixture) -
     assert status.last_error is not None and "ConnectionError: LLM down" in status.last_error
     assert "'s1'" in status.last_error
     assert any(r.exc_info and "s1" in r.getMessage() for r in caplog.records)
+
+
+def test_a_job_failing_with_the_librarys_own_error_is_one_line_without_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 24: a store gone under the writer logged three chained tracebacks."""
+
+    def gone() -> None:
+        raise BackendUnavailableError("The Chroma folder '/x' is gone: close memories first.")
+
+    with Debouncer(delay=LONG) as debouncer:
+        with caplog.at_level(logging.DEBUG, logger="memories.kernel.background"):
+            debouncer.schedule("s1", gone)
+            debouncer.flush(timeout=10)
+        assert debouncer.status().failed == 1
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(errors) == 1 and not errors[0].exc_info
+    assert "'s1'" in errors[0].getMessage() and "is gone: close" in errors[0].getMessage()
+    # The traceback is still there for whoever turns on debug logging.
+    assert any(r.levelno == logging.DEBUG and r.exc_info for r in caplog.records)
 
 
 def test_status_counts_completed_jobs() -> None:
