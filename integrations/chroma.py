@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import re
 import sqlite3
 import threading
@@ -539,22 +540,32 @@ class ChromaStore:
     def _translate(self, action: str) -> Iterator[None]:
         try:
             yield
-        except (httpx.TransportError, ConnectionError) as exc:
-            raise self._unavailable(action, exc) from exc
-        except ValueError as exc:
+        except (ChromaError, httpx.HTTPError, sqlite3.Error, OSError, ValueError) as exc:
+            raise self._translated(action, exc) from exc
+
+    def _translated(self, action: str, exc: Exception) -> BackendError:
+        """Chroma's, the network's or SQLite's ``exc`` as ours, saying what to do."""
+        if self.mode == "persistent" and not os.path.isdir(self.path):
+            # Chroma reports it as "attempt to write a readonly database".
+            return BackendUnavailableError(
+                f"The {self.location} is gone: it was deleted while this process used it "
+                f"(to {action}: {exc}). Close a memory (memory.close()) before deleting its "
+                "folder; to go on, make the memory again on a folder that exists, in a new "
+                "process."
+            )
+        if isinstance(exc, (httpx.TransportError, ConnectionError)):
+            return self._unavailable(action, exc)
+        if isinstance(exc, ValueError):
             if "connect" in str(exc).lower():  # HttpClient() when no server answers
-                raise self._unavailable(action, exc) from exc
-            raise BackendError(f"Chroma could not {action} in the {self.location}: {exc}") from exc
-        except (ChromaError, httpx.HTTPError, sqlite3.Error, OSError) as exc:
-            hint = ""
-            if "dimension" in str(exc).lower():
-                hint = (
-                    " The collection holds embeddings of another width: it was filled with "
-                    "another embedding model. Use the same embeddings, or another collection."
-                )
-            raise BackendError(
-                f"Chroma could not {action} in the {self.location}: {exc}.{hint}"
-            ) from exc
+                return self._unavailable(action, exc)
+            return BackendError(f"Chroma could not {action} in the {self.location}: {exc}")
+        hint = ""
+        if "dimension" in str(exc).lower():
+            hint = (
+                " The collection holds embeddings of another width: it was filled with "
+                "another embedding model. Use the same embeddings, or another collection."
+            )
+        return BackendError(f"Chroma could not {action} in the {self.location}: {exc}.{hint}")
 
     def _unavailable(self, action: str, exc: Exception) -> BackendUnavailableError:
         what = f"The {self.location} cannot be reached (to {action}): {exc}."

@@ -271,6 +271,15 @@ class SQLiteOutbox:
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[None]:
+        if not os.path.exists(self.path):
+            # SQLite would go on writing into the deleted file through the
+            # connections it holds: a turn "saved" there is lost without a word.
+            raise BackendUnavailableError(
+                f"Cannot {action}: the vector memory's outbox {self.path!r} is gone (its "
+                "folder was deleted while this process used it), and what waited in it with "
+                "it. Close a memory (memory.close()) before deleting its folder; to go on, "
+                "make the memory again on a folder that exists, in a new process."
+            )
         try:
             yield
         except SQLAlchemyError as exc:
