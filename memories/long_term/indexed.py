@@ -296,7 +296,15 @@ class DocumentMemory(IndexedMemory):
     def close(self, *, timeout: float | None = None) -> bool:
         """Write what is queued (as :meth:`flush`); later saves of this object write synchronously.
 
-        The background writer itself keeps serving other memories.
+        Waits at most ``timeout`` seconds (default
+        :data:`~memories.vector.writes.EXIT_FLUSH_SECONDS`) and raises nothing:
+        documents it could not write are logged once, with the outbox they
+        wait in, and written by a later ``flush()`` or process. Close a
+        memory before deleting its store's folder. The background writer
+        itself keeps serving other memories.
+
+        Returns:
+            True when nothing of this namespace waits any more.
         """
         return self.backend.close(timeout=timeout)
 

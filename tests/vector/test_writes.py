@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,3 +207,77 @@ def test_a_normal_exit_writes_what_the_background_writer_queued(tmp_path: Path) 
     reopened = VectorMemory(path=str(store), namespace="exit", write="sync")
     assert reopened.pending() == 0
     assert len(reopened.search("place", k=200)) == 120
+
+
+# -- issue 24: closing with queued writes, and a store folder deleted under a memory ------
+
+WORDS = "tests.vector.conftest:WordEmbeddings"
+
+
+def _on_disk(tmp_path: Path, **options: Any) -> VectorMemory:
+    return VectorMemory(path=str(tmp_path / "store"), embeddings=WORDS, **options)
+
+
+def test_close_with_writes_the_store_refuses_says_once_where_they_wait(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    writer_idle: None,
+) -> None:
+    memory = _on_disk(tmp_path, namespace="refused")
+    memory.save_context({"input": "warm up"}, {"output": "ok"})
+    memory.flush()
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise BackendUnavailableError("disk gone")
+
+    monkeypatch.setattr(memory.store, "upsert", broken)
+    with caplog.at_level(logging.WARNING):
+        memory.save_context({"input": "keep me"}, {"output": "ok"})  # queued: no error yet
+        background_writer().flush()
+        assert memory.close() is False  # says so, raises nothing
+    outbox = str(tmp_path / "store" / "memories-outbox.db")
+    said = [r for r in caplog.records if r.name == "memories.vector.chroma_backend"]
+    assert len(said) == 1 and outbox in said[0].getMessage()
+    assert "document(s) of namespace ('refused',) wait" in said[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info]  # no traceback anywhere
+    # The outbox kept the turns: once the store works, they are written.
+    monkeypatch.undo()
+    assert memory.pending() == 1 and memory.flush() is True
+    assert memory.store.count("refused") == 2
+
+
+def test_a_store_folder_deleted_under_a_memory_fails_with_one_clear_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, writer_idle: None
+) -> None:
+    memory = _on_disk(tmp_path, namespace="deleted", write="sync")
+    memory.save_context({"input": "warm up"}, {"output": "ok"})
+    shutil.rmtree(tmp_path / "store")
+    with pytest.raises(BackendUnavailableError, match="is gone") as caught:
+        memory.save_context({"input": "lost?"}, {"output": "no: refused"})
+    assert str(tmp_path / "store") in str(caught.value)
+    assert "memory.close()" in str(caught.value)  # what to do
+    with caplog.at_level(logging.WARNING):
+        assert memory.close() is False
+    (said,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "is gone" in said.getMessage() and not said.exc_info
+
+
+def test_a_background_write_into_a_deleted_folder_is_one_clear_line_and_raised_next(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, writer_idle: None
+) -> None:
+    """The demo's case, with the outbox elsewhere so that it keeps the turn."""
+    outbox = str(tmp_path / "outbox.db")
+    memory = _on_disk(tmp_path, namespace="deleted-bg", outbox=outbox)
+    memory.save_context({"input": "warm up"}, {"output": "ok"})
+    memory.flush()
+    shutil.rmtree(tmp_path / "store")
+    with caplog.at_level(logging.DEBUG, logger="memories"):
+        memory.save_context({"input": "keep me"}, {"output": "ok"})  # queued
+        background_writer().flush()
+    (said,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "is gone" in said.getMessage() and str(tmp_path / "store") in said.getMessage()
+    assert f"wait in the outbox ({outbox})" in said.getMessage() and not said.exc_info
+    assert memory.pending() == 1  # the outbox keeps the turn
+    with pytest.raises(BackendUnavailableError, match="is gone"):
+        memory.search("keep me")

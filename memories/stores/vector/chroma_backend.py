@@ -48,6 +48,7 @@ from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow
 from memories.stores.vector.records import SearchResult
 from memories.stores.vector.scoring import calibrated
 from memories.stores.vector.writes import (
+    EXIT_FLUSH_SECONDS,
     VectorStatus,
     WriteLane,
     WriteMode,
@@ -125,7 +126,7 @@ class ChromaBackend(VectorBackend):
 
     @cached_property
     def _lane(self) -> WriteLane:
-        return write_lane(self.store.target, self._key)
+        return write_lane(self.store.target, self._key, self.outbox.where)
 
     @property
     def _drain_key(self) -> tuple[str, str, str]:
@@ -229,9 +230,24 @@ class ChromaBackend(VectorBackend):
         return self._drain(timeout=timeout) is not None and self.pending() == 0
 
     def close(self, *, timeout: float | None = None) -> bool:
-        """:meth:`flush`; later saves write synchronously (the writer serves other memories)."""
+        """:meth:`flush` for at most ``timeout`` seconds (default :data:`EXIT_FLUSH_SECONDS`).
+
+        Later saves write synchronously (the writer serves other memories).
+        Nothing is raised: documents that could not be written are logged
+        once, with the outbox they wait in (a later flush or process writes them).
+        """
         self._writer.closed = True
-        return self.flush(timeout=timeout)
+        limit = EXIT_FLUSH_SECONDS if timeout is None else timeout
+        try:
+            if self.flush(timeout=limit):
+                return True
+            why = f"a write was still under way after {limit:g} s.{self._waiting()}"
+        except Exception as exc:  # closing reports, it does not raise
+            why = describe_error(exc)
+            if not isinstance(exc, BackendError):  # it has said where they wait
+                why += self._waiting()
+        logger.warning("Closed the memory of namespace %r unfinished: %s", self.namespace, why)
+        return False
 
     def pending(self) -> int:
         """How many documents of the namespace wait in the outbox (queued or failed)."""
@@ -316,17 +332,24 @@ class ChromaBackend(VectorBackend):
                 raise
             lane.succeeded(wrote=written > 0)
         except BackendError as exc:
-            waiting = len(self.outbox.pending(target, namespace))
-            raise type(exc)(
-                f"{exc} {waiting} document(s) of namespace {self.namespace!r} wait in the "
-                f"outbox ({self.outbox.where}); they are written by the next call that "
-                "reaches the store, or by flush()."
-            ) from exc
+            raise type(exc)(f"{exc}{self._waiting()}") from exc
         finally:
             lane.lock.release()
             if bar is not None:
                 bar.close()
         return written
+
+    def _waiting(self) -> str:
+        """What waits in the outbox, and where, for a message ("" when the outbox is unreadable)."""
+        try:
+            waiting = self.pending()
+        except BackendError:  # the outbox itself is gone: its own error says so
+            return ""
+        return (
+            f" {waiting} document(s) of namespace {self.namespace!r} wait in the outbox "
+            f"({self.outbox.where}); they are written by the next call that reaches the "
+            "store, or by flush()."
+        )
 
     def _write_or_set_aside(self, rows: Sequence[OutboxRow]) -> None:
         """Write a batch; documents refused while others of it go through are set aside.

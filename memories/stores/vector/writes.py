@@ -50,7 +50,7 @@ def _check_write_mode(value: Any) -> Any:
 
 #: A model field holding a write mode, refused with a ConfigError naming the bad value.
 WriteModeField = Annotated[WriteMode, BeforeValidator(_check_write_mode)]
-#: How long interpreter exit waits for background writes still running or queued.
+#: How long interpreter exit, and ``close()`` when not told, wait for background writes.
 EXIT_FLUSH_SECONDS = 10.0
 
 
@@ -74,7 +74,9 @@ class VectorStatus(MemoryStatus):
 class WriteLane:
     """The writes of one namespace of one store: serialised, with their last failure."""
 
-    def __init__(self) -> None:
+    def __init__(self, outbox: str) -> None:
+        self.outbox = outbox
+        """Where the namespace's documents wait (:attr:`SQLiteOutbox.where`), for messages."""
         self.lock = threading.Lock()
         """Held by a drain for its whole run."""
         self.error: BaseException | None = None
@@ -105,12 +107,15 @@ _lanes: dict[tuple[str, str], WriteLane] = {}
 _lanes_lock = threading.Lock()
 
 
-def write_lane(target: str, namespace: str) -> WriteLane:
-    """The process's lane for a namespace of a store (see :attr:`ChromaStore.target`)."""
+def write_lane(target: str, namespace: str, outbox: str) -> WriteLane:
+    """The process's lane for a namespace of a store (see :attr:`ChromaStore.target`).
+
+    ``outbox`` says where its documents wait; the first memory's is kept.
+    """
     with _lanes_lock:
         lane = _lanes.get((target, namespace))
         if lane is None:
-            lane = _lanes[(target, namespace)] = WriteLane()
+            lane = _lanes[(target, namespace)] = WriteLane(outbox)
         return lane
 
 
@@ -139,13 +144,23 @@ def background_writer() -> Debouncer:
 
 
 def _flush_at_exit() -> None:
+    """Write what the background writer has queued; say once where what it could not write waits.
+
+    A write that fails is logged by the writer, once, with where its
+    documents wait; one still running after :data:`EXIT_FLUSH_SECONDS` is
+    logged here.
+    """
     writer = _writer
-    if writer is not None and not writer.closed and not writer.flush(timeout=EXIT_FLUSH_SECONDS):
-        logger.warning(
-            "Background vector writes still running after %.0f s at exit; the documents "
-            "wait in the outbox and are written by the next process that uses them.",
-            EXIT_FLUSH_SECONDS,
-        )
+    if writer is None or writer.closed or writer.flush(timeout=EXIT_FLUSH_SECONDS):
+        return
+    with _lanes_lock:
+        outboxes = sorted({lane.outbox for lane in _lanes.values()})
+    logger.warning(
+        "Background vector writes still running after %.0f s at exit; the documents not "
+        "written wait in the outbox (%s) and are written by the next process that uses them.",
+        EXIT_FLUSH_SECONDS,
+        ", ".join(outboxes),
+    )
 
 
 def _register_exit_flush() -> None:
