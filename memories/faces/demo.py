@@ -254,20 +254,27 @@ def run_demo(
             results.append(DemoResult(name, f"(skipped: {exc})", 0, 0, 0.0))
             continue
         options = _with_llm(placed, llm, calls)
-        create_memory(options).clear()
+        cleared = create_memory(options)
+        cleared.clear()
+        _close(cleared)
         model = llm or FakeListChatModel(responses=[r for s in sessions for _, r in s])
         timing, calls_per_turn = _Timing(counter), []
         for session in sessions:
             # A new process: the memory is rebuilt from its config and reads its file.
             memory = timing.wrap(create_memory(options))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # ConversationChain's own deprecation notice
-                chain = ConversationChain(llm=model, memory=memory)
-            for user, _ in session:
-                reply = chain.invoke({"input": user})["response"]
-                calls_per_turn.append(calls.count)
-                if on_turn:
-                    on_turn(name, user, reply)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # ConversationChain's own deprecation notice
+                    chain = ConversationChain(llm=model, memory=memory)
+                for user, _ in session:
+                    reply = chain.invoke({"input": user})["response"]
+                    calls_per_turn.append(calls.count)
+                    if on_turn:
+                        on_turn(name, user, reply)
+            finally:
+                # The process ends: its deferred work (background writes, summary
+                # folds) finishes before the demo's temporary folder is removed.
+                _close(memory)
         text = _injected_text(timing.last_loaded)
         results.append(
             DemoResult(
@@ -281,6 +288,12 @@ def run_demo(
             )
         )
     return results
+
+
+def _close(memory: Any) -> None:
+    """Finish a memory's deferred work, as a process does before it ends (bounded, never raising)."""
+    if isinstance(memory, BaseMemory):  # a LangChain memory defers nothing
+        memory.close()
 
 
 def _placed(config: dict[str, Any], db_path: Path, session: str) -> dict[str, Any]:

@@ -144,3 +144,50 @@ def test_the_html_report_holds_every_injection_whole_and_the_picture(tmp_path: P
     page = html_report(results, tmp_path / "demo.html").read_text(encoding="utf-8")
     assert page.count("I prefer &lt;tea&gt; over coffee.") == 40  # whole, escaped
     assert "data:image/png;base64,iVBOR" in page and "And what do I drink these days?" in page
+
+
+# -- issue 24: a main job that ends clean --------------------------------------------------
+
+
+def test_the_demo_command_ends_clean_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """`memories demo` on a fresh machine: no traceback or failure on stderr, no file left.
+
+    It ended in the background writer's tracebacks (the temporary folder was
+    removed while the example memory's writes were queued), and left
+    onnxruntime's `.ses` and tiktoken's `data-gym-cache` in $TMPDIR.
+    """
+    import os
+    import subprocess
+    import sys
+
+    import memories
+    from memories.paths import DATA_DIR_ENV
+
+    folders = {name: tmp_path / name for name in ("tmp", "home", "data")}
+    for folder in folders.values():
+        folder.mkdir()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        # What a fresh machine has not set: caches, opt-outs, a model for the replies.
+        if k not in {"ORT_DISABLE_TELEMETRY", "TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR",
+                     "XDG_CACHE_HOME", "MEMORIES_LLM"}
+    }  # fmt: skip
+    tree = str(Path(memories.__file__).resolve().parents[1])  # this tree, not an installed one
+    env.update(
+        TMPDIR=str(folders["tmp"]),
+        HOME=str(folders["home"]),
+        PYTHONPATH=os.pathsep.join([tree, env.get("PYTHONPATH", "")]),
+        **{DATA_DIR_ENV: str(folders["data"])},
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "memories.cli", "demo"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "The last question" in done.stdout
+    noise = [line for line in done.stderr.splitlines() if "Traceback" in line or "failed" in line]
+    assert noise == [], done.stderr
+    for name, folder in folders.items():
+        left = sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+        assert left == [], f"the demo left files in {name}: {left}"
