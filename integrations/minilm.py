@@ -430,6 +430,10 @@ def _load_runtime(
     with _RUNTIMES_LOCK:
         runtime = _RUNTIMES.get(key)
         if runtime is None:
+            # onnxruntime's telemetry writes `.ses` into $TMPDIR and a device id under
+            # ~/.cache/Microsoft when it is imported; offline embeddings send nothing
+            # (ORT_DISABLE_TELEMETRY=0 set by the user keeps it on).
+            os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
             ort = _import("onnxruntime", "pip install onnxruntime")
             tokenizers = _import("tokenizers", "pip install tokenizers")
             model_bytes = _read_checked(model, model_sha256, "MiniLM model file")
