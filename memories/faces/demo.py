@@ -291,7 +291,7 @@ def run_demo(
 
 
 def _close(memory: Any) -> None:
-    """Finish a memory's deferred work, as a process does before it ends (bounded, never raising)."""
+    """Finish a memory's deferred work, as a process does before it ends."""
     if isinstance(memory, BaseMemory):  # a LangChain memory defers nothing
         memory.close()
 
