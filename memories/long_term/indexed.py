@@ -297,7 +297,7 @@ class DocumentMemory(IndexedMemory):
         """Write what is queued (as :meth:`flush`); later saves of this object write synchronously.
 
         Waits at most ``timeout`` seconds (default
-        :data:`~memories.vector.writes.EXIT_FLUSH_SECONDS`) and raises nothing:
+        :data:`~memories.stores.vector.writes.EXIT_FLUSH_SECONDS`) and raises nothing:
         documents it could not write are logged once, with the outbox they
         wait in, and written by a later ``flush()`` or process. Close a
         memory before deleting its store's folder. The background writer

@@ -161,7 +161,7 @@ def test_the_demo_command_ends_clean_and_leaves_nothing_behind(tmp_path: Path) -
     import sys
 
     import memories
-    from memories.paths import DATA_DIR_ENV
+    from memories.kernel.paths import DATA_DIR_ENV
 
     folders = {name: tmp_path / name for name in ("tmp", "home", "data")}
     for folder in folders.values():
@@ -181,7 +181,7 @@ def test_the_demo_command_ends_clean_and_leaves_nothing_behind(tmp_path: Path) -
         **{DATA_DIR_ENV: str(folders["data"])},
     )
     done = subprocess.run(
-        [sys.executable, "-m", "memories.cli", "demo"],
+        [sys.executable, "-m", "memories.faces.cli", "demo"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -237,7 +237,7 @@ def test_close_with_writes_the_store_refuses_says_once_where_they_wait(
         background_writer().flush()
         assert memory.close() is False  # says so, raises nothing
     outbox = str(tmp_path / "store" / "memories-outbox.db")
-    said = [r for r in caplog.records if r.name == "memories.vector.chroma_backend"]
+    said = [r for r in caplog.records if r.name == "memories.stores.vector.chroma_backend"]
     assert len(said) == 1 and outbox in said[0].getMessage()
     assert "document(s) of namespace ('refused',) wait" in said[0].getMessage()
     assert not [r for r in caplog.records if r.exc_info]  # no traceback anywhere
