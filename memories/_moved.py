@@ -18,7 +18,7 @@ import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Sequence
-from types import ModuleType
+from types import CodeType, ModuleType
 
 __all__ = ["MOVED", "install"]
 
@@ -123,6 +123,14 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module = importlib.import_module(MOVED[spec.name])
         spec.loader_state = module.__spec__
         return module
+
+    def get_code(self, fullname: str) -> CodeType | None:
+        """The moved module's code, so ``python -m memories.cli`` runs ``memories.faces.cli``."""
+        spec = importlib.util.find_spec(MOVED[fullname])
+        loader = None if spec is None else spec.loader
+        if not isinstance(loader, importlib.abc.InspectLoader):
+            return None
+        return loader.get_code(MOVED[fullname])
 
     def exec_module(self, module: ModuleType) -> None:
         # Loading set the alias's spec on the real module: give it its own back.

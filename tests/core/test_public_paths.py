@@ -77,3 +77,16 @@ def test_a_pickle_naming_an_old_module_loads_in_a_fresh_process() -> None:
         [sys.executable, "-c", code], input=data, capture_output=True, check=True, timeout=60
     )
     assert out.stdout.decode().split() == ["memories.stores.vector.records", "a", "turn"]
+
+
+def test_an_old_module_path_runs_with_python_dash_m() -> None:
+    """``python -m memories.cli`` (the CLI's module before the move) still runs the CLI."""
+    out = subprocess.run(
+        [sys.executable, "-m", "memories.cli", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert out.stdout.split()[0] == "memories"
+    assert out.stderr == ""
