@@ -1,0 +1,153 @@
+"""Many users in one process: what each Chroma layout costs per user namespace.
+
+Run from the repository root::
+
+    python benchmarks/namespaces.py [--users 2000] [--docs 5] [--checkpoint 500]
+
+Today every user namespace of a vector memory is its own Chroma collection,
+and Chroma keeps every collection it has opened loaded (its HNSW segment and
+its files), so a process serving many users grows without bound (issue 25).
+This benchmark measures the store alone, on an embedded persistent Chroma in a
+temporary folder, with random unit vectors (384 dimensions, as MiniLM's) so
+that no embedding cost hides the store's:
+
+- ``per-namespace``: one collection per user (today's layout);
+- ``one-collection``: one collection for all users, the namespace a metadata
+  key and every query filtered on it (``where={"namespace": ...}``).
+
+Each layout runs in a fresh process. Each user gets ``--docs`` documents in one
+``add`` and then one filtered query of 4 results, as a user's first turn
+would; the process's resident memory (VmRSS) and open files are read every
+``--checkpoint`` users, and the add and query latencies of the last
+checkpoint's users are summarised. The two layouts are printed side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+DIMENSIONS = 384
+LAYOUTS = ("per-namespace", "one-collection")
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _open_files() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def run_layout(layout: str, users: int, docs: int, checkpoint: int) -> dict[str, Any]:
+    """One layout in this process: the checkpoints' RSS, files and latencies."""
+    import chromadb
+    from chromadb.config import Settings
+
+    rng = np.random.default_rng(7)
+    folder = tempfile.mkdtemp(prefix="namespaces-bench-")
+    client = chromadb.PersistentClient(path=folder, settings=Settings(anonymized_telemetry=False))
+    shared = None
+    if layout == "one-collection":
+        shared = client.get_or_create_collection("memories", metadata={"hnsw:space": "cosine"})
+    points: list[dict[str, float]] = []
+    adds: list[float] = []
+    queries: list[float] = []
+    for user in range(users):
+        namespace = f"users/u{user}"
+        vectors = rng.normal(size=(docs + 1, DIMENSIONS)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        ids = [f"u{user}-{i}" for i in range(docs)]
+        texts = [f"turn {i} of user {user}" for i in range(docs)]
+        started = time.perf_counter()
+        if shared is None:
+            collection = client.get_or_create_collection(
+                f"ns-{user}", metadata={"hnsw:space": "cosine"}
+            )
+            collection.add(ids=ids, embeddings=vectors[:docs], documents=texts)
+        else:
+            collection = shared
+            metadatas: list[Any] = [{"namespace": namespace}] * docs
+            collection.add(ids=ids, embeddings=vectors[:docs], documents=texts, metadatas=metadatas)
+        added = time.perf_counter()
+        where = None if shared is None else {"namespace": namespace}
+        found = collection.query(query_embeddings=vectors[docs:], n_results=4, where=where)
+        queries.append(time.perf_counter() - added)
+        adds.append(added - started)
+        assert all(i.startswith(f"u{user}-") for i in found["ids"][0]), "another user's document"
+        del collection
+        if (user + 1) % checkpoint == 0:
+            window_adds, window_queries = adds[-checkpoint:], queries[-checkpoint:]
+            points.append(
+                {
+                    "users": user + 1,
+                    "rss_mb": _rss_mb(),
+                    "open_files": _open_files(),
+                    "add_p50_ms": 1000 * statistics.median(window_adds),
+                    "add_p95_ms": 1000 * _percentile(window_adds, 0.95),
+                    "query_p50_ms": 1000 * statistics.median(window_queries),
+                    "query_p95_ms": 1000 * _percentile(window_queries, 0.95),
+                }
+            )
+            print(f"  {layout}: {points[-1]}", file=sys.stderr, flush=True)
+    return {"layout": layout, "points": points}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=2000)
+    parser.add_argument("--docs", type=int, default=5, help="documents per user")
+    parser.add_argument("--checkpoint", type=int, default=500)
+    parser.add_argument(
+        "--layouts",
+        nargs="+",
+        choices=LAYOUTS,
+        default=list(LAYOUTS),
+        help="which layouts (per-namespace needs about 2.8 GB and 4 files per 1,000 users)",
+    )
+    parser.add_argument("--layout", choices=LAYOUTS, help=argparse.SUPPRESS)  # the child process
+    args = parser.parse_args()
+    if args.users < 1 or args.docs < 1 or args.checkpoint < 1:
+        parser.error("--users, --docs and --checkpoint must be at least 1")
+    if args.layout:
+        print(json.dumps(run_layout(args.layout, args.users, args.docs, args.checkpoint)))
+        return
+    results = {}
+    layouts = [layout for layout in LAYOUTS if layout in args.layouts]
+    for layout in layouts:
+        print(f"{layout}: {args.users} users x {args.docs} documents ...", file=sys.stderr)
+        child = subprocess.run(
+            [sys.executable, __file__, "--layout", layout, "--users", str(args.users),
+             "--docs", str(args.docs), "--checkpoint", str(args.checkpoint)],
+            capture_output=True, text=True, check=True, timeout=3600,
+        )  # fmt: skip
+        results[layout] = json.loads(child.stdout.splitlines()[-1])["points"]
+    columns = ("rss_mb", "open_files", "add_p50_ms", "add_p95_ms", "query_p50_ms", "query_p95_ms")
+    print(f"\nChroma {__import__('chromadb').__version__}, {args.docs} documents per user")
+    print(f"{'users':>6}  {'measure':<14}" + "".join(f"{name:>16}" for name in layouts))
+    for at, point in enumerate(results[layouts[0]]):
+        for column in columns:
+            row = [results[layout][at][column] for layout in layouts]
+            print(f"{point['users']:>6}  {column:<14}" + "".join(f"{v:>16.1f}" for v in row))
+
+
+if __name__ == "__main__":
+    main()
