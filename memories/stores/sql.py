@@ -10,6 +10,7 @@ turned into the library's own in :func:`transaction`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -42,11 +43,13 @@ from memories.errors import BackendError, BackendUnavailableError, ConfigError
 __all__ = [
     "Database",
     "Prepared",
+    "check_sqlite_file",
     "ensure_tables",
     "get_engine",
     "log_table",
     "make_sqlite_folder",
     "redacted",
+    "sqlite_file",
     "transaction",
 ]
 
@@ -130,6 +133,7 @@ def transaction(engine: Engine, url: str) -> Iterator[Connection]:
     disk full) is a :class:`BackendUnavailableError`; any other one a
     :class:`BackendError`; both name the URL and keep the cause.
     """
+    check_sqlite_file(url, "the database")
     with _translated(lambda: f"The database {redacted(url)!r} failed"), engine.begin() as c:
         yield c
 
@@ -317,12 +321,11 @@ def _check_reachable(url: str) -> None:
     made by the first use.
     """
     engine = get_engine(url)
-    database = engine.url.database
+    file = sqlite_file(url)
     if engine.url.get_backend_name() != "sqlite":
         with _translated(f"Cannot open the database {redacted(url)!r}"):
             engine.connect().close()
-    elif database and database != ":memory:" and not database.startswith("file:"):
-        file = Path(database).expanduser().absolute()
+    elif file is not None:
         if file.is_file():
             return
         ancestor = file.parent
@@ -330,7 +333,7 @@ def _check_reachable(url: str) -> None:
             ancestor = ancestor.parent
         if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
             raise BackendUnavailableError(
-                f"Cannot create the SQLite file {database!r}: {str(ancestor)!r} is not a "
+                f"Cannot create the SQLite file {str(file)!r}: {str(ancestor)!r} is not a "
                 "writable folder."
             )
 
@@ -342,21 +345,53 @@ def make_sqlite_folder(url: str) -> None:
         ConfigError: ``url`` is not a SQLAlchemy URL.
         BackendUnavailableError: the folder cannot be created.
     """
+    file = sqlite_file(url)
+    if file is None:
+        return
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BackendUnavailableError(
+            f"Cannot create the folder of the SQLite file {str(file)!r}: {exc}"
+        ) from exc
+
+
+@functools.lru_cache(maxsize=1024)
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names, made absolute once (None: another database, memory, a URI).
+
+    Raises:
+        ConfigError: ``url`` is not a SQLAlchemy URL.
+    """
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
         raise ConfigError(_bad_url(url, exc)) from exc
     database = parsed.database
     if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
-        return
+        return None
     if database.startswith("file:"):
-        return
-    try:
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
+        return None
+    return Path(database).expanduser().absolute()
+
+
+def check_sqlite_file(url: str, what: str) -> None:
+    """Raise if the SQLite file ``url`` names was deleted while this process used it.
+
+    SQLite goes on writing into a deleted file through the connections it
+    holds, so a turn saved after the deletion would be lost without a word.
+    One ``stat`` per call; nothing for other databases.
+
+    Raises:
+        BackendUnavailableError: the file is gone.
+    """
+    file = sqlite_file(url)
+    if file is not None and not file.exists():
         raise BackendUnavailableError(
-            f"Cannot create the folder of the SQLite file {database!r}: {exc}"
-        ) from exc
+            f"Cannot use {what}: the SQLite file {str(file)!r} is gone (deleted while this "
+            "process used it), and what was in it with it. Close a memory (memory.close()) before "
+            "deleting its files; to go on, make the memory again in a new process."
+        )
 
 
 @contextmanager

@@ -215,3 +215,19 @@ def test_extra_ddl_that_fails_is_logged_and_the_tables_still_open(
     assert "CREATE INDEX broken" in caplog.text and "only slower" in caplog.text
     with get_engine(url).connect() as connection:
         assert connection.exec_driver_sql("SELECT count(*) FROM things").scalar() == 0
+
+
+def test_a_sqlite_file_deleted_under_a_memory_fails_with_one_clear_error(tmp_path: Path) -> None:
+    """SQLite would go on writing into the deleted file: the turn would be lost without a word."""
+    from memories import TokenBufferMemory
+
+    path = tmp_path / "chats" / "chat.db"
+    memory = TokenBufferMemory(chat_memory=SQLiteHistory(str(path), session_id="s"))
+    memory.save_context({"input": "hi"}, {"output": "hello"})
+    path.unlink()
+    with pytest.raises(BackendUnavailableError, match="is gone") as caught:
+        memory.save_context({"input": "lost?"}, {"output": "no: refused"})
+    assert str(path) in str(caught.value) and "memory.close()" in str(caught.value)
+    with pytest.raises(BackendUnavailableError, match="is gone"):
+        memory.load_memory_variables({})
+    assert not path.exists()  # nothing made a new, empty file in its place

@@ -172,3 +172,16 @@ async def test_async_methods_go_through_abatch_so_a_native_async_backend_serves_
 def test_a_backend_must_implement_batch() -> None:
     with pytest.raises(TypeError, match="batch"):
         BaseProfileStore()  # type: ignore[abstract]
+
+
+def test_a_sqlite_file_deleted_under_the_store_fails_with_one_clear_error(tmp_path: Any) -> None:
+    from memories.errors import BackendUnavailableError
+
+    path = tmp_path / "profiles.db"
+    store = ProfileStore(f"sqlite:///{path}")
+    store.put(NS, "p", {"name": "Ada"})
+    path.unlink()
+    with pytest.raises(BackendUnavailableError, match="is gone"):
+        store.put(NS, "p", {"name": "Grace"})
+    with pytest.raises(BackendUnavailableError, match="is gone"):
+        store.get(NS, "p")

@@ -26,7 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from memories.errors import BackendUnavailableError
 from memories.kernel.paths import default_file
-from memories.stores.sql import ensure_tables, get_engine, log_table
+from memories.stores.sql import check_sqlite_file, ensure_tables, get_engine, log_table
 
 __all__ = [
     "OUTBOX_FILE",
@@ -160,9 +160,9 @@ class SQLiteOutbox:
         self.path = path
         self.where = path
         """Where the rows wait, for messages."""
-        url = f"sqlite:///{path}"
-        self._engine = get_engine(url)
-        ensure_tables(self._engine, url, _metadata)
+        self._url = f"sqlite:///{path}"
+        self._engine = get_engine(self._url)
+        ensure_tables(self._engine, self._url, _metadata)
 
     def put(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
         """Queue rows, durably, in one transaction."""
@@ -271,15 +271,7 @@ class SQLiteOutbox:
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[None]:
-        if not os.path.exists(self.path):
-            # SQLite would go on writing into the deleted file through the
-            # connections it holds: a turn "saved" there is lost without a word.
-            raise BackendUnavailableError(
-                f"Cannot {action}: the vector memory's outbox {self.path!r} is gone (its "
-                "folder was deleted while this process used it), and what waited in it with "
-                "it. Close a memory (memory.close()) before deleting its folder; to go on, "
-                "make the memory again on a folder that exists, in a new process."
-            )
+        check_sqlite_file(self._url, f"the vector memory's outbox to {action}")
         try:
             yield
         except SQLAlchemyError as exc:
