@@ -13,7 +13,10 @@ that no embedding cost hides the store's:
 
 - ``per-namespace``: one collection per user (today's layout);
 - ``one-collection``: one collection for all users, the namespace a metadata
-  key and every query filtered on it (``where={"namespace": ...}``).
+  key and every query filtered on it (``where={"namespace": ...}``);
+- ``sharded``: ``--shards`` collections (16 by default), each namespace in the
+  one its hash picks, filtered as above: memory and files bounded by the
+  shard count, each query searching one shard.
 
 Each layout runs in a fresh process. Each user gets ``--docs`` documents in one
 ``add`` and then one filtered query of 4 results, as a user's first turn
@@ -32,12 +35,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from typing import Any
 
 import numpy as np
 
 DIMENSIONS = 384
-LAYOUTS = ("per-namespace", "one-collection")
+LAYOUTS = ("per-namespace", "one-collection", "sharded")
 
 
 def _rss_mb() -> float:
@@ -57,7 +61,7 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def run_layout(layout: str, users: int, docs: int, checkpoint: int) -> dict[str, Any]:
+def run_layout(layout: str, users: int, docs: int, checkpoint: int, shards: int) -> dict[str, Any]:
     """One layout in this process: the checkpoints' RSS, files and latencies."""
     import chromadb
     from chromadb.config import Settings
@@ -65,9 +69,15 @@ def run_layout(layout: str, users: int, docs: int, checkpoint: int) -> dict[str,
     rng = np.random.default_rng(7)
     folder = tempfile.mkdtemp(prefix="namespaces-bench-")
     client = chromadb.PersistentClient(path=folder, settings=Settings(anonymized_telemetry=False))
-    shared = None
-    if layout == "one-collection":
-        shared = client.get_or_create_collection("memories", metadata={"hnsw:space": "cosine"})
+
+    def collection_of(user: int) -> Any:
+        name = {
+            "per-namespace": f"ns-{user}",
+            "one-collection": "memories",
+            "sharded": f"shard-{zlib.crc32(f'users/u{user}'.encode()) % shards}",
+        }[layout]
+        return client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"})
+
     points: list[dict[str, float]] = []
     adds: list[float] = []
     queries: list[float] = []
@@ -78,17 +88,11 @@ def run_layout(layout: str, users: int, docs: int, checkpoint: int) -> dict[str,
         ids = [f"u{user}-{i}" for i in range(docs)]
         texts = [f"turn {i} of user {user}" for i in range(docs)]
         started = time.perf_counter()
-        if shared is None:
-            collection = client.get_or_create_collection(
-                f"ns-{user}", metadata={"hnsw:space": "cosine"}
-            )
-            collection.add(ids=ids, embeddings=vectors[:docs], documents=texts)
-        else:
-            collection = shared
-            metadatas: list[Any] = [{"namespace": namespace}] * docs
-            collection.add(ids=ids, embeddings=vectors[:docs], documents=texts, metadatas=metadatas)
+        collection = collection_of(user)
+        metadatas: list[Any] = [{"namespace": namespace}] * docs
+        collection.add(ids=ids, embeddings=vectors[:docs], documents=texts, metadatas=metadatas)
         added = time.perf_counter()
-        where = None if shared is None else {"namespace": namespace}
+        where = None if layout == "per-namespace" else {"namespace": namespace}
         found = collection.query(query_embeddings=vectors[docs:], n_results=4, where=where)
         queries.append(time.perf_counter() - added)
         adds.append(added - started)
@@ -116,6 +120,7 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=2000)
     parser.add_argument("--docs", type=int, default=5, help="documents per user")
     parser.add_argument("--checkpoint", type=int, default=500)
+    parser.add_argument("--shards", type=int, default=16, help="collections of the sharded layout")
     parser.add_argument(
         "--layouts",
         nargs="+",
@@ -125,10 +130,11 @@ def main() -> None:
     )
     parser.add_argument("--layout", choices=LAYOUTS, help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args()
-    if args.users < 1 or args.docs < 1 or args.checkpoint < 1:
-        parser.error("--users, --docs and --checkpoint must be at least 1")
+    if min(args.users, args.docs, args.checkpoint, args.shards) < 1:
+        parser.error("--users, --docs, --checkpoint and --shards must be at least 1")
     if args.layout:
-        print(json.dumps(run_layout(args.layout, args.users, args.docs, args.checkpoint)))
+        point = run_layout(args.layout, args.users, args.docs, args.checkpoint, args.shards)
+        print(json.dumps(point))
         return
     results = {}
     layouts = [layout for layout in LAYOUTS if layout in args.layouts]
@@ -136,7 +142,8 @@ def main() -> None:
         print(f"{layout}: {args.users} users x {args.docs} documents ...", file=sys.stderr)
         child = subprocess.run(
             [sys.executable, __file__, "--layout", layout, "--users", str(args.users),
-             "--docs", str(args.docs), "--checkpoint", str(args.checkpoint)],
+             "--docs", str(args.docs), "--checkpoint", str(args.checkpoint),
+             "--shards", str(args.shards)],
             capture_output=True, text=True, check=True, timeout=3600,
         )  # fmt: skip
         results[layout] = json.loads(child.stdout.splitlines()[-1])["points"]
