@@ -66,9 +66,17 @@ def run_layout(layout: str, users: int, docs: int, checkpoint: int, shards: int)
     import chromadb
     from chromadb.config import Settings
 
+    with tempfile.TemporaryDirectory(prefix="namespaces-bench-") as folder:
+        client = chromadb.PersistentClient(
+            path=folder, settings=Settings(anonymized_telemetry=False)
+        )
+        return {"layout": layout, "points": _run(client, layout, users, docs, checkpoint, shards)}
+
+
+def _run(
+    client: Any, layout: str, users: int, docs: int, checkpoint: int, shards: int
+) -> list[dict[str, float]]:
     rng = np.random.default_rng(7)
-    folder = tempfile.mkdtemp(prefix="namespaces-bench-")
-    client = chromadb.PersistentClient(path=folder, settings=Settings(anonymized_telemetry=False))
 
     def collection_of(user: int) -> Any:
         name = {
@@ -112,7 +120,7 @@ def run_layout(layout: str, users: int, docs: int, checkpoint: int, shards: int)
                 }
             )
             print(f"  {layout}: {points[-1]}", file=sys.stderr, flush=True)
-    return {"layout": layout, "points": points}
+    return points
 
 
 def main() -> None:
