@@ -1,0 +1,396 @@
+"""Entity stores: a summary per entity name, every version of it kept.
+
+LangChain's ``ConversationEntityMemory`` keeps one running summary per entity
+in a ``BaseEntityStore`` (``get`` / ``set`` / ``delete`` / ``exists`` /
+``clear``), and its stores overwrite a summary with no trace of the one
+before. The stores here have LangChain's interface and append instead: a
+write is a new version, a deletion a version with no value, and
+:meth:`EntityStore.history` reads an entity's versions back, oldest first.
+
+Implementing a subclass
+-----------------------
+A backend implements three methods: :meth:`EntityStore._latest` (an
+entity's newest version), :meth:`EntityStore._append` (new versions, in one
+transaction) and :meth:`EntityStore.history`. LangChain's five methods, the
+entity list and the async twins are written once here on top of them.
+
+:func:`as_entity_store` takes any store with LangChain's interface
+(``InMemoryEntityStore``, ``SQLiteEntityStore``, ``RedisEntityStore``...) and
+gives it the shape the memory drives (:class:`LangChainEntityStore`).
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
+
+import sqlalchemy as sa
+
+from memories.errors import ConfigError
+from memories.kernel.paths import default_file
+from memories.kernel.steps import blocking_twin
+from memories.stores.sql import Database, log_table
+
+__all__ = [
+    "DEFAULT_ENTITY_SESSION",
+    "ENTITY_STORE_TYPES",
+    "EntityStore",
+    "EntityVersion",
+    "InMemoryEntityStore",
+    "LangChainEntityStore",
+    "SQLEntityStore",
+    "SQLiteEntityStore",
+    "as_entity_store",
+    "create_entity_store",
+]
+
+#: LangChain's stores' default ``session_id``.
+DEFAULT_ENTITY_SESSION = "default"
+
+
+class EntityVersion(NamedTuple):
+    """One version of an entity's summary."""
+
+    entity: str
+    """The entity's name, as the model wrote it."""
+    value: str | None
+    """The summary; None when this version deleted the entity."""
+    created_at: float
+    """When it was written (seconds since the epoch)."""
+
+
+class EntityStore(ABC):
+    """An entity store with LangChain's ``BaseEntityStore`` interface, keeping every version.
+
+    ``set`` with an empty value deletes the entity, as LangChain's SQLite and
+    Redis stores do; ``clear`` records a deletion of every entity, so the
+    versions stay readable (:meth:`purge` erases them).
+    """
+
+    #: The config ``type`` of this store (see :data:`ENTITY_STORE_TYPES`).
+    config_type: ClassVar[str]
+
+    # -- what a backend implements ------------------------------------------------
+
+    @abstractmethod
+    def _latest(self, entity: str, /) -> EntityVersion | None:
+        """The entity's newest version, or None if it was never written."""
+
+    @abstractmethod
+    def _append(self, versions: Sequence[tuple[str, str | None]], /) -> None:
+        """Record ``(entity, value or None)`` versions, all or none."""
+
+    @abstractmethod
+    def history(self, entity: str, /) -> list[EntityVersion]:
+        """Every version of ``entity``'s summary, oldest first (deletions included)."""
+
+    @abstractmethod
+    def entities(self) -> dict[str, str]:
+        """Every entity that has a summary now: name -> summary."""
+
+    @abstractmethod
+    def purge(self) -> None:
+        """Erase every version of every entity of this store (no trace kept)."""
+
+    def to_config(self) -> dict[str, Any]:
+        """The config :func:`create_entity_store` rebuilds this store from."""
+        raise NotImplementedError(f"{type(self).__name__} has no config form")
+
+    # -- LangChain's interface, written once ------------------------------------------
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """The entity's summary, or ``default`` when it has none."""
+        latest = self._latest(key)
+        return default if latest is None or latest.value is None else latest.value
+
+    def set(self, key: str, value: str | None) -> None:
+        """Write a new version of the entity's summary (an empty value deletes it)."""
+        self._append([(key, value or None)])
+
+    def delete(self, key: str) -> None:
+        """Delete the entity (a version with no value; its history stays)."""
+        if self.exists(key):
+            self._append([(key, None)])
+
+    def exists(self, key: str) -> bool:
+        """Whether the entity has a summary now."""
+        latest = self._latest(key)
+        return latest is not None and latest.value is not None
+
+    def clear(self) -> None:
+        """Delete every entity (one version each with no value; the history stays)."""
+        current = self.entities()
+        if current:
+            self._append([(entity, None) for entity in current])
+
+    aget = blocking_twin(get)
+    aset = blocking_twin(set)
+    adelete = blocking_twin(delete)
+    aexists = blocking_twin(exists)
+    aclear = blocking_twin(clear)
+    aentities = blocking_twin(entities)
+    ahistory = blocking_twin(history)
+
+
+class InMemoryEntityStore(EntityStore):
+    """Entities in this process's memory, every version kept (gone when the process ends)."""
+
+    config_type: ClassVar[str] = "memory"
+
+    def __init__(self) -> None:
+        self._versions: dict[str, list[EntityVersion]] = {}
+
+    def _latest(self, entity: str, /) -> EntityVersion | None:
+        versions = self._versions.get(entity)
+        return versions[-1] if versions else None
+
+    def _append(self, versions: Sequence[tuple[str, str | None]], /) -> None:
+        now = time.time()
+        for entity, value in versions:
+            self._versions.setdefault(entity, []).append(EntityVersion(entity, value, now))
+
+    def history(self, entity: str, /) -> list[EntityVersion]:
+        return list(self._versions.get(entity, ()))
+
+    def entities(self) -> dict[str, str]:
+        return {
+            name: versions[-1].value
+            for name, versions in self._versions.items()
+            if versions[-1].value is not None
+        }
+
+    def purge(self) -> None:
+        self._versions.clear()
+
+    def to_config(self) -> dict[str, Any]:
+        return {"type": self.config_type}
+
+    def __repr__(self) -> str:
+        return f"InMemoryEntityStore({len(self.entities())} entities)"
+
+
+_metadata = sa.MetaData()
+
+#: Every version of every entity summary: append-only, read newest first per entity.
+entity_versions_table = log_table(
+    "memories_entity_versions",
+    _metadata,
+    [
+        sa.Column("session_id", sa.String(255), nullable=False),
+        sa.Column("entity", sa.String(512), nullable=False),
+    ],
+    sa.Column("value", sa.Text, nullable=True),
+    index="ix_memories_entity_versions_key",
+)
+
+
+class SQLEntityStore(EntityStore):
+    """Entities in a SQL database (any SQLAlchemy URL: SQLite, PostgreSQL), every version kept.
+
+    Args:
+        url: the database; by default ``memories.db`` in the data directory.
+        session_id: whose entities these are (LangChain's stores' argument).
+    """
+
+    config_type: ClassVar[str] = "sql"
+
+    def __init__(self, url: str | None = None, *, session_id: str = DEFAULT_ENTITY_SESSION) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
+        self.url = url or f"sqlite:///{default_file('memories.db')}"
+        self.session_id = session_id
+        self._db = Database(self.url, _metadata)
+
+    def _where(self, entity: str | None = None) -> Any:
+        table = entity_versions_table
+        clause = table.c.session_id == self.session_id
+        return clause if entity is None else clause & (table.c.entity == entity)
+
+    def _latest(self, entity: str, /) -> EntityVersion | None:
+        table = entity_versions_table
+        query = (
+            sa.select(table.c.entity, table.c.value, table.c.created_at)
+            .where(self._where(entity))
+            .order_by(table.c.id.desc())
+            .limit(1)
+        )
+        with self._db.transaction() as connection:
+            row = connection.execute(query).first()
+        return None if row is None else EntityVersion(*row)
+
+    def _append(self, versions: Sequence[tuple[str, str | None]], /) -> None:
+        now = time.time()
+        rows = [
+            {"session_id": self.session_id, "entity": e, "value": v, "created_at": now}
+            for e, v in versions
+        ]
+        with self._db.transaction(write=True) as connection:
+            connection.execute(entity_versions_table.insert(), rows)
+
+    def history(self, entity: str, /) -> list[EntityVersion]:
+        table = entity_versions_table
+        query = (
+            sa.select(table.c.entity, table.c.value, table.c.created_at)
+            .where(self._where(entity))
+            .order_by(table.c.id)
+        )
+        with self._db.transaction() as connection:
+            return [EntityVersion(*row) for row in connection.execute(query)]
+
+    def entities(self) -> dict[str, str]:
+        table = entity_versions_table
+        newest = (
+            sa.select(sa.func.max(table.c.id))
+            .where(self._where())
+            .group_by(table.c.entity)
+            .scalar_subquery()
+        )
+        query = (
+            sa.select(table.c.entity, table.c.value)
+            .where(table.c.id.in_(newest), table.c.value.is_not(None))
+            .order_by(table.c.id)
+        )
+        with self._db.transaction() as connection:
+            return {entity: value for entity, value in connection.execute(query)}
+
+    def purge(self) -> None:
+        with self._db.transaction(write=True) as connection:
+            connection.execute(entity_versions_table.delete().where(self._where()))
+
+    def to_config(self) -> dict[str, Any]:
+        return {"type": self.config_type, "url": self.url, "session_id": self.session_id}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._db!r}, session_id={self.session_id!r})"
+
+
+class SQLiteEntityStore(SQLEntityStore):
+    """:class:`SQLEntityStore` on a SQLite file (LangChain's ``SQLiteEntityStore``'s arguments).
+
+    Args:
+        session_id: whose entities these are.
+        db_file: the database file; by default ``memories.db`` in the data directory.
+    """
+
+    config_type: ClassVar[str] = "sqlite"
+
+    def __init__(
+        self, session_id: str = DEFAULT_ENTITY_SESSION, db_file: str | Path | None = None
+    ) -> None:
+        self.db_file = Path(default_file("memories.db") if db_file is None else db_file)
+        super().__init__(f"sqlite:///{self.db_file.resolve()}", session_id=session_id)
+
+    def to_config(self) -> dict[str, Any]:
+        db_file = str(self.db_file)
+        return {"type": self.config_type, "db_file": db_file, "session_id": self.session_id}
+
+
+_LANGCHAIN_METHODS = ("get", "set", "delete", "exists", "clear")
+
+
+class LangChainEntityStore(EntityStore):
+    """Any store with LangChain's ``BaseEntityStore`` interface, as the memory drives it.
+
+    LangChain's stores keep one value per entity: :meth:`history` gives the
+    current one only, and :meth:`entities` is not available (their interface
+    cannot list keys).
+    """
+
+    config_type: ClassVar[str] = "langchain"
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def _latest(self, entity: str, /) -> EntityVersion | None:
+        value = self.store.get(entity, None)
+        return None if value is None else EntityVersion(entity, value, 0.0)
+
+    def _append(self, versions: Sequence[tuple[str, str | None]], /) -> None:
+        for entity, value in versions:
+            self.store.set(entity, value)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        value: str | None = self.store.get(key, default)
+        return value
+
+    def set(self, key: str, value: str | None) -> None:
+        # LangChain's own semantics, store by store (its in-memory store keeps "").
+        self.store.set(key, value)
+
+    def delete(self, key: str) -> None:
+        self.store.delete(key)
+
+    def exists(self, key: str) -> bool:
+        return bool(self.store.exists(key))
+
+    def clear(self) -> None:
+        self.store.clear()
+
+    def history(self, entity: str, /) -> list[EntityVersion]:
+        latest = self._latest(entity)
+        return [] if latest is None else [latest]
+
+    def entities(self) -> dict[str, str]:
+        inner = getattr(self.store, "store", None)
+        if isinstance(inner, Mapping):  # LangChain's InMemoryEntityStore
+            return {k: v for k, v in inner.items() if v is not None}
+        raise NotImplementedError(
+            f"{type(self.store).__name__} cannot list its entities (LangChain's entity store "
+            "interface has no such method); use memories' SQLEntityStore to list them."
+        )
+
+    def purge(self) -> None:
+        self.store.clear()
+
+    def __repr__(self) -> str:
+        return f"LangChainEntityStore({self.store!r:.80})"
+
+
+#: An entity store config's ``type`` -> its class.
+ENTITY_STORE_TYPES: dict[str, type[EntityStore]] = {
+    "memory": InMemoryEntityStore,
+    "sql": SQLEntityStore,
+    "sqlite": SQLiteEntityStore,
+}
+
+
+def create_entity_store(config: Mapping[str, Any]) -> EntityStore:
+    """An entity store from ``{"type": "memory" | "sql" | "sqlite", ...}``.
+
+    Raises:
+        ConfigError: an unknown type or a bad option.
+    """
+    options = dict(config)
+    type_name = options.pop("type", None)
+    cls = ENTITY_STORE_TYPES.get(type_name) if isinstance(type_name, str) else None
+    if cls is None:
+        raise ConfigError(
+            f"Unknown entity store type {type_name!r}; valid types: "
+            f"{', '.join(sorted(ENTITY_STORE_TYPES))}."
+        )
+    try:
+        return cls(**options)
+    except TypeError as exc:
+        raise ConfigError(f"Bad options for entity store type {type_name!r}: {exc}") from exc
+
+
+def as_entity_store(value: Any, /) -> EntityStore:
+    """``value`` as an :class:`EntityStore`: ours as is, LangChain's wrapped, a config built.
+
+    Raises:
+        ConfigError: ``value`` is none of these.
+    """
+    if isinstance(value, EntityStore):
+        return value
+    if isinstance(value, Mapping):
+        return create_entity_store(value)
+    if all(callable(getattr(value, name, None)) for name in _LANGCHAIN_METHODS):
+        return LangChainEntityStore(value)
+    raise ConfigError(
+        "entity_store must be an entity store (memories' InMemoryEntityStore, SQLEntityStore, "
+        "SQLiteEntityStore, or one of LangChain's with get/set/delete/exists/clear) or a config "
+        f"dict such as {{'type': 'sqlite', 'db_file': 'entities.db'}}; got {value!r:.80}"
+    )
