@@ -90,6 +90,7 @@ MEMORY_TYPES: dict[str, tuple[str, str]] = {
     "instructions": ("memories.long_term.instructions", "InstructionsMemory"),
     "vector": ("memories.long_term.vector", "VectorMemory"),
     "vector_store_retriever": ("memories.long_term.vector", "VectorStoreRetrieverMemory"),
+    "conversation_entity": ("memories.long_term.entities.memory", "ConversationEntityMemory"),
 }
 
 HISTORY_TYPES: dict[str, tuple[str, str]] = {
