@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from memories.long_term.profile.memory import ProfileMemory
     from memories.long_term.vector.memory import VectorMemory
     from memories.long_term.vector.retriever import VectorStoreRetrieverMemory
+    from memories.long_term.vector.token_buffer import ConversationVectorStoreTokenBufferMemory
     from memories.short_term.buffer import BufferMemory, StringBufferMemory
     from memories.short_term.summary.memory import (
         ConversationSummaryBufferMemory,
@@ -104,6 +105,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memories.short_term.token_buffer": ("ConversationTokenBufferMemory", "TokenBufferMemory"),
     "memories.long_term.vector.memory": ("VectorMemory",),
     "memories.long_term.vector.retriever": ("VectorStoreRetrieverMemory",),
+    "memories.long_term.vector.token_buffer": ("ConversationVectorStoreTokenBufferMemory",),
     "memories.short_term.window": ("WindowMemory",),
     "memories.core.config": (
         "create_history",
@@ -172,6 +174,7 @@ __all__ = [
     "ConversationSummaryBufferMemory",
     "ConversationSummaryMemory",
     "ConversationTokenBufferMemory",
+    "ConversationVectorStoreTokenBufferMemory",
     "Entry",
     "ExampleMemory",
     "InMemoryHistory",
