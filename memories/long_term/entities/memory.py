@@ -18,28 +18,23 @@ save time. The loop is written once as steps (sync and async).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
-from langchain_core.prompts import BasePromptTemplate
 from pydantic import Field, PrivateAttr, field_validator
 
-from memories.core.base import ChatMemory
-from memories.core.parts import ModelMemory
 from memories.errors import ConfigError, LLMError
-from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.keys import input_text_for
-from memories.kernel.messages import format_buffer
-from memories.kernel.steps import Steps, arun, run, step
+from memories.kernel.steps import Step, Steps, step
 from memories.long_term.entities.prompts import (
     ENTITY_EXTRACTION_PROMPT,
     ENTITY_SUMMARIZATION_PROMPT,
     PromptField,
 )
+from memories.long_term.entities.updates import Job, QueuedUpdates
 from memories.short_term.summary.prompts import prompt_config
 from memories.stores.entity_store import (
     EntityStore,
@@ -62,12 +57,7 @@ def parse_entities(output: str) -> list[str]:
     return [name for name in (w.strip() for w in output.split(",")) if name]
 
 
-def _text(reply: Any) -> str:
-    """A model reply's text, as ``LLMChain.predict`` returns it."""
-    return str(reply.text) if isinstance(reply, BaseMessage) else str(reply)
-
-
-class ConversationEntityMemory(ModelMemory, ChatMemory):
+class ConversationEntityMemory(QueuedUpdates):
     """LangChain's ``ConversationEntityMemory``: the last ``k`` exchanges and entity summaries.
 
     Loads ``{chat_history_key: the last k exchanges, "entities": {name: summary}}``.
@@ -101,8 +91,6 @@ class ConversationEntityMemory(ModelMemory, ChatMemory):
     k: int = Field(default=3, ge=0)
     entity_store: Any = Field(default_factory=InMemoryEntityStore)
 
-    _calls_models: ClassVar[bool] = True
-    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     #: ``(input, history)`` of a load whose extraction failed: the save extracts again.
     _unextracted: tuple[str, str] | None = PrivateAttr(default=None)
 
@@ -111,14 +99,6 @@ class ConversationEntityMemory(ModelMemory, ChatMemory):
     def _check_store(cls, value: Any) -> Any:
         as_entity_store(value)  # raises ConfigError for what is not a store
         return as_entity_store(value) if isinstance(value, Mapping) else value
-
-    def model_post_init(self, context: Any, /) -> None:
-        if self.llm is None:
-            raise ConfigError(
-                "ConversationEntityMemory needs an llm to extract and summarize entities: "
-                "pass llm=<a LangChain model> or llm='provider:model'."
-            )
-        self._caller  # noqa: B018  (resolve now: a bad model fails at construction)
 
     @property
     def chat_history_key(self) -> str:
@@ -133,10 +113,6 @@ class ConversationEntityMemory(ModelMemory, ChatMemory):
     def memory_variables(self) -> list[str]:
         """``["entities", chat_history_key]``, as LangChain's."""
         return ["entities", self.memory_key]
-
-    @property
-    def _io_lock(self) -> threading.Lock:
-        return self._lock
 
     def _state_parameters(self) -> dict[str, Any]:
         return {"entity_updates": 1}
@@ -169,31 +145,12 @@ class ConversationEntityMemory(ModelMemory, ChatMemory):
             return list(value)
         return super()._config_value(name, value)
 
-    # -- the model calls: pure prompts, one step each ---------------------------------
-
-    def _window(self) -> Steps[list[BaseMessage]]:
-        """The last ``k`` exchanges (LangChain: the last ``2 * k`` messages)."""
-        if self.k == 0:
-            return []
-        entries = yield step(self.chat_memory.last_exchanges, self.k)
-        return [entry.message for entry in entries]
-
-    def _asking(self, prompt: BasePromptTemplate, **values: Any) -> Steps[str]:
-        """The model's reply to ``prompt`` filled with ``values``, as ``LLMChain.predict`` sends it.
-
-        Raises:
-            LLMError: the model raised or timed out.
-        """
-        assert self._caller is not None  # checked at construction
-        reply = yield step(self._caller.invoke, prompt.format_prompt(**values), unlocked=True)
-        return _text(reply)
-
     # -- loading ------------------------------------------------------------------------
 
     def _loading(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
         text = input_text_for(self, inputs)
-        messages = yield from self._window()
-        history = format_buffer(messages, self.human_prefix, self.ai_prefix)
+        messages = yield from self._window(self.k)
+        history = self._buffer(messages)
         try:
             output = yield from self._asking(
                 self.entity_extraction_prompt, history=history, input=text
@@ -228,26 +185,19 @@ class ConversationEntityMemory(ModelMemory, ChatMemory):
         return await self._arun(self._loading(inputs), write=False)
 
     def _selection(self) -> Steps[list[BaseMessage]]:
-        return (yield from self._window())
+        return (yield from self._window(self.k))
 
     # -- saving: the turn, then its entity updates as a queued job ---------------------
 
-    def _saving_turn(self, messages: list[BaseMessage], text: str) -> Steps[None]:
-        yield step(self.chat_memory.append, messages)
-        window = yield from self._window()
-        job: dict[str, Any] = {
-            "input": text,
-            "history": format_buffer(window, self.human_prefix, self.ai_prefix),
-            "entities": list(self.entity_cache),
-            "done": 0,
-        }
+    def _job(self, text: str) -> Steps[Job]:
+        """The entity updates a turn just appended owes: the prompts' strings, no progress yet."""
+        window = yield from self._window(self.k)
+        job: Job = {"input": text, "history": self._buffer(window), "done": 0}
+        job["entities"] = list(self.entity_cache)
         if self._unextracted is not None and self._unextracted[0] == text:
             job["entities"], job["before"] = None, self._unextracted[1]
         self._unextracted = None
-        state = yield from self._reading_state()
-        jobs = [*state["jobs"], job]
-        yield from self._saving_state({**state, "jobs": jobs})
-        yield from self._working()
+        return job
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Save the turn, then update the summary of each entity in :attr:`entity_cache`.
@@ -255,99 +205,35 @@ class ConversationEntityMemory(ModelMemory, ChatMemory):
         A failed model call keeps the turn and queues the rest of its updates
         (retried on the next save or :meth:`flush`; see :meth:`status`).
         """
-        messages = self._turn(inputs, outputs)
-        self._run(self._saving_turn(messages, input_text_for(self, inputs)), write=True)
+        messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
+        self._run(self._saving_turn(messages, self._job(text)), write=True)
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Async :meth:`save_context`."""
-        messages = self._turn(inputs, outputs)
-        await self._arun(self._saving_turn(messages, input_text_for(self, inputs)), write=True)
+        messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
+        await self._arun(self._saving_turn(messages, self._job(text)), write=True)
 
-    def _reading_state(self) -> Steps[dict[str, Any]]:
-        stored = yield step(self.chat_memory.load_state, self.state_key)
-        return stored or {"jobs": [], "failures": 0, "last_error": None}
-
-    def _saving_state(self, state: dict[str, Any]) -> Steps[None]:
-        yield step(self.chat_memory.save_state, self.state_key, state)
-
-    def _working(self) -> Steps[int]:
-        """Run the queued entity updates in order; stop at the first failure. Returns jobs left.
-
-        A model call runs unlocked; its result is applied only if the job it
-        served is still first and at the same point (nobody cleared the
-        session or did that update meanwhile).
-        """
-        while True:
-            state = yield from self._reading_state()
-            if not state["jobs"]:
-                return 0
-            job = state["jobs"][0]
-            try:
-                if job["entities"] is None:
-                    output = yield from self._asking(
-                        self.entity_extraction_prompt, history=job["before"], input=job["input"]
-                    )
-                    update: dict[str, Any] = {"entities": parse_entities(output)}
-                    summary = None
-                elif job["done"] < len(job["entities"]):
-                    entity = job["entities"][job["done"]]
-                    existing = yield step(self._store.get, entity, "")
-                    output = yield from self._asking(
-                        self.entity_summarization_prompt,
-                        summary=existing,
-                        entity=entity,
-                        history=job["history"],
-                        input=job["input"],
-                    )
-                    update, summary = {"done": job["done"] + 1}, (entity, output.strip())
-                else:
-                    update, summary = {}, None
-            except LLMError as exc:
-                return (yield from self._failed(job, exc))
-            current = yield from self._reading_state()
-            if not current["jobs"] or current["jobs"][0] != job:
-                continue  # another turn or a clear moved the queue: read it again
-            if summary is not None:
-                yield step(self._store.set, *summary)
-            new = {**job, **update}
-            if new["entities"] is not None and new["done"] >= len(new["entities"]):
-                jobs = current["jobs"][1:]
-            else:
-                jobs = [new, *current["jobs"][1:]]
-            yield from self._saving_state({"jobs": jobs, "failures": 0, "last_error": None})
-
-    def _failed(self, job: dict[str, Any], error: LLMError) -> Steps[int]:
-        current = yield from self._reading_state()
-        if not current["jobs"] or current["jobs"][0] != job:
-            return len(current["jobs"])
-        failures = current["failures"] + 1
-        logger.warning(
-            "%s (session %r): updating the entities of a saved turn failed (%s); the turn is "
-            "kept and %d update job(s) stay queued, retried on the next save or flush() "
-            "(%d consecutive failures).",
-            type(self).__name__,
-            self.chat_memory.session_id,
-            error,
-            len(current["jobs"]),
-            failures,
+    def _advancing(self, job: Job) -> Steps[tuple[Job | None, list[Step]]]:
+        """Extract the job's entities if its load could not; else summarize the next one."""
+        if job["entities"] is None:
+            output = yield from self._asking(
+                self.entity_extraction_prompt, history=job["before"], input=job["input"]
+            )
+            return {**job, "entities": parse_entities(output)}, []
+        if job["done"] >= len(job["entities"]):
+            return None, []
+        entity = job["entities"][job["done"]]
+        existing = yield step(self._store.get, entity, "")
+        output = yield from self._asking(
+            self.entity_summarization_prompt,
+            summary=existing,
+            entity=entity,
+            history=job["history"],
+            input=job["input"],
         )
-        yield from self._saving_state({**current, "failures": failures, "last_error": str(error)})
-        return len(current["jobs"])
-
-    def flush(self, *, timeout: float | None = None) -> bool:
-        """Retry the queued entity updates now. True when none is left."""
-        return run(self._working(), lock=self._lock) == 0
-
-    async def aflush(self, *, timeout: float | None = None) -> bool:
-        """Async :meth:`flush`."""
-        return await arun(self._working(), lock=self._lock) == 0
-
-    def status(self) -> MemoryStatus:
-        """The entity updates still queued, and the failures that keep them there."""
-        state = run(self._reading_state(), lock=self._lock)
-        return MemoryStatus(
-            pending=len(state["jobs"]), failures=state["failures"], last_error=state["last_error"]
-        )
+        after = {**job, "done": job["done"] + 1}
+        finished = after["done"] >= len(job["entities"])
+        return (None if finished else after), [step(self._store.set, entity, output.strip())]
 
     # -- clearing -------------------------------------------------------------------
 

@@ -1,0 +1,177 @@
+"""Model updates owed by saved turns, queued in the history's state and run in order.
+
+LangChain's entity and knowledge-graph memories call the model after saving
+a turn (entity summaries, knowledge triples); when that call fails the
+turn's knowledge is lost. Here a save writes the turn and the update it owes
+(a *job*: the strings the prompts need) together, then runs the queue: jobs
+in order, each one's model calls unlocked, its writes applied only if the
+job is still first and unchanged (nobody cleared the session or ran it
+meanwhile). A failed call leaves the job queued, logged and counted in
+:meth:`QueuedUpdates.status`, and retried on the next save or by
+:meth:`QueuedUpdates.flush`. Written once as steps, so sync and async share it.
+
+Implementing a subclass
+-----------------------
+Implement :meth:`QueuedUpdates._advancing`: the steps that move one job on
+(model calls through :meth:`QueuedUpdates._asking`), returning the job as it
+stands after them (None when it is done) and the steps that apply the result.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, ClassVar
+
+from langchain_core.messages import BaseMessage
+from langchain_core.prompts import BasePromptTemplate
+from pydantic import PrivateAttr
+
+from memories.core.base import ChatMemory
+from memories.core.parts import ModelMemory
+from memories.errors import ConfigError, LLMError
+from memories.kernel.background import MemoryStatus
+from memories.kernel.messages import format_buffer
+from memories.kernel.steps import Step, Steps, arun, run, step
+
+__all__ = ["Job", "QueuedUpdates"]
+
+logger = logging.getLogger(__name__)
+
+#: One queued update: JSON data (the prompts' strings and how far it got).
+Job = dict[str, Any]
+
+
+class QueuedUpdates(ModelMemory, ChatMemory):
+    """A chat memory whose saves owe model updates, queued until they succeed."""
+
+    _calls_models: ClassVar[bool] = True
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def model_post_init(self, context: Any, /) -> None:
+        if self.llm is None:
+            raise ConfigError(
+                f"{type(self).__name__} needs an llm: pass llm=<a LangChain model> or "
+                "llm='provider:model'."
+            )
+        self._caller  # noqa: B018  (resolve now: a bad model fails at construction)
+
+    @property
+    def _io_lock(self) -> threading.Lock:
+        return self._lock
+
+    # -- what a subclass implements -------------------------------------------------
+
+    def _advancing(self, job: Job) -> Steps[tuple[Job | None, list[Step]]]:
+        """Move ``job`` on: the job after it (None: done) and the steps applying its result.
+
+        Raises:
+            LLMError: a model call failed (the job stays as it was).
+        """
+        raise NotImplementedError(f"{type(self).__name__} must define _advancing()")
+
+    # -- shared steps -----------------------------------------------------------------
+
+    def _window(self, k: int) -> Steps[list[BaseMessage]]:
+        """The last ``k`` exchanges (LangChain: the last ``2 * k`` messages); none for 0."""
+        if k == 0:
+            return []
+        entries = yield step(self.chat_memory.last_exchanges, k)
+        return [entry.message for entry in entries]
+
+    def _buffer(self, messages: list[BaseMessage]) -> str:
+        return format_buffer(messages, self.human_prefix, self.ai_prefix)
+
+    def _asking(self, prompt: BasePromptTemplate, **values: Any) -> Steps[str]:
+        """The model's reply to ``prompt`` filled with ``values``, as ``LLMChain.predict`` sends it.
+
+        A prompt value goes to the model as it is: a chat model gets its
+        messages, an LLM its string, as in LangChain's chains.
+
+        Raises:
+            LLMError: the model raised or timed out.
+        """
+        assert self._caller is not None  # checked at construction
+        reply = yield step(self._caller.invoke, prompt.format_prompt(**values), unlocked=True)
+        return str(reply.text) if isinstance(reply, BaseMessage) else str(reply)
+
+    def _reading_state(self) -> Steps[dict[str, Any]]:
+        stored = yield step(self.chat_memory.load_state, self.state_key)
+        return stored or {"jobs": [], "failures": 0, "last_error": None}
+
+    def _saving_state(self, state: dict[str, Any]) -> Steps[None]:
+        yield step(self.chat_memory.save_state, self.state_key, state)
+
+    def _saving_turn(self, messages: list[BaseMessage], making_job: Steps[Job]) -> Steps[None]:
+        """Append the turn, queue the job it owes (made after the append), run the queue.
+
+        On SQL the turn and its job are one transaction, committed before the
+        first model call.
+        """
+        yield step(self.chat_memory.append, messages)
+        job = yield from making_job
+        state = yield from self._reading_state()
+        yield from self._saving_state({**state, "jobs": [*state["jobs"], job]})
+        yield from self._working()
+
+    def _working(self) -> Steps[int]:
+        """Run the queued jobs in order; stop at the first failure. Returns the jobs left."""
+        while True:
+            state = yield from self._reading_state()
+            if not state["jobs"]:
+                return 0
+            job = state["jobs"][0]
+            try:
+                after, writes = yield from self._advancing(job)
+            except LLMError as exc:
+                return (yield from self._failed(job, exc))
+            current = yield from self._reading_state()
+            if not current["jobs"] or current["jobs"][0] != job:
+                continue  # another turn or a clear moved the queue: read it again
+            for write in writes:
+                _ = yield write  # the runner sends each result back
+            rest = current["jobs"][1:]
+            jobs = rest if after is None else [after, *rest]
+            yield from self._saving_state({"jobs": jobs, "failures": 0, "last_error": None})
+
+    def _failed(self, job: Job, error: LLMError) -> Steps[int]:
+        current = yield from self._reading_state()
+        if not current["jobs"] or current["jobs"][0] != job:
+            return len(current["jobs"])
+        failures = current["failures"] + 1
+        logger.warning(
+            "%s (session %r): the model update of a saved turn failed (%s); the turn is kept "
+            "and %d update job(s) stay queued, retried on the next save or flush() "
+            "(%d consecutive failures).",
+            type(self).__name__,
+            self.chat_memory.session_id,
+            error,
+            len(current["jobs"]),
+            failures,
+        )
+        yield from self._saving_state({**current, "failures": failures, "last_error": str(error)})
+        return len(current["jobs"])
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Retry the queued updates now. True when none is left."""
+        left: int = run(self._working(), lock=self._lock)
+        return left == 0
+
+    async def aflush(self, *, timeout: float | None = None) -> bool:
+        """Async :meth:`flush`."""
+        left: int = await arun(self._working(), lock=self._lock)
+        return left == 0
+
+    def status(self) -> MemoryStatus:
+        """The updates still queued, and the failures that keep them there."""
+        state = run(self._reading_state(), lock=self._lock)
+        return MemoryStatus(
+            pending=len(state["jobs"]), failures=state["failures"], last_error=state["last_error"]
+        )
+
+    async def astatus(self) -> MemoryStatus:
+        """Async :meth:`status`."""
+        state = await arun(self._reading_state(), lock=self._lock)
+        return MemoryStatus(
+            pending=len(state["jobs"]), failures=state["failures"], last_error=state["last_error"]
+        )
