@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from memories.integrations.summarization import SummarizationMiddleware
     from memories.kernel.keys import get_prompt_input_key
     from memories.long_term.collection import CollectionMemory
+    from memories.long_term.entities.kg import ConversationKGMemory
     from memories.long_term.entities.memory import ConversationEntityMemory
     from memories.long_term.examples import ExampleMemory
     from memories.long_term.instructions import InstructionsMemory
@@ -91,6 +92,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memories.long_term.examples": ("ExampleMemory",),
     "memories.long_term.collection": ("CollectionMemory",),
     "memories.long_term.entities.memory": ("ConversationEntityMemory",),
+    "memories.long_term.entities.kg": ("ConversationKGMemory",),
     "memories.faces.tools": ("memory_tools", "profile_tool"),
     "memories.integrations.summarization": ("SummarizationMiddleware",),
     "memories.long_term.instructions": ("InstructionsMemory",),
@@ -170,6 +172,7 @@ __all__ = [
     "ConversationBufferMemory",
     "ConversationBufferWindowMemory",
     "ConversationEntityMemory",
+    "ConversationKGMemory",
     "ConversationStringBufferMemory",
     "ConversationSummaryBufferMemory",
     "ConversationSummaryMemory",

@@ -91,6 +91,7 @@ MEMORY_TYPES: dict[str, tuple[str, str]] = {
     "vector": ("memories.long_term.vector", "VectorMemory"),
     "vector_store_retriever": ("memories.long_term.vector", "VectorStoreRetrieverMemory"),
     "conversation_entity": ("memories.long_term.entities.memory", "ConversationEntityMemory"),
+    "conversation_kg": ("memories.long_term.entities.kg", "ConversationKGMemory"),
     "conversation_vectorstore_token_buffer": (
         "memories.long_term.vector.token_buffer",
         "ConversationVectorStoreTokenBufferMemory",

@@ -4,8 +4,9 @@ Its reply is a function of the prompt alone, so LangChain's class and ours,
 shown the same prompts, get the same replies whatever the order of calls:
 - an entity extraction prompt: the capitalised words of the last line, or ``NONE``;
 - an entity summarization prompt: the existing summary plus the last line;
-- a knowledge triple prompt: ``(Word, is near, Word)`` for each pair of
-  capitalised words of the last line, or ``NONE``.
+- a knowledge triple prompt: ``(Word, verb, Word)`` for each pair of
+  capitalised words of the last line (the verb: its first lowercase word, or
+  ``is near``), or ``NONE``.
 It records every prompt, and fails the calls whose numbers are in ``fail_calls``.
 """
 
@@ -31,6 +32,9 @@ class RuleModel(BaseChatModel):
     prompts: list[list[BaseMessage]] = Field(default_factory=list)
     fail_calls: set[int] = Field(default_factory=set)
     calls: int = 0
+    #: Replies to every entity extraction / triple prompt, instead of the rules.
+    entities_reply: str | None = None
+    triples_reply: str | None = None
 
     @property
     def _llm_type(self) -> str:
@@ -41,7 +45,13 @@ class RuleModel(BaseChatModel):
         self.calls += 1
         if self.calls in self.fail_calls:
             raise ConnectionError(f"call {self.calls} failed (scripted)")
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(reply(messages)))])
+        prompt = str(messages[-1].content)
+        text = reply(messages)
+        if "knowledge triples" in prompt and self.triples_reply is not None:
+            text = self.triples_reply
+        elif "Extract all of the proper nouns" in prompt and self.entities_reply is not None:
+            text = self.entities_reply
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
 
 
 def reply(messages: list[BaseMessage]) -> str:
@@ -54,6 +64,8 @@ def reply(messages: list[BaseMessage]) -> str:
         return f"{existing} | {last}".strip(" |")
     words = list(dict.fromkeys(names(last)))
     if "knowledge triples" in prompt:
-        triples = [f"({a}, is near, {b})" for a, b in itertools.pairwise(words)]
+        verbs = re.findall(r"\b[a-z]+\b", last)
+        relation = verbs[0] if verbs else "is near"
+        triples = [f"({a}, {relation}, {b})" for a, b in itertools.pairwise(words)]
         return "<|>".join(triples) or "NONE"
     return ", ".join(words) or "NONE"

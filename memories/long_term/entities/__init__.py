@@ -2,9 +2,12 @@
 
 :class:`~memories.long_term.entities.memory.ConversationEntityMemory` keeps a
 running summary per entity in an entity store
-(:mod:`memories.stores.entity_store`).
+(:mod:`memories.stores.entity_store`);
+:class:`~memories.long_term.entities.kg.ConversationKGMemory` keeps
+knowledge triples in a graph (:mod:`memories.stores.graph_store`).
 """
 
+from memories.long_term.entities.kg import ConversationKGMemory
 from memories.long_term.entities.memory import ConversationEntityMemory
 
-__all__ = ["ConversationEntityMemory"]
+__all__ = ["ConversationEntityMemory", "ConversationKGMemory"]

@@ -1,0 +1,230 @@
+"""Knowledge triples: LangChain's ``ConversationKGMemory`` (langchain-community).
+
+Saving asks the model for the (subject, predicate, object) triples of the
+input (LangChain's knowledge triple prompt, over the last ``k`` exchanges)
+and adds them to a graph; loading asks it which entities the input names and
+shows what the graph knows about each (``"On Jane: Jane lives in Oslo."``).
+The prompts, the parsing and the output are LangChain's.
+
+What differs, on purpose: the graph can live in a SQL database
+(:class:`~memories.stores.graph_store.SQLEntityGraph`: it survives a restart,
+and an overwritten relation stays in its history) instead of the process's
+memory, and a failed model call loses no turn: the triple extraction it owes
+is queued with the turn and retried (:mod:`memories.long_term.entities.updates`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from functools import cached_property
+from typing import Any, ClassVar
+
+from langchain_core.messages import BaseMessage, SystemMessage
+from pydantic import Field, field_validator
+
+from memories.errors import ConfigError, LLMError
+from memories.kernel.capabilities import Capabilities
+from memories.kernel.keys import input_text_for
+from memories.kernel.steps import Step, Steps, step
+from memories.long_term.entities.memory import parse_entities
+from memories.long_term.entities.prompts import (
+    ENTITY_EXTRACTION_PROMPT,
+    KNOWLEDGE_TRIPLE_EXTRACTION_PROMPT,
+    PromptField,
+)
+from memories.long_term.entities.updates import Job, QueuedUpdates
+from memories.short_term.summary.prompts import (
+    MessageClassField,
+    message_class_config,
+    prompt_config,
+)
+from memories.stores.graph_store import (
+    EntityGraph,
+    InMemoryEntityGraph,
+    KnowledgeTriple,
+    LangChainEntityGraph,
+    as_entity_graph,
+)
+
+__all__ = ["KG_TRIPLE_DELIMITER", "ConversationKGMemory", "parse_triples"]
+
+logger = logging.getLogger(__name__)
+
+#: What separates triples in the model's reply (LangChain's).
+KG_TRIPLE_DELIMITER = "<|>"
+
+
+def parse_triples(knowledge: str) -> list[KnowledgeTriple]:
+    """The triples of a reply, as LangChain parses them (malformed ones skipped)."""
+    knowledge = knowledge.strip()
+    if not knowledge or knowledge == "NONE":
+        return []
+    triples = []
+    for text in knowledge.split(KG_TRIPLE_DELIMITER):
+        parts = text.strip().split(", ")
+        if len(parts) != 3:
+            continue
+        subject, predicate, object_ = parts
+        triples.append(KnowledgeTriple(subject[1:], predicate, object_[:-1]))
+    return triples
+
+
+class ConversationKGMemory(QueuedUpdates):
+    """LangChain's ``ConversationKGMemory``: what a knowledge graph knows of the input's entities.
+
+    Loads ``{memory_key: "On <entity>: <fact>. <fact>."}`` lines (or one
+    ``summary_message_cls`` message each with ``return_messages``).
+
+    Args:
+        llm: the model that extracts entities and triples (required).
+        k: the exchanges sent to the model as context; ``0`` sends none.
+        kg: memories' ``InMemoryEntityGraph`` (default) or ``SQLEntityGraph``
+            (kept in a database), LangChain's ``NetworkxEntityGraph``, or a
+            graph config dict (``{"type": "sql", "url": ..., "session_id": ...}``).
+        knowledge_extraction_prompt: LangChain's prompt with ``history`` and ``input``.
+        entity_extraction_prompt: LangChain's prompt with ``history`` and ``input``.
+        summary_message_cls: the message class of each entity's line.
+        chat_memory, memory_key, input_key, output_key, return_messages,
+            human_prefix, ai_prefix: as :class:`~memories.core.base.ChatMemory`.
+    """
+
+    config_type: ClassVar[str] = "conversation_kg"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="session", chat_log=True, exportable=True
+    )
+
+    k: int = Field(default=2, ge=0)
+    kg: Any = Field(default_factory=InMemoryEntityGraph)
+    knowledge_extraction_prompt: PromptField = KNOWLEDGE_TRIPLE_EXTRACTION_PROMPT
+    entity_extraction_prompt: PromptField = ENTITY_EXTRACTION_PROMPT
+    summary_message_cls: MessageClassField = SystemMessage
+
+    @field_validator("kg", mode="before")
+    @classmethod
+    def _check_graph(cls, value: Any) -> Any:
+        return as_entity_graph(value)
+
+    @cached_property
+    def _graph(self) -> Any:
+        return self.kg if isinstance(self.kg, EntityGraph) else LangChainEntityGraph(self.kg)
+
+    def _state_parameters(self) -> dict[str, Any]:
+        return {"kg_updates": 1}
+
+    def to_config(self) -> dict[str, Any]:
+        """The config; an in-memory graph is the default and not written."""
+        config = super().to_config()
+        if config.get("kg") == {"type": "memory"}:
+            del config["kg"]
+        return config
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name in ("knowledge_extraction_prompt", "entity_extraction_prompt"):
+            value = prompt_config(value)
+            if not isinstance(value, str):
+                raise ConfigError(f"{name} = {value!r:.60} has no config form; give its template.")
+            return value
+        if name == "summary_message_cls":
+            return super()._config_value(name, message_class_config(value))
+        if name == "kg":
+            if not isinstance(value, EntityGraph):
+                raise ConfigError(
+                    f"kg {value!r:.60} has no config form; use memories' SQLEntityGraph to "
+                    "describe it by config."
+                )
+            return value.to_config()
+        return super()._config_value(name, value)
+
+    # -- LangChain's methods --------------------------------------------------------
+
+    def get_current_entities(self, input_string: str) -> list[str]:
+        """The entities the model finds in ``input_string`` (LangChain's method)."""
+        entities: list[str] = self._run(self._entities(input_string), write=False)
+        return entities
+
+    def get_knowledge_triplets(self, input_string: str) -> list[KnowledgeTriple]:
+        """The triples the model finds in ``input_string`` (LangChain's method; nothing stored)."""
+        triples: list[KnowledgeTriple] = self._run(self._triples(input_string), write=False)
+        return triples
+
+    def _entities(self, text: str) -> Steps[list[str]]:
+        history = self._buffer((yield from self._window(self.k)))
+        output = yield from self._asking(self.entity_extraction_prompt, history=history, input=text)
+        return parse_entities(output)
+
+    def _triples(self, text: str) -> Steps[list[KnowledgeTriple]]:
+        history = self._buffer((yield from self._window(self.k)))
+        output = yield from self._asking(
+            self.knowledge_extraction_prompt, history=history, input=text
+        )
+        return parse_triples(output)
+
+    # -- loading --------------------------------------------------------------------------
+
+    def _loading(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
+        try:
+            entities = yield from self._entities(input_text_for(self, inputs))
+        except LLMError as exc:
+            logger.warning(
+                "%s (session %r): extracting the entities of the input failed (%s); "
+                "showing no knowledge this turn.",
+                type(self).__name__,
+                self.chat_memory.session_id,
+                exc,
+            )
+            entities = []
+        lines = []
+        for entity in entities:
+            knowledge = yield step(self._graph.get_entity_knowledge, entity)
+            if knowledge:
+                lines.append(f"On {entity}: {'. '.join(knowledge)}.")
+        context: Any
+        if self.return_messages:
+            context = [self.summary_message_cls(content=line) for line in lines]
+        else:
+            context = "\n".join(lines)
+        return {self.memory_key: context}
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """What the graph knows about the entities the input names (one model call)."""
+        result: dict[str, Any] = self._run(self._loading(inputs), write=False)
+        return result
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Async :meth:`load_memory_variables`."""
+        result: dict[str, Any] = await self._arun(self._loading(inputs), write=False)
+        return result
+
+    def _selection(self) -> Steps[list[BaseMessage]]:
+        return (yield from self._window(self.k))
+
+    # -- saving: the turn, then its triples as a queued job ----------------------------
+
+    def _job(self, text: str) -> Steps[Job]:
+        window = yield from self._window(self.k)
+        return {"input": text, "history": self._buffer(window)}
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Save the turn, then add the triples the model finds in its input to the graph.
+
+        A failed model call keeps the turn and queues the extraction (retried
+        on the next save or :meth:`flush`; see :meth:`status`).
+        """
+        messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
+        self._run(self._saving_turn(messages, self._job(text)), write=True)
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Async :meth:`save_context`."""
+        messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
+        await self._arun(self._saving_turn(messages, self._job(text)), write=True)
+
+    def _advancing(self, job: Job) -> Steps[tuple[Job | None, list[Step]]]:
+        output = yield from self._asking(
+            self.knowledge_extraction_prompt, history=job["history"], input=job["input"]
+        )
+        return None, [step(self._graph.add_triple, t) for t in parse_triples(output)]
+
+    def _clearing(self) -> Steps[None]:
+        yield step(self.chat_memory.clear)
+        yield step(self._graph.clear)
