@@ -85,8 +85,10 @@ class ConversationKGMemory(QueuedUpdates):
         knowledge_extraction_prompt: LangChain's prompt with ``history`` and ``input``.
         entity_extraction_prompt: LangChain's prompt with ``history`` and ``input``.
         summary_message_cls: the message class of each entity's line.
-        chat_memory, memory_key, input_key, output_key, return_messages,
-            human_prefix, ai_prefix: as :class:`~memories.core.base.ChatMemory`.
+
+    The other arguments (``chat_memory``, ``memory_key``, ``input_key``,
+    ``output_key``, ``return_messages``, ``human_prefix``, ``ai_prefix``) are
+    :class:`~memories.core.base.ChatMemory`'s.
     """
 
     config_type: ClassVar[str] = "conversation_kg"

@@ -75,8 +75,10 @@ class ConversationEntityMemory(QueuedUpdates):
             ``SQLEntityStore`` / ``SQLiteEntityStore`` (every version kept), any
             LangChain entity store, or a store config dict.
         chat_history_key: LangChain's name for ``memory_key`` in this class.
-        chat_memory, input_key, output_key, return_messages, human_prefix,
-            ai_prefix: as :class:`~memories.core.base.ChatMemory`.
+
+    The other arguments (``chat_memory``, ``input_key``, ``output_key``,
+    ``return_messages``, ``human_prefix``, ``ai_prefix``) are
+    :class:`~memories.core.base.ChatMemory`'s.
     """
 
     config_type: ClassVar[str] = "conversation_entity"
