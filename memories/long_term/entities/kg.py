@@ -37,7 +37,6 @@ from memories.long_term.entities.updates import Job, QueuedUpdates
 from memories.short_term.summary.prompts import (
     MessageClassField,
     message_class_config,
-    prompt_config,
 )
 from memories.stores.graph_store import (
     EntityGraph,
@@ -92,6 +91,10 @@ class ConversationKGMemory(QueuedUpdates):
     """
 
     config_type: ClassVar[str] = "conversation_kg"
+    _prompt_fields: ClassVar[tuple[str, ...]] = (
+        "knowledge_extraction_prompt",
+        "entity_extraction_prompt",
+    )
     capabilities: ClassVar[Capabilities] = Capabilities(
         scope="session", chat_log=True, exportable=True
     )
@@ -122,11 +125,6 @@ class ConversationKGMemory(QueuedUpdates):
         return config
 
     def _config_value(self, name: str, value: Any) -> Any:
-        if name in ("knowledge_extraction_prompt", "entity_extraction_prompt"):
-            value = prompt_config(value)
-            if not isinstance(value, str):
-                raise ConfigError(f"{name} = {value!r:.60} has no config form; give its template.")
-            return value
         if name == "summary_message_cls":
             return super()._config_value(name, message_class_config(value))
         if name == "kg":

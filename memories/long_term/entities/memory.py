@@ -35,7 +35,6 @@ from memories.long_term.entities.prompts import (
     PromptField,
 )
 from memories.long_term.entities.updates import Job, QueuedUpdates
-from memories.short_term.summary.prompts import prompt_config
 from memories.stores.entity_store import (
     EntityStore,
     InMemoryEntityStore,
@@ -82,6 +81,10 @@ class ConversationEntityMemory(QueuedUpdates):
     """
 
     config_type: ClassVar[str] = "conversation_entity"
+    _prompt_fields: ClassVar[tuple[str, ...]] = (
+        "entity_extraction_prompt",
+        "entity_summarization_prompt",
+    )
     capabilities: ClassVar[Capabilities] = Capabilities(
         scope="session", chat_log=True, exportable=True
     )
@@ -130,11 +133,6 @@ class ConversationEntityMemory(QueuedUpdates):
         return config
 
     def _config_value(self, name: str, value: Any) -> Any:
-        if name in ("entity_extraction_prompt", "entity_summarization_prompt"):
-            value = prompt_config(value)
-            if not isinstance(value, str):
-                raise ConfigError(f"{name} = {value!r:.60} has no config form; give its template.")
-            return value
         if name == "entity_store":
             try:
                 return self._store.to_config()

@@ -33,6 +33,7 @@ from memories.errors import ConfigError, LLMError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.messages import format_buffer
 from memories.kernel.steps import Step, Steps, arun, run, step
+from memories.short_term.summary.prompts import prompt_config
 
 __all__ = ["Job", "QueuedUpdates"]
 
@@ -46,6 +47,8 @@ class QueuedUpdates(ModelMemory, ChatMemory):
     """A chat memory whose saves owe model updates, queued until they succeed."""
 
     _calls_models: ClassVar[bool] = True
+    #: The fields holding LangChain prompts, written in a config as their template strings.
+    _prompt_fields: ClassVar[tuple[str, ...]] = ()
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def model_post_init(self, context: Any, /) -> None:
@@ -59,6 +62,14 @@ class QueuedUpdates(ModelMemory, ChatMemory):
     @property
     def _io_lock(self) -> threading.Lock:
         return self._lock
+
+    def _config_value(self, name: str, value: Any) -> Any:
+        if name in self._prompt_fields:
+            template = prompt_config(value)
+            if not isinstance(template, str):
+                raise ConfigError(f"{name} = {value!r:.60} has no config form; give its template.")
+            return template
+        return super()._config_value(name, value)
 
     # -- what a subclass implements -------------------------------------------------
 
