@@ -318,6 +318,22 @@ def test_a_config_builds_it_with_a_sql_store(tmp_path: Path) -> None:
     assert config["k"] == 2 and "entity_cache" not in config
 
 
+def test_its_prompts_are_written_as_templates_and_a_chat_prompt_is_refused() -> None:
+    from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
+
+    memory = ConversationEntityMemory(
+        llm=RuleModel(),
+        entity_extraction_prompt=PromptTemplate.from_template("Names in {history} / {input}"),
+    )
+    memory.llm = "openai:gpt-4o-mini"  # a model by name has a config form
+    assert memory.to_config()["entity_extraction_prompt"] == "Names in {history} / {input}"
+    memory.entity_summarization_prompt = ChatPromptTemplate.from_messages(
+        [("human", "{entity} {summary} {history} {input}")]
+    )
+    with pytest.raises(ConfigError, match=r"entity_summarization_prompt = .* no config form"):
+        memory.to_config()
+
+
 def test_clear_forgets_the_entities_too() -> None:
     memory = ConversationEntityMemory(llm=RuleModel())
     converse(memory)
