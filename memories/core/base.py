@@ -74,6 +74,9 @@ class BaseMemory(LangChainBaseMemory):
     #: LangChain's names for arguments that this class names otherwise
     #: (``{"buffer": "initial_summary"}``): accepted, and stored under ours.
     langchain_names: ClassVar[dict[str, str]] = {}
+    #: Fields besides the chat history holding a store of one session's data (an
+    #: entity store, a graph): a per-session config puts each on its session too.
+    session_stores: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="before")
     @classmethod

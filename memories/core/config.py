@@ -272,12 +272,33 @@ def with_session(config: Mapping[str, Any] | str | Path, session_id: str) -> dic
         for key in ("history", "chat_memory"):
             if isinstance(options.get(key), Mapping):
                 options[key] = {**options[key], "session_id": session_id}
+        cls = memory_class(options.get("type"))
         # A vector memory numbers its turns within the session named by its own field.
-        if "session_id" in getattr(memory_class(options.get("type")), "model_fields", {}):
+        if "session_id" in getattr(cls, "model_fields", {}):
             options["session_id"] = session_id
+        for key in getattr(cls, "session_stores", ()):
+            if key in options:
+                options[key] = _store_on_session(options[key], session_id, key)
         return options
 
     return each_memory(load_config(config), on_session)
+
+
+def _store_on_session(store: Any, session_id: str, field: str) -> Any:
+    """A session store's config on ``session_id`` (one in the process is per memory already).
+
+    Raises:
+        ConfigError: the store is an object, which every session would share.
+    """
+    if isinstance(store, Mapping) and store.get("type") == "memory":
+        return store  # each session's memory makes its own, in this process
+    if not isinstance(store, Mapping):
+        raise ConfigError(
+            f"{field} is a store object ({store!r:.60}), which every session of this config "
+            f"would share: give it as a config dict (e.g. {{'type': 'sqlite', ...}}) so that "
+            "each session reads and writes its own."
+        )
+    return {**store, "session_id": session_id}
 
 
 def with_namespace(

@@ -91,6 +91,7 @@ class ConversationKGMemory(QueuedUpdates):
     """
 
     config_type: ClassVar[str] = "conversation_kg"
+    session_stores: ClassVar[tuple[str, ...]] = ("kg",)
     _prompt_fields: ClassVar[tuple[str, ...]] = (
         "knowledge_extraction_prompt",
         "entity_extraction_prompt",

@@ -81,6 +81,7 @@ class ConversationEntityMemory(QueuedUpdates):
     """
 
     config_type: ClassVar[str] = "conversation_entity"
+    session_stores: ClassVar[tuple[str, ...]] = ("entity_store",)
     _prompt_fields: ClassVar[tuple[str, ...]] = (
         "entity_extraction_prompt",
         "entity_summarization_prompt",
