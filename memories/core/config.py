@@ -296,7 +296,8 @@ def _store_on_session(store: Any, session_id: str, field: str) -> Any:
         raise ConfigError(
             f"{field} is a store object ({store!r:.60}), which every session of this config "
             f"would share: give it as a config dict (e.g. {{'type': 'sqlite', ...}}) so that "
-            "each session reads and writes its own."
+            "each session reads and writes its own, or, for a store with no config form (a "
+            "LangChain retriever), build one memory per session yourself."
         )
     return {**store, "session_id": session_id}
 

@@ -205,3 +205,16 @@ class TestConversationVectorStoreTokenBufferContract(MemoryContract):
             )
 
         return make
+
+
+def test_one_retriever_in_a_per_session_config_is_refused(tmp_path: Path) -> None:
+    """Every session would write its overflow to, and recall from, the same store."""
+    from memories import memory_factory
+
+    config = {
+        "type": "conversation_vectorstore_token_buffer",
+        "retriever": retriever(),
+        "history": {"type": "sqlite", "path": str(tmp_path / "chat.db"), "session_id": "x"},
+    }
+    with pytest.raises(ConfigError, match=r"retriever is a store object .* every session"):
+        memory_factory(config)

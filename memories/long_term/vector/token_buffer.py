@@ -79,6 +79,8 @@ class ConversationVectorStoreTokenBufferMemory(TokenBufferMemory):
     """
 
     config_type: ClassVar[str] = "conversation_vectorstore_token_buffer"
+    #: The retriever's store holds one session's overflow: never shared by a per-session config.
+    session_stores: ClassVar[tuple[str, ...]] = ("retriever",)
     capabilities: ClassVar[Capabilities] = Capabilities(
         scope="session", chat_log=True, exportable=True
     )
