@@ -23,7 +23,7 @@ from pydantic import Field
 from memories.core.base import BaseMemory
 from memories.errors import ConfigError
 from memories.kernel.background import BackgroundWork, Debouncer, JobStatus
-from memories.kernel.llm import LLMField, ModelCaller
+from memories.kernel.llm import LLMField, ModelCaller, ModelUsage
 from memories.kernel.tokens import TokenCounter, counter_for, stable_id
 
 __all__ = ["CountsTokens", "DeferredMemory", "ModelMemory"]
@@ -61,6 +61,14 @@ class ModelMemory(BaseMemory):
     @property
     def _model(self) -> BaseLanguageModel | None:
         return None if self._caller is None else self._caller.model
+
+    def model_usage(self) -> ModelUsage:
+        """What this memory's model calls have cost in this process: calls, tokens, failures, time.
+
+        Tokens are the model's own count (its replies' ``usage_metadata``); a
+        reply without one is counted as ``unmetered``. Nothing is sent anywhere.
+        """
+        return ModelUsage() if self._caller is None else self._caller.usage
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "llm" and not isinstance(value, str | None):

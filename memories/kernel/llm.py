@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import time
 import warnings
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,6 +33,7 @@ __all__ = [
     "LLMField",
     "LLMSpec",
     "ModelCaller",
+    "ModelUsage",
     "ainvoke_model",
     "ainvoke_text",
     "check_llm_spec",
@@ -65,11 +68,34 @@ def check_llm_spec(spec: Any) -> Any:
 LLMField = Annotated[Any, BeforeValidator(check_llm_spec)]
 
 
+@dataclass(frozen=True)
+class ModelUsage:
+    """What a memory's model calls have cost, in this process, since the memory was made."""
+
+    calls: int = 0
+    """Calls made, failed ones included."""
+    failures: int = 0
+    """Calls that raised, timed out or answered nothing usable."""
+    input_tokens: int = 0
+    """Prompt tokens, as the model reported them (its reply's ``usage_metadata``)."""
+    output_tokens: int = 0
+    """Reply tokens, as the model reported them."""
+    unmetered: int = 0
+    """Answered calls whose reply reported no token usage (an LLM's string, a fake model)."""
+    seconds: float = 0.0
+    """Wall time spent waiting for the model, failed calls included."""
+
+    def as_dict(self) -> dict[str, int | float]:
+        """The counters as a plain dict (for JSON, a log line, the CLI)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
 class ModelCaller:
-    """A memory's model: resolved once (at construction), called with a timeout.
+    """A memory's model: resolved once (at construction), called with a timeout, metered.
 
     Its methods are the steps a memory's loop yields (``invoke_text`` and its
-    async twin ``ainvoke_text``), so one loop serves sync and async.
+    async twin ``ainvoke_text``), so one loop serves sync and async. Every
+    call, its tokens, its time and its failure are counted in :attr:`usage`.
 
     Args:
         spec: what the ``llm`` field holds (a model or ``"provider:model"``).
@@ -83,29 +109,80 @@ class ModelCaller:
     def __init__(self, spec: Any, options: dict[str, Any], timeout: float | None) -> None:
         self.model = resolve_llm(spec, **options)
         self.timeout = timeout
+        self._usage = ModelUsage()
+        self._lock = threading.Lock()
+
+    @property
+    def usage(self) -> ModelUsage:
+        """The calls so far, with their tokens, failures and time."""
+        return self._usage
 
     def invoke(
         self, prompt: LanguageModelInput, /, *, bound: Runnable[Any, Any] | None = None
     ) -> Any:
         """The model's reply (``bound``: the model with tools bound, if any)."""
-        return invoke_model(bound or self.model, prompt, timeout=self.timeout)
+        started, reply = time.perf_counter(), _FAILED
+        try:
+            reply = invoke_model(bound or self.model, prompt, timeout=self.timeout)
+            return reply
+        finally:
+            self._count(started, reply)
 
     async def ainvoke(
         self, prompt: LanguageModelInput, /, *, bound: Runnable[Any, Any] | None = None
     ) -> Any:
         """Async :meth:`invoke`."""
-        return await ainvoke_model(bound or self.model, prompt, timeout=self.timeout)
+        started, reply = time.perf_counter(), _FAILED
+        try:
+            reply = await ainvoke_model(bound or self.model, prompt, timeout=self.timeout)
+            return reply
+        finally:
+            self._count(started, reply)
 
     def invoke_text(self, prompt: LanguageModelInput, /) -> str:
-        """The reply's text, stripped; empty text is an :class:`LLMError`."""
-        return invoke_text(self.model, prompt, timeout=self.timeout)
+        """The reply's text, stripped; empty text is an :class:`LLMError` (counted as failed)."""
+        return self._text(self.invoke(prompt))
 
     async def ainvoke_text(self, prompt: LanguageModelInput, /) -> str:
         """Async :meth:`invoke_text`."""
-        return await ainvoke_text(self.model, prompt, timeout=self.timeout)
+        return self._text(await self.ainvoke(prompt))
+
+    def _text(self, reply: Any) -> str:
+        try:
+            return _text(self.model, reply)
+        except LLMError:
+            with self._lock:
+                self._usage = replace(self._usage, failures=self._usage.failures + 1)
+            raise
+
+    def _count(self, started: float, reply: Any) -> None:
+        seconds = time.perf_counter() - started
+        tokens = getattr(reply, "usage_metadata", None) if reply is not _FAILED else None
+        with self._lock:
+            usage = self._usage
+            self._usage = replace(
+                usage,
+                calls=usage.calls + 1,
+                failures=usage.failures + (reply is _FAILED),
+                input_tokens=usage.input_tokens + int((tokens or {}).get("input_tokens", 0)),
+                output_tokens=usage.output_tokens + int((tokens or {}).get("output_tokens", 0)),
+                unmetered=usage.unmetered + (reply is not _FAILED and not tokens),
+                seconds=usage.seconds + seconds,
+            )
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"ModelCaller({_name(self.model)}, timeout={self.timeout})"
+
+
+#: What :meth:`ModelCaller._count` is given for a call that raised.
+_FAILED = object()
 
 
 def resolve_llm(spec: Any, **options: Any) -> BaseLanguageModel:
