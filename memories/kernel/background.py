@@ -29,6 +29,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 from memories.errors import MemoriesError
+from memories.kernel.llm import ModelUsage
 
 __all__ = [
     "BackgroundWork",
@@ -379,6 +380,12 @@ class MemoryStatus:
     """Why the last attempt failed, while ``failures`` > 0."""
     background: JobStatus | None = None
     """The scheduler's counters when the work runs in the background, else None."""
+    model: ModelUsage | None = field(default=None, compare=False)
+    """What the memory's model calls have cost in this process (None: it calls no model).
+
+    Left out of equality: it counts this process's calls, not the memory's state, so a
+    restarted memory's status equals the one before.
+    """
 
 
 @dataclass(eq=False)

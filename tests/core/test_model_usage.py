@@ -86,3 +86,34 @@ def test_usage_reads_as_a_dict() -> None:
         "unmetered": 0,
         "seconds": 0.0,
     }
+
+
+def _profile(model: Any) -> Any:
+    from memories import ProfileMemory
+
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+    return ProfileMemory(schema=schema, llm=model, update_method="json", url="sqlite://")
+
+
+def _entities(model: Any) -> Any:
+    from memories import ConversationEntityMemory
+
+    return ConversationEntityMemory(llm=model)
+
+
+@pytest.mark.parametrize(
+    ("make", "reply"),
+    [
+        (lambda m: SummaryMemory(llm=m, token_counter="chars"), "Ada said hello."),
+        (_profile, '[{"op": "add", "path": "/name", "value": "Ada"}]'),
+        (_entities, "Ada"),
+    ],
+    ids=["summary", "profile", "entities"],
+)
+def test_status_shows_the_same_usage(make: Any, reply: str) -> None:
+    memory = make(_metered_model(*[_reply(reply, 30, 4)] * 3))
+    memory.load_memory_variables({"input": "Hello, I'm Ada"})  # the entity memory asks here
+    memory.save_context({"input": "Hello, I'm Ada"}, {"output": "Hi Ada"})
+    status = memory.status()
+    assert status.model == memory.model_usage()
+    assert status.model.calls >= 1 and status.model.input_tokens == 30 * status.model.calls

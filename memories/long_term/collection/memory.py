@@ -667,6 +667,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _stating(self) -> Steps[CollectionStatus]:
         _, pending, last = yield from self._store.standing(self.namespace, self.key)
         return CollectionStatus(
+            model=self.model_usage(),
             pending=pending,
             failures=1 if last is not None else 0,
             last_error=last.error if last is not None else None,

@@ -175,14 +175,16 @@ class QueuedUpdates(ModelMemory, ChatMemory):
 
     def status(self) -> MemoryStatus:
         """The updates still queued, and the failures that keep them there."""
-        state = run(self._reading_state(), lock=self._lock)
-        return MemoryStatus(
-            pending=len(state["jobs"]), failures=state["failures"], last_error=state["last_error"]
-        )
+        return self._status_of(run(self._reading_state(), lock=self._lock))
 
     async def astatus(self) -> MemoryStatus:
         """Async :meth:`status`."""
-        state = await arun(self._reading_state(), lock=self._lock)
+        return self._status_of(await arun(self._reading_state(), lock=self._lock))
+
+    def _status_of(self, state: dict[str, Any]) -> MemoryStatus:
         return MemoryStatus(
-            pending=len(state["jobs"]), failures=state["failures"], last_error=state["last_error"]
+            pending=len(state["jobs"]),
+            failures=state["failures"],
+            last_error=state["last_error"],
+            model=self.model_usage(),
         )

@@ -273,6 +273,7 @@ class InstructionsMemory(StoredDocumentMemory):
     def _stating(self) -> Steps[InstructionsStatus]:
         item, pending, last = yield from self._store.standing(self.namespace, self.key)
         return InstructionsStatus(
+            model=self.model_usage(),
             pending=pending,
             failures=1 if last is not None else 0,
             last_error=last.error if last is not None else None,

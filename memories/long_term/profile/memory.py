@@ -179,6 +179,7 @@ class ProfileMemory(StoredDocumentMemory):
     def _stating(self) -> Steps[ProfileStatus]:
         item, pending, last = yield from self._store.standing(self.namespace, self.key)
         return ProfileStatus(
+            model=self.model_usage(),
             pending=pending,
             failures=1 if last is not None else 0,
             last_error=last.error if last is not None else None,

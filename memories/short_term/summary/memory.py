@@ -337,7 +337,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     def status(self) -> SummaryStatus:
         """Where the summary stands (reads the history; no LLM call)."""
         state, _ = run(self._reading(), lock=self._lock)
-        return state.status(background=self._background_status())
+        return replace(state.status(background=self._background_status()), model=self.model_usage())
 
     # -- LangChain's extras -----------------------------------------------------------
 
