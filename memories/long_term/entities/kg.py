@@ -24,7 +24,6 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import Field, field_validator
 
 from memories.errors import ConfigError, LLMError
-from memories.kernel.capabilities import Capabilities
 from memories.kernel.keys import input_text_for
 from memories.kernel.steps import Step, Steps, step
 from memories.long_term.entities.memory import parse_entities
@@ -95,9 +94,6 @@ class ConversationKGMemory(QueuedUpdates):
     _prompt_fields: ClassVar[tuple[str, ...]] = (
         "knowledge_extraction_prompt",
         "entity_extraction_prompt",
-    )
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="session", chat_log=True, exportable=True
     )
 
     k: int = Field(default=2, ge=0)

@@ -26,7 +26,6 @@ from langchain_core.messages import BaseMessage
 from pydantic import Field, PrivateAttr, field_validator
 
 from memories.errors import ConfigError, LLMError
-from memories.kernel.capabilities import Capabilities
 from memories.kernel.keys import input_text_for
 from memories.kernel.steps import Step, Steps, step
 from memories.long_term.entities.prompts import (
@@ -85,9 +84,6 @@ class ConversationEntityMemory(QueuedUpdates):
     _prompt_fields: ClassVar[tuple[str, ...]] = (
         "entity_extraction_prompt",
         "entity_summarization_prompt",
-    )
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="session", chat_log=True, exportable=True
     )
     langchain_names: ClassVar[dict[str, str]] = {"chat_history_key": "memory_key"}
 

@@ -31,6 +31,7 @@ from memories.core.base import ChatMemory
 from memories.core.parts import ModelMemory
 from memories.errors import ConfigError, LLMError
 from memories.kernel.background import MemoryStatus
+from memories.kernel.capabilities import Capabilities
 from memories.kernel.messages import format_buffer
 from memories.kernel.steps import Step, Steps, arun, run, step
 from memories.short_term.summary.prompts import prompt_config
@@ -46,6 +47,10 @@ Job = dict[str, Any]
 class QueuedUpdates(ModelMemory, ChatMemory):
     """A chat memory whose saves owe model updates, queued until they succeed."""
 
+    #: A session's chat log, with what the model made of it kept beside (entities, a graph).
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="session", chat_log=True, exportable=True
+    )
     _calls_models: ClassVar[bool] = True
     #: The fields holding LangChain prompts, written in a config as their template strings.
     _prompt_fields: ClassVar[tuple[str, ...]] = ()
