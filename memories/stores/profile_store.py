@@ -56,6 +56,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    union,
     update,
 )
 from sqlalchemy.exc import IntegrityError
@@ -72,6 +73,7 @@ __all__ = [
     "MAX_WRITE_TRIES",
     "BaseProfileStore",
     "Change",
+    "KeyCount",
     "Namespace",
     "Op",
     "PendingTurn",
@@ -185,6 +187,18 @@ class ProfileChange:
     def ok(self) -> bool:
         """Whether this is an accepted change."""
         return self.version is not None
+
+
+@dataclass(frozen=True)
+class KeyCount:
+    """A namespace, and how many documents under a key prefix it holds now."""
+
+    namespace: Namespace
+    """The namespace."""
+    documents: int
+    """Its documents under the prefix (cleared ones left out)."""
+    updated_at: float | None
+    """When the last of them was written (None: it holds none now)."""
 
 
 @dataclass(frozen=True)
@@ -324,6 +338,33 @@ class Keys(NamedTuple):
     prefix: str
 
 
+class KeyNamespaces(NamedTuple):
+    """The namespaces with keys starting with ``prefix`` (held, changed or queued), sorted.
+
+    Only namespaces whose text contains ``contains``. Result: ``tuple[list[KeyCount], int]``,
+    the page and how many namespaces match in all.
+    """
+
+    prefix: str
+    contains: str = ""
+    limit: int = 50
+    offset: int = 0
+
+
+class KeyPage(NamedTuple):
+    """A page of exactly this namespace's documents under ``prefix``, last updated first.
+
+    Only those whose key or stored JSON contains ``contains``. Result:
+    ``tuple[list[ProfileItem], int]``, the page and how many match in all.
+    """
+
+    namespace: Namespace
+    prefix: str
+    contains: str = ""
+    limit: int = 50
+    offset: int = 0
+
+
 class KeyChanges(NamedTuple):
     """Every accepted change of the keys starting with ``prefix`` in exactly this namespace.
 
@@ -340,6 +381,8 @@ Op = (
     | CommitMany
     | Keys
     | KeyChanges
+    | KeyNamespaces
+    | KeyPage
     | RecordFailure
     | Changes
     | AddPending
@@ -643,6 +686,32 @@ class BaseProfileStore(ABC):
         """Async :meth:`key_changes`."""
         return await self._aone(KeyChanges(as_namespace(namespace), prefix))
 
+    def key_namespaces(
+        self, prefix: str, /, *, contains: str = "", limit: int = 50, offset: int = 0
+    ) -> tuple[list[KeyCount], int]:
+        """The namespaces with keys under ``prefix`` (whose text contains ``contains``), sorted.
+
+        A namespace counts when it holds such a key now, or had one changed or
+        queued (a profile whose only update failed); returns a page and the total.
+        """
+        return self._one(KeyNamespaces(prefix, contains, limit, offset))
+
+    def key_page(
+        self,
+        namespace: Namespace,
+        prefix: str,
+        /,
+        *,
+        contains: str = "",
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[ProfileItem], int]:
+        """A page of ``namespace``'s documents under ``prefix``, last updated first, and the total.
+
+        Only the documents whose key or stored JSON contains ``contains``.
+        """
+        return self._one(KeyPage(as_namespace(namespace), prefix, contains, limit, offset))
+
     def standing(self, namespace: Namespace, key: str, /) -> Steps[Standing]:
         """Steps reading the document, its queued turns and its last unresolved failure."""
         item = yield step(self.load, namespace, key)
@@ -937,6 +1006,54 @@ class ProfileStore(BaseProfileStore):
         with self._db.transaction() as connection:
             return [_item(row) for row in connection.execute(query)]
 
+    def _key_namespaces(self, op: KeyNamespaces) -> tuple[list[KeyCount], int]:
+        named = union(
+            *(
+                select(t.c.namespace).where(
+                    t.c.key.startswith(op.prefix, autoescape=True),
+                    t.c.namespace.contains(op.contains, autoescape=True),
+                )
+                for t in (store_table, changes_table, pending_table)
+            )
+        ).subquery()
+        page = select(named.c.namespace).order_by(named.c.namespace)
+        t = store_table
+        with self._db.transaction() as connection:
+            total = int(connection.execute(select(func.count()).select_from(named)).scalar_one())
+            names = list(connection.execute(page.limit(op.limit).offset(op.offset)).scalars())
+            counts = {
+                row.namespace: (int(row.documents), row.updated_at)
+                for row in connection.execute(
+                    select(t.c.namespace, func.count().label("documents"), func.max(t.c.updated_at).label("updated_at"))
+                    .where(
+                        t.c.namespace.in_(names),
+                        t.c.key.startswith(op.prefix, autoescape=True),
+                        t.c.value.is_not(None),
+                    )
+                    .group_by(t.c.namespace)
+                )
+            }
+        found = [
+            KeyCount(tuple(name.split(".")), *counts.get(name, (0, None))) for name in names
+        ]
+        return found, total
+
+    def _key_page(self, op: KeyPage) -> tuple[list[ProfileItem], int]:
+        t = store_table
+        where = [*_keyed(t, op.namespace, op.prefix), t.c.value.is_not(None)]
+        if op.contains:
+            where.append(
+                or_(
+                    t.c.key.contains(op.contains, autoescape=True),
+                    t.c.value.contains(op.contains, autoescape=True),
+                )
+            )
+        query = select(t).where(*where).order_by(t.c.updated_at.desc(), t.c.key)
+        with self._db.transaction() as connection:
+            total = int(connection.execute(select(func.count()).where(*where)).scalar_one())
+            rows = connection.execute(query.limit(op.limit).offset(op.offset)).all()
+        return [_item(row) for row in rows], total
+
     def _key_changes(self, op: KeyChanges) -> list[tuple[str, ProfileChange]]:
         t = changes_table
         query = select(t).where(*_keyed(t, op.namespace, op.prefix), t.c.version.is_not(None))
@@ -1083,6 +1200,8 @@ _HANDLERS: dict[type, Callable[[ProfileStore, Any], Any]] = {
     CommitMany: ProfileStore._commit_many,
     Keys: ProfileStore._keys,
     KeyChanges: ProfileStore._key_changes,
+    KeyNamespaces: ProfileStore._key_namespaces,
+    KeyPage: ProfileStore._key_page,
     RecordFailure: ProfileStore._record_failure,
     Changes: ProfileStore._changes,
     AddPending: ProfileStore._add_pending,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import itertools
 import threading
 import time
@@ -26,6 +27,9 @@ from memories.stores.profile_store import (
     CountPending,
     Delete,
     DropPending,
+    KeyCount,
+    KeyNamespaces,
+    KeyPage,
     ListNamespaces,
     Load,
     Op,
@@ -203,6 +207,19 @@ class DictProfileStore(BaseProfileStore):
                 self._drop(ns, key, [t.id for n, k, t in self.queue if (n, k) == (ns, key)])
             case Search(prefix, limit, offset):
                 return self._documents(prefix)[offset : offset + limit]
+            case KeyNamespaces(prefix, contains, limit, offset):
+                return self._key_namespaces(prefix, contains, limit, offset)
+            case KeyPage(ns, prefix, contains, limit, offset):
+                found = [
+                    item
+                    for (n, key), item in self.rows.items()
+                    if n == ns
+                    and key.startswith(prefix)
+                    and item.value is not None
+                    and (contains in key or contains in json.dumps(item.value))
+                ]
+                found.sort(key=lambda item: (-item.updated_at, item.key))
+                return found[offset : offset + limit], len(found)
             case ListNamespaces(prefix, max_depth, limit, offset):
                 found = {item.namespace[:max_depth] for item in self._documents(prefix or ())}
                 return sorted(found)[offset : offset + limit]
@@ -223,6 +240,25 @@ class DictProfileStore(BaseProfileStore):
         self.log.append((ns, key, entry))
         self._drop(ns, key, [t.id for t in change.turns])
         return item
+
+    def _key_namespaces(
+        self, prefix: str, contains: str, limit: int, offset: int
+    ) -> tuple[list[KeyCount], int]:
+        keys = [*self.rows, *((n, k) for n, k, _ in self.log), *((n, k) for n, k, _ in self.queue)]
+        names = sorted(
+            {n for n, k in keys if k.startswith(prefix) and contains in ".".join(n)},
+            key=".".join,
+        )
+        found = []
+        for ns in names[offset : offset + limit]:
+            held = [
+                item
+                for (n, k), item in self.rows.items()
+                if n == ns and k.startswith(prefix) and item.value is not None
+            ]
+            last = max((item.updated_at for item in held), default=None)
+            found.append(KeyCount(ns, len(held), last))
+        return found, len(names)
 
     def _drop(self, ns: Namespace, key: str, ids: Sequence[int]) -> None:
         self.queue = [q for q in self.queue if not (q[:2] == (ns, key) and q[2].id in ids)]

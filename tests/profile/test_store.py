@@ -111,6 +111,42 @@ def test_search_and_list_namespaces_follow_the_prefix(store: BaseProfileStore) -
     assert len(store.search(())) == 4
 
 
+def test_key_namespaces_list_every_namespace_a_key_prefix_touched(
+    store: BaseProfileStore,
+) -> None:
+    store.put(("u", "a"), "memory:1", {"content": "x"})
+    store.put(("u", "a"), "memory:2", {"content": "y"})
+    store.put(("u", "b"), "other", {})
+    store.record_failure(("u", "c_"), "memory:1", error="bad reply")
+    store.add_pending(("v",), "memory:queue", [HumanMessage("later")])
+    page, total = store.key_namespaces("memory:")
+    assert total == 3
+    assert [(c.namespace, c.documents) for c in page] == [
+        (("u", "a"), 2),
+        (("u", "c_"), 0),
+        (("v",), 0),
+    ]
+    assert page[1].updated_at is None
+    assert store.key_namespaces("memory:", contains="c_")[1] == 1  # '_' is no wildcard
+    page, total = store.key_namespaces("memory:", limit=1, offset=1)
+    assert ([c.namespace for c in page], total) == ([("u", "c_")], 3)
+
+
+def test_key_page_gives_the_last_updated_first_and_filters_by_text(
+    store: BaseProfileStore,
+) -> None:
+    for n in range(5):
+        store.put(NS, f"memory:{n}", {"content": f"fact {n}%"})
+    store.put(("elsewhere",), "memory:9", {"content": "fact 9"})
+    page, total = store.key_page(NS, "memory:", limit=2)
+    assert ([i.key for i in page], total) == (["memory:4", "memory:3"], 5)
+    page, total = store.key_page(NS, "memory:", limit=2, offset=4)
+    assert ([i.key for i in page], total) == (["memory:0"], 5)
+    page, total = store.key_page(NS, "memory:", contains="2%")
+    assert ([i.key for i in page], total) == (["memory:2"], 1)
+    assert store.key_page(NS, "memory:", contains="%")[1] == 5
+
+
 def test_the_store_survives_a_restart(url: str) -> None:
     ProfileStore(url).put(NS, "p", {"a": 1})
     ProfileStore(url).add_pending(NS, "p", [HumanMessage("later")])
