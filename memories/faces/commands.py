@@ -12,7 +12,6 @@ import json
 import shutil
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,20 +28,24 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
-from memories.core.base import BaseMemory, ChatMemory, keeps_chat_log
+from memories.core.base import BaseMemory
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, load_config, with_namespace, with_session
 from memories.core.langchain import LangChainBaseMemory
+from memories.core.members import (
+    chat_memories,
+    distinct_histories,
+    read_only,
+    searchable_memories,
+)
 from memories.errors import ConfigError, InvalidInputError, LLMError
 from memories.faces.exchange import DEFAULT_HEADER, save_exchange, view_memory
-from memories.kernel.capabilities import capabilities_of
 from memories.kernel.messages import check_storable, dump_message, message_text
 from memories.kernel.namespaces import as_namespace
 from memories.kernel.tokens import TiktokenCounter
 from memories.long_term.profile import ProfileMemory
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.memory import InMemoryHistory
-from memories.stores.history.readonly import ReadOnlyView
 
 __all__ = [
     "DocumentLine",
@@ -89,26 +92,6 @@ def leaf_memories(memory: LangChainBaseMemory) -> list[LangChainBaseMemory]:
     return leaves_of(memory)
 
 
-def chat_memories(memory: LangChainBaseMemory) -> list[ChatMemory]:
-    """The memories in ``memory`` that keep a chat log (declared by their class)."""
-    return [m for m in leaf_memories(memory) if keeps_chat_log(m)]
-
-
-def _distinct_histories(memory: LangChainBaseMemory) -> list[ChatHistory]:
-    found: dict[int, ChatHistory] = {}
-    keys: set[str] = set()
-    for member in chat_memories(memory):
-        history = member.chat_memory
-        try:
-            key = json.dumps(history.to_config(), sort_keys=True)
-        except NotImplementedError:
-            key = str(id(history))
-        if key not in keys:
-            keys.add(key)
-            found[id(history)] = history
-    return list(found.values())
-
-
 def histories_of(memory: LangChainBaseMemory, command: str) -> list[ChatHistory]:
     """The distinct persistent histories of a memory's chat memories.
 
@@ -116,7 +99,7 @@ def histories_of(memory: LangChainBaseMemory, command: str) -> list[ChatHistory]
         ConfigError: the memory keeps no messages, or keeps them only in this
             process (then a command run on its own would see nothing).
     """
-    histories = _distinct_histories(memory)
+    histories = distinct_histories(memory)
     if not histories:
         raise ConfigError(
             f"`memories {command}` works on message histories, and a {type(memory).__name__} "
@@ -242,20 +225,6 @@ def _format_messages(messages: Iterable[BaseMessage]) -> str:
     return "".join(f"  {_describe(m)}\n" for m in messages)
 
 
-@contextmanager
-def _read_only(memory: LangChainBaseMemory) -> Iterator[None]:
-    """Within the block, the memory's chat memories see their histories read-only."""
-    members = [(m, m.chat_memory) for m in chat_memories(memory)]
-    try:
-        for member, history in members:
-            if isinstance(history, ChatHistory):
-                member.chat_memory = ReadOnlyView(history)
-        yield
-    finally:
-        for member, history in members:
-            member.chat_memory = history
-
-
 def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) -> None:
     """Print a memory's config, its sessions' messages, its derived state and what it shows."""
     try:
@@ -264,19 +233,19 @@ def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) 
         config = None
     out.write(f"memory: {type(memory).__name__}  config: {json.dumps(config, default=str)}\n")
     histories = histories_of(memory, "inspect") if chat_memories(memory) else []
-    if histories and not any(_count(h) for h in histories) and not _vector_memories(memory):
+    if histories and not any(h.count() for h in histories) and not searchable_memories(memory):
         # Showing the view would save a fresh state row: inspecting never writes.
         for history in histories:
             out.write(f"\nsession {history.session_id!r} in {history!r}: no messages\n")
         return
     for history in histories:
         entries = history.entries(last=last)
-        total = _count(history) if last is not None else len(entries)
+        total = history.count() if last is not None else len(entries)
         out.write(f"\nsession {history.session_id!r} in {history!r}: {total} messages")
         out.write(f" (last {len(entries)} shown)\n" if len(entries) < total else "\n")
         for entry in entries:
             out.write(f"  #{entry.seq} {_describe(entry.message)}\n")
-    with _read_only(memory):
+    with read_only(memory):
         # The view first: showing it brings each memory's derived state up to
         # date, in the read-only views (inspecting never writes).
         shown_messages = _prompt(memory, "", "")[:-1]
@@ -289,7 +258,7 @@ def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) 
     for profile in leaf_memories(memory):
         if isinstance(profile, ProfileMemory):
             _inspect_profile(profile, out, last=last)
-    for vector in _vector_memories(memory):
+    for vector in searchable_memories(memory):
         _inspect_vector(vector, out, last=last)
     tokens = TiktokenCounter()(shown_messages) if shown_messages else 0
     out.write(f"\nwhat the memory adds to the next prompt ({tokens} tokens):\n")
@@ -347,7 +316,7 @@ def dead_letters(
         ConfigError: the memory has no vector memory, or keeps it in this
             process only (another process's letters are not there to see).
     """
-    vectors = _vector_memories(memory)
+    vectors = searchable_memories(memory)
     if not vectors:
         raise ConfigError(
             "`memories dead-letters` works on vector memories (vector, collection, examples), "
@@ -373,11 +342,6 @@ def dead_letters(
             out.write(f"  {letter.row.doc_id}  {when}  {letter.error}\n")
             out.write(f"    {text[:100]}{'…' if len(text) > 100 else ''}\n")
     return remaining
-
-
-def _count(history: ChatHistory) -> int:
-    count = getattr(history, "count", None)
-    return int(count()) if callable(count) else len(history.entries())
 
 
 # -- export / import ----------------------------------------------------------
@@ -428,8 +392,8 @@ def _stored(memory: LangChainBaseMemory, command: str) -> tuple[list[ChatHistory
     Raises:
         ConfigError: it has neither, or keeps them only in this process.
     """
-    histories = _distinct_histories(memory)
-    vectors = _vector_memories(memory)
+    histories = distinct_histories(memory)
+    vectors = searchable_memories(memory)
     if not histories and not vectors:
         raise ConfigError(
             f"`memories {command}` works on message histories and vector memories, and a "
@@ -454,15 +418,6 @@ def stores_of(
 ) -> tuple[list[ChatHistory], list[Any]]:
     """The persistent histories and vector memories of a config, on a session and namespace."""
     return _stored(open_memory(config, session, namespace), command)
-
-
-def _is_vector(memory: LangChainBaseMemory) -> bool:
-    """Whether the memory keeps searchable documents (a vector memory), as its class declares."""
-    return capabilities_of(memory).searchable
-
-
-def _vector_memories(memory: LangChainBaseMemory) -> list[Any]:
-    return [m for m in leaf_memories(memory) if _is_vector(m)]
 
 
 def export_jsonl(memory: LangChainBaseMemory, out: TextIO) -> tuple[int, int]:
@@ -680,8 +635,8 @@ def _held(log: list[dict[str, Any]], incoming: list[dict[str, Any]]) -> int:
 
 def clear_targets(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]:
     """What :func:`clear` would erase, one line each, for a confirmation prompt."""
-    targets = [f"session {h.session_id!r} of {h!r}" for h in _distinct_histories(memory)]
-    vectors = _vector_memories(memory)
+    targets = [f"session {h.session_id!r} of {h!r}" for h in distinct_histories(memory)]
+    vectors = searchable_memories(memory)
     if namespaces:
         targets += [
             f"profile {'.'.join(p.namespace)}/{p.key} in {p.store!r}"
@@ -709,11 +664,11 @@ def clear(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]
     erase, not a chain saving by accident.
     """
     done = []
-    for history in _distinct_histories(memory):
-        held = _count(history)
+    for history in distinct_histories(memory):
+        held = history.count()
         history.clear()
         done.append(f"session {history.session_id!r}: {held} messages and the memories' state")
-    for vector in _vector_memories(memory):
+    for vector in searchable_memories(memory):
         held = len(_documents(vector))
         if namespaces:
             vector.erase_namespace()

@@ -231,3 +231,30 @@ def test_a_sqlite_file_deleted_under_a_memory_fails_with_one_clear_error(tmp_pat
     with pytest.raises(BackendUnavailableError, match="is gone"):
         memory.load_memory_variables({})
     assert not path.exists()  # nothing made a new, empty file in its place
+
+
+def test_a_sql_history_lists_its_stores_sessions_last_active_first(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    for session in ("alpha", "beta_1", "beta%2"):
+        SQLiteHistory(path, session_id=session).append([HumanMessage("hi"), AIMessage("yo")])
+    edited = SQLiteHistory(path, session_id="alpha")
+    edited.append([HumanMessage("again")])
+    edited.delete([1])
+    assert SQLiteHistory.lists_sessions and not InMemoryHistory.lists_sessions
+    found, total = edited.sessions()
+    assert total == 3
+    assert [(s.session_id, s.messages, s.edits) for s in found] == [
+        ("alpha", 3, 1),
+        ("beta%2", 2, 0),
+        ("beta_1", 2, 0),
+    ]
+    assert edited.count() == 2
+    page, total = edited.sessions(contains="_", limit=5)  # no LIKE wildcard
+    assert ([s.session_id for s in page], total) == (["beta_1"], 1)
+    page, total = edited.sessions(limit=1, offset=2)
+    assert ([s.session_id for s in page], total) == (["beta_1"], 3)
+
+
+def test_a_history_of_one_session_says_it_cannot_list_others() -> None:
+    with pytest.raises(NotImplementedError, match="InMemoryHistory keeps one session"):
+        InMemoryHistory(session_id="s").sessions()

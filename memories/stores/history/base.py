@@ -30,7 +30,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, ToolMessage
@@ -40,7 +40,7 @@ from memories.kernel.steps import Steps, arun, blocking_twin, run, step, to_thre
 from memories.stores.history.edits import current_ids, planned, repaired
 from memories.stores.history.records import REMOVE_ALL_MESSAGES, Edit, Entry, Item, NewEdit
 
-__all__ = ["Changes", "ChatHistory", "Edit", "Entry", "MessageRef"]
+__all__ = ["Changes", "ChatHistory", "Edit", "Entry", "MessageRef", "SessionCount"]
 
 DEFAULT_SESSION_ID = "default"
 
@@ -69,6 +69,22 @@ class Changes:
         return max((e.seq for e in self.edits), default=previous)
 
 
+@dataclass(frozen=True, slots=True)
+class SessionCount:
+    """A session of a shared store, as :meth:`ChatHistory.sessions` lists it."""
+
+    session_id: str
+    """The session."""
+    messages: int
+    """How many messages its log holds as written (edit records not counted)."""
+    edits: int
+    """How many edit records its log holds."""
+    first_at: float
+    """When its first record was written (Unix time)."""
+    last_at: float
+    """When its last record was written (Unix time)."""
+
+
 class ChatHistory(BaseChatMessageHistory, ABC):
     """An append-only log of one session's messages, with per-memory state beside it.
 
@@ -77,6 +93,8 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     """
 
     session_id: str
+    lists_sessions: ClassVar[bool] = False
+    """Whether :meth:`sessions` lists the other sessions of the same store."""
 
     # -- the six methods a backend implements ---------------------------------
 
@@ -170,6 +188,23 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         there is nothing to gain. ``write`` says the block starts by writing.
         """
         return None
+
+    def count(self) -> int:
+        """How many messages the session shows now (edits applied)."""
+        return len(self.entries())
+
+    def sessions(
+        self, *, contains: str = "", limit: int = 50, offset: int = 0
+    ) -> tuple[list[SessionCount], int]:
+        """The sessions of this history's store, last active first: a page and the total.
+
+        Only sessions whose id contains ``contains``. Declared by
+        :attr:`lists_sessions`; a store of one session (in memory, a LangChain
+        history) cannot list others.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} keeps one session and cannot list the others."
+        )
 
     def to_config(self) -> dict[str, Any]:
         """A config that :func:`memories.create_history` turns back into an equal history."""

@@ -34,6 +34,10 @@ class ReadOnlyView(ChatHistory):
         """The history's log as written."""
         return self.history.records(after=after)
 
+    def count(self) -> int:
+        """How many messages the history shows."""
+        return self.history.count()
+
     def edits(self, *, after: int | None = None) -> list[Edit]:
         """The history's edit records."""
         return self.history.edits(after=after)

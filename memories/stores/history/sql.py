@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as postgresql_dialect
@@ -35,7 +35,13 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from memories.errors import BackendError, ConfigError
 from memories.kernel.messages import dump_message, load_message
 from memories.kernel.paths import default_file
-from memories.stores.history.base import DEFAULT_SESSION_ID, Changes, ChatHistory, Entry
+from memories.stores.history.base import (
+    DEFAULT_SESSION_ID,
+    Changes,
+    ChatHistory,
+    Entry,
+    SessionCount,
+)
 from memories.stores.history.edits import current_ids, shown
 from memories.stores.history.records import Edit, Item, NewEdit
 from memories.stores.sql import EXTRA_DDL, Database, Prepared, log_table, redacted
@@ -230,6 +236,8 @@ class SQLHistory(ChatHistory):
         session_id: the conversation this history reads and writes.
     """
 
+    lists_sessions: ClassVar[bool] = True
+
     def __init__(self, url: str | None = None, *, session_id: str = DEFAULT_SESSION_ID) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
@@ -410,8 +418,43 @@ class SQLHistory(ChatHistory):
             row = connection.execute(query).first()
         return Entry(int(row.id), load_message(row.message)) if row is not None else None
 
+    def sessions(
+        self, *, contains: str = "", limit: int = 50, offset: int = 0
+    ) -> tuple[list[SessionCount], int]:
+        t = messages_table
+        mine = t.c.session_id.contains(contains, autoescape=True)
+        is_edit = t.c.type.in_(EDIT_KINDS)
+        grouped = (
+            sa.select(
+                t.c.session_id,
+                sa.func.count().label("records"),
+                sa.func.sum(sa.case((is_edit, 1), else_=0)).label("edits"),
+                sa.func.min(t.c.created_at).label("first_at"),
+                sa.func.max(t.c.created_at).label("last_at"),
+                sa.func.max(t.c.id).label("last_id"),
+            )
+            .where(mine)
+            .group_by(t.c.session_id)
+        )
+        page = grouped.order_by(sa.desc("last_id")).limit(limit).offset(offset)
+        total = sa.select(sa.func.count(sa.distinct(t.c.session_id))).where(mine)
+        with self._db.transaction() as connection:
+            rows = connection.execute(page).all()
+            count = int(connection.execute(total).scalar_one())
+        found = [
+            SessionCount(
+                row.session_id,
+                int(row.records) - int(row.edits or 0),
+                int(row.edits or 0),
+                float(row.first_at),
+                float(row.last_at),
+            )
+            for row in rows
+        ]
+        return found, count
+
     def count(self) -> int:
-        """How many messages the session's log holds."""
+        """How many messages the session shows now (edits applied)."""
         if self.edits():
             return len(self.entries())
         query = sa.select(sa.func.count()).where(messages_table.c.session_id == self.session_id)
