@@ -17,10 +17,12 @@ from memories._version import __version__
 from memories.errors import ConfigError, MemoriesError
 from memories.kernel.imports import DISTRIBUTION
 
-__all__ = ["LLM_ENV", "main"]
+__all__ = ["LLM_ENV", "TOKEN_ENV", "main"]
 
 #: The environment variable that names a model when ``--llm`` is not given.
 LLM_ENV = "MEMORIES_LLM"
+#: The environment variable that holds ``memories serve``'s token when ``--token`` is not given.
+TOKEN_ENV = "MEMORIES_TOKEN"
 
 
 def _model(spec: str | None) -> tuple[Any, str]:
@@ -203,6 +205,56 @@ def _clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from memories.kernel.imports import import_object
+
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    loopback = _is_loopback(args.host)
+    if not loopback and token is None:
+        raise ConfigError(
+            f"--host {args.host!r} is reachable from other machines, and the inspector shows "
+            f"what every user's memories hold: set a token (--token or ${TOKEN_ENV}) to serve "
+            "beyond this machine, or leave --host at 127.0.0.1."
+        )
+    create_app = import_object("memories.faces.server.app", "create_app", what="the inspector")
+    run = import_object("uvicorn", "run", what="the inspector's web server")
+    from memories.faces.server.app import LOOPBACK_HOSTS
+    from memories.faces.server.service import Inspector
+
+    app = create_app(
+        Inspector(args.config),
+        token=token,
+        hosts=LOOPBACK_HOSTS if loopback else ("*",),
+        timeout=args.timeout,
+    )
+    where = f"http://{args.host}:{args.port}/"
+    print(f"memories serve: read-only inspector of {args.config} at {where}", file=sys.stderr)
+    if token is not None:
+        print(f"Open {where}?token=... once (the token you set) in your browser.", file=sys.stderr)
+    run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        timeout_keep_alive=5,
+        timeout_graceful_shutdown=5,
+        limit_concurrency=64,
+        h11_max_incomplete_event_size=16_384,
+    )
+    return 0
+
+
 def _positive(text: str) -> int:
     """An argparse type: a whole number > 0."""
     try:
@@ -305,6 +357,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="queue these set-aside documents again (no ID: all of them) and write them now",
     )
     letters.set_defaults(run=_dead_letters)
+
+    serve = commands.add_parser(
+        "serve", help="a read-only web inspector and JSON API over a config (the server extra)"
+    )
+    serve.add_argument(
+        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=_positive, default=8765, help="port (default 8765)")
+    serve.add_argument(
+        "--token",
+        help=f"required on every request (default: ${TOKEN_ENV}); needed beyond 127.0.0.1",
+    )
+    serve.add_argument(
+        "--timeout",
+        type=_positive,
+        default=15,
+        help="seconds a request may wait for the stores before a 504 (default 15)",
+    )
+    serve.set_defaults(run=_serve)
     return parser
 
 

@@ -39,6 +39,8 @@ EXTRAS: dict[str, str] = {
     "memories.integrations.langgraph_nodes": "agents",
     "memories.integrations.langgraph_store": "agents",
     "memories.integrations.summarization": "agents",
+    "memories.faces.server.app": "server",
+    "uvicorn": "server",
 }
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "NamespaceField",
     "as_namespace",
     "in_namespace",
+    "namespace_from_key",
     "namespace_key",
     "namespace_text",
 ]
@@ -60,6 +61,11 @@ def namespace_key(namespace: Sequence[str], /) -> str:
     share a key (``("a/b",)`` is ``"a%2Fb"``, ``("a", "b")`` is ``"a/b"``).
     """
     return "/".join(label.replace("%", "%25").replace("/", "%2F") for label in namespace)
+
+
+def namespace_from_key(key: str, /) -> Namespace:
+    """The namespace a key of :func:`namespace_key` stands for (its inverse)."""
+    return as_namespace([p.replace("%2F", "/").replace("%25", "%") for p in key.split("/")])
 
 
 #: A model field holding a namespace: accepts what :func:`as_namespace` accepts.

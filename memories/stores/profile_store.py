@@ -1016,26 +1016,28 @@ class ProfileStore(BaseProfileStore):
                 for t in (store_table, changes_table, pending_table)
             )
         ).subquery()
-        page = select(named.c.namespace).order_by(named.c.namespace)
+        page = (
+            select(named.c.namespace)
+            .order_by(named.c.namespace)
+            .limit(op.limit)
+            .offset(op.offset)
+            .subquery()
+        )
         t = store_table
+        counts = (
+            select(t.c.namespace, func.count().label("documents"), func.max(t.c.updated_at))
+            .where(
+                t.c.namespace.in_(select(page.c.namespace)),
+                t.c.key.startswith(op.prefix, autoescape=True),
+                t.c.value.is_not(None),
+            )
+            .group_by(t.c.namespace)
+        )
         with self._db.transaction() as connection:
             total = int(connection.execute(select(func.count()).select_from(named)).scalar_one())
-            names = list(connection.execute(page.limit(op.limit).offset(op.offset)).scalars())
-            counts = {
-                row.namespace: (int(row.documents), row.updated_at)
-                for row in connection.execute(
-                    select(t.c.namespace, func.count().label("documents"), func.max(t.c.updated_at).label("updated_at"))
-                    .where(
-                        t.c.namespace.in_(names),
-                        t.c.key.startswith(op.prefix, autoescape=True),
-                        t.c.value.is_not(None),
-                    )
-                    .group_by(t.c.namespace)
-                )
-            }
-        found = [
-            KeyCount(tuple(name.split(".")), *counts.get(name, (0, None))) for name in names
-        ]
+            names = sorted(connection.execute(select(page.c.namespace)).scalars())
+            counted = {row[0]: (int(row[1]), row[2]) for row in connection.execute(counts)}
+        found = [KeyCount(tuple(name.split(".")), *counted.get(name, (0, None))) for name in names]
         return found, total
 
     def _key_page(self, op: KeyPage) -> tuple[list[ProfileItem], int]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import copy
-import json
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable, Sequence

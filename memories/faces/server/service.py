@@ -1,0 +1,608 @@
+"""What the inspector shows, read from the stores a config names: one service, read-only.
+
+:class:`Inspector` opens a config (a dict, or the YAML / TOML file that
+``create_memory`` reads) and answers in plain JSON-ready dicts: the web pages
+render them and the JSON API returns them as they are, so everything a page
+shows a script can fetch.
+
+Nothing here writes. Chat memories are looked at through read-only views
+(:func:`memories.core.members.read_only`); documents are read from the stores
+directly, so queued writes stay queued and are counted as pending. Two reads
+touch an index: a search catches the namespace's queued documents up in
+memory, as every search does, and a collection's search re-indexes a memory
+whose index entry is older than its ledger (a derived copy, not the data).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from memories.core.combined import leaves_of
+from memories.core.config import (
+    create_memory,
+    drop_scope_options,
+    each_memory,
+    load_config,
+    sqlite_files,
+    template_fields,
+    with_namespace,
+    with_session,
+)
+from memories.core.members import chat_memories, distinct_histories, read_only
+from memories.errors import ConfigError, InvalidInputError
+from memories.faces.exchange import view_memory
+from memories.kernel.capabilities import capabilities_of
+from memories.kernel.messages import message_text
+from memories.kernel.namespaces import Namespace, as_namespace, namespace_from_key, namespace_key
+from memories.long_term.collection import CollectionMemory
+from memories.long_term.collection.rules import MEMORY_PREFIX
+from memories.long_term.indexed import DocumentMemory
+from memories.long_term.instructions import InstructionsMemory
+from memories.long_term.profile import ProfileMemory
+from memories.long_term.stored import StoredDocumentMemory
+from memories.stores.history.base import ChatHistory
+from memories.stores.history.records import Edit, Entry
+
+__all__ = ["DEFAULT_PAGE_SIZE", "Inspector", "NotFound", "jsonable"]
+
+#: Rows per page of every listing.
+DEFAULT_PAGE_SIZE = 50
+#: The longest search text, namespace filter or id the service takes.
+MAX_TEXT = 200
+#: Results a search returns at most.
+MAX_RESULTS = 50
+#: Memories built per (namespace, session), kept for the next request.
+_CACHED_MEMORIES = 32
+#: The namespace a template config is built on when no namespace is asked for.
+_PROBE = ("inspector-probe",)
+
+
+class NotFound(KeyError):
+    """An id, a namespace or a session the config's stores do not hold."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "not found"
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON-ready data: records as dicts, times as ISO strings, messages typed."""
+    if isinstance(value, BaseMessage):
+        return {"type": value.type, "text": message_text(value), "id": value.id}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def _when(seconds: float | None) -> str | None:
+    """A Unix time as an ISO string (UTC), for people and scripts alike."""
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
+
+
+def _page(number: int, size: int, total: int) -> dict[str, Any]:
+    pages = max(1, -(-total // size))
+    return {"page": number, "size": size, "total": total, "pages": pages}
+
+
+def _checked_text(value: str, what: str) -> str:
+    if len(value) > MAX_TEXT:
+        raise InvalidInputError(f"{what} is {len(value)} characters; at most {MAX_TEXT}.")
+    if any(ord(c) < 32 for c in value):
+        raise InvalidInputError(f"{what} holds control characters.")
+    return value
+
+
+def _kind(memory: Any) -> str:
+    """What the inspector shows of a memory: its data's shape, from its class's family."""
+    if isinstance(memory, CollectionMemory):
+        return "collection"
+    if isinstance(memory, ProfileMemory):
+        return "profile"
+    if isinstance(memory, InstructionsMemory):
+        return "instructions"
+    if isinstance(memory, DocumentMemory):
+        return "documents"
+    if capabilities_of(memory).chat_log:
+        return "chat"
+    return "other"
+
+
+class Inspector:
+    """The memories a config names, and everything their stores hold, read-only.
+
+    Args:
+        config: a memory config (dict or file), as :func:`memories.create_memory` reads.
+        page_size: rows per page of the listings.
+
+    Raises:
+        ConfigError: a bad config, or a SQLite file it names does not exist
+            (opening it would create it: inspecting never writes).
+    """
+
+    def __init__(
+        self, config: Mapping[str, Any] | str | Path, *, page_size: int = DEFAULT_PAGE_SIZE
+    ) -> None:
+        self.options = load_config(config)
+        missing = [f for f in sqlite_files(self.options) if not Path(f).is_file()]
+        if missing:
+            raise ConfigError(
+                f"Nothing is stored at {missing[0]!r}: the file does not exist. Check the "
+                "config's paths (relative ones are read next to the config file)."
+            )
+        self.page_size = page_size
+        self._templated = bool(_templates(self.options))
+        self._memories: OrderedDict[tuple[Namespace | None, str | None], Any] = OrderedDict()
+        self._lock = threading.Lock()
+        probe = self._memory(None, None)
+        self.leaves: list[Any] = leaves_of(probe)
+        self.ids: list[str] = _ids(self.leaves)
+
+    # -- building memories ------------------------------------------------------------
+
+    def _memory(self, namespace: Namespace | None, session: str | None) -> Any:
+        """The config's memory on ``namespace`` and ``session`` (built once, then cached)."""
+        key = (namespace, session)
+        with self._lock:
+            if key in self._memories:
+                self._memories.move_to_end(key)
+                return self._memories[key]
+        options = self.options
+        if namespace is None and self._templated:
+            namespace = _PROBE
+        if namespace is not None:
+            options = with_namespace(options, namespace)
+        if session is not None:
+            options = with_session(options, session)
+        memory = create_memory(drop_scope_options(dict(options)))
+        with self._lock:
+            self._memories[key] = memory
+            while len(self._memories) > _CACHED_MEMORIES:
+                self._memories.popitem(last=False)
+        return memory
+
+    def _leaf(self, memory_id: str, namespace: Namespace | None, session: str | None) -> Any:
+        if memory_id not in self.ids:
+            raise NotFound(f"No memory {memory_id!r} in this config; it has {self.ids}.")
+        return leaves_of(self._memory(namespace, session))[self.ids.index(memory_id)]
+
+    def _namespaced(self) -> list[tuple[str, Any]]:
+        return [
+            (i, m)
+            for i, m in zip(self.ids, self.leaves, strict=True)
+            if capabilities_of(m).scope == "namespace"
+        ]
+
+    # -- the overview -------------------------------------------------------------------
+
+    def overview(self) -> dict[str, Any]:
+        """Every memory of the config: its type, store, scope, and what its stores hold."""
+        histories = self._histories()
+        memories = []
+        for memory_id, leaf in zip(self.ids, self.leaves, strict=True):
+            caps = capabilities_of(leaf)
+            row: dict[str, Any] = {
+                "id": memory_id,
+                "type": getattr(leaf, "config_type", type(leaf).__name__),
+                "class": type(leaf).__name__,
+                "kind": _kind(leaf),
+                "scope": caps.scope,
+                "searchable": caps.searchable,
+                "store": self._store_of(leaf),
+            }
+            if caps.chat_log:
+                history = leaf.chat_memory
+                row["sessions"] = history.sessions(limit=1)[1] if history.lists_sessions else None
+            if caps.scope == "namespace":
+                names = self._names_of(leaf)
+                row["namespaces"] = len(names)
+                known = [n for n in names.values() if n is not None]
+                row["documents"] = sum(known) if known or not names else None
+                if not self._templated and caps.deferred:
+                    row["status"] = jsonable(leaf.status())
+            memories.append(row)
+        return {
+            "config_type": self.options.get("type"),
+            "templated": self._templated,
+            "read_only": True,
+            "memories": memories,
+            "histories": [repr(h) for h in histories],
+        }
+
+    def _store_of(self, leaf: Any) -> str:
+        if capabilities_of(leaf).chat_log:
+            return repr(leaf.chat_memory)
+        parts = []
+        if isinstance(leaf, StoredDocumentMemory):
+            parts.append(repr(leaf.ledger))
+        if isinstance(leaf, DocumentMemory | CollectionMemory):
+            parts.append(leaf.backend.location)
+        return "; ".join(parts) or "(none)"
+
+    def _histories(self) -> list[ChatHistory]:
+        return distinct_histories(self._memory(None, None))
+
+    # -- namespaces ------------------------------------------------------------------------
+
+    def _names_of(self, leaf: Any, contains: str = "") -> dict[Namespace, int | None]:
+        """The namespaces ``leaf`` holds data in, with its document count (None: unknown)."""
+        found: dict[Namespace, int | None] = {}
+        if isinstance(leaf, CollectionMemory):
+            counts, _ = leaf.ledger.key_namespaces(MEMORY_PREFIX, contains=contains, limit=10**9)
+            found.update((c.namespace, c.documents) for c in counts)
+        elif isinstance(leaf, StoredDocumentMemory):
+            counts, _ = leaf.ledger.key_namespaces(leaf.key, contains=contains, limit=10**9)
+            found.update((c.namespace, c.documents) for c in counts)
+        elif isinstance(leaf, DocumentMemory):
+            for key in leaf.store.namespaces():
+                namespace = namespace_from_key(key)
+                if contains in ".".join(namespace):
+                    found[namespace] = None
+        return found
+
+    def namespaces(self, *, q: str = "", page: int = 1) -> dict[str, Any]:
+        """The namespaces any memory of the config holds data in, sorted, a page at a time."""
+        q = _checked_text(q, "q")
+        merged: dict[Namespace, dict[str, int | None]] = {}
+        for memory_id, leaf in self._namespaced():
+            for namespace, count in self._names_of(leaf, q).items():
+                merged.setdefault(namespace, {})[memory_id] = count
+        names = sorted(merged, key=".".join)
+        start = (page - 1) * self.page_size
+        rows = [
+            {"namespace": ".".join(n), "memories": merged[n]}
+            for n in names[start : start + self.page_size]
+        ]
+        return {"q": q, "namespaces": rows, **_page(page, self.page_size, len(names))}
+
+    def _known(self, text: str) -> Namespace:
+        """``text`` as a namespace some memory holds data in; NotFound otherwise."""
+        try:
+            namespace = as_namespace(_checked_text(text, "namespace"))
+        except (ConfigError, InvalidInputError) as exc:
+            raise InvalidInputError(f"Not a namespace: {exc}") from exc
+        for _, leaf in self._namespaced():
+            if namespace in self._names_of(leaf, text):
+                return namespace
+        raise NotFound(f"No memory of this config holds anything in namespace {text!r}.")
+
+    def namespace(self, text: str) -> dict[str, Any]:
+        """One namespace: each namespace-scoped memory with its counts and its status."""
+        namespace = self._known(text)
+        rows = []
+        for memory_id, _ in self._namespaced():
+            leaf = self._leaf(memory_id, namespace, None)
+            caps = capabilities_of(leaf)
+            rows.append(
+                {
+                    "id": memory_id,
+                    "type": leaf.config_type,
+                    "kind": _kind(leaf),
+                    "documents": self._count(leaf),
+                    "status": jsonable(leaf.status()) if caps.deferred else None,
+                    "dead_letters": self._letters(leaf),
+                }
+            )
+        return {"namespace": ".".join(namespace), "memories": rows}
+
+    def _count(self, leaf: Any) -> int:
+        if isinstance(leaf, CollectionMemory):
+            return leaf.ledger.key_page(leaf.namespace, MEMORY_PREFIX, limit=0)[1]
+        if isinstance(leaf, StoredDocumentMemory):
+            return 0 if leaf.ledger.get(leaf.namespace, leaf.key) is None else 1
+        if isinstance(leaf, DocumentMemory):
+            return int(leaf.backend.count())
+        return 0
+
+    def _letters(self, leaf: Any) -> list[dict[str, Any]]:
+        if not isinstance(leaf, DocumentMemory | CollectionMemory):
+            return []
+        return [
+            {
+                "id": letter.row.doc_id,
+                "text": letter.row.text,
+                "error": letter.error,
+                "at": _when(letter.created_at),
+            }
+            for letter in leaf.backend.dead_letters()
+        ]
+
+    # -- one memory's items -------------------------------------------------------------
+
+    def items(self, text: str, memory_id: str, *, q: str = "", page: int = 1) -> dict[str, Any]:
+        """What one memory holds in a namespace: a document with its versions, or its items."""
+        namespace = self._known(text)
+        leaf = self._leaf(memory_id, namespace, None)
+        if capabilities_of(leaf).scope != "namespace":
+            raise NotFound(f"Memory {memory_id!r} keeps nothing per namespace.")
+        q = _checked_text(q, "q")
+        kind = _kind(leaf)
+        found: dict[str, Any] = {
+            "namespace": ".".join(namespace),
+            "memory": memory_id,
+            "type": leaf.config_type,
+            "kind": kind,
+            "q": q,
+        }
+        start = (page - 1) * self.page_size
+        if isinstance(leaf, CollectionMemory):
+            items, total = leaf.ledger.key_page(
+                namespace, MEMORY_PREFIX, contains=q, limit=self.page_size, offset=start
+            )
+            found["items"] = [_collection_item(leaf, item) for item in items]
+            found.update(_page(page, self.page_size, total))
+        elif isinstance(leaf, ProfileMemory):
+            found["document"] = leaf.get()
+            found["status"] = jsonable(leaf.status())
+            found["items"] = [_change_row(c) for c in reversed(leaf.history())]
+        elif isinstance(leaf, InstructionsMemory):
+            found["document"] = leaf.get()
+            found["status"] = jsonable(leaf.status())
+            found["items"] = [
+                {"id": str(v.version) if v.version is not None else f"failed-{i}", **jsonable(v)}
+                for i, v in reversed(list(enumerate(leaf.history())))
+            ]
+        elif isinstance(leaf, DocumentMemory):
+            records = leaf.store.get(namespace_key(namespace))
+            chosen = [r for r in records if q.lower() in r.text.lower() or q in r.id]
+            chosen.sort(key=lambda r: -float(r.metadata.get("timestamp", 0.0) or 0.0))
+            found["items"] = [
+                {
+                    "id": r.id,
+                    "text": r.text,
+                    "metadata": jsonable(_public_metadata(r.metadata)),
+                    "at": _when(r.metadata.get("timestamp")),
+                }
+                for r in chosen[start : start + self.page_size]
+            ]
+            found["pending"] = leaf.backend.pending()
+            found.update(_page(page, self.page_size, len(chosen)))
+        return found
+
+    def item(self, text: str, memory_id: str, item_id: str) -> dict[str, Any]:
+        """One item and its history: a collection memory's versions, a change, a document."""
+        namespace = self._known(text)
+        leaf = self._leaf(memory_id, namespace, None)
+        item_id = _checked_text(item_id, "item id")
+        base = {"namespace": ".".join(namespace), "memory": memory_id, "kind": _kind(leaf)}
+        if isinstance(leaf, CollectionMemory):
+            try:
+                record = leaf.get(item_id)
+                versions = leaf.history(item_id)
+            except (InvalidInputError, ConfigError) as exc:
+                raise NotFound(f"No memory {item_id!r} in {memory_id!r}: {exc}") from exc
+            if not versions:
+                raise NotFound(f"No memory {item_id!r} in {memory_id!r} of {text!r}.")
+            return {
+                **base,
+                "id": item_id,
+                "current": jsonable(record),
+                "versions": [jsonable(v) for v in reversed(versions)],
+            }
+        if isinstance(leaf, ProfileMemory | InstructionsMemory):
+            changes = {str(c.id): c for c in leaf.store.changes(namespace, leaf.key)}
+            if item_id not in changes:
+                raise NotFound(f"No change {item_id!r} in the history of {memory_id!r}.")
+            return {**base, "id": item_id, "change": _change_row(changes[item_id], whole=True)}
+        if isinstance(leaf, DocumentMemory):
+            records = leaf.store.get(namespace_key(namespace), ids=[item_id])
+            if not records:
+                raise NotFound(f"No document {item_id!r} in {memory_id!r} of {text!r}.")
+            record = records[0]
+            return {
+                **base,
+                "id": item_id,
+                "text": record.text,
+                "metadata": jsonable(_public_metadata(record.metadata)),
+                "at": _when(record.metadata.get("timestamp")),
+            }
+        raise NotFound(f"Memory {memory_id!r} keeps no items.")
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def sessions(self, *, q: str = "", page: int = 1) -> dict[str, Any]:
+        """The sessions of the config's histories, last active first, a page at a time."""
+        q = _checked_text(q, "q")
+        rows: dict[str, dict[str, Any]] = {}
+        total = 0
+        start = (page - 1) * self.page_size
+        for history in self._histories():
+            if not history.lists_sessions:
+                continue
+            found, count = history.sessions(contains=q, limit=self.page_size, offset=start)
+            total = max(total, count)
+            for s in found:
+                rows.setdefault(
+                    s.session_id,
+                    {
+                        "session_id": s.session_id,
+                        "messages": s.messages,
+                        "edits": s.edits,
+                        "first_at": _when(s.first_at),
+                        "last_at": _when(s.last_at),
+                    },
+                )
+        return {"q": q, "sessions": list(rows.values()), **_page(page, self.page_size, total)}
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        """A session's transcript as written, edits marked, and what each chat memory shows now."""
+        session_id = _checked_text(session_id, "session id")
+        if not session_id or not self._holds(session_id):
+            raise NotFound(f"No session {session_id!r} in this config's histories.")
+        memory = self._memory(None, session_id)
+        transcripts = [
+            {"history": repr(h), "records": _transcript(h.records())}
+            for h in distinct_histories(memory)
+        ]
+        shown = []
+        with read_only(memory):
+            for member, memory_id in self._chat_ids(memory):
+                view = view_memory(member, "", as_messages=True)
+                shown.append(
+                    {
+                        "memory": memory_id,
+                        "type": member.config_type,
+                        "messages": [jsonable(m) for m in view.messages],
+                        "sections": [{"name": n, "text": t} for n, t in view.sections],
+                    }
+                )
+        return {"session_id": session_id, "transcripts": transcripts, "shown": shown}
+
+    def _chat_ids(self, memory: Any) -> list[tuple[Any, str]]:
+        leaves = leaves_of(memory)
+        members = chat_memories(memory)
+        return [(m, self.ids[leaves.index(m)]) for m in members]
+
+    def _holds(self, session_id: str) -> bool:
+        for history in self._histories():
+            if history.lists_sessions:
+                found, _ = history.sessions(contains=session_id, limit=10**9)
+                if any(s.session_id == session_id for s in found):
+                    return True
+        return False
+
+    # -- search ------------------------------------------------------------------------
+
+    def search(self, text: str, query: str, *, memory_id: str | None = None, k: int = 10) -> dict:
+        """Each searchable memory's best matches in a namespace, with their calibrated scores."""
+        query = _checked_text(query, "query")
+        if not 1 <= k <= MAX_RESULTS:
+            raise InvalidInputError(f"k must be between 1 and {MAX_RESULTS}, got {k}.")
+        namespace = self._known(text)
+        chosen = [(i, m) for i, m in self._namespaced() if capabilities_of(m).searchable]
+        if memory_id is not None:
+            chosen = [(i, m) for i, m in chosen if i == memory_id]
+            if not chosen:
+                raise NotFound(f"No searchable memory {memory_id!r}; see the overview.")
+        results = []
+        for found_id, _ in chosen:
+            leaf = self._leaf(found_id, namespace, None)
+            hits = leaf.search(query, k=k) if query.strip() else []
+            results.append(
+                {
+                    "memory": found_id,
+                    "type": leaf.config_type,
+                    "results": [_hit(hit) for hit in hits],
+                }
+            )
+        return {"namespace": ".".join(namespace), "query": query, "k": k, "memories": results}
+
+
+# -- pure helpers -----------------------------------------------------------------------
+
+
+def _templates(options: dict[str, Any]) -> set[str]:
+    found: set[str] = set()
+
+    def collect(memory: dict[str, Any]) -> dict[str, Any]:
+        found.update(template_fields(memory))
+        return memory
+
+    each_memory(dict(options), collect)
+    return found
+
+
+def _ids(leaves: Sequence[Any]) -> list[str]:
+    """A stable id per memory of the config: its type, numbered when the type repeats."""
+    ids: list[str] = []
+    for leaf in leaves:
+        name = str(getattr(leaf, "config_type", "") or type(leaf).__name__.lower())
+        candidate, n = name, 2
+        while candidate in ids:
+            candidate, n = f"{name}-{n}", n + 1
+        ids.append(candidate)
+    return ids
+
+
+def _public_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if k not in ("namespace", "content_json")}
+
+
+def _collection_item(leaf: CollectionMemory, item: Any) -> dict[str, Any]:
+    value = item.value or {}
+    content = value.get("content")
+    return {
+        "id": item.key.removeprefix(MEMORY_PREFIX),
+        "content": content if isinstance(content, str) else json.dumps(content, sort_keys=True),
+        "metadata": jsonable(value.get("metadata") or {}),
+        "version": item.version,
+        "created_at": _when(item.created_at),
+        "updated_at": _when(item.updated_at),
+    }
+
+
+def _change_row(change: Any, *, whole: bool = False) -> dict[str, Any]:
+    row = {
+        "id": str(change.id),
+        "version": change.version,
+        "kind": change.kind,
+        "ok": change.ok,
+        "at": _when(change.created_at),
+        "patch": jsonable(change.patch),
+        "turns": jsonable(change.turns),
+        "error": change.error,
+        "raw": list(change.raw),
+    }
+    if whole:
+        row["document"] = jsonable(change.document)
+    return row
+
+
+def _transcript(records: Sequence[Entry | Edit]) -> list[dict[str, Any]]:
+    """The log as written: each message with what later edits did to it, and each edit."""
+    fate: dict[int, str] = {}
+    for record in records:
+        if isinstance(record, Edit):
+            if record.through:
+                for other in records:
+                    if isinstance(other, Entry) and other.seq <= record.target:
+                        fate.setdefault(other.seq, "removed")
+            else:
+                fate[record.target] = "removed" if record.message is None else "replaced"
+    rows = []
+    for record in records:
+        if isinstance(record, Entry):
+            rows.append(
+                {
+                    "seq": record.seq,
+                    "record": "message",
+                    "state": fate.get(record.seq, "shown"),
+                    "message": jsonable(record.message),
+                }
+            )
+        else:
+            rows.append(
+                {
+                    "seq": record.seq,
+                    "record": record.kind,
+                    "target": record.target,
+                    "message": None if record.message is None else jsonable(record.message),
+                }
+            )
+    return rows
+
+
+def _hit(hit: Any) -> dict[str, Any]:
+    content = getattr(hit, "content", None)
+    text = getattr(hit, "text", None)
+    if text is None:
+        text = content if isinstance(content, str) else json.dumps(content, sort_keys=True)
+    score = getattr(hit, "score", None)
+    return {"id": hit.id, "text": text, "score": None if score is None else round(float(score), 4)}
