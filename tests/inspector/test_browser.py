@@ -1,0 +1,154 @@
+"""The inspector's pages in a real headless browser: Debian's chromium driven by Playwright.
+
+The test starts the server on a free loopback port itself, clicks overview ->
+namespace -> memory -> history, proves that a memory whose text is markup
+renders inert, and writes screenshots of the main pages (PNG) to an
+``inspector-artifacts`` folder under pytest's temporary directory.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.inspector.conftest import IMAGE, SCRIPT, Filled
+
+CHROMIUM = Path("/usr/bin/chromium")
+if not CHROMIUM.is_file():
+    pytest.skip(
+        "Debian's chromium is not installed at /usr/bin/chromium (apt-get install chromium; "
+        ".ci/run does it)",
+        allow_module_level=True,
+    )
+sync_api = pytest.importorskip("playwright.sync_api")
+uvicorn = pytest.importorskip("uvicorn")
+
+from memories.faces.server.app import create_app  # noqa: E402
+from memories.faces.server.service import Inspector  # noqa: E402
+
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(filled: Filled) -> Iterator[str]:
+    """The inspector on a free loopback port, in a thread; stopped at the end."""
+    port = _free_port()
+    config = uvicorn.Config(
+        create_app(Inspector(filled.config)), host="127.0.0.1", port=port, log_level="warning"
+    )
+    running = uvicorn.Server(config)
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not running.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    running.should_exit = True
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("inspector-artifacts", numbered=False)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    profile = tmp_path_factory.mktemp("chromium-profile")  # a new, empty user-data-dir
+    with sync_api.sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1200, "height": 800},
+            timeout=30_000,
+        )
+        context.set_default_timeout(10_000)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+def test_a_person_clicks_from_the_overview_to_a_memorys_history(
+    server: str, browser: Any, artifacts: Path, filled: Filled
+) -> None:
+    page = browser.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(server + "/")
+    assert page.title() == "Overview · memories inspector"
+    assert page.get_by_text("read-only: nothing here changes your memories").is_visible()
+    page.screenshot(path=str(artifacts / "overview.png"), full_page=True)
+
+    page.get_by_role("link", name="Namespaces").first.click()
+    page.get_by_role("link", name="users.maya").click()
+    page.wait_for_url("**/namespaces/users.maya")
+    assert page.locator("h1").inner_text() == "users.maya"
+    page.screenshot(path=str(artifacts / "namespace.png"), full_page=True)
+
+    page.get_by_role("link", name="collection", exact=True).click()
+    page.wait_for_url("**/memories/collection")
+    assert page.get_by_text("maya drinks green tea").is_visible()
+    assert page.get_by_text("omar", exact=False).count() == 0  # another user's: never here
+    page.screenshot(path=str(artifacts / "memory.png"), full_page=True)
+
+    memory_id = filled.memory_ids["maya"]
+    page.get_by_role("link", name=memory_id[:12]).click()
+    page.wait_for_url(f"**/items/{memory_id}")
+    versions = page.locator("table tr").all_inner_texts()[1:]
+    assert [row.split("\t")[0].strip() for row in versions] == ["3", "2", "1"]
+    assert "maya drinks coffee" in versions[-1]
+    page.screenshot(path=str(artifacts / "history.png"), full_page=True)
+    assert dialogs == []
+
+
+def test_a_memory_whose_text_is_markup_renders_as_inert_text(
+    server: str, browser: Any, artifacts: Path, filled: Filled
+) -> None:
+    page = browser.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    for path in (
+        "/namespaces/users.maya/memories/collection",
+        f"/namespaces/users.maya/memories/collection/items/{filled.markup_id}",
+        "/search?namespace=users.maya&q=script+alert",
+    ):
+        page.goto(server + path)
+        page.wait_for_load_state("load")
+        assert page.get_by_text(f"{SCRIPT} {IMAGE}").first.is_visible(), path
+        assert page.locator("main script").count() == 0
+        assert page.locator("img").count() == 0  # the <img onerror> is text, not an element
+        assert page.evaluate("() => window.__proof === undefined")
+    page.screenshot(path=str(artifacts / "markup.png"), full_page=True)
+    page.goto(server + "/sessions/maya-chat")
+    assert page.locator("tr.removed").count() == 1  # the removed message, struck through
+    page.screenshot(path=str(artifacts / "session.png"), full_page=True)
+    time.sleep(0.3)  # an onerror handler would have fired by now
+    assert dialogs == [] and errors == []
