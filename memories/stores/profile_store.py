@@ -67,7 +67,7 @@ from memories.kernel.namespaces import Namespace, as_namespace, namespace_text
 from memories.kernel.patching import apply_operations
 from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.stores.history.sql import default_sqlite_url
-from memories.stores.sql import Database, log_table, redacted
+from memories.stores.sql import EXTRA_DDL, Database, log_table, redacted
 
 __all__ = [
     "MAX_WRITE_TRIES",
@@ -128,6 +128,18 @@ pending_table = log_table(
     Column("messages", Text, nullable=False),
     index="ix_memories_profile_pending_key",
 )
+
+
+#: The documents held now, by namespace and key: a count or a page of a namespace's
+#: memories reads this index alone, never the documents (SQLite: 224 ms -> 20 ms for
+#: a count at 100,000 memories). PostgreSQL reads the table (an index built on opening
+#: would lock writers out of a big table meanwhile).
+_metadata.info[EXTRA_DDL] = {
+    "sqlite": [
+        "CREATE INDEX IF NOT EXISTS ix_memories_store_held "
+        "ON memories_store (namespace, key) WHERE value IS NOT NULL"
+    ]
+}
 
 
 @dataclass(frozen=True)
@@ -197,8 +209,6 @@ class KeyCount:
     """The namespace."""
     documents: int
     """Its documents under the prefix (cleared ones left out)."""
-    updated_at: float | None
-    """When the last of them was written (None: it holds none now)."""
 
 
 @dataclass(frozen=True)
@@ -352,7 +362,7 @@ class KeyNamespaces(NamedTuple):
 
 
 class KeyPage(NamedTuple):
-    """A page of exactly this namespace's documents under ``prefix``, last updated first.
+    """A page of exactly this namespace's documents under ``prefix``, by key.
 
     Only those whose key or stored JSON contains ``contains``. Result:
     ``tuple[list[ProfileItem], int]``, the page and how many match in all.
@@ -706,7 +716,7 @@ class BaseProfileStore(ABC):
         limit: int = 50,
         offset: int = 0,
     ) -> tuple[list[ProfileItem], int]:
-        """A page of ``namespace``'s documents under ``prefix``, last updated first, and the total.
+        """A page of ``namespace``'s documents under ``prefix`` by key, and the total.
 
         Only the documents whose key or stored JSON contains ``contains``.
         """
@@ -1007,9 +1017,13 @@ class ProfileStore(BaseProfileStore):
             return [_item(row) for row in connection.execute(query)]
 
     def _key_namespaces(self, op: KeyNamespaces) -> tuple[list[KeyCount], int]:
+        # Each part DISTINCT on its own: SQLite reads (namespace, key) from the
+        # tables' indexes in namespace order, and the union meets few rows.
         named = union(
             *(
-                select(t.c.namespace).where(
+                select(t.c.namespace)
+                .distinct()
+                .where(
                     t.c.key.startswith(op.prefix, autoescape=True),
                     t.c.namespace.contains(op.contains, autoescape=True),
                 )
@@ -1025,7 +1039,7 @@ class ProfileStore(BaseProfileStore):
         )
         t = store_table
         counts = (
-            select(t.c.namespace, func.count().label("documents"), func.max(t.c.updated_at))
+            select(t.c.namespace, func.count().label("documents"))
             .where(
                 t.c.namespace.in_(select(page.c.namespace)),
                 t.c.key.startswith(op.prefix, autoescape=True),
@@ -1036,8 +1050,10 @@ class ProfileStore(BaseProfileStore):
         with self._db.transaction() as connection:
             total = int(connection.execute(select(func.count()).select_from(named)).scalar_one())
             names = sorted(connection.execute(select(page.c.namespace)).scalars())
-            counted = {row[0]: (int(row[1]), row[2]) for row in connection.execute(counts)}
-        found = [KeyCount(tuple(name.split(".")), *counted.get(name, (0, None))) for name in names]
+            counted = {}
+            if names:
+                counted = {row[0]: int(row[1]) for row in connection.execute(counts)}
+        found = [KeyCount(tuple(name.split(".")), counted.get(name, 0)) for name in names]
         return found, total
 
     def _key_page(self, op: KeyPage) -> tuple[list[ProfileItem], int]:
@@ -1050,7 +1066,9 @@ class ProfileStore(BaseProfileStore):
                     t.c.value.contains(op.contains, autoescape=True),
                 )
             )
-        query = select(t).where(*where).order_by(t.c.updated_at.desc(), t.c.key)
+        # By key: the primary key's order, read from its index without a sort
+        # (a sort on updated_at read every row's document: 0.7 s at 100,000).
+        query = select(t).where(*where).order_by(t.c.key)
         with self._db.transaction() as connection:
             total = int(connection.execute(select(func.count()).where(*where)).scalar_one())
             rows = connection.execute(query.limit(op.limit).offset(op.offset)).all()

@@ -58,9 +58,11 @@ def test_the_overview_names_every_memory_with_its_counts(client: TestClient) -> 
     assert list(by_id) == ["token_buffer", "profile", "collection", "vector"]
     assert overview["read_only"] is True and overview["templated"] is True
     assert by_id["token_buffer"]["sessions"] == 2
-    assert by_id["profile"]["namespaces"] == 2 and by_id["profile"]["documents"] == 2
-    assert by_id["collection"]["namespaces"] == 2 and by_id["collection"]["documents"] == 5
+    assert by_id["profile"]["namespaces"] == 2 and by_id["collection"]["namespaces"] == 2
     assert by_id["vector"]["namespaces"] == 2 and by_id["collection"]["searchable"]
+    listed = api(client, "/namespaces")["namespaces"]
+    assert sum(n["memories"]["collection"] for n in listed) == 5
+    assert [n["memories"]["profile"] for n in listed] == [1, 1]
 
 
 def test_every_documented_route_has_a_page_and_a_json_twin(

@@ -218,7 +218,7 @@ class DictProfileStore(BaseProfileStore):
                     and item.value is not None
                     and (contains in key or contains in json.dumps(item.value))
                 ]
-                found.sort(key=lambda item: (-item.updated_at, item.key))
+                found.sort(key=lambda item: item.key)
                 return found[offset : offset + limit], len(found)
             case ListNamespaces(prefix, max_depth, limit, offset):
                 found = {item.namespace[:max_depth] for item in self._documents(prefix or ())}
@@ -256,8 +256,7 @@ class DictProfileStore(BaseProfileStore):
                 for (n, k), item in self.rows.items()
                 if n == ns and k.startswith(prefix) and item.value is not None
             ]
-            last = max((item.updated_at for item in held), default=None)
-            found.append(KeyCount(ns, len(held), last))
+            found.append(KeyCount(ns, len(held)))
         return found, len(names)
 
     def _drop(self, ns: Namespace, key: str, ids: Sequence[int]) -> None:

@@ -126,22 +126,21 @@ def test_key_namespaces_list_every_namespace_a_key_prefix_touched(
         (("u", "c_"), 0),
         (("v",), 0),
     ]
-    assert page[1].updated_at is None
     assert store.key_namespaces("memory:", contains="c_")[1] == 1  # '_' is no wildcard
     page, total = store.key_namespaces("memory:", limit=1, offset=1)
     assert ([c.namespace for c in page], total) == ([("u", "c_")], 3)
 
 
-def test_key_page_gives_the_last_updated_first_and_filters_by_text(
+def test_key_page_gives_a_page_by_key_and_filters_by_text(
     store: BaseProfileStore,
 ) -> None:
     for n in range(5):
         store.put(NS, f"memory:{n}", {"content": f"fact {n}%"})
     store.put(("elsewhere",), "memory:9", {"content": "fact 9"})
     page, total = store.key_page(NS, "memory:", limit=2)
-    assert ([i.key for i in page], total) == (["memory:4", "memory:3"], 5)
+    assert ([i.key for i in page], total) == (["memory:0", "memory:1"], 5)
     page, total = store.key_page(NS, "memory:", limit=2, offset=4)
-    assert ([i.key for i in page], total) == (["memory:0"], 5)
+    assert ([i.key for i in page], total) == (["memory:4"], 5)
     page, total = store.key_page(NS, "memory:", contains="2%")
     assert ([i.key for i in page], total) == (["memory:2"], 1)
     assert store.key_page(NS, "memory:", contains="%")[1] == 5

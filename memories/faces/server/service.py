@@ -211,10 +211,7 @@ class Inspector:
                 history = leaf.chat_memory
                 row["sessions"] = history.sessions(limit=1)[1] if history.lists_sessions else None
             if caps.scope == "namespace":
-                names = self._names_of(leaf)
-                row["namespaces"] = len(names)
-                known = [n for n in names.values() if n is not None]
-                row["documents"] = sum(known) if known or not names else None
+                row["namespaces"] = self._namespace_count(leaf)
                 if not self._templated and caps.deferred:
                     row["status"] = jsonable(leaf.status())
             memories.append(row)
@@ -240,6 +237,30 @@ class Inspector:
         return distinct_histories(self._memory(None, None))
 
     # -- namespaces ------------------------------------------------------------------------
+
+    def _namespace_count(self, leaf: Any) -> int:
+        if isinstance(leaf, CollectionMemory):
+            return leaf.ledger.key_namespaces(MEMORY_PREFIX, limit=0)[1]
+        if isinstance(leaf, StoredDocumentMemory):
+            return leaf.ledger.key_namespaces(leaf.key, limit=0)[1]
+        if isinstance(leaf, DocumentMemory):
+            return len(leaf.store.namespaces())
+        return 0
+
+    def _has_namespace(self, leaf: Any, namespace: Namespace) -> bool:
+        """Whether ``leaf``'s stores hold anything of ``namespace`` (read through the index)."""
+        if isinstance(leaf, StoredDocumentMemory):
+            ledger = leaf.ledger
+            key = leaf.key
+            if isinstance(leaf, CollectionMemory):
+                if ledger.key_page(namespace, MEMORY_PREFIX, limit=0)[1]:
+                    return True
+            elif ledger.load(namespace, key) is not None or ledger.changes(namespace, key, last=1):
+                return True
+            return ledger.count_pending(namespace, key) > 0
+        if isinstance(leaf, DocumentMemory):
+            return namespace_key(namespace) in leaf.store.namespaces()
+        return False
 
     def _names_of(self, leaf: Any, contains: str = "") -> dict[Namespace, int | None]:
         """The namespaces ``leaf`` holds data in, with its document count (None: unknown)."""
@@ -279,7 +300,7 @@ class Inspector:
         except (ConfigError, InvalidInputError) as exc:
             raise InvalidInputError(f"Not a namespace: {exc}") from exc
         for _, leaf in self._namespaced():
-            if namespace in self._names_of(leaf, text):
+            if self._has_namespace(leaf, namespace):
                 return namespace
         raise NotFound(f"No memory of this config holds anything in namespace {text!r}.")
 
@@ -405,13 +426,13 @@ class Inspector:
             records = leaf.store.get(namespace_key(namespace), ids=[item_id])
             if not records:
                 raise NotFound(f"No document {item_id!r} in {memory_id!r} of {text!r}.")
-            record = records[0]
+            document = records[0]
             return {
                 **base,
                 "id": item_id,
-                "text": record.text,
-                "metadata": jsonable(_public_metadata(record.metadata)),
-                "at": _when(record.metadata.get("timestamp")),
+                "text": document.text,
+                "metadata": jsonable(_public_metadata(document.metadata)),
+                "at": _when(document.metadata.get("timestamp")),
             }
         raise NotFound(f"Memory {memory_id!r} keeps no items.")
 
