@@ -202,20 +202,6 @@ class ConversationKGMemory(QueuedUpdates):
         window = yield from self._window(self.k)
         return {"input": text, "history": self._buffer(window)}
 
-    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Save the turn, then add the triples the model finds in its input to the graph.
-
-        A failed model call keeps the turn and queues the extraction (retried
-        on the next save or :meth:`flush`; see :meth:`status`).
-        """
-        messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
-        self._run(self._saving_turn(messages, self._job(text)), write=True)
-
-    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`save_context`."""
-        messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
-        await self._arun(self._saving_turn(messages, self._job(text)), write=True)
-
     def _advancing(self, job: Job) -> Steps[tuple[Job | None, list[Step]]]:
         output = yield from self._asking(
             self.knowledge_extraction_prompt, history=job["history"], input=job["input"]

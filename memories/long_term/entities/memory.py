@@ -196,20 +196,6 @@ class ConversationEntityMemory(QueuedUpdates):
         self._unextracted = None
         return job
 
-    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Save the turn, then update the summary of each entity in :attr:`entity_cache`.
-
-        A failed model call keeps the turn and queues the rest of its updates
-        (retried on the next save or :meth:`flush`; see :meth:`status`).
-        """
-        messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
-        self._run(self._saving_turn(messages, self._job(text)), write=True)
-
-    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`save_context`."""
-        messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
-        await self._arun(self._saving_turn(messages, self._job(text)), write=True)
-
     def _advancing(self, job: Job) -> Steps[tuple[Job | None, list[Step]]]:
         """Extract the job's entities if its load could not; else summarize the next one."""
         if job["entities"] is None:

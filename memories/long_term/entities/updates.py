@@ -32,6 +32,7 @@ from memories.core.parts import ModelMemory
 from memories.errors import ConfigError, LLMError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
+from memories.kernel.keys import input_text_for
 from memories.kernel.messages import format_buffer
 from memories.kernel.steps import Step, Steps, arun, run, step
 from memories.short_term.summary.prompts import prompt_config
@@ -85,6 +86,26 @@ class QueuedUpdates(ModelMemory, ChatMemory):
             LLMError: a model call failed (the job stays as it was).
         """
         raise NotImplementedError(f"{type(self).__name__} must define _advancing()")
+
+    def _job(self, text: str) -> Steps[Job]:
+        """The update a turn whose input is ``text`` owes (read after the turn is appended)."""
+        raise NotImplementedError(f"{type(self).__name__} must define _job()")
+
+    # -- saving: the turn, then the update it owes, queued until it succeeds ----------
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Save the turn, then the model update it owes (entity summaries, triples).
+
+        A failed model call keeps the turn and queues the rest of its update
+        (retried on the next save or :meth:`flush`; see :meth:`status`).
+        """
+        messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
+        self._run(self._saving_turn(messages, self._job(text)), write=True)
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Async :meth:`save_context`."""
+        messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
+        await self._arun(self._saving_turn(messages, self._job(text)), write=True)
 
     # -- shared steps -----------------------------------------------------------------
 
