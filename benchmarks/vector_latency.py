@@ -50,7 +50,6 @@ from Chroma).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import random
@@ -59,7 +58,6 @@ import statistics
 import sys
 import tempfile
 import time
-import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,8 +72,6 @@ from langchain_core.embeddings import Embeddings
 
 from memories.kernel.embeddings import default_embeddings
 from memories.long_term.vector import VectorMemory
-from memories.long_term.vector import index as index_module
-from memories.stores.recall import RecallConfig
 from memories.stores.vector.writes import background_writer
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
@@ -344,8 +340,9 @@ def floor(
 ) -> list[tuple[float, float, float]]:
     """Wall ms of each part of the floor, per question: embed, nearest, lexical."""
     backend: Any = memory.backend
-    store, namespace, index = backend.store, backend._key, backend._index
-    candidates = memory.recall.candidates
+    store, namespace, space = backend.store, backend._key, backend._space
+    recall, config = backend.outbox.recall, memory.recall
+    candidates = config.candidates
     parts = []
     for question in questions:
         started = time.perf_counter()
@@ -353,8 +350,7 @@ def floor(
         embedded = time.perf_counter()
         store.nearest(namespace, vector, n=candidates)
         nearest = time.perf_counter()
-        with index.lock:
-            index.lexical(question, limit=candidates)
+        recall.lexical(space, question, config, limit=candidates)
         done = time.perf_counter()
         parts.append(
             (1000 * (embedded - started), 1000 * (nearest - embedded), 1000 * (done - nearest))
@@ -368,33 +364,19 @@ def footprint(
     """The scale figures: memory, disk, the lexical index per turn, a search after a restart."""
     memory.flush()
     figures = {"rss_mb": _rss_mb(), "disk_mb": _folder_mb(folder)}
-    # A restart, as far as this process's index goes: the next search rebuilds it from Chroma.
-    with index_module._indexes_lock:
-        index_module._indexes.clear()
+    # A restart, as far as this process goes: nothing of the namespace is known in it.
+    backend: Any = memory.backend
+    backend.outbox.recall._known.clear()
     again = VectorMemory(
         mode=memory.mode, path=folder, collection="latency", k=10, embeddings=embeddings
     )
     figures["first_search_s"] = (
         timed(lambda: again.load_memory_variables({"input": query}))[0] / 1000
     )
-    figures["rss_after_rebuild_mb"] = _rss_mb()
-    figures["lexical_bytes_per_turn"] = lexical_bytes_per_turn(texts)
+    figures["rss_after_restart_mb"] = _rss_mb()
+    outbox = backend.outbox.where
+    figures["lexical_bytes_per_turn"] = os.path.getsize(outbox) / max(1, backend.count())
     return figures
-
-
-def lexical_bytes_per_turn(texts: Sequence[str]) -> float:
-    """Bytes a BM25 index of the default recall settings holds per indexed turn (tracemalloc)."""
-    config = RecallConfig()
-    ids = [f"{i:032x}" for i in range(len(texts))]  # made before, so not counted
-    gc.collect()
-    tracemalloc.start()
-    index = config.lexical_index()
-    for doc_id, text in zip(ids, texts, strict=True):
-        index.add("", doc_id, config.lexical_text(text, when=None))
-    gc.collect()
-    held = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
-    return held / len(texts)
 
 
 def print_scale(runs: Sequence[Run], scale: dict[str, float], stored: int) -> None:
@@ -407,10 +389,10 @@ def print_scale(runs: Sequence[Run], scale: dict[str, float], stored: int) -> No
             print(f"| {part}, {run.name}: median / p95 ms | {median:.2f} / {p95:.2f} |")
     print(f"| resident memory (RSS) after the runs | {scale['rss_mb']:.0f} MB |")
     print(f"| store on disk (Chroma folder and outbox) | {scale['disk_mb']:.0f} MB |")
-    print(f"| lexical index per turn (tracemalloc) | {scale['lexical_bytes_per_turn']:.0f} bytes |")
+    print(f"| recall index per turn (SQL file) | {scale['lexical_bytes_per_turn']:.0f} bytes |")
     print(
         f"| first search after a restart (index rebuilt from Chroma) | "
-        f"{scale['first_search_s']:.1f} s (RSS then {scale['rss_after_rebuild_mb']:.0f} MB) |"
+        f"{scale['first_search_s']:.1f} s (RSS then {scale['rss_after_restart_mb']:.0f} MB) |"
     )
 
 
@@ -450,7 +432,7 @@ def run_turns(
             background_writer().flush()
             waited_ms = 1000 * (time.perf_counter() - waited)
         load = timed(lambda f=following: memory.load_memory_variables({"input": f}))
-        queued = backend._index.pending_count()
+        queued = len(backend._pending)
         if i >= args.warmup:
             run.hot.append((save[0] + load[0], save[1] + load[1]))
             run.save.append(save[0])

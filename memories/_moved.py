@@ -93,7 +93,7 @@ MOVED: dict[str, str] = {
     "memories.vector.chroma_backend": "memories.stores.vector.chroma_backend",
     "memories.vector.documents": "memories.long_term.indexed",
     "memories.vector.filters": "memories.stores.vector.filters",
-    "memories.vector.index": "memories.stores.vector.index",
+    "memories.vector.index": "memories.stores.vector.pending",
     "memories.vector.langchain_backend": "memories.stores.vector.langchain_backend",
     "memories.vector.memory": "memories.long_term.vector.memory",
     "memories.vector.outbox": "memories.stores.vector.outbox",

@@ -30,8 +30,8 @@ from memories.stores.recall.config import RecallField
 from memories.stores.vector.backend import VectorBackend, VectorQuery
 from memories.stores.vector.chroma_backend import ChromaBackend
 from memories.stores.vector.filters import MetadataField, check_metadata
-from memories.stores.vector.index import TURN_KEY
 from memories.stores.vector.outbox import DeadLetter, OutboxRow, outbox_for
+from memories.stores.vector.recall_index import TURN_KEY
 from memories.stores.vector.records import SearchResult
 from memories.stores.vector.scoring import check_min_score, passing
 from memories.stores.vector.writes import VectorStatus, WriteModeField
@@ -80,9 +80,10 @@ class IndexedMemory(BaseMemory):
         write: ``"background"`` (default): a save returns once the document is
             in the outbox, and a background thread embeds and stores it;
             searches see it at once. ``"sync"``: a save returns once Chroma has it.
-        outbox: SQLite file where writes wait until the store has them; default:
+        outbox: SQLite file (or SQLAlchemy URL, e.g. PostgreSQL for several hosts)
+            where writes wait until the store has them, with the recall index; default:
             ``memories-outbox.db`` inside ``path`` (persistent mode) or in the
-            data directory (http mode); in-process for ``"memory"`` mode.
+            data directory (http mode); a file of the process for ``"memory"`` mode.
         metadata: metadata added to every document this memory saves.
         min_score: leave out of every search (and of what ``load_memory_variables``
             shows) the documents scoring below this, 0 to 1; 0 keeps all. A score

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +11,7 @@ import pytest
 
 from memories.long_term.vector import VectorMemory
 from memories.stores.vector import chroma_backend as backend_module
-from tests.vector.conftest import MakeVector
+from tests.vector.conftest import ChromaServer, MakeVector
 
 
 class Calls:
@@ -29,34 +31,57 @@ def persistent(make_vector: MakeVector, path: Path, **options: Any) -> VectorMem
     return make_vector(mode="persistent", path=str(path), **options)
 
 
-def test_searches_count_the_namespace_only_after_a_write(
+def test_a_search_never_reads_or_counts_the_whole_namespace(
     make_vector: MakeVector, tmp_path: Path
 ) -> None:
-    memory = persistent(make_vector, tmp_path, write="sync", recall={"mode": "bm25"})
-    memory.save_context({"input": "first"}, {"output": "one"})
-    memory.search("first")
-    counts = Calls(memory.store, "count")
-    for _ in range(5):
-        assert memory.search("first")[0].text == "input: first\noutput: one"
+    """The lexical index, positions and counts are in SQL: Chroma is asked for its top hits only."""
+    memory = persistent(make_vector, tmp_path, write="sync")
+    for i in range(6):
+        memory.save_context({"input": f"question {i}"}, {"output": f"answer {i}"})
+    counts, reads = Calls(memory.store, "count"), Calls(memory.store, "get")
+    whole: list[Any] = []
+    inner = reads._inner
+
+    def read(*args: Any, **options: Any) -> Any:
+        if options.get("ids") is None:
+            whole.append(options)  # a read of the whole namespace (or of a filter)
+        return inner(*args, **options)
+
+    reads._inner = read
+    for i in range(6):
+        assert memory.search(f"question {i}")[0].text == f"input: question {i}\noutput: answer {i}"
+        memory.save_context({"input": f"more {i}"}, {"output": "again"})
     assert counts.count == 0
-    memory.save_context({"input": "second"}, {"output": "two"})
-    assert memory.search("second")[0].text == "input: second\noutput: two"
-    assert counts.count == 1
+    assert whole == []
 
 
-def test_a_write_past_this_process_is_seen_by_the_next_search(
-    make_vector: MakeVector, tmp_path: Path
+_OTHER_PROCESS = """
+import sys
+from memories.long_term.vector import VectorMemory
+memory = VectorMemory(mode="http", port=int(sys.argv[1]), outbox=sys.argv[2],
+                      collection=sys.argv[3], write="sync",
+                      embeddings="tests.vector.conftest:WordEmbeddings")
+memory.save_context({"input": "a zebra crossing"}, {"output": "stripes"})
+memory.close()
+"""
+
+
+def test_a_turn_saved_by_another_process_is_found_by_the_next_search(
+    make_vector: MakeVector, chroma_server: ChromaServer, tmp_path: Path
 ) -> None:
-    memory = persistent(make_vector, tmp_path, write="sync", recall={"mode": "bm25"})
+    """Processes sharing a Chroma server and an outbox database share one recall index."""
+    outbox = str(tmp_path / "outbox.db")
+    memory = make_vector(mode="http", port=chroma_server.port, outbox=outbox, write="sync")
     memory.save_context({"input": "first"}, {"output": "turn"})
-    for _ in range(3):  # searches that skip the count
-        memory.search("first")
-    vector = memory.embedder.embed_documents(["zebra crossing"])
-    metadata = [{"session": "other", "turn": 0}]
-    memory.store.upsert(
-        "default", ids=["ext"], texts=["zebra crossing"], embeddings=vector, metadatas=metadata
-    )
-    assert [r.id for r in memory.search("zebra")] == ["ext"]
+    memory.search("first")
+    root = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "-c", _OTHER_PROCESS, str(chroma_server.port), outbox]
+    command.append(memory.collection)
+    subprocess.run(command, check=True, cwd=root, timeout=120, capture_output=True)
+    found = memory.search("zebra", k=1)
+    assert [r.text for r in found] == ["input: a zebra crossing\noutput: stripes"]
+    assert found[0].metadata["turn"] == 1  # numbered after this process's turn 0
+    assert memory.backend.count() == 2
 
 
 def test_turns_saved_faster_than_the_write_interval_are_written_together(

@@ -176,25 +176,6 @@ def test_async_twins_do_what_sync_does(make_vector: MakeVector) -> None:
     assert asyncio.run(asyn.aflush()) is True and asyn.pending() == 0
 
 
-def test_writes_that_bypass_this_process_are_noticed(make_vector: MakeVector) -> None:
-    memory = make_vector(namespace="shared", recall={"mode": "bm25"})
-    memory.save_context({"input": "first"}, {"output": "turn"})
-    assert len(memory.search("first")) == 1
-    key = "shared"
-    # As another process would: straight into Chroma, past this process's index.
-    vector = memory.embedder.embed_documents(["zebra crossing"])
-    memory.store.upsert(
-        key,
-        ids=["ext"],
-        texts=["zebra crossing"],
-        embeddings=vector,
-        metadatas=[{"session": "other", "turn": 0}],
-    )
-    assert [r.id for r in memory.search("zebra")] == ["ext"]
-    memory.store.delete(key, ids=["ext"])
-    assert memory.search("zebra") == []
-
-
 def test_collections_never_use_chromas_default_embedding_function(
     make_vector: MakeVector,
 ) -> None:

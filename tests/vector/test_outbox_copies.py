@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from memories.stores.vector.outbox import MemoryOutbox, OutboxRow, SQLiteOutbox
+from memories.stores.vector.outbox import OutboxRow, SQLOutbox
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "memory"])
-def test_a_row_queued_again_while_its_older_copy_was_written_stays_queued(
-    kind: str, tmp_path: Path
-) -> None:
-    outbox = SQLiteOutbox(str(tmp_path / "outbox.db")) if kind == "sqlite" else MemoryOutbox()
+def _outbox(folder: Path) -> SQLOutbox:
+    return SQLOutbox(f"sqlite:///{folder / 'outbox.db'}")
+
+
+def test_a_row_queued_again_while_its_older_copy_was_written_stays_queued(tmp_path: Path) -> None:
+    outbox = _outbox(tmp_path)
     first = OutboxRow("doc", "the text", {"feedback": 0.0}, needs_turn=False, replace=True)
     other = OutboxRow("other", "another", {}, needs_turn=False)
     outbox.put("t", "ns", [first, other])
@@ -26,10 +25,9 @@ def test_a_row_queued_again_while_its_older_copy_was_written_stays_queued(
     ]
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "memory"])
-def test_setting_aside_a_refused_copy_keeps_the_one_queued_since(kind: str, tmp_path: Path) -> None:
+def test_setting_aside_a_refused_copy_keeps_the_one_queued_since(tmp_path: Path) -> None:
     """The store refused the first copy; an edit queued meanwhile must still be written."""
-    outbox = SQLiteOutbox(str(tmp_path / "outbox.db")) if kind == "sqlite" else MemoryOutbox()
+    outbox = _outbox(tmp_path)
     first = OutboxRow("doc", "the text", {"feedback": 0.0}, needs_turn=False, replace=True)
     outbox.put("t", "ns", [first])
     (refused,) = outbox.pending("t", "ns")
@@ -47,7 +45,7 @@ def test_setting_aside_a_refused_copy_keeps_the_one_queued_since(kind: str, tmp_
 
 
 def test_reviving_takes_exactly_the_letters_it_read(tmp_path: Path) -> None:
-    outbox = SQLiteOutbox(str(tmp_path / "outbox.db"))
+    outbox = _outbox(tmp_path)
     rows = [OutboxRow(f"d{i}", f"text {i}", {}, needs_turn=False) for i in range(3)]
     outbox.put("t", "ns", rows)
     outbox.bury("t", "ns", [(r, "E: no") for r in outbox.pending("t", "ns")])

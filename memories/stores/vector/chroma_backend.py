@@ -12,9 +12,12 @@ has it. Either way a failure to write is raised as
 call or ``flush()`` writes it.
 
 Search is hybrid (see :class:`memories.stores.recall.RecallConfig`): Chroma's
-nearest neighbours and a BM25 ranking kept in the process
-(:mod:`memories.stores.vector.index`) are fused, then each turn borrows score from
-the turns next to it.
+nearest neighbours and a BM25 ranking computed in the outbox's SQL database
+(:mod:`memories.stores.vector.recall_index`) are fused, then each turn borrows
+score from the turns next to it, whose positions come from the same database.
+Nothing is kept per process but the embeddings of the documents it queued
+(:mod:`memories.stores.vector.pending`), so every process sees every other's
+writes at its next search, with no index to rebuild.
 """
 
 from __future__ import annotations
@@ -33,18 +36,19 @@ from memories.kernel.background import BackgroundWork, describe_error
 from memories.kernel.embeddings import query_vector
 from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
-from memories.stores.recall import RecallConfig, ScoredId, neighbour_positions, rank_candidates
+from memories.stores.recall import RecallConfig, ScoredId, rank_candidates
 from memories.stores.vector.backend import VectorBackend, VectorQuery
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
-from memories.stores.vector.index import (
+from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow
+from memories.stores.vector.pending import PendingDocuments, pending_documents
+from memories.stores.vector.recall_index import (
     SESSION_KEY,
+    SPEAKERS_KEY,
     TIMESTAMP_KEY,
     TURN_KEY,
-    NamespaceIndex,
-    namespace_indexes,
-    shared_index,
+    IndexedDocument,
+    Space,
 )
-from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow
 from memories.stores.vector.records import SearchResult
 from memories.stores.vector.scoring import calibrated
 from memories.stores.vector.writes import (
@@ -63,7 +67,6 @@ __all__ = ["SPEAKERS_KEY", "ChromaBackend"]
 
 logger = logging.getLogger(__name__)
 
-SPEAKERS_KEY = "speakers"
 _DRAIN_BATCH = 256
 # Turns of a namespace that background mode lets wait; past this, a save
 # writes in the caller's thread, so a writer that falls behind slows saves
@@ -120,9 +123,19 @@ class ChromaBackend(VectorBackend):
             self._drain_key, self._write_queued, scheduler=background_writer()
         )
 
+    @property
+    def _pending(self) -> PendingDocuments:
+        return pending_documents(self.store.target, self._key)
+
     @cached_property
-    def _index(self) -> NamespaceIndex:
-        return shared_index(self.store.target, self._key, self.recall)
+    def _space(self) -> Space:
+        """The namespace's recall index (indexed from the store once, if it is older than it)."""
+        store, namespace = self.store, self._key
+
+        def stored() -> list[IndexedDocument]:
+            return [IndexedDocument(r.id, r.text, r.metadata) for r in store.get(namespace)]
+
+        return self.outbox.recall.space(store.target, namespace, self.recall, stored=stored)
 
     @cached_property
     def _lane(self) -> WriteLane:
@@ -145,15 +158,13 @@ class ChromaBackend(VectorBackend):
         if self._queue(row):
             self._writer.schedule()
             return
-        self.outbox.put(self.store.target, self._key, [row])
+        self._put([row])
         self._drain()
 
     def add(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
         """Write the documents now, in batches."""
-        self.outbox.put(self.store.target, self._key, rows)
+        self._put(rows)
         self._drain(progress=len(rows) if progress else None)
-        if any(row.replace for row in rows):
-            self._renew_generation()
 
     def search(self, query: VectorQuery) -> list[SearchResult]:
         """Hybrid recall; turns saved before the call are found even while still queued."""
@@ -186,8 +197,8 @@ class ChromaBackend(VectorBackend):
         return self.get([record.id for record in found])
 
     def count(self) -> int:
-        """Documents in the store, and those still waiting in the outbox."""
-        return self.store.count(self._key) + self.pending()
+        """Documents in the store, and those still waiting in the outbox (the index has both)."""
+        return self.outbox.recall.count(self._space)
 
     def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """Stored embeddings from the store; a document still queued is embedded now."""
@@ -199,14 +210,20 @@ class ChromaBackend(VectorBackend):
         return found
 
     def delete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
-        """Write what is queued, then delete by id and/or filter."""
+        """Write what is queued, then delete by id and/or filter, from the store and the index."""
         self._drain()
-        self._delete(ids, where)
+        if where is not None:
+            matching = self.store.get(self._key, ids=ids, where=where, text=False)
+            ids = [record.id for record in matching]
+        if ids:
+            self._delete(ids)
 
     def forget_session(self) -> None:
         """Write what is queued, then delete the session's documents."""
         self.flush()
-        self._delete(None, {SESSION_KEY: self.session_id})
+        target, namespace = self.store.target, self._key
+        self.store.delete(namespace, where={SESSION_KEY: self.session_id})
+        self.outbox.unindex(target, namespace, session=self.session_id)
 
     def erase_namespace(self) -> None:
         """Delete every document of the namespace, queued ones too."""
@@ -214,10 +231,10 @@ class ChromaBackend(VectorBackend):
         self._writer.cancel()
         with self._lane.lock:  # not while a drain writes what is being deleted
             self.outbox.clear(target, namespace)
-            for index in namespace_indexes(target, namespace):
-                with index.lock:
-                    index.drop_pending()
-            self._delete(None, None)
+            pending = self._pending
+            with pending.lock:
+                pending.forget()
+            self.store.delete(namespace)
             self._lane.succeeded()
 
     def check_filter(self, where: Mapping[str, Any]) -> None:
@@ -269,25 +286,40 @@ class ChromaBackend(VectorBackend):
     # -- writing --------------------------------------------------------------------
 
     def _queue(self, row: OutboxRow) -> bool:
-        """In background mode, number the turn, put it in the outbox and index it as pending.
+        """In background mode, queue the turn (numbered and indexed) and hold it as pending.
 
         Returns False (nothing done) when the turn should be written now instead:
-        in sync mode, after :meth:`close`, while the last write of the
-        namespace has failed (so that the failure is raised), before the
-        index is loaded (numbering needs it), or when too many turns wait.
+        in sync mode, after :meth:`close`, before a write of the namespace
+        has worked in this process (so that a store or an embedder that
+        cannot work is reported by the first save), while the last write of
+        the namespace has failed (so that the failure is raised), or when too
+        many turns wait.
         """
         if self.write != "background" or self._writer.closed or self._lane.error is not None:
             return False
-        target, namespace, index = self.store.target, self._key, self._index
-        with index.lock:
-            if not index.loaded or index.pending_count() >= _MAX_QUEUED:
-                return False
-            session = str(row.metadata[SESSION_KEY])
-            metadata = {**row.metadata, TURN_KEY: index.next_turn(session)}
-            queued = OutboxRow(row.doc_id, row.text, metadata, needs_turn=False)
-            self.outbox.put(target, namespace, [queued])
-            index.add_pending([(row.doc_id, row.text, {**metadata, NAMESPACE_KEY: namespace})])
+        if not self._lane.proven:
+            return False
+        if len(self._pending) >= _MAX_QUEUED:
+            return False
+        self._put([row])
         return True
+
+    def _put(self, rows: Sequence[OutboxRow]) -> None:
+        """Queue rows in the outbox (numbered and indexed there), and hold them as pending.
+
+        The namespace's recall index is made first (an older store's namespace
+        is indexed from the store). When the store cannot be read for that,
+        the rows are queued all the same, unnumbered and unindexed: the index,
+        made by the first call that reaches the store, numbers and indexes them.
+        """
+        try:
+            self._space  # noqa: B018
+        except _OUTAGES as exc:
+            logger.debug("Queued without indexing: %s", describe_error(exc))
+        queued = self.outbox.put(self.store.target, self._key, rows)
+        pending = self._pending
+        with pending.lock:
+            pending.add(_documents(queued, self._key))
 
     def _write_queued(self) -> None:
         """The background writer's job: write what waits, or embed it now and write it soon.
@@ -307,8 +339,7 @@ class ChromaBackend(VectorBackend):
                     self._drain_key, self._write_queued, delay=wait, max_wait=wait
                 )
                 return
-        if self._drain():
-            self._verify()
+        self._drain()
 
     def _drain(self, *, progress: int | None = None, timeout: float | None = None) -> int | None:
         """Write queued documents to the store, oldest first; return how many.
@@ -322,6 +353,7 @@ class ChromaBackend(VectorBackend):
         bar = _progress_bar(progress)
         try:
             try:
+                self._space  # noqa: B018  (made now if the store was down before: it numbers the queue)
                 while rows := self.outbox.pending(target, namespace, limit=_DRAIN_BATCH):
                     self._write_or_set_aside(rows)
                     written += len(rows)
@@ -387,9 +419,9 @@ class ChromaBackend(VectorBackend):
 
     def _set_aside(self, refused: list[tuple[OutboxRow, str]]) -> None:
         self.outbox.bury(self.store.target, self._key, refused)
-        index = self._index
-        with index.lock:
-            index.forget_pending([row.doc_id for row, _ in refused])
+        pending = self._pending
+        with pending.lock:
+            pending.forget([row.doc_id for row, _ in refused])
         logger.warning(
             "%d document(s) of namespace %r were refused (%s) and set aside; the others were "
             "written. memory.dead_letters() or `memories dead-letters --config ...` lists them; "
@@ -413,72 +445,50 @@ class ChromaBackend(VectorBackend):
     def _write_rows(self, rows: Sequence[OutboxRow]) -> None:
         """Embed and store one batch of outbox rows (under the lane's lock), then forget them.
 
-        The rows are pending in the index while this runs, so searches see
-        them; embeddings a search already computed are reused.
+        The rows are pending while this runs, so this process's searches find
+        them by their embedding; embeddings a search already computed are reused.
         """
-        target, namespace, index = self.store.target, self._key, self._index
+        target, namespace, pending = self.store.target, self._key, self._pending
+        documents = _documents(rows, namespace)
         ids = [row.doc_id for row in rows]
-        texts = [row.text for row in rows]
-        with index.lock:
-            self._ensure_loaded(index)
-            metadatas = _number_turns(rows, index)
-            stamped = [{**m, NAMESPACE_KEY: namespace} for m in metadatas]
-            index.add_pending(zip(ids, texts, stamped, strict=True))
-            vectors: dict[str, list[float]] = index.claim(ids)
-        todo = [i for i, doc_id in enumerate(ids) if doc_id not in vectors]
+        with pending.lock:
+            pending.add(documents)
+            vectors: dict[str, list[float]] = pending.claim(ids)
+        todo = [row for row in rows if row.doc_id not in vectors]
         if todo:
-            todo_ids = [ids[i] for i in todo]
-            embedded = self._embed_claimed(todo_ids, [texts[i] for i in todo])
+            todo_ids = [row.doc_id for row in todo]
+            embedded = self._embed_claimed(todo_ids, [row.text for row in todo])
             vectors.update(zip(todo_ids, embedded, strict=True))
-        with index.lock:
-            index.writing(ids, now=True)
+        with pending.lock:
+            pending.writing(ids, now=True)
         try:
-            replace = [row.replace for row in rows]
-            self._write(ids, texts, [vectors[i] for i in ids], metadatas, replace)
+            self._write(rows, [vectors[i] for i in ids])
         except Exception:
-            with index.lock:
-                index.writing(ids, now=False)
+            with pending.lock:
+                pending.writing(ids, now=False)
             raise
-        for each in namespace_indexes(target, namespace):
-            with each.lock:
-                each.stored(zip(ids, texts, stamped, strict=True))
+        with pending.lock:
+            pending.stored(documents)
         self.outbox.remove(target, namespace, rows)
 
-    def _write(
-        self,
-        ids: list[str],
-        texts: list[str],
-        vectors: list[list[float]],
-        metadatas: list[dict[str, Any]],
-        replace: list[bool],
-    ) -> None:
+    def _write(self, rows: Sequence[OutboxRow], vectors: list[list[float]]) -> None:
         # New ids go in with Chroma's cheaper add; caller-chosen ids may replace.
         for flag in (False, True):
-            chosen = [i for i, r in enumerate(replace) if r is flag]
+            chosen = [i for i, row in enumerate(rows) if row.replace is flag]
             if chosen:
                 self.store.upsert(
                     self._key,
-                    ids=[ids[i] for i in chosen],
-                    texts=[texts[i] for i in chosen],
+                    ids=[rows[i].doc_id for i in chosen],
+                    texts=[rows[i].text for i in chosen],
                     embeddings=[vectors[i] for i in chosen],
-                    metadatas=[metadatas[i] for i in chosen],
+                    metadatas=[rows[i].metadata for i in chosen],
                     replace=flag,
                 )
 
-    def _delete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
-        index = self._index
-        with index.lock:
-            try:
-                self.store.delete(self._key, ids=ids, where=where)
-            finally:
-                # Whatever happened, the next search re-reads the namespace.
-                index.invalidate()
-
-    def _renew_generation(self) -> None:
-        # Caller-chosen ids may have replaced documents other processes indexed.
-        index = self._index
-        with index.lock:
-            index.generation = self.store.touch(self._key)
+    def _delete(self, ids: Sequence[str]) -> None:
+        """Delete documents from the store, then from the index (a search skips what is gone)."""
+        self.store.delete(self._key, ids=ids)
+        self.outbox.unindex(self.store.target, self._key, ids=ids)
 
     # -- reading --------------------------------------------------------------------
 
@@ -500,133 +510,72 @@ class ChromaBackend(VectorBackend):
         :data:`_EMBED_WAIT_SECONDS`, then embedded here too); the others are
         embedded here (and the writer reuses them).
         """
-        index = self._index
-        with index.lock:
-            claimed, free = index.unembedded()
+        pending = self._pending
+        with pending.lock:
+            claimed, free = pending.unembedded()
             deadline = time.monotonic() + _EMBED_WAIT_SECONDS
             while claimed and (left := deadline - time.monotonic()) > 0:
-                index.changed.wait(left)
-                busy, free = index.unembedded()
+                pending.changed.wait(left)
+                busy, free = pending.unembedded()
                 claimed &= busy
             free = [*free, *claimed]
             if not free:
                 return
-            index.claim(free)
-            texts = [index.text_of(i) for i in free]
+            pending.claim(free)
+            texts = [document.text for i in free if (document := pending.get(i)) is not None]
+            free = [i for i in free if pending.get(i) is not None]
         self._embed_claimed(free, texts)
 
     def _embed_claimed(self, ids: list[str], texts: list[str]) -> list[list[float]]:
         """Embed documents claimed in the index; publish the vectors, or release them on failure."""
-        index = self._index
+        pending = self._pending
         try:
             vectors = self.embedder.embed_documents(texts)
         except Exception:
-            with index.lock:
-                index.release(ids)
+            with pending.lock:
+                pending.release(ids)
             raise
-        with index.lock:
-            index.publish(ids, vectors)
+        with pending.lock:
+            pending.publish(ids, vectors)
         return vectors
 
-    def _ensure_loaded(self, index: NamespaceIndex) -> None:
-        if not index.loaded:
-            self._rebuild(index)
-
-    def _refresh(self, index: NamespaceIndex) -> None:
-        """Rebuild the index if someone else wrote since it was last found current.
-
-        Counting the namespace is a scan (25 ms at 100,000 documents), so it is
-        skipped while the store's change token says nothing was committed since.
-        The token is read first: a write that lands during the check changes it.
-        """
-        store, namespace = self.store, self._key
-        token = store.change_token()
-        if token is not None and token == index.verified and index.loaded:
-            return
-        generation = store.generation(namespace)
-        if not index.is_current(store.count(namespace), generation):
-            self._rebuild(index, generation)
-        index.verified = token
-
-    def _verify(self) -> None:
-        """After this process's own write: find the index current again, off the caller's path.
-
-        The count and generation are read without the index's lock (searches go
-        on meanwhile); only the comparison takes it.
-        """
-        store, namespace, index = self.store, self._key, self._index
-        token = store.change_token()
-        if token is None:
-            return
-        generation, count = store.generation(namespace), store.count(namespace)
-        with index.lock:
-            if index.loaded and index.is_current(count, generation):
-                index.verified = token
-
-    def _rebuild(self, index: NamespaceIndex, generation: str | None = None) -> None:
-        store, namespace = self.store, self._key
-        if generation is None:
-            generation = store.generation(namespace)
-        records = store.get(namespace)
-        index.rebuild(((r.id, r.text, r.metadata) for r in records), generation)
-        # Queued documents (some perhaps left by a process that stopped before
-        # writing them) are searchable from now on, and written soon.
-        rows = self.outbox.pending(store.target, namespace)
-        if rows:
-            metadatas = [{**m, NAMESPACE_KEY: namespace} for m in _number_turns(rows, index)]
-            index.add_pending((r.doc_id, r.text, m) for r, m in zip(rows, metadatas, strict=True))
-            if self.write == "background" and not self._lane.lock.locked():
-                # (A drain that is running writes them before it returns.)
-                self._writer.schedule()
-
     def _search(self, request: VectorQuery, vector: Sequence[float] | None) -> list[SearchResult]:
-        config, store, namespace, index = self.recall, self.store, self._key, self._index
+        config, store, namespace, space = self.recall, self.store, self._key, self._space
+        recall = self.outbox.recall
         limit = self.k if request.k is None else request.k
-        with index.lock:
-            self._refresh(index)
-            n = min(config.candidates, len(index))
-            if n == 0:
-                return []
-            dense = []
-            if vector is not None:
-                dense = store.nearest(namespace, vector, n=n, where=request.where)
-                if request.where is None and index.pending_count():
-                    dense = _merge_nearest(dense, index.pending_nearest(vector, n=n), n)
-            lexical = index.lexical(request.text, limit=n) if config.uses_lexical else []
-            found = {s.id for s in dense} | {s.id for s in lexical}
-            positions = index.positions(found)
-            speakers, named = index.speakers, index.named_speakers(request.text)
-            if request.where is None:
-                # Unfiltered, any neighbour may be returned: look them up in the
-                # index's own position map instead of gathering them first.
-                ranked = rank_candidates(
-                    config,
-                    dense=dense,
-                    lexical=lexical,
-                    positions=positions,
-                    doc_at=index.doc_at,
-                    speakers=speakers,
-                    named=named,
-                    limit=limit,
-                )
-            elif config.neighbour_weight and config.neighbour_window:
-                around = neighbour_positions(positions.values(), window=config.neighbour_window)
-                positions.update(index.ids_at(around))
+        n = min(config.candidates, recall.count(space))
+        if n == 0:
+            return []
+        dense = []
+        if vector is not None:
+            dense = store.nearest(namespace, vector, n=n, where=request.where)
+            pending = self._pending
+            if request.where is None and len(pending):
+                with pending.lock:
+                    dense = _merge_nearest(dense, pending.nearest(vector, n=n), n)
+        lexical = (
+            recall.lexical(space, request.text, config, limit=n) if config.uses_lexical else []
+        )
+        found = {s.id for s in dense} | {s.id for s in lexical}
+        window = config.neighbour_window if config.neighbour_weight else 0
+        positions, speakers = recall.positions(space, found, window=window)
         if request.where is not None:
             # Dense hits passed the filter in Chroma; check the others there too
-            # (a document still pending is not there, so it does not pass).
+            # (a document still queued is not there, so it does not pass).
             unchecked = (found | set(positions)) - {s.id for s in dense}
             passed = store.get(namespace, ids=sorted(unchecked), where=request.where, text=False)
             allowed = {s.id for s in dense} | {r.id for r in passed}
-            ranked = rank_candidates(
-                config,
-                dense=dense,
-                lexical=[s for s in lexical if s.id in allowed],
-                positions={i: p for i, p in positions.items() if i in allowed},
-                speakers=speakers,
-                named=named,
-                limit=limit,
-            )
+            lexical = [s for s in lexical if s.id in allowed]
+            positions = {i: p for i, p in positions.items() if i in allowed}
+        ranked = rank_candidates(
+            config,
+            dense=dense,
+            lexical=lexical,
+            positions=positions,
+            speakers=speakers,
+            named=recall.named_speakers(space, request.text),
+            limit=limit,
+        )
         # The calibrated scores need the cosine of every result; the dense
         # candidates have theirs, the others' embeddings come with their text.
         uncosined = set() if vector is None else {s.id for s in ranked} - {s.id for s in dense}
@@ -649,10 +598,10 @@ class ChromaBackend(VectorBackend):
         The stored embeddings of those in ``embeddings_for`` come in the same read.
         """
         known: dict[str, tuple[str, dict[str, Any]]] = {}
-        index = self._index
-        with index.lock:
+        pending = self._pending
+        with pending.lock:
             for item in ranked:
-                document = index.pending_document(item.id)
+                document = pending.get(item.id)
                 if document is not None:
                     known[item.id] = (document.text, dict(document.metadata))
         missing = [s.id for s in ranked if s.id not in known]
@@ -662,6 +611,10 @@ class ChromaBackend(VectorBackend):
             known[record.id] = (record.text, record.metadata)
             if record.id in embeddings_for and record.embedding is not None:
                 fetched[record.id] = record.embedding
+        # Queued by another process and not written yet: its text is in the outbox.
+        unwritten = [i for i in missing if i not in known]
+        for row in self.outbox.queued(self.store.target, self._key, unwritten):
+            known[row.doc_id] = (row.text, {**row.metadata, NAMESPACE_KEY: self._key})
         results = [
             SearchResult(known[s.id][0], known[s.id][1], s.score, s.id)
             for s in ranked
@@ -674,41 +627,9 @@ class ChromaBackend(VectorBackend):
     _asearch = blocking_twin(_search)
 
 
-def _number_turns(rows: Sequence[OutboxRow], index: NamespaceIndex) -> list[dict[str, Any]]:
-    """The rows' metadata, with the next turn index of their session where one is wanted.
-
-    A row an earlier attempt numbered (it is pending in the index) keeps its
-    number, and so does a row queued with one; new numbers come after every
-    number the rows already hold, so a turn queued unnumbered during an outage
-    never takes the number of a turn queued numbered before it.
-    """
-    given = [_given_turn(row, index) for row in rows]
-    next_turn: dict[str, int] = {}
-    for row, turn in zip(rows, given, strict=True):
-        session = str(row.metadata.get(SESSION_KEY))
-        start = next_turn.get(session, index.next_turn(session))
-        next_turn[session] = start if turn is None else max(start, turn + 1)
-    metadatas = []
-    for row, turn in zip(rows, given, strict=True):
-        metadata = dict(row.metadata)
-        if turn is not None:
-            metadata[TURN_KEY] = turn
-        elif row.needs_turn:
-            session = str(metadata.get(SESSION_KEY))
-            metadata[TURN_KEY] = next_turn[session]
-            next_turn[session] += 1
-        metadatas.append(metadata)
-    return metadatas
-
-
-def _given_turn(row: OutboxRow, index: NamespaceIndex) -> int | None:
-    """The turn number a row already has: from an earlier attempt, or queued with it."""
-    if row.needs_turn:
-        pending = index.pending_document(row.doc_id)
-        turn = None if pending is None else pending.metadata.get(TURN_KEY)
-    else:
-        turn = row.metadata.get(TURN_KEY)
-    return turn if isinstance(turn, int) and not isinstance(turn, bool) else None
+def _documents(rows: Sequence[OutboxRow], namespace: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """Outbox rows as ``(id, text, metadata)``, the metadata as the store returns it."""
+    return [(row.doc_id, row.text, {**row.metadata, NAMESPACE_KEY: namespace}) for row in rows]
 
 
 def _merge_nearest(stored: list[ScoredId], pending: list[ScoredId], n: int) -> list[ScoredId]:

@@ -5,36 +5,48 @@ removes it from here. If Chroma fails in between (a server down, a full disk),
 the document stays and is written by the next call that reaches Chroma, or by
 an explicit ``flush()``; nothing that ``save_context`` accepted is lost.
 
-:class:`SQLiteOutbox` keeps the rows in a SQLite file (WAL mode, through
-:func:`memories.stores.sql.get_engine`), shared by every process that opens
-it; :class:`MemoryOutbox` keeps them in the process, for the in-memory store.
+:class:`SQLOutbox` keeps the rows in a SQLite file (WAL mode, through
+:class:`memories.stores.sql.Database`), shared by every process that opens
+it, or in any SQL database given by URL; the recall index of the documents
+(:mod:`memories.stores.vector.recall_index`) lives beside them and changes in
+the same transactions. The in-memory store's outbox is a SQLite file of the
+process, removed at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import SQLAlchemyError
 
-from memories.errors import BackendUnavailableError
+from memories.errors import BackendError, BackendUnavailableError
 from memories.kernel.paths import default_file
-from memories.stores.sql import check_sqlite_file, ensure_tables, get_engine, log_table
+from memories.stores.sql import Database, check_sqlite_file, log_table, redacted, sqlite_file
+from memories.stores.vector import recall_index
+from memories.stores.vector.recall_index import (
+    SESSION_KEY,
+    TURN_KEY,
+    IndexedDocument,
+    RecallIndex,
+)
 
 __all__ = [
     "OUTBOX_FILE",
     "DeadLetter",
-    "MemoryOutbox",
     "Outbox",
     "OutboxRow",
-    "SQLiteOutbox",
+    "SQLOutbox",
+    "number_queued",
     "outbox_for",
 ]
 
@@ -60,7 +72,8 @@ class OutboxRow:
     """The text the outbox stored it as, when read back from one (identifies this copy)."""
 
 
-_metadata = sa.MetaData()
+# One database, one set of tables: the queue and the recall index of what it holds.
+_metadata = recall_index.metadata
 
 
 def _queue_table(name: str, *columns: sa.Column[Any]) -> sa.Table:
@@ -153,34 +166,47 @@ def _queued_ids(
     return {doc_id for (doc_id,) in connection.execute(query)}
 
 
-class SQLiteOutbox:
-    """Outbox rows in a SQLite file, keyed by store target and namespace."""
+class SQLOutbox:
+    """Outbox rows, and the recall index of the documents they hold, in one SQL database.
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.where = path
-        """Where the rows wait, for messages."""
-        self._url = f"sqlite:///{path}"
-        self._engine = get_engine(self._url)
-        ensure_tables(self._engine, self._url, _metadata)
+    Every write that queues, sets aside or brings back a document changes the
+    recall index (:mod:`memories.stores.vector.recall_index`) in the same
+    transaction, so the index and the queue never disagree.
 
-    def put(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
-        """Queue rows, durably, in one transaction."""
+    Args:
+        url: a SQLAlchemy URL (a SQLite file by default; PostgreSQL for hosts
+            that share one Chroma server).
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        file = sqlite_file(url)
+        self.where = redacted(url) if file is None else str(file)
+        """Where the rows wait, for messages: the file, or the URL without its password."""
+        self._database = Database(url, _metadata)
+        self.recall = RecallIndex(self._database)
+        """The recall index of the store's documents, in the same database."""
+
+    def put(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> list[OutboxRow]:
+        """Queue rows and index them, durably, in one transaction; return them as queued.
+
+        A row that wants a turn number gets the next one of its session
+        (numbers are taken under the database's write lock, so two processes
+        never give out the same one).
+        """
         if not rows:
-            return
-        now = time.time()
-        values = [
-            {
-                "target": target,
-                "namespace": namespace,
-                "doc_id": r.doc_id,
-                "row": _dump(r),
-                "created_at": now,
-            }
-            for r in rows
-        ]
-        with self._errors("queue a turn"), self._engine.begin() as connection:
+            return []
+        with self._writing("queue a turn") as connection:
+            rows = _numbered(connection, self.recall, target, namespace, rows)
+            now = time.time()
+            values = [
+                {"target": target, "namespace": namespace, "doc_id": r.doc_id, "row": _dump(r),
+                 "created_at": now}
+                for r in rows
+            ]  # fmt: skip
             connection.execute(sa.insert(_outbox), values)
+            self.recall.add(connection, target, namespace, [_indexed(r) for r in rows])
+        return list(rows)
 
     def pending(self, target: str, namespace: str, *, limit: int | None = None) -> list[OutboxRow]:
         """The oldest queued rows of a namespace, in the order they were queued."""
@@ -191,7 +217,23 @@ class SQLiteOutbox:
         )
         if limit is not None:
             query = query.limit(limit)
-        with self._errors("read queued turns"), self._engine.connect() as connection:
+        with self._reading("read queued turns") as connection:
+            return [_load(doc_id, data) for doc_id, data in connection.execute(query)]
+
+    def queued(self, target: str, namespace: str, ids: Sequence[str]) -> list[OutboxRow]:
+        """The queued copies of documents with these ids (the newest last)."""
+        if not ids:
+            return []
+        query = (
+            sa.select(_outbox.c.doc_id, _outbox.c.row)
+            .where(
+                _outbox.c.target == target,
+                _outbox.c.namespace == namespace,
+                _outbox.c.doc_id.in_(list(ids)),
+            )
+            .order_by(_outbox.c.id)
+        )
+        with self._reading("read queued turns") as connection:
             return [_load(doc_id, data) for doc_id, data in connection.execute(query)]
 
     def remove(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
@@ -202,23 +244,33 @@ class SQLiteOutbox:
         """
         if not rows:
             return
-        with self._errors("forget written turns"), self._engine.begin() as connection:
+        with self._writing("forget written turns") as connection:
             _delete_copies(connection, target, namespace, rows)
 
     def clear(self, target: str, namespace: str) -> None:
-        """Forget every queued row of a namespace, and every row set aside."""
-        with self._errors("clear queued turns"), self._engine.begin() as connection:
+        """Forget every queued row of a namespace, every row set aside, and its index."""
+        with self._writing("clear queued turns") as connection:
             for table in (_outbox, _dead):
                 connection.execute(
                     sa.delete(table).where(table.c.target == target, table.c.namespace == namespace)
                 )
+            self.recall.clear(connection, target, namespace)
+
+    def unindex(
+        self, target: str, namespace: str, *, ids: Sequence[str] = (), session: str | None = None
+    ) -> None:
+        """Take documents deleted from the store out of the index (by id, or a whole session)."""
+        with self._writing("forget deleted documents") as connection:
+            self.recall.remove(connection, target, namespace, ids)
+            if session is not None:
+                self.recall.remove_session(connection, target, namespace, session)
 
     def bury(self, target: str, namespace: str, failed: Sequence[tuple[OutboxRow, str]]) -> None:
         """Move rows out of the queue into the dead letters, with their errors, atomically.
 
         Exactly these copies leave the queue, as in :meth:`remove`: the same id
         queued again meanwhile (an edit made while the store refused the
-        first) stays queued.
+        first) stays queued, and indexed; the others leave the index.
         """
         now = time.time()
         values = [
@@ -226,14 +278,18 @@ class SQLiteOutbox:
              "error": error, "created_at": now}
             for row, error in failed
         ]  # fmt: skip
-        with self._errors("set aside a document"), self._engine.begin() as connection:
+        with self._writing("set aside a document") as connection:
             connection.execute(sa.insert(_dead), values)
-            _delete_copies(connection, target, namespace, [row for row, _ in failed])
+            buried = [row for row, _ in failed]
+            _delete_copies(connection, target, namespace, buried)
+            ids = [row.doc_id for row in buried]
+            still = _queued_ids(connection, target, namespace, ids)
+            self.recall.remove(connection, target, namespace, [i for i in ids if i not in still])
 
     def dead_letters(self, target: str, namespace: str) -> list[DeadLetter]:
         """The rows of a namespace set aside, oldest first."""
         query = _letters(target, namespace)
-        with self._errors("read set-aside documents"), self._engine.connect() as connection:
+        with self._reading("read set-aside documents") as connection:
             return [
                 DeadLetter(_load(i, row), e, t) for _, i, row, e, t in connection.execute(query)
             ]
@@ -246,7 +302,7 @@ class SQLiteOutbox:
         """
         query = _letters(target, namespace)
         now = time.time()
-        with self._errors("queue set-aside documents"), self._engine.begin() as connection:
+        with self._writing("queue set-aside documents") as connection:
             # Read, queue and delete in one transaction, by the letters' own keys:
             # a document set aside meanwhile under the same id stays set aside.
             letters = [
@@ -258,118 +314,146 @@ class SQLiteOutbox:
                 return 0
             queued = _queued_ids(connection, target, namespace, [d for _, d, _ in letters])
             # A copy queued since (an edit) is newer: it stands for the letter.
-            values = [
-                {"target": target, "namespace": namespace, "doc_id": doc_id, "row": row,
-                 "created_at": now}
-                for _, doc_id, row in letters
-                if doc_id not in queued
-            ]  # fmt: skip
-            if values:
-                connection.execute(sa.insert(_outbox), values)
+            revived = [(doc_id, row) for _, doc_id, row in letters if doc_id not in queued]
+            if revived:
+                connection.execute(
+                    sa.insert(_outbox),
+                    [
+                        {"target": target, "namespace": namespace, "doc_id": doc_id, "row": row,
+                         "created_at": now}
+                        for doc_id, row in revived
+                    ],
+                )  # fmt: skip
+                documents = [_indexed(_load(doc_id, row)) for doc_id, row in revived]
+                self.recall.add(connection, target, namespace, documents)
             connection.execute(sa.delete(_dead).where(_dead.c.id.in_([k for k, _, _ in letters])))
         return len(letters)
 
     @contextmanager
+    def _writing(self, action: str) -> Iterator[sa.Connection]:
+        """One write transaction (SQLite: the write lock taken first), errors as ours."""
+        database = self._database
+        with self._errors(action), database.batch(write=True), database.transaction() as connection:
+            yield connection
+
+    @contextmanager
+    def _reading(self, action: str) -> Iterator[sa.Connection]:
+        with self._errors(action), self._database.transaction() as connection:
+            yield connection
+
+    @contextmanager
     def _errors(self, action: str) -> Iterator[None]:
-        check_sqlite_file(self._url, f"the vector memory's outbox to {action}")
         try:
+            self._database.engine  # noqa: B018  (opened, the file made, on first use)
+            check_sqlite_file(self.url, f"the vector memory's outbox to {action}")
             yield
-        except SQLAlchemyError as exc:
+        except BackendUnavailableError:
+            raise  # it names the file or the server already
+        except BackendError as exc:
             raise BackendUnavailableError(
-                f"Cannot {action} in the vector memory's outbox {self.path!r}: {exc}"
+                f"Cannot {action} in the vector memory's outbox {self.where!r}: {exc}"
             ) from exc
 
 
-class MemoryOutbox:
-    """Outbox rows in this process, for a store that is itself in memory."""
+def number_queued(
+    connection: sa.Connection, target: str, namespace: str, recall: RecallIndex
+) -> list[IndexedDocument]:
+    """The documents of a namespace waiting in the outbox, for the recall index being made.
 
-    def __init__(self) -> None:
-        self._rows: dict[tuple[str, str], dict[str, OutboxRow]] = {}
-        self._dead: dict[tuple[str, str], dict[str, DeadLetter]] = {}
-        self._lock = threading.Lock()
-        self.where = "in this process"
-        """Where the rows wait, for messages."""
-
-    def put(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
-        """Queue rows."""
-        with self._lock:
-            queue = self._rows.setdefault((target, namespace), {})
-            for row in rows:
-                queue[row.doc_id] = row
-
-    def pending(self, target: str, namespace: str, *, limit: int | None = None) -> list[OutboxRow]:
-        """The oldest queued rows of a namespace, in the order they were queued."""
-        with self._lock:
-            rows = list(self._rows.get((target, namespace), {}).values())
-        return rows if limit is None else rows[:limit]
-
-    def remove(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
-        """Forget these rows: exactly these copies (one queued again meanwhile stays)."""
-        with self._lock:
-            queue = self._rows.get((target, namespace), {})
-            for row in rows:
-                if queue.get(row.doc_id) == row:
-                    del queue[row.doc_id]
-
-    def clear(self, target: str, namespace: str) -> None:
-        """Forget every queued row of a namespace, and every row set aside."""
-        with self._lock:
-            self._rows.pop((target, namespace), None)
-            self._dead.pop((target, namespace), None)
-
-    def bury(self, target: str, namespace: str, failed: Sequence[tuple[OutboxRow, str]]) -> None:
-        """Move rows out of the queue into the dead letters, with their errors."""
-        now = time.time()
-        with self._lock:
-            queue = self._rows.get((target, namespace), {})
-            dead = self._dead.setdefault((target, namespace), {})
-            for row, error in failed:
-                if queue.get(row.doc_id) == row:  # this copy, not one queued again since
-                    del queue[row.doc_id]
-                dead[row.doc_id] = DeadLetter(row, error, now)
-
-    def dead_letters(self, target: str, namespace: str) -> list[DeadLetter]:
-        """The rows of a namespace set aside, oldest first."""
-        with self._lock:
-            return list(self._dead.get((target, namespace), {}).values())
-
-    def revive(self, target: str, namespace: str, ids: Sequence[str] | None) -> int:
-        """Queue dead letters again (all, or those with ``ids``); return how many left the letters.
-
-        A letter whose id was queued again since is dropped: the newer copy stands for it.
-        """
-        with self._lock:
-            dead = self._dead.get((target, namespace), {})
-            chosen = [i for i in dead if ids is None or i in ids]
-            queue = self._rows.setdefault((target, namespace), {})
-            for doc_id in chosen:
-                letter = dead.pop(doc_id)
-                # A copy queued since (an edit) is newer: it is what the store must get.
-                queue.setdefault(doc_id, letter.row)
-        return len(chosen)
+    Rows queued before the namespace had an index (the store was down) wait
+    for a turn number: they get it now, after the turns the index holds, and
+    their outbox rows are rewritten with it, in the caller's transaction.
+    """
+    query = (
+        sa.select(_outbox.c.id, _outbox.c.doc_id, _outbox.c.row)
+        .where(_outbox.c.target == target, _outbox.c.namespace == namespace)
+        .order_by(_outbox.c.id)
+    )
+    found = [(key, _load(doc_id, data)) for key, doc_id, data in connection.execute(query)]
+    rows = _numbered(connection, recall, target, namespace, [row for _, row in found])
+    renumbered = [
+        {"k": key, "r": _dump(row)}
+        for (key, old), row in zip(found, rows, strict=True)
+        if row is not old
+    ]
+    if renumbered:
+        connection.execute(
+            sa.update(_outbox)
+            .where(_outbox.c.id == sa.bindparam("k"))
+            .values(row=sa.bindparam("r")),
+            renumbered,
+        )
+    return [_indexed(row) for row in rows]
 
 
-Outbox = SQLiteOutbox | MemoryOutbox
+def _numbered(
+    connection: sa.Connection,
+    recall: RecallIndex,
+    target: str,
+    namespace: str,
+    rows: Sequence[OutboxRow],
+) -> list[OutboxRow]:
+    """``rows``, each that wants a turn number given the next one of its session.
 
-_MEMORY_OUTBOX = MemoryOutbox()
-_outboxes: dict[str, SQLiteOutbox] = {}
+    Left as they are while the namespace has no recall index (its stored
+    turns are unknown until it is made).
+    """
+    sessions = [str(r.metadata.get(SESSION_KEY)) for r in rows if r.needs_turn]
+    next_turn = recall.number(connection, target, namespace, sessions) if sessions else None
+    if next_turn is None:
+        return list(rows)
+    numbered = []
+    for row in rows:
+        if row.needs_turn:
+            session = str(row.metadata.get(SESSION_KEY))
+            metadata = {**row.metadata, TURN_KEY: next_turn[session]}
+            next_turn[session] += 1
+            row = replace(row, metadata=metadata, needs_turn=False)
+        numbered.append(row)
+    return numbered
+
+
+def _indexed(row: OutboxRow) -> IndexedDocument:
+    return IndexedDocument(row.doc_id, row.text, row.metadata)
+
+
+Outbox = SQLOutbox
+
+_outboxes: dict[str, SQLOutbox] = {}
 _outboxes_lock = threading.Lock()
+_scratch: list[str] = []
 
 
 def outbox_for(mode: str, path: str, outbox: str | None) -> Outbox:
     """The process's outbox for a store: ``outbox`` if given, else beside the store.
 
-    One object per file, shared by every memory of the process; the in-memory
-    store's outbox is in memory too.
+    ``outbox`` is a SQLite file or a SQLAlchemy URL. One object per database,
+    shared by every memory of the process. The in-memory store's outbox is a
+    file in a temporary folder of this process, removed at exit: its rows,
+    like the store's, live as long as the process.
     """
     if outbox is None and mode == "memory":
-        return _MEMORY_OUTBOX
-    if outbox is None and mode == "persistent":
-        outbox = os.path.join(path, OUTBOX_FILE)
-    key = os.path.abspath(outbox or default_file(OUTBOX_FILE))
-    os.makedirs(os.path.dirname(key), exist_ok=True)
+        url = _scratch_url()
+    elif outbox is not None and "://" in outbox:
+        url = outbox
+    else:
+        if outbox is None and mode == "persistent":
+            outbox = os.path.join(path, OUTBOX_FILE)
+        file = os.path.abspath(outbox or default_file(OUTBOX_FILE))
+        os.makedirs(os.path.dirname(file), exist_ok=True)
+        url = f"sqlite:///{file}"
     with _outboxes_lock:
-        found = _outboxes.get(key)
+        found = _outboxes.get(url)
         if found is None:
-            found = _outboxes[key] = SQLiteOutbox(key)
+            found = _outboxes[url] = SQLOutbox(url)
         return found
+
+
+def _scratch_url() -> str:
+    """The in-memory stores' outbox: a SQLite file in a folder of this process, gone at exit."""
+    with _outboxes_lock:
+        if not _scratch:
+            folder = tempfile.mkdtemp(prefix="memories-outbox-")
+            atexit.register(shutil.rmtree, folder, ignore_errors=True)
+            _scratch.append(f"sqlite:///{os.path.join(folder, OUTBOX_FILE)}")
+        return _scratch[0]

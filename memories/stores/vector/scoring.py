@@ -15,7 +15,7 @@ import numpy as np
 from memories.errors import InvalidInputError
 from memories.stores.recall import RecallConfig, ScoredId
 from memories.stores.recall.scores import DEFAULT_CALIBRATION, ScoreCalibration, term_coverage
-from memories.stores.vector.index import document_date
+from memories.stores.vector.recall_index import document_date
 from memories.stores.vector.records import SearchResult
 
 __all__ = ["calibrated", "check_min_score", "cosines", "passing"]

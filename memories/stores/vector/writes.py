@@ -85,6 +85,8 @@ class WriteLane:
         """When it failed."""
         self.wrote_at = float("-inf")
         """When a drain last wrote documents to the store (``time.monotonic()``)."""
+        self.proven = False
+        """Whether a drain has written documents in this process (background saves wait for it)."""
 
     def failed(self, error: BaseException) -> None:
         """Record a failed drain."""
@@ -95,6 +97,7 @@ class WriteLane:
         self.error, self.failed_at = None, None
         if wrote:
             self.wrote_at = time.monotonic()
+            self.proven = True
 
     @property
     def last_error(self) -> str | None:

@@ -1,0 +1,313 @@
+"""Several processes sharing one memory: what a search costs when the others write.
+
+Run from the repository root::
+
+    python benchmarks/scale_out.py [--turns 10000 100000] [--processes 1 2 4]
+                                   [--searches 40] [--baseline e79e25f]
+
+Every process of a web app (workers behind a load balancer, a Celery worker,
+a second host) reads and writes the same user's memory. This benchmark runs
+one ``chroma run`` server on loopback and, for each implementation, size and
+process count:
+
+1. fills one namespace with ``--turns`` turns (``VectorMemory.add``, LoCoMo
+   chat turns when ``shared/data/locomo`` is there, cheap hashed embeddings of
+   64 dimensions so that the model's cost hides nothing);
+2. starts a fresh process and times its *first search* (what a restart costs);
+3. starts ``P`` worker processes on the namespace, each with its own outbox
+   connection to the shared outbox database (the recall index beside it):
+   - *quiet*: every worker searches ``--searches`` times, no one writes;
+   - *writes*: every worker saves a turn, then searches, ``--searches``
+     times; with P >= 2 each search comes after the other workers' writes
+     (with P = 1, after its own);
+   and reports the p50 and p95 of its searches and its resident memory.
+
+The implementations run side by side in the same run: ``current`` is this
+checkout, ``baseline`` a git revision (default ``e79e25f``, the last one with
+the per-process BM25 index, which each process rebuilds from Chroma after
+another process's write) checked out in a temporary worktree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from math import nan
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+
+
+class HashEmbeddings(Embeddings):
+    """64 dimensions from hashed words: similar texts are close, no model is run."""
+
+    def _vector(self, text: str) -> list[float]:
+        vector = [0.0] * 64
+        for word in text.lower().split():
+            digest = hashlib.blake2b(word.encode(), digest_size=2).digest()
+            vector[digest[0] % 64] += 1.0 if digest[1] % 2 else -1.0
+        norm = sum(v * v for v in vector) ** 0.5 or 1.0
+        return [v / norm for v in vector]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+def chat_texts(count: int) -> list[str]:
+    """``count`` chat turns, LoCoMo's cycled (numbered, so that every turn is distinct)."""
+    texts: list[str] = []
+    if DATA.is_file():
+        for sample in json.loads(DATA.read_text(encoding="utf-8")):
+            for key, session in sample["conversation"].items():
+                if key.startswith("session_") and isinstance(session, list):
+                    texts.extend(f"{t['speaker']}: {t['text']}" for t in session)
+    if not texts:
+        texts = [f"we talked about hiking and painting on day {i}" for i in range(2_000)]
+    return [f"{texts[i % len(texts)]} ({i})" for i in range(count)]
+
+
+# -- the worker (run in a process of its own) ------------------------------------------
+
+
+def _memory(options: dict[str, Any]) -> Any:
+    from memories.long_term.vector import VectorMemory
+
+    return VectorMemory(
+        mode="http",
+        port=options["port"],
+        outbox=options["outbox"],
+        collection=options["collection"],
+        namespace=options["namespace"],
+        session_id=f"worker-{os.getpid()}",
+        embeddings=HashEmbeddings(),
+        k=10,
+    )
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def worker(options: dict[str, Any]) -> dict[str, Any]:
+    """One process's part; its figures as a dict (printed as JSON)."""
+    questions = chat_texts(options["searches"] + 7)[7:]
+    if options["job"] == "fill":
+        memory = _memory(options)
+        texts = chat_texts(options["turns"])
+        for start in range(0, len(texts), 5_000):
+            batch = texts[start : start + 5_000]
+            turns = [{"session": "fill", "turn": start + i} for i in range(len(batch))]
+            memory.add(batch, metadatas=turns, progress=False)
+        memory.flush()
+        return {"count": memory.backend.count()}
+    if options["job"] == "first":
+        started = time.perf_counter()
+        memory = _memory(options)
+        memory.search(questions[0])
+        return {"first_s": time.perf_counter() - started, "rss_mb": _rss_mb()}
+    memory = _memory(options)
+    memory.search(questions[0])  # connected, warmed up
+    _wait_until(options["start_at"])
+    latencies, errors = [], []
+    for i, question in enumerate(questions):
+        if options["job"] == "writes":
+            memory.save_context({"input": f"{question} [{os.getpid()}:{i}]"}, {"output": "ok"})
+            memory.flush()
+            time.sleep(0.02)  # let the other workers' writes land between ours
+        started = time.perf_counter()
+        try:
+            memory.search(question)
+        except Exception as exc:  # counted and shown: a failed search is a result too
+            errors.append(f"{type(exc).__name__}: {exc}"[:160])
+            continue
+        latencies.append(1000 * (time.perf_counter() - started))
+    return {"latencies_ms": latencies, "errors": errors, "rss_mb": _rss_mb()}
+
+
+def _wait_until(moment: float) -> None:
+    time.sleep(max(0.0, moment - time.time()))
+
+
+# -- the driver ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_chroma(folder: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = _free_port()
+    chroma = Path(sys.executable).with_name("chroma")
+    command = [str(chroma) if chroma.exists() else "chroma", "run", "--path", str(folder)]
+    log = (folder.parent / "chroma.log").open("ab")
+    process = subprocess.Popen(
+        [*command, "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=log
+    )
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).raise_for_status()
+            return process, port
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError("chroma run did not answer in 60 s")
+
+
+_BOOT = """
+import json, sys
+tree = sys.argv[1]
+sys.path.insert(0, tree)
+if tree != {root!r}:
+    # The baseline's own integrations, not this checkout's (the editable install maps those).
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "memories.integrations", tree + "/integrations/__init__.py",
+        submodule_search_locations=[tree + "/integrations"])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["memories.integrations"] = module
+    spec.loader.exec_module(module)
+sys.path.append({root!r})
+from benchmarks.scale_out import worker
+print(json.dumps(worker(json.loads(sys.argv[2]))))
+"""
+
+
+def _spawn(tree: Path, options: dict[str, Any]) -> subprocess.Popen[str]:
+    boot = _BOOT.format(root=str(ROOT))
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.Popen(
+        [sys.executable, "-c", boot, str(tree), json.dumps(options)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tree,
+    )
+
+
+def _collect(processes: Sequence[subprocess.Popen[str]], timeout: float) -> list[dict[str, Any]]:
+    results = []
+    for process in processes:
+        out, _ = process.communicate(timeout=timeout)
+        if process.returncode:
+            raise RuntimeError(f"a worker failed (exit {process.returncode})")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+def _quantiles(values: Sequence[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return statistics.median(ordered), p95
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    work = Path(tempfile.mkdtemp(prefix="memories-scale-out-"))
+    trees = {"current": ROOT}
+    if args.baseline:
+        baseline = work / "baseline"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(baseline), args.baseline],
+            cwd=ROOT, check=True, capture_output=True,
+        )  # fmt: skip
+        trees["baseline"] = baseline
+    server, port = _start_chroma(work / "chroma")
+    rows = []
+    try:
+        for turns in args.turns:
+            for name, tree in trees.items():
+                base = {
+                    "port": port,
+                    "outbox": str(work / f"{name}-outbox.db"),
+                    "collection": f"scale-{name}",
+                    "namespace": f"n{turns}",
+                    "turns": turns,
+                    "searches": args.searches,
+                }
+                started = time.monotonic()
+                _collect([_spawn(tree, {**base, "job": "fill"})], timeout=3_600)
+                fill_s = time.monotonic() - started
+                (first,) = _collect([_spawn(tree, {**base, "job": "first"})], timeout=600)
+                for count in args.processes:
+                    row: dict[str, Any] = {
+                        "impl": name, "turns": turns, "processes": count, "fill_s": fill_s,
+                        "first_s": first["first_s"], "first_rss_mb": first["rss_mb"],
+                    }  # fmt: skip
+                    for job in ("quiet", "writes"):
+                        start_at = time.time() + 8.0  # every worker imported and warmed up
+                        options = {**base, "job": job, "start_at": start_at}
+                        results = _collect(
+                            [_spawn(tree, options) for _ in range(count)], timeout=3_600
+                        )
+                        latencies = [ms for r in results for ms in r["latencies_ms"]]
+                        row[job] = _quantiles(latencies) if latencies else (nan, nan)
+                        row[f"{job}_errors"] = [e for r in results for e in r["errors"]]
+                        row["rss_mb"] = max(r["rss_mb"] for r in results)
+                    rows.append(row)
+                    print(json.dumps(row), file=sys.stderr, flush=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if "baseline" in trees:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(trees["baseline"])],
+                cwd=ROOT, capture_output=True,
+            )  # fmt: skip
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--searches", type=int, default=40, help="searches per worker and phase")
+    parser.add_argument("--baseline", default="e79e25f", help="git revision to compare ('' none)")
+    args = parser.parse_args(argv)
+    rows = run(args)
+    print(
+        "| implementation | turns | processes | search p50 / p95, no writes (ms) "
+        "| search p50 / p95 after writes (ms) | after / no writes (p50) "
+        "| first search after restart (s) | RSS per process (MB) | failed searches |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in sorted(rows, key=lambda r: (r["turns"], r["processes"], r["impl"])):
+        (q50, q95), (w50, w95) = r["quiet"], r["writes"]
+        failed = len(r["quiet_errors"]) + len(r["writes_errors"])
+        print(
+            f"| {r['impl']} | {r['turns']:,} | {r['processes']} | {q50:.1f} / {q95:.1f} "
+            f"| {w50:.1f} / {w95:.1f} | {w50 / q50:.2f}x | {r['first_s']:.2f} | {r['rss_mb']:.0f} "
+            f"| {failed} |"
+        )
+    errors = sorted({e for r in rows for e in r["quiet_errors"] + r["writes_errors"]})
+    for error in errors[:5]:
+        print(f"failed search: {error}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""This process's queued documents: searchable by their embedding before the store has them.
+
+A document is indexed for recall (lexical terms, position, speakers) in SQL
+when it is queued (:mod:`memories.stores.vector.recall_index`), so every process
+finds it lexically at once. Its embedding is the one thing the store does
+not have until it is written: the process that queued it keeps it here, so
+that its own dense searches find the document meanwhile (the other
+processes find it once the background writer has written it, a fraction of
+a second later).
+
+One :class:`PendingDocuments` per namespace of a store, shared by the
+memories of the process (:func:`pending_documents`); whoever embeds a
+document publishes its vector for everyone waiting on :attr:`PendingDocuments.changed`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memories.stores.recall import ScoredId
+from memories.stores.vector.recall_index import document_date
+
+__all__ = ["PendingDocument", "PendingDocuments", "document_date", "pending_documents"]
+
+#: How many namespaces with nothing pending the process keeps an (empty) entry for.
+_KEPT_EMPTY = 1_024
+
+
+@dataclass
+class PendingDocument:
+    """A document this process has queued for the store, searchable before the store has it."""
+
+    text: str
+    """Its text."""
+    metadata: dict[str, Any]
+    """Its metadata as the store will return it (namespace and turn included)."""
+    vector: list[float] | None = None
+    """Its embedding once computed, else None."""
+    claimed: bool = False
+    """Whether someone is computing its embedding now (others wait rather than redo it)."""
+    writing: bool = False
+    """Whether a write to the store is under way (the store may have it already)."""
+
+
+class PendingDocuments:
+    """The documents of one namespace that this process queued and the store does not have yet.
+
+    Use under :attr:`lock`; :attr:`changed` (on the same lock) is notified
+    when embeddings arrive or claims are given up.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self._documents: dict[str, PendingDocument] = {}
+
+    def __len__(self) -> int:
+        return len(self._documents)
+
+    def add(self, documents: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
+        """Hold documents about to be written (one held already with the same content stays)."""
+        for doc_id, text, metadata in documents:
+            old = self._documents.get(doc_id)
+            if old is None or old.text != text or old.metadata != metadata:
+                self._documents[doc_id] = PendingDocument(text, metadata)
+
+    def get(self, doc_id: str) -> PendingDocument | None:
+        """The pending document with that id, if it is one."""
+        return self._documents.get(doc_id)
+
+    def claim(self, ids: Iterable[str]) -> dict[str, list[float]]:
+        """Take the embedding work of pending ``ids``; return the embeddings already known.
+
+        The other pending ids are now claimed by the caller (even if someone
+        else claimed them: the caller needs them and may not wait), who must
+        :meth:`publish` or :meth:`release` them.
+        """
+        known = {}
+        for doc_id in ids:
+            document = self._documents.get(doc_id)
+            if document is None:
+                continue
+            if document.vector is not None:
+                known[doc_id] = document.vector
+            else:
+                document.claimed = True
+        return known
+
+    def unembedded(self) -> tuple[set[str], list[str]]:
+        """Pending documents without an embedding: (claimed by someone, unclaimed)."""
+        claimed: set[str] = set()
+        free: list[str] = []
+        for doc_id, document in self._documents.items():
+            if document.vector is None:
+                if document.claimed:
+                    claimed.add(doc_id)
+                else:
+                    free.append(doc_id)
+        return claimed, free
+
+    def publish(self, ids: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
+        """Give pending documents their embeddings and wake whoever waits for them."""
+        for doc_id, vector in zip(ids, vectors, strict=True):
+            document = self._documents.get(doc_id)
+            if document is not None:
+                document.vector, document.claimed = list(vector), False
+        self.changed.notify_all()
+
+    def release(self, ids: Iterable[str]) -> None:
+        """Give up claims (the embedding failed) so that someone else may try."""
+        for doc_id in ids:
+            document = self._documents.get(doc_id)
+            if document is not None:
+                document.claimed = False
+        self.changed.notify_all()
+
+    def writing(self, ids: Iterable[str], /, *, now: bool) -> None:
+        """Mark the start (``now=True``) or the failed end of a write of pending ``ids``."""
+        for doc_id in ids:
+            document = self._documents.get(doc_id)
+            if document is not None:
+                document.writing = now
+
+    def stored(self, documents: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
+        """The store has these ``(id, text, metadata)`` documents now: no longer pending.
+
+        One queued again meanwhile with other content stays pending (its newer copy).
+        """
+        for doc_id, text, metadata in documents:
+            old = self._documents.get(doc_id)
+            if old is not None and old.text == text and old.metadata == metadata:
+                del self._documents[doc_id]
+
+    def forget(self, ids: Iterable[str] | None = None) -> None:
+        """Forget pending documents that will not be written (all when ``ids`` is None)."""
+        if ids is None:
+            self._documents.clear()
+        else:
+            for doc_id in ids:
+                self._documents.pop(doc_id, None)
+        self.changed.notify_all()
+
+    def nearest(self, vector: Sequence[float], *, n: int) -> list[ScoredId]:
+        """The ``n`` embedded pending documents most similar to ``vector``, by cosine.
+
+        One of another width (another embedding model, which the store will
+        refuse) is left out.
+        """
+        width = len(vector)
+        embedded = [
+            (i, d.vector)
+            for i, d in self._documents.items()
+            if d.vector is not None and len(d.vector) == width
+        ]
+        if not embedded:
+            return []
+        matrix = np.asarray([v for _, v in embedded], dtype=np.float32)
+        query = np.asarray(vector, dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
+        scores = (matrix @ query) / np.where(norms > 0, norms, 1.0)
+        found = zip((i for i, _ in embedded), scores.tolist(), strict=True)
+        ranked = sorted(found, key=lambda item: (-item[1], item[0]))
+        return [ScoredId(doc_id, score) for doc_id, score in ranked[:n]]
+
+
+_pending: OrderedDict[tuple[str, str], PendingDocuments] = OrderedDict()
+_pending_lock = threading.Lock()
+
+
+def pending_documents(target: str, namespace: str) -> PendingDocuments:
+    """The process's pending documents of a namespace of a store.
+
+    Entries of namespaces with nothing pending are dropped past
+    :data:`_KEPT_EMPTY`, least recently used first; one with documents is never dropped.
+    """
+    key = (target, namespace)
+    with _pending_lock:
+        found = _pending.get(key)
+        if found is None:
+            found = _pending[key] = PendingDocuments()
+            if len(_pending) > _KEPT_EMPTY:
+                for old in [k for k, v in _pending.items() if not v and k != key]:
+                    del _pending[old]
+                    if len(_pending) <= _KEPT_EMPTY // 2:
+                        break
+        else:
+            _pending.move_to_end(key)
+        return found

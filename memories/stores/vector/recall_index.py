@@ -1,0 +1,636 @@
+"""The recall index in SQL: every document's lexical terms, turn position and speakers.
+
+Hybrid recall needs three things beside the embeddings: BM25 postings, the
+position of each turn in its session (neighbour smoothing) and who said it
+(speaker keys). They live in the SQL database that already holds the vector
+outbox (:mod:`memories.stores.vector.outbox`), in four tables, and are written
+in the same transaction as the outbox row of the document. So every process
+(and every host sharing the database) reads the same index at its next
+search: nothing is rebuilt, nothing is held per process, and a crash leaves a
+document either queued and indexed or neither.
+
+- ``memories_recall_spaces``: one row per namespace of a store and *lexical
+  analysis* (stopwords, stemming, dates: see :func:`analysis_key`), with the
+  BM25 statistics (documents, total length) kept by every write;
+- ``memories_recall_documents``: one row per document: its session and turn
+  (indexed, for neighbours and for numbering a session's next turn), its
+  length, distinct terms and speakers;
+- ``memories_recall_postings``: ``(space, term, document, tf)``, the primary key
+  serving document frequencies and scoring alike;
+- ``memories_recall_speakers``: how many turns each speaker said, per space.
+
+Scores are exact Okapi BM25 with Lucene's idf, the formula of
+:class:`~memories.stores.recall.BM25Index`: the same ranking, computed in the
+database (see :meth:`RecallIndex.lexical`). A namespace written by an older
+version, whose index was kept in each process, is indexed once from the store
+on first use (:meth:`RecallIndex.space`), with progress logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from memories.stores.recall import (
+    RecallConfig,
+    ScoredId,
+    TurnPosition,
+    named_speakers,
+    speaker_key,
+)
+from memories.stores.sql import EXTRA_DDL, Database, Prepared
+
+__all__ = [
+    "SESSION_KEY",
+    "SPEAKERS_KEY",
+    "TIMESTAMP_KEY",
+    "TURN_KEY",
+    "IndexedDocument",
+    "RecallIndex",
+    "Space",
+    "analysis_key",
+    "document_date",
+]
+
+logger = logging.getLogger(__name__)
+
+SESSION_KEY = "session"
+TURN_KEY = "turn"
+TIMESTAMP_KEY = "timestamp"
+SPEAKERS_KEY = "speakers"
+
+#: How many spaces a process remembers the ids of (a few hundred bytes each).
+_KNOWN_SPACES = 10_000
+_BUILD_BATCH = 1_000
+_SEPARATOR = "\n"
+#: Terms and speaker keys are cut to this many characters (their columns' width).
+_LONGEST = 200
+
+metadata = sa.MetaData()
+
+_spaces = sa.Table(
+    "memories_recall_spaces",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("target", sa.String(1024), nullable=False),
+    sa.Column("namespace", sa.Text, nullable=False),
+    sa.Column("analysis", sa.String(64), nullable=False),
+    sa.Column("documents", sa.Integer, nullable=False),
+    sa.Column("total_length", sa.BigInteger, nullable=False),
+    sa.Column("built_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("target", "namespace", "analysis", name="uq_memories_recall_spaces"),
+    sqlite_autoincrement=True,
+)
+_documents = sa.Table(
+    "memories_recall_documents",
+    metadata,
+    sa.Column("key", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("space", sa.Integer, nullable=False),
+    sa.Column("doc_id", sa.String(64), nullable=False),
+    sa.Column("session", sa.Text, nullable=True),
+    sa.Column("turn", sa.Integer, nullable=True),
+    sa.Column("length", sa.Integer, nullable=False),
+    sa.Column("terms", sa.Text, nullable=False),
+    sa.Column("speakers", sa.Text, nullable=True),
+    sa.UniqueConstraint("space", "doc_id", name="uq_memories_recall_documents"),
+    sa.Index("ix_memories_recall_documents_turn", "space", "session", "turn"),
+    sqlite_autoincrement=True,
+)
+_postings = sa.Table(
+    "memories_recall_postings",
+    metadata,
+    sa.Column("space", sa.Integer, primary_key=True),
+    sa.Column("term", sa.String(256), primary_key=True),
+    sa.Column("key", sa.Integer, primary_key=True),
+    sa.Column("tf", sa.Integer, nullable=False),
+    sa.Column("length", sa.Integer, nullable=False),  # its document's, for BM25's b
+    sqlite_with_rowid=False,
+)
+_speakers = sa.Table(
+    "memories_recall_speakers",
+    metadata,
+    sa.Column("space", sa.Integer, primary_key=True),
+    sa.Column("speaker", sa.String(256), primary_key=True),
+    sa.Column("turns", sa.Integer, nullable=False),
+)
+metadata.info[EXTRA_DDL] = {}
+
+_PLACE = (_documents.c.doc_id, _documents.c.session, _documents.c.turn, _documents.c.speakers)
+# Statements of every search, written once (a search runs each of them).
+_STATS = Prepared(
+    sa.select(_spaces.c.documents, _spaces.c.total_length).where(
+        _spaces.c.id == sa.bindparam("space")
+    )
+)
+_TERM_POSTINGS = Prepared(
+    sa.select(_postings.c.key, _postings.c.tf, _postings.c.length).where(
+        _postings.c.space == sa.bindparam("space"), _postings.c.term == sa.bindparam("term")
+    )
+)
+_IDS_OF_KEYS = sa.select(_documents.c.key, _documents.c.doc_id)
+_PLACES_OF_IDS = sa.select(*_PLACE).where(_documents.c.space == sa.bindparam("space"))
+_PLACES_AROUND = Prepared(
+    sa.select(*_PLACE).where(
+        _documents.c.space == sa.bindparam("space"),
+        _documents.c.session == sa.bindparam("session"),
+        _documents.c.turn.between(sa.bindparam("low"), sa.bindparam("high")),
+    )
+)
+
+
+def analysis_key(config: RecallConfig, /) -> str:
+    """What decides a document's terms: stopwords, stemming and dates (BM25's k1 and b do not)."""
+    return f"{config.stopwords}/{'stem' if config.stem else 'nostem'}/" + (
+        "dates" if config.lexical_dates else "nodates"
+    )
+
+
+def _analysis_config(key: str) -> RecallConfig:
+    stopwords, stem, dates = key.split("/")
+    return RecallConfig(stopwords=stopwords, stem=stem == "stem", lexical_dates=dates == "dates")  # type: ignore[arg-type]
+
+
+def document_date(metadata: Mapping[str, Any], /) -> date | None:
+    """The day a document was said on (UTC), from its ``timestamp`` metadata, if it has one."""
+    stamp = metadata.get(TIMESTAMP_KEY)
+    if not isinstance(stamp, int | float) or isinstance(stamp, bool):
+        return None
+    try:
+        return datetime.fromtimestamp(stamp, tz=UTC).date()
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _turn_speakers(metadata: Mapping[str, Any]) -> list[str]:
+    given = metadata.get(SPEAKERS_KEY)
+    names = [given] if isinstance(given, str) else given if isinstance(given, list) else []
+    return sorted({speaker_key(n) for n in names if isinstance(n, str) and n.strip()})
+
+
+@dataclass(frozen=True)
+class IndexedDocument:
+    """A document as the index sees it: its id, text and metadata (session, turn, ...)."""
+
+    doc_id: str
+    text: str
+    metadata: Mapping[str, Any]
+
+    @property
+    def position(self) -> tuple[str, int] | None:
+        """Its session and turn, when its metadata has both."""
+        session, turn = self.metadata.get(SESSION_KEY), self.metadata.get(TURN_KEY)
+        if session is None or not isinstance(turn, int) or isinstance(turn, bool):
+            return None
+        return str(session), turn
+
+
+@dataclass(frozen=True)
+class Space:
+    """One namespace of one store under one lexical analysis: the rows a search reads."""
+
+    id: int
+    target: str
+    namespace: str
+    analysis: str
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A document analysed for one space."""
+
+    doc_id: str
+    session: str | None
+    turn: int | None
+    terms: Counter[str]
+    speakers: list[str]
+
+
+class RecallIndex:
+    """The recall index of the stores whose outbox is in one SQL database.
+
+    Writes take the caller's connection, so that they commit with the
+    outbox's rows; reads open their own.
+
+    Args:
+        database: the database (the outbox's).
+    """
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self._known: OrderedDict[tuple[str, str, str], Space] = OrderedDict()
+        self._known_lock = threading.Lock()
+
+    # -- spaces -----------------------------------------------------------------------
+
+    def space(
+        self,
+        target: str,
+        namespace: str,
+        config: RecallConfig,
+        *,
+        stored: Callable[[], Iterable[IndexedDocument]],
+    ) -> Space:
+        """The space of a namespace under ``config``'s analysis, indexed first if it is new.
+
+        A new space is filled from ``stored`` (the documents the store holds)
+        and the rows waiting in the outbox, once, in one write transaction: a
+        process that asks meanwhile waits for it and then finds it built.
+        """
+        key = (target, namespace, analysis_key(config))
+        with self._known_lock:
+            found = self._known.get(key)
+            if found is not None:
+                self._known.move_to_end(key)
+                return found
+        found = self._find(*key)
+        if found is None:
+            found = self._build(*key, stored)
+        with self._known_lock:
+            self._known[key] = found
+            while len(self._known) > _KNOWN_SPACES:
+                self._known.popitem(last=False)
+        return found
+
+    def _find(self, target: str, namespace: str, analysis: str) -> Space | None:
+        query = sa.select(_spaces.c.id).where(
+            _spaces.c.target == target,
+            _spaces.c.namespace == namespace,
+            _spaces.c.analysis == analysis,
+        )
+        with self.database.transaction() as connection:
+            found = connection.execute(query).scalar()
+        return None if found is None else Space(found, target, namespace, analysis)
+
+    def _build(
+        self,
+        target: str,
+        namespace: str,
+        analysis: str,
+        stored: Callable[[], Iterable[IndexedDocument]],
+    ) -> Space:
+        with self.database.batch(write=True), self.database.transaction(write=True) as connection:
+            found = self._find(target, namespace, analysis)
+            if found is not None:  # another process built it while this one waited
+                return found
+            started = time.monotonic()
+            space_id = connection.execute(
+                sa.insert(_spaces).returning(_spaces.c.id).values(
+                    target=target, namespace=namespace, analysis=analysis,
+                    documents=0, total_length=0, built_at=time.time(),
+                )
+            ).scalar_one()  # fmt: skip
+            space = Space(int(space_id), target, namespace, analysis)
+            config = _analysis_config(analysis)
+            from memories.stores.vector.outbox import number_queued
+
+            rows = [_analyse(d, config) for d in stored()]
+            for start in range(0, len(rows), _BUILD_BATCH):
+                self._insert(connection, space.id, rows[start : start + _BUILD_BATCH])
+            # Then what waits in the outbox (newer than the store's copy of an id),
+            # numbered after the stored turns where it waits for a number.
+            queued = number_queued(connection, target, namespace, self)
+            self.add(connection, target, namespace, queued)
+            if rows or queued:
+                logger.info(
+                    "Indexed the %d documents of namespace %r for recall in %.1f s (once).",
+                    len(rows) + len(queued), namespace, time.monotonic() - started,
+                )  # fmt: skip
+        return space
+
+    def _spaces_of(self, connection: sa.Connection, target: str, namespace: str) -> list[Space]:
+        query = sa.select(_spaces.c.id, _spaces.c.analysis).where(
+            _spaces.c.target == target, _spaces.c.namespace == namespace
+        )
+        if connection.dialect.name == "postgresql":
+            query = query.with_for_update()  # writers of a namespace take turns
+        return [Space(i, target, namespace, a) for i, a in connection.execute(query)]
+
+    # -- writes (in the caller's transaction) --------------------------------------------
+
+    def number(
+        self, connection: sa.Connection, target: str, namespace: str, sessions: Iterable[str]
+    ) -> dict[str, int] | None:
+        """The next free turn number of each session (one past the highest indexed).
+
+        None when the namespace has no index yet: its stored turns are unknown.
+        """
+        spaces = self._spaces_of(connection, target, namespace)
+        wanted = sorted(set(sessions))
+        if not spaces:
+            return None
+        if not wanted:
+            return {}
+        query = (
+            sa.select(_documents.c.session, sa.func.max(_documents.c.turn))
+            .where(_documents.c.space == spaces[0].id, _documents.c.session.in_(wanted))
+            .group_by(_documents.c.session)
+        )
+        highest = dict(connection.execute(query).all())
+        return {s: (-1 if highest.get(s) is None else int(highest[s])) + 1 for s in wanted}
+
+    def add(
+        self,
+        connection: sa.Connection,
+        target: str,
+        namespace: str,
+        documents: Sequence[IndexedDocument],
+    ) -> None:
+        """Index documents in every space of their namespace (an id already there is replaced)."""
+        if not documents:
+            return
+        for space in self._spaces_of(connection, target, namespace):
+            config = _analysis_config(space.analysis)
+            self._remove(connection, space.id, [d.doc_id for d in documents])
+            self._insert(connection, space.id, [_analyse(d, config) for d in documents])
+
+    def remove(
+        self, connection: sa.Connection, target: str, namespace: str, ids: Sequence[str]
+    ) -> None:
+        """Forget documents, in every space of their namespace."""
+        for space in self._spaces_of(connection, target, namespace):
+            self._remove(connection, space.id, ids)
+
+    def remove_session(
+        self, connection: sa.Connection, target: str, namespace: str, session: str
+    ) -> None:
+        """Forget every document of a session."""
+        for space in self._spaces_of(connection, target, namespace):
+            query = sa.select(_documents.c.doc_id).where(
+                _documents.c.space == space.id, _documents.c.session == session
+            )
+            self._remove(connection, space.id, list(connection.execute(query).scalars()))
+
+    def clear(self, connection: sa.Connection, target: str, namespace: str) -> None:
+        """Forget every document of a namespace (its spaces stay, empty and built)."""
+        for space in self._spaces_of(connection, target, namespace):
+            for table in (_postings, _documents, _speakers):
+                connection.execute(sa.delete(table).where(table.c.space == space.id))
+            connection.execute(
+                sa.update(_spaces)
+                .where(_spaces.c.id == space.id)
+                .values(documents=0, total_length=0)
+            )
+
+    def _insert(self, connection: sa.Connection, space: int, rows: Sequence[_Row]) -> None:
+        if not rows:
+            return
+        values = [
+            {"space": space, "doc_id": row.doc_id, "session": row.session, "turn": row.turn,
+             "length": sum(row.terms.values()), "terms": _SEPARATOR.join(row.terms),
+             "speakers": _SEPARATOR.join(row.speakers) or None}
+            for row in rows
+        ]  # fmt: skip
+        # One statement for the batch, the new keys returned in the order given.
+        inserted = sa.insert(_documents).returning(_documents.c.key, sort_by_parameter_order=True)
+        keys = list(connection.execute(inserted, values).scalars())
+        postings = [
+            {"space": space, "term": term, "key": key, "tf": tf, "length": value["length"]}
+            for key, row, value in zip(keys, rows, values, strict=True)
+            for term, tf in row.terms.items()
+        ]
+        if postings:
+            connection.execute(sa.insert(_postings), postings)
+        self._count(connection, space, rows, +1)
+
+    def _remove(self, connection: sa.Connection, space: int, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        query = sa.select(
+            _documents.c.key, _documents.c.doc_id, _documents.c.terms, _documents.c.speakers
+        ).where(_documents.c.space == space, _documents.c.doc_id.in_(list(ids)))
+        found = connection.execute(query).all()
+        if not found:
+            return
+        gone = [
+            {"s": space, "t": term, "k": key}
+            for key, _, terms, _ in found
+            for term in terms.split(_SEPARATOR)
+            if term
+        ]
+        if gone:
+            connection.execute(
+                sa.delete(_postings).where(
+                    _postings.c.space == sa.bindparam("s"),
+                    _postings.c.term == sa.bindparam("t"),
+                    _postings.c.key == sa.bindparam("k"),
+                ),
+                gone,
+            )
+        lengths = dict(
+            connection.execute(
+                sa.select(_documents.c.key, _documents.c.length).where(
+                    _documents.c.key.in_([key for key, *_ in found])
+                )
+            ).all()
+        )
+        connection.execute(sa.delete(_documents).where(_documents.c.key.in_(list(lengths))))
+        rows = [
+            _Row(doc_id, None, None, Counter(), (speakers or "").split(_SEPARATOR))
+            for _, doc_id, _, speakers in found
+        ]
+        self._count(connection, space, rows, -1, length=sum(lengths.values()))
+
+    def _count(
+        self,
+        connection: sa.Connection,
+        space: int,
+        rows: Sequence[_Row],
+        sign: int,
+        *,
+        length: int | None = None,
+    ) -> None:
+        """Keep a space's statistics and speaker counts after adding or removing ``rows``."""
+        if length is None:
+            length = sum(sum(row.terms.values()) for row in rows)
+        connection.execute(
+            sa.update(_spaces)
+            .where(_spaces.c.id == space)
+            .values(
+                documents=_spaces.c.documents + sign * len(rows),
+                total_length=_spaces.c.total_length + sign * length,
+            )
+        )
+        said = Counter(name for row in rows for name in row.speakers if name)
+        if not said:
+            return
+        existing = set(
+            connection.execute(
+                sa.select(_speakers.c.speaker).where(
+                    _speakers.c.space == space, _speakers.c.speaker.in_(list(said))
+                )
+            ).scalars()
+        )
+        new = [{"space": space, "speaker": n, "turns": 0} for n in said if n not in existing]
+        if new:
+            connection.execute(sa.insert(_speakers), new)
+        change = sa.update(_speakers).where(
+            _speakers.c.space == space, _speakers.c.speaker == sa.bindparam("name")
+        )
+        connection.execute(
+            change.values(turns=_speakers.c.turns + sa.bindparam("delta")),
+            [{"name": n, "delta": sign * c} for n, c in said.items()],
+        )
+        connection.execute(
+            sa.delete(_speakers).where(_speakers.c.space == space, _speakers.c.turns <= 0)
+        )
+
+    # -- reads ----------------------------------------------------------------------
+
+    def count(self, space: Space) -> int:
+        """How many documents the space holds (queued ones included)."""
+        query = sa.select(_spaces.c.documents).where(_spaces.c.id == space.id)
+        with self.database.transaction() as connection:
+            return int(connection.execute(query).scalar() or 0)
+
+    def lexical(
+        self, space: Space, query: str, config: RecallConfig, *, limit: int
+    ) -> list[ScoredId]:
+        """BM25 top ``limit`` for ``query``: Lucene's idf, ``config``'s k1 and b, ties by id.
+
+        Each query term's postings are read from the primary key (its
+        document frequency is their number; each carries its document's length),
+        scored with numpy, and only the best documents' ids are read.
+        """
+        terms = Counter(config.analyzer().terms(query))
+        if not terms or limit < 1:
+            return []
+        with self.database.transaction() as connection:
+            stats = _STATS.execute(connection, space=space.id).fetchone()
+            if stats is None or not stats[0]:
+                return []
+            n_docs, total = int(stats[0]), int(stats[1])
+            k1, b = config.bm25_k1, config.bm25_b
+            slope = k1 * b / (total / n_docs) if total else 0.0
+            keys, parts = [], []
+            for term, repeats in terms.items():
+                found = _TERM_POSTINGS.execute(connection, space=space.id, term=term).fetchall()
+                if not found:
+                    continue
+                postings = np.asarray(found, dtype=np.float64)
+                df = len(found)
+                idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+                tf, length = postings[:, 1], postings[:, 2]
+                # tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg_length)), as BM25Index
+                denominator = tf + k1 * (1.0 - b) + slope * length
+                keys.append(postings[:, 0].astype(np.int64))
+                parts.append((repeats * idf * (k1 + 1.0)) * tf / denominator)
+            if not keys:
+                return []
+            unique, where = np.unique(np.concatenate(keys), return_inverse=True)
+            scores = np.bincount(where, weights=np.concatenate(parts), minlength=len(unique))
+            hits = np.flatnonzero(scores > 0)
+            if len(hits) > limit:
+                # Keep every document tied with the limit-th score, so ties are cut by id below.
+                threshold = np.partition(scores[hits], len(hits) - limit)[len(hits) - limit]
+                hits = hits[scores[hits] >= threshold]
+            best = {int(unique[i]): float(scores[i]) for i in hits.tolist()}
+            ids = dict(_select_in(connection, _IDS_OF_KEYS, _documents.c.key, list(best)))
+        found_ids = [(ids[key], score) for key, score in best.items() if key in ids]
+        found_ids.sort(key=lambda item: (-item[1], item[0]))
+        return [ScoredId(doc_id, score) for doc_id, score in found_ids[:limit]]
+
+    def positions(
+        self, space: Space, ids: Iterable[str], *, window: int
+    ) -> tuple[dict[str, TurnPosition], dict[str, frozenset[str]]]:
+        """The positions of ``ids`` and of the turns within ``window`` of them; their speakers.
+
+        Returns ``(position of each document found, speaker keys of each that has them)``.
+        """
+        wanted = list(dict.fromkeys(ids))
+        positions: dict[str, TurnPosition] = {}
+        speakers: dict[str, frozenset[str]] = {}
+        if not wanted:
+            return positions, speakers
+        with self.database.transaction() as connection:
+            found = _select_in(
+                connection, _PLACES_OF_IDS, _documents.c.doc_id, wanted, space=space.id
+            )
+            ranges: dict[str, list[tuple[int, int]]] = {}
+            for _, session, turn, _ in found:
+                if session is not None and turn is not None and window:
+                    ranges.setdefault(session, []).append((turn - window, turn + window))
+            for session, spans in ranges.items():
+                for low, high in _merged(spans):
+                    found += _PLACES_AROUND.execute(
+                        connection, space=space.id, session=session, low=low, high=high
+                    ).fetchall()
+        for doc_id, session, turn, said in found:
+            if session is not None and turn is not None:
+                positions[doc_id] = TurnPosition(session, turn)
+            if said:
+                speakers[doc_id] = frozenset(said.split(_SEPARATOR))
+        return positions, speakers
+
+    def named_speakers(self, space: Space, query: str) -> frozenset[str]:
+        """The speakers of the space that ``query`` names (see :func:`named_speakers`)."""
+        with self.database.transaction() as connection:
+            known = set(
+                connection.execute(
+                    sa.select(_speakers.c.speaker).where(_speakers.c.space == space.id)
+                ).scalars()
+            )
+        return named_speakers(query, known)
+
+
+_IN_SIZES = (8, 32, 128, 512)
+_in_statements: dict[tuple[int, int, int], Prepared] = {}
+
+
+def _select_in(
+    connection: sa.Connection,
+    select: sa.Select[Any],
+    column: sa.ColumnElement[Any],
+    values: Sequence[Any],
+    **params: Any,
+) -> list[Any]:
+    """``select`` restricted to rows whose ``column`` is among ``values``, on the driver.
+
+    A statement is prepared once per size of ``IN`` list (8, 32, 128, 512: the
+    values padded with the last of them), so a search never compiles SQL.
+    """
+    rows: list[Any] = []
+    largest = _IN_SIZES[-1]
+    for start in range(0, len(values), largest):
+        chunk = list(values[start : start + largest])
+        size = next(n for n in _IN_SIZES if n >= len(chunk))
+        key = (id(select), id(column), size)
+        prepared = _in_statements.get(key)
+        if prepared is None:
+            names: list[Any] = [sa.bindparam(f"in{i}") for i in range(size)]
+            prepared = _in_statements[key] = Prepared(select.where(column.in_(names)))
+        padded = {f"in{i}": chunk[min(i, len(chunk) - 1)] for i in range(size)}
+        rows += prepared.execute(connection, **params, **padded).fetchall()
+    return rows
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or touching ``(low, high)`` ranges joined."""
+    merged: list[tuple[int, int]] = []
+    for low, high in sorted(spans):
+        if merged and low <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+        else:
+            merged.append((low, high))
+    return merged
+
+
+def _analyse(document: IndexedDocument, config: RecallConfig) -> _Row:
+    position = document.position
+    text = config.lexical_text(document.text, when=document_date(document.metadata))
+    return _Row(
+        document.doc_id,
+        None if position is None else position[0],
+        None if position is None else position[1],
+        Counter(term[:_LONGEST] for term in config.analyzer().terms(text)),
+        [name[:_LONGEST] for name in _turn_speakers(document.metadata)],
+    )

@@ -1,0 +1,179 @@
+"""The recall index in SQL: BM25 as the in-process index ranks, kept by every write, made once."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from memories.errors import BackendUnavailableError
+from memories.stores.recall import BM25Index, RecallConfig
+from memories.stores.vector.outbox import OutboxRow, SQLOutbox
+from memories.stores.vector.recall_index import IndexedDocument, Space
+from tests.postgres import find_pg_bin, postgres_server
+from tests.vector.conftest import MakeVector
+
+WORDS = [
+    *("apple", "banana", "cherry", "river", "mountain", "guitar"),
+    *("painting", "camping", "dog", "cat", "pottery"),
+]
+
+
+def _outbox(folder: Path) -> SQLOutbox:
+    return SQLOutbox(f"sqlite:///{folder / 'outbox.db'}")
+
+
+def _space(outbox: SQLOutbox, config: RecallConfig, namespace: str = "ns") -> Space:
+    return outbox.recall.space("t", namespace, config, stored=list)
+
+
+def _row(doc_id: str, text: str, **metadata: object) -> OutboxRow:
+    return OutboxRow(doc_id, text, dict(metadata), needs_turn=False, replace=True)
+
+
+@pytest.mark.parametrize("b", [0.0, 0.75])
+def test_sql_bm25_ranks_and_scores_as_the_in_process_index(tmp_path: Path, b: float) -> None:
+    """Random adds, replacements and deletes: the same top hits and scores as BM25Index."""
+    rng = random.Random(7)
+    config = RecallConfig(bm25_b=b, stopwords="none", stem=False, lexical_dates=False)
+    outbox = _outbox(tmp_path)
+    space = _space(outbox, config)
+    reference = BM25Index(k1=config.bm25_k1, b=b, analyzer=config.analyzer())
+    texts: dict[str, str] = {}
+    for step in range(300):
+        doc_id = f"d{rng.randrange(120)}"
+        if step % 7 == 6 and doc_id in texts:
+            outbox.unindex("t", "ns", ids=[doc_id])
+            reference.delete("", doc_id)
+            del texts[doc_id]
+            continue
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12)))
+        outbox.put("t", "ns", [_row(doc_id, text)])
+        reference.add("", doc_id, text)
+        texts[doc_id] = text
+    assert outbox.recall.count(space) == len(texts)
+    for query in ["apple river", "dog dog cat", "pottery painting guitar", "banana", "zebra"]:
+        want = reference.search("", query, limit=10)
+        got = outbox.recall.lexical(space, query, config, limit=10)
+        assert [s.score for s in got] == pytest.approx([s.score for s in want], rel=1e-9)
+        # Equal scores may be summed in another order: ids agree wherever scores differ.
+        assert {(round(s.score, 9), s.id) for s in got} == {(round(s.score, 9), s.id) for s in want}
+
+
+def test_namespaces_are_scored_and_searched_apart(tmp_path: Path) -> None:
+    config = RecallConfig()
+    outbox = _outbox(tmp_path)
+    mine, theirs = _space(outbox, config, "mine"), _space(outbox, config, "theirs")
+    outbox.put("t", "mine", [_row("a", "my dog Rex")])
+    outbox.put("t", "theirs", [_row("b", "their dog Rex"), _row("c", "a dog")])
+    assert [s.id for s in outbox.recall.lexical(mine, "dog Rex", config, limit=5)] == ["a"]
+    assert [s.id for s in outbox.recall.lexical(theirs, "dog Rex", config, limit=5)] == ["b", "c"]
+    outbox.clear("t", "theirs")
+    assert outbox.recall.lexical(theirs, "dog", config, limit=5) == []
+    assert outbox.recall.count(mine) == 1
+
+
+def test_turns_are_numbered_per_session_in_the_database(tmp_path: Path) -> None:
+    outbox = _outbox(tmp_path)
+    space = _space(outbox, RecallConfig())
+    turn = lambda i, s: OutboxRow(f"{s}{i}", f"turn {i}", {"session": s}, needs_turn=True)  # noqa: E731
+    queued = outbox.put("t", "ns", [turn(0, "a"), turn(1, "b"), turn(2, "a")])
+    assert [r.metadata["turn"] for r in queued] == [0, 0, 1]
+    (later,) = outbox.put("t", "ns", [turn(3, "a")])
+    assert later.metadata["turn"] == 2 and not later.needs_turn
+    positions, _ = outbox.recall.positions(space, ["a3"], window=1)
+    assert {i: (p.session, p.index) for i, p in positions.items()} == {
+        "a3": ("a", 2),
+        "a2": ("a", 1),
+    }
+
+
+def test_an_older_store_is_indexed_once_and_turns_queued_meanwhile_are_numbered_after(
+    tmp_path: Path,
+) -> None:
+    """Rows queued before the index exists (the store was down) wait unnumbered, then follow."""
+    outbox = _outbox(tmp_path)
+    waiting = OutboxRow("new", "a late turn", {"session": "s"}, needs_turn=True)
+    (queued,) = outbox.put("t", "ns", [waiting])
+    assert queued.needs_turn  # no index yet: the stored turns are unknown
+    stored = [
+        IndexedDocument(f"old{i}", f"old turn {i}", {"session": "s", "turn": i}) for i in range(3)
+    ]
+    reads: list[int] = []
+
+    def read_store() -> list[IndexedDocument]:
+        reads.append(1)
+        return stored
+
+    config = RecallConfig()
+    space = outbox.recall.space("t", "ns", config, stored=read_store)
+    assert outbox.recall.count(space) == 4
+    (numbered,) = outbox.pending("t", "ns")
+    assert numbered.metadata["turn"] == 3 and not numbered.needs_turn
+    again = _outbox(tmp_path)  # another process: finds it made
+    assert again.recall.space("t", "ns", config, stored=read_store) == space
+    assert reads == [1]
+
+
+def test_a_legacy_namespace_in_chroma_is_indexed_on_first_use(make_vector: MakeVector) -> None:
+    memory = make_vector(namespace="legacy", write="sync")
+    vectors = memory.embedder.embed_documents(["zebra crossing", "a quiet street"])
+    memory.store.upsert(  # as an older version left it: in Chroma, no recall index
+        "legacy",
+        ids=["z", "q"],
+        texts=["zebra crossing", "a quiet street"],
+        embeddings=vectors,
+        metadatas=[{"session": "old", "turn": 0}, {"session": "old", "turn": 1}],
+    )
+    assert [r.id for r in memory.search("zebra", k=1)] == ["z"]
+    memory.save_context({"input": "next"}, {"output": "turn"}, metadata={"session": "old"})
+    turns = {r.metadata["turn"] for r in memory.search("next", k=3)}
+    assert turns == {0, 1, 2}
+
+
+def test_a_store_down_at_the_first_save_still_queues_the_turn(tmp_path: Path) -> None:
+    from memories.long_term.vector import VectorMemory
+
+    memory = VectorMemory(
+        mode="http",
+        port=1,
+        timeout=2,
+        outbox=str(tmp_path / "outbox.db"),
+        embeddings="tests.vector.conftest:WordEmbeddings",
+    )
+    with pytest.raises(BackendUnavailableError):
+        memory.save_context({"input": "keep me"}, {"output": "ok"})
+    assert memory.pending() == 1
+
+
+@pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed")
+def test_the_outbox_and_its_index_on_postgresql_rank_as_on_sqlite(tmp_path: Path) -> None:
+    """Several hosts share one PostgreSQL outbox: the same numbering, index and ranking."""
+    config = RecallConfig(bm25_b=0.75)
+    rows = [
+        OutboxRow(f"d{i}", text, {"session": "s", "speakers": ["Mel"]}, needs_turn=True)
+        for i, text in enumerate(["my dog Rex", "a cat", "Rex and the dog park", "rain"])
+    ]
+    with postgres_server() as url:
+        results = []
+        for outbox in (_outbox(tmp_path), SQLOutbox(url)):
+            space = _space(outbox, config)
+            queued = outbox.put("t", "ns", rows)
+            positions, speakers = outbox.recall.positions(space, ["d2"], window=1)
+            results.append(
+                (
+                    [r.metadata["turn"] for r in queued],
+                    [
+                        (s.id, round(s.score, 9))
+                        for s in outbox.recall.lexical(space, "dog Rex", config, limit=3)
+                    ],
+                    sorted(positions),
+                    speakers["d2"],
+                    outbox.recall.named_speakers(space, "what did Mel say"),
+                )
+            )
+            outbox.unindex("t", "ns", ids=["d0"])
+            assert outbox.recall.count(space) == 3
+    assert results[0] == results[1]
+    assert results[0][0] == [0, 1, 2, 3]
