@@ -191,9 +191,11 @@ if tree != {root!r}:
     module = importlib.util.module_from_spec(spec)
     sys.modules["memories.integrations"] = module
     spec.loader.exec_module(module)
-sys.path.append({root!r})
-from benchmarks.scale_out import worker
-print(json.dumps(worker(json.loads(sys.argv[2]))))
+import importlib.util
+spec = importlib.util.spec_from_file_location("scale_out", {root!r} + "/benchmarks/scale_out.py")
+scale_out = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(scale_out)
+print(json.dumps(scale_out.worker(json.loads(sys.argv[2]))))
 """
 
 

@@ -28,6 +28,7 @@ on first use (:meth:`RecallIndex.space`), with progress logged.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -38,7 +39,6 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-import numpy as np
 import sqlalchemy as sa
 
 from memories.stores.recall import (
@@ -132,11 +132,50 @@ _STATS = Prepared(
         _spaces.c.id == sa.bindparam("space")
     )
 )
-_TERM_POSTINGS = Prepared(
-    sa.select(_postings.c.key, _postings.c.tf, _postings.c.length).where(
-        _postings.c.space == sa.bindparam("space"), _postings.c.term == sa.bindparam("term")
+#: Queries are cut to this many distinct terms; statements exist for each size.
+_TERM_SIZES = (4, 16, 64)
+
+
+@functools.cache
+def _frequencies(size: int) -> Prepared:
+    """Document frequency of ``size`` terms (``t0``...; repeats allowed) in a space."""
+    terms: list[Any] = [sa.bindparam(f"t{i}") for i in range(size)]
+    return Prepared(
+        sa.select(_postings.c.term, sa.func.count())
+        .where(_postings.c.space == sa.bindparam("space"), _postings.c.term.in_(terms))
+        .group_by(_postings.c.term)
     )
-)
+
+
+@functools.cache
+def _scores(size: int) -> Prepared:
+    """BM25 of the documents holding any of ``size`` terms, with their weights ``w0``...
+
+    ``c`` is ``k1 * (1 - b)`` and ``slope`` ``k1 * b / average length``; the
+    best ``n`` by score, then by key.
+    """
+    terms: list[Any] = [sa.bindparam(f"t{i}") for i in range(size)]
+    weight = sa.case(
+        *(
+            (_postings.c.term == terms[i], sa.bindparam(f"w{i}", type_=sa.Float))
+            for i in range(size)
+        ),
+        else_=sa.literal(0.0, sa.Float),
+    )
+    tf = sa.cast(_postings.c.tf, sa.Float)
+    norm = sa.bindparam("c", type_=sa.Float) + sa.bindparam("slope", type_=sa.Float) * sa.cast(
+        _postings.c.length, sa.Float
+    )
+    score = sa.func.sum(weight * tf / (tf + norm)).label("score")
+    return Prepared(
+        sa.select(_postings.c.key, score)
+        .where(_postings.c.space == sa.bindparam("space"), _postings.c.term.in_(terms))
+        .group_by(_postings.c.key)
+        .order_by(score.desc(), _postings.c.key)
+        .limit(sa.bindparam("n", type_=sa.Integer))
+    )
+
+
 _IDS_OF_KEYS = sa.select(_documents.c.key, _documents.c.doc_id)
 _PLACES_OF_IDS = sa.select(*_PLACE).where(_documents.c.space == sa.bindparam("space"))
 _PLACES_AROUND = Prepared(
@@ -497,9 +536,10 @@ class RecallIndex:
     ) -> list[ScoredId]:
         """BM25 top ``limit`` for ``query``: Lucene's idf, ``config``'s k1 and b, ties by id.
 
-        Each query term's postings are read from the primary key (its
-        document frequency is their number; each carries its document's length),
-        scored with numpy, and only the best documents' ids are read.
+        Two statements prepared once per number of terms: the terms' document
+        frequencies (counted on the primary key), then the scores, summed in
+        the database over those terms' postings (each carries its document's
+        length); only the best documents' ids are read after.
         """
         terms = Counter(config.analyzer().terms(query))
         if not terms or limit < 1:
@@ -511,29 +551,26 @@ class RecallIndex:
             n_docs, total = int(stats[0]), int(stats[1])
             k1, b = config.bm25_k1, config.bm25_b
             slope = k1 * b / (total / n_docs) if total else 0.0
-            keys, parts = [], []
-            for term, repeats in terms.items():
-                found = _TERM_POSTINGS.execute(connection, space=space.id, term=term).fetchall()
-                if not found:
-                    continue
-                postings = np.asarray(found, dtype=np.float64)
-                df = len(found)
-                idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-                tf, length = postings[:, 1], postings[:, 2]
-                # tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg_length)), as BM25Index
-                denominator = tf + k1 * (1.0 - b) + slope * length
-                keys.append(postings[:, 0].astype(np.int64))
-                parts.append((repeats * idf * (k1 + 1.0)) * tf / denominator)
-            if not keys:
+            wanted = list(terms)[: _TERM_SIZES[-1]]
+            size = next(n for n in _TERM_SIZES if n >= len(wanted))
+            named = {f"t{i}": wanted[min(i, len(wanted) - 1)] for i in range(size)}
+            frequencies = dict(
+                _frequencies(size).execute(connection, space=space.id, **named).fetchall()
+            )
+            if not frequencies:
                 return []
-            unique, where = np.unique(np.concatenate(keys), return_inverse=True)
-            scores = np.bincount(where, weights=np.concatenate(parts), minlength=len(unique))
-            hits = np.flatnonzero(scores > 0)
-            if len(hits) > limit:
-                # Keep every document tied with the limit-th score, so ties are cut by id below.
-                threshold = np.partition(scores[hits], len(hits) - limit)[len(hits) - limit]
-                hits = hits[scores[hits] >= threshold]
-            best = {int(unique[i]): float(scores[i]) for i in hits.tolist()}
+            weights = {f"w{i}": 0.0 for i in range(size)}
+            for i, term in enumerate(wanted):
+                df = frequencies.get(term)
+                if df:  # repeats * Lucene's idf * (k1 + 1); a padded repeat of a term scores 0
+                    idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+                    weights[f"w{i}"] = terms[term] * idf * (k1 + 1.0)
+            # Twice the limit, so that ties at the cut are settled by id below, as BM25Index does.
+            scored = _scores(size).execute(
+                connection, space=space.id, c=k1 * (1.0 - b), slope=slope, n=2 * limit + 8,
+                **named, **weights,
+            ).fetchall()  # fmt: skip
+            best = {int(key): float(score) for key, score in scored if score > 0}
             ids = dict(_select_in(connection, _IDS_OF_KEYS, _documents.c.key, list(best)))
         found_ids = [(ids[key], score) for key, score in best.items() if key in ids]
         found_ids.sort(key=lambda item: (-item[1], item[0]))
