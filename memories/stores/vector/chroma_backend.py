@@ -36,7 +36,7 @@ from memories.kernel.background import BackgroundWork, describe_error
 from memories.kernel.embeddings import query_vector
 from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
-from memories.stores.recall import RecallConfig, ScoredId, rank_candidates
+from memories.stores.recall import RecallConfig, ScoredId
 from memories.stores.vector.backend import VectorBackend, VectorQuery
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
 from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow
@@ -553,28 +553,18 @@ class ChromaBackend(VectorBackend):
             if request.where is None and len(pending):
                 with pending.lock:
                     dense = _merge_nearest(dense, pending.nearest(vector, n=n), n)
-        lexical = (
-            recall.lexical(space, request.text, config, limit=n) if config.uses_lexical else []
-        )
-        found = {s.id for s in dense} | {s.id for s in lexical}
-        window = config.neighbour_window if config.neighbour_weight else 0
-        positions, speakers = recall.positions(space, found, window=window)
+        allowed = None
         if request.where is not None:
-            # Dense hits passed the filter in Chroma; check the others there too
-            # (a document still queued is not there, so it does not pass).
-            unchecked = (found | set(positions)) - {s.id for s in dense}
-            passed = store.get(namespace, ids=sorted(unchecked), where=request.where, text=False)
-            allowed = {s.id for s in dense} | {r.id for r in passed}
-            lexical = [s for s in lexical if s.id in allowed]
-            positions = {i: p for i, p in positions.items() if i in allowed}
-        ranked = rank_candidates(
-            config,
-            dense=dense,
-            lexical=lexical,
-            positions=positions,
-            speakers=speakers,
-            named=recall.named_speakers(space, request.text),
-            limit=limit,
+
+            def allowed(ids: set[str]) -> set[str]:
+                # Dense hits passed the filter in Chroma; the others are checked
+                # there too (a document still queued is not there: it does not pass).
+                unchecked = sorted(ids - {s.id for s in dense})
+                passed = store.get(namespace, ids=unchecked, where=request.where, text=False)
+                return {s.id for s in dense} | {r.id for r in passed}
+
+        ranked = recall.rank(
+            space, request.text, config, dense=dense, limit=limit, candidates=n, allowed=allowed
         )
         # The calibrated scores need the cosine of every result; the dense
         # candidates have theirs, the others' embeddings come with their text.

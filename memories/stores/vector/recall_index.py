@@ -46,6 +46,7 @@ from memories.stores.recall import (
     ScoredId,
     TurnPosition,
     named_speakers,
+    rank_candidates,
     speaker_key,
 )
 from memories.stores.sql import EXTRA_DDL, Database, Prepared
@@ -607,6 +608,44 @@ class RecallIndex:
             if said:
                 speakers[doc_id] = frozenset(said.split(_SEPARATOR))
         return positions, speakers
+
+    def rank(
+        self,
+        space: Space,
+        query: str,
+        config: RecallConfig,
+        *,
+        dense: Sequence[ScoredId],
+        limit: int,
+        candidates: int,
+        allowed: Callable[[set[str]], set[str]] | None = None,
+    ) -> list[ScoredId]:
+        """Hybrid recall's final ranking: ``dense`` hits fused with BM25's, neighbours, speakers.
+
+        Any vector backend calls this with its nearest neighbours (cosine
+        similarities): the lexical candidates, positions and speakers come
+        from this index. With a metadata filter, ``allowed`` says which of a
+        set of ids pass it (the dense hits passed already in the store).
+        """
+        lexical = (
+            self.lexical(space, query, config, limit=candidates) if config.uses_lexical else []
+        )
+        found = {s.id for s in dense} | {s.id for s in lexical}
+        window = config.neighbour_window if config.neighbour_weight else 0
+        positions, speakers = self.positions(space, found, window=window)
+        if allowed is not None:
+            passing = allowed(found | set(positions))
+            lexical = [s for s in lexical if s.id in passing]
+            positions = {i: p for i, p in positions.items() if i in passing}
+        return rank_candidates(
+            config,
+            dense=dense,
+            lexical=lexical,
+            positions=positions,
+            speakers=speakers,
+            named=self.named_speakers(space, query),
+            limit=limit,
+        )
 
     def named_speakers(self, space: Space, query: str) -> frozenset[str]:
         """The speakers of the space that ``query`` names (see :func:`named_speakers`)."""
