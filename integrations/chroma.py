@@ -383,12 +383,17 @@ class ChromaStore:
         """
 
         def run(place: _Placement) -> list[ScoredId]:
-            result = place.collection.query(
-                query_embeddings=[list(embedding)],
-                n_results=n,
-                where=self._scope(place, namespace, where),
-                include=["distances"],
-            )
+            try:
+                result = place.collection.query(
+                    query_embeddings=[list(embedding)],
+                    n_results=n,
+                    where=self._scope(place, namespace, where),
+                    include=["distances"],
+                )
+            except ChromaError as exc:
+                if self._other_width(place, namespace, exc):
+                    return []  # nothing of this namespace in a shard of another width
+                raise
             found = zip(result["ids"][0], result["distances"][0], strict=True)
             if not place.shard:
                 return [ScoredId(i, 1.0 - float(d)) for i, d in found]
@@ -537,7 +542,16 @@ class ChromaStore:
             put(ids=keys, documents=texts, embeddings=vectors, metadatas=stamped)
 
         def run(place: _Placement) -> _Placement:
-            write(place.collection, self._ids(place, namespace, ids))
+            try:
+                write(place.collection, self._ids(place, namespace, ids))
+            except ChromaError as exc:
+                if not self._other_width(place, namespace, exc):
+                    raise
+                # The shard holds another embedding model's vectors (other namespaces'):
+                # this namespace, empty there, gets a collection of its own.
+                own = self._own_collection_made(namespace, incomplete=False)
+                write(own, ids)
+                return self._remember(namespace, own, shard=False)
             return place
 
         place = self._call(namespace, "write documents", run)
@@ -783,14 +797,7 @@ class ChromaStore:
 
     def _promote(self, namespace: str) -> None:
         shard = self._shard(namespace)
-        name = self.collection_name(namespace)
-        own = self._get_client().get_or_create_collection(
-            name,
-            metadata={_NAMESPACE_META_KEY: namespace, _INCOMPLETE_KEY: True},
-            configuration={"hnsw": {"space": "cosine"}},
-            embedding_function=self._embedding_function,
-        )
-        self._check_owner(name, own.metadata or {}, namespace)
+        own = self._own_collection_made(namespace, incomplete=True)
         if (own.metadata or {}).get(_INCOMPLETE_KEY):
             # Every id first: pages by offset would skip documents deleted meanwhile.
             # Documents written from here on reach the own collection from upsert.
@@ -802,6 +809,31 @@ class ChromaStore:
         # crash came before this delete), or is a write that failed, which its caller retries.
         self._remember(namespace, own, shard=False)
         shard.delete(where={NAMESPACE_KEY: {"$eq": namespace}})
+
+    def _own_collection_made(self, namespace: str, *, incomplete: bool) -> Any:
+        """The namespace's own collection, made if missing (marked incomplete if asked)."""
+        name = self.collection_name(namespace)
+        metadata: dict[str, Any] = {_NAMESPACE_META_KEY: namespace}
+        if incomplete:
+            metadata[_INCOMPLETE_KEY] = True
+        own = self._get_client().get_or_create_collection(
+            name,
+            metadata=metadata,
+            configuration={"hnsw": {"space": "cosine"}},
+            embedding_function=self._embedding_function,
+        )
+        self._check_owner(name, own.metadata or {}, namespace)
+        return own
+
+    def _other_width(self, place: _Placement, namespace: str, exc: Exception) -> bool:
+        """Whether ``exc`` is a shard of another embedding width that the namespace has no part in.
+
+        When the namespace has documents in the shard, the error is the caller's:
+        it changed embedding models.
+        """
+        if not place.shard or "dimension" not in str(exc).lower():
+            return False
+        return not self._shard_ids(place.collection, namespace, limit=1)
 
     def _copy_page(self, shard: Any, own: Any, namespace: str, tagged: list[str]) -> None:
         """Copy these documents of the shard into the own collection, keeping newer writes there.

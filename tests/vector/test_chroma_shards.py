@@ -17,7 +17,7 @@ import pytest
 from memories.integrations import chroma
 from memories.integrations.chroma import SHARDS, ChromaStore
 
-from memories.errors import ConfigError
+from memories.errors import BackendError, ConfigError
 
 MakeStore = Callable[..., ChromaStore]
 DIM = 8
@@ -310,3 +310,42 @@ def test_a_delete_in_a_shard_changes_the_generation_of_its_namespaces(
 def test_promote_at_must_be_a_positive_whole_number(bad: Any) -> None:
     with pytest.raises(ConfigError, match=f"promote_at .*got {bad!r}"):
         ChromaStore(mode="memory", promote_at=bad)
+
+
+def test_a_delete_or_a_write_between_reading_a_page_and_copying_it_is_kept(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mover, deleter = make_store(promote_at=1_000), make_store(promote_at=1_000)
+    write(mover, "n", [str(i) for i in range(4)], seed=15)
+    own_name = mover.collection_name("n")
+    collection = type(mover._shard("n"))
+    add = collection.add
+
+    def add_after_a_delete(self: Any, *args: Any, **kwargs: Any) -> None:
+        if self.name == own_name and "2" in kwargs["ids"]:
+            deleter.delete("n", ids=["2"])  # the page in hand still holds 2 and the old 3
+            deleter.upsert("n", ids=["3"], texts=["new"], embeddings=vectors(1, 16), metadatas=[{}])
+        add(self, *args, **kwargs)
+
+    monkeypatch.setattr(collection, "add", add_after_a_delete)
+    mover.promote("n")
+
+    assert mover.placement("n") == "own"
+    assert sorted(r.id for r in mover.get("n")) == ["0", "1", "3"]
+    assert [r.text for r in mover.get("n", ids=["3"])] == ["new"]
+
+
+def test_namespaces_of_another_embedding_width_than_their_shard_get_a_collection(
+    make_store: MakeStore,
+) -> None:
+    store = make_store(promote_at=1_000)
+    a, b = same_shard_pair(store)
+    write(store, a, ["1", "2"])  # DIM wide
+    assert store.nearest(b, [1.0, 0.0, 0.0], n=3) == []
+    store.upsert(b, ids=["1"], texts=["wide"], embeddings=[[1.0, 0.0, 0.0]], metadatas=[{}])
+
+    assert store.placement(a) == "shard" and store.placement(b) == "own"
+    assert [s.id for s in store.nearest(b, [1.0, 0.0, 0.0], n=3)] == ["1"]
+    assert store.count(a) == 2 and store.namespaces() == sorted([a, b])
+    with pytest.raises(BackendError, match="another width"):  # a itself changed models
+        store.upsert(a, ids=["3"], texts=["x"], embeddings=[[1.0, 0.0, 0.0]], metadatas=[{}])
