@@ -16,13 +16,17 @@ that no embedding cost hides the store's:
   key and every query filtered on it (``where={"namespace": ...}``);
 - ``sharded``: ``--shards`` collections (16 by default), each namespace in the
   one its hash picks, filtered as above: memory and files bounded by the
-  shard count, each query searching one shard.
+  shard count, each query searching one shard;
+- ``two-placement``: :class:`memories.integrations.chroma.ChromaStore` itself
+  (its 16 shards, and a collection of its own for a namespace past
+  ``promote_at``), through its ``upsert`` and ``nearest``; ``--shards`` does
+  not apply.
 
 Each layout runs in a fresh process. Each user gets ``--docs`` documents in one
 ``add`` and then one filtered query of 4 results, as a user's first turn
 would; the process's resident memory (VmRSS) and open files are read every
 ``--checkpoint`` users, and the add and query latencies of the last
-checkpoint's users are summarised. The two layouts are printed side by side.
+checkpoint's users are summarised. The layouts are printed side by side.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from typing import Any
 import numpy as np
 
 DIMENSIONS = 384
-LAYOUTS = ("per-namespace", "one-collection", "sharded")
+LAYOUTS = ("per-namespace", "one-collection", "sharded", "two-placement")
 
 
 def _rss_mb() -> float:
@@ -67,6 +71,8 @@ def run_layout(layout: str, users: int, docs: int, checkpoint: int, shards: int)
     from chromadb.config import Settings
 
     with tempfile.TemporaryDirectory(prefix="namespaces-bench-") as folder:
+        if layout == "two-placement":
+            return {"layout": layout, "points": _run_store(folder, users, docs, checkpoint)}
         client = chromadb.PersistentClient(
             path=folder, settings=Settings(anonymized_telemetry=False)
         )
@@ -106,21 +112,66 @@ def _run(
         adds.append(added - started)
         assert all(i.startswith(f"u{user}-") for i in found["ids"][0]), "another user's document"
         del collection
-        if (user + 1) % checkpoint == 0:
-            window_adds, window_queries = adds[-checkpoint:], queries[-checkpoint:]
-            points.append(
-                {
-                    "users": user + 1,
-                    "rss_mb": _rss_mb(),
-                    "open_files": _open_files(),
-                    "add_p50_ms": 1000 * statistics.median(window_adds),
-                    "add_p95_ms": 1000 * _percentile(window_adds, 0.95),
-                    "query_p50_ms": 1000 * statistics.median(window_queries),
-                    "query_p95_ms": 1000 * _percentile(window_queries, 0.95),
-                }
-            )
-            print(f"  {layout}: {points[-1]}", file=sys.stderr, flush=True)
+        _checkpoint(points, layout, user, checkpoint, adds, queries)
     return points
+
+
+def _run_store(folder: str, users: int, docs: int, checkpoint: int) -> list[dict[str, float]]:
+    """The two-placement layout: the same users and documents through ChromaStore."""
+    from memories.integrations.chroma import ChromaStore
+
+    store = ChromaStore(mode="persistent", path=folder)
+    rng = np.random.default_rng(7)
+    points: list[dict[str, float]] = []
+    adds: list[float] = []
+    queries: list[float] = []
+    for user in range(users):
+        namespace = f"users/u{user}"
+        vectors = rng.normal(size=(docs + 1, DIMENSIONS)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        ids = [f"u{user}-{i}" for i in range(docs)]
+        started = time.perf_counter()
+        store.upsert(
+            namespace,
+            ids=ids,
+            texts=[f"turn {i} of user {user}" for i in range(docs)],
+            embeddings=vectors[:docs].tolist(),
+            metadatas=[{}] * docs,
+            replace=False,
+        )
+        added = time.perf_counter()
+        found = store.nearest(namespace, vectors[docs].tolist(), n=4)
+        queries.append(time.perf_counter() - added)
+        adds.append(added - started)
+        assert found and all(s.id.startswith(f"u{user}-") for s in found), "another user's document"
+        _checkpoint(points, "two-placement", user, checkpoint, adds, queries)
+    return points
+
+
+def _checkpoint(
+    points: list[dict[str, float]],
+    layout: str,
+    user: int,
+    checkpoint: int,
+    adds: list[float],
+    queries: list[float],
+) -> None:
+    """Every ``checkpoint`` users: the process's RSS and files, the window's latencies."""
+    if (user + 1) % checkpoint:
+        return
+    window_adds, window_queries = adds[-checkpoint:], queries[-checkpoint:]
+    points.append(
+        {
+            "users": user + 1,
+            "rss_mb": _rss_mb(),
+            "open_files": _open_files(),
+            "add_p50_ms": 1000 * statistics.median(window_adds),
+            "add_p95_ms": 1000 * _percentile(window_adds, 0.95),
+            "query_p50_ms": 1000 * statistics.median(window_queries),
+            "query_p95_ms": 1000 * _percentile(window_queries, 0.95),
+        }
+    )
+    print(f"  {layout}: {points[-1]}", file=sys.stderr, flush=True)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Chroma as a document store: its three client modes, one collection per namespace.
+"""Chroma as a document store: its three client modes, small namespaces in shared shards.
 
 :class:`ChromaStore` is the only code that talks to Chroma. It
 
@@ -6,24 +6,85 @@
   (``PersistentClient(path)``, embedded, the default), ``"memory"``
   (``EphemeralClient``, gone with the process) or ``"http"`` (``HttpClient``
   to a server started with ``chroma run``);
-- keeps each namespace in a collection of its own (cosine space), named from a
-  digest of the namespace, and also stamps every document with its namespace
-  (see :mod:`memories.stores.vector.filters`); every record it returns is checked to
-  belong to the namespace asked for;
+- keeps each namespace in one of two placements (below), and stamps every
+  document with its namespace (see :mod:`memories.stores.vector.filters`);
+  every record it returns is checked to belong to the namespace asked for;
 - never lets Chroma embed anything with its default embedding function (which
   downloads a model): collections get :class:`LangChainEmbeddingFunction`, and
   the store passes embeddings it was given;
 - translates Chroma, HTTP and SQLite errors into :class:`~memories.errors.BackendError`
   and :class:`~memories.errors.BackendUnavailableError`, ``from`` the original.
 
-Two details measured on this machine (10,000 documents, 2 cores):
+Placement
+---------
 
-- A ``where`` filter costs Chroma about 30 ms even when it matches every
-  document, against 5 ms for an unfiltered top-100 query. That is why a
-  namespace is a collection rather than only a filter.
-- ``count()`` is a scan: 2 ms at 10,000 documents, 25 ms at 100,000. A
-  search checks that no one else wrote with :meth:`ChromaStore.change_token`
-  first (12 µs), and counts only when it changed.
+Chroma keeps every collection it has opened loaded for the life of the process
+(its HNSW segment: about 2.5 MB and 4 open files each), so a collection per
+user reaches 4.1 GB and 6,026 open files at 1,500 users. Hence two placements:
+
+- **shard**: one of :data:`SHARDS` shared collections,
+  ``{prefix}-shard-{i:02d}``, ``i`` from a SHA-256 of the namespace key.
+  Every read, query and delete is filtered on the namespace, and ids are
+  tagged with a digest of it (an id is unique per namespace only).
+- **own**: a collection of its own, ``{prefix}-{digest}`` (what every
+  namespace had before shards), queried without a filter.
+
+The rule: *a namespace is "own" when its own collection exists and is not
+marked incomplete; otherwise it is in its shard.* A store object caches the
+answer for :data:`_PLACEMENT_SECONDS` for up to :data:`_REMEMBERED`
+namespaces; a read in a cached shard placement that finds nothing (or fewer
+ids than asked) looks again at once, and a collection gone behind its back
+(``NotFoundError``) is looked up again, so another process's promotion is seen
+at the latest when the cache entry expires, and at once by a read that misses.
+Collections of the layout before shards are simply "own": existing stores work
+unchanged, with no copy.
+
+Promotion (:meth:`ChromaStore.promote`) moves a namespace out of its shard:
+its own collection is made first, marked incomplete (readers keep reading the
+shard); every document is copied with its embedding, text and metadata, by
+Chroma's ``add``, which never overwrites a newer write; the mark is cleared;
+the namespace's documents are deleted from the shard. A write or delete that
+lands in the shard during or after a promotion looks for the own collection
+afterwards and repeats itself there (moving the documents out of the shard
+when the collection is complete), and the copier undoes its copy of a
+document deleted from the shard while its page was in hand. Re-running a
+promotion after a crash at any point completes it. Known limits: documents
+that a crash left in the shard after the mark was cleared stay there, unread
+(the own collection is read), until :meth:`ChromaStore.promote` runs again;
+a document deleted and written again with the same id during one page's copy
+may be dropped.
+
+A write into a shard counts the namespace (a filtered read of at most
+``promote_at + 1`` ids) once per ``promote_at // 8`` documents it wrote there,
+and promotes past ``promote_at`` (2,000 by default). A namespace whose
+embeddings have another width than its shard's (another embedding model under
+the same prefix) gets its own collection at its first write.
+
+Measured on this machine (Chroma 1.5.9, 2 cores, 384-dimension unit vectors,
+one namespace among about 1,000 in a shard of 50,000 documents, p50):
+
+========================  ===========  ===========  ===========  ===========
+namespace's documents        20           500          2,000        5,000
+========================  ===========  ===========  ===========  ===========
+filtered top-50 query     93 ms        64 ms        63 ms        136 ms
+filtered get of its ids   15 ms        20 ms        30 ms        129 ms
+========================  ===========  ===========  ===========  ===========
+
+An own collection of 2,000 documents answers the same query in 2.7 ms. A
+filter costs in proportion to the shard, not the namespace, so up to a few
+thousand documents a namespace costs its shard little more than a small one
+does, while past that its own queries and counts grow: at 2,000 a namespace
+is worth its 2.5 MB. (With the benchmark's 10,000 users of 5 documents, a
+shard holds about 3,000 documents and a filtered query takes a few ms; see
+``benchmarks/namespaces.py``.) Listing namespaces (:meth:`ChromaStore.namespaces`)
+reads the shards' metadatas whole: 3.2 s at 50,000 sharded documents.
+
+Other details measured on this machine (10,000 documents, 2 cores):
+
+- ``count()`` of an own collection is a scan: 2 ms at 10,000 documents, 25 ms
+  at 100,000. A search checks that no one else wrote with
+  :meth:`ChromaStore.change_token` first (12 µs), and counts only when it
+  changed.
 - An embedded write commits Chroma's SQLite file in rollback-journal mode with
   full sync: about 25 ms of wall time per ``add`` here, 7 ms of it CPU, the rest
   waiting for the disk. Switching that file to WAL mode brings it to 5 ms, but
@@ -36,10 +97,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import random
 import re
 import sqlite3
 import threading
+import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -71,6 +135,7 @@ except ImportError as exc:  # pragma: no cover - the chroma extra is installed i
 
 __all__ = [
     "CHROMA_MODES",
+    "SHARDS",
     "ChromaMode",
     "ChromaStore",
     "LangChainEmbeddingFunction",
@@ -90,6 +155,16 @@ CHROMA_MODES: tuple[ChromaMode, ...] = ("persistent", "memory", "http")
 _COLLECTION_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
 _GENERATION_KEY = "memories_generation"
 _NAMESPACE_META_KEY = "memories_namespace"
+#: Shared collections ("shards") of a store's small namespaces.
+SHARDS = 16
+# A shard's metadata: its number. An own collection's: its namespace, and while a
+# promotion copies into it, the mark that it is not complete yet.
+_SHARD_KEY = "memories_shard"
+_INCOMPLETE_KEY = "memories_incomplete"
+# How long a namespace's placement is trusted without a look (seconds), and how many
+# namespaces' placements (and write counts) a store object remembers.
+_PLACEMENT_SECONDS = 10.0
+_REMEMBERED = 4_096
 _PAGE = 5_000
 _T = TypeVar("_T")
 
@@ -100,6 +175,32 @@ def _embeddings(result: Mapping[str, Any]) -> list[list[float] | None]:
     if vectors is None:
         return [None] * len(result["ids"])
     return [None if v is None else np.asarray(v, dtype=float).tolist() for v in vectors]
+
+
+def _records(result: Mapping[str, Any], *, embeddings: bool) -> list[StoredRecord]:
+    """The records of a Chroma ``get`` result (ids as Chroma holds them)."""
+    documents = result.get("documents") or [""] * len(result["ids"])
+    vectors = _embeddings(result) if embeddings else [None] * len(result["ids"])
+    return [
+        StoredRecord(doc_id, document or "", dict(metadata or {}), embedding=vector)
+        for doc_id, document, metadata, vector in zip(
+            result["ids"], documents, result["metadatas"], vectors, strict=True
+        )
+    ]
+
+
+def _digest(namespace: str) -> str:
+    return hashlib.sha256(namespace.encode("utf-8")).hexdigest()[:24]
+
+
+def _shard_of(namespace: str) -> int:
+    """The shard of a namespace: stable across processes and versions (not Python's hash)."""
+    return int(_digest(namespace)[:8], 16) % SHARDS
+
+
+def _tag(namespace: str) -> str:
+    """What a namespace's ids start with in a shard, where two namespaces may use one id."""
+    return _digest(namespace)[:16] + ":"
 
 
 @dataclass(frozen=True)
@@ -178,13 +279,26 @@ def _spec_of(embeddings: Embeddings | None) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+@dataclass(frozen=True)
+class _Placement:
+    """Where a namespace's documents are, as one lookup found it."""
+
+    collection: Any
+    """The Chroma collection holding them."""
+    shard: bool
+    """The collection is a shard shared with other namespaces (reads are filtered, ids tagged)."""
+    checked: float
+    """When the lookup was made (``time.monotonic()``)."""
+
+
 class ChromaStore:
-    """Documents in Chroma, one collection per namespace key.
+    """Documents in Chroma: small namespaces in shared shards, large ones in a collection each.
 
     Every method takes the namespace key (see
     :func:`memories.kernel.namespaces.namespace_key`) first, works on that
-    namespace's collection only, ANDs the namespace with any caller filter and
-    drops any record whose metadata names another namespace.
+    namespace's documents only, ANDs the namespace with any caller filter and
+    drops any record whose metadata names another namespace. Where a
+    namespace lives is the module docstring's placement rule.
 
     Args:
         mode: ``"persistent"``, ``"memory"`` or ``"http"``.
@@ -196,6 +310,9 @@ class ChromaStore:
             ``[A-Za-z0-9._-]``, starting with a letter or digit).
         embeddings: what the collections are told embeds their documents; the
             store itself only ever receives embeddings.
+        timeout: seconds an HTTP request may take.
+        promote_at: a namespace holding more documents than this in its shard
+            is moved into a collection of its own (:meth:`promote`) by a write.
     """
 
     def __init__(
@@ -209,6 +326,7 @@ class ChromaStore:
         collection: str = "memories",
         embeddings: Embeddings | None = None,
         timeout: float = 30.0,
+        promote_at: int = 2_000,
     ) -> None:
         path = default_file("chroma") if path is None else path
         if mode not in CHROMA_MODES:
@@ -220,6 +338,10 @@ class ChromaStore:
                 f"collection {collection!r} is not a usable Chroma collection name prefix: use "
                 "3 to 200 characters from A-Z a-z 0-9 . _ - starting with a letter or digit."
             )
+        if isinstance(promote_at, bool) or not isinstance(promote_at, int) or promote_at < 1:
+            raise ConfigError(
+                f"promote_at must be a whole number of documents, at least 1; got {promote_at!r}."
+            )
         self.mode = mode
         self.path = str(Path(path).expanduser().resolve()) if mode == "persistent" else path
         self.host = host
@@ -227,10 +349,15 @@ class ChromaStore:
         self.ssl = ssl
         self.timeout = timeout
         self.collection_prefix = collection
+        self.promote_at = promote_at
         self._embedding_function = LangChainEmbeddingFunction(embeddings)
         self._client: Any = None
-        self._collections: dict[str, Any] = {}
         self._lock = threading.Lock()
+        # Bounded: a process serving many users keeps no per-user state forever.
+        self._placements: OrderedDict[str, _Placement] = OrderedDict()
+        self._written: OrderedDict[str, int] = OrderedDict()
+        self._shards: dict[int, Any] = {}
+        self._promoting = threading.Lock()
 
     # -- identity -------------------------------------------------------------------
 
@@ -251,22 +378,48 @@ class ChromaStore:
         return f"{self.mode}:{where[self.mode]}#{self.collection_prefix}"
 
     def collection_name(self, namespace: str, /) -> str:
-        """The collection holding a namespace: the prefix and a digest of the namespace key."""
-        digest = hashlib.sha256(namespace.encode("utf-8")).hexdigest()[:24]
-        return f"{self.collection_prefix}-{digest}"
+        """The namespace's own collection: the prefix and a digest of the namespace key.
+
+        It holds the namespace once it exists and is complete; see :meth:`placement`.
+        """
+        return f"{self.collection_prefix}-{_digest(namespace)}"
+
+    def shard_name(self, namespace: str, /) -> str:
+        """The shard a namespace lives in until it has a collection of its own."""
+        return self._shard_name(_shard_of(namespace))
+
+    def placement(self, namespace: str, /) -> Literal["own", "shard"]:
+        """Where the namespace's documents are read from now (looked up, not cached)."""
+        with self._translate("find the namespace's collection"):
+            return "shard" if self._resolve(namespace, fresh=True).shard else "own"
 
     # -- reads ----------------------------------------------------------------------
 
     def count(self, namespace: str, /) -> int:
-        """How many documents the namespace holds."""
-        return self._call(namespace, "count documents", lambda c: int(c.count()))
+        """How many documents the namespace holds.
+
+        In a shard this reads the namespace's ids (a filtered get: see the
+        module docstring for its cost); an own collection counts itself.
+        """
+
+        def run(place: _Placement) -> int:
+            if not place.shard:
+                return int(place.collection.count())
+            return len(self._shard_ids(place.collection, namespace))
+
+        return self._call(namespace, "count documents", run, missing=lambda n: n == 0)
 
     def generation(self, namespace: str, /) -> str | None:
-        """A token that changes whenever documents are deleted from the namespace."""
+        """A token that changes whenever documents are deleted from the namespace.
 
-        def read(collection: Any) -> str | None:
+        A sharded namespace shares its shard's token: a delete in any
+        namespace of the shard changes it for all of them (a needless re-read
+        for the others, never a missed one).
+        """
+
+        def read(place: _Placement) -> str | None:
             fresh = self._get_client().get_collection(
-                collection.name, embedding_function=self._embedding_function
+                place.collection.name, embedding_function=self._embedding_function
             )
             value = (fresh.metadata or {}).get(_GENERATION_KEY)
             return None if value is None else str(value)
@@ -286,21 +439,29 @@ class ChromaStore:
 
         A search that keeps only a few of its candidates reads those with
         :meth:`get`: leaving texts and metadata out of a top-100 query costs
-        2 ms instead of 5 at 10,000 documents. The ids come from the
-        namespace's own collection; :meth:`get` checks the records it returns.
+        2 ms instead of 5 at 10,000 documents. In a shard the query is
+        filtered on the namespace and only ids tagged with it are kept.
         """
-        scoped = scoped_filter(namespace, where)
 
-        def run(collection: Any) -> Any:
-            return collection.query(
-                query_embeddings=[list(embedding)], n_results=n, where=scoped, include=["distances"]
-            )
+        def run(place: _Placement) -> list[ScoredId]:
+            try:
+                result = place.collection.query(
+                    query_embeddings=[list(embedding)],
+                    n_results=n,
+                    where=self._scope(place, namespace, where),
+                    include=["distances"],
+                )
+            except ChromaError as exc:
+                if self._other_width(place, namespace, exc):
+                    return []  # nothing of this namespace in a shard of another width
+                raise
+            found = zip(result["ids"][0], result["distances"][0], strict=True)
+            if not place.shard:
+                return [ScoredId(i, 1.0 - float(d)) for i, d in found]
+            tag = _tag(namespace)
+            return [ScoredId(i[len(tag) :], 1.0 - float(d)) for i, d in found if i.startswith(tag)]
 
-        result = self._call(namespace, "query", run)
-        return [
-            ScoredId(i, 1.0 - float(d))
-            for i, d in zip(result["ids"][0], result["distances"][0], strict=True)
-        ]
+        return self._call(namespace, "query", run, missing=lambda found: not found)
 
     def get(
         self,
@@ -316,7 +477,6 @@ class ChromaStore:
 
         With ``embeddings``, each record carries its stored embedding too (one read).
         """
-        scoped = scoped_filter(namespace, where)
         include = ["documents", "metadatas"] if text else ["metadatas"]
         if embeddings:
             include.append("embeddings")
@@ -325,43 +485,35 @@ class ChromaStore:
             if not ids:
                 return []
 
-        def page(offset: int) -> Callable[[Any], Any]:
-            def run(collection: Any) -> Any:
-                if ids is not None:
-                    return collection.get(ids=ids, where=scoped, include=include)
-                return collection.get(where=scoped, include=include, limit=_PAGE, offset=offset)
+        def run(place: _Placement) -> list[StoredRecord]:
+            scoped = self._scope(place, namespace, where)
+            keys = None if ids is None else self._ids(place, namespace, ids)
+            records: list[StoredRecord] = []
+            offset = 0
+            while True:
+                if keys is not None:
+                    result = place.collection.get(ids=keys, where=scoped, include=include)
+                else:
+                    result = place.collection.get(
+                        where=scoped, include=include, limit=_PAGE, offset=offset
+                    )
+                records += _records(result, embeddings=embeddings)
+                if keys is not None or len(result["ids"]) < _PAGE:
+                    break
+                offset += _PAGE
+            return self._own(namespace, place, records)
 
-            return run
+        def missing(records: list[StoredRecord]) -> bool:
+            return not records if ids is None else len(records) < len(ids)
 
-        records: list[StoredRecord] = []
-        offset = 0
-        while True:
-            result = self._call(namespace, "read documents", page(offset))
-            documents = result.get("documents") or [""] * len(result["ids"])
-            vectors = _embeddings(result) if embeddings else [None] * len(result["ids"])
-            for doc_id, document, metadata, vector in zip(
-                result["ids"], documents, result["metadatas"], vectors, strict=True
-            ):
-                records.append(
-                    StoredRecord(doc_id, document or "", dict(metadata or {}), embedding=vector)
-                )
-            if ids is not None or len(result["ids"]) < _PAGE:
-                break
-            offset += _PAGE
-        return self._own(namespace, records)
+        return self._call(namespace, "read documents", run, missing=missing)
 
     def vectors(self, namespace: str, ids: Sequence[str], /) -> dict[str, list[float]]:
         """The stored embeddings of these documents of the namespace, by id."""
         if not ids:
             return {}
-        scoped = scoped_filter(namespace, None)
-
-        def run(collection: Any) -> Any:
-            return collection.get(ids=list(ids), where=scoped, include=["embeddings"])
-
-        result = self._call(namespace, "read embeddings", run)
-        pairs = zip(result["ids"], _embeddings(result), strict=True)
-        return {doc_id: vector for doc_id, vector in pairs if vector is not None}
+        records = self.get(namespace, ids=ids, text=False, embeddings=True)
+        return {r.id: r.embedding for r in records if r.embedding is not None}
 
     def change_token(self) -> int | None:
         """A number that changes whenever anyone commits a write to the store, else None.
@@ -393,19 +545,26 @@ class ChromaStore:
         return int(row[0])
 
     def namespaces(self) -> list[str]:
-        """The namespace keys of this store's collections (those under its prefix), sorted.
+        """The namespace keys of this store's own collections and shards, sorted.
 
-        A namespace whose documents were all deleted keeps its collection, so
-        it is listed; :meth:`count` tells it apart.
+        A namespace whose own collection has no documents left keeps the
+        collection, so it is listed; :meth:`count` tells it apart. A sharded
+        namespace is listed while it holds a document. The shards are read
+        whole (their metadatas, in pages): about 3 s at 50,000 sharded
+        documents here, so this is for tools, not for a request's path.
         """
         with self._translate("list collections"):
             collections = self._get_client().list_collections()
-        found = set()
-        for collection in collections:
-            namespace = (collection.metadata or {}).get(_NAMESPACE_META_KEY)
-            # Only collections this store made for that namespace (same prefix and digest).
-            if namespace and self.collection_name(str(namespace)) == collection.name:
-                found.add(str(namespace))
+            found = set()
+            shards = {self._shard_name(i) for i in range(SHARDS)}
+            for collection in collections:
+                metadata = collection.metadata or {}
+                namespace = metadata.get(_NAMESPACE_META_KEY)
+                # Only collections this store made for that namespace (same prefix and digest).
+                if namespace and self.collection_name(str(namespace)) == collection.name:
+                    found.add(str(namespace))
+                elif collection.name in shards and _SHARD_KEY in metadata:
+                    found.update(self._shard_namespaces(collection))
         return sorted(found)
 
     # -- writes ---------------------------------------------------------------------
@@ -426,19 +585,50 @@ class ChromaStore:
         With ``replace`` an existing id is overwritten (Chroma's upsert); without
         it an existing id is left as it is (Chroma's add, a third cheaper at
         10,000 documents), which is what a retried write of new ids wants.
+
+        A write into a shard then looks for the namespace's own collection (a
+        promotion under way or done, maybe by another process) and writes the
+        documents there too, so that none is lost; now and then it counts the
+        namespace and promotes it past ``promote_at``.
         """
+        ids = list(ids)
+        if not ids:
+            return
         stamped = [{**m, NAMESPACE_KEY: namespace} for m in metadatas]
+        vectors = [list(e) for e in embeddings]
+        texts = list(texts)
 
-        def run(collection: Any) -> None:
-            write = collection.upsert if replace else collection.add
-            write(
-                ids=list(ids),
-                documents=list(texts),
-                embeddings=[list(e) for e in embeddings],
-                metadatas=stamped,
-            )
+        def write(collection: Any, keys: list[str]) -> None:
+            put = collection.upsert if replace else collection.add
+            put(ids=keys, documents=texts, embeddings=vectors, metadatas=stamped)
 
-        self._call(namespace, "write documents", run)
+        def run(place: _Placement) -> _Placement:
+            try:
+                write(place.collection, self._ids(place, namespace, ids))
+            except ChromaError as exc:
+                if not self._other_width(place, namespace, exc):
+                    raise
+                # The shard holds another embedding model's vectors (other namespaces'):
+                # this namespace, empty there, gets a collection of its own.
+                own = self._own_collection_made(namespace, incomplete=False)
+                write(own, ids)
+                return self._remember(namespace, own, shard=False)
+            return place
+
+        place = self._call(namespace, "write documents", run)
+        if not place.shard:
+            return
+        with self._translate("write documents"):
+            own, complete = self._own_collection(namespace)
+            if own is not None:
+                # A promotion started (here or elsewhere) after this write was routed:
+                # the documents must reach the collection the namespace moves to.
+                write(own, ids)
+                if complete:
+                    place.collection.delete(ids=self._ids(place, namespace, ids))
+                    self._remember(namespace, own, shard=False)
+                    return
+        self._check_size(namespace, len(ids))
 
     def delete(
         self,
@@ -450,64 +640,308 @@ class ChromaStore:
     ) -> None:
         """Delete documents by id and/or filter, then change the namespace's generation.
 
-        With neither, every document of the namespace is deleted.
+        With neither, every document of the namespace is deleted (in a shard,
+        only that namespace's).
         """
-        scoped = scoped_filter(namespace, where)
-        if ids is None and scoped is None:
-            scoped = {NAMESPACE_KEY: {"$eq": namespace}}
+        if ids is not None:
+            ids = list(ids)
+            if not ids:
+                return
 
-        def run(collection: Any) -> None:
-            collection.delete(ids=None if ids is None else list(ids), where=scoped)
+        def erase(place: _Placement) -> None:
+            scoped = self._scope(place, namespace, where)
+            if scoped is None and ids is None:
+                scoped = {NAMESPACE_KEY: {"$eq": namespace}}
+            keys = None if ids is None else self._ids(place, namespace, ids)
+            place.collection.delete(ids=keys, where=scoped)
 
-        if ids is not None and not ids:
-            return
-        self._call(namespace, "delete documents", run)
+        def run(place: _Placement) -> _Placement:
+            erase(place)
+            return place
+
+        place = self._call(namespace, "delete documents", run)
+        if place.shard:
+            with self._translate("delete documents"):
+                own, _ = self._own_collection(namespace)
+                if own is not None:
+                    # A promotion may have copied them already.
+                    erase(_Placement(own, False, place.checked))
         self.touch(namespace)
 
     def touch(self, namespace: str, /) -> str:
-        """Give the namespace a new generation, telling other processes to re-read it; return it."""
+        """Give the namespace a new generation, telling other processes to re-read it; return it.
+
+        For a sharded namespace this is its shard's generation.
+        """
         token = uuid.uuid4().hex
 
-        def run(collection: Any) -> None:
-            collection.modify(metadata={_NAMESPACE_META_KEY: namespace, _GENERATION_KEY: token})
+        def run(place: _Placement) -> None:
+            if place.shard:
+                shard = _shard_of(namespace)
+                place.collection.modify(metadata={_SHARD_KEY: shard, _GENERATION_KEY: token})
+            else:
+                place.collection.modify(
+                    metadata={_NAMESPACE_META_KEY: namespace, _GENERATION_KEY: token}
+                )
 
         self._call(namespace, "update the collection", run)
         return token
 
-    # -- plumbing -------------------------------------------------------------------
+    def promote(self, namespace: str, /) -> None:
+        """Move a namespace from its shard into a collection of its own.
 
-    def _own(self, namespace: str, records: list[StoredRecord]) -> list[StoredRecord]:
-        # The collection is the namespace's own; this is the last line of defence.
-        return [r for r in records if r.metadata.get(NAMESPACE_KEY) == namespace]
+        The own collection is made first, marked incomplete, so that readers
+        keep reading the shard; every document is copied (embedding, text and
+        metadata, :data:`_PAGE` at a time, never over a newer write); the mark
+        is cleared; then the namespace's documents leave the shard. Running it
+        again, after a crash at any point or on a namespace already promoted,
+        finishes the job: a half-copied collection is completed, not trusted.
+        """
+        with self._promoting, self._translate("move the namespace to its own collection"):
+            self._promote(namespace)
 
-    def _call(self, namespace: str, action: str, run: Callable[[Any], _T]) -> _T:
-        with self._translate(action):
-            collection = self._collection(namespace)
-            try:
-                return run(collection)
-            except NotFoundError:
-                # Deleted behind our back (another process, a server reset): reopen once.
-                self._collections.pop(namespace, None)
-                return run(self._collection(namespace))
+    # -- placement ------------------------------------------------------------------
 
-    def _collection(self, namespace: str) -> Any:
-        collection = self._collections.get(namespace)
-        if collection is None:
-            name = self.collection_name(namespace)
-            collection = self._get_client().get_or_create_collection(
-                name,
-                metadata={_NAMESPACE_META_KEY: namespace},
+    def _resolve(self, namespace: str, *, fresh: bool = False) -> _Placement:
+        """The namespace's placement: cached for :data:`_PLACEMENT_SECONDS`, else looked up."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._placements.get(namespace)
+            if cached is not None and not fresh and now - cached.checked < _PLACEMENT_SECONDS:
+                self._placements.move_to_end(namespace)
+                return cached
+        own, complete = self._own_collection(namespace)
+        if own is not None and complete:
+            return self._remember(namespace, own, shard=False)
+        return self._remember(namespace, self._shard(namespace), shard=True)
+
+    def _remember(self, namespace: str, collection: Any, *, shard: bool) -> _Placement:
+        place = _Placement(collection, shard, time.monotonic())
+        with self._lock:
+            self._placements[namespace] = place
+            self._placements.move_to_end(namespace)
+            while len(self._placements) > _REMEMBERED:
+                self._placements.popitem(last=False)
+        return place
+
+    def _own_collection(self, namespace: str) -> tuple[Any | None, bool]:
+        """The namespace's own collection if it exists, and whether it is complete."""
+        name = self.collection_name(namespace)
+        try:
+            collection = self._get_client().get_collection(
+                name, embedding_function=self._embedding_function
+            )
+        except NotFoundError:
+            return None, False
+        metadata = collection.metadata or {}
+        self._check_owner(name, metadata, namespace)
+        return collection, not metadata.get(_INCOMPLETE_KEY)
+
+    def _shard(self, namespace: str) -> Any:
+        number = _shard_of(namespace)
+        shard = self._shards.get(number)
+        if shard is None:
+            shard = self._shards[number] = self._get_client().get_or_create_collection(
+                self._shard_name(number),
+                metadata={_SHARD_KEY: number},
                 configuration={"hnsw": {"space": "cosine"}},
                 embedding_function=self._embedding_function,
             )
-            owner = (collection.metadata or {}).get(_NAMESPACE_META_KEY)
-            if owner != namespace:
-                raise BackendError(
-                    f"Collection {name!r} in the {self.location} belongs to namespace {owner!r}, "
-                    f"not {namespace!r}; use another collection prefix."
-                )
-            self._collections[namespace] = collection
-        return collection
+        return shard
+
+    def _shard_name(self, number: int) -> str:
+        return f"{self.collection_prefix}-shard-{number:02d}"
+
+    def _call(
+        self,
+        namespace: str,
+        action: str,
+        run: Callable[[_Placement], _T],
+        *,
+        missing: Callable[[_T], bool] | None = None,
+    ) -> _T:
+        """``run`` on the namespace's placement, looked up again when it may have moved.
+
+        A collection deleted behind our back (another process, a server reset)
+        is reopened once. A read that found nothing, or less than asked, in a
+        cached shard placement looks again: another process may have promoted
+        the namespace since.
+        """
+        with self._translate(action):
+            place = self._resolve(namespace)
+            try:
+                result = run(place)
+            except NotFoundError:
+                with self._lock:
+                    self._shards.clear()
+                return run(self._resolve(namespace, fresh=True))
+            if missing is not None and place.shard and missing(result):
+                again = self._resolve(namespace, fresh=True)
+                if not again.shard:
+                    result = run(again)
+            return result
+
+    def _scope(
+        self, place: _Placement, namespace: str, where: Mapping[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """The ``where`` of a read: a shard is always filtered on the namespace."""
+        scoped = scoped_filter(namespace, where)
+        if scoped is None and place.shard:
+            return {NAMESPACE_KEY: {"$eq": namespace}}
+        return scoped
+
+    def _ids(self, place: _Placement, namespace: str, ids: Sequence[str]) -> list[str]:
+        """Chroma's ids: in a shard, tagged with the namespace (an id is unique per namespace)."""
+        if not place.shard:
+            return list(ids)
+        tag = _tag(namespace)
+        return [tag + i for i in ids]
+
+    def _own(
+        self, namespace: str, place: _Placement, records: list[StoredRecord]
+    ) -> list[StoredRecord]:
+        # The filter already asked for the namespace; this is the last line of defence.
+        tag = _tag(namespace) if place.shard else ""
+        return [
+            StoredRecord(r.id[len(tag) :], r.text, r.metadata, embedding=r.embedding)
+            for r in records
+            if r.metadata.get(NAMESPACE_KEY) == namespace and r.id.startswith(tag)
+        ]
+
+    def _shard_ids(self, shard: Any, namespace: str, *, limit: int | None = None) -> list[str]:
+        """The namespace's tagged ids in the shard (up to ``limit``)."""
+        where = {NAMESPACE_KEY: {"$eq": namespace}}
+        ids: list[str] = shard.get(where=where, include=[], limit=limit)["ids"]
+        return ids
+
+    def _shard_namespaces(self, shard: Any) -> set[str]:
+        found: set[str] = set()
+        offset = 0
+        while True:
+            page = shard.get(include=["metadatas"], limit=_PAGE, offset=offset)
+            found.update(
+                str(m[NAMESPACE_KEY]) for m in page["metadatas"] if m and NAMESPACE_KEY in m
+            )
+            if len(page["ids"]) < _PAGE:
+                return found
+            offset += _PAGE
+
+    # -- promotion ------------------------------------------------------------------
+
+    def _check_size(self, namespace: str, written: int) -> None:
+        """Promote the namespace if a count, made every so often, finds it past ``promote_at``.
+
+        A count is a filtered read of ids (see the module docstring), so it is
+        made only once per ``promote_at // 8`` documents this object wrote to
+        the namespace. The first count comes after a random share of that step,
+        so that short-lived processes, each writing a few documents, still
+        count now and then.
+        """
+        step = max(1, self.promote_at // 8)
+        with self._lock:
+            since = self._written.pop(namespace, None)
+            if since is None:
+                since = random.randrange(step)
+            since += written
+            due = since >= step
+            self._written[namespace] = 0 if due else since
+            while len(self._written) > _REMEMBERED:
+                self._written.popitem(last=False)
+        if not due:
+            return
+        with self._translate("count documents"):
+            held = len(
+                self._shard_ids(self._shard(namespace), namespace, limit=self.promote_at + 1)
+            )
+        if held > self.promote_at:
+            self.promote(namespace)
+
+    def _promote(self, namespace: str) -> None:
+        shard = self._shard(namespace)
+        own = self._own_collection_made(namespace, incomplete=True)
+        if (own.metadata or {}).get(_INCOMPLETE_KEY):
+            # Every id first: pages by offset would skip documents deleted meanwhile.
+            # Documents written from here on reach the own collection from upsert.
+            tagged = self._shard_ids(shard, namespace)
+            for start in range(0, len(tagged), _PAGE):
+                self._copy_page(shard, own, namespace, tagged[start : start + _PAGE])
+            own.modify(metadata={_NAMESPACE_META_KEY: namespace, _GENERATION_KEY: uuid.uuid4().hex})
+        # Complete: what the shard still holds was copied before the mark was cleared (a
+        # crash came before this delete), or is a write that failed, which its caller retries.
+        self._remember(namespace, own, shard=False)
+        shard.delete(where={NAMESPACE_KEY: {"$eq": namespace}})
+
+    def _own_collection_made(self, namespace: str, *, incomplete: bool) -> Any:
+        """The namespace's own collection, made if missing (marked incomplete if asked)."""
+        name = self.collection_name(namespace)
+        metadata: dict[str, Any] = {_NAMESPACE_META_KEY: namespace}
+        if incomplete:
+            metadata[_INCOMPLETE_KEY] = True
+        own = self._get_client().get_or_create_collection(
+            name,
+            metadata=metadata,
+            configuration={"hnsw": {"space": "cosine"}},
+            embedding_function=self._embedding_function,
+        )
+        self._check_owner(name, own.metadata or {}, namespace)
+        return own
+
+    def _other_width(self, place: _Placement, namespace: str, exc: Exception) -> bool:
+        """Whether ``exc`` is a shard of another embedding width that the namespace has no part in.
+
+        When the namespace has documents in the shard, the error is the caller's:
+        it changed embedding models.
+        """
+        if not place.shard or "dimension" not in str(exc).lower():
+            return False
+        return not self._shard_ids(place.collection, namespace, limit=1)
+
+    def _copy_page(self, shard: Any, own: Any, namespace: str, tagged: list[str]) -> None:
+        """Copy these documents of the shard into the own collection, keeping newer writes there.
+
+        Chroma's ``add`` leaves an id the own collection holds as it is: a
+        write made during the copy reached it already (see :meth:`upsert`).
+        A document deleted from the shard while the page was copied is deleted
+        from the copy too: the deleter may have looked at the own collection
+        before the copy reached it.
+        """
+        page = shard.get(
+            ids=tagged,
+            where={NAMESPACE_KEY: {"$eq": namespace}},
+            include=["documents", "metadatas", "embeddings"],
+        )
+        if not page["ids"]:
+            return
+        skip = len(_tag(namespace))
+        copied = [i[skip:] for i in page["ids"]]
+        own.add(
+            ids=copied,
+            documents=page["documents"],
+            embeddings=page["embeddings"],
+            metadatas=page["metadatas"],
+        )
+        kept = set(shard.get(ids=page["ids"], include=[])["ids"])
+        gone = [i for i, t in zip(copied, page["ids"], strict=True) if t not in kept]
+        # Only while the mark is on: once it is off, the shard is emptied on purpose.
+        fresh = self._get_client().get_collection(
+            own.name, embedding_function=self._embedding_function
+        )
+        if gone and (fresh.metadata or {}).get(_INCOMPLETE_KEY):
+            own.delete(ids=gone)
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _collection(self, namespace: str) -> Any:
+        """The collection the namespace is read from now."""
+        return self._resolve(namespace).collection
+
+    def _check_owner(self, name: str, metadata: Mapping[str, Any], namespace: str) -> None:
+        owner = metadata.get(_NAMESPACE_META_KEY)
+        if owner != namespace:
+            raise BackendError(
+                f"Collection {name!r} in the {self.location} belongs to namespace {owner!r}, "
+                f"not {namespace!r}; use another collection prefix."
+            )
 
     def _get_client(self) -> Any:
         with self._lock:

@@ -1,0 +1,351 @@
+"""ChromaStore's two placements: small namespaces share shards, large ones get a collection.
+
+Real embedded Chroma, persistent (in tmp_path) and in memory. Two store
+objects on one folder stand for two processes: each has its own placement
+cache, and Chroma's data is the same.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from memories.integrations import chroma
+from memories.integrations.chroma import SHARDS, ChromaStore
+
+from memories.errors import BackendError, ConfigError
+
+MakeStore = Callable[..., ChromaStore]
+DIM = 8
+
+
+@pytest.fixture(params=["persistent", "memory"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
+    """Stores on one Chroma and one collection prefix, fresh for each test."""
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+
+    def make(**options: Any) -> ChromaStore:
+        options.setdefault("promote_at", 8)
+        return ChromaStore(
+            mode=request.param, path=str(tmp_path / "chroma"), collection=prefix, **options
+        )
+
+    yield make
+
+
+def vectors(n: int, seed: int) -> list[list[float]]:
+    rows = np.random.default_rng(seed).normal(size=(n, DIM))
+    unit: list[list[float]] = (rows / np.linalg.norm(rows, axis=1, keepdims=True)).tolist()
+    return unit
+
+
+def write(store: ChromaStore, namespace: str, ids: list[str], *, seed: int = 0, **kw: Any) -> None:
+    store.upsert(
+        namespace,
+        ids=ids,
+        texts=[f"{namespace} says {i}" for i in ids],
+        embeddings=vectors(len(ids), seed),
+        metadatas=[{"n": int(i) if i.isdigit() else -1, "who": namespace} for i in ids],
+        **kw,
+    )
+
+
+def same_shard_pair(store: ChromaStore) -> tuple[str, str]:
+    first = "users/u0"
+    for n in range(1, 200):
+        if store.shard_name(f"users/u{n}") == store.shard_name(first):
+            return first, f"users/u{n}"
+    raise AssertionError("no two namespaces share a shard")
+
+
+def snapshot(
+    store: ChromaStore, namespace: str
+) -> dict[str, tuple[str, dict[str, Any], list[float]]]:
+    return {
+        r.id: (r.text, r.metadata, np.round(r.embedding or [], 5).tolist())
+        for r in store.get(namespace, embeddings=True)
+    }
+
+
+def in_shard(store: ChromaStore, namespace: str) -> list[str]:
+    ids: list[str] = store._shard(namespace).get(where={"namespace": namespace}, include=[])["ids"]
+    return ids
+
+
+def test_new_namespaces_share_the_shards_instead_of_a_collection_each(
+    make_store: MakeStore,
+) -> None:
+    store = make_store()
+    for n in range(40):
+        write(store, f"users/u{n}", ["1"])
+    prefix = store.collection_prefix
+    names = {c.name for c in store._get_client().list_collections() if c.name.startswith(prefix)}
+    assert names <= {f"{prefix}-shard-{i:02d}" for i in range(SHARDS)}
+    assert store.placement("users/u3") == "shard"
+    assert store.namespaces() == sorted(f"users/u{n}" for n in range(40))
+
+
+def test_namespaces_sharing_a_shard_never_see_each_others_records(make_store: MakeStore) -> None:
+    store = make_store(promote_at=1_000)
+    a, b = same_shard_pair(store)
+    write(store, a, ["1", "2", "3"], seed=1)
+    write(store, b, ["1", "2", "3", "4"], seed=2)  # the same ids in the same collection
+
+    assert store.count(a) == 3 and store.count(b) == 4
+    assert {r.metadata["who"] for r in store.get(a)} == {a}
+    assert [r.text for r in store.get(b, ids=["1"])] == [f"{b} says 1"]
+    assert {r.id for r in store.get(a, where={"n": {"$gte": 2}})} == {"2", "3"}
+    for hit in store.nearest(a, vectors(4, 2)[3], n=10):  # b's own vector: a must not find it
+        assert store.get(a, ids=[hit.id])[0].metadata["who"] == a
+    assert len(store.nearest(a, vectors(1, 2)[0], n=10)) == 3
+    assert store.vectors(b, ["1"]) != store.vectors(a, ["1"])
+
+    store.delete(a, ids=["1"])
+    assert store.count(a) == 2 and store.count(b) == 4
+    store.delete(a, where={"n": 2})
+    assert [r.id for r in store.get(a)] == ["3"] and store.count(b) == 4
+    store.delete(a)  # no ids, no filter: everything of a, nothing of b
+    assert store.count(a) == 0
+    assert sorted(r.id for r in store.get(b)) == ["1", "2", "3", "4"]
+
+
+def test_promotion_moves_records_embeddings_and_metadata_unchanged(make_store: MakeStore) -> None:
+    store = make_store(promote_at=1_000)
+    a, b = same_shard_pair(store)
+    write(store, a, [str(i) for i in range(12)], seed=3)
+    write(store, b, ["1"], seed=4)
+    query = vectors(1, 5)[0]
+    before, found = snapshot(store, a), store.nearest(a, query, n=5)
+
+    store.promote(a)
+
+    assert store.placement(a) == "own" and in_shard(store, a) == []
+    assert snapshot(store, a) == before
+    assert [s.id for s in store.nearest(a, query, n=5)] == [s.id for s in found]
+    own = store._get_client().get_collection(store.collection_name(a))
+    assert own.count() == 12 and "memories_incomplete" not in (own.metadata or {})
+    assert store.count(b) == 1 and store.placement(b) == "shard"
+    store.promote(a)  # again: nothing changes
+    assert snapshot(store, a) == before and store.namespaces() == sorted([a, b])
+
+
+def test_a_write_past_promote_at_promotes_the_namespace(make_store: MakeStore) -> None:
+    store = make_store(promote_at=8)
+    for batch in range(4):
+        write(store, "big", [f"{batch}-{i}" for i in range(5)], seed=batch)
+        write(store, "small", [f"{batch}"], seed=batch)
+    assert store.placement("big") == "own" and store.count("big") == 20
+    assert in_shard(store, "big") == []
+    assert store.placement("small") == "shard" and store.count("small") == 4
+
+
+class Crash(Exception):
+    pass
+
+
+def crash_after_pages(
+    monkeypatch: pytest.MonkeyPatch, pages: int, then: Callable[[], None] | None = None
+) -> None:
+    """Promotions copy pages of 3 documents; after ``pages`` of them run ``then``, or crash."""
+    monkeypatch.setattr(chroma, "_PAGE", 3)
+    copy = ChromaStore._copy_page
+    done = [0]
+
+    def copy_then(self: ChromaStore, *args: Any) -> None:
+        copy(self, *args)
+        done[0] += 1
+        if done[0] == pages:
+            if then is None:
+                raise Crash
+            then()
+
+    monkeypatch.setattr(ChromaStore, "_copy_page", copy_then)
+
+
+def test_a_promotion_that_crashed_after_a_page_loses_and_duplicates_nothing(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(promote_at=1_000)
+    write(store, "n", [str(i) for i in range(10)], seed=6)
+    before = snapshot(store, "n")
+    crash_after_pages(monkeypatch, 1)
+    with pytest.raises(Crash):
+        store.promote("n")
+
+    # Half copied and marked: readers, this store and another, keep reading the shard.
+    own = store._get_client().get_collection(store.collection_name("n"))
+    assert own.count() == 3 and own.metadata["memories_incomplete"]
+    for reader in (store, make_store()):
+        assert reader.placement("n") == "shard"
+        assert snapshot(reader, "n") == before and reader.count("n") == 10
+    write(store, "n", ["new"], seed=7)  # a write meanwhile reaches both
+    before = snapshot(store, "n")
+
+    monkeypatch.undo()
+    make_store().promote("n")  # the re-run, by another "process"
+    assert store.placement("n") == "own" and snapshot(store, "n") == before
+    assert in_shard(store, "n") == [] and own.count() == 11
+
+
+def test_a_promotion_that_crashed_before_emptying_the_shard_is_finished_by_a_rerun(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(promote_at=1_000)
+    write(store, "n", [str(i) for i in range(5)])
+    before = snapshot(store, "n")
+    shard = store._shard("n")
+    delete = type(shard).delete
+
+    def refuse(collection: Any, *args: Any, **kwargs: Any) -> None:
+        if collection.name == shard.name:
+            raise Crash
+        delete(collection, *args, **kwargs)
+
+    monkeypatch.setattr(type(shard), "delete", refuse)
+    with pytest.raises(Crash):
+        store.promote("n")
+    monkeypatch.undo()
+
+    other = make_store()
+    assert other.placement("n") == "own" and snapshot(other, "n") == before  # no duplicates
+    assert len(in_shard(store, "n")) == 5
+    other.promote("n")
+    assert in_shard(store, "n") == [] and snapshot(other, "n") == before
+
+
+def test_a_store_that_cached_the_shard_reads_the_namespace_once_promoted(
+    make_store: MakeStore,
+) -> None:
+    mover, reader = make_store(promote_at=1_000), make_store(promote_at=1_000)
+    write(mover, "n", [str(i) for i in range(6)], seed=8)
+    query = vectors(1, 9)[0]
+    before, found = snapshot(reader, "n"), [s.id for s in reader.nearest("n", query, n=3)]
+    assert reader._resolve("n").shard  # cached
+
+    mover.promote("n")
+
+    assert reader._resolve("n").shard  # still cached, yet every read finds the documents
+    assert reader.count("n") == 6
+    assert [s.id for s in reader.nearest("n", query, n=3)] == found
+    assert snapshot(reader, "n") == before
+    assert [r.id for r in reader.get("n", ids=["2"])] == ["2"]
+    assert not reader._resolve("n").shard
+
+
+def test_writes_and_deletes_of_another_store_during_a_promotion_are_kept(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mover, writer = make_store(promote_at=1_000), make_store(promote_at=1_000)
+    write(mover, "n", [str(i) for i in range(9)], seed=10)
+    assert writer._resolve("n").shard  # cached
+
+    def meanwhile() -> None:  # after the first page: 0, 1, 2 are copied
+        write(writer, "n", ["new"], seed=11)
+        writer.upsert("n", ids=["1"], texts=["changed"], embeddings=vectors(1, 12), metadatas=[{}])
+        writer.delete("n", ids=["0", "5"])  # one copied already, one not yet
+
+    crash_after_pages(monkeypatch, 1, then=meanwhile)
+    mover.promote("n")
+
+    assert mover.placement("n") == "own" and in_shard(mover, "n") == []
+    records = {r.id: r.text for r in mover.get("n")}
+    assert sorted(records) == ["1", "2", "3", "4", "6", "7", "8", "new"]
+    assert records["1"] == "changed"
+    assert writer.count("n") == 8
+
+
+def test_a_write_by_a_store_that_cached_the_shard_after_a_promotion_moves_to_the_collection(
+    make_store: MakeStore,
+) -> None:
+    mover, writer = make_store(promote_at=1_000), make_store(promote_at=1_000)
+    write(mover, "n", ["1", "2"])
+    assert writer._resolve("n").shard
+    mover.promote("n")
+
+    write(writer, "n", ["3"], seed=13)
+
+    assert in_shard(mover, "n") == [] and sorted(r.id for r in mover.get("n")) == ["1", "2", "3"]
+    assert not writer._resolve("n").shard
+
+
+def test_legacy_collections_of_one_namespace_read_as_before(make_store: MakeStore) -> None:
+    store = make_store()
+    legacy = store._get_client().get_or_create_collection(
+        store.collection_name("old"),
+        metadata={"memories_namespace": "old"},
+        configuration={"hnsw": {"space": "cosine"}},
+        embedding_function=store._embedding_function,
+    )
+    legacy.add(
+        ids=["1", "2"],
+        documents=["one", "two"],
+        embeddings=vectors(2, 14),
+        metadatas=[{"namespace": "old"}, {"namespace": "old"}],
+    )
+    assert store.placement("old") == "own" and store.count("old") == 2
+    assert [s.id for s in store.nearest("old", vectors(2, 14)[1], n=1)] == ["2"]
+    write(store, "old", ["3"])
+    assert legacy.count() == 3 and sorted(r.id for r in store.get("old")) == ["1", "2", "3"]
+    store.delete("old", ids=["1"])
+    assert legacy.count() == 2 and store.namespaces() == ["old"]
+
+
+def test_a_delete_in_a_shard_changes_the_generation_of_its_namespaces(
+    make_store: MakeStore,
+) -> None:
+    store = make_store(promote_at=1_000)
+    a, b = same_shard_pair(store)
+    write(store, a, ["1"])
+    write(store, b, ["1"])
+    first = store.generation(b)
+    store.delete(a, ids=["1"])
+    assert store.generation(b) != first and store.generation(a) == store.generation(b)
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, "100", True])
+def test_promote_at_must_be_a_positive_whole_number(bad: Any) -> None:
+    with pytest.raises(ConfigError, match=f"promote_at .*got {bad!r}"):
+        ChromaStore(mode="memory", promote_at=bad)
+
+
+def test_a_delete_or_a_write_between_reading_a_page_and_copying_it_is_kept(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mover, deleter = make_store(promote_at=1_000), make_store(promote_at=1_000)
+    write(mover, "n", [str(i) for i in range(4)], seed=15)
+    own_name = mover.collection_name("n")
+    collection = type(mover._shard("n"))
+    add = collection.add
+
+    def add_after_a_delete(self: Any, *args: Any, **kwargs: Any) -> None:
+        if self.name == own_name and "2" in kwargs["ids"]:
+            deleter.delete("n", ids=["2"])  # the page in hand still holds 2 and the old 3
+            deleter.upsert("n", ids=["3"], texts=["new"], embeddings=vectors(1, 16), metadatas=[{}])
+        add(self, *args, **kwargs)
+
+    monkeypatch.setattr(collection, "add", add_after_a_delete)
+    mover.promote("n")
+
+    assert mover.placement("n") == "own"
+    assert sorted(r.id for r in mover.get("n")) == ["0", "1", "3"]
+    assert [r.text for r in mover.get("n", ids=["3"])] == ["new"]
+
+
+def test_namespaces_of_another_embedding_width_than_their_shard_get_a_collection(
+    make_store: MakeStore,
+) -> None:
+    store = make_store(promote_at=1_000)
+    a, b = same_shard_pair(store)
+    write(store, a, ["1", "2"])  # DIM wide
+    assert store.nearest(b, [1.0, 0.0, 0.0], n=3) == []
+    store.upsert(b, ids=["1"], texts=["wide"], embeddings=[[1.0, 0.0, 0.0]], metadatas=[{}])
+
+    assert store.placement(a) == "shard" and store.placement(b) == "own"
+    assert [s.id for s in store.nearest(b, [1.0, 0.0, 0.0], n=3)] == ["1"]
+    assert store.count(a) == 2 and store.namespaces() == sorted([a, b])
+    with pytest.raises(BackendError, match="another width"):  # a itself changed models
+        store.upsert(a, ids=["3"], texts=["x"], embeddings=[[1.0, 0.0, 0.0]], metadatas=[{}])
