@@ -82,9 +82,8 @@ reads the shards' metadatas whole: 3.2 s at 50,000 sharded documents.
 Other details measured on this machine (10,000 documents, 2 cores):
 
 - ``count()`` of an own collection is a scan: 2 ms at 10,000 documents, 25 ms
-  at 100,000. A search checks that no one else wrote with
-  :meth:`ChromaStore.change_token` first (12 µs), and counts only when it
-  changed.
+  at 100,000. A search never counts: the recall index in SQL
+  (:mod:`memories.stores.vector.recall_index`) knows the count.
 - An embedded write commits Chroma's SQLite file in rollback-journal mode with
   full sync: about 25 ms of wall time per ``add`` here, 7 ms of it CPU, the rest
   waiting for the disk. Switching that file to WAL mode brings it to 5 ms, but
@@ -102,7 +101,6 @@ import re
 import sqlite3
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -143,17 +141,12 @@ __all__ = [
 ]
 
 _CLIENT_CREATION = threading.Lock()
-# One read-only connection per persistent folder, shared by its stores: it
-# only reads SQLite's data_version (see ChromaStore.change_token).
-_WATCHERS: dict[str, tuple[sqlite3.Connection, int]] = {}
-_WATCHERS_LOCK = threading.Lock()
 
 ChromaMode = Literal["persistent", "memory", "http"]
 #: Chroma's client modes, by the names a config uses.
 CHROMA_MODES: tuple[ChromaMode, ...] = ("persistent", "memory", "http")
 
 _COLLECTION_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
-_GENERATION_KEY = "memories_generation"
 _NAMESPACE_META_KEY = "memories_namespace"
 #: Shared collections ("shards") of a store's small namespaces.
 SHARDS = 16
@@ -409,23 +402,6 @@ class ChromaStore:
 
         return self._call(namespace, "count documents", run, missing=lambda n: n == 0)
 
-    def generation(self, namespace: str, /) -> str | None:
-        """A token that changes whenever documents are deleted from the namespace.
-
-        A sharded namespace shares its shard's token: a delete in any
-        namespace of the shard changes it for all of them (a needless re-read
-        for the others, never a missed one).
-        """
-
-        def read(place: _Placement) -> str | None:
-            fresh = self._get_client().get_collection(
-                place.collection.name, embedding_function=self._embedding_function
-            )
-            value = (fresh.metadata or {}).get(_GENERATION_KEY)
-            return None if value is None else str(value)
-
-        return self._call(namespace, "read the collection", read)
-
     def nearest(
         self,
         namespace: str,
@@ -514,35 +490,6 @@ class ChromaStore:
             return {}
         records = self.get(namespace, ids=ids, text=False, embeddings=True)
         return {r.id: r.embedding for r in records if r.embedding is not None}
-
-    def change_token(self) -> int | None:
-        """A number that changes whenever anyone commits a write to the store, else None.
-
-        A persistent store's SQLite file is watched through a read-only
-        connection of its own (SQLite's ``data_version``, which changes with
-        every commit of every other connection, this process's Chroma and other
-        processes alike). In the other modes, or when the file cannot be read,
-        it is None: the caller must look at the documents themselves.
-        """
-        if self.mode != "persistent":
-            return None
-        file = Path(self.path) / "chroma.sqlite3"
-        with _WATCHERS_LOCK:
-            try:
-                inode = file.stat().st_ino
-                watcher = _WATCHERS.get(self.path)
-                if watcher is None or watcher[1] != inode:
-                    # First use, or the folder was made anew: watch the new file.
-                    if watcher is not None:
-                        watcher[0].close()
-                    connection = sqlite3.connect(
-                        f"{file.as_uri()}?mode=ro", uri=True, check_same_thread=False, timeout=1.0
-                    )
-                    watcher = _WATCHERS[self.path] = (connection, inode)
-                row = watcher[0].execute("PRAGMA data_version").fetchone()
-            except (OSError, sqlite3.Error):
-                return None
-        return int(row[0])
 
     def namespaces(self) -> list[str]:
         """The namespace keys of this store's own collections and shards, sorted.
@@ -638,7 +585,7 @@ class ChromaStore:
         ids: Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
     ) -> None:
-        """Delete documents by id and/or filter, then change the namespace's generation.
+        """Delete documents by id and/or filter.
 
         With neither, every document of the namespace is deleted (in a shard,
         only that namespace's).
@@ -666,26 +613,6 @@ class ChromaStore:
                 if own is not None:
                     # A promotion may have copied them already.
                     erase(_Placement(own, False, place.checked))
-        self.touch(namespace)
-
-    def touch(self, namespace: str, /) -> str:
-        """Give the namespace a new generation, telling other processes to re-read it; return it.
-
-        For a sharded namespace this is its shard's generation.
-        """
-        token = uuid.uuid4().hex
-
-        def run(place: _Placement) -> None:
-            if place.shard:
-                shard = _shard_of(namespace)
-                place.collection.modify(metadata={_SHARD_KEY: shard, _GENERATION_KEY: token})
-            else:
-                place.collection.modify(
-                    metadata={_NAMESPACE_META_KEY: namespace, _GENERATION_KEY: token}
-                )
-
-        self._call(namespace, "update the collection", run)
-        return token
 
     def promote(self, namespace: str, /) -> None:
         """Move a namespace from its shard into a collection of its own.
@@ -865,7 +792,7 @@ class ChromaStore:
             tagged = self._shard_ids(shard, namespace)
             for start in range(0, len(tagged), _PAGE):
                 self._copy_page(shard, own, namespace, tagged[start : start + _PAGE])
-            own.modify(metadata={_NAMESPACE_META_KEY: namespace, _GENERATION_KEY: uuid.uuid4().hex})
+            own.modify(metadata={_NAMESPACE_META_KEY: namespace})
         # Complete: what the shard still holds was copied before the mark was cleared (a
         # crash came before this delete), or is a write that failed, which its caller retries.
         self._remember(namespace, own, shard=False)

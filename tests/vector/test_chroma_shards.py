@@ -294,18 +294,6 @@ def test_legacy_collections_of_one_namespace_read_as_before(make_store: MakeStor
     assert legacy.count() == 2 and store.namespaces() == ["old"]
 
 
-def test_a_delete_in_a_shard_changes_the_generation_of_its_namespaces(
-    make_store: MakeStore,
-) -> None:
-    store = make_store(promote_at=1_000)
-    a, b = same_shard_pair(store)
-    write(store, a, ["1"])
-    write(store, b, ["1"])
-    first = store.generation(b)
-    store.delete(a, ids=["1"])
-    assert store.generation(b) != first and store.generation(a) == store.generation(b)
-
-
 @pytest.mark.parametrize("bad", [0, -5, 2.5, "100", True])
 def test_promote_at_must_be_a_positive_whole_number(bad: Any) -> None:
     with pytest.raises(ConfigError, match=f"promote_at .*got {bad!r}"):
