@@ -34,6 +34,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import shutil
 import socket
 import statistics
@@ -49,7 +50,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 
 
 class HashEmbeddings(Embeddings):
@@ -70,6 +71,47 @@ class HashEmbeddings(Embeddings):
         return self._vector(text)
 
 
+_WORDS = [
+    "we",
+    "went",
+    "hiking",
+    "painting",
+    "cooking",
+    "the",
+    "lake",
+    "mountains",
+    "my",
+    "sister",
+    "brother",
+    "dog",
+    "cat",
+    "school",
+    "work",
+    "music",
+    "guitar",
+    "concert",
+    "weekend",
+    "yesterday",
+    "adoption",
+    "agency",
+    "support",
+    "group",
+    "camping",
+    "beach",
+    "pottery",
+    "class",
+    "friends",
+    "family",
+    "birthday",
+    "running",
+    "marathon",
+    "book",
+    "novel",
+    "garden",
+    "flowers",
+]
+
+
 def chat_texts(count: int) -> list[str]:
     """``count`` chat turns, LoCoMo's cycled (numbered, so that every turn is distinct)."""
     texts: list[str] = []
@@ -79,7 +121,9 @@ def chat_texts(count: int) -> list[str]:
                 if key.startswith("session_") and isinstance(session, list):
                     texts.extend(f"{t['speaker']}: {t['text']}" for t in session)
     if not texts:
-        texts = [f"we talked about hiking and painting on day {i}" for i in range(2_000)]
+        print(f"{DATA} not found: made-up sentences instead of LoCoMo's turns", file=sys.stderr)
+        rng = random.Random(0)
+        texts = [" ".join(rng.choices(_WORDS, k=rng.randint(6, 30))) for _ in range(2_000)]
     return [f"{texts[i % len(texts)]} ({i})" for i in range(count)]
 
 
