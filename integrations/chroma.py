@@ -126,6 +126,7 @@ try:
     import httpx
     from chromadb.api.types import Documents, EmbeddingFunction
     from chromadb.errors import ChromaError, NotFoundError
+    from chromadb.utils.embedding_functions import register_embedding_function
 except ImportError as exc:  # pragma: no cover - the chroma extra is installed in tests
     raise MissingDependencyError(
         "Chroma vector memory", "pip install 'chat-memories[chroma]'"
@@ -263,6 +264,13 @@ class LangChainEmbeddingFunction(EmbeddingFunction[Documents]):
                 ) from exc
         assert self._embeddings is not None
         return self._embeddings
+
+
+# Known to Chroma by name, so that a client reading a collection's configuration
+# (a Chroma server sends it with every collection) rebuilds it instead of
+# warning "Could not reconstruct embedding function" on stderr. Building it
+# from its configuration imports nothing: only an embedding call would.
+register_embedding_function(LangChainEmbeddingFunction)
 
 
 def _spec_of(embeddings: Embeddings | None) -> str:
@@ -491,26 +499,27 @@ class ChromaStore:
         records = self.get(namespace, ids=ids, text=False, embeddings=True)
         return {r.id: r.embedding for r in records if r.embedding is not None}
 
-    def namespaces(self) -> list[str]:
+    def namespaces(self, *, shards: bool = True) -> list[str]:
         """The namespace keys of this store's own collections and shards, sorted.
 
         A namespace whose own collection has no documents left keeps the
         collection, so it is listed; :meth:`count` tells it apart. A sharded
         namespace is listed while it holds a document. The shards are read
         whole (their metadatas, in pages): about 3 s at 50,000 sharded
-        documents here, so this is for tools, not for a request's path.
+        documents here, so this is for tools, not for a request's path;
+        ``shards=False`` lists the own collections only (one listing call).
         """
         with self._translate("list collections"):
             collections = self._get_client().list_collections()
             found = set()
-            shards = {self._shard_name(i) for i in range(SHARDS)}
+            shard_names = {self._shard_name(i) for i in range(SHARDS)}
             for collection in collections:
                 metadata = collection.metadata or {}
                 namespace = metadata.get(_NAMESPACE_META_KEY)
                 # Only collections this store made for that namespace (same prefix and digest).
                 if namespace and self.collection_name(str(namespace)) == collection.name:
                     found.add(str(namespace))
-                elif collection.name in shards and _SHARD_KEY in metadata:
+                elif shards and collection.name in shard_names and _SHARD_KEY in metadata:
                     found.update(self._shard_namespaces(collection))
         return sorted(found)
 

@@ -458,8 +458,9 @@ class VectorStoreAdapter(MemoryStoreAdapter):
         self._memory(namespace).delete([key])
 
     def _namespaces(self) -> list[Namespace]:
+        listed = self.memory.backend.namespaces()
         store = self.memory.store
-        return [namespace_tuple(key) for key in store.namespaces() if store.count(key) > 0]
+        return [namespace_tuple(key) for key, n in listed.items() if (n or store.count(key)) > 0]
 
     def search(
         self,

@@ -337,3 +337,18 @@ def test_namespaces_of_another_embedding_width_than_their_shard_get_a_collection
     assert store.count(a) == 2 and store.namespaces() == sorted([a, b])
     with pytest.raises(BackendError, match="another width"):  # a itself changed models
         store.upsert(a, ids=["3"], texts=["x"], embeddings=[[1.0, 0.0, 0.0]], metadatas=[{}])
+
+
+def test_chroma_can_rebuild_our_embedding_function_from_a_collection_configuration() -> None:
+    """A client reading a collection's configuration (a server sends it) rebuilds ours by name.
+
+    Unregistered, Chroma printed "Could not reconstruct embedding function
+    memories-langchain" on stderr in every worker of benchmarks/scale_out.py.
+    """
+    from chromadb.utils.embedding_functions import known_embedding_functions
+    from memories.integrations.chroma import LangChainEmbeddingFunction
+
+    ours = LangChainEmbeddingFunction(spec="tests.vector.conftest:WordEmbeddings")
+    rebuilt = known_embedding_functions[ours.name()].build_from_config(ours.get_config())
+    assert isinstance(rebuilt, LangChainEmbeddingFunction)
+    assert rebuilt.get_config() == ours.get_config()

@@ -15,11 +15,11 @@ pytestmark = pytest.mark.server
 
 
 def _memory(server: ChromaServer, tmp_path_outbox: str, **options: object) -> VectorMemory:
+    options.setdefault("collection", f"srv{uuid.uuid4().hex[:8]}")
     return VectorMemory(
         mode="http",
         host="127.0.0.1",
         port=server.port,
-        collection=f"srv{uuid.uuid4().hex[:8]}",
         outbox=tmp_path_outbox,
         embeddings="tests.vector.conftest:WordEmbeddings",
         **options,  # type: ignore[arg-type]

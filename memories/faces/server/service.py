@@ -244,7 +244,7 @@ class Inspector:
         if isinstance(leaf, StoredDocumentMemory):
             return leaf.ledger.key_namespaces(leaf.key, limit=0)[1]
         if isinstance(leaf, DocumentMemory):
-            return len(leaf.store.namespaces())
+            return len(leaf.backend.namespaces())
         return 0
 
     def _has_namespace(self, leaf: Any, namespace: Namespace) -> bool:
@@ -259,7 +259,7 @@ class Inspector:
                 return True
             return ledger.count_pending(namespace, key) > 0
         if isinstance(leaf, DocumentMemory):
-            return namespace_key(namespace) in leaf.store.namespaces()
+            return namespace_key(namespace) in leaf.backend.namespaces()
         return False
 
     def _names_of(self, leaf: Any, contains: str = "") -> dict[Namespace, int | None]:
@@ -272,10 +272,10 @@ class Inspector:
             counts, _ = leaf.ledger.key_namespaces(leaf.key, contains=contains, limit=10**9)
             found.update((c.namespace, c.documents) for c in counts)
         elif isinstance(leaf, DocumentMemory):
-            for key in leaf.store.namespaces():
+            for key, count in leaf.backend.namespaces().items():
                 namespace = namespace_from_key(key)
                 if contains in ".".join(namespace):
-                    found[namespace] = None
+                    found[namespace] = count
         return found
 
     def namespaces(self, *, q: str = "", page: int = 1) -> dict[str, Any]:

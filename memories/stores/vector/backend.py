@@ -107,6 +107,13 @@ class VectorBackend(ABC):
 
     acount = blocking_twin(count)
 
+    def namespaces(self) -> dict[str, int | None]:
+        """Every namespace key of the store that holds documents, with its count (None: unknown).
+
+        The store's, not only this memory's namespace: for tools (an inspector, an erasure).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot list its namespaces.")
+
     def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """The embeddings of the documents with these ids (for diversity ranking)."""
         raise NotImplementedError(f"{type(self).__name__} does not give out embeddings.")

@@ -200,6 +200,18 @@ class ChromaBackend(VectorBackend):
         """Documents in the store, and those still waiting in the outbox (the index has both)."""
         return self.outbox.recall.count(self._space)
 
+    def namespaces(self) -> dict[str, int | None]:
+        """The store's namespaces: those indexed for recall, with their counts, from SQL.
+
+        Shards only hold namespaces written since the recall index exists, so
+        they are all indexed; a collection of an older version's namespace
+        not used since is listed too (one listing call), its count unknown.
+        """
+        found: dict[str, int | None] = dict(self.outbox.recall.namespaces(self.store.target))
+        for namespace in self.store.namespaces(shards=False):
+            found.setdefault(namespace, None)
+        return {namespace: n for namespace, n in sorted(found.items()) if n != 0}
+
     def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """Stored embeddings from the store; a document still queued is embedded now."""
         found = self.store.vectors(self._key, ids)

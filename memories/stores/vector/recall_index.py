@@ -532,6 +532,16 @@ class RecallIndex:
         with self.database.transaction() as connection:
             return int(connection.execute(query).scalar() or 0)
 
+    def namespaces(self, target: str) -> dict[str, int]:
+        """The namespaces of a store that have an index, with their document counts."""
+        query = (
+            sa.select(_spaces.c.namespace, sa.func.max(_spaces.c.documents))
+            .where(_spaces.c.target == target)
+            .group_by(_spaces.c.namespace)
+        )
+        with self.database.transaction() as connection:
+            return {namespace: int(n) for namespace, n in connection.execute(query)}
+
     def lexical(
         self, space: Space, query: str, config: RecallConfig, *, limit: int
     ) -> list[ScoredId]:
