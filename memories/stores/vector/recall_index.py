@@ -179,12 +179,8 @@ def _scores(size: int) -> Prepared:
 
 _IDS_OF_KEYS = sa.select(_documents.c.key, _documents.c.doc_id)
 _PLACES_OF_IDS = sa.select(*_PLACE).where(_documents.c.space == sa.bindparam("space"))
-_PLACES_AROUND = Prepared(
-    sa.select(*_PLACE).where(
-        _documents.c.space == sa.bindparam("space"),
-        _documents.c.session == sa.bindparam("session"),
-        _documents.c.turn.between(sa.bindparam("low"), sa.bindparam("high")),
-    )
+_PLACES_IN_SESSION = sa.select(*_PLACE).where(
+    _documents.c.space == sa.bindparam("space"), _documents.c.session == sa.bindparam("session")
 )
 
 
@@ -603,15 +599,20 @@ class RecallIndex:
             found = _select_in(
                 connection, _PLACES_OF_IDS, _documents.c.doc_id, wanted, space=space.id
             )
-            ranges: dict[str, list[tuple[int, int]]] = {}
+            around: dict[str, set[int]] = {}
             for _, session, turn, _ in found:
                 if session is not None and turn is not None and window:
-                    ranges.setdefault(session, []).append((turn - window, turn + window))
-            for session, spans in ranges.items():
-                for low, high in _merged(spans):
-                    found += _PLACES_AROUND.execute(
-                        connection, space=space.id, session=session, low=low, high=high
-                    ).fetchall()
+                    near = range(turn - window, turn + window + 1)
+                    around.setdefault(session, set()).update(t for t in near if t != turn)
+            known = {doc_id for doc_id, *_ in found}
+            for session, turns in around.items():
+                # One statement per session (per 512 turns), on the (space, session, turn) index.
+                for row in _select_in(
+                    connection, _PLACES_IN_SESSION, _documents.c.turn, sorted(turns),
+                    space=space.id, session=session,
+                ):  # fmt: skip
+                    if row[0] not in known:
+                        found.append(row)
         for doc_id, session, turn, said in found:
             if session is not None and turn is not None:
                 positions[doc_id] = TurnPosition(session, turn)
@@ -697,17 +698,6 @@ def _select_in(
         padded = {f"in{i}": chunk[min(i, len(chunk) - 1)] for i in range(size)}
         rows += prepared.execute(connection, **params, **padded).fetchall()
     return rows
-
-
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Overlapping or touching ``(low, high)`` ranges joined."""
-    merged: list[tuple[int, int]] = []
-    for low, high in sorted(spans):
-        if merged and low <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
-        else:
-            merged.append((low, high))
-    return merged
 
 
 def _analyse(document: IndexedDocument, config: RecallConfig) -> _Row:
