@@ -20,7 +20,11 @@ that no embedding cost hides the store's:
 - ``two-placement``: :class:`memories.integrations.chroma.ChromaStore` itself
   (its 16 shards, and a collection of its own for a namespace past
   ``promote_at``), through its ``upsert`` and ``nearest``; ``--shards`` does
-  not apply.
+  not apply;
+- ``vector-memory``: the whole library as a web app uses it: per user a
+  ``VectorMemory`` (default persistent store, ``write="sync"``), ``--docs``
+  ``save_context`` turns and one ``search``, then ``close()``; its "add"
+  latency is per turn (the turn and its recall index row in SQL included).
 
 Each layout runs in a fresh process. Each user gets ``--docs`` documents in one
 ``add`` and then one filtered query of 4 results, as a user's first turn
@@ -43,9 +47,10 @@ import zlib
 from typing import Any
 
 import numpy as np
+from langchain_core.embeddings import Embeddings
 
 DIMENSIONS = 384
-LAYOUTS = ("per-namespace", "one-collection", "sharded", "two-placement")
+LAYOUTS = ("per-namespace", "one-collection", "sharded", "two-placement", "vector-memory")
 
 
 def _rss_mb() -> float:
@@ -73,6 +78,8 @@ def run_layout(layout: str, users: int, docs: int, checkpoint: int, shards: int)
     with tempfile.TemporaryDirectory(prefix="namespaces-bench-") as folder:
         if layout == "two-placement":
             return {"layout": layout, "points": _run_store(folder, users, docs, checkpoint)}
+        if layout == "vector-memory":
+            return {"layout": layout, "points": _run_memories(folder, users, docs, checkpoint)}
         client = chromadb.PersistentClient(
             path=folder, settings=Settings(anonymized_telemetry=False)
         )
@@ -145,6 +152,51 @@ def _run_store(folder: str, users: int, docs: int, checkpoint: int) -> list[dict
         adds.append(added - started)
         assert found and all(s.id.startswith(f"u{user}-") for s in found), "another user's document"
         _checkpoint(points, "two-placement", user, checkpoint, adds, queries)
+    return points
+
+
+class _Random(Embeddings):
+    """Random unit vectors of 384 dimensions, as the other layouts use (no model run)."""
+
+    def __init__(self) -> None:
+        self._rng = np.random.default_rng(11)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        vectors = self._rng.normal(size=(len(texts), DIMENSIONS)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors.tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+def _run_memories(folder: str, users: int, docs: int, checkpoint: int) -> list[dict[str, float]]:
+    """Whole memories, as a web app uses them: per user a VectorMemory, ``docs`` turns, a search.
+
+    Each user's memory is made, used and dropped (closed), as a request
+    would; the process keeps only what the library keeps.
+    """
+    from memories.long_term.vector import VectorMemory
+
+    embeddings = _Random()
+    points: list[dict[str, float]] = []
+    adds: list[float] = []
+    queries: list[float] = []
+    for user in range(users):
+        memory = VectorMemory(
+            path=folder, namespace=("users", f"u{user}"), embeddings=embeddings, write="sync"
+        )
+        started = time.perf_counter()
+        for i in range(docs):
+            memory.save_context({"input": f"turn {i} of user {user}"}, {"output": "ok"})
+        added = time.perf_counter()
+        found = memory.search(f"turn 1 of user {user}", k=4)
+        queries.append(time.perf_counter() - added)
+        adds.append((added - started) / docs)
+        assert found and all(f"of user {user}\n" in r.text for r in found), "another user's turn"
+        memory.close()
+        del memory
+        _checkpoint(points, "vector-memory", user, checkpoint, adds, queries)
     return points
 
 
