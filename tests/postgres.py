@@ -7,6 +7,7 @@ ships PostgreSQL with pgvector built in.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -69,13 +70,14 @@ def _as_postgres_user(command: list[str]) -> list[str]:
     return command
 
 
-def _runnable(bin_dir: Path, root: Path) -> Path:
-    """``bin_dir``, or a copy under ``root`` when the postgres user cannot run it from there.
+def _runnable(bin_dir: Path) -> Path:
+    """``bin_dir``, or a copy the postgres user can run when it cannot run it from there.
 
     The wheel's server sits under root's home (mode 700). Its binaries find
     their libraries relative to themselves (``$ORIGIN/../../../<package>.libs``),
     so the package's server folder and the wheel's ``.libs`` folder are copied
-    side by side, as in site-packages.
+    side by side, as in site-packages, into the temporary folder, once per
+    installed version (the copy is made aside, then renamed into place).
     """
     if os.geteuid() != 0:
         return bin_dir
@@ -84,14 +86,27 @@ def _runnable(bin_dir: Path, root: Path) -> Path:
         return bin_dir
     install = bin_dir.parent  # .../<package>/pginstall
     package = install.parent
-    site = root / "site"
-    shutil.copytree(install, site / package.name / install.name, symlinks=True)
+    stamp = f"{install}:{(bin_dir / 'postgres').stat().st_mtime_ns}"
+    site = (
+        Path(tempfile.gettempdir())
+        / f"memories-pgserver-{hashlib.sha256(stamp.encode()).hexdigest()[:12]}"
+    )
+    copied = site / package.name / install.name / bin_dir.name
+    if site.is_dir():
+        return copied
+    aside = Path(tempfile.mkdtemp(prefix="memories-pgserver-copy-"))
+    shutil.copytree(install, aside / package.name / install.name, symlinks=True)
     libs = package.with_name(f"{package.name}.libs")
     if libs.is_dir():
-        shutil.copytree(libs, site / libs.name, symlinks=True)
-    for path in [root, *root.rglob("*")]:
-        path.chmod(path.stat().st_mode | 0o055)  # group and others may read and traverse
-    return site / package.name / install.name / bin_dir.name
+        shutil.copytree(libs, aside / libs.name, symlinks=True)
+    for path in [aside, *aside.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | 0o055)  # group and others may read and traverse
+    try:
+        aside.rename(site)
+    except OSError:  # another test process put its copy there first
+        shutil.rmtree(aside, ignore_errors=True)
+    return copied
 
 
 @dataclass
@@ -115,7 +130,8 @@ class PostgresServer:
 
     def init(self) -> None:
         data = str(self.root / "data")
-        self._run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        # --no-sync: a throwaway cluster need not wait for the disk.
+        self._run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
 
     def start(self) -> None:
         options = f"-h 127.0.0.1 -p {self.port} -k {self.root}"
@@ -141,7 +157,7 @@ def postgres_cluster(*, with_vector: bool = False) -> Iterator[PostgresServer]:
         )
     root = Path(tempfile.mkdtemp(prefix="memories-pg-"))
     try:
-        server = PostgresServer(_runnable(bin_dir, root), root, _free_port())
+        server = PostgresServer(_runnable(bin_dir), root, _free_port())
         if os.geteuid() == 0:
             shutil.chown(root, "postgres", "postgres")
         server.init()
