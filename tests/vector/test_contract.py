@@ -17,7 +17,6 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from memories import VectorMemory, VectorStoreRetrieverMemory
 from memories.core.base import BaseMemory
-from memories.kernel.namespaces import namespace_key
 from memories.stores.history import ChatHistory, InMemoryHistory
 from tests.contract.memory_contract import TURNS, MakeMemory, MemoryContract, run_turns
 from tests.vector.conftest import MakeVector
@@ -39,8 +38,7 @@ class TestVectorMemoryContract(MemoryContract):
     def stored_data(self, memory: BaseMemory, history: ChatHistory) -> Any:
         """The namespace's documents in the store, queued ones written first."""
         assert isinstance(memory, VectorMemory)
-        memory.flush()
-        return sorted((r.id, r.text) for r in memory.store.get(namespace_key(memory.namespace)))
+        return sorted((r.id, r.text) for r in memory.backend.documents())
 
     def test_unicode_and_huge_input_round_trip(
         self, make_memory: MakeMemory, history: ChatHistory
@@ -53,6 +51,14 @@ class TestVectorMemoryContract(MemoryContract):
         assert found.text == f"input: {huge}\noutput: noted, 日本語"
         run_turns(memory, TURNS[:1])
         assert TURNS[0][0] in str(memory.search(TURNS[0][0], k=1)[0].text)
+
+
+class TestPgVectorMemoryContract(TestVectorMemoryContract):
+    """The same contract on PostgreSQL with pgvector (``vectors=``): one transaction per turn."""
+
+    @pytest.fixture
+    def make_memory(self, make_pg_vector: MakeVector) -> MakeMemory:
+        return lambda history: make_pg_vector(namespace=("contract", history.session_id))
 
 
 class TestVectorStoreRetrieverMemoryContract(MemoryContract):

@@ -8,6 +8,9 @@ the memory's namespace and session):
 - :class:`~memories.stores.vector.chroma_backend.ChromaBackend` (the default):
   Chroma embedded, in memory or on a server, written through an outbox,
   searched by hybrid recall (dense + BM25 + neighbours);
+- :class:`~memories.stores.vector.pgvector_backend.PgVectorBackend`: PostgreSQL with
+  pgvector, documents, embeddings and the recall index in one database, each
+  write one transaction (no outbox), searched by the same hybrid recall;
 - :class:`~memories.stores.vector.langchain_backend.VectorStoreBackend`: any LangChain
   ``VectorStore`` through its retriever, searched as that retriever searches
   (what LangChain's ``VectorStoreRetrieverMemory`` does).
@@ -100,6 +103,12 @@ class VectorBackend(ABC):
         raise NotImplementedError(f"{type(self).__name__} cannot read documents by filter.")
 
     afind = blocking_twin(find)
+
+    def documents(self) -> list[SearchResult]:
+        """Every document of the namespace, queued ones written first (export)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list its documents.")
+
+    adocuments = blocking_twin(documents)
 
     def count(self) -> int:
         """How many documents the namespace holds, queued ones included."""

@@ -44,10 +44,10 @@ from memories.stores.vector.pending import PendingDocuments, pending_documents
 from memories.stores.vector.recall_index import (
     SESSION_KEY,
     SPEAKERS_KEY,
-    TIMESTAMP_KEY,
     TURN_KEY,
     IndexedDocument,
     Space,
+    bookkeeping,
 )
 from memories.stores.vector.records import SearchResult
 from memories.stores.vector.scoring import calibrated
@@ -149,8 +149,7 @@ class ChromaBackend(VectorBackend):
 
     def bookkeeping(self, *, turn: bool) -> dict[str, Any]:
         """Session and time of a new document (and a turn's speakers): neighbours need them."""
-        stamp: dict[str, Any] = {SESSION_KEY: self.session_id, TIMESTAMP_KEY: time.time()}
-        return {**stamp, SPEAKERS_KEY: ["human", "ai"]} if turn else stamp
+        return bookkeeping(self.session_id, turn=turn)
 
     def save(self, row: OutboxRow) -> None:
         """Queue a turn for the background writer, or write it now (numbered in its session)."""
@@ -195,6 +194,12 @@ class ChromaBackend(VectorBackend):
         self._drain()
         found = self.store.get(self._key, where=where, text=False)
         return self.get([record.id for record in found])
+
+    def documents(self) -> list[SearchResult]:
+        """Write what is queued, then read every document of the namespace from the store."""
+        self.flush()
+        records = self.store.get(self._key)
+        return [SearchResult(r.text, dict(r.metadata), 0.0, r.id) for r in records]
 
     def count(self) -> int:
         """Documents in the store, and those still waiting in the outbox (the index has both)."""

@@ -47,6 +47,7 @@ __all__ = [
     "OutboxRow",
     "SQLOutbox",
     "number_queued",
+    "numbered",
     "outbox_for",
 ]
 
@@ -197,7 +198,7 @@ class SQLOutbox:
         if not rows:
             return []
         with self._writing("queue a turn") as connection:
-            rows = _numbered(connection, self.recall, target, namespace, rows)
+            rows = numbered(connection, self.recall, target, namespace, rows)
             now = time.time()
             values = [
                 {"target": target, "namespace": namespace, "doc_id": r.doc_id, "row": _dump(r),
@@ -370,7 +371,7 @@ def number_queued(
         .order_by(_outbox.c.id)
     )
     found = [(key, _load(doc_id, data)) for key, doc_id, data in connection.execute(query)]
-    rows = _numbered(connection, recall, target, namespace, [row for _, row in found])
+    rows = numbered(connection, recall, target, namespace, [row for _, row in found])
     renumbered = [
         {"k": key, "r": _dump(row)}
         for (key, old), row in zip(found, rows, strict=True)
@@ -386,7 +387,7 @@ def number_queued(
     return [_indexed(row) for row in rows]
 
 
-def _numbered(
+def numbered(
     connection: sa.Connection,
     recall: RecallIndex,
     target: str,
@@ -402,15 +403,15 @@ def _numbered(
     next_turn = recall.number(connection, target, namespace, sessions) if sessions else None
     if next_turn is None:
         return list(rows)
-    numbered = []
+    done = []
     for row in rows:
         if row.needs_turn:
             session = str(row.metadata.get(SESSION_KEY))
             metadata = {**row.metadata, TURN_KEY: next_turn[session]}
             next_turn[session] += 1
             row = replace(row, metadata=metadata, needs_turn=False)
-        numbered.append(row)
-    return numbered
+        done.append(row)
+    return done
 
 
 def _indexed(row: OutboxRow) -> IndexedDocument:

@@ -60,6 +60,7 @@ __all__ = [
     "RecallIndex",
     "Space",
     "analysis_key",
+    "bookkeeping",
     "document_date",
 ]
 
@@ -194,6 +195,16 @@ def analysis_key(config: RecallConfig, /) -> str:
 def _analysis_config(key: str) -> RecallConfig:
     stopwords, stem, dates = key.split("/")
     return RecallConfig(stopwords=stopwords, stem=stem == "stem", lexical_dates=dates == "dates")  # type: ignore[arg-type]
+
+
+def bookkeeping(session_id: str, /, *, turn: bool) -> dict[str, Any]:
+    """What a recall backend keeps on a new document: session and time (and a turn's speakers).
+
+    Neighbour smoothing reads the session (and the turn number given when it
+    is written), calibrated scores the date, speaker keys the speakers.
+    """
+    stamp: dict[str, Any] = {SESSION_KEY: session_id, TIMESTAMP_KEY: time.time()}
+    return {**stamp, SPEAKERS_KEY: ["human", "ai"]} if turn else stamp
 
 
 def document_date(metadata: Mapping[str, Any], /) -> date | None:
