@@ -27,6 +27,7 @@ from memories import (
     VectorMemory,
     create_memory,
 )
+from memories.kernel.namespaces import namespace_key
 from memories.stores.sql import get_engine
 from memories.stores.vector.pgvector_backend import PgVectorBackend
 from tests.postgres import PostgresServer
@@ -344,3 +345,16 @@ def test_a_database_without_pgvector_says_to_install_it(unprivileged_url: str) -
         memory.save_context({"input": "hi"}, {"output": "hello"})
     message = str(raised.value)
     assert "Install pgvector" in message and unprivileged_url.split("@")[1] in message
+
+
+def test_the_databases_namespaces_are_listed_with_their_counts(
+    make_pg_vector: MakeVector,
+) -> None:
+    first = make_pg_vector(namespace=("u", "1"))
+    second = make_pg_vector(namespace=("u", "2"))
+    first.save_context({"input": "a"}, {"output": "b"})
+    for _ in range(2):
+        second.save_context({"input": "c"}, {"output": "d"})
+    listed = first.backend.namespaces()  # (the fixture puts a test's namespaces under a prefix)
+    assert listed[namespace_key(first.namespace)] == 1
+    assert listed[namespace_key(second.namespace)] == 2

@@ -50,7 +50,7 @@ from memories.stores.vector.recall_index import (
     bookkeeping,
 )
 from memories.stores.vector.records import SearchResult
-from memories.stores.vector.scoring import calibrated
+from memories.stores.vector.scoring import calibrated, read_first
 from memories.stores.vector.writes import (
     EXIT_FLUSH_SECONDS,
     VectorStatus,
@@ -587,12 +587,7 @@ class ChromaBackend(VectorBackend):
         # candidates have theirs, the others' embeddings come with their text.
         uncosined = set() if vector is None else {s.id for s in ranked} - {s.id for s in dense}
         results, fetched = self._results(ranked, embeddings_for=uncosined)
-
-        def vectors_of(ids: list[str]) -> dict[str, list[float]]:
-            rest = [i for i in ids if i not in fetched]
-            found = {i: fetched[i] for i in ids if i in fetched}
-            return {**found, **self.vectors(rest)} if rest else found
-
+        vectors_of = read_first(fetched, self.vectors)
         return calibrated(
             results, request.text, config, vector=vector, dense=dense, vectors_of=vectors_of
         )

@@ -92,7 +92,7 @@ from memories.stores.vector.recall_index import (
     bookkeeping,
 )
 from memories.stores.vector.records import SearchResult
-from memories.stores.vector.scoring import calibrated
+from memories.stores.vector.scoring import calibrated, read_first
 
 __all__ = ["TARGET", "PgVectorBackend", "PostgresURLField", "check_postgres_url"]
 
@@ -604,6 +604,11 @@ class PgVectorBackend(VectorBackend):
         """Every document of the namespace, oldest first."""
         return self._select("", _Params(ns=self._key))
 
+    def namespaces(self) -> dict[str, int | None]:
+        """The database's namespaces that hold documents, with their counts (the recall index's)."""
+        found = self._store.recall.namespaces(TARGET)
+        return {namespace: n for namespace, n in sorted(found.items()) if n}
+
     def count(self) -> int:
         """How many documents the namespace holds."""
         with self._store.transaction("count documents") as connection:
@@ -703,12 +708,7 @@ class PgVectorBackend(VectorBackend):
         results = [
             replace(found[s.id], score=s.score) for s in ranked if s.id in found
         ]  # deleted meanwhile: left out
-
-        def vectors_of(ids: list[str]) -> dict[str, list[float]]:
-            rest = [i for i in ids if i not in fetched]
-            known = {i: fetched[i] for i in ids if i in fetched}
-            return {**known, **self.vectors(rest)} if rest else known
-
+        vectors_of = read_first(fetched, self.vectors)
         return calibrated(
             results, request.text, config, vector=vector, dense=dense, vectors_of=vectors_of
         )

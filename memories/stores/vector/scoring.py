@@ -18,7 +18,7 @@ from memories.stores.recall.scores import DEFAULT_CALIBRATION, ScoreCalibration,
 from memories.stores.vector.recall_index import document_date
 from memories.stores.vector.records import SearchResult
 
-__all__ = ["calibrated", "check_min_score", "cosines", "passing"]
+__all__ = ["calibrated", "check_min_score", "cosines", "passing", "read_first"]
 
 
 def cosines(query: Sequence[float], vectors: Mapping[str, Sequence[float]], /) -> dict[str, float]:
@@ -31,6 +31,19 @@ def cosines(query: Sequence[float], vectors: Mapping[str, Sequence[float]], /) -
     norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(q))
     similarity = (matrix @ q) / np.where(norms > 0, norms, 1.0)
     return dict(zip(ids, similarity.tolist(), strict=True))
+
+
+def read_first(
+    fetched: Mapping[str, list[float]], more: Callable[[list[str]], dict[str, list[float]]], /
+) -> Callable[[list[str]], dict[str, list[float]]]:
+    """A ``vectors_of`` for :func:`calibrated`: embeddings read with the results, then ``more``."""
+
+    def vectors_of(ids: list[str]) -> dict[str, list[float]]:
+        rest = [i for i in ids if i not in fetched]
+        known = {i: fetched[i] for i in ids if i in fetched}
+        return {**known, **more(rest)} if rest else known
+
+    return vectors_of
 
 
 def calibrated(
