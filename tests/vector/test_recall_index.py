@@ -9,13 +9,11 @@ import pytest
 
 from memories.errors import BackendUnavailableError
 from memories.stores.recall import BM25Index, RecallConfig
-from memories.stores.vector import recall_index
 from memories.stores.vector.outbox import OutboxRow, SQLOutbox
 from memories.stores.vector.recall_index import IndexedDocument, Space
 from tests.postgres import find_pg_bin, postgres_server
 from tests.vector.conftest import MakeVector
 
-ZIPF = [1 / rank for rank in range(1, 12)]
 WORDS = [
     *("apple", "banana", "cherry", "river", "mountain", "guitar"),
     *("painting", "camping", "dog", "cat", "pottery"),
@@ -34,17 +32,9 @@ def _row(doc_id: str, text: str, **metadata: object) -> OutboxRow:
     return OutboxRow(doc_id, text, dict(metadata), needs_turn=False, replace=True)
 
 
-@pytest.mark.parametrize("budget", [2_000, 3], ids=["all-terms", "max-score"])
 @pytest.mark.parametrize("b", [0.0, 0.75])
-def test_sql_bm25_ranks_and_scores_as_the_in_process_index(
-    tmp_path: Path, b: float, budget: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Random adds, replacements and deletes: the same top hits and scores as BM25Index.
-
-    With a tiny budget, scoring starts from the rarest term's documents and
-    widens (MaxScore); the result must be the same.
-    """
-    monkeypatch.setattr(recall_index, "_ESSENTIAL_POSTINGS", budget)
+def test_sql_bm25_ranks_and_scores_as_the_in_process_index(tmp_path: Path, b: float) -> None:
+    """Random adds, replacements and deletes: the same top hits and scores as BM25Index."""
     rng = random.Random(7)
     config = RecallConfig(bm25_b=b, stopwords="none", stem=False, lexical_dates=False)
     outbox = _outbox(tmp_path)
@@ -58,15 +48,12 @@ def test_sql_bm25_ranks_and_scores_as_the_in_process_index(
             reference.delete("", doc_id)
             del texts[doc_id]
             continue
-        # Skewed, as words are: the first words common, the last ones rare.
-        text = " ".join(rng.choices(WORDS, weights=ZIPF, k=rng.randint(1, 12)))
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12)))
         outbox.put("t", "ns", [_row(doc_id, text)])
         reference.add("", doc_id, text)
         texts[doc_id] = text
     assert outbox.recall.count(space) == len(texts)
-    queries = ["apple river", "dog dog cat", "pottery painting guitar", "banana", "zebra"]
-    queries += ["apple banana pottery cat", "cherry dog cat pottery guitar river"]
-    for query in queries:
+    for query in ["apple river", "dog dog cat", "pottery painting guitar", "banana", "zebra"]:
         want = reference.search("", query, limit=10)
         got = outbox.recall.lexical(space, query, config, limit=10)
         assert [s.score for s in got] == pytest.approx([s.score for s in want], rel=1e-9)

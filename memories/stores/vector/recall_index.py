@@ -150,13 +150,11 @@ def _frequencies(size: int) -> Prepared:
 
 
 @functools.cache
-def _scores(size: int, among: int = 0) -> Prepared:
+def _scores(size: int) -> Prepared:
     """BM25 of the documents holding any of ``size`` terms, with their weights ``w0``...
 
     ``c`` is ``k1 * (1 - b)`` and ``slope`` ``k1 * b / average length``; the
-    best ``n`` by score, then by key. With ``among``, only the documents that
-    hold one of the ``among`` terms ``e0``... are scored (each by every term),
-    read by primary-key lookups of those documents.
+    best ``n`` by score, then by key.
     """
     terms: list[Any] = [sa.bindparam(f"t{i}") for i in range(size)]
     weight = sa.case(
@@ -171,20 +169,9 @@ def _scores(size: int, among: int = 0) -> Prepared:
         _postings.c.length, sa.Float
     )
     score = sa.func.sum(weight * tf / (tf + norm)).label("score")
-    where = [_postings.c.space == sa.bindparam("space"), _postings.c.term.in_(terms)]
-    if among:
-        holding = _postings.alias("holding")
-        essential: list[Any] = [sa.bindparam(f"e{i}") for i in range(among)]
-        where.append(
-            _postings.c.key.in_(
-                sa.select(holding.c.key).where(
-                    holding.c.space == sa.bindparam("space"), holding.c.term.in_(essential)
-                )
-            )
-        )
     return Prepared(
         sa.select(_postings.c.key, score)
-        .where(*where)
+        .where(_postings.c.space == sa.bindparam("space"), _postings.c.term.in_(terms))
         .group_by(_postings.c.key)
         .order_by(score.desc(), _postings.c.key)
         .limit(sa.bindparam("n", type_=sa.Integer))
@@ -590,21 +577,18 @@ class RecallIndex:
             )
             if not frequencies:
                 return []
-            # Each term's weight: repeats * Lucene's idf * (k1 + 1); no document gets more
-            # than that from it (tf / (tf + k1 * (...)) < 1), which bounds what is skipped.
-            weight = {
-                t: terms[t] * math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5)) * (k1 + 1.0)
-                for t, df in frequencies.items()
-            }
-            weights = {f"w{i}": 0.0 for i in range(size)}  # a padded repeat of a term: 0
+            weights = {f"w{i}": 0.0 for i in range(size)}
             for i, term in enumerate(wanted):
-                weights[f"w{i}"] = weight.get(term, 0.0)
-            rarest = sorted(weight, key=lambda t: (-weight[t], t))
-            score = functools.partial(
-                _top, connection, space.id, size, named, weights, c=k1 * (1.0 - b), slope=slope,
-                n=2 * limit + 8,  # twice the limit: ties at the cut are settled by id below
-            )  # fmt: skip
-            best = _max_score(score, rarest, weight, frequencies, limit)
+                df = frequencies.get(term)
+                if df:  # repeats * Lucene's idf * (k1 + 1); a padded repeat of a term scores 0
+                    idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+                    weights[f"w{i}"] = terms[term] * idf * (k1 + 1.0)
+            # Twice the limit, so that ties at the cut are settled by id below, as BM25Index does.
+            scored = _scores(size).execute(
+                connection, space=space.id, c=k1 * (1.0 - b), slope=slope, n=2 * limit + 8,
+                **named, **weights,
+            ).fetchall()  # fmt: skip
+            best = {int(key): float(score) for key, score in scored if score > 0}
             ids = dict(_select_in(connection, _IDS_OF_KEYS, _documents.c.key, list(best)))
         found_ids = [(ids[key], score) for key, score in best.items() if key in ids]
         found_ids.sort(key=lambda item: (-item[1], item[0]))
@@ -698,65 +682,6 @@ class RecallIndex:
 
 _IN_SIZES = (8, 32, 128, 512)
 _in_statements: dict[tuple[int, int, int], Prepared] = {}
-
-
-#: How many postings the rarest terms of a query may hold before scoring starts with
-#: only the documents that hold them (the more common terms are added while the
-#: documents left out might still reach the top: MaxScore).
-_ESSENTIAL_POSTINGS = 2_000
-
-
-def _max_score(
-    score: Callable[[list[str]], dict[int, float]],
-    rarest: list[str],
-    weight: Mapping[str, float],
-    frequencies: Mapping[str, int],
-    limit: int,
-) -> dict[int, float]:
-    """The best documents' scores, exact, scoring as few documents as proven enough.
-
-    Only the documents holding one of the first (rarest, heaviest) terms are
-    scored, by every term. A document holding none of them scores less than
-    the summed weights of the others; once the ``limit``-th score found beats
-    that sum, no such document can enter the top. Otherwise the next terms
-    join, with twice the postings, until every term is in.
-    """
-    budget, chosen = _ESSENTIAL_POSTINGS, 1
-    while True:
-        held = sum(frequencies[t] for t in rarest[:chosen])
-        while chosen < len(rarest) and held + frequencies[rarest[chosen]] <= budget:
-            held += frequencies[rarest[chosen]]
-            chosen += 1
-        if chosen >= len(rarest):
-            return score([])  # every term: every document that holds one
-        best = score(rarest[:chosen])
-        found = sorted(best.values(), reverse=True)
-        if len(found) >= limit and found[limit - 1] > sum(weight[t] for t in rarest[chosen:]):
-            return best
-        budget, chosen = 2 * max(budget, held), chosen + 1
-
-
-def _top(
-    connection: sa.Connection,
-    space: int,
-    size: int,
-    named: dict[str, str],
-    weights: dict[str, float],
-    essential: list[str],
-    *,
-    c: float,
-    slope: float,
-    n: int,
-) -> dict[int, float]:
-    """The best ``n`` documents by BM25 (among those holding an ``essential`` term, if any)."""
-    among = next(k for k in _TERM_SIZES if k >= len(essential)) if essential else 0
-    held = {f"e{i}": essential[min(i, len(essential) - 1)] for i in range(among)}
-    scored = (
-        _scores(size, among)
-        .execute(connection, space=space, c=c, slope=slope, n=n, **named, **weights, **held)
-        .fetchall()
-    )
-    return {int(key): float(value) for key, value in scored if value > 0}
 
 
 def _select_in(
