@@ -396,8 +396,11 @@ def memory_recall(
     /,
     *,
     skips: SkipCounts | None = None,
+    vectors: str | None = None,
 ) -> tuple[dict[str, RecallTally], float]:
     """Store each conversation in a fresh ``VectorMemory`` and ask its questions, per mode.
+
+    ``vectors`` (a PostgreSQL URL) puts the memories on pgvector instead of Chroma.
 
     The first mode's memory stores the turns with ``add``; the other modes open
     memories on the same collection and namespace, which read the turns back
@@ -420,6 +423,7 @@ def memory_recall(
                 namespace=("locomo", conversation.sample_id),
                 embeddings=embeddings,
                 recall=config,
+                vectors=vectors,
             )
             for name, config in modes.items()
         }
@@ -1153,6 +1157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="choose only the shipped search space by leave-one-out, not the expansions tried",
     )
     parser.add_argument("--no-timing", action="store_true", help="skip the timing section")
+    parser.add_argument(
+        "--pgvector",
+        action="store_true",
+        help="also run the end-to-end table on PostgreSQL + pgvector (a throwaway server)",
+    )
     parser.add_argument("--stored", type=int, default=10_000, help="turns stored for timing")
     parser.add_argument("--probes", type=int, default=500, help="timed save + recall calls")
     args = parser.parse_args(argv)
@@ -1173,6 +1182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     started = time.perf_counter()
     tallies, store_seconds = memory_recall(conversations, modes, embeddings)
+    if args.pgvector:
+        tallies.update(_on_pgvector(conversations, modes, embeddings))
     print("\n## VectorMemory() end to end\n")
     print(
         "A fresh `VectorMemory(mode='memory')` per conversation with default settings; "
@@ -1180,7 +1191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "with `search(k=10)`. `dense` and `bm25` are plain rankings "
         "(`recall=dict(mode=..., neighbour_weight=0, speaker_weight=0)`); `hybrid` is the "
         f"default `RecallConfig()`. Storing took {store_seconds:.1f} s, everything "
-        f"{time.perf_counter() - started:.1f} s.\n"
+        f"{time.perf_counter() - started:.1f} s. Rows ending in `pgvector` are the same "
+        "memories on PostgreSQL with pgvector (`vectors=` a throwaway server's URL).\n"
     )
     print(results_table(tallies))
     if not args.memory_only:
@@ -1195,6 +1207,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         fresh = FreshQueries(embeddings, raw)
         print(search_timing(conversations, fresh, stored=args.stored, probes=200))
     return 0
+
+
+def _on_pgvector(
+    conversations: Sequence[Conversation], modes: dict[str, RecallConfig], embeddings: Embeddings
+) -> dict[str, RecallTally]:
+    """The end-to-end table's memories on a throwaway PostgreSQL with pgvector."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from tests.postgres import postgres_server
+
+    with postgres_server(with_vector=True) as url:
+        tallies, _ = memory_recall(conversations, modes, embeddings, vectors=url)
+    return {f"{name} pgvector": tally for name, tally in tallies.items()}
 
 
 def _choose_by_leave_one_out(
