@@ -1,23 +1,30 @@
-"""Several processes saving and searching one namespace through a Chroma server and one outbox."""
+"""Several processes saving and searching one namespace: on a Chroma server, and on pgvector."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+from typing import Any
 
-from tests.vector.conftest import ChromaServer, MakeVector
+import pytest
+import sqlalchemy as sa
+
+from memories.long_term.vector import VectorMemory
+from tests.postgres import PostgresServer
+from tests.vector.conftest import ChromaServer
 
 _WORKER = """
 import json, sys, time
 from pathlib import Path
 from memories.long_term.vector import VectorMemory
-port, outbox, collection, me, workers, turns, folder = sys.argv[1:8]
+options, me, workers, turns, folder = sys.argv[1:6]
 me, workers, turns, folder = int(me), int(workers), int(turns), Path(folder)
-memory = VectorMemory(mode="http", port=int(port), outbox=outbox, collection=collection,
-                      namespace="shared", session_id=f"w{me}", write="sync",
-                      recall={"mode": "bm25"}, embeddings="tests.vector.conftest:WordEmbeddings")
+memory = VectorMemory(**json.loads(options), namespace="shared", session_id=f"w{me}",
+                      write="sync", recall={"mode": "bm25"},
+                      embeddings="tests.vector.conftest:WordEmbeddings")
 seen, missed, foreign = 0, [], []
 for i in range(turns):
     for other in range(workers):
@@ -39,14 +46,33 @@ print(json.dumps({"seen": seen, "missed": missed, "foreign": foreign}))
 """
 
 
+@pytest.fixture(params=["chroma", "pgvector"])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """Where the processes' memories live: a Chroma server and one outbox, or pgvector."""
+    if request.param == "chroma":
+        server: ChromaServer = request.getfixturevalue("chroma_server")
+        return {
+            "mode": "http",
+            "port": server.port,
+            "outbox": str(tmp_path / "outbox.db"),
+            "collection": f"p{uuid.uuid4().hex[:10]}",
+        }
+    database: PostgresServer = request.getfixturevalue("pgvector_server")
+    # A fresh database of the server: the namespaces below are the test's alone.
+    name = f"p{uuid.uuid4().hex[:10]}"
+    with sa.create_engine(database.url, isolation_level="AUTOCOMMIT").connect() as connection:
+        connection.exec_driver_sql(f"CREATE DATABASE {name}")
+    return {"vectors": database.url.rsplit("/", 1)[0] + f"/{name}"}
+
+
 def test_four_processes_lose_nothing_and_see_each_others_turns_at_once(
-    make_vector: MakeVector, chroma_server: ChromaServer, tmp_path: Path
+    shared_store: dict[str, Any], tmp_path: Path
 ) -> None:
-    outbox, workers, turns = str(tmp_path / "outbox.db"), 4, 12
-    other = make_vector(mode="http", port=chroma_server.port, outbox=outbox, namespace="other")
+    workers, turns = 4, 12
+    embeddings = "tests.vector.conftest:WordEmbeddings"
+    other = VectorMemory(**shared_store, namespace="other", embeddings=embeddings)
     other.save_context({"input": "tok0x0 private"}, {"output": "another user's"})
     other.flush()
-    collection = other.collection
     root = Path(__file__).resolve().parents[2]
     processes = [
         subprocess.Popen(
@@ -54,9 +80,7 @@ def test_four_processes_lose_nothing_and_see_each_others_turns_at_once(
                 sys.executable,
                 "-c",
                 _WORKER,
-                str(chroma_server.port),
-                outbox,
-                collection,
+                json.dumps(shared_store),
                 str(me),
                 str(workers),
                 str(turns),
@@ -76,10 +100,9 @@ def test_four_processes_lose_nothing_and_see_each_others_turns_at_once(
     assert [r["missed"] for r in reports] == [[]] * workers  # every turn seen at the next search
     assert sum(r["seen"] for r in reports) > workers  # the workers did overlap
     assert [r["foreign"] for r in reports] == [[]] * workers  # never another namespace's turn
-    shared = make_vector(
-        mode="http", port=chroma_server.port, outbox=outbox, namespace="shared",
-        recall={"mode": "bm25"}, collection=collection,
-    )  # fmt: skip
+    shared = VectorMemory(
+        **shared_store, namespace="shared", recall={"mode": "bm25"}, embeddings=embeddings
+    )
     assert shared.backend.count() == workers * turns  # nothing lost
     for me in range(workers):
         for i in range(turns):
