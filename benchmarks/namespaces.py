@@ -24,7 +24,10 @@ that no embedding cost hides the store's:
 - ``vector-memory``: the whole library as a web app uses it: per user a
   ``VectorMemory`` (default persistent store, ``write="sync"``), ``--docs``
   ``save_context`` turns and one ``search``, then ``close()``; its "add"
-  latency is per turn (the turn and its recall index row in SQL included).
+  latency is per turn (the turn and its recall index row in SQL included);
+- ``vector-memory-pgvector``: the same on PostgreSQL with pgvector
+  (``vectors=`` a throwaway server started from ``tests/postgres.py``; the
+  server's own memory is not counted).
 
 Each layout runs in a fresh process. Each user gets ``--docs`` documents in one
 ``add`` and then one filtered query of 4 results, as a user's first turn
@@ -44,13 +47,21 @@ import sys
 import tempfile
 import time
 import zlib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
 DIMENSIONS = 384
-LAYOUTS = ("per-namespace", "one-collection", "sharded", "two-placement", "vector-memory")
+LAYOUTS = (
+    "per-namespace",
+    "one-collection",
+    "sharded",
+    "two-placement",
+    "vector-memory",
+    "vector-memory-pgvector",
+)
 
 
 def _rss_mb() -> float:
@@ -80,6 +91,13 @@ def run_layout(layout: str, users: int, docs: int, checkpoint: int, shards: int)
             return {"layout": layout, "points": _run_store(folder, users, docs, checkpoint)}
         if layout == "vector-memory":
             return {"layout": layout, "points": _run_memories(folder, users, docs, checkpoint)}
+        if layout == "vector-memory-pgvector":
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+            from tests.postgres import postgres_server
+
+            with postgres_server(with_vector=True) as url:
+                points = _run_memories(folder, users, docs, checkpoint, vectors=url)
+            return {"layout": layout, "points": points}
         client = chromadb.PersistentClient(
             path=folder, settings=Settings(anonymized_telemetry=False)
         )
@@ -170,7 +188,9 @@ class _Random(Embeddings):
         return self.embed_documents([text])[0]
 
 
-def _run_memories(folder: str, users: int, docs: int, checkpoint: int) -> list[dict[str, float]]:
+def _run_memories(
+    folder: str, users: int, docs: int, checkpoint: int, *, vectors: str | None = None
+) -> list[dict[str, float]]:
     """Whole memories, as a web app uses them: per user a VectorMemory, ``docs`` turns, a search.
 
     Each user's memory is made, used and dropped (closed), as a request
@@ -184,7 +204,11 @@ def _run_memories(folder: str, users: int, docs: int, checkpoint: int) -> list[d
     queries: list[float] = []
     for user in range(users):
         memory = VectorMemory(
-            path=folder, namespace=("users", f"u{user}"), embeddings=embeddings, write="sync"
+            path=folder,
+            namespace=("users", f"u{user}"),
+            embeddings=embeddings,
+            write="sync",
+            vectors=vectors,
         )
         started = time.perf_counter()
         for i in range(docs):
