@@ -25,12 +25,15 @@ process count:
 The implementations run side by side in the same run: ``current`` is this
 checkout, ``baseline`` a git revision (default ``e79e25f``, the last one with
 the per-process BM25 index, which each process rebuilds from Chroma after
-another process's write) checked out in a temporary worktree.
+another process's write) checked out in a temporary worktree. With
+``--pgvector``, ``pgvector`` is this checkout on a throwaway PostgreSQL with
+pgvector (``vectors=``; no Chroma server in its path).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -133,11 +136,18 @@ def chat_texts(count: int) -> list[str]:
 def _memory(options: dict[str, Any]) -> Any:
     from memories.long_term.vector import VectorMemory
 
+    where: dict[str, Any] = (
+        {"vectors": options["vectors"]}
+        if options.get("vectors")
+        else {
+            "mode": "http",
+            "port": options["port"],
+            "outbox": options["outbox"],
+            "collection": options["collection"],
+        }
+    )
     return VectorMemory(
-        mode="http",
-        port=options["port"],
-        outbox=options["outbox"],
-        collection=options["collection"],
+        **where,
         namespace=options["namespace"],
         session_id=f"worker-{os.getpid()}",
         embeddings=HashEmbeddings(),
@@ -283,10 +293,19 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         trees["baseline"] = baseline
     server, port = _start_chroma(work / "chroma")
     rows = []
+    postgres = contextlib.ExitStack()
+    vectors: dict[str, str] = {}
+    if args.pgvector:
+        sys.path.insert(0, str(ROOT))
+        from tests.postgres import postgres_server
+
+        vectors["pgvector"] = postgres.enter_context(postgres_server(with_vector=True))
+        trees["pgvector"] = ROOT
     try:
         for turns in args.turns:
             for name, tree in trees.items():
                 base = {
+                    "vectors": vectors.get(name),
                     "port": port,
                     "outbox": str(work / f"{name}-outbox.db"),
                     "collection": f"scale-{name}",
@@ -318,6 +337,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     finally:
         server.terminate()
         server.wait(timeout=30)
+        postgres.close()
         if "baseline" in trees:
             subprocess.run(
                 ["git", "worktree", "remove", "--force", str(trees["baseline"])],
@@ -333,6 +353,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--searches", type=int, default=40, help="searches per worker and phase")
     parser.add_argument("--baseline", default="e79e25f", help="git revision to compare ('' none)")
+    parser.add_argument(
+        "--pgvector", action="store_true", help="also this checkout on PostgreSQL with pgvector"
+    )
     args = parser.parse_args(argv)
     rows = run(args)
     print(
