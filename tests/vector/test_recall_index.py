@@ -177,3 +177,45 @@ def test_the_outbox_and_its_index_on_postgresql_rank_as_on_sqlite(tmp_path: Path
             assert outbox.recall.count(space) == 3
     assert results[0] == results[1]
     assert results[0][0] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_processes_making_one_new_index_at_once_all_get_it(tmp_path: Path, engine: str) -> None:
+    """The first build of a space is taken in turns: one builds, the others find it built."""
+    import threading
+    import time
+
+    if engine == "postgresql" and find_pg_bin() is None:
+        pytest.skip("PostgreSQL server not installed")
+    config = RecallConfig()
+    stored = [IndexedDocument("a", "an old turn", {"session": "s", "turn": 0})]
+
+    def slow_store() -> list[IndexedDocument]:
+        time.sleep(0.2)  # a store read long enough for the others to arrive meanwhile
+        return stored
+
+    def build_all(url: str) -> None:
+        outboxes = [SQLOutbox(url) for _ in range(4)]  # as four processes would
+        spaces: list[Space] = []
+        errors: list[BaseException] = []
+
+        def build(outbox: SQLOutbox) -> None:
+            try:
+                spaces.append(outbox.recall.space("t", "new", config, stored=slow_store))
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=build, args=(o,)) for o in outboxes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert errors == []
+        assert len(spaces) == 4 and len({s.id for s in spaces}) == 1
+        assert outboxes[0].recall.count(spaces[0]) == 1
+
+    if engine == "sqlite":
+        build_all(f"sqlite:///{tmp_path / 'outbox.db'}")
+    else:
+        with postgres_server() as url:
+            build_all(url)

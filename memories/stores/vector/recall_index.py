@@ -29,6 +29,7 @@ on first use (:meth:`RecallIndex.space`), with progress logged.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import math
 import threading
@@ -134,6 +135,18 @@ _STATS = Prepared(
         _spaces.c.id == sa.bindparam("space")
     )
 )
+#: A transaction-long PostgreSQL lock on one space's key, for its first build.
+_BUILDING = Prepared(
+    sa.select(sa.func.pg_advisory_xact_lock(sa.bindparam("key", type_=sa.BigInteger)))
+)
+
+
+def _lock_key(*parts: str) -> int:
+    """A signed 64-bit number naming ``parts`` (PostgreSQL's advisory lock keys)."""
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
 #: Queries are cut to this many distinct terms; statements exist for each size.
 _TERM_SIZES = (4, 16, 64)
 
@@ -326,6 +339,10 @@ class RecallIndex:
         stored: Callable[[], Iterable[IndexedDocument]],
     ) -> Space:
         with self.database.batch(write=True), self.database.transaction(write=True) as connection:
+            if connection.dialect.name == "postgresql":
+                # SQLite's write lock is taken by the batch; PostgreSQL takes none before
+                # the insert, so two builders would both insert: they take turns here.
+                _BUILDING.execute(connection, key=_lock_key(target, namespace, analysis))
             found = self._find(target, namespace, analysis)
             if found is not None:  # another process built it while this one waited
                 return found
