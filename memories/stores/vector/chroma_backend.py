@@ -570,18 +570,16 @@ class ChromaBackend(VectorBackend):
             if request.where is None and len(pending):
                 with pending.lock:
                     dense = _merge_nearest(dense, pending.nearest(vector, n=n), n)
-        allowed = None
+        passing = None
         if request.where is not None:
+            where = request.where
 
-            def allowed(ids: set[str]) -> set[str]:
-                # Dense hits passed the filter in Chroma; the others are checked
-                # there too (a document still queued is not there: it does not pass).
-                unchecked = sorted(ids - {s.id for s in dense})
-                passed = store.get(namespace, ids=unchecked, where=request.where, text=False)
-                return {s.id for s in dense} | {r.id for r in passed}
+            def passing(ids: list[str]) -> list[str]:
+                # A document still queued is not in the store: it does not pass.
+                return [r.id for r in store.get(namespace, ids=ids, where=where, text=False)]
 
         ranked = recall.rank(
-            space, request.text, config, dense=dense, limit=limit, candidates=n, allowed=allowed
+            space, request.text, config, dense=dense, limit=limit, candidates=n, passing=passing
         )
         # The calibrated scores need the cosine of every result; the dense
         # candidates have theirs, the others' embeddings come with their text.

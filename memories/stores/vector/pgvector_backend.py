@@ -62,7 +62,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import KW_ONLY, dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Annotated, Any
 
 import sqlalchemy as sa
@@ -688,18 +688,9 @@ class PgVectorBackend(VectorBackend):
         # Candidates past the namespace's size change nothing: each ranker returns what it has.
         n = config.candidates
         dense = [] if vector is None else self._nearest(vector, n, request.where)
-        allowed = None
-        if request.where is not None:
-            where = request.where
-
-            def allowed(ids: set[str]) -> set[str]:
-                # Dense hits passed the filter in SQL; the others are checked there too.
-                passed = {s.id for s in dense}
-                unchecked = sorted(ids - passed)
-                return passed | set(self._passing(unchecked, where)) if unchecked else passed
-
+        passing = None if request.where is None else partial(self._passing, where=request.where)
         ranked = store.recall.rank(
-            space, request.text, config, dense=dense, limit=limit, candidates=n, allowed=allowed
+            space, request.text, config, dense=dense, limit=limit, candidates=n, passing=passing
         )
         # The calibrated scores need the cosine of every result; the dense
         # candidates have theirs, the others' embeddings come with their text.

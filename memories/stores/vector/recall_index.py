@@ -657,32 +657,38 @@ class RecallIndex:
         dense: Sequence[ScoredId],
         limit: int,
         candidates: int,
-        allowed: Callable[[set[str]], set[str]] | None = None,
+        passing: Callable[[list[str]], Iterable[str]] | None = None,
     ) -> list[ScoredId]:
         """Hybrid recall's final ranking: ``dense`` hits fused with BM25's, neighbours, speakers.
 
         Any vector backend calls this with its nearest neighbours (cosine
         similarities): the lexical candidates, positions and speakers come
-        from this index. With a metadata filter, ``allowed`` says which of a
-        set of ids pass it (the dense hits passed already in the store).
+        from this index, read on one connection. With a metadata filter,
+        ``passing`` says which of some ids pass it in the store; the dense
+        hits were filtered there already, so only the others are asked about.
         """
-        lexical = (
-            self.lexical(space, query, config, limit=candidates) if config.uses_lexical else []
-        )
-        found = {s.id for s in dense} | {s.id for s in lexical}
-        window = config.neighbour_window if config.neighbour_weight else 0
-        positions, speakers = self.positions(space, found, window=window)
-        if allowed is not None:
-            passing = allowed(found | set(positions))
-            lexical = [s for s in lexical if s.id in passing]
-            positions = {i: p for i, p in positions.items() if i in passing}
+        with self.database.batch(write=False):
+            lexical = (
+                self.lexical(space, query, config, limit=candidates) if config.uses_lexical else []
+            )
+            found = {s.id for s in dense} | {s.id for s in lexical}
+            window = config.neighbour_window if config.neighbour_weight else 0
+            positions, speakers = self.positions(space, found, window=window)
+            named = self.named_speakers(space, query)
+        if passing is not None:
+            filtered = {s.id for s in dense}
+            unchecked = sorted((found | set(positions)) - filtered)
+            if unchecked:
+                filtered.update(passing(unchecked))
+            lexical = [s for s in lexical if s.id in filtered]
+            positions = {i: p for i, p in positions.items() if i in filtered}
         return rank_candidates(
             config,
             dense=dense,
             lexical=lexical,
             positions=positions,
             speakers=speakers,
-            named=self.named_speakers(space, query),
+            named=named,
             limit=limit,
         )
 
