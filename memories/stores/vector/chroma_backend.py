@@ -539,9 +539,8 @@ class ChromaBackend(VectorBackend):
             if not free:
                 return
             pending.claim(free)
-            texts = [document.text for i in free if (document := pending.get(i)) is not None]
-            free = [i for i in free if pending.get(i) is not None]
-        self._embed_claimed(free, texts)
+            held = {i: document.text for i in free if (document := pending.get(i)) is not None}
+        self._embed_claimed(list(held), list(held.values()))
 
     def _embed_claimed(self, ids: list[str], texts: list[str]) -> list[list[float]]:
         """Embed documents claimed in the index; publish the vectors, or release them on failure."""
