@@ -470,14 +470,18 @@ class RecallIndex:
         if not ids:
             return
         query = sa.select(
-            _documents.c.key, _documents.c.doc_id, _documents.c.terms, _documents.c.speakers
+            _documents.c.key,
+            _documents.c.doc_id,
+            _documents.c.terms,
+            _documents.c.speakers,
+            _documents.c.length,
         ).where(_documents.c.space == space, _documents.c.doc_id.in_(list(ids)))
         found = connection.execute(query).all()
         if not found:
             return
         gone = [
             {"s": space, "t": term, "k": key}
-            for key, _, terms, _ in found
+            for key, _, terms, _, _ in found
             for term in terms.split(_SEPARATOR)
             if term
         ]
@@ -490,19 +494,12 @@ class RecallIndex:
                 ),
                 gone,
             )
-        lengths = dict(
-            connection.execute(
-                sa.select(_documents.c.key, _documents.c.length).where(
-                    _documents.c.key.in_([key for key, *_ in found])
-                )
-            ).all()
-        )
-        connection.execute(sa.delete(_documents).where(_documents.c.key.in_(list(lengths))))
+        connection.execute(sa.delete(_documents).where(_documents.c.key.in_([r[0] for r in found])))
         rows = [
             _Row(doc_id, None, None, Counter(), (speakers or "").split(_SEPARATOR))
-            for _, doc_id, _, speakers in found
+            for _, doc_id, _, speakers, _ in found
         ]
-        self._count(connection, space, rows, -1, length=sum(lengths.values()))
+        self._count(connection, space, rows, -1, length=sum(r[4] for r in found))
 
     def _count(
         self,
