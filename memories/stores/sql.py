@@ -445,6 +445,10 @@ def _create_engine(url: str) -> Engine:
         options: dict[str, Any] = {}
         if parsed.get_backend_name() == "postgresql":
             options["connect_args"] = _postgres_bounds(parsed)
+            # A server restarted (or a connection cut by a proxy) leaves the pool's
+            # connections dead; each checkout pings first, so the first call after a
+            # restart works instead of failing once per pooled connection.
+            options["pool_pre_ping"] = True
         engine = create_engine(url, **options)
     except (ArgumentError, NoSuchModuleError) as exc:
         raise ConfigError(_bad_url(url, exc)) from exc

@@ -265,12 +265,28 @@ def test_a_server_stopped_mid_write_raises_and_leaves_nothing_half_written(
     with pytest.raises(BackendUnavailableError):  # down: every call says so
         memory.search("dog")
     pgvector_server.start()
-    for pool in (engine, get_engine(pgvector_server.url)):
-        pool.dispose()  # the pools' connections died with the server
+    # The pools' connections died with the server; they are replaced on checkout
+    # (pool_pre_ping), with no dispose() here: the memory works again as it is.
     assert _count_rows(url, key) == (3, 3)
     memory.save_context({"input": TURNS[3][0]}, {"output": TURNS[3][1]})
     assert _count_rows(url, key) == (4, 4)
     assert sorted(r.metadata["turn"] for r in memory.export_documents()) == [0, 1, 2, 3]
+
+
+def test_a_restarted_server_is_used_again_without_a_failed_call(
+    pgvector_server: PostgresServer,
+) -> None:
+    # The pool holds connections from before the restart: each is pinged on checkout
+    # and replaced, so the first save and search after the restart succeed.
+    memory = VectorMemory(
+        vectors=pgvector_server.url, embeddings=EMBEDDINGS, namespace=(uuid.uuid4().hex,)
+    )
+    memory.save_context({"input": TURNS[0][0]}, {"output": TURNS[0][1]})
+    assert get_engine(pgvector_server.url).pool.checkedin() >= 1
+    pgvector_server.stop()
+    pgvector_server.start()
+    memory.save_context({"input": TURNS[1][0]}, {"output": TURNS[1][1]})
+    assert [r.metadata["turn"] for r in memory.search(TURNS[1][0], k=1)] == [1]
 
 
 def test_example_memory_keeps_its_examples_in_postgres(pgvector_server: PostgresServer) -> None:
