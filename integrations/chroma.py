@@ -37,7 +37,8 @@ ids than asked) looks again at once, and a collection gone behind its back
 (``NotFoundError``) is looked up again, so another process's promotion is seen
 at the latest when the cache entry expires, and at once by a read that misses.
 Collections of the layout before shards are simply "own": existing stores work
-unchanged, with no copy.
+unchanged, with no copy. :meth:`ChromaStore.demote` (``memories reshard`` for a
+whole store) moves the small ones into their shards, with writers stopped.
 
 Promotion (:meth:`ChromaStore.promote`) moves a namespace out of its shard:
 its own collection is made first, marked incomplete (readers keep reading the
@@ -137,6 +138,7 @@ __all__ = [
     "SHARDS",
     "ChromaMode",
     "ChromaStore",
+    "Demotion",
     "LangChainEmbeddingFunction",
     "StoredRecord",
 ]
@@ -278,6 +280,23 @@ def _spec_of(embeddings: Embeddings | None) -> str:
         return ""
     cls = type(embeddings)
     return f"{cls.__module__}:{cls.__qualname__}"
+
+
+@dataclass(frozen=True)
+class Demotion:
+    """What :meth:`ChromaStore.demote` did with one namespace's own collection."""
+
+    namespace: str
+    """The namespace key."""
+    documents: int
+    """How many documents its collection held (moved into the shard unless ``kept``)."""
+    kept: str = ""
+    """Why the collection stays, or ``""`` when the namespace moved into its shard."""
+
+    @property
+    def moved(self) -> bool:
+        """Whether the namespace now lives in its shard."""
+        return not self.kept
 
 
 @dataclass(frozen=True)
@@ -635,6 +654,83 @@ class ChromaStore:
         """
         with self._promoting, self._translate("move the namespace to its own collection"):
             self._promote(namespace)
+
+    def demote(self, namespace: str, /, *, dry_run: bool = False) -> Demotion:
+        """Move a small namespace from its own collection into its shard (undoes :meth:`promote`).
+
+        For stores made before shards, where every namespace has a collection
+        (each one kept loaded by Chroma for the life of a process: about 2.5 MB
+        and 4 open files). A namespace of at most ``promote_at`` documents is
+        copied into its shard (embedding, text and metadata; ids tagged; by
+        upsert, so a re-run after a crash copies again and duplicates nothing),
+        then its collection is deleted. Readers keep reading the collection
+        until it is gone, then find the shard. A write that another process
+        makes to the collection during the copy can be lost: run it with the
+        application's writers stopped (``memories reshard``).
+
+        A namespace stays where it is, and ``kept`` says why, when it is in
+        its shard already, holds more than ``promote_at`` documents, or has
+        embeddings of another width than its shard's. With ``dry_run`` nothing
+        is written: the result says what a real run would do.
+        """
+        with self._promoting, self._translate("move the namespace into its shard"):
+            own, complete = self._own_collection(namespace)
+            if own is None:
+                return Demotion(namespace, 0, kept="in its shard already")
+            ids: list[str] = own.get(include=[])["ids"]
+            if complete and len(ids) > self.promote_at:
+                return Demotion(namespace, len(ids), kept=f"more than {self.promote_at} documents")
+            if not complete:
+                # A promotion that crashed mid-copy: the shard still holds everything.
+                return self._demoted(namespace, own, [], dry_run=dry_run)
+            shard = self._existing_shard(namespace)  # a dry run makes no shard
+            if shard is not None and self._other_shard_width(shard, own, ids):
+                return Demotion(namespace, len(ids), kept="embeddings of another width")
+            return self._demoted(namespace, own, ids, dry_run=dry_run)
+
+    def reshard(self, *, dry_run: bool = False) -> list[Demotion]:
+        """:meth:`demote` every namespace that has a collection of its own, in key order."""
+        return [self.demote(n, dry_run=dry_run) for n in self.namespaces(shards=False)]
+
+    def _demoted(self, namespace: str, own: Any, ids: list[str], *, dry_run: bool) -> Demotion:
+        if dry_run:
+            return Demotion(namespace, len(ids))
+        shard, tag = self._shard(namespace), _tag(namespace)
+        for start in range(0, len(ids), _PAGE):
+            page = own.get(
+                ids=ids[start : start + _PAGE], include=["documents", "metadatas", "embeddings"]
+            )
+            shard.upsert(
+                ids=[tag + i for i in page["ids"]],
+                documents=page["documents"],
+                embeddings=page["embeddings"],
+                metadatas=[{**(m or {}), NAMESPACE_KEY: namespace} for m in page["metadatas"]],
+            )
+        self._get_client().delete_collection(own.name)
+        self._remember(namespace, shard, shard=True)
+        return Demotion(namespace, len(ids))
+
+    def _existing_shard(self, namespace: str) -> Any | None:
+        """The namespace's shard if it has been made, else None."""
+        number = _shard_of(namespace)
+        if number in self._shards:
+            return self._shards[number]
+        try:
+            return self._get_client().get_collection(
+                self._shard_name(number), embedding_function=self._embedding_function
+            )
+        except NotFoundError:
+            return None
+
+    def _other_shard_width(self, shard: Any, own: Any, ids: list[str]) -> bool:
+        """Whether the shard holds embeddings of another width than the collection's."""
+        if not ids:
+            return False
+        mine = own.get(ids=ids[:1], include=["embeddings"])["embeddings"]
+        theirs = shard.peek(limit=1)["embeddings"]
+        if mine is None or theirs is None or len(mine) == 0 or len(theirs) == 0:
+            return False
+        return len(mine[0]) != len(theirs[0])
 
     # -- placement ------------------------------------------------------------------
 

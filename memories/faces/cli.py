@@ -205,6 +205,38 @@ def _clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reshard(args: argparse.Namespace) -> int:
+    from memories.faces.commands import open_memory, reshard
+
+    memory = open_memory(args.config)
+    found = reshard(memory, dry_run=True)
+    movable = [d for d in found if d.moved]
+    for demotion in found:
+        if not demotion.moved:
+            print(f"keep {demotion.namespace}: {demotion.kept}")
+    if not movable:
+        print("memories reshard: no namespace to move.", file=sys.stderr)
+        return 0
+    verb = "would move" if args.dry_run else "move"
+    for demotion in movable:
+        print(f"{verb} {demotion.namespace}: {demotion.documents} documents into its shard")
+    if args.dry_run:
+        return 0
+    if not args.yes:
+        print("Stop the application's writers first. Go on? [y/N] ", end="")
+        sys.stdout.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            print("memories reshard: nothing moved.", file=sys.stderr)
+            return 1
+    moved = [d for d in reshard(memory) if d.moved]
+    documents = sum(d.documents for d in moved)
+    print(
+        f"memories reshard: {len(moved)} namespaces ({documents} documents) moved into shards.",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _is_loopback(host: str) -> bool:
     import ipaddress
 
@@ -357,6 +389,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="queue these set-aside documents again (no ID: all of them) and write them now",
     )
     letters.set_defaults(run=_dead_letters)
+
+    reshard = commands.add_parser(
+        "reshard",
+        help="move small namespaces of a Chroma store made before shards into shared "
+        "collections (stop the application's writers first)",
+    )
+    reshard.add_argument(
+        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+    )
+    reshard.add_argument("--dry-run", action="store_true", help="say what would move; move nothing")
+    reshard.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    reshard.set_defaults(run=_reshard)
 
     serve = commands.add_parser(
         "serve", help="a read-only web inspector and JSON API over a config (the server extra)"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import (
@@ -47,6 +47,9 @@ from memories.long_term.profile import ProfileMemory
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.memory import InMemoryHistory
 
+if TYPE_CHECKING:
+    from memories.integrations.chroma import Demotion
+
 __all__ = [
     "DocumentLine",
     "ExportLine",
@@ -63,6 +66,7 @@ __all__ = [
     "leaf_memories",
     "open_memory",
     "read_jsonl",
+    "reshard",
     "stores_of",
 ]
 
@@ -689,4 +693,25 @@ def clear(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]
                 f"profile {'.'.join(leaf.namespace)}/{leaf.key}: emptied as version {version} "
                 f"(rollback({version - 1}) restores it)"
             )
+    return done
+
+
+def reshard(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Demotion]:
+    """Move the small namespaces of the memory's Chroma stores from collections into shards.
+
+    Each Chroma store its searchable members use (once per folder or server and
+    collection prefix) is resharded whole, every namespace it holds, not only
+    the config's: see :meth:`ChromaStore.demote`. Stores on PostgreSQL have no
+    collections and are skipped.
+    """
+    done: list[Demotion] = []
+    seen: set[str] = set()
+    for member in searchable_memories(memory):
+        try:
+            store = member.store
+        except NotImplementedError:  # pgvector: one table, nothing to reshard
+            continue
+        if store.target not in seen:
+            seen.add(store.target)
+            done += store.reshard(dry_run=dry_run)
     return done

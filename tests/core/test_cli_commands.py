@@ -283,7 +283,9 @@ def test_export_of_a_memory_without_history_is_a_clear_error(
     assert code == 2 and "keeps none" in err
 
 
-@pytest.mark.parametrize("command", ["demo", "chat", "inspect", "export", "import", "clear"])
+@pytest.mark.parametrize(
+    "command", ["demo", "chat", "inspect", "export", "import", "clear", "reshard"]
+)
 def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])
@@ -746,3 +748,31 @@ def test_dead_letters_of_a_memory_without_a_vector_store_is_a_clear_error(
 ) -> None:
     code, _, err = run(["dead-letters", "--config", str(config)], capsys)
     assert code == 2 and "works on vector memories" in err and "WindowMemory" in err
+
+
+def test_reshard_moves_collections_made_before_shards_into_them(
+    vector_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memories import create_memory
+    from memories.kernel.namespaces import namespace_key
+
+    memory = create_memory(vector_config)
+    for question, answer in [("My sister lives in Porto.", "Nice."), ("I like jazz.", "Cool.")]:
+        memory.save_context({"input": question}, {"output": answer})
+    memory.flush()
+    key = namespace_key(("users", "maya"))
+    memory.store.promote(key)  # a collection of its own, as every namespace had before shards
+    assert memory.store.placement(key) == "own"
+
+    code, out, _ = run(["reshard", "--config", str(vector_config), "--dry-run"], capsys)
+    assert code == 0 and f"would move {key}: 2 documents into its shard" in out
+    assert memory.store.placement(key) == "own"
+    code, out, err = run(["reshard", "--config", str(vector_config)], capsys, stdin="n\n")
+    assert code == 1 and "nothing moved" in err and memory.store.placement(key) == "own"
+
+    code, out, err = run(["reshard", "--config", str(vector_config), "--yes"], capsys)
+    assert code == 0 and "1 namespaces (2 documents) moved into shards" in err
+    assert memory.store.placement(key) == "shard"
+    assert "Porto" in memory.search("Where does my sister live?", k=1)[0].text
+    code, _, err = run(["reshard", "--config", str(vector_config)], capsys)
+    assert code == 0 and "no namespace to move" in err

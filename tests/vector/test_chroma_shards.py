@@ -294,6 +294,118 @@ def test_legacy_collections_of_one_namespace_read_as_before(make_store: MakeStor
     assert legacy.count() == 2 and store.namespaces() == ["old"]
 
 
+def legacy_collection(store: ChromaStore, namespace: str, n: int, *, seed: int = 20) -> Any:
+    """A namespace's collection as a store made before shards left it (metadata stamped)."""
+    legacy = store._get_client().get_or_create_collection(
+        store.collection_name(namespace),
+        metadata={"memories_namespace": namespace},
+        configuration={"hnsw": {"space": "cosine"}},
+        embedding_function=store._embedding_function,
+    )
+    legacy.add(
+        ids=[str(i) for i in range(n)],
+        documents=[f"{namespace} said {i}" for i in range(n)],
+        embeddings=vectors(n, seed),
+        metadatas=[{"namespace": namespace, "n": i} for i in range(n)],
+    )
+    return legacy
+
+
+def collection_names(store: ChromaStore) -> set[str]:
+    return {c.name for c in store._get_client().list_collections()}
+
+
+def test_a_small_legacy_collection_moves_into_its_shard_unchanged(make_store: MakeStore) -> None:
+    store = make_store()
+    a, b = same_shard_pair(store)
+    legacy_collection(store, a, 5)
+    write(store, b, ["1", "2"], seed=21)
+    query = vectors(1, 22)[0]
+    before, found, other = snapshot(store, a), store.nearest(a, query, n=3), snapshot(store, b)
+    reader = make_store()
+    assert reader.placement(a) == "own"  # a store that cached the old placement
+
+    done = store.demote(a)
+
+    assert done.moved and done.documents == 5
+    assert store.collection_name(a) not in collection_names(store)
+    assert store.placement(a) == "shard" and len(in_shard(store, a)) == 5
+    assert snapshot(store, a) == before and snapshot(store, b) == other
+    assert [s.id for s in store.nearest(a, query, n=3)] == [s.id for s in found]
+    assert snapshot(reader, a) == before and reader.count(a) == 5  # its collection is gone
+    assert store.namespaces() == sorted([a, b])
+    assert store.demote(a) == chroma.Demotion(a, 0, kept="in its shard already")
+
+
+def test_a_legacy_collection_past_promote_at_keeps_its_collection(make_store: MakeStore) -> None:
+    store = make_store(promote_at=8)
+    legacy_collection(store, "big", 9)
+    assert store.demote("big") == chroma.Demotion("big", 9, kept="more than 8 documents")
+    assert store.placement("big") == "own" and store.count("big") == 9
+
+
+def test_a_dry_run_says_what_would_move_and_writes_nothing(make_store: MakeStore) -> None:
+    store = make_store(promote_at=8)
+    legacy_collection(store, "small", 3)
+    legacy_collection(store, "big", 9)
+    names = collection_names(store)
+
+    planned = store.reshard(dry_run=True)
+
+    assert planned == [
+        chroma.Demotion("big", 9, kept="more than 8 documents"),
+        chroma.Demotion("small", 3),
+    ]
+    assert collection_names(store) == names and in_shard(store, "small") == []
+    assert store.reshard() == planned
+    assert store.placement("small") == "shard" and store.placement("big") == "own"
+
+
+def test_a_demotion_that_crashed_mid_copy_is_finished_by_a_rerun_without_duplicates(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store()
+    legacy_collection(store, "n", 7)
+    before = snapshot(store, "n")
+    monkeypatch.setattr(chroma, "_PAGE", 3)
+    shard = store._shard("n")
+    upsert, calls = shard.upsert, [0]
+
+    def crash_on_second_page(**page: Any) -> None:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise Crash
+        upsert(**page)
+
+    monkeypatch.setattr(shard, "upsert", crash_on_second_page)
+    with pytest.raises(Crash):
+        store.demote("n")
+    # Half copied: the collection is still there and still what every reader reads.
+    assert len(in_shard(store, "n")) == 3
+    for reader in (store, make_store()):
+        assert reader.placement("n") == "own" and snapshot(reader, "n") == before
+
+    monkeypatch.undo()
+    assert make_store().demote("n").moved  # the re-run, by another "process"
+    assert store.placement("n") == "shard" and snapshot(store, "n") == before
+    assert sorted(in_shard(store, "n")) == sorted(chroma._tag("n") + str(i) for i in range(7))
+
+
+def test_a_legacy_collection_of_another_width_than_its_shard_stays(make_store: MakeStore) -> None:
+    store = make_store()
+    a, b = same_shard_pair(store)
+    write(store, b, ["1"])  # the shard holds 8-wide vectors
+    wide = store._get_client().get_or_create_collection(
+        store.collection_name(a),
+        metadata={"memories_namespace": a},
+        configuration={"hnsw": {"space": "cosine"}},
+        embedding_function=store._embedding_function,
+    )
+    wide.add(ids=["1"], documents=["x"], embeddings=[[1.0] * 4], metadatas=[{"namespace": a}])
+    assert store.demote(a) == chroma.Demotion(a, 1, kept="embeddings of another width")
+    assert store.placement(a) == "own" and store.count(a) == 1
+
+
 @pytest.mark.parametrize("bad", [0, -5, 2.5, "100", True])
 def test_promote_at_must_be_a_positive_whole_number(bad: Any) -> None:
     with pytest.raises(ConfigError, match=f"promote_at .*got {bad!r}"):
