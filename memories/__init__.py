@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         with_namespace,
         with_session,
     )
+    from memories.core.erasure import ErasureReport, erase_user
     from memories.errors import (
         BackendError,
         BackendUnavailableError,
@@ -118,6 +119,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "with_namespace",
         "with_session",
     ),
+    "memories.core.erasure": ("ErasureReport", "erase_user"),
     "memories.kernel.keys": ("get_prompt_input_key",),
     "memories.faces.runnable": ("with_memory",),
 }
@@ -179,6 +181,7 @@ __all__ = [
     "ConversationTokenBufferMemory",
     "ConversationVectorStoreTokenBufferMemory",
     "Entry",
+    "ErasureReport",
     "ExampleMemory",
     "InMemoryHistory",
     "InstructionsMemory",
@@ -208,6 +211,7 @@ __all__ = [
     "__version__",
     "create_history",
     "create_memory",
+    "erase_user",
     "get_prompt_input_key",
     "load_config",
     "memory_factory",

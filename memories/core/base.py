@@ -48,6 +48,7 @@ from memories.kernel.capabilities import Capabilities, capabilities_of
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.messages import check_storable, format_buffer
 from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.stores.erasure import StoreShare
 from memories.stores.history.base import ChatHistory, MessageRef
 from memories.stores.history.langchain import LangChainHistory
 from memories.stores.history.memory import InMemoryHistory
@@ -173,6 +174,15 @@ class BaseMemory(LangChainBaseMemory):
     def leaves(self) -> list[LangChainBaseMemory]:
         """The memories that hold data: this one, or a composite's members (flattened)."""
         return [self]
+
+    def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
+        """What this memory keeps of its session's owner (``session``) and of its namespace's
+        (``namespace``), one record per store, for :func:`memories.erase_user`.
+
+        A memory that stores nothing has none; a class that stores data says
+        where, and calls ``super()`` so that a class with two stores lists both.
+        """
+        return []
 
     def flush(self, *, timeout: float | None = None) -> bool:
         """Finish deferred work now and wait for it (at most ``timeout`` seconds).
@@ -497,6 +507,14 @@ class ChatMemory(BaseMemory):
 
     def _clearing(self) -> Steps[None]:
         yield step(self.chat_memory.clear)
+
+    def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
+        """The session's log and state in the history, when erasing a session."""
+        found = super().erasure_shares(session=session, namespace=namespace)
+        history = self.chat_memory
+        if session and isinstance(history, ChatHistory):
+            found.append(StoreShare(repr(history), history.held, history.clear))
+        return found
 
     def clear(self) -> None:
         """Erase the session: its messages and every memory's state in the history."""

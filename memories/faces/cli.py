@@ -7,6 +7,7 @@ config or bad input (the message goes to stderr).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -205,6 +206,33 @@ def _clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def _erase(args: argparse.Namespace) -> int:
+    from memories.faces.commands import erase
+
+    def confirm(lines: list[str]) -> bool:
+        print("This erases, for good (no rollback):", *(f"  {t}" for t in lines), sep="\n")
+        print("Go on? [y/N] ", end="")
+        sys.stdout.flush()
+        return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+    report = erase(
+        args.config,
+        namespace=args.namespace,
+        session=args.session,
+        out=sys.stderr,
+        confirm=None if args.yes or args.dry_run else confirm,
+        dry_run=args.dry_run,
+    )
+    if report is None:
+        print("memories erase: nothing erased.", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(report.text(), end="")
+    return 0 if args.dry_run or report.complete else 3
+
+
 def _reshard(args: argparse.Namespace) -> int:
     from memories.faces.commands import open_memory, reshard
 
@@ -389,6 +417,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="queue these set-aside documents again (no ID: all of them) and write them now",
     )
     letters.set_defaults(run=_dead_letters)
+
+    erase = commands.add_parser(
+        "erase",
+        help="erase a person's data in every store of a config (a namespace, a session or "
+        "both), then count again: the report shows 0 remaining",
+    )
+    erase.add_argument(
+        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+    )
+    erase.add_argument(
+        "--namespace", help="the person's namespace, labels joined by '.' (e.g. users.maya)"
+    )
+    erase.add_argument("--session", help="the person's chat session")
+    erase.add_argument("--dry-run", action="store_true", help="count what would go; erase nothing")
+    erase.add_argument("--json", action="store_true", help="print the report as JSON")
+    erase.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    erase.set_defaults(run=_erase)
 
     reshard = commands.add_parser(
         "reshard",

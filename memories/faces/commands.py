@@ -9,8 +9,10 @@ config serves every user.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import textwrap
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,6 +33,7 @@ from langchain_core.messages import (
 from memories.core.base import BaseMemory
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, load_config, with_namespace, with_session
+from memories.core.erasure import ErasureReport, StoreErasure, erase_user
 from memories.core.langchain import LangChainBaseMemory
 from memories.core.members import (
     chat_memories,
@@ -58,6 +61,7 @@ __all__ = [
     "clear",
     "clear_targets",
     "dead_letters",
+    "erase",
     "export_jsonl",
     "flush",
     "histories_of",
@@ -715,3 +719,51 @@ def reshard(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Demot
             seen.add(store.target)
             done += store.reshard(dry_run=dry_run)
     return done
+
+
+# -- erase ----------------------------------------------------------------------
+
+#: For crash tests: after erasing this many stores, ``erase`` writes ``paused`` and waits
+#: (at most :data:`_PAUSE_SECONDS`) to be killed half-way, at a known point.
+ERASE_PAUSE_ENV = "MEMORIES_ERASE_PAUSE_AFTER"
+_PAUSE_SECONDS = 600.0
+
+
+def erase(
+    config: str | Path | dict[str, Any],
+    *,
+    namespace: str | None,
+    session: str | None,
+    out: TextIO,
+    confirm: Callable[[list[str]], bool] | None = None,
+    dry_run: bool = False,
+) -> ErasureReport | None:
+    """Erase a person's data in every store of a config (see :func:`~memories.erase_user`).
+
+    Without ``dry_run``, first counts what will go and asks ``confirm`` with a
+    line per store (None: do not ask); returns None when it says no. Each
+    store's line is written to ``out`` as soon as that store is done.
+    """
+    if not dry_run and confirm is not None:
+        preview = erase_user(config, namespace=namespace, session=session, dry_run=True)
+        lines = [line for line in preview.text().splitlines()[:-1]]
+        if not confirm(lines or ["(nothing: no store holds data of it)"]):
+            return None
+
+    pause_after = int(os.environ.get(ERASE_PAUSE_ENV) or 0)
+    stores_done = 0
+
+    def done(line: StoreErasure) -> None:
+        nonlocal stores_done
+        counts = line.found if line.remaining is None else line.removed
+        kinds = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "nothing"
+        verb = "would erase" if line.remaining is None else "erased"
+        out.write(f"{verb} in {line.store}: {kinds}\n")
+        stores_done += 1
+        if stores_done == pause_after:
+            out.write("paused\n")
+            out.flush()
+            threading.Event().wait(_PAUSE_SECONDS)
+        out.flush()
+
+    return erase_user(config, namespace=namespace, session=session, dry_run=dry_run, progress=done)

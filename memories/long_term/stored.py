@@ -21,6 +21,7 @@ from memories.core.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import NamespaceField
 from memories.kernel.steps import Steps, arun, run
+from memories.stores.erasure import StoreShare
 from memories.stores.profile_store import ProfileStore, default_url
 
 __all__ = ["StoredDocumentMemory"]
@@ -122,6 +123,20 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     async def aclear(self) -> None:
         """Async :meth:`clear`: the same steps, awaited."""
         await arun(self._clearing())
+
+    def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
+        """Every key of the namespace in the store, every version, when erasing a namespace."""
+        found = super().erasure_shares(session=session, namespace=namespace)
+        if namespace:
+            store, labels = self._store, self.namespace
+            found.append(
+                StoreShare(
+                    f"{store!r}, namespace {'.'.join(labels)}",
+                    lambda: store.held(labels),
+                    lambda: store.erase_namespace(labels),
+                )
+            )
+        return found
 
     # -- background policy ------------------------------------------------------
 

@@ -133,6 +133,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     """
 
     config_type: ClassVar[str] = "collection"
+    session_documents: ClassVar[bool] = False  # a memory is the namespace's, whoever said it
     capabilities: ClassVar[Capabilities] = Capabilities(
         scope="namespace", searchable=True, exportable=True, deferred=True
     )

@@ -126,6 +126,10 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     def clear(self) -> None:
         """Erase the session: every message and every memory's state."""
 
+    def held(self) -> dict[str, int]:
+        """What :meth:`clear` erases, by kind (here its records; a backend may say more)."""
+        return {"chat log rows": len(self.records())}
+
     @abstractmethod
     def load_state(self, key: str, /) -> dict[str, Any] | None:
         """The state a memory saved under ``key``, or None."""

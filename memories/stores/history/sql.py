@@ -470,6 +470,19 @@ class SQLHistory(ChatHistory):
                 sa.delete(state_table).where(state_table.c.session_id == self.session_id)
             )
 
+    def held(self) -> dict[str, int]:
+        """The session's rows: its log (messages and edit records) and its memories' state."""
+        kinds = {"chat log rows": messages_table, "derived state rows": state_table}
+        with self._db.transaction() as connection:
+            return {
+                kind: int(
+                    connection.execute(
+                        sa.select(sa.func.count()).where(table.c.session_id == self.session_id)
+                    ).scalar_one()
+                )
+                for kind, table in kinds.items()
+            }
+
     def load_state(self, key: str, /) -> dict[str, Any] | None:
         with self._db.transaction() as connection:
             row = _STATE.execute(connection, session=self.session_id, key=key).fetchone()
