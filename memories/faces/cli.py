@@ -18,12 +18,16 @@ from memories._version import __version__
 from memories.errors import ConfigError, MemoriesError
 from memories.kernel.imports import DISTRIBUTION
 
-__all__ = ["LLM_ENV", "TOKEN_ENV", "main"]
+__all__ = ["LLM_ENV", "NAMESPACE_ENV", "TOKEN_ENV", "USER_ENV", "main"]
 
 #: The environment variable that names a model when ``--llm`` is not given.
 LLM_ENV = "MEMORIES_LLM"
 #: The environment variable that holds ``memories serve``'s token when ``--token`` is not given.
 TOKEN_ENV = "MEMORIES_TOKEN"
+#: The environment variables that say whose memories ``memories mcp`` serves, when
+#: ``--namespace`` / ``--user`` are not given.
+NAMESPACE_ENV = "MEMORIES_NAMESPACE"
+USER_ENV = "MEMORIES_USER"
 
 
 def _model(spec: str | None) -> tuple[Any, str]:
@@ -315,6 +319,25 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from memories.kernel.imports import import_object
+
+    serve = import_object("memories.faces.mcp_server", "serve", what="the MCP server")
+    from memories.faces.mcp_server import ConfigTools
+
+    tools = ConfigTools(
+        args.config,
+        namespace=args.namespace or os.environ.get(NAMESPACE_ENV) or None,
+        user=args.user or os.environ.get(USER_ENV) or None,
+    )
+    print(
+        f"memories mcp: {', '.join(tools.tools)} over stdio, for {tools.whose}",
+        file=sys.stderr,
+    )
+    serve(tools, timeout=args.timeout)
+    return 0
+
+
 def _positive(text: str) -> int:
     """An argparse type: a whole number > 0."""
     try:
@@ -466,6 +489,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a request may wait for the stores before a 504 (default 15)",
     )
     serve.set_defaults(run=_serve)
+
+    mcp = commands.add_parser(
+        "mcp", help="an MCP server over stdio: the memory tools of a config (the mcp extra)"
+    )
+    mcp.add_argument(
+        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+    )
+    mcp.add_argument(
+        "--namespace",
+        help=f"the one namespace every call uses, labels joined by '.' (default: ${NAMESPACE_ENV})",
+    )
+    mcp.add_argument(
+        "--user",
+        help=f"fills the config's {{user_id}} (default: ${USER_ENV}, else the client's name)",
+    )
+    mcp.add_argument(
+        "--timeout",
+        type=_positive,
+        default=30,
+        help="seconds a call may wait for the stores before it answers an error (default 30)",
+    )
+    mcp.set_defaults(run=_mcp)
     return parser
 
 
