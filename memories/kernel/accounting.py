@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -110,6 +110,20 @@ class Accounts:
     def total(self, kind: Kind, /) -> ModelUsage:
         """The usage of one kind, every namespace together."""
         return self.totals.get(kind, ModelUsage())
+
+    @classmethod
+    def merged(cls, parts: Iterable[Accounts], /) -> Accounts:
+        """Several memories' accounts added up (a combined memory's)."""
+        totals: dict[str, ModelUsage] = {}
+        namespaces: dict[str, dict[str, ModelUsage]] = {}
+        for part in parts:
+            for kind, usage in part.totals.items():
+                totals[kind] = totals.get(kind, ModelUsage()).plus(usage)
+            for name, kinds in part.namespaces.items():
+                into = namespaces.setdefault(name, {})
+                for kind, usage in kinds.items():
+                    into[kind] = into.get(kind, ModelUsage()).plus(usage)
+        return cls(totals, namespaces)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dicts and numbers, for JSON."""

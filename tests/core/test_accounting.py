@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from memories import (
     CollectionMemory,
+    CombinedMemory,
     ConfigError,
     InMemoryHistory,
     ProfileMemory,
@@ -332,3 +333,66 @@ def test_a_call_past_the_budget_is_refused_before_the_model() -> None:
     assert len(model.prompts) == 1 and caller.usage.calls == 1
     clock.now += 60
     assert asyncio.run(caller.ainvoke_text("a minute later")) == "hi"
+
+
+# -- reading it: a combined memory, the command line, without OpenTelemetry ----------------
+
+
+def test_a_combined_memory_adds_up_its_members(tmp_path: Path) -> None:
+    memories = _memories(tmp_path)
+    combined = CombinedMemory(memories=[memories["summary"], memories["profile"]])
+    for user, ai in TURNS:
+        combined.save_context({"input": user}, {"output": ai})
+    summary, profile = memories["summary"].usage(), memories["profile"].usage()
+    total = combined.status().usage.total("model")
+    assert total == summary.total("model").plus(profile.total("model"))
+    assert (
+        total.input_tokens == 120 * summary.total("model").calls + 50 * profile.total("model").calls
+    )
+
+
+def test_the_usage_command_runs_stdin_and_prints_each_memorys_counters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    import yaml
+
+    from memories.faces.cli import main
+
+    history = {"type": "sqlite", "path": str(tmp_path / "chat.db"), "session_id": "u1"}
+    config = tmp_path / "memory.yaml"
+    config.write_text(yaml.safe_dump({"type": "window", "k": 2, "history": history}))
+    monkeypatch.setattr("sys.stdin", io.StringIO("one\ntwo\nthree\n"))
+    assert main(["usage", "--config", str(config), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (window,) = report["memories"]
+    assert report["turns"] == 3 and window["memory"] == "window" and window["namespace"] == "u1"
+    assert window["namespaces"]["u1"]["store"]["calls"] == window["totals"]["store"]["calls"] >= 3
+    monkeypatch.setattr("sys.stdin", io.StringIO("four\n/usage\n"))
+    assert main(["chat", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "window" in out and "store" in out and "tokens in" in out
+
+
+def test_without_opentelemetry_nothing_is_traced_and_everything_is_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from memories.kernel import accounting
+
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # import fails as if not installed
+    monkeypatch.setattr(accounting, "_tracer_checked", False)  # both restored after the test
+    monkeypatch.setattr(accounting, "_tracer", None)
+    assert accounting.tracer() is None
+    memory = SummaryBufferMemory(
+        llm=_metered("Ada likes tea.", 33, 4), max_token_limit=10, token_counter="chars"
+    )
+    memory.save_context({"input": "I'm Ada and I like tea"}, {"output": "Noted, Ada."})
+    assert memory.status().usage.total("model") == ModelUsage(
+        calls=1,
+        input_tokens=33,
+        output_tokens=4,
+        seconds=memory.model_usage().seconds,
+    )
