@@ -33,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -87,7 +87,13 @@ class ModelUsage:
     def plus(self, other: ModelUsage) -> ModelUsage:
         """The sum of two usages."""
         return ModelUsage(
-            **{name: getattr(self, name) + getattr(other, name) for name in _USAGE_FIELDS}
+            self.calls + other.calls,
+            self.failures + other.failures,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.unmetered + other.unmetered,
+            self.seconds + other.seconds,
+            self.retries + other.retries,
         )
 
     def as_dict(self) -> dict[str, int | float]:
@@ -148,31 +154,35 @@ class Ledger:
         if max_namespaces < 1:
             raise ConfigError(f"max_namespaces must be >= 1, got {max_namespaces}")
         self.max_namespaces = max_namespaces
-        self._totals: dict[str, ModelUsage] = {}
-        self._namespaces: OrderedDict[str, dict[str, ModelUsage]] = OrderedDict()
+        # Mutable counters in ModelUsage's field order: a call adds in place.
+        self._totals: dict[str, list[Any]] = {}
+        self._namespaces: OrderedDict[str, dict[str, list[Any]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def record(self, kind: Kind, namespace: str, usage: ModelUsage, /) -> None:
         """Add one call's ``usage`` (``calls=1`` and its cost) under ``kind`` and ``namespace``."""
         with self._lock:
-            self._totals[kind] = self._totals.get(kind, ModelUsage()).plus(usage)
+            _add(self._totals, kind, usage)
             kinds = self._namespaces.get(namespace)
             if kinds is None:
                 kinds = self._namespaces[namespace] = {}
                 self._fold_oldest()
-            self._namespaces.move_to_end(namespace)
-            kinds[kind] = kinds.get(kind, ModelUsage()).plus(usage)
+            else:
+                self._namespaces.move_to_end(namespace)
+            _add(kinds, kind, usage)
 
     def total(self, kind: Kind, /) -> ModelUsage:
         """The usage of one kind, every namespace together."""
         with self._lock:
-            return self._totals.get(kind, ModelUsage())
+            counters = self._totals.get(kind)
+            return ModelUsage() if counters is None else ModelUsage(*counters)
 
     def snapshot(self) -> Accounts:
         """Every counter now, as an immutable :class:`Accounts`."""
         with self._lock:
             return Accounts(
-                dict(self._totals), {name: dict(k) for name, k in self._namespaces.items()}
+                _frozen(self._totals),
+                {name: _frozen(kinds) for name, kinds in self._namespaces.items()},
             )
 
     def _fold_oldest(self) -> None:
@@ -180,8 +190,8 @@ class Ledger:
             name = next(n for n in self._namespaces if n != OTHER_NAMESPACES)
             folded = self._namespaces.pop(name)
             other = self._namespaces.setdefault(OTHER_NAMESPACES, {})
-            for kind, usage in folded.items():
-                other[kind] = other.get(kind, ModelUsage()).plus(usage)
+            for kind, counters in folded.items():
+                _add(other, kind, ModelUsage(*counters))
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_lock"}
@@ -192,6 +202,19 @@ class Ledger:
 
     def __repr__(self) -> str:
         return f"Ledger({len(self._namespaces)} namespaces)"
+
+
+def _add(counters: dict[str, list[Any]], kind: str, usage: ModelUsage) -> None:
+    row = counters.get(kind)
+    if row is None:
+        counters[kind] = [getattr(usage, name) for name in _USAGE_FIELDS]
+    else:
+        for i, name in enumerate(_USAGE_FIELDS):
+            row[i] += getattr(usage, name)
+
+
+def _frozen(counters: dict[str, list[Any]]) -> dict[str, ModelUsage]:
+    return {kind: ModelUsage(*row) for kind, row in counters.items()}
 
 
 # -- the operation in progress: whose ledger, which namespace, which span ----------
@@ -241,15 +264,41 @@ def operation(
 
 
 class Call:
-    """What a measured call reports before it ends: tokens, and whether it is a retry."""
+    """One call in progress: what it reports (tokens, a retry) before it ends, and its span."""
+
+    __slots__ = (
+        "failures",
+        "input_tokens",
+        "output_tokens",
+        "retries",
+        "seconds",
+        "span",
+        "unmetered",
+    )
 
     def __init__(self, span: Any) -> None:
         self.span = span
-        self.usage = ModelUsage(calls=1)
+        self.failures = self.input_tokens = self.output_tokens = 0
+        self.unmetered = self.retries = 0
+        self.seconds = 0.0
 
     def set(self, **counters: float) -> None:
         """Set counters of this call's record (``input_tokens=``, ``retries=``...)."""
-        self.usage = replace(self.usage, **counters)  # type: ignore[arg-type]
+        for name, value in counters.items():
+            setattr(self, name, value)
+
+    @property
+    def usage(self) -> ModelUsage:
+        """This call's record so far."""
+        return ModelUsage(
+            1,
+            self.failures,
+            self.input_tokens,
+            self.output_tokens,
+            self.unmetered,
+            self.seconds,
+            self.retries,
+        )
 
     def attribute(self, name: str, value: Any) -> None:
         """Set an attribute of this call's span (nothing without tracing)."""
@@ -280,11 +329,11 @@ def measured(
     try:
         yield call
     except BaseException as exc:
-        call.set(failures=1)
+        call.failures = 1
         call.attribute("error.type", type(exc).__qualname__)
         raise
     finally:
-        call.set(seconds=time.perf_counter() - started)
+        call.seconds = time.perf_counter() - started
         if target is not None:
             target.record(kind, current_namespace(), call.usage)
         if span is not None:
