@@ -27,7 +27,10 @@ twins; it calls :func:`memories.kernel.keys.select_turn` to pick its input and o
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import hashlib
+import inspect
 import json
 import threading
 import types
@@ -43,6 +46,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from memories.core.langchain import LangChainBaseMemory
 from memories.errors import ConfigError, InvalidInputError
+from memories.kernel.accounting import Accounts, Ledger, operation
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities, capabilities_of
 from memories.kernel.keys import turn_messages_for
@@ -78,6 +82,16 @@ class BaseMemory(LangChainBaseMemory):
     #: Fields besides the chat history holding a store of one session's data (an
     #: entity store, a graph): a per-session config puts each on its session too.
     session_stores: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Written once here rather than in each memory: every operation a class
+        # defines is counted and traced, and every status it returns says what it cost.
+        for name in _OPERATIONS:
+            if name in vars(cls):
+                setattr(cls, name, _traced(vars(cls)[name], name.removeprefix("a")))
+        if "status" in vars(cls):
+            setattr(cls, "status", _accounted(vars(cls)["status"]))  # noqa: B010
 
     @model_validator(mode="before")
     @classmethod
@@ -207,7 +221,26 @@ class BaseMemory(LangChainBaseMemory):
 
     def status(self) -> MemoryStatus:
         """Where this memory's deferred work stands (nothing, by default)."""
-        return MemoryStatus()
+        return MemoryStatus(usage=self.usage())
+
+    def usage(self) -> Accounts:
+        """What this memory's work has cost in this process: model calls, embedding
+        batches and store transactions, with tokens, failures, retries and time,
+        per kind and per namespace. Nothing is sent anywhere."""
+        return self._ledger.snapshot()
+
+    @cached_property
+    def _ledger(self) -> Ledger:
+        """Where this memory's calls are counted (see :mod:`memories.kernel.accounting`)."""
+        return Ledger()
+
+    def usage_namespace(self) -> str:
+        """The namespace this memory's calls are counted (and budgeted) under."""
+        return "default"
+
+    def _deferred_reason(self) -> str | None:
+        """Why formation waits now (a spent budget), or None."""
+        return None
 
     async def astatus(self) -> MemoryStatus:
         """Async :meth:`status`."""
@@ -257,6 +290,60 @@ class BaseMemory(LangChainBaseMemory):
             f"{type(self).__name__}.{name} = {value!r:.80} has no config form. "
             "Give it by name (a string) or build this memory in code."
         )
+
+
+#: The operations that are counted and traced: each is a span with its calls as children.
+_OPERATIONS = (
+    "save_context",
+    "asave_context",
+    "save_messages",
+    "asave_messages",
+    "load_memory_variables",
+    "aload_memory_variables",
+    "clear",
+    "aclear",
+)
+
+
+def _traced(method: Any, name: str) -> Any:
+    """``method`` run as one operation of its memory (see ``accounting.operation``)."""
+
+    def begun(self: BaseMemory) -> Any:
+        return operation(
+            self._ledger,
+            name,
+            owner=self,
+            namespace=self.usage_namespace(),
+            memory_type=getattr(self, "config_type", type(self).__name__),
+        )
+
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def atraced(self: BaseMemory, *args: Any, **kwargs: Any) -> Any:
+            with begun(self):
+                return await method(self, *args, **kwargs)
+
+        return atraced
+
+    @functools.wraps(method)
+    def traced(self: BaseMemory, *args: Any, **kwargs: Any) -> Any:
+        with begun(self):
+            return method(self, *args, **kwargs)
+
+    return traced
+
+
+def _accounted(method: Any) -> Any:
+    """``status`` with the memory's usage, and why its pending work waits (a spent budget)."""
+
+    @functools.wraps(method)
+    def status(self: BaseMemory) -> Any:
+        result = method(self)
+        deferred = self._deferred_reason() if result.pending else None
+        return dataclasses.replace(result, usage=self.usage(), deferred=deferred)
+
+    return status
 
 
 #: Objects that belong to one process and are made anew in a copy.
@@ -392,6 +479,10 @@ class ChatMemory(BaseMemory):
     def _state_parameters(self) -> dict[str, Any]:
         """The arguments that shape this memory's derived state (default: none)."""
         return {}
+
+    def usage_namespace(self) -> str:
+        """The session: a chat log's calls are counted and budgeted under its ``session_id``."""
+        return self.chat_memory.session_id
 
     @cached_property
     def state_key(self) -> str:

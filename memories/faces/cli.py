@@ -100,6 +100,28 @@ def _chat(args: argparse.Namespace) -> int:
     return 0
 
 
+def _usage(args: argparse.Namespace) -> int:
+    import io
+    import json
+
+    from memories.faces.commands import chat, format_usage, open_memory, usage_report
+    from memories.testing import ScriptedChatModel
+
+    memory = open_memory(args.config, args.session, args.namespace)
+    model, source = _model(args.llm)
+    if model is None:
+        model, source = ScriptedChatModel(), "an offline echo model"
+    turns = chat(memory, model, sys.stdin, io.StringIO())
+    report = usage_report(memory)
+    if args.json:
+        json.dump({"turns": turns, "memories": report}, sys.stdout, indent=2)
+        print()
+    else:
+        print(f"{turns} turns, replies by {source}:", file=sys.stderr)
+        sys.stdout.write(format_usage(report))
+    return 0
+
+
 def _inspect(args: argparse.Namespace) -> int:
     from memories.core.config import load_config, sqlite_files
     from memories.faces.commands import inspect, open_memory
@@ -395,6 +417,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--system", default="", help="a system prompt")
     chat.set_defaults(run=_chat)
+
+    usage = configured(
+        "usage",
+        "run the conversation on stdin (one user line each) and print what each memory's "
+        "model calls, embeddings and store transactions cost",
+    )
+    usage.add_argument(
+        "--llm", help=f"model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else echo)"
+    )
+    usage.add_argument("--json", action="store_true", help="print the counters as JSON")
+    usage.set_defaults(run=_usage)
 
     inspect = configured("inspect", "show a session's messages, memory state and what it injects")
     inspect.add_argument("--last", type=_positive, default=20, help="messages to show (default 20)")

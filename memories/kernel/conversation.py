@@ -139,9 +139,11 @@ def conversing(
     Model calls are made with the runner's lock released (they may take
     seconds); a provider error or a timeout ends the exchange as failed.
     """
+    asked = False
     while (request := session.request()) is not None:
         try:
-            reply = yield step(caller.invoke, request, bound=model, unlocked=True)
+            reply = yield step(caller.invoke, request, bound=model, retry=asked, unlocked=True)
+            asked = True
         except LLMError as exc:
             session.fail(str(exc))
         else:

@@ -19,7 +19,7 @@ from pydantic import Field, PrivateAttr
 
 from memories.core.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.kernel.keys import turn_messages_for
-from memories.kernel.namespaces import NamespaceField
+from memories.kernel.namespaces import NamespaceField, namespace_text
 from memories.kernel.steps import Steps, arun, run
 from memories.stores.erasure import StoreShare
 from memories.stores.profile_store import ProfileStore, default_url
@@ -143,6 +143,10 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     @property
     def _in_background(self) -> bool:
         return self.policy == "background"
+
+    def usage_namespace(self) -> str:
+        """The namespace, ``"users.maya"``: its calls are counted and budgeted under it."""
+        return namespace_text(self.namespace)
 
     def _background_key(self) -> Hashable:
         """The document, not this object: two memories on one document share one job."""
