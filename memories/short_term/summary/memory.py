@@ -240,9 +240,10 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     def _reading(self) -> Steps[tuple[SummaryState, list[Entry]]]:
         """The state brought up to date with the log (not saved) and the unfolded entries."""
         history = self.chat_memory
+        horizon = yield step(history.horizon)
         stored, changes = yield from self._seen.reading(history, self.state_key, _cursors)
         fresh = SummaryState(summary=self.initial_summary, counter=self._counter_id)
-        state = fresh if stored is None else stored
+        state = (fresh if stored is None else stored).forgotten(horizon)
         if changes is None:  # nothing stored: the whole log is unfolded
             changes = yield step(history.changes, after=state.folded, edits_after=state.edits)
         unfolded = changes.entries
