@@ -354,6 +354,11 @@ class ChatMemory(BaseMemory):
         """Async :meth:`sweep`."""
         return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
 
+    def _sweep_session(self) -> int:
+        """Delete what the retention expired in this memory's own session (background jobs)."""
+        history = self.chat_memory
+        return history.sweep_session() if isinstance(history, RetainedHistory) else 0
+
     @field_validator("chat_memory", mode="before")
     @classmethod
     def _as_history(cls, value: Any) -> ChatHistory:

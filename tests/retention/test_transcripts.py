@@ -274,3 +274,30 @@ def test_async_reads_and_sweeps_hide_and_delete_the_same(make_history: MakeHisto
     text, swept = asyncio.run(scenario())
     assert text == "Human: new\nAI: n"
     assert swept == {history.session_id: 2}
+
+
+def test_a_background_summary_sweeps_its_session_after_its_fold(tmp_path: Path) -> None:
+    from memories.kernel.background import Debouncer
+
+    clock = Clock()
+    history = SQLiteHistory(tmp_path / "chat.db", session_id="u1", clock=clock)
+    with Debouncer(delay=3600, name="retention-test") as scheduler:
+        memory = SummaryBufferMemory(
+            llm=ScriptedLLM(),
+            chat_memory=history,
+            max_token_limit=40,
+            token_counter="chars",
+            retention={"keep_days": 7},
+            summarize="background",
+            scheduler=scheduler,
+        )
+        for n in range(4):
+            turn(memory, f"I am Ada and I like tea, message {n}")
+        assert memory.flush(timeout=30)
+        summary = memory.moving_summary_buffer
+        assert summary.startswith("summary") and len(history.records()) == 8
+        clock.days(8)
+        turn(memory, "new")
+        assert memory.flush(timeout=30)
+    assert [r.message.content for r in history.records()] == ["q new", "a new"]  # type: ignore[union-attr]
+    assert memory.moving_summary_buffer == summary

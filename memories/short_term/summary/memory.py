@@ -334,6 +334,10 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     def _background_job(self) -> None:
         state = run(self._folding(raise_errors=True), lock=self._lock)
         logger.debug("%s: background fold done, %d tokens unfolded", self, state.total)
+        # The fold has read what it needed: the session's expired rows can go now.
+        swept = self._sweep_session()
+        if swept:
+            logger.debug("%s: retention swept %d rows", self, swept)
 
     def status(self) -> SummaryStatus:
         """Where the summary stands (reads the history; no LLM call)."""
