@@ -291,6 +291,22 @@ def _reshard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from memories.faces.commands import open_memory, sweep
+
+    found = sweep(open_memory(args.config), dry_run=args.dry_run)
+    if not found:
+        print("memories sweep: no memory of this config has a retention.", file=sys.stderr)
+        return 0
+    verb = "would delete" if args.dry_run else "deleted"
+    for swept in found:
+        total = sum(swept.rows.values())
+        print(f"{swept.memory} {swept.retention}: {verb} {total} rows")
+        for session, rows in sorted(swept.rows.items()):
+            print(f"  {session}: {rows}")
+    return 0
+
+
 def _is_loopback(host: str) -> bool:
     import ipaddress
 
@@ -502,6 +518,16 @@ def build_parser() -> argparse.ArgumentParser:
     reshard.add_argument("--dry-run", action="store_true", help="say what would move; move nothing")
     reshard.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     reshard.set_defaults(run=_reshard)
+
+    sweep = commands.add_parser(
+        "sweep",
+        help="delete the raw history past each memory's retention, in every session of its store",
+    )
+    sweep.add_argument(
+        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+    )
+    sweep.add_argument("--dry-run", action="store_true", help="count what would go; delete nothing")
+    sweep.set_defaults(run=_sweep)
 
     serve = commands.add_parser(
         "serve", help="a read-only web inspector and JSON API over a config (the server extra)"

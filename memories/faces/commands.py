@@ -30,7 +30,7 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
-from memories.core.base import BaseMemory
+from memories.core.base import BaseMemory, ChatMemory
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, load_config, with_namespace, with_session
 from memories.core.erasure import ErasureReport, StoreErasure, erase_user
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DocumentLine",
     "ExportLine",
+    "Swept",
     "chat",
     "chat_memories",
     "clear",
@@ -74,6 +75,7 @@ __all__ = [
     "reshard",
     "stores_of",
     "usage_report",
+    "sweep",
 ]
 
 #: Messages appended per transaction by ``import``.
@@ -734,6 +736,34 @@ def clear(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]
                 f"profile {'.'.join(leaf.namespace)}/{leaf.key}: emptied as version {version} "
                 f"(rollback({version - 1}) restores it)"
             )
+    return done
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """What a sweep removed (or, in a dry run, would remove) from one memory's store."""
+
+    memory: str
+    """The memory's config type and its history, as a reader names them."""
+    retention: dict[str, Any]
+    """The retention it applied (its config form)."""
+    rows: dict[str, int]
+    """Rows deleted per session (sessions with none left out)."""
+
+
+def sweep(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Swept]:
+    """Delete the raw history each member's retention expires now, every session of its store.
+
+    Members without a retention are left out. Derived state (summaries,
+    profiles, collections) is never touched; a crash mid-way leaves a
+    shorter sweep for the next run.
+    """
+    done = []
+    for leaf in leaf_memories(memory):
+        if isinstance(leaf, ChatMemory) and leaf.retention is not None:
+            rows = leaf.sweep(dry_run=dry_run)
+            name = f"{leaf.config_type} on {leaf.chat_memory!r}"
+            done.append(Swept(name, leaf.retention.to_config(), rows))
     return done
 
 
