@@ -22,8 +22,15 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from memories.errors import BackendError
 from memories.kernel.steps import to_thread
-from memories.stores.profile_store import ProfileChange, ProfileItem, ProfileStore
+from memories.stores.profile_store import (
+    MAX_WRITE_TRIES,
+    ProfileChange,
+    ProfileItem,
+    ProfileStore,
+    version_of,
+)
 
 __all__ = ["ENTITY_PREFIX", "RELATION_PREFIX", "Entity", "EntityGraphStore", "Graph", "Relation"]
 
@@ -270,11 +277,18 @@ class EntityGraphStore(ProfileStore):
     """
 
     def graph(self, namespace: tuple[str, ...], head_key: str, /) -> Graph:
-        """The namespace's graph now, with the versions a change is planned on."""
-        head = self.load(namespace, head_key)
-        entities = self.keys(namespace, ENTITY_PREFIX)
-        relations = self.keys(namespace, RELATION_PREFIX)
-        return _from_items(entities, relations, head.version if head is not None else 0)
+        """The namespace's graph now, with the versions a change is planned on.
+
+        The reads are consistent: every change of the graph moves the head on,
+        so a read that saw the head move meanwhile is made again.
+        """
+        for _ in range(MAX_WRITE_TRIES):
+            head = version_of(self.load(namespace, head_key))
+            entities = self.keys(namespace, ENTITY_PREFIX)
+            relations = self.keys(namespace, RELATION_PREFIX)
+            if version_of(self.load(namespace, head_key)) == head:
+                return _from_items(entities, relations, head)
+        raise BackendError(f"The graph of {namespace!r} kept changing while it was read.")
 
     async def agraph(self, namespace: tuple[str, ...], head_key: str, /) -> Graph:
         """Async :meth:`graph`."""

@@ -325,3 +325,22 @@ def test_config_round_trips_and_async_twins_do_the_same_work(tmp_path: Path) -> 
         assert (await memory.astatus()).pending == 0
 
     asyncio.run(run())
+
+
+def test_the_background_policy_folds_turns_in_off_the_hot_path(tmp_path: Path) -> None:
+    memory = EntityMemory(
+        url=f"sqlite:///{tmp_path / 'g.db'}",
+        llm=GraphScript(script=SCRIPT),
+        policy="background",
+        debounce=0.05,
+    )
+    converse(memory, FACTS[:4])
+    assert memory.flush(timeout=30)
+    assert current(memory) == [
+        "Melanie lives_in Paris",
+        "Melanie occupation painter",
+        "User lives_in Lisbon",
+        "User sister Melanie",
+        "User works_at Acme",
+    ]
+    assert memory.status().pending == 0

@@ -196,7 +196,9 @@ class Planner:
 
     def _canonical(self, entity_id: str) -> str:
         seen: set[str] = set()
-        while entity_id not in seen and (self._entity(entity_id).get("merged_into")):
+        while entity_id not in seen and self.documents.get(ENTITY_PREFIX + entity_id, {}).get(
+            "merged_into"
+        ):
             seen.add(entity_id)
             entity_id = self._entity(entity_id)["merged_into"]
         return entity_id

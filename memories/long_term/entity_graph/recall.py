@@ -101,7 +101,7 @@ def recall(
     """The entities and relations to show for ``text``, within ``max_tokens``."""
     first = named(graph, text, user)
     found = [i for i in searched(graph, text, k) if i not in first]
-    current = graph.current()
+    current = sorted(graph.current(), key=lambda r: (r.valid_at, r.text()))
     chosen_entities: list[Entity] = []
     chosen_relations: dict[str, Relation] = {}
     seen_facts: set[str] = set()
