@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
 from pydantic import Field, PrivateAttr
@@ -52,10 +52,12 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     return_messages: bool = False
 
     _store: ProfileStore = PrivateAttr()
+    #: The store class the documents live in (a subclass may add reads of its own).
+    store_class: ClassVar[type[ProfileStore]] = ProfileStore
 
     def model_post_init(self, context: Any, /) -> None:
         self._counter  # noqa: B018  (resolved now: a bad counter fails here)
-        self._store = ProfileStore(self.url)
+        self._store = self.store_class(self.url)
         self._caller  # noqa: B018  (resolved now: a missing provider package fails here)
 
     @property
