@@ -74,8 +74,8 @@ __all__ = [
     "read_jsonl",
     "reshard",
     "stores_of",
-    "usage_report",
     "sweep",
+    "usage_report",
 ]
 
 #: Messages appended per transaction by ``import``.
