@@ -111,6 +111,12 @@ class ConversationKGMemory(QueuedUpdates):
     def _graph(self) -> Any:
         return self.kg if isinstance(self.kg, EntityGraph) else LangChainEntityGraph(self.kg)
 
+    @property
+    def knowledge_store(self) -> EntityGraph | LangChainEntityGraph:
+        """The graph as the memory drives it (LangChain's wrapped, with async twins)."""
+        graph: EntityGraph | LangChainEntityGraph = self._graph
+        return graph
+
     def _state_parameters(self) -> dict[str, Any]:
         return {"kg_updates": 1}
 
