@@ -165,3 +165,36 @@ def test_clear_erases_entities_keeping_versions_unless_asked_and_the_graph(
     assert any("knowledge graph of session 'u1'" in line for line in done)
     assert SQLEntityGraph(url, session_id="u1").get_triples() == []
     assert entity.chat_memory.messages == [] and kg.chat_memory.messages == []
+
+
+def test_the_cli_exports_imports_inspects_and_clears_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    import memories.faces.commands as commands
+    from memories.faces.cli import main
+
+    made = commands.create_memory
+
+    def with_model(options: dict[str, Any]) -> Any:  # a YAML config names no offline model
+        return made({**options, "llm": RuleModel()})
+
+    monkeypatch.setattr(commands, "create_memory", with_model)
+    options = config(tmp_path, "entity")
+    del options["llm"]
+    path = tmp_path / "memory.yaml"
+    path.write_text(yaml.safe_dump(options), encoding="utf-8")
+    converse(open_memory(config(tmp_path, "entity")))
+    export = tmp_path / "out.jsonl"
+    assert main(["export", "--config", str(path), "-o", str(export)]) == 0
+    assert "6 messages, 3 documents, entities and triples" in capsys.readouterr().err
+    assert main(["import", "--config", str(path), "--session", "u2", str(export)]) == 0
+    assert "9 written" in capsys.readouterr().err
+    assert main(["inspect", "--config", str(path), "--session", "u2"]) == 0
+    assert "entities of session 'u2'" in capsys.readouterr().out
+    assert main(["clear", "--config", str(path), "--session", "u2", "--yes"]) == 0
+    assert "entities of session 'u2': 3 entities" in capsys.readouterr().err
+    url = f"sqlite:///{tmp_path / 'memories.db'}"
+    assert SQLEntityStore(url, session_id="u2").entities() == {}
+    assert len(SQLEntityStore(url, session_id="u1").entities()) == 3

@@ -9,6 +9,7 @@ changes), the SQL graph survives a restart, and a failing model loses no turn.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -233,6 +234,30 @@ def test_random_changes_give_networkx_answers(
     assert ours.get_triples() == theirs.get_triples()
     for node in [*NODES, "E"]:
         assert ours.get_entity_knowledge(node, depth) == theirs.get_entity_knowledge(node, depth)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sql"])
+def test_add_triples_adds_each_as_add_triple_does(kind: str, tmp_path: Path) -> None:
+    def graph() -> Any:
+        if kind == "memory":
+            return InMemoryEntityGraph()
+        return SQLEntityGraph(f"sqlite:///{tmp_path / f'{uuid.uuid4().hex}.db'}")
+
+    one_by_one, at_once = graph(), graph()
+    triples = [KnowledgeTriple("A", "knows", "B"), ("B", "likes", "C"), ("A", "hates", "B")]
+    for triple in triples:
+        one_by_one.add_triple(triple)
+    at_once.add_triples(triples)
+    at_once.add_triples([])
+    assert (
+        at_once.get_triples()
+        == one_by_one.get_triples()
+        == [
+            ("A", "B", "hates"),
+            ("B", "C", "likes"),
+        ]
+    )
+    assert [c.predicate for c in at_once.history("A", "B")] == ["knows", "hates"]
 
 
 def test_the_sql_graph_survives_a_restart_and_keeps_overwritten_relations(
