@@ -198,3 +198,34 @@ def test_the_cli_exports_imports_inspects_and_clears_them(
     url = f"sqlite:///{tmp_path / 'memories.db'}"
     assert SQLEntityStore(url, session_id="u2").entities() == {}
     assert len(SQLEntityStore(url, session_id="u1").entities()) == 3
+
+
+def test_relative_store_paths_are_read_next_to_the_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from memories.core.config import load_config, sqlite_files
+    from memories.faces.cli import main
+
+    folder = tmp_path / "app"
+    folder.mkdir()
+    path = folder / "memory.yaml"
+    entity = {
+        "type": "conversation_entity",
+        "history": {"type": "sqlite", "path": "chat.db"},
+        "entity_store": {"type": "sqlite", "db_file": "entities.db"},
+    }
+    kg = {"type": "conversation_kg", "kg": {"type": "sql", "url": "sqlite:///graph.db"}}
+    path.write_text(yaml.safe_dump({"type": "combined", "memories": [entity, kg]}), "utf-8")
+    monkeypatch.chdir(tmp_path)  # elsewhere than the config
+    members = load_config(path)["memories"]
+    assert members[0]["entity_store"]["db_file"] == str(folder / "entities.db")
+    assert members[1]["kg"]["url"] == f"sqlite:///{folder / 'graph.db'}"
+    assert set(sqlite_files(load_config(path))) == {
+        str(folder / name) for name in ("chat.db", "entities.db", "graph.db")
+    }
+    # inspect never creates a store's file: a missing one is an error naming it.
+    assert main(["inspect", "--config", str(path)]) == 2
+    assert "Nothing is stored at" in capsys.readouterr().err
+    assert not (folder / "entities.db").exists() and not (folder / "graph.db").exists()
