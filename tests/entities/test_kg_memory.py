@@ -294,6 +294,19 @@ def test_a_failed_extraction_keeps_the_turn_and_is_retried(tmp_path: Path) -> No
     assert sorted(failing.kg.get_triples()) == sorted(steady.kg.get_triples())
 
 
+@settings(max_examples=40, deadline=None)
+@given(fail_calls=st.sets(st.integers(min_value=1, max_value=20), max_size=10))
+def test_any_failing_calls_lose_and_duplicate_no_triple(fail_calls: set[int]) -> None:
+    steady = ConversationKGMemory(llm=RuleModel())
+    converse(steady)
+    failing = ConversationKGMemory(llm=RuleModel(fail_calls=fail_calls))
+    converse(failing)
+    while not failing.flush():  # the model fails some retries too; it recovers after call 20
+        pass
+    assert failing.kg.get_triples() == steady.kg.get_triples()
+    assert len(failing.chat_memory.messages) == 2 * len(CONVERSATION)
+
+
 def test_a_failure_is_recorded_and_the_queue_survives_a_restart(tmp_path: Path) -> None:
     def memory(model: RuleModel) -> ConversationKGMemory:
         return ConversationKGMemory(
