@@ -149,13 +149,23 @@ def _export(args: argparse.Namespace) -> int:
     else:
         with open(args.output, "w", encoding="utf-8") as out:
             messages, documents = export_jsonl(memory, out)
-    print(f"memories export: {messages} messages, {documents} documents", file=sys.stderr)
+    print(
+        f"memories export: {messages} messages, {documents} documents, entities and triples",
+        file=sys.stderr,
+    )
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
     from memories.core.config import load_config, namespace_labels
-    from memories.faces.commands import ExportLine, import_jsonl, read_jsonl, stores_of
+    from memories.faces.commands import (
+        ExportLine,
+        import_jsonl,
+        knowledge_of,
+        open_memory,
+        read_jsonl,
+        stores_of,
+    )
 
     options = load_config(args.config)
     labels = namespace_labels(args.namespace) if args.namespace else None
@@ -180,6 +190,7 @@ def _import(args: argparse.Namespace) -> int:
         lines,
         lambda session: stores_of(options, session, labels, "import")[0],
         lambda namespace: stores_of(options, args.session, namespace, "import")[1],
+        lambda session: [s for _, s in knowledge_of(open_memory(options, session, labels))],
         batch_size=args.batch_size,
         progress=args.progress,
     )
@@ -187,8 +198,9 @@ def _import(args: argparse.Namespace) -> int:
     sessions = len({line.session_id for line in lines if isinstance(line, ExportLine)})
     print(
         f"memories import: {messages} messages into {sessions} session(s), "
-        f"{len(lines) - messages} documents; {written} written "
-        "(messages a session already holds are skipped, documents replaced by id)",
+        f"{len(lines) - messages} documents, entities and triples; {written} written "
+        "(messages a session already holds are skipped, documents replaced by id, summaries "
+        "and triples the store holds already skipped)",
         file=sys.stderr,
     )
     return 0

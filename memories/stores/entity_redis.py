@@ -13,8 +13,10 @@ session, three keys:
 
 The session is percent-encoded in the keys (no ``:`` in it), so no session id
 can reach another session's keys. A write is one ``MULTI``/``EXEC``
-transaction that ``WATCH``-es the sequence key: all of its versions or none,
-in one order across processes.
+transaction that ``WATCH``-es the keys it writes: all of its versions or none,
+in one order across processes. LangChain's store on the same ``key_prefix``
+and session could hold an entity named like one of these keys (``seq``); a
+write then fails with nothing written (give this store another prefix).
 
 Time to live, as LangChain's: an entity written expires ``ttl`` seconds later
 (its history with it), and reading it with :meth:`RedisEntityStore.get` sets
@@ -29,7 +31,7 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 from urllib.parse import quote
 
 from memories.errors import (
@@ -213,10 +215,14 @@ class RedisEntityStore(EntityStore):
             self._keep(pipe, self._index_key, self._kept)
             self._keep(pipe, self._seq_key, self._kept)
 
-        self._transaction(queue)
+        self._transaction(queue, keys=[self._versions_key(entity) for entity, _ in versions])
 
     def _transaction(
-        self, queue: Callable[[Any, int, list[str]], None], *, names: bool = False
+        self,
+        queue: Callable[[Any, int, list[str]], None],
+        *,
+        names: bool = False,
+        keys: Sequence[str] = (),
     ) -> None:
         """Run ``queue(pipe, last sequence number, entity names)``'s commands in one transaction.
 
@@ -225,14 +231,21 @@ class RedisEntityStore(EntityStore):
         and it runs again.
         The entity names (every name of the index) are read only if ``names``.
 
+        Redis applies the rest of a transaction when one command fails (a key of
+        another type), so the types of the keys written (``keys``, the index,
+        the sequence) are checked first, the keys watched meanwhile.
+
         Raises:
-            BackendError: it lost to other writers :data:`WRITE_ATTEMPTS` times.
+            BackendError: a key holds another program's data, or it lost to
+                other writers :data:`WRITE_ATTEMPTS` times; nothing was written.
         """
+        watched = [self._seq_key, self._index_key, *keys]
         with self._translated(), self._client.pipeline(transaction=True) as pipe:
             for _ in range(WRITE_ATTEMPTS):
                 try:
-                    pipe.watch(self._seq_key)
-                    seq = int(pipe.get(self._seq_key) or 0)
+                    pipe.watch(*watched)
+                    self._check_types(watched)
+                    seq = self._sequence(pipe.get(self._seq_key))
                     current = pipe.zrange(self._index_key, 0, -1) if names else []
                     pipe.multi()
                     queue(pipe, seq, current)
@@ -243,6 +256,30 @@ class RedisEntityStore(EntityStore):
         raise BackendError(
             f"Writing entities of session {self.session_id!r} to {self._where!r} lost "
             f"to other writers {WRITE_ATTEMPTS} times in a row; nothing was written. Retry."
+        )
+
+    def _check_types(self, keys: Sequence[str]) -> None:
+        expected = {self._seq_key: "string", self._index_key: "zset"}
+        with self._client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.type(key)
+            types = pipe.execute()
+        for key, found in zip(keys, types, strict=True):
+            if found not in ("none", expected.get(key, "list")):
+                self._foreign(key, f"a {found}")
+
+    def _sequence(self, stored: str | None) -> int:
+        try:
+            return int(stored or 0)
+        except ValueError:
+            return self._foreign(self._seq_key, f"{stored!r:.40}")
+
+    def _foreign(self, key: str, found: str) -> NoReturn:
+        raise BackendError(
+            f"The Redis key {key!r} on {self._where!r} holds {found}, not this store's data: "
+            f"another program (LangChain's RedisEntityStore?) writes under key_prefix "
+            f"{self.key_prefix!r} and session {self.session_id!r}. Give this store another "
+            "key_prefix. Nothing was written."
         )
 
     def history(self, entity: str, /) -> list[EntityVersion]:

@@ -117,6 +117,11 @@ class EntityStore(ABC):
         """Write a new version of the entity's summary (an empty value deletes it)."""
         self._append([(key, value or None)])
 
+    def set_many(self, values: Mapping[str, str | None], /) -> None:
+        """Write a new version of each entity's summary, all in one transaction (empty: delete)."""
+        if values:
+            self._append([(key, value or None) for key, value in values.items()])
+
     def delete(self, key: str) -> None:
         """Delete the entity (a version with no value; its history stays)."""
         if self.exists(key):
@@ -135,6 +140,7 @@ class EntityStore(ABC):
 
     aget = blocking_twin(get)
     aset = blocking_twin(set)
+    aset_many = blocking_twin(set_many)
     adelete = blocking_twin(delete)
     aexists = blocking_twin(exists)
     aclear = blocking_twin(clear)

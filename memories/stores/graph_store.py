@@ -111,6 +111,11 @@ class EntityGraph(ABC):
         subject, predicate, object_ = knowledge_triple
         self._append([(subject, object_, predicate)])
 
+    def add_triples(self, triples: Sequence[KnowledgeTriple | Sequence[str]], /) -> None:
+        """Add several triples in one transaction (each as :meth:`add_triple` adds it)."""
+        if triples:
+            self._append([(subject, object_, predicate) for subject, predicate, object_ in triples])
+
     def delete_triple(self, knowledge_triple: KnowledgeTriple | Sequence[str]) -> None:
         """Delete the (subject, object) edge of the triple, whatever its relation."""
         subject, _, object_ = knowledge_triple
@@ -149,6 +154,7 @@ class EntityGraph(ABC):
         return [c for c in self._log(subject) if c.object_ == object_]
 
     aadd_triple = blocking_twin(add_triple)
+    aadd_triples = blocking_twin(add_triples)
     adelete_triple = blocking_twin(delete_triple)
     aget_triples = blocking_twin(get_triples)
     aget_entity_knowledge = blocking_twin(get_entity_knowledge)

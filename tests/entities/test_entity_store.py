@@ -134,6 +134,14 @@ def test_entities_lists_the_current_summaries_in_writing_order(store: EntityStor
     assert store.entities() == {"Jane": "three"}
 
 
+def test_set_many_writes_a_version_of_each_entity(store: EntityStore) -> None:
+    store.set("Tom", "old")
+    store.set_many({"Jane": "one", "Tom": "", "Oslo": "city"})
+    store.set_many({})
+    assert store.entities() == {"Jane": "one", "Oslo": "city"}
+    assert [v.value for v in store.history("Tom")] == ["old", None]
+
+
 def test_async_twins_do_what_the_sync_methods_do(store: EntityStore) -> None:
     import asyncio
 

@@ -9,6 +9,7 @@ changes), the SQL graph survives a restart, and a failing model loses no turn.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +236,30 @@ def test_random_changes_give_networkx_answers(
         assert ours.get_entity_knowledge(node, depth) == theirs.get_entity_knowledge(node, depth)
 
 
+@pytest.mark.parametrize("kind", ["memory", "sql"])
+def test_add_triples_adds_each_as_add_triple_does(kind: str, tmp_path: Path) -> None:
+    def graph() -> Any:
+        if kind == "memory":
+            return InMemoryEntityGraph()
+        return SQLEntityGraph(f"sqlite:///{tmp_path / f'{uuid.uuid4().hex}.db'}")
+
+    one_by_one, at_once = graph(), graph()
+    triples = [KnowledgeTriple("A", "knows", "B"), ("B", "likes", "C"), ("A", "hates", "B")]
+    for triple in triples:
+        one_by_one.add_triple(triple)
+    at_once.add_triples(triples)
+    at_once.add_triples([])
+    assert (
+        at_once.get_triples()
+        == one_by_one.get_triples()
+        == [
+            ("A", "B", "hates"),
+            ("B", "C", "likes"),
+        ]
+    )
+    assert [c.predicate for c in at_once.history("A", "B")] == ["knows", "hates"]
+
+
 def test_the_sql_graph_survives_a_restart_and_keeps_overwritten_relations(
     tmp_path: Path,
 ) -> None:
@@ -267,6 +292,19 @@ def test_a_failed_extraction_keeps_the_turn_and_is_retried(tmp_path: Path) -> No
     assert len(failing.chat_memory.messages) == 2 * len(CONVERSATION)
     assert failing.flush() and failing.status().pending == 0
     assert sorted(failing.kg.get_triples()) == sorted(steady.kg.get_triples())
+
+
+@settings(max_examples=40, deadline=None)
+@given(fail_calls=st.sets(st.integers(min_value=1, max_value=20), max_size=10))
+def test_any_failing_calls_lose_and_duplicate_no_triple(fail_calls: set[int]) -> None:
+    steady = ConversationKGMemory(llm=RuleModel())
+    converse(steady)
+    failing = ConversationKGMemory(llm=RuleModel(fail_calls=fail_calls))
+    converse(failing)
+    while not failing.flush():  # the model fails some retries too; it recovers after call 20
+        pass
+    assert failing.kg.get_triples() == steady.kg.get_triples()
+    assert len(failing.chat_memory.messages) == 2 * len(CONVERSATION)
 
 
 def test_a_failure_is_recorded_and_the_queue_survives_a_restart(tmp_path: Path) -> None:

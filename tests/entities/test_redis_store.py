@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from memories import ConversationEntityMemory, create_memory
 from memories.core.config import with_session
-from memories.errors import BackendUnavailableError, ConfigError
+from memories.errors import BackendError, BackendUnavailableError, ConfigError
 from memories.stores.entity_redis import RedisEntityStore
 from memories.stores.entity_store import LangChainEntityStore, as_entity_store, create_entity_store
 from tests.entities.conftest import needs_redis
@@ -295,3 +295,16 @@ def test_a_client_can_be_given_as_langchains_store_requires(
     with pytest.raises(ConfigError, match="decode_responses=True"):
         RedisEntityStore(redis_client=raw)
     raw.close()
+
+
+@pytest.mark.parametrize("their_entity", ["entities", "seq", "versions:Jane"])
+def test_keys_of_another_program_fail_the_write_and_nothing_is_written(
+    redis: RedisServer, redis_store: MakeStore, their_entity: str
+) -> None:
+    # LangChain's store on the same prefix and session, with an entity named like our keys.
+    session = f"shared-{uuid.uuid4().hex[:8]}"
+    langchain_redis(redis.url, session_id=session).set(their_entity, "A summary.")
+    ours = redis_store(session_id=session)
+    with pytest.raises(BackendError, match=r"another program .* Nothing was written"):
+        ours.set_many({"Jane": "one", "Tom": "two"})
+    assert ours.history("Tom") == []

@@ -86,6 +86,18 @@ EXPECTED: dict[str, list[str]] = {
         "- User sister Melanie (since",
         "- Melanie works_at Louvre (since",
     ],
+    "entities_and_relations.py": [
+        "user: Where do Ines and I live now?\nassistant: Both in Porto.",
+        "The entities the chain's prompt was given on the last turn:\n"
+        "  Ines: Ines is Maya's sister; she lives in Porto.\n"
+        "  Maya: Maya lived in Lisbon and moved to Porto.",
+        "Every version of Maya's summary, oldest first:\n  Maya lives in Lisbon.\n"
+        "  Maya lived in Lisbon and moved to Porto.\n"
+        "  Maya lived in Lisbon and moved to Porto, where her sister Ines lives.",
+        "What the knowledge graph memory shows: On Maya: Maya moved away from Lisbon. "
+        "Maya lives in Porto.",
+        "Maya -> Lisbon over time: ['lives in', 'moved away from']",
+    ],
     "langgraph_graph.py": [
         "You said: 'Where do I live?'. I was shown 2 earlier messages",
         "Thread: 6 messages",

@@ -124,6 +124,12 @@ class ConversationKGMemory(QueuedUpdates):
             found.append(StoreShare(repr(self.kg), held, graph.clear))
         return found
 
+    @property
+    def knowledge_store(self) -> EntityGraph | LangChainEntityGraph:
+        """The graph as the memory drives it (LangChain's wrapped, with async twins)."""
+        graph: EntityGraph | LangChainEntityGraph = self._graph
+        return graph
+
     def _state_parameters(self) -> dict[str, Any]:
         return {"kg_updates": 1}
 

@@ -121,6 +121,11 @@ class ConversationEntityMemory(QueuedUpdates):
         return found
 
     @property
+    def knowledge_store(self) -> EntityStore:
+        """The entity store as the memory drives it (LangChain's wrapped in ours)."""
+        return self._store
+
+    @property
     def memory_variables(self) -> list[str]:
         """``["entities", chat_history_key]``, as LangChain's."""
         return ["entities", self.memory_key]
