@@ -27,6 +27,7 @@ from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace, with_session
 from memories.core.erasure import erasure_shares
 from memories.faces.cli import main
+from memories.stores.vector.chroma_backend import ChromaBackend
 from memories.stores.vector.outbox import OutboxRow
 from tests.entities.fakes import RuleModel
 
@@ -39,12 +40,17 @@ def _marker(user: str) -> str:
     return f"Zq{user}secret"
 
 
-def config_for(folder: Path, *, entities: bool = True) -> dict[str, Any]:
-    """Every memory type that has a store, on one SQLite file and one Chroma folder."""
+def config_for(
+    folder: Path, *, entities: bool = True, sql: str | None = None, vectors: str | None = None
+) -> dict[str, Any]:
+    """Every memory type that has a store, on one SQLite file (or ``sql``, a database URL)
+    and one Chroma folder (or ``vectors``, a PostgreSQL database with pgvector)."""
     db, chroma = folder / "memories.db", folder / "chroma"
-    url = f"sqlite:///{db}"
-    history = {"type": "sqlite", "path": str(db), "session_id": "default"}
+    url = sql or f"sqlite:///{db}"
+    history = {"type": "sql", "url": url, "session_id": "default"}
     vector = {"path": str(chroma), "embeddings": EMBEDDINGS, "write": "sync"}
+    if vectors is not None:
+        vector["vectors"] = vectors
     memories: list[dict[str, Any]] = [
         {"type": "buffer", "history": history},
         {"type": "summary_buffer", "max_token_limit": 30, "history": history,
@@ -59,7 +65,7 @@ def config_for(folder: Path, *, entities: bool = True) -> dict[str, Any]:
     if entities:
         memories += [
             {"type": "conversation_entity", "llm": RuleModel(), "history": history,
-             "entity_store": {"type": "sqlite", "db_file": str(db), "session_id": "x"},
+             "entity_store": {"type": "sql", "url": url, "session_id": "x"},
              "memory_key": "entity_history"},
             {"type": "conversation_kg", "llm": RuleModel(), "history": history,
              "kg": {"type": "sql", "url": url, "session_id": "x"}, "memory_key": "kg"},
@@ -93,9 +99,14 @@ def fill(config: dict[str, Any]) -> None:
         collection.update(fact, f"{user} drinks green tea {word}")
         leaves["InstructionsMemory"].put(f"Answer {user} briefly {word}")
         leaves["ExampleMemory"].add_example({"input": f"hi {word}", "output": "hello"})
+        if "ConversationEntityMemory" in leaves:
+            leaves["ConversationEntityMemory"]._store.set("Jane", f"Jane knows {word}")
+            leaves["ConversationKGMemory"]._graph.add_triple(("Jane", word, "knows"))
         vector = leaves["VectorMemory"]
         vector.save_context({"input": f"{user} plays chess {word}"}, {"output": "good"})
         backend = vector.backend
+        if not isinstance(backend, ChromaBackend):  # pgvector writes at once: no queue
+            continue
         target, key = backend.store.target, backend._key
         queued = [
             OutboxRow(f"{user}-queued", f"waiting {word}", {"session": vector.session_id}, False),
@@ -103,9 +114,6 @@ def fill(config: dict[str, Any]) -> None:
         ]
         backend.outbox.put(target, key, queued)  # a store that was down: they wait
         backend.outbox.bury(target, key, [(queued[1], "ValueError: too long")])
-        if "ConversationEntityMemory" in leaves:
-            leaves["ConversationEntityMemory"]._store.set("Jane", f"Jane knows {word}")
-            leaves["ConversationKGMemory"]._graph.add_triple(("Jane", word, "knows"))
 
 
 def census(config: dict[str, Any], user: str) -> dict[str, dict[str, int]]:
@@ -201,7 +209,7 @@ def test_the_report_renders_as_text_and_as_json_data(filled: dict[str, Any]) -> 
     assert data["namespace"] == "users.maya" and data["session"] == "maya-chat"
     assert data["complete"] is True and data["remaining"] == 0
     assert data["removed"] == report.removed > 0
-    line = next(s for s in data["stores"] if "SQLiteHistory" in s["store"])
+    line = next(s for s in data["stores"] if "SQLHistory" in s["store"])
     assert line["removed"]["chat log rows"] == line["found"]["chat log rows"] > 0
     assert line["remaining"] == {"chat log rows": 0, "derived state rows": 0}
     text = report.text()
@@ -283,7 +291,7 @@ def test_memories_erase_asks_first_naming_what_will_go(
     code, out, err = _run([*argv, "--json"], capsys, stdin="y\n")
     report = json.loads(out[out.index("{") :])
     assert code == 0 and report["complete"] is True and report["removed"] > 0
-    assert "erased in SQLiteHistory" in err
+    assert "erased in SQLHistory" in err
     assert rows_holding(tmp_path, _marker("maya")) == []
     code, out, _ = _run([*argv, "-y"], capsys)
     assert code == 0 and "erased 0 items; 0 remaining" in out
