@@ -153,8 +153,6 @@ def rows_holding(folder: Path, word: str) -> list[str]:
             tables = [r[0] for r in connection.execute("SELECT name FROM sqlite_master "
                                                       "WHERE type = 'table'")]  # fmt: skip
             for table in tables:
-                if table == "embeddings_queue":  # Chroma's write-ahead log: see the next commit
-                    continue
                 try:
                     rows = connection.execute(f'SELECT * FROM "{table}"').fetchall()
                 except sqlite3.OperationalError:  # a virtual table of a module not loaded
@@ -177,8 +175,8 @@ def test_erasing_a_user_removes_them_from_every_store_and_nothing_of_the_other(
     maya, omar = census(filled, "maya"), census(filled, "omar")
     kinds = {kind for counts in maya.values() for kind, n in counts.items() if n}
     assert {"chat log rows", "derived state rows", "current documents", "ledger versions",
-            "Chroma documents", "outbox rows", "dead letters", "recall index rows",
-            "entity versions", "graph changes"} <= kinds  # fmt: skip
+            "Chroma documents", "Chroma log rows", "outbox rows", "dead letters",
+            "recall index rows", "entity versions", "graph changes"} <= kinds  # fmt: skip
     # Every store holds something of each user (else "untouched" would prove nothing).
     assert all(sum(counts.values()) > 0 for counts in [*maya.values(), *omar.values()])
     assert rows_holding(tmp_path, _marker("maya")) and rows_holding(tmp_path, _marker("omar"))
@@ -201,6 +199,29 @@ def test_erasing_a_user_removes_them_from_every_store_and_nothing_of_the_other(
 
     again = erase_user(filled, namespace="users.maya", session="maya-chat")
     assert again.complete and again.found == again.removed == 0  # idempotent
+    # A new process loads Chroma's index from its log, blanked rows included: the other
+    # user's turns are found by meaning, and nothing of the erased user comes back.
+    assert _searched_in_a_new_process(tmp_path, "omar", "who plays chess?") == [
+        "input: omar plays chess Zqomarsecret\noutput: good"
+    ]
+    assert _searched_in_a_new_process(tmp_path, "maya", "who plays chess?") == []
+
+
+def _searched_in_a_new_process(folder: Path, user: str, query: str) -> list[str]:
+    code = (
+        "import json, sys\n"
+        "from memories import VectorMemory\n"
+        f"memory = VectorMemory(path={str(folder / 'chroma')!r}, embeddings={EMBEDDINGS!r}, "
+        f"namespace='users.{user}', recall={{'mode': 'dense'}})\n"
+        f"print(json.dumps([r.text for r in memory.search({query!r}, k=1)]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, text=True, capture_output=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    found: list[str] = json.loads(done.stdout)
+    return found
 
 
 def test_the_report_renders_as_text_and_as_json_data(filled: dict[str, Any]) -> None:
