@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from memories import ConfigError, ErasureReport, erase_user
+from memories import BackendUnavailableError, ConfigError, ErasureReport, erase_user
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace, with_session
 from memories.core.erasure import erasure_shares
@@ -222,6 +222,30 @@ def _searched_in_a_new_process(folder: Path, user: str, query: str) -> list[str]
     assert done.returncode == 0, done.stderr
     found: list[str] = json.loads(done.stdout)
     return found
+
+
+def test_an_erasure_that_fails_inside_a_store_is_finished_by_the_next_run(
+    filled: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chroma fails after the outbox and the recall index of the namespace are cleared."""
+    from memories.integrations.chroma import ChromaStore
+
+    omar = census(filled, "omar")
+    delete = ChromaStore.delete
+
+    def fails_once(self: ChromaStore, *args: Any, **kwargs: Any) -> None:
+        monkeypatch.setattr(ChromaStore, "delete", delete)
+        raise BackendUnavailableError("Chroma went away")
+
+    monkeypatch.setattr(ChromaStore, "delete", fails_once)
+    with pytest.raises(BackendUnavailableError, match="went away"):
+        erase_user(filled, namespace="users.maya", session="maya-chat")
+    assert rows_holding(tmp_path, _marker("maya"))  # the documents are still in Chroma
+
+    report = erase_user(filled, namespace="users.maya", session="maya-chat")
+    assert report.complete and report.removed > 0
+    assert rows_holding(tmp_path, _marker("maya")) == []
+    assert census(filled, "omar") == omar
 
 
 def test_the_report_renders_as_text_and_as_json_data(filled: dict[str, Any]) -> None:
