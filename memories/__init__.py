@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from memories.long_term.collection import CollectionMemory
     from memories.long_term.entities.kg import ConversationKGMemory
     from memories.long_term.entities.memory import ConversationEntityMemory
+    from memories.long_term.entity_graph import EntityMemory
     from memories.long_term.examples import ExampleMemory
     from memories.long_term.instructions import InstructionsMemory
     from memories.long_term.profile.memory import ProfileMemory
@@ -94,6 +95,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memories.long_term.collection": ("CollectionMemory",),
     "memories.long_term.entities.memory": ("ConversationEntityMemory",),
     "memories.long_term.entities.kg": ("ConversationKGMemory",),
+    "memories.long_term.entity_graph": ("EntityMemory",),
     "memories.faces.tools": ("memory_tools", "profile_tool"),
     "memories.integrations.summarization": ("SummarizationMiddleware",),
     "memories.long_term.instructions": ("InstructionsMemory",),
@@ -180,6 +182,7 @@ __all__ = [
     "ConversationSummaryMemory",
     "ConversationTokenBufferMemory",
     "ConversationVectorStoreTokenBufferMemory",
+    "EntityMemory",
     "Entry",
     "ErasureReport",
     "ExampleMemory",

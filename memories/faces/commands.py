@@ -30,7 +30,7 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
-from memories.core.base import BaseMemory
+from memories.core.base import BaseMemory, ChatMemory
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, load_config, with_namespace, with_session
 from memories.core.erasure import ErasureReport, StoreErasure, erase_user
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DocumentLine",
     "ExportLine",
+    "Swept",
     "chat",
     "chat_memories",
     "clear",
@@ -64,6 +65,7 @@ __all__ = [
     "erase",
     "export_jsonl",
     "flush",
+    "format_usage",
     "histories_of",
     "import_jsonl",
     "inspect",
@@ -72,6 +74,8 @@ __all__ = [
     "read_jsonl",
     "reshard",
     "stores_of",
+    "sweep",
+    "usage_report",
 ]
 
 #: Messages appended per transaction by ``import``.
@@ -176,9 +180,42 @@ def chat(
     return turns
 
 
+def usage_report(memory: LangChainBaseMemory) -> list[dict[str, Any]]:
+    """What each memory of ``memory`` has cost in this process, as plain data for JSON.
+
+    One entry per memory that holds data: its config type, the namespace it
+    counts under, and its counters per kind and per namespace (see
+    :meth:`~memories.core.base.BaseMemory.usage`).
+    """
+    return [
+        {"memory": leaf.config_type, "namespace": leaf.usage_namespace(), **leaf.usage().as_dict()}
+        for leaf in leaf_memories(memory)
+        if isinstance(leaf, BaseMemory)
+    ]
+
+
+def format_usage(report: list[dict[str, Any]]) -> str:
+    """A :func:`usage_report` as a table: one line per memory and kind of call."""
+    lines = [
+        f"{'memory':<22} {'kind':<10} {'calls':>6} {'failed':>6} {'retries':>7} "
+        f"{'tokens in':>10} {'tokens out':>10} {'seconds':>8}"
+    ]
+    for entry in report:
+        for kind, usage in entry["totals"].items():
+            lines.append(
+                f"{entry['memory']:<22} {kind:<10} {usage['calls']:>6} {usage['failures']:>6} "
+                f"{usage['retries']:>7} {usage['input_tokens']:>10} {usage['output_tokens']:>10} "
+                f"{usage['seconds']:>8.3f}"
+            )
+        if not entry["totals"]:
+            lines.append(f"{entry['memory']:<22} (no calls)")
+    return "\n".join(lines) + "\n"
+
+
 #: What ``/help`` prints in ``memories chat``.
 CHAT_HELP = """commands (never sent to the model, never saved):
   /memory   what the memory adds to the next prompt, in full
+  /usage    what each memory's model calls, embeddings and store transactions cost so far
   /clear    erase this session's memory
   /help     this list
   /quit     end the chat (or Ctrl-D); //text sends a line that starts with /
@@ -193,6 +230,8 @@ def _chat_command(memory: LangChainBaseMemory, command: str, system: str) -> str
         width = max(40, shutil.get_terminal_size().columns)
         shown = [_wrapped(m, width) for m in messages]
         return "".join(shown) or "(the memory is empty)\n"
+    if command == "/usage":
+        return format_usage(usage_report(memory))
     if command == "/clear":
         memory.clear()
         return "(this session's memory is erased)\n"
@@ -697,6 +736,34 @@ def clear(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]
                 f"profile {'.'.join(leaf.namespace)}/{leaf.key}: emptied as version {version} "
                 f"(rollback({version - 1}) restores it)"
             )
+    return done
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """What a sweep removed (or, in a dry run, would remove) from one memory's store."""
+
+    memory: str
+    """The memory's config type and its history, as a reader names them."""
+    retention: dict[str, Any]
+    """The retention it applied (its config form)."""
+    rows: dict[str, int]
+    """Rows deleted per session (sessions with none left out)."""
+
+
+def sweep(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Swept]:
+    """Delete the raw history each member's retention expires now, every session of its store.
+
+    Members without a retention are left out. Derived state (summaries,
+    profiles, collections) is never touched; a crash mid-way leaves a
+    shorter sweep for the next run.
+    """
+    done = []
+    for leaf in leaf_memories(memory):
+        if isinstance(leaf, ChatMemory) and leaf.retention is not None:
+            rows = leaf.sweep(dry_run=dry_run)
+            name = f"{leaf.config_type} on {leaf.chat_memory!r}"
+            done.append(Swept(name, leaf.retention.to_config(), rows))
     return done
 
 

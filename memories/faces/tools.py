@@ -17,7 +17,9 @@ templated label with no value in the run config is an error, never a
 shared fallback.
 
 **Errors** go back to the model as the tool's answer (``"Error: ..."``), so it
-can correct itself; they never end the run.
+can correct itself; they never end the run. Every argument is bounded
+(:data:`MAX_LIMIT`, :data:`MAX_OFFSET`, :data:`MAX_QUERY`, :data:`MAX_CONTENT`,
+:data:`MAX_OPERATIONS`) and checked before anything is written.
 """
 
 from __future__ import annotations
@@ -36,7 +38,27 @@ from memories.core.base import BaseMemory
 from memories.errors import MemoriesError
 from memories.kernel.namespaces import in_namespace
 
-__all__ = ["memory_tools", "profile_tool"]
+__all__ = [
+    "MAX_CONTENT",
+    "MAX_LIMIT",
+    "MAX_OFFSET",
+    "MAX_OPERATIONS",
+    "MAX_QUERY",
+    "memory_tools",
+    "profile_tool",
+]
+
+#: The most memories one ``search_memory`` call returns.
+MAX_LIMIT = 50
+#: How deep ``search_memory`` pages (``offset``).
+MAX_OFFSET = 1_000
+#: The longest ``search_memory`` query, in characters.
+MAX_QUERY = 2_000
+#: The longest memory ``manage_memory`` saves, and the longest profile patch (as JSON), in
+#: characters: a memory is a fact about the user, not a document.
+MAX_CONTENT = 10_000
+#: The most operations one ``update_profile`` call applies.
+MAX_OPERATIONS = 100
 
 
 class _PerRun:
@@ -79,6 +101,12 @@ class _PerRun:
             return self._made[key]
 
 
+def _bounded(text: str, what: str, most: int) -> str:
+    if len(text) > most:
+        raise ToolException(f"{what} is {len(text):,} characters; at most {most:,}.")
+    return text
+
+
 def _fields(label: str) -> list[str]:
     return [name for _, name, _, _ in string.Formatter().parse(label) if name]
 
@@ -118,6 +146,8 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
         """
         target = per_run.memory(config)
         assert isinstance(target, CollectionMemory)
+        if content is not None:
+            _bounded(content, "content", MAX_CONTENT)
         with _told_to_the_model():
             if action == "create":
                 if not content:
@@ -145,8 +175,11 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
         """Search your long-term memories about the user; returns them with their ids."""
         target = per_run.memory(config)
         assert isinstance(target, CollectionMemory)
-        if limit < 1 or offset < 0:
-            raise ToolException("limit must be at least 1 and offset at least 0.")
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ToolException(f"limit must be between 1 and {MAX_LIMIT}, got {limit}.")
+        if not 0 <= offset <= MAX_OFFSET:
+            raise ToolException(f"offset must be between 0 and {MAX_OFFSET}, got {offset}.")
+        _bounded(query, "query", MAX_QUERY)
         with _told_to_the_model():
             found = target.search(query, k=limit + offset)[offset:]
         return json.dumps(
@@ -179,6 +212,11 @@ def profile_tool(profile: Any, /) -> BaseTool:
         """
         target = per_run.memory(config)
         assert isinstance(target, ProfileMemory)
+        if len(operations) > MAX_OPERATIONS:
+            raise ToolException(
+                f"{len(operations)} operations in one patch; at most {MAX_OPERATIONS}."
+            )
+        _bounded(json.dumps(list(operations), default=str), "the patch", MAX_CONTENT)
         with _told_to_the_model():
             target.update(list(operations))
             return json.dumps(target.get(), ensure_ascii=False)

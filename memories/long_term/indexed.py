@@ -22,7 +22,7 @@ from pydantic import Field
 from memories.core.base import BaseMemory
 from memories.errors import InvalidInputError
 from memories.kernel.embeddings import resolve_embeddings
-from memories.kernel.namespaces import NamespaceField
+from memories.kernel.namespaces import NamespaceField, namespace_text
 from memories.kernel.paths import default_file
 from memories.kernel.steps import to_thread
 from memories.stores.erasure import StoreShare
@@ -369,6 +369,10 @@ class DocumentMemory(IndexedMemory):
     def pending(self) -> int:
         """How many documents of this namespace wait in the outbox (queued or failed)."""
         return self.backend.pending()
+
+    def usage_namespace(self) -> str:
+        """The namespace, ``"users.maya"``: its calls are counted and budgeted under it."""
+        return namespace_text(self.namespace)
 
     def status(self) -> VectorStatus:
         """The write mode, the documents waiting, and the last failed write if none worked since."""

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
 from pydantic import Field, PrivateAttr
 
 from memories.core.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.kernel.keys import turn_messages_for
-from memories.kernel.namespaces import NamespaceField
+from memories.kernel.namespaces import NamespaceField, namespace_text
 from memories.kernel.steps import Steps, arun, run
 from memories.stores.erasure import StoreShare
 from memories.stores.profile_store import ProfileStore, default_url
@@ -52,10 +52,12 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     return_messages: bool = False
 
     _store: ProfileStore = PrivateAttr()
+    #: The store class the documents live in (a subclass may add reads of its own).
+    store_class: ClassVar[type[ProfileStore]] = ProfileStore
 
     def model_post_init(self, context: Any, /) -> None:
         self._counter  # noqa: B018  (resolved now: a bad counter fails here)
-        self._store = ProfileStore(self.url)
+        self._store = self.store_class(self.url)
         self._caller  # noqa: B018  (resolved now: a missing provider package fails here)
 
     @property
@@ -143,6 +145,10 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     @property
     def _in_background(self) -> bool:
         return self.policy == "background"
+
+    def usage_namespace(self) -> str:
+        """The namespace, ``"users.maya"``: its calls are counted and budgeted under it."""
+        return namespace_text(self.namespace)
 
     def _background_key(self) -> Hashable:
         """The document, not this object: two memories on one document share one job."""

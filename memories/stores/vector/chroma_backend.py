@@ -33,7 +33,7 @@ from langchain_core.embeddings import Embeddings
 
 from memories.errors import BackendError, BackendUnavailableError
 from memories.kernel.background import BackgroundWork, describe_error
-from memories.kernel.embeddings import query_vector
+from memories.kernel.embeddings import embed_documents, query_vector
 from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.recall import RecallConfig, ScoredId
@@ -222,7 +222,7 @@ class ChromaBackend(VectorBackend):
         found = self.store.vectors(self._key, ids)
         missing = [r for r in self.get([i for i in ids if i not in found])]
         if missing:
-            embedded = self.embedder.embed_documents([r.text for r in missing])
+            embedded = embed_documents(self.embedder, [r.text for r in missing])
             found.update(zip([r.id for r in missing], embedded, strict=True))
         return found
 
@@ -575,7 +575,7 @@ class ChromaBackend(VectorBackend):
         """Embed documents claimed in the index; publish the vectors, or release them on failure."""
         pending = self._pending
         try:
-            vectors = self.embedder.embed_documents(texts)
+            vectors = embed_documents(self.embedder, texts)
         except Exception:
             with pending.lock:
                 pending.release(ids)

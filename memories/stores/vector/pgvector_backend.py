@@ -74,7 +74,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlche
 from sqlalchemy.types import UserDefinedType
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError, InvalidInputError
-from memories.kernel.embeddings import query_vector
+from memories.kernel.embeddings import embedding_batch, query_vector
 from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.recall import RecallConfig, ScoredId
@@ -457,7 +457,8 @@ class PgVectorBackend(VectorBackend):
     def _saving(self, rows: Sequence[OutboxRow]) -> Steps[None]:
         if not rows:
             return
-        vectors = yield step(self.embedder.embed_documents, [row.text for row in rows])
+        with embedding_batch(self.embedder, len(rows)):
+            vectors = yield step(self.embedder.embed_documents, [row.text for row in rows])
         yield step(self._write, rows, vectors)
 
     def _write(self, rows: Sequence[OutboxRow], vectors: Sequence[Sequence[float]]) -> None:
