@@ -61,6 +61,7 @@ def config_for(
         {"type": "instructions", "url": url, "policy": "manual", "memory_key": "rules"},
         {"type": "examples", **vector, "memory_key": "examples"},
         {"type": "vector", **vector, "memory_key": "recalled"},
+        {"type": "entity", "url": url, "policy": "manual", "memory_key": "graph"},
     ]  # fmt: skip
     if entities:
         memories += [
@@ -98,6 +99,7 @@ def fill(config: dict[str, Any]) -> None:
         fact = collection.put(f"{user} drinks tea {word}")
         collection.update(fact, f"{user} drinks green tea {word}")
         leaves["InstructionsMemory"].put(f"Answer {user} briefly {word}")
+        leaves["EntityMemory"].save_context({"input": f"Jane met {word}"}, {"output": "ok"})
         leaves["ExampleMemory"].add_example({"input": f"hi {word}", "output": "hello"})
         if "ConversationEntityMemory" in leaves:
             leaves["ConversationEntityMemory"]._store.set("Jane", f"Jane knows {word}")
@@ -392,3 +394,17 @@ def test_memories_erase_killed_half_way_finishes_on_the_next_run(tmp_path: Path)
     assert all(sum(c.values()) == 0 for c in counted("maya").values())
     assert rows_holding(tmp_path, _marker("maya")) == []
     assert counted("omar") == omar
+
+
+def test_messages_a_retention_hides_but_no_sweep_deleted_yet_are_erased_too(
+    tmp_path: Path,
+) -> None:
+    history = {"type": "sql", "url": f"sqlite:///{tmp_path / 'chat.db'}", "session_id": "maya"}
+    config = {"type": "buffer", "history": history, "retention": {"keep_messages": 2}}
+    memory = create_memory(config)
+    for line in ("one", "two", "three"):
+        memory.save_context({"input": line}, {"output": "ok"})
+    assert len(memory.chat_memory.messages) == 2  # four expired, not swept
+    report = erase_user(config, session="maya")
+    assert report.complete and report.removed == 6
+    assert rows_holding(tmp_path, "one") == []
