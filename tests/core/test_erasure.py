@@ -30,6 +30,7 @@ from memories.faces.cli import main
 from memories.stores.vector.chroma_backend import ChromaBackend
 from memories.stores.vector.outbox import OutboxRow
 from tests.entities.fakes import RuleModel
+from tests.redis_server import find_redis_server, redis_server
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 USERS = ("maya", "omar")
@@ -408,3 +409,24 @@ def test_messages_a_retention_hides_but_no_sweep_deleted_yet_are_erased_too(
     report = erase_user(config, session="maya")
     assert report.complete and report.removed == 6
     assert rows_holding(tmp_path, "one") == []
+
+
+@pytest.mark.skipif(find_redis_server() is None, reason="redis-server not installed")
+def test_erasing_a_session_erases_its_entities_in_redis_and_no_other_sessions() -> None:
+    with redis_server() as server:
+        config = {
+            "type": "conversation_entity",
+            "llm": RuleModel(),
+            "entity_store": {"type": "redis", "url": server.url, "ttl": None},
+        }
+        for user, text in [("maya", "Maya lives in Oslo"), ("ravi", "Ravi lives in Pune")]:
+            memory = create_memory(with_session(config, user))
+            memory.load_memory_variables({"input": text})
+            memory.save_context({"input": text}, {"output": "ok"})
+            memory.chat_memory.clear()  # only the entity store holds them now
+        ravi = erase_user(config, session="ravi", dry_run=True).to_dict()["stores"]
+        report = erase_user(config, session="maya")
+        (line,) = [line for line in report.stores if "Redis" in line.store]
+        assert line.removed["entity versions"] >= 2 and line.removed["redis index keys"] == 2
+        assert report.complete and erase_user(config, session="maya", dry_run=True).found == 0
+        assert erase_user(config, session="ravi", dry_run=True).to_dict()["stores"] == ravi
