@@ -343,6 +343,8 @@ def test_memories_erase_asks_first_naming_what_will_go(
     assert rows_holding(tmp_path, _marker("maya")) == []
     code, out, _ = _run([*argv, "-y"], capsys)
     assert code == 0 and "erased 0 items; 0 remaining" in out
+    code, _, err = _run(["erase", "--config", str(path), "-y"], capsys)
+    assert code == 2 and "Name whose data to erase" in err
 
 
 def test_memories_erase_killed_half_way_finishes_on_the_next_run(tmp_path: Path) -> None:
