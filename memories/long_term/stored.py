@@ -23,6 +23,7 @@ from memories.kernel.namespaces import NamespaceField, namespace_text
 from memories.kernel.steps import Steps, arun, run
 from memories.stores.erasure import StoreShare
 from memories.stores.profile_store import ProfileStore, default_url
+from memories.stores.sql import redacted
 
 __all__ = ["StoredDocumentMemory"]
 
@@ -133,7 +134,8 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
             store, labels = self._store, self.namespace
             found.append(
                 StoreShare(
-                    f"{store!r}, namespace {'.'.join(labels)}",
+                    # Named by its tables, not its class: a graph's store is a profile store.
+                    f"profile store {redacted(store.url)!r}, namespace {'.'.join(labels)}",
                     lambda: store.held(labels),
                     lambda: store.erase_namespace(labels),
                 )
