@@ -255,3 +255,10 @@ def test_a_config_without_collection_or_profile_and_a_bad_user_are_refused(
     path = write_config(tmp_path, config_for(tmp_path))
     assert main(["mcp", "--config", str(path), "--user", "a.b"]) == 2
     assert "--user 'a.b' cannot name whose memories" in capsys.readouterr().err
+
+
+def test_the_docs_show_the_example_config_as_it_is() -> None:
+    root = Path(__file__).resolve().parents[2]
+    example = (root / "examples" / "mcp.yaml").read_text(encoding="utf-8")
+    body = "".join(line for line in example.splitlines(True) if not line.startswith("#"))
+    assert body in (root / "docs" / "mcp.md").read_text(encoding="utf-8")
