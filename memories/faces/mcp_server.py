@@ -189,16 +189,15 @@ class ConfigTools:
     def _tools_for(self, caller: str | None) -> dict[str, BaseTool]:
         if caller is None:
             return self.tools
-        with self._lock:
+        with self._lock:  # one build at a time: two first calls of a caller build one memory
             if caller in self._open:
                 self._open.move_to_end(caller)
                 return self._open[caller][1]
-        assert self._factory is not None
-        memory = self._factory(_SESSION, **{USER_FIELD: caller})
-        tools = _tools_of(memory)
-        closing = []
-        with self._lock:
+            assert self._factory is not None
+            memory = self._factory(_SESSION, **{USER_FIELD: caller})
+            tools = _tools_of(memory)
             self._open[caller] = (memory, tools)
+            closing = []
             while len(self._open) > _OPEN_CALLERS:
                 closing.append(self._open.popitem(last=False)[1][0])
         for old in closing:

@@ -143,6 +143,7 @@ async def test_two_clients_with_two_names_never_see_each_others_memories(config:
         connected(config, "alice", mode="legacy") as alice,
         connected(config, "bob") as bob,
     ):
+        assert alice.protocol_version != bob.protocol_version
         created = await ok(alice, "manage_memory", content="Alice is allergic to nuts")
         alice_id = created.removeprefix("created memory ")
         await ok(bob, "manage_memory", content="Bob is allergic to cats")
