@@ -148,6 +148,67 @@ def test_a_conversation_chain_runs_it_in_place_of_langchains() -> None:
     assert results[1][-1]["history"] == "On Jane: Jane lives Oslo."
 
 
+WORDS = ["Jane", "Tom", "lives", "in", "Oslo", "likes", "hates", "tea", "she", "Rome"]
+phrase = st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join)
+operation = st.one_of(
+    st.tuples(st.sampled_from(["load", "aload"]), phrase),
+    st.tuples(st.sampled_from(["save", "asave"]), st.tuples(phrase, phrase)),
+    st.tuples(st.sampled_from(["clear", "two-inputs", "two-outputs"]), phrase),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    operations=st.lists(operation, min_size=1, max_size=14),
+    # k=0: LangChain's class sends the whole conversation ([-0:]), ours none (documented).
+    k=st.integers(min_value=1, max_value=3),
+    return_messages=st.booleans(),
+    graph=st.sampled_from(["ours", "networkx"]),
+)
+def test_random_conversations_match_langchains(
+    operations: list[tuple[str, Any]], k: int, return_messages: bool, graph: str
+) -> None:
+    theirs_model, ours_model = RuleModel(), RuleModel()
+    options = {"k": k, "return_messages": return_messages}
+    theirs = langchain_memory(llm=theirs_model, **options)
+    kg = InMemoryEntityGraph() if graph == "ours" else networkx_graph()
+    ours = ConversationKGMemory(llm=ours_model, kg=kg, **options)
+    for kind, value in operations:
+        if kind in ("load", "aload"):
+            expected = theirs.load_memory_variables({"input": value})
+            if kind == "load":
+                got = ours.load_memory_variables({"input": value})
+            else:
+                got = asyncio.run(ours.aload_memory_variables({"input": value}))
+            assert got == expected
+        elif kind in ("save", "asave"):
+            question, answer = value
+            theirs.save_context({"input": question}, {"output": answer})
+            if kind == "save":
+                ours.save_context({"input": question}, {"output": answer})
+            else:
+                asyncio.run(ours.asave_context({"input": question}, {"output": answer}))
+        elif kind == "clear":
+            theirs.clear()
+            ours.clear()
+        else:
+            bad = (
+                ({"a": value, "b": value}, {"output": "o"})
+                if kind == "two-inputs"
+                else ({"input": value}, {"x": "1", "y": "2"})
+            )
+            with pytest.raises(ValueError) as their_error:
+                theirs.save_context(*bad)
+            with pytest.raises(ValueError) as our_error:
+                ours.save_context(*bad)
+            assert str(our_error.value).startswith(str(their_error.value)[:20])
+        assert texts(ours_model.prompts) == texts(theirs_model.prompts)
+        assert ours.kg.get_triples() == theirs.kg.get_triples()
+    assert [m.content for m in ours.chat_memory.messages] == [
+        m.content for m in theirs.chat_memory.messages
+    ]
+
+
 # -- the graph answers as networkx does ---------------------------------------------------
 
 NODES = ["A", "B", "C", "D"]
