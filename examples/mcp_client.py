@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.types import Implementation
 
 CONFIG = Path(__file__).with_name("mcp.yaml")
@@ -38,15 +39,22 @@ def server(config: Path) -> StdioServerParameters:
 
 async def talk(config: Path, name: str, calls: list[tuple[str, dict[str, Any]]]) -> None:
     client_info = Implementation(name=name, version="1.0")
-    async with Client(server(config), client_info=client_info, read_timeout_seconds=120) as client:
-        tools = (await client.list_tools()).tools
-        print(f"[{name}] tools: {', '.join(tool.name for tool in tools)}")
-        for tool, arguments in calls:
-            result = await client.call_tool(tool, arguments)
-            text = result.content[0].text if result.content[0].type == "text" else ""
-            if tool == "search_memory" and not result.is_error:
-                text = "; ".join(m["content"] for m in json.loads(text)) or "(nothing)"
-            print(f"[{name}] {tool}{' error' if result.is_error else ''}: {text}")
+    # The server's own messages (stderr) go to a log beside the data, as a client keeps them.
+    with (config.parent / "server.log").open("a", encoding="utf-8") as log:
+        transport = stdio_client(server(config), errlog=log)
+        async with Client(transport, client_info=client_info, read_timeout_seconds=120) as client:
+            await converse(client, name, calls)
+
+
+async def converse(client: Client, name: str, calls: list[tuple[str, dict[str, Any]]]) -> None:
+    tools = (await client.list_tools()).tools
+    print(f"[{name}] tools: {', '.join(tool.name for tool in tools)}")
+    for tool, arguments in calls:
+        result = await client.call_tool(tool, arguments)
+        text = result.content[0].text if result.content[0].type == "text" else ""
+        if tool == "search_memory" and not result.is_error:
+            text = "; ".join(m["content"] for m in json.loads(text)) or "(nothing)"
+        print(f"[{name}] {tool}{' error' if result.is_error else ''}: {text}")
 
 
 async def conversation(config: Path) -> None:
