@@ -102,7 +102,8 @@ class ConfigTools:
     Raises:
         ConfigError: the config holds no collection or profile memory, two of one
             kind, a template field other than ``user_id``, or a namespace that every
-            caller would share without ``shared: true``; or ``user`` is not a label.
+            caller would share without ``shared: true``; or ``user`` is not a label, or
+            is given where no template takes it.
     """
 
     def __init__(
@@ -148,7 +149,16 @@ class ConfigTools:
         """The tools by name, as listed."""
         self.schemas: dict[str, dict[str, Any]] = {n: _schema(t) for n, t in self.tools.items()}
         """Each tool's arguments, as a JSON Schema."""
-        self._shared = None if self._factory is not None and self._factory.fields else memory
+        templated = self._factory is not None and bool(self._factory.fields)
+        self._shared = None if templated else memory
+        if templated:
+            memory.close(timeout=DEFAULT_TIMEOUT)  # the probe: only listed, never called
+        elif self.user is not None:
+            raise ConfigError(
+                f"--user {self.user!r} fills the config's {{{USER_FIELD}}}, and "
+                f"{self.whose} is served to every caller: leave --user (and $MEMORIES_USER) "
+                "out, or give the config a namespace template such as [users, '{user_id}']."
+            )
 
     def caller(self, declared: str | None) -> str | None:
         """Whose memories a call uses: ``--user``, else the client's declared name.

@@ -256,6 +256,9 @@ def test_a_config_without_collection_or_profile_and_a_bad_user_are_refused(
     path = write_config(tmp_path, config_for(tmp_path))
     assert main(["mcp", "--config", str(path), "--user", "a.b"]) == 2
     assert "--user 'a.b' cannot name whose memories" in capsys.readouterr().err
+    # --user where no template takes it would look per-user and be shared: refused.
+    assert main(["mcp", "--config", str(path), "--namespace", "team", "--user", "carol"]) == 2
+    assert "--user 'carol' fills the config's {user_id}" in capsys.readouterr().err
 
 
 def test_the_docs_show_the_example_config_as_it_is() -> None:
