@@ -72,6 +72,7 @@ async def conversation(config: Path) -> None:
         "bob",
         [
             ("search_memory", {"query": "allergies"}),
+            ("read_profile", {}),
             ("search_memory", {"query": "allergies", "user_id": "alice"}),
         ],
     )

@@ -4,8 +4,9 @@ An MCP client (a desktop assistant, an IDE) starts the server as a subprocess
 and talks to it over stdio (the official ``mcp`` SDK, the ``mcp`` extra). It
 serves the tools agents get from :mod:`memories.faces.tools` for the memories
 of the config: ``search_memory`` and ``manage_memory`` for a collection
-memory, ``update_profile`` for a profile memory. Their own code runs, with
-its checks and bounds, so a tool answers here as it does in an agent.
+memory, ``read_profile`` and ``update_profile`` for a profile memory. Their
+own code runs, with its checks and bounds, so a tool answers here as it does
+in an agent.
 
 **Whose memories.** Never a tool argument: the tools take none, and a call
 that passes an argument a tool does not take is refused. In order:
@@ -54,7 +55,7 @@ from memories._version import __version__
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, load_config, memory_factory, with_namespace
 from memories.errors import ConfigError, MemoriesError
-from memories.faces.tools import memory_tools, profile_tool
+from memories.faces.tools import memory_tools, profile_tool, read_profile_tool
 from memories.kernel.namespaces import as_namespace, namespace_text
 
 __all__ = ["DEFAULT_TIMEOUT", "Answer", "ConfigTools", "create_server", "serve"]
@@ -234,7 +235,7 @@ def _tools_of(memory: Any) -> dict[str, BaseTool]:
         if isinstance(leaf, CollectionMemory):
             found.extend(memory_tools(leaf))
         elif isinstance(leaf, ProfileMemory):
-            found.append(profile_tool(leaf))
+            found.extend([read_profile_tool(leaf), profile_tool(leaf)])
     if not found:
         kinds = [type(leaf).__name__ for leaf in leaves_of(memory)]
         raise ConfigError(

@@ -2,8 +2,9 @@
 
 ``memory_tools(collection)`` gives ``manage_memory`` and ``search_memory``, with
 langmem's argument names (``content``, ``action``, ``id``; ``query``,
-``limit``), and ``profile_tool(profile)`` gives ``update_profile`` (a JSON
-patch). Each works in ``create_agent`` or any LangChain tool-calling loop::
+``limit``), ``profile_tool(profile)`` gives ``update_profile`` (a JSON
+patch) and ``read_profile_tool(profile)`` gives ``read_profile``. Each works
+in ``create_agent`` or any LangChain tool-calling loop::
 
     memory = CollectionMemory(namespace=("memories", "{user_id}"), path="chroma")
     agent = create_agent(model, memory_tools(memory))
@@ -46,6 +47,7 @@ __all__ = [
     "MAX_QUERY",
     "memory_tools",
     "profile_tool",
+    "read_profile_tool",
 ]
 
 #: The most memories one ``search_memory`` call returns.
@@ -222,6 +224,27 @@ def profile_tool(profile: Any, /) -> BaseTool:
             return json.dumps(target.get(), ensure_ascii=False)
 
     return StructuredTool.from_function(update_profile, handle_tool_error=_answer)
+
+
+def read_profile_tool(profile: Any, /) -> BaseTool:
+    """``read_profile``: the model reads a :class:`~memories.ProfileMemory`'s document."""
+    from memories.long_term.profile import ProfileMemory
+
+    if not isinstance(profile, ProfileMemory):
+        raise TypeError(f"read_profile_tool() takes a ProfileMemory, got {type(profile).__name__}.")
+    per_run = _PerRun(profile)
+
+    def read_profile(*, config: RunnableConfig) -> str:
+        """The user's profile as it now stands, a JSON document ({} when nothing is known).
+
+        Read it before update_profile, to patch the paths it has.
+        """
+        target = per_run.memory(config)
+        assert isinstance(target, ProfileMemory)
+        with _told_to_the_model():
+            return json.dumps(target.get() or {}, ensure_ascii=False)
+
+    return StructuredTool.from_function(read_profile, handle_tool_error=_answer)
 
 
 def _answer(error: ToolException) -> str:

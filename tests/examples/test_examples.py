@@ -42,11 +42,12 @@ EXPECTED: dict[str, list[str]] = {
         'After rollback(2): {"name": "Maya", "city": "Lisbon", "drink": "green tea"}',
     ],
     "mcp_client.py": [
-        "[alice] tools: manage_memory, search_memory, update_profile",
+        "[alice] tools: manage_memory, search_memory, read_profile, update_profile",
         "[alice] manage_memory: created memory ",
         '[alice] update_profile: {"city": "Porto"}',
         "[alice] search_memory: Alice is allergic to peanuts",
         "[bob] search_memory: (nothing)",
+        "[bob] read_profile: {}",
         "[bob] search_memory error: search_memory takes ['limit', 'offset', 'query'], not "
         "['user_id'].",
     ],

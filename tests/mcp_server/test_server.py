@@ -50,7 +50,7 @@ async def test_a_call_past_the_timeout_answers_an_error_and_the_server_carries_o
         )
         release.set()
         # Still serving (listing touches no store, so no timing decides this).
-        assert len((await session.list_tools()).tools) == 3
+        assert len((await session.list_tools()).tools) == 4
     # The abandoned call still ends, and its write may yet complete, as the answer said.
     assert done.wait(60)
     assert tools.close()

@@ -113,7 +113,7 @@ async def refused(client: Client, tool: str, arguments: dict[str, Any]) -> str:
 async def test_a_client_lists_the_tools_then_saves_finds_changes_and_forgets(config: Path) -> None:
     async with connected(config, "alice") as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert sorted(listed) == ["manage_memory", "search_memory", "update_profile"]
+        assert list(listed) == ["manage_memory", "search_memory", "read_profile", "update_profile"]
         assert set(listed["search_memory"].input_schema["properties"]) == {
             "query",
             "limit",
@@ -131,6 +131,7 @@ async def test_a_client_lists_the_tools_then_saves_finds_changes_and_forgets(con
         assert json.loads(await ok(client, "update_profile", operations=patch)) == {
             "city": "Lisbon"
         }
+        assert json.loads(await ok(client, "read_profile")) == {"city": "Lisbon"}
         assert stored(config, "users", "alice") == (["Alice drinks coffee"], {"city": "Lisbon"})
         deleted = await ok(client, "manage_memory", action="delete", id=memory_id)
         assert deleted == f"deleted memory {memory_id}"
@@ -157,6 +158,8 @@ async def test_two_clients_with_two_names_never_see_each_others_memories(config:
         # An id from another namespace is not found there: bob cannot change alice's memory.
         forged = {"action": "update", "id": alice_id, "content": "Alice eats nuts"}
         assert "No memory" in await refused(bob, "manage_memory", forged)
+        assert json.loads(await ok(alice, "read_profile")) == {}
+        assert json.loads(await ok(bob, "read_profile")) == {"pet": "no"}
         forged_delete = {"action": "delete", "id": alice_id}
         assert "No memory" in await refused(bob, "manage_memory", forged_delete)
         assert "('users', 'bob')" in await refused(bob, "manage_memory", forged_delete)
@@ -173,7 +176,7 @@ async def test_bad_calls_come_back_as_tool_errors_and_change_nothing(config: Pat
         unknown = await refused(client, "forget_everything", {})
         assert unknown == (
             "No tool 'forget_everything'; this server has "
-            "['manage_memory', 'search_memory', 'update_profile']."
+            "['manage_memory', 'read_profile', 'search_memory', 'update_profile']."
         )
         forged = await refused(client, "manage_memory", {"content": "x", "namespace": "users.bob"})
         assert "not ['namespace']" in forged and "set by the server" in forged
