@@ -41,6 +41,16 @@ EXPECTED: dict[str, list[str]] = {
         'v3 update: [{"op": "replace", "path": "/drink", "value": "black coffee"}]',
         'After rollback(2): {"name": "Maya", "city": "Lisbon", "drink": "green tea"}',
     ],
+    "mcp_client.py": [
+        "[alice] tools: manage_memory, search_memory, read_profile, update_profile",
+        "[alice] manage_memory: created memory ",
+        '[alice] update_profile: {"city": "Porto"}',
+        "[alice] search_memory: Alice is allergic to peanuts",
+        "[bob] search_memory: (nothing)",
+        "[bob] read_profile: {}",
+        "[bob] search_memory error: search_memory takes ['limit', 'offset', 'query'], not "
+        "['user_id'].",
+    ],
     "vector_recall.py": [
         "Where does my sister live?\n  recalled: input: My sister Ines lives in Porto.",
         "Any food I should avoid?\n  recalled: input: I'm allergic to peanuts.",
