@@ -268,7 +268,7 @@ def test_a_spent_budget_defers_the_summary_and_keeps_every_turn() -> None:
     assert memory.model_usage().calls == 2  # no call was made past the budget
     assert status.deferred is not None and "130 of 100 tokens" in status.deferred
     assert "2027-01-16T00:00:00+00:00" in status.deferred
-    assert status.pending > 0  # the turns stay queued
+    assert status.pending > 0 and status.failures == 0  # the turns wait: no failure, no backoff
     contents = [m.content for m in memory.chat_memory.messages]
     assert "third turn, waits for tomorrow" in contents
     clock.now += 86_400  # the next day
@@ -299,6 +299,7 @@ def test_a_background_update_past_the_budget_waits_and_runs_later(tmp_path: Path
     assert memory.model_usage().calls == 1
     assert status.pending == 1 and status.deferred is not None
     assert "1 of 1 calls" in status.deferred
+    assert status.failures == 0 and [c.kind for c in memory.history()] == ["update"]
     clock.now += 3600
     memory.save_context({"input": "And I like tea"}, {"output": "Noted"})
     memory.flush()
