@@ -109,6 +109,20 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         """The steps of one update from the queued turns (the subclass's model loop)."""
         raise NotImplementedError(f"{type(self).__name__} must define _refreshing()")
 
+    def _forming(self) -> Steps[Any]:
+        """The update a policy starts: none while the budget is spent (the turns stay queued)."""
+        waits = self._deferred_reason()
+        if waits is not None:
+            logger.info(
+                "%s %r in %r: update deferred: %s",
+                self.config_type,
+                self.key,
+                self.namespace,
+                waits,
+            )
+            return None
+        return (yield from self._refreshing())
+
     def _clearing(self) -> Steps[None]:
         if self._in_background:
             self._background.cancel()
@@ -157,7 +171,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         return (self.config_type, self.url, self.namespace, self.key)
 
     def _background_job(self) -> None:
-        result = run(self._refreshing())
+        result = run(self._forming())
         logger.debug(
             "%s %r in %r: background update %s", self.config_type, self.key, self.namespace, result
         )

@@ -638,7 +638,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         if self.policy in ("turn", "background") or (
             self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
         ):
-            yield from self._refreshing()
+            yield from self._forming()
 
     def clear(self) -> None:
         """Delete every memory (each kept in its history) and drop the queued turns."""

@@ -325,7 +325,7 @@ class InstructionsMemory(StoredDocumentMemory):
         if (self.policy == "feedback" and feedback) or (
             self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
         ):
-            yield from self._refreshing()
+            yield from self._forming()
 
     # -- writing ------------------------------------------------------------------
 

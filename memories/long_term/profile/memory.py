@@ -298,7 +298,7 @@ class ProfileMemory(StoredDocumentMemory):
         if self.policy in ("turn", "once", "background") or (
             self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
         ):
-            yield from self._refreshing()
+            yield from self._forming()
 
     # -- updating from conversation ---------------------------------------------
 
