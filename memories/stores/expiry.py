@@ -16,11 +16,12 @@ time by hand.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from memories.kernel.steps import blocking_twin
 from memories.stores.sql import Database
 
 __all__ = ["Expiring", "ExpiryLedger"]
@@ -73,24 +74,42 @@ class ExpiryLedger:
 
     def set(self, namespace: Namespace, key: str, ttl_minutes: float | None, *, now: float) -> None:
         """Give an item ``ttl_minutes`` to live from ``now``; None: it never expires."""
+        self.set_many(namespace, {key: ttl_minutes}, now=now)
+
+    def set_many(
+        self, namespace: Namespace, ttls: Mapping[str, float | None], *, now: float
+    ) -> None:
+        """:meth:`set` for several items of a namespace, in one transaction."""
+        if not ttls:
+            return
         t = expiry_table
         label = _label(namespace)
+        rows = [
+            {
+                "namespace": label,
+                "key": key,
+                "ttl_minutes": float(ttl),
+                "expires_at": now + ttl * 60,
+            }
+            for key, ttl in ttls.items()
+            if ttl is not None
+        ]
         with self._db.transaction(write=True) as connection:
-            connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key == key))
-            if ttl_minutes is not None:
-                connection.execute(
-                    sa.insert(t).values(
-                        namespace=label,
-                        key=key,
-                        ttl_minutes=float(ttl_minutes),
-                        expires_at=now + float(ttl_minutes) * 60,
-                    )
-                )
+            connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(list(ttls))))
+            if rows:
+                connection.execute(sa.insert(t), rows)
 
-    def expired(self, *, now: float, limit: int | None = None) -> list[Expiring]:
-        """The items expired at ``now`` and not swept yet, soonest expired first."""
+    def expired(
+        self, *, now: float, limit: int | None = None, namespace: Namespace | None = None
+    ) -> list[Expiring]:
+        """The items expired at ``now`` and not swept yet, soonest expired first.
+
+        Only those of ``namespace`` when given.
+        """
         t = expiry_table
         query = sa.select(t.c.namespace, t.c.key, t.c.expires_at).where(t.c.expires_at <= now)
+        if namespace is not None:
+            query = query.where(t.c.namespace == _label(namespace))
         query = query.order_by(t.c.expires_at, t.c.namespace, t.c.key).limit(limit)
         with self._db.transaction() as connection:
             rows = connection.execute(query).all()
@@ -108,6 +127,9 @@ class ExpiryLedger:
     def refresh(self, items: Iterable[tuple[Namespace, str]], *, now: float) -> None:
         """Start the time to live of each item again from ``now``; expired ones stay expired."""
         t = expiry_table
+        items = list(items)
+        if not items:
+            return
         with self._db.transaction(write=True) as connection:
             for namespace, key in items:
                 connection.execute(
@@ -137,3 +159,8 @@ class ExpiryLedger:
                     sa.select(sa.func.count()).select_from(expiry_table)
                 ).scalar_one()
             )
+
+    aset_many = blocking_twin(set_many)
+    aexpired = blocking_twin(expired)
+    aexpires_at = blocking_twin(expires_at)
+    arefresh = blocking_twin(refresh)
