@@ -171,3 +171,18 @@ def test_async_reads_hide_expired_memories(make: Make, clock: Clock) -> None:
 
     before, after, listed, swept = asyncio.run(scenario())
     assert before is not None and after is None and listed == [] and swept == {"users/ada": 1}
+
+
+def test_a_background_collection_sweeps_its_namespace_after_its_update(
+    make: Make, clock: Clock
+) -> None:
+    from memories.kernel.background import Debouncer
+
+    with Debouncer(delay=3600, name="collection-ttl-test") as scheduler:
+        memory = make(policy="background", scheduler=scheduler)
+        gone = memory.put("Ada is in Rome", ttl=10)
+        clock.minutes(11)
+        memory.save_context({"input": "I like tea"}, {"output": "ok"})
+        assert memory.flush(timeout=30)
+    assert memory.history(gone) == [] and memory.expiry.count() == 0
+    assert [r.content for r in memory.list()] == ["I like tea"]

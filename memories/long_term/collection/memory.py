@@ -353,6 +353,15 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         for memory_id in ids:
             self.expiry.forget(self.namespace, memory_id, expired_at=now)
 
+    def _background_job(self) -> None:
+        super()._background_job()
+        # The namespace's own expired memories go after its update (bounded to it).
+        now = self.clock()
+        expired = self.expiry.expired(now=now, namespace=self.namespace, limit=500)
+        if expired:
+            self._expire(expired, now)
+            logger.debug("collection %r: swept %d expired memories", self.namespace, len(expired))
+
     async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
         """Async :meth:`sweep`."""
         return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
