@@ -405,7 +405,7 @@ class ChatMemory(BaseMemory):
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="session", chat_log=True, exportable=True
+        scope="session", chat_log=True, exportable=True, expires=True
     )
 
     chat_memory: ChatHistory = Field(default_factory=InMemoryHistory)

@@ -308,14 +308,17 @@ def _sweep(args: argparse.Namespace) -> int:
 
     found = sweep(open_memory(args.config), dry_run=args.dry_run)
     if not found:
-        print("memories sweep: no memory of this config has a retention.", file=sys.stderr)
+        print(
+            "memories sweep: no memory of this config has a retention or a time to live.",
+            file=sys.stderr,
+        )
         return 0
     verb = "would delete" if args.dry_run else "deleted"
     for swept in found:
         total = sum(swept.rows.values())
-        print(f"{swept.memory} {swept.retention}: {verb} {total} rows")
-        for session, rows in sorted(swept.rows.items()):
-            print(f"  {session}: {rows}")
+        print(f"{swept.memory} {swept.policy}: {verb} {total}")
+        for where, count in sorted(swept.rows.items()):
+            print(f"  {where}: {count}")
     return 0
 
 

@@ -72,7 +72,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="session", chat_log=True, exportable=True, deferred=True
+        scope="session", chat_log=True, exportable=True, deferred=True, expires=True
     )
 
     prompt: SummaryPromptField = SUMMARY_PROMPT
