@@ -5,7 +5,7 @@ No I/O: a read of the graph in, lines out, in the order they matter:
 1. the entities the input names (a name or an alias, as whole words; the
    user when it says I, me or my), each with its current relations;
 2. the entities a BM25 search of names, aliases and summaries finds, with
-   theirs;
+   theirs (when the input names and matches nothing, the user, with theirs);
 3. the relations of their neighbours (the entities on the other side of those
    relations): the second hop a question such as "where does my sister live?"
    needs (the user -> sister -> lives_in).
@@ -116,6 +116,9 @@ def recall(
     """The entities and relations to show for ``text``, within ``max_tokens``."""
     first = named(graph, text, user)
     found = [i for i in searched(graph, text, k) if i not in first]
+    me = graph.named(user)
+    if not first and not found and me is not None:
+        first = [me.id]  # an input about nothing known: what is known about the user
     by_time = sorted(graph.current(), key=lambda r: (r.valid_at, r.text()))
     current = by_relevance(by_time, text)
     chosen_entities: list[Entity] = []
