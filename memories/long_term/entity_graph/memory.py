@@ -411,6 +411,7 @@ class EntityMemory(StoredDocumentMemory):
 
 
 def _check_time(when: Any) -> datetime:
+    # Not the collection's rules.timestamp: importing the collection needs the chroma extra.
     if not isinstance(when, datetime) or when.tzinfo is None:
         raise InvalidInputError(
             f"as_of must be a timezone-aware datetime (datetime.now(UTC)), got {when!r:.80}."

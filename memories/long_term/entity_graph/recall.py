@@ -87,11 +87,21 @@ def searched(graph: Graph, text: str, k: int) -> list[str]:
 
 
 def _bm25(documents: list[tuple[str, str]], text: str, k: int) -> list[tuple[str, float]]:
-    """The ids of the ``k`` documents that best match ``text`` by BM25, with their scores."""
-    from memories.stores.recall.lexical import BM25Index  # numpy: imported when used
+    """The ids of the ``k`` documents that best match ``text`` by BM25, with their scores.
 
+    Without numpy and PyStemmer (the ``chroma`` extra), by the number of the
+    text's words each document holds.
+    """
     if not documents or k == 0:
         return []
+    try:
+        from memories.stores.recall.lexical import BM25Index  # numpy: imported when used
+    except ImportError:
+        wanted = set(re.findall(r"\w+", text.casefold()))
+        overlap = [
+            (i, float(len(wanted & set(re.findall(r"\w+", d.casefold()))))) for i, d in documents
+        ]
+        return sorted([(i, n) for i, n in overlap if n > 0], key=lambda hit: -hit[1])[:k]
     index = BM25Index()
     index.add_many("graph", documents)
     return [(hit.id, hit.score) for hit in index.search("graph", text, limit=k) if hit.score > 0]
