@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         MissingDependencyError,
         MissingKeyError,
         ModelFileError,
+        VersionConflictError,
     )
     from memories.faces.runnable import with_memory
     from memories.faces.tools import memory_tools, profile_tool
@@ -204,6 +205,7 @@ __all__ = [
     "TokenBufferMemory",
     "VectorMemory",
     "VectorStoreRetrieverMemory",
+    "VersionConflictError",
     "WindowMemory",
     "__version__",
     "create_history",
