@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.inspector.conftest import Filled, config_for, fill
+from tests.inspector.conftest import Filled, fill_for_writes
 
 pytest.importorskip("httpx")
 from starlette.testclient import TestClient
@@ -29,48 +29,14 @@ from memories.errors import VersionConflictError
 from memories.faces.server.app import ACTIONS, CSRF_FIELD, MAX_BODY, create_app
 from memories.faces.server.service import Inspector
 from tests.inspector.test_api import BASE, rows
-from tests.vector.test_persistence import _picky
 
 MAYA = "/namespaces/users.maya/memories"
-
-
-def with_instructions(folder: Path) -> dict[str, Any]:
-    """The tests' config and an instructions memory, revised by hand only."""
-    config = config_for(folder)
-    config["memories"].append(
-        {
-            "type": "instructions",
-            "url": f"sqlite:///{folder / 'memories.db'}",
-            "namespace": ["users", "{user_id}"],
-            "policy": "manual",
-            "prompts": {"main": "Be brief."},
-        }
-    )
-    return config
 
 
 @pytest.fixture
 def filled(tmp_path: Path) -> Filled:
     """Fresh stores per test (the actions change them), with a dead letter of maya's."""
-    found = fill(tmp_path)
-    config = with_instructions(tmp_path)
-    found.config.write_text(yaml.safe_dump(config), encoding="utf-8")
-    *_, instructions = leaves_of(create_memory(with_namespace(config, ("users", "maya"))))
-    instructions.put({"main": "Be brief and kind."})
-    from memories.long_term.vector.memory import VectorMemory
-
-    picky = VectorMemory(
-        path=str(tmp_path / "chroma"),
-        namespace=("users", "maya"),
-        embeddings=_picky(),
-        write="sync",
-        memory_key="recalled",
-    )
-    with pytest.raises(ValueError, match="too long"):  # alone, it is kept pending
-        picky.save_context({"input": "POISON pasted"}, {"output": "ok"})
-    picky.save_context({"input": "maya likes rain"}, {"output": "ok"})  # with it: set aside
-    assert len(picky.dead_letters()) == 1
-    return found
+    return fill_for_writes(tmp_path)
 
 
 @pytest.fixture
