@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         MissingDependencyError,
         MissingKeyError,
         ModelFileError,
+        VersionConflictError,
     )
     from memories.faces.runnable import with_memory
     from memories.faces.tools import entity_tools, memory_tools, profile_tool
@@ -210,6 +211,7 @@ __all__ = [
     "TokenBufferMemory",
     "VectorMemory",
     "VectorStoreRetrieverMemory",
+    "VersionConflictError",
     "WindowMemory",
     "__version__",
     "create_history",

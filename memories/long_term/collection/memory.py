@@ -59,7 +59,13 @@ from memories.long_term.indexed import IndexedMemory
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.stored import StoredDocumentMemory
 from memories.stores.expiry import Expiring, ExpiryLedger
-from memories.stores.profile_store import Change, PendingTurn, ProfileChange, ProfileItem
+from memories.stores.profile_store import (
+    Change,
+    PendingTurn,
+    ProfileChange,
+    ProfileItem,
+    check_version,
+)
 from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
 from memories.stores.recall.types import ScoredId
@@ -550,8 +556,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 computed the content from what they read.
 
         Raises:
-            InvalidInputError: no such memory in this namespace, the content is
-                invalid, or it moved past ``expected_version``.
+            InvalidInputError: no such memory in this namespace, or the content is invalid.
+            VersionConflictError: it moved past ``expected_version``.
         """
         return run(self._updating(memory_id, content, metadata, expected_version))
 
@@ -579,11 +585,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         def plan(item: ProfileItem | None) -> dict[str, Any]:
             if item is None or item.value is None:
                 raise InvalidInputError(rules.missing(memory_id, self.namespace))
-            if expected is not None and item.version != expected:
-                raise InvalidInputError(
-                    f"The memory {memory_id!r} is at version {item.version}, not "
-                    f"{expected}: read it again and recompute."
-                )
+            check_version(item, expected, f"The memory {memory_id!r}")
             return {
                 "content": checked,
                 "metadata": given if given is not None else item.value["metadata"],
@@ -593,38 +595,47 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         assert record is not None
         return record
 
-    def delete(self, memory_id: str) -> None:
+    def delete(self, memory_id: str, *, expected_version: int | None = None) -> None:
         """Delete a memory (its versions stay in :meth:`history`; :meth:`rollback` restores one).
 
         Raises:
             InvalidInputError: no such memory in this namespace.
+            VersionConflictError: it moved past ``expected_version`` (as in :meth:`update`).
         """
-        run(self._deleting(memory_id))
+        run(self._deleting(memory_id, expected_version))
 
-    async def adelete(self, memory_id: str) -> None:
+    async def adelete(self, memory_id: str, *, expected_version: int | None = None) -> None:
         """Async :meth:`delete`."""
-        await arun(self._deleting(memory_id))
+        await arun(self._deleting(memory_id, expected_version))
 
-    def _deleting(self, memory_id: str) -> Steps[None]:
+    def _deleting(self, memory_id: str, expected: int | None = None) -> Steps[None]:
         def plan(item: ProfileItem | None) -> None:
             if item is None or item.value is None:
                 raise InvalidInputError(rules.missing(memory_id, self.namespace))
+            check_version(item, expected, f"The memory {memory_id!r}")
 
         yield from self._direct(memory_id, plan, "delete")
 
-    def rollback(self, memory_id: str, version: int) -> MemoryRecord:
+    def rollback(
+        self, memory_id: str, version: int, *, expected_version: int | None = None
+    ) -> MemoryRecord:
         """Make a memory say what it said at ``version`` again, as a new version.
 
         Raises:
             InvalidInputError: no such memory or version, or that version was a delete.
+            VersionConflictError: it moved past ``expected_version`` (as in :meth:`update`).
         """
-        return run(self._rolling_back(memory_id, version))
+        return run(self._rolling_back(memory_id, version, expected_version))
 
-    async def arollback(self, memory_id: str, version: int) -> MemoryRecord:
+    async def arollback(
+        self, memory_id: str, version: int, *, expected_version: int | None = None
+    ) -> MemoryRecord:
         """Async :meth:`rollback`."""
-        return await arun(self._rolling_back(memory_id, version))
+        return await arun(self._rolling_back(memory_id, version, expected_version))
 
-    def _rolling_back(self, memory_id: str, version: int) -> Steps[MemoryRecord]:
+    def _rolling_back(
+        self, memory_id: str, version: int, expected: int | None = None
+    ) -> Steps[MemoryRecord]:
         key = MEMORY_PREFIX + rules.checked_id(memory_id)
         found = yield step(self._store.changes, self.namespace, key, version=version)
         if not found or found[0].document is None:
@@ -633,7 +644,12 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 "history(id) lists its versions."
             )
         document = found[0].document
-        record = yield from self._direct(memory_id, lambda item: document, "rollback")
+
+        def plan(item: ProfileItem | None) -> dict[str, Any]:
+            check_version(item, expected, f"The memory {memory_id!r}")
+            return document
+
+        record = yield from self._direct(memory_id, plan, "rollback")
         assert record is not None
         return record
 
