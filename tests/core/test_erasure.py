@@ -298,6 +298,16 @@ def test_erasing_without_a_namespace_or_a_session_is_refused(filled: dict[str, A
         erase_user(filled)
 
 
+def test_a_session_alone_on_a_config_whose_namespace_is_a_template_asks_for_the_namespace(
+    tmp_path: Path,
+) -> None:
+    config = {"type": "profile", "url": f"sqlite:///{tmp_path / 'p.db'}", "policy": "manual",
+              "namespace": ["users", "{user_id}"]}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"\['user_id'\].*--namespace"):
+        erase_user(config, session="maya-chat")
+    assert erase_user(config, namespace="users.maya", session="maya-chat").complete
+
+
 # -- the command ------------------------------------------------------------------------
 
 

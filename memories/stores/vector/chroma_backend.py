@@ -261,7 +261,10 @@ class ChromaBackend(VectorBackend):
         and recall index rows."""
         target, namespace = self.store.target, self._key
         where = {SESSION_KEY: self.session_id} if session else None
-        stored = len(self.store.get(namespace, where=where, text=False))
+        if where is None:
+            stored = self.store.count(namespace)
+        else:
+            stored = len(self.store.get(namespace, where=where, text=False))
         mine = self.session_id if session else None
         logged = {"Chroma log rows": self.store.logged(namespace, where=where)}
         return (
