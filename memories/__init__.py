@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         with_namespace,
         with_session,
     )
+    from memories.core.erasure import ErasureReport, erase_user
     from memories.errors import (
         BackendError,
         BackendUnavailableError,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from memories.long_term.collection import CollectionMemory
     from memories.long_term.entities.kg import ConversationKGMemory
     from memories.long_term.entities.memory import ConversationEntityMemory
+    from memories.long_term.entity_graph import EntityMemory
     from memories.long_term.examples import ExampleMemory
     from memories.long_term.instructions import InstructionsMemory
     from memories.long_term.profile.memory import ProfileMemory
@@ -93,6 +95,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memories.long_term.collection": ("CollectionMemory",),
     "memories.long_term.entities.memory": ("ConversationEntityMemory",),
     "memories.long_term.entities.kg": ("ConversationKGMemory",),
+    "memories.long_term.entity_graph": ("EntityMemory",),
     "memories.faces.tools": ("entity_tools", "memory_tools", "profile_tool"),
     "memories.integrations.summarization": ("SummarizationMiddleware",),
     "memories.long_term.instructions": ("InstructionsMemory",),
@@ -118,6 +121,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "with_namespace",
         "with_session",
     ),
+    "memories.core.erasure": ("ErasureReport", "erase_user"),
     "memories.kernel.keys": ("get_prompt_input_key",),
     "memories.faces.runnable": ("with_memory",),
 }
@@ -178,7 +182,9 @@ __all__ = [
     "ConversationSummaryMemory",
     "ConversationTokenBufferMemory",
     "ConversationVectorStoreTokenBufferMemory",
+    "EntityMemory",
     "Entry",
+    "ErasureReport",
     "ExampleMemory",
     "InMemoryHistory",
     "InstructionsMemory",
@@ -209,6 +215,7 @@ __all__ = [
     "create_history",
     "create_memory",
     "entity_tools",
+    "erase_user",
     "get_prompt_input_key",
     "load_config",
     "memory_factory",

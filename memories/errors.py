@@ -13,6 +13,7 @@ or ``except KeyError`` clauses in user code keep working::
     ├── BackendError                   (+ RuntimeError) a history / vector / profile store failed
     │   └── BackendUnavailableError                     the store cannot be reached at all
     └── LLMError                       (+ RuntimeError) an LLM call failed or gave junk
+        └── BudgetExceededError                         a namespace's model budget is spent
 
 Backend and LLM errors are raised ``from`` the original exception, so the
 cause is always in the traceback.
@@ -23,6 +24,7 @@ from __future__ import annotations
 __all__ = [
     "BackendError",
     "BackendUnavailableError",
+    "BudgetExceededError",
     "ConfigError",
     "InvalidInputError",
     "InvalidProfileError",
@@ -81,3 +83,10 @@ class BackendUnavailableError(BackendError):
 
 class LLMError(MemoriesError, RuntimeError):
     """A language model call raised, timed out, or returned unusable output."""
+
+
+class BudgetExceededError(LLMError):
+    """A namespace has spent its model budget for this period; the call was not made.
+
+    A memory's formation waits (its turns stay queued) and says so in ``status()``.
+    """

@@ -27,7 +27,10 @@ twins; it calls :func:`memories.kernel.keys.select_turn` to pick its input and o
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import hashlib
+import inspect
 import json
 import threading
 import types
@@ -43,14 +46,18 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from memories.core.langchain import LangChainBaseMemory
 from memories.errors import ConfigError, InvalidInputError
+from memories.kernel.accounting import Accounts, Ledger, operation
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities, capabilities_of
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.messages import check_storable, format_buffer
+from memories.kernel.retention import Retention
 from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.stores.erasure import StoreShare
 from memories.stores.history.base import ChatHistory, MessageRef
 from memories.stores.history.langchain import LangChainHistory
 from memories.stores.history.memory import InMemoryHistory
+from memories.stores.history.retained import RetainedHistory
 
 __all__ = ["BaseMemory", "ChatMemory", "keeps_chat_log"]
 
@@ -77,6 +84,16 @@ class BaseMemory(LangChainBaseMemory):
     #: Fields besides the chat history holding a store of one session's data (an
     #: entity store, a graph): a per-session config puts each on its session too.
     session_stores: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Written once here rather than in each memory: every operation a class
+        # defines is counted and traced, and every status it returns says what it cost.
+        for name in _OPERATIONS:
+            if name in vars(cls):
+                setattr(cls, name, _traced(vars(cls)[name], name.removeprefix("a")))
+        if "status" in vars(cls):
+            setattr(cls, "status", _accounted(vars(cls)["status"]))  # noqa: B010
 
     @model_validator(mode="before")
     @classmethod
@@ -174,6 +191,15 @@ class BaseMemory(LangChainBaseMemory):
         """The memories that hold data: this one, or a composite's members (flattened)."""
         return [self]
 
+    def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
+        """What this memory keeps of its session's owner (``session``) and of its namespace's
+        (``namespace``), one record per store, for :func:`memories.erase_user`.
+
+        A memory that stores nothing has none; a class that stores data says
+        where, and calls ``super()`` so that a class with two stores lists both.
+        """
+        return []
+
     def flush(self, *, timeout: float | None = None) -> bool:
         """Finish deferred work now and wait for it (at most ``timeout`` seconds).
 
@@ -197,7 +223,26 @@ class BaseMemory(LangChainBaseMemory):
 
     def status(self) -> MemoryStatus:
         """Where this memory's deferred work stands (nothing, by default)."""
-        return MemoryStatus()
+        return MemoryStatus(usage=self.usage())
+
+    def usage(self) -> Accounts:
+        """What this memory's work has cost in this process: model calls, embedding
+        batches and store transactions, with tokens, failures, retries and time,
+        per kind and per namespace. Nothing is sent anywhere."""
+        return self._ledger.snapshot()
+
+    @cached_property
+    def _ledger(self) -> Ledger:
+        """Where this memory's calls are counted (see :mod:`memories.kernel.accounting`)."""
+        return Ledger()
+
+    def usage_namespace(self) -> str:
+        """The namespace this memory's calls are counted (and budgeted) under."""
+        return "default"
+
+    def _deferred_reason(self) -> str | None:
+        """Why formation waits now (a spent budget), or None."""
+        return None
 
     async def astatus(self) -> MemoryStatus:
         """Async :meth:`status`."""
@@ -239,6 +284,8 @@ class BaseMemory(LangChainBaseMemory):
                     f"{type(self).__name__}.{name} is a {value!r}, which has no config form; "
                     "use a memories history (SQLiteHistory, SQLHistory) to describe it by config."
                 ) from exc
+        if isinstance(value, Retention):
+            return value.to_config()
         if value is None or isinstance(value, str | int | float | bool):
             return value
         if isinstance(value, list | tuple) and all(isinstance(v, str | int | float) for v in value):
@@ -247,6 +294,60 @@ class BaseMemory(LangChainBaseMemory):
             f"{type(self).__name__}.{name} = {value!r:.80} has no config form. "
             "Give it by name (a string) or build this memory in code."
         )
+
+
+#: The operations that are counted and traced: each is a span with its calls as children.
+_OPERATIONS = (
+    "save_context",
+    "asave_context",
+    "save_messages",
+    "asave_messages",
+    "load_memory_variables",
+    "aload_memory_variables",
+    "clear",
+    "aclear",
+)
+
+
+def _traced(method: Any, name: str) -> Any:
+    """``method`` run as one operation of its memory (see ``accounting.operation``)."""
+
+    def begun(self: BaseMemory) -> Any:
+        return operation(
+            self._ledger,
+            name,
+            owner=self,
+            namespace=self.usage_namespace(),
+            memory_type=getattr(self, "config_type", type(self).__name__),
+        )
+
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def atraced(self: BaseMemory, *args: Any, **kwargs: Any) -> Any:
+            with begun(self):
+                return await method(self, *args, **kwargs)
+
+        return atraced
+
+    @functools.wraps(method)
+    def traced(self: BaseMemory, *args: Any, **kwargs: Any) -> Any:
+        with begun(self):
+            return method(self, *args, **kwargs)
+
+    return traced
+
+
+def _accounted(method: Any) -> Any:
+    """``status`` with the memory's usage, and why its pending work waits (a spent budget)."""
+
+    @functools.wraps(method)
+    def status(self: BaseMemory) -> Any:
+        result = method(self)
+        deferred = self._deferred_reason() if result.pending else None
+        return dataclasses.replace(result, usage=self.usage(), deferred=deferred)
+
+    return status
 
 
 #: Objects that belong to one process and are made anew in a copy.
@@ -297,6 +398,10 @@ class ChatMemory(BaseMemory):
         return_messages: give a list of messages instead of one string.
         human_prefix: the speaker name of human messages in the string form.
         ai_prefix: the speaker name of AI messages in the string form.
+        retention: how much raw history to keep, ``{"keep_days": 7}`` or
+            ``{"keep_messages": 200}`` (:class:`~memories.kernel.retention.Retention`):
+            older messages are hidden from every read at once and deleted by
+            :meth:`sweep`; derived state (a summary) stays. None keeps everything.
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
@@ -310,6 +415,46 @@ class ChatMemory(BaseMemory):
     return_messages: bool = False
     human_prefix: str = "Human"
     ai_prefix: str = "AI"
+    retention: Retention | None = None
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _as_retention(cls, value: Any) -> Retention | None:
+        return Retention.of(value)
+
+    @model_validator(mode="after")
+    def _retained(self) -> ChatMemory:
+        # The history is seen through the retention, so every read of every
+        # subclass hides what expired; its config stays the wrapped history's.
+        history = self.chat_memory
+        held = history.history if isinstance(history, RetainedHistory) else history
+        try:
+            wanted = held if self.retention is None else RetainedHistory(held, self.retention)
+        except NotImplementedError as exc:
+            raise ConfigError(str(exc)) from exc
+        if wanted is not history:
+            self.__dict__["chat_memory"] = wanted
+        return self
+
+    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+        """Delete the raw history the retention expires now; rows removed per session.
+
+        On a shared database every session goes through the same retention.
+        Derived state stays. Without a retention nothing expires: ``{}``.
+        """
+        history = self.chat_memory
+        if not isinstance(history, RetainedHistory):
+            return {}
+        return history.sweep(batch=batch, dry_run=dry_run)
+
+    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+        """Async :meth:`sweep`."""
+        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
+
+    def _sweep_session(self) -> int:
+        """Delete what the retention expired in this memory's own session (background jobs)."""
+        history = self.chat_memory
+        return history.sweep_session() if isinstance(history, RetainedHistory) else 0
 
     @field_validator("chat_memory", mode="before")
     @classmethod
@@ -382,6 +527,10 @@ class ChatMemory(BaseMemory):
     def _state_parameters(self) -> dict[str, Any]:
         """The arguments that shape this memory's derived state (default: none)."""
         return {}
+
+    def usage_namespace(self) -> str:
+        """The session: a chat log's calls are counted and budgeted under its ``session_id``."""
+        return self.chat_memory.session_id
 
     @cached_property
     def state_key(self) -> str:
@@ -497,6 +646,14 @@ class ChatMemory(BaseMemory):
 
     def _clearing(self) -> Steps[None]:
         yield step(self.chat_memory.clear)
+
+    def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
+        """The session's log and state in the history, when erasing a session."""
+        found = super().erasure_shares(session=session, namespace=namespace)
+        history = self.chat_memory
+        if session and isinstance(history, ChatHistory):
+            found.append(StoreShare(repr(history), history.held, history.clear))
+        return found
 
     def clear(self) -> None:
         """Erase the session: its messages and every memory's state in the history."""

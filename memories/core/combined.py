@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 from memories.core.base import BaseMemory
 from memories.core.langchain import LangChainBaseMemory
 from memories.errors import ConfigError
+from memories.kernel.accounting import Accounts
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 
@@ -70,6 +71,10 @@ class CombinedMemory(BaseMemory):
             failures=sum(s.failures for s in statuses),
             last_error=errors[-1] if errors else None,
         )
+
+    def usage(self) -> Accounts:
+        """The members' usage added up, per kind and per namespace."""
+        return Accounts.merged(m.usage() for m in self._ours())
 
     def _ours(self) -> list[BaseMemory]:
         return [m for m in self.leaves() if isinstance(m, BaseMemory)]

@@ -87,6 +87,7 @@ MEMORY_TYPES: dict[str, tuple[str, str]] = {
     "profile": ("memories.long_term.profile", "ProfileMemory"),
     "examples": ("memories.long_term.examples", "ExampleMemory"),
     "collection": ("memories.long_term.collection", "CollectionMemory"),
+    "entity": ("memories.long_term.entity_graph", "EntityMemory"),
     "instructions": ("memories.long_term.instructions", "InstructionsMemory"),
     "vector": ("memories.long_term.vector", "VectorMemory"),
     "vector_store_retriever": ("memories.long_term.vector", "VectorStoreRetrieverMemory"),

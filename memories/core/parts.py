@@ -21,7 +21,8 @@ from langchain_core.language_models import BaseLanguageModel
 from pydantic import Field
 
 from memories.core.base import BaseMemory
-from memories.errors import ConfigError
+from memories.errors import BudgetExceededError, ConfigError
+from memories.kernel.accounting import Budget, BudgetField, operation
 from memories.kernel.background import BackgroundWork, Debouncer, JobStatus
 from memories.kernel.llm import LLMField, ModelCaller, ModelUsage
 from memories.kernel.tokens import TokenCounter, counter_for, stable_id
@@ -40,11 +41,17 @@ class ModelMemory(BaseMemory):
             (``{"temperature": 0}``, ``{"n_ctx": 2048}``).
         llm_timeout: seconds to wait for one model reply before giving up, or
             None to wait forever.
+        budget: a cap on the model calls or tokens of this memory's namespace
+            per period, e.g. ``{"tokens": 50000, "per": "day"}`` (or a
+            :class:`~memories.kernel.accounting.Budget`). Past it no call is
+            made: the work waits, its turns kept, and ``status().deferred``
+            says until when.
     """
 
     llm: LLMField = None
     llm_kwargs: dict[str, Any] = Field(default_factory=dict)
     llm_timeout: float | None = Field(default=120.0, ge=0)
+    budget: BudgetField = None
 
     @cached_property
     def _caller(self) -> ModelCaller | None:
@@ -56,7 +63,9 @@ class ModelMemory(BaseMemory):
                 "llm_kwargs configure a model given by name ('provider:model'); "
                 "set the options on the model object instead."
             )
-        return ModelCaller(self.llm, self.llm_kwargs, self.llm_timeout)
+        return ModelCaller(
+            self.llm, self.llm_kwargs, self.llm_timeout, ledger=self._ledger, budget=self.budget
+        )
 
     @property
     def _model(self) -> BaseLanguageModel | None:
@@ -70,7 +79,19 @@ class ModelMemory(BaseMemory):
         """
         return ModelUsage() if self._caller is None else self._caller.usage
 
+    def _deferred_reason(self) -> str | None:
+        budget: Budget | None = self.budget
+        if budget is None:
+            return None
+        try:
+            budget.check(self.usage_namespace())
+        except BudgetExceededError as exc:
+            return str(exc)
+        return None
+
     def _config_value(self, name: str, value: Any) -> Any:
+        if name == "budget" and isinstance(value, Budget):
+            return value.to_config()
         if name == "llm" and not isinstance(value, str | None):
             raise ConfigError(
                 f"{type(self).__name__}.llm is a {type(value).__name__} object, which has no "
@@ -145,10 +166,21 @@ class DeferredMemory(BaseMemory):
     def _background(self) -> BackgroundWork:
         return BackgroundWork(
             self._background_key(),
-            self._background_job,
+            self._accounted_job,
             scheduler=self.scheduler,
             delay=self.debounce,
         )
+
+    def _accounted_job(self) -> None:
+        """The background job as one operation of this memory (counted and traced)."""
+        with operation(
+            self._ledger,
+            "background_update",
+            owner=self,
+            namespace=self.usage_namespace(),
+            memory_type=self.config_type,
+        ):
+            self._background_job()
 
     def _background_status(self) -> JobStatus | None:
         """The scheduler's counters in background mode, else None (for ``status()``)."""

@@ -7,6 +7,7 @@ config or bad input (the message goes to stderr).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -17,12 +18,16 @@ from memories._version import __version__
 from memories.errors import ConfigError, MemoriesError
 from memories.kernel.imports import DISTRIBUTION
 
-__all__ = ["LLM_ENV", "TOKEN_ENV", "main"]
+__all__ = ["LLM_ENV", "NAMESPACE_ENV", "TOKEN_ENV", "USER_ENV", "main"]
 
 #: The environment variable that names a model when ``--llm`` is not given.
 LLM_ENV = "MEMORIES_LLM"
 #: The environment variable that holds ``memories serve``'s token when ``--token`` is not given.
 TOKEN_ENV = "MEMORIES_TOKEN"
+#: The environment variables that say whose memories ``memories mcp`` serves, when
+#: ``--namespace`` / ``--user`` are not given.
+NAMESPACE_ENV = "MEMORIES_NAMESPACE"
+USER_ENV = "MEMORIES_USER"
 
 
 def _model(spec: str | None) -> tuple[Any, str]:
@@ -92,6 +97,28 @@ def _chat(args: argparse.Namespace) -> int:
     chat(memory, model, sys.stdin, sys.stdout, system=args.system, prompt=prompt)
     if prompt:  # Ctrl-D at the prompt: end the line it left
         print()
+    return 0
+
+
+def _usage(args: argparse.Namespace) -> int:
+    import io
+    import json
+
+    from memories.faces.commands import chat, format_usage, open_memory, usage_report
+    from memories.testing import ScriptedChatModel
+
+    memory = open_memory(args.config, args.session, args.namespace)
+    model, source = _model(args.llm)
+    if model is None:
+        model, source = ScriptedChatModel(), "an offline echo model"
+    turns = chat(memory, model, sys.stdin, io.StringIO())
+    report = usage_report(memory)
+    if args.json:
+        json.dump({"turns": turns, "memories": report}, sys.stdout, indent=2)
+        print()
+    else:
+        print(f"{turns} turns, replies by {source}:", file=sys.stderr)
+        sys.stdout.write(format_usage(report))
     return 0
 
 
@@ -217,6 +244,33 @@ def _clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def _erase(args: argparse.Namespace) -> int:
+    from memories.faces.commands import erase
+
+    def confirm(lines: list[str]) -> bool:
+        print("This erases, for good (no rollback):", *(f"  {t}" for t in lines), sep="\n")
+        print("Go on? [y/N] ", end="")
+        sys.stdout.flush()
+        return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+    report = erase(
+        args.config,
+        namespace=args.namespace,
+        session=args.session,
+        out=sys.stderr,
+        confirm=None if args.yes or args.dry_run else confirm,
+        dry_run=args.dry_run,
+    )
+    if report is None:
+        print("memories erase: nothing erased.", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(report.text(), end="")
+    return 0 if args.dry_run or report.complete else 3
+
+
 def _reshard(args: argparse.Namespace) -> int:
     from memories.faces.commands import open_memory, reshard
 
@@ -246,6 +300,22 @@ def _reshard(args: argparse.Namespace) -> int:
         f"memories reshard: {len(moved)} namespaces ({documents} documents) moved into shards.",
         file=sys.stderr,
     )
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from memories.faces.commands import open_memory, sweep
+
+    found = sweep(open_memory(args.config), dry_run=args.dry_run)
+    if not found:
+        print("memories sweep: no memory of this config has a retention.", file=sys.stderr)
+        return 0
+    verb = "would delete" if args.dry_run else "deleted"
+    for swept in found:
+        total = sum(swept.rows.values())
+        print(f"{swept.memory} {swept.retention}: {verb} {total} rows")
+        for session, rows in sorted(swept.rows.items()):
+            print(f"  {session}: {rows}")
     return 0
 
 
@@ -296,6 +366,25 @@ def _serve(args: argparse.Namespace) -> int:
         limit_concurrency=64,
         h11_max_incomplete_event_size=16_384,
     )
+    return 0
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from memories.kernel.imports import import_object
+
+    serve = import_object("memories.faces.mcp_server", "serve", what="the MCP server")
+    from memories.faces.mcp_server import ConfigTools
+
+    tools = ConfigTools(
+        args.config,
+        namespace=args.namespace or os.environ.get(NAMESPACE_ENV) or None,
+        user=args.user or os.environ.get(USER_ENV) or None,
+    )
+    print(
+        f"memories mcp: {', '.join(tools.tools)} over stdio, for {tools.whose}",
+        file=sys.stderr,
+    )
+    serve(tools, timeout=args.timeout)
     return 0
 
 
@@ -357,6 +446,17 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--system", default="", help="a system prompt")
     chat.set_defaults(run=_chat)
 
+    usage = configured(
+        "usage",
+        "run the conversation on stdin (one user line each) and print what each memory's "
+        "model calls, embeddings and store transactions cost",
+    )
+    usage.add_argument(
+        "--llm", help=f"model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else echo)"
+    )
+    usage.add_argument("--json", action="store_true", help="print the counters as JSON")
+    usage.set_defaults(run=_usage)
+
     inspect = configured("inspect", "show a session's messages, memory state and what it injects")
     inspect.add_argument("--last", type=_positive, default=20, help="messages to show (default 20)")
     inspect.add_argument("--all", action="store_true", help="show every message")
@@ -402,6 +502,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     letters.set_defaults(run=_dead_letters)
 
+    erase = commands.add_parser(
+        "erase",
+        help="erase a person's data in every store of a config (a namespace, a session or "
+        "both), then count again: the report shows 0 remaining",
+    )
+    erase.add_argument(
+        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+    )
+    erase.add_argument(
+        "--namespace", help="the person's namespace, labels joined by '.' (e.g. users.maya)"
+    )
+    erase.add_argument("--session", help="the person's chat session")
+    erase.add_argument("--dry-run", action="store_true", help="count what would go; erase nothing")
+    erase.add_argument("--json", action="store_true", help="print the report as JSON")
+    erase.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    erase.set_defaults(run=_erase)
+
     reshard = commands.add_parser(
         "reshard",
         help="move small namespaces of a Chroma store made before shards into shared "
@@ -413,6 +530,16 @@ def build_parser() -> argparse.ArgumentParser:
     reshard.add_argument("--dry-run", action="store_true", help="say what would move; move nothing")
     reshard.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     reshard.set_defaults(run=_reshard)
+
+    sweep = commands.add_parser(
+        "sweep",
+        help="delete the raw history past each memory's retention, in every session of its store",
+    )
+    sweep.add_argument(
+        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+    )
+    sweep.add_argument("--dry-run", action="store_true", help="count what would go; delete nothing")
+    sweep.set_defaults(run=_sweep)
 
     serve = commands.add_parser(
         "serve", help="a read-only web inspector and JSON API over a config (the server extra)"
@@ -433,6 +560,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a request may wait for the stores before a 504 (default 15)",
     )
     serve.set_defaults(run=_serve)
+
+    mcp = commands.add_parser(
+        "mcp", help="an MCP server over stdio: the memory tools of a config (the mcp extra)"
+    )
+    mcp.add_argument(
+        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+    )
+    mcp.add_argument(
+        "--namespace",
+        help=f"the one namespace every call uses, labels joined by '.' (default: ${NAMESPACE_ENV})",
+    )
+    mcp.add_argument(
+        "--user",
+        help=f"fills the config's {{user_id}} (default: ${USER_ENV}, else the client's name)",
+    )
+    mcp.add_argument(
+        "--timeout",
+        type=_positive,
+        default=30,
+        help="seconds a call may wait for the stores before it answers an error (default 30)",
+    )
+    mcp.set_defaults(run=_mcp)
     return parser
 
 

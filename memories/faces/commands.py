@@ -9,8 +9,10 @@ config serves every user.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import textwrap
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,9 +30,10 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
-from memories.core.base import BaseMemory
+from memories.core.base import BaseMemory, ChatMemory
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, load_config, with_namespace, with_session
+from memories.core.erasure import ErasureReport, StoreErasure, erase_user
 from memories.core.langchain import LangChainBaseMemory
 from memories.core.members import (
     chat_memories,
@@ -57,14 +60,17 @@ __all__ = [
     "DocumentLine",
     "EntityLine",
     "ExportLine",
+    "Swept",
     "TripleLine",
     "chat",
     "chat_memories",
     "clear",
     "clear_targets",
     "dead_letters",
+    "erase",
     "export_jsonl",
     "flush",
+    "format_usage",
     "histories_of",
     "import_jsonl",
     "inspect",
@@ -74,6 +80,8 @@ __all__ = [
     "read_jsonl",
     "reshard",
     "stores_of",
+    "sweep",
+    "usage_report",
 ]
 
 #: Messages appended per transaction by ``import``.
@@ -178,9 +186,42 @@ def chat(
     return turns
 
 
+def usage_report(memory: LangChainBaseMemory) -> list[dict[str, Any]]:
+    """What each memory of ``memory`` has cost in this process, as plain data for JSON.
+
+    One entry per memory that holds data: its config type, the namespace it
+    counts under, and its counters per kind and per namespace (see
+    :meth:`~memories.core.base.BaseMemory.usage`).
+    """
+    return [
+        {"memory": leaf.config_type, "namespace": leaf.usage_namespace(), **leaf.usage().as_dict()}
+        for leaf in leaf_memories(memory)
+        if isinstance(leaf, BaseMemory)
+    ]
+
+
+def format_usage(report: list[dict[str, Any]]) -> str:
+    """A :func:`usage_report` as a table: one line per memory and kind of call."""
+    lines = [
+        f"{'memory':<22} {'kind':<10} {'calls':>6} {'failed':>6} {'retries':>7} "
+        f"{'tokens in':>10} {'tokens out':>10} {'seconds':>8}"
+    ]
+    for entry in report:
+        for kind, usage in entry["totals"].items():
+            lines.append(
+                f"{entry['memory']:<22} {kind:<10} {usage['calls']:>6} {usage['failures']:>6} "
+                f"{usage['retries']:>7} {usage['input_tokens']:>10} {usage['output_tokens']:>10} "
+                f"{usage['seconds']:>8.3f}"
+            )
+        if not entry["totals"]:
+            lines.append(f"{entry['memory']:<22} (no calls)")
+    return "\n".join(lines) + "\n"
+
+
 #: What ``/help`` prints in ``memories chat``.
 CHAT_HELP = """commands (never sent to the model, never saved):
   /memory   what the memory adds to the next prompt, in full
+  /usage    what each memory's model calls, embeddings and store transactions cost so far
   /clear    erase this session's memory
   /help     this list
   /quit     end the chat (or Ctrl-D); //text sends a line that starts with /
@@ -195,6 +236,8 @@ def _chat_command(memory: LangChainBaseMemory, command: str, system: str) -> str
         width = max(40, shutil.get_terminal_size().columns)
         shown = [_wrapped(m, width) for m in messages]
         return "".join(shown) or "(the memory is empty)\n"
+    if command == "/usage":
+        return format_usage(usage_report(memory))
     if command == "/clear":
         memory.clear()
         return "(this session's memory is erased)\n"
@@ -893,6 +936,34 @@ def _clear_knowledge(session_id: str, store: EntityStore | EntityGraph, *, erase
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """What a sweep removed (or, in a dry run, would remove) from one memory's store."""
+
+    memory: str
+    """The memory's config type and its history, as a reader names them."""
+    retention: dict[str, Any]
+    """The retention it applied (its config form)."""
+    rows: dict[str, int]
+    """Rows deleted per session (sessions with none left out)."""
+
+
+def sweep(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Swept]:
+    """Delete the raw history each member's retention expires now, every session of its store.
+
+    Members without a retention are left out. Derived state (summaries,
+    profiles, collections) is never touched; a crash mid-way leaves a
+    shorter sweep for the next run.
+    """
+    done = []
+    for leaf in leaf_memories(memory):
+        if isinstance(leaf, ChatMemory) and leaf.retention is not None:
+            rows = leaf.sweep(dry_run=dry_run)
+            name = f"{leaf.config_type} on {leaf.chat_memory!r}"
+            done.append(Swept(name, leaf.retention.to_config(), rows))
+    return done
+
+
 def reshard(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Demotion]:
     """Move the small namespaces of the memory's Chroma stores from collections into shards.
 
@@ -912,3 +983,51 @@ def reshard(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Demot
             seen.add(store.target)
             done += store.reshard(dry_run=dry_run)
     return done
+
+
+# -- erase ----------------------------------------------------------------------
+
+#: For crash tests: after erasing this many stores, ``erase`` writes ``paused`` and waits
+#: (at most :data:`_PAUSE_SECONDS`) to be killed half-way, at a known point.
+ERASE_PAUSE_ENV = "MEMORIES_ERASE_PAUSE_AFTER"
+_PAUSE_SECONDS = 600.0
+
+
+def erase(
+    config: str | Path | dict[str, Any],
+    *,
+    namespace: str | None,
+    session: str | None,
+    out: TextIO,
+    confirm: Callable[[list[str]], bool] | None = None,
+    dry_run: bool = False,
+) -> ErasureReport | None:
+    """Erase a person's data in every store of a config (see :func:`~memories.erase_user`).
+
+    Without ``dry_run``, first counts what will go and asks ``confirm`` with a
+    line per store (None: do not ask); returns None when it says no. Each
+    store's line is written to ``out`` as soon as that store is done.
+    """
+    if not dry_run and confirm is not None:
+        preview = erase_user(config, namespace=namespace, session=session, dry_run=True)
+        lines = [line for line in preview.text().splitlines()[:-1]]
+        if not confirm(lines or ["(nothing: no store holds data of it)"]):
+            return None
+
+    pause_after = int(os.environ.get(ERASE_PAUSE_ENV) or 0)
+    stores_done = 0
+
+    def done(line: StoreErasure) -> None:
+        nonlocal stores_done
+        counts = line.found if line.remaining is None else line.removed
+        kinds = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "nothing"
+        verb = "would erase" if line.remaining is None else "erased"
+        out.write(f"{verb} in {line.store}: {kinds}\n")
+        stores_done += 1
+        if stores_done == pause_after:
+            out.write("paused\n")
+            out.flush()
+            threading.Event().wait(_PAUSE_SECONDS)
+        out.flush()
+
+    return erase_user(config, namespace=namespace, session=session, dry_run=dry_run, progress=done)

@@ -25,7 +25,9 @@ run's ``configurable.thread_id`` (as ``MemoryMiddleware`` does); again the
 model never names a session.
 
 **Errors** go back to the model as the tool's answer (``"Error: ..."``), so it
-can correct itself; they never end the run.
+can correct itself; they never end the run. Every argument is bounded
+(:data:`MAX_LIMIT`, :data:`MAX_OFFSET`, :data:`MAX_QUERY`, :data:`MAX_CONTENT`,
+:data:`MAX_OPERATIONS`, :data:`MAX_NAME`) and checked before anything is written.
 """
 
 from __future__ import annotations
@@ -48,7 +50,32 @@ from memories.faces.runnable import MemoryFactory, SessionMemories
 from memories.kernel.namespaces import in_namespace
 from memories.stores.graph_store import KnowledgeTriple
 
-__all__ = ["entity_tools", "memory_tools", "profile_tool"]
+__all__ = [
+    "MAX_CONTENT",
+    "MAX_LIMIT",
+    "MAX_NAME",
+    "MAX_OFFSET",
+    "MAX_OPERATIONS",
+    "MAX_QUERY",
+    "entity_tools",
+    "memory_tools",
+    "profile_tool",
+]
+
+#: The most memories one ``search_memory`` call returns.
+MAX_LIMIT = 50
+#: How deep ``search_memory`` pages (``offset``).
+MAX_OFFSET = 1_000
+#: The longest ``search_memory`` query, in characters.
+MAX_QUERY = 2_000
+#: The longest memory ``manage_memory`` saves, and the longest profile patch (as JSON), in
+#: characters: a memory is a fact about the user, not a document.
+MAX_CONTENT = 10_000
+#: The most operations one ``update_profile`` call applies.
+MAX_OPERATIONS = 100
+#: The longest entity name, or part of a relation, ``manage_entity`` and ``manage_relation``
+#: write (the SQL stores' columns hold 512).
+MAX_NAME = 500
 
 
 class _PerRun:
@@ -91,6 +118,12 @@ class _PerRun:
             return self._made[key]
 
 
+def _bounded(text: str, what: str, most: int) -> str:
+    if len(text) > most:
+        raise ToolException(f"{what} is {len(text):,} characters; at most {most:,}.")
+    return text
+
+
 def _fields(label: str) -> list[str]:
     return [name for _, name, _, _ in string.Formatter().parse(label) if name]
 
@@ -130,6 +163,8 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
         """
         target = per_run.memory(config)
         assert isinstance(target, CollectionMemory)
+        if content is not None:
+            _bounded(content, "content", MAX_CONTENT)
         with _told_to_the_model():
             if action == "create":
                 if not content:
@@ -157,8 +192,11 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
         """Search your long-term memories about the user; returns them with their ids."""
         target = per_run.memory(config)
         assert isinstance(target, CollectionMemory)
-        if limit < 1 or offset < 0:
-            raise ToolException("limit must be at least 1 and offset at least 0.")
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ToolException(f"limit must be between 1 and {MAX_LIMIT}, got {limit}.")
+        if not 0 <= offset <= MAX_OFFSET:
+            raise ToolException(f"offset must be between 0 and {MAX_OFFSET}, got {offset}.")
+        _bounded(query, "query", MAX_QUERY)
         with _told_to_the_model():
             found = target.search(query, k=limit + offset)[offset:]
         return json.dumps(
@@ -191,6 +229,11 @@ def profile_tool(profile: Any, /) -> BaseTool:
         """
         target = per_run.memory(config)
         assert isinstance(target, ProfileMemory)
+        if len(operations) > MAX_OPERATIONS:
+            raise ToolException(
+                f"{len(operations)} operations in one patch; at most {MAX_OPERATIONS}."
+            )
+        _bounded(json.dumps(list(operations), default=str), "the patch", MAX_CONTENT)
         with _told_to_the_model():
             target.update(list(operations))
             return json.dumps(target.get(), ensure_ascii=False)
@@ -270,6 +313,8 @@ def _entity_summary_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[B
         """
         if not name.strip():
             raise ToolException("name must name the entity (e.g. 'Jane').")
+        _bounded(name, "name", MAX_NAME)
+        _bounded(summary or "", "summary", MAX_CONTENT)
         store = memory_for(config).knowledge_store
         with _told_to_the_model():
             if action == "delete":
@@ -287,8 +332,9 @@ def _entity_summary_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[B
 
         An empty query lists them all (the most recently written last).
         """
-        if limit < 1:
-            raise ToolException("limit must be at least 1.")
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ToolException(f"limit must be between 1 and {MAX_LIMIT}, got {limit}.")
+        _bounded(query, "query", MAX_QUERY)
         store = memory_for(config).knowledge_store
         with _told_to_the_model():
             try:
@@ -328,6 +374,8 @@ def _relation_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[BaseToo
         empty = [name for name, value in parts.items() if not value.strip()]
         if empty:
             raise ToolException(f"{', '.join(empty)} must not be empty.")
+        for part, value in parts.items():
+            _bounded(value, part, MAX_NAME)
         triple = KnowledgeTriple(subject.strip(), predicate.strip(), object.strip())
         graph = memory_for(config).knowledge_store
         with _told_to_the_model():
@@ -341,6 +389,7 @@ def _relation_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[BaseToo
         """The facts known about an entity, and up to ``depth`` hops beyond it."""
         if not 1 <= depth <= 3:
             raise ToolException("depth must be 1, 2 or 3.")
+        _bounded(entity, "entity", MAX_NAME)
         graph = memory_for(config).knowledge_store
         with _told_to_the_model():
             facts = graph.get_entity_knowledge(entity.strip(), depth=depth)

@@ -29,7 +29,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 from memories.errors import MemoriesError
-from memories.kernel.llm import ModelUsage
+from memories.kernel.accounting import Accounts, ModelUsage
 
 __all__ = [
     "BackgroundWork",
@@ -386,6 +386,11 @@ class MemoryStatus:
     Left out of equality: it counts this process's calls, not the memory's state, so a
     restarted memory's status equals the one before.
     """
+    usage: Accounts | None = field(default=None, compare=False)
+    """Every model call, embedding batch and store transaction of this memory in this
+    process, per kind and per namespace (see :mod:`memories.kernel.accounting`)."""
+    deferred: str | None = field(default=None, compare=False)
+    """Why the memory's formation waits, when its model budget is spent (else None)."""
 
 
 @dataclass(eq=False)

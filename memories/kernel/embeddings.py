@@ -12,15 +12,23 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
 from memories.errors import ConfigError
+from memories.kernel.accounting import Call, measured
 from memories.kernel.imports import import_path
 from memories.kernel.steps import Steps, step
 
-__all__ = ["cosine", "default_embeddings", "resolve_embeddings"]
+__all__ = [
+    "cosine",
+    "default_embeddings",
+    "embed_documents",
+    "embedding_batch",
+    "resolve_embeddings",
+]
 
 
 def default_embeddings() -> Embeddings:
@@ -51,6 +59,30 @@ def resolve_embeddings(spec: Embeddings | str | None, /) -> Embeddings:
     if not isinstance(built, Embeddings):
         raise ConfigError(f"embeddings {spec!r} gave {built!r:.80}, not a LangChain Embeddings.")
     return built
+
+
+def embedding_batch(embedder: Embeddings, size: int, /) -> AbstractContextManager[Call]:
+    """One embedding call of ``size`` texts, counted and traced (GenAI ``embeddings``)."""
+    name = next(
+        (
+            value
+            for attribute in ("model_name", "model", "name")
+            if isinstance(value := getattr(embedder, attribute, None), str) and value
+        ),
+        type(embedder).__name__,
+    )
+    attributes = {
+        "gen_ai.operation.name": "embeddings",
+        "gen_ai.request.model": name,
+        "memories.batch_size": size,
+    }
+    return measured("embedding", f"embeddings {name}", attributes)
+
+
+def embed_documents(embedder: Embeddings, texts: list[str], /) -> list[list[float]]:
+    """``embedder.embed_documents(texts)``, counted and traced as one batch."""
+    with embedding_batch(embedder, len(texts)):
+        return embedder.embed_documents(texts)
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -102,6 +134,7 @@ def query_vector(embedder: Embeddings, text: str, /) -> Steps[list[float]]:
     """``text`` embedded as a query by ``embedder``: a step on first use, then from the cache."""
     vector = _query_vectors.get(embedder, text)
     if vector is None:
-        vector = yield step(embedder.embed_query, text)
+        with embedding_batch(embedder, 1):
+            vector = yield step(embedder.embed_query, text)
         _query_vectors.put(embedder, text, vector)
     return vector

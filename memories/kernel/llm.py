@@ -15,18 +15,26 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-import time
 import warnings
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-from langchain_core.language_models import BaseLanguageModel, LanguageModelInput
+from langchain_core.language_models import BaseChatModel, BaseLanguageModel, LanguageModelInput
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 from pydantic import BeforeValidator
 
 from memories.errors import ConfigError, LLMError, MissingDependencyError
+from memories.kernel.accounting import (
+    Budget,
+    Call,
+    Ledger,
+    ModelUsage,
+    current_namespace,
+    measured,
+)
 from memories.kernel.imports import install_hint
 
 __all__ = [
@@ -68,28 +76,6 @@ def check_llm_spec(spec: Any) -> Any:
 LLMField = Annotated[Any, BeforeValidator(check_llm_spec)]
 
 
-@dataclass(frozen=True)
-class ModelUsage:
-    """What a memory's model calls have cost, in this process, since the memory was made."""
-
-    calls: int = 0
-    """Calls made, failed ones included."""
-    failures: int = 0
-    """Calls that raised, timed out or answered nothing usable."""
-    input_tokens: int = 0
-    """Prompt tokens, as the model reported them (its reply's ``usage_metadata``)."""
-    output_tokens: int = 0
-    """Reply tokens, as the model reported them."""
-    unmetered: int = 0
-    """Answered calls whose reply reported no token usage (an LLM's string, a fake model)."""
-    seconds: float = 0.0
-    """Wall time spent waiting for the model, failed calls included."""
-
-    def as_dict(self) -> dict[str, int | float]:
-        """The counters as a plain dict (for JSON, a log line, the CLI)."""
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
-
-
 class ModelCaller:
     """A memory's model: resolved once (at construction), called with a timeout, metered.
 
@@ -106,83 +92,109 @@ class ModelCaller:
         ConfigError, MissingDependencyError: as :func:`resolve_llm`.
     """
 
-    def __init__(self, spec: Any, options: dict[str, Any], timeout: float | None) -> None:
+    #: Its calls record themselves (in :attr:`ledger`), so a step runner need not.
+    meters_itself = True
+
+    def __init__(
+        self,
+        spec: Any,
+        options: dict[str, Any],
+        timeout: float | None,
+        *,
+        ledger: Ledger | None = None,
+        budget: Budget | None = None,
+    ) -> None:
         self.model = resolve_llm(spec, **options)
         self.timeout = timeout
-        self._usage = ModelUsage()
-        self._lock = threading.Lock()
+        self.ledger = Ledger() if ledger is None else ledger
+        """Where the calls are counted, per namespace (the memory's ledger, if it gave one)."""
+        self.budget = budget
+        """The cap on a namespace's calls or tokens per period, or None."""
 
     @property
     def usage(self) -> ModelUsage:
         """The calls so far, with their tokens, failures and time."""
-        return self._usage
+        return self.ledger.total("model")
 
     def invoke(
-        self, prompt: LanguageModelInput, /, *, bound: Runnable[Any, Any] | None = None
+        self,
+        prompt: LanguageModelInput,
+        /,
+        *,
+        bound: Runnable[Any, Any] | None = None,
+        retry: bool = False,
     ) -> Any:
-        """The model's reply (``bound``: the model with tools bound, if any)."""
-        started, reply = time.perf_counter(), _FAILED
-        try:
-            reply = invoke_model(bound or self.model, prompt, timeout=self.timeout)
-            return reply
-        finally:
-            self._count(started, reply)
+        """The model's reply (``bound``: the model with tools bound, if any).
+
+        ``retry``: this call asks again after a rejected reply (counted as a retry).
+
+        Raises:
+            BudgetExceededError: the namespace's budget is spent (no call is made).
+            LLMError: as :func:`invoke_model`.
+        """
+        with self._measured(retry) as call:
+            return self._metered(
+                call, invoke_model(bound or self.model, prompt, timeout=self.timeout)
+            )
 
     async def ainvoke(
-        self, prompt: LanguageModelInput, /, *, bound: Runnable[Any, Any] | None = None
+        self,
+        prompt: LanguageModelInput,
+        /,
+        *,
+        bound: Runnable[Any, Any] | None = None,
+        retry: bool = False,
     ) -> Any:
         """Async :meth:`invoke`."""
-        started, reply = time.perf_counter(), _FAILED
-        try:
+        with self._measured(retry) as call:
             reply = await ainvoke_model(bound or self.model, prompt, timeout=self.timeout)
-            return reply
-        finally:
-            self._count(started, reply)
+            return self._metered(call, reply)
 
     def invoke_text(self, prompt: LanguageModelInput, /) -> str:
         """The reply's text, stripped; empty text is an :class:`LLMError` (counted as failed)."""
-        return self._text(self.invoke(prompt))
+        with self._measured(False) as call:
+            return _text(self.model, self._metered(call, self._invoke(prompt)))
 
     async def ainvoke_text(self, prompt: LanguageModelInput, /) -> str:
         """Async :meth:`invoke_text`."""
-        return self._text(await self.ainvoke(prompt))
+        with self._measured(False) as call:
+            reply = await ainvoke_model(self.model, prompt, timeout=self.timeout)
+            return _text(self.model, self._metered(call, reply))
 
-    def _text(self, reply: Any) -> str:
-        try:
-            return _text(self.model, reply)
-        except LLMError:
-            with self._lock:
-                self._usage = replace(self._usage, failures=self._usage.failures + 1)
-            raise
+    def _invoke(self, prompt: LanguageModelInput) -> Any:
+        return invoke_model(self.model, prompt, timeout=self.timeout)
 
-    def _count(self, started: float, reply: Any) -> None:
-        seconds = time.perf_counter() - started
-        tokens = getattr(reply, "usage_metadata", None) if reply is not _FAILED else None
-        with self._lock:
-            usage = self._usage
-            self._usage = replace(
-                usage,
-                calls=usage.calls + 1,
-                failures=usage.failures + (reply is _FAILED),
-                input_tokens=usage.input_tokens + int((tokens or {}).get("input_tokens", 0)),
-                output_tokens=usage.output_tokens + int((tokens or {}).get("output_tokens", 0)),
-                unmetered=usage.unmetered + (reply is not _FAILED and not tokens),
-                seconds=usage.seconds + seconds,
+    @contextmanager
+    def _measured(self, retry: bool) -> Iterator[Call]:
+        """The call's span and counters; refused first when the budget is spent."""
+        if self.budget is not None:
+            self.budget.check(current_namespace())
+        name = _model_name(self.model)
+        operation = "chat" if isinstance(self.model, BaseChatModel) else "text_completion"
+        attributes = {"gen_ai.operation.name": operation, "gen_ai.request.model": name}
+        with measured("model", f"{operation} {name}", attributes, ledger=self.ledger) as call:
+            if retry:
+                call.set(retries=1)
+            yield call
+
+    def _metered(self, call: Call, reply: Any) -> Any:
+        """Take the reply's token counts into the call's record (and the budget's)."""
+        tokens = getattr(reply, "usage_metadata", None) or {}
+        if tokens:
+            call.set(
+                input_tokens=int(tokens.get("input_tokens", 0)),
+                output_tokens=int(tokens.get("output_tokens", 0)),
             )
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+            call.attribute("gen_ai.usage.input_tokens", call.usage.input_tokens)
+            call.attribute("gen_ai.usage.output_tokens", call.usage.output_tokens)
+        else:
+            call.set(unmetered=1)
+        if self.budget is not None:
+            self.budget.spend(current_namespace(), call.usage)
+        return reply
 
     def __repr__(self) -> str:
         return f"ModelCaller({_name(self.model)}, timeout={self.timeout})"
-
-
-#: What :meth:`ModelCaller._count` is given for a call that raised.
-_FAILED = object()
 
 
 def resolve_llm(spec: Any, **options: Any) -> BaseLanguageModel:
@@ -340,6 +352,15 @@ def _text(model: BaseLanguageModel, result: Any) -> str:
     if not text:
         raise LLMError(f"{_name(model)} returned empty text: {result!r:.200}")
     return text
+
+
+def _model_name(model: BaseLanguageModel) -> str:
+    """The model's own name (``gpt-4o-mini``), else its class's."""
+    for attribute in ("model_name", "model", "model_id"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
 
 
 def _name(model: Runnable[Any, Any]) -> str:

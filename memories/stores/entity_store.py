@@ -98,6 +98,10 @@ class EntityStore(ABC):
     def purge(self) -> None:
         """Erase every version of every entity of this store (no trace kept)."""
 
+    def held(self) -> dict[str, int]:
+        """What :meth:`purge` erases: here the entities with a summary (a backend may say more)."""
+        return {"entities": len(self.entities())}
+
     def to_config(self) -> dict[str, Any]:
         """The config :func:`create_entity_store` rebuilds this store from."""
         raise NotImplementedError(f"{type(self).__name__} has no config form")
@@ -268,6 +272,12 @@ class SQLEntityStore(EntityStore):
     def purge(self) -> None:
         with self._db.transaction(write=True) as connection:
             connection.execute(entity_versions_table.delete().where(self._where()))
+
+    def held(self) -> dict[str, int]:
+        """Every version of every entity of the session, deletions included."""
+        query = sa.select(sa.func.count()).where(self._where())
+        with self._db.transaction() as connection:
+            return {"entity versions": int(connection.execute(query).scalar_one())}
 
     def to_config(self) -> dict[str, Any]:
         return {"type": self.config_type, "url": self.url, "session_id": self.session_id}

@@ -96,6 +96,10 @@ class EntityGraph(ABC):
     def clear(self) -> None:
         """Erase the graph and its log."""
 
+    def held(self) -> dict[str, int]:
+        """What :meth:`clear` erases: every change in the graph's log."""
+        return {"graph changes": len(self._log())}
+
     def to_config(self) -> dict[str, Any]:
         """The config :func:`as_entity_graph` rebuilds this graph from."""
         raise NotImplementedError(f"{type(self).__name__} has no config form")

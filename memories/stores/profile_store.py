@@ -1163,6 +1163,33 @@ class ProfileStore(BaseProfileStore):
                     delete(table).where(table.c.namespace == ns, table.c.key == op.key)
                 )
 
+    # -- one person's data (for erasure) -------------------------------------------
+
+    def held(self, namespace: Namespace, /) -> dict[str, int]:
+        """What the store holds under ``namespace`` exactly (every key), by kind."""
+        ns = namespace_text(as_namespace(namespace))
+        with self._db.transaction() as connection:
+            return {
+                kind: int(
+                    connection.execute(
+                        select(func.count()).where(table.c.namespace == ns)
+                    ).scalar_one()
+                )
+                for kind, table in _HELD.items()
+            }
+
+    def erase_namespace(self, namespace: Namespace, /) -> None:
+        """Delete every key of ``namespace`` exactly, every version and queued turn, for good.
+
+        Unlike :meth:`~BaseProfileStore.delete` of one key, or a memory's
+        ``clear()`` (a recorded change that a rollback undoes), nothing stays.
+        A namespace under it (``users.maya.work`` for ``users.maya``) is another's.
+        """
+        ns = namespace_text(as_namespace(namespace))
+        with self._db.transaction(write=True) as connection:
+            for table in _HELD.values():
+                connection.execute(delete(table).where(table.c.namespace == ns))
+
     def _search(self, op: Search) -> list[ProfileItem]:
         query = (
             select(store_table)
@@ -1213,6 +1240,13 @@ class ProfileStore(BaseProfileStore):
                 delete(t).where(t.c.namespace == ns, t.c.key == key, t.c.id.in_(list(ids)))
             )
 
+
+#: The tables that hold a namespace's data, by what a row of each is.
+_HELD = {
+    "current documents": store_table,
+    "ledger versions": changes_table,
+    "queued turns": pending_table,
+}
 
 _HANDLERS: dict[type, Callable[[ProfileStore, Any], Any]] = {
     Load: ProfileStore._load,

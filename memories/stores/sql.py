@@ -39,6 +39,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 from sqlalchemy.exc import OperationalError as SAOperationalError
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError
+from memories.kernel.accounting import measured
 
 __all__ = [
     "Database",
@@ -134,7 +135,11 @@ def transaction(engine: Engine, url: str) -> Iterator[Connection]:
     :class:`BackendError`; both name the URL and keep the cause.
     """
     check_sqlite_file(url, "the database")
-    with _translated(lambda: f"The database {redacted(url)!r} failed"), engine.begin() as c:
+    with (
+        measured("store", "transaction", {"db.system.name": engine.dialect.name}),
+        _translated(lambda: f"The database {redacted(url)!r} failed"),
+        engine.begin() as c,
+    ):
         yield c
 
 

@@ -85,6 +85,7 @@ def test_usage_reads_as_a_dict() -> None:
         "output_tokens": 0,
         "unmetered": 0,
         "seconds": 0.0,
+        "retries": 0,
     }
 
 

@@ -90,6 +90,14 @@ EXPECTED: dict[str, list[str]] = {
         "Maya lives in Porto.",
         "Maya -> Lisbon over time: ['lives in', 'moved away from']",
     ],
+    "entity_graph.py": [
+        "Closed facts:\n  User lives_in Lisbon (contradicted, said in: 'I live in Lisbon.",
+        "Before the move: ['Melanie lives_in Paris', 'User lives_in Lisbon', "
+        "'User sister Melanie', 'Mel works_at Louvre']",
+        "Mel is Melanie, also known as ['Mel']",
+        "- User sister Melanie (since",
+        "- Melanie works_at Louvre (since",
+    ],
     "langgraph_graph.py": [
         "You said: 'Where do I live?'. I was shown 2 earlier messages",
         "Thread: 6 messages",

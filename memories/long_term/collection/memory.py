@@ -36,7 +36,7 @@ from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
-from memories.kernel.embeddings import cosine, query_vector
+from memories.kernel.embeddings import cosine, embedding_batch, query_vector
 from memories.kernel.keys import input_text_for
 from memories.kernel.messages import check_storable, message_text
 from memories.kernel.steps import Steps, arun, run, step, to_thread
@@ -133,6 +133,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     """
 
     config_type: ClassVar[str] = "collection"
+    session_documents: ClassVar[bool] = False  # a memory is the namespace's, whoever said it
     capabilities: ClassVar[Capabilities] = Capabilities(
         scope="namespace", searchable=True, exportable=True, deferred=True
     )
@@ -596,7 +597,10 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         if not then:
             return []
         target = yield from query_vector(self.embedder, request.text)
-        vectors = yield step(self.embedder.embed_documents, [self._text(r.content) for r in then])
+        with embedding_batch(self.embedder, len(then)):
+            vectors = yield step(
+                self.embedder.embed_documents, [self._text(r.content) for r in then]
+            )
         scored = [
             (cosine(target, vector), record) for vector, record in zip(vectors, then, strict=True)
         ]

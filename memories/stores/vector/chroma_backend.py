@@ -33,7 +33,7 @@ from langchain_core.embeddings import Embeddings
 
 from memories.errors import BackendError, BackendUnavailableError
 from memories.kernel.background import BackgroundWork, describe_error
-from memories.kernel.embeddings import query_vector
+from memories.kernel.embeddings import embed_documents, query_vector
 from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.recall import RecallConfig, ScoredId
@@ -222,7 +222,7 @@ class ChromaBackend(VectorBackend):
         found = self.store.vectors(self._key, ids)
         missing = [r for r in self.get([i for i in ids if i not in found])]
         if missing:
-            embedded = self.embedder.embed_documents([r.text for r in missing])
+            embedded = embed_documents(self.embedder, [r.text for r in missing])
             found.update(zip([r.id for r in missing], embedded, strict=True))
         return found
 
@@ -253,6 +253,27 @@ class ChromaBackend(VectorBackend):
                 pending.forget()
             self.store.delete(namespace)
             self._lane.succeeded()
+
+    def held(self, *, session: bool) -> dict[str, int]:
+        """The namespace's (or the session's) documents in Chroma, outbox rows, dead letters
+        and recall index rows."""
+        target, namespace = self.store.target, self._key
+        where = {SESSION_KEY: self.session_id} if session else None
+        stored = len(self.store.get(namespace, where=where, text=False))
+        mine = self.session_id if session else None
+        return {"Chroma documents": stored} | self.outbox.held(target, namespace, session=mine)
+
+    def erase_session(self) -> None:
+        """Delete the session's documents, queued and set-aside ones too (never written now)."""
+        target, namespace = self.store.target, self._key
+        self._writer.cancel()
+        with self._lane.lock:  # not while a drain writes what is being deleted
+            gone = self.outbox.erase_session(target, namespace, self.session_id)
+            pending = self._pending
+            with pending.lock:
+                pending.forget(gone)
+            self.store.delete(namespace, where={SESSION_KEY: self.session_id})
+            self.outbox.unindex(target, namespace, session=self.session_id)
 
     def check_filter(self, where: Mapping[str, Any]) -> None:
         """Chroma's ``where`` syntax; the namespace key is the memory's own."""
@@ -546,7 +567,7 @@ class ChromaBackend(VectorBackend):
         """Embed documents claimed in the index; publish the vectors, or release them on failure."""
         pending = self._pending
         try:
-            vectors = self.embedder.embed_documents(texts)
+            vectors = embed_documents(self.embedder, texts)
         except Exception:
             with pending.lock:
                 pending.release(ids)

@@ -74,7 +74,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlche
 from sqlalchemy.types import UserDefinedType
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError, InvalidInputError
-from memories.kernel.embeddings import query_vector
+from memories.kernel.embeddings import embedding_batch, query_vector
 from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.recall import RecallConfig, ScoredId
@@ -457,7 +457,8 @@ class PgVectorBackend(VectorBackend):
     def _saving(self, rows: Sequence[OutboxRow]) -> Steps[None]:
         if not rows:
             return
-        vectors = yield step(self.embedder.embed_documents, [row.text for row in rows])
+        with embedding_batch(self.embedder, len(rows)):
+            vectors = yield step(self.embedder.embed_documents, [row.text for row in rows])
         yield step(self._write, rows, vectors)
 
     def _write(self, rows: Sequence[OutboxRow], vectors: Sequence[Sequence[float]]) -> None:
@@ -576,6 +577,19 @@ class PgVectorBackend(VectorBackend):
                     f"DELETE FROM {table} WHERE namespace = %(ns)s", {"ns": self._key}
                 )
             store.recall.clear(connection, TARGET, self._key)
+
+    def held(self, *, session: bool) -> dict[str, int]:
+        """The namespace's (or the session's) documents and their recall index rows."""
+        params = _Params(ns=self._key)
+        mine = self.session_id if session else None
+        condition = "" if mine is None else f" AND ({_where_sql({SESSION_KEY: mine}, params)})"
+        with self._store.transaction("count documents") as connection:
+            found = connection.exec_driver_sql(
+                f"SELECT count(*) FROM {_DOCUMENTS} WHERE namespace = %(ns)s{condition}",
+                params.values,
+            ).scalar()
+        index = self._store.recall.held(TARGET, self._key, session=mine)
+        return {"pgvector documents": int(found or 0), "recall index rows": index}
 
     def _delete(self, condition: str, params: _Params) -> None:
         store = self._store

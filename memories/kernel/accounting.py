@@ -1,0 +1,482 @@
+"""What a memory's work costs: model calls, embedding batches, store operations; counted, traced.
+
+Counting: each memory holds a :class:`Ledger`. Its model calls (with the
+model's own token counts), the embedding batches and the database
+transactions made inside its operations are recorded there, per kind and per
+namespace. A ledger keeps at most ``max_namespaces`` namespaces (1,000 by
+default, about 1 KB each); past that the least recently used one is folded
+into :data:`OTHER_NAMESPACES`, so totals stay exact and memory stays bounded
+however many users one process serves.
+
+Tracing: with ``opentelemetry-api`` installed (``pip install
+'chat-memories[otel]'``), each memory operation (``save_context``,
+``load_memory_variables``, ``clear``, their async twins, a background update)
+is a span, with a child span for each model call (named and attributed after
+the OpenTelemetry GenAI conventions: ``gen_ai.operation.name``,
+``gen_ai.request.model``, ``gen_ai.usage.input_tokens``...), embedding batch
+and database transaction. Spans carry no memory text and no namespace. They go
+to the tracer provider the application set up; with none, the API drops them:
+nothing is ever sent anywhere by this library. Without the package the cost is
+one check of a module-level flag per operation.
+
+Budgets: a :class:`Budget` caps a namespace's model calls or tokens per
+minute, hour or day; a call past it raises :class:`~memories.errors.BudgetExceededError`
+before reaching the model, so a memory's formation waits (its turns stay
+queued) until the next period.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator
+
+from memories.errors import BudgetExceededError, ConfigError
+
+__all__ = [
+    "KINDS",
+    "OTHER_NAMESPACES",
+    "Accounts",
+    "Budget",
+    "BudgetField",
+    "Call",
+    "Ledger",
+    "ModelUsage",
+    "current_namespace",
+    "measured",
+    "operation",
+    "tracer",
+]
+
+Kind = Literal["model", "embedding", "store"]
+#: What a ledger counts: model calls, embedding batches, store transactions.
+KINDS: tuple[Kind, ...] = ("model", "embedding", "store")
+#: Where a ledger folds the namespaces it no longer has room for.
+OTHER_NAMESPACES = "(other namespaces)"
+#: The namespace of work done outside any memory operation.
+NO_NAMESPACE = "default"
+
+
+@dataclass(frozen=True)
+class ModelUsage:
+    """What calls of one kind (model, embedding, store) have cost in this process."""
+
+    calls: int = 0
+    """Calls made, failed ones included."""
+    failures: int = 0
+    """Calls that raised, timed out or answered nothing usable."""
+    input_tokens: int = 0
+    """Prompt tokens, as the model reported them (its reply's ``usage_metadata``)."""
+    output_tokens: int = 0
+    """Reply tokens, as the model reported them."""
+    unmetered: int = 0
+    """Answered model calls whose reply reported no token usage (an LLM's string, a fake model)."""
+    seconds: float = 0.0
+    """Wall time spent waiting, failed calls included."""
+    retries: int = 0
+    """Calls that asked again after a reply was rejected (counted in ``calls`` too)."""
+
+    def plus(self, other: ModelUsage) -> ModelUsage:
+        """The sum of two usages."""
+        return ModelUsage(
+            self.calls + other.calls,
+            self.failures + other.failures,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.unmetered + other.unmetered,
+            self.seconds + other.seconds,
+            self.retries + other.retries,
+        )
+
+    def as_dict(self) -> dict[str, int | float]:
+        """The counters as a plain dict (for JSON, a log line, the CLI)."""
+        return {name: getattr(self, name) for name in _USAGE_FIELDS}
+
+
+_USAGE_FIELDS = tuple(ModelUsage.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class Accounts:
+    """A snapshot of a :class:`Ledger`: totals per kind, and per namespace and kind."""
+
+    totals: Mapping[str, ModelUsage] = field(default_factory=dict)
+    """Per kind (``"model"``, ``"embedding"``, ``"store"``), every namespace together."""
+    namespaces: Mapping[str, Mapping[str, ModelUsage]] = field(default_factory=dict)
+    """Per namespace, then per kind; kinds with no call are left out."""
+
+    def total(self, kind: Kind, /) -> ModelUsage:
+        """The usage of one kind, every namespace together."""
+        return self.totals.get(kind, ModelUsage())
+
+    @classmethod
+    def merged(cls, parts: Iterable[Accounts], /) -> Accounts:
+        """Several memories' accounts added up (a combined memory's)."""
+        totals: dict[str, ModelUsage] = {}
+        namespaces: dict[str, dict[str, ModelUsage]] = {}
+        for part in parts:
+            for kind, usage in part.totals.items():
+                totals[kind] = totals.get(kind, ModelUsage()).plus(usage)
+            for name, kinds in part.namespaces.items():
+                into = namespaces.setdefault(name, {})
+                for kind, usage in kinds.items():
+                    into[kind] = into.get(kind, ModelUsage()).plus(usage)
+        return cls(totals, namespaces)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dicts and numbers, for JSON."""
+        return {
+            "totals": {kind: usage.as_dict() for kind, usage in self.totals.items()},
+            "namespaces": {
+                name: {kind: usage.as_dict() for kind, usage in kinds.items()}
+                for name, kinds in self.namespaces.items()
+            },
+        }
+
+
+class Ledger:
+    """Counters of one memory's calls, per kind and per namespace, bounded, thread-safe.
+
+    Args:
+        max_namespaces: namespaces kept apart; the least recently used one
+            beyond this is folded into :data:`OTHER_NAMESPACES`.
+    """
+
+    def __init__(self, *, max_namespaces: int = 1000) -> None:
+        if max_namespaces < 1:
+            raise ConfigError(f"max_namespaces must be >= 1, got {max_namespaces}")
+        self.max_namespaces = max_namespaces
+        # Mutable counters in ModelUsage's field order: a call adds in place.
+        self._totals: dict[str, list[Any]] = {}
+        self._namespaces: OrderedDict[str, dict[str, list[Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def record(self, kind: Kind, namespace: str, usage: ModelUsage, /) -> None:
+        """Add one call's ``usage`` (``calls=1`` and its cost) under ``kind`` and ``namespace``."""
+        with self._lock:
+            _add(self._totals, kind, usage)
+            kinds = self._namespaces.get(namespace)
+            if kinds is None:
+                kinds = self._namespaces[namespace] = {}
+                self._fold_oldest()
+            else:
+                self._namespaces.move_to_end(namespace)
+            _add(kinds, kind, usage)
+
+    def total(self, kind: Kind, /) -> ModelUsage:
+        """The usage of one kind, every namespace together."""
+        with self._lock:
+            counters = self._totals.get(kind)
+            return ModelUsage() if counters is None else ModelUsage(*counters)
+
+    def snapshot(self) -> Accounts:
+        """Every counter now, as an immutable :class:`Accounts`."""
+        with self._lock:
+            return Accounts(
+                _frozen(self._totals),
+                {name: _frozen(kinds) for name, kinds in self._namespaces.items()},
+            )
+
+    def _fold_oldest(self) -> None:
+        while len(self._namespaces) > self.max_namespaces:
+            name = next(n for n in self._namespaces if n != OTHER_NAMESPACES)
+            folded = self._namespaces.pop(name)
+            other = self._namespaces.setdefault(OTHER_NAMESPACES, {})
+            for kind, counters in folded.items():
+                _add(other, kind, ModelUsage(*counters))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Ledger({len(self._namespaces)} namespaces)"
+
+
+def _add(counters: dict[str, list[Any]], kind: str, usage: ModelUsage) -> None:
+    row = counters.get(kind)
+    if row is None:
+        counters[kind] = [getattr(usage, name) for name in _USAGE_FIELDS]
+    else:
+        for i, name in enumerate(_USAGE_FIELDS):
+            row[i] += getattr(usage, name)
+
+
+def _frozen(counters: dict[str, list[Any]]) -> dict[str, ModelUsage]:
+    return {kind: ModelUsage(*row) for kind, row in counters.items()}
+
+
+# -- the operation in progress: whose ledger, which namespace, which span ----------
+
+
+@dataclass(frozen=True)
+class _Operation:
+    ledger: Ledger
+    namespace: str
+    owner: int
+    """``id`` of the memory, so that a memory's method calling another of its own is one span."""
+
+
+_current: ContextVar[_Operation | None] = ContextVar("memories_operation", default=None)
+
+
+def current_namespace() -> str:
+    """The namespace of the memory operation in progress (``"default"`` outside one)."""
+    current = _current.get()
+    return NO_NAMESPACE if current is None else current.namespace
+
+
+@contextmanager
+def operation(
+    ledger: Ledger, name: str, /, *, owner: object, namespace: str, memory_type: str
+) -> Iterator[None]:
+    """A memory's operation: the calls inside are recorded in ``ledger`` and traced under it.
+
+    A memory's method called from another of the same memory is part of the
+    outer operation (no second span).
+    """
+    current = _current.get()
+    if current is not None and current.owner == id(owner):
+        yield
+        return
+    token = _current.set(_Operation(ledger, namespace, id(owner)))
+    try:
+        otel = tracer()
+        if otel is None:
+            yield
+        else:
+            attributes = {"memories.operation": name, "memories.memory_type": memory_type}
+            with otel.start_as_current_span(f"memories.{name}", attributes=attributes):
+                yield
+    finally:
+        _current.reset(token)
+
+
+class Call:
+    """One call in progress: what it reports (tokens, a retry) before it ends, and its span."""
+
+    __slots__ = (
+        "failures",
+        "input_tokens",
+        "output_tokens",
+        "retries",
+        "seconds",
+        "span",
+        "unmetered",
+    )
+
+    def __init__(self, span: Any) -> None:
+        self.span = span
+        self.failures = self.input_tokens = self.output_tokens = 0
+        self.unmetered = self.retries = 0
+        self.seconds = 0.0
+
+    def set(self, **counters: float) -> None:
+        """Set counters of this call's record (``input_tokens=``, ``retries=``...)."""
+        for name, value in counters.items():
+            setattr(self, name, value)
+
+    @property
+    def usage(self) -> ModelUsage:
+        """This call's record so far."""
+        return ModelUsage(
+            1,
+            self.failures,
+            self.input_tokens,
+            self.output_tokens,
+            self.unmetered,
+            self.seconds,
+            self.retries,
+        )
+
+    def attribute(self, name: str, value: Any) -> None:
+        """Set an attribute of this call's span (nothing without tracing)."""
+        if self.span is not None:
+            self.span.set_attribute(name, value)
+
+
+@contextmanager
+def measured(
+    kind: Kind,
+    name: str,
+    /,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    ledger: Ledger | None = None,
+) -> Iterator[Call]:
+    """One call: timed, recorded (in ``ledger``, else the operation's) and traced as a child span.
+
+    The block may report tokens with ``call.set(input_tokens=...)``; an
+    exception marks the call failed (the span gets ``error.type``) and goes on.
+    """
+    current = _current.get()
+    target = ledger if ledger is not None else None if current is None else current.ledger
+    otel = tracer()
+    span = None if otel is None else otel.start_span(name, attributes=dict(attributes or {}))
+    call = Call(span)
+    started = time.perf_counter()
+    try:
+        yield call
+    except BaseException as exc:
+        call.failures = 1
+        call.attribute("error.type", type(exc).__qualname__)
+        raise
+    finally:
+        call.seconds = time.perf_counter() - started
+        if target is not None:
+            target.record(kind, current_namespace(), call.usage)
+        if span is not None:
+            span.end()
+
+
+_tracer: Any = None
+_tracer_checked = False
+
+
+def tracer() -> Any:
+    """The OpenTelemetry tracer of this library, or None when ``opentelemetry-api`` is missing."""
+    global _tracer, _tracer_checked
+    if not _tracer_checked:
+        try:
+            from opentelemetry import trace
+        except ImportError:
+            _tracer = None
+        else:
+            _tracer = trace.get_tracer("memories")
+        _tracer_checked = True
+    return _tracer
+
+
+# -- budgets ---------------------------------------------------------------------------
+
+Period = Literal["minute", "hour", "day"]
+_PERIOD_SECONDS: dict[str, int] = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A cap on one namespace's model calls or tokens per period, in this process.
+
+    Periods are aligned on the clock (a day runs from midnight UTC). Spending is
+    kept for the 10,000 namespaces used last; one forgotten starts again at zero.
+
+    Args:
+        tokens: input plus output tokens allowed per period (None: no cap).
+        calls: model calls allowed per period (None: no cap).
+        per: ``"minute"``, ``"hour"`` or ``"day"``.
+        clock: seconds since the epoch (``time.time``); tests pass their own.
+    """
+
+    tokens: int | None = None
+    calls: int | None = None
+    per: Period = "day"
+    clock: Callable[[], float] = field(default=time.time, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.per not in _PERIOD_SECONDS:
+            raise ConfigError(
+                f"budget per must be one of {', '.join(_PERIOD_SECONDS)}; got {self.per!r}"
+            )
+        if self.tokens is None and self.calls is None:
+            raise ConfigError("A budget caps tokens or calls: give 'tokens' or 'calls' (or both).")
+        for name in ("tokens", "calls"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(f"budget {name} must be a whole number, got {value!r}")
+            if value is not None and value < 0:
+                raise ConfigError(f"budget {name} must be >= 0, got {value}")
+
+    def to_config(self) -> dict[str, Any]:
+        """The config form: ``{"tokens": 50000, "per": "day"}``."""
+        form: dict[str, Any] = {"per": self.per}
+        form.update({n: getattr(self, n) for n in ("tokens", "calls") if getattr(self, n)})
+        return form
+
+    def check(self, namespace: str, /) -> None:
+        """Raise when ``namespace`` has spent this period's allowance.
+
+        Raises:
+            BudgetExceededError: saying what was spent and when the next period starts.
+        """
+        start, length = self._period()
+        calls, tokens = _spending.get(namespace, start)
+        limits = (("tokens", tokens, self.tokens), ("calls", calls, self.calls))
+        over = [f"{used} of {cap} {name}" for name, used, cap in limits if cap and used >= cap]
+        if over:
+            resumes = datetime.fromtimestamp(start + length, UTC).isoformat(timespec="seconds")
+            raise BudgetExceededError(
+                f"The budget of namespace {namespace!r} for this {self.per} is spent "
+                f"({', '.join(over)}); memory formation waits until {resumes} "
+                "(the turns stay queued). Raise the budget to go on sooner."
+            )
+
+    def spend(self, namespace: str, usage: ModelUsage, /) -> None:
+        """Count one call's ``usage`` against ``namespace`` for the current period."""
+        _spending.add(namespace, self._period()[0], usage)
+
+    def _period(self) -> tuple[float, int]:
+        length = _PERIOD_SECONDS[self.per]
+        now = self.clock()
+        return now - now % length, length
+
+
+class _Spending:
+    """Calls and tokens per namespace in its current period, for the last namespaces used."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._items: OrderedDict[str, tuple[float, int, int]] = OrderedDict()
+
+    def get(self, namespace: str, start: float) -> tuple[int, int]:
+        with self._lock:
+            period, calls, tokens = self._items.get(namespace, (start, 0, 0))
+            return (calls, tokens) if period == start else (0, 0)
+
+    def add(self, namespace: str, start: float, usage: ModelUsage) -> None:
+        with self._lock:
+            period, calls, tokens = self._items.get(namespace, (start, 0, 0))
+            if period != start:
+                calls, tokens = 0, 0
+            self._items[namespace] = (
+                start,
+                calls + usage.calls,
+                tokens + usage.input_tokens + usage.output_tokens,
+            )
+            self._items.move_to_end(namespace)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+_spending = _Spending(10_000)
+
+
+def check_budget(value: Any) -> Budget | None:
+    """The ``budget`` field's check: None, a :class:`Budget`, or its config dict."""
+    if value is None or isinstance(value, Budget):
+        return value
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"tokens", "calls", "per"}
+        if unknown:
+            raise ConfigError(
+                f"Unknown budget option(s) {sorted(unknown)}; a budget takes tokens, calls, per."
+            )
+        return Budget(**value)
+    raise ConfigError(
+        f"budget must be a dict such as {{'tokens': 50000, 'per': 'day'}}; got {value!r:.80}"
+    )
+
+
+#: The type of a memory's ``budget`` field: None, a :class:`Budget` or its dict.
+BudgetField = Annotated[Any, BeforeValidator(check_budget)]
