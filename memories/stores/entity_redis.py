@@ -307,6 +307,16 @@ class RedisEntityStore(EntityStore):
 
         self._transaction(queue, names=True)
 
+    def held(self) -> dict[str, int]:
+        """Every version of every entity of the session, deletions included."""
+        with self._translated():
+            names = self._client.zrange(self._index_key, 0, -1)
+            with self._client.pipeline(transaction=False) as pipe:
+                for name in names:
+                    pipe.llen(self._versions_key(name))
+                lengths = pipe.execute() if names else []
+        return {"entity versions": sum(lengths)}
+
     def to_config(self) -> dict[str, Any]:
         if self._given:
             raise NotImplementedError("a RedisEntityStore on a redis_client has no config form")

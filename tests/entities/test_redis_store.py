@@ -224,6 +224,17 @@ def test_concurrent_writers_lose_nothing(redis_store: MakeStore) -> None:
     assert entities["Jane"] == history[-1]  # the newest version is the current summary
 
 
+def test_held_counts_every_version_that_purge_erases(redis_store: MakeStore) -> None:
+    store = redis_store()
+    store.set("Jane", "one")
+    store.set("Jane", "two")
+    store.delete("Jane")
+    store.set("Tom", "x")
+    assert store.held() == {"entity versions": 4}
+    store.purge()
+    assert store.held() == {"entity versions": 0} and store.history("Jane") == []
+
+
 def test_a_batch_is_written_whole(redis_store: MakeStore) -> None:
     store = redis_store()
     store.set("Jane", "one")
@@ -308,3 +319,25 @@ def test_keys_of_another_program_fail_the_write_and_nothing_is_written(
     with pytest.raises(BackendError, match=r"another program .* Nothing was written"):
         ours.set_many({"Jane": "one", "Tom": "two"})
     assert ours.history("Tom") == []
+
+
+def test_erasing_a_session_erases_its_redis_entities_and_no_others(
+    redis: RedisServer, tmp_path: Any
+) -> None:
+    from memories import erase_user
+
+    config = {
+        "type": "conversation_entity",
+        "llm": RuleModel(),
+        "history": {"type": "sqlite", "path": str(tmp_path / "chat.db"), "session_id": "x"},
+        "entity_store": {"type": "redis", "url": redis.url, "session_id": "x", "ttl": None},
+    }
+    for user in ("maya", "ravi"):
+        memory = create_memory(with_session(config, user))
+        converse(memory)
+    report = erase_user(config, session="maya")
+    assert report.removed > 0 and report.remaining == 0
+    maya = create_entity_store({"type": "redis", "url": redis.url, "session_id": "maya"})
+    ravi = create_entity_store({"type": "redis", "url": redis.url, "session_id": "ravi"})
+    assert maya.held() == {"entity versions": 0} and maya.entities() == {}
+    assert ravi.entities() and ravi.held()["entity versions"] > 0
