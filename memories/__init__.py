@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from memories.errors import (
         BackendError,
         BackendUnavailableError,
+        BudgetExceededError,
         ConfigError,
         InvalidInputError,
         InvalidProfileError,
@@ -167,6 +168,7 @@ __all__ = [
     "BackendError",
     "BackendUnavailableError",
     "BaseMemory",
+    "BudgetExceededError",
     "BufferMemory",
     "ChatHistory",
     "ChatMemory",
