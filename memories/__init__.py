@@ -44,9 +44,10 @@ if TYPE_CHECKING:
         MissingDependencyError,
         MissingKeyError,
         ModelFileError,
+        VersionConflictError,
     )
     from memories.faces.runnable import with_memory
-    from memories.faces.tools import entity_tools, memory_tools, profile_tool
+    from memories.faces.tools import entity_tools, memory_tools, profile_tool, read_profile_tool
     from memories.integrations.summarization import SummarizationMiddleware
     from memories.kernel.keys import get_prompt_input_key
     from memories.long_term.collection import CollectionMemory
@@ -97,7 +98,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memories.long_term.entities.memory": ("ConversationEntityMemory",),
     "memories.long_term.entities.kg": ("ConversationKGMemory",),
     "memories.long_term.entity_graph": ("EntityMemory",),
-    "memories.faces.tools": ("entity_tools", "memory_tools", "profile_tool"),
+    "memories.faces.tools": ("entity_tools", "memory_tools", "profile_tool", "read_profile_tool"),
     "memories.integrations.summarization": ("SummarizationMiddleware",),
     "memories.long_term.instructions": ("InstructionsMemory",),
     "memories.stores.profile_store": ("ProfileStore",),
@@ -212,6 +213,7 @@ __all__ = [
     "TokenBufferMemory",
     "VectorMemory",
     "VectorStoreRetrieverMemory",
+    "VersionConflictError",
     "WindowMemory",
     "__version__",
     "create_history",
@@ -223,6 +225,7 @@ __all__ = [
     "memory_factory",
     "memory_tools",
     "profile_tool",
+    "read_profile_tool",
     "register_memory",
     "with_memory",
     "with_namespace",

@@ -405,7 +405,7 @@ class ChatMemory(BaseMemory):
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="session", chat_log=True, exportable=True
+        scope="session", chat_log=True, exportable=True, expires=True
     )
 
     chat_memory: ChatHistory = Field(default_factory=InMemoryHistory)
@@ -651,6 +651,8 @@ class ChatMemory(BaseMemory):
         """The session's log and state in the history, when erasing a session."""
         found = super().erasure_shares(session=session, namespace=namespace)
         history = self.chat_memory
+        if isinstance(history, RetainedHistory):  # expired messages not swept yet go too
+            history = history.history
         if session and isinstance(history, ChatHistory):
             found.append(StoreShare(repr(history), history.held, history.clear))
         return found

@@ -27,7 +27,14 @@ from typing import Any
 
 from memories.core.base import BaseMemory
 from memories.core.combined import leaves_of
-from memories.core.config import create_memory, load_config, with_namespace, with_session
+from memories.core.config import (
+    create_memory,
+    each_memory,
+    load_config,
+    template_fields,
+    with_namespace,
+    with_session,
+)
 from memories.errors import ConfigError
 from memories.kernel.namespaces import as_namespace
 from memories.stores.erasure import Counts, StoreShare
@@ -149,6 +156,18 @@ def erasure_shares(
         options = with_session(options, session)
     if namespace is not None:
         options = with_namespace(options, as_namespace(namespace))
+    templates: set[str] = set()
+
+    def unfilled(memory: dict[str, Any]) -> dict[str, Any]:
+        templates.update(template_fields(memory))
+        return memory
+
+    each_memory(options, unfilled)
+    if templates:
+        raise ConfigError(
+            f"The config's namespace is a template (it names {sorted(templates)}): say whose "
+            "namespace to erase with namespace= (--namespace users.maya)."
+        )
     memory = create_memory(options)
     shares: dict[str, StoreShare] = {}
     for leaf in leaves_of(memory):

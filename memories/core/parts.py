@@ -179,6 +179,7 @@ class DeferredMemory(BaseMemory):
             owner=self,
             namespace=self.usage_namespace(),
             memory_type=self.config_type,
+            joins=False,
         ):
             self._background_job()
 

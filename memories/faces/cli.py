@@ -308,14 +308,17 @@ def _sweep(args: argparse.Namespace) -> int:
 
     found = sweep(open_memory(args.config), dry_run=args.dry_run)
     if not found:
-        print("memories sweep: no memory of this config has a retention.", file=sys.stderr)
+        print(
+            "memories sweep: no memory of this config has a retention or a time to live.",
+            file=sys.stderr,
+        )
         return 0
     verb = "would delete" if args.dry_run else "deleted"
     for swept in found:
         total = sum(swept.rows.values())
-        print(f"{swept.memory} {swept.retention}: {verb} {total} rows")
-        for session, rows in sorted(swept.rows.items()):
-            print(f"  {session}: {rows}")
+        print(f"{swept.memory} {swept.policy}: {verb} {total}")
+        for where, count in sorted(swept.rows.items()):
+            print(f"  {where}: {count}")
     return 0
 
 
@@ -347,13 +350,14 @@ def _serve(args: argparse.Namespace) -> int:
     from memories.faces.server.service import Inspector
 
     app = create_app(
-        Inspector(args.config),
+        Inspector(args.config, allow_writes=args.allow_writes),
         token=token,
         hosts=LOOPBACK_HOSTS if loopback else ("*",),
         timeout=args.timeout,
     )
     where = f"http://{args.host}:{args.port}/"
-    print(f"memories serve: read-only inspector of {args.config} at {where}", file=sys.stderr)
+    mode = "inspector (writes allowed)" if args.allow_writes else "read-only inspector"
+    print(f"memories serve: {mode} of {args.config} at {where}", file=sys.stderr)
     if token is not None:
         print(f"Open {where}?token=... once (the token you set) in your browser.", file=sys.stderr)
     run(
@@ -542,7 +546,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.set_defaults(run=_sweep)
 
     serve = commands.add_parser(
-        "serve", help="a read-only web inspector and JSON API over a config (the server extra)"
+        "serve",
+        help="a web inspector and JSON API over a config, read-only by default (server extra)",
     )
     serve.add_argument(
         "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
@@ -558,6 +563,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         default=15,
         help="seconds a request may wait for the stores before a 504 (default 15)",
+    )
+    serve.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="show and allow the actions: edit, delete, roll back, retry dead letters",
     )
     serve.set_defaults(run=_serve)
 

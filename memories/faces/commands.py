@@ -43,6 +43,7 @@ from memories.core.members import (
 )
 from memories.errors import ConfigError, InvalidInputError, LLMError
 from memories.faces.exchange import DEFAULT_HEADER, save_exchange, view_memory
+from memories.kernel.capabilities import capabilities_of
 from memories.kernel.messages import check_storable, dump_message, message_text
 from memories.kernel.namespaces import as_namespace
 from memories.kernel.tokens import TiktokenCounter
@@ -52,6 +53,7 @@ from memories.stores.entity_store import EntityStore, InMemoryEntityStore
 from memories.stores.graph_store import EntityGraph, InMemoryEntityGraph, KnowledgeTriple
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.memory import InMemoryHistory
+from memories.stores.sql import redacted
 
 if TYPE_CHECKING:
     from memories.integrations.chroma import Demotion
@@ -919,6 +921,41 @@ def clear(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]
     return done
 
 
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """What a sweep removed (or, in a dry run, would remove) from one memory's store."""
+
+    memory: str
+    """The memory's config type and its store, as a reader names them."""
+    policy: dict[str, Any]
+    """The retention or time to live it applied (its config form)."""
+    rows: dict[str, int]
+    """Items deleted per session or namespace (those with none left out)."""
+
+
+def sweep(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Swept]:
+    """Delete what each member's retention or time to live expired, in every session or namespace.
+
+    Members that declare nothing can expire are left out, and so are chat
+    memories without a retention. Derived state (summaries, profiles) is
+    never touched; a crash mid-way leaves a shorter sweep for the next run.
+    """
+    done = []
+    for leaf in leaf_memories(memory):
+        if not capabilities_of(leaf).expires:
+            continue
+        if isinstance(leaf, ChatMemory):
+            if leaf.retention is None:
+                continue
+            name, policy = f"{leaf.config_type} on {leaf.chat_memory!r}", leaf.retention.to_config()
+        else:
+            store = redacted(str(getattr(leaf, "url", "")))
+            kind = getattr(leaf, "config_type", type(leaf).__name__)
+            name, policy = f"{kind} on {store}", {"ttl": getattr(leaf, "ttl", None)}
+        done.append(Swept(name, policy, leaf.sweep(dry_run=dry_run)))  # type: ignore[attr-defined]
+    return done
+
+
 def _clear_knowledge(session_id: str, store: EntityStore | EntityGraph, *, erase: bool) -> str:
     """Clear an entity store (its versions kept, unless ``erase``) or a graph; say what went."""
     if isinstance(store, EntityGraph):
@@ -934,34 +971,6 @@ def _clear_knowledge(session_id: str, store: EntityStore | EntityGraph, *, erase
         f"entities of session {session_id!r}: {held} entities (their earlier versions kept; "
         "--erase-namespace erases them)"
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Swept:
-    """What a sweep removed (or, in a dry run, would remove) from one memory's store."""
-
-    memory: str
-    """The memory's config type and its history, as a reader names them."""
-    retention: dict[str, Any]
-    """The retention it applied (its config form)."""
-    rows: dict[str, int]
-    """Rows deleted per session (sessions with none left out)."""
-
-
-def sweep(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Swept]:
-    """Delete the raw history each member's retention expires now, every session of its store.
-
-    Members without a retention are left out. Derived state (summaries,
-    profiles, collections) is never touched; a crash mid-way leaves a
-    shorter sweep for the next run.
-    """
-    done = []
-    for leaf in leaf_memories(memory):
-        if isinstance(leaf, ChatMemory) and leaf.retention is not None:
-            rows = leaf.sweep(dry_run=dry_run)
-            name = f"{leaf.config_type} on {leaf.chat_memory!r}"
-            done.append(Swept(name, leaf.retention.to_config(), rows))
-    return done
 
 
 def reshard(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Demotion]:

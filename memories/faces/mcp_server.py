@@ -4,8 +4,9 @@ An MCP client (a desktop assistant, an IDE) starts the server as a subprocess
 and talks to it over stdio (the official ``mcp`` SDK, the ``mcp`` extra). It
 serves the tools agents get from :mod:`memories.faces.tools` for the memories
 of the config: ``search_memory`` and ``manage_memory`` for a collection
-memory, ``update_profile`` for a profile memory. Their own code runs, with
-its checks and bounds, so a tool answers here as it does in an agent.
+memory, ``read_profile`` and ``update_profile`` for a profile memory. Their
+own code runs, with its checks and bounds, so a tool answers here as it does
+in an agent.
 
 **Whose memories.** Never a tool argument: the tools take none, and a call
 that passes an argument a tool does not take is refused. In order:
@@ -54,7 +55,7 @@ from memories._version import __version__
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, load_config, memory_factory, with_namespace
 from memories.errors import ConfigError, MemoriesError
-from memories.faces.tools import memory_tools, profile_tool
+from memories.faces.tools import memory_tools, profile_tool, read_profile_tool
 from memories.kernel.namespaces import as_namespace, namespace_text
 
 __all__ = ["DEFAULT_TIMEOUT", "Answer", "ConfigTools", "create_server", "serve"]
@@ -102,7 +103,8 @@ class ConfigTools:
     Raises:
         ConfigError: the config holds no collection or profile memory, two of one
             kind, a template field other than ``user_id``, or a namespace that every
-            caller would share without ``shared: true``; or ``user`` is not a label.
+            caller would share without ``shared: true``; or ``user`` is not a label, or
+            is given where no template takes it.
     """
 
     def __init__(
@@ -148,7 +150,16 @@ class ConfigTools:
         """The tools by name, as listed."""
         self.schemas: dict[str, dict[str, Any]] = {n: _schema(t) for n, t in self.tools.items()}
         """Each tool's arguments, as a JSON Schema."""
-        self._shared = None if self._factory is not None and self._factory.fields else memory
+        templated = self._factory is not None and bool(self._factory.fields)
+        self._shared = None if templated else memory
+        if templated:
+            memory.close(timeout=DEFAULT_TIMEOUT)  # the probe: only listed, never called
+        elif self.user is not None:
+            raise ConfigError(
+                f"--user {self.user!r} fills the config's {{{USER_FIELD}}}, and "
+                f"{self.whose} is served to every caller: leave --user (and $MEMORIES_USER) "
+                "out, or give the config a namespace template such as [users, '{user_id}']."
+            )
 
     def caller(self, declared: str | None) -> str | None:
         """Whose memories a call uses: ``--user``, else the client's declared name.
@@ -189,16 +200,15 @@ class ConfigTools:
     def _tools_for(self, caller: str | None) -> dict[str, BaseTool]:
         if caller is None:
             return self.tools
-        with self._lock:
+        with self._lock:  # one build at a time: two first calls of a caller build one memory
             if caller in self._open:
                 self._open.move_to_end(caller)
                 return self._open[caller][1]
-        assert self._factory is not None
-        memory = self._factory(_SESSION, **{USER_FIELD: caller})
-        tools = _tools_of(memory)
-        closing = []
-        with self._lock:
+            assert self._factory is not None
+            memory = self._factory(_SESSION, **{USER_FIELD: caller})
+            tools = _tools_of(memory)
             self._open[caller] = (memory, tools)
+            closing = []
             while len(self._open) > _OPEN_CALLERS:
                 closing.append(self._open.popitem(last=False)[1][0])
         for old in closing:
@@ -225,7 +235,7 @@ def _tools_of(memory: Any) -> dict[str, BaseTool]:
         if isinstance(leaf, CollectionMemory):
             found.extend(memory_tools(leaf))
         elif isinstance(leaf, ProfileMemory):
-            found.append(profile_tool(leaf))
+            found.extend([read_profile_tool(leaf), profile_tool(leaf)])
     if not found:
         kinds = [type(leaf).__name__ for leaf in leaves_of(memory)]
         raise ConfigError(

@@ -3,7 +3,8 @@
 ``memory_tools(collection)`` gives ``manage_memory`` and ``search_memory``, with
 langmem's argument names (``content``, ``action``, ``id``; ``query``,
 ``limit``), ``profile_tool(profile)`` gives ``update_profile`` (a JSON
-patch), and ``entity_tools(memory)`` gives ``manage_entity`` and
+patch), ``read_profile_tool(profile)`` gives ``read_profile``, and
+``entity_tools(memory)`` gives ``manage_entity`` and
 ``search_entities`` over a ``ConversationEntityMemory`` (or
 ``manage_relation`` and ``entity_knowledge`` over a ``ConversationKGMemory``).
 Each works in ``create_agent`` or any LangChain tool-calling loop::
@@ -60,6 +61,7 @@ __all__ = [
     "entity_tools",
     "memory_tools",
     "profile_tool",
+    "read_profile_tool",
 ]
 
 #: The most memories one ``search_memory`` call returns.
@@ -239,6 +241,27 @@ def profile_tool(profile: Any, /) -> BaseTool:
             return json.dumps(target.get(), ensure_ascii=False)
 
     return StructuredTool.from_function(update_profile, handle_tool_error=_answer)
+
+
+def read_profile_tool(profile: Any, /) -> BaseTool:
+    """``read_profile``: the model reads a :class:`~memories.ProfileMemory`'s document."""
+    from memories.long_term.profile import ProfileMemory
+
+    if not isinstance(profile, ProfileMemory):
+        raise TypeError(f"read_profile_tool() takes a ProfileMemory, got {type(profile).__name__}.")
+    per_run = _PerRun(profile)
+
+    def read_profile(*, config: RunnableConfig) -> str:
+        """The user's profile as it now stands, a JSON document ({} when nothing is known).
+
+        Read it before update_profile, to patch the paths it has.
+        """
+        target = per_run.memory(config)
+        assert isinstance(target, ProfileMemory)
+        with _told_to_the_model():
+            return json.dumps(target.get() or {}, ensure_ascii=False)
+
+    return StructuredTool.from_function(read_profile, handle_tool_error=_answer)
 
 
 def entity_tools(

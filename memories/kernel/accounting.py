@@ -50,6 +50,7 @@ __all__ = [
     "Call",
     "Ledger",
     "ModelUsage",
+    "carried",
     "current_namespace",
     "measured",
     "operation",
@@ -239,15 +240,23 @@ def current_namespace() -> str:
 
 @contextmanager
 def operation(
-    ledger: Ledger, name: str, /, *, owner: object, namespace: str, memory_type: str
+    ledger: Ledger,
+    name: str,
+    /,
+    *,
+    owner: object,
+    namespace: str,
+    memory_type: str,
+    joins: bool = True,
 ) -> Iterator[None]:
     """A memory's operation: the calls inside are recorded in ``ledger`` and traced under it.
 
     A memory's method called from another of the same memory is part of the
-    outer operation (no second span).
+    outer operation (no second span), unless ``joins`` is False (a background
+    update carried from the save that scheduled it is a span of its own).
     """
     current = _current.get()
-    if current is not None and current.owner == id(owner):
+    if joins and current is not None and current.owner == id(owner):
         yield
         return
     token = _current.set(_Operation(ledger, namespace, id(owner)))
@@ -261,6 +270,39 @@ def operation(
                 yield
     finally:
         _current.reset(token)
+
+
+def carried(job: Callable[[], object], /) -> Callable[[], object]:
+    """``job``, to run later on another thread as part of the operation in progress now.
+
+    Its calls are then counted in that operation's ledger and namespace, and
+    traced under its span (an OpenTelemetry parent may end before its children).
+    Only these two are carried, not the caller's whole context.
+    """
+    current = _current.get()
+    if current is None:
+        return job
+    parent = None
+    if tracer() is not None:
+        from opentelemetry import context
+
+        parent = context.get_current()
+
+    def carried_job() -> object:
+        token = _current.set(current)
+        attached = None
+        if parent is not None:
+            from opentelemetry import context
+
+            attached = context.attach(parent)
+        try:
+            return job()
+        finally:
+            if attached is not None:
+                context.detach(attached)
+            _current.reset(token)
+
+    return carried_job
 
 
 class Call:

@@ -29,7 +29,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 from memories.errors import MemoriesError
-from memories.kernel.accounting import Accounts, ModelUsage
+from memories.kernel.accounting import Accounts, ModelUsage, carried
 
 __all__ = [
     "BackgroundWork",
@@ -425,7 +425,8 @@ class BackgroundWork:
         """(Re)schedule the job; False after :meth:`close` (the caller then runs it inline)."""
         if self.closed:
             return False
-        self._debouncer().schedule(self.key, self.job, delay=self.delay, max_wait=self.max_wait)
+        job = carried(self.job)  # counted and traced as part of the operation that scheduled it
+        self._debouncer().schedule(self.key, job, delay=self.delay, max_wait=self.max_wait)
         return True
 
     def cancel(self) -> bool:

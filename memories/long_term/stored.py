@@ -23,6 +23,7 @@ from memories.kernel.namespaces import NamespaceField, namespace_text
 from memories.kernel.steps import Steps, arun, run
 from memories.stores.erasure import StoreShare
 from memories.stores.profile_store import ProfileStore, default_url
+from memories.stores.sql import redacted
 
 __all__ = ["StoredDocumentMemory"]
 
@@ -108,6 +109,20 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         """The steps of one update from the queued turns (the subclass's model loop)."""
         raise NotImplementedError(f"{type(self).__name__} must define _refreshing()")
 
+    def _forming(self) -> Steps[Any]:
+        """The update a policy starts: none while the budget is spent (the turns stay queued)."""
+        waits = self._deferred_reason()
+        if waits is not None:
+            logger.info(
+                "%s %r in %r: update deferred: %s",
+                self.config_type,
+                self.key,
+                self.namespace,
+                waits,
+            )
+            return None
+        return (yield from self._refreshing())
+
     def _clearing(self) -> Steps[None]:
         if self._in_background:
             self._background.cancel()
@@ -133,7 +148,8 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
             store, labels = self._store, self.namespace
             found.append(
                 StoreShare(
-                    f"{store!r}, namespace {'.'.join(labels)}",
+                    # Named by its tables, not its class: a graph's store is a profile store.
+                    f"profile store {redacted(store.url)!r}, namespace {'.'.join(labels)}",
                     lambda: store.held(labels),
                     lambda: store.erase_namespace(labels),
                 )
@@ -155,7 +171,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         return (self.config_type, self.url, self.namespace, self.key)
 
     def _background_job(self) -> None:
-        result = run(self._refreshing())
+        result = run(self._forming())
         logger.debug(
             "%s %r in %r: background update %s", self.config_type, self.key, self.namespace, result
         )

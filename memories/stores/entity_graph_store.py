@@ -119,6 +119,8 @@ class Graph:
     head: int = 0
     documents: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Every stored document by key, as written (merges not followed): what a change edits."""
+    former: dict[str, Entity] = field(default_factory=dict)
+    """Entities cleared since, as they last stood (old relations still name them)."""
 
     def canonical(self, entity_id: str) -> str:
         """The entity ``entity_id`` stands for now: itself, or what it was merged into."""
@@ -181,8 +183,10 @@ def _relation(
     object_id = document.get("object")
     if object_id is not None:
         object_id = graph.canonical(str(object_id))
-    subject = graph.entities.get(subject_id)
-    target = graph.entities.get(object_id) if object_id is not None else None
+    subject = graph.entities.get(subject_id) or graph.former.get(subject_id)
+    target = None
+    if object_id is not None:
+        target = graph.entities.get(object_id) or graph.former.get(object_id)
     ended = document.get("invalid_at")
     return Relation(
         id=relation_id,
@@ -223,13 +227,19 @@ def _from_changes(
     """The graph as recorded up to ``when`` (None: now), each relation with its turns."""
     graph = Graph()
     for key, changes in _by_key(entity_changes, when).items():
-        last = changes[-1]
-        if last.document is None:
-            continue
         entity_id = key.removeprefix(ENTITY_PREFIX)
-        graph.entities[entity_id] = _entity(
+        held = [c for c in changes if c.document is not None]
+        if not held:
+            continue
+        last = held[-1]
+        assert last.document is not None
+        entity = _entity(
             entity_id, last.document, last.version or 0, changes[0].created_at, last.created_at
         )
+        if changes[-1].document is None:
+            graph.former[entity_id] = entity
+        else:
+            graph.entities[entity_id] = entity
     for key, changes in _by_key(relation_changes, when).items():
         last = changes[-1]
         if last.document is None:

@@ -301,21 +301,22 @@ class RedisEntityStore(EntityStore):
                 current[name] = value
         return current
 
-    def purge(self) -> None:
-        def queue(pipe: Any, seq: int, names: list[str]) -> None:
-            pipe.delete(self._index_key, self._seq_key, *map(self._versions_key, names))
-
-        self._transaction(queue, names=True)
-
     def held(self) -> dict[str, int]:
-        """Every version of every entity of the session, deletions included."""
+        """Every version of every entity of the session, and the session's index and counter."""
         with self._translated():
             names = self._client.zrange(self._index_key, 0, -1)
             with self._client.pipeline(transaction=False) as pipe:
                 for name in names:
                     pipe.llen(self._versions_key(name))
                 lengths = pipe.execute() if names else []
-        return {"entity versions": sum(lengths)}
+            keys = int(self._client.exists(self._index_key, self._seq_key))
+        return {"entity versions": sum(map(int, lengths)), "redis index keys": keys}
+
+    def purge(self) -> None:
+        def queue(pipe: Any, seq: int, names: list[str]) -> None:
+            pipe.delete(self._index_key, self._seq_key, *map(self._versions_key, names))
+
+        self._transaction(queue, names=True)
 
     def to_config(self) -> dict[str, Any]:
         if self._given:

@@ -11,7 +11,14 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from memories import CollectionMemory, ProfileMemory, memory_tools, profile_tool
-from memories.faces.tools import MAX_CONTENT, MAX_LIMIT, MAX_OFFSET, MAX_OPERATIONS, MAX_QUERY
+from memories.faces.tools import (
+    MAX_CONTENT,
+    MAX_LIMIT,
+    MAX_OFFSET,
+    MAX_OPERATIONS,
+    MAX_QUERY,
+    read_profile_tool,
+)
 from memories.kernel.namespaces import in_namespace
 from memories.testing import ScriptedChatModel
 
@@ -143,3 +150,18 @@ def test_oversize_and_out_of_range_arguments_are_refused_before_anything_is_writ
     huge = [{"op": "add", "path": "/bio", "value": long}]
     assert tool.invoke({"operations": huge}, alice).startswith("Error: the patch is")
     assert profile.store.get(("profiles", "alice"), "profile") is None
+
+
+def test_read_profile_tool_reads_the_users_own_profile(tmp_path: Path) -> None:
+    profile = ProfileMemory(
+        namespace=("profiles", "{user_id}"), url=f"sqlite:///{tmp_path / 'p.db'}", policy="manual"
+    )
+    read, update = read_profile_tool(profile), profile_tool(profile)
+    assert json.loads(read.invoke({}, user("ana", "t"))) == {}
+    city = [{"op": "add", "path": "/city", "value": "Porto"}]
+    update.invoke({"operations": city}, user("ana", "t"))
+    assert json.loads(read.invoke({}, user("ana", "t"))) == {"city": "Porto"}
+    assert json.loads(read.invoke({}, user("ben", "t"))) == {}
+    assert read.invoke({}, {"configurable": {}}).startswith("Error: ")
+    with pytest.raises(TypeError, match="takes a ProfileMemory"):
+        read_profile_tool(object())

@@ -145,6 +145,8 @@ def test_a_traced_conversation_has_spans_whose_tokens_match_the_models_usage(
     embedding_spans = [
         s for s in finished if _attributes(s).get("gen_ai.operation.name") == "embeddings"
     ]
+    vector = memories["vector"]  # its writes embed on the background writer, counted as its own
+    assert vector.usage().total("embedding").calls == vector.embedder.calls > 0
     embedded = sum(m.usage().total("embedding").calls for m in memories.values())
     assert embedded > 0 and len(embedding_spans) >= embedded
     store_spans = [s for s in finished if s.name == "transaction"]
@@ -179,6 +181,30 @@ async def test_async_operations_are_spans_too(spans: InMemorySpanExporter) -> No
     (model,) = [s for s in finished if s.name.startswith("chat ")]
     assert _attributes(model)["gen_ai.usage.input_tokens"] == 33
     assert memory.usage().total("model").input_tokens == 33
+
+
+def test_a_background_fold_is_a_span_under_the_save_that_scheduled_it(
+    spans: InMemorySpanExporter,
+) -> None:
+    spans.clear()
+    memory = SummaryBufferMemory(
+        llm=_metered("Ada likes tea.", 33, 4),
+        max_token_limit=10,
+        token_counter="chars",
+        summarize="background",
+        debounce=0,
+    )
+    memory.save_context({"input": "I'm Ada and I like tea"}, {"output": "Noted, Ada."})
+    assert memory.flush()
+    finished = spans.get_finished_spans()
+    by_id = {span.context.span_id: span for span in finished}
+    (model,) = [s for s in finished if s.name.startswith("chat ")]
+    assert model.parent is not None
+    update = by_id[model.parent.span_id]
+    assert update.name == "memories.background_update"
+    assert update.parent is not None
+    assert by_id[update.parent.span_id].name == "memories.save_context"
+    assert memory.status().usage.total("model").input_tokens == 33
 
 
 def test_usage_is_counted_per_namespace_and_reads_as_json(tmp_path: Path) -> None:
@@ -268,7 +294,7 @@ def test_a_spent_budget_defers_the_summary_and_keeps_every_turn() -> None:
     assert memory.model_usage().calls == 2  # no call was made past the budget
     assert status.deferred is not None and "130 of 100 tokens" in status.deferred
     assert "2027-01-16T00:00:00+00:00" in status.deferred
-    assert status.pending > 0  # the turns stay queued
+    assert status.pending > 0 and status.failures == 0  # the turns wait: no failure, no backoff
     contents = [m.content for m in memory.chat_memory.messages]
     assert "third turn, waits for tomorrow" in contents
     clock.now += 86_400  # the next day
@@ -299,6 +325,7 @@ def test_a_background_update_past_the_budget_waits_and_runs_later(tmp_path: Path
     assert memory.model_usage().calls == 1
     assert status.pending == 1 and status.deferred is not None
     assert "1 of 1 calls" in status.deferred
+    assert status.failures == 0 and [c.kind for c in memory.history()] == ["update"]
     clock.now += 3600
     memory.save_context({"input": "And I like tea"}, {"output": "Noted"})
     memory.flush()

@@ -22,13 +22,15 @@ from typing import Any
 import pytest
 import yaml
 
-from memories import ConfigError, ErasureReport, erase_user
+from memories import BackendUnavailableError, ConfigError, ErasureReport, erase_user
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace, with_session
 from memories.core.erasure import erasure_shares
 from memories.faces.cli import main
+from memories.stores.vector.chroma_backend import ChromaBackend
 from memories.stores.vector.outbox import OutboxRow
 from tests.entities.fakes import RuleModel
+from tests.redis_server import find_redis_server, redis_server
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 USERS = ("maya", "omar")
@@ -39,12 +41,17 @@ def _marker(user: str) -> str:
     return f"Zq{user}secret"
 
 
-def config_for(folder: Path, *, entities: bool = True) -> dict[str, Any]:
-    """Every memory type that has a store, on one SQLite file and one Chroma folder."""
+def config_for(
+    folder: Path, *, entities: bool = True, sql: str | None = None, vectors: str | None = None
+) -> dict[str, Any]:
+    """Every memory type that has a store, on one SQLite file (or ``sql``, a database URL)
+    and one Chroma folder (or ``vectors``, a PostgreSQL database with pgvector)."""
     db, chroma = folder / "memories.db", folder / "chroma"
-    url = f"sqlite:///{db}"
-    history = {"type": "sqlite", "path": str(db), "session_id": "default"}
+    url = sql or f"sqlite:///{db}"
+    history = {"type": "sql", "url": url, "session_id": "default"}
     vector = {"path": str(chroma), "embeddings": EMBEDDINGS, "write": "sync"}
+    if vectors is not None:
+        vector["vectors"] = vectors
     memories: list[dict[str, Any]] = [
         {"type": "buffer", "history": history},
         {"type": "summary_buffer", "max_token_limit": 30, "history": history,
@@ -55,11 +62,12 @@ def config_for(folder: Path, *, entities: bool = True) -> dict[str, Any]:
         {"type": "instructions", "url": url, "policy": "manual", "memory_key": "rules"},
         {"type": "examples", **vector, "memory_key": "examples"},
         {"type": "vector", **vector, "memory_key": "recalled"},
+        {"type": "entity", "url": url, "policy": "manual", "memory_key": "graph"},
     ]  # fmt: skip
     if entities:
         memories += [
             {"type": "conversation_entity", "llm": RuleModel(), "history": history,
-             "entity_store": {"type": "sqlite", "db_file": str(db), "session_id": "x"},
+             "entity_store": {"type": "sql", "url": url, "session_id": "x"},
              "memory_key": "entity_history"},
             {"type": "conversation_kg", "llm": RuleModel(), "history": history,
              "kg": {"type": "sql", "url": url, "session_id": "x"}, "memory_key": "kg"},
@@ -92,10 +100,16 @@ def fill(config: dict[str, Any]) -> None:
         fact = collection.put(f"{user} drinks tea {word}")
         collection.update(fact, f"{user} drinks green tea {word}")
         leaves["InstructionsMemory"].put(f"Answer {user} briefly {word}")
+        leaves["EntityMemory"].save_context({"input": f"Jane met {word}"}, {"output": "ok"})
         leaves["ExampleMemory"].add_example({"input": f"hi {word}", "output": "hello"})
+        if "ConversationEntityMemory" in leaves:
+            leaves["ConversationEntityMemory"]._store.set("Jane", f"Jane knows {word}")
+            leaves["ConversationKGMemory"]._graph.add_triple(("Jane", word, "knows"))
         vector = leaves["VectorMemory"]
         vector.save_context({"input": f"{user} plays chess {word}"}, {"output": "good"})
         backend = vector.backend
+        if not isinstance(backend, ChromaBackend):  # pgvector writes at once: no queue
+            continue
         target, key = backend.store.target, backend._key
         queued = [
             OutboxRow(f"{user}-queued", f"waiting {word}", {"session": vector.session_id}, False),
@@ -103,9 +117,6 @@ def fill(config: dict[str, Any]) -> None:
         ]
         backend.outbox.put(target, key, queued)  # a store that was down: they wait
         backend.outbox.bury(target, key, [(queued[1], "ValueError: too long")])
-        if "ConversationEntityMemory" in leaves:
-            leaves["ConversationEntityMemory"]._store.set("Jane", f"Jane knows {word}")
-            leaves["ConversationKGMemory"]._graph.add_triple(("Jane", word, "knows"))
 
 
 def census(config: dict[str, Any], user: str) -> dict[str, dict[str, int]]:
@@ -145,8 +156,6 @@ def rows_holding(folder: Path, word: str) -> list[str]:
             tables = [r[0] for r in connection.execute("SELECT name FROM sqlite_master "
                                                       "WHERE type = 'table'")]  # fmt: skip
             for table in tables:
-                if table == "embeddings_queue":  # Chroma's write-ahead log: see the next commit
-                    continue
                 try:
                     rows = connection.execute(f'SELECT * FROM "{table}"').fetchall()
                 except sqlite3.OperationalError:  # a virtual table of a module not loaded
@@ -169,8 +178,8 @@ def test_erasing_a_user_removes_them_from_every_store_and_nothing_of_the_other(
     maya, omar = census(filled, "maya"), census(filled, "omar")
     kinds = {kind for counts in maya.values() for kind, n in counts.items() if n}
     assert {"chat log rows", "derived state rows", "current documents", "ledger versions",
-            "Chroma documents", "outbox rows", "dead letters", "recall index rows",
-            "entity versions", "graph changes"} <= kinds  # fmt: skip
+            "Chroma documents", "Chroma log rows", "outbox rows", "dead letters",
+            "recall index rows", "entity versions", "graph changes"} <= kinds  # fmt: skip
     # Every store holds something of each user (else "untouched" would prove nothing).
     assert all(sum(counts.values()) > 0 for counts in [*maya.values(), *omar.values()])
     assert rows_holding(tmp_path, _marker("maya")) and rows_holding(tmp_path, _marker("omar"))
@@ -193,6 +202,53 @@ def test_erasing_a_user_removes_them_from_every_store_and_nothing_of_the_other(
 
     again = erase_user(filled, namespace="users.maya", session="maya-chat")
     assert again.complete and again.found == again.removed == 0  # idempotent
+    # A new process loads Chroma's index from its log, blanked rows included: the other
+    # user's turns are found by meaning, and nothing of the erased user comes back.
+    assert _searched_in_a_new_process(tmp_path, "omar", "who plays chess?") == [
+        "input: omar plays chess Zqomarsecret\noutput: good"
+    ]
+    assert _searched_in_a_new_process(tmp_path, "maya", "who plays chess?") == []
+
+
+def _searched_in_a_new_process(folder: Path, user: str, query: str) -> list[str]:
+    code = (
+        "import json, sys\n"
+        "from memories import VectorMemory\n"
+        f"memory = VectorMemory(path={str(folder / 'chroma')!r}, embeddings={EMBEDDINGS!r}, "
+        f"namespace='users.{user}', recall={{'mode': 'dense'}})\n"
+        f"print(json.dumps([r.text for r in memory.search({query!r}, k=1)]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, text=True, capture_output=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    found: list[str] = json.loads(done.stdout)
+    return found
+
+
+def test_an_erasure_that_fails_inside_a_store_is_finished_by_the_next_run(
+    filled: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chroma fails after the outbox and the recall index of the namespace are cleared."""
+    from memories.integrations.chroma import ChromaStore
+
+    omar = census(filled, "omar")
+    delete = ChromaStore.delete
+
+    def fails_once(self: ChromaStore, *args: Any, **kwargs: Any) -> None:
+        monkeypatch.setattr(ChromaStore, "delete", delete)
+        raise BackendUnavailableError("Chroma went away")
+
+    monkeypatch.setattr(ChromaStore, "delete", fails_once)
+    with pytest.raises(BackendUnavailableError, match="went away"):
+        erase_user(filled, namespace="users.maya", session="maya-chat")
+    assert rows_holding(tmp_path, _marker("maya"))  # the documents are still in Chroma
+
+    report = erase_user(filled, namespace="users.maya", session="maya-chat")
+    assert report.complete and report.removed > 0
+    assert rows_holding(tmp_path, _marker("maya")) == []
+    assert census(filled, "omar") == omar
 
 
 def test_the_report_renders_as_text_and_as_json_data(filled: dict[str, Any]) -> None:
@@ -201,7 +257,7 @@ def test_the_report_renders_as_text_and_as_json_data(filled: dict[str, Any]) -> 
     assert data["namespace"] == "users.maya" and data["session"] == "maya-chat"
     assert data["complete"] is True and data["remaining"] == 0
     assert data["removed"] == report.removed > 0
-    line = next(s for s in data["stores"] if "SQLiteHistory" in s["store"])
+    line = next(s for s in data["stores"] if "SQLHistory" in s["store"])
     assert line["removed"]["chat log rows"] == line["found"]["chat log rows"] > 0
     assert line["remaining"] == {"chat log rows": 0, "derived state rows": 0}
     text = report.text()
@@ -240,6 +296,16 @@ def test_erasing_a_namespace_leaves_a_namespace_that_only_starts_like_it(tmp_pat
 def test_erasing_without_a_namespace_or_a_session_is_refused(filled: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match=r"namespace .* session"):
         erase_user(filled)
+
+
+def test_a_session_alone_on_a_config_whose_namespace_is_a_template_asks_for_the_namespace(
+    tmp_path: Path,
+) -> None:
+    config = {"type": "profile", "url": f"sqlite:///{tmp_path / 'p.db'}", "policy": "manual",
+              "namespace": ["users", "{user_id}"]}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"\['user_id'\].*--namespace"):
+        erase_user(config, session="maya-chat")
+    assert erase_user(config, namespace="users.maya", session="maya-chat").complete
 
 
 # -- the command ------------------------------------------------------------------------
@@ -283,10 +349,12 @@ def test_memories_erase_asks_first_naming_what_will_go(
     code, out, err = _run([*argv, "--json"], capsys, stdin="y\n")
     report = json.loads(out[out.index("{") :])
     assert code == 0 and report["complete"] is True and report["removed"] > 0
-    assert "erased in SQLiteHistory" in err
+    assert "erased in SQLHistory" in err
     assert rows_holding(tmp_path, _marker("maya")) == []
     code, out, _ = _run([*argv, "-y"], capsys)
     assert code == 0 and "erased 0 items; 0 remaining" in out
+    code, _, err = _run(["erase", "--config", str(path), "-y"], capsys)
+    assert code == 2 and "Name whose data to erase" in err
 
 
 def test_memories_erase_killed_half_way_finishes_on_the_next_run(tmp_path: Path) -> None:
@@ -339,3 +407,38 @@ def test_memories_erase_killed_half_way_finishes_on_the_next_run(tmp_path: Path)
     assert all(sum(c.values()) == 0 for c in counted("maya").values())
     assert rows_holding(tmp_path, _marker("maya")) == []
     assert counted("omar") == omar
+
+
+def test_messages_a_retention_hides_but_no_sweep_deleted_yet_are_erased_too(
+    tmp_path: Path,
+) -> None:
+    history = {"type": "sql", "url": f"sqlite:///{tmp_path / 'chat.db'}", "session_id": "maya"}
+    config = {"type": "buffer", "history": history, "retention": {"keep_messages": 2}}
+    memory = create_memory(config)
+    for line in ("one", "two", "three"):
+        memory.save_context({"input": line}, {"output": "ok"})
+    assert len(memory.chat_memory.messages) == 2  # four expired, not swept
+    report = erase_user(config, session="maya")
+    assert report.complete and report.removed == 6
+    assert rows_holding(tmp_path, "one") == []
+
+
+@pytest.mark.skipif(find_redis_server() is None, reason="redis-server not installed")
+def test_erasing_a_session_erases_its_entities_in_redis_and_no_other_sessions() -> None:
+    with redis_server() as server:
+        config = {
+            "type": "conversation_entity",
+            "llm": RuleModel(),
+            "entity_store": {"type": "redis", "url": server.url, "ttl": None},
+        }
+        for user, text in [("maya", "Maya lives in Oslo"), ("ravi", "Ravi lives in Pune")]:
+            memory = create_memory(with_session(config, user))
+            memory.load_memory_variables({"input": text})
+            memory.save_context({"input": text}, {"output": "ok"})
+            memory.chat_memory.clear()  # only the entity store holds them now
+        ravi = erase_user(config, session="ravi", dry_run=True).to_dict()["stores"]
+        report = erase_user(config, session="maya")
+        (line,) = [line for line in report.stores if "Redis" in line.store]
+        assert line.removed["entity versions"] >= 2 and line.removed["redis index keys"] == 2
+        assert report.complete and erase_user(config, session="maya", dry_run=True).found == 0
+        assert erase_user(config, session="ravi", dry_run=True).to_dict()["stores"] == ravi

@@ -230,9 +230,10 @@ def test_held_counts_every_version_that_purge_erases(redis_store: MakeStore) -> 
     store.set("Jane", "two")
     store.delete("Jane")
     store.set("Tom", "x")
-    assert store.held() == {"entity versions": 4}
+    assert store.held() == {"entity versions": 4, "redis index keys": 2}
     store.purge()
-    assert store.held() == {"entity versions": 0} and store.history("Jane") == []
+    assert store.held() == {"entity versions": 0, "redis index keys": 0}
+    assert store.history("Jane") == []
 
 
 def test_a_batch_is_written_whole(redis_store: MakeStore) -> None:
@@ -339,5 +340,6 @@ def test_erasing_a_session_erases_its_redis_entities_and_no_others(
     assert report.removed > 0 and report.remaining == 0
     maya = create_entity_store({"type": "redis", "url": redis.url, "session_id": "maya"})
     ravi = create_entity_store({"type": "redis", "url": redis.url, "session_id": "ravi"})
-    assert maya.held() == {"entity versions": 0} and maya.entities() == {}
+    assert maya.held() == {"entity versions": 0, "redis index keys": 0}
+    assert maya.entities() == {}
     assert ravi.entities() and ravi.held()["entity versions"] > 0

@@ -113,7 +113,7 @@ async def refused(client: Client, tool: str, arguments: dict[str, Any]) -> str:
 async def test_a_client_lists_the_tools_then_saves_finds_changes_and_forgets(config: Path) -> None:
     async with connected(config, "alice") as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert sorted(listed) == ["manage_memory", "search_memory", "update_profile"]
+        assert list(listed) == ["manage_memory", "search_memory", "read_profile", "update_profile"]
         assert set(listed["search_memory"].input_schema["properties"]) == {
             "query",
             "limit",
@@ -131,6 +131,7 @@ async def test_a_client_lists_the_tools_then_saves_finds_changes_and_forgets(con
         assert json.loads(await ok(client, "update_profile", operations=patch)) == {
             "city": "Lisbon"
         }
+        assert json.loads(await ok(client, "read_profile")) == {"city": "Lisbon"}
         assert stored(config, "users", "alice") == (["Alice drinks coffee"], {"city": "Lisbon"})
         deleted = await ok(client, "manage_memory", action="delete", id=memory_id)
         assert deleted == f"deleted memory {memory_id}"
@@ -143,6 +144,7 @@ async def test_two_clients_with_two_names_never_see_each_others_memories(config:
         connected(config, "alice", mode="legacy") as alice,
         connected(config, "bob") as bob,
     ):
+        assert alice.protocol_version != bob.protocol_version
         created = await ok(alice, "manage_memory", content="Alice is allergic to nuts")
         alice_id = created.removeprefix("created memory ")
         await ok(bob, "manage_memory", content="Bob is allergic to cats")
@@ -156,6 +158,8 @@ async def test_two_clients_with_two_names_never_see_each_others_memories(config:
         # An id from another namespace is not found there: bob cannot change alice's memory.
         forged = {"action": "update", "id": alice_id, "content": "Alice eats nuts"}
         assert "No memory" in await refused(bob, "manage_memory", forged)
+        assert json.loads(await ok(alice, "read_profile")) == {}
+        assert json.loads(await ok(bob, "read_profile")) == {"pet": "no"}
         forged_delete = {"action": "delete", "id": alice_id}
         assert "No memory" in await refused(bob, "manage_memory", forged_delete)
         assert "('users', 'bob')" in await refused(bob, "manage_memory", forged_delete)
@@ -172,7 +176,7 @@ async def test_bad_calls_come_back_as_tool_errors_and_change_nothing(config: Pat
         unknown = await refused(client, "forget_everything", {})
         assert unknown == (
             "No tool 'forget_everything'; this server has "
-            "['manage_memory', 'search_memory', 'update_profile']."
+            "['manage_memory', 'read_profile', 'search_memory', 'update_profile']."
         )
         forged = await refused(client, "manage_memory", {"content": "x", "namespace": "users.bob"})
         assert "not ['namespace']" in forged and "set by the server" in forged
@@ -255,3 +259,13 @@ def test_a_config_without_collection_or_profile_and_a_bad_user_are_refused(
     path = write_config(tmp_path, config_for(tmp_path))
     assert main(["mcp", "--config", str(path), "--user", "a.b"]) == 2
     assert "--user 'a.b' cannot name whose memories" in capsys.readouterr().err
+    # --user where no template takes it would look per-user and be shared: refused.
+    assert main(["mcp", "--config", str(path), "--namespace", "team", "--user", "carol"]) == 2
+    assert "--user 'carol' fills the config's {user_id}" in capsys.readouterr().err
+
+
+def test_the_docs_show_the_example_config_as_it_is() -> None:
+    root = Path(__file__).resolve().parents[2]
+    example = (root / "examples" / "mcp.yaml").read_text(encoding="utf-8")
+    body = "".join(line for line in example.splitlines(True) if not line.startswith("#"))
+    assert body in (root / "docs" / "mcp.md").read_text(encoding="utf-8")

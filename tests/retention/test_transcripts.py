@@ -301,3 +301,35 @@ def test_a_background_summary_sweeps_its_session_after_its_fold(tmp_path: Path) 
         assert memory.flush(timeout=30)
     assert [r.message.content for r in history.records()] == ["q new", "a new"]  # type: ignore[union-attr]
     assert memory.moving_summary_buffer == summary
+
+
+def test_a_sweep_cut_short_keeps_what_it_deleted_and_the_next_run_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memories.stores.history.sql as sql
+
+    clock = Clock()
+    history = SQLiteHistory(tmp_path / "chat.db", session_id="u1", clock=clock)
+    memory = BufferMemory(chat_memory=history, retention={"keep_days": 1})
+    for n in range(10):
+        turn(memory, str(n))
+    clock.days(2)
+    turn(memory, "kept")
+    real = sql.Database.transaction
+    writes = 0
+
+    def crash_on_the_third_write(self: sql.Database, *, write: bool = False) -> object:
+        nonlocal writes
+        if write:
+            writes += 1
+            if writes == 3:
+                raise KeyboardInterrupt("the process dies here")
+        return real(self, write=write)
+
+    monkeypatch.setattr(sql.Database, "transaction", crash_on_the_third_write)
+    with pytest.raises(KeyboardInterrupt):
+        memory.sweep(batch=4)
+    monkeypatch.undo()
+    assert len(history.records()) == 22 - 8  # two batches of 4 went, each whole
+    assert memory.sweep(batch=4) == {"u1": 12}
+    assert [e.message.content for e in history.records()] == ["q kept", "a kept"]

@@ -112,12 +112,6 @@ class ConversationKGMemory(QueuedUpdates):
     def _graph(self) -> Any:
         return self.kg if isinstance(self.kg, EntityGraph) else LangChainEntityGraph(self.kg)
 
-    @property
-    def knowledge_store(self) -> EntityGraph | LangChainEntityGraph:
-        """The graph as the memory drives it (LangChain's wrapped, with async twins)."""
-        graph: EntityGraph | LangChainEntityGraph = self._graph
-        return graph
-
     def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
         """The session's log, and its graph's every change, when erasing a session.
 
@@ -129,6 +123,12 @@ class ConversationKGMemory(QueuedUpdates):
             held = graph.held if isinstance(graph, EntityGraph) else _uncountable(graph)
             found.append(StoreShare(repr(self.kg), held, graph.clear))
         return found
+
+    @property
+    def knowledge_store(self) -> EntityGraph | LangChainEntityGraph:
+        """The graph as the memory drives it (LangChain's wrapped, with async twins)."""
+        graph: EntityGraph | LangChainEntityGraph = self._graph
+        return graph
 
     def _state_parameters(self) -> dict[str, Any]:
         return {"kg_updates": 1}

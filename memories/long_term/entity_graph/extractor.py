@@ -3,9 +3,10 @@
 It reads what the human says, sentence by sentence, and proposes the same
 operations a model would (:mod:`memories.long_term.entity_graph.operations`):
 
-- capitalised names (``Melanie``, ``New York``) not opening a sentence, or
-  opening one when they are not common words, become entities; the sentences
-  naming one make its summary (the last three);
+- capitalised names (``Melanie``, ``New York``) become entities (a single
+  word opening a sentence only once it is known from elsewhere, or a short
+  form of a known name); the
+  sentences naming one make its summary (the last three);
 - ``my X is Y`` / ``Y is my X`` relate the user to Y by ``X``; ``my X is Y``
   replaces the user's earlier ``X`` (one sister at a time, one favourite
   colour...); ``my X Y`` (``my sister Melanie``) adds one;
@@ -35,10 +36,11 @@ from memories.kernel.messages import message_text
 from memories.long_term.entity_graph.operations import predicate_key
 from memories.stores.entity_graph_store import Graph, name_key
 
-__all__ = ["extract"]
+__all__ = ["SENTENCES", "extract"]
 
 _NAME = r"[A-Z][\w'-]*(?: (?:[A-Z][\w'-]*|of|de|da|van|von))*(?<! of)"
-_SENTENCES = re.compile(r"(?<=[.!?])\s+")
+#: Where one sentence ends and the next begins.
+SENTENCES = re.compile(r"(?<=[.!?])\s+")
 _WORD = r"[a-z]+(?: [a-z]+)?"
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("end_lives", re.compile(rf"\bI no longer live in (?P<object>{_NAME})")),
@@ -86,7 +88,7 @@ def extract(
         for message in turn:
             if not isinstance(message, HumanMessage):
                 continue
-            for sentence in _SENTENCES.split(message_text(message)):
+            for sentence in SENTENCES.split(message_text(message)):
                 operations += _sentence(sentence.strip(), user, known, summaries)
     return operations
 
@@ -97,7 +99,8 @@ def _sentence(
     operations: list[dict[str, Any]] = []
     if not sentence:
         return operations
-    names = _names(sentence)
+    sentence = sentence.replace("\u2019", "'")
+    names = _names(sentence, known)
     related: set[str] = set()
     for kind, pattern in _PATTERNS:
         for match in pattern.finditer(sentence):
@@ -125,16 +128,20 @@ def _relation(kind: str, match: re.Match[str], target: str, user: str) -> list[d
     return [relation]
 
 
-def _names(sentence: str) -> list[str]:
+def _names(sentence: str, known: dict[str, str]) -> list[str]:
+    """The capitalised names of a sentence; one opening it only if known or of several words."""
     found = []
     for match in re.finditer(_NAME, sentence):
-        name = match.group(0)
-        first = name.split()[0].casefold()
-        if first in _COMMON:
-            rest = name.split()[1:]
-            if not rest or rest[0][:1].islower():
+        words = [re.sub(r"'s$", "", w) for w in match.group(0).split()]
+        if words[0].casefold() in _COMMON:
+            words = words[1:]
+            if not words or words[0][:1].islower():
                 continue
-            name = " ".join(rest)
+        name = " ".join(words)
+        opening = match.start() == 0 and len(words) == 1
+        key = name_key(name)
+        if opening and key not in known and not any(_short_form(key, k) for k in known):
+            continue  # "Researching ..." opens a sentence; a name is capitalised elsewhere too
         found.append(name)
     return list(dict.fromkeys(found))
 
@@ -168,7 +175,7 @@ def _short_form(short: str, long: str) -> bool:
 
 
 def _sentences_of(summary: str) -> list[str]:
-    return [s for s in _SENTENCES.split(summary) if s]
+    return [s for s in SENTENCES.split(summary) if s]
 
 
 def _ordered(operations: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -40,7 +40,13 @@ from memories.long_term.entity_graph.operations import (
 )
 from memories.long_term.entity_graph.recall import Recalled, entity_line, recall, relation_line
 from memories.long_term.stored import StoredDocumentMemory
-from memories.stores.entity_graph_store import Entity, EntityGraphStore, Graph, Relation
+from memories.stores.entity_graph_store import (
+    ENTITY_PREFIX,
+    Entity,
+    EntityGraphStore,
+    Graph,
+    Relation,
+)
 from memories.stores.profile_store import Change, PendingTurn
 
 __all__ = ["EntityMemory", "GraphStatus", "GraphUpdate"]
@@ -367,7 +373,10 @@ class EntityMemory(StoredDocumentMemory):
             yield from self._refreshing()
 
     def _clearing(self) -> Steps[None]:
-        """End every current relation and drop the queued turns (the history keeps them all)."""
+        """End every current relation, clear every entity, drop the queued turns.
+
+        The history keeps the relations (ended) and every version of the entities.
+        """
         if self._in_background:
             self._background.cancel()
         for _ in range(_MAX_DIRECT_TRIES):
@@ -376,6 +385,8 @@ class EntityMemory(StoredDocumentMemory):
             ends = [{"op": "end", "id": r.id} for r in graph.current()]
             ids = {r.id: r.id for r in graph.current()}
             plan = self._planner(graph, ids, time.time()).apply(ends)
+            for entity in graph.entities.values():
+                plan.changed[ENTITY_PREFIX + entity.id] = (None, "clear", entity.version)
             if (yield from self._committing(graph, plan, turns)):
                 return
         raise InvalidInputError("The graph kept changing while it was cleared; try again.")
@@ -400,6 +411,7 @@ class EntityMemory(StoredDocumentMemory):
 
 
 def _check_time(when: Any) -> datetime:
+    # Not the collection's rules.timestamp: importing the collection needs the chroma extra.
     if not isinstance(when, datetime) or when.tzinfo is None:
         raise InvalidInputError(
             f"as_of must be a timezone-aware datetime (datetime.now(UTC)), got {when!r:.80}."

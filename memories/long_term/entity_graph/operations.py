@@ -135,8 +135,9 @@ def graph_prompt(
 class Plan:
     """The documents a list of operations changes, ready for one compare-and-set commit."""
 
-    changed: dict[str, tuple[dict[str, Any], str, int]] = field(default_factory=dict)
-    """key -> (new document, kind of change, the version it was read at; 0: new)."""
+    changed: dict[str, tuple[dict[str, Any] | None, str, int]] = field(default_factory=dict)
+    """key -> (new document or None to clear it, kind of change, the version it was read at;
+    0: new)."""
 
     def commits(self, turns: Sequence[PendingTurn]) -> list[tuple[str, Change, int]]:
         """The changes, each recording the turns that caused it."""

@@ -5,10 +5,13 @@ No I/O: a read of the graph in, lines out, in the order they matter:
 1. the entities the input names (a name or an alias, as whole words; the
    user when it says I, me or my), each with its current relations;
 2. the entities a BM25 search of names, aliases and summaries finds, with
-   theirs;
+   theirs (when the input names and matches nothing, the user, with theirs);
 3. the relations of their neighbours (the entities on the other side of those
    relations): the second hop a question such as "where does my sister live?"
    needs (the user -> sister -> lives_in).
+
+An entity's relations come in order of how well their words match the input
+(BM25), then oldest first, so a much-related entity shows the relevant ones.
 
 Lines are taken in that order until the token budget is spent.
 """
@@ -78,14 +81,36 @@ def named(graph: Graph, text: str, user: str) -> list[str]:
 
 def searched(graph: Graph, text: str, k: int) -> list[str]:
     """The standing entities whose name, aliases and summary best match ``text`` (BM25)."""
-    from memories.stores.recall.lexical import BM25Index  # numpy: imported when used
-
     standing = graph.standing()
-    if not standing or k == 0:
+    found = _bm25([(e.id, " ".join([e.name, *e.aliases, e.summary])) for e in standing], text, k)
+    return [entity_id for entity_id, _ in found]
+
+
+def _bm25(documents: list[tuple[str, str]], text: str, k: int) -> list[tuple[str, float]]:
+    """The ids of the ``k`` documents that best match ``text`` by BM25, with their scores.
+
+    Without numpy and PyStemmer (the ``chroma`` extra), by the number of the
+    text's words each document holds.
+    """
+    if not documents or k == 0:
         return []
+    try:
+        from memories.stores.recall.lexical import BM25Index  # numpy: imported when used
+    except ImportError:
+        wanted = set(re.findall(r"\w+", text.casefold()))
+        overlap = [
+            (i, float(len(wanted & set(re.findall(r"\w+", d.casefold()))))) for i, d in documents
+        ]
+        return sorted([(i, n) for i, n in overlap if n > 0], key=lambda hit: -hit[1])[:k]
     index = BM25Index()
-    index.add_many("graph", [(e.id, " ".join([e.name, *e.aliases, e.summary])) for e in standing])
-    return [hit.id for hit in index.search("graph", text, limit=k) if hit.score > 0]
+    index.add_many("graph", documents)
+    return [(hit.id, hit.score) for hit in index.search("graph", text, limit=k) if hit.score > 0]
+
+
+def by_relevance(relations: list[Relation], text: str) -> list[Relation]:
+    """``relations`` with those whose words best match ``text`` first (BM25), then by time."""
+    scores = dict(_bm25([(r.id, r.text()) for r in relations], text, len(relations)))
+    return sorted(relations, key=lambda r: -scores.get(r.id, 0.0))
 
 
 def recall(
@@ -101,7 +126,11 @@ def recall(
     """The entities and relations to show for ``text``, within ``max_tokens``."""
     first = named(graph, text, user)
     found = [i for i in searched(graph, text, k) if i not in first]
-    current = sorted(graph.current(), key=lambda r: (r.valid_at, r.text()))
+    me = graph.named(user)
+    if not first and not found and me is not None:
+        first = [me.id]  # an input about nothing known: what is known about the user
+    by_time = sorted(graph.current(), key=lambda r: (r.valid_at, r.text()))
+    current = by_relevance(by_time, text)
     chosen_entities: list[Entity] = []
     chosen_relations: dict[str, Relation] = {}
     seen_facts: set[str] = set()

@@ -28,7 +28,7 @@ from pydantic import Field, PrivateAttr
 from memories.core.base import ChatMemory
 from memories.core.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.core.state import Cursors, SeenState
-from memories.errors import ConfigError, LLMError
+from memories.errors import BudgetExceededError, ConfigError, LLMError
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.messages import format_buffer
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
@@ -72,7 +72,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="session", chat_log=True, exportable=True, deferred=True
+        scope="session", chat_log=True, exportable=True, deferred=True, expires=True
     )
 
     prompt: SummaryPromptField = SUMMARY_PROMPT
@@ -283,6 +283,13 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
             try:
                 messages = state.fold_input(unfolded, cut, cap=self._clip_cap())
                 summary = yield from self._summarizing(messages, state.summary)
+            except BudgetExceededError as exc:
+                # Not a failure: no backoff; the turns stay unfolded until the next period.
+                logger.info("%s: fold deferred: %s", self, exc)
+                if raise_errors:
+                    raise
+                current, _ = yield from self._reading()
+                return current
             except LLMError as exc:
                 current, _ = yield from self._reading()
                 if epoch == self._epoch and current.same_fold(state):

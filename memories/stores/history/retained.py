@@ -15,9 +15,10 @@ history's, and the policy is the memory's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
-from typing import Any
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, cast
 
 from memories.kernel.retention import Retention
 from memories.kernel.steps import to_thread
@@ -45,6 +46,8 @@ class RetainedHistory(ChatHistory):
         self.history = history
         self.retention = retention
         self.session_id = history.session_id
+        # The horizon this thread computed in the current batch: a turn reads it once.
+        self._batch = threading.local()
         self.lists_sessions = history.lists_sessions  # type: ignore[misc]
         self.keeps_times = history.keeps_times  # type: ignore[misc]
 
@@ -54,8 +57,25 @@ class RetainedHistory(ChatHistory):
         return self.history.clock
 
     def horizon(self) -> int | None:
-        """The last ``seq`` the retention expires now (None: nothing expired)."""
-        return self.history.expired_through(self.retention, now=self.history.clock())
+        """The last ``seq`` the retention expires now (None: nothing expired).
+
+        Inside a :meth:`batch` (one turn of a memory, one transaction) it is
+        computed once: the turn sees one consistent view.
+        """
+        known = getattr(self._batch, "horizon", _UNKNOWN)
+        if known is not _UNKNOWN:
+            return cast("int | None", known)
+        horizon = self.history.expired_through(self.retention, now=self.history.clock())
+        if getattr(self._batch, "depth", 0):
+            self._batch.horizon = horizon
+        return horizon
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_batch"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._batch = threading.local()
 
     async def ahorizon(self) -> int | None:
         """Async :meth:`horizon` (a read of the store: on a thread)."""
@@ -131,7 +151,20 @@ class RetainedHistory(ChatHistory):
         self.history.save_state(key, value)
 
     def batch(self, *, write: bool) -> AbstractContextManager[None] | None:
-        return self.history.batch(write=write)
+        inner = self.history.batch(write=write)
+        return None if inner is None else self._batched(inner)
+
+    @contextmanager
+    def _batched(self, inner: AbstractContextManager[None]) -> Iterator[None]:
+        state = self._batch
+        state.depth = getattr(state, "depth", 0) + 1
+        try:
+            with inner:
+                yield
+        finally:
+            state.depth -= 1
+            if not state.depth:
+                state.__dict__.pop("horizon", None)
 
     def expired_through(self, retention: Retention, /, *, now: float) -> int | None:
         return self.history.expired_through(retention, now=now)
@@ -166,6 +199,9 @@ class RetainedHistory(ChatHistory):
 
     def __repr__(self) -> str:
         return f"RetainedHistory({self.history!r}, {self.retention!r})"
+
+
+_UNKNOWN = object()
 
 
 def _live(edits: list[Edit], horizon: int | None) -> list[Edit]:
