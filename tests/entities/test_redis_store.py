@@ -320,26 +320,3 @@ def test_keys_of_another_program_fail_the_write_and_nothing_is_written(
     with pytest.raises(BackendError, match=r"another program .* Nothing was written"):
         ours.set_many({"Jane": "one", "Tom": "two"})
     assert ours.history("Tom") == []
-
-
-def test_erasing_a_session_erases_its_redis_entities_and_no_others(
-    redis: RedisServer, tmp_path: Any
-) -> None:
-    from memories import erase_user
-
-    config = {
-        "type": "conversation_entity",
-        "llm": RuleModel(),
-        "history": {"type": "sqlite", "path": str(tmp_path / "chat.db"), "session_id": "x"},
-        "entity_store": {"type": "redis", "url": redis.url, "session_id": "x", "ttl": None},
-    }
-    for user in ("maya", "ravi"):
-        memory = create_memory(with_session(config, user))
-        converse(memory)
-    report = erase_user(config, session="maya")
-    assert report.removed > 0 and report.remaining == 0
-    maya = create_entity_store({"type": "redis", "url": redis.url, "session_id": "maya"})
-    ravi = create_entity_store({"type": "redis", "url": redis.url, "session_id": "ravi"})
-    assert maya.held() == {"entity versions": 0, "redis index keys": 0}
-    assert maya.entities() == {}
-    assert ravi.entities() and ravi.held()["entity versions"] > 0
