@@ -28,7 +28,7 @@ model never names a session.
 **Errors** go back to the model as the tool's answer (``"Error: ..."``), so it
 can correct itself; they never end the run. Every argument is bounded
 (:data:`MAX_LIMIT`, :data:`MAX_OFFSET`, :data:`MAX_QUERY`, :data:`MAX_CONTENT`,
-:data:`MAX_OPERATIONS`) and checked before anything is written.
+:data:`MAX_OPERATIONS`, :data:`MAX_NAME`) and checked before anything is written.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from memories.stores.graph_store import KnowledgeTriple
 __all__ = [
     "MAX_CONTENT",
     "MAX_LIMIT",
+    "MAX_NAME",
     "MAX_OFFSET",
     "MAX_OPERATIONS",
     "MAX_QUERY",
@@ -74,6 +75,9 @@ MAX_QUERY = 2_000
 MAX_CONTENT = 10_000
 #: The most operations one ``update_profile`` call applies.
 MAX_OPERATIONS = 100
+#: The longest entity name, or part of a relation, ``manage_entity`` and ``manage_relation``
+#: write (the SQL stores' columns hold 512).
+MAX_NAME = 500
 
 
 class _PerRun:
@@ -332,6 +336,8 @@ def _entity_summary_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[B
         """
         if not name.strip():
             raise ToolException("name must name the entity (e.g. 'Jane').")
+        _bounded(name, "name", MAX_NAME)
+        _bounded(summary or "", "summary", MAX_CONTENT)
         store = memory_for(config).knowledge_store
         with _told_to_the_model():
             if action == "delete":
@@ -349,8 +355,9 @@ def _entity_summary_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[B
 
         An empty query lists them all (the most recently written last).
         """
-        if limit < 1:
-            raise ToolException("limit must be at least 1.")
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ToolException(f"limit must be between 1 and {MAX_LIMIT}, got {limit}.")
+        _bounded(query, "query", MAX_QUERY)
         store = memory_for(config).knowledge_store
         with _told_to_the_model():
             try:
@@ -390,6 +397,8 @@ def _relation_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[BaseToo
         empty = [name for name, value in parts.items() if not value.strip()]
         if empty:
             raise ToolException(f"{', '.join(empty)} must not be empty.")
+        for part, value in parts.items():
+            _bounded(value, part, MAX_NAME)
         triple = KnowledgeTriple(subject.strip(), predicate.strip(), object.strip())
         graph = memory_for(config).knowledge_store
         with _told_to_the_model():
@@ -403,6 +412,7 @@ def _relation_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[BaseToo
         """The facts known about an entity, and up to ``depth`` hops beyond it."""
         if not 1 <= depth <= 3:
             raise ToolException("depth must be 1, 2 or 3.")
+        _bounded(entity, "entity", MAX_NAME)
         graph = memory_for(config).knowledge_store
         with _told_to_the_model():
             facts = graph.get_entity_knowledge(entity.strip(), depth=depth)

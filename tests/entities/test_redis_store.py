@@ -224,6 +224,18 @@ def test_concurrent_writers_lose_nothing(redis_store: MakeStore) -> None:
     assert entities["Jane"] == history[-1]  # the newest version is the current summary
 
 
+def test_held_counts_every_version_that_purge_erases(redis_store: MakeStore) -> None:
+    store = redis_store()
+    store.set("Jane", "one")
+    store.set("Jane", "two")
+    store.delete("Jane")
+    store.set("Tom", "x")
+    assert store.held() == {"entity versions": 4, "redis index keys": 2}
+    store.purge()
+    assert store.held() == {"entity versions": 0, "redis index keys": 0}
+    assert store.history("Jane") == []
+
+
 def test_a_batch_is_written_whole(redis_store: MakeStore) -> None:
     store = redis_store()
     store.set("Jane", "one")

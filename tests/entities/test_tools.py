@@ -99,6 +99,13 @@ def test_manage_entity_keeps_versions_and_errors_come_back_as_answers(tmp_path: 
     assert manage.invoke({"name": " "}, config).startswith("Error: name must")
     assert manage.invoke({"name": "Tom"}, config).startswith("Error: update needs")
     assert search.invoke({"limit": 0}, config).startswith("Error: limit")
+    assert search.invoke({"limit": 51}, config).startswith("Error: limit must be between 1 and 50")
+    assert manage.invoke({"name": "x" * 501, "summary": "s"}, config).startswith(
+        "Error: name is 501 characters; at most 500."
+    )
+    assert manage.invoke({"name": "Tom", "summary": "s" * 10_001}, config).startswith(
+        "Error: summary is 10,001 characters"
+    )
     manage.invoke({"name": "Oslo", "summary": "A city."}, config)
     manage.invoke({"name": "Rome", "summary": "Another city."}, config)
     assert [e["name"] for e in json.loads(search.invoke({"query": "CITY"}, config))] == [
@@ -125,6 +132,7 @@ def test_relations_are_added_replaced_and_deleted_per_thread(tmp_path: Path) -> 
     graph = SQLEntityGraph(f"sqlite:///{tmp_path / 'memories.db'}", session_id="t1")
     assert [c.predicate for c in graph.history("Jane", "Oslo")] == ["lives in", "moved to", None]
     assert manage.invoke({**args, "object": ""}, t1).startswith("Error: object must not")
+    assert manage.invoke({**args, "object": "O" * 501}, t1).startswith("Error: object is 501")
     assert knowledge.invoke({"entity": "Jane", "depth": 9}, t1).startswith("Error: depth")
     missing = knowledge.invoke({"entity": "Jane"}, {"configurable": {}})
     assert missing.startswith("Error: entity_tools makes one memory per session")
