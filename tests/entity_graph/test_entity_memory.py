@@ -344,3 +344,24 @@ def test_the_background_policy_folds_turns_in_off_the_hot_path(tmp_path: Path) -
         "User works_at Acme",
     ]
     assert memory.status().pending == 0
+
+
+def test_a_model_with_tool_calling_answers_through_the_graph_tool(tmp_path: Path) -> None:
+    from langchain_core.messages import AIMessage
+
+    from memories.testing import ScriptedChatModel
+
+    def call(*operations: dict[str, Any], name: str = "update_graph") -> AIMessage:
+        args = {"operations": list(operations)}
+        return AIMessage("", tool_calls=[{"name": name, "args": args, "id": "c1"}])
+
+    relate = {"op": "relate", "subject": "User", "predicate": "lives_in", "object": "Oslo"}
+    model = ScriptedChatModel(
+        responses=[call(relate, name="update_memories"), call(relate)], echo=False
+    )
+    memory = EntityMemory(url=f"sqlite:///{tmp_path / 'g.db'}", llm=model)
+    converse(memory, ["I live in Oslo."])
+    assert current(memory) == ["User lives_in Oslo"]
+    first, second = model.prompts
+    assert "Call update_graph" in first[0].text  # the tool's reply format, not JSON text
+    assert "the only tool is 'update_graph'" in second[-1].text  # the wrong tool, sent back
