@@ -233,10 +233,11 @@ def test_merges_record_their_reason_and_undo_restores_both(tmp_path: Path) -> No
     converse(memory, ["My sister Melanie is kind.", "Mel called me today."])
     (melanie,) = [e for e in memory.entities() if e.name == "Melanie"]
     assert "Mel" in melanie.aliases
-    mel = memory.store.graph(memory.namespace, memory.key).entities
-    (merged,) = [e for e in mel.values() if e.merged_into]
+    (merged,) = memory.merges()
     assert merged.name == "Mel" and merged.merge_reason == "'Mel' is a short form of 'Melanie'"
+    assert merged.merged_into == melanie.id
     memory.undo_merge("Mel")
+    assert memory.merges() == []
     assert sorted(e.name for e in memory.entities()) == ["Mel", "Melanie", "User"]
     memory.merge("Mel", "Melanie", reason="the same sister")
     assert memory.entity("Mel") == memory.entity("Melanie")
