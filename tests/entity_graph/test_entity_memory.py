@@ -274,9 +274,12 @@ def test_the_rule_based_extractor_keeps_a_usable_graph(tmp_path: Path) -> None:
             "My favourite colour is green.",
             "I work at Acme.",
             "I no longer work at Acme.",
+            "Anna's husband is Tom. Tom works at Globex. She lives in Oslo.",
         ],
     )
     assert current(memory) == [
+        "Anna husband Tom",
+        "Tom works_at Globex",
         "User favourite_colour green",
         "User friend Anna",
         "User lives_in Porto",
