@@ -233,10 +233,11 @@ def test_merges_record_their_reason_and_undo_restores_both(tmp_path: Path) -> No
     converse(memory, ["My sister Melanie is kind.", "Mel called me today."])
     (melanie,) = [e for e in memory.entities() if e.name == "Melanie"]
     assert "Mel" in melanie.aliases
-    mel = memory.store.graph(memory.namespace, memory.key).entities
-    (merged,) = [e for e in mel.values() if e.merged_into]
+    (merged,) = memory.merges()
     assert merged.name == "Mel" and merged.merge_reason == "'Mel' is a short form of 'Melanie'"
+    assert merged.merged_into == melanie.id
     memory.undo_merge("Mel")
+    assert memory.merges() == []
     assert sorted(e.name for e in memory.entities()) == ["Mel", "Melanie", "User"]
     memory.merge("Mel", "Melanie", reason="the same sister")
     assert memory.entity("Mel") == memory.entity("Melanie")
@@ -273,9 +274,12 @@ def test_the_rule_based_extractor_keeps_a_usable_graph(tmp_path: Path) -> None:
             "My favourite colour is green.",
             "I work at Acme.",
             "I no longer work at Acme.",
+            "Anna's husband is Tom. Tom works at Globex. She lives in Oslo.",
         ],
     )
     assert current(memory) == [
+        "Anna husband Tom",
+        "Tom works_at Globex",
         "User favourite_colour green",
         "User friend Anna",
         "User lives_in Porto",
@@ -344,3 +348,24 @@ def test_the_background_policy_folds_turns_in_off_the_hot_path(tmp_path: Path) -
         "User works_at Acme",
     ]
     assert memory.status().pending == 0
+
+
+def test_a_model_with_tool_calling_answers_through_the_graph_tool(tmp_path: Path) -> None:
+    from langchain_core.messages import AIMessage
+
+    from memories.testing import ScriptedChatModel
+
+    def call(*operations: dict[str, Any], name: str = "update_graph") -> AIMessage:
+        args = {"operations": list(operations)}
+        return AIMessage("", tool_calls=[{"name": name, "args": args, "id": "c1"}])
+
+    relate = {"op": "relate", "subject": "User", "predicate": "lives_in", "object": "Oslo"}
+    model = ScriptedChatModel(
+        responses=[call(relate, name="update_memories"), call(relate)], echo=False
+    )
+    memory = EntityMemory(url=f"sqlite:///{tmp_path / 'g.db'}", llm=model)
+    converse(memory, ["I live in Oslo."])
+    assert current(memory) == ["User lives_in Oslo"]
+    first, second = model.prompts
+    assert "Call update_graph" in first[0].text  # the tool's reply format, not JSON text
+    assert "the only tool is 'update_graph'" in second[-1].text  # the wrong tool, sent back

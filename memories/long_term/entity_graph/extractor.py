@@ -9,17 +9,17 @@ operations a model would (:mod:`memories.long_term.entity_graph.operations`):
   sentences naming one make its summary (the last three);
 - ``my X is Y`` / ``Y is my X`` relate the user to Y by ``X``; ``my X is Y``
   replaces the user's earlier ``X`` (one sister at a time, one favourite
-  colour...); ``my X Y`` (``my sister Melanie``) adds one;
-- ``I live in / moved to Y``, ``I work at / for Y`` relate the user to Y,
-  replacing the earlier place;
+  colour...); ``my X Y`` (``my sister Melanie``) adds one; ``Melanie's X is
+  Y`` and ``Melanie's X Y`` do the same for Melanie;
+- ``I live in / moved to Y``, ``I work at / for Y`` (or ``Melanie lives in
+  Y``...) relate the user (or Melanie) to Y, replacing the earlier place;
 - ``I no longer live in / work at Y``, ``my X is not Y anymore`` end the
   relation;
 - a new name that starts an entity's name (``Mel`` and ``Melanie``) or that an
   entity's name starts is merged into the longer one, with the reason.
 
 What it misses (a model catches these): pronouns (``she`` is not resolved),
-relations between two other people (``Melanie's husband is Tom``), anything
-not phrased by the patterns above (``I've been living in Paris``), names
+anything not phrased by the patterns above (``I've been living in Paris``), names
 written in lower case, negations other than the two above, and dates (a fact
 is true from the turn that said it).
 """
@@ -42,27 +42,36 @@ _NAME = r"[A-Z][\w'-]*(?: (?:[A-Z][\w'-]*|of|de|da|van|von))*(?<! of)"
 #: Where one sentence ends and the next begins.
 SENTENCES = re.compile(r"(?<=[.!?])\s+")
 _WORD = r"[a-z]+(?: [a-z]+)?"
+#: Who a pattern is about: the speaker ("I", "my") or someone named ("Melanie", "Melanie's").
+_WHO = rf"(?P<subject>I|{_NAME})"
+_WHOSE = rf"(?:[Mm]y|(?P<subject>{_NAME})'s)"
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("end_lives", re.compile(rf"\bI no longer live in (?P<object>{_NAME})")),
-    ("end_works", re.compile(rf"\bI no longer work (?:at|for) (?P<object>{_NAME})")),
+    ("end_lives", re.compile(rf"\b{_WHO} no longer lives? in (?P<object>{_NAME})")),
+    ("end_works", re.compile(rf"\b{_WHO} no longer works? (?:at|for) (?P<object>{_NAME})")),
     (
         "end_my",
-        re.compile(rf"\b[Mm]y (?P<predicate>{_WORD}) is not (?P<object>{_NAME}|\w+) any ?more"),
+        re.compile(rf"\b{_WHOSE} (?P<predicate>{_WORD}) is not (?P<object>{_NAME}|\w+) any ?more"),
     ),
     (
         "lives_in",
-        re.compile(rf"\bI (?:live|moved|have moved|am moving) (?:in|to) (?P<object>{_NAME})"),
+        re.compile(
+            rf"\b{_WHO} (?:live|lives|moved|has moved|have moved|am moving|is moving) (?:in|to) "
+            rf"(?P<object>{_NAME})"
+        ),
     ),
-    ("works_at", re.compile(rf"\bI (?:work|started working) (?:at|for) (?P<object>{_NAME})")),
+    (
+        "works_at",
+        re.compile(rf"\b{_WHO} (?:works?|started working) (?:at|for) (?P<object>{_NAME})"),
+    ),
     (
         "my_is",
         re.compile(
-            rf"\b[Mm]y (?P<predicate>{_WORD}) is (?!not\b)"
+            rf"\b{_WHOSE} (?P<predicate>{_WORD}) is (?!not\b)"
             rf"(?P<object>{_NAME}|[\w-]+)\b(?! any ?more)"
         ),
     ),
     ("is_my", re.compile(rf"(?P<object>{_NAME}) is my (?P<predicate>{_WORD})\b")),
-    ("my_named", re.compile(rf"\b[Mm]y (?P<predicate>[a-z]+) (?P<object>{_NAME})")),
+    ("my_named", re.compile(rf"\b{_WHOSE} (?P<predicate>[a-z]+) (?P<object>{_NAME})")),
 ]
 #: Capitalised words that are not names when they open a sentence (or stand alone).
 _COMMON = frozenset(
@@ -116,10 +125,14 @@ def _sentence(
 
 def _relation(kind: str, match: re.Match[str], target: str, user: str) -> list[dict[str, Any]]:
     groups = match.groupdict()
+    subject = groups.get("subject")
+    if subject is not None and subject != "I" and subject.casefold() in _COMMON:
+        return []  # "She lives in Paris": whom "she" means is not known here
     predicate = predicate_key(groups.get("predicate") or kind.removeprefix("end_"))
     predicate = {"lives": "lives_in", "works": "works_at"}.get(predicate, predicate)
     is_name = target[:1].isupper() and target.casefold() not in _COMMON
-    relation: dict[str, Any] = {"op": "relate", "subject": user, "predicate": predicate}
+    who = user if subject in (None, "I") else subject
+    relation: dict[str, Any] = {"op": "relate", "subject": who, "predicate": predicate}
     relation["object" if is_name else "value"] = target
     if kind.startswith("end_"):
         return [{**relation, "op": "end"}]

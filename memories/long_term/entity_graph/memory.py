@@ -151,6 +151,14 @@ class EntityMemory(StoredDocumentMemory):
         """Async :meth:`entities`."""
         return sorted((await arun(self._reading(as_of))).standing(), key=lambda e: e.name)
 
+    def merges(self) -> builtins.list[Entity]:
+        """The entities merged into another, each with ``merged_into`` and ``merge_reason``."""
+        return _merged_entities(run(self._reading(None)))
+
+    async def amerges(self) -> builtins.list[Entity]:
+        """Async :meth:`merges`."""
+        return _merged_entities(await arun(self._reading(None)))
+
     def entity(self, name: str, /) -> Entity | None:
         """The entity called ``name`` (its name or an alias, merges followed), or None."""
         return run(self._reading(None)).named(name)
@@ -417,6 +425,10 @@ def _check_time(when: Any) -> datetime:
             f"as_of must be a timezone-aware datetime (datetime.now(UTC)), got {when!r:.80}."
         )
     return when
+
+
+def _merged_entities(graph: Graph) -> builtins.list[Entity]:
+    return sorted((e for e in graph.entities.values() if e.merged_into), key=lambda e: e.name)
 
 
 def _by_time(relations: builtins.list[Relation]) -> builtins.list[Relation]:
