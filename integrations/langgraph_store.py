@@ -102,6 +102,9 @@ class MemoryStoreAdapter(BaseStore):
     #: ``search(query=...)`` ranks by meaning (a vector index); else query is ignored.
     supports_query = False
     supports_ttl = True
+    #: The memory under the adapter hides expired items itself (it shares its expiry
+    #: table): they are omitted whatever ``omit_expired`` says, never shown.
+    hides_expired = False
     ttl_config: TTLConfig | None = None
     #: Where expiry times are kept (None: beside the store, see :meth:`_expiry_url`).
     ttl_url: str | None = None
@@ -143,7 +146,7 @@ class MemoryStoreAdapter(BaseStore):
 
     @property
     def _omit_expired(self) -> bool:
-        return bool(self.ttl_config and self.ttl_config.get("omit_expired"))
+        return self.hides_expired or bool(self.ttl_config and self.ttl_config.get("omit_expired"))
 
     # -- the five methods a backend implements ---------------------------------
 
@@ -460,7 +463,9 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
         ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
             ``omit_expired``, ``sweep_interval_minutes``); None: items live until
             deleted, unless a ``put`` gives its own ``ttl``.
-        ttl_url: the SQL database that keeps expiry times (default: beside the store).
+        ttl_url: the SQL database that keeps expiry times (default: the store's own,
+            which a vector or collection memory reads too, so that its searches
+            hide what expired and those adapters omit expired items always).
         clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
     """
 
@@ -610,11 +615,14 @@ class VectorStoreAdapter(MemoryStoreAdapter):
         ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
             ``omit_expired``, ``sweep_interval_minutes``); None: items live until
             deleted, unless a ``put`` gives its own ``ttl``.
-        ttl_url: the SQL database that keeps expiry times (default: beside the store).
+        ttl_url: the SQL database that keeps expiry times (default: the store's own,
+            which a vector or collection memory reads too, so that its searches
+            hide what expired and those adapters omit expired items always).
         clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
     """
 
     supports_query = True
+    hides_expired = True
 
     def __init__(
         self,
@@ -633,8 +641,15 @@ class VectorStoreAdapter(MemoryStoreAdapter):
         self._memories: dict[Namespace, VectorMemory] = {}
         self._expiring(ttl, ttl_url, clock)
 
+    def _expiry_url(self) -> str:
+        return self.memory._expiry_url()  # the memory's own: its searches hide what expired
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.memory.store.location})"
+
+    def sweep_ttl(self, *, batch: int = 500) -> int:
+        """The memory's own sweep: it deletes what expired whole, in every namespace."""
+        return sum(self.memory.sweep(batch=batch).values())
 
     def _memory(self, namespace: Namespace) -> VectorMemory:
         """The vector memory of one namespace, with the template's settings."""
@@ -804,11 +819,14 @@ class CollectionStoreAdapter(MemoryStoreAdapter):
         ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
             ``omit_expired``, ``sweep_interval_minutes``); None: items live until
             deleted, unless a ``put`` gives its own ``ttl``.
-        ttl_url: the SQL database that keeps expiry times (default: beside the store).
+        ttl_url: the SQL database that keeps expiry times (default: the store's own,
+            which a vector or collection memory reads too, so that its searches
+            hide what expired and those adapters omit expired items always).
         clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
     """
 
     supports_query = True
+    hides_expired = True
 
     def __init__(
         self,
@@ -830,6 +848,10 @@ class CollectionStoreAdapter(MemoryStoreAdapter):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.memory.url!r})"
+
+    def sweep_ttl(self, *, batch: int = 500) -> int:
+        """The memory's own sweep: it deletes what expired whole, in every namespace."""
+        return sum(self.memory.sweep(batch=batch).values())
 
     def _memory(self, namespace: Namespace) -> CollectionMemory:
         return _of_namespace(self.memory, namespace, self._memories)

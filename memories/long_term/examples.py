@@ -152,7 +152,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
 
     config_type: ClassVar[str] = "examples"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="namespace", searchable=True, exportable=True, deferred=True
+        scope="namespace", searchable=True, exportable=True, deferred=True, expires=True
     )
 
     collection: str = "examples"
@@ -218,6 +218,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         """
         row = self._example_row(example, metadata, what="example")
         self.backend.add([row], progress=False)
+        run(self._stamping_ids([row.doc_id], "default"))
         return row.doc_id
 
     async def aadd_example(
@@ -226,6 +227,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         """Async :meth:`add_example`."""
         row = self._example_row(example, metadata, what="example")
         await self.backend.aadd([row], progress=False)
+        await arun(self._stamping_ids([row.doc_id], "default"))
         return row.doc_id
 
     def add_examples(
@@ -243,6 +245,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         """
         rows = self._example_rows(examples, metadatas)
         self.backend.add(rows, progress=show_progress(progress, rows))
+        run(self._stamping_ids([row.doc_id for row in rows], "default"))
         return [row.doc_id for row in rows]
 
     async def aadd_examples(
@@ -256,6 +259,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         """Async :meth:`add_examples`."""
         rows = self._example_rows(examples, metadatas)
         await self.backend.aadd(rows, progress=show_progress(progress, rows))
+        await arun(self._stamping_ids([row.doc_id for row in rows], "default"))
         return [row.doc_id for row in rows]
 
     # -- feedback ---------------------------------------------------------------
@@ -303,7 +307,9 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
 
     def get(self, ids: Sequence[str], /) -> list[Example]:
         """The examples of this namespace with these ids (unknown ids are left out)."""
-        return [Example.of(r) for r in self.backend.get(_checked_ids(ids))]
+        expired = run(self._expired_ids())
+        found = self.backend.get(_checked_ids(ids))
+        return [Example.of(r) for r in found if r.id not in expired]
 
     # -- selecting --------------------------------------------------------------
 
@@ -367,7 +373,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         wide = self.mmr or self.max_tokens is not None
         fetch = max(selection.k, self.fetch_k) if wide else selection.k
         query = VectorQuery(selection.text, fetch, selection.where)
-        found: list[SearchResult] = yield step(self.backend.search, query)
+        found: list[SearchResult] = yield from self._live_search(query)
         examples = [Example.of(r) for r in found]
         if self.mmr and len(examples) > 1:
             target = yield from query_vector(self.embedder, selection.text)
@@ -456,6 +462,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
     def _recording(self, row: OutboxRow | None) -> Steps[None]:
         if row is not None:  # None: record_turns is off
             yield step(self.backend.save, row)
+            yield from self._stamping_ids([row.doc_id], "default")
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """``{memory_key: examples}``: few-shot exchanges as a string, or as messages."""

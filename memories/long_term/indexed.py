@@ -11,9 +11,13 @@ what a document is (a turn, an example) and what the prompt shows.
 
 from __future__ import annotations
 
+import builtins
+import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import cached_property, partial
+from itertools import groupby
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from langchain_core.embeddings import Embeddings
@@ -22,10 +26,11 @@ from pydantic import Field
 from memories.core.base import BaseMemory
 from memories.errors import InvalidInputError
 from memories.kernel.embeddings import resolve_embeddings
-from memories.kernel.namespaces import NamespaceField, namespace_text
+from memories.kernel.namespaces import NamespaceField, in_namespace, namespace_text
 from memories.kernel.paths import default_file
-from memories.kernel.steps import to_thread
+from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.stores.erasure import StoreShare
+from memories.stores.expiry import Expiring, ExpiryLedger
 from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
 from memories.stores.vector.backend import VectorBackend, VectorQuery
@@ -37,6 +42,10 @@ from memories.stores.vector.recall_index import TURN_KEY
 from memories.stores.vector.records import SearchResult
 from memories.stores.vector.scoring import check_min_score, passing
 from memories.stores.vector.writes import VectorStatus, WriteModeField
+
+#: A document's time to live as a write gives it: minutes, None (never expires), or
+#: ``"default"`` (the memory's ``ttl``).
+TTL = float | None | Literal["default"]
 
 if TYPE_CHECKING:
     from memories.integrations.chroma import ChromaStore
@@ -100,6 +109,13 @@ class IndexedMemory(BaseMemory):
             is calibrated (:mod:`memories.stores.recall.scores`): about the probability
             that the document answers the query, the same in every search and
             every namespace.
+        ttl: minutes a document lives after it was written (the namespace
+            default; a write may give one document its own); None: forever.
+            An expired document is hidden from every read at once and deleted
+            by :meth:`sweep`.
+        refresh_on_read: a document a search returns starts its time to live
+            again, as LangGraph's ``refresh_on_read``.
+        clock: the time expiry is reckoned with (Unix seconds; tests inject one).
     """
 
     mode: Literal["persistent", "memory", "http"] = "persistent"
@@ -119,6 +135,9 @@ class IndexedMemory(BaseMemory):
     vectors: PostgresURLField = None
     metadata: MetadataField = Field(default_factory=dict)
     min_score: float = Field(default=0.0, ge=0.0, le=1.0)
+    ttl: float | None = Field(default=None, gt=0)
+    refresh_on_read: bool = False
+    clock: Callable[[], float] = Field(default=time.time, exclude=True)
 
     #: Whether its documents belong to the session that wrote them (erasing a session
     #: erases them), or only to the namespace.
@@ -218,6 +237,82 @@ class IndexedMemory(BaseMemory):
             self.backend.check_filter(where)
         return VectorQuery(query, k, None if where is None else dict(where))
 
+    # -- time to live (expiry times in an ExpiryLedger beside the store) --------------
+
+    def _expiry_url(self) -> str:
+        """The database expiry times go to: the index's SQL side (pgvector, else the outbox)."""
+        if self.vectors is not None:
+            return str(self.vectors)
+        return outbox_for(self.mode, self.path, self.outbox).url
+
+    @cached_property
+    def expiry(self) -> ExpiryLedger:
+        """When this memory's documents expire (one table, every namespace)."""
+        return ExpiryLedger(self._expiry_url())
+
+    def _stamping_ids(self, ids: Sequence[str], ttl: TTL) -> Steps[None]:
+        """Give written documents their time to live (``"default"``: the memory's ``ttl``).
+
+        With no default and no ttl given, an existing time to live is left as it is.
+        """
+        minutes = self.ttl if ttl == "default" else ttl
+        if ids and (minutes is not None or ttl is None):
+            ttls = dict.fromkeys(ids, minutes)
+            yield step(self.expiry.set_many, self.namespace, ttls, now=self.clock())
+
+    def _expired_ids(self) -> Steps[set[str]]:
+        """The ids of this namespace's documents expired and not swept yet (few)."""
+        found = yield step(self.expiry.expired, now=self.clock(), namespace=self.namespace)
+        return {e.key for e in found}
+
+    def _touching(self, ids: Sequence[str]) -> Steps[None]:
+        """Start the time to live of documents just read again (``refresh_on_read``)."""
+        if self.refresh_on_read and ids:
+            pairs = [(self.namespace, i) for i in ids]
+            yield step(self.expiry.refresh, pairs, now=self.clock())
+
+    def _live_search(self, request: VectorQuery) -> Steps[list[SearchResult]]:
+        """The backend's search with expired documents left out, reading past them to fill k."""
+        expired = yield from self._expired_ids()
+        limit = request.k or self.k
+        if expired:
+            request = replace(request, k=limit + len(expired))
+        found = yield step(self.backend.search, request)
+        if expired:
+            found = [r for r in found if r.id not in expired][:limit]
+        yield from self._touching([r.id for r in found])
+        return list(found)
+
+    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+        """Delete every expired document of every namespace of the store; how many per namespace.
+
+        A crash mid-way leaves the rest to the next sweep. With ``dry_run`` it only counts.
+        """
+        now, removed = self.clock(), dict[str, int]()
+        while True:
+            chunk = self.expiry.expired(now=now, limit=None if dry_run else batch)
+            for namespace, group in groupby(chunk, key=lambda e: e.namespace):
+                expired = builtins.list(group)
+                label = "/".join(namespace)
+                removed[label] = removed.get(label, 0) + len(expired)
+                if not dry_run:
+                    twin = self if namespace == self.namespace else in_namespace(self, namespace)
+                    twin._expire(expired, now)
+            if dry_run or len(chunk) < batch:
+                return removed
+
+    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+        """Async :meth:`sweep`."""
+        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
+
+    def _expire(self, expired: Sequence[Expiring], now: float) -> None:
+        """Delete expired documents of this namespace from the index, then their expiry rows."""
+        ids = [e.key for e in expired]
+        self.backend.delete(ids, None)
+        self.backend.flush()
+        for doc_id in ids:
+            self.expiry.forget(self.namespace, doc_id, expired_at=now)
+
 
 class DocumentMemory(IndexedMemory):
     """Documents in one namespace of a vector store, with the document API.
@@ -259,7 +354,7 @@ class DocumentMemory(IndexedMemory):
         evaluates the filter).
         """
         floor = self._floor(min_score)
-        return passing(self.backend.search(self._request(query, k, filter)), floor)
+        return passing(run(self._live_search(self._request(query, k, filter))), floor)
 
     async def asearch(
         self,
@@ -272,7 +367,7 @@ class DocumentMemory(IndexedMemory):
     ) -> list[SearchResult]:
         """Async :meth:`search`."""
         floor = self._floor(min_score)
-        return passing(await self.backend.asearch(self._request(query, k, filter)), floor)
+        return passing(await arun(self._live_search(self._request(query, k, filter))), floor)
 
     def add(
         self,
@@ -282,6 +377,7 @@ class DocumentMemory(IndexedMemory):
         metadatas: Sequence[Mapping[str, Any] | None] | None = None,
         ids: Sequence[str] | None = None,
         progress: bool | None = None,
+        ttl: TTL = "default",
     ) -> list[str]:
         """Store many documents at once (bulk import), in batches; return their ids.
 
@@ -294,10 +390,13 @@ class DocumentMemory(IndexedMemory):
             metadatas: one dict (or None) per text.
             ids: one id per text; an existing id is replaced. Default: new ids.
             progress: show a progress bar; default: for more than 1,000 texts.
+            ttl: minutes each lives from now; None: forever; default: the memory's ``ttl``.
         """
         rows = self._bulk_rows(texts, metadatas, ids)
         self.backend.add(rows, progress=show_progress(progress, rows))
-        return [row.doc_id for row in rows]
+        written = [row.doc_id for row in rows]
+        run(self._stamping_ids(written, ttl))
+        return written
 
     async def aadd(self, texts: Sequence[str], /, **options: Any) -> list[str]:
         """Async :meth:`add` (the same arguments)."""

@@ -23,13 +23,10 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
-from itertools import groupby
 from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -42,7 +39,6 @@ from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversi
 from memories.kernel.embeddings import cosine, embedding_batch, query_vector
 from memories.kernel.keys import input_text_for
 from memories.kernel.messages import check_storable, message_text
-from memories.kernel.namespaces import in_namespace
 from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.long_term.collection import rules
 from memories.long_term.collection.extraction import (
@@ -55,10 +51,10 @@ from memories.long_term.collection.extraction import (
 )
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
 from memories.long_term.collection.rules import MEMORY_PREFIX
-from memories.long_term.indexed import IndexedMemory
+from memories.long_term.indexed import TTL, IndexedMemory
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.stored import StoredDocumentMemory
-from memories.stores.expiry import Expiring, ExpiryLedger
+from memories.stores.expiry import Expiring
 from memories.stores.profile_store import (
     Change,
     PendingTurn,
@@ -84,10 +80,6 @@ Policy = Literal["turn", "every_n", "background", "manual"]
 _OWN_KEYS = frozenset({"created_at", "updated_at", "version", "content_json"})
 # How many times an update is recomputed when another writer changed its memories first.
 _MAX_CONFLICTS = 3
-
-#: A memory's time to live as a write gives it: minutes, None (never expires), or
-#: ``"default"`` (the collection's ``ttl``; an update by the model keeps it).
-TTL = float | None | Literal["default"]
 
 
 @dataclass(frozen=True)
@@ -178,9 +170,6 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     max_turns_per_update: int = Field(default=10, gt=0)
     update_method: UpdateMethod = "auto"
     memory_key: str = Field(default="memories", min_length=1)
-    ttl: float | None = Field(default=None, gt=0)
-    refresh_on_read: bool = False
-    clock: Callable[[], float] = Field(default=time.time, exclude=True)
 
     _schema: ProfileSchema | None = PrivateAttr(default=None)
     _in_line: bool = PrivateAttr(default=False)
@@ -301,64 +290,23 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     # -- time to live (expiry times in an ExpiryLedger beside the ledger) -------------
 
-    @cached_property
-    def expiry(self) -> ExpiryLedger:
-        """When this collection's memories expire (a table in the ledger's database)."""
-        return ExpiryLedger(self.url)
+    def _expiry_url(self) -> str:
+        return self.url
 
     def _stamping(
         self, keys: Sequence[str], items: Sequence[ProfileItem | None], ttl: TTL
     ) -> Steps[None]:
         """Record the time to live of written memories; a deleted one's is forgotten."""
-        minutes = self.ttl if ttl == "default" else ttl
-        ttls: dict[str, float | None] = {}
-        for key, item in zip(keys, items, strict=True):
-            memory_id = key.removeprefix(MEMORY_PREFIX)
-            if item is None or item.value is None or minutes is not None or ttl is None:
-                ttls[memory_id] = None if item is None or item.value is None else minutes
-        if ttls:
-            yield step(self.expiry.set_many, self.namespace, ttls, now=self.clock())
-
-    def _expired_ids(self) -> Steps[set[str]]:
-        """The ids of this namespace's memories expired and not swept yet (few)."""
-        found = yield step(self.expiry.expired, now=self.clock(), namespace=self.namespace)
-        return {e.key for e in found}
-
-    def _touching(self, ids: Sequence[str]) -> Steps[None]:
-        """Start the time to live of memories just read again (``refresh_on_read``)."""
-        if self.refresh_on_read and ids:
-            pairs = [(self.namespace, i) for i in ids]
-            yield step(self.expiry.refresh, pairs, now=self.clock())
-
-    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
-        """Delete every expired memory of every namespace of the ledger; how many per namespace.
-
-        Each goes whole: its ledger rows (every version) and its index
-        document, then its expiry row; a crash mid-way leaves the rest to
-        the next sweep. With ``dry_run`` it only counts.
-        """
-        now, removed = self.clock(), dict[str, int]()
-        while True:
-            chunk = self.expiry.expired(now=now, limit=None if dry_run else batch)
-            for namespace, group in groupby(chunk, key=lambda e: e.namespace):
-                expired = builtins.list(group)
-                label = "/".join(namespace)
-                removed[label] = removed.get(label, 0) + len(expired)
-                if not dry_run:
-                    twin = self if namespace == self.namespace else in_namespace(self, namespace)
-                    twin._expire(expired, now)
-            if dry_run or len(chunk) < batch:
-                return removed
+        ids = [key.removeprefix(MEMORY_PREFIX) for key in keys]
+        gone = [i for i, item in zip(ids, items, strict=True) if item is None or item.value is None]
+        yield from self._stamping_ids([i for i in ids if i not in gone], ttl)
+        yield from self._stamping_ids(gone, None)
 
     def _expire(self, expired: Sequence[Expiring], now: float) -> None:
         """Delete expired memories of this namespace: ledger key with its history, index doc."""
-        ids = [e.key for e in expired]
-        for memory_id in ids:
-            self._store.delete(self.namespace, MEMORY_PREFIX + memory_id)
-        self.backend.delete(ids, None)
-        self.backend.flush()
-        for memory_id in ids:
-            self.expiry.forget(self.namespace, memory_id, expired_at=now)
+        for item in expired:
+            self._store.delete(self.namespace, MEMORY_PREFIX + item.key)
+        super()._expire(expired, now)
 
     def _background_job(self) -> None:
         super()._background_job()
@@ -368,10 +316,6 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         if expired:
             self._expire(expired, now)
             logger.debug("collection %r: swept %d expired memories", self.namespace, len(expired))
-
-    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
-        """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
 
     def _indexing(self, keys: Sequence[str], items: Sequence[ProfileItem | None]) -> Steps[None]:
         rows = [self._row(item) for item in items if item is not None and item.value is not None]
@@ -722,15 +666,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     ) -> Steps[list[MemoryRecord]]:
         if as_of is None:
             request = self._request(query, k, where)
-            expired = yield from self._expired_ids()
-            limit = request.k or self.k
-            if expired:  # read past them, then leave them out
-                request = replace(request, k=limit + len(expired))
             yield from self._lining_up()
-            found = yield step(self.backend.search, request)
-            shown = [self._found(r) for r in found if r.id not in expired][:limit]
-            yield from self._touching([r.id for r in shown])
-            return shown
+            found = yield from self._live_search(request)
+            return [self._found(r) for r in found]
         request = self._request(query, k, None)
         when = rules.timestamp(as_of)
         wanted = rules.equality(where)

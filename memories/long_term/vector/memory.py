@@ -69,7 +69,12 @@ class VectorMemory(DocumentMemory):
 
     config_type: ClassVar[str] = "vector"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="namespace", searchable=True, exportable=True, deferred=True, message_edits=True
+        scope="namespace",
+        searchable=True,
+        exportable=True,
+        deferred=True,
+        message_edits=True,
+        expires=True,
     )
 
     memory_key: str = "history"
@@ -104,7 +109,9 @@ class VectorMemory(DocumentMemory):
                 last background write); the turn waits in the outbox and is
                 written by the next call that reaches the store, or by ``flush()``.
         """
-        self.backend.save(self._turn_row(inputs, outputs, metadata))
+        row = self._turn_row(inputs, outputs, metadata)
+        self.backend.save(row)
+        run(self._stamping_ids([row.doc_id], "default"))
 
     async def asave_context(
         self,
@@ -114,7 +121,9 @@ class VectorMemory(DocumentMemory):
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         """Async :meth:`save_context`."""
-        await self.backend.asave(self._turn_row(inputs, outputs, metadata))
+        row = self._turn_row(inputs, outputs, metadata)
+        await self.backend.asave(row)
+        await arun(self._stamping_ids([row.doc_id], "default"))
 
     def load_memory_variables(
         self, inputs: dict[str, Any], *, min_score: float | None = None
@@ -125,14 +134,14 @@ class VectorMemory(DocumentMemory):
         Documents scoring below ``min_score`` (default ``self.min_score``) are left out.
         """
         floor = self._floor(min_score)
-        return self._variables(passing(self.backend.search(self._load_query(inputs)), floor))
+        return self._variables(passing(run(self._live_search(self._load_query(inputs))), floor))
 
     async def aload_memory_variables(
         self, inputs: dict[str, Any], *, min_score: float | None = None
     ) -> dict[str, Any]:
         """Async :meth:`load_memory_variables`."""
         floor = self._floor(min_score)
-        found = await self.backend.asearch(self._load_query(inputs))
+        found = await arun(self._live_search(self._load_query(inputs)))
         return self._variables(passing(found, floor))
 
     # -- the vector memory's own API ------------------------------------------------
