@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from memories.errors import (
         BackendError,
         BackendUnavailableError,
+        BudgetExceededError,
         ConfigError,
         InvalidInputError,
         InvalidProfileError,
@@ -162,6 +163,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "BackendError",
     "BackendUnavailableError",
+    "BudgetExceededError",
     "BaseMemory",
     "BufferMemory",
     "ChatHistory",
