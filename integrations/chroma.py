@@ -163,6 +163,12 @@ _PLACEMENT_SECONDS = 10.0
 _REMEMBERED = 4_096
 _PAGE = 5_000
 _T = TypeVar("_T")
+#: A persistent store's SQLite file, where Chroma keeps its write-ahead log.
+_CHROMA_FILE = "chroma.sqlite3"
+#: Chroma's log operations that carry a document (add, update, upsert; 3 is a delete).
+_LOGGED_WRITES = (0, 1, 2)
+#: How long a scrub of the log waits for Chroma's own writers (seconds).
+_LOG_TIMEOUT = 30.0
 
 
 def _embeddings(result: Mapping[str, Any]) -> list[list[float] | None]:
@@ -641,6 +647,83 @@ class ChromaStore:
                 if own is not None:
                     # A promotion may have copied them already.
                     erase(_Placement(own, False, place.checked))
+
+    # -- Chroma's write-ahead log (erasure) ---------------------------------------------
+
+    def logged(self, namespace: str, /, *, where: Mapping[str, str] | None = None) -> int:
+        """How many writes of the namespace's documents (those matching ``where``, a metadata
+        equality) Chroma's write-ahead log still holds with their text and embedding.
+
+        A persistent Chroma keeps every write in its log (``embeddings_queue`` in
+        ``chroma.sqlite3``) until its vector index is saved, every
+        ``hnsw:sync_threshold`` writes (1,000) of a collection: a deleted
+        document's text stays there meanwhile. Other modes: 0 (a server's log is
+        the server's; an in-memory one goes with the process).
+        """
+        if not self._log_file().exists():
+            return 0
+        with self._log(namespace, where) as (_, rows):
+            return len(rows)
+
+    def scrub_log(self, namespace: str, /, *, where: Mapping[str, str] | None = None) -> int:
+        """Blank the logged writes :meth:`logged` counts, once their documents are deleted:
+        no text, no metadata, an all-zero embedding. Returns how many.
+
+        The rows stay, so Chroma replays the same operations when it next loads
+        its index (an add of nothing, then its delete). Call it after deleting
+        the documents: a document still stored would come back from the log
+        with a blank embedding.
+        """
+        if not self._log_file().exists():
+            return 0
+        with self._log(namespace, where, write=True) as (connection, rows):
+            connection.executemany(
+                "UPDATE embeddings_queue SET metadata = NULL, vector = CASE WHEN vector IS NULL "
+                "THEN NULL ELSE zeroblob(length(vector)) END WHERE seq_id = ?",
+                [(seq,) for seq in rows],
+            )
+            return len(rows)
+
+    def _log_file(self) -> Path:
+        """Where a persistent store's log is (a path that exists in no other mode)."""
+        if self.mode != "persistent":
+            return Path(os.devnull) / _CHROMA_FILE
+        return Path(self.path) / _CHROMA_FILE
+
+    @contextmanager
+    def _log(
+        self, namespace: str, where: Mapping[str, str] | None, *, write: bool = False
+    ) -> Iterator[tuple[sqlite3.Connection, list[int]]]:
+        """The log's writes of the namespace's documents in this store's collections (its
+        own and its shard), matching ``where``, in a transaction (immediate to ``write``)."""
+        with self._translate("read Chroma's write-ahead log"):
+            connection = sqlite3.connect(
+                self._log_file(), timeout=_LOG_TIMEOUT, isolation_level=None
+            )
+            try:
+                connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                names = (self.collection_name(namespace), self.shard_name(namespace))
+                found = connection.execute(
+                    "SELECT id FROM collections WHERE name IN (?, ?)", names
+                ).fetchall()
+                topics = [f"%/{collection}" for (collection,) in found]
+                fields = {NAMESPACE_KEY: namespace, **(where or {})}
+                rows = [
+                    seq
+                    for topic in topics
+                    for (seq,) in connection.execute(
+                        "SELECT seq_id FROM embeddings_queue WHERE topic LIKE ? "
+                        f"AND operation IN {_LOGGED_WRITES} AND metadata IS NOT NULL "
+                        + "".join(" AND json_extract(metadata, ?) = ?" for _ in fields),
+                        [topic, *(v for k, value in fields.items() for v in (f'$."{k}"', value))],
+                    )
+                ]
+                yield connection, rows
+                connection.execute("COMMIT")
+            finally:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                connection.close()
 
     def promote(self, namespace: str, /) -> None:
         """Move a namespace from its shard into a collection of its own.

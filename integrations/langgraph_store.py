@@ -22,16 +22,24 @@ or with ``$eq``/``$ne``/``$gt``/``$gte``/``$lt``/``$lte``, and
 a depth, a limit and an offset. :class:`VectorStoreAdapter` ranks
 ``search(query=...)`` by meaning; :class:`ProfileStoreAdapter` has no
 semantic index and ignores ``query`` as LangGraph's un-indexed stores do:
-results come unranked with ``score`` None. TTLs are not supported
-(``NotImplementedError``).
+results come unranked with ``score`` None.
+
+Time to live is LangGraph's: ``put(..., ttl=minutes)`` and a ``ttl=TTLConfig``
+(``default_ttl``, ``refresh_on_read``, ``omit_expired``,
+``sweep_interval_minutes``) given to the adapter; ``sweep_ttl()`` deletes the
+expired items from their store (Chroma documents, profile rows) and
+``start_ttl_sweeper()`` runs it on a thread. Expiry times live in an
+:class:`~memories.stores.expiry.ExpiryLedger` table beside the store.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
 from abc import abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -47,11 +55,14 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 
 from memories.errors import InvalidInputError, InvalidProfileError
 from memories.kernel.namespaces import in_namespace, namespace_key
 from memories.long_term.profile import ProfileMemory, ProfileSchema, ProfileStore
+from memories.stores.expiry import ExpiryLedger
+from memories.stores.history.sql import default_sqlite_url
 from memories.stores.profile_store import ProfileItem
 from memories.stores.vector.scoring import check_min_score
 
@@ -72,6 +83,10 @@ __all__ = [
 
 Namespace = tuple[str, ...]
 
+logger = logging.getLogger(__name__)
+
+_TTL_KEYS = frozenset(TTLConfig.__annotations__)
+
 
 class MemoryStoreAdapter(BaseStore):
     """A LangGraph store over one of our stores: ``batch`` written once on five methods.
@@ -81,11 +96,54 @@ class MemoryStoreAdapter(BaseStore):
     Implement :meth:`_get`, :meth:`_put`, :meth:`_delete`, :meth:`_search` and
     :meth:`_namespaces`, and their async twins (``_aget``...) when the backend
     has native async calls; otherwise ``abatch`` runs ``batch`` in a thread.
-    Filtering, namespace matching and paging are done here, once.
+    Filtering, namespace matching, paging and time to live are done here, once.
     """
 
     #: ``search(query=...)`` ranks by meaning (a vector index); else query is ignored.
     supports_query = False
+    supports_ttl = True
+    ttl_config: TTLConfig | None = None
+    #: Where expiry times are kept (None: beside the store, see :meth:`_expiry_url`).
+    ttl_url: str | None = None
+    #: The time items are stamped and checked with (Unix seconds; a test injects its own).
+    clock: Callable[[], float] = time.time
+    _ledger: ExpiryLedger | None = None
+    _sweeper: tuple[threading.Thread, threading.Event] | None = None
+
+    def _expiring(
+        self, ttl: TTLConfig | None, ttl_url: str | None, clock: Callable[[], float] | None
+    ) -> None:
+        """Take the constructor's time-to-live arguments (every subclass passes them here)."""
+        if ttl is not None:
+            if not isinstance(ttl, Mapping) or set(ttl) - _TTL_KEYS:
+                raise InvalidInputError(
+                    f"ttl must be a LangGraph TTLConfig dict with keys among "
+                    f"{sorted(_TTL_KEYS)}, got {ttl!r:.80}."
+                )
+            self.ttl_config = TTLConfig(**ttl)
+        self.ttl_url = ttl_url
+        if clock is not None:
+            self.clock = clock
+
+    def _expiry_url(self) -> str:
+        """The database expiry times go to by default: the default SQLite file."""
+        return default_sqlite_url()
+
+    @property
+    def ledger(self) -> ExpiryLedger:
+        """The expiry times of this store's items (opened on first use)."""
+        if self._ledger is None:
+            self._ledger = ExpiryLedger(self.ttl_url or self._expiry_url())
+        return self._ledger
+
+    @property
+    def _timed(self) -> bool:
+        """Whether items may carry a time to live (configured, or a ttl was put)."""
+        return self.ttl_config is not None or self.ttl_url is not None or self._ledger is not None
+
+    @property
+    def _omit_expired(self) -> bool:
+        return bool(self.ttl_config and self.ttl_config.get("omit_expired"))
 
     # -- the five methods a backend implements ---------------------------------
 
@@ -134,17 +192,18 @@ class MemoryStoreAdapter(BaseStore):
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
-                results.append(self._get(op.namespace, op.key))
+                results.append(self._kept(op, self._get(op.namespace, op.key)))
             elif isinstance(op, PutOp):
                 if op.value is None:
                     self._delete(op.namespace, op.key)
                 else:
                     self._put(op.namespace, op.key, op.value, op.index)
+                self._stamp(op)
                 results.append(None)
             elif isinstance(op, SearchOp):
-                results.append(self._search(op))
+                results.append(self._searched(op, self._search))
             elif isinstance(op, ListNamespacesOp):
-                results.append(select_namespaces(self._namespaces(), op))
+                results.append(select_namespaces(self._live(self._namespaces()), op))
             else:
                 raise ValueError(f"{type(self).__name__} cannot run the operation {op!r:.80}")
         return results
@@ -152,21 +211,161 @@ class MemoryStoreAdapter(BaseStore):
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         results: list[Result] = []
         for op in ops:
+            # The expiry ledger is SQL: its part of each op runs on a thread too.
             if isinstance(op, GetOp):
-                results.append(await self._aget(op.namespace, op.key))
+                item = await self._aget(op.namespace, op.key)
+                results.append(await _in_thread(self._kept, op, item) if self._timed else item)
             elif isinstance(op, PutOp):
                 if op.value is None:
                     await self._adelete(op.namespace, op.key)
                 else:
                     await self._aput(op.namespace, op.key, op.value, op.index)
+                if self._timed or op.ttl is not None:
+                    await _in_thread(self._stamp, op)
                 results.append(None)
             elif isinstance(op, SearchOp):
-                results.append(await self._asearch(op))
+                if self._timed:
+                    results.append(await _in_thread(self._searched, op, self._search))
+                else:
+                    results.append(await self._asearch(op))
             elif isinstance(op, ListNamespacesOp):
-                results.append(select_namespaces(await self._anamespaces(), op))
+                namespaces = await self._anamespaces()
+                if self._omit_expired:
+                    namespaces = await _in_thread(self._live, namespaces)
+                results.append(select_namespaces(namespaces, op))
             else:
                 raise ValueError(f"{type(self).__name__} cannot run the operation {op!r:.80}")
         return results
+
+    # -- time to live: written once, on top of the five methods ----------------------
+
+    def _stamp(self, op: PutOp) -> None:
+        """Record a put's time to live (None: it never expires; a delete forgets it)."""
+        if op.value is None:
+            if self._timed:
+                self.ledger.forget(op.namespace, op.key)
+            return
+        if op.ttl is None and not self._timed:
+            return
+        self.ledger.set(op.namespace, op.key, op.ttl, now=self.clock())
+
+    def _kept(self, op: GetOp, item: Item | None) -> Item | None:
+        """A got item as the TTL settings show it: None when expired and omitted; refreshed."""
+        if item is None or not self._timed:
+            return item
+        expires = self.ledger.expires_at(op.namespace, op.key)
+        if expires is None:
+            return item
+        now = self.clock()
+        if expires <= now:
+            return None if self._omit_expired else item
+        if op.refresh_ttl:
+            self.ledger.refresh([(op.namespace, op.key)], now=now)
+        return item
+
+    def _expired_under(self, prefix: Namespace, now: float) -> set[tuple[Namespace, str]]:
+        """The expired items not swept yet under ``prefix`` (few: a sweep removes them)."""
+        return {
+            (e.namespace, e.key)
+            for e in self.ledger.expired(now=now)
+            if e.namespace[: len(prefix)] == prefix
+        }
+
+    def _searched(
+        self, op: SearchOp, search: Callable[[SearchOp], list[SearchItem]]
+    ) -> list[SearchItem]:
+        """``search(op)``, expired items left out before paging (``omit_expired``); refreshed."""
+        if not self._timed:
+            return search(op)
+        now = self.clock()
+        expired = self._expired_under(tuple(op.namespace_prefix), now) if self._omit_expired else ()
+        if expired:
+            # Read past the page by as many items as may be left out, then page.
+            wide = op._replace(offset=0, limit=op.offset + op.limit + len(expired))
+            live = [i for i in search(wide) if (tuple(i.namespace), i.key) not in expired]
+            found = live[op.offset : op.offset + op.limit]
+        else:
+            found = search(op)
+        if op.refresh_ttl and found:
+            self.ledger.refresh([(tuple(i.namespace), i.key) for i in found], now=now)
+        return found
+
+    def _live(self, namespaces: list[Namespace]) -> list[Namespace]:
+        """The namespaces that hold an item not expired (all of them without ``omit_expired``)."""
+        if not self._omit_expired:
+            return namespaces
+        expired = self._expired_under((), self.clock())
+        kept = []
+        for namespace in namespaces:
+            mine = {key for ns, key in expired if ns == namespace}
+            if not mine:
+                kept.append(namespace)
+                continue
+            probe = SearchOp(namespace, limit=len(expired) + 1, refresh_ttl=False)
+            if any(
+                tuple(i.namespace) == namespace and i.key not in mine for i in self._search(probe)
+            ):
+                kept.append(namespace)
+        return kept
+
+    def sweep_ttl(self, *, batch: int = 500) -> int:
+        """Delete every expired item from the store, then its expiry row; how many went.
+
+        Items go in batches of ``batch``. An item refreshed or put again
+        after the sweep read it is deleted from the store all the same only
+        if it was still expired; its row is kept when it was not.
+        """
+        if not self._timed:
+            return 0
+        now, removed = self.clock(), 0
+        while True:
+            chunk = self.ledger.expired(now=now, limit=batch)
+            for item in chunk:
+                self._delete(item.namespace, item.key)
+                self.ledger.forget(item.namespace, item.key, expired_at=now)
+            removed += len(chunk)
+            if len(chunk) < batch:
+                return removed
+
+    async def asweep_ttl(self, *, batch: int = 500) -> int:
+        """Async :meth:`sweep_ttl`."""
+        return int(await _in_thread(lambda: self.sweep_ttl(batch=batch)))
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's) on a daemon thread."""
+        interval = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
+        if not interval:
+            raise InvalidInputError(
+                "start_ttl_sweeper needs an interval: pass sweep_interval_minutes, or give "
+                "ttl={'sweep_interval_minutes': N} to the adapter."
+            )
+        if self._sweeper is not None:
+            return
+        stop = threading.Event()
+
+        def sweeping() -> None:
+            while not stop.wait(float(interval) * 60):
+                try:
+                    swept = self.sweep_ttl()
+                    logger.debug("%r: TTL sweep removed %d items", self, swept)
+                except Exception:  # a failed sweep is retried at the next interval
+                    logger.exception("%r: TTL sweep failed", self)
+
+        thread = threading.Thread(target=sweeping, name="memories-ttl-sweeper", daemon=True)
+        self._sweeper = (thread, stop)
+        thread.start()
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True once it has stopped (within ``timeout`` seconds)."""
+        if self._sweeper is None:
+            return True
+        thread, stop = self._sweeper
+        stop.set()
+        thread.join(timeout)
+        if thread.is_alive():
+            return False
+        self._sweeper = None
+        return True
 
 
 async def _in_thread(func: Any, *args: Any) -> Any:
@@ -258,16 +457,35 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
         store: the profile store (``ProfileStore(url)``).
         schema: a JSON Schema or Pydantic model every ``put`` must satisfy;
             None accepts any JSON object.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
+            ``omit_expired``, ``sweep_interval_minutes``); None: items live until
+            deleted, unless a ``put`` gives its own ``ttl``.
+        ttl_url: the SQL database that keeps expiry times (default: beside the store).
+        clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
     """
 
-    def __init__(self, store: ProfileStore, /, *, schema: Any = None) -> None:
+    def __init__(
+        self,
+        store: ProfileStore,
+        /,
+        *,
+        schema: Any = None,
+        ttl: TTLConfig | None = None,
+        ttl_url: str | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.store = store
         self.schema = ProfileSchema(schema) if schema is not None else None
+        self._expiring(ttl, ttl_url, clock)
 
     @classmethod
-    def from_memory(cls, memory: ProfileMemory, /) -> ProfileStoreAdapter:
+    def from_memory(cls, memory: ProfileMemory, /, **options: Any) -> ProfileStoreAdapter:
         """The store of a profile memory, checking writes against its schema."""
-        return cls(memory.store, schema=memory.profile_schema)
+        return cls(memory.store, schema=memory.profile_schema, **options)
+
+    def _expiry_url(self) -> str:
+        url = getattr(self.store, "url", None)
+        return url if isinstance(url, str) else super()._expiry_url()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.store!r})"
@@ -389,17 +607,31 @@ class VectorStoreAdapter(MemoryStoreAdapter):
         min_score: leave out of query searches the items scoring below this;
             default: the memory's ``min_score``. ``search(..., min_score=...)``
             overrides it for one call.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
+            ``omit_expired``, ``sweep_interval_minutes``); None: items live until
+            deleted, unless a ``put`` gives its own ``ttl``.
+        ttl_url: the SQL database that keeps expiry times (default: beside the store).
+        clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
     """
 
     supports_query = True
 
     def __init__(
-        self, memory: VectorMemory, /, *, text_field: str = "text", min_score: float | None = None
+        self,
+        memory: VectorMemory,
+        /,
+        *,
+        text_field: str = "text",
+        min_score: float | None = None,
+        ttl: TTLConfig | None = None,
+        ttl_url: str | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.memory = memory
         self.text_field = text_field
         self.min_score = memory.min_score if min_score is None else check_min_score(min_score)
         self._memories: dict[Namespace, VectorMemory] = {}
+        self._expiring(ttl, ttl_url, clock)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.memory.store.location})"
@@ -569,14 +801,32 @@ class CollectionStoreAdapter(MemoryStoreAdapter):
         memory: the collection whose stores and settings every namespace
             uses (its own namespace is only the template's).
         text_field: the value field that becomes the memory's content.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
+            ``omit_expired``, ``sweep_interval_minutes``); None: items live until
+            deleted, unless a ``put`` gives its own ``ttl``.
+        ttl_url: the SQL database that keeps expiry times (default: beside the store).
+        clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
     """
 
     supports_query = True
 
-    def __init__(self, memory: CollectionMemory, /, *, text_field: str = "content") -> None:
+    def __init__(
+        self,
+        memory: CollectionMemory,
+        /,
+        *,
+        text_field: str = "content",
+        ttl: TTLConfig | None = None,
+        ttl_url: str | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.memory = memory
         self.text_field = text_field
         self._memories: dict[Namespace, CollectionMemory] = {}
+        self._expiring(ttl, ttl_url, clock)
+
+    def _expiry_url(self) -> str:
+        return str(self.memory.url)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.memory.url!r})"

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         with_namespace,
         with_session,
     )
+    from memories.core.erasure import ErasureReport, erase_user
     from memories.errors import (
         BackendError,
         BackendUnavailableError,
@@ -43,14 +44,16 @@ if TYPE_CHECKING:
         MissingDependencyError,
         MissingKeyError,
         ModelFileError,
+        VersionConflictError,
     )
     from memories.faces.runnable import with_memory
-    from memories.faces.tools import memory_tools, profile_tool
+    from memories.faces.tools import entity_tools, memory_tools, profile_tool
     from memories.integrations.summarization import SummarizationMiddleware
     from memories.kernel.keys import get_prompt_input_key
     from memories.long_term.collection import CollectionMemory
     from memories.long_term.entities.kg import ConversationKGMemory
     from memories.long_term.entities.memory import ConversationEntityMemory
+    from memories.long_term.entity_graph import EntityMemory
     from memories.long_term.examples import ExampleMemory
     from memories.long_term.instructions import InstructionsMemory
     from memories.long_term.profile.memory import ProfileMemory
@@ -94,7 +97,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memories.long_term.collection": ("CollectionMemory",),
     "memories.long_term.entities.memory": ("ConversationEntityMemory",),
     "memories.long_term.entities.kg": ("ConversationKGMemory",),
-    "memories.faces.tools": ("memory_tools", "profile_tool"),
+    "memories.long_term.entity_graph": ("EntityMemory",),
+    "memories.faces.tools": ("entity_tools", "memory_tools", "profile_tool"),
     "memories.integrations.summarization": ("SummarizationMiddleware",),
     "memories.long_term.instructions": ("InstructionsMemory",),
     "memories.stores.profile_store": ("ProfileStore",),
@@ -119,6 +123,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "with_namespace",
         "with_session",
     ),
+    "memories.core.erasure": ("ErasureReport", "erase_user"),
     "memories.kernel.keys": ("get_prompt_input_key",),
     "memories.faces.runnable": ("with_memory",),
 }
@@ -180,7 +185,9 @@ __all__ = [
     "ConversationSummaryMemory",
     "ConversationTokenBufferMemory",
     "ConversationVectorStoreTokenBufferMemory",
+    "EntityMemory",
     "Entry",
+    "ErasureReport",
     "ExampleMemory",
     "InMemoryHistory",
     "InstructionsMemory",
@@ -206,10 +213,13 @@ __all__ = [
     "TokenBufferMemory",
     "VectorMemory",
     "VectorStoreRetrieverMemory",
+    "VersionConflictError",
     "WindowMemory",
     "__version__",
     "create_history",
     "create_memory",
+    "entity_tools",
+    "erase_user",
     "get_prompt_input_key",
     "load_config",
     "memory_factory",

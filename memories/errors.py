@@ -8,7 +8,8 @@ or ``except KeyError`` clauses in user code keep working::
     ├── MissingDependencyError         (+ ImportError)  an optional extra is not installed
     ├── InvalidInputError              (+ ValueError)   a turn's inputs or outputs are unusable
     │   ├── MissingKeyError            (+ KeyError)     an input/output key is absent
-    │   └── InvalidProfileError                         a document or patch would break a profile
+    │   ├── InvalidProfileError                         a document or patch would break a profile
+    │   └── VersionConflictError                        a write expected a version since replaced
     ├── ModelFileError                 (+ RuntimeError) a bundled model file is missing or corrupt
     ├── BackendError                   (+ RuntimeError) a history / vector / profile store failed
     │   └── BackendUnavailableError                     the store cannot be reached at all
@@ -33,6 +34,7 @@ __all__ = [
     "MissingDependencyError",
     "MissingKeyError",
     "ModelFileError",
+    "VersionConflictError",
 ]
 
 
@@ -67,6 +69,10 @@ class MissingKeyError(InvalidInputError, KeyError):
 
 class InvalidProfileError(InvalidInputError):
     """A document or JSON patch would make a profile invalid, or cannot be applied to it."""
+
+
+class VersionConflictError(InvalidInputError):
+    """A write expected an item at a version it has moved past: read it again, then decide."""
 
 
 class ModelFileError(MemoriesError, RuntimeError):

@@ -51,10 +51,13 @@ from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities, capabilities_of
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.messages import check_storable, format_buffer
+from memories.kernel.retention import Retention
 from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.stores.erasure import StoreShare
 from memories.stores.history.base import ChatHistory, MessageRef
 from memories.stores.history.langchain import LangChainHistory
 from memories.stores.history.memory import InMemoryHistory
+from memories.stores.history.retained import RetainedHistory
 
 __all__ = ["BaseMemory", "ChatMemory", "keeps_chat_log"]
 
@@ -188,6 +191,15 @@ class BaseMemory(LangChainBaseMemory):
         """The memories that hold data: this one, or a composite's members (flattened)."""
         return [self]
 
+    def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
+        """What this memory keeps of its session's owner (``session``) and of its namespace's
+        (``namespace``), one record per store, for :func:`memories.erase_user`.
+
+        A memory that stores nothing has none; a class that stores data says
+        where, and calls ``super()`` so that a class with two stores lists both.
+        """
+        return []
+
     def flush(self, *, timeout: float | None = None) -> bool:
         """Finish deferred work now and wait for it (at most ``timeout`` seconds).
 
@@ -272,6 +284,8 @@ class BaseMemory(LangChainBaseMemory):
                     f"{type(self).__name__}.{name} is a {value!r}, which has no config form; "
                     "use a memories history (SQLiteHistory, SQLHistory) to describe it by config."
                 ) from exc
+        if isinstance(value, Retention):
+            return value.to_config()
         if value is None or isinstance(value, str | int | float | bool):
             return value
         if isinstance(value, list | tuple) and all(isinstance(v, str | int | float) for v in value):
@@ -384,10 +398,14 @@ class ChatMemory(BaseMemory):
         return_messages: give a list of messages instead of one string.
         human_prefix: the speaker name of human messages in the string form.
         ai_prefix: the speaker name of AI messages in the string form.
+        retention: how much raw history to keep, ``{"keep_days": 7}`` or
+            ``{"keep_messages": 200}`` (:class:`~memories.kernel.retention.Retention`):
+            older messages are hidden from every read at once and deleted by
+            :meth:`sweep`; derived state (a summary) stays. None keeps everything.
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="session", chat_log=True, exportable=True
+        scope="session", chat_log=True, exportable=True, expires=True
     )
 
     chat_memory: ChatHistory = Field(default_factory=InMemoryHistory)
@@ -397,6 +415,46 @@ class ChatMemory(BaseMemory):
     return_messages: bool = False
     human_prefix: str = "Human"
     ai_prefix: str = "AI"
+    retention: Retention | None = None
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _as_retention(cls, value: Any) -> Retention | None:
+        return Retention.of(value)
+
+    @model_validator(mode="after")
+    def _retained(self) -> ChatMemory:
+        # The history is seen through the retention, so every read of every
+        # subclass hides what expired; its config stays the wrapped history's.
+        history = self.chat_memory
+        held = history.history if isinstance(history, RetainedHistory) else history
+        try:
+            wanted = held if self.retention is None else RetainedHistory(held, self.retention)
+        except NotImplementedError as exc:
+            raise ConfigError(str(exc)) from exc
+        if wanted is not history:
+            self.__dict__["chat_memory"] = wanted
+        return self
+
+    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+        """Delete the raw history the retention expires now; rows removed per session.
+
+        On a shared database every session goes through the same retention.
+        Derived state stays. Without a retention nothing expires: ``{}``.
+        """
+        history = self.chat_memory
+        if not isinstance(history, RetainedHistory):
+            return {}
+        return history.sweep(batch=batch, dry_run=dry_run)
+
+    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+        """Async :meth:`sweep`."""
+        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
+
+    def _sweep_session(self) -> int:
+        """Delete what the retention expired in this memory's own session (background jobs)."""
+        history = self.chat_memory
+        return history.sweep_session() if isinstance(history, RetainedHistory) else 0
 
     @field_validator("chat_memory", mode="before")
     @classmethod
@@ -588,6 +646,16 @@ class ChatMemory(BaseMemory):
 
     def _clearing(self) -> Steps[None]:
         yield step(self.chat_memory.clear)
+
+    def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
+        """The session's log and state in the history, when erasing a session."""
+        found = super().erasure_shares(session=session, namespace=namespace)
+        history = self.chat_memory
+        if isinstance(history, RetainedHistory):  # expired messages not swept yet go too
+            history = history.history
+        if session and isinstance(history, ChatHistory):
+            found.append(StoreShare(repr(history), history.held, history.clear))
+        return found
 
     def clear(self) -> None:
         """Erase the session: its messages and every memory's state in the history."""

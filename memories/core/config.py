@@ -87,6 +87,7 @@ MEMORY_TYPES: dict[str, tuple[str, str]] = {
     "profile": ("memories.long_term.profile", "ProfileMemory"),
     "examples": ("memories.long_term.examples", "ExampleMemory"),
     "collection": ("memories.long_term.collection", "CollectionMemory"),
+    "entity": ("memories.long_term.entity_graph", "EntityMemory"),
     "instructions": ("memories.long_term.instructions", "InstructionsMemory"),
     "vector": ("memories.long_term.vector", "VectorMemory"),
     "vector_store_retriever": ("memories.long_term.vector", "VectorStoreRetrieverMemory"),
@@ -158,10 +159,12 @@ def load_config(source: Mapping[str, Any] | str | Path) -> dict[str, Any]:
 
 
 #: Options that name a file or folder, in memory and history configs.
-_PATH_OPTIONS = ("path", "outbox")
+_PATH_OPTIONS = ("path", "outbox", "db_file")
 #: Options that hold a database URL, whose SQLite file may be relative.
 _URL_OPTIONS = ("url",)
 _SQLITE_PREFIX = "sqlite:///"
+#: Options that hold a store's config dict inside a memory config.
+_STORE_OPTIONS = ("history", "chat_memory", "entity_store", "kg")
 
 
 def sqlite_files(options: Mapping[str, Any]) -> list[str]:
@@ -169,12 +172,13 @@ def sqlite_files(options: Mapping[str, Any]) -> list[str]:
     found: list[str] = []
 
     def collect(memory: dict[str, Any]) -> dict[str, Any]:
-        for value in (memory, memory.get("history"), memory.get("chat_memory")):
+        for value in (memory, *(memory.get(key) for key in _STORE_OPTIONS)):
             if not isinstance(value, Mapping):
                 continue
             url = value.get("url")
             if value.get("type") == "sqlite" and value is not memory:
-                found.append(str(value.get("path") or default_file(DEFAULT_SQLITE_PATH)))
+                file = value.get("path") or value.get("db_file")
+                found.append(str(file or default_file(DEFAULT_SQLITE_PATH)))
             elif isinstance(url, str) and url.startswith(_SQLITE_PREFIX):
                 file = url.removeprefix(_SQLITE_PREFIX)
                 if file and file != ":memory:":
@@ -197,7 +201,7 @@ def _anchored(options: dict[str, Any], base: Path) -> dict[str, Any]:
             file = value.removeprefix(_SQLITE_PREFIX)
             if file and file != ":memory:" and not Path(file).expanduser().is_absolute():
                 options[key] = _SQLITE_PREFIX + str(base / file)
-    for key in ("history", "chat_memory"):
+    for key in _STORE_OPTIONS:
         if isinstance(options.get(key), Mapping):
             options[key] = _anchored(dict(options[key]), base)
     return options

@@ -7,6 +7,7 @@ config or bad input (the message goes to stderr).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -17,12 +18,16 @@ from memories._version import __version__
 from memories.errors import ConfigError, MemoriesError
 from memories.kernel.imports import DISTRIBUTION
 
-__all__ = ["LLM_ENV", "TOKEN_ENV", "main"]
+__all__ = ["LLM_ENV", "NAMESPACE_ENV", "TOKEN_ENV", "USER_ENV", "main"]
 
 #: The environment variable that names a model when ``--llm`` is not given.
 LLM_ENV = "MEMORIES_LLM"
 #: The environment variable that holds ``memories serve``'s token when ``--token`` is not given.
 TOKEN_ENV = "MEMORIES_TOKEN"
+#: The environment variables that say whose memories ``memories mcp`` serves, when
+#: ``--namespace`` / ``--user`` are not given.
+NAMESPACE_ENV = "MEMORIES_NAMESPACE"
+USER_ENV = "MEMORIES_USER"
 
 
 def _model(spec: str | None) -> tuple[Any, str]:
@@ -144,13 +149,23 @@ def _export(args: argparse.Namespace) -> int:
     else:
         with open(args.output, "w", encoding="utf-8") as out:
             messages, documents = export_jsonl(memory, out)
-    print(f"memories export: {messages} messages, {documents} documents", file=sys.stderr)
+    print(
+        f"memories export: {messages} messages, {documents} documents, entities and triples",
+        file=sys.stderr,
+    )
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
     from memories.core.config import load_config, namespace_labels
-    from memories.faces.commands import ExportLine, import_jsonl, read_jsonl, stores_of
+    from memories.faces.commands import (
+        ExportLine,
+        import_jsonl,
+        knowledge_of,
+        open_memory,
+        read_jsonl,
+        stores_of,
+    )
 
     options = load_config(args.config)
     labels = namespace_labels(args.namespace) if args.namespace else None
@@ -175,6 +190,7 @@ def _import(args: argparse.Namespace) -> int:
         lines,
         lambda session: stores_of(options, session, labels, "import")[0],
         lambda namespace: stores_of(options, args.session, namespace, "import")[1],
+        lambda session: [s for _, s in knowledge_of(open_memory(options, session, labels))],
         batch_size=args.batch_size,
         progress=args.progress,
     )
@@ -182,8 +198,9 @@ def _import(args: argparse.Namespace) -> int:
     sessions = len({line.session_id for line in lines if isinstance(line, ExportLine)})
     print(
         f"memories import: {messages} messages into {sessions} session(s), "
-        f"{len(lines) - messages} documents; {written} written "
-        "(messages a session already holds are skipped, documents replaced by id)",
+        f"{len(lines) - messages} documents, entities and triples; {written} written "
+        "(messages a session already holds are skipped, documents replaced by id, summaries "
+        "and triples the store holds already skipped)",
         file=sys.stderr,
     )
     return 0
@@ -227,6 +244,33 @@ def _clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def _erase(args: argparse.Namespace) -> int:
+    from memories.faces.commands import erase
+
+    def confirm(lines: list[str]) -> bool:
+        print("This erases, for good (no rollback):", *(f"  {t}" for t in lines), sep="\n")
+        print("Go on? [y/N] ", end="")
+        sys.stdout.flush()
+        return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+    report = erase(
+        args.config,
+        namespace=args.namespace,
+        session=args.session,
+        out=sys.stderr,
+        confirm=None if args.yes or args.dry_run else confirm,
+        dry_run=args.dry_run,
+    )
+    if report is None:
+        print("memories erase: nothing erased.", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(report.text(), end="")
+    return 0 if args.dry_run or report.complete else 3
+
+
 def _reshard(args: argparse.Namespace) -> int:
     from memories.faces.commands import open_memory, reshard
 
@@ -259,6 +303,25 @@ def _reshard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from memories.faces.commands import open_memory, sweep
+
+    found = sweep(open_memory(args.config), dry_run=args.dry_run)
+    if not found:
+        print(
+            "memories sweep: no memory of this config has a retention or a time to live.",
+            file=sys.stderr,
+        )
+        return 0
+    verb = "would delete" if args.dry_run else "deleted"
+    for swept in found:
+        total = sum(swept.rows.values())
+        print(f"{swept.memory} {swept.policy}: {verb} {total}")
+        for where, count in sorted(swept.rows.items()):
+            print(f"  {where}: {count}")
+    return 0
+
+
 def _is_loopback(host: str) -> bool:
     import ipaddress
 
@@ -287,13 +350,14 @@ def _serve(args: argparse.Namespace) -> int:
     from memories.faces.server.service import Inspector
 
     app = create_app(
-        Inspector(args.config),
+        Inspector(args.config, allow_writes=args.allow_writes),
         token=token,
         hosts=LOOPBACK_HOSTS if loopback else ("*",),
         timeout=args.timeout,
     )
     where = f"http://{args.host}:{args.port}/"
-    print(f"memories serve: read-only inspector of {args.config} at {where}", file=sys.stderr)
+    mode = "inspector (writes allowed)" if args.allow_writes else "read-only inspector"
+    print(f"memories serve: {mode} of {args.config} at {where}", file=sys.stderr)
     if token is not None:
         print(f"Open {where}?token=... once (the token you set) in your browser.", file=sys.stderr)
     run(
@@ -306,6 +370,25 @@ def _serve(args: argparse.Namespace) -> int:
         limit_concurrency=64,
         h11_max_incomplete_event_size=16_384,
     )
+    return 0
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from memories.kernel.imports import import_object
+
+    serve = import_object("memories.faces.mcp_server", "serve", what="the MCP server")
+    from memories.faces.mcp_server import ConfigTools
+
+    tools = ConfigTools(
+        args.config,
+        namespace=args.namespace or os.environ.get(NAMESPACE_ENV) or None,
+        user=args.user or os.environ.get(USER_ENV) or None,
+    )
+    print(
+        f"memories mcp: {', '.join(tools.tools)} over stdio, for {tools.whose}",
+        file=sys.stderr,
+    )
+    serve(tools, timeout=args.timeout)
     return 0
 
 
@@ -423,6 +506,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     letters.set_defaults(run=_dead_letters)
 
+    erase = commands.add_parser(
+        "erase",
+        help="erase a person's data in every store of a config (a namespace, a session or "
+        "both), then count again: the report shows 0 remaining",
+    )
+    erase.add_argument(
+        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+    )
+    erase.add_argument(
+        "--namespace", help="the person's namespace, labels joined by '.' (e.g. users.maya)"
+    )
+    erase.add_argument("--session", help="the person's chat session")
+    erase.add_argument("--dry-run", action="store_true", help="count what would go; erase nothing")
+    erase.add_argument("--json", action="store_true", help="print the report as JSON")
+    erase.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    erase.set_defaults(run=_erase)
+
     reshard = commands.add_parser(
         "reshard",
         help="move small namespaces of a Chroma store made before shards into shared "
@@ -435,8 +535,19 @@ def build_parser() -> argparse.ArgumentParser:
     reshard.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     reshard.set_defaults(run=_reshard)
 
+    sweep = commands.add_parser(
+        "sweep",
+        help="delete the raw history past each memory's retention, in every session of its store",
+    )
+    sweep.add_argument(
+        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+    )
+    sweep.add_argument("--dry-run", action="store_true", help="count what would go; delete nothing")
+    sweep.set_defaults(run=_sweep)
+
     serve = commands.add_parser(
-        "serve", help="a read-only web inspector and JSON API over a config (the server extra)"
+        "serve",
+        help="a web inspector and JSON API over a config, read-only by default (server extra)",
     )
     serve.add_argument(
         "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
@@ -453,7 +564,34 @@ def build_parser() -> argparse.ArgumentParser:
         default=15,
         help="seconds a request may wait for the stores before a 504 (default 15)",
     )
+    serve.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="show and allow the actions: edit, delete, roll back, retry dead letters",
+    )
     serve.set_defaults(run=_serve)
+
+    mcp = commands.add_parser(
+        "mcp", help="an MCP server over stdio: the memory tools of a config (the mcp extra)"
+    )
+    mcp.add_argument(
+        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+    )
+    mcp.add_argument(
+        "--namespace",
+        help=f"the one namespace every call uses, labels joined by '.' (default: ${NAMESPACE_ENV})",
+    )
+    mcp.add_argument(
+        "--user",
+        help=f"fills the config's {{user_id}} (default: ${USER_ENV}, else the client's name)",
+    )
+    mcp.add_argument(
+        "--timeout",
+        type=_positive,
+        default=30,
+        help="seconds a call may wait for the stores before it answers an error (default 30)",
+    )
+    mcp.set_defaults(run=_mcp)
     return parser
 
 

@@ -9,8 +9,10 @@ config serves every user.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import textwrap
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,9 +30,10 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
-from memories.core.base import BaseMemory
+from memories.core.base import BaseMemory, ChatMemory
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, load_config, with_namespace, with_session
+from memories.core.erasure import ErasureReport, StoreErasure, erase_user
 from memories.core.langchain import LangChainBaseMemory
 from memories.core.members import (
     chat_memories,
@@ -40,35 +43,46 @@ from memories.core.members import (
 )
 from memories.errors import ConfigError, InvalidInputError, LLMError
 from memories.faces.exchange import DEFAULT_HEADER, save_exchange, view_memory
+from memories.kernel.capabilities import capabilities_of
 from memories.kernel.messages import check_storable, dump_message, message_text
 from memories.kernel.namespaces import as_namespace
 from memories.kernel.tokens import TiktokenCounter
+from memories.long_term.entities import ConversationEntityMemory, ConversationKGMemory
 from memories.long_term.profile import ProfileMemory
+from memories.stores.entity_store import EntityStore, InMemoryEntityStore
+from memories.stores.graph_store import EntityGraph, InMemoryEntityGraph, KnowledgeTriple
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.memory import InMemoryHistory
+from memories.stores.sql import redacted
 
 if TYPE_CHECKING:
     from memories.integrations.chroma import Demotion
 
 __all__ = [
     "DocumentLine",
+    "EntityLine",
     "ExportLine",
+    "Swept",
+    "TripleLine",
     "chat",
     "chat_memories",
     "clear",
     "clear_targets",
     "dead_letters",
+    "erase",
     "export_jsonl",
     "flush",
     "format_usage",
     "histories_of",
     "import_jsonl",
     "inspect",
+    "knowledge_of",
     "leaf_memories",
     "open_memory",
     "read_jsonl",
     "reshard",
     "stores_of",
+    "sweep",
     "usage_report",
 ]
 
@@ -301,6 +315,8 @@ def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) 
             _inspect_profile(profile, out, last=last)
     for vector in searchable_memories(memory):
         _inspect_vector(vector, out, last=last)
+    for session_id, store in knowledge_of(memory):
+        _inspect_knowledge(session_id, store, out, last=last)
     tokens = TiktokenCounter()(shown_messages) if shown_messages else 0
     out.write(f"\nwhat the memory adds to the next prompt ({tokens} tokens):\n")
     out.write(_format_messages(shown_messages) or "  (nothing)\n")
@@ -323,6 +339,56 @@ def _inspect_profile(profile: ProfileMemory, out: TextIO, *, last: int | None) -
     for change in shown:
         detail = change.error if change.error else json.dumps(list(change.patch))
         out.write(f"  change #{change.id} {change.kind} v{change.version}: {detail[:100]}\n")
+
+
+def knowledge_of(memory: LangChainBaseMemory) -> list[tuple[str, EntityStore | EntityGraph]]:
+    """The entity stores and knowledge graphs of a memory's entity and KG members, by session.
+
+    Only those that outlive the process: an in-memory store is empty in a
+    new process, so a command has nothing to read there and nowhere to write.
+    """
+    found: list[tuple[str, EntityStore | EntityGraph]] = []
+    for leaf in leaf_memories(memory):
+        if not isinstance(leaf, ConversationEntityMemory | ConversationKGMemory):
+            continue
+        store = leaf.knowledge_store
+        if not isinstance(store, EntityStore | EntityGraph) or isinstance(
+            store, InMemoryEntityStore | InMemoryEntityGraph
+        ):
+            continue  # in this process only, or LangChain's graph (not in a config)
+        session_id = getattr(store, "session_id", None) or leaf.chat_memory.session_id
+        if all(store is not seen for _, seen in found):
+            found.append((session_id, store))
+    return found
+
+
+def _entities(store: EntityStore) -> dict[str, str]:
+    try:
+        return store.entities()
+    except NotImplementedError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _inspect_knowledge(
+    session_id: str, store: EntityStore | EntityGraph, out: TextIO, *, last: int | None
+) -> None:
+    if isinstance(store, EntityStore):
+        items = [
+            f"{name} ({len(store.history(name))} versions): {summary}"
+            for name, summary in _entities(store).items()
+        ]
+        kind = "entities"
+    else:
+        items = [f"({s}, {p}, {o})" for s, o, p in store.get_triples()]
+        kind = "triples"
+    shown = items if last is None else items[-last:] if last else []
+    out.write(
+        f"\n{kind} of session {session_id!r} in {store!r}: {len(items)}"
+        + (f" (last {len(shown)} shown)\n" if len(shown) < len(items) else "\n")
+    )
+    for item in shown:
+        text = item.replace("\n", " | ")
+        out.write(f"  {text[:120]}{'…' if len(text) > 120 else ''}\n")
 
 
 def _documents(vector: Any) -> list[Any]:
@@ -424,7 +490,40 @@ class DocumentLine:
         return json.dumps({**record, "metadata": self.metadata}, ensure_ascii=False)
 
 
-Line = ExportLine | DocumentLine
+@dataclass(frozen=True)
+class EntityLine:
+    """One line of an export: an entity's current summary in a session's entity store."""
+
+    session_id: str
+    """The session the entity store keeps."""
+    entity: str
+    """The entity's name."""
+    summary: str
+    """Its summary."""
+
+    def to_json(self) -> str:
+        """The JSON Lines form: ``{"session_id", "entity", "summary"}``."""
+        record = {"session_id": self.session_id, "entity": self.entity, "summary": self.summary}
+        return json.dumps(record, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class TripleLine:
+    """One line of an export: a (subject, predicate, object) triple of a session's graph."""
+
+    session_id: str
+    """The session the graph keeps."""
+    triple: KnowledgeTriple
+    """The triple."""
+
+    def to_json(self) -> str:
+        """The JSON Lines form: ``{"session_id", "triple": [subject, predicate, object]}``."""
+        return json.dumps(
+            {"session_id": self.session_id, "triple": list(self.triple)}, ensure_ascii=False
+        )
+
+
+Line = ExportLine | DocumentLine | EntityLine | TripleLine
 
 
 def _stored(memory: LangChainBaseMemory, command: str) -> tuple[list[ChatHistory], list[Any]]:
@@ -462,9 +561,24 @@ def stores_of(
 
 
 def export_jsonl(memory: LangChainBaseMemory, out: TextIO) -> tuple[int, int]:
-    """Write a memory's messages and vector documents as JSON Lines; return how many of each."""
+    """Write a memory's messages, vector documents, entity summaries and triples as JSON Lines.
+
+    Returns:
+        How many messages, and how many other lines (documents, entities, triples).
+    """
     histories, vectors = _stored(memory, "export")
     messages = documents = 0
+    for session_id, store in knowledge_of(memory):
+        if isinstance(store, EntityStore):
+            lines: list[Line] = [
+                EntityLine(session_id, name, summary) for name, summary in _entities(store).items()
+            ]
+        else:
+            lines = [
+                TripleLine(session_id, KnowledgeTriple(s, p, o)) for s, o, p in store.get_triples()
+            ]
+        out.writelines(line.to_json() + "\n" for line in lines)
+        documents += len(lines)
     for history in histories:
         for entry in history.entries():
             out.write(ExportLine(history.session_id, entry.message, entry.seq).to_json() + "\n")
@@ -529,6 +643,8 @@ def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | N
         message = messages_from_dict([record["message"]])[0]
         dump_message(check_storable([message])[0])  # what the history will write, checked now
         return ExportLine(session_id, message, record.get("seq"))
+    if "entity" in record or "triple" in record:
+        return _parse_knowledge(record, session)
     labels = namespace or as_namespace(record["namespace"])
     text, doc_id, metadata = record["text"], record["id"], record.get("metadata") or {}
     if not isinstance(text, str) or not isinstance(doc_id, str) or not doc_id:
@@ -539,10 +655,42 @@ def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | N
     return DocumentLine(labels, doc_id, text, metadata)
 
 
+def _parse_knowledge(record: dict[str, Any], session: str | None) -> EntityLine | TripleLine:
+    session_id = session or record["session_id"]
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+    if "entity" in record:
+        entity, summary = record["entity"], record["summary"]
+        if not isinstance(entity, str) or not entity or not isinstance(summary, str):
+            raise ValueError("entity must be a non-empty string and summary a string")
+        check_storable([HumanMessage(entity), HumanMessage(summary)])
+        return EntityLine(session_id, entity, summary)
+    triple = record["triple"]
+    if not isinstance(triple, list) or len(triple) != 3:
+        raise ValueError(f"triple must be [subject, predicate, object], got {triple!r:.80}")
+    if not all(isinstance(part, str) and part for part in triple):
+        raise ValueError(f"a triple's parts must be non-empty strings, got {triple!r:.80}")
+    check_storable([HumanMessage(part) for part in triple])
+    return TripleLine(session_id, KnowledgeTriple(*triple))
+
+
 def _target(line: Line) -> tuple[str, Any]:
     if isinstance(line, ExportLine):
         return ("session", line.session_id)
+    if isinstance(line, EntityLine):
+        return ("entities", line.session_id)
+    if isinstance(line, TripleLine):
+        return ("graph", line.session_id)
     return ("namespace", line.namespace)
+
+
+#: What holds each kind of line, as the import's errors name it.
+_HOLDERS = {
+    "session": ("messages", "history"),
+    "namespace": ("documents", "vector memory"),
+    "entities": ("entity summaries", "entity store that outlives the process"),
+    "graph": ("knowledge triples", "knowledge graph that outlives the process"),
+}
 
 
 def _batches(lines: list[Line], size: int) -> Iterator[list[Line]]:
@@ -561,6 +709,7 @@ def import_jsonl(
     lines: list[Line],
     histories_for: Callable[[str], list[ChatHistory]],
     vectors_for: Callable[[tuple[str, ...]], list[Any]] | None = None,
+    knowledge_for: Callable[[str], list[EntityStore | EntityGraph]] | None = None,
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: bool | None = None,
@@ -572,12 +721,15 @@ def import_jsonl(
     id (a second import replaces it), and a session's messages that its log
     already holds as a run (an export imported into its own session, or
     imported twice) are skipped; when the log ends with the beginning of them
-    (an import that stopped half-way), the rest is appended.
+    (an import that stopped half-way), the rest is appended. An entity summary
+    is written as a new version unless it is the entity's summary already; a
+    triple is added unless the graph holds it already.
 
     Args:
         lines: from :func:`read_jsonl`.
         histories_for: the histories of a session (from the config).
         vectors_for: the vector memories of a namespace (from the config).
+        knowledge_for: the entity stores and graphs of a session (from the config).
         batch_size: lines per write.
         progress: show a progress bar on stderr; None shows it on a terminal.
 
@@ -597,14 +749,18 @@ def import_jsonl(
             kind, where = target
             if kind == "session":
                 found: list[Any] = histories_for(where)
-            else:
+            elif kind == "namespace":
                 found = vectors_for(where) if vectors_for is not None else []
+            else:
+                holds = EntityStore if kind == "entities" else EntityGraph
+                stores = knowledge_for(where) if knowledge_for is not None else []
+                found = [store for store in stores if isinstance(store, holds)]
             if not found:
+                what, holder = _HOLDERS[kind]
+                where_kind = "namespace" if kind == "namespace" else "session"
                 raise ConfigError(
-                    f"The file holds {'messages' if kind == 'session' else 'documents'} "
-                    f"(for {kind} {where!r}) and the config's memory has no "
-                    f"{'history' if kind == 'session' else 'vector memory'} to take them. "
-                    "Nothing was imported."
+                    f"The file holds {what} (for {where_kind} {where!r}) and the config's "
+                    f"memory has no {holder} to take them. Nothing was imported."
                 )
             targets[target] = found
     disable = None if progress is None else not progress  # None: only on a terminal
@@ -622,6 +778,8 @@ def import_jsonl(
                     ]
                     store.append(new)
                     written += len(new)
+                elif isinstance(store, EntityStore | EntityGraph):
+                    written += _import_knowledge(store, batch)
                 else:
                     documents = [line for line in batch if isinstance(line, DocumentLine)]
                     store.import_documents(
@@ -632,6 +790,29 @@ def import_jsonl(
                     written += len(documents)
             bar.update(len(batch))
     return written
+
+
+def _import_knowledge(store: EntityStore | EntityGraph, batch: list[Line]) -> int:
+    """Write a batch's summaries or triples that ``store`` lacks, in one transaction."""
+    if isinstance(store, EntityStore):
+        current = _entities(store)
+        new = {
+            line.entity: line.summary
+            for line in batch
+            if isinstance(line, EntityLine) and current.get(line.entity) != line.summary
+        }
+        store.set_many(new)
+        return len(new)
+    held = {(s, p, o) for s, o, p in store.get_triples()}
+    triples = list(
+        dict.fromkeys(
+            line.triple
+            for line in batch
+            if isinstance(line, TripleLine) and tuple(line.triple) not in held
+        )
+    )
+    store.add_triples(triples)
+    return len(triples)
 
 
 def _already_there(
@@ -692,6 +873,11 @@ def clear_targets(memory: LangChainBaseMemory, *, namespaces: bool = False) -> l
         targets += [
             f"session {v.session_id!r} of vector namespace {'.'.join(v.namespace)}" for v in vectors
         ]
+    targets += [
+        f"{'entities' if isinstance(store, EntityStore) else 'knowledge graph'} of session "
+        f"{session_id!r} in {store!r}"
+        for session_id, store in knowledge_of(memory)
+    ]
     return targets
 
 
@@ -722,6 +908,8 @@ def clear(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]
                 f"{'.'.join(vector.namespace)}: {held - left} documents ({left} of other "
                 "sessions kept; --erase-namespace erases them)"
             )
+    for session_id, store in knowledge_of(memory):
+        done.append(_clear_knowledge(session_id, store, erase=namespaces))
     for leaf in leaf_memories(memory):
         if isinstance(leaf, ProfileMemory) and namespaces:
             leaf.clear()
@@ -731,6 +919,58 @@ def clear(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]
                 f"(rollback({version - 1}) restores it)"
             )
     return done
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """What a sweep removed (or, in a dry run, would remove) from one memory's store."""
+
+    memory: str
+    """The memory's config type and its store, as a reader names them."""
+    policy: dict[str, Any]
+    """The retention or time to live it applied (its config form)."""
+    rows: dict[str, int]
+    """Items deleted per session or namespace (those with none left out)."""
+
+
+def sweep(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Swept]:
+    """Delete what each member's retention or time to live expired, in every session or namespace.
+
+    Members that declare nothing can expire are left out, and so are chat
+    memories without a retention. Derived state (summaries, profiles) is
+    never touched; a crash mid-way leaves a shorter sweep for the next run.
+    """
+    done = []
+    for leaf in leaf_memories(memory):
+        if not capabilities_of(leaf).expires:
+            continue
+        if isinstance(leaf, ChatMemory):
+            if leaf.retention is None:
+                continue
+            name, policy = f"{leaf.config_type} on {leaf.chat_memory!r}", leaf.retention.to_config()
+        else:
+            store = redacted(str(getattr(leaf, "url", "")))
+            kind = getattr(leaf, "config_type", type(leaf).__name__)
+            name, policy = f"{kind} on {store}", {"ttl": getattr(leaf, "ttl", None)}
+        done.append(Swept(name, policy, leaf.sweep(dry_run=dry_run)))  # type: ignore[attr-defined]
+    return done
+
+
+def _clear_knowledge(session_id: str, store: EntityStore | EntityGraph, *, erase: bool) -> str:
+    """Clear an entity store (its versions kept, unless ``erase``) or a graph; say what went."""
+    if isinstance(store, EntityGraph):
+        held = len(store.get_triples())
+        store.clear()
+        return f"knowledge graph of session {session_id!r}: {held} triples and their changes"
+    held = len(_entities(store))
+    if erase:
+        store.purge()
+        return f"entities of session {session_id!r}: {held} entities and every version"
+    store.clear()
+    return (
+        f"entities of session {session_id!r}: {held} entities (their earlier versions kept; "
+        "--erase-namespace erases them)"
+    )
 
 
 def reshard(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Demotion]:
@@ -752,3 +992,51 @@ def reshard(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Demot
             seen.add(store.target)
             done += store.reshard(dry_run=dry_run)
     return done
+
+
+# -- erase ----------------------------------------------------------------------
+
+#: For crash tests: after erasing this many stores, ``erase`` writes ``paused`` and waits
+#: (at most :data:`_PAUSE_SECONDS`) to be killed half-way, at a known point.
+ERASE_PAUSE_ENV = "MEMORIES_ERASE_PAUSE_AFTER"
+_PAUSE_SECONDS = 600.0
+
+
+def erase(
+    config: str | Path | dict[str, Any],
+    *,
+    namespace: str | None,
+    session: str | None,
+    out: TextIO,
+    confirm: Callable[[list[str]], bool] | None = None,
+    dry_run: bool = False,
+) -> ErasureReport | None:
+    """Erase a person's data in every store of a config (see :func:`~memories.erase_user`).
+
+    Without ``dry_run``, first counts what will go and asks ``confirm`` with a
+    line per store (None: do not ask); returns None when it says no. Each
+    store's line is written to ``out`` as soon as that store is done.
+    """
+    if not dry_run and confirm is not None:
+        preview = erase_user(config, namespace=namespace, session=session, dry_run=True)
+        lines = [line for line in preview.text().splitlines()[:-1]]
+        if not confirm(lines or ["(nothing: no store holds data of it)"]):
+            return None
+
+    pause_after = int(os.environ.get(ERASE_PAUSE_ENV) or 0)
+    stores_done = 0
+
+    def done(line: StoreErasure) -> None:
+        nonlocal stores_done
+        counts = line.found if line.remaining is None else line.removed
+        kinds = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "nothing"
+        verb = "would erase" if line.remaining is None else "erased"
+        out.write(f"{verb} in {line.store}: {kinds}\n")
+        stores_done += 1
+        if stores_done == pause_after:
+            out.write("paused\n")
+            out.flush()
+            threading.Event().wait(_PAUSE_SECONDS)
+        out.flush()
+
+    return erase_user(config, namespace=namespace, session=session, dry_run=dry_run, progress=done)

@@ -2,8 +2,12 @@
 
 ``memory_tools(collection)`` gives ``manage_memory`` and ``search_memory``, with
 langmem's argument names (``content``, ``action``, ``id``; ``query``,
-``limit``), and ``profile_tool(profile)`` gives ``update_profile`` (a JSON
-patch). Each works in ``create_agent`` or any LangChain tool-calling loop::
+``limit``), ``profile_tool(profile)`` gives ``update_profile`` (a JSON
+patch), ``read_profile_tool(profile)`` gives ``read_profile``, and
+``entity_tools(memory)`` gives ``manage_entity`` and
+``search_entities`` over a ``ConversationEntityMemory`` (or
+``manage_relation`` and ``entity_knowledge`` over a ``ConversationKGMemory``).
+Each works in ``create_agent`` or any LangChain tool-calling loop::
 
     memory = CollectionMemory(namespace=("memories", "{user_id}"), path="chroma")
     agent = create_agent(model, memory_tools(memory))
@@ -16,27 +20,60 @@ argument, and an id from another namespace is simply not found). A
 templated label with no value in the run config is an error, never a
 shared fallback.
 
+The entity and knowledge-graph memories keep a session's knowledge: their
+tools take the memory, or a factory ``thread_id -> memory`` called with the
+run's ``configurable.thread_id`` (as ``MemoryMiddleware`` does); again the
+model never names a session.
+
 **Errors** go back to the model as the tool's answer (``"Error: ..."``), so it
-can correct itself; they never end the run.
+can correct itself; they never end the run. Every argument is bounded
+(:data:`MAX_LIMIT`, :data:`MAX_OFFSET`, :data:`MAX_QUERY`, :data:`MAX_CONTENT`,
+:data:`MAX_OPERATIONS`) and checked before anything is written.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import string
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
 from memories.core.base import BaseMemory
+from memories.core.langchain import LangChainBaseMemory
 from memories.errors import MemoriesError
+from memories.faces.runnable import MemoryFactory, SessionMemories
 from memories.kernel.namespaces import in_namespace
+from memories.stores.graph_store import KnowledgeTriple
 
-__all__ = ["memory_tools", "profile_tool"]
+__all__ = [
+    "MAX_CONTENT",
+    "MAX_LIMIT",
+    "MAX_OFFSET",
+    "MAX_OPERATIONS",
+    "MAX_QUERY",
+    "entity_tools",
+    "memory_tools",
+    "profile_tool",
+    "read_profile_tool",
+]
+
+#: The most memories one ``search_memory`` call returns.
+MAX_LIMIT = 50
+#: How deep ``search_memory`` pages (``offset``).
+MAX_OFFSET = 1_000
+#: The longest ``search_memory`` query, in characters.
+MAX_QUERY = 2_000
+#: The longest memory ``manage_memory`` saves, and the longest profile patch (as JSON), in
+#: characters: a memory is a fact about the user, not a document.
+MAX_CONTENT = 10_000
+#: The most operations one ``update_profile`` call applies.
+MAX_OPERATIONS = 100
 
 
 class _PerRun:
@@ -79,6 +116,12 @@ class _PerRun:
             return self._made[key]
 
 
+def _bounded(text: str, what: str, most: int) -> str:
+    if len(text) > most:
+        raise ToolException(f"{what} is {len(text):,} characters; at most {most:,}.")
+    return text
+
+
 def _fields(label: str) -> list[str]:
     return [name for _, name, _, _ in string.Formatter().parse(label) if name]
 
@@ -118,6 +161,8 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
         """
         target = per_run.memory(config)
         assert isinstance(target, CollectionMemory)
+        if content is not None:
+            _bounded(content, "content", MAX_CONTENT)
         with _told_to_the_model():
             if action == "create":
                 if not content:
@@ -145,8 +190,11 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
         """Search your long-term memories about the user; returns them with their ids."""
         target = per_run.memory(config)
         assert isinstance(target, CollectionMemory)
-        if limit < 1 or offset < 0:
-            raise ToolException("limit must be at least 1 and offset at least 0.")
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ToolException(f"limit must be between 1 and {MAX_LIMIT}, got {limit}.")
+        if not 0 <= offset <= MAX_OFFSET:
+            raise ToolException(f"offset must be between 0 and {MAX_OFFSET}, got {offset}.")
+        _bounded(query, "query", MAX_QUERY)
         with _told_to_the_model():
             found = target.search(query, k=limit + offset)[offset:]
         return json.dumps(
@@ -179,11 +227,191 @@ def profile_tool(profile: Any, /) -> BaseTool:
         """
         target = per_run.memory(config)
         assert isinstance(target, ProfileMemory)
+        if len(operations) > MAX_OPERATIONS:
+            raise ToolException(
+                f"{len(operations)} operations in one patch; at most {MAX_OPERATIONS}."
+            )
+        _bounded(json.dumps(list(operations), default=str), "the patch", MAX_CONTENT)
         with _told_to_the_model():
             target.update(list(operations))
             return json.dumps(target.get(), ensure_ascii=False)
 
     return StructuredTool.from_function(update_profile, handle_tool_error=_answer)
+
+
+def read_profile_tool(profile: Any, /) -> BaseTool:
+    """``read_profile``: the model reads a :class:`~memories.ProfileMemory`'s document."""
+    from memories.long_term.profile import ProfileMemory
+
+    if not isinstance(profile, ProfileMemory):
+        raise TypeError(f"read_profile_tool() takes a ProfileMemory, got {type(profile).__name__}.")
+    per_run = _PerRun(profile)
+
+    def read_profile(*, config: RunnableConfig) -> str:
+        """The user's profile as it now stands, a JSON document ({} when nothing is known).
+
+        Read it before update_profile, to patch the paths it has.
+        """
+        target = per_run.memory(config)
+        assert isinstance(target, ProfileMemory)
+        with _told_to_the_model():
+            return json.dumps(target.get() or {}, ensure_ascii=False)
+
+    return StructuredTool.from_function(read_profile, handle_tool_error=_answer)
+
+
+def entity_tools(
+    memory: LangChainBaseMemory | MemoryFactory,
+    /,
+    *,
+    kind: Literal["entity", "kg"] | None = None,
+    session_key: str = "thread_id",
+) -> list[BaseTool]:
+    """Tools that let the model keep an entity or knowledge-graph memory's knowledge.
+
+    Over a :class:`~memories.ConversationEntityMemory`: ``manage_entity``
+    (write or delete an entity's summary: a new version, the old ones kept) and
+    ``search_entities``. Over a :class:`~memories.ConversationKGMemory`:
+    ``manage_relation`` (add or delete a triple) and ``entity_knowledge``.
+
+    Args:
+        memory: the memory, or a factory ``session -> memory`` called once per
+            session with the run's ``configurable[session_key]``.
+        kind: which memory a factory makes (``"entity"`` or ``"kg"``); a
+            memory given says it itself.
+        session_key: the ``configurable`` field naming the session.
+    """
+    from memories.long_term.entities import ConversationEntityMemory, ConversationKGMemory
+
+    classes: dict[str, type[Any]] = {"entity": ConversationEntityMemory, "kg": ConversationKGMemory}
+    if isinstance(memory, LangChainBaseMemory):
+        kind = "entity" if isinstance(memory, ConversationEntityMemory) else "kg"
+        if not isinstance(memory, classes[kind]):
+            raise TypeError(
+                "entity_tools() takes a ConversationEntityMemory or a ConversationKGMemory "
+                f"(or a factory of them), got {type(memory).__name__}."
+            )
+    elif kind not in classes:
+        raise TypeError(
+            "entity_tools() with a memory factory needs kind='entity' (it makes "
+            f"ConversationEntityMemory) or kind='kg' (ConversationKGMemory); got {kind!r}."
+        )
+    sessions = SessionMemories(memory, session_key, owner="entity_tools")
+    wanted = classes[kind]
+
+    def memory_for(config: RunnableConfig) -> Any:
+        with _told_to_the_model():
+            found = sessions.get(config)
+        if not isinstance(found, wanted):
+            raise ToolException(
+                f"entity_tools(kind={kind!r}) needs a {wanted.__name__}; the memory factory "
+                f"made a {type(found).__name__}."
+            )
+        return found
+
+    return _entity_summary_tools(memory_for) if kind == "entity" else _relation_tools(memory_for)
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.casefold()))
+
+
+def _entity_summary_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[BaseTool]:
+    def manage_entity(
+        name: str,
+        summary: str | None = None,
+        action: Literal["update", "delete"] = "update",
+        *,
+        config: RunnableConfig,
+    ) -> str:
+        """Write what you know about a person, place or thing, or delete it.
+
+        ``update`` replaces the entity's summary with ``summary`` (give the
+        whole summary: what was known plus what is new); ``delete`` forgets it.
+        Earlier summaries are kept in the entity's history.
+        """
+        if not name.strip():
+            raise ToolException("name must name the entity (e.g. 'Jane').")
+        store = memory_for(config).knowledge_store
+        with _told_to_the_model():
+            if action == "delete":
+                if not store.exists(name):
+                    return f"There is no entity {name!r}; nothing deleted."
+                store.delete(name)
+                return f"deleted entity {name!r}"
+            if not summary or not summary.strip():
+                raise ToolException("update needs the entity's summary.")
+            store.set(name, summary.strip())
+            return f"updated entity {name!r}"
+
+    def search_entities(query: str = "", limit: int = 10, *, config: RunnableConfig) -> str:
+        """The entities you know about whose name or summary has a word of ``query``.
+
+        An empty query lists them all (the most recently written last).
+        """
+        if limit < 1:
+            raise ToolException("limit must be at least 1.")
+        store = memory_for(config).knowledge_store
+        with _told_to_the_model():
+            try:
+                entities = store.entities()
+            except NotImplementedError as exc:
+                raise ToolException(str(exc)) from exc
+        words = _words(query)
+        found = [
+            {"name": name, "summary": summary}
+            for name, summary in entities.items()
+            if not words or words & _words(f"{name} {summary}")
+        ]
+        return json.dumps(found[-limit:], ensure_ascii=False)
+
+    return [
+        StructuredTool.from_function(manage_entity, handle_tool_error=_answer),
+        StructuredTool.from_function(search_entities, handle_tool_error=_answer),
+    ]
+
+
+def _relation_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[BaseTool]:
+    def manage_relation(
+        subject: str,
+        predicate: str,
+        object: str,
+        action: Literal["add", "delete"] = "add",
+        *,
+        config: RunnableConfig,
+    ) -> str:
+        """Add or delete a fact (subject, predicate, object), e.g. ('Jane', 'lives in', 'Oslo').
+
+        A subject holds one relation to each object: adding ('Jane', 'moved to',
+        'Oslo') replaces ('Jane', 'lives in', 'Oslo'). ``delete`` removes the
+        subject's relation to the object, whatever it is.
+        """
+        parts = {"subject": subject, "predicate": predicate, "object": object}
+        empty = [name for name, value in parts.items() if not value.strip()]
+        if empty:
+            raise ToolException(f"{', '.join(empty)} must not be empty.")
+        triple = KnowledgeTriple(subject.strip(), predicate.strip(), object.strip())
+        graph = memory_for(config).knowledge_store
+        with _told_to_the_model():
+            if action == "delete":
+                graph.delete_triple(triple)
+                return f"deleted the relation of {triple.subject!r} to {triple.object_!r}"
+            graph.add_triple(triple)
+            return f"added ({triple.subject}, {triple.predicate}, {triple.object_})"
+
+    def entity_knowledge(entity: str, depth: int = 1, *, config: RunnableConfig) -> str:
+        """The facts known about an entity, and up to ``depth`` hops beyond it."""
+        if not 1 <= depth <= 3:
+            raise ToolException("depth must be 1, 2 or 3.")
+        graph = memory_for(config).knowledge_store
+        with _told_to_the_model():
+            facts = graph.get_entity_knowledge(entity.strip(), depth=depth)
+        return json.dumps(facts, ensure_ascii=False)
+
+    return [
+        StructuredTool.from_function(manage_relation, handle_tool_error=_answer),
+        StructuredTool.from_function(entity_knowledge, handle_tool_error=_answer),
+    ]
 
 
 def _answer(error: ToolException) -> str:

@@ -37,6 +37,9 @@ class Capabilities:
     message_edits: bool = False
     """It keeps documents of messages by their id and follows ``delete_messages`` /
     ``edit_message`` (a chat log follows edits through ``save_messages``)."""
+    expires: bool = False
+    """What it stores may expire (a retention, a time to live): ``sweep(*, batch, dry_run)``
+    deletes what expired and returns the count per session or namespace."""
 
 
 def capabilities_of(memory: Any, /) -> Capabilities:

@@ -12,6 +12,7 @@ steps, so the sync and async paths are the same loop.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable
@@ -32,6 +33,7 @@ __all__ = [
     "bind_reply_tool",
     "conversing",
     "parse_json_reply",
+    "proposed_items",
     "reply_text",
 ]
 
@@ -223,3 +225,44 @@ def bind_reply_tool(
             "use update_method='auto' or 'json'."
         )
     return model, False
+
+
+def proposed_items(reply: BaseMessage, tool_name: str, hint: str) -> list[Any]:
+    """The items a reply proposes: from its calls of ``tool_name``, else the JSON list in its text.
+
+    The list may stand alone, sit under ``"operations"``, or come as a JSON
+    string (some models send it so).
+
+    Raises:
+        LLMError: another tool called, invalid tool arguments, or no list (``hint`` says
+            what to reply).
+    """
+    if isinstance(reply, AIMessage) and reply.invalid_tool_calls:
+        raise LLMError(
+            f"The arguments of your {reply.invalid_tool_calls[0]['name']} call are not valid "
+            'JSON. Call it again with arguments {"operations": [...]}.'
+        )
+    if isinstance(reply, AIMessage) and reply.tool_calls:
+        found: list[Any] = []
+        for call in reply.tool_calls:
+            if call["name"] != tool_name:
+                raise LLMError(f"You called {call['name']!r}; the only tool is {tool_name!r}.")
+            found.extend(_listed(call["args"], hint))
+        return found
+    value = parse_json_reply(
+        str(reply.text),
+        accepts=lambda v: isinstance(v, list) or (isinstance(v, dict) and "operations" in v),
+        hint=hint,
+    )
+    return _listed(value, hint)
+
+
+def _listed(value: Any, hint: str) -> list[Any]:
+    if isinstance(value, dict) and "operations" in value:
+        value = value["operations"]
+    if isinstance(value, str):  # some models send the array as a JSON string
+        with contextlib.suppress(ValueError):
+            value = json.loads(value)
+    if not isinstance(value, list):
+        raise LLMError(hint)
+    return value

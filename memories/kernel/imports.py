@@ -41,6 +41,7 @@ EXTRAS: dict[str, str] = {
     "memories.integrations.summarization": "agents",
     "memories.faces.server.app": "server",
     "uvicorn": "server",
+    "memories.faces.mcp_server": "mcp",
 }
 
 

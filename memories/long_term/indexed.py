@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from functools import cached_property, partial
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from langchain_core.embeddings import Embeddings
 from pydantic import Field
@@ -25,6 +25,7 @@ from memories.kernel.embeddings import resolve_embeddings
 from memories.kernel.namespaces import NamespaceField, namespace_text
 from memories.kernel.paths import default_file
 from memories.kernel.steps import to_thread
+from memories.stores.erasure import StoreShare
 from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
 from memories.stores.vector.backend import VectorBackend, VectorQuery
@@ -119,6 +120,10 @@ class IndexedMemory(BaseMemory):
     metadata: MetadataField = Field(default_factory=dict)
     min_score: float = Field(default=0.0, ge=0.0, le=1.0)
 
+    #: Whether its documents belong to the session that wrote them (erasing a session
+    #: erases them), or only to the namespace.
+    session_documents: ClassVar[bool] = True
+
     # -- configuration --------------------------------------------------------------
 
     def _config_value(self, name: str, value: Any) -> Any:
@@ -159,6 +164,26 @@ class IndexedMemory(BaseMemory):
             embedder=self.embedder,
             outbox=outbox_for(self.mode, self.path, self.outbox),
         )
+
+    def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
+        """The namespace's documents (or, erasing only a session, the session's), everywhere
+        the backend keeps them."""
+        found = super().erasure_shares(session=session, namespace=namespace)
+        if not (session or namespace):
+            return found
+        backend = self.backend
+        where = backend.location
+        if self.vectors is None:
+            where += f" (collections {self.collection!r})"
+        where += f", namespace {'.'.join(self.namespace)}"
+        if namespace:
+            share = StoreShare(where, partial(backend.held, session=False), backend.erase_namespace)
+        elif not self.session_documents:
+            return found
+        else:
+            where += f", session {self.session_id!r}"
+            share = StoreShare(where, partial(backend.held, session=True), backend.erase_session)
+        return [*found, share]
 
     @property
     def store(self) -> ChromaStore:

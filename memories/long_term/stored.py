@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
 from pydantic import Field, PrivateAttr
@@ -21,7 +21,9 @@ from memories.core.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import NamespaceField, namespace_text
 from memories.kernel.steps import Steps, arun, run
+from memories.stores.erasure import StoreShare
 from memories.stores.profile_store import ProfileStore, default_url
+from memories.stores.sql import redacted
 
 __all__ = ["StoredDocumentMemory"]
 
@@ -51,10 +53,12 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     return_messages: bool = False
 
     _store: ProfileStore = PrivateAttr()
+    #: The store class the documents live in (a subclass may add reads of its own).
+    store_class: ClassVar[type[ProfileStore]] = ProfileStore
 
     def model_post_init(self, context: Any, /) -> None:
         self._counter  # noqa: B018  (resolved now: a bad counter fails here)
-        self._store = ProfileStore(self.url)
+        self._store = self.store_class(self.url)
         self._caller  # noqa: B018  (resolved now: a missing provider package fails here)
 
     @property
@@ -136,6 +140,21 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     async def aclear(self) -> None:
         """Async :meth:`clear`: the same steps, awaited."""
         await arun(self._clearing())
+
+    def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
+        """Every key of the namespace in the store, every version, when erasing a namespace."""
+        found = super().erasure_shares(session=session, namespace=namespace)
+        if namespace:
+            store, labels = self._store, self.namespace
+            found.append(
+                StoreShare(
+                    # Named by its tables, not its class: a graph's store is a profile store.
+                    f"profile store {redacted(store.url)!r}, namespace {'.'.join(labels)}",
+                    lambda: store.held(labels),
+                    lambda: store.erase_namespace(labels),
+                )
+            )
+        return found
 
     # -- background policy ------------------------------------------------------
 

@@ -89,6 +89,13 @@ class TokenWindow:
         """The ``seq`` of the oldest shown message (not counting a pinned system message)."""
         return self.seqs[0] if self.seqs else None
 
+    def expired(self, horizon: int | None) -> bool:
+        """Whether it names a message a retention expired (every seq through ``horizon``)."""
+        if horizon is None:
+            return False
+        named = (self.first, self.system[0] if self.system else None, self.last)
+        return any(seq is not None and seq <= horizon for seq in named)
+
     def to_state(self) -> dict[str, Any]:
         """JSON form, as stored in the history."""
         return {
@@ -252,6 +259,7 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
         rebuild made them unknown): a load is then one statement on SQL.
         """
         history = self.chat_memory
+        horizon = yield step(history.horizon)
         window, changes = yield from self._seen.reading(
             history, self.state_key, lambda w: (self._cursor(w, showing), w.edits)
         )
@@ -265,9 +273,11 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
             assert changes is not None  # read with every state found
             shown = changes.entries
             new = [e for e in shown if window.last is None or e.seq > window.last]
-            if not new and not changes.edits:
+            expired = window.expired(horizon)
+            if not new and not changes.edits and not expired:
                 return window, shown
-            if changes.touches(window.last):  # an edit changed what was counted: count afresh
+            # An edit changed what was counted, or a retention expired it: count afresh.
+            if expired or changes.touches(window.last):
                 window, shown = (yield from self._rebuilding()), None
             else:
                 window = self._advance(window, new)

@@ -17,6 +17,8 @@ entity list and the async twins are written once here on top of them.
 :func:`as_entity_store` takes any store with LangChain's interface
 (``InMemoryEntityStore``, ``SQLiteEntityStore``, ``RedisEntityStore``...) and
 gives it the shape the memory drives (:class:`LangChainEntityStore`).
+memories' own Redis store is :class:`~memories.stores.entity_redis.RedisEntityStore`
+(config type ``redis``; redis-py is imported only then).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any, ClassVar, NamedTuple
 import sqlalchemy as sa
 
 from memories.errors import ConfigError
+from memories.kernel.imports import import_object
 from memories.kernel.paths import default_file
 from memories.kernel.steps import blocking_twin
 from memories.stores.sql import Database, log_table
@@ -95,6 +98,10 @@ class EntityStore(ABC):
     def purge(self) -> None:
         """Erase every version of every entity of this store (no trace kept)."""
 
+    def held(self) -> dict[str, int]:
+        """What :meth:`purge` erases: here the entities with a summary (a backend may say more)."""
+        return {"entities": len(self.entities())}
+
     def to_config(self) -> dict[str, Any]:
         """The config :func:`create_entity_store` rebuilds this store from."""
         raise NotImplementedError(f"{type(self).__name__} has no config form")
@@ -109,6 +116,11 @@ class EntityStore(ABC):
     def set(self, key: str, value: str | None) -> None:
         """Write a new version of the entity's summary (an empty value deletes it)."""
         self._append([(key, value or None)])
+
+    def set_many(self, values: Mapping[str, str | None], /) -> None:
+        """Write a new version of each entity's summary, all in one transaction (empty: delete)."""
+        if values:
+            self._append([(key, value or None) for key, value in values.items()])
 
     def delete(self, key: str) -> None:
         """Delete the entity (a version with no value; its history stays)."""
@@ -128,6 +140,7 @@ class EntityStore(ABC):
 
     aget = blocking_twin(get)
     aset = blocking_twin(set)
+    aset_many = blocking_twin(set_many)
     adelete = blocking_twin(delete)
     aexists = blocking_twin(exists)
     aclear = blocking_twin(clear)
@@ -260,6 +273,12 @@ class SQLEntityStore(EntityStore):
         with self._db.transaction(write=True) as connection:
             connection.execute(entity_versions_table.delete().where(self._where()))
 
+    def held(self) -> dict[str, int]:
+        """Every version of every entity of the session, deletions included."""
+        query = sa.select(sa.func.count()).where(self._where())
+        with self._db.transaction() as connection:
+            return {"entity versions": int(connection.execute(query).scalar_one())}
+
     def to_config(self) -> dict[str, Any]:
         return {"type": self.config_type, "url": self.url, "session_id": self.session_id}
 
@@ -349,19 +368,22 @@ class LangChainEntityStore(EntityStore):
         return f"LangChainEntityStore({self.store!r:.80})"
 
 
-#: An entity store config's ``type`` -> its class.
-ENTITY_STORE_TYPES: dict[str, type[EntityStore]] = {
+#: An entity store config's ``type`` -> its class, or its ``(module, class)`` when the
+#: module needs an optional dependency (imported when a config names it).
+ENTITY_STORE_TYPES: dict[str, type[EntityStore] | tuple[str, str]] = {
     "memory": InMemoryEntityStore,
+    "redis": ("memories.stores.entity_redis", "RedisEntityStore"),
     "sql": SQLEntityStore,
     "sqlite": SQLiteEntityStore,
 }
 
 
 def create_entity_store(config: Mapping[str, Any]) -> EntityStore:
-    """An entity store from ``{"type": "memory" | "sql" | "sqlite", ...}``.
+    """An entity store from ``{"type": "memory" | "redis" | "sql" | "sqlite", ...}``.
 
     Raises:
         ConfigError: an unknown type or a bad option.
+        MissingDependencyError: the type's optional dependency is not installed.
     """
     options = dict(config)
     type_name = options.pop("type", None)
@@ -371,6 +393,8 @@ def create_entity_store(config: Mapping[str, Any]) -> EntityStore:
             f"Unknown entity store type {type_name!r}; valid types: "
             f"{', '.join(sorted(ENTITY_STORE_TYPES))}."
         )
+    if isinstance(cls, tuple):
+        cls = import_object(*cls, what=f"entity store type {type_name!r}")
     try:
         return cls(**options)
     except TypeError as exc:
@@ -391,6 +415,7 @@ def as_entity_store(value: Any, /) -> EntityStore:
         return LangChainEntityStore(value)
     raise ConfigError(
         "entity_store must be an entity store (memories' InMemoryEntityStore, SQLEntityStore, "
-        "SQLiteEntityStore, or one of LangChain's with get/set/delete/exists/clear) or a config "
-        f"dict such as {{'type': 'sqlite', 'db_file': 'entities.db'}}; got {value!r:.80}"
+        "SQLiteEntityStore, RedisEntityStore, or one of LangChain's with get/set/delete/exists/"
+        "clear) or a config dict such as "
+        f"{{'type': 'sqlite', 'db_file': 'entities.db'}}; got {value!r:.80}"
     )

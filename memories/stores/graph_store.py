@@ -96,6 +96,10 @@ class EntityGraph(ABC):
     def clear(self) -> None:
         """Erase the graph and its log."""
 
+    def held(self) -> dict[str, int]:
+        """What :meth:`clear` erases: every change in the graph's log."""
+        return {"graph changes": len(self._log())}
+
     def to_config(self) -> dict[str, Any]:
         """The config :func:`as_entity_graph` rebuilds this graph from."""
         raise NotImplementedError(f"{type(self).__name__} has no config form")
@@ -106,6 +110,11 @@ class EntityGraph(ABC):
         """Add a triple; it overwrites the relation of an existing (subject, object) edge."""
         subject, predicate, object_ = knowledge_triple
         self._append([(subject, object_, predicate)])
+
+    def add_triples(self, triples: Sequence[KnowledgeTriple | Sequence[str]], /) -> None:
+        """Add several triples in one transaction (each as :meth:`add_triple` adds it)."""
+        if triples:
+            self._append([(subject, object_, predicate) for subject, predicate, object_ in triples])
 
     def delete_triple(self, knowledge_triple: KnowledgeTriple | Sequence[str]) -> None:
         """Delete the (subject, object) edge of the triple, whatever its relation."""
@@ -145,6 +154,7 @@ class EntityGraph(ABC):
         return [c for c in self._log(subject) if c.object_ == object_]
 
     aadd_triple = blocking_twin(add_triple)
+    aadd_triples = blocking_twin(add_triples)
     adelete_triple = blocking_twin(delete_triple)
     aget_triples = blocking_twin(get_triples)
     aget_entity_knowledge = blocking_twin(get_entity_knowledge)

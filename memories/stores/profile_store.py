@@ -61,7 +61,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from memories.errors import BackendError, ConfigError, InvalidInputError
+from memories.errors import BackendError, ConfigError, InvalidInputError, VersionConflictError
 from memories.kernel.messages import dump_message, load_message
 from memories.kernel.namespaces import Namespace, as_namespace, namespace_text
 from memories.kernel.patching import apply_operations
@@ -81,8 +81,10 @@ __all__ = [
     "ProfileChange",
     "ProfileItem",
     "ProfileStore",
+    "check_version",
     "current",
     "default_url",
+    "expecting",
     "patching",
     "replacing",
     "version_of",
@@ -579,8 +581,11 @@ class BaseProfileStore(ABC):
         *,
         check: Callable[[Any, str], Any],
         initial: dict[str, Any] | None = None,
+        expected_version: int | None = None,
     ) -> Steps[ProfileItem | None]:
         """Steps restoring the document of ``version`` as a new ``rollback`` change.
+
+        ``expected_version``: write only while the profile is at it (None: any).
 
         Raises:
             InvalidInputError: there is no such version, or it was a clear.
@@ -599,7 +604,10 @@ class BaseProfileStore(ABC):
                 f"Version {version} is a clear of the profile; call clear() to clear it again."
             )
         check(target, f"Version {version}")
-        return (yield from self.writing(namespace, key, replacing(target, "rollback", initial)))
+        plan = expecting(
+            replacing(target, "rollback", initial), expected_version, f"The profile {key!r}"
+        )
+        return (yield from self.writing(namespace, key, plan))
 
     def clearing(self, namespace: Namespace, key: str, /) -> Steps[ProfileItem | None]:
         """Steps emptying the profile and dropping its queued turns, as a ``clear`` change."""
@@ -787,6 +795,30 @@ class Standing(NamedTuple):
 def version_of(item: ProfileItem | None) -> int:
     """A profile's version as read (0: never written)."""
     return item.version if item is not None else 0
+
+
+def check_version(item: ProfileItem | None, expected: int | None, what: str) -> None:
+    """Refuse a write computed from ``expected`` when ``item`` has moved on (None: any version).
+
+    Raises:
+        VersionConflictError: ``item`` is at another version, naming both.
+    """
+    if expected is not None and version_of(item) != expected:
+        raise VersionConflictError(
+            f"{what} is at version {version_of(item)}, not {expected}: read it again and recompute."
+        )
+
+
+def expecting(plan: Plan, expected: int | None, what: str) -> Plan:
+    """``plan``, planned only while the item read is at ``expected`` (None: any version)."""
+    if expected is None:
+        return plan
+
+    def checked(item: ProfileItem | None) -> Change | None:
+        check_version(item, expected, what)
+        return plan(item)
+
+    return checked
 
 
 def _visible(item: ProfileItem | None) -> ProfileItem | None:
@@ -1163,6 +1195,33 @@ class ProfileStore(BaseProfileStore):
                     delete(table).where(table.c.namespace == ns, table.c.key == op.key)
                 )
 
+    # -- one person's data (for erasure) -------------------------------------------
+
+    def held(self, namespace: Namespace, /) -> dict[str, int]:
+        """What the store holds under ``namespace`` exactly (every key), by kind."""
+        ns = namespace_text(as_namespace(namespace))
+        with self._db.transaction() as connection:
+            return {
+                kind: int(
+                    connection.execute(
+                        select(func.count()).where(table.c.namespace == ns)
+                    ).scalar_one()
+                )
+                for kind, table in _HELD.items()
+            }
+
+    def erase_namespace(self, namespace: Namespace, /) -> None:
+        """Delete every key of ``namespace`` exactly, every version and queued turn, for good.
+
+        Unlike :meth:`~BaseProfileStore.delete` of one key, or a memory's
+        ``clear()`` (a recorded change that a rollback undoes), nothing stays.
+        A namespace under it (``users.maya.work`` for ``users.maya``) is another's.
+        """
+        ns = namespace_text(as_namespace(namespace))
+        with self._db.transaction(write=True) as connection:
+            for table in _HELD.values():
+                connection.execute(delete(table).where(table.c.namespace == ns))
+
     def _search(self, op: Search) -> list[ProfileItem]:
         query = (
             select(store_table)
@@ -1213,6 +1272,13 @@ class ProfileStore(BaseProfileStore):
                 delete(t).where(t.c.namespace == ns, t.c.key == key, t.c.id.in_(list(ids)))
             )
 
+
+#: The tables that hold a namespace's data, by what a row of each is.
+_HELD = {
+    "current documents": store_table,
+    "ledger versions": changes_table,
+    "queued turns": pending_table,
+}
 
 _HANDLERS: dict[type, Callable[[ProfileStore, Any], Any]] = {
     Load: ProfileStore._load,

@@ -11,6 +11,15 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from memories import CollectionMemory, ProfileMemory, memory_tools, profile_tool
+from memories.faces.tools import (
+    MAX_CONTENT,
+    MAX_LIMIT,
+    MAX_OFFSET,
+    MAX_OPERATIONS,
+    MAX_QUERY,
+    read_profile_tool,
+)
+from memories.kernel.namespaces import in_namespace
 from memories.testing import ScriptedChatModel
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
@@ -108,3 +117,51 @@ def test_update_profile_tool_patches_the_users_own_profile(tmp_path: Path) -> No
         profile_tool(object())
     with pytest.raises(TypeError, match="takes a CollectionMemory"):
         memory_tools(profile)
+
+
+def test_oversize_and_out_of_range_arguments_are_refused_before_anything_is_written(
+    memory: CollectionMemory, tmp_path: Path
+) -> None:
+    manage, search = memory_tools(memory)
+    alice = user("alice", "t")
+    long = "x" * (MAX_CONTENT + 1)
+    assert manage.invoke({"content": long}, alice) == (
+        f"Error: content is {MAX_CONTENT + 1:,} characters; at most {MAX_CONTENT:,}."
+    )
+    assert search.invoke({"query": "x", "limit": MAX_LIMIT + 1}, alice) == (
+        f"Error: limit must be between 1 and {MAX_LIMIT}, got {MAX_LIMIT + 1}."
+    )
+    assert search.invoke({"query": "x", "offset": -1}, alice).startswith("Error: offset")
+    assert search.invoke({"query": "x", "offset": MAX_OFFSET + 1}, alice).startswith(
+        "Error: offset must be between 0"
+    )
+    assert search.invoke({"query": "q" * (MAX_QUERY + 1)}, alice).startswith("Error: query is")
+    stored = in_namespace(memory, ("memories", "alice"))
+    assert stored.list() == []
+
+    profile = ProfileMemory(
+        namespace=("profiles", "{user_id}"), url=f"sqlite:///{tmp_path / 'p.db'}", policy="manual"
+    )
+    tool = profile_tool(profile)
+    many = [{"op": "add", "path": f"/k{i}", "value": i} for i in range(MAX_OPERATIONS + 1)]
+    assert tool.invoke({"operations": many}, alice).startswith(
+        f"Error: {MAX_OPERATIONS + 1} operations in one patch; at most {MAX_OPERATIONS}."
+    )
+    huge = [{"op": "add", "path": "/bio", "value": long}]
+    assert tool.invoke({"operations": huge}, alice).startswith("Error: the patch is")
+    assert profile.store.get(("profiles", "alice"), "profile") is None
+
+
+def test_read_profile_tool_reads_the_users_own_profile(tmp_path: Path) -> None:
+    profile = ProfileMemory(
+        namespace=("profiles", "{user_id}"), url=f"sqlite:///{tmp_path / 'p.db'}", policy="manual"
+    )
+    read, update = read_profile_tool(profile), profile_tool(profile)
+    assert json.loads(read.invoke({}, user("ana", "t"))) == {}
+    city = [{"op": "add", "path": "/city", "value": "Porto"}]
+    update.invoke({"operations": city}, user("ana", "t"))
+    assert json.loads(read.invoke({}, user("ana", "t"))) == {"city": "Porto"}
+    assert json.loads(read.invoke({}, user("ben", "t"))) == {}
+    assert read.invoke({}, {"configurable": {}}).startswith("Error: ")
+    with pytest.raises(TypeError, match="takes a ProfileMemory"):
+        read_profile_tool(object())

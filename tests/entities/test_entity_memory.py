@@ -243,6 +243,22 @@ def test_a_failed_extraction_at_load_is_made_up_for_at_save() -> None:
     assert final_summaries(failing) == final_summaries(steady)
 
 
+@settings(max_examples=40, deadline=None)
+@given(fail_calls=st.sets(st.integers(min_value=1, max_value=30), max_size=12))
+def test_any_failing_calls_lose_and_duplicate_no_knowledge(fail_calls: set[int]) -> None:
+    steady = ConversationEntityMemory(llm=RuleModel())
+    converse(steady)
+    failing = ConversationEntityMemory(llm=RuleModel(fail_calls=fail_calls))
+    converse(failing)
+    while not failing.flush():  # the model fails some retries too; it recovers after call 30
+        pass
+    assert final_summaries(failing) == final_summaries(steady)
+    assert {n: [v.value for v in failing.entity_store.history(n)] for n in NAMES} == {
+        n: [v.value for v in steady.entity_store.history(n)] for n in NAMES
+    }  # no version written twice
+    assert len(failing.chat_memory.messages) == 2 * len(CONVERSATION)
+
+
 def test_failures_are_recorded_and_the_queue_survives_a_restart(tmp_path: Path) -> None:
     def memory(model: RuleModel) -> ConversationEntityMemory:
         return ConversationEntityMemory(

@@ -24,6 +24,7 @@ from memories.stores.entity_store import (
     as_entity_store,
     create_entity_store,
 )
+from tests.entities.conftest import needs_redis
 from tests.postgres import find_pg_bin, postgres_server
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -52,9 +53,18 @@ STORES: dict[str, Callable[[Path], Any]] = {
 }
 
 
-@pytest.fixture(params=list(STORES))
-def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+REDIS = pytest.param("redis", marks=needs_redis)
+
+
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "redis":
+        return request.getfixturevalue("redis_store")()
     return STORES[request.param](tmp_path)
+
+
+@pytest.fixture(params=[*STORES, REDIS])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    return make_store(request, tmp_path)
 
 
 def test_get_set_delete_exists_clear_behave_as_langchains(any_store: Any) -> None:
@@ -75,12 +85,12 @@ def test_get_set_delete_exists_clear_behave_as_langchains(any_store: Any) -> Non
     assert not store.exists("Oslo") and store.get("Oslo") is None
 
 
-OURS = ["memory", "sqlite", "sql"]
+OURS = ["memory", "sqlite", "sql", REDIS]
 
 
 @pytest.fixture(params=OURS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> EntityStore:
-    made: EntityStore = STORES[request.param](tmp_path)
+    made: EntityStore = make_store(request, tmp_path)
     return made
 
 
@@ -124,6 +134,14 @@ def test_entities_lists_the_current_summaries_in_writing_order(store: EntityStor
     assert store.entities() == {"Jane": "three"}
 
 
+def test_set_many_writes_a_version_of_each_entity(store: EntityStore) -> None:
+    store.set("Tom", "old")
+    store.set_many({"Jane": "one", "Tom": "", "Oslo": "city"})
+    store.set_many({})
+    assert store.entities() == {"Jane": "one", "Oslo": "city"}
+    assert [v.value for v in store.history("Tom")] == ["old", None]
+
+
 def test_async_twins_do_what_the_sync_methods_do(store: EntityStore) -> None:
     import asyncio
 
@@ -155,8 +173,8 @@ def test_configs_build_stores_and_bad_ones_say_what_is_valid(tmp_path: Path) -> 
     assert isinstance(store, SQLiteEntityStore)
     assert create_entity_store(store.to_config()).to_config() == store.to_config()
     assert isinstance(create_entity_store({"type": "memory"}), InMemoryEntityStore)
-    with pytest.raises(ConfigError, match="valid types: memory, sql, sqlite"):
-        create_entity_store({"type": "redis"})
+    with pytest.raises(ConfigError, match="valid types: memory, redis, sql, sqlite"):
+        create_entity_store({"type": "neo4j"})
     with pytest.raises(ConfigError, match="Bad options"):
         create_entity_store({"type": "memory", "path": "x"})
     with pytest.raises(ConfigError, match="entity_store must be"):

@@ -9,6 +9,7 @@ changes), the SQL graph survives a restart, and a failing model loses no turn.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,67 @@ def test_a_conversation_chain_runs_it_in_place_of_langchains() -> None:
     assert results[1][-1]["history"] == "On Jane: Jane lives Oslo."
 
 
+WORDS = ["Jane", "Tom", "lives", "in", "Oslo", "likes", "hates", "tea", "she", "Rome"]
+phrase = st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join)
+operation = st.one_of(
+    st.tuples(st.sampled_from(["load", "aload"]), phrase),
+    st.tuples(st.sampled_from(["save", "asave"]), st.tuples(phrase, phrase)),
+    st.tuples(st.sampled_from(["clear", "two-inputs", "two-outputs"]), phrase),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    operations=st.lists(operation, min_size=1, max_size=14),
+    # k=0: LangChain's class sends the whole conversation ([-0:]), ours none (documented).
+    k=st.integers(min_value=1, max_value=3),
+    return_messages=st.booleans(),
+    graph=st.sampled_from(["ours", "networkx"]),
+)
+def test_random_conversations_match_langchains(
+    operations: list[tuple[str, Any]], k: int, return_messages: bool, graph: str
+) -> None:
+    theirs_model, ours_model = RuleModel(), RuleModel()
+    options = {"k": k, "return_messages": return_messages}
+    theirs = langchain_memory(llm=theirs_model, **options)
+    kg = InMemoryEntityGraph() if graph == "ours" else networkx_graph()
+    ours = ConversationKGMemory(llm=ours_model, kg=kg, **options)
+    for kind, value in operations:
+        if kind in ("load", "aload"):
+            expected = theirs.load_memory_variables({"input": value})
+            if kind == "load":
+                got = ours.load_memory_variables({"input": value})
+            else:
+                got = asyncio.run(ours.aload_memory_variables({"input": value}))
+            assert got == expected
+        elif kind in ("save", "asave"):
+            question, answer = value
+            theirs.save_context({"input": question}, {"output": answer})
+            if kind == "save":
+                ours.save_context({"input": question}, {"output": answer})
+            else:
+                asyncio.run(ours.asave_context({"input": question}, {"output": answer}))
+        elif kind == "clear":
+            theirs.clear()
+            ours.clear()
+        else:
+            bad = (
+                ({"a": value, "b": value}, {"output": "o"})
+                if kind == "two-inputs"
+                else ({"input": value}, {"x": "1", "y": "2"})
+            )
+            with pytest.raises(ValueError) as their_error:
+                theirs.save_context(*bad)
+            with pytest.raises(ValueError) as our_error:
+                ours.save_context(*bad)
+            assert str(our_error.value).startswith(str(their_error.value)[:20])
+        assert texts(ours_model.prompts) == texts(theirs_model.prompts)
+        assert ours.kg.get_triples() == theirs.kg.get_triples()
+    assert [m.content for m in ours.chat_memory.messages] == [
+        m.content for m in theirs.chat_memory.messages
+    ]
+
+
 # -- the graph answers as networkx does ---------------------------------------------------
 
 NODES = ["A", "B", "C", "D"]
@@ -172,6 +234,30 @@ def test_random_changes_give_networkx_answers(
     assert ours.get_triples() == theirs.get_triples()
     for node in [*NODES, "E"]:
         assert ours.get_entity_knowledge(node, depth) == theirs.get_entity_knowledge(node, depth)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sql"])
+def test_add_triples_adds_each_as_add_triple_does(kind: str, tmp_path: Path) -> None:
+    def graph() -> Any:
+        if kind == "memory":
+            return InMemoryEntityGraph()
+        return SQLEntityGraph(f"sqlite:///{tmp_path / f'{uuid.uuid4().hex}.db'}")
+
+    one_by_one, at_once = graph(), graph()
+    triples = [KnowledgeTriple("A", "knows", "B"), ("B", "likes", "C"), ("A", "hates", "B")]
+    for triple in triples:
+        one_by_one.add_triple(triple)
+    at_once.add_triples(triples)
+    at_once.add_triples([])
+    assert (
+        at_once.get_triples()
+        == one_by_one.get_triples()
+        == [
+            ("A", "B", "hates"),
+            ("B", "C", "likes"),
+        ]
+    )
+    assert [c.predicate for c in at_once.history("A", "B")] == ["knows", "hates"]
 
 
 def test_the_sql_graph_survives_a_restart_and_keeps_overwritten_relations(
@@ -206,6 +292,19 @@ def test_a_failed_extraction_keeps_the_turn_and_is_retried(tmp_path: Path) -> No
     assert len(failing.chat_memory.messages) == 2 * len(CONVERSATION)
     assert failing.flush() and failing.status().pending == 0
     assert sorted(failing.kg.get_triples()) == sorted(steady.kg.get_triples())
+
+
+@settings(max_examples=40, deadline=None)
+@given(fail_calls=st.sets(st.integers(min_value=1, max_value=20), max_size=10))
+def test_any_failing_calls_lose_and_duplicate_no_triple(fail_calls: set[int]) -> None:
+    steady = ConversationKGMemory(llm=RuleModel())
+    converse(steady)
+    failing = ConversationKGMemory(llm=RuleModel(fail_calls=fail_calls))
+    converse(failing)
+    while not failing.flush():  # the model fails some retries too; it recovers after call 20
+        pass
+    assert failing.kg.get_triples() == steady.kg.get_triples()
+    assert len(failing.chat_memory.messages) == 2 * len(CONVERSATION)
 
 
 def test_a_failure_is_recorded_and_the_queue_survives_a_restart(tmp_path: Path) -> None:

@@ -41,6 +41,16 @@ EXPECTED: dict[str, list[str]] = {
         'v3 update: [{"op": "replace", "path": "/drink", "value": "black coffee"}]',
         'After rollback(2): {"name": "Maya", "city": "Lisbon", "drink": "green tea"}',
     ],
+    "mcp_client.py": [
+        "[alice] tools: manage_memory, search_memory, read_profile, update_profile",
+        "[alice] manage_memory: created memory ",
+        '[alice] update_profile: {"city": "Porto"}',
+        "[alice] search_memory: Alice is allergic to peanuts",
+        "[bob] search_memory: (nothing)",
+        "[bob] read_profile: {}",
+        "[bob] search_memory error: search_memory takes ['limit', 'offset', 'query'], not "
+        "['user_id'].",
+    ],
     "vector_recall.py": [
         "Where does my sister live?\n  recalled: input: My sister Ines lives in Porto.",
         "Any food I should avoid?\n  recalled: input: I'm allergic to peanuts.",
@@ -77,6 +87,26 @@ EXPECTED: dict[str, list[str]] = {
         'quests: {"open": [], "done": ["found the miller\'s dog"]}',
         'Character: {"name":"Mira","class":"bard"}',
         "Notebook model calls: character sheet 1 (written once), quest log 4",
+    ],
+    "entity_graph.py": [
+        "Closed facts:\n  User lives_in Lisbon (contradicted, said in: 'I live in Lisbon.",
+        "Before the move: ['Melanie lives_in Paris', 'User lives_in Lisbon', "
+        "'User sister Melanie', 'Mel works_at Louvre']",
+        "Mel is Melanie, also known as ['Mel']",
+        "- User sister Melanie (since",
+        "- Melanie works_at Louvre (since",
+    ],
+    "entities_and_relations.py": [
+        "user: Where do Ines and I live now?\nassistant: Both in Porto.",
+        "The entities the chain's prompt was given on the last turn:\n"
+        "  Ines: Ines is Maya's sister; she lives in Porto.\n"
+        "  Maya: Maya lived in Lisbon and moved to Porto.",
+        "Every version of Maya's summary, oldest first:\n  Maya lives in Lisbon.\n"
+        "  Maya lived in Lisbon and moved to Porto.\n"
+        "  Maya lived in Lisbon and moved to Porto, where her sister Ines lives.",
+        "What the knowledge graph memory shows: On Maya: Maya moved away from Lisbon. "
+        "Maya lives in Porto.",
+        "Maya -> Lisbon over time: ['lives in', 'moved away from']",
     ],
     "langgraph_graph.py": [
         "You said: 'Where do I live?'. I was shown 2 earlier messages",

@@ -117,3 +117,42 @@ def fill(folder: Path) -> Filled:
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory: pytest.TempPathFactory) -> Filled:
     return fill(tmp_path_factory.mktemp("inspector"))
+
+
+def with_instructions(folder: Path) -> dict[str, Any]:
+    """The tests' config and an instructions memory, revised by hand only."""
+    config = config_for(folder)
+    config["memories"].append(
+        {
+            "type": "instructions",
+            "url": f"sqlite:///{folder / 'memories.db'}",
+            "namespace": ["users", "{user_id}"],
+            "policy": "manual",
+            "prompts": {"main": "Be brief."},
+        }
+    )
+    return config
+
+
+def fill_for_writes(folder: Path) -> Filled:
+    """:func:`fill`, plus maya's instructions at version 1 and a dead letter of her vectors."""
+    from memories.long_term.vector.memory import VectorMemory
+    from tests.vector.test_persistence import _picky
+
+    found = fill(folder)
+    config = with_instructions(folder)
+    found.config.write_text(yaml.safe_dump(config), encoding="utf-8")
+    *_, instructions = _leaves(config, "maya", "maya-chat")
+    instructions.put({"main": "Be brief and kind."})
+    picky = VectorMemory(
+        path=str(folder / "chroma"),
+        namespace=("users", "maya"),
+        embeddings=_picky(),
+        write="sync",
+        memory_key="recalled",
+    )
+    with pytest.raises(ValueError, match="too long"):  # alone, it is kept pending
+        picky.save_context({"input": "POISON pasted"}, {"output": "ok"})
+    picky.save_context({"input": "maya likes rain"}, {"output": "ok"})  # with it: set aside
+    assert len(picky.dead_letters()) == 1
+    return found

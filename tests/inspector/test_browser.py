@@ -2,12 +2,17 @@
 
 The test starts the server on a free loopback port itself, clicks overview ->
 namespace -> memory -> history, proves that a memory whose text is markup
-renders inert, and writes screenshots of the main pages (PNG) to an
-``inspector-artifacts`` folder under pytest's temporary directory.
+renders inert; on a second server started with writes allowed it clicks
+rollback, edit, delete and retry and checks each in the page and in the store.
+Screenshots of the main pages (PNG) go to ``artifacts/inspector/`` at the
+repository's root (gitignored; ``MEMORIES_ARTIFACTS`` moves it), for CI to
+keep; ``docs/assets/inspector.png`` in the README is one of them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 import threading
 import time
@@ -17,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.inspector.conftest import IMAGE, SCRIPT, Filled
+from tests.inspector.conftest import IMAGE, SCRIPT, Filled, fill_for_writes
 
 CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.is_file():
@@ -50,13 +55,14 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def server(filled: Filled) -> Iterator[str]:
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextlib.contextmanager
+def serving(inspector: Inspector) -> Iterator[str]:
     """The inspector on a free loopback port, in a thread; stopped at the end."""
     port = _free_port()
-    config = uvicorn.Config(
-        create_app(Inspector(filled.config)), host="127.0.0.1", port=port, log_level="warning"
-    )
+    config = uvicorn.Config(create_app(inspector), host="127.0.0.1", port=port, log_level="warning")
     running = uvicorn.Server(config)
     thread = threading.Thread(target=running.run, daemon=True)
     thread.start()
@@ -71,8 +77,16 @@ def server(filled: Filled) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("inspector-artifacts", numbered=False)
+def server(filled: Filled) -> Iterator[str]:
+    with serving(Inspector(filled.config)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    folder = Path(os.environ.get("MEMORIES_ARTIFACTS", ROOT / "artifacts")) / "inspector"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +166,75 @@ def test_a_memory_whose_text_is_markup_renders_as_inert_text(
     page.screenshot(path=str(artifacts / "session.png"), full_page=True)
     time.sleep(0.3)  # an onerror handler would have fired by now
     assert dialogs == [] and errors == []
+
+
+def submit(page: Any, button: str) -> None:
+    """Click a form's button and wait until the page it leads to has loaded."""
+    with page.expect_navigation():
+        page.get_by_role("button", name=button).click()
+
+
+def test_a_person_rolls_back_edits_deletes_and_retries_in_the_browser(
+    browser: Any, artifacts: Path, tmp_path: Path
+) -> None:
+    filled = fill_for_writes(tmp_path)
+    memory_id = filled.memory_ids["maya"]
+
+    def stored() -> Any:
+        """maya's collection memory as the store holds it now (a fresh inspector's view)."""
+        return Inspector(filled.config).item("users.maya", "collection", memory_id)
+
+    with serving(Inspector(filled.config, allow_writes=True)) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        assert page.get_by_text("writes allowed").is_visible()
+        page.get_by_role("link", name="Namespaces").first.click()
+        page.get_by_role("link", name="users.maya").click()
+        page.wait_for_url("**/namespaces/users.maya")
+        assert page.get_by_text("Dead letters of vector").is_visible()
+        page.screenshot(path=str(artifacts / "namespace-dead-letters.png"), full_page=True)
+        page.get_by_role("link", name="collection", exact=True).click()
+        page.get_by_role("link", name=memory_id[:12]).click()
+        page.wait_for_url(f"**/items/{memory_id}")
+        page.screenshot(path=str(artifacts / "history-actions.png"))
+
+        submit(page, "Roll back to 1")  # rollback
+        assert page.url.endswith(f"/items/{memory_id}")
+        assert page.locator("p", has_text="Now:").inner_text().startswith("Now: maya drinks coffee")
+        assert stored()["current"]["content"] == "maya drinks coffee"
+        assert stored()["versions"][0]["kind"] == "rollback"
+
+        stale = browser.new_page()  # a second tab, read at version 4
+        stale.goto(page.url)
+        page.get_by_role("textbox").fill("maya drinks oolong")  # edit
+        submit(page, "Save as a new version")
+        assert page.get_by_text("maya drinks oolong").first.is_visible()
+        assert stored()["current"] == {**stored()["current"], "content": "maya drinks oolong"}
+        assert stored()["version"] == 5
+
+        stale.get_by_role("textbox").fill("maya drinks water")  # an edit from a stale page
+        submit(stale, "Save as a new version")
+        assert stale.locator("h1").inner_text() == "409"
+        assert stale.get_by_text("someone changed it after you read it").is_visible()
+        stale.screenshot(path=str(artifacts / "stale-edit.png"))
+        assert stored()["current"]["content"] == "maya drinks oolong" and stored()["version"] == 5
+
+        submit(page, "Delete this memory")  # delete
+        assert page.get_by_text("Deleted: it is in no search any more").is_visible()
+        assert stored()["current"] is None
+        submit(page, "Roll back to 5")  # and back
+        assert stored()["current"]["content"] == "maya drinks oolong"
+
+        page.goto(url + "/namespaces/users.maya")  # retry the dead letter
+        submit(page, "Retry all 1")
+        assert page.url.endswith("/namespaces/users.maya")
+        assert page.get_by_text("Dead letters of vector").count() == 0
+        found = Inspector(filled.config).search("users.maya", "POISON pasted", memory_id="vector")
+        assert "POISON" in found["memories"][0]["results"][0]["text"]
+
+        page.goto(url + "/namespaces/users.maya/memories/profile")  # a profile's rollback
+        submit(page, "Roll back to 1")
+        assert Inspector(filled.config).items("users.maya", "profile")["document"] == {
+            "name": "maya"
+        }
+        page.screenshot(path=str(artifacts / "profile-actions.png"), full_page=True)

@@ -101,12 +101,6 @@ def test_a_profile_store_works_in_a_compiled_graph(tmp_path: Path) -> None:
     assert asyncio.run(app.ainvoke({"name": "maya", "greeting": ""}))["greeting"] == "hello maya"
 
 
-def test_ttl_is_refused_by_name(tmp_path: Path) -> None:
-    store = ProfileStoreAdapter(ProfileStore(f"sqlite:///{tmp_path / 'p.db'}"))
-    with pytest.raises(NotImplementedError, match="ProfileStoreAdapter"):
-        store.put(("u",), "k", {"a": 1}, ttl=5)
-
-
 @pytest.mark.parametrize(
     ("value", "condition"),
     [

@@ -109,6 +109,46 @@ def test_async_does_what_langchains_sync_path_does() -> None:
     assert documents(ours) == documents(theirs)
 
 
+def test_a_conversation_chain_runs_it_in_place_of_langchains() -> None:
+    from langchain_classic.chains import ConversationChain
+    from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+
+    import memories
+    from tests.entities.fakes import RuleModel
+    from tests.entities.test_entity_memory import texts
+
+    # Its history is messages (a system message, then the recent turns): a chat prompt.
+    prompt = ChatPromptTemplate.from_messages(
+        [MessagesPlaceholder("history"), ("human", "{input}")]
+    )
+    results, prompts = [], []
+    for make in (theirs_memory, memories.ConversationVectorStoreTokenBufferMemory):
+        model = RuleModel()
+        memory = (
+            make(max_token_limit=12)
+            if make is theirs_memory
+            else make(
+                llm=word_llm(), retriever=retriever(), return_messages=True, max_token_limit=12
+            )
+        )
+        chain = ConversationChain(llm=model, prompt=prompt, memory=memory)
+        results.append(
+            [
+                chain.invoke({"input": text})
+                for text in (
+                    "cats purr a lot",
+                    "dogs bark at cats",
+                    "tea in Oslo",
+                    "what about cats?",
+                )
+            ]
+        )
+        prompts.append(texts(model.prompts))
+    assert results[0] == results[1]
+    assert prompts[0] == prompts[1]
+    assert "cats purr a lot" in prompts[1][-1][0][1]  # overflowed, then recalled by relevance
+
+
 def test_as_a_string_it_is_the_same_messages_in_one_buffer() -> None:
     # LangChain's class extends its message list with the string's characters here.
     ours = ours_memory(max_token_limit=15, return_messages=False)

@@ -1,15 +1,23 @@
 """The web inspector: pages and a JSON API over :class:`~memories.faces.server.service.Inspector`.
 
 Every page has a JSON twin under ``/api`` that returns exactly the data the
-page renders (``GET /api`` lists the routes). Read-only: the only method is
-GET (HEAD too); anything else is 405.
+page renders (``GET /api`` lists the routes). Read-only by default: the pages
+show no action and every action answers 403. Started with ``allow_writes``,
+the actions (:data:`ACTIONS`: edit, delete, roll back, retry dead letters) are
+POST routes, each a form route that redirects back to its page and a JSON twin
+under ``/api``; both call the same :class:`Inspector` method.
 
 Security: a token, when set, is required on every request (the
 ``Authorization: Bearer`` or ``X-Memories-Token`` header, or the cookie set by
 opening any page once with ``?token=...``); the Host header must name the
-server (a page on another site cannot reach it through DNS rebinding); memory
-content is user text and is always escaped (Jinja2 autoescape, JSON as
-``application/json``), and the Content-Security-Policy allows no script at all.
+server (a page on another site cannot reach it through DNS rebinding); a POST
+whose ``Origin`` names another site is refused, a form needs the server's CSRF
+token (a random one per server, in a hidden field of every form), and the
+API's POSTs need ``Content-Type: application/json`` (which a page on another
+site cannot send without a preflight this server never grants); bodies over
+:data:`MAX_BODY` bytes are refused (413); memory content is user text and is
+always escaped (Jinja2 autoescape, JSON as ``application/json``), and the
+Content-Security-Policy allows no script at all.
 Errors are short 4xx/5xx answers, JSON under ``/api``, never a traceback.
 """
 
@@ -17,11 +25,13 @@ from __future__ import annotations
 
 import functools
 import hmac
+import json
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -34,10 +44,19 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memories.errors import ConfigError, InvalidInputError, MemoriesError
-from memories.faces.server.service import Inspector, NotFound
+from memories.errors import ConfigError, InvalidInputError, MemoriesError, VersionConflictError
+from memories.faces.server.service import Inspector, NotFound, ReadOnly
 
-__all__ = ["COOKIE", "DEFAULT_TIMEOUT", "LOOPBACK_HOSTS", "ROUTES", "create_app"]
+__all__ = [
+    "ACTIONS",
+    "COOKIE",
+    "CSRF_FIELD",
+    "DEFAULT_TIMEOUT",
+    "LOOPBACK_HOSTS",
+    "MAX_BODY",
+    "ROUTES",
+    "create_app",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +68,10 @@ DEFAULT_TIMEOUT = 15.0
 MAX_QUERY = 2048
 #: The highest page number taken.
 MAX_PAGE = 1_000_000
+#: The largest POST body taken, in bytes (then 413).
+MAX_BODY = 64 * 1024
+#: The hidden form field that carries the server's CSRF token.
+CSRF_FIELD = "csrf"
 #: Host names that mean this machine.
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 _HEADERS = {
@@ -57,7 +80,9 @@ _HEADERS = {
         "base-uri 'none'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: with no-referrer a browser sends "Origin: null" on this
+    # server's own forms; a link to another site still carries no referrer
+    "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
@@ -75,6 +100,19 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("/sessions?q=&page=", "the sessions of the config's histories, last active first"),
     ("/sessions/{session}", "a transcript with its edits, and what each chat memory shows now"),
     ("/search?namespace=&q=&memory=&k=", "each searchable memory's best matches, with scores"),
+)
+
+_MEMORY = "/namespaces/{namespace}/memories/{memory}"
+_ITEM = _MEMORY + "/items/{item}"
+#: (POST path, body fields, what it does): the actions, with --allow-writes only. Each is a
+#: form route and a JSON twin (``/api`` + path). Erasing a user goes here, one more row.
+ACTIONS: tuple[tuple[str, str, str], ...] = (
+    (_ITEM + "/edit", "content, expected_version", "give a collection memory new content"),
+    (_MEMORY + "/edit", "document | prompts, expected_version", "replace a profile / prompts"),
+    (_ITEM + "/delete", "expected_version", "delete a collection memory or a document"),
+    (_ITEM + "/rollback", "version, expected_version", "restore a collection memory's version"),
+    (_MEMORY + "/rollback", "version, expected_version", "restore a profile / instructions"),
+    (_MEMORY + "/retry", "ids (optional)", "write a memory's dead letters again"),
 )
 
 _TEMPLATES = Environment(
@@ -165,16 +203,26 @@ class _Guard:
 def _error(request: Request, status: int, detail: str) -> Response:
     if _is_api(request.url.path):
         return JSONResponse({"error": detail, "status": status}, status_code=status)
+    writes = getattr(request.app.state, "writes", False) if "app" in request.scope else False
     page = _TEMPLATES.get_template("error.html").render(
-        status=status, detail=detail, title=f"{status}"
+        status=status, detail=detail, title=f"{status}", writes=writes
     )
     return HTMLResponse(page, status_code=status)
 
 
 async def _on_http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    detail = {404: "No such page.", 405: "This inspector is read-only: only GET is allowed."}
-    response = _error(request, exc.status_code, detail.get(exc.status_code, str(exc.detail)))
+    detail = str(exc.detail)
+    if exc.status_code == 404:
+        detail = "No such page."
+    elif exc.status_code == 405:
+        allowed = {k.lower(): v for k, v in (exc.headers or {}).items()}.get("allow", "")
+        detail = (
+            f"{request.method} is not allowed here: this route takes POST only."
+            if "POST" in allowed
+            else "This page is read-only: only GET is allowed."
+        )
+    response = _error(request, exc.status_code, detail)
     if exc.headers:
         response.headers.update(exc.headers)
     return response
@@ -183,6 +231,10 @@ async def _on_http(request: Request, exc: Exception) -> Response:
 async def _on_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, NotFound):
         return _error(request, 404, str(exc))
+    if isinstance(exc, ReadOnly):
+        return _error(request, 403, str(exc))
+    if isinstance(exc, VersionConflictError):
+        return _error(request, 409, f"Not written, someone changed it after you read it. {exc}")
     if isinstance(exc, InvalidInputError | ConfigError):
         return _error(request, 400, str(exc))
     if isinstance(exc, TimeoutError):
@@ -193,6 +245,75 @@ async def _on_error(request: Request, exc: Exception) -> Response:
     return _error(request, 500, f"The inspector failed ({type(exc).__name__}); see its log.")
 
 
+# -- the actions' requests: where they come from, their bodies ------------------------------
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _check_origin(request: Request) -> None:
+    """Refuse a POST a page of another site makes (its browser names that site in Origin)."""
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        raise HTTPException(403, f"A POST from another site ({origin:.80}) is refused.")
+
+
+async def _body(request: Request) -> bytes:
+    """The request's body, at most :data:`MAX_BODY` bytes (413 before reading more)."""
+    declared = request.headers.get("content-length", "0")
+    if not declared.isdigit() or int(declared) > MAX_BODY:
+        raise HTTPException(413, f"The body is over {MAX_BODY:,} bytes; send less.")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise HTTPException(413, f"The body is over {MAX_BODY:,} bytes; send less.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _json_fields(request: Request) -> dict[str, Any]:
+    """An API action's body: a JSON object (sent as application/json)."""
+    body = await _body(request)
+    if _media_type(request) != "application/json":
+        raise HTTPException(415, "Send the action's fields as a JSON object (application/json).")
+    try:
+        fields = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise HTTPException(400, f"The body is not JSON: {exc}") from exc
+    if not isinstance(fields, dict):
+        raise HTTPException(400, f"The body must be a JSON object, got {type(fields).__name__}.")
+    return fields
+
+
+async def _form_fields(request: Request, csrf: str) -> dict[str, Any]:
+    """A page's form, checked against the server's CSRF token, in the API's shape."""
+    body = await _body(request)
+    if _media_type(request) != "application/x-www-form-urlencoded":
+        raise HTTPException(415, "Send the form as application/x-www-form-urlencoded.")
+    try:
+        parsed = parse_qs(body.decode(), keep_blank_values=True, max_num_fields=50)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise HTTPException(400, f"The form cannot be read: {exc}") from exc
+    fields: dict[str, Any] = {name: values[-1] for name, values in parsed.items()}
+    given = fields.pop(CSRF_FIELD, "")
+    if not hmac.compare_digest(given.encode(), csrf.encode()):
+        raise HTTPException(
+            403, "The form's CSRF token is missing or wrong: reload the page and try again."
+        )
+    if "document" in fields:  # a profile, edited as JSON text
+        try:
+            fields["document"] = json.loads(fields["document"])
+        except ValueError as exc:
+            raise HTTPException(400, f"The document is not JSON: {exc}") from exc
+    if "name" in fields:  # one prompt of instructions
+        fields["prompts"] = {fields.pop("name"): fields.pop("text", "")}
+    if fields.get("ids"):
+        fields["ids"] = [i for i in fields["ids"].split(",") if i]
+    return fields
+
+
 def create_app(
     inspector: Inspector,
     *,
@@ -200,13 +321,17 @@ def create_app(
     hosts: tuple[str, ...] = LOOPBACK_HOSTS,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Starlette:
-    """The inspector's ASGI app over ``inspector``: pages, their JSON twins, read-only.
+    """The inspector's ASGI app over ``inspector``: pages, their JSON twins, and its actions.
+
+    The actions write only when ``inspector.allow_writes`` (else 403, and no
+    page shows them).
 
     Args:
         token: required on every request when given.
         hosts: the Host header values accepted (``("*",)``: any, for a served token).
         timeout: the longest a request waits for the stores, in seconds.
     """
+    csrf = secrets.token_urlsafe(32)  # per server: forms carry it, a page elsewhere cannot
 
     async def call(method: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
         with anyio.fail_after(timeout):
@@ -228,11 +353,32 @@ def create_app(
                 if request.url.query:
                     api_url += "?" + request.url.query
                 body = _TEMPLATES.get_template(template).render(
-                    data=data, api_url=api_url, path=request.url.path
+                    data=data,
+                    api_url=api_url,
+                    path=request.url.path,
+                    writes=inspector.allow_writes,
+                    csrf=csrf,
                 )
                 return HTMLResponse(body)
 
             routes.append(Route(route_path, endpoint, methods=["GET"]))
+
+    Act = Callable[[Request, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+    def act(path: str, run: Act, back: Callable[[Request, dict[str, Any]], str]) -> None:
+        """An action: a form route that redirects back to a page, and its JSON twin."""
+        for route_path, kind in ((path, "page"), ("/api" + path, "api")):
+
+            async def endpoint(request: Request, kind: str = kind) -> Response:
+                if not inspector.allow_writes:
+                    raise ReadOnly()
+                _check_origin(request)
+                if kind == "api":
+                    return JSONResponse(await run(request, await _json_fields(request)))
+                done = await run(request, await _form_fields(request, csrf))
+                return RedirectResponse(back(request, done), status_code=303)
+
+            routes.append(Route(route_path, endpoint, methods=["POST"]))
 
     async def overview(request: Request) -> dict[str, Any]:
         return await call(inspector.overview)
@@ -275,28 +421,120 @@ def create_app(
     add("/namespaces", "namespaces.html", namespaces)
     add("/namespaces/{namespace}", "namespace.html", namespace)
     add("/namespaces/{namespace}/memories/{memory}", "items.html", items)
-    add("/namespaces/{namespace}/memories/{memory}/items/{item:path}", "item.html", item)
+    add("/namespaces/{namespace}/memories/{memory}/items/{item}", "item.html", item)
     add("/sessions", "sessions.html", sessions)
     add("/sessions/{session:path}", "session.html", session)
     add("/search", "search.html", search)
+
+    def memory_page(request: Request, done: dict[str, Any]) -> str:
+        params = request.path_params
+        return f"/namespaces/{quote(params['namespace'])}/memories/{quote(params['memory'])}"
+
+    def item_page(request: Request, done: dict[str, Any]) -> str:
+        return memory_page(request, done) + f"/items/{quote(request.path_params['item'])}"
+
+    def after_delete(request: Request, done: dict[str, Any]) -> str:
+        # a collection memory keeps its versions (its page offers a rollback); a document is gone
+        return item_page(request, done) if "version" in done else memory_page(request, done)
+
+    def namespace_page(request: Request, done: dict[str, Any]) -> str:
+        return f"/namespaces/{quote(request.path_params['namespace'])}"
+
+    def where(request: Request) -> tuple[str, str]:
+        return request.path_params["namespace"], request.path_params["memory"]
+
+    async def edit_item(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+        return await call(
+            inspector.edit,
+            *where(request),
+            fields.get("content"),
+            item_id=request.path_params["item"],
+            expected_version=fields.get("expected_version"),
+        )
+
+    async def edit_memory(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+        value = fields["document"] if "document" in fields else fields.get("prompts")
+        return await call(
+            inspector.edit, *where(request), value, expected_version=fields.get("expected_version")
+        )
+
+    async def delete_item(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+        return await call(
+            inspector.delete,
+            *where(request),
+            request.path_params["item"],
+            expected_version=fields.get("expected_version"),
+        )
+
+    async def rollback_item(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+        return await call(
+            inspector.rollback,
+            *where(request),
+            fields.get("version"),
+            item_id=request.path_params["item"],
+            expected_version=fields.get("expected_version"),
+        )
+
+    async def rollback_memory(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+        return await call(
+            inspector.rollback,
+            *where(request),
+            fields.get("version"),
+            expected_version=fields.get("expected_version"),
+        )
+
+    async def retry(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+        ids = fields.get("ids")
+        if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+            raise InvalidInputError(f"ids must be a list of dead letters' ids, got {ids!r:.80}.")
+        return await call(inspector.retry, *where(request), ids or None)
+
+    handlers = {
+        (_ITEM + "/edit"): (edit_item, item_page),
+        (_MEMORY + "/edit"): (edit_memory, memory_page),
+        (_ITEM + "/delete"): (delete_item, after_delete),
+        (_ITEM + "/rollback"): (rollback_item, item_page),
+        (_MEMORY + "/rollback"): (rollback_memory, memory_page),
+        (_MEMORY + "/retry"): (retry, namespace_page),
+    }
+    assert list(handlers) == [path for path, _, _ in ACTIONS]
+    for path, (run, back) in handlers.items():
+        act(path, run, back)
 
     async def index(request: Request) -> Response:
         documented = [
             {"page": path, "api": "/api" + (path if path != "/" else "/overview"), "shows": shows}
             for path, shows in ROUTES
         ]
-        return JSONResponse({"read_only": True, "methods": ["GET", "HEAD"], "routes": documented})
+        actions = [
+            {"form": path, "api": "/api" + path, "fields": fields, "does": does}
+            for path, fields, does in ACTIONS
+        ]
+        writes = inspector.allow_writes
+        return JSONResponse(
+            {
+                "read_only": not writes,
+                "methods": ["GET", "HEAD", "POST"] if writes else ["GET", "HEAD"],
+                "routes": documented,
+                "actions": actions if writes else [],
+            }
+        )
 
     routes.append(Route("/api", index, methods=["GET"]))
     middleware = [
         Middleware(_Guard, token=token),
         Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts)),
     ]
-    return Starlette(
+    app = Starlette(
         routes=routes,
         middleware=middleware,
         exception_handlers={
             HTTPException: _on_http,
-            **{kind: _on_error for kind in (NotFound, MemoriesError, TimeoutError, Exception)},
+            **{
+                kind: _on_error
+                for kind in (NotFound, ReadOnly, MemoriesError, TimeoutError, Exception)
+            },
         },
     )
+    app.state.writes = inspector.allow_writes
+    return app

@@ -1,11 +1,15 @@
-"""What the inspector shows, read from the stores a config names: one service, read-only.
+"""What the inspector shows, read from the stores a config names; the few writes it allows.
 
 :class:`Inspector` opens a config (a dict, or the YAML / TOML file that
 ``create_memory`` reads) and answers in plain JSON-ready dicts: the web pages
 render them and the JSON API returns them as they are, so everything a page
 shows a script can fetch.
 
-Nothing here writes. Chat memories are looked at through read-only views
+Nothing here writes unless the inspector is opened with ``allow_writes=True``;
+then :meth:`Inspector.edit`, :meth:`~Inspector.delete`,
+:meth:`~Inspector.rollback` and :meth:`~Inspector.retry` write through the
+memories' own methods (the same checks, one transaction each, a
+compare-and-set on the version the caller read). Chat memories are looked at through read-only views
 (:func:`memories.core.members.read_only`); documents are read from the stores
 directly, so queued writes stay queued and are counted as pending. Two reads
 touch an index: a search catches the namespace's queued documents up in
@@ -52,7 +56,7 @@ from memories.long_term.stored import StoredDocumentMemory
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.records import Edit, Entry
 
-__all__ = ["DEFAULT_PAGE_SIZE", "Inspector", "NotFound", "jsonable"]
+__all__ = ["DEFAULT_PAGE_SIZE", "Inspector", "NotFound", "ReadOnly", "jsonable"]
 
 #: Rows per page of every listing.
 DEFAULT_PAGE_SIZE = 50
@@ -71,6 +75,16 @@ class NotFound(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "not found"
+
+
+class ReadOnly(PermissionError):
+    """A write asked of an inspector opened read-only."""
+
+    def __str__(self) -> str:
+        return (
+            "This inspector is read-only: start it with --allow-writes (Inspector(..., "
+            "allow_writes=True)) to edit, delete, roll back or retry."
+        )
 
 
 def jsonable(value: Any) -> Any:
@@ -131,6 +145,8 @@ class Inspector:
     Args:
         config: a memory config (dict or file), as :func:`memories.create_memory` reads.
         page_size: rows per page of the listings.
+        allow_writes: allow :meth:`edit`, :meth:`delete`, :meth:`rollback` and
+            :meth:`retry` (otherwise they raise :class:`ReadOnly`).
 
     Raises:
         ConfigError: a bad config, or a SQLite file it names does not exist
@@ -138,7 +154,11 @@ class Inspector:
     """
 
     def __init__(
-        self, config: Mapping[str, Any] | str | Path, *, page_size: int = DEFAULT_PAGE_SIZE
+        self,
+        config: Mapping[str, Any] | str | Path,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        allow_writes: bool = False,
     ) -> None:
         self.options = load_config(config)
         missing = [f for f in sqlite_files(self.options) if not Path(f).is_file()]
@@ -148,6 +168,7 @@ class Inspector:
                 "config's paths (relative ones are read next to the config file)."
             )
         self.page_size = page_size
+        self.allow_writes = allow_writes
         self._templated = bool(_templates(self.options))
         self._memories: OrderedDict[tuple[Namespace | None, str | None], Any] = OrderedDict()
         self._lock = threading.Lock()
@@ -218,7 +239,7 @@ class Inspector:
         return {
             "config_type": self.options.get("type"),
             "templated": self._templated,
-            "read_only": True,
+            "read_only": not self.allow_writes,
             "memories": memories,
             "histories": [repr(h) for h in histories],
         }
@@ -414,6 +435,7 @@ class Inspector:
             return {
                 **base,
                 "id": item_id,
+                "version": versions[-1].version,
                 "current": jsonable(record),
                 "versions": [jsonable(v) for v in reversed(versions)],
             }
@@ -525,8 +547,159 @@ class Inspector:
             )
         return {"namespace": ".".join(namespace), "query": query, "k": k, "memories": results}
 
+    # -- writes (allow_writes only) ----------------------------------------------------
+    # Each checks the namespace, the memory and the item as the pages read them (404),
+    # then writes through the memory's own method, compare-and-set on the version the
+    # caller read (VersionConflictError: 409). Erasing a user is one more action here.
+
+    def _writable(self, text: str, memory_id: str) -> tuple[Namespace, Any]:
+        if not self.allow_writes:
+            raise ReadOnly()
+        namespace = self._known(text)
+        leaf = self._leaf(memory_id, namespace, None)
+        if capabilities_of(leaf).scope != "namespace":
+            raise NotFound(f"Memory {memory_id!r} keeps nothing per namespace.")
+        return namespace, leaf
+
+    def _current(self, leaf: Any, item_id: str, text: str) -> Any:
+        """A collection memory as it stands; NotFound when the namespace holds no such memory."""
+        try:
+            record = leaf.get(_checked_text(item_id, "item id"))
+        except InvalidInputError as exc:
+            raise NotFound(f"No memory {item_id!r} in {text!r}: {exc}") from exc
+        if record is None:
+            raise NotFound(f"No memory {item_id!r} in {text!r} (deleted, or never there).")
+        return record
+
+    def edit(
+        self,
+        text: str,
+        memory_id: str,
+        value: Any,
+        *,
+        item_id: str | None = None,
+        expected_version: int | None,
+    ) -> dict[str, Any]:
+        """Give one memory new content, as a new version; returns what was written.
+
+        Args:
+            value: a collection memory's content (``item_id`` names it), a
+                profile's whole document, or instructions' prompts by name.
+            expected_version: the version the caller read; required, since a
+                person edits what a page showed.
+
+        Raises:
+            ReadOnly, NotFound, InvalidInputError, VersionConflictError.
+        """
+        namespace, leaf = self._writable(text, memory_id)
+        expected = _expected(expected_version)
+        done = {"action": "edit", "namespace": ".".join(namespace), "memory": memory_id}
+        if isinstance(leaf, CollectionMemory):
+            if item_id is None:
+                raise InvalidInputError("Name the memory to edit (its item id).")
+            self._current(leaf, item_id, text)
+            record = leaf.update(item_id, value, expected_version=expected)
+            return {**done, "item": item_id, "version": record.version}
+        if item_id is not None:
+            raise NotFound(f"Memory {memory_id!r} is one document: edit it, not item {item_id!r}.")
+        if isinstance(leaf, ProfileMemory):
+            return {**done, "version": leaf.put(value, expected_version=expected)}
+        if isinstance(leaf, InstructionsMemory):
+            reason = "edited in the inspector"
+            return {**done, "version": leaf.put(value, reason=reason, expected_version=expected)}
+        raise InvalidInputError(f"Memory {memory_id!r} ({leaf.config_type}) cannot be edited here.")
+
+    def delete(
+        self, text: str, memory_id: str, item_id: str, *, expected_version: int | None = None
+    ) -> dict[str, Any]:
+        """Delete one item: a collection memory (its versions stay) or a stored document.
+
+        Args:
+            expected_version: the version read; required for a collection memory.
+        """
+        namespace, leaf = self._writable(text, memory_id)
+        done = {"action": "delete", "namespace": ".".join(namespace), "memory": memory_id}
+        if isinstance(leaf, CollectionMemory):
+            expected = _expected(expected_version)
+            self._current(leaf, item_id, text)
+            leaf.delete(item_id, expected_version=expected)
+            return {**done, "item": item_id, "version": leaf.history(item_id)[-1].version}
+        if isinstance(leaf, DocumentMemory):
+            item_id = _checked_text(item_id, "item id")
+            if not leaf.store.get(namespace_key(namespace), ids=[item_id]):
+                raise NotFound(f"No document {item_id!r} in {memory_id!r} of {text!r}.")
+            leaf.delete([item_id])
+            return {**done, "item": item_id}
+        raise InvalidInputError(
+            f"Memory {memory_id!r} ({leaf.config_type}) is one document: edit it or roll it "
+            "back; it has no items to delete."
+        )
+
+    def rollback(
+        self,
+        text: str,
+        memory_id: str,
+        version: int,
+        *,
+        item_id: str | None = None,
+        expected_version: int | None,
+    ) -> dict[str, Any]:
+        """Restore what a memory said at ``version``, as a new version; returns the new one."""
+        namespace, leaf = self._writable(text, memory_id)
+        expected = _expected(expected_version)
+        version = _expected(version, "version")
+        done = {"action": "rollback", "namespace": ".".join(namespace), "memory": memory_id}
+        if isinstance(leaf, CollectionMemory):
+            if item_id is None:
+                raise InvalidInputError("Name the memory to roll back (its item id).")
+            try:
+                known = bool(leaf.history(_checked_text(item_id, "item id")))
+            except InvalidInputError as exc:
+                raise NotFound(f"No memory {item_id!r} in {text!r}: {exc}") from exc
+            if not known:
+                raise NotFound(f"No memory {item_id!r} in {memory_id!r} of {text!r}.")
+            record = leaf.rollback(item_id, version, expected_version=expected)
+            return {**done, "item": item_id, "version": record.version}
+        if item_id is not None:
+            raise NotFound(f"Memory {memory_id!r} is one document: roll it back, not {item_id!r}.")
+        if isinstance(leaf, ProfileMemory | InstructionsMemory):
+            return {**done, "version": leaf.rollback(version, expected_version=expected)}
+        raise InvalidInputError(f"Memory {memory_id!r} ({leaf.config_type}) keeps no versions.")
+
+    def retry(self, text: str, memory_id: str, ids: Sequence[str] | None = None) -> dict[str, Any]:
+        """Queue a memory's dead letters again (all, or ``ids``) and write them now."""
+        namespace, leaf = self._writable(text, memory_id)
+        if not isinstance(leaf, DocumentMemory | CollectionMemory):
+            raise NotFound(f"Memory {memory_id!r} keeps no dead letters.")
+        held = {letter.row.doc_id for letter in leaf.backend.dead_letters()}
+        unknown = sorted(set(ids or ()) - held)
+        if unknown or not held:
+            what = f"{unknown[0]!r} is not" if unknown else "nothing is"
+            raise NotFound(f"{what} set aside in {memory_id!r} of {text!r}.")
+        retried = leaf.backend.retry_dead_letters(list(ids) if ids else None)
+        left = len(leaf.backend.dead_letters())
+        return {
+            "action": "retry",
+            "namespace": ".".join(namespace),
+            "memory": memory_id,
+            "retried": retried,
+            "dead_letters": left,
+        }
+
 
 # -- pure helpers -----------------------------------------------------------------------
+
+
+def _expected(value: Any, name: str = "expected_version") -> int:
+    """A version the caller gives: a whole number from 0 (required: a write names what it read)."""
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInputError(
+            f"{name} must be the whole number (0 or more) of the version you read, got "
+            f"{value!r:.40}."
+        )
+    return value
 
 
 def _templates(options: dict[str, Any]) -> set[str]:

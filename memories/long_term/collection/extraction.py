@@ -13,21 +13,18 @@ reply is taken whole or not at all.
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import (
-    AIMessage,
     BaseMessage,
     HumanMessage,
     SystemMessage,
 )
 
 from memories.errors import InvalidInputError, LLMError
-from memories.kernel.conversation import CheckedReply, parse_json_reply
+from memories.kernel.conversation import CheckedReply, proposed_items
 from memories.kernel.messages import format_buffer
 
 __all__ = [
@@ -178,7 +175,7 @@ class ExtractionSession(CheckedReply[tuple[Operation, ...]]):
         return self._operations_in(reply)
 
     def _operations_in(self, reply: BaseMessage) -> tuple[Operation, ...]:
-        items = _proposed(reply)
+        items = proposed_items(reply, OPERATIONS_TOOL_NAME, _NOT_JSON)
         accepted: list[Operation] = []
         problems: list[str] = []
         touched: set[str] = set()
@@ -223,38 +220,3 @@ class ExtractionSession(CheckedReply[tuple[Operation, ...]]):
             except InvalidInputError as exc:
                 raise LLMError(f"operations[{index}]: {exc}") from exc
         return Operation(kind, content, memory_id)
-
-
-def _proposed(reply: BaseMessage) -> list[Any]:
-    """The operations a reply proposes: from its tool calls, else its JSON text."""
-    if isinstance(reply, AIMessage) and reply.invalid_tool_calls:
-        raise LLMError(
-            f"The arguments of your {reply.invalid_tool_calls[0]['name']} call are not valid "
-            'JSON. Call it again with arguments {"operations": [...]}.'
-        )
-    if isinstance(reply, AIMessage) and reply.tool_calls:
-        found: list[Any] = []
-        for call in reply.tool_calls:
-            if call["name"] != OPERATIONS_TOOL_NAME:
-                raise LLMError(
-                    f"You called {call['name']!r}; the only tool is {OPERATIONS_TOOL_NAME!r}."
-                )
-            found.extend(_listed(call["args"]))
-        return found
-    value = parse_json_reply(
-        str(reply.text),
-        accepts=lambda v: isinstance(v, list) or (isinstance(v, dict) and "operations" in v),
-        hint=_NOT_JSON,
-    )
-    return _listed(value)
-
-
-def _listed(value: Any) -> list[Any]:
-    if isinstance(value, dict) and "operations" in value:
-        value = value["operations"]
-    if isinstance(value, str):  # some models send the array as a JSON string
-        with contextlib.suppress(ValueError):
-            value = json.loads(value)
-    if not isinstance(value, list):
-        raise LLMError(_NOT_JSON)
-    return value

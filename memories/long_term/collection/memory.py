@@ -23,10 +23,13 @@ from __future__ import annotations
 import builtins
 import json
 import logging
+import time
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import cached_property
+from itertools import groupby
 from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -39,6 +42,7 @@ from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversi
 from memories.kernel.embeddings import cosine, embedding_batch, query_vector
 from memories.kernel.keys import input_text_for
 from memories.kernel.messages import check_storable, message_text
+from memories.kernel.namespaces import in_namespace
 from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.long_term.collection import rules
 from memories.long_term.collection.extraction import (
@@ -54,7 +58,14 @@ from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.indexed import IndexedMemory
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.stored import StoredDocumentMemory
-from memories.stores.profile_store import Change, PendingTurn, ProfileChange, ProfileItem
+from memories.stores.expiry import Expiring, ExpiryLedger
+from memories.stores.profile_store import (
+    Change,
+    PendingTurn,
+    ProfileChange,
+    ProfileItem,
+    check_version,
+)
 from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
 from memories.stores.recall.types import ScoredId
@@ -73,6 +84,10 @@ Policy = Literal["turn", "every_n", "background", "manual"]
 _OWN_KEYS = frozenset({"created_at", "updated_at", "version", "content_json"})
 # How many times an update is recomputed when another writer changed its memories first.
 _MAX_CONFLICTS = 3
+
+#: A memory's time to live as a write gives it: minutes, None (never expires), or
+#: ``"default"`` (the collection's ``ttl``; an update by the model keeps it).
+TTL = float | None | Literal["default"]
 
 
 @dataclass(frozen=True)
@@ -130,11 +145,19 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         memory_key: the prompt variable the memories fill.
         input_key, output_key: the chain input and output to learn from.
         return_messages: give ``[SystemMessage]`` instead of a string.
+        ttl: minutes a memory lives after it was last written (the namespace
+            default; ``put(..., ttl=...)`` sets one memory's); None: forever.
+            An expired memory is hidden from every read at once and deleted
+            (ledger rows with its versions, index document) by :meth:`sweep`.
+        refresh_on_read: a memory found by a search, a load or ``get`` starts
+            its time to live again, as LangGraph's ``refresh_on_read``.
+        clock: the time expiry is reckoned with (Unix seconds; tests inject one).
     """
 
     config_type: ClassVar[str] = "collection"
+    session_documents: ClassVar[bool] = False  # a memory is the namespace's, whoever said it
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="namespace", searchable=True, exportable=True, deferred=True
+        scope="namespace", searchable=True, exportable=True, deferred=True, expires=True
     )
     model_config = ConfigDict(populate_by_name=True)
 
@@ -155,6 +178,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     max_turns_per_update: int = Field(default=10, gt=0)
     update_method: UpdateMethod = "auto"
     memory_key: str = Field(default="memories", min_length=1)
+    ttl: float | None = Field(default=None, gt=0)
+    refresh_on_read: bool = False
+    clock: Callable[[], float] = Field(default=time.time, exclude=True)
 
     _schema: ProfileSchema | None = PrivateAttr(default=None)
     _in_line: bool = PrivateAttr(default=False)
@@ -255,7 +281,10 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     # -- writing: ledger first (compare-and-set, all or none), then the index --------
 
     def _writing(
-        self, commits: list[tuple[str, Change, int]], turns: Sequence[PendingTurn] = ()
+        self,
+        commits: list[tuple[str, Change, int]],
+        turns: Sequence[PendingTurn] = (),
+        ttl: TTL = "default",
     ) -> Steps[list[ProfileItem | None] | None]:
         written = yield step(
             self._store.commit_many,
@@ -265,8 +294,84 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             drop_ids=[t.id for t in turns],
         )
         if written is not None:
-            yield from self._indexing([key for key, _, _ in commits], written)
+            keys = [key for key, _, _ in commits]
+            yield from self._stamping(keys, written, ttl)
+            yield from self._indexing(keys, written)
         return written
+
+    # -- time to live (expiry times in an ExpiryLedger beside the ledger) -------------
+
+    @cached_property
+    def expiry(self) -> ExpiryLedger:
+        """When this collection's memories expire (a table in the ledger's database)."""
+        return ExpiryLedger(self.url)
+
+    def _stamping(
+        self, keys: Sequence[str], items: Sequence[ProfileItem | None], ttl: TTL
+    ) -> Steps[None]:
+        """Record the time to live of written memories; a deleted one's is forgotten."""
+        minutes = self.ttl if ttl == "default" else ttl
+        ttls: dict[str, float | None] = {}
+        for key, item in zip(keys, items, strict=True):
+            memory_id = key.removeprefix(MEMORY_PREFIX)
+            if item is None or item.value is None or minutes is not None or ttl is None:
+                ttls[memory_id] = None if item is None or item.value is None else minutes
+        if ttls:
+            yield step(self.expiry.set_many, self.namespace, ttls, now=self.clock())
+
+    def _expired_ids(self) -> Steps[set[str]]:
+        """The ids of this namespace's memories expired and not swept yet (few)."""
+        found = yield step(self.expiry.expired, now=self.clock(), namespace=self.namespace)
+        return {e.key for e in found}
+
+    def _touching(self, ids: Sequence[str]) -> Steps[None]:
+        """Start the time to live of memories just read again (``refresh_on_read``)."""
+        if self.refresh_on_read and ids:
+            pairs = [(self.namespace, i) for i in ids]
+            yield step(self.expiry.refresh, pairs, now=self.clock())
+
+    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+        """Delete every expired memory of every namespace of the ledger; how many per namespace.
+
+        Each goes whole: its ledger rows (every version) and its index
+        document, then its expiry row; a crash mid-way leaves the rest to
+        the next sweep. With ``dry_run`` it only counts.
+        """
+        now, removed = self.clock(), dict[str, int]()
+        while True:
+            chunk = self.expiry.expired(now=now, limit=None if dry_run else batch)
+            for namespace, group in groupby(chunk, key=lambda e: e.namespace):
+                expired = builtins.list(group)
+                label = "/".join(namespace)
+                removed[label] = removed.get(label, 0) + len(expired)
+                if not dry_run:
+                    twin = self if namespace == self.namespace else in_namespace(self, namespace)
+                    twin._expire(expired, now)
+            if dry_run or len(chunk) < batch:
+                return removed
+
+    def _expire(self, expired: Sequence[Expiring], now: float) -> None:
+        """Delete expired memories of this namespace: ledger key with its history, index doc."""
+        ids = [e.key for e in expired]
+        for memory_id in ids:
+            self._store.delete(self.namespace, MEMORY_PREFIX + memory_id)
+        self.backend.delete(ids, None)
+        self.backend.flush()
+        for memory_id in ids:
+            self.expiry.forget(self.namespace, memory_id, expired_at=now)
+
+    def _background_job(self) -> None:
+        super()._background_job()
+        # The namespace's own expired memories go after its update (bounded to it).
+        now = self.clock()
+        expired = self.expiry.expired(now=now, namespace=self.namespace, limit=500)
+        if expired:
+            self._expire(expired, now)
+            logger.debug("collection %r: swept %d expired memories", self.namespace, len(expired))
+
+    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+        """Async :meth:`sweep`."""
+        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
 
     def _indexing(self, keys: Sequence[str], items: Sequence[ProfileItem | None]) -> Steps[None]:
         rows = [self._row(item) for item in items if item is not None and item.value is not None]
@@ -335,7 +440,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             return None
         return [item for item, i in zip(items, ids, strict=True) if versions[i] != item.version]
 
-    def _direct(self, memory_id: str, plan: Any, kind: str) -> Steps[MemoryRecord | None]:
+    def _direct(
+        self, memory_id: str, plan: Any, kind: str, ttl: TTL = "default"
+    ) -> Steps[MemoryRecord | None]:
         """A write by hand to one memory: read its version, plan, compare-and-set, retry."""
         key = MEMORY_PREFIX + rules.checked_id(memory_id)
         for _ in range(_MAX_CONFLICTS * 10):
@@ -343,7 +450,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             document = plan(item)
             expected = item.version if item is not None else 0
             change = Change(document, kind, [], ())
-            written = yield from self._writing([(key, change, expected)])
+            written = yield from self._writing([(key, change, expected)], ttl=ttl)
             if written is not None:
                 (after,) = written
                 return None if after is None or after.value is None else self._record(after)
@@ -355,6 +462,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         *,
         metadata: Mapping[str, Any] | None = None,
         memory_id: str | None = None,
+        ttl: TTL = "default",
     ) -> str:
         """Store a memory now (durable when this returns); returns its id.
 
@@ -362,11 +470,13 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             memory_id: the id to store it under (letters, digits, ``-``, ``_``);
                 an existing memory with that id gets this as a new version.
                 Default: a new id.
+            ttl: minutes it lives from now; None: forever; default: the
+                collection's ``ttl``.
 
         Raises:
             InvalidInputError: the content or the metadata is invalid; nothing is stored.
         """
-        return run(self._putting(content, metadata, memory_id))
+        return run(self._putting(content, metadata, memory_id, ttl))
 
     async def aput(
         self,
@@ -374,19 +484,26 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         *,
         metadata: Mapping[str, Any] | None = None,
         memory_id: str | None = None,
+        ttl: TTL = "default",
     ) -> str:
         """Async :meth:`put`."""
-        return await arun(self._putting(content, metadata, memory_id))
+        return await arun(self._putting(content, metadata, memory_id, ttl))
 
     def _putting(
-        self, content: Any, metadata: Mapping[str, Any] | None, memory_id: str | None
+        self, content: Any, metadata: Mapping[str, Any] | None, memory_id: str | None, ttl: TTL
     ) -> Steps[str]:
         document = {
             "content": self.check_content(content),
             "metadata": self._checked_metadata(metadata),
         }
+        if (
+            ttl is not None
+            and ttl != "default"
+            and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0)
+        ):
+            raise InvalidInputError(f"ttl must be minutes > 0, None or 'default', got {ttl!r}.")
         chosen = uuid.uuid4().hex if memory_id is None else rules.checked_id(memory_id)
-        yield from self._direct(chosen, lambda item: document, "put")
+        yield from self._direct(chosen, lambda item: document, "put", ttl)
         return chosen
 
     def put_many(
@@ -439,8 +556,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 computed the content from what they read.
 
         Raises:
-            InvalidInputError: no such memory in this namespace, the content is
-                invalid, or it moved past ``expected_version``.
+            InvalidInputError: no such memory in this namespace, or the content is invalid.
+            VersionConflictError: it moved past ``expected_version``.
         """
         return run(self._updating(memory_id, content, metadata, expected_version))
 
@@ -468,11 +585,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         def plan(item: ProfileItem | None) -> dict[str, Any]:
             if item is None or item.value is None:
                 raise InvalidInputError(rules.missing(memory_id, self.namespace))
-            if expected is not None and item.version != expected:
-                raise InvalidInputError(
-                    f"The memory {memory_id!r} is at version {item.version}, not "
-                    f"{expected}: read it again and recompute."
-                )
+            check_version(item, expected, f"The memory {memory_id!r}")
             return {
                 "content": checked,
                 "metadata": given if given is not None else item.value["metadata"],
@@ -482,38 +595,47 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         assert record is not None
         return record
 
-    def delete(self, memory_id: str) -> None:
+    def delete(self, memory_id: str, *, expected_version: int | None = None) -> None:
         """Delete a memory (its versions stay in :meth:`history`; :meth:`rollback` restores one).
 
         Raises:
             InvalidInputError: no such memory in this namespace.
+            VersionConflictError: it moved past ``expected_version`` (as in :meth:`update`).
         """
-        run(self._deleting(memory_id))
+        run(self._deleting(memory_id, expected_version))
 
-    async def adelete(self, memory_id: str) -> None:
+    async def adelete(self, memory_id: str, *, expected_version: int | None = None) -> None:
         """Async :meth:`delete`."""
-        await arun(self._deleting(memory_id))
+        await arun(self._deleting(memory_id, expected_version))
 
-    def _deleting(self, memory_id: str) -> Steps[None]:
+    def _deleting(self, memory_id: str, expected: int | None = None) -> Steps[None]:
         def plan(item: ProfileItem | None) -> None:
             if item is None or item.value is None:
                 raise InvalidInputError(rules.missing(memory_id, self.namespace))
+            check_version(item, expected, f"The memory {memory_id!r}")
 
         yield from self._direct(memory_id, plan, "delete")
 
-    def rollback(self, memory_id: str, version: int) -> MemoryRecord:
+    def rollback(
+        self, memory_id: str, version: int, *, expected_version: int | None = None
+    ) -> MemoryRecord:
         """Make a memory say what it said at ``version`` again, as a new version.
 
         Raises:
             InvalidInputError: no such memory or version, or that version was a delete.
+            VersionConflictError: it moved past ``expected_version`` (as in :meth:`update`).
         """
-        return run(self._rolling_back(memory_id, version))
+        return run(self._rolling_back(memory_id, version, expected_version))
 
-    async def arollback(self, memory_id: str, version: int) -> MemoryRecord:
+    async def arollback(
+        self, memory_id: str, version: int, *, expected_version: int | None = None
+    ) -> MemoryRecord:
         """Async :meth:`rollback`."""
-        return await arun(self._rolling_back(memory_id, version))
+        return await arun(self._rolling_back(memory_id, version, expected_version))
 
-    def _rolling_back(self, memory_id: str, version: int) -> Steps[MemoryRecord]:
+    def _rolling_back(
+        self, memory_id: str, version: int, expected: int | None = None
+    ) -> Steps[MemoryRecord]:
         key = MEMORY_PREFIX + rules.checked_id(memory_id)
         found = yield step(self._store.changes, self.namespace, key, version=version)
         if not found or found[0].document is None:
@@ -522,21 +644,36 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 "history(id) lists its versions."
             )
         document = found[0].document
-        record = yield from self._direct(memory_id, lambda item: document, "rollback")
+
+        def plan(item: ProfileItem | None) -> dict[str, Any]:
+            check_version(item, expected, f"The memory {memory_id!r}")
+            return document
+
+        record = yield from self._direct(memory_id, plan, "rollback")
         assert record is not None
         return record
 
     # -- reading --------------------------------------------------------------------
 
     def get(self, memory_id: str) -> MemoryRecord | None:
-        """The memory with this id in this namespace, or None."""
-        item = self._store.load(self.namespace, MEMORY_PREFIX + rules.checked_id(memory_id))
-        return None if item is None or item.value is None else self._record(item)
+        """The memory with this id in this namespace, or None (also once it expired)."""
+        return run(self._getting(memory_id))
 
     async def aget(self, memory_id: str) -> MemoryRecord | None:
         """Async :meth:`get`."""
-        item = await self._store.aload(self.namespace, MEMORY_PREFIX + rules.checked_id(memory_id))
-        return None if item is None or item.value is None else self._record(item)
+        return await arun(self._getting(memory_id))
+
+    def _getting(self, memory_id: str) -> Steps[MemoryRecord | None]:
+        checked = rules.checked_id(memory_id)
+        item = yield step(self._store.load, self.namespace, MEMORY_PREFIX + checked)
+        if item is None or item.value is None:
+            return None
+        expires = yield step(self.expiry.expires_at, self.namespace, checked)
+        if expires is not None:
+            if expires <= self.clock():
+                return None
+            yield from self._touching([checked])
+        return self._record(item)
 
     def history(self, memory_id: str) -> list[MemoryVersion]:
         """Every version of a memory, oldest first, each with when it held and what caused it."""
@@ -585,9 +722,15 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     ) -> Steps[list[MemoryRecord]]:
         if as_of is None:
             request = self._request(query, k, where)
+            expired = yield from self._expired_ids()
+            limit = request.k or self.k
+            if expired:  # read past them, then leave them out
+                request = replace(request, k=limit + len(expired))
             yield from self._lining_up()
             found = yield step(self.backend.search, request)
-            return [self._found(r) for r in found]
+            shown = [self._found(r) for r in found if r.id not in expired][:limit]
+            yield from self._touching([r.id for r in shown])
+            return shown
         request = self._request(query, k, None)
         when = rules.timestamp(as_of)
         wanted = rules.equality(where)
@@ -951,17 +1094,20 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     def list(self, *, filter: Mapping[str, Any] | None = None) -> builtins.list[MemoryRecord]:
         """Every current memory of the namespace (whose metadata equals ``filter``'s values)."""
-        wanted = rules.equality(filter)
-        records = [self._record(i) for i in self._store.keys(self.namespace, MEMORY_PREFIX)]
-        return [r for r in records if rules.matches(r.metadata, wanted)]
+        return run(self._listing(filter))
 
     async def alist(
         self, *, filter: Mapping[str, Any] | None = None
     ) -> builtins.list[MemoryRecord]:
         """Async :meth:`list`."""
-        wanted = rules.equality(filter)
-        items = await self._store.akeys(self.namespace, MEMORY_PREFIX)
-        return [r for r in map(self._record, items) if rules.matches(r.metadata, wanted)]
+        return await arun(self._listing(filter))
+
+    def _listing(self, where: Mapping[str, Any] | None) -> Steps[builtins.list[MemoryRecord]]:
+        wanted = rules.equality(where)
+        items = yield step(self._store.keys, self.namespace, MEMORY_PREFIX)
+        expired = yield from self._expired_ids()
+        records = [self._record(i) for i in items]
+        return [r for r in records if r.id not in expired and rules.matches(r.metadata, wanted)]
 
 
 _RANK = {"idle": 0, "unchanged": 1, "updated": 2, "failed": 3}

@@ -16,7 +16,7 @@ is queued with the turn and retried (:mod:`memories.long_term.entities.updates`)
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -37,6 +37,7 @@ from memories.short_term.summary.prompts import (
     MessageClassField,
     message_class_config,
 )
+from memories.stores.erasure import Counts, StoreShare
 from memories.stores.graph_store import (
     EntityGraph,
     InMemoryEntityGraph,
@@ -110,6 +111,24 @@ class ConversationKGMemory(QueuedUpdates):
     @cached_property
     def _graph(self) -> Any:
         return self.kg if isinstance(self.kg, EntityGraph) else LangChainEntityGraph(self.kg)
+
+    def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
+        """The session's log, and its graph's every change, when erasing a session.
+
+        A LangChain graph cannot be counted: erasing names it as not erasable.
+        """
+        found = super().erasure_shares(session=session, namespace=namespace)
+        graph = self._graph
+        if session:
+            held = graph.held if isinstance(graph, EntityGraph) else _uncountable(graph)
+            found.append(StoreShare(repr(self.kg), held, graph.clear))
+        return found
+
+    @property
+    def knowledge_store(self) -> EntityGraph | LangChainEntityGraph:
+        """The graph as the memory drives it (LangChain's wrapped, with async twins)."""
+        graph: EntityGraph | LangChainEntityGraph = self._graph
+        return graph
 
     def _state_parameters(self) -> dict[str, Any]:
         return {"kg_updates": 1}
@@ -211,3 +230,13 @@ class ConversationKGMemory(QueuedUpdates):
     def _clearing(self) -> Steps[None]:
         yield step(self.chat_memory.clear)
         yield step(self._graph.clear)
+
+
+def _uncountable(graph: Any) -> Callable[[], Counts]:
+    def held() -> Counts:
+        raise NotImplementedError(
+            f"{type(graph.graph).__name__} cannot count what it holds, so erase_user cannot "
+            "check its erasure: use memories' SQLEntityGraph (kg: {type: sql, ...})."
+        )
+
+    return held

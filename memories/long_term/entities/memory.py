@@ -39,6 +39,7 @@ from memories.stores.entity_store import (
     InMemoryEntityStore,
     as_entity_store,
 )
+from memories.stores.erasure import StoreShare
 
 __all__ = ["ConversationEntityMemory", "parse_entities"]
 
@@ -110,6 +111,19 @@ class ConversationEntityMemory(QueuedUpdates):
     @cached_property
     def _store(self) -> EntityStore:
         return as_entity_store(self.entity_store)
+
+    def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
+        """The session's log, and its entities' every version, when erasing a session."""
+        found = super().erasure_shares(session=session, namespace=namespace)
+        if session:
+            store = self._store
+            found.append(StoreShare(repr(store), store.held, store.purge))
+        return found
+
+    @property
+    def knowledge_store(self) -> EntityStore:
+        """The entity store as the memory drives it (LangChain's wrapped in ours)."""
+        return self._store
 
     @property
     def memory_variables(self) -> list[str]:

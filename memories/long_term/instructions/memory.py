@@ -59,6 +59,7 @@ from memories.stores.profile_store import (
     ProfileChange,
     ProfileItem,
     ProfileStore,
+    expecting,
     version_of,
 )
 
@@ -329,26 +330,47 @@ class InstructionsMemory(StoredDocumentMemory):
 
     # -- writing ------------------------------------------------------------------
 
-    def _committing(self, plan: Any, kind: str) -> Steps[int]:
+    def _committing(self, plan: Any, kind: str, expected: int | None = None) -> Steps[int]:
         """Compare-and-set: read, plan the new document from it, commit if nobody wrote since."""
+        what = f"The instructions {self.key!r} in {self.namespace!r}"
         written = yield from self._store.writing(
-            self.namespace, self.key, lambda item: _change(plan(item), kind, item)
+            self.namespace,
+            self.key,
+            expecting(lambda item: _change(plan(item), kind, item), expected, what),
         )
         return version_of(written)
 
-    def put(self, prompts: Mapping[str, str] | str, *, reason: str | None = None) -> int:
+    def put(
+        self,
+        prompts: Mapping[str, str] | str,
+        *,
+        reason: str | None = None,
+        expected_version: int | None = None,
+    ) -> int:
         """Replace the prompts (a dict by name, or one text for ``"main"``); returns the version.
 
         Pins and the budget bind the model, not you; an unknown name adds a prompt.
 
+        Args:
+            expected_version: write only if the instructions are still at this
+                version (``status().version``; 0: never written).
+
         Raises:
             InvalidInputError: not a dict of texts.
+            VersionConflictError: they moved past ``expected_version``.
         """
-        return run(self._committing(self._putting(prompts, reason), "put"))
+        return run(self._committing(self._putting(prompts, reason), "put", expected_version))
 
-    async def aput(self, prompts: Mapping[str, str] | str, *, reason: str | None = None) -> int:
+    async def aput(
+        self,
+        prompts: Mapping[str, str] | str,
+        *,
+        reason: str | None = None,
+        expected_version: int | None = None,
+    ) -> int:
         """Async :meth:`put`."""
-        return await arun(self._committing(self._putting(prompts, reason), "put"))
+        plan = self._putting(prompts, reason)
+        return await arun(self._committing(plan, "put", expected_version))
 
     def _putting(self, prompts: Mapping[str, str] | str, reason: str | None) -> Any:
         given = {"main": prompts} if isinstance(prompts, str) else prompts
@@ -367,19 +389,20 @@ class InstructionsMemory(StoredDocumentMemory):
 
         return plan
 
-    def rollback(self, version: int) -> int:
+    def rollback(self, version: int, *, expected_version: int | None = None) -> int:
         """Restore the prompts of ``version`` as a new version; returns that new version.
 
         Raises:
             InvalidInputError: there is no such version.
+            VersionConflictError: they moved past ``expected_version`` (as in :meth:`put`).
         """
-        return run(self._rolling_back(version))
+        return run(self._rolling_back(version, expected_version))
 
-    async def arollback(self, version: int) -> int:
+    async def arollback(self, version: int, *, expected_version: int | None = None) -> int:
         """Async :meth:`rollback`."""
-        return await arun(self._rolling_back(version))
+        return await arun(self._rolling_back(version, expected_version))
 
-    def _rolling_back(self, version: int) -> Steps[int]:
+    def _rolling_back(self, version: int, expected: int | None = None) -> Steps[int]:
         if version == 0:
             target = dict(self.prompts)
         else:
@@ -396,7 +419,7 @@ class InstructionsMemory(StoredDocumentMemory):
             reasons = dict.fromkeys(target, f"rollback to version {version}")
             return _keeping_proposal(_document(old, target, reasons), item)
 
-        return (yield from self._committing(plan, "rollback"))
+        return (yield from self._committing(plan, "rollback", expected))
 
     def approve(self) -> int:
         """Apply the waiting proposal; returns the new version.

@@ -39,6 +39,7 @@ from memories.stores.profile_store import (
     ProfileChange,
     ProfileItem,
     ProfileStore,
+    expecting,
     patching,
     replacing,
     version_of,
@@ -208,63 +209,89 @@ class ProfileMemory(StoredDocumentMemory):
             )
         return document
 
-    def _writing(self, plan: Plan) -> Steps[int]:
+    def _writing(self, plan: Plan, expected: int | None = None) -> Steps[int]:
+        plan = expecting(plan, expected, f"The profile {self.key!r} in {self.namespace!r}")
         return version_of((yield from self._store.writing(self.namespace, self.key, plan)))
 
-    def _putting(self, document: Any) -> Steps[int]:
+    def _putting(self, document: Any, expected: int | None = None) -> Steps[int]:
         if not isinstance(document, Mapping):
             raise InvalidProfileError(
                 f"A profile is a JSON object (a dict); got {type(document).__name__}."
             )
         target = self._checked(json_copy(document, "document"), "The document")
-        return self._writing(replacing(target, "put", self._schema.initial()))
+        return self._writing(replacing(target, "put", self._schema.initial()), expected)
 
     def _patch_plan(self, patch: Any) -> Plan:
         return patching(parse_patch(patch), self._checked, self._schema.initial())
 
-    def _rolling_back(self, version: int) -> Steps[int]:
+    def _rolling_back(self, version: int, expected: int | None = None) -> Steps[int]:
         steps = self._store.rolling_back(
-            self.namespace, self.key, version, check=self._checked, initial=self._schema.initial()
+            self.namespace,
+            self.key,
+            version,
+            check=self._checked,
+            initial=self._schema.initial(),
+            expected_version=expected,
         )
         return version_of((yield from steps))
 
-    def put(self, document: Mapping[str, Any]) -> int:
+    def put(self, document: Mapping[str, Any], *, expected_version: int | None = None) -> int:
         """Replace the profile with ``document``; returns the new version.
+
+        Args:
+            expected_version: write only if the profile is still at this version
+                (``status().version``; 0: never written): a compare-and-set for
+                callers that computed the document from what they read.
 
         Raises:
             InvalidProfileError: the document does not match the schema.
+            VersionConflictError: the profile moved past ``expected_version``.
         """
-        return run(self._putting(document))
+        return run(self._putting(document, expected_version))
 
-    async def aput(self, document: Mapping[str, Any]) -> int:
+    async def aput(
+        self, document: Mapping[str, Any], *, expected_version: int | None = None
+    ) -> int:
         """Async :meth:`put`."""
-        return await arun(self._putting(document))
+        return await arun(self._putting(document, expected_version))
 
-    def update(self, patch: Sequence[Mapping[str, Any]] | str | jsonpatch.JsonPatch) -> int:
+    def update(
+        self,
+        patch: Sequence[Mapping[str, Any]] | str | jsonpatch.JsonPatch,
+        *,
+        expected_version: int | None = None,
+    ) -> int:
         """Apply RFC 6902 operations to the profile; returns the new version.
 
         Raises:
             InvalidProfileError: an operation does not apply, or the result
                 does not match the schema; the profile is unchanged.
+            VersionConflictError: the profile moved past ``expected_version`` (as in :meth:`put`).
         """
-        return run(self._writing(self._patch_plan(patch)))
+        return run(self._writing(self._patch_plan(patch), expected_version))
 
-    async def aupdate(self, patch: Sequence[Mapping[str, Any]] | str | jsonpatch.JsonPatch) -> int:
+    async def aupdate(
+        self,
+        patch: Sequence[Mapping[str, Any]] | str | jsonpatch.JsonPatch,
+        *,
+        expected_version: int | None = None,
+    ) -> int:
         """Async :meth:`update`."""
-        return await arun(self._writing(self._patch_plan(patch)))
+        return await arun(self._writing(self._patch_plan(patch), expected_version))
 
-    def rollback(self, version: int) -> int:
+    def rollback(self, version: int, *, expected_version: int | None = None) -> int:
         """Restore the document of ``version`` as a new version; returns that new version.
 
         Raises:
             InvalidInputError: there is no such version, or it was a clear.
             InvalidProfileError: that document does not match the current schema.
+            VersionConflictError: the profile moved past ``expected_version`` (as in :meth:`put`).
         """
-        return run(self._rolling_back(version))
+        return run(self._rolling_back(version, expected_version))
 
-    async def arollback(self, version: int) -> int:
+    async def arollback(self, version: int, *, expected_version: int | None = None) -> int:
         """Async :meth:`rollback`."""
-        return await arun(self._rolling_back(version))
+        return await arun(self._rolling_back(version, expected_version))
 
     # -- LangChain's interface --------------------------------------------------
 

@@ -72,7 +72,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="session", chat_log=True, exportable=True, deferred=True
+        scope="session", chat_log=True, exportable=True, deferred=True, expires=True
     )
 
     prompt: SummaryPromptField = SUMMARY_PROMPT
@@ -240,9 +240,10 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     def _reading(self) -> Steps[tuple[SummaryState, list[Entry]]]:
         """The state brought up to date with the log (not saved) and the unfolded entries."""
         history = self.chat_memory
+        horizon = yield step(history.horizon)
         stored, changes = yield from self._seen.reading(history, self.state_key, _cursors)
         fresh = SummaryState(summary=self.initial_summary, counter=self._counter_id)
-        state = fresh if stored is None else stored
+        state = (fresh if stored is None else stored).forgotten(horizon)
         if changes is None:  # nothing stored: the whole log is unfolded
             changes = yield step(history.changes, after=state.folded, edits_after=state.edits)
         unfolded = changes.entries
@@ -340,6 +341,10 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     def _background_job(self) -> None:
         state = run(self._folding(raise_errors=True), lock=self._lock)
         logger.debug("%s: background fold done, %d tokens unfolded", self, state.total)
+        # The fold has read what it needed: the session's expired rows can go now.
+        swept = self._sweep_session()
+        if swept:
+            logger.debug("%s: retention swept %d rows", self, swept)
 
     def status(self) -> SummaryStatus:
         """Where the summary stands (reads the history; no LLM call)."""

@@ -140,6 +140,24 @@ class SummaryState:
                 return cut
         return len(self.seqs)
 
+    def forgotten(self, horizon: int | None) -> SummaryState:
+        """The state once a retention expired every message through ``horizon``.
+
+        The summary stays; expired unfolded messages leave the counts unsummarised,
+        and both cursors move up to the horizon, so none names a deleted message.
+        """
+        if horizon is None or (self.folded is not None and self.folded >= horizon):
+            return self
+        keep = next((i for i, seq in enumerate(self.seqs) if seq > horizon), len(self.seqs))
+        return replace(
+            self,
+            folded=horizon if self.folded is None else max(self.folded, horizon),
+            last=horizon if self.last is None else max(self.last, horizon),
+            seqs=self.seqs[keep:],
+            counts=self.counts[keep:],
+            starts=self.starts[keep:],
+        )
+
     def edited(self, changes: Changes, fresh: SummaryState) -> SummaryState:
         """The state after the log's edits since the last look (``fresh``: a new session's).
 

@@ -26,6 +26,7 @@ reads show the edited conversation, the log keeps what was said.
 from __future__ import annotations
 
 import bisect
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -36,6 +37,7 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 
 from memories.errors import InvalidInputError
+from memories.kernel.retention import Retention
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step, to_thread
 from memories.stores.history.edits import current_ids, planned, repaired
 from memories.stores.history.records import REMOVE_ALL_MESSAGES, Edit, Entry, Item, NewEdit
@@ -95,6 +97,10 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     session_id: str
     lists_sessions: ClassVar[bool] = False
     """Whether :meth:`sessions` lists the other sessions of the same store."""
+    keeps_times: ClassVar[bool] = False
+    """Whether the log knows when each record was written (a ``keep_days`` retention needs it)."""
+    clock: Callable[[], float] = time.time
+    """The time records are stamped with (Unix seconds); a test injects its own."""
 
     # -- the six methods a backend implements ---------------------------------
 
@@ -125,6 +131,10 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     @abstractmethod
     def clear(self) -> None:
         """Erase the session: every message and every memory's state."""
+
+    def held(self) -> dict[str, int]:
+        """What :meth:`clear` erases, by kind (here its records; a backend may say more)."""
+        return {"chat log rows": len(self.records())}
 
     @abstractmethod
     def load_state(self, key: str, /) -> dict[str, Any] | None:
@@ -209,6 +219,62 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     def to_config(self) -> dict[str, Any]:
         """A config that :func:`memories.create_history` turns back into an equal history."""
         raise NotImplementedError(f"{type(self).__name__} cannot be described by a config.")
+
+    # -- retention (see memories.kernel.retention) ------------------------------
+
+    def horizon(self) -> int | None:
+        """The ``seq`` through which this view hides the log (None: it hides nothing).
+
+        A plain history hides nothing; a history seen through a retention
+        (:class:`memories.stores.history.retained.RetainedHistory`) hides what expired.
+        """
+        return None
+
+    async def ahorizon(self) -> int | None:
+        """Async :meth:`horizon`: inline, as a plain history reads nothing to answer it.
+
+        A subclass whose :meth:`horizon` reads the store overrides this too.
+        """
+        return self.horizon()
+
+    def expired_through(self, retention: Retention, /, *, now: float) -> int | None:
+        """The last ``seq`` that ``retention`` expires at ``now``: every record up to it goes.
+
+        Raises:
+            NotImplementedError: a ``keep_days`` retention on a log that keeps no
+                write times (:attr:`keeps_times` is False).
+        """
+        if retention.keep_days is not None:
+            raise NotImplementedError(
+                f"{type(self).__name__} does not know when messages were written, so it cannot "
+                "keep them for a number of days: use keep_messages, or a memories history "
+                "(InMemoryHistory, SQLiteHistory, SQLHistory)."
+            )
+        messages = [r.seq for r in self.records() if isinstance(r, Entry)]
+        return nth_last(messages, retention)
+
+    def purge(self, through: int, /, *, batch: int = 500, dry_run: bool = False) -> int:
+        """Delete every record up to ``through`` and the edits that target them; how many went.
+
+        Deletes at most ``batch`` rows per transaction, so a long purge holds
+        no lock for long and a crash leaves a shorter purge to run again.
+        Memory state stays. With ``dry_run`` it deletes nothing and counts.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot delete part of its log.")
+
+    def sweep_store(
+        self, retention: Retention, /, *, batch: int = 500, dry_run: bool = False
+    ) -> dict[str, int]:
+        """Purge what ``retention`` expires now in every session of this store: rows per session.
+
+        A store of one session sweeps that session; a shared database
+        (:attr:`lists_sessions`) sweeps all of its sessions, since one
+        config's retention covers every session it is opened on.
+        """
+        through = self.expired_through(retention, now=self.clock())
+        if through is None:
+            return {}
+        return {self.session_id: self.purge(through, batch=batch, dry_run=dry_run)}
 
     def first_entry(self) -> Entry | None:
         """The oldest entry of the log, or None when it is empty."""
@@ -430,6 +496,17 @@ class ChatHistory(BaseChatMessageHistory, ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(session_id={self.session_id!r})"
+
+
+def later(a: int | None, b: int | None) -> int | None:
+    """The later of two horizons (None: no horizon)."""
+    return b if a is None else a if b is None else max(a, b)
+
+
+def nth_last(messages: Sequence[int], retention: Retention) -> int | None:
+    """The ``seq`` before the newest ``keep_messages`` of ``messages`` (seqs in order)."""
+    keep = retention.keep_messages
+    return None if keep is None or len(messages) <= keep else messages[-keep - 1]
 
 
 def _humans(tail: Sequence[Entry]) -> list[int]:

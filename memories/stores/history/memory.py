@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from memories.kernel.retention import Retention
 from memories.stores.history.base import (
     DEFAULT_SESSION_ID,
     Changes,
     ChatHistory,
     Entry,
+    later,
+    nth_last,
     select_entries,
 )
 from memories.stores.history.edits import fold
@@ -32,9 +36,15 @@ class InMemoryHistory(ChatHistory):
     (an edit is folded in once, when written) beside the log as written.
     """
 
-    def __init__(self, *, session_id: str = DEFAULT_SESSION_ID) -> None:
+    keeps_times = True
+
+    def __init__(
+        self, *, session_id: str = DEFAULT_SESSION_ID, clock: Callable[[], float] = time.time
+    ) -> None:
         self.session_id = session_id
+        self.clock = clock
         self._records: list[Entry | Edit] = []  # the log as written
+        self._times: list[float] = []  # when each record was written
         self._log: list[Entry] = []  # the messages shown: edits applied
         self._edits: list[Edit] = []
         self._state: dict[str, dict[str, Any]] = {}
@@ -54,6 +64,7 @@ class InMemoryHistory(ChatHistory):
     def record(self, items: Sequence[Item], /) -> list[int]:
         with self._lock:
             seqs = list(range(self._next_seq, self._next_seq + len(items)))
+            self._times.extend([self.clock()] * len(items))
             edits = []
             for seq, item in zip(seqs, items, strict=True):
                 if isinstance(item, NewEdit):
@@ -71,9 +82,36 @@ class InMemoryHistory(ChatHistory):
             if edits:
                 self._edits.extend(edits)
                 self._log = fold(self._log, edits)
-                self._humans = [e.seq for e in self._log if e.message.type == "human"]
-                self._ids = {e.message.id: e.seq for e in self._log if e.message.id is not None}
+                self._derive()
         return seqs
+
+    def _derive(self) -> None:
+        """Recompute the indexes of the shown log (after an edit or a purge); under the lock."""
+        self._humans = [e.seq for e in self._log if e.message.type == "human"]
+        self._ids = {e.message.id: e.seq for e in self._log if e.message.id is not None}
+
+    def expired_through(self, retention: Retention, /, *, now: float) -> int | None:
+        with self._lock:
+            messages = [r.seq for r in self._records if isinstance(r, Entry)]
+            cutoff = retention.cutoff(now)
+            old = None
+            if cutoff is not None:
+                written = bisect.bisect_left(self._times, cutoff)  # written before the cutoff
+                old = self._records[written - 1].seq if written else None
+        return later(old, nth_last(messages, retention))
+
+    def purge(self, through: int, /, *, batch: int = 500, dry_run: bool = False) -> int:
+        # One list in one process: a batch is moot, the whole purge is one step under the lock.
+        with self._lock:
+            gone = [_expired(r, through) for r in self._records]
+            if dry_run:
+                return sum(gone)
+            self._records = [r for r, g in zip(self._records, gone, strict=True) if not g]
+            self._times = [t for t, g in zip(self._times, gone, strict=True) if not g]
+            self._edits = [e for e in self._edits if not _expired(e, through)]
+            self._log = [e for e in self._log if e.seq > through]
+            self._derive()
+            return sum(gone)
 
     def records(self, *, after: int | None = None) -> list[Entry | Edit]:
         with self._lock:
@@ -95,6 +133,7 @@ class InMemoryHistory(ChatHistory):
     def clear(self) -> None:
         with self._lock:
             self._records.clear()
+            self._times.clear()
             self._log.clear()
             self._edits.clear()
             self._humans.clear()
@@ -168,3 +207,8 @@ class InMemoryHistory(ChatHistory):
 
 def _seq(record: Entry | Edit) -> int:
     return record.seq
+
+
+def _expired(record: Entry | Edit, through: int) -> bool:
+    """Whether a purge through ``through`` deletes ``record`` (an edit goes with its target)."""
+    return record.seq <= through or (isinstance(record, Edit) and record.target <= through)

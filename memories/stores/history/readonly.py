@@ -82,6 +82,14 @@ class ReadOnlyView(ChatHistory):
         """As the history answers it (a backend may answer it in one query)."""
         return self.history.last_exchanges(k)
 
+    def horizon(self) -> int | None:
+        """The history's horizon (a retained history hides what expired)."""
+        return self.history.horizon()
+
+    async def ahorizon(self) -> int | None:
+        """Async :meth:`horizon`."""
+        return await self.history.ahorizon()
+
     def first_entry(self) -> Entry | None:
         """The history's oldest entry."""
         return self.history.first_entry()

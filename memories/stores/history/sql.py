@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,12 +35,14 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from memories.errors import BackendError, ConfigError
 from memories.kernel.messages import dump_message, load_message
 from memories.kernel.paths import default_file
+from memories.kernel.retention import Retention
 from memories.stores.history.base import (
     DEFAULT_SESSION_ID,
     Changes,
     ChatHistory,
     Entry,
     SessionCount,
+    later,
 )
 from memories.stores.history.edits import current_ids, shown
 from memories.stores.history.records import Edit, Item, NewEdit
@@ -234,16 +236,25 @@ class SQLHistory(ChatHistory):
             ``"postgresql+psycopg://user:pw@host/db"``; default: ``memories.db``
             in the data directory (:mod:`memories.kernel.paths`).
         session_id: the conversation this history reads and writes.
+        clock: the time rows are stamped with (Unix seconds; a test injects its own).
     """
 
     lists_sessions: ClassVar[bool] = True
+    keeps_times: ClassVar[bool] = True
 
-    def __init__(self, url: str | None = None, *, session_id: str = DEFAULT_SESSION_ID) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        session_id: str = DEFAULT_SESSION_ID,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
         url = default_sqlite_url() if url is None else url
         self.url = url
         self.session_id = session_id
+        self.clock = clock
         self._db = Database(url, metadata)
         # key -> (text, value): the state this process last wrote or read, by its stored text.
         self._states: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -254,7 +265,7 @@ class SQLHistory(ChatHistory):
     def record(self, items: Sequence[Item], /) -> list[int]:
         if not items:
             return []
-        now = time.time()
+        now = self.clock()
         rows = [
             {
                 "session_id": self.session_id,
@@ -470,6 +481,63 @@ class SQLHistory(ChatHistory):
                 sa.delete(state_table).where(state_table.c.session_id == self.session_id)
             )
 
+    def held(self) -> dict[str, int]:
+        """The session's rows: its log (messages and edit records) and its memories' state."""
+        kinds = {"chat log rows": messages_table, "derived state rows": state_table}
+        with self._db.transaction() as connection:
+            return {
+                kind: int(
+                    connection.execute(
+                        sa.select(sa.func.count()).where(table.c.session_id == self.session_id)
+                    ).scalar_one()
+                )
+                for kind, table in kinds.items()
+            }
+
+    def expired_through(self, retention: Retention, /, *, now: float) -> int | None:
+        t = messages_table
+        mine = t.c.session_id == self.session_id
+        old = nth = None
+        with self._db.transaction() as connection:
+            cutoff = retention.cutoff(now)
+            oldest = None
+            if cutoff is not None:
+                oldest = connection.execute(
+                    sa.select(t.c.created_at).where(mine).order_by(t.c.id).limit(1)
+                ).scalar()
+            if oldest is not None and cutoff is not None and oldest < cutoff:
+                # Something expired. Newest first on the (session_id, id) index: the
+                # scan stops at the first expired row, so it reads the kept rows only.
+                old = connection.execute(
+                    sa.select(t.c.id)
+                    .where(mine, t.c.created_at < cutoff)
+                    .order_by(t.c.id.desc())
+                    .limit(1)
+                ).scalar()
+            if retention.keep_messages is not None:
+                nth = connection.execute(
+                    sa.select(t.c.id)
+                    .where(mine, t.c.type.not_in(EDIT_KINDS))
+                    .order_by(t.c.id.desc())
+                    .offset(retention.keep_messages)
+                    .limit(1)
+                ).scalar()
+        return later(None if old is None else int(old), None if nth is None else int(nth))
+
+    def purge(self, through: int, /, *, batch: int = 500, dry_run: bool = False) -> int:
+        return _purge(self._db, self.session_id, through, batch=batch, dry_run=dry_run)
+
+    def sweep_store(
+        self, retention: Retention, /, *, batch: int = 500, dry_run: bool = False
+    ) -> dict[str, int]:
+        """Purge what ``retention`` expires now in every session of this database."""
+        removed = {}
+        for session, through in _horizons(self._db, retention, now=self.clock()).items():
+            count = _purge(self._db, session, through, batch=batch, dry_run=dry_run)
+            if count:
+                removed[session] = count
+        return removed
+
     def load_state(self, key: str, /) -> dict[str, Any] | None:
         with self._db.transaction() as connection:
             row = _STATE.execute(connection, session=self.session_id, key=key).fetchone()
@@ -551,6 +619,75 @@ def _seq(record: Entry | Edit) -> int:
     return record.seq
 
 
+def _horizons(db: Database, retention: Retention, *, now: float) -> dict[str, int]:
+    """Each session's last expired ``seq`` under ``retention`` (sessions with none left out)."""
+    t = messages_table
+    found: dict[str, int] = {}
+    with db.transaction() as connection:
+        cutoff = retention.cutoff(now)
+        if cutoff is not None:
+            old = sa.select(t.c.session_id, sa.func.max(t.c.id)).where(t.c.created_at < cutoff)
+            found.update((s, i) for s, i in connection.execute(old.group_by(t.c.session_id)))
+        keep = retention.keep_messages
+        if keep is not None:
+            rank = (
+                sa.func.row_number()
+                .over(partition_by=t.c.session_id, order_by=t.c.id.desc())
+                .label("rank")
+            )
+            ranked = (
+                sa.select(t.c.session_id, t.c.id, rank)
+                .where(t.c.type.not_in(EDIT_KINDS))
+                .subquery()
+            )
+            nth = sa.select(ranked.c.session_id, ranked.c.id).where(ranked.c.rank == keep + 1)
+            for session, seq in connection.execute(nth):
+                found[session] = max(found.get(session, seq), seq)
+    return {session: int(seq) for session, seq in found.items()}
+
+
+def _purge(db: Database, session: str, through: int, *, batch: int, dry_run: bool) -> int:
+    """Delete a session's records up to ``through`` and the edits targeting them, in batches.
+
+    Each batch is its own transaction, so a crash loses at most the batch in
+    flight and a second run finishes the rest (the rows are chosen by
+    condition, never by a list made before). SQLite puts the freed pages on
+    its free list and reuses them for the next rows; ``VACUUM`` shrinks the file.
+    """
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    t = messages_table
+    mine = t.c.session_id == session
+    with db.transaction() as connection:
+        # Edit records are few; their target is in their JSON, read here on any dialect.
+        later_edits = connection.execute(
+            sa.select(t.c.id, t.c.message).where(mine, t.c.type.in_(EDIT_KINDS), t.c.id > through)
+        ).all()
+        head = connection.execute(
+            sa.select(sa.func.count()).where(mine, t.c.id <= through)
+        ).scalar_one()
+    orphans = [
+        int(row.id) for row in later_edits if int(json.loads(row.message)["target"]) <= through
+    ]
+    if dry_run:
+        return int(head) + len(orphans)
+    removed = 0
+    while True:
+        with db.transaction(write=True) as connection:
+            chosen = sa.select(t.c.id).where(mine, t.c.id <= through).order_by(t.c.id).limit(batch)
+            gone = connection.execute(sa.delete(t).where(t.c.id.in_(chosen.scalar_subquery())))
+        removed += gone.rowcount
+        if gone.rowcount < batch:
+            break
+    for start in range(0, len(orphans), batch):
+        with db.transaction(write=True) as connection:
+            gone = connection.execute(
+                sa.delete(t).where(t.c.id.in_(orphans[start : start + batch]))
+            )
+        removed += gone.rowcount
+    return removed
+
+
 def _with_ids(dialect: str, session_id: str, ids: list[str]) -> sa.CompoundSelect:
     """The rows of a session holding a message with one of ``ids``, and its edit rows."""
     mine = messages_table.c.session_id == session_id
@@ -584,13 +721,18 @@ class SQLiteHistory(SQLHistory):
         path: the database file (created with its folder on the first write);
             default: ``memories.db`` in the data directory (:mod:`memories.kernel.paths`).
         session_id: the conversation this history reads and writes.
+        clock: the time rows are stamped with (Unix seconds; a test injects its own).
     """
 
     def __init__(
-        self, path: str | Path | None = None, *, session_id: str = DEFAULT_SESSION_ID
+        self,
+        path: str | Path | None = None,
+        *,
+        session_id: str = DEFAULT_SESSION_ID,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = Path(default_file(DEFAULT_SQLITE_PATH) if path is None else path)
-        super().__init__(f"sqlite:///{self.path.resolve()}", session_id=session_id)
+        super().__init__(f"sqlite:///{self.path.resolve()}", session_id=session_id, clock=clock)
 
     def to_config(self) -> dict[str, Any]:
         return {"type": "sqlite", "path": str(self.path), "session_id": self.session_id}

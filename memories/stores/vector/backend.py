@@ -92,6 +92,20 @@ class VectorBackend(ABC):
 
     aerase_namespace = blocking_twin(erase_namespace)
 
+    def held(self, *, session: bool) -> dict[str, int]:
+        """What :meth:`erase_namespace` (or, with ``session``, :meth:`erase_session`) deletes,
+        by kind, for erasing a person (:func:`memories.erase_user`)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot count what it holds of one person, so it cannot "
+            "be erased by erase_user; delete its documents in the store itself."
+        )
+
+    def erase_session(self) -> None:
+        """Delete every trace of this memory's session (queued and set-aside copies too)."""
+        self.forget_session()
+
+    aerase_session = blocking_twin(erase_session)
+
     def get(self, ids: Sequence[str]) -> list[SearchResult]:
         """The documents with these ids, in that order (unknown ids left out)."""
         raise NotImplementedError(f"{type(self).__name__} cannot read documents by id.")

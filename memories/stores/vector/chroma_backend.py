@@ -243,7 +243,8 @@ class ChromaBackend(VectorBackend):
         self.outbox.unindex(target, namespace, session=self.session_id)
 
     def erase_namespace(self) -> None:
-        """Delete every document of the namespace, queued ones too."""
+        """Delete every document of the namespace, queued ones too, and blank Chroma's log
+        copies of them (:meth:`~memories.integrations.chroma.ChromaStore.scrub_log`)."""
         target, namespace = self.store.target, self._key
         self._writer.cancel()
         with self._lane.lock:  # not while a drain writes what is being deleted
@@ -252,7 +253,35 @@ class ChromaBackend(VectorBackend):
             with pending.lock:
                 pending.forget()
             self.store.delete(namespace)
+            self.store.scrub_log(namespace)
             self._lane.succeeded()
+
+    def held(self, *, session: bool) -> dict[str, int]:
+        """The namespace's (or the session's) documents in Chroma, outbox rows, dead letters
+        and recall index rows."""
+        target, namespace = self.store.target, self._key
+        where = {SESSION_KEY: self.session_id} if session else None
+        stored = len(self.store.get(namespace, where=where, text=False))
+        mine = self.session_id if session else None
+        logged = {"Chroma log rows": self.store.logged(namespace, where=where)}
+        return (
+            {"Chroma documents": stored}
+            | logged
+            | self.outbox.held(target, namespace, session=mine)
+        )
+
+    def erase_session(self) -> None:
+        """Delete the session's documents, queued and set-aside ones too (never written now)."""
+        target, namespace = self.store.target, self._key
+        self._writer.cancel()
+        with self._lane.lock:  # not while a drain writes what is being deleted
+            gone = self.outbox.erase_session(target, namespace, self.session_id)
+            pending = self._pending
+            with pending.lock:
+                pending.forget(gone)
+            self.store.delete(namespace, where={SESSION_KEY: self.session_id})
+            self.store.scrub_log(namespace, where={SESSION_KEY: self.session_id})
+            self.outbox.unindex(target, namespace, session=self.session_id)
 
     def check_filter(self, where: Mapping[str, Any]) -> None:
         """Chroma's ``where`` syntax; the namespace key is the memory's own."""

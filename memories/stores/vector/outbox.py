@@ -257,6 +257,53 @@ class SQLOutbox:
                 )
             self.recall.clear(connection, target, namespace)
 
+    def held(self, target: str, namespace: str, *, session: str | None = None) -> dict[str, int]:
+        """A namespace's (or one session's) rows: queued, set aside, and in the recall index."""
+        counts = {
+            kind: len(self._rows_of(table, target, namespace, session))
+            for kind, table in (("outbox rows", _outbox), ("dead letters", _dead))
+        }
+        return counts | {"recall index rows": self.recall.held(target, namespace, session=session)}
+
+    def erase_session(self, target: str, namespace: str, session: str) -> list[str]:
+        """Forget a session's queued rows, rows set aside and index entries; return their ids.
+
+        A namespace's rows are read and their metadata's session compared here:
+        the queue does not keep the session in a column of its own.
+        """
+        with self._writing("erase a session") as connection:
+            gone: list[str] = []
+            for table in (_outbox, _dead):
+                rows = self._rows_of(table, target, namespace, session, connection)
+                connection.execute(sa.delete(table).where(table.c.id.in_([k for k, _ in rows])))
+                gone += [doc_id for _, doc_id in rows]
+            self.recall.remove(connection, target, namespace, gone)
+            self.recall.remove_session(connection, target, namespace, session)
+        return gone
+
+    def _rows_of(
+        self,
+        table: sa.Table,
+        target: str,
+        namespace: str,
+        session: str | None,
+        connection: sa.Connection | None = None,
+    ) -> list[tuple[int, str]]:
+        """``(key, doc_id)`` of a namespace's rows in ``table``, of one session's if given."""
+        query = sa.select(table.c.id, table.c.doc_id, table.c.row).where(
+            table.c.target == target, table.c.namespace == namespace
+        )
+        if connection is None:
+            with self._reading("read queued turns") as reading:
+                found = reading.execute(query).all()
+        else:
+            found = connection.execute(query).all()
+        return [
+            (key, doc_id)
+            for key, doc_id, row in found
+            if session is None or _load(doc_id, row).metadata.get(SESSION_KEY) == session
+        ]
+
     def unindex(
         self, target: str, namespace: str, *, ids: Sequence[str] = (), session: str | None = None
     ) -> None:

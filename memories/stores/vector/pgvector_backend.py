@@ -578,6 +578,19 @@ class PgVectorBackend(VectorBackend):
                 )
             store.recall.clear(connection, TARGET, self._key)
 
+    def held(self, *, session: bool) -> dict[str, int]:
+        """The namespace's (or the session's) documents and their recall index rows."""
+        params = _Params(ns=self._key)
+        mine = self.session_id if session else None
+        condition = "" if mine is None else f" AND ({_where_sql({SESSION_KEY: mine}, params)})"
+        with self._store.transaction("count documents") as connection:
+            found = connection.exec_driver_sql(
+                f"SELECT count(*) FROM {_DOCUMENTS} WHERE namespace = %(ns)s{condition}",
+                params.values,
+            ).scalar()
+        index = self._store.recall.held(TARGET, self._key, session=mine)
+        return {"pgvector documents": int(found or 0), "recall index rows": index}
+
     def _delete(self, condition: str, params: _Params) -> None:
         store = self._store
         with store.transaction("delete documents") as connection:

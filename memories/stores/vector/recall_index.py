@@ -553,6 +553,26 @@ class RecallIndex:
         with self.database.transaction() as connection:
             return int(connection.execute(query).scalar() or 0)
 
+    def held(self, target: str, namespace: str, *, session: str | None = None) -> int:
+        """The index's rows of a namespace's documents (or one session's): each, its terms,
+        and, for a whole namespace, its speakers' counts."""
+        spaces = sa.select(_spaces.c.id).where(
+            _spaces.c.target == target, _spaces.c.namespace == namespace
+        )
+        documents = sa.select(_documents.c.key).where(_documents.c.space.in_(spaces))
+        if session is not None:
+            documents = documents.where(_documents.c.session == session)
+        counts = [
+            sa.select(sa.func.count()).select_from(documents.subquery()),
+            sa.select(sa.func.count()).where(
+                _postings.c.space.in_(spaces), _postings.c.key.in_(documents)
+            ),
+        ]
+        if session is None:
+            counts.append(sa.select(sa.func.count()).where(_speakers.c.space.in_(spaces)))
+        with self.database.transaction() as connection:
+            return sum(int(connection.execute(query).scalar_one()) for query in counts)
+
     def namespaces(self, target: str) -> dict[str, int]:
         """The namespaces of a store that have an index, with their document counts."""
         query = (

@@ -1,0 +1,81 @@
+"""How long raw history is kept: the one retention policy value (:class:`Retention`).
+
+A memory over a chat history takes ``retention={"keep_days": 7}`` or
+``{"keep_messages": 200}`` (or both: whichever expires more). Messages past it
+are invisible to every read at once and deleted by a sweep; what was derived
+from them (a running summary, a profile, a collection) stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from memories.errors import ConfigError
+
+__all__ = ["DAY", "Retention"]
+
+#: Seconds in a day: ``keep_days`` is counted in these.
+DAY = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How much raw history a memory keeps (at least one of the two is set)."""
+
+    keep_days: float | None = None
+    """Messages written more than this many days ago expire (fractions allowed)."""
+    keep_messages: int | None = None
+    """Only the newest this many messages of a session are kept (edit records not counted)."""
+
+    def __post_init__(self) -> None:
+        days, count = self.keep_days, self.keep_messages
+        if days is None and count is None:
+            raise ConfigError(
+                "A retention needs keep_days or keep_messages (or both), e.g. {'keep_days': 7}."
+            )
+        if days is not None and (
+            isinstance(days, bool) or not isinstance(days, int | float) or not days > 0
+        ):
+            raise ConfigError(f"retention keep_days must be a number of days > 0, got {days!r}.")
+        if count is not None and (
+            isinstance(count, bool) or not isinstance(count, int) or count < 1
+        ):
+            raise ConfigError(
+                f"retention keep_messages must be a whole number >= 1, got {count!r}."
+            )
+
+    @classmethod
+    def of(cls, value: Any, /) -> Retention | None:
+        """A retention from its config form (a dict), itself, or None (keep everything).
+
+        Raises:
+            ConfigError: ``value`` is not one of those, or names an unknown key.
+        """
+        if value is None or isinstance(value, Retention):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(
+                f"retention must be a dict such as {{'keep_days': 7}} or {{'keep_messages': 100}}, "
+                f"got {value!r:.80}."
+            )
+        unknown = set(value) - {"keep_days", "keep_messages"}
+        if unknown:
+            raise ConfigError(
+                f"retention takes keep_days and keep_messages, not {', '.join(sorted(unknown))}."
+            )
+        return cls(**value)
+
+    def cutoff(self, now: float, /) -> float | None:
+        """The time before which messages expire (None: no time limit)."""
+        return None if self.keep_days is None else now - self.keep_days * DAY
+
+    def to_config(self) -> dict[str, Any]:
+        """The dict :meth:`of` reads back."""
+        config: dict[str, Any] = {}
+        if self.keep_days is not None:
+            config["keep_days"] = self.keep_days
+        if self.keep_messages is not None:
+            config["keep_messages"] = self.keep_messages
+        return config

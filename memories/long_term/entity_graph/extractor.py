@@ -1,0 +1,185 @@
+"""The rule-based extractor: entities and relations from patterns, when no model is given.
+
+It reads what the human says, sentence by sentence, and proposes the same
+operations a model would (:mod:`memories.long_term.entity_graph.operations`):
+
+- capitalised names (``Melanie``, ``New York``) become entities (a single
+  word opening a sentence only once it is known from elsewhere, or a short
+  form of a known name); the
+  sentences naming one make its summary (the last three);
+- ``my X is Y`` / ``Y is my X`` relate the user to Y by ``X``; ``my X is Y``
+  replaces the user's earlier ``X`` (one sister at a time, one favourite
+  colour...); ``my X Y`` (``my sister Melanie``) adds one;
+- ``I live in / moved to Y``, ``I work at / for Y`` relate the user to Y,
+  replacing the earlier place;
+- ``I no longer live in / work at Y``, ``my X is not Y anymore`` end the
+  relation;
+- a new name that starts an entity's name (``Mel`` and ``Melanie``) or that an
+  entity's name starts is merged into the longer one, with the reason.
+
+What it misses (a model catches these): pronouns (``she`` is not resolved),
+relations between two other people (``Melanie's husband is Tom``), anything
+not phrased by the patterns above (``I've been living in Paris``), names
+written in lower case, negations other than the two above, and dates (a fact
+is true from the turn that said it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from memories.kernel.messages import message_text
+from memories.long_term.entity_graph.operations import predicate_key
+from memories.stores.entity_graph_store import Graph, name_key
+
+__all__ = ["SENTENCES", "extract"]
+
+_NAME = r"[A-Z][\w'-]*(?: (?:[A-Z][\w'-]*|of|de|da|van|von))*(?<! of)"
+#: Where one sentence ends and the next begins.
+SENTENCES = re.compile(r"(?<=[.!?])\s+")
+_WORD = r"[a-z]+(?: [a-z]+)?"
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("end_lives", re.compile(rf"\bI no longer live in (?P<object>{_NAME})")),
+    ("end_works", re.compile(rf"\bI no longer work (?:at|for) (?P<object>{_NAME})")),
+    (
+        "end_my",
+        re.compile(rf"\b[Mm]y (?P<predicate>{_WORD}) is not (?P<object>{_NAME}|\w+) any ?more"),
+    ),
+    (
+        "lives_in",
+        re.compile(rf"\bI (?:live|moved|have moved|am moving) (?:in|to) (?P<object>{_NAME})"),
+    ),
+    ("works_at", re.compile(rf"\bI (?:work|started working) (?:at|for) (?P<object>{_NAME})")),
+    (
+        "my_is",
+        re.compile(
+            rf"\b[Mm]y (?P<predicate>{_WORD}) is (?!not\b)"
+            rf"(?P<object>{_NAME}|[\w-]+)\b(?! any ?more)"
+        ),
+    ),
+    ("is_my", re.compile(rf"(?P<object>{_NAME}) is my (?P<predicate>{_WORD})\b")),
+    ("my_named", re.compile(rf"\b[Mm]y (?P<predicate>[a-z]+) (?P<object>{_NAME})")),
+]
+#: Capitalised words that are not names when they open a sentence (or stand alone).
+_COMMON = frozenset(
+    """i i'm i've i'd i'll my me we our you your he she it they this that these those the a an
+    and but or so yes no not hi hello hey thanks thank ok okay well oh what who when where why
+    how which did do does is are was were will would can could should have has had there here
+    just also maybe sure great good nice wow sorry please let if then today tomorrow yesterday
+    monday tuesday wednesday thursday friday saturday sunday january february march april may
+    june july august september october november december""".split()  # noqa: SIM905
+)
+
+
+def extract(
+    turns: Sequence[Sequence[BaseMessage]], graph: Graph, user: str
+) -> list[dict[str, Any]]:
+    """The operations the rules find in the human messages of ``turns``."""
+    operations: list[dict[str, Any]] = []
+    known = {name_key(e.name): e.name for e in graph.entities.values()}
+    for e in graph.entities.values():
+        known.update((name_key(a), a) for a in e.aliases)
+    summaries = {e.name: e.summary for e in graph.standing()}
+    for turn in turns:
+        for message in turn:
+            if not isinstance(message, HumanMessage):
+                continue
+            for sentence in SENTENCES.split(message_text(message)):
+                operations += _sentence(sentence.strip(), user, known, summaries)
+    return operations
+
+
+def _sentence(
+    sentence: str, user: str, known: dict[str, str], summaries: dict[str, str]
+) -> list[dict[str, Any]]:
+    operations: list[dict[str, Any]] = []
+    if not sentence:
+        return operations
+    sentence = sentence.replace("\u2019", "'")
+    names = _names(sentence, known)
+    related: set[str] = set()
+    for kind, pattern in _PATTERNS:
+        for match in pattern.finditer(sentence):
+            target = match.group("object")
+            if target in related:
+                continue
+            related.add(target)
+            operations += _relation(kind, match, target, user)
+    for name in names:
+        operations += _entity(name, sentence, known, summaries)
+    return _ordered(operations)
+
+
+def _relation(kind: str, match: re.Match[str], target: str, user: str) -> list[dict[str, Any]]:
+    groups = match.groupdict()
+    predicate = predicate_key(groups.get("predicate") or kind.removeprefix("end_"))
+    predicate = {"lives": "lives_in", "works": "works_at"}.get(predicate, predicate)
+    is_name = target[:1].isupper() and target.casefold() not in _COMMON
+    relation: dict[str, Any] = {"op": "relate", "subject": user, "predicate": predicate}
+    relation["object" if is_name else "value"] = target
+    if kind.startswith("end_"):
+        return [{**relation, "op": "end"}]
+    if kind in ("my_is", "lives_in", "works_at"):
+        relation["replaces"] = "all"
+    return [relation]
+
+
+def _names(sentence: str, known: dict[str, str]) -> list[str]:
+    """The capitalised names of a sentence; one opening it only if known or of several words."""
+    found = []
+    for match in re.finditer(_NAME, sentence):
+        words = [re.sub(r"'s$", "", w) for w in match.group(0).split()]
+        if words[0].casefold() in _COMMON:
+            words = words[1:]
+            if not words or words[0][:1].islower():
+                continue
+        name = " ".join(words)
+        opening = match.start() == 0 and len(words) == 1
+        key = name_key(name)
+        if opening and key not in known and not any(_short_form(key, k) for k in known):
+            continue  # "Researching ..." opens a sentence; a name is capitalised elsewhere too
+        found.append(name)
+    return list(dict.fromkeys(found))
+
+
+def _entity(
+    name: str, sentence: str, known: dict[str, str], summaries: dict[str, str]
+) -> list[dict[str, Any]]:
+    key = name_key(name)
+    if key in known:
+        said = " ".join([*_sentences_of(summaries.get(known[key], "")), sentence][-3:])
+        summaries[known[key]] = said
+        return [{"op": "entity", "name": known[key], "summary": said}]
+    longer = next((n for k, n in known.items() if k != key and _short_form(key, k)), None)
+    shorter = next((n for k, n in known.items() if k != key and _short_form(k, key)), None)
+    known[key] = name
+    summaries[name] = sentence
+    operations: list[dict[str, Any]] = [{"op": "entity", "name": name, "summary": sentence}]
+    if longer is not None:
+        reason = f"{name!r} is a short form of {longer!r}"
+        operations.append({"op": "merge", "id": name, "into": longer, "reason": reason})
+    elif shorter is not None:
+        reason = f"{shorter!r} is a short form of {name!r}"
+        operations.append({"op": "merge", "id": shorter, "into": name, "reason": reason})
+    return operations
+
+
+def _short_form(short: str, long: str) -> bool:
+    return (
+        len(short) >= 3 and " " not in short and long.split()[0].startswith(short) and long != short
+    )
+
+
+def _sentences_of(summary: str) -> list[str]:
+    return [s for s in SENTENCES.split(summary) if s]
+
+
+def _ordered(operations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Entities first (a relation may name them), then the rest in order."""
+    return [o for o in operations if o["op"] == "entity"] + [
+        o for o in operations if o["op"] != "entity"
+    ]

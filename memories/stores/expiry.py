@@ -1,0 +1,166 @@
+"""When stored items expire: one SQL table beside any store, for item time-to-live.
+
+An item store (a vector namespace, a profile, a collection) knows nothing of
+time; the :class:`ExpiryLedger` keeps, per ``(namespace, key)``, the item's
+time to live and the moment it expires, in one table::
+
+    memories_item_expiry(namespace, key, ttl_minutes, expires_at)
+
+Reads ask it which items are expired (few: only those not swept yet), and a
+sweep deletes each expired item from its store and then its ledger row, so a
+crash between the two leaves the row to be swept again. Items without a row
+never expire. Times are Unix seconds from the caller's clock, so tests move
+time by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from memories.kernel.steps import blocking_twin
+from memories.stores.sql import Database
+
+__all__ = ["Expiring", "ExpiryLedger"]
+
+Namespace = tuple[str, ...]
+
+metadata = sa.MetaData()
+
+expiry_table = sa.Table(
+    "memories_item_expiry",
+    metadata,
+    sa.Column("namespace", sa.Text, primary_key=True),
+    sa.Column("key", sa.String(255), primary_key=True),
+    sa.Column("ttl_minutes", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=False),
+    sa.Index("ix_memories_item_expiry_expires_at", "expires_at"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Expiring:
+    """An item with a time to live."""
+
+    namespace: Namespace
+    """Its namespace."""
+    key: str
+    """Its key in the namespace."""
+    expires_at: float
+    """When it expires (Unix seconds)."""
+
+
+def _label(namespace: Namespace) -> str:
+    # JSON keeps any label intact (periods, slashes) and reads back as the same tuple.
+    return json.dumps(list(namespace), ensure_ascii=False)
+
+
+class ExpiryLedger:
+    """The time to live of items of one store, in a SQL database.
+
+    Args:
+        url: a SQLAlchemy URL (the table is made on first use).
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._db = Database(url, metadata)
+
+    def __repr__(self) -> str:
+        return f"ExpiryLedger({self._db!r})"
+
+    def set(self, namespace: Namespace, key: str, ttl_minutes: float | None, *, now: float) -> None:
+        """Give an item ``ttl_minutes`` to live from ``now``; None: it never expires."""
+        self.set_many(namespace, {key: ttl_minutes}, now=now)
+
+    def set_many(
+        self, namespace: Namespace, ttls: Mapping[str, float | None], *, now: float
+    ) -> None:
+        """:meth:`set` for several items of a namespace, in one transaction."""
+        if not ttls:
+            return
+        t = expiry_table
+        label = _label(namespace)
+        rows = [
+            {
+                "namespace": label,
+                "key": key,
+                "ttl_minutes": float(ttl),
+                "expires_at": now + ttl * 60,
+            }
+            for key, ttl in ttls.items()
+            if ttl is not None
+        ]
+        with self._db.transaction(write=True) as connection:
+            connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(list(ttls))))
+            if rows:
+                connection.execute(sa.insert(t), rows)
+
+    def expired(
+        self, *, now: float, limit: int | None = None, namespace: Namespace | None = None
+    ) -> list[Expiring]:
+        """The items expired at ``now`` and not swept yet, soonest expired first.
+
+        Only those of ``namespace`` when given.
+        """
+        t = expiry_table
+        query = sa.select(t.c.namespace, t.c.key, t.c.expires_at).where(t.c.expires_at <= now)
+        if namespace is not None:
+            query = query.where(t.c.namespace == _label(namespace))
+        query = query.order_by(t.c.expires_at, t.c.namespace, t.c.key).limit(limit)
+        with self._db.transaction() as connection:
+            rows = connection.execute(query).all()
+        return [Expiring(tuple(json.loads(row[0])), row[1], float(row[2])) for row in rows]
+
+    def expires_at(self, namespace: Namespace, key: str) -> float | None:
+        """When an item expires (None: never)."""
+        t = expiry_table
+        with self._db.transaction() as connection:
+            found = connection.execute(
+                sa.select(t.c.expires_at).where(t.c.namespace == _label(namespace), t.c.key == key)
+            ).scalar()
+        return None if found is None else float(found)
+
+    def refresh(self, items: Iterable[tuple[Namespace, str]], *, now: float) -> None:
+        """Start the time to live of each item again from ``now``; expired ones stay expired."""
+        t = expiry_table
+        items = list(items)
+        if not items:
+            return
+        with self._db.transaction(write=True) as connection:
+            for namespace, key in items:
+                connection.execute(
+                    sa.update(t)
+                    .where(t.c.namespace == _label(namespace), t.c.key == key, t.c.expires_at > now)
+                    .values(expires_at=now + t.c.ttl_minutes * 60)
+                )
+
+    def forget(self, namespace: Namespace, key: str, *, expired_at: float | None = None) -> bool:
+        """Remove an item's row (only while it is expired at ``expired_at``, when given).
+
+        Returns:
+            Whether a row was removed (a refresh since the sweep read it keeps it).
+        """
+        t = expiry_table
+        where = [t.c.namespace == _label(namespace), t.c.key == key]
+        if expired_at is not None:
+            where.append(t.c.expires_at <= expired_at)
+        with self._db.transaction(write=True) as connection:
+            return bool(connection.execute(sa.delete(t).where(*where)).rowcount)
+
+    def count(self) -> int:
+        """How many items have a time to live."""
+        with self._db.transaction() as connection:
+            return int(
+                connection.execute(
+                    sa.select(sa.func.count()).select_from(expiry_table)
+                ).scalar_one()
+            )
+
+    aset_many = blocking_twin(set_many)
+    aexpired = blocking_twin(expired)
+    aexpires_at = blocking_twin(expires_at)
+    arefresh = blocking_twin(refresh)

@@ -1,0 +1,218 @@
+"""A history seen through a retention policy: expired messages are hidden at once.
+
+:class:`RetainedHistory` wraps any history. Every read starts after the
+*horizon*, the last ``seq`` the retention expires now (see
+:meth:`ChatHistory.expired_through`), so nothing past the retention is shown,
+found by id, edited or folded into fresh derived state, whether or not a
+sweep has deleted it yet. :meth:`RetainedHistory.sweep` deletes it for real.
+Writes and memory state go to the wrapped history untouched: a running
+summary, a profile or a collection derived from expired messages stays.
+
+A memory takes the policy as ``retention=`` and wraps its history itself
+(:class:`memories.core.base.ChatMemory`); the wrapper's config is the wrapped
+history's, and the policy is the memory's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, cast
+
+from memories.kernel.retention import Retention
+from memories.kernel.steps import to_thread
+from memories.stores.history.base import Changes, ChatHistory, Edit, Entry, SessionCount
+from memories.stores.history.records import Item
+
+__all__ = ["RetainedHistory"]
+
+
+class RetainedHistory(ChatHistory):
+    """``history`` with every record the ``retention`` expires hidden from reads.
+
+    Args:
+        history: the history that holds the log (its ``clock`` tells the time).
+        retention: how much of the log is kept.
+    """
+
+    def __init__(self, history: ChatHistory, retention: Retention) -> None:
+        if retention.keep_days is not None and not history.keeps_times:
+            raise NotImplementedError(
+                f"{type(history).__name__} does not know when messages were written, so it "
+                "cannot keep them for a number of days: use keep_messages, or a memories "
+                "history (InMemoryHistory, SQLiteHistory, SQLHistory)."
+            )
+        self.history = history
+        self.retention = retention
+        self.session_id = history.session_id
+        # The horizon this thread computed in the current batch: a turn reads it once.
+        self._batch = threading.local()
+        self.lists_sessions = history.lists_sessions  # type: ignore[misc]
+        self.keeps_times = history.keeps_times  # type: ignore[misc]
+
+    @property
+    def clock(self) -> Any:  # type: ignore[override]
+        """The wrapped history's clock."""
+        return self.history.clock
+
+    def horizon(self) -> int | None:
+        """The last ``seq`` the retention expires now (None: nothing expired).
+
+        Inside a :meth:`batch` (one turn of a memory, one transaction) it is
+        computed once: the turn sees one consistent view.
+        """
+        known = getattr(self._batch, "horizon", _UNKNOWN)
+        if known is not _UNKNOWN:
+            return cast("int | None", known)
+        horizon = self.history.expired_through(self.retention, now=self.history.clock())
+        if getattr(self._batch, "depth", 0):
+            self._batch.horizon = horizon
+        return horizon
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_batch"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._batch = threading.local()
+
+    async def ahorizon(self) -> int | None:
+        """Async :meth:`horizon` (a read of the store: on a thread)."""
+        return await to_thread(self.horizon)
+
+    def _after(self, after: int | None) -> int | None:
+        """``after``, moved up to the horizon."""
+        return _moved(after, self.horizon())
+
+    # -- reads: start after the horizon ---------------------------------------
+
+    def records(self, *, after: int | None = None) -> list[Entry | Edit]:
+        return self.history.records(after=self._after(after))
+
+    def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
+        return self.history.entries(after=self._after(after), last=last)
+
+    def edits(self, *, after: int | None = None) -> list[Edit]:
+        horizon = self.horizon()
+        return _live(self.history.edits(after=_moved(after, horizon)), horizon)
+
+    def changes(self, *, after: int | None, edits_after: int | None) -> Changes:
+        horizon = self.horizon()
+        found = self.history.changes(
+            after=_moved(after, horizon), edits_after=_moved(edits_after, horizon)
+        )
+        return Changes(found.entries, _live(found.edits, horizon))
+
+    def state_and_changes(
+        self, key: str, /, *, after: int | None, edits_after: int | None
+    ) -> tuple[dict[str, Any] | None, Changes]:
+        horizon = self.horizon()
+        state, found = self.history.state_and_changes(
+            key, after=_moved(after, horizon), edits_after=_moved(edits_after, horizon)
+        )
+        return state, Changes(found.entries, _live(found.edits, horizon))
+
+    def seqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
+        horizon = self.horizon()
+        found = self.history.seqs_of(ids)
+        return found if horizon is None else {i: s for i, s in found.items() if s > horizon}
+
+    def start_of_last_exchanges(self, k: int, /) -> int | None:
+        start = self.history.start_of_last_exchanges(k)
+        horizon = self.horizon()
+        # An exchange that opened before the horizon: what is left of the log is the window.
+        return None if start is None or (horizon is not None and start <= horizon) else start
+
+    def first_entry(self) -> Entry | None:
+        shown = self.entries()
+        return shown[0] if shown else None
+
+    def count(self) -> int:
+        return len(self.entries())
+
+    def sessions(
+        self, *, contains: str = "", limit: int = 50, offset: int = 0
+    ) -> tuple[list[SessionCount], int]:
+        return self.history.sessions(contains=contains, limit=limit, offset=offset)
+
+    # -- writes, state and retention: the wrapped history's -------------------
+
+    def record(self, items: Sequence[Item], /) -> list[int]:
+        return self.history.record(items)
+
+    def clear(self) -> None:
+        self.history.clear()
+
+    def load_state(self, key: str, /) -> dict[str, Any] | None:
+        return self.history.load_state(key)
+
+    def save_state(self, key: str, value: dict[str, Any], /) -> None:
+        self.history.save_state(key, value)
+
+    def batch(self, *, write: bool) -> AbstractContextManager[None] | None:
+        inner = self.history.batch(write=write)
+        return None if inner is None else self._batched(inner)
+
+    @contextmanager
+    def _batched(self, inner: AbstractContextManager[None]) -> Iterator[None]:
+        state = self._batch
+        state.depth = getattr(state, "depth", 0) + 1
+        try:
+            with inner:
+                yield
+        finally:
+            state.depth -= 1
+            if not state.depth:
+                state.__dict__.pop("horizon", None)
+
+    def expired_through(self, retention: Retention, /, *, now: float) -> int | None:
+        return self.history.expired_through(retention, now=now)
+
+    def purge(self, through: int, /, *, batch: int = 500, dry_run: bool = False) -> int:
+        return self.history.purge(through, batch=batch, dry_run=dry_run)
+
+    def sweep_store(
+        self, retention: Retention, /, *, batch: int = 500, dry_run: bool = False
+    ) -> dict[str, int]:
+        return self.history.sweep_store(retention, batch=batch, dry_run=dry_run)
+
+    def sweep_session(self, *, batch: int = 500) -> int:
+        """Delete what the retention expires now in this session only; rows deleted.
+
+        A memory's background job runs this after its own work: bounded by
+        one session, where :meth:`sweep` covers a whole shared store.
+        """
+        through = self.horizon()
+        return 0 if through is None else self.history.purge(through, batch=batch)
+
+    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+        """Delete what the retention expires now: this session, or every session of a shared store.
+
+        Returns:
+            Rows deleted (or, with ``dry_run``, that would be) per session.
+        """
+        return self.history.sweep_store(self.retention, batch=batch, dry_run=dry_run)
+
+    def to_config(self) -> dict[str, Any]:
+        return self.history.to_config()
+
+    def __repr__(self) -> str:
+        return f"RetainedHistory({self.history!r}, {self.retention!r})"
+
+
+_UNKNOWN = object()
+
+
+def _live(edits: list[Edit], horizon: int | None) -> list[Edit]:
+    """The edits that change a message still shown (an expired target's edit changes nothing).
+
+    Left in, an edit of an expired message written after the horizon would
+    tell a summary that a message it folded changed, and it would start over.
+    """
+    return edits if horizon is None else [e for e in edits if e.target > horizon]
+
+
+def _moved(after: int | None, horizon: int | None) -> int | None:
+    """A read's start moved up to the horizon."""
+    return after if horizon is None or (after is not None and after > horizon) else horizon

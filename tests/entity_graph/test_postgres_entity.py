@@ -1,0 +1,66 @@
+"""EntityMemory on a real PostgreSQL server: the same graph as on SQLite, across two objects."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from memories import EntityMemory
+from tests.entity_graph.fakes import GraphScript
+from tests.entity_graph.test_entity_memory import (
+    CONVERSATION,
+    SCRIPT,
+    assert_expected_graph,
+    converse,
+    current,
+)
+from tests.postgres import find_pg_bin, postgres_server
+
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed"),
+]
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def url(postgres_url: str) -> str:
+    """A fresh database on the server for each test."""
+    name = f"entity_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return f"{postgres_url.rsplit('/', 1)[0]}/{name}"
+
+
+def test_the_scripted_conversation_round_trips_through_postgres(url: str) -> None:
+    memory = EntityMemory(url=url, namespace=("ana",), llm=GraphScript(script=SCRIPT))
+    converse(memory, CONVERSATION)
+    again = EntityMemory(url=url, namespace=("ana",))
+    assert_expected_graph(again)
+
+
+def test_concurrent_updaters_on_postgres_lose_nothing(url: str) -> None:
+    def update(worker: str) -> None:
+        memory = EntityMemory(url=url, namespace=("shared",))
+        for i in "abcdef":
+            memory.save_context({"input": f"My pet{worker}{i} is Pet{worker}{i}."}, {"output": ""})
+
+    threads = [threading.Thread(target=update, args=(w,)) for w in "xyz"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    memory = EntityMemory(url=url, namespace=("shared",))
+    assert current(memory) == sorted(f"User pet{w}{i} Pet{w}{i}" for w in "xyz" for i in "abcdef")
+    assert memory.status().pending == 0
