@@ -168,8 +168,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "BackendError",
     "BackendUnavailableError",
-    "BudgetExceededError",
     "BaseMemory",
+    "BudgetExceededError",
     "BufferMemory",
     "ChatHistory",
     "ChatMemory",
