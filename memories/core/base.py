@@ -306,6 +306,8 @@ _OPERATIONS = (
     "aload_memory_variables",
     "clear",
     "aclear",
+    "sweep",
+    "asweep",
 )
 
 

@@ -175,9 +175,15 @@ async def test_async_operations_are_spans_too(spans: InMemorySpanExporter) -> No
     await memory.asave_context({"input": "I'm Ada and I like tea"}, {"output": "Noted, Ada."})
     await memory.aload_memory_variables({})
     await memory.aclear()
+    await memory.asweep()
     finished = spans.get_finished_spans()
     names = [s.name for s in finished if s.name.startswith("memories.")]
-    assert names == ["memories.save_context", "memories.load_memory_variables", "memories.clear"]
+    assert names == [
+        "memories.save_context",
+        "memories.load_memory_variables",
+        "memories.clear",
+        "memories.sweep",
+    ]
     (model,) = [s for s in finished if s.name.startswith("chat ")]
     assert _attributes(model)["gen_ai.usage.input_tokens"] == 33
     assert memory.usage().total("model").input_tokens == 33
