@@ -231,6 +231,18 @@ def test_usage_is_counted_per_namespace_and_reads_as_json(tmp_path: Path) -> Non
     assert data["namespaces"]["users.ada"]["model"]["calls"] == 1
 
 
+def test_changing_an_option_keeps_what_the_memory_has_cost() -> None:
+    memory = SummaryBufferMemory(
+        llm=_metered("Ada likes tea.", 33, 4), max_token_limit=10, token_counter="chars"
+    )
+    memory.save_context({"input": "I'm Ada and I like tea"}, {"output": "Noted, Ada."})
+    memory.max_token_limit = 5  # the model and the counters derived from options are rebuilt
+    memory.save_context({"input": "and green tea too"}, {"output": "Noted."})
+    usage = memory.model_usage()
+    assert usage.calls == 2 and usage.input_tokens == 66
+    assert memory.usage().total("model") == usage
+
+
 def test_a_ledger_keeps_a_bounded_number_of_namespaces_and_exact_totals() -> None:
     ledger = Ledger(max_namespaces=3)
     for i in range(10):
