@@ -139,6 +139,7 @@ def test_a_traced_conversation_has_spans_whose_tokens_match_the_models_usage(
     for span in model_spans:  # each model call is a child of a memory operation
         assert span.name == "chat ScriptedChatModel"
         assert _attributes(span)["gen_ai.request.model"] == "ScriptedChatModel"
+        assert _attributes(span)["gen_ai.provider.name"] == "scriptedchatmodel"
         assert span.parent is not None
         parent = by_id[span.parent.span_id]
         assert parent.name in {"memories.save_context", "memories.load_memory_variables"}
