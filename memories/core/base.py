@@ -135,10 +135,11 @@ class BaseMemory(LangChainBaseMemory):
                 f"Bad value for {type(self).__name__}.{name}: {_reasons(exc)}"
             ) from exc
         if name in type(self).model_fields:
-            # Configuration changed: forget what was derived from it (cached properties).
+            # Configuration changed: forget what was derived from it (cached properties),
+            # but not what the memory has cost so far (the ledger is not derived from it).
             for base in type(self).__mro__:
                 for attribute, member in vars(base).items():
-                    if isinstance(member, cached_property):
+                    if isinstance(member, cached_property) and attribute != "_ledger":
                         self.__dict__.pop(attribute, None)
 
     # -- copying and pickling, as LangChain's memories allow ---------------------
@@ -306,6 +307,8 @@ _OPERATIONS = (
     "aload_memory_variables",
     "clear",
     "aclear",
+    "sweep",
+    "asweep",
 )
 
 

@@ -4,14 +4,15 @@ Counting: each memory holds a :class:`Ledger`. Its model calls (with the
 model's own token counts), the embedding batches and the database
 transactions made inside its operations are recorded there, per kind and per
 namespace. A ledger keeps at most ``max_namespaces`` namespaces (1,000 by
-default, about 1 KB each); past that the least recently used one is folded
-into :data:`OTHER_NAMESPACES`, so totals stay exact and memory stays bounded
-however many users one process serves.
+default, 0.7 KB each with all three kinds counted, so 0.7 MB at most); past
+that the least recently used one is folded into :data:`OTHER_NAMESPACES`, so
+totals stay exact and memory stays bounded however many users one process
+serves.
 
 Tracing: with ``opentelemetry-api`` installed (``pip install
 'chat-memories[otel]'``), each memory operation (``save_context``,
-``load_memory_variables``, ``clear``, their async twins, a background update)
-is a span, with a child span for each model call (named and attributed after
+``load_memory_variables``, ``clear``, ``sweep``, their async twins, a background
+update) is a span, with a child span for each model call (named and attributed after
 the OpenTelemetry GenAI conventions: ``gen_ai.operation.name``,
 ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``...), embedding batch
 and database transaction. Spans carry no memory text and no namespace. They go

@@ -92,9 +92,6 @@ class ModelCaller:
         ConfigError, MissingDependencyError: as :func:`resolve_llm`.
     """
 
-    #: Its calls record themselves (in :attr:`ledger`), so a step runner need not.
-    meters_itself = True
-
     def __init__(
         self,
         spec: Any,
@@ -110,6 +107,7 @@ class ModelCaller:
         """Where the calls are counted, per namespace (the memory's ledger, if it gave one)."""
         self.budget = budget
         """The cap on a namespace's calls or tokens per period, or None."""
+        self._span = _span_attributes(self.model)
 
     @property
     def usage(self) -> ModelUsage:
@@ -153,7 +151,8 @@ class ModelCaller:
     def invoke_text(self, prompt: LanguageModelInput, /) -> str:
         """The reply's text, stripped; empty text is an :class:`LLMError` (counted as failed)."""
         with self._measured(False) as call:
-            return _text(self.model, self._metered(call, self._invoke(prompt)))
+            reply = invoke_model(self.model, prompt, timeout=self.timeout)
+            return _text(self.model, self._metered(call, reply))
 
     async def ainvoke_text(self, prompt: LanguageModelInput, /) -> str:
         """Async :meth:`invoke_text`."""
@@ -161,18 +160,14 @@ class ModelCaller:
             reply = await ainvoke_model(self.model, prompt, timeout=self.timeout)
             return _text(self.model, self._metered(call, reply))
 
-    def _invoke(self, prompt: LanguageModelInput) -> Any:
-        return invoke_model(self.model, prompt, timeout=self.timeout)
-
     @contextmanager
     def _measured(self, retry: bool) -> Iterator[Call]:
         """The call's span and counters; refused first when the budget is spent."""
         if self.budget is not None:
             self.budget.check(current_namespace())
-        name = _model_name(self.model)
-        operation = "chat" if isinstance(self.model, BaseChatModel) else "text_completion"
-        attributes = {"gen_ai.operation.name": operation, "gen_ai.request.model": name}
-        with measured("model", f"{operation} {name}", attributes, ledger=self.ledger) as call:
+        attributes = self._span
+        name = f"{attributes['gen_ai.operation.name']} {attributes['gen_ai.request.model']}"
+        with measured("model", name, attributes, ledger=self.ledger) as call:
             if retry:
                 call.set(retries=1)
             yield call
@@ -354,13 +349,25 @@ def _text(model: BaseLanguageModel, result: Any) -> str:
     return text
 
 
-def _model_name(model: BaseLanguageModel) -> str:
-    """The model's own name (``gpt-4o-mini``), else its class's."""
+def _span_attributes(model: BaseLanguageModel) -> dict[str, str]:
+    """A model call's span attributes (OpenTelemetry GenAI conventions), from what LangChain
+    reports of the model (its LangSmith parameters), else from its fields and class."""
+    try:
+        reported = model._get_ls_params()
+    except Exception:  # a third-party model's own override may fail; the names are optional
+        reported = {}
+    name = reported.get("ls_model_name")
     for attribute in ("model_name", "model", "model_id"):
         value = getattr(model, attribute, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(model).__name__
+        if not name and isinstance(value, str) and value:
+            name = value
+    attributes = {
+        "gen_ai.operation.name": "chat" if isinstance(model, BaseChatModel) else "text_completion",
+        "gen_ai.request.model": str(name or type(model).__name__),
+    }
+    if reported.get("ls_provider"):
+        attributes["gen_ai.provider.name"] = str(reported["ls_provider"])
+    return attributes
 
 
 def _name(model: Runnable[Any, Any]) -> str:

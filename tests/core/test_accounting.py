@@ -139,6 +139,7 @@ def test_a_traced_conversation_has_spans_whose_tokens_match_the_models_usage(
     for span in model_spans:  # each model call is a child of a memory operation
         assert span.name == "chat ScriptedChatModel"
         assert _attributes(span)["gen_ai.request.model"] == "ScriptedChatModel"
+        assert _attributes(span)["gen_ai.provider.name"] == "scriptedchatmodel"
         assert span.parent is not None
         parent = by_id[span.parent.span_id]
         assert parent.name in {"memories.save_context", "memories.load_memory_variables"}
@@ -175,9 +176,15 @@ async def test_async_operations_are_spans_too(spans: InMemorySpanExporter) -> No
     await memory.asave_context({"input": "I'm Ada and I like tea"}, {"output": "Noted, Ada."})
     await memory.aload_memory_variables({})
     await memory.aclear()
+    await memory.asweep()
     finished = spans.get_finished_spans()
     names = [s.name for s in finished if s.name.startswith("memories.")]
-    assert names == ["memories.save_context", "memories.load_memory_variables", "memories.clear"]
+    assert names == [
+        "memories.save_context",
+        "memories.load_memory_variables",
+        "memories.clear",
+        "memories.sweep",
+    ]
     (model,) = [s for s in finished if s.name.startswith("chat ")]
     assert _attributes(model)["gen_ai.usage.input_tokens"] == 33
     assert memory.usage().total("model").input_tokens == 33
@@ -223,6 +230,18 @@ def test_usage_is_counted_per_namespace_and_reads_as_json(tmp_path: Path) -> Non
     data = json.loads(json.dumps(usage.as_dict()))
     assert data["totals"]["model"]["input_tokens"] == 50
     assert data["namespaces"]["users.ada"]["model"]["calls"] == 1
+
+
+def test_changing_an_option_keeps_what_the_memory_has_cost() -> None:
+    memory = SummaryBufferMemory(
+        llm=_metered("Ada likes tea.", 33, 4), max_token_limit=10, token_counter="chars"
+    )
+    memory.save_context({"input": "I'm Ada and I like tea"}, {"output": "Noted, Ada."})
+    memory.max_token_limit = 5  # the model and the counters derived from options are rebuilt
+    memory.save_context({"input": "and green tea too"}, {"output": "Noted."})
+    usage = memory.model_usage()
+    assert usage.calls == 2 and usage.input_tokens == 66
+    assert memory.usage().total("model") == usage
 
 
 def test_a_ledger_keeps_a_bounded_number_of_namespaces_and_exact_totals() -> None:
