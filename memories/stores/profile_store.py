@@ -1062,31 +1062,31 @@ class ProfileStore(BaseProfileStore):
                 for t in (store_table, changes_table, pending_table)
             )
         ).subquery()
-        page = (
-            select(named.c.namespace)
-            .order_by(named.c.namespace)
-            .limit(op.limit)
-            .offset(op.offset)
-            .subquery()
-        )
-        t = store_table
-        counts = (
-            select(t.c.namespace, func.count().label("documents"))
-            .where(
-                t.c.namespace.in_(select(page.c.namespace)),
-                t.c.key.startswith(op.prefix, autoescape=True),
-                t.c.value.is_not(None),
-            )
-            .group_by(t.c.namespace)
-        )
         with self._db.transaction() as connection:
-            total = int(connection.execute(select(func.count()).select_from(named)).scalar_one())
-            names = sorted(connection.execute(select(page.c.namespace)).scalars())
-            counted = {}
+            if op.limit == 0:  # the total alone (the overview's count)
+                total = connection.execute(select(func.count()).select_from(named)).scalar_one()
+                return [], int(total)
+            # The union once (it scans every key under the prefix: 100,000 at a time), the
+            # page cut here, then the page's counts by a range of the namespace index.
+            every = list(
+                connection.execute(select(named.c.namespace).order_by(named.c.namespace)).scalars()
+            )
+            names = every[op.offset : op.offset + op.limit]
+            counted: dict[str, int] = {}
             if names:
+                t = store_table
+                counts = (
+                    select(t.c.namespace, func.count().label("documents"))
+                    .where(
+                        t.c.namespace.between(names[0], names[-1]),
+                        t.c.key.startswith(op.prefix, autoescape=True),
+                        t.c.value.is_not(None),
+                    )
+                    .group_by(t.c.namespace)
+                )
                 counted = {row[0]: int(row[1]) for row in connection.execute(counts)}
         found = [KeyCount(tuple(name.split(".")), counted.get(name, 0)) for name in names]
-        return found, total
+        return found, len(every)
 
     def _key_page(self, op: KeyPage) -> tuple[list[ProfileItem], int]:
         t = store_table
@@ -1101,10 +1101,20 @@ class ProfileStore(BaseProfileStore):
         # By key: the primary key's order, read from its index without a sort
         # (a sort on updated_at read every row's document: 0.7 s at 100,000).
         query = select(t).where(*where).order_by(t.c.key)
+        counting = select(func.count()).where(*where)
         with self._db.transaction() as connection:
-            total = int(connection.execute(select(func.count()).where(*where)).scalar_one())
+            if op.contains and op.limit:
+                # A filter reads every document of the namespace: the total comes with
+                # the page (a window over the matches) instead of from a second scan.
+                query = query.add_columns(func.count().over().label("total"))
+                rows = connection.execute(query.limit(op.limit).offset(op.offset)).all()
+                if rows:
+                    return [_item(row) for row in rows], int(rows[0].total)
+                total = 0 if op.offset == 0 else connection.execute(counting).scalar_one()
+                return [], int(total)
+            total = connection.execute(counting).scalar_one()
             rows = connection.execute(query.limit(op.limit).offset(op.offset)).all()
-        return [_item(row) for row in rows], total
+        return [_item(row) for row in rows], int(total)
 
     def _key_changes(self, op: KeyChanges) -> list[tuple[str, ProfileChange]]:
         t = changes_table

@@ -166,6 +166,22 @@ def test_search_gives_each_searchable_memory_its_scored_matches(client: TestClie
     assert [m["memory"] for m in only["memories"]] == ["collection"]
 
 
+def test_search_shows_why_each_result_ranked(client: TestClient) -> None:
+    found = api(client, "/search?namespace=users.maya&q=green+tea+chess&k=5")
+    for memory in found["memories"]:
+        ranked = [sum(r["ranking"].values()) for r in memory["results"]]
+        assert ranked == sorted(ranked, reverse=True)  # the parts add up to the order shown
+        for result in memory["results"]:
+            assert set(result["ranking"]) == {"dense", "lexical", "neighbours"}
+            assert all(part >= 0 for part in result["ranking"].values())
+    top = next(m for m in found["memories"] if m["memory"] == "collection")["results"][0]
+    assert top["text"] == "maya drinks green tea"
+    assert top["ranking"]["dense"] > 0 and top["ranking"]["lexical"] > 0
+    page = client.get("/search?namespace=users.maya&q=green+tea+chess&k=5").text
+    assert '<th class="num">Lexical</th>' in page and "Neighbours" in page
+    assert f"{top['ranking']['lexical']:.3f}" in page
+
+
 def test_listings_are_paginated(filled: Filled) -> None:
     with TestClient(create_app(Inspector(filled.config, page_size=1)), base_url=BASE) as client:
         first, second = api(client, "/namespaces"), api(client, "/namespaces?page=2")

@@ -138,6 +138,14 @@ def test_a_person_clicks_from_the_overview_to_a_memorys_history(
     assert [row.split("\t")[0].strip() for row in versions] == ["3", "2", "1"]
     assert "maya drinks coffee" in versions[-1]
     page.screenshot(path=str(artifacts / "history.png"), full_page=True)
+
+    page.get_by_role("link", name="Search").first.click()
+    page.get_by_role("link", name="users.maya").click()
+    page.get_by_placeholder("what to look for").fill("green tea")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_url("**/search?namespace=users.maya&q=green+tea")
+    assert page.get_by_role("columnheader", name="Lexical").first.is_visible()
+    page.screenshot(path=str(artifacts / "search.png"), full_page=True)
     assert dialogs == []
 
 

@@ -14,6 +14,7 @@ from memories.stores.recall import (
     TurnPosition,
     neighbour_positions,
     rank_candidates,
+    rank_parts,
     smooth_neighbours,
 )
 
@@ -114,3 +115,25 @@ def test_a_limit_keeps_the_best_in_the_same_order() -> None:
     scored = [ScoredId("s1-2", 1.0), ScoredId("s1-5", 0.6), ScoredId("s2-0", 0.55)]
     everything = smooth_neighbours(scored, POSITIONS, weight=0.5, window=2)
     assert smooth_neighbours(scored, POSITIONS, weight=0.5, window=2, limit=3) == everything[:3]
+
+
+@pytest.mark.parametrize("fusion", ["min_max", "rrf"])
+def test_rank_parts_add_up_to_the_score_each_result_ranked_by(fusion: str) -> None:
+    config = RecallConfig(fusion=fusion, neighbour_weight=0.5, neighbour_window=1)  # type: ignore[arg-type]
+    dense = [ScoredId("s1-2", 0.9), ScoredId("s1-5", 0.4), ScoredId("s2-0", 0.2)]
+    lexical = [ScoredId("s2-0", 7.0), ScoredId("s1-2", 3.0), ScoredId("s2-2", 1.0)]
+    ranked = rank_candidates(config, dense=dense, lexical=lexical, positions=POSITIONS, limit=9)
+    parts = rank_parts(config, dense=dense, lexical=lexical, ranked=ranked)
+    assert list(parts) == [s.id for s in ranked]
+    for item in ranked:
+        assert sum(parts[item.id]) == pytest.approx(item.score)
+    assert parts["s1-1"] == (
+        0.0,
+        0.0,
+        pytest.approx(ranked[[s.id for s in ranked].index("s1-1")].score),
+    )
+    assert parts["s1-5"].lexical == 0.0 and parts["s1-2"].dense > 0  # s1-5: no BM25 hit
+    assert parts["s2-2"].dense == 0.0 and parts["s2-0"].lexical > 0  # s2-2: no dense hit
+    alone = rank_candidates(replace(config, neighbour_weight=0.0), dense=dense, lexical=lexical)
+    unsmoothed = rank_parts(config, dense=dense, lexical=lexical, ranked=alone)
+    assert all(p.neighbours == pytest.approx(0.0) for p in unsmoothed.values())

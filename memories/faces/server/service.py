@@ -524,7 +524,13 @@ class Inspector:
     # -- search ------------------------------------------------------------------------
 
     def search(self, text: str, query: str, *, memory_id: str | None = None, k: int = 10) -> dict:
-        """Each searchable memory's best matches in a namespace, with their calibrated scores."""
+        """Each searchable memory's best matches in a namespace, with why each ranked.
+
+        A result's ``score`` is its calibrated score (≈ the probability that it
+        answers the query, comparable across searches); ``ranking`` holds the
+        dense, lexical and neighbour parts of the score recall ordered this
+        search's results by (None from a backend that does not give them).
+        """
         query = _checked_text(query, "query")
         if not 1 <= k <= MAX_RESULTS:
             raise InvalidInputError(f"k must be between 1 and {MAX_RESULTS}, got {k}.")
@@ -799,4 +805,10 @@ def _hit(hit: Any) -> dict[str, Any]:
     if text is None:
         text = content if isinstance(content, str) else json.dumps(content, sort_keys=True)
     score = getattr(hit, "score", None)
-    return {"id": hit.id, "text": text, "score": None if score is None else round(float(score), 4)}
+    parts = getattr(hit, "ranking", None)
+    return {
+        "id": hit.id,
+        "text": text,
+        "score": None if score is None else round(float(score), 4),
+        "ranking": None if parts is None else {k: round(v, 4) for k, v in parts._asdict().items()},
+    }

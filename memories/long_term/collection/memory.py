@@ -246,6 +246,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             updated_at=rules.utc(float(own["updated_at"] or 0)),
             version=int(own["version"] or 1),
             score=result.score,
+            ranking=result.ranking,
         )
 
     def _row(self, item: ProfileItem) -> OutboxRow:

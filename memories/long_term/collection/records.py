@@ -8,6 +8,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from memories.stores.recall.types import RankParts
+
 __all__ = ["MemoryRecord", "MemoryVersion"]
 
 
@@ -31,6 +33,8 @@ class MemoryRecord:
     """How many changes it has had."""
     score: float | None = None
     """How well it matched a search (None outside a search)."""
+    ranking: RankParts | None = None
+    """Why it ranked where it did in a search: dense, lexical and neighbour parts (or None)."""
 
 
 @dataclass(frozen=True)

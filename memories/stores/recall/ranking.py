@@ -8,9 +8,46 @@ from memories.stores.recall.config import RecallConfig
 from memories.stores.recall.fusion import min_max_fusion, reciprocal_rank_fusion
 from memories.stores.recall.neighbours import TurnPosition, best_first, smooth_neighbours
 from memories.stores.recall.speakers import boost_speakers
-from memories.stores.recall.types import ScoredId
+from memories.stores.recall.types import RankParts, ScoredId
 
-__all__ = ["rank_candidates"]
+__all__ = ["rank_candidates", "rank_parts"]
+
+
+def _fuse(
+    config: RecallConfig, dense: Sequence[ScoredId], lexical: Sequence[ScoredId]
+) -> list[ScoredId]:
+    """The rankers' candidates fused as ``config`` says (best first)."""
+    if config.mode == "dense":
+        return min_max_fusion([dense])
+    if config.mode == "bm25":
+        return min_max_fusion([lexical])
+    weights = [config.dense_weight, 1.0 - config.dense_weight]
+    if config.fusion == "rrf":
+        return reciprocal_rank_fusion([dense, lexical], k=config.rrf_k, weights=weights)
+    return min_max_fusion([dense, lexical], weights=weights)
+
+
+def rank_parts(
+    config: RecallConfig,
+    /,
+    *,
+    dense: Sequence[ScoredId],
+    lexical: Sequence[ScoredId],
+    ranked: Sequence[ScoredId],
+) -> dict[str, RankParts]:
+    """Each ranked id's score split into its dense, lexical and neighbour parts.
+
+    Both fusions add one term per ranking, so a ranker's part is the same
+    fusion run with the other ranker empty; what the final score holds beyond
+    the two is what neighbours (and a named speaker) lent.
+    """
+    from_dense = {s.id: s.score for s in _fuse(config, dense, [])}
+    from_lexical = {s.id: s.score for s in _fuse(config, [], lexical)}
+    parts = {}
+    for item in ranked:
+        d, lex = from_dense.get(item.id, 0.0), from_lexical.get(item.id, 0.0)
+        parts[item.id] = RankParts(d, lex, max(0.0, item.score - d - lex))
+    return parts
 
 
 def rank_candidates(
@@ -48,16 +85,7 @@ def rank_candidates(
     """
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit!r}.")
-    if config.mode == "dense":
-        fused = min_max_fusion([dense])
-    elif config.mode == "bm25":
-        fused = min_max_fusion([lexical])
-    else:
-        weights = [config.dense_weight, 1.0 - config.dense_weight]
-        if config.fusion == "rrf":
-            fused = reciprocal_rank_fusion([dense, lexical], k=config.rrf_k, weights=weights)
-        else:
-            fused = min_max_fusion([dense, lexical], weights=weights)
+    fused = _fuse(config, dense, lexical)
     boosting = bool(speakers) and len(named) == 1 and config.speaker_weight > 0
     if positions and config.neighbour_weight and config.neighbour_window:
         fused = smooth_neighbours(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["ScoredId"]
+__all__ = ["RankParts", "ScoredId"]
 
 
 class ScoredId(NamedTuple):
@@ -18,3 +18,18 @@ class ScoredId(NamedTuple):
     """The document's id, as the caller stored it."""
     score: float
     """The ranker's score; only comparable within one ranking."""
+
+
+class RankParts(NamedTuple):
+    """Why a search result ranked where it did: its fused score, split by where it came from.
+
+    The parts add up to the score recall ranked it by (comparable only within
+    one search; the result's calibrated ``score`` is computed apart from them).
+    """
+
+    dense: float
+    """From the embedding ranker: its weight times its rescaled similarity (its fused share)."""
+    lexical: float
+    """From BM25, the same way."""
+    neighbours: float
+    """Lent by the turns around it in its session (and a boost when the query named its speaker)."""

@@ -37,6 +37,7 @@ from memories.kernel.embeddings import embed_documents, query_vector
 from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.recall import RecallConfig, ScoredId
+from memories.stores.recall.types import RankParts
 from memories.stores.vector.backend import VectorBackend, VectorQuery
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
 from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow
@@ -609,8 +610,14 @@ class ChromaBackend(VectorBackend):
                 # A document still queued is not in the store: it does not pass.
                 return [r.id for r in store.get(namespace, ids=ids, where=where, text=False)]
 
+        parts: dict[str, RankParts] = {}  # why each result ranked, for the inspector
         ranked = recall.rank(
-            space, request.text, config, dense=dense, limit=limit, candidates=n, passing=passing
+            *(space, request.text, config),
+            dense=dense,
+            limit=limit,
+            candidates=n,
+            passing=passing,
+            parts=parts,
         )
         # The calibrated scores need the cosine of every result; the dense
         # candidates have theirs, the others' embeddings come with their text.
@@ -618,7 +625,11 @@ class ChromaBackend(VectorBackend):
         results, fetched = self._results(ranked, embeddings_for=uncosined)
         vectors_of = read_first(fetched, self.vectors)
         return calibrated(
-            results, request.text, config, vector=vector, dense=dense, vectors_of=vectors_of
+            *(results, request.text, config),
+            vector=vector,
+            dense=dense,
+            vectors_of=vectors_of,
+            ranking=parts,
         )
 
     def _results(

@@ -78,6 +78,7 @@ from memories.kernel.embeddings import embedding_batch, query_vector
 from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.recall import RecallConfig, ScoredId
+from memories.stores.recall.types import RankParts
 from memories.stores.sql import Database, get_engine, redacted
 from memories.stores.vector import recall_index
 from memories.stores.vector.backend import VectorBackend, VectorQuery
@@ -703,8 +704,14 @@ class PgVectorBackend(VectorBackend):
         n = config.candidates
         dense = [] if vector is None else self._nearest(vector, n, request.where)
         passing = None if request.where is None else partial(self._passing, where=request.where)
+        parts: dict[str, RankParts] = {}  # why each result ranked, for the inspector
         ranked = store.recall.rank(
-            space, request.text, config, dense=dense, limit=limit, candidates=n, passing=passing
+            *(space, request.text, config),
+            dense=dense,
+            limit=limit,
+            candidates=n,
+            passing=passing,
+            parts=parts,
         )
         # The calibrated scores need the cosine of every result; the dense
         # candidates have theirs, the others' embeddings come with their text.
@@ -715,7 +722,11 @@ class PgVectorBackend(VectorBackend):
         ]  # deleted meanwhile: left out
         vectors_of = read_first(fetched, self.vectors)
         return calibrated(
-            results, request.text, config, vector=vector, dense=dense, vectors_of=vectors_of
+            *(results, request.text, config),
+            vector=vector,
+            dense=dense,
+            vectors_of=vectors_of,
+            ranking=parts,
         )
 
     def _nearest(

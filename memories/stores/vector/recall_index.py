@@ -50,6 +50,8 @@ from memories.stores.recall import (
     rank_candidates,
     speaker_key,
 )
+from memories.stores.recall.ranking import rank_parts
+from memories.stores.recall.types import RankParts
 from memories.stores.sql import EXTRA_DDL, Database, Prepared
 
 __all__ = [
@@ -675,8 +677,12 @@ class RecallIndex:
         limit: int,
         candidates: int,
         passing: Callable[[list[str]], Iterable[str]] | None = None,
+        parts: dict[str, RankParts] | None = None,
     ) -> list[ScoredId]:
         """Hybrid recall's final ranking: ``dense`` hits fused with BM25's, neighbours, speakers.
+
+        ``parts``, when given, receives each result's dense, lexical and
+        neighbour parts (:func:`~memories.stores.recall.ranking.rank_parts`).
 
         Any vector backend calls this with its nearest neighbours (cosine
         similarities): the lexical candidates, positions and speakers come
@@ -699,7 +705,7 @@ class RecallIndex:
                 filtered.update(passing(unchecked))
             lexical = [s for s in lexical if s.id in filtered]
             positions = {i: p for i, p in positions.items() if i in filtered}
-        return rank_candidates(
+        ranked = rank_candidates(
             config,
             dense=dense,
             lexical=lexical,
@@ -708,6 +714,9 @@ class RecallIndex:
             named=named,
             limit=limit,
         )
+        if parts is not None:
+            parts.update(rank_parts(config, dense=dense, lexical=lexical, ranked=ranked))
+        return ranked
 
     def named_speakers(self, space: Space, query: str) -> frozenset[str]:
         """The speakers of the space that ``query`` names (see :func:`named_speakers`)."""

@@ -7,6 +7,8 @@ from typing import Any
 
 from langchain_core.documents import Document
 
+from memories.stores.recall.types import RankParts
+
 __all__ = ["SearchResult"]
 
 
@@ -25,6 +27,9 @@ class SearchResult:
     LangChain vector store's retriever."""
     id: str = ""
     """Its id in the store (for :meth:`~memories.long_term.vector.VectorMemory.delete`)."""
+    ranking: RankParts | None = None
+    """Why it ranked where it did: the dense, lexical and neighbour parts of the score recall
+    ordered the results by (None from a backend that does not say)."""
 
     def to_document(self) -> Document:
         """A LangChain ``Document`` with the same text, metadata and id."""

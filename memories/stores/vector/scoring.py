@@ -15,6 +15,7 @@ import numpy as np
 from memories.errors import InvalidInputError
 from memories.stores.recall import RecallConfig, ScoredId
 from memories.stores.recall.scores import DEFAULT_CALIBRATION, ScoreCalibration, term_coverage
+from memories.stores.recall.types import RankParts
 from memories.stores.vector.recall_index import document_date
 from memories.stores.vector.records import SearchResult
 
@@ -56,8 +57,9 @@ def calibrated(
     dense: Iterable[ScoredId] = (),
     vectors_of: Callable[[list[str]], Mapping[str, Sequence[float]]] | None = None,
     calibration: ScoreCalibration = DEFAULT_CALIBRATION,
+    ranking: Mapping[str, RankParts] | None = None,
 ) -> list[SearchResult]:
-    """The results, in the same order, each with its calibrated score.
+    """The results, in the same order, each with its calibrated score (and ``ranking``'s parts).
 
     Args:
         results: Ranked documents (their scores are replaced).
@@ -81,7 +83,8 @@ def calibrated(
         text = config.lexical_text(result.text, when=document_date(result.metadata))
         coverage = term_coverage(query_terms, set(analyzer.terms(text)))
         score = calibration.score(coverage, known.get(result.id) if vector is not None else None)
-        scored.append(SearchResult(result.text, result.metadata, score, result.id))
+        parts = ranking.get(result.id) if ranking is not None else result.ranking
+        scored.append(SearchResult(result.text, result.metadata, score, result.id, parts))
     return scored
 
 
