@@ -442,3 +442,27 @@ def test_without_opentelemetry_nothing_is_traced_and_everything_is_counted(
         output_tokens=4,
         seconds=memory.model_usage().seconds,
     )
+
+
+def test_a_failed_call_is_counted_as_failed_and_its_span_says_the_error_type(
+    spans: InMemorySpanExporter,
+) -> None:
+    from memories.kernel.accounting import measured, operation
+
+    spans.clear()
+    ledger, owner = Ledger(), object()
+    with operation(ledger, "save_context", owner=owner, namespace="u1", memory_type="test"):
+        with (
+            pytest.raises(ConnectionError),
+            measured("store", "transaction", {"db.system.name": "sqlite"}),
+        ):
+            raise ConnectionError("the database is gone: Ada's secret")
+        with measured("embedding", "embeddings fake"):
+            pass
+    accounts = ledger.snapshot()
+    assert accounts.namespaces["u1"]["store"].calls == 1
+    assert accounts.namespaces["u1"]["store"].failures == 1
+    assert accounts.total("embedding").failures == 0
+    (failed,) = [s for s in spans.get_finished_spans() if s.name == "transaction"]
+    assert _attributes(failed)["error.type"] == "ConnectionError"
+    assert "Ada" not in json.dumps(_attributes(failed))  # the error's message is not recorded
