@@ -949,7 +949,7 @@ def sweep(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Swept]:
                 continue
             name, policy = f"{leaf.config_type} on {leaf.chat_memory!r}", leaf.retention.to_config()
         else:
-            store = redacted(str(getattr(leaf, "url", "")))
+            store = redacted(leaf.expiry.url)  # type: ignore[attr-defined]
             kind = getattr(leaf, "config_type", type(leaf).__name__)
             name, policy = f"{kind} on {store}", {"ttl": getattr(leaf, "ttl", None)}
         done.append(Swept(name, policy, leaf.sweep(dry_run=dry_run)))  # type: ignore[attr-defined]
