@@ -1,12 +1,13 @@
 """The web inspector and its JSON API: ``memories serve --config memories.yaml``.
 
 :class:`~memories.faces.server.service.Inspector` reads what a config's memories
-hold (read-only); :func:`~memories.faces.server.app.create_app` serves it as
+hold (and, opened with ``allow_writes=True``, edits, deletes, rolls back and
+retries); :func:`~memories.faces.server.app.create_app` serves it as
 pages and JSON (the ``server`` extra: Starlette, uvicorn, Jinja2).
 """
 
 from __future__ import annotations
 
-from memories.faces.server.service import Inspector, NotFound
+from memories.faces.server.service import Inspector, NotFound, ReadOnly
 
-__all__ = ["Inspector", "NotFound"]
+__all__ = ["Inspector", "NotFound", "ReadOnly"]
