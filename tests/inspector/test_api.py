@@ -78,6 +78,7 @@ def test_every_documented_route_has_a_page_and_a_json_twin(
         "/",
         "/namespaces?q=maya",
         "/namespaces/users.maya",
+        "/namespaces/users.maya/erase",
         "/namespaces/users.maya/memories/collection?q=tea",
         f"/namespaces/users.maya/memories/collection/items/{maya}",
         "/sessions?q=chat",

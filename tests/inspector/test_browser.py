@@ -246,3 +246,18 @@ def test_a_person_rolls_back_edits_deletes_and_retries_in_the_browser(
             "name": "maya"
         }
         page.screenshot(path=str(artifacts / "profile-actions.png"), full_page=True)
+
+        page.goto(url + "/namespaces/users.maya")  # erase the user, confirmed by name
+        page.get_by_role("link", name="Erase this user…").click()
+        page.wait_for_url("**/namespaces/users.maya/erase")
+        assert page.get_by_text("What would go").is_visible()
+        page.screenshot(path=str(artifacts / "erase.png"), full_page=True)
+        page.get_by_label("the namespace to erase").fill("users.maya")
+        submit(
+            page,
+            f"Erase {Inspector(filled.config).erasure('users.maya')['found']} items of users.maya",
+        )
+        assert page.locator("h1").inner_text() == "Erased users.maya"
+        assert page.get_by_text("every store counted again holds none of this user").is_visible()
+        listed = Inspector(filled.config).namespaces()["namespaces"]
+        assert [n["namespace"] for n in listed] == ["users.omar"]

@@ -25,6 +25,7 @@ from starlette.testclient import TestClient
 
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace
+from memories.core.erasure import erase_user
 from memories.errors import VersionConflictError
 from memories.faces.server.app import ACTIONS, CSRF_FIELD, MAX_BODY, create_app
 from memories.faces.server.service import Inspector
@@ -386,3 +387,71 @@ def test_with_a_token_an_action_needs_it(filled: Filled) -> None:
         assert store_of(filled)[2].get(memory_id).content == "maya drinks green tea"
         ok = client.post(path, json=body, headers={"authorization": "Bearer s3cret"})
         assert ok.status_code == 200 and ok.json()["version"] == 4
+
+
+# -- erasing a user ------------------------------------------------------------------------
+
+
+def test_the_erase_page_lists_what_would_go_and_writes_nothing(
+    client: TestClient, filled: Filled
+) -> None:
+    before = rows(filled)
+    plan = client.get("/api/namespaces/users.maya/erase").json()
+    assert plan["dry_run"] is True and plan["namespace"] == "users.maya"
+    assert plan["found"] > 0 and plan["removed"] == 0
+    stores = {line["store"]: line["found"] for line in plan["stores"]}
+    assert sum(sum(found.values()) for found in stores.values()) == plan["found"]
+    page = client.get("/namespaces/users.maya/erase").text
+    assert f"Erase {plan['found']} items of users.maya" in page and 'name="confirm"' in page
+    assert rows(filled) == before
+    with TestClient(create_app(Inspector(filled.config)), base_url=BASE) as reader:
+        shown = reader.get("/namespaces/users.maya/erase").text  # read-only: the plan, no form
+        assert 'name="confirm"' not in shown and "memories erase --config" in shown
+    assert rows(filled) == before
+
+
+@pytest.mark.parametrize("confirm", [None, "", "users.omar", "users.mayan", "USERS.MAYA"])
+def test_an_erase_not_confirmed_with_the_namespace_erases_nothing(
+    client: TestClient, filled: Filled, confirm: str | None
+) -> None:
+    before = rows(filled)
+    answer = post(client, "/namespaces/users.maya/erase", {"confirm": confirm}, status=400)
+    assert "type the namespace again" in answer["error"] and "Nothing was erased" in answer["error"]
+    assert rows(filled) == before
+
+
+def test_erasing_a_user_removes_everything_of_theirs_and_nothing_of_the_other(
+    client: TestClient, filled: Filled
+) -> None:
+    omar_before = client.get("/api/namespaces/users.omar").json()
+    omar_search = client.get("/api/search?namespace=users.omar&q=tea").json()
+    done = post(client, "/namespaces/users.maya/erase", {"confirm": "users.maya"})
+    assert done["dry_run"] is False and done["complete"] is True
+    assert done["remaining"] == 0 and done["removed"] > 0
+    assert client.get("/api/namespaces/users.maya").status_code == 404  # nothing of hers left
+    fresh = Inspector(filled.config)
+    with pytest.raises(Exception, match="No memory of this config holds anything"):
+        fresh.namespace("users.maya")
+    _, profile, collection, vector, instructions = store_of(filled, "maya")
+    assert not profile.get() and collection.list() == []
+    assert instructions.get() == {"main": "Be brief."}  # the config's prompts, not maya's version
+    assert erase_user(filled.config, namespace="users.maya", dry_run=True).found == 0
+    assert vector.search("maya tea coffee green") == []
+    assert client.get("/api/namespaces/users.omar").json() == omar_before
+    assert client.get("/api/search?namespace=users.omar&q=tea").json() == omar_search
+    again = post(client, "/namespaces/users.maya/erase", {"confirm": "users.maya"}, status=404)
+    assert "users.maya" in again["error"]
+
+
+def test_the_erase_form_shows_the_report_of_what_went(client: TestClient, filled: Filled) -> None:
+    token = csrf_of(client, "/namespaces/users.maya/erase")
+    response = client.post(
+        "/namespaces/users.maya/erase",
+        data={CSRF_FIELD: token, "confirm": "users.maya"},
+        headers={"origin": BASE},
+        follow_redirects=False,
+    )
+    assert response.status_code == 200 and "Erased users.maya" in response.text
+    assert "every store counted again holds none of this user" in response.text
+    listed = Inspector(filled.config).namespaces()["namespaces"]
+    assert [n["namespace"] for n in listed] == ["users.omar"]

@@ -3,9 +3,10 @@
 Every page has a JSON twin under ``/api`` that returns exactly the data the
 page renders (``GET /api`` lists the routes). Read-only by default: the pages
 show no action and every action answers 403. Started with ``allow_writes``,
-the actions (:data:`ACTIONS`: edit, delete, roll back, retry dead letters) are
-POST routes, each a form route that redirects back to its page and a JSON twin
-under ``/api``; both call the same :class:`Inspector` method.
+the actions (:data:`ACTIONS`: edit, delete, roll back, retry dead letters,
+erase a user) are POST routes, each a form route that redirects back to its
+page (an erasure shows its report) and a JSON twin under ``/api``; both call
+the same :class:`Inspector` method.
 
 Security: a token, when set, is required on every request (the
 ``Authorization: Bearer`` or ``X-Memories-Token`` header, or the cookie set by
@@ -92,6 +93,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("/", "overview: each memory of the config, its type, store, counts and status"),
     ("/namespaces?q=&page=", "the namespaces the memories hold data in, searchable, paginated"),
     ("/namespaces/{namespace}", "one namespace: each memory's count, pending writes, dead letters"),
+    ("/namespaces/{namespace}/erase", "what erasing the namespace's user would remove, per store"),
     ("/namespaces/{namespace}/memories/{memory}?q=&page=", "a memory's items or document"),
     (
         "/namespaces/{namespace}/memories/{memory}/items/{item}",
@@ -102,10 +104,11 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("/search?namespace=&q=&memory=&k=", "each searchable memory's best matches, with scores"),
 )
 
-_MEMORY = "/namespaces/{namespace}/memories/{memory}"
+_NAMESPACE = "/namespaces/{namespace}"
+_MEMORY = _NAMESPACE + "/memories/{memory}"
 _ITEM = _MEMORY + "/items/{item}"
 #: (POST path, body fields, what it does): the actions, with --allow-writes only. Each is a
-#: form route and a JSON twin (``/api`` + path). Erasing a user goes here, one more row.
+#: form route and a JSON twin (``/api`` + path).
 ACTIONS: tuple[tuple[str, str, str], ...] = (
     (_ITEM + "/edit", "content, expected_version", "give a collection memory new content"),
     (_MEMORY + "/edit", "document | prompts, expected_version", "replace a profile / prompts"),
@@ -113,6 +116,7 @@ ACTIONS: tuple[tuple[str, str, str], ...] = (
     (_ITEM + "/rollback", "version, expected_version", "restore a collection memory's version"),
     (_MEMORY + "/rollback", "version, expected_version", "restore a profile / instructions"),
     (_MEMORY + "/retry", "ids (optional)", "write a memory's dead letters again"),
+    (_NAMESPACE + "/erase", "confirm (the namespace again)", "erase the user from every store"),
 )
 
 _TEMPLATES = Environment(
@@ -365,8 +369,12 @@ def create_app(
 
     Act = Callable[[Request, dict[str, Any]], Awaitable[dict[str, Any]]]
 
-    def act(path: str, run: Act, back: Callable[[Request, dict[str, Any]], str]) -> None:
-        """An action: a form route that redirects back to a page, and its JSON twin."""
+    def act(path: str, run: Act, back: Callable[[Request, dict[str, Any]], str] | str) -> None:
+        """An action: a form route and its JSON twin.
+
+        ``back`` gives the page the form redirects to, or names the template
+        that shows what the action did (an erasure's report).
+        """
         for route_path, kind in ((path, "page"), ("/api" + path, "api")):
 
             async def endpoint(request: Request, kind: str = kind) -> Response:
@@ -376,6 +384,11 @@ def create_app(
                 if kind == "api":
                     return JSONResponse(await run(request, await _json_fields(request)))
                 done = await run(request, await _form_fields(request, csrf))
+                if isinstance(back, str):
+                    page = _TEMPLATES.get_template(back)
+                    return HTMLResponse(
+                        page.render(data=done, writes=True, csrf=csrf, api_url="/api")
+                    )
                 return RedirectResponse(back(request, done), status_code=303)
 
             routes.append(Route(route_path, endpoint, methods=["POST"]))
@@ -389,6 +402,9 @@ def create_app(
 
     async def namespace(request: Request) -> dict[str, Any]:
         return await call(inspector.namespace, request.path_params["namespace"])
+
+    async def erasure(request: Request) -> dict[str, Any]:
+        return await call(inspector.erasure, request.path_params["namespace"])
 
     async def items(request: Request) -> dict[str, Any]:
         page = _int(request, "page", 1, MAX_PAGE)
@@ -420,6 +436,7 @@ def create_app(
     add("/", "overview.html", overview)
     add("/namespaces", "namespaces.html", namespaces)
     add("/namespaces/{namespace}", "namespace.html", namespace)
+    add("/namespaces/{namespace}/erase", "erase.html", erasure)
     add("/namespaces/{namespace}/memories/{memory}", "items.html", items)
     add("/namespaces/{namespace}/memories/{memory}/items/{item}", "item.html", item)
     add("/sessions", "sessions.html", sessions)
@@ -489,13 +506,18 @@ def create_app(
             raise InvalidInputError(f"ids must be a list of dead letters' ids, got {ids!r:.80}.")
         return await call(inspector.retry, *where(request), ids or None)
 
-    handlers = {
+    async def erase(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+        return await call(inspector.erase, request.path_params["namespace"], fields.get("confirm"))
+
+    Back = Callable[[Request, dict[str, Any]], str] | str
+    handlers: dict[str, tuple[Act, Back]] = {
         (_ITEM + "/edit"): (edit_item, item_page),
         (_MEMORY + "/edit"): (edit_memory, memory_page),
         (_ITEM + "/delete"): (delete_item, after_delete),
         (_ITEM + "/rollback"): (rollback_item, item_page),
         (_MEMORY + "/rollback"): (rollback_memory, memory_page),
         (_MEMORY + "/retry"): (retry, namespace_page),
+        (_NAMESPACE + "/erase"): (erase, "erased.html"),
     }
     assert list(handlers) == [path for path, _, _ in ACTIONS]
     for path, (run, back) in handlers.items():

@@ -41,6 +41,7 @@ from memories.core.config import (
     with_namespace,
     with_session,
 )
+from memories.core.erasure import ErasureReport, erase_user
 from memories.core.members import chat_memories, distinct_histories, read_only
 from memories.errors import ConfigError, InvalidInputError
 from memories.faces.exchange import view_memory
@@ -692,8 +693,49 @@ class Inspector:
             "dead_letters": left,
         }
 
+    def erasure(self, text: str) -> dict[str, Any]:
+        """What erasing the user of namespace ``text`` would remove, store by store.
+
+        A dry run of :func:`~memories.erase_user` over the whole config: it
+        counts and writes nothing, so it is shown read-only too.
+        """
+        namespace = self._known(text)
+        return _erasure(erase_user(self.options, namespace=namespace, dry_run=True))
+
+    def erase(self, text: str, confirm: str | None) -> dict[str, Any]:
+        """Erase the user of namespace ``text`` from every store of every memory.
+
+        Args:
+            confirm: the namespace typed again by the person (a slip of the
+                mouse erases nothing).
+
+        Returns:
+            The report: per store, what went and what is left (0 when complete).
+
+        Raises:
+            ReadOnly, NotFound, InvalidInputError: ``confirm`` is not the namespace.
+        """
+        if not self.allow_writes:
+            raise ReadOnly()
+        namespace = self._known(text)
+        named = ".".join(namespace)
+        if confirm != named:
+            raise InvalidInputError(
+                f"To erase {named!r}, type the namespace again to confirm; got {confirm!r:.80}. "
+                "Nothing was erased."
+            )
+        with self._lock:  # this user's memories, as built before, hold nothing true any more
+            for key in [key for key in self._memories if key[0] == namespace]:
+                del self._memories[key]
+        return _erasure(erase_user(self.options, namespace=namespace))
+
 
 # -- pure helpers -----------------------------------------------------------------------
+
+
+def _erasure(report: ErasureReport) -> dict[str, Any]:
+    """An erasure report as the page and the API show it."""
+    return {**report.to_dict(), "text": report.text()}
 
 
 def _expected(value: Any, name: str = "expected_version") -> int:
