@@ -28,7 +28,7 @@ from memories.errors import InvalidInputError
 from memories.kernel.embeddings import resolve_embeddings
 from memories.kernel.namespaces import NamespaceField, in_namespace, namespace_text
 from memories.kernel.paths import default_file
-from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.kernel.steps import Step, Steps, arun, run, step, to_thread
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import Expiring, ExpiryLedger
 from memories.stores.recall import RecallConfig
@@ -250,15 +250,29 @@ class IndexedMemory(BaseMemory):
         """When this memory's documents expire (one table, every namespace)."""
         return ExpiryLedger(self._expiry_url())
 
-    def _stamping_ids(self, ids: Sequence[str], ttl: TTL) -> Steps[None]:
-        """Give written documents their time to live (``"default"``: the memory's ``ttl``).
+    def _ttls(self, ids: Sequence[str], ttl: TTL) -> dict[str, float | None]:
+        """The time to live a write gives each document (``"default"``: the memory's ``ttl``).
 
-        With no default and no ttl given, an existing time to live is left as it is.
+        Empty when there is nothing to record: with no default and no ttl given,
+        an existing time to live is left as it is. None: forget it (never expires).
         """
         minutes = self.ttl if ttl == "default" else ttl
         if ids and (minutes is not None or ttl is None):
-            ttls = dict.fromkeys(ids, minutes)
+            return dict.fromkeys(ids, minutes)
+        return {}
+
+    def _storing(self, write: Step, ids: Sequence[str], ttl: TTL = "default") -> Steps[Any]:
+        """Write documents (``write``) after their time to live.
+
+        The index and the expiry times are two stores: the expiry rows go
+        first, so a crash between the two leaves a row whose document never
+        came (the sweep deletes nothing and drops it), never a document that
+        lives forever.
+        """
+        ttls = self._ttls(ids, ttl)
+        if ttls:
             yield step(self.expiry.set_many, self.namespace, ttls, now=self.clock())
+        return (yield write)
 
     def _expired_ids(self) -> Steps[set[str]]:
         """The ids of this namespace's documents expired and not swept yet (few)."""
@@ -393,9 +407,9 @@ class DocumentMemory(IndexedMemory):
             ttl: minutes each lives from now; None: forever; default: the memory's ``ttl``.
         """
         rows = self._bulk_rows(texts, metadatas, ids)
-        self.backend.add(rows, progress=show_progress(progress, rows))
         written = [row.doc_id for row in rows]
-        run(self._stamping_ids(written, ttl))
+        adding = step(self.backend.add, rows, progress=show_progress(progress, rows))
+        run(self._storing(adding, written, ttl))
         return written
 
     async def aadd(self, texts: Sequence[str], /, **options: Any) -> list[str]:

@@ -9,14 +9,20 @@ time to live and the moment it expires, in one table::
 Reads ask it which items are expired (few: only those not swept yet), and a
 sweep deletes each expired item from its store and then its ledger row, so a
 crash between the two leaves the row to be swept again. Items without a row
-never expire. Times are Unix seconds from the caller's clock, so tests move
+never expire.
+
+A write never leaves an item without its time to live: a store on the same
+SQL database runs the ledger's rows in the write's own transaction
+(:meth:`ExpiryLedger.stamping`), and any other store is written after the
+ledger (an expiry row whose item never came is harmless: the sweep deletes
+nothing and drops the row). Times are Unix seconds from the caller's clock, so tests move
 time by hand.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -24,9 +30,12 @@ import sqlalchemy as sa
 from memories.kernel.steps import blocking_twin
 from memories.stores.sql import Database
 
-__all__ = ["Expiring", "ExpiryLedger"]
+__all__ = ["Expiring", "ExpiryLedger", "Stamp"]
 
 Namespace = tuple[str, ...]
+
+#: The ledger's writes for a store's own transaction, run on its connection.
+Stamp = Callable[[sa.Connection], None]
 
 metadata = sa.MetaData()
 
@@ -80,8 +89,21 @@ class ExpiryLedger:
         self, namespace: Namespace, ttls: Mapping[str, float | None], *, now: float
     ) -> None:
         """:meth:`set` for several items of a namespace, in one transaction."""
-        if not ttls:
-            return
+        if ttls:
+            write = self.stamping(namespace, ttls, now=now)
+            with self._db.transaction(write=True) as connection:
+                write(connection)
+
+    def stamping(
+        self, namespace: Namespace, ttls: Mapping[str, float | None], *, now: float
+    ) -> Stamp:
+        """:meth:`set_many` to run in another store's transaction on this database.
+
+        The store writes an item and its time to live in one transaction: pass
+        what this returns to its write (the profile store's ``also``). The
+        table is made now, before that transaction holds the database.
+        """
+        self._db.engine  # noqa: B018  (the table, made outside the store's transaction)
         t = expiry_table
         label = _label(namespace)
         rows = [
@@ -94,10 +116,14 @@ class ExpiryLedger:
             for key, ttl in ttls.items()
             if ttl is not None
         ]
-        with self._db.transaction(write=True) as connection:
-            connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(list(ttls))))
+
+        def write(connection: sa.Connection) -> None:
+            keys = list(ttls)
+            connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(keys)))
             if rows:
                 connection.execute(sa.insert(t), rows)
+
+        return write
 
     def expired(
         self, *, now: float, limit: int | None = None, namespace: Namespace | None = None
@@ -161,6 +187,7 @@ class ExpiryLedger:
             )
 
     aset_many = blocking_twin(set_many)
+    astamping = blocking_twin(stamping)
     aexpired = blocking_twin(expired)
     aexpires_at = blocking_twin(expires_at)
     arefresh = blocking_twin(refresh)

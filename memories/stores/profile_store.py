@@ -241,6 +241,12 @@ class Load(NamedTuple):
     key: str
 
 
+#: More writes for a commit's own transaction, on its connection (another table of the
+#: same database, such as an item's time to live: :meth:`ExpiryLedger.stamping
+#: <memories.stores.expiry.ExpiryLedger.stamping>`), so that both land or neither.
+Also = Callable[[Connection], None]
+
+
 class Commit(NamedTuple):
     """A compare-and-set write (:meth:`BaseProfileStore.commit`). Result: ``ProfileItem | None``."""
 
@@ -248,6 +254,8 @@ class Commit(NamedTuple):
     key: str
     change: Change
     expected_version: int
+    also: Also | None = None
+    """More writes of the same transaction."""
 
 
 class RecordFailure(NamedTuple):
@@ -338,6 +346,8 @@ class CommitMany(NamedTuple):
     drop_key: str
     """The key whose queued turns ``drop_ids`` name."""
     drop_ids: tuple[int, ...]
+    also: Also | None = None
+    """More writes of the same transaction."""
 
 
 class Keys(NamedTuple):
@@ -665,12 +675,14 @@ class BaseProfileStore(ABC):
         *,
         drop_key: str,
         drop_ids: Sequence[int] = (),
+        also: Also | None = None,
     ) -> list[ProfileItem | None] | None:
         """Write several changes of one namespace, all or none; None when any key moved on.
 
-        In the same transaction, drops the queued turns ``drop_ids`` of ``drop_key``.
+        In the same transaction, drops the queued turns ``drop_ids`` of ``drop_key``
+        and runs ``also`` (see :data:`Also`).
         """
-        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids))
+        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids), also)
         return self._one(op)
 
     async def acommit_many(
@@ -681,9 +693,10 @@ class BaseProfileStore(ABC):
         *,
         drop_key: str,
         drop_ids: Sequence[int] = (),
+        also: Also | None = None,
     ) -> list[ProfileItem | None] | None:
         """Async :meth:`commit_many`."""
-        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids))
+        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids), also)
         return await self._aone(op)
 
     def keys(self, namespace: Namespace, prefix: str, /) -> list[ProfileItem]:
@@ -928,6 +941,8 @@ class ProfileStore(BaseProfileStore):
             with self._db.transaction() as connection:
                 self._write_change(connection, ns, key, change, op.expected_version, time.time())
                 self._drop(connection, ns, key, [turn.id for turn in change.turns])
+                if op.also is not None:
+                    op.also(connection)
         except _Conflict:
             return None
         return self._load(Load(op.namespace, key))
@@ -954,6 +969,8 @@ class ProfileStore(BaseProfileStore):
                 for key, change, expected in op.commits:
                     if expected:
                         self._write_change(connection, ns, key, change, expected, now)
+                if op.also is not None:
+                    op.also(connection)
         except _Conflict:
             return None
         return self._load_many(op.namespace, [key for key, _, _ in op.commits])

@@ -54,7 +54,7 @@ from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.indexed import TTL, IndexedMemory
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.stored import StoredDocumentMemory
-from memories.stores.expiry import Expiring
+from memories.stores.expiry import Expiring, Stamp
 from memories.stores.profile_store import (
     Change,
     PendingTurn,
@@ -276,16 +276,17 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         turns: Sequence[PendingTurn] = (),
         ttl: TTL = "default",
     ) -> Steps[list[ProfileItem | None] | None]:
+        keys = [key for key, _, _ in commits]
+        stamp = yield from self._stamp(keys, [change for _, change, _ in commits], ttl)
         written = yield step(
             self._store.commit_many,
             self.namespace,
             commits,
             drop_key=self.key,
             drop_ids=[t.id for t in turns],
+            also=stamp,
         )
         if written is not None:
-            keys = [key for key, _, _ in commits]
-            yield from self._stamping(keys, written, ttl)
             yield from self._indexing(keys, written)
         return written
 
@@ -294,14 +295,21 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _expiry_url(self) -> str:
         return self.url
 
-    def _stamping(
-        self, keys: Sequence[str], items: Sequence[ProfileItem | None], ttl: TTL
-    ) -> Steps[None]:
-        """Record the time to live of written memories; a deleted one's is forgotten."""
+    def _stamp(
+        self, keys: Sequence[str], changes: Sequence[Change], ttl: TTL
+    ) -> Steps[Stamp | None]:
+        """The time to live of memories about to be written, for the commit's own transaction.
+
+        The ledger and the expiry times share one database (``url``): a memory
+        is never written without its time to live. A deleted one's is forgotten.
+        """
         ids = [key.removeprefix(MEMORY_PREFIX) for key in keys]
-        gone = [i for i, item in zip(ids, items, strict=True) if item is None or item.value is None]
-        yield from self._stamping_ids([i for i in ids if i not in gone], ttl)
-        yield from self._stamping_ids(gone, None)
+        gone = {i for i, change in zip(ids, changes, strict=True) if change.document is None}
+        live = [i for i in ids if i not in gone]
+        ttls = {**self._ttls(live, ttl), **self._ttls(sorted(gone), None)}
+        if not ttls:
+            return None
+        return (yield step(self.expiry.stamping, self.namespace, ttls, now=self.clock()))
 
     def _expire(self, expired: Sequence[Expiring], now: float) -> None:
         """Delete expired memories of this namespace: ledger key with its history, index doc."""
@@ -475,7 +483,10 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 "metadata": self._checked_metadata(metadatas[i] if metadatas else None),
             }
             commits.append((MEMORY_PREFIX + uuid.uuid4().hex, Change(document, "put", [], ()), 0))
-        written = self._store.commit_many(self.namespace, commits, drop_key=self.key)
+        stamp = run(
+            self._stamp([key for key, _, _ in commits], [c for _, c, _ in commits], "default")
+        )
+        written = self._store.commit_many(self.namespace, commits, drop_key=self.key, also=stamp)
         assert written is not None  # new ids: nothing to conflict with
         rows = [self._row(item) for item in written if item is not None]
         self.backend.add(rows, progress=progress if progress is not None else len(rows) > 1_000)
