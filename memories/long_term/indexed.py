@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property, partial
-from itertools import groupby
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from langchain_core.embeddings import Embeddings
@@ -302,18 +301,13 @@ class IndexedMemory(BaseMemory):
 
         A crash mid-way leaves the rest to the next sweep. With ``dry_run`` it only counts.
         """
-        now, removed = self.clock(), dict[str, int]()
-        while True:
-            chunk = self.expiry.expired(now=now, limit=None if dry_run else batch)
-            for namespace, group in groupby(chunk, key=lambda e: e.namespace):
-                expired = builtins.list(group)
-                label = "/".join(namespace)
-                removed[label] = removed.get(label, 0) + len(expired)
-                if not dry_run:
-                    twin = self if namespace == self.namespace else in_namespace(self, namespace)
-                    twin._expire(expired, now)
-            if dry_run or len(chunk) < batch:
-                return removed
+        return self.expiry.sweep(self._expire_in, now=self.clock(), batch=batch, dry_run=dry_run)
+
+    def _expire_in(
+        self, namespace: tuple[str, ...], expired: builtins.list[Expiring], now: float
+    ) -> None:
+        twin = self if namespace == self.namespace else in_namespace(self, namespace)
+        twin._expire(expired, now)
 
     async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
         """Async :meth:`sweep`."""
