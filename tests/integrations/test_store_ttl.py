@@ -295,3 +295,33 @@ def test_the_memory_under_the_adapter_hides_what_expired_through_it(
     clock.minutes(6)
     assert memory.search("Porto") == []
     assert store.sweep_ttl() == 1
+
+
+def test_a_put_failing_after_its_expiry_row_leaves_no_item_without_it(
+    make: Make, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make(ttl={"default_ttl": TTL})
+
+    def crash(*args: Any) -> None:
+        raise RuntimeError("crash between the expiry row and the item")
+
+    monkeypatch.setattr(store, "_put", crash)
+    with pytest.raises(RuntimeError, match="crash"):
+        store.put(("t",), "k", value("x"))
+    monkeypatch.undo()
+    assert store.get(("t",), "k") is None  # absent, with a row the sweep drops
+    assert store.ledger.count() == 1
+    clock.minutes(TTL + 1)
+    assert store.sweep_ttl() == 1 and store.ledger.count() == 0
+
+
+def test_the_adapter_ttl_is_not_overwritten_by_the_memory_default(
+    tmp_path: Path, clock: Clock
+) -> None:
+    memory = VectorMemory(path=str(tmp_path / "chroma"), namespace=("t",), clock=clock, ttl=1)
+    store = VectorStoreAdapter(memory, clock=clock, ttl={"default_ttl": TTL})
+    store.put(("users", "ada"), "k", value("Ada is in Porto"))
+    clock.minutes(2)
+    assert store.get(("users", "ada"), "k") is not None
+    clock.minutes(TTL)
+    assert store.get(("users", "ada"), "k") is None
