@@ -102,9 +102,6 @@ class MemoryStoreAdapter(BaseStore):
     #: ``search(query=...)`` ranks by meaning (a vector index); else query is ignored.
     supports_query = False
     supports_ttl = True
-    #: The memory under the adapter hides expired items itself (it shares its expiry
-    #: table): they are omitted whatever ``omit_expired`` says, never shown.
-    hides_expired = False
     ttl_config: TTLConfig | None = None
     #: Where expiry times are kept (None: beside the store, see :meth:`_expiry_url`).
     ttl_url: str | None = None
@@ -149,7 +146,7 @@ class MemoryStoreAdapter(BaseStore):
 
     @property
     def _omit_expired(self) -> bool:
-        return self.hides_expired or bool(self.ttl_config and self.ttl_config.get("omit_expired"))
+        return bool(self.ttl_config and self.ttl_config.get("omit_expired"))
 
     # -- the five methods a backend implements ---------------------------------
 
@@ -477,8 +474,8 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
             ``omit_expired``, ``sweep_interval_minutes``); None: items live until
             deleted, unless a ``put`` gives its own ``ttl``.
         ttl_url: the SQL database that keeps expiry times (default: the store's own,
-            which a vector or collection memory reads too, so that its searches
-            hide what expired and those adapters omit expired items always).
+            which a vector or collection memory reads too, so that its own
+            searches hide what expired through the adapter).
         clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
     """
 
@@ -631,13 +628,12 @@ class VectorStoreAdapter(MemoryStoreAdapter):
             ``omit_expired``, ``sweep_interval_minutes``); None: items live until
             deleted, unless a ``put`` gives its own ``ttl``.
         ttl_url: the SQL database that keeps expiry times (default: the store's own,
-            which a vector or collection memory reads too, so that its searches
-            hide what expired and those adapters omit expired items always).
+            which a vector or collection memory reads too, so that its own
+            searches hide what expired through the adapter).
         clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
     """
 
     supports_query = True
-    hides_expired = True
 
     def __init__(
         self,
@@ -668,7 +664,9 @@ class VectorStoreAdapter(MemoryStoreAdapter):
 
     def _memory(self, namespace: Namespace) -> VectorMemory:
         """The vector memory of one namespace, with the template's settings."""
-        return _of_namespace(self.memory, namespace, self._memories)
+        return _of_namespace(
+            self.memory, namespace, self._memories, omit_expired=self._omit_expired
+        )
 
     # -- pure helpers ---------------------------------------------------------------
 
@@ -835,13 +833,12 @@ class CollectionStoreAdapter(MemoryStoreAdapter):
             ``omit_expired``, ``sweep_interval_minutes``); None: items live until
             deleted, unless a ``put`` gives its own ``ttl``.
         ttl_url: the SQL database that keeps expiry times (default: the store's own,
-            which a vector or collection memory reads too, so that its searches
-            hide what expired and those adapters omit expired items always).
+            which a vector or collection memory reads too, so that its own
+            searches hide what expired through the adapter).
         clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
     """
 
     supports_query = True
-    hides_expired = True
 
     def __init__(
         self,
@@ -869,7 +866,9 @@ class CollectionStoreAdapter(MemoryStoreAdapter):
         return sum(self.memory.sweep(batch=batch).values())
 
     def _memory(self, namespace: Namespace) -> CollectionMemory:
-        return _of_namespace(self.memory, namespace, self._memories)
+        return _of_namespace(
+            self.memory, namespace, self._memories, omit_expired=self._omit_expired
+        )
 
     def _item(self, namespace: Namespace, record: MemoryRecord) -> Item:
         stored = record.metadata.get(_VALUE)
@@ -960,14 +959,18 @@ def _check_labels(namespace: Namespace) -> None:
             )
 
 
-def _of_namespace(template: Any, namespace: Namespace, made: dict[Namespace, Any]) -> Any:
+def _of_namespace(
+    template: Any, namespace: Namespace, made: dict[Namespace, Any], *, omit_expired: bool
+) -> Any:
     """The template memory's twin for ``namespace``, built once per namespace.
 
     Its items' time to live is the adapter's (LangGraph's ``ttl``), stamped
-    before each write: the twin has no ``ttl`` of its own to stamp over it.
+    before each write: the twin has no ``ttl`` of its own to stamp over it,
+    and hides expired items only under ``omit_expired`` (else they are read
+    until swept, as in LangGraph's stores).
     """
     if namespace not in made:
-        made[namespace] = in_namespace(template, namespace, ttl=None)
+        made[namespace] = in_namespace(template, namespace, ttl=None, hide_expired=omit_expired)
     return made[namespace]
 
 

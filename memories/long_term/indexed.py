@@ -114,6 +114,8 @@ class IndexedMemory(BaseMemory):
             by :meth:`sweep`.
         refresh_on_read: a document a search returns starts its time to live
             again, as LangGraph's ``refresh_on_read``.
+        hide_expired: leave expired documents out of every read (False: read
+            them until the sweep deletes them, as LangGraph's ``omit_expired=False``).
         clock: the time expiry is reckoned with (Unix seconds; tests inject one).
     """
 
@@ -136,6 +138,7 @@ class IndexedMemory(BaseMemory):
     min_score: float = Field(default=0.0, ge=0.0, le=1.0)
     ttl: float | None = Field(default=None, gt=0)
     refresh_on_read: bool = False
+    hide_expired: bool = True
     clock: Callable[[], float] = Field(default=time.time, exclude=True)
 
     #: Whether its documents belong to the session that wrote them (erasing a session
@@ -274,7 +277,12 @@ class IndexedMemory(BaseMemory):
         return (yield write)
 
     def _expired_ids(self) -> Steps[set[str]]:
-        """The ids of this namespace's documents expired and not swept yet (few)."""
+        """The ids of this namespace's documents reads leave out: expired, not swept yet (few).
+
+        None with ``hide_expired=False``.
+        """
+        if not self.hide_expired:
+            return set()
         found = yield step(self.expiry.expired, now=self.clock(), namespace=self.namespace)
         return {e.key for e in found}
 

@@ -143,6 +143,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             (ledger rows with its versions, index document) by :meth:`sweep`.
         refresh_on_read: a memory found by a search, a load or ``get`` starts
             its time to live again, as LangGraph's ``refresh_on_read``.
+        hide_expired: leave expired memories out of every read (False: read
+            them until the sweep deletes them, as LangGraph's ``omit_expired=False``).
         clock: the time expiry is reckoned with (Unix seconds; tests inject one).
     """
 
@@ -624,11 +626,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         item = yield step(self._store.load, self.namespace, MEMORY_PREFIX + checked)
         if item is None or item.value is None:
             return None
-        expires = yield step(self.expiry.expires_at, self.namespace, checked)
-        if expires is not None:
-            if expires <= self.clock():
-                return None
-            yield from self._touching([checked])
+        if checked in (yield from self._expired_ids()):
+            return None
+        yield from self._touching([checked])
         return self._record(item)
 
     def history(self, memory_id: str) -> list[MemoryVersion]:
