@@ -230,10 +230,14 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
         return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
 
     def _expire(self, namespace: Namespace, expired: list[Expiring], now: float) -> None:
-        """Delete expired documents with their history and queue, then their expiry rows."""
+        """Delete expired documents with their history and queue, and their expiry rows.
+
+        Each in one transaction, and only while its row is still expired: a
+        document written since the sweep read its row is kept.
+        """
         for item in expired:
-            self._store.delete(namespace, item.key)
-            self.expiry.forget(namespace, item.key, expired_at=now)
+            still = self.expiry.forgetting(namespace, item.key, expired_at=now)
+            self._store.delete(namespace, item.key, only_if=still)
 
     def _background_job(self) -> None:
         super()._background_job()

@@ -187,12 +187,29 @@ class ExpiryLedger:
         Returns:
             Whether a row was removed (a refresh since the sweep read it keeps it).
         """
+        forgetting = self.forgetting(namespace, key, expired_at=expired_at)
+        with self._db.transaction(write=True) as connection:
+            return forgetting(connection)
+
+    def forgetting(
+        self, namespace: Namespace, key: str, *, expired_at: float | None = None
+    ) -> Callable[[sa.Connection], bool]:
+        """:meth:`forget` to run in another store's transaction on this database.
+
+        A sweep deletes an item only when this removed its row (still expired),
+        both in one transaction: a write since the sweep read the row keeps the
+        item. The table is made now, before that transaction holds the database.
+        """
+        self._db.engine  # noqa: B018  (the table, made outside the store's transaction)
         t = self._table
         where = [t.c.namespace == _label(namespace), t.c.key == key]
         if expired_at is not None:
             where.append(t.c.expires_at <= expired_at)
-        with self._db.transaction(write=True) as connection:
+
+        def forget(connection: sa.Connection) -> bool:
             return bool(connection.execute(sa.delete(t).where(*where)).rowcount)
+
+        return forget
 
     def count(self) -> int:
         """How many items have a time to live."""

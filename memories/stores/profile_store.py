@@ -247,6 +247,11 @@ class Load(NamedTuple):
 #: <memories.stores.expiry.ExpiryLedger.stamping>`), so that both land or neither.
 Also = Callable[[Connection], None]
 
+#: A check in a write's own transaction, on its connection: the write happens only if True
+#: (a sweep's "the expiry row was still expired, and is gone": :meth:`ExpiryLedger.forgetting
+#: <memories.stores.expiry.ExpiryLedger.forgetting>`).
+Guard = Callable[[Connection], bool]
+
 
 @dataclass(frozen=True)
 class DocumentTTL:
@@ -360,6 +365,8 @@ class Delete(NamedTuple):
 
     namespace: Namespace
     key: str
+    only_if: Guard | None = None
+    """Run first in the same transaction; nothing is erased unless it returns True."""
 
 
 class Search(NamedTuple):
@@ -516,13 +523,18 @@ class BaseProfileStore(ABC):
         written = await arun(self.writing(namespace, key, replacing(value)))
         return _written(written, self, namespace, key)
 
-    def delete(self, namespace: Namespace, key: str, /) -> None:
-        """Erase a profile completely: its document, its history and its pending turns."""
-        self._one(Delete(as_namespace(namespace), key))
+    def delete(self, namespace: Namespace, key: str, /, *, only_if: Guard | None = None) -> None:
+        """Erase a profile completely: its document, its history and its pending turns.
 
-    async def adelete(self, namespace: Namespace, key: str, /) -> None:
+        With ``only_if``, only when it returns True in the same transaction.
+        """
+        self._one(Delete(as_namespace(namespace), key, only_if))
+
+    async def adelete(
+        self, namespace: Namespace, key: str, /, *, only_if: Guard | None = None
+    ) -> None:
         """Async :meth:`delete`."""
-        await self._aone(Delete(as_namespace(namespace), key))
+        await self._aone(Delete(as_namespace(namespace), key, only_if))
 
     def search(
         self, namespace_prefix: Namespace, /, *, limit: int = 10, offset: int = 0
@@ -1306,6 +1318,8 @@ class ProfileStore(BaseProfileStore):
     def _delete(self, op: Delete) -> None:
         ns = namespace_text(op.namespace)
         with self._db.transaction() as connection:
+            if op.only_if is not None and not op.only_if(connection):
+                return
             for table in (store_table, changes_table, pending_table):
                 connection.execute(
                     delete(table).where(table.c.namespace == ns, table.c.key == op.key)

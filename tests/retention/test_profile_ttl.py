@@ -186,3 +186,26 @@ def test_instructions_expire_back_to_their_initial_prompts(url: str, clock: Cloc
     clock.minutes(11)
     assert memory.get() == {"main": "Be brief."}
     assert memory.sweep() == {"a": 1} and memory.history() == []
+
+
+def test_a_write_landing_while_the_sweep_runs_is_kept(
+    url: str, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = profile(url, clock, ttl=10)
+    memory.put({"city": "Rome"})
+    clock.minutes(11)
+    real, written = ExpiryLedger.expired, []
+
+    def read_then_written(self: ExpiryLedger, **options: Any) -> Any:
+        found = real(self, **options)
+        if found and not written:
+            written.append(True)
+            other = profile(url, clock, ttl=10)
+            other.put({"city": "Oslo"})  # another process writes after the sweep read the row
+        return found
+
+    monkeypatch.setattr(ExpiryLedger, "expired", read_then_written)
+    memory.sweep()
+    monkeypatch.undo()
+    assert memory.get() == {"city": "Oslo"}
+    assert memory.expiry.expires_at(memory.namespace, memory.key) == clock() + 600
