@@ -121,3 +121,31 @@ def test_a_background_collection_sweeps_its_namespace_after_its_update(
         assert memory.flush(timeout=30)
     assert memory.history(gone) == [] and memory.expiry.count() == 0
     assert [r.content for r in memory.list()] == ["I like tea"]
+
+
+def test_a_memory_written_while_the_sweep_runs_is_kept(
+    make: Make, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memories.stores.expiry import ExpiryLedger
+
+    memory = make()
+    memory_id = memory.put("Ada is in Rome", ttl=10)
+    gone = memory.put("Ada is at the dentist", ttl=10)
+    clock.minutes(11)
+    real, written = ExpiryLedger.expired, []
+
+    def read_then_written(self: ExpiryLedger, **options: Any) -> Any:
+        found = real(self, **options)
+        if found and not written:
+            written.append(True)  # another writer puts it again after the sweep read the rows
+            make().put("Ada is in Oslo", memory_id=memory_id, ttl=10)
+        return found
+
+    monkeypatch.setattr(ExpiryLedger, "expired", read_then_written)
+    memory.sweep()
+    monkeypatch.undo()
+    record = memory.get(memory_id)
+    assert record is not None and record.content == "Ada is in Oslo"
+    assert [r.id for r in memory.search("Oslo")] == [memory_id]
+    assert memory.get(gone) is None and memory.history(gone) == []
+    assert memory.backend.get([gone]) == []

@@ -314,10 +314,22 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         return (yield step(self.expiry.stamping, self.namespace, ttls, now=self.clock()))
 
     def _expire(self, expired: Sequence[Expiring], now: float) -> None:
-        """Delete expired memories of this namespace: ledger key with its history, index doc."""
+        """Delete expired memories of this namespace: ledger key with its history, index doc.
+
+        Each ledger key goes with its expiry row in one transaction, and only
+        while the row is still expired: a memory written since the sweep read
+        the row is kept, in the ledger and in the index.
+        """
+        gone = []
         for item in expired:
-            self._store.delete(self.namespace, MEMORY_PREFIX + item.key)
-        super()._expire(expired, now)
+            key = MEMORY_PREFIX + item.key
+            still = self.expiry.forgetting(self.namespace, item.key, expired_at=now)
+            self._store.delete(self.namespace, key, only_if=still)
+            if self._store.load(self.namespace, key) is None:
+                gone.append(item.key)
+        if gone:
+            self.backend.delete(gone, None)
+            self.backend.flush()
 
     def _background_job(self) -> None:
         super()._background_job()
