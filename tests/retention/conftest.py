@@ -16,6 +16,8 @@ EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 
 
 class Clock:
+    """A clock a test moves by hand."""
+
     def __init__(self) -> None:
         self.now = 1_000_000.0
 

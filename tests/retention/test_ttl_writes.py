@@ -8,6 +8,7 @@ and checks the item is absent, or present with its time to live.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -145,5 +146,20 @@ def test_an_example_failing_after_its_expiry_row_is_absent(
     monkeypatch.setattr(memory.backend, "add", crash)
     with pytest.raises(Crash):
         memory.add_example({"input": "2+2", "output": "4"})
+    monkeypatch.undo()
+    assert memory.export_documents() == [] and memory.expiry.count() == 1
+
+
+def test_an_async_vector_turn_failing_after_its_expiry_row_is_absent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = vector(tmp_path, Clock(), ttl=30)
+
+    async def acrash(*args: Any, **kwargs: Any) -> None:
+        raise Crash
+
+    monkeypatch.setattr(memory.backend, "asave", acrash)
+    with pytest.raises(Crash):
+        asyncio.run(memory.asave_context({"input": "my code is 1234"}, {"output": "noted"}))
     monkeypatch.undo()
     assert memory.export_documents() == [] and memory.expiry.count() == 1
