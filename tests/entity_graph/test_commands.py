@@ -164,3 +164,34 @@ def test_clear_clears_the_namespace_and_keeps_the_history(
     assert ana.entities() == [] and ana.relations() == []
     assert len(ana.history()) == 3  # ended, never deleted
     assert len(graph(config, "u.bob").relations()) == 2  # another namespace: untouched
+
+
+def test_erase_user_removes_a_folded_graph_and_its_history_and_nothing_of_another(
+    config: Path, tmp_path: Path
+) -> None:
+    """The graph's entities, relations, every version and queued turn go; bob's graph stays."""
+    import sqlite3
+
+    from memories.core.erasure import erase_user
+
+    told(graph(config))
+    told(graph(config, "u.bob"))
+    graph(config).refresh()
+    graph(config).apply([{"op": "relate", "subject": "Ana", "predicate": "knows", "value": "Zq"}])
+    bob = graph(config, "u.bob").export_records()
+    report = erase_user(config, namespace="u.ana")
+    assert report.complete and report.removed > 0
+    ana = graph(config)
+    assert ana.entities() == [] and ana.relations() == [] and ana.history() == []
+    assert ana.export_records() == [] and ana.status().pending == 0
+    assert graph(config, "u.bob").export_records() == bob
+    with sqlite3.connect(tmp_path / "g.db") as connection:
+        listed = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        tables = [row[0] for row in listed]
+        left = [
+            table
+            for table in tables
+            for row in connection.execute(f'SELECT * FROM "{table}"').fetchall()
+            if "u.ana" in repr(row) or "Zq" in repr(row)
+        ]
+    assert left == []
