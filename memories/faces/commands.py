@@ -756,12 +756,16 @@ _HOLDERS = {
 
 
 def _batches(lines: list[Line], size: int) -> Iterator[list[Line]]:
-    """Consecutive lines of one session (or one namespace), at most ``size`` at a time."""
+    """Consecutive lines of one session (or one namespace), at most ``size`` at a time.
+
+    An entity graph's lines are one batch (one transaction): its relations name its entities.
+    """
     start = 0
     while start < len(lines):
         target = _target(lines[start])
+        most = len(lines) if isinstance(lines[start], GraphLine) else size
         end = start
-        while end < len(lines) and end - start < size and _target(lines[end]) == target:
+        while end < len(lines) and end - start < most and _target(lines[end]) == target:
             end += 1
         yield lines[start:end]
         start = end

@@ -149,6 +149,29 @@ def test_a_bad_graph_line_imports_nothing(config: Path, capsys: pytest.CaptureFi
     assert graph(config, "u.copy").entities() == []
 
 
+def test_a_cleared_graph_round_trips_with_its_history_and_a_partial_file_is_refused(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    told(graph(config)).clear()
+    graph(config).save_context({"input": "I live in Braga."}, {"output": "Ok."})
+    _, exported, _ = run(["export", "--config", str(config)], capsys)
+    assert '"cleared": true' in exported  # the entities ended relations still name
+    argv = ["import", "--config", str(config), "--namespace", "u.copy", "--batch-size", "1", "-"]
+    code, _, err = run(argv, capsys, exported)
+    assert code == 0, err
+    copy, original = graph(config, "u.copy"), graph(config)
+    assert [r.text() for r in copy.history()] == [r.text() for r in original.history()]
+    assert "User lives_in Lisbon" in [r.text() for r in copy.history()]
+    assert [r.text() for r in copy.relations()] == ["User lives_in Braga"]
+    assert copy.export_records() == original.export_records()
+
+    relations = "".join(line + "\n" for line in exported.splitlines() if '"relation"' in line)
+    argv = ["import", "--config", str(config), "--namespace", "u.partial", "-"]
+    code, _, err = run(argv, capsys, relations)
+    assert code == 2 and "neither the file nor the graph holds" in err
+    assert graph(config, "u.partial").export_records() == []
+
+
 def test_clear_clears_the_namespace_and_keeps_the_history(
     config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,6 +1,7 @@
 """An entity graph as export records, and the changes that import them: no I/O.
 
-One record per entity (merged ones too) and per relation (ended ones too,
+One record per entity (merged ones too, and cleared ones, ``"cleared":
+true``, which ended relations still name) and per relation (ended ones too,
 with ``valid_at``, ``invalid_at``, why it ended and the turns that caused
 and ended it), as ``memories export`` writes them (JSON Lines). An import
 writes only what the graph lacks or holds differently, under the exported
@@ -31,6 +32,11 @@ def graph_records(graph: Graph, recorded: Graph) -> list[dict[str, Any]]:
         if key.startswith(ENTITY_PREFIX):
             entity_id = key.removeprefix(ENTITY_PREFIX)
             records.append({"graph": "entity", "id": entity_id, **_entity_document(document)})
+    for entity_id, entity in sorted(recorded.former.items()):
+        if ENTITY_PREFIX + entity_id not in graph.documents:
+            fields = {name: getattr(entity, name) for name in _ENTITY_FIELDS}
+            document = _entity_document({**fields, "aliases": list(entity.aliases)})
+            records.append({"graph": "entity", "id": entity_id, **document, "cleared": True})
     relations = [
         (key.removeprefix(RELATION_PREFIX), document)
         for key, document in graph.documents.items()
@@ -64,7 +70,8 @@ def check_record(record: Mapping[str, Any]) -> dict[str, Any]:
             isinstance(a, str) for a in document["aliases"]
         ):
             raise ValueError(f"aliases must be a list of names, got {document['aliases']!r:.80}")
-        return {"graph": kind, "id": record_id, **document}
+        cleared = bool(record.get("cleared"))
+        return {"graph": kind, "id": record_id, **document, "cleared": cleared}
     if kind == "relation":
         document = _relation_document(record, iso=False)
         for part in ("subject", "predicate"):
@@ -79,13 +86,21 @@ def check_record(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def import_commits(
-    graph: Graph, records: Sequence[Mapping[str, Any]]
+    graph: Graph, recorded: Graph, records: Sequence[Mapping[str, Any]]
 ) -> list[tuple[str, Change, int]]:
     """The changes writing the checked ``records`` the graph lacks or holds differently.
 
-    A relation new to the graph and ended in the record is written as it
-    began and then as it ended, each change with its turns, as its history had them.
+    ``graph`` is the graph as stored, ``recorded`` as recorded (with its
+    cleared entities). A relation new to the graph and ended in the record
+    is written as it began and then as it ended, each change with its turns,
+    as its history had them; a cleared entity new to it, as written and
+    cleared. An entity cleared here since is not brought back.
+
+    Raises:
+        InvalidInputError: a relation names an entity that neither the
+            records nor the graph hold (a partial file).
     """
+    _check_names(recorded, records)
     commits: list[tuple[str, Change, int]] = []
     versions = {ENTITY_PREFIX + e.id: e.version for e in graph.entities.values()}
     versions.update({RELATION_PREFIX + r.id: r.version for r in graph.relations.values()})
@@ -93,6 +108,13 @@ def import_commits(
         if record["graph"] == "entity":
             key, document = ENTITY_PREFIX + record["id"], _entity_document(record)
             held = graph.documents.get(key)
+            if held is None and record["id"] in recorded.former:
+                continue  # cleared here: an import never brings it back
+            if record["cleared"]:
+                if held is None:
+                    commits.append((key, Change(document, "insert", []), 0))
+                    commits.append((key, Change(None, "clear", []), 1))
+                continue
             if held is None or _entity_document(held) != document:
                 kind = "import" if held is not None else "insert"
                 commits.append((key, Change(document, kind, []), versions.get(key, 0)))
@@ -111,6 +133,21 @@ def import_commits(
             commits.append((key, Change(began, "insert", [], caused), 0))
             commits.append((key, Change(document, "end", [], ended_by), 1))
     return commits
+
+
+def _check_names(recorded: Graph, records: Sequence[Mapping[str, Any]]) -> None:
+    known = {*recorded.entities, *recorded.former}
+    known.update(r["id"] for r in records if r["graph"] == "entity")
+    for record in records:
+        if record["graph"] != "relation":
+            continue
+        for part in ("subject", "object"):
+            if record[part] is not None and record[part] not in known:
+                raise InvalidInputError(
+                    f"The relation {record['id']!r} names the entity {record[part]!r}, which "
+                    "neither the file nor the graph holds: import the whole export. Nothing "
+                    "was imported."
+                )
 
 
 def _entity_document(document: Mapping[str, Any]) -> dict[str, Any]:

@@ -292,7 +292,8 @@ class EntityMemory(StoredDocumentMemory):
         wanted = checked(records)
         for _ in range(_MAX_DIRECT_TRIES):
             graph = yield from self._reading(None)
-            commits = import_commits(graph, wanted)
+            recorded = yield step(self.store.recorded, self.namespace)
+            commits = import_commits(graph, recorded, wanted)
             if not commits:
                 return 0
             head = Change({"revision": graph.head + 1}, "graph", [])
