@@ -218,3 +218,18 @@ def test_erase_user_removes_a_folded_graph_and_its_history_and_nothing_of_anothe
             if "u.ana" in repr(row) or "Zq" in repr(row)
         ]
     assert left == []
+
+
+def test_the_async_twins_export_and_import_the_same_records(config: Path) -> None:
+    import asyncio
+
+    original = told(graph(config))
+    copy = graph(config, "u.copy")
+
+    async def copied() -> tuple[int, int]:
+        records = await original.aexport_records()
+        return await copy.aimport_records(records), await copy.aimport_records(records)
+
+    first, second = asyncio.run(copied())
+    assert first == 8 and second == 0
+    assert copy.export_records() == original.export_records()
