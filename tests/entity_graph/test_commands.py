@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import io
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +10,7 @@ import yaml
 
 from memories import EntityMemory, create_memory
 from memories.core.config import with_namespace
-from memories.faces.cli import main
+from tests.core.test_cli_commands import run
 
 TURNS = [
     "I live in Lisbon. My sister Melanie is a painter.",
@@ -39,19 +37,6 @@ def told(memory: EntityMemory) -> EntityMemory:
     for turn in TURNS:
         memory.save_context({"input": turn}, {"output": "Ok."})
     return memory
-
-
-def run(
-    argv: list[str], capsys: pytest.CaptureFixture[str], stdin: str = ""
-) -> tuple[int, str, str]:
-    old = sys.stdin
-    sys.stdin = io.StringIO(stdin)
-    try:
-        code = main(argv)
-    finally:
-        sys.stdin = old
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_inspect_lists_entities_and_current_relations_with_counts(
