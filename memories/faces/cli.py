@@ -160,6 +160,7 @@ def _import(args: argparse.Namespace) -> int:
     from memories.core.config import load_config, namespace_labels
     from memories.faces.commands import (
         ExportLine,
+        graphs_of,
         import_jsonl,
         knowledge_of,
         open_memory,
@@ -191,6 +192,7 @@ def _import(args: argparse.Namespace) -> int:
         lambda session: stores_of(options, session, labels, "import")[0],
         lambda namespace: stores_of(options, args.session, namespace, "import")[1],
         lambda session: [s for _, s in knowledge_of(open_memory(options, session, labels))],
+        lambda namespace: graphs_of(open_memory(options, args.session, namespace)),
         batch_size=args.batch_size,
         progress=args.progress,
     )
@@ -230,7 +232,8 @@ def _clear(args: argparse.Namespace) -> int:
     if not targets:
         raise ConfigError(
             f"A {type(memory).__name__} keeps no data to erase for a session (no history, no "
-            "vector memory); --erase-namespace erases profiles and whole namespaces."
+            "vector memory); --erase-namespace erases profiles, entity graphs and whole "
+            "namespaces."
         )
     if not args.yes:
         print("This erases:", *(f"  {t}" for t in targets), sep="\n")
@@ -490,7 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--erase-namespace",
         action="store_true",
         help="also erase the long-term memories whole: every session's vector documents of "
-        "the namespace, and the profile",
+        "the namespace, the profile and the entity graph",
     )
     clear.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     clear.set_defaults(run=_clear)
