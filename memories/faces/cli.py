@@ -424,7 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--db",
         help="SQLite file for the histories; the vector memory's Chroma folder goes beside it "
-        "(NAME.chroma). Default: a temporary folder, removed at the end",
+        "(NAME.chroma), and NAME.yaml, a config that `memories serve --config` opens. "
+        "Default: a temporary folder, removed at the end",
     )
     demo.add_argument("--show", metavar="MEMORY", help="also print what MEMORY injects, whole")
     demo.add_argument(
