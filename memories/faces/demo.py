@@ -324,7 +324,7 @@ def demo_config(memories: dict[str, dict[str, Any]], db_name: str = "demo.db") -
     """One ``combined`` config of the demo's ``memories``, placed where the demo put their data.
 
     Paths are relative (to the config file, which sits beside ``db_name``), so
-    the folder may move. Each memory gets its own ``memory_key`` (its row's
+    it opens from any working directory. Each memory gets its own ``memory_key`` (its row's
     name; the demo's chain needed them all on ``history``, a combined memory
     refuses a key twice). The demo's models are left out: a memory whose
     model had an offline stand-in (the profile, the instructions) cannot be

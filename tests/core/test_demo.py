@@ -212,7 +212,9 @@ def test_the_config_names_only_the_memories_that_ran_and_opens_on_their_data(
     from memories.core.combined import leaves_of
     from memories.faces.demo import config_path
 
-    register_memory("ghost", "no_such_module_for_the_demo", "Ghost")
+    register_memory(
+        "ghost", "no_such_module_for_the_demo", "Ghost", pip_command="pip install ghost"
+    )
     try:
         rows = {"window (k=1)": {"type": "window", "k": 1}, "ghost": {"type": "ghost"}}
         run_demo(tmp_path / "demo.db", memories=rows)
@@ -236,3 +238,19 @@ def test_without_db_the_closing_lines_say_db_keeps_the_data(
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "--db PATH keeps it" in out and "memories serve --config" in out
+
+
+def test_a_relative_db_gives_a_config_that_opens_from_any_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from memories import create_memory
+    from memories.core.combined import leaves_of
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "run")
+    run_demo(Path("demo.db"), memories={"window (k=1)": {"type": "window", "k": 1}})
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    (window,) = leaves_of(create_memory(tmp_path / "run" / "demo.yaml"))
+    assert len(window.chat_memory.messages) == 2 * len(SCRIPT)
+    assert list((tmp_path / "elsewhere").iterdir()) == []
