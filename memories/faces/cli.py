@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -43,6 +44,7 @@ def _model(spec: str | None) -> tuple[Any, str]:
 def _demo(args: argparse.Namespace) -> int:
     from memories.faces.demo import (
         SESSIONS,
+        config_path,
         format_results,
         full_text,
         html_report,
@@ -79,6 +81,14 @@ def _demo(args: argparse.Namespace) -> int:
         print()
         print("Offline, summaries are extractive (quoted sentences) and the profile's updates are")
         print("scripted JSON patches standing in for a model's; --llm has a model write both.")
+    print()
+    if args.db:
+        config = shlex.quote(str(config_path(Path(args.db))))
+        print(f"The data stays in {args.db}; see what each memory kept, since when and why:")
+        print(f"  memories serve --config {config}")
+    else:
+        print("The data was in a temporary folder, now removed: --db PATH keeps it, with a config")
+        print("that `memories serve --config` opens in the browser.")
     return 0
 
 
@@ -417,7 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--db",
         help="SQLite file for the histories; the vector memory's Chroma folder goes beside it "
-        "(NAME.chroma). Default: a temporary folder, removed at the end",
+        "(NAME.chroma), and NAME.yaml, a config that `memories serve --config` opens. "
+        "Default: a temporary folder, removed at the end",
     )
     demo.add_argument("--show", metavar="MEMORY", help="also print what MEMORY injects, whole")
     demo.add_argument(

@@ -156,3 +156,26 @@ def fill_for_writes(folder: Path) -> Filled:
     picky.save_context({"input": "maya likes rain"}, {"output": "ok"})  # with it: set aside
     assert len(picky.dead_letters()) == 1
     return found
+
+
+@dataclass
+class Demo:
+    """What ``memories demo --db`` left: its config, and the command it printed to open it."""
+
+    config: Path
+    printed: str
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    """``memories demo --db FOLDER/demo.db``, run once (offline: scripted replies)."""
+    import contextlib
+    import io
+
+    from memories.faces.cli import main
+
+    db = tmp_path_factory.mktemp("demo") / "demo.db"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["demo", "--db", str(db)]) == 0
+    return Demo(db.with_suffix(".yaml"), out.getvalue())
