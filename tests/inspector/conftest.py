@@ -156,3 +156,40 @@ def fill_for_writes(folder: Path) -> Filled:
     picky.save_context({"input": "maya likes rain"}, {"output": "ok"})  # with it: set aside
     assert len(picky.dead_letters()) == 1
     return found
+
+
+def with_entities(folder: Path) -> dict[str, Any]:
+    """The tests' config and an entity memory (the rule-based extractor, every turn)."""
+    config = config_for(folder)
+    config["memories"].append(
+        {
+            "type": "entity",
+            "url": f"sqlite:///{folder / 'memories.db'}",
+            "namespace": ["users", "{user_id}"],
+        }
+    )
+    return config
+
+
+def fill_entities(folder: Path) -> Filled:
+    """:func:`fill`, plus maya's entity graph: a move (one relation ended), a merge, and markup.
+
+    Omar's graph holds one fact of his own, which maya's pages never show.
+    """
+    found = fill(folder)
+    config = with_entities(folder)
+    found.config.write_text(yaml.safe_dump(config), encoding="utf-8")
+    *_, maya = _leaves(config, "maya", "maya-chat")
+    for said in (
+        "I live in Lisbon.",
+        "My sister Melanie is kind.",
+        "I moved to Porto.",
+        "Mel called me today.",
+    ):
+        maya.save_context({"input": said}, {"output": "noted"})
+    maya.apply(
+        [{"op": "relate", "subject": "Melanie", "predicate": "likes", "value": f"{SCRIPT} {IMAGE}"}]
+    )
+    *_, omar = _leaves(config, "omar", "omar-chat")
+    omar.save_context({"input": "I live in Oslo."}, {"output": "noted"})
+    return found
