@@ -1115,11 +1115,17 @@ class ProfileStore(BaseProfileStore):
                     # (120 ms). Conditions written through || '' keep the indexes out.
                     where[0] = t.c.namespace.concat("") == namespace_text(op.namespace)
                     where[2] = t.c.value.concat("").is_not(None)
-                # The total comes with the page (a window over the matches) instead of
-                # from a second scan of the documents.
-                query = select(t).where(*where, matching).order_by(t.c.key)
-                query = query.add_columns(func.count().over().label("total"))
-                rows = connection.execute(query.limit(op.limit).offset(op.offset)).all()
+                # The total comes with the page instead of from a second scan of the
+                # documents: a window over the matches, or on SQLite a count of the
+                # matches' keys, whose sort then carries keys, not documents (a text in
+                # all 100,000: 135 to 80 ms).
+                if connection.dialect.name == "sqlite":
+                    query = _sqlite_page(where, matching, op.limit, op.offset)
+                else:
+                    query = select(t).where(*where, matching).order_by(t.c.key)
+                    query = query.add_columns(func.count().over().label("total"))
+                    query = query.limit(op.limit).offset(op.offset)
+                rows = connection.execute(query).all()
                 if rows:
                     return [_item(row) for row in rows], int(rows[0].total)
                 if op.offset == 0:
@@ -1370,6 +1376,16 @@ def _matching(op: KeyPage, *, sqlite: bool) -> Any:
             getattr(field, like)(op.contains, autoescape=True),
         ),
     )
+
+
+def _sqlite_page(where: Sequence[Any], matching: Any, limit: int, offset: int) -> Any:
+    """The page of documents meeting ``where`` and ``matching``, by key, each with the total."""
+    t = store_table
+    rowid: Any = literal_column("memories_store.rowid")
+    matches = select(rowid.label("row"), t.c.key).where(*where, matching).cte("matches")
+    chosen = select(matches.c.row).order_by(matches.c.key).limit(limit).offset(offset)
+    total = select(func.count()).select_from(matches).scalar_subquery()
+    return select(t, total.label("total")).where(rowid.in_(chosen)).order_by(t.c.key)
 
 
 def _keyed(table: Table, namespace: Namespace, prefix: str) -> tuple[Any, Any]:
