@@ -119,19 +119,19 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Filled:
     return fill(tmp_path_factory.mktemp("inspector"))
 
 
+def _with(folder: Path, memory: dict[str, Any]) -> dict[str, Any]:
+    """The tests' config and one more memory per user, in the same database."""
+    config = config_for(folder)
+    stored = {"url": f"sqlite:///{folder / 'memories.db'}", "namespace": ["users", "{user_id}"]}
+    config["memories"].append({**memory, **stored})
+    return config
+
+
 def with_instructions(folder: Path) -> dict[str, Any]:
     """The tests' config and an instructions memory, revised by hand only."""
-    config = config_for(folder)
-    config["memories"].append(
-        {
-            "type": "instructions",
-            "url": f"sqlite:///{folder / 'memories.db'}",
-            "namespace": ["users", "{user_id}"],
-            "policy": "manual",
-            "prompts": {"main": "Be brief."},
-        }
+    return _with(
+        folder, {"type": "instructions", "policy": "manual", "prompts": {"main": "Be brief."}}
     )
-    return config
 
 
 def fill_for_writes(folder: Path) -> Filled:
@@ -160,15 +160,7 @@ def fill_for_writes(folder: Path) -> Filled:
 
 def with_entities(folder: Path) -> dict[str, Any]:
     """The tests' config and an entity memory (the rule-based extractor, every turn)."""
-    config = config_for(folder)
-    config["memories"].append(
-        {
-            "type": "entity",
-            "url": f"sqlite:///{folder / 'memories.db'}",
-            "namespace": ["users", "{user_id}"],
-        }
-    )
-    return config
+    return _with(folder, {"type": "entity"})
 
 
 def fill_entities(folder: Path) -> Filled:
