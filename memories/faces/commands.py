@@ -48,6 +48,9 @@ from memories.kernel.messages import check_storable, dump_message, message_text
 from memories.kernel.namespaces import as_namespace
 from memories.kernel.tokens import TiktokenCounter
 from memories.long_term.entities import ConversationEntityMemory, ConversationKGMemory
+from memories.long_term.entity_graph import EntityMemory
+from memories.long_term.entity_graph.exchange import check_record
+from memories.long_term.entity_graph.recall import entity_line, relation_line
 from memories.long_term.profile import ProfileMemory
 from memories.stores.entity_store import EntityStore, InMemoryEntityStore
 from memories.stores.graph_store import EntityGraph, InMemoryEntityGraph, KnowledgeTriple
@@ -62,6 +65,7 @@ __all__ = [
     "DocumentLine",
     "EntityLine",
     "ExportLine",
+    "GraphLine",
     "Swept",
     "TripleLine",
     "chat",
@@ -73,6 +77,7 @@ __all__ = [
     "export_jsonl",
     "flush",
     "format_usage",
+    "graphs_of",
     "histories_of",
     "import_jsonl",
     "inspect",
@@ -313,6 +318,8 @@ def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) 
     for profile in leaf_memories(memory):
         if isinstance(profile, ProfileMemory):
             _inspect_profile(profile, out, last=last)
+    for graph in graphs_of(memory):
+        _inspect_graph(graph, out, last=last)
     for vector in searchable_memories(memory):
         _inspect_vector(vector, out, last=last)
     for session_id, store in knowledge_of(memory):
@@ -339,6 +346,34 @@ def _inspect_profile(profile: ProfileMemory, out: TextIO, *, last: int | None) -
     for change in shown:
         detail = change.error if change.error else json.dumps(list(change.patch))
         out.write(f"  change #{change.id} {change.kind} v{change.version}: {detail[:100]}\n")
+
+
+def graphs_of(memory: LangChainBaseMemory) -> list[EntityMemory]:
+    """The entity graphs (``EntityMemory`` members) of a memory."""
+    return [leaf for leaf in leaf_memories(memory) if isinstance(leaf, EntityMemory)]
+
+
+def _graph_name(graph: EntityMemory) -> str:
+    return f"entity graph {'.'.join(graph.namespace)} in {graph.store!r}"
+
+
+def _inspect_graph(graph: EntityMemory, out: TextIO, *, last: int | None) -> None:
+    entities, relations = graph.entities(), graph.relations()
+    status = graph.status()
+    out.write(
+        f"\n{_graph_name(graph)}: {len(entities)} entities ({len(graph.merges())} merged into "
+        f"others), {len(relations)} current relations, {len(graph.history())} ended, "
+        f"{status.pending} turns pending\n"
+    )
+    if status.last_error is not None:
+        out.write(f"  last update failed: {status.last_error}\n")
+    lines = [entity_line(e)[2:] for e in entities] + [relation_line(r)[2:] for r in relations]
+    shown = lines if last is None else lines[-last:] if last else []
+    if len(shown) < len(lines):
+        out.write(f"  (last {len(shown)} shown)\n")
+    for line in shown:
+        text = line.replace("\n", " | ")
+        out.write(f"  {text[:120]}{'…' if len(text) > 120 else ''}\n")
 
 
 def knowledge_of(memory: LangChainBaseMemory) -> list[tuple[str, EntityStore | EntityGraph]]:
@@ -523,7 +558,22 @@ class TripleLine:
         )
 
 
-Line = ExportLine | DocumentLine | EntityLine | TripleLine
+@dataclass(frozen=True)
+class GraphLine:
+    """One line of an export: an entity or a relation of an entity graph's namespace."""
+
+    namespace: tuple[str, ...]
+    """The namespace the graph belongs to."""
+    record: dict[str, Any]
+    """The record (:meth:`~memories.EntityMemory.export_records`): ``graph`` is ``entity``
+    or ``relation``, ``id`` its id (import keeps it)."""
+
+    def to_json(self) -> str:
+        """The JSON Lines form: ``{"namespace", "graph", "id", ...the record}``."""
+        return json.dumps({"namespace": list(self.namespace), **self.record}, ensure_ascii=False)
+
+
+Line = ExportLine | DocumentLine | EntityLine | TripleLine | GraphLine
 
 
 def _stored(memory: LangChainBaseMemory, command: str) -> tuple[list[ChatHistory], list[Any]]:
@@ -534,10 +584,11 @@ def _stored(memory: LangChainBaseMemory, command: str) -> tuple[list[ChatHistory
     """
     histories = distinct_histories(memory)
     vectors = searchable_memories(memory)
-    if not histories and not vectors:
+    if not histories and not vectors and not graphs_of(memory):
         raise ConfigError(
-            f"`memories {command}` works on message histories and vector memories, and a "
-            f"{type(memory).__name__} keeps none. Use a config whose memory has a `history`."
+            f"`memories {command}` works on message histories, vector memories and entity "
+            f"graphs, and a {type(memory).__name__} keeps none. Use a config whose memory has "
+            "a `history`."
         )
     if any(isinstance(h, InMemoryHistory) for h in histories) or any(
         v.mode == "memory" for v in vectors
@@ -561,13 +612,18 @@ def stores_of(
 
 
 def export_jsonl(memory: LangChainBaseMemory, out: TextIO) -> tuple[int, int]:
-    """Write a memory's messages, vector documents, entity summaries and triples as JSON Lines.
+    """Write a memory's messages, vector documents, entity summaries, triples and entity
+    graphs as JSON Lines.
 
     Returns:
-        How many messages, and how many other lines (documents, entities, triples).
+        How many messages, and how many other lines (documents, entities, triples, graphs).
     """
     histories, vectors = _stored(memory, "export")
     messages = documents = 0
+    for graph in graphs_of(memory):
+        records = graph.export_records()
+        out.writelines(GraphLine(graph.namespace, r).to_json() + "\n" for r in records)
+        documents += len(records)
     for session_id, store in knowledge_of(memory):
         if isinstance(store, EntityStore):
             lines: list[Line] = [
@@ -646,6 +702,9 @@ def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | N
     if "entity" in record or "triple" in record:
         return _parse_knowledge(record, session)
     labels = namespace or as_namespace(record["namespace"])
+    if "graph" in record:
+        graph_record = {k: v for k, v in record.items() if k != "namespace"}
+        return GraphLine(labels, check_record(graph_record))
     text, doc_id, metadata = record["text"], record["id"], record.get("metadata") or {}
     if not isinstance(text, str) or not isinstance(doc_id, str) or not doc_id:
         raise ValueError("text must be a string and id a non-empty string")
@@ -681,6 +740,8 @@ def _target(line: Line) -> tuple[str, Any]:
         return ("entities", line.session_id)
     if isinstance(line, TripleLine):
         return ("graph", line.session_id)
+    if isinstance(line, GraphLine):
+        return ("entity graph", line.namespace)
     return ("namespace", line.namespace)
 
 
@@ -690,16 +751,21 @@ _HOLDERS = {
     "namespace": ("documents", "vector memory"),
     "entities": ("entity summaries", "entity store that outlives the process"),
     "graph": ("knowledge triples", "knowledge graph that outlives the process"),
+    "entity graph": ("entities and relations", "entity graph (type: entity)"),
 }
 
 
 def _batches(lines: list[Line], size: int) -> Iterator[list[Line]]:
-    """Consecutive lines of one session (or one namespace), at most ``size`` at a time."""
+    """Consecutive lines of one session (or one namespace), at most ``size`` at a time.
+
+    An entity graph's lines are one batch (one transaction): its relations name its entities.
+    """
     start = 0
     while start < len(lines):
         target = _target(lines[start])
+        most = len(lines) if isinstance(lines[start], GraphLine) else size
         end = start
-        while end < len(lines) and end - start < size and _target(lines[end]) == target:
+        while end < len(lines) and end - start < most and _target(lines[end]) == target:
             end += 1
         yield lines[start:end]
         start = end
@@ -710,6 +776,7 @@ def import_jsonl(
     histories_for: Callable[[str], list[ChatHistory]],
     vectors_for: Callable[[tuple[str, ...]], list[Any]] | None = None,
     knowledge_for: Callable[[str], list[EntityStore | EntityGraph]] | None = None,
+    graphs_for: Callable[[tuple[str, ...]], list[EntityMemory]] | None = None,
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: bool | None = None,
@@ -723,13 +790,15 @@ def import_jsonl(
     imported twice) are skipped; when the log ends with the beginning of them
     (an import that stopped half-way), the rest is appended. An entity summary
     is written as a new version unless it is the entity's summary already; a
-    triple is added unless the graph holds it already.
+    triple is added unless the graph holds it already; an entity graph's
+    entity or relation is written under its id unless the graph holds it so.
 
     Args:
         lines: from :func:`read_jsonl`.
         histories_for: the histories of a session (from the config).
         vectors_for: the vector memories of a namespace (from the config).
         knowledge_for: the entity stores and graphs of a session (from the config).
+        graphs_for: the entity graph memories of a namespace (from the config).
         batch_size: lines per write.
         progress: show a progress bar on stderr; None shows it on a terminal.
 
@@ -751,13 +820,15 @@ def import_jsonl(
                 found: list[Any] = histories_for(where)
             elif kind == "namespace":
                 found = vectors_for(where) if vectors_for is not None else []
+            elif kind == "entity graph":
+                found = graphs_for(where) if graphs_for is not None else []
             else:
                 holds = EntityStore if kind == "entities" else EntityGraph
                 stores = knowledge_for(where) if knowledge_for is not None else []
                 found = [store for store in stores if isinstance(store, holds)]
             if not found:
                 what, holder = _HOLDERS[kind]
-                where_kind = "namespace" if kind == "namespace" else "session"
+                where_kind = "session" if kind in ("session", "entities", "graph") else "namespace"
                 raise ConfigError(
                     f"The file holds {what} (for {where_kind} {where!r}) and the config's "
                     f"memory has no {holder} to take them. Nothing was imported."
@@ -780,6 +851,10 @@ def import_jsonl(
                     written += len(new)
                 elif isinstance(store, EntityStore | EntityGraph):
                     written += _import_knowledge(store, batch)
+                elif isinstance(store, EntityMemory):
+                    written += store.import_records(
+                        [line.record for line in batch if isinstance(line, GraphLine)]
+                    )
                 else:
                     documents = [line for line in batch if isinstance(line, DocumentLine)]
                     store.import_documents(
@@ -869,6 +944,7 @@ def clear_targets(memory: LangChainBaseMemory, *, namespaces: bool = False) -> l
             f"vector namespace {'.'.join(v.namespace)} (every session) in the {v.store.location}"
             for v in vectors
         ]
+        targets += [_graph_name(graph) for graph in graphs_of(memory)]
     else:
         targets += [
             f"session {v.session_id!r} of vector namespace {'.'.join(v.namespace)}" for v in vectors
@@ -910,6 +986,13 @@ def clear(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]
             )
     for session_id, store in knowledge_of(memory):
         done.append(_clear_knowledge(session_id, store, erase=namespaces))
+    for graph in graphs_of(memory) if namespaces else []:
+        entities, relations = len(graph.entities()), len(graph.relations())
+        graph.clear()
+        done.append(
+            f"{_graph_name(graph)}: {entities} entities cleared and {relations} current "
+            "relations ended (history() keeps them)"
+        )
     for leaf in leaf_memories(memory):
         if isinstance(leaf, ProfileMemory) and namespaces:
             leaf.clear()

@@ -9,6 +9,7 @@ needed. With ``--llm provider:model`` a real model answers instead.
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import tempfile
 import time
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseLanguageModel, FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage
@@ -37,6 +39,8 @@ __all__ = [
     "SESSIONS",
     "DemoModel",
     "DemoResult",
+    "config_path",
+    "demo_config",
     "format_results",
     "full_text",
     "html_report",
@@ -230,8 +234,10 @@ def run_demo(
 
     Args:
         db_path: the SQLite file of the histories; the vector memory's Chroma
-            folder goes beside it (``demo.chroma``). Default: a temporary
-            folder, removed when the demo ends.
+            folder goes beside it (``demo.chroma``), and a config naming every
+            memory that ran, placed on that data (:func:`config_path`,
+            :func:`demo_config`), which ``memories serve --config`` opens.
+            Default: a temporary folder, removed when the demo ends.
         llm: a real model for the replies and for memories that take one;
             None gives scripted replies and each memory's offline default.
         memories: label -> memory config (default :data:`DEMO_MEMORIES`).
@@ -244,15 +250,20 @@ def run_demo(
             return run_demo(where, llm=llm, memories=memories, sessions=sessions, on_turn=on_turn)
     from langchain_classic.chains import ConversationChain
 
+    memories = memories or DEMO_MEMORIES
+    written = config_path(db_path)
+    _check_replaceable(written)  # before anything is cleared
     counter = TiktokenCounter()
-    results = []
-    for name, config in (memories or DEMO_MEMORIES).items():
+    results: list[DemoResult] = []
+    ran: list[str] = []
+    for name, config in memories.items():
         calls = _CallCounter()
         try:
             placed = _placed(config, db_path, name.split(" ")[0])
         except MissingDependencyError as exc:
             results.append(DemoResult(name, f"(skipped: {exc})", 0, 0, 0.0))
             continue
+        ran.append(name)
         options = _with_llm(placed, llm, calls)
         cleared = create_memory(options)
         cleared.clear()
@@ -287,7 +298,68 @@ def run_demo(
                 calls_per_turn=tuple(calls_per_turn),
             )
         )
+    config = demo_config({name: memories[name] for name in ran}, db_path.name)
+    written.write_text(CONFIG_HEADER + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return results
+
+
+#: The first lines of the config the demo writes; also how a later run knows
+#: that a file at that path is the demo's own, and may replace it.
+CONFIG_HEADER = """\
+# Written by `memories demo`: the memories it ran, on the data it left beside this file.
+# Open it with `memories serve --config THIS_FILE` (or `memories inspect`).
+# The demo's model is left out: memories it updated (the profile, the instructions;
+# scripted offline, or --llm) are opened here with policy manual, so reading them calls
+# no model. To chat on with them, give them an `llm` and their policy back.
+"""
+
+
+def config_path(db_path: Path) -> Path:
+    """Where the demo writes its config: beside ``db_path``, named like it (``demo.yaml``)."""
+    path = db_path.with_suffix(".yaml")
+    return path if path != db_path else db_path.with_name(db_path.name + ".yaml")
+
+
+def demo_config(memories: dict[str, dict[str, Any]], db_name: str = "demo.db") -> dict[str, Any]:
+    """One ``combined`` config of the demo's ``memories``, placed where the demo put their data.
+
+    Paths are relative (to the config file, which sits beside ``db_name``), so
+    it opens from any working directory. Each memory gets its own ``memory_key`` (its row's
+    name; the demo's chain needed them all on ``history``, a combined memory
+    refuses a key twice). The demo's models are left out: a memory whose
+    model had an offline stand-in (the profile, the instructions) cannot be
+    built without one unless its ``policy`` is ``manual``, which is what an
+    inspector needs: it reads what they stored and calls no model.
+    """
+    leaves: list[dict[str, Any]] = []
+    keys: set[str] = set()
+    for name, config in memories.items():
+        session = name.split(" ")[0]
+        key = session if session not in keys else f"{session}_{len(keys) + 1}"
+        keys.add(key)
+        placed = _placed(config, Path(db_name), session)
+        leaf = {k: v for k, v in placed.items() if not isinstance(v, DemoModel)}
+        if any(isinstance(v, DemoModel) and v.offline for v in placed.values()):
+            leaf["policy"] = "manual"
+        leaf["memory_key"] = key
+        leaves.append(leaf)
+    # Tuples (namespaces) as YAML lists: a round trip through JSON.
+    return dict(json.loads(json.dumps({"type": "combined", "memories": leaves})))
+
+
+def _check_replaceable(path: Path) -> None:
+    """Refuse to overwrite a file at ``path`` that an earlier demo did not write."""
+    if not path.exists():
+        return
+    try:
+        ours = path.read_text(encoding="utf-8").startswith(CONFIG_HEADER.splitlines()[0])
+    except (OSError, UnicodeDecodeError):
+        ours = False
+    if not ours:
+        raise ConfigError(
+            f"The demo writes its config to {str(path)!r}, but a file the demo did not write "
+            "is there: move it, or give --db another name."
+        )
 
 
 def _close(memory: Any) -> None:

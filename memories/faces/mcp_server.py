@@ -4,7 +4,9 @@ An MCP client (a desktop assistant, an IDE) starts the server as a subprocess
 and talks to it over stdio (the official ``mcp`` SDK, the ``mcp`` extra). It
 serves the tools agents get from :mod:`memories.faces.tools` for the memories
 of the config: ``search_memory`` and ``manage_memory`` for a collection
-memory, ``read_profile`` and ``update_profile`` for a profile memory. Their
+memory, ``read_profile`` and ``update_profile`` for a profile memory,
+``manage_entity``, ``manage_relation`` and ``search_entities`` for an entity
+graph (``type: entity``). Their
 own code runs, with its checks and bounds, so a tool answers here as it does
 in an agent.
 
@@ -55,7 +57,7 @@ from memories._version import __version__
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, load_config, memory_factory, with_namespace
 from memories.errors import ConfigError, MemoriesError
-from memories.faces.tools import memory_tools, profile_tool, read_profile_tool
+from memories.faces.tools import entity_tools, memory_tools, profile_tool, read_profile_tool
 from memories.kernel.namespaces import as_namespace, namespace_text
 
 __all__ = ["DEFAULT_TIMEOUT", "Answer", "ConfigTools", "create_server", "serve"]
@@ -226,8 +228,10 @@ class ConfigTools:
 
 
 def _tools_of(memory: Any) -> dict[str, BaseTool]:
-    """The tools of each collection and profile memory in ``memory``, raising their errors."""
+    """The tools of each collection, profile and entity graph memory in ``memory``, raising
+    their errors."""
     from memories.long_term.collection import CollectionMemory
+    from memories.long_term.entity_graph import EntityMemory
     from memories.long_term.profile import ProfileMemory
 
     found: list[BaseTool] = []
@@ -236,18 +240,21 @@ def _tools_of(memory: Any) -> dict[str, BaseTool]:
             found.extend(memory_tools(leaf))
         elif isinstance(leaf, ProfileMemory):
             found.extend([read_profile_tool(leaf), profile_tool(leaf)])
+        elif isinstance(leaf, EntityMemory):
+            found.extend(entity_tools(leaf))
     if not found:
         kinds = [type(leaf).__name__ for leaf in leaves_of(memory)]
         raise ConfigError(
-            f"`memories mcp` serves the tools of collection and profile memories; this config "
-            f"has {kinds}. Add a 'collection' or 'profile' memory (a 'combined' one holds several)."
+            f"`memories mcp` serves the tools of collection, profile and entity memories; this "
+            f"config has {kinds}. Add a 'collection', 'profile' or 'entity' memory (a 'combined' "
+            "one holds several)."
         )
     tools: dict[str, BaseTool] = {}
     for tool in found:
         if tool.name in tools:
             raise ConfigError(
                 f"Two memories of the config would both serve {tool.name!r}: serve one "
-                "collection and one profile memory per server (one config each)."
+                "collection, one profile and one entity memory per server (one config each)."
             )
         # The tools answer an agent's model with "Error: ..." text; here errors are raised
         # and become MCP tool errors.

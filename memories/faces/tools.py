@@ -6,7 +6,9 @@ langmem's argument names (``content``, ``action``, ``id``; ``query``,
 patch), ``read_profile_tool(profile)`` gives ``read_profile``, and
 ``entity_tools(memory)`` gives ``manage_entity`` and
 ``search_entities`` over a ``ConversationEntityMemory`` (or
-``manage_relation`` and ``entity_knowledge`` over a ``ConversationKGMemory``).
+``manage_relation`` and ``entity_knowledge`` over a ``ConversationKGMemory``;
+or ``manage_entity``, ``manage_relation`` and ``search_entities`` over an
+``EntityMemory``'s temporal graph).
 Each works in ``create_agent`` or any LangChain tool-calling loop::
 
     memory = CollectionMemory(namespace=("memories", "{user_id}"), path="chroma")
@@ -20,10 +22,11 @@ argument, and an id from another namespace is simply not found). A
 templated label with no value in the run config is an error, never a
 shared fallback.
 
-The entity and knowledge-graph memories keep a session's knowledge: their
-tools take the memory, or a factory ``thread_id -> memory`` called with the
-run's ``configurable.thread_id`` (as ``MemoryMiddleware`` does); again the
-model never names a session.
+An ``EntityMemory`` is a long-term memory: its namespace is filled from
+the run's config the same way. The entity and knowledge-graph memories keep
+a session's knowledge: their tools take the memory, or a factory
+``thread_id -> memory`` called with the run's ``configurable.thread_id`` (as
+``MemoryMiddleware`` does); again the model never names a session.
 
 **Errors** go back to the model as the tool's answer (``"Error: ..."``), so it
 can correct itself; they never end the run. Every argument is bounded
@@ -277,6 +280,12 @@ def entity_tools(
     (write or delete an entity's summary: a new version, the old ones kept) and
     ``search_entities``. Over a :class:`~memories.ConversationKGMemory`:
     ``manage_relation`` (add or delete a triple) and ``entity_knowledge``.
+    Over an :class:`~memories.EntityMemory`: ``manage_entity`` (add or
+    describe an entity with aliases, rename, merge, undo a merge),
+    ``manage_relation`` (relate, replacing the current ones or not; end a
+    relation) and ``search_entities`` (what the graph recalls for a query,
+    with ids); each call is checked whole and applied all or nothing, and
+    the namespace comes from the run's config (the module's docstring).
 
     Args:
         memory: the memory, or a factory ``session -> memory`` called once per
@@ -286,6 +295,10 @@ def entity_tools(
         session_key: the ``configurable`` field naming the session.
     """
     from memories.long_term.entities import ConversationEntityMemory, ConversationKGMemory
+    from memories.long_term.entity_graph import EntityMemory
+
+    if isinstance(memory, EntityMemory):
+        return _graph_tools(_PerRun(memory))
 
     classes: dict[str, type[Any]] = {"entity": ConversationEntityMemory, "kg": ConversationKGMemory}
     if isinstance(memory, LangChainBaseMemory):
@@ -421,6 +434,136 @@ def _relation_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[BaseToo
     return [
         StructuredTool.from_function(manage_relation, handle_tool_error=_answer),
         StructuredTool.from_function(entity_knowledge, handle_tool_error=_answer),
+    ]
+
+
+def _graph_tools(per_run: _PerRun) -> list[BaseTool]:
+    from memories.long_term.entity_graph import EntityMemory
+
+    def graph_for(config: RunnableConfig) -> EntityMemory:
+        target = per_run.memory(config)
+        assert isinstance(target, EntityMemory)
+        return target
+
+    def applied(config: RunnableConfig, operations: list[dict[str, Any]], done: str) -> str:
+        with _told_to_the_model():
+            update = graph_for(config).apply(operations)
+        return done if update.changes else "nothing changed: the graph holds that already"
+
+    def manage_entity(
+        name: str,
+        action: Literal["update", "merge", "unmerge"] = "update",
+        *,
+        type: str | None = None,
+        summary: str | None = None,
+        aliases: list[str] | None = None,
+        new_name: str | None = None,
+        into: str | None = None,
+        reason: str | None = None,
+        config: RunnableConfig,
+    ) -> str:
+        """Add a person, place or thing to the graph, or describe, rename or merge one.
+
+        ``update`` adds the entity called ``name`` (or its alias) or changes
+        it: ``type`` (person, place...), ``summary`` (the whole summary),
+        ``aliases`` (other names it goes by), ``new_name`` (a rename; the old
+        name stays an alias). ``merge`` makes ``name`` the same entity as
+        ``into``, with a ``reason``; ``unmerge`` undoes a merge.
+        """
+        texts = {"name": name, "type": type, "new_name": new_name, "into": into}
+        for part, value in texts.items():
+            _bounded(value or "", part, MAX_NAME)
+        _bounded(summary or "", "summary", MAX_CONTENT)
+        _bounded(reason or "", "reason", MAX_CONTENT)
+        if len(aliases or []) > MAX_OPERATIONS:
+            raise ToolException(f"{len(aliases or [])} aliases; at most {MAX_OPERATIONS}.")
+        for alias in aliases or []:
+            _bounded(alias, "an alias", MAX_NAME)
+        if not name.strip():
+            raise ToolException("name must name the entity (e.g. 'Melanie').")
+        if action == "merge":
+            if not into or not reason:
+                raise ToolException("merge needs into (the entity it is) and a reason.")
+            operation: dict[str, Any] = {"op": "merge", "id": name, "into": into, "reason": reason}
+            return applied(config, [operation], f"merged {name!r} into {into!r}")
+        if action == "unmerge":
+            return applied(config, [{"op": "unmerge", "id": name}], f"unmerged {name!r}")
+        fields = {"type": type, "summary": summary, "aliases": aliases}
+        operation = {"op": "entity", **{k: v for k, v in fields.items() if v is not None}}
+        if new_name is not None:
+            operation.update(id=name, name=new_name)
+        else:
+            operation["name"] = name
+        return applied(config, [operation], f"updated entity {new_name or name!r}")
+
+    def manage_relation(
+        subject: str,
+        predicate: str,
+        object: str | None = None,
+        action: Literal["add", "end"] = "add",
+        *,
+        value: str | None = None,
+        replace_current: bool = False,
+        id: str | None = None,
+        config: RunnableConfig,
+    ) -> str:
+        """Add a relation between entities, or end one that stopped being true.
+
+        ``add`` relates ``subject`` by ``predicate`` (e.g. lives_in, sister) to
+        ``object`` (an entity, created when new) or to a plain ``value`` (a
+        date, a colour); ``replace_current`` ends the subject's current
+        relations of that predicate (a move ends the old lives_in). ``end``
+        closes the relation (give its ``id`` from search_entities, or the
+        subject, predicate and object or value). Ended relations are kept in
+        the history, never deleted.
+        """
+        parts = {"subject": subject, "predicate": predicate, "object": object, "value": value}
+        for part, text in parts.items():
+            _bounded(text or "", part, MAX_NAME)
+        _bounded(id or "", "id", MAX_NAME)
+        if action == "end" and id:
+            return applied(config, [{"op": "end", "id": id}], f"ended relation {id}")
+        if not subject.strip() or not predicate.strip():
+            raise ToolException("subject and predicate must not be empty.")
+        if (object is None) == (value is None):
+            raise ToolException("give exactly one of object (an entity) or value.")
+        target = {"object": object} if object is not None else {"value": value}
+        fact = f"({subject}, {predicate}, {object if object is not None else value})"
+        operation = {"subject": subject, "predicate": predicate, **target}
+        if action == "end":
+            return applied(config, [{"op": "end", **operation}], f"ended {fact}")
+        if replace_current:
+            operation["replaces"] = "all"
+        return applied(config, [{"op": "relate", **operation}], f"added {fact}")
+
+    def search_entities(query: str, limit: int = 10, *, config: RunnableConfig) -> str:
+        """What the graph knows about ``query``: the entities it names or is about, their
+        current relations and one more hop, with ids (for manage_relation's end)."""
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ToolException(f"limit must be between 1 and {MAX_LIMIT}, got {limit}.")
+        _bounded(query, "query", MAX_QUERY)
+        with _told_to_the_model():
+            found = graph_for(config).recall(query)
+        entities = [
+            {"name": e.name, "type": e.type, "aliases": list(e.aliases), "summary": e.summary}
+            for e in found.entities[:limit]
+        ]
+        relations = [
+            {
+                "id": r.id,
+                "subject": r.subject,
+                "predicate": r.predicate,
+                "object": r.object,
+                "valid_at": r.valid_at.isoformat(),
+            }
+            for r in found.relations
+        ]
+        return json.dumps({"entities": entities, "relations": relations}, ensure_ascii=False)
+
+    return [
+        StructuredTool.from_function(manage_entity, handle_tool_error=_answer),
+        StructuredTool.from_function(manage_relation, handle_tool_error=_answer),
+        StructuredTool.from_function(search_entities, handle_tool_error=_answer),
     ]
 
 

@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 import jsonpatch
 from langchain_core.messages import BaseMessage
 from sqlalchemy import (
+    JSON,
     Column,
     Connection,
     Float,
@@ -51,11 +52,15 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    and_,
+    cast,
     delete,
     func,
     insert,
+    literal_column,
     or_,
     select,
+    type_coerce,
     union,
     update,
 )
@@ -429,8 +434,9 @@ class KeyNamespaces(NamedTuple):
 class KeyPage(NamedTuple):
     """A page of exactly this namespace's documents under ``prefix``, by key.
 
-    Only those whose key or stored JSON contains ``contains``. Result:
-    ``tuple[list[ProfileItem], int]``, the page and how many match in all.
+    Only those whose key (after ``prefix``) or top-level ``field`` contains
+    ``contains``, ignoring case. Result: ``tuple[list[ProfileItem], int]``,
+    the page and how many match in all.
     """
 
     namespace: Namespace
@@ -438,6 +444,7 @@ class KeyPage(NamedTuple):
     contains: str = ""
     limit: int = 50
     offset: int = 0
+    field: str = "content"
 
 
 class KeyChanges(NamedTuple):
@@ -794,12 +801,16 @@ class BaseProfileStore(ABC):
         contains: str = "",
         limit: int = 50,
         offset: int = 0,
+        field: str = "content",
     ) -> tuple[list[ProfileItem], int]:
         """A page of ``namespace``'s documents under ``prefix`` by key, and the total.
 
-        Only the documents whose key or stored JSON contains ``contains``.
+        Only the documents whose key (after ``prefix``) or top-level ``field``
+        (a string) contains ``contains``, ignoring case: the text in other
+        fields, in field names or in the JSON's syntax is not a match.
         """
-        return self._one(KeyPage(as_namespace(namespace), prefix, contains, limit, offset))
+        page = KeyPage(as_namespace(namespace), prefix, contains, limit, offset, field)
+        return self._one(page)
 
     def standing(self, namespace: Namespace, key: str, /) -> Steps[Standing]:
         """Steps reading the document, its queued turns and its last unresolved failure."""
@@ -1209,30 +1220,51 @@ class ProfileStore(BaseProfileStore):
     def _key_page(self, op: KeyPage) -> tuple[list[ProfileItem], int]:
         t = store_table
         where = [*_keyed(t, op.namespace, op.prefix), t.c.value.is_not(None)]
-        if op.contains:
-            where.append(
-                or_(
-                    t.c.key.contains(op.contains, autoescape=True),
-                    t.c.value.contains(op.contains, autoescape=True),
-                )
-            )
         # By key: the primary key's order, read from its index without a sort
         # (a sort on updated_at read every row's document: 0.7 s at 100,000).
         query = select(t).where(*where).order_by(t.c.key)
         counting = select(func.count()).where(*where)
         with self._db.transaction() as connection:
             if op.contains and op.limit:
-                # A filter reads every document of the namespace: the total comes with
-                # the page (a window over the matches) instead of from a second scan.
-                query = query.add_columns(func.count().over().label("total"))
-                rows = connection.execute(query.limit(op.limit).offset(op.offset)).all()
+                matching = _matching(op, sqlite=connection.dialect.name == "sqlite")
+                if connection.dialect.name == "sqlite" and self._mostly(connection, op):
+                    # The namespace is much of the table: reading the table in its own
+                    # order (20 ms at 100,000 documents) beats a lookup per index entry
+                    # (120 ms). Conditions written through || '' keep the indexes out.
+                    where[0] = t.c.namespace.concat("") == namespace_text(op.namespace)
+                    where[2] = t.c.value.concat("").is_not(None)
+                # The total comes with the page instead of from a second scan of the
+                # documents: a window over the matches, or on SQLite a count of the
+                # matches' keys, whose sort then carries keys, not documents (a text in
+                # all 100,000: 135 to 80 ms).
+                if connection.dialect.name == "sqlite":
+                    query = _sqlite_page(where, matching, op.limit, op.offset)
+                else:
+                    query = select(t).where(*where, matching).order_by(t.c.key)
+                    query = query.add_columns(func.count().over().label("total"))
+                    query = query.limit(op.limit).offset(op.offset)
+                rows = connection.execute(query).all()
                 if rows:
                     return [_item(row) for row in rows], int(rows[0].total)
-                total = 0 if op.offset == 0 else connection.execute(counting).scalar_one()
-                return [], int(total)
+                if op.offset == 0:
+                    return [], 0
+                counting = select(func.count()).where(*where, matching)
+                return [], int(connection.execute(counting).scalar_one())
+            if op.contains:
+                counting = counting.where(_matching(op, sqlite=connection.dialect.name == "sqlite"))
             total = connection.execute(counting).scalar_one()
             rows = connection.execute(query.limit(op.limit).offset(op.offset)).all()
         return [_item(row) for row in rows], int(total)
+
+    @staticmethod
+    def _mostly(connection: Connection, op: KeyPage) -> bool:
+        """Whether ``op``'s namespace holds an eighth of the table or more (SQLite)."""
+        t = store_table
+        held = select(func.count()).where(*_keyed(t, op.namespace, op.prefix))
+        rows = connection.execute(held).scalar_one()  # from the key index alone
+        # max(rowid) is one descent of the table, and at least the number of its rows.
+        last: Any = select(func.max(literal_column("rowid"))).select_from(t)
+        return int(rows) * 8 >= int(connection.execute(last).scalar_one() or 0)
 
     def _key_changes(self, op: KeyChanges) -> list[tuple[str, ProfileChange]]:
         t = changes_table
@@ -1439,6 +1471,41 @@ def _under(prefix: Namespace) -> Any:
         store_table.c.namespace == joined,
         store_table.c.namespace.like(f"{escaped}.%", escape="\\"),
     )
+
+
+def _matching(op: KeyPage, *, sqlite: bool) -> Any:
+    """The condition "the key after ``op.prefix``, or the document's ``op.field``, contains
+    ``op.contains``", case-insensitively.
+
+    Matching the stored JSON alone would also find the text in field names, in
+    other fields and in JSON's own quotes and escapes. So the JSON is searched
+    first for the text as JSON writes it (escaped: cheap, and true of every
+    match), and only the documents found there have their field read out.
+    """
+    t = store_table
+    written = json.dumps(op.contains, ensure_ascii=False)[1:-1]
+    # SQLite's LIKE already ignores the case of ASCII letters; lower() per row costs.
+    like = "contains" if sqlite else "icontains"
+    # SQLite reads JSON from text as it is (a CAST would make it a number); PostgreSQL casts.
+    field = (type_coerce if sqlite else cast)(t.c.value, JSON)[op.field].as_string()
+    rest = func.substr(t.c.key, len(op.prefix) + 1)
+    return or_(
+        getattr(rest, like)(op.contains, autoescape=True),
+        and_(
+            getattr(t.c.value, like)(written, autoescape=True),
+            getattr(field, like)(op.contains, autoescape=True),
+        ),
+    )
+
+
+def _sqlite_page(where: Sequence[Any], matching: Any, limit: int, offset: int) -> Any:
+    """The page of documents meeting ``where`` and ``matching``, by key, each with the total."""
+    t = store_table
+    rowid: Any = literal_column("memories_store.rowid")
+    matches = select(rowid.label("row"), t.c.key).where(*where, matching).cte("matches")
+    chosen = select(matches.c.row).order_by(matches.c.key).limit(limit).offset(offset)
+    total = select(func.count()).select_from(matches).scalar_subquery()
+    return select(t, total.label("total")).where(rowid.in_(chosen)).order_by(t.c.key)
 
 
 def _keyed(table: Table, namespace: Namespace, prefix: str) -> tuple[Any, Any]:

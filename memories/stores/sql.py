@@ -106,7 +106,7 @@ def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
             return
         try:
             with _translated(f"Cannot open the database {redacted(url)!r}"):
-                metadata.create_all(engine)
+                _create_all(engine, metadata)
         except BackendUnavailableError as exc:
             # Two processes opening a new file race to CREATE TABLE; the loser
             # finds the tables made, which is all it wanted.
@@ -124,6 +124,24 @@ def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
                     exc,
                 )
         _ready.add((id(engine), id(metadata)))
+
+
+#: The PostgreSQL advisory lock that serialises making tables (any constant of our own).
+_DDL_LOCK = 0x6D656D6F72696573  # "memories"
+
+
+def _create_all(engine: Engine, metadata: MetaData) -> None:
+    """Make ``metadata``'s missing tables; on PostgreSQL one process at a time.
+
+    Two PostgreSQL sessions creating one table at once both pass the
+    existence check, and the second fails on the catalog's unique index
+    (``pg_type_typname_nsp_index``): a transaction-level advisory lock makes
+    the second wait, then find the table made.
+    """
+    with engine.begin() as connection:
+        if engine.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _DDL_LOCK})
+        metadata.create_all(connection)
 
 
 @contextmanager

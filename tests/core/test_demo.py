@@ -191,3 +191,66 @@ def test_the_demo_command_ends_clean_and_leaves_nothing_behind(tmp_path: Path) -
     for name, folder in folders.items():
         left = sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
         assert left == [], f"the demo left files in {name}: {left}"
+
+
+# -- issue 27: the demo's data opens in the inspector ---------------------------------------
+
+
+def test_a_file_the_demo_did_not_write_is_never_replaced(tmp_path: Path) -> None:
+    mine = tmp_path / "demo.yaml"
+    mine.write_text("type: buffer\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="a file the demo did not write"):
+        run_demo(tmp_path / "demo.db", memories={"window": {"type": "window", "k": 1}})
+    assert mine.read_text(encoding="utf-8") == "type: buffer\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.yaml"]  # nothing ran
+
+
+def test_the_config_names_only_the_memories_that_ran_and_opens_on_their_data(
+    tmp_path: Path,
+) -> None:
+    from memories import create_memory
+    from memories.core.combined import leaves_of
+    from memories.faces.demo import config_path
+
+    register_memory(
+        "ghost", "no_such_module_for_the_demo", "Ghost", pip_command="pip install ghost"
+    )
+    try:
+        rows = {"window (k=1)": {"type": "window", "k": 1}, "ghost": {"type": "ghost"}}
+        run_demo(tmp_path / "demo.db", memories=rows)
+    finally:
+        MEMORY_TYPES.pop("ghost")
+    assert config_path(tmp_path / "demo.db") == tmp_path / "demo.yaml"
+    (window,) = leaves_of(create_memory(tmp_path / "demo.yaml"))
+    assert window.memory_key == "window"
+    assert len(window.chat_memory.messages) == 2 * len(SCRIPT)
+    # A --db whose name ends in .yaml keeps its config apart.
+    assert config_path(tmp_path / "d.yaml") == tmp_path / "d.yaml.yaml"
+
+
+def test_without_db_the_closing_lines_say_db_keeps_the_data(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import memories.faces.demo as demo
+    from memories.faces.cli import main
+
+    monkeypatch.setattr(demo, "DEMO_MEMORIES", {"window": {"type": "window", "k": 1}})
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "--db PATH keeps it" in out and "memories serve --config" in out
+
+
+def test_a_relative_db_gives_a_config_that_opens_from_any_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from memories import create_memory
+    from memories.core.combined import leaves_of
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "run")
+    run_demo(Path("demo.db"), memories={"window (k=1)": {"type": "window", "k": 1}})
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    (window,) = leaves_of(create_memory(tmp_path / "run" / "demo.yaml"))
+    assert len(window.chat_memory.messages) == 2 * len(SCRIPT)
+    assert list((tmp_path / "elsewhere").iterdir()) == []

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -179,3 +182,35 @@ def test_a_large_table_is_not_indexed_on_opening_and_the_warning_says_how(
             sa.text("SELECT to_regclass('ix_memories_messages_session_message_id')")
         ).scalar()
     assert found is not None
+
+
+_MAKE_TABLES = """
+import sys, time
+import sqlalchemy as sa
+from memories.stores.sql import Database
+
+url, start = sys.argv[1], float(sys.argv[2])
+metadata = sa.MetaData()
+for i in range(30):
+    sa.Table(f"race_{i}", metadata, sa.Column("id", sa.Integer, primary_key=True))
+time.sleep(max(0.0, start - time.time()))
+with Database(url, metadata).transaction() as connection:
+    connection.execute(sa.text("SELECT 1"))
+"""
+
+
+def test_processes_making_the_same_new_tables_at_once_all_succeed(postgres_url: str) -> None:
+    # Two sessions creating one table both pass create_all's existence check, and the
+    # second failed on PostgreSQL's catalog index (pg_type_typname_nsp_index) until
+    # making tables took an advisory lock.
+    start = time.time() + 3.0  # every process imported and waiting
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _MAKE_TABLES, postgres_url, str(start)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    failures = [w.communicate(timeout=120)[1] for w in workers if w.wait(timeout=120) != 0]
+    assert failures == []

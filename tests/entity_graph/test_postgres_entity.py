@@ -64,3 +64,15 @@ def test_concurrent_updaters_on_postgres_lose_nothing(url: str) -> None:
     memory = EntityMemory(url=url, namespace=("shared",))
     assert current(memory) == sorted(f"User pet{w}{i} Pet{w}{i}" for w in "xyz" for i in "abcdef")
     assert memory.status().pending == 0
+
+
+def test_an_export_imports_into_another_namespace_on_postgres_once(url: str) -> None:
+    """The 40-turn graph (renames, merges, ended relations) copied whole; twice writes nothing."""
+    memory = EntityMemory(url=url, namespace=("ana",), llm=GraphScript(script=SCRIPT))
+    converse(memory, CONVERSATION)
+    records = memory.export_records()
+    copy = EntityMemory(url=url, namespace=("copy",))
+    assert copy.import_records(records) > 0
+    assert copy.import_records(records) == 0
+    assert_expected_graph(copy)
+    assert copy.export_records() == records

@@ -119,19 +119,19 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Filled:
     return fill(tmp_path_factory.mktemp("inspector"))
 
 
+def _with(folder: Path, memory: dict[str, Any]) -> dict[str, Any]:
+    """The tests' config and one more memory per user, in the same database."""
+    config = config_for(folder)
+    stored = {"url": f"sqlite:///{folder / 'memories.db'}", "namespace": ["users", "{user_id}"]}
+    config["memories"].append({**memory, **stored})
+    return config
+
+
 def with_instructions(folder: Path) -> dict[str, Any]:
     """The tests' config and an instructions memory, revised by hand only."""
-    config = config_for(folder)
-    config["memories"].append(
-        {
-            "type": "instructions",
-            "url": f"sqlite:///{folder / 'memories.db'}",
-            "namespace": ["users", "{user_id}"],
-            "policy": "manual",
-            "prompts": {"main": "Be brief."},
-        }
+    return _with(
+        folder, {"type": "instructions", "policy": "manual", "prompts": {"main": "Be brief."}}
     )
-    return config
 
 
 def fill_for_writes(folder: Path) -> Filled:
@@ -155,4 +155,56 @@ def fill_for_writes(folder: Path) -> Filled:
         picky.save_context({"input": "POISON pasted"}, {"output": "ok"})
     picky.save_context({"input": "maya likes rain"}, {"output": "ok"})  # with it: set aside
     assert len(picky.dead_letters()) == 1
+    return found
+
+
+@dataclass
+class Demo:
+    """What ``memories demo --db`` left: its config, and the command it printed to open it."""
+
+    config: Path
+    printed: str
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    """``memories demo --db FOLDER/demo.db``, run once (offline: scripted replies)."""
+    import contextlib
+    import io
+
+    from memories.faces.cli import main
+
+    db = tmp_path_factory.mktemp("demo") / "demo.db"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["demo", "--db", str(db)]) == 0
+    return Demo(db.with_suffix(".yaml"), out.getvalue())
+
+
+def with_entities(folder: Path) -> dict[str, Any]:
+    """The tests' config and an entity memory (the rule-based extractor, every turn)."""
+    return _with(folder, {"type": "entity"})
+
+
+def fill_entities(folder: Path) -> Filled:
+    """:func:`fill`, plus maya's entity graph: a move (one relation ended), a merge, and markup.
+
+    Omar's graph holds one fact of his own, which maya's pages never show.
+    """
+    found = fill(folder)
+    config = with_entities(folder)
+    found.config.write_text(yaml.safe_dump(config), encoding="utf-8")
+    *_, maya = _leaves(config, "maya", "maya-chat")
+    for said in (
+        "I live in Lisbon.",
+        "My sister Melanie is kind.",
+        "I moved to Porto.",
+        "Mel called me today.",
+    ):
+        maya.save_context({"input": said}, {"output": "noted"})
+    maya.apply(
+        [{"op": "relate", "subject": "Melanie", "predicate": "likes", "value": f"{SCRIPT} {IMAGE}"}]
+    )
+    *_, omar = _leaves(config, "omar", "omar-chat")
+    omar.save_context({"input": "I live in Oslo."}, {"output": "noted"})
     return found

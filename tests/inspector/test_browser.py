@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.inspector.conftest import IMAGE, SCRIPT, Filled, fill_for_writes
+from tests.inspector.conftest import IMAGE, SCRIPT, Demo, Filled, fill_for_writes
 
 CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.is_file():
@@ -147,6 +147,29 @@ def test_a_person_clicks_from_the_overview_to_a_memorys_history(
     assert page.get_by_role("columnheader", name="Lexical").first.is_visible()
     page.screenshot(path=str(artifacts / "search.png"), full_page=True)
     assert dialogs == []
+
+
+def test_three_clicks_from_the_demos_overview_say_what_it_remembers_since_when_and_why(
+    demo: Demo, browser: Any, artifacts: Path
+) -> None:
+    """Issue 27: `memories demo --db`'s config, opened: overview -> Namespaces -> the
+    user's profile -> the profile, its versions with their times and causing turns."""
+    from memories.faces.demo import SCRIPT as DEMO_SCRIPT
+
+    page = browser.new_page()
+    with serving(Inspector(demo.config)) as url:
+        page.goto(url + "/")
+        page.get_by_role("link", name="Namespaces").first.click()  # 1
+        page.get_by_role("link", name="demo.profile").click()  # 2
+        page.get_by_role("link", name="profile", exact=True).click()  # 3
+        page.wait_for_url("**/namespaces/demo.profile/memories/profile")
+        assert '"drink": "black coffee, no sugar"' in page.locator("pre").inner_text()
+        rows = page.locator("table tr").all_inner_texts()[1:]
+        assert [row.split("\t")[1] for row in rows] == [str(v) for v in range(8, 0, -1)]
+        (drink,) = [row for row in rows if "/drink" in row and "black coffee, no sugar" in row]
+        assert DEMO_SCRIPT[6][0] in drink  # the turn that changed it
+        assert DEMO_SCRIPT[2][0] in rows[-3]  # and the one before: since when it was tea
+        page.screenshot(path=str(artifacts / "demo-profile.png"), full_page=True)
 
 
 def test_a_memory_whose_text_is_markup_renders_as_inert_text(

@@ -255,7 +255,7 @@ def test_a_config_without_collection_or_profile_and_a_bad_user_are_refused(
 ) -> None:
     buffer = {"type": "buffer", "history": {"type": "sqlite", "path": str(tmp_path / "c.db")}}
     assert main(["mcp", "--config", str(write_config(tmp_path, buffer))]) == 2
-    assert "serves the tools of collection and profile memories" in capsys.readouterr().err
+    assert "serves the tools of collection, profile and entity memories" in capsys.readouterr().err
     path = write_config(tmp_path, config_for(tmp_path))
     assert main(["mcp", "--config", str(path), "--user", "a.b"]) == 2
     assert "--user 'a.b' cannot name whose memories" in capsys.readouterr().err

@@ -209,14 +209,14 @@ class DictProfileStore(BaseProfileStore):
                 return self._documents(prefix)[offset : offset + limit]
             case KeyNamespaces(prefix, contains, limit, offset):
                 return self._key_namespaces(prefix, contains, limit, offset)
-            case KeyPage(ns, prefix, contains, limit, offset):
+            case KeyPage(ns, prefix, contains, limit, offset, field):
                 found = [
                     item
                     for (n, key), item in self.rows.items()
                     if n == ns
                     and key.startswith(prefix)
                     and item.value is not None
-                    and (contains in key or contains in json.dumps(item.value))
+                    and _holds(contains, key.removeprefix(prefix), item.value.get(field))
                 ]
                 found.sort(key=lambda item: item.key)
                 return found[offset : offset + limit], len(found)
@@ -269,3 +269,10 @@ class DictProfileStore(BaseProfileStore):
             if item.value is not None and item.namespace[: len(prefix)] == prefix
         ]
         return sorted(found, key=lambda item: (".".join(item.namespace), item.key))
+
+
+def _holds(text: str, key: str, field: Any) -> bool:
+    """Whether ``key`` or ``field`` (its JSON, unless a string) contains ``text``, any case."""
+    if not isinstance(field, str):
+        field = "" if field is None else json.dumps(field, ensure_ascii=False)
+    return text.lower() in key.lower() or text.lower() in field.lower()

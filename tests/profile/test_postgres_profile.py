@@ -35,6 +35,7 @@ from tests.profile.test_store import (  # noqa: F401  (re-run here on PostgreSQL
     test_commit_writes_only_at_the_expected_version,
     test_every_put_is_recorded_with_its_patch,
     test_failures_are_recorded_without_a_version,
+    test_key_page_filter_finds_exactly_the_keys_and_texts_that_hold_it,
     test_namespaces_isolate_profiles,
     test_put_then_get_returns_the_document_with_its_version,
     test_search_and_list_namespaces_follow_the_prefix,

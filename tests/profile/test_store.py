@@ -146,6 +146,46 @@ def test_key_page_gives_a_page_by_key_and_filters_by_text(
     assert store.key_page(NS, "memory:", contains="%")[1] == 5
 
 
+@pytest.mark.parametrize("crowd", [0, 120], ids=["mostly-this-namespace", "a-small-share"])
+def test_key_page_filter_finds_exactly_the_keys_and_texts_that_hold_it(
+    store: BaseProfileStore, crowd: int
+) -> None:
+    # A namespace that is a small share of the table is read through the key index;
+    # one that is most of it, in the table's order: both find the same documents.
+    texts = {
+        "memory:a": 'She said "50% off" at 9_30',
+        "memory:b": "a path C:\\temp\\x and O'Brien",
+        "memory:c": "LISBON in capitals",
+        "memory:d": "plain fact",
+        "memory:e": "5 off, 9x30, C:temp",
+    }
+    for key, text in texts.items():
+        store.put(NS, key, {"content": text, "metadata": {"source": "lisbon notes"}})
+    store.put(NS, "memory:f", {"content": {"nested": "Lisbon too"}})
+    store.put(NS, "other:g", {"content": "lisbon under another prefix"})
+    store.put(("user-2", "profiles"), "memory:a", {"content": "lisbon, 50% off, C:\\temp"})
+    for n in range(crowd):
+        store.put(("user-3",), f"memory:{n}", {"content": f"Lisbon {n}"})
+
+    def keys(text: str) -> list[str]:
+        page, total = store.key_page(NS, "memory:", contains=text)
+        assert total == len(page)
+        return [item.key for item in page]
+
+    assert keys("lisbon") == ["memory:c", "memory:f"]  # any case; not metadata, not elsewhere
+    assert keys("50% off") == ["memory:a"]  # '%' is no wildcard
+    assert keys("9_30") == ["memory:a"]  # nor is '_'
+    assert keys('"50%') == ["memory:a"]  # a quote, as JSON escapes it
+    assert keys("c:\\temp") == ["memory:b"]  # a backslash, likewise
+    assert keys("O'Brien") == ["memory:b"]
+    assert keys("content") == keys("metadata") == keys("source") == keys('", "') == []
+    assert keys("E") == ["memory:a", "memory:b", "memory:e", "memory:f"]  # key "e", "nested"
+    page, total = store.key_page(NS, "memory:", contains="a", limit=2, offset=2)
+    assert ([item.key for item in page], total) == (["memory:c", "memory:d"], 4)
+    assert store.key_page(NS, "memory:", contains="a", limit=2, offset=6) == ([], 4)
+    assert store.key_page(NS, "memory:", contains="lisbon", limit=0)[1] == 2
+
+
 def test_the_store_survives_a_restart(url: str) -> None:
     ProfileStore(url).put(NS, "p", {"a": 1})
     ProfileStore(url).add_pending(NS, "p", [HumanMessage("later")])

@@ -50,10 +50,12 @@ from memories.kernel.messages import message_text
 from memories.kernel.namespaces import Namespace, as_namespace, namespace_from_key, namespace_key
 from memories.long_term.collection import CollectionMemory
 from memories.long_term.collection.rules import MEMORY_PREFIX
+from memories.long_term.entity_graph import Entity, EntityMemory, Relation
 from memories.long_term.indexed import DocumentMemory
 from memories.long_term.instructions import InstructionsMemory
 from memories.long_term.profile import ProfileMemory
 from memories.long_term.stored import StoredDocumentMemory
+from memories.stores.entity_graph_store import ENTITY_PREFIX, Graph
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.records import Edit, Entry
 
@@ -129,6 +131,8 @@ def _kind(memory: Any) -> str:
     """What the inspector shows of a memory: its data's shape, from its class's family."""
     if isinstance(memory, CollectionMemory):
         return "collection"
+    if isinstance(memory, EntityMemory):
+        return "entities"
     if isinstance(memory, ProfileMemory):
         return "profile"
     if isinstance(memory, InstructionsMemory):
@@ -293,6 +297,12 @@ class Inspector:
         elif isinstance(leaf, StoredDocumentMemory):
             counts, _ = leaf.ledger.key_namespaces(leaf.key, contains=contains, limit=10**9)
             found.update((c.namespace, c.documents) for c in counts)
+            if isinstance(leaf, EntityMemory):  # a graph's count is its entities, not its head
+                found = dict.fromkeys(found, 0)
+                counts, _ = leaf.ledger.key_namespaces(
+                    ENTITY_PREFIX, contains=contains, limit=10**9
+                )
+                found.update((c.namespace, c.documents) for c in counts)
         elif isinstance(leaf, DocumentMemory):
             for key, count in leaf.backend.namespaces().items():
                 namespace = namespace_from_key(key)
@@ -348,6 +358,8 @@ class Inspector:
     def _count(self, leaf: Any) -> int:
         if isinstance(leaf, CollectionMemory):
             return leaf.ledger.key_page(leaf.namespace, MEMORY_PREFIX, limit=0)[1]
+        if isinstance(leaf, EntityMemory):  # every entity stored, merged ones too
+            return leaf.ledger.key_page(leaf.namespace, ENTITY_PREFIX, limit=0)[1]
         if isinstance(leaf, StoredDocumentMemory):
             return 0 if leaf.ledger.get(leaf.namespace, leaf.key) is None else 1
         if isinstance(leaf, DocumentMemory):
@@ -391,6 +403,9 @@ class Inspector:
             )
             found["items"] = [_collection_item(leaf, item) for item in items]
             found.update(_page(page, self.page_size, total))
+        elif isinstance(leaf, EntityMemory):
+            found["status"] = jsonable(leaf.status())
+            found.update(_graph(leaf.store.recorded(namespace)))
         elif isinstance(leaf, ProfileMemory):
             found["document"] = leaf.get()
             found["status"] = jsonable(leaf.status())
@@ -440,6 +455,8 @@ class Inspector:
                 "current": jsonable(record),
                 "versions": [jsonable(v) for v in reversed(versions)],
             }
+        if isinstance(leaf, EntityMemory):
+            return {**base, **_entity_page(leaf, namespace, item_id)}
         if isinstance(leaf, ProfileMemory | InstructionsMemory):
             changes = {str(c.id): c for c in leaf.store.changes(namespace, leaf.key)}
             if item_id not in changes:
@@ -787,6 +804,70 @@ def _collection_item(leaf: CollectionMemory, item: Any) -> dict[str, Any]:
         "version": item.version,
         "created_at": _when(item.created_at),
         "updated_at": _when(item.updated_at),
+    }
+
+
+def _entity_row(entity: Entity, graph: Graph) -> dict[str, Any]:
+    row = {
+        "id": entity.id,
+        "name": entity.name,
+        "type": entity.type,
+        "summary": entity.summary,
+        "aliases": list(entity.aliases),
+        "version": entity.version,
+        "created_at": jsonable(entity.created_at),
+        "updated_at": jsonable(entity.updated_at),
+    }
+    if entity.merged_into is not None:
+        into = graph.entities.get(graph.canonical(entity.merged_into))
+        row["merged_into"] = {"id": entity.merged_into, "name": into.name if into else None}
+        row["merge_reason"] = entity.merge_reason
+    return row
+
+
+def _relation_row(relation: Relation) -> dict[str, Any]:
+    return {**jsonable(relation), "text": relation.text()}
+
+
+def _graph(graph: Graph) -> dict[str, Any]:
+    """An entity graph as the inspector shows it: what stands now, what ended, the merges."""
+    entities = sorted(graph.entities.values(), key=lambda e: (e.name.lower(), e.id))
+    relations = sorted(graph.relations.values(), key=lambda r: (r.valid_at, r.text()))
+    return {
+        "entities": [_entity_row(e, graph) for e in entities if e.merged_into is None],
+        "relations": [_relation_row(r) for r in relations if r.invalid_at is None],
+        "ended": [_relation_row(r) for r in relations if r.invalid_at is not None],
+        "merges": [_entity_row(e, graph) for e in entities if e.merged_into is not None],
+    }
+
+
+def _entity_page(leaf: EntityMemory, namespace: Namespace, entity_id: str) -> dict[str, Any]:
+    """One entity: as it stands, every version with its turns, every relation it is part of."""
+    graph = leaf.store.recorded(namespace)
+    entity = graph.entities.get(entity_id) or graph.former.get(entity_id)
+    if entity is None:
+        raise NotFound(f"No entity {entity_id!r} in {leaf.config_type!r} of {namespace!r}.")
+    standing = graph.canonical(entity_id)
+    relations = sorted(
+        (r for r in graph.relations.values() if standing in (r.subject_id, r.object_id)),
+        key=lambda r: (r.valid_at, r.text()),
+    )
+    changes = leaf.ledger.changes(namespace, ENTITY_PREFIX + entity_id)
+    return {
+        "id": entity_id,
+        "entity": _entity_row(entity, graph),
+        "cleared": entity_id in graph.former,
+        "versions": [
+            {**_change_row(c), "document": jsonable(c.document)}
+            for c in reversed(changes)
+            if c.version is not None
+        ],
+        "relations": [_relation_row(r) for r in relations],
+        "merged_here": [
+            _entity_row(e, graph)
+            for e in sorted(graph.entities.values(), key=lambda e: e.name.lower())
+            if e.merged_into is not None and graph.canonical(e.id) == entity_id
+        ],
     }
 
 

@@ -29,6 +29,7 @@ from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
 from memories.kernel.keys import input_text_for
 from memories.kernel.steps import Steps, arun, run, step
+from memories.long_term.entity_graph.exchange import checked, graph_records, import_commits
 from memories.long_term.entity_graph.extractor import extract
 from memories.long_term.entity_graph.operations import (
     GRAPH_TOOL,
@@ -259,6 +260,48 @@ class EntityMemory(StoredDocumentMemory):
             if (yield from self._committing(graph, plan, ())):
                 return GraphUpdate("updated" if plan else "unchanged", changes=len(plan))
         raise InvalidInputError("The graph kept changing during the update; try again.")
+
+    def export_records(self) -> builtins.list[dict[str, Any]]:
+        """Every entity (merged ones too) and relation (ended ones too, with their turns), as
+        ``memories export`` writes them; :meth:`import_records` takes them back."""
+        return run(self._exporting())
+
+    async def aexport_records(self) -> builtins.list[dict[str, Any]]:
+        """Async :meth:`export_records`."""
+        return await arun(self._exporting())
+
+    def _exporting(self) -> Steps[builtins.list[dict[str, Any]]]:
+        graph = yield from self._reading(None)
+        recorded = yield step(self.store.recorded, self.namespace)
+        return graph_records(graph, recorded)
+
+    def import_records(self, records: Sequence[Mapping[str, Any]], /) -> int:
+        """Write the exported entities and relations this graph lacks (or holds otherwise),
+        under their ids, all or none; return how many were written (0 the second time).
+
+        Raises:
+            InvalidInputError: a record is not an entity or relation record (nothing written).
+        """
+        return run(self._importing(records))
+
+    async def aimport_records(self, records: Sequence[Mapping[str, Any]], /) -> int:
+        """Async :meth:`import_records`."""
+        return await arun(self._importing(records))
+
+    def _importing(self, records: Sequence[Mapping[str, Any]]) -> Steps[int]:
+        wanted = checked(records)
+        for _ in range(_MAX_DIRECT_TRIES):
+            graph = yield from self._reading(None)
+            recorded = yield step(self.store.recorded, self.namespace)
+            commits = import_commits(graph, recorded, wanted)
+            if not commits:
+                return 0
+            head = Change({"revision": graph.head + 1}, "graph", [])
+            commits.append((self.key, head, graph.head))
+            written = yield step(self.store.commit_many, self.namespace, commits, drop_key=self.key)
+            if written is not None:
+                return len({key for key, _, _ in commits[:-1]})
+        raise InvalidInputError("The graph kept changing during the import; try again.")
 
     def merge(self, name: str, into: str, /, *, reason: str) -> GraphUpdate:
         """Make ``name`` the same entity as ``into`` (undone by :meth:`undo_merge`)."""
