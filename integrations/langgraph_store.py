@@ -41,7 +41,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from langgraph.store.base import (
     BaseStore,
@@ -61,7 +61,7 @@ from langgraph.store.base import (
 from memories.errors import InvalidInputError, InvalidProfileError
 from memories.kernel.namespaces import in_namespace, namespace_key
 from memories.long_term.profile import ProfileMemory, ProfileSchema, ProfileStore
-from memories.stores.expiry import ExpiryLedger
+from memories.stores.expiry import DOCUMENTS, ITEMS, ExpiryLedger
 from memories.stores.history.sql import default_sqlite_url
 from memories.stores.profile_store import ProfileItem
 from memories.stores.vector.scoring import check_min_score
@@ -102,14 +102,14 @@ class MemoryStoreAdapter(BaseStore):
     #: ``search(query=...)`` ranks by meaning (a vector index); else query is ignored.
     supports_query = False
     supports_ttl = True
-    #: The memory under the adapter hides expired items itself (it shares its expiry
-    #: table): they are omitted whatever ``omit_expired`` says, never shown.
-    hides_expired = False
     ttl_config: TTLConfig | None = None
     #: Where expiry times are kept (None: beside the store, see :meth:`_expiry_url`).
     ttl_url: str | None = None
     #: The time items are stamped and checked with (Unix seconds; a test injects its own).
     clock: Callable[[], float] = time.time
+    #: The expiry table its items use (:data:`~memories.stores.expiry.ITEMS`, or
+    #: ``DOCUMENTS`` for profile store documents, shared with a profile's own ttl).
+    expiry_table: ClassVar[str] = ITEMS
     _ledger: ExpiryLedger | None = None
     _sweeper: tuple[threading.Thread, threading.Event] | None = None
 
@@ -136,7 +136,7 @@ class MemoryStoreAdapter(BaseStore):
     def ledger(self) -> ExpiryLedger:
         """The expiry times of this store's items (opened on first use)."""
         if self._ledger is None:
-            self._ledger = ExpiryLedger(self.ttl_url or self._expiry_url())
+            self._ledger = ExpiryLedger(self.ttl_url or self._expiry_url(), table=self.expiry_table)
         return self._ledger
 
     @property
@@ -146,7 +146,7 @@ class MemoryStoreAdapter(BaseStore):
 
     @property
     def _omit_expired(self) -> bool:
-        return self.hides_expired or bool(self.ttl_config and self.ttl_config.get("omit_expired"))
+        return bool(self.ttl_config and self.ttl_config.get("omit_expired"))
 
     # -- the five methods a backend implements ---------------------------------
 
@@ -197,11 +197,15 @@ class MemoryStoreAdapter(BaseStore):
             if isinstance(op, GetOp):
                 results.append(self._kept(op, self._get(op.namespace, op.key)))
             elif isinstance(op, PutOp):
+                # The expiry row goes before the item (and goes after it on a delete): a
+                # crash between the two leaves a row the sweep drops, never an item
+                # that lives forever.
                 if op.value is None:
                     self._delete(op.namespace, op.key)
+                    self._stamp(op)
                 else:
+                    self._stamp(op)
                     self._put(op.namespace, op.key, op.value, op.index)
-                self._stamp(op)
                 results.append(None)
             elif isinstance(op, SearchOp):
                 results.append(self._searched(op, self._search))
@@ -219,12 +223,15 @@ class MemoryStoreAdapter(BaseStore):
                 item = await self._aget(op.namespace, op.key)
                 results.append(await _in_thread(self._kept, op, item) if self._timed else item)
             elif isinstance(op, PutOp):
-                if op.value is None:
+                stamped = self._timed or op.ttl is not None
+                if op.value is None:  # the expiry row after a delete, before a put (batch)
                     await self._adelete(op.namespace, op.key)
+                    if stamped:
+                        await _in_thread(self._stamp, op)
                 else:
+                    if stamped:
+                        await _in_thread(self._stamp, op)
                     await self._aput(op.namespace, op.key, op.value, op.index)
-                if self._timed or op.ttl is not None:
-                    await _in_thread(self._stamp, op)
                 results.append(None)
             elif isinstance(op, SearchOp):
                 if self._timed:
@@ -451,6 +458,9 @@ def _timestamp(seconds: float) -> datetime:
 class ProfileStoreAdapter(MemoryStoreAdapter):
     """Profiles (``memories.long_term.profile.ProfileStore``) as a LangGraph store.
 
+    Expiry times go to the profile store's document table (``memories_document_expiry``),
+    which a ``ProfileMemory(ttl=...)`` on the same store uses too.
+
     Each item is a profile document: ``namespace`` is the profile's namespace
     (a user), ``key`` its name (``"profile"`` by default). ``put`` records a
     ``put`` change in the profile's history, so ``ProfileMemory.rollback``
@@ -464,8 +474,8 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
             ``omit_expired``, ``sweep_interval_minutes``); None: items live until
             deleted, unless a ``put`` gives its own ``ttl``.
         ttl_url: the SQL database that keeps expiry times (default: the store's own,
-            which a vector or collection memory reads too, so that its searches
-            hide what expired and those adapters omit expired items always).
+            which a vector or collection memory reads too, so that its own
+            searches hide what expired through the adapter).
         clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
     """
 
@@ -482,6 +492,8 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
         self.store = store
         self.schema = ProfileSchema(schema) if schema is not None else None
         self._expiring(ttl, ttl_url, clock)
+
+    expiry_table: ClassVar[str] = DOCUMENTS
 
     @classmethod
     def from_memory(cls, memory: ProfileMemory, /, **options: Any) -> ProfileStoreAdapter:
@@ -616,13 +628,12 @@ class VectorStoreAdapter(MemoryStoreAdapter):
             ``omit_expired``, ``sweep_interval_minutes``); None: items live until
             deleted, unless a ``put`` gives its own ``ttl``.
         ttl_url: the SQL database that keeps expiry times (default: the store's own,
-            which a vector or collection memory reads too, so that its searches
-            hide what expired and those adapters omit expired items always).
+            which a vector or collection memory reads too, so that its own
+            searches hide what expired through the adapter).
         clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
     """
 
     supports_query = True
-    hides_expired = True
 
     def __init__(
         self,
@@ -653,7 +664,9 @@ class VectorStoreAdapter(MemoryStoreAdapter):
 
     def _memory(self, namespace: Namespace) -> VectorMemory:
         """The vector memory of one namespace, with the template's settings."""
-        return _of_namespace(self.memory, namespace, self._memories)
+        return _of_namespace(
+            self.memory, namespace, self._memories, omit_expired=self._omit_expired
+        )
 
     # -- pure helpers ---------------------------------------------------------------
 
@@ -820,13 +833,12 @@ class CollectionStoreAdapter(MemoryStoreAdapter):
             ``omit_expired``, ``sweep_interval_minutes``); None: items live until
             deleted, unless a ``put`` gives its own ``ttl``.
         ttl_url: the SQL database that keeps expiry times (default: the store's own,
-            which a vector or collection memory reads too, so that its searches
-            hide what expired and those adapters omit expired items always).
+            which a vector or collection memory reads too, so that its own
+            searches hide what expired through the adapter).
         clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
     """
 
     supports_query = True
-    hides_expired = True
 
     def __init__(
         self,
@@ -854,7 +866,9 @@ class CollectionStoreAdapter(MemoryStoreAdapter):
         return sum(self.memory.sweep(batch=batch).values())
 
     def _memory(self, namespace: Namespace) -> CollectionMemory:
-        return _of_namespace(self.memory, namespace, self._memories)
+        return _of_namespace(
+            self.memory, namespace, self._memories, omit_expired=self._omit_expired
+        )
 
     def _item(self, namespace: Namespace, record: MemoryRecord) -> Item:
         stored = record.metadata.get(_VALUE)
@@ -945,10 +959,18 @@ def _check_labels(namespace: Namespace) -> None:
             )
 
 
-def _of_namespace(template: Any, namespace: Namespace, made: dict[Namespace, Any]) -> Any:
-    """The template memory's twin for ``namespace``, built once per namespace."""
+def _of_namespace(
+    template: Any, namespace: Namespace, made: dict[Namespace, Any], *, omit_expired: bool
+) -> Any:
+    """The template memory's twin for ``namespace``, built once per namespace.
+
+    Its items' time to live is the adapter's (LangGraph's ``ttl``), stamped
+    before each write: the twin has no ``ttl`` of its own to stamp over it,
+    and hides expired items only under ``omit_expired`` (else they are read
+    until swept, as in LangGraph's stores).
+    """
     if namespace not in made:
-        made[namespace] = in_namespace(template, namespace)
+        made[namespace] = in_namespace(template, namespace, ttl=None, hide_expired=omit_expired)
     return made[namespace]
 
 

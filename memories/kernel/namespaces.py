@@ -72,11 +72,11 @@ def namespace_from_key(key: str, /) -> Namespace:
 NamespaceField = Annotated[Namespace, BeforeValidator(as_namespace)]
 
 
-def in_namespace(template: Any, namespace: Namespace, /) -> Any:
-    """A memory with ``template``'s fields in ``namespace``, built anew.
+def in_namespace(template: Any, namespace: Namespace, /, **changed: Any) -> Any:
+    """A memory with ``template``'s fields (but those ``changed``) in ``namespace``, built anew.
 
     Never a copy: a copy would carry the template's cached store client,
     bound to the template's namespace.
     """
     fields = {name: getattr(template, name) for name in type(template).model_fields}
-    return type(template)(**{**fields, "namespace": namespace})
+    return type(template)(**{**fields, **changed, "namespace": namespace})

@@ -217,8 +217,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
                 text under its input keys; nothing is stored.
         """
         row = self._example_row(example, metadata, what="example")
-        self.backend.add([row], progress=False)
-        run(self._stamping_ids([row.doc_id], "default"))
+        run(self._storing(step(self.backend.add, [row], progress=False), [row.doc_id]))
         return row.doc_id
 
     async def aadd_example(
@@ -226,8 +225,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
     ) -> str:
         """Async :meth:`add_example`."""
         row = self._example_row(example, metadata, what="example")
-        await self.backend.aadd([row], progress=False)
-        await arun(self._stamping_ids([row.doc_id], "default"))
+        await arun(self._storing(step(self.backend.add, [row], progress=False), [row.doc_id]))
         return row.doc_id
 
     def add_examples(
@@ -244,8 +242,8 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         progress bar; by default for more than 1,000 examples.
         """
         rows = self._example_rows(examples, metadatas)
-        self.backend.add(rows, progress=show_progress(progress, rows))
-        run(self._stamping_ids([row.doc_id for row in rows], "default"))
+        adding = step(self.backend.add, rows, progress=show_progress(progress, rows))
+        run(self._storing(adding, [row.doc_id for row in rows]))
         return [row.doc_id for row in rows]
 
     async def aadd_examples(
@@ -258,8 +256,8 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
     ) -> list[str]:
         """Async :meth:`add_examples`."""
         rows = self._example_rows(examples, metadatas)
-        await self.backend.aadd(rows, progress=show_progress(progress, rows))
-        await arun(self._stamping_ids([row.doc_id for row in rows], "default"))
+        adding = step(self.backend.add, rows, progress=show_progress(progress, rows))
+        await arun(self._storing(adding, [row.doc_id for row in rows]))
         return [row.doc_id for row in rows]
 
     # -- feedback ---------------------------------------------------------------
@@ -461,8 +459,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
 
     def _recording(self, row: OutboxRow | None) -> Steps[None]:
         if row is not None:  # None: record_turns is off
-            yield step(self.backend.save, row)
-            yield from self._stamping_ids([row.doc_id], "default")
+            yield from self._storing(step(self.backend.save, row), [row.doc_id])
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """``{memory_key: examples}``: few-shot exchanges as a string, or as messages."""

@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property, partial
-from itertools import groupby
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from langchain_core.embeddings import Embeddings
@@ -28,7 +27,7 @@ from memories.errors import InvalidInputError
 from memories.kernel.embeddings import resolve_embeddings
 from memories.kernel.namespaces import NamespaceField, in_namespace, namespace_text
 from memories.kernel.paths import default_file
-from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.kernel.steps import Step, Steps, arun, run, step, to_thread
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import Expiring, ExpiryLedger
 from memories.stores.recall import RecallConfig
@@ -115,6 +114,8 @@ class IndexedMemory(BaseMemory):
             by :meth:`sweep`.
         refresh_on_read: a document a search returns starts its time to live
             again, as LangGraph's ``refresh_on_read``.
+        hide_expired: leave expired documents out of every read (False: read
+            them until the sweep deletes them, as LangGraph's ``omit_expired=False``).
         clock: the time expiry is reckoned with (Unix seconds; tests inject one).
     """
 
@@ -137,6 +138,7 @@ class IndexedMemory(BaseMemory):
     min_score: float = Field(default=0.0, ge=0.0, le=1.0)
     ttl: float | None = Field(default=None, gt=0)
     refresh_on_read: bool = False
+    hide_expired: bool = True
     clock: Callable[[], float] = Field(default=time.time, exclude=True)
 
     #: Whether its documents belong to the session that wrote them (erasing a session
@@ -250,18 +252,37 @@ class IndexedMemory(BaseMemory):
         """When this memory's documents expire (one table, every namespace)."""
         return ExpiryLedger(self._expiry_url())
 
-    def _stamping_ids(self, ids: Sequence[str], ttl: TTL) -> Steps[None]:
-        """Give written documents their time to live (``"default"``: the memory's ``ttl``).
+    def _ttls(self, ids: Sequence[str], ttl: TTL) -> dict[str, float | None]:
+        """The time to live a write gives each document (``"default"``: the memory's ``ttl``).
 
-        With no default and no ttl given, an existing time to live is left as it is.
+        Empty when there is nothing to record: with no default and no ttl given,
+        an existing time to live is left as it is. None: forget it (never expires).
         """
         minutes = self.ttl if ttl == "default" else ttl
         if ids and (minutes is not None or ttl is None):
-            ttls = dict.fromkeys(ids, minutes)
+            return dict.fromkeys(ids, minutes)
+        return {}
+
+    def _storing(self, write: Step, ids: Sequence[str], ttl: TTL = "default") -> Steps[Any]:
+        """Write documents (``write``) after their time to live.
+
+        The index and the expiry times are two stores: the expiry rows go
+        first, so a crash between the two leaves a row whose document never
+        came (the sweep deletes nothing and drops it), never a document that
+        lives forever.
+        """
+        ttls = self._ttls(ids, ttl)
+        if ttls:
             yield step(self.expiry.set_many, self.namespace, ttls, now=self.clock())
+        return (yield write)
 
     def _expired_ids(self) -> Steps[set[str]]:
-        """The ids of this namespace's documents expired and not swept yet (few)."""
+        """The ids of this namespace's documents reads leave out: expired, not swept yet (few).
+
+        None with ``hide_expired=False``.
+        """
+        if not self.hide_expired:
+            return set()
         found = yield step(self.expiry.expired, now=self.clock(), namespace=self.namespace)
         return {e.key for e in found}
 
@@ -288,18 +309,13 @@ class IndexedMemory(BaseMemory):
 
         A crash mid-way leaves the rest to the next sweep. With ``dry_run`` it only counts.
         """
-        now, removed = self.clock(), dict[str, int]()
-        while True:
-            chunk = self.expiry.expired(now=now, limit=None if dry_run else batch)
-            for namespace, group in groupby(chunk, key=lambda e: e.namespace):
-                expired = builtins.list(group)
-                label = "/".join(namespace)
-                removed[label] = removed.get(label, 0) + len(expired)
-                if not dry_run:
-                    twin = self if namespace == self.namespace else in_namespace(self, namespace)
-                    twin._expire(expired, now)
-            if dry_run or len(chunk) < batch:
-                return removed
+        return self.expiry.sweep(self._expire_in, now=self.clock(), batch=batch, dry_run=dry_run)
+
+    def _expire_in(
+        self, namespace: tuple[str, ...], expired: builtins.list[Expiring], now: float
+    ) -> None:
+        twin = self if namespace == self.namespace else in_namespace(self, namespace)
+        twin._expire(expired, now)
 
     async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
         """Async :meth:`sweep`."""
@@ -393,9 +409,9 @@ class DocumentMemory(IndexedMemory):
             ttl: minutes each lives from now; None: forever; default: the memory's ``ttl``.
         """
         rows = self._bulk_rows(texts, metadatas, ids)
-        self.backend.add(rows, progress=show_progress(progress, rows))
         written = [row.doc_id for row in rows]
-        run(self._stamping_ids(written, ttl))
+        adding = step(self.backend.add, rows, progress=show_progress(progress, rows))
+        run(self._storing(adding, written, ttl))
         return written
 
     async def aadd(self, texts: Sequence[str], /, **options: Any) -> list[str]:

@@ -11,7 +11,9 @@ share; a subclass says what the document is and how the model updates it
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Mapping
+import time
+from collections.abc import Callable, Hashable, Mapping
+from functools import cached_property
 from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
@@ -19,13 +21,14 @@ from pydantic import Field, PrivateAttr
 
 from memories.core.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.kernel.keys import turn_messages_for
-from memories.kernel.namespaces import NamespaceField, namespace_text
-from memories.kernel.steps import Steps, arun, run
+from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
+from memories.kernel.steps import Steps, arun, run, to_thread
 from memories.stores.erasure import StoreShare
-from memories.stores.profile_store import ProfileStore, default_url
+from memories.stores.expiry import DOCUMENTS, Expiring, ExpiryLedger
+from memories.stores.profile_store import DocumentTTL, ProfileStore, default_url
 from memories.stores.sql import redacted
 
-__all__ = ["StoredDocumentMemory"]
+__all__ = ["ExpiringDocumentMemory", "StoredDocumentMemory"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +61,12 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
 
     def model_post_init(self, context: Any, /) -> None:
         self._counter  # noqa: B018  (resolved now: a bad counter fails here)
-        self._store = self.store_class(self.url)
+        self._store = self._make_store()
         self._caller  # noqa: B018  (resolved now: a missing provider package fails here)
+
+    def _make_store(self) -> ProfileStore:
+        """The store the documents live in (built once, at construction)."""
+        return self.store_class(self.url)
 
     @property
     def ledger(self) -> ProfileStore:
@@ -175,3 +182,67 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         logger.debug(
             "%s %r in %r: background update %s", self.config_type, self.key, self.namespace, result
         )
+
+
+class ExpiringDocumentMemory(StoredDocumentMemory):
+    """A stored document that may expire: ``ttl`` minutes after its last write (or read).
+
+    Expired, the document reads as empty at once (the schema's initial
+    document; compare-and-set writes still hold, as after a clear) and
+    :meth:`sweep` (``memories sweep``, and a background memory after each
+    update) deletes it with every version and its queued turns. Its expiry
+    row is written in the same transaction as the document
+    (:class:`~memories.stores.profile_store.DocumentTTL`), in
+    ``memories_document_expiry`` on ``url``.
+
+    Args:
+        ttl: minutes the document lives after its last write; None: forever.
+        refresh_on_read: a read (``get``, ``load_memory_variables``, an
+            update's read) starts the time again.
+        clock: the time expiry is reckoned with (Unix seconds; tests inject one).
+    """
+
+    ttl: float | None = Field(default=None, gt=0)
+    refresh_on_read: bool = False
+    clock: Callable[[], float] = Field(default=time.time, exclude=True)
+
+    @cached_property
+    def expiry(self) -> ExpiryLedger:
+        """When documents of this store expire (one table, every namespace and key)."""
+        return ExpiryLedger(self.url, table=DOCUMENTS)
+
+    def _make_store(self) -> ProfileStore:
+        if self.ttl is None:
+            return super()._make_store()
+        ttl = DocumentTTL(self.expiry, self.ttl, self.refresh_on_read, self.clock)
+        return self.store_class(self.url, ttl=ttl)
+
+    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+        """Delete every expired document of the store (every namespace, every version).
+
+        Returns how many went per namespace; with ``dry_run`` it only counts.
+        A crash mid-way leaves the rest to the next sweep.
+        """
+        return self.expiry.sweep(self._expire, now=self.clock(), batch=batch, dry_run=dry_run)
+
+    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+        """Async :meth:`sweep`."""
+        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
+
+    def _expire(self, namespace: Namespace, expired: list[Expiring], now: float) -> None:
+        """Delete expired documents with their history and queue, and their expiry rows.
+
+        Each in one transaction, and only while its row is still expired: a
+        document written since the sweep read its row is kept.
+        """
+        for item in expired:
+            still = self.expiry.forgetting(namespace, item.key, expired_at=now)
+            self._store.delete(namespace, item.key, only_if=still)
+
+    def _background_job(self) -> None:
+        super()._background_job()
+        # The namespace's own expired document goes after its update (bounded to it).
+        now = self.clock()
+        expired = self.expiry.expired(now=now, namespace=self.namespace, limit=100)
+        if expired:
+            self._expire(self.namespace, expired, now)

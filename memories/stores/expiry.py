@@ -6,39 +6,61 @@ time to live and the moment it expires, in one table::
 
     memories_item_expiry(namespace, key, ttl_minutes, expires_at)
 
+and the same columns in ``memories_document_expiry`` for profile store
+documents (each kind its own table, so a sweep deletes only its own kind).
+
 Reads ask it which items are expired (few: only those not swept yet), and a
 sweep deletes each expired item from its store and then its ledger row, so a
 crash between the two leaves the row to be swept again. Items without a row
-never expire. Times are Unix seconds from the caller's clock, so tests move
+never expire.
+
+A write never leaves an item without its time to live: a store on the same
+SQL database runs the ledger's rows in the write's own transaction
+(:meth:`ExpiryLedger.stamping`), and any other store is written after the
+ledger (an expiry row whose item never came is harmless: the sweep deletes
+nothing and drops the row). Times are Unix seconds from the caller's clock, so tests move
 time by hand.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import groupby
 
 import sqlalchemy as sa
 
 from memories.kernel.steps import blocking_twin
 from memories.stores.sql import Database
 
-__all__ = ["Expiring", "ExpiryLedger"]
+__all__ = ["DOCUMENTS", "ITEMS", "Expiring", "ExpiryLedger", "Stamp"]
 
 Namespace = tuple[str, ...]
 
-metadata = sa.MetaData()
+#: The ledger's writes for a store's own transaction, run on its connection.
+Stamp = Callable[[sa.Connection], None]
 
-expiry_table = sa.Table(
-    "memories_item_expiry",
-    metadata,
-    sa.Column("namespace", sa.Text, primary_key=True),
-    sa.Column("key", sa.String(255), primary_key=True),
-    sa.Column("ttl_minutes", sa.Float, nullable=False),
-    sa.Column("expires_at", sa.Float, nullable=False),
-    sa.Index("ix_memories_item_expiry_expires_at", "expires_at"),
-)
+#: The table of items (vector documents, collection memories, a LangGraph store's items).
+ITEMS = "memories_item_expiry"
+#: The table of profile store documents (a profile, an agent's instructions): a table
+#: of its own, so that no sweep deletes what another kind of store holds.
+DOCUMENTS = "memories_document_expiry"
+
+
+def _make_table(name: str) -> sa.Table:
+    return sa.Table(
+        name,
+        sa.MetaData(),
+        sa.Column("namespace", sa.Text, primary_key=True),
+        sa.Column("key", sa.String(255), primary_key=True),
+        sa.Column("ttl_minutes", sa.Float, nullable=False),
+        sa.Column("expires_at", sa.Float, nullable=False),
+        sa.Index(f"ix_{name}_expires_at", "expires_at"),
+    )
+
+
+_tables = {name: _make_table(name) for name in (ITEMS, DOCUMENTS)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +85,15 @@ class ExpiryLedger:
 
     Args:
         url: a SQLAlchemy URL (the table is made on first use).
+        table: :data:`ITEMS` or :data:`DOCUMENTS`.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, table: str = ITEMS) -> None:
+        if table not in _tables:
+            raise ValueError(f"table must be one of {sorted(_tables)}, got {table!r}.")
         self.url = url
-        self._db = Database(url, metadata)
+        self._table = _tables[table]
+        self._db = Database(url, self._table.metadata)
 
     def __repr__(self) -> str:
         return f"ExpiryLedger({self._db!r})"
@@ -80,9 +106,22 @@ class ExpiryLedger:
         self, namespace: Namespace, ttls: Mapping[str, float | None], *, now: float
     ) -> None:
         """:meth:`set` for several items of a namespace, in one transaction."""
-        if not ttls:
-            return
-        t = expiry_table
+        if ttls:
+            write = self.stamping(namespace, ttls, now=now)
+            with self._db.transaction(write=True) as connection:
+                write(connection)
+
+    def stamping(
+        self, namespace: Namespace, ttls: Mapping[str, float | None], *, now: float
+    ) -> Stamp:
+        """:meth:`set_many` to run in another store's transaction on this database.
+
+        The store writes an item and its time to live in one transaction: pass
+        what this returns to its write (the profile store's ``also``). The
+        table is made now, before that transaction holds the database.
+        """
+        self._db.engine  # noqa: B018  (the table, made outside the store's transaction)
+        t = self._table
         label = _label(namespace)
         rows = [
             {
@@ -94,10 +133,14 @@ class ExpiryLedger:
             for key, ttl in ttls.items()
             if ttl is not None
         ]
-        with self._db.transaction(write=True) as connection:
-            connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(list(ttls))))
+
+        def write(connection: sa.Connection) -> None:
+            keys = list(ttls)
+            connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(keys)))
             if rows:
                 connection.execute(sa.insert(t), rows)
+
+        return write
 
     def expired(
         self, *, now: float, limit: int | None = None, namespace: Namespace | None = None
@@ -106,7 +149,7 @@ class ExpiryLedger:
 
         Only those of ``namespace`` when given.
         """
-        t = expiry_table
+        t = self._table
         query = sa.select(t.c.namespace, t.c.key, t.c.expires_at).where(t.c.expires_at <= now)
         if namespace is not None:
             query = query.where(t.c.namespace == _label(namespace))
@@ -117,7 +160,7 @@ class ExpiryLedger:
 
     def expires_at(self, namespace: Namespace, key: str) -> float | None:
         """When an item expires (None: never)."""
-        t = expiry_table
+        t = self._table
         with self._db.transaction() as connection:
             found = connection.execute(
                 sa.select(t.c.expires_at).where(t.c.namespace == _label(namespace), t.c.key == key)
@@ -126,7 +169,7 @@ class ExpiryLedger:
 
     def refresh(self, items: Iterable[tuple[Namespace, str]], *, now: float) -> None:
         """Start the time to live of each item again from ``now``; expired ones stay expired."""
-        t = expiry_table
+        t = self._table
         items = list(items)
         if not items:
             return
@@ -144,23 +187,66 @@ class ExpiryLedger:
         Returns:
             Whether a row was removed (a refresh since the sweep read it keeps it).
         """
-        t = expiry_table
+        forgetting = self.forgetting(namespace, key, expired_at=expired_at)
+        with self._db.transaction(write=True) as connection:
+            return forgetting(connection)
+
+    def forgetting(
+        self, namespace: Namespace, key: str, *, expired_at: float | None = None
+    ) -> Callable[[sa.Connection], bool]:
+        """:meth:`forget` to run in another store's transaction on this database.
+
+        A sweep deletes an item only when this removed its row (still expired),
+        both in one transaction: a write since the sweep read the row keeps the
+        item. The table is made now, before that transaction holds the database.
+        """
+        self._db.engine  # noqa: B018  (the table, made outside the store's transaction)
+        t = self._table
         where = [t.c.namespace == _label(namespace), t.c.key == key]
         if expired_at is not None:
             where.append(t.c.expires_at <= expired_at)
-        with self._db.transaction(write=True) as connection:
+
+        def forget(connection: sa.Connection) -> bool:
             return bool(connection.execute(sa.delete(t).where(*where)).rowcount)
+
+        return forget
 
     def count(self) -> int:
         """How many items have a time to live."""
         with self._db.transaction() as connection:
             return int(
-                connection.execute(
-                    sa.select(sa.func.count()).select_from(expiry_table)
-                ).scalar_one()
+                connection.execute(sa.select(sa.func.count()).select_from(self._table)).scalar_one()
             )
 
+    def sweep(
+        self,
+        expire: Callable[[Namespace, list[Expiring], float], None],
+        *,
+        now: float,
+        batch: int = 500,
+        dry_run: bool = False,
+    ) -> dict[str, int]:
+        """Hand the items expired at ``now`` to ``expire``, a namespace at a time; how many went.
+
+        ``expire(namespace, items, now)`` deletes them from their store, then forgets their rows
+        (:meth:`forget` with ``expired_at=now``), so a crash mid-way leaves
+        the rest to the next sweep. With ``dry_run`` it only counts. Returns
+        the count per namespace, its labels joined by ``/``.
+        """
+        removed: dict[str, int] = {}
+        while True:
+            chunk = self.expired(now=now, limit=None if dry_run else batch)
+            for namespace, group in groupby(chunk, key=lambda e: e.namespace):
+                expired = list(group)
+                label = "/".join(namespace)
+                removed[label] = removed.get(label, 0) + len(expired)
+                if not dry_run:
+                    expire(namespace, expired, now)
+            if dry_run or len(chunk) < batch:
+                return removed
+
     aset_many = blocking_twin(set_many)
+    astamping = blocking_twin(stamping)
     aexpired = blocking_twin(expired)
     aexpires_at = blocking_twin(expires_at)
     arefresh = blocking_twin(refresh)

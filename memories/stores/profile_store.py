@@ -37,7 +37,7 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import jsonpatch
@@ -71,6 +71,7 @@ from memories.kernel.messages import dump_message, load_message
 from memories.kernel.namespaces import Namespace, as_namespace, namespace_text
 from memories.kernel.patching import apply_operations
 from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.stores.expiry import ExpiryLedger, Stamp
 from memories.stores.history.sql import default_sqlite_url
 from memories.stores.sql import EXTRA_DDL, Database, log_table, redacted
 
@@ -246,6 +247,62 @@ class Load(NamedTuple):
     key: str
 
 
+#: More writes for a commit's own transaction, on its connection (another table of the
+#: same database, such as an item's time to live: :meth:`ExpiryLedger.stamping
+#: <memories.stores.expiry.ExpiryLedger.stamping>`), so that both land or neither.
+Also = Callable[[Connection], None]
+
+#: A check in a write's own transaction, on its connection: the write happens only if True
+#: (a sweep's "the expiry row was still expired, and is gone": :meth:`ExpiryLedger.forgetting
+#: <memories.stores.expiry.ExpiryLedger.forgetting>`).
+Guard = Callable[[Connection], bool]
+
+
+@dataclass(frozen=True)
+class DocumentTTL:
+    """How long a store's documents live after their last write (a profile's ``ttl``).
+
+    A store given one writes each commit's expiry row in the commit's own
+    transaction (the ledger is on the store's database) and shows an expired
+    document as cleared (``value`` None, its version kept, so compare-and-set
+    still holds) until a sweep deletes it with every version.
+    """
+
+    ledger: ExpiryLedger
+    """Where the expiry times are (:data:`~memories.stores.expiry.DOCUMENTS`)."""
+    minutes: float
+    """How long a document lives after its last write."""
+    refresh_on_read: bool
+    """Whether a load of a live document starts its time again."""
+    clock: Callable[[], float]
+    """The time expiry is reckoned with (Unix seconds)."""
+
+    def stamping(self, namespace: Namespace, keys: Sequence[str]) -> Stamp:
+        """The expiry rows of a commit of ``keys``, for its transaction."""
+        ttls = dict.fromkeys(keys, self.minutes)
+        return self.ledger.stamping(namespace, ttls, now=self.clock())
+
+    def expired(self, namespace: Namespace, keys: Sequence[str]) -> list[str]:
+        """Those of ``keys`` whose document has expired (and was not swept yet)."""
+        found = self.ledger.expired(now=self.clock(), namespace=namespace)
+        wanted = set(keys)
+        return [e.key for e in found if e.key in wanted]
+
+    def shown(self, item: ProfileItem | None) -> ProfileItem | None:
+        """``item`` as a load shows it: cleared once expired; its time refreshed if asked."""
+        if item is None or item.value is None:
+            return item
+        expires = self.ledger.expires_at(item.namespace, item.key)
+        if expires is None:
+            return item
+        now = self.clock()
+        if expires <= now:
+            return replace(item, value=None)
+        if self.refresh_on_read:
+            self.ledger.refresh([(item.namespace, item.key)], now=now)
+        return item
+
+
 class Commit(NamedTuple):
     """A compare-and-set write (:meth:`BaseProfileStore.commit`). Result: ``ProfileItem | None``."""
 
@@ -253,6 +310,8 @@ class Commit(NamedTuple):
     key: str
     change: Change
     expected_version: int
+    also: Also | None = None
+    """More writes of the same transaction."""
 
 
 class RecordFailure(NamedTuple):
@@ -311,6 +370,8 @@ class Delete(NamedTuple):
 
     namespace: Namespace
     key: str
+    only_if: Guard | None = None
+    """Run first in the same transaction; nothing is erased unless it returns True."""
 
 
 class Search(NamedTuple):
@@ -343,6 +404,8 @@ class CommitMany(NamedTuple):
     drop_key: str
     """The key whose queued turns ``drop_ids`` name."""
     drop_ids: tuple[int, ...]
+    also: Also | None = None
+    """More writes of the same transaction."""
 
 
 class Keys(NamedTuple):
@@ -467,13 +530,18 @@ class BaseProfileStore(ABC):
         written = await arun(self.writing(namespace, key, replacing(value)))
         return _written(written, self, namespace, key)
 
-    def delete(self, namespace: Namespace, key: str, /) -> None:
-        """Erase a profile completely: its document, its history and its pending turns."""
-        self._one(Delete(as_namespace(namespace), key))
+    def delete(self, namespace: Namespace, key: str, /, *, only_if: Guard | None = None) -> None:
+        """Erase a profile completely: its document, its history and its pending turns.
 
-    async def adelete(self, namespace: Namespace, key: str, /) -> None:
+        With ``only_if``, only when it returns True in the same transaction.
+        """
+        self._one(Delete(as_namespace(namespace), key, only_if))
+
+    async def adelete(
+        self, namespace: Namespace, key: str, /, *, only_if: Guard | None = None
+    ) -> None:
         """Async :meth:`delete`."""
-        await self._aone(Delete(as_namespace(namespace), key))
+        await self._aone(Delete(as_namespace(namespace), key, only_if))
 
     def search(
         self, namespace_prefix: Namespace, /, *, limit: int = 10, offset: int = 0
@@ -672,12 +740,14 @@ class BaseProfileStore(ABC):
         *,
         drop_key: str,
         drop_ids: Sequence[int] = (),
+        also: Also | None = None,
     ) -> list[ProfileItem | None] | None:
         """Write several changes of one namespace, all or none; None when any key moved on.
 
-        In the same transaction, drops the queued turns ``drop_ids`` of ``drop_key``.
+        In the same transaction, drops the queued turns ``drop_ids`` of ``drop_key``
+        and runs ``also`` (see :data:`Also`).
         """
-        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids))
+        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids), also)
         return self._one(op)
 
     async def acommit_many(
@@ -688,9 +758,10 @@ class BaseProfileStore(ABC):
         *,
         drop_key: str,
         drop_ids: Sequence[int] = (),
+        also: Also | None = None,
     ) -> list[ProfileItem | None] | None:
         """Async :meth:`commit_many`."""
-        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids))
+        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids), also)
         return await self._aone(op)
 
     def keys(self, namespace: Namespace, prefix: str, /) -> list[ProfileItem]:
@@ -903,14 +974,54 @@ class ProfileStore(BaseProfileStore):
         url: a SQLAlchemy URL, such as ``"sqlite:///memories.db"`` (the
             default, shared with the SQLite histories) or
             ``"postgresql+psycopg://user:pw@host/db"``.
+        ttl: how long the documents written through this object live (its
+            ledger on ``url``); None: until deleted.
     """
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, ttl: DocumentTTL | None = None) -> None:
         url = default_url() if url is None else url
         if not isinstance(url, str) or not url:
             raise ConfigError(f"url must be a SQLAlchemy database URL string; got {url!r:.80}")
+        if ttl is not None and ttl.ledger.url != url:
+            raise ConfigError(f"A document's time to live is kept on its store's database {url!r}.")
         self.url = url
+        self.ttl = ttl
         self._db = Database(url, _metadata)
+
+    def _also(self, namespace: Namespace, keys: Sequence[str], also: Also | None) -> Also | None:
+        """A commit's other writes: ``also``, and with a ``ttl`` the documents' expiry rows.
+
+        Both are made now, before the commit's transaction opens. A document
+        written again after it expired starts anew: its earlier versions (what
+        expired) go in the same transaction.
+        """
+        if self.ttl is None:
+            return also
+        stamp = self.ttl.stamping(namespace, keys)
+        expired = self.ttl.expired(namespace, keys)
+        ns = namespace_text(namespace)
+
+        def both(connection: Connection) -> None:
+            stamp(connection)
+            if expired:
+                self._drop_versions(connection, ns, expired)
+            if also is not None:
+                also(connection)
+
+        return both
+
+    @staticmethod
+    def _drop_versions(connection: Connection, ns: str, keys: Sequence[str]) -> None:
+        """Remove the history of these keys before their current version (just written)."""
+        t, current = changes_table, store_table
+        version = (
+            select(current.c.version)
+            .where(current.c.namespace == ns, current.c.key == t.c.key)
+            .scalar_subquery()
+        )
+        connection.execute(
+            delete(t).where(t.c.namespace == ns, t.c.key.in_(list(keys)), t.c.version < version)
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({redacted(self.url)!r})"
@@ -931,20 +1042,25 @@ class ProfileStore(BaseProfileStore):
         )
         with self._db.transaction() as connection:
             row = connection.execute(query).first()
-        return _item(row) if row is not None else None
+        item = _item(row) if row is not None else None
+        return item if self.ttl is None else self.ttl.shown(item)
 
     def _commit(self, op: Commit) -> ProfileItem | None:
         ns, key, change = namespace_text(op.namespace), op.key, op.change
+        also = self._also(op.namespace, [key], op.also)
         try:
             with self._db.transaction() as connection:
                 self._write_change(connection, ns, key, change, op.expected_version, time.time())
                 self._drop(connection, ns, key, [turn.id for turn in change.turns])
+                if also is not None:
+                    also(connection)
         except _Conflict:
             return None
         return self._load(Load(op.namespace, key))
 
     def _commit_many(self, op: CommitMany) -> list[ProfileItem | None] | None:
         ns, now = namespace_text(op.namespace), time.time()
+        also = self._also(op.namespace, [key for key, _, _ in op.commits], op.also)
         try:
             with self._db.transaction() as connection:
                 if op.drop_ids:
@@ -965,6 +1081,8 @@ class ProfileStore(BaseProfileStore):
                 for key, change, expected in op.commits:
                     if expected:
                         self._write_change(connection, ns, key, change, expected, now)
+                if also is not None:
+                    also(connection)
         except _Conflict:
             return None
         return self._load_many(op.namespace, [key for key, _, _ in op.commits])
@@ -1232,6 +1350,8 @@ class ProfileStore(BaseProfileStore):
     def _delete(self, op: Delete) -> None:
         ns = namespace_text(op.namespace)
         with self._db.transaction() as connection:
+            if op.only_if is not None and not op.only_if(connection):
+                return
             for table in (store_table, changes_table, pending_table):
                 connection.execute(
                     delete(table).where(table.c.namespace == ns, table.c.key == op.key)

@@ -26,6 +26,7 @@ from memories.integrations.langgraph_store import (
 )
 
 from memories import CollectionMemory, VectorMemory
+from memories.kernel.namespaces import in_namespace
 from memories.long_term.profile import ProfileStore
 from tests.postgres import find_pg_bin, postgres_server
 
@@ -131,8 +132,6 @@ def test_without_omit_expired_expired_items_are_read_until_swept(
     if omit is not None:
         config["omit_expired"] = omit
     store = make(ttl=config)
-    if store.hides_expired:
-        pytest.skip("a vector or collection memory hides expired items itself: always omitted")
     ns = ("keep",)
     store.put(ns, "k", value("still-here"), ttl=TTL)
     clock.minutes(TTL + 1)
@@ -286,12 +285,45 @@ def test_a_bad_ttl_config_is_refused_by_name(tmp_path: Path) -> None:
 def test_the_memory_under_the_adapter_hides_what_expired_through_it(
     make: Make, clock: Clock
 ) -> None:
-    store = make()
-    if not store.hides_expired:
+    store = make()  # omit_expired unset: the adapter reads expired items until swept
+    if not isinstance(store, VectorStoreAdapter | CollectionStoreAdapter):
         pytest.skip("a profile store has no search of its own")
     store.put(("users", "ada"), "trip", {"data": "Ada is in Porto"}, ttl=5)
-    memory = store._memory(("users", "ada"))  # type: ignore[attr-defined]
+    memory = in_namespace(store.memory, ("users", "ada"))  # the application's own memory
     assert [r.id for r in memory.search("Porto")] == ["trip"]
     clock.minutes(6)
     assert memory.search("Porto") == []
+    assert store.get(("users", "ada"), "trip") is not None
+    assert keys(store.search(("users", "ada"), query="Porto")) == ["trip"]
     assert store.sweep_ttl() == 1
+    assert store.get(("users", "ada"), "trip") is None
+
+
+def test_a_put_failing_after_its_expiry_row_leaves_no_item_without_it(
+    make: Make, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make(ttl={"default_ttl": TTL})
+
+    def crash(*args: Any) -> None:
+        raise RuntimeError("crash between the expiry row and the item")
+
+    monkeypatch.setattr(store, "_put", crash)
+    with pytest.raises(RuntimeError, match="crash"):
+        store.put(("t",), "k", value("x"))
+    monkeypatch.undo()
+    assert store.get(("t",), "k") is None  # absent, with a row the sweep drops
+    assert store.ledger.count() == 1
+    clock.minutes(TTL + 1)
+    assert store.sweep_ttl() == 1 and store.ledger.count() == 0
+
+
+def test_the_adapter_ttl_is_not_overwritten_by_the_memory_default(
+    tmp_path: Path, clock: Clock
+) -> None:
+    memory = VectorMemory(path=str(tmp_path / "chroma"), namespace=("t",), clock=clock, ttl=1)
+    store = VectorStoreAdapter(memory, clock=clock, ttl={"default_ttl": TTL, "omit_expired": True})
+    store.put(("users", "ada"), "k", value("Ada is in Porto"))
+    clock.minutes(2)
+    assert store.get(("users", "ada"), "k") is not None
+    clock.minutes(TTL)
+    assert store.get(("users", "ada"), "k") is None

@@ -7,77 +7,12 @@ the clock is injected and moved by hand.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from memories import CollectionMemory, InvalidInputError
-from tests.postgres import find_pg_bin, postgres_server
-
-EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def minutes(self, n: float) -> None:
-        self.now += n * 60
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    if find_pg_bin() is None:
-        pytest.skip("PostgreSQL server not installed")
-    with postgres_server() as url:
-        yield url
-
-
-_databases = iter(range(10**6))
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'ledger.db'}"
-    server = request.getfixturevalue("postgres_url")
-    name = f"collection_ttl_{next(_databases)}"
-    engine = sa.create_engine(server, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as connection:
-            connection.execute(sa.text(f"CREATE DATABASE {name}"))
-    finally:
-        engine.dispose()
-    return server.rsplit("/", 1)[0] + f"/{name}"
-
-
-Make = Callable[..., CollectionMemory]
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def make(tmp_path: Path, ledger_url: str, clock: Clock) -> Make:
-    def made(**options: Any) -> CollectionMemory:
-        options.setdefault("namespace", ("users", "ada"))
-        return CollectionMemory(
-            path=str(tmp_path / "chroma"),
-            url=ledger_url,
-            embeddings=EMBEDDINGS,
-            clock=clock,
-            **options,
-        )
-
-    return made
+from memories import InvalidInputError
+from tests.retention.conftest import Clock, Make
 
 
 def test_an_expired_memory_is_hidden_at_once_and_swept_whole(
@@ -186,3 +121,31 @@ def test_a_background_collection_sweeps_its_namespace_after_its_update(
         assert memory.flush(timeout=30)
     assert memory.history(gone) == [] and memory.expiry.count() == 0
     assert [r.content for r in memory.list()] == ["I like tea"]
+
+
+def test_a_memory_written_while_the_sweep_runs_is_kept(
+    make: Make, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memories.stores.expiry import ExpiryLedger
+
+    memory = make()
+    memory_id = memory.put("Ada is in Rome", ttl=10)
+    gone = memory.put("Ada is at the dentist", ttl=10)
+    clock.minutes(11)
+    real, written = ExpiryLedger.expired, []
+
+    def read_then_written(self: ExpiryLedger, **options: Any) -> Any:
+        found = real(self, **options)
+        if found and not written:
+            written.append(True)  # another writer puts it again after the sweep read the rows
+            make().put("Ada is in Oslo", memory_id=memory_id, ttl=10)
+        return found
+
+    monkeypatch.setattr(ExpiryLedger, "expired", read_then_written)
+    memory.sweep()
+    monkeypatch.undo()
+    record = memory.get(memory_id)
+    assert record is not None and record.content == "Ada is in Oslo"
+    assert [r.id for r in memory.search("Oslo")] == [memory_id]
+    assert memory.get(gone) is None and memory.history(gone) == []
+    assert memory.backend.get([gone]) == []

@@ -7,19 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from memories import ExampleMemory, VectorMemory
+from tests.retention.conftest import Clock
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def minutes(self, n: float) -> None:
-        self.now += n * 60
 
 
 def vector(tmp_path: Path, clock: Clock, **options: Any) -> VectorMemory:

@@ -54,7 +54,7 @@ from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.indexed import TTL, IndexedMemory
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.stored import StoredDocumentMemory
-from memories.stores.expiry import Expiring
+from memories.stores.expiry import Expiring, Stamp
 from memories.stores.profile_store import (
     Change,
     PendingTurn,
@@ -143,6 +143,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             (ledger rows with its versions, index document) by :meth:`sweep`.
         refresh_on_read: a memory found by a search, a load or ``get`` starts
             its time to live again, as LangGraph's ``refresh_on_read``.
+        hide_expired: leave expired memories out of every read (False: read
+            them until the sweep deletes them, as LangGraph's ``omit_expired=False``).
         clock: the time expiry is reckoned with (Unix seconds; tests inject one).
     """
 
@@ -276,16 +278,17 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         turns: Sequence[PendingTurn] = (),
         ttl: TTL = "default",
     ) -> Steps[list[ProfileItem | None] | None]:
+        keys = [key for key, _, _ in commits]
+        stamp = yield from self._stamp(keys, [change for _, change, _ in commits], ttl)
         written = yield step(
             self._store.commit_many,
             self.namespace,
             commits,
             drop_key=self.key,
             drop_ids=[t.id for t in turns],
+            also=stamp,
         )
         if written is not None:
-            keys = [key for key, _, _ in commits]
-            yield from self._stamping(keys, written, ttl)
             yield from self._indexing(keys, written)
         return written
 
@@ -294,20 +297,39 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _expiry_url(self) -> str:
         return self.url
 
-    def _stamping(
-        self, keys: Sequence[str], items: Sequence[ProfileItem | None], ttl: TTL
-    ) -> Steps[None]:
-        """Record the time to live of written memories; a deleted one's is forgotten."""
+    def _stamp(
+        self, keys: Sequence[str], changes: Sequence[Change], ttl: TTL
+    ) -> Steps[Stamp | None]:
+        """The time to live of memories about to be written, for the commit's own transaction.
+
+        The ledger and the expiry times share one database (``url``): a memory
+        is never written without its time to live. A deleted one's is forgotten.
+        """
         ids = [key.removeprefix(MEMORY_PREFIX) for key in keys]
-        gone = [i for i, item in zip(ids, items, strict=True) if item is None or item.value is None]
-        yield from self._stamping_ids([i for i in ids if i not in gone], ttl)
-        yield from self._stamping_ids(gone, None)
+        gone = {i for i, change in zip(ids, changes, strict=True) if change.document is None}
+        live = [i for i in ids if i not in gone]
+        ttls = {**self._ttls(live, ttl), **self._ttls(sorted(gone), None)}
+        if not ttls:
+            return None
+        return (yield step(self.expiry.stamping, self.namespace, ttls, now=self.clock()))
 
     def _expire(self, expired: Sequence[Expiring], now: float) -> None:
-        """Delete expired memories of this namespace: ledger key with its history, index doc."""
+        """Delete expired memories of this namespace: ledger key with its history, index doc.
+
+        Each ledger key goes with its expiry row in one transaction, and only
+        while the row is still expired: a memory written since the sweep read
+        the row is kept, in the ledger and in the index.
+        """
+        gone = []
         for item in expired:
-            self._store.delete(self.namespace, MEMORY_PREFIX + item.key)
-        super()._expire(expired, now)
+            key = MEMORY_PREFIX + item.key
+            still = self.expiry.forgetting(self.namespace, item.key, expired_at=now)
+            self._store.delete(self.namespace, key, only_if=still)
+            if self._store.load(self.namespace, key) is None:
+                gone.append(item.key)
+        if gone:
+            self.backend.delete(gone, None)
+            self.backend.flush()
 
     def _background_job(self) -> None:
         super()._background_job()
@@ -475,7 +497,10 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 "metadata": self._checked_metadata(metadatas[i] if metadatas else None),
             }
             commits.append((MEMORY_PREFIX + uuid.uuid4().hex, Change(document, "put", [], ()), 0))
-        written = self._store.commit_many(self.namespace, commits, drop_key=self.key)
+        stamp = run(
+            self._stamp([key for key, _, _ in commits], [c for _, c, _ in commits], "default")
+        )
+        written = self._store.commit_many(self.namespace, commits, drop_key=self.key, also=stamp)
         assert written is not None  # new ids: nothing to conflict with
         rows = [self._row(item) for item in written if item is not None]
         self.backend.add(rows, progress=progress if progress is not None else len(rows) > 1_000)
@@ -613,11 +638,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         item = yield step(self._store.load, self.namespace, MEMORY_PREFIX + checked)
         if item is None or item.value is None:
             return None
-        expires = yield step(self.expiry.expires_at, self.namespace, checked)
-        if expires is not None:
-            if expires <= self.clock():
-                return None
-            yield from self._touching([checked])
+        if checked in (yield from self._expired_ids()):
+            return None
+        yield from self._touching([checked])
         return self._record(item)
 
     def history(self, memory_id: str) -> list[MemoryVersion]:

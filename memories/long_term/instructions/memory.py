@@ -52,7 +52,7 @@ from memories.long_term.instructions.reflection import (
     feedback_of,
     reflection_prompt,
 )
-from memories.long_term.stored import StoredDocumentMemory
+from memories.long_term.stored import ExpiringDocumentMemory
 from memories.stores.profile_store import (
     Change,
     PendingTurn,
@@ -130,7 +130,7 @@ class InstructionsStatus(MemoryStatus):
     """Whether a proposed revision waits for :meth:`InstructionsMemory.approve`."""
 
 
-class InstructionsMemory(StoredDocumentMemory):
+class InstructionsMemory(ExpiringDocumentMemory):
     """An agent's instructions, kept as versioned prompts and revised from feedback.
 
     Args:
@@ -159,11 +159,15 @@ class InstructionsMemory(StoredDocumentMemory):
         memory_key: the prompt variable the instructions fill.
         input_key, output_key: which chain input and output to queue.
         return_messages: give ``[SystemMessage]`` instead of a string.
+        ttl: minutes the revised instructions live after their last write (then
+            the base ``prompts`` show again); None: forever (see
+            :class:`~memories.long_term.stored.ExpiringDocumentMemory`, with
+            ``refresh_on_read`` and ``clock``).
     """
 
     config_type: ClassVar[str] = "instructions"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="namespace", exportable=True, deferred=True
+        scope="namespace", exportable=True, deferred=True, expires=True
     )
 
     prompts: dict[str, str] = Field(default_factory=lambda: {"main": ""})

@@ -33,7 +33,7 @@ from memories.long_term.profile.update import (
     UpdateResult,
     bind_patch_tool,
 )
-from memories.long_term.stored import StoredDocumentMemory
+from memories.long_term.stored import ExpiringDocumentMemory
 from memories.stores.profile_store import (
     Plan,
     ProfileChange,
@@ -66,7 +66,7 @@ class ProfileStatus(MemoryStatus):
     """The latest failed update, when no change has been accepted since."""
 
 
-class ProfileMemory(StoredDocumentMemory):
+class ProfileMemory(ExpiringDocumentMemory):
     """A JSON document about a user, kept valid and current by a model.
 
     Args:
@@ -106,11 +106,14 @@ class ProfileMemory(StoredDocumentMemory):
         instructions: extra guidance for the model (what to record, what not).
         update_method: ``"auto"`` (tool calling when the model has it, else
             JSON text), ``"tool"`` or ``"json"``.
+        ttl: minutes the profile lives after its last write; None: forever
+            (see :class:`~memories.long_term.stored.ExpiringDocumentMemory`,
+            with ``refresh_on_read`` and ``clock``).
     """
 
     config_type: ClassVar[str] = "profile"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="namespace", exportable=True, deferred=True
+        scope="namespace", exportable=True, deferred=True, expires=True
     )
 
     model_config = ConfigDict(populate_by_name=True)

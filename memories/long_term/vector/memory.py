@@ -110,8 +110,7 @@ class VectorMemory(DocumentMemory):
                 written by the next call that reaches the store, or by ``flush()``.
         """
         row = self._turn_row(inputs, outputs, metadata)
-        self.backend.save(row)
-        run(self._stamping_ids([row.doc_id], "default"))
+        run(self._storing(step(self.backend.save, row), [row.doc_id]))
 
     async def asave_context(
         self,
@@ -122,8 +121,7 @@ class VectorMemory(DocumentMemory):
     ) -> None:
         """Async :meth:`save_context`."""
         row = self._turn_row(inputs, outputs, metadata)
-        await self.backend.asave(row)
-        await arun(self._stamping_ids([row.doc_id], "default"))
+        await arun(self._storing(step(self.backend.save, row), [row.doc_id]))
 
     def load_memory_variables(
         self, inputs: dict[str, Any], *, min_score: float | None = None
