@@ -58,6 +58,7 @@ from memories.stores.history.base import ChatHistory, MessageRef
 from memories.stores.history.langchain import LangChainHistory
 from memories.stores.history.memory import InMemoryHistory
 from memories.stores.history.retained import RetainedHistory
+from memories.stores.sql import Database
 
 __all__ = ["BaseMemory", "ChatMemory", "keeps_chat_log"]
 
@@ -243,6 +244,10 @@ class BaseMemory(LangChainBaseMemory):
 
     def _deferred_reason(self) -> str | None:
         """Why formation waits now (a spent budget), or None."""
+        return None
+
+    def _spending_database(self) -> Database | None:
+        """The SQL database a budget keeps its spending in (None: in this process)."""
         return None
 
     async def astatus(self) -> MemoryStatus:
@@ -534,6 +539,10 @@ class ChatMemory(BaseMemory):
     def usage_namespace(self) -> str:
         """The session: a chat log's calls are counted and budgeted under its ``session_id``."""
         return self.chat_memory.session_id
+
+    def _spending_database(self) -> Database | None:
+        """The history's database, when it has one (a budget's spending then joins the turn)."""
+        return self.chat_memory.database
 
     @cached_property
     def state_key(self) -> str:

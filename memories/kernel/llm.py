@@ -32,6 +32,7 @@ from memories.kernel.accounting import (
     Call,
     Ledger,
     ModelUsage,
+    Spending,
     current_namespace,
     measured,
 )
@@ -87,6 +88,9 @@ class ModelCaller:
         spec: what the ``llm`` field holds (a model or ``"provider:model"``).
         options: constructor options for a model given by name.
         timeout: seconds to wait for one answer (None: no limit).
+        ledger: where the calls are counted (a new one if None).
+        budget: the cap on a namespace's calls or tokens per period, or None.
+        spending: where the budget's spending is kept (None: in this process).
 
     Raises:
         ConfigError, MissingDependencyError: as :func:`resolve_llm`.
@@ -100,6 +104,7 @@ class ModelCaller:
         *,
         ledger: Ledger | None = None,
         budget: Budget | None = None,
+        spending: Spending | None = None,
     ) -> None:
         self.model = resolve_llm(spec, **options)
         self.timeout = timeout
@@ -107,6 +112,8 @@ class ModelCaller:
         """Where the calls are counted, per namespace (the memory's ledger, if it gave one)."""
         self.budget = budget
         """The cap on a namespace's calls or tokens per period, or None."""
+        self.spending = spending
+        """Where the budget's spending is kept (None: in this process)."""
         self._span = _span_attributes(self.model)
 
     @property
@@ -162,18 +169,29 @@ class ModelCaller:
 
     @contextmanager
     def _measured(self, retry: bool) -> Iterator[Call]:
-        """The call's span and counters; refused first when the budget is spent."""
+        """The call's span and counters; refused first when the budget is spent.
+
+        The one place a budget is checked and spent: the call is reserved
+        before it is made, its tokens added when it answers.
+        """
+        budgeted = None
         if self.budget is not None:
-            self.budget.check(current_namespace())
+            namespace = current_namespace()
+            budgeted = namespace, self.budget.reserve(namespace, spending=self.spending)
         attributes = self._span
         name = f"{attributes['gen_ai.operation.name']} {attributes['gen_ai.request.model']}"
         with measured("model", name, attributes, ledger=self.ledger) as call:
             if retry:
                 call.set(retries=1)
-            yield call
+            try:
+                yield call
+            finally:
+                if budgeted is not None and self.budget is not None:
+                    namespace, start = budgeted
+                    self.budget.spend(namespace, call.usage, start=start, spending=self.spending)
 
     def _metered(self, call: Call, reply: Any) -> Any:
-        """Take the reply's token counts into the call's record (and the budget's)."""
+        """Take the reply's token counts into the call's record."""
         tokens = getattr(reply, "usage_metadata", None) or {}
         if tokens:
             call.set(
@@ -184,8 +202,6 @@ class ModelCaller:
             call.attribute("gen_ai.usage.output_tokens", call.usage.output_tokens)
         else:
             call.set(unmetered=1)
-        if self.budget is not None:
-            self.budget.spend(current_namespace(), call.usage)
         return reply
 
     def __repr__(self) -> str:
