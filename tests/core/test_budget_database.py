@@ -129,7 +129,7 @@ def test_the_spending_keeps_one_row_per_namespace(tmp_path: Path) -> None:
 
 
 def test_a_chat_memory_spends_in_its_histories_database_within_the_turn(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'chat.db'}"
+    path = tmp_path / "chat.db"
     usage = {"input_tokens": 60, "output_tokens": 5, "total_tokens": 65}
     reply = AIMessage("A summary.", usage_metadata=usage)
 
@@ -138,7 +138,7 @@ def test_a_chat_memory_spends_in_its_histories_database_within_the_turn(tmp_path
             llm=ScriptedChatModel(responses=[reply], echo=False),
             max_token_limit=10,
             token_counter="chars",
-            chat_memory=SQLiteHistory(url, session_id="s1"),
+            chat_memory=SQLiteHistory(path, session_id="s1"),
             budget=Budget(calls=1, per="day", clock=lambda: NOON),
         )
 
@@ -148,8 +148,13 @@ def test_a_chat_memory_spends_in_its_histories_database_within_the_turn(tmp_path
     assert first.model_usage().calls + second.model_usage().calls == 1
     status = second.status()
     assert status.deferred is not None and "1 of 1 calls" in status.deferred
-    contents = [m.content for m in SQLiteHistory(url, session_id="s1").messages]
+    contents = [m.content for m in SQLiteHistory(path, session_id="s1").messages]
     assert "second turn, long enough to fold" in contents  # the turn is kept
+    with sa.create_engine(f"sqlite:///{path}").connect() as connection:
+        row = connection.exec_driver_sql(
+            "SELECT namespace, calls, tokens FROM memories_budget_spending"
+        ).one()
+    assert tuple(row) == ("s1", 1, 65)  # kept beside the session's log
 
 
 @pytest.fixture(scope="module")
