@@ -314,6 +314,8 @@ _OPERATIONS = (
     "aclear",
     "sweep",
     "asweep",
+    "refresh",
+    "arefresh",
 )
 
 

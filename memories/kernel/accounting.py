@@ -11,8 +11,8 @@ serves.
 
 Tracing: with ``opentelemetry-api`` installed (``pip install
 'chat-memories[otel]'``), each memory operation (``save_context``,
-``load_memory_variables``, ``clear``, ``sweep``, their async twins, a background
-update) is a span, with a child span for each model call (named and attributed after
+``load_memory_variables``, ``clear``, ``sweep``, ``refresh``, their async twins, a
+background update) is a span, with a child span for each model call (named and attributed after
 the OpenTelemetry GenAI conventions: ``gen_ai.operation.name``,
 ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``...), embedding batch
 and database transaction. Spans carry no memory text and no namespace. They go

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from langchain_core.messages import AIMessage
 
 from memories import ProfileMemory, SQLiteHistory, SummaryBufferMemory
+from memories.errors import BudgetExceededError
 from memories.kernel.accounting import Budget
 from memories.testing import ScriptedChatModel
 from tests.postgres import find_pg_bin, postgres_server
@@ -31,6 +32,7 @@ _WORKER = """
 import json, sys
 from langchain_core.messages import AIMessage
 from memories import ProfileMemory
+from memories.errors import BudgetExceededError
 from memories.kernel.accounting import Budget
 from memories.testing import ScriptedChatModel
 
@@ -113,6 +115,19 @@ def test_a_restarted_process_keeps_the_periods_spending(tmp_path: Path) -> None:
     assert _workers(url, namespace, calls=2, now=NOON, turns=[3]) == [0]  # restarted: still spent
     assert _workers(url, "someone-else", calls=2, now=NOON, turns=[1]) == [1]  # per namespace
     assert _workers(url, namespace, calls=2, now=NOON + 3600, turns=[1]) == [1]
+
+
+def test_an_explicit_refresh_is_spent_under_the_memorys_namespace(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'profile.db'}"
+    memory = _profile(url, "ada", calls=1, now=NOON)
+    memory.policy = "manual"
+    memory.save_context({"input": "I'm Ada"}, {"output": "Hi"})
+    assert memory.refresh().status == "updated"
+    memory.save_context({"input": "Call me Ada Lovelace"}, {"output": "Sure"})
+    with pytest.raises(BudgetExceededError, match=r"'users\.ada'.*1 of 1 calls"):
+        memory.refresh()
+    assert memory.usage().namespaces["users.ada"]["model"].calls == 1
+    assert memory.status().pending == 1  # the turn waits for the next hour
 
 
 def test_the_spending_keeps_one_row_per_namespace(tmp_path: Path) -> None:
