@@ -95,6 +95,8 @@ class BaseMemory(LangChainBaseMemory):
                 setattr(cls, name, _traced(vars(cls)[name], name.removeprefix("a")))
         if "status" in vars(cls):
             setattr(cls, "status", _accounted(vars(cls)["status"]))  # noqa: B010
+        if "astatus" in vars(cls):
+            setattr(cls, "astatus", _aaccounted(vars(cls)["astatus"]))  # noqa: B010
 
     @model_validator(mode="before")
     @classmethod
@@ -353,11 +355,24 @@ def _accounted(method: Any) -> Any:
 
     @functools.wraps(method)
     def status(self: BaseMemory) -> Any:
-        result = method(self)
-        deferred = self._deferred_reason() if result.pending else None
-        return dataclasses.replace(result, usage=self.usage(), deferred=deferred)
+        return _with_accounts(self, method(self))
 
     return status
+
+
+def _aaccounted(method: Any) -> Any:
+    """Async :func:`_accounted` (the budget's look may reach a database: on a worker thread)."""
+
+    @functools.wraps(method)
+    async def astatus(self: BaseMemory) -> Any:
+        return await to_thread(_with_accounts, self, await method(self))
+
+    return astatus
+
+
+def _with_accounts(memory: BaseMemory, result: Any) -> Any:
+    deferred = memory._deferred_reason() if result.pending else None
+    return dataclasses.replace(result, usage=memory.usage(), deferred=deferred)
 
 
 #: Objects that belong to one process and are made anew in a copy.

@@ -16,10 +16,10 @@ import asyncio
 import contextvars
 import threading
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel, LanguageModelInput
 from langchain_core.messages import BaseMessage
@@ -37,6 +37,7 @@ from memories.kernel.accounting import (
     measured,
 )
 from memories.kernel.imports import install_hint
+from memories.kernel.steps import to_thread
 
 __all__ = [
     "LLMField",
@@ -52,6 +53,8 @@ __all__ = [
 ]
 
 LLMSpec = BaseLanguageModel | str
+
+T = TypeVar("T")
 
 LLAMACPP_PREFIX = "llamacpp:"
 
@@ -151,7 +154,7 @@ class ModelCaller:
         retry: bool = False,
     ) -> Any:
         """Async :meth:`invoke`."""
-        with self._measured(retry) as call:
+        async with self._ameasured(retry) as call:
             reply = await ainvoke_model(bound or self.model, prompt, timeout=self.timeout)
             return self._metered(call, reply)
 
@@ -163,32 +166,64 @@ class ModelCaller:
 
     async def ainvoke_text(self, prompt: LanguageModelInput, /) -> str:
         """Async :meth:`invoke_text`."""
-        with self._measured(False) as call:
+        async with self._ameasured(False) as call:
             reply = await ainvoke_model(self.model, prompt, timeout=self.timeout)
             return _text(self.model, self._metered(call, reply))
 
     @contextmanager
     def _measured(self, retry: bool) -> Iterator[Call]:
-        """The call's span and counters; refused first when the budget is spent.
+        """The call's span and counters; refused first when the budget is spent."""
+        reserved = self._reserve()
+        with self._recorded(retry) as call:
+            try:
+                yield call
+            finally:
+                self._spend(reserved, call)
 
-        The one place a budget is checked and spent: the call is reserved
-        before it is made, its tokens added when it answers.
+    @asynccontextmanager
+    async def _ameasured(self, retry: bool) -> AsyncIterator[Call]:
+        """Async :meth:`_measured`: a budget's database is reached from a worker thread."""
+        reserved = await self._off_loop(self._reserve)
+        with self._recorded(retry) as call:
+            try:
+                yield call
+            finally:
+                await self._off_loop(self._spend, reserved, call)
+
+    def _reserve(self) -> tuple[str, int] | None:
+        """The one place a budget is checked: the call is counted before it is made.
+
+        Returns the namespace and period it was counted in (None without a budget).
+
+        Raises:
+            BudgetExceededError: the period's allowance is spent.
         """
-        budgeted = None
-        if self.budget is not None:
-            namespace = current_namespace()
-            budgeted = namespace, self.budget.reserve(namespace, spending=self.spending)
+        if self.budget is None:
+            return None
+        namespace = current_namespace()
+        return namespace, self.budget.reserve(namespace, spending=self.spending)
+
+    def _spend(self, reserved: tuple[str, int] | None, call: Call) -> None:
+        """Add a reserved call's tokens to its period (the one place a budget is spent)."""
+        if reserved is not None and self.budget is not None:
+            namespace, start = reserved
+            self.budget.spend(namespace, call.usage, start=start, spending=self.spending)
+
+    async def _off_loop(self, work: Callable[..., T], /, *args: Any) -> T:
+        """``work(*args)``: on a worker thread when it may wait for the budget's database."""
+        if self.spending is None:
+            return work(*args)
+        return await to_thread(work, *args)
+
+    @contextmanager
+    def _recorded(self, retry: bool) -> Iterator[Call]:
+        """The call's span and its counters in the ledger."""
         attributes = self._span
         name = f"{attributes['gen_ai.operation.name']} {attributes['gen_ai.request.model']}"
         with measured("model", name, attributes, ledger=self.ledger) as call:
             if retry:
                 call.set(retries=1)
-            try:
-                yield call
-            finally:
-                if budgeted is not None and self.budget is not None:
-                    namespace, start = budgeted
-                    self.budget.spend(namespace, call.usage, start=start, spending=self.spending)
+            yield call
 
     def _metered(self, call: Call, reply: Any) -> Any:
         """Take the reply's token counts into the call's record."""

@@ -6,6 +6,7 @@ server); each builds its own memory and clock, as a web app's workers do.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -93,8 +94,9 @@ def _two_workers_spend_one_cap(url: str) -> None:
     waiting = _profile(url, namespace, calls=3, now=NOON)
     status = waiting.status()
     assert status.deferred is not None and "3 of 3 calls" in status.deferred
-    # 8 turns, at most 3 formed (two racing updates may fold the same turns): the rest wait
-    assert status.pending >= 5 and status.failures == 0
+    # 8 turns; an update folds every turn queued by then (the other worker's too), so how
+    # many the 3 calls formed depends on the interleaving: the rest wait, none failed
+    assert status.pending > 0 and status.failures == 0
     assert waiting.model_usage().calls == 0
     later = _profile(url, namespace, calls=3, now=NOON + 3600)  # the next hour
     later.save_context({"input": "And I like tea"}, {"output": "Noted"})
@@ -128,6 +130,20 @@ def test_an_explicit_refresh_is_spent_under_the_memorys_namespace(tmp_path: Path
         memory.refresh()
     assert memory.usage().namespaces["users.ada"]["model"].calls == 1
     assert memory.status().pending == 1  # the turn waits for the next hour
+
+
+def test_the_async_twins_spend_in_the_database_too(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'profile.db'}"
+
+    async def two_workers() -> int:
+        first, second = (_profile(url, "ada", calls=1, now=NOON) for _ in range(2))
+        await first.asave_context({"input": "I'm Ada"}, {"output": "Hi"})
+        await second.asave_context({"input": "Call me Ada Lovelace"}, {"output": "Sure"})
+        status = await second.astatus()
+        assert status.deferred is not None and status.pending == 1
+        return first.model_usage().calls + second.model_usage().calls
+
+    assert asyncio.run(two_workers()) == 1
 
 
 def test_the_spending_keeps_one_row_per_namespace(tmp_path: Path) -> None:
