@@ -58,6 +58,7 @@ from memories.stores.history.base import ChatHistory, MessageRef
 from memories.stores.history.langchain import LangChainHistory
 from memories.stores.history.memory import InMemoryHistory
 from memories.stores.history.retained import RetainedHistory
+from memories.stores.sql import Database
 
 __all__ = ["BaseMemory", "ChatMemory", "keeps_chat_log"]
 
@@ -94,6 +95,8 @@ class BaseMemory(LangChainBaseMemory):
                 setattr(cls, name, _traced(vars(cls)[name], name.removeprefix("a")))
         if "status" in vars(cls):
             setattr(cls, "status", _accounted(vars(cls)["status"]))  # noqa: B010
+        if "astatus" in vars(cls):
+            setattr(cls, "astatus", _aaccounted(vars(cls)["astatus"]))  # noqa: B010
 
     @model_validator(mode="before")
     @classmethod
@@ -245,6 +248,10 @@ class BaseMemory(LangChainBaseMemory):
         """Why formation waits now (a spent budget), or None."""
         return None
 
+    def _spending_database(self) -> Database | None:
+        """The SQL database a budget keeps its spending in (None: in this process)."""
+        return None
+
     async def astatus(self) -> MemoryStatus:
         """Async :meth:`status`."""
         return await to_thread(self.status)
@@ -309,6 +316,8 @@ _OPERATIONS = (
     "aclear",
     "sweep",
     "asweep",
+    "refresh",
+    "arefresh",
 )
 
 
@@ -346,11 +355,24 @@ def _accounted(method: Any) -> Any:
 
     @functools.wraps(method)
     def status(self: BaseMemory) -> Any:
-        result = method(self)
-        deferred = self._deferred_reason() if result.pending else None
-        return dataclasses.replace(result, usage=self.usage(), deferred=deferred)
+        return _with_accounts(self, method(self))
 
     return status
+
+
+def _aaccounted(method: Any) -> Any:
+    """Async :func:`_accounted` (the budget's look may reach a database: on a worker thread)."""
+
+    @functools.wraps(method)
+    async def astatus(self: BaseMemory) -> Any:
+        return await to_thread(_with_accounts, self, await method(self))
+
+    return astatus
+
+
+def _with_accounts(memory: BaseMemory, result: Any) -> Any:
+    deferred = memory._deferred_reason() if result.pending else None
+    return dataclasses.replace(result, usage=memory.usage(), deferred=deferred)
 
 
 #: Objects that belong to one process and are made anew in a copy.
@@ -534,6 +556,10 @@ class ChatMemory(BaseMemory):
     def usage_namespace(self) -> str:
         """The session: a chat log's calls are counted and budgeted under its ``session_id``."""
         return self.chat_memory.session_id
+
+    def _spending_database(self) -> Database | None:
+        """The history's database, when it has one (a budget's spending then joins the turn)."""
+        return self.chat_memory.database
 
     @cached_property
     def state_key(self) -> str:

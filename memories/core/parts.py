@@ -22,10 +22,11 @@ from pydantic import Field
 
 from memories.core.base import BaseMemory
 from memories.errors import BudgetExceededError, ConfigError
-from memories.kernel.accounting import Budget, BudgetField, operation
+from memories.kernel.accounting import Budget, BudgetField, Spending, operation
 from memories.kernel.background import BackgroundWork, Debouncer, JobStatus
 from memories.kernel.llm import LLMField, ModelCaller, ModelUsage
 from memories.kernel.tokens import TokenCounter, counter_for, stable_id
+from memories.stores.spending import SQLSpending
 
 __all__ = ["CountsTokens", "DeferredMemory", "ModelMemory"]
 
@@ -45,7 +46,9 @@ class ModelMemory(BaseMemory):
             per period, e.g. ``{"tokens": 50000, "per": "day"}`` (or a
             :class:`~memories.kernel.accounting.Budget`). Past it no call is
             made: the work waits, its turns kept, and ``status().deferred``
-            says until when.
+            says until when. With a SQL database (a ``url``, a SQL history)
+            the spending is kept there, so the cap holds across processes
+            and restarts; otherwise it is kept in this process.
     """
 
     llm: LLMField = None
@@ -64,8 +67,19 @@ class ModelMemory(BaseMemory):
                 "set the options on the model object instead."
             )
         return ModelCaller(
-            self.llm, self.llm_kwargs, self.llm_timeout, ledger=self._ledger, budget=self.budget
+            self.llm,
+            self.llm_kwargs,
+            self.llm_timeout,
+            ledger=self._ledger,
+            budget=self.budget,
+            spending=self._spending,
         )
+
+    @cached_property
+    def _spending(self) -> Spending | None:
+        """Where the budget's spending is kept: the memory's SQL database, else this process."""
+        database = self._spending_database() if self.budget is not None else None
+        return None if database is None else SQLSpending(database)
 
     @property
     def _model(self) -> BaseLanguageModel | None:
@@ -84,7 +98,7 @@ class ModelMemory(BaseMemory):
         if budget is None:
             return None
         try:
-            budget.check(self.usage_namespace())
+            budget.check(self.usage_namespace(), spending=self._spending)
         except BudgetExceededError as exc:
             return str(exc)
         return None

@@ -11,8 +11,8 @@ serves.
 
 Tracing: with ``opentelemetry-api`` installed (``pip install
 'chat-memories[otel]'``), each memory operation (``save_context``,
-``load_memory_variables``, ``clear``, ``sweep``, their async twins, a background
-update) is a span, with a child span for each model call (named and attributed after
+``load_memory_variables``, ``clear``, ``sweep``, ``refresh``, their async twins, a
+background update) is a span, with a child span for each model call (named and attributed after
 the OpenTelemetry GenAI conventions: ``gen_ai.operation.name``,
 ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``...), embedding batch
 and database transaction. Spans carry no memory text and no namespace. They go
@@ -23,13 +23,16 @@ one check of a module-level flag per operation.
 Budgets: a :class:`Budget` caps a namespace's model calls or tokens per
 minute, hour or day; a call past it raises :class:`~memories.errors.BudgetExceededError`
 before reaching the model, so a memory's formation waits (its turns stay
-queued) until the next period.
+queued) until the next period. The spending is kept in the memory's SQL
+database when it has one (shared by every process, kept over restarts),
+else in this process (:class:`Spending`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -49,8 +52,10 @@ __all__ = [
     "Budget",
     "BudgetField",
     "Call",
+    "InProcessSpending",
     "Ledger",
     "ModelUsage",
+    "Spending",
     "carried",
     "current_namespace",
     "measured",
@@ -409,10 +414,18 @@ _PERIOD_SECONDS: dict[str, int] = {"minute": 60, "hour": 3600, "day": 86400}
 
 @dataclass(frozen=True)
 class Budget:
-    """A cap on one namespace's model calls or tokens per period, in this process.
+    """A cap on one namespace's model calls or tokens per period.
 
-    Periods are aligned on the clock (a day runs from midnight UTC). Spending is
-    kept for the 10,000 namespaces used last; one forgotten starts again at zero.
+    Periods are aligned on the clock (a day runs from midnight UTC). Where the
+    spending is kept is a :class:`Spending`: a memory with a SQL database keeps
+    it there (:class:`memories.stores.spending.SQLSpending`), so the cap holds
+    across processes and restarts; otherwise it is kept in this process, for
+    the 10,000 namespaces used last (one forgotten starts again at zero).
+
+    A call is counted when it is allowed, before it reaches the model (a
+    failed call counts); its tokens are added when it answers. Tokens are
+    known only then, so the call that crosses a token cap is allowed: the
+    next one is refused.
 
     Args:
         tokens: input plus output tokens allowed per period (None: no cap).
@@ -446,63 +459,142 @@ class Budget:
         form.update({n: getattr(self, n) for n in ("tokens", "calls") if getattr(self, n)})
         return form
 
-    def check(self, namespace: str, /) -> None:
-        """Raise when ``namespace`` has spent this period's allowance.
+    @property
+    def call_cap(self) -> int | None:
+        """The calls allowed per period (None: no cap; 0 is no cap, as in the config)."""
+        return self.calls or None
+
+    @property
+    def token_cap(self) -> int | None:
+        """The tokens allowed per period (None: no cap)."""
+        return self.tokens or None
+
+    def allows(self, calls: int, tokens: int, /) -> bool:
+        """Whether one more call fits after ``calls`` and ``tokens`` spent this period."""
+        calls_cap, tokens_cap = self.call_cap, self.token_cap
+        return (calls_cap is None or calls + 1 <= calls_cap) and (
+            tokens_cap is None or tokens < tokens_cap
+        )
+
+    def check(self, namespace: str, /, *, spending: Spending | None = None) -> None:
+        """Raise when ``namespace`` has spent this period's allowance (nothing is counted).
 
         Raises:
             BudgetExceededError: saying what was spent and when the next period starts.
         """
-        start, length = self._period()
-        calls, tokens = _spending.get(namespace, start)
-        limits = (("tokens", tokens, self.tokens), ("calls", calls, self.calls))
-        over = [f"{used} of {cap} {name}" for name, used, cap in limits if cap and used >= cap]
-        if over:
-            resumes = datetime.fromtimestamp(start + length, UTC).isoformat(timespec="seconds")
-            raise BudgetExceededError(
-                f"The budget of namespace {namespace!r} for this {self.per} is spent "
-                f"({', '.join(over)}); memory formation waits until {resumes} "
-                "(the turns stay queued). Raise the budget to go on sooner."
-            )
+        start = self.period_start()
+        calls, tokens = (spending or _spending).spent(namespace, start)
+        if not self.allows(calls, tokens):
+            raise self._exceeded(namespace, start, calls, tokens)
 
-    def spend(self, namespace: str, usage: ModelUsage, /) -> None:
-        """Count one call's ``usage`` against ``namespace`` for the current period."""
-        _spending.add(namespace, self._period()[0], usage)
+    def reserve(self, namespace: str, /, *, spending: Spending | None = None) -> int:
+        """Count one call of ``namespace`` if this period's allowance has room for it.
 
-    def _period(self) -> tuple[float, int]:
+        Two processes sharing ``spending`` (a SQL database) cannot both take the
+        last call: the check and the count are one atomic step.
+
+        Returns:
+            The start of the period the call is counted in (give it to :meth:`spend`).
+
+        Raises:
+            BudgetExceededError: saying what was spent and when the next period starts.
+        """
+        start = self.period_start()
+        refused = (spending or _spending).reserve(namespace, start, self)
+        if refused is not None:
+            raise self._exceeded(namespace, start, *refused)
+        return start
+
+    def spend(
+        self,
+        namespace: str,
+        usage: ModelUsage,
+        /,
+        *,
+        start: int,
+        spending: Spending | None = None,
+    ) -> None:
+        """Add a reserved call's tokens (``usage``) to ``namespace``'s period from ``start``."""
+        tokens = usage.input_tokens + usage.output_tokens
+        if tokens:
+            (spending or _spending).add_tokens(namespace, start, tokens)
+
+    def period_start(self) -> int:
+        """The start of the current period, in whole seconds since the epoch."""
         length = _PERIOD_SECONDS[self.per]
-        now = self.clock()
-        return now - now % length, length
+        now = int(self.clock())
+        return now - now % length
+
+    def _exceeded(self, namespace: str, start: int, calls: int, tokens: int) -> BudgetExceededError:
+        limits = (("tokens", tokens, self.token_cap), ("calls", calls, self.call_cap))
+        over = [f"{used} of {cap} {name}" for name, used, cap in limits if cap and used >= cap]
+        resumes = datetime.fromtimestamp(start + _PERIOD_SECONDS[self.per], UTC)
+        return BudgetExceededError(
+            f"The budget of namespace {namespace!r} for this {self.per} is spent "
+            f"({', '.join(over)}); memory formation waits until "
+            f"{resumes.isoformat(timespec='seconds')} (the turns stay queued). "
+            "Raise the budget to go on sooner."
+        )
 
 
-class _Spending:
-    """Calls and tokens per namespace in its current period, for the last namespaces used."""
+class Spending(ABC):
+    """Where budgets keep each namespace's calls and tokens, per period.
+
+    Implementing a subclass: three methods on rows keyed by (namespace, period
+    start). :meth:`reserve` must check and count in one atomic step.
+    """
+
+    @abstractmethod
+    def reserve(self, namespace: str, start: int, budget: Budget, /) -> tuple[int, int] | None:
+        """Count one call if ``budget`` allows it: None when counted, else (calls, tokens) spent."""
+
+    @abstractmethod
+    def add_tokens(self, namespace: str, start: int, tokens: int, /) -> None:
+        """Add ``tokens`` to the period from ``start`` (a call reserved there answered)."""
+
+    @abstractmethod
+    def spent(self, namespace: str, start: int, /) -> tuple[int, int]:
+        """The (calls, tokens) spent in the period from ``start``."""
+
+
+class InProcessSpending(Spending):
+    """Calls and tokens per namespace in its current period, kept in this process (LRU-bounded)."""
 
     def __init__(self, size: int) -> None:
         self._size = size
         self._lock = threading.Lock()
-        self._items: OrderedDict[str, tuple[float, int, int]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
 
-    def get(self, namespace: str, start: float) -> tuple[int, int]:
+    def reserve(self, namespace: str, start: int, budget: Budget, /) -> tuple[int, int] | None:
         with self._lock:
-            period, calls, tokens = self._items.get(namespace, (start, 0, 0))
-            return (calls, tokens) if period == start else (0, 0)
+            calls, tokens = self._current(namespace, start)
+            if not budget.allows(calls, tokens):
+                return calls, tokens
+            self._put(namespace, start, calls + 1, tokens)
+            return None
 
-    def add(self, namespace: str, start: float, usage: ModelUsage) -> None:
+    def add_tokens(self, namespace: str, start: int, tokens: int, /) -> None:
         with self._lock:
-            period, calls, tokens = self._items.get(namespace, (start, 0, 0))
-            if period != start:
-                calls, tokens = 0, 0
-            self._items[namespace] = (
-                start,
-                calls + usage.calls,
-                tokens + usage.input_tokens + usage.output_tokens,
-            )
-            self._items.move_to_end(namespace)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
+            calls, spent = self._current(namespace, start)
+            self._put(namespace, start, calls, spent + tokens)
+
+    def spent(self, namespace: str, start: int, /) -> tuple[int, int]:
+        with self._lock:
+            return self._current(namespace, start)
+
+    def _current(self, namespace: str, start: int) -> tuple[int, int]:
+        period, calls, tokens = self._items.get(namespace, (start, 0, 0))
+        return (calls, tokens) if period == start else (0, 0)
+
+    def _put(self, namespace: str, start: int, calls: int, tokens: int) -> None:
+        self._items[namespace] = (start, calls, tokens)
+        self._items.move_to_end(namespace)
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
 
 
-_spending = _Spending(10_000)
+#: The spending of budgets whose memory has no SQL database.
+_spending = InProcessSpending(10_000)
 
 
 def check_budget(value: Any) -> Budget | None:

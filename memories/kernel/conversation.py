@@ -22,7 +22,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
-from memories.errors import ConfigError, LLMError
+from memories.errors import BudgetExceededError, ConfigError, LLMError
 from memories.kernel.llm import ModelCaller
 from memories.kernel.steps import Steps, step
 
@@ -139,13 +139,17 @@ def conversing(
     """Steps running ``session`` against the model (``model``: with tools bound, if any).
 
     Model calls are made with the runner's lock released (they may take
-    seconds); a provider error or a timeout ends the exchange as failed.
+    seconds); a provider error or a timeout ends the exchange as failed. A
+    spent budget is no failure: its :class:`~memories.errors.BudgetExceededError`
+    goes up to the memory, which defers the work.
     """
     asked = False
     while (request := session.request()) is not None:
         try:
             reply = yield step(caller.invoke, request, bound=model, retry=asked, unlocked=True)
             asked = True
+        except BudgetExceededError:
+            raise
         except LLMError as exc:
             session.fail(str(exc))
         else:

@@ -16,10 +16,10 @@ import asyncio
 import contextvars
 import threading
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel, LanguageModelInput
 from langchain_core.messages import BaseMessage
@@ -32,10 +32,12 @@ from memories.kernel.accounting import (
     Call,
     Ledger,
     ModelUsage,
+    Spending,
     current_namespace,
     measured,
 )
 from memories.kernel.imports import install_hint
+from memories.kernel.steps import to_thread
 
 __all__ = [
     "LLMField",
@@ -51,6 +53,8 @@ __all__ = [
 ]
 
 LLMSpec = BaseLanguageModel | str
+
+T = TypeVar("T")
 
 LLAMACPP_PREFIX = "llamacpp:"
 
@@ -87,6 +91,9 @@ class ModelCaller:
         spec: what the ``llm`` field holds (a model or ``"provider:model"``).
         options: constructor options for a model given by name.
         timeout: seconds to wait for one answer (None: no limit).
+        ledger: where the calls are counted (a new one if None).
+        budget: the cap on a namespace's calls or tokens per period, or None.
+        spending: where the budget's spending is kept (None: in this process).
 
     Raises:
         ConfigError, MissingDependencyError: as :func:`resolve_llm`.
@@ -100,6 +107,7 @@ class ModelCaller:
         *,
         ledger: Ledger | None = None,
         budget: Budget | None = None,
+        spending: Spending | None = None,
     ) -> None:
         self.model = resolve_llm(spec, **options)
         self.timeout = timeout
@@ -107,6 +115,8 @@ class ModelCaller:
         """Where the calls are counted, per namespace (the memory's ledger, if it gave one)."""
         self.budget = budget
         """The cap on a namespace's calls or tokens per period, or None."""
+        self.spending = spending
+        """Where the budget's spending is kept (None: in this process)."""
         self._span = _span_attributes(self.model)
 
     @property
@@ -144,7 +154,7 @@ class ModelCaller:
         retry: bool = False,
     ) -> Any:
         """Async :meth:`invoke`."""
-        with self._measured(retry) as call:
+        async with self._ameasured(retry) as call:
             reply = await ainvoke_model(bound or self.model, prompt, timeout=self.timeout)
             return self._metered(call, reply)
 
@@ -156,15 +166,58 @@ class ModelCaller:
 
     async def ainvoke_text(self, prompt: LanguageModelInput, /) -> str:
         """Async :meth:`invoke_text`."""
-        with self._measured(False) as call:
+        async with self._ameasured(False) as call:
             reply = await ainvoke_model(self.model, prompt, timeout=self.timeout)
             return _text(self.model, self._metered(call, reply))
 
     @contextmanager
     def _measured(self, retry: bool) -> Iterator[Call]:
         """The call's span and counters; refused first when the budget is spent."""
-        if self.budget is not None:
-            self.budget.check(current_namespace())
+        reserved = self._reserve()
+        with self._recorded(retry) as call:
+            try:
+                yield call
+            finally:
+                self._spend(reserved, call)
+
+    @asynccontextmanager
+    async def _ameasured(self, retry: bool) -> AsyncIterator[Call]:
+        """Async :meth:`_measured`: a budget's database is reached from a worker thread."""
+        reserved = await self._off_loop(self._reserve)
+        with self._recorded(retry) as call:
+            try:
+                yield call
+            finally:
+                await self._off_loop(self._spend, reserved, call)
+
+    def _reserve(self) -> tuple[str, int] | None:
+        """The one place a budget is checked: the call is counted before it is made.
+
+        Returns the namespace and period it was counted in (None without a budget).
+
+        Raises:
+            BudgetExceededError: the period's allowance is spent.
+        """
+        if self.budget is None:
+            return None
+        namespace = current_namespace()
+        return namespace, self.budget.reserve(namespace, spending=self.spending)
+
+    def _spend(self, reserved: tuple[str, int] | None, call: Call) -> None:
+        """Add a reserved call's tokens to its period (the one place a budget is spent)."""
+        if reserved is not None and self.budget is not None:
+            namespace, start = reserved
+            self.budget.spend(namespace, call.usage, start=start, spending=self.spending)
+
+    async def _off_loop(self, work: Callable[..., T], /, *args: Any) -> T:
+        """``work(*args)``: on a worker thread when it may wait for the budget's database."""
+        if self.spending is None:
+            return work(*args)
+        return await to_thread(work, *args)
+
+    @contextmanager
+    def _recorded(self, retry: bool) -> Iterator[Call]:
+        """The call's span and its counters in the ledger."""
         attributes = self._span
         name = f"{attributes['gen_ai.operation.name']} {attributes['gen_ai.request.model']}"
         with measured("model", name, attributes, ledger=self.ledger) as call:
@@ -173,7 +226,7 @@ class ModelCaller:
             yield call
 
     def _metered(self, call: Call, reply: Any) -> Any:
-        """Take the reply's token counts into the call's record (and the budget's)."""
+        """Take the reply's token counts into the call's record."""
         tokens = getattr(reply, "usage_metadata", None) or {}
         if tokens:
             call.set(
@@ -184,8 +237,6 @@ class ModelCaller:
             call.attribute("gen_ai.usage.output_tokens", call.usage.output_tokens)
         else:
             call.set(unmetered=1)
-        if self.budget is not None:
-            self.budget.spend(current_namespace(), call.usage)
         return reply
 
     def __repr__(self) -> str:

@@ -20,13 +20,14 @@ from langchain_core.messages import BaseMessage
 from pydantic import Field, PrivateAttr
 
 from memories.core.parts import CountsTokens, DeferredMemory, ModelMemory
+from memories.errors import BudgetExceededError
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
 from memories.kernel.steps import Steps, arun, run, to_thread
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import DOCUMENTS, Expiring, ExpiryLedger
 from memories.stores.profile_store import DocumentTTL, ProfileStore, default_url
-from memories.stores.sql import redacted
+from memories.stores.sql import Database, redacted
 
 __all__ = ["ExpiringDocumentMemory", "StoredDocumentMemory"]
 
@@ -67,6 +68,10 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     def _make_store(self) -> ProfileStore:
         """The store the documents live in (built once, at construction)."""
         return self.store_class(self.url)
+
+    def _spending_database(self) -> Database | None:
+        """The store's database: a budget's spending is kept beside the documents."""
+        return self._store.database
 
     @property
     def ledger(self) -> ProfileStore:
@@ -117,18 +122,22 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         raise NotImplementedError(f"{type(self).__name__} must define _refreshing()")
 
     def _forming(self) -> Steps[Any]:
-        """The update a policy starts: none while the budget is spent (the turns stay queued)."""
+        """The update a policy starts: none while the budget is spent (the turns stay queued).
+
+        The budget may run out between the look here and the call (another
+        process took the last one): the refused call defers the update too,
+        recorded as no failure.
+        """
         waits = self._deferred_reason()
-        if waits is not None:
-            logger.info(
-                "%s %r in %r: update deferred: %s",
-                self.config_type,
-                self.key,
-                self.namespace,
-                waits,
-            )
-            return None
-        return (yield from self._refreshing())
+        if waits is None:
+            try:
+                return (yield from self._refreshing())
+            except BudgetExceededError as exc:
+                waits = str(exc)
+        logger.info(
+            "%s %r in %r: update deferred: %s", self.config_type, self.key, self.namespace, waits
+        )
+        return None
 
     def _clearing(self) -> Steps[None]:
         if self._in_background:

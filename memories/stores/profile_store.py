@@ -988,6 +988,11 @@ class ProfileStore(BaseProfileStore):
         self.ttl = ttl
         self._db = Database(url, _metadata)
 
+    @property
+    def database(self) -> Database:
+        """The database the documents are kept in."""
+        return self._db
+
     def _also(self, namespace: Namespace, keys: Sequence[str], also: Also | None) -> Also | None:
         """A commit's other writes: ``also``, and with a ``ttl`` the documents' expiry rows.
 

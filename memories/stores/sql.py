@@ -136,11 +136,16 @@ def _create_all(engine: Engine, metadata: MetaData) -> None:
     Two PostgreSQL sessions creating one table at once both pass the
     existence check, and the second fails on the catalog's unique index
     (``pg_type_typname_nsp_index``): a transaction-level advisory lock makes
-    the second wait, then find the table made.
+    the second wait, then find the table made. On SQLite each ``CREATE
+    TABLE`` would commit on its own, so a second process could find the
+    first table made and the next one not yet: ``BEGIN IMMEDIATE`` makes the
+    whole set one transaction that the second process waits for.
     """
     with engine.begin() as connection:
         if engine.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _DDL_LOCK})
+        if engine.dialect.name == "sqlite":
+            _BEGIN_IMMEDIATE.execute(connection)
         metadata.create_all(connection)
 
 

@@ -31,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, ToolMessage
@@ -41,6 +41,9 @@ from memories.kernel.retention import Retention
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step, to_thread
 from memories.stores.history.edits import current_ids, planned, repaired
 from memories.stores.history.records import REMOVE_ALL_MESSAGES, Edit, Entry, Item, NewEdit
+
+if TYPE_CHECKING:
+    from memories.stores.sql import Database
 
 __all__ = ["Changes", "ChatHistory", "Edit", "Entry", "MessageRef", "SessionCount"]
 
@@ -197,6 +200,12 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         see :meth:`memories.stores.sql.Database.batch`); None (the default) when
         there is nothing to gain. ``write`` says the block starts by writing.
         """
+        return None
+
+    @property
+    def database(self) -> Database | None:
+        """The SQL database the log is kept in (None: none; a budget's spending is then kept
+        in this process)."""
         return None
 
     def count(self) -> int:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memories.stores.history.base import Changes, ChatHistory, Edit, Entry
 from memories.stores.history.records import Item
+
+if TYPE_CHECKING:
+    from memories.stores.sql import Database
 
 __all__ = ["ReadOnlyView"]
 
@@ -73,6 +76,11 @@ class ReadOnlyView(ChatHistory):
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
         """Keep the state in this view; the history is left as it was."""
         self._state[key] = value
+
+    @property
+    def database(self) -> Database | None:
+        """The history's database."""
+        return self.history.database
 
     def batch(self, *, write: bool) -> AbstractContextManager[None] | None:
         """The history's read batch (a view writes nothing)."""

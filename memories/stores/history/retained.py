@@ -18,12 +18,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from memories.kernel.retention import Retention
 from memories.kernel.steps import to_thread
 from memories.stores.history.base import Changes, ChatHistory, Edit, Entry, SessionCount
 from memories.stores.history.records import Item
+
+if TYPE_CHECKING:
+    from memories.stores.sql import Database
 
 __all__ = ["RetainedHistory"]
 
@@ -149,6 +152,11 @@ class RetainedHistory(ChatHistory):
 
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
         self.history.save_state(key, value)
+
+    @property
+    def database(self) -> Database | None:
+        """The wrapped history's database."""
+        return self.history.database
 
     def batch(self, *, write: bool) -> AbstractContextManager[None] | None:
         inner = self.history.batch(write=write)

@@ -586,6 +586,11 @@ class SQLHistory(ChatHistory):
         # A rollback leaves other text stored, which is then parsed afresh.
         self._states[key] = (encoded, value)
 
+    @property
+    def database(self) -> Database:
+        """The database the log is kept in."""
+        return self._db
+
     def batch(self, *, write: bool) -> AbstractContextManager[None]:
         """One transaction for this thread's reads (and, with ``write``, writes) of the block."""
         return self._db.batch(write=write)

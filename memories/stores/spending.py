@@ -1,0 +1,125 @@
+"""A budget's spending in a SQL database: one row per namespace and period, shared by processes.
+
+A :class:`~memories.kernel.accounting.Budget` kept in each process's memory
+lets a web app with four workers spend four times its cap, and a restart
+starts it again at zero. A memory with a SQL database keeps it here instead,
+in one small table of that database::
+
+    memories_budget_spending(namespace, period_start, calls, tokens)
+
+A call is reserved by one conditional ``UPDATE ... SET calls = calls + 1
+WHERE ... AND calls + 1 <= cap`` (the row made first by an insert that does
+nothing when it exists): the database runs it atomically, so of two
+processes after the last call allowed, exactly one passes. The call's
+tokens are added when it answers. A namespace keeps only its current
+period's row: the first reservation of a new period deletes the older ones.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as postgresql_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from memories.kernel.accounting import Budget, Spending
+from memories.stores.sql import Database, ensure_tables
+
+__all__ = ["SQLSpending"]
+
+_metadata = sa.MetaData()
+table = sa.Table(
+    "memories_budget_spending",
+    _metadata,
+    sa.Column("namespace", sa.Text, primary_key=True),
+    sa.Column("period_start", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("calls", sa.BigInteger, nullable=False),
+    sa.Column("tokens", sa.BigInteger, nullable=False),
+)
+
+_KEY = (table.c.namespace == sa.bindparam("ns")) & (table.c.period_start == sa.bindparam("period"))
+_SPENT = sa.select(table.c.calls, table.c.tokens).where(_KEY)
+_ADD_TOKENS = table.update().where(_KEY).values(tokens=table.c.tokens + sa.bindparam("added"))
+_OLDER = table.delete().where(
+    (table.c.namespace == sa.bindparam("ns")) & (table.c.period_start < sa.bindparam("period"))
+)
+
+
+def _insert_missing(module: Any) -> Any:
+    return (
+        module.insert(table)
+        .values(namespace=sa.bindparam("ns"), period_start=sa.bindparam("period"))
+        .values(calls=0, tokens=0)
+        .on_conflict_do_nothing(index_elements=[table.c.namespace, table.c.period_start])
+    )
+
+
+#: One statement that makes a period's row unless it exists, per dialect that has one.
+_INSERTS_MISSING = {
+    "sqlite": _insert_missing(sqlite_dialect),
+    "postgresql": _insert_missing(postgresql_dialect),
+}
+
+
+class SQLSpending(Spending):
+    """Budget spending in ``database`` (any store's :class:`~memories.stores.sql.Database`).
+
+    Its transactions join the database's batch on this thread, if one is open
+    for writing (a chat memory's turn): the reservation commits with the turn.
+    """
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def reserve(self, namespace: str, start: int, budget: Budget, /) -> tuple[int, int] | None:
+        """Count one call if ``budget`` allows it, atomically (see the module's docstring)."""
+        fits = []
+        if budget.call_cap is not None:
+            fits.append(table.c.calls + 1 <= budget.call_cap)
+        if budget.token_cap is not None:
+            fits.append(table.c.tokens < budget.token_cap)
+        taking = table.update().where(_KEY, *fits).values(calls=table.c.calls + 1)
+        key = {"ns": namespace, "period": start}
+        with self._transaction() as connection:
+            if self._insert_missing(connection, key):
+                connection.execute(_OLDER, key)
+            if connection.execute(taking, key).rowcount == 1:
+                return None
+            calls, tokens = connection.execute(_SPENT, key).one()
+            return int(calls), int(tokens)
+
+    def add_tokens(self, namespace: str, start: int, tokens: int, /) -> None:
+        """Add a reserved call's tokens to its period."""
+        with self._transaction() as connection:
+            connection.execute(_ADD_TOKENS, {"ns": namespace, "period": start, "added": tokens})
+
+    def spent(self, namespace: str, start: int, /) -> tuple[int, int]:
+        """The (calls, tokens) of the period from ``start`` (zero when it has no row)."""
+        with self._transaction() as connection:
+            row = connection.execute(_SPENT, {"ns": namespace, "period": start}).first()
+        return (0, 0) if row is None else (int(row.calls), int(row.tokens))
+
+    def _insert_missing(self, connection: sa.Connection, key: dict[str, Any]) -> bool:
+        """Make the period's row unless it exists; whether it was made."""
+        statement = _INSERTS_MISSING.get(connection.dialect.name)
+        if statement is not None:
+            return connection.execute(statement, key).rowcount == 1
+        if connection.execute(_SPENT, key).first() is not None:
+            return False
+        values = {"namespace": key["ns"], "period_start": key["period"]}
+        connection.execute(table.insert().values(**values, calls=0, tokens=0))
+        return True
+
+    def _transaction(self) -> Any:
+        if not self._ready:
+            with self._lock:
+                ensure_tables(self.database.engine, self.database.url, _metadata)
+                self._ready = True
+        return self.database.transaction(write=True)
+
+    def __repr__(self) -> str:
+        return f"SQLSpending({self.database!r})"
