@@ -120,6 +120,9 @@ class ChromaBackend(VectorBackend):
     def __post_init__(self) -> None:
         self.location = self.store.location
         self._key = namespace_key(self.namespace)
+        former = self.store.former_target
+        if former is not None:  # rows an earlier version filed under the folder's path
+            self.outbox.adopt(former, self.store.target)
         self._writer = BackgroundWork(
             self._drain_key, self._write_queued, scheduler=background_writer()
         )
