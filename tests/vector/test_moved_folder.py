@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 from memories.integrations.chroma import STORE_ID_FILE, ChromaStore
 
-from memories import ConfigError, VectorMemory
+from memories import BackendUnavailableError, ConfigError, VectorMemory
 from memories.stores.vector.outbox import OUTBOX_FILE
 from tests.postgres import find_pg_bin, postgres_server
 
@@ -200,3 +200,37 @@ def test_a_folder_without_hard_links_still_gets_its_id_once(
     first = ChromaStore(path=str(tmp_path)).target
     assert ChromaStore(path=str(tmp_path)).target == first
     assert [p.name for p in tmp_path.iterdir()] == [STORE_ID_FILE]
+
+
+def test_a_copy_of_a_folder_open_in_the_same_process_keeps_its_own_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy has the original's id (one target) but its own outbox, so its own queue."""
+    _fill(tmp_path / "original")
+    shutil.copytree(tmp_path / "original", tmp_path / "copy")
+    original, copy = (
+        VectorMemory(
+            path=str(tmp_path / name),
+            namespace="moving",
+            embeddings="tests.vector.conftest:WordEmbeddings",
+        )
+        for name in ("original", "copy")
+    )
+    assert original.store.target == copy.store.target
+    for memory in (original, copy):  # each one's queued Bergen turn, into its own folder
+        assert memory.flush() is True
+        memory.search("warm up")  # the index loaded: background saves are queued
+
+    def down(*args: object, **kwargs: object) -> None:
+        raise BackendUnavailableError("disk gone")
+
+    monkeypatch.setattr(original.store, "upsert", down)
+    original.save_context({"input": "I went to Tromso"}, {"output": "queued"})
+    assert "Tromso" in original.search("Tromso", k=1)[0].text
+    assert not any("Tromso" in r.text for r in copy.search("Tromso", k=5))
+    assert copy.pending() == 0 and copy.flush() is True
+    with pytest.raises(BackendUnavailableError):
+        original.flush()
+    monkeypatch.undo()
+    assert original.flush() is True and original.store.count("moving") == 4
+    assert copy.store.count("moving") == 3  # its two turns and Bergen: not Tromso

@@ -129,7 +129,7 @@ class ChromaBackend(VectorBackend):
 
     @property
     def _pending(self) -> PendingDocuments:
-        return pending_documents(self.store.target, self._key)
+        return pending_documents(self.store.target, self._key, self.outbox.where)
 
     @cached_property
     def _space(self) -> Space:
@@ -146,8 +146,9 @@ class ChromaBackend(VectorBackend):
         return write_lane(self.store.target, self._key, self.outbox.where)
 
     @property
-    def _drain_key(self) -> tuple[str, str, str]:
-        return ("vector", self.store.target, self._key)
+    def _drain_key(self) -> tuple[str, str, str, str]:
+        # The outbox too: copies of a folder are one store (one target), each with its own queue.
+        return ("vector", self.store.target, self._key, self.outbox.where)
 
     # -- the protocol ---------------------------------------------------------------
 
