@@ -234,3 +234,25 @@ def test_a_copy_of_a_folder_open_in_the_same_process_keeps_its_own_queue(
     monkeypatch.undo()
     assert original.flush() is True and original.store.count("moving") == 4
     assert copy.store.count("moving") == 3  # its two turns and Bergen: not Tromso
+
+
+def test_reshard_reaches_a_folder_and_its_copy(tmp_path: Path) -> None:
+    """Resharding goes by place: a copy has the original's id but collections of its own."""
+    from memories import create_memory
+    from memories.faces.commands import reshard
+
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    _fill(original)
+    promote = "import sys; from memories.integrations.chroma import ChromaStore; "
+    promote += "ChromaStore(path=sys.argv[1]).promote('moving')"
+    done = subprocess.run([sys.executable, "-c", promote, str(original)], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    shutil.copytree(original, copy)
+    leaves = [
+        {"type": "vector", "path": str(folder), "namespace": ["moving"], "memory_key": name,
+         "embeddings": "tests.vector.conftest:WordEmbeddings"}
+        for name, folder in (("original", original), ("copy", copy))
+    ]  # fmt: skip
+    memory = create_memory({"type": "combined", "memories": leaves})
+    would = reshard(memory, dry_run=True)
+    assert [(d.namespace, d.documents) for d in would] == [("moving", 2), ("moving", 2)]
