@@ -22,7 +22,8 @@ import sqlalchemy as sa
 from memories.integrations.chroma import STORE_ID_FILE, ChromaStore
 
 from memories import BackendUnavailableError, ConfigError, VectorMemory
-from memories.stores.vector.outbox import OUTBOX_FILE
+from memories.stores.recall import RecallConfig
+from memories.stores.vector.outbox import OUTBOX_FILE, OutboxRow, SQLOutbox
 from tests.postgres import find_pg_bin, postgres_server
 
 # Fills a store in a process of its own, as a user's earlier session did: turns
@@ -256,3 +257,18 @@ def test_reshard_reaches_a_folder_and_its_copy(tmp_path: Path) -> None:
     memory = create_memory({"type": "combined", "memories": leaves})
     would = reshard(memory, dry_run=True)
     assert [(d.namespace, d.documents) for d in would] == [("moving", 2), ("moving", 2)]
+
+
+def test_refiling_keeps_the_index_the_id_already_has_and_drops_the_former_copy(
+    tmp_path: Path,
+) -> None:
+    outbox = SQLOutbox(f"sqlite:///{tmp_path / OUTBOX_FILE}")
+    config = RecallConfig()
+    outbox.recall.space("former", "ns", config, stored=list)
+    outbox.put("former", "ns", [OutboxRow("a", "old words", {"session": "s"}, False)])
+    outbox.recall.space("now", "ns", config, stored=list)  # the id used before re-filing
+    outbox.adopt("former", "now")
+    outbox.adopt("former", "now")  # once per process: nothing more to do
+    assert [row.doc_id for row in outbox.pending("now", "ns")] == ["a"]
+    assert outbox.recall.namespaces("former") == {} and "ns" in outbox.recall.namespaces("now")
+    assert outbox.pending("former", "ns") == []
