@@ -459,7 +459,9 @@ class ChromaStore:
 
         A persistent store is named by the id kept in its folder
         (:data:`STORE_ID_FILE`, written on first use), not by the folder's path:
-        moved, renamed or mounted elsewhere, it is the same store.
+        moved, renamed or mounted elsewhere, it is the same store. A copy of the
+        folder keeps the id too, so copies tell their rows apart by their
+        outboxes (each folder's own by default).
         """
         if self.mode == "persistent":
             if self._id is None:
