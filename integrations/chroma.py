@@ -102,9 +102,10 @@ import re
 import sqlite3
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -136,6 +137,7 @@ except ImportError as exc:  # pragma: no cover - the chroma extra is installed i
 __all__ = [
     "CHROMA_MODES",
     "SHARDS",
+    "STORE_ID_FILE",
     "ChromaMode",
     "ChromaStore",
     "Demotion",
@@ -165,10 +167,63 @@ _PAGE = 5_000
 _T = TypeVar("_T")
 #: A persistent store's SQLite file, where Chroma keeps its write-ahead log.
 _CHROMA_FILE = "chroma.sqlite3"
+#: The file in a persistent store's folder holding the store's id: what names its rows
+#: in the outbox and the recall index, wherever the folder is mounted or moved.
+STORE_ID_FILE = "memories-store-id"
+_STORE_ID = re.compile(r"[0-9a-f]{32}")
 #: Chroma's log operations that carry a document (add, update, upsert; 3 is a delete).
 _LOGGED_WRITES = (0, 1, 2)
 #: How long a scrub of the log waits for Chroma's own writers (seconds).
 _LOG_TIMEOUT = 30.0
+
+
+def _store_id(folder: Path) -> str:
+    """The id in a persistent store's folder, written there first if it has none.
+
+    Written once: a new id goes to a file of its own, fsynced, then is linked
+    to :data:`STORE_ID_FILE`, which fails if another process linked its id
+    first (that one stands), so the file is never seen half-written.
+    """
+    file = folder / STORE_ID_FILE
+    if not file.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        made = folder / f".{STORE_ID_FILE}-{uuid.uuid4().hex}"
+        with open(made, "x", encoding="ascii") as out:
+            out.write(uuid.uuid4().hex + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.link(made, file)
+        except FileExistsError:
+            pass
+        except OSError:  # no hard links here (FAT, some network shares): made in place
+            with suppress(FileExistsError), open(file, "x", encoding="ascii") as out:
+                out.write(made.read_text(encoding="ascii"))
+                out.flush()
+                os.fsync(out.fileno())
+        finally:
+            made.unlink(missing_ok=True)
+        _sync_folder(folder)  # rows are filed under the id next: it must outlive a power cut
+    found = file.read_text(encoding="ascii", errors="replace").strip()
+    if not _STORE_ID.fullmatch(found):
+        raise ConfigError(
+            f"{str(file)!r} holds {found[:40]!r}, not a store id (32 hex digits). It names "
+            "this store's queued writes and recall index: restore it from a backup of the "
+            "folder rather than editing it."
+        )
+    return found
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the folder's entries durable (POSIX; Windows cannot open a folder, nor needs to)."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def _embeddings(result: Mapping[str, Any]) -> list[list[float] | None]:
@@ -378,6 +433,7 @@ class ChromaStore:
         self.promote_at = promote_at
         self._embedding_function = LangChainEmbeddingFunction(embeddings)
         self._client: Any = None
+        self._id: str | None = None
         self._lock = threading.Lock()
         # Bounded: a process serving many users keeps no per-user state forever.
         self._placements: OrderedDict[str, _Placement] = OrderedDict()
@@ -399,9 +455,38 @@ class ChromaStore:
 
     @property
     def target(self) -> str:
-        """A string naming this store and collection prefix; equal for stores that share data."""
-        where = {"persistent": self.path, "memory": "", "http": f"{self.host}:{self.port}"}
+        """A string naming this store and collection prefix; equal for stores that share data.
+
+        A persistent store is named by the id kept in its folder
+        (:data:`STORE_ID_FILE`, written on first use), not by the folder's path:
+        moved, renamed or mounted elsewhere, it is the same store. A copy of the
+        folder keeps the id too, so copies tell their rows apart by their
+        outboxes (each folder's own by default).
+        """
+        if self.mode == "persistent":
+            if self._id is None:
+                with self._lock:
+                    try:
+                        self._id = self._id or _store_id(Path(self.path))
+                    except OSError as exc:
+                        raise BackendUnavailableError(
+                            f"Cannot read or write the store id in the {self.location}: {exc}"
+                        ) from exc
+            return f"persistent:id:{self._id}#{self.collection_prefix}"
+        where = {"memory": "", "http": f"{self.host}:{self.port}"}
         return f"{self.mode}:{where[self.mode]}#{self.collection_prefix}"
+
+    @property
+    def former_target(self) -> str | None:
+        """The :attr:`target` this store had before stores kept an id: its folder's path.
+
+        Rows filed under it by an earlier version are filed under :attr:`target`
+        on first use (:meth:`memories.stores.vector.outbox.SQLOutbox.adopt`).
+        None for stores that are not persistent: their target never changed.
+        """
+        if self.mode != "persistent":
+            return None
+        return f"persistent:{self.path}#{self.collection_prefix}"
 
     def collection_name(self, namespace: str, /) -> str:
         """The namespace's own collection: the prefix and a digest of the namespace key.

@@ -1065,14 +1065,16 @@ def reshard(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Demot
     collections and are skipped.
     """
     done: list[Demotion] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for member in searchable_memories(memory):
         try:
             store = member.store
         except NotImplementedError:  # pgvector: one table, nothing to reshard
             continue
-        if store.target not in seen:
-            seen.add(store.target)
+        # By place, not target: a copy of a folder has the original's id, and its own collections.
+        collections = (store.location, store.collection_prefix)
+        if collections not in seen:
+            seen.add(collections)
             done += store.reshard(dry_run=dry_run)
     return done
 

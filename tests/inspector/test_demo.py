@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shlex
+import shutil
+from pathlib import Path
 
 import yaml
 
@@ -57,3 +59,14 @@ def test_the_config_names_no_model_and_one_key_per_memory(demo: Demo) -> None:
     assert len(set(keys)) == len(keys) == len(DEMO_MEMORIES)
     manual = {leaf["type"] for leaf in leaves if leaf.get("policy") == "manual"}
     assert manual == {"profile", "instructions"}
+
+
+def test_the_demo_folder_copied_elsewhere_opens_with_every_namespace(
+    demo: Demo, tmp_path: Path
+) -> None:
+    """Its stores are named by ids in their folders, not by where the folders are."""
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(demo.config.parent, moved)
+    here = Inspector(demo.config).namespaces()["namespaces"]
+    there = Inspector(moved / demo.config.name).namespaces()["namespaces"]
+    assert there == here and {row["namespace"] for row in there} >= {"demo.vector", "demo.examples"}

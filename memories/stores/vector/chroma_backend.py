@@ -120,13 +120,16 @@ class ChromaBackend(VectorBackend):
     def __post_init__(self) -> None:
         self.location = self.store.location
         self._key = namespace_key(self.namespace)
+        former = self.store.former_target
+        if former is not None:  # rows an earlier version filed under the folder's path
+            self.outbox.adopt(former, self.store.target)
         self._writer = BackgroundWork(
             self._drain_key, self._write_queued, scheduler=background_writer()
         )
 
     @property
     def _pending(self) -> PendingDocuments:
-        return pending_documents(self.store.target, self._key)
+        return pending_documents(self.store.target, self._key, self.outbox.where)
 
     @cached_property
     def _space(self) -> Space:
@@ -143,8 +146,9 @@ class ChromaBackend(VectorBackend):
         return write_lane(self.store.target, self._key, self.outbox.where)
 
     @property
-    def _drain_key(self) -> tuple[str, str, str]:
-        return ("vector", self.store.target, self._key)
+    def _drain_key(self) -> tuple[str, str, str, str]:
+        # The outbox too: copies of a folder are one store (one target), each with its own queue.
+        return ("vector", self.store.target, self._key, self.outbox.where)
 
     # -- the protocol ---------------------------------------------------------------
 

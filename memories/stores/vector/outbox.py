@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -50,6 +51,8 @@ __all__ = [
     "numbered",
     "outbox_for",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: The outbox file's name inside a persistent store's folder (or the working directory).
 OUTBOX_FILE = "memories-outbox.db"
@@ -187,6 +190,33 @@ class SQLOutbox:
         self._database = Database(url, _metadata)
         self.recall = RecallIndex(self._database)
         """The recall index of the store's documents, in the same database."""
+        self._adopted: set[tuple[str, str]] = set()
+        self._adopting = threading.Lock()
+
+    def adopt(self, former: str, target: str) -> None:
+        """File the rows kept under a store's former target under its target now.
+
+        A persistent store was named by its folder's path before it kept an id
+        in the folder (:attr:`ChromaStore.target`): its queued rows, dead
+        letters and recall index move to the new name in one transaction, the
+        first time a process uses the store. Only rows under ``former`` move,
+        so stores sharing this database keep theirs; a crash before the commit
+        leaves them to the next process, and once moved there is nothing to move.
+        """
+        with self._adopting:
+            if (former, target) in self._adopted:
+                return
+            with self._writing("file the store's rows under its id") as connection:
+                moved = sum(
+                    connection.execute(
+                        sa.update(table).where(table.c.target == former).values(target=target)
+                    ).rowcount
+                    for table in (_outbox, _dead)
+                )
+                moved += self.recall.adopt(connection, former, target)
+            if moved:
+                logger.info("Filed %d rows of %s under %s (once).", moved, former, target)
+            self._adopted.add((former, target))
 
     def put(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> list[OutboxRow]:
         """Queue rows and index them, durably, in one transaction; return them as queued.

@@ -169,17 +169,20 @@ class PendingDocuments:
         return [ScoredId(doc_id, score) for doc_id, score in ranked[:n]]
 
 
-_pending: OrderedDict[tuple[str, str], PendingDocuments] = OrderedDict()
+_pending: OrderedDict[tuple[str, str, str], PendingDocuments] = OrderedDict()
 _pending_lock = threading.Lock()
 
 
-def pending_documents(target: str, namespace: str) -> PendingDocuments:
-    """The process's pending documents of a namespace of a store.
+def pending_documents(target: str, namespace: str, outbox: str) -> PendingDocuments:
+    """The process's pending documents of a namespace of a store, queued in ``outbox``.
+
+    The outbox is part of the key: copies of a store's folder have one
+    :attr:`~memories.integrations.chroma.ChromaStore.target`, and each its own queue.
 
     Entries of namespaces with nothing pending are dropped past
     :data:`_KEPT_EMPTY`, least recently used first; one with documents is never dropped.
     """
-    key = (target, namespace)
+    key = (target, namespace, outbox)
     with _pending_lock:
         found = _pending.get(key)
         if found is None:

@@ -447,6 +447,31 @@ class RecallIndex:
                 .values(documents=0, total_length=0)
             )
 
+    def adopt(self, connection: sa.Connection, former: str, target: str) -> int:
+        """File the spaces under ``former`` under ``target``; return how many moved.
+
+        A space ``target`` already has for the same namespace and analysis is
+        the one in use: the former's copy of it is dropped instead.
+        """
+        mine = _spaces.alias("mine")
+        clash = sa.exists().where(
+            mine.c.target == target,
+            mine.c.namespace == _spaces.c.namespace,
+            mine.c.analysis == _spaces.c.analysis,
+        )
+        stale = list(
+            connection.execute(
+                sa.select(_spaces.c.id).where(_spaces.c.target == former, clash)
+            ).scalars()
+        )
+        for table in (_postings, _documents, _speakers):
+            connection.execute(sa.delete(table).where(table.c.space.in_(stale)))
+        connection.execute(sa.delete(_spaces).where(_spaces.c.id.in_(stale)))
+        moved = connection.execute(
+            sa.update(_spaces).where(_spaces.c.target == former).values(target=target)
+        )
+        return int(moved.rowcount)
+
     def _insert(self, connection: sa.Connection, space: int, rows: Sequence[_Row]) -> None:
         if not rows:
             return

@@ -106,19 +106,20 @@ class WriteLane:
         return None if error is None else f"{type(error).__name__}: {error}"
 
 
-_lanes: dict[tuple[str, str], WriteLane] = {}
+_lanes: dict[tuple[str, str, str], WriteLane] = {}
 _lanes_lock = threading.Lock()
 
 
 def write_lane(target: str, namespace: str, outbox: str) -> WriteLane:
     """The process's lane for a namespace of a store (see :attr:`ChromaStore.target`).
 
-    ``outbox`` says where its documents wait; the first memory's is kept.
+    ``outbox`` says where its documents wait: copies of a store's folder have
+    one target, and each its own outbox and lane.
     """
     with _lanes_lock:
-        lane = _lanes.get((target, namespace))
+        lane = _lanes.get((target, namespace, outbox))
         if lane is None:
-            lane = _lanes[(target, namespace)] = WriteLane(outbox)
+            lane = _lanes[(target, namespace, outbox)] = WriteLane(outbox)
         return lane
 
 
