@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from langchain_core.messages import AIMessage
 from memories import ProfileMemory
 from memories.kernel.llm import ModelUsage
 from memories.long_term.collection import CollectionMemory
+from memories.stores.spending import SQLSpending
 from memories.testing import ScriptedChatModel
 from tests.inspector.conftest import EMBEDDINGS
 
@@ -140,3 +142,38 @@ def test_a_memory_without_a_sql_database_shows_not_recorded(tmp_path: Path) -> N
     assert inspector.overview()["memories"][0]["model_usage"] is None
     with TestClient(create_app(inspector), base_url="http://127.0.0.1") as client:
         assert "not recorded" in client.get("/").text
+
+
+def test_a_call_that_cannot_be_recorded_is_logged_and_the_work_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refuse(*args: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(SQLSpending, "record_call", refuse)
+    memory = ProfileMemory(
+        schema=SCHEMA,
+        llm=ScriptedChatModel(responses=[_reply(PATCH, 40, 5)], echo=False),
+        update_method="json",
+        url=f"sqlite:///{tmp_path / 'memories.db'}",
+        namespace=("users", "ada"),
+    )
+    memory.save_context({"input": "I'm Ada"}, {"output": "Hi"})
+    assert memory.get() == {"name": "Ada"}
+    assert memory.model_usage().calls == 1
+    assert "Could not record a model call of profile" in caplog.text
+
+
+def test_async_calls_are_recorded_too(tmp_path: Path) -> None:
+    memory = ProfileMemory(
+        schema=SCHEMA,
+        llm=ScriptedChatModel(responses=[_reply(PATCH, 40, 5)], echo=False),
+        update_method="json",
+        url=f"sqlite:///{tmp_path / 'memories.db'}",
+        namespace=("users", "ada"),
+    )
+    asyncio.run(memory.asave_context({"input": "I'm Ada"}, {"output": "Hi"}))
+    store = memory.usage_store
+    assert store is not None
+    recorded = store.usage_totals(memory.usage_namespace())["profile"]["all"]
+    assert (recorded.calls, recorded.input_tokens, recorded.output_tokens) == (1, 40, 5)
