@@ -73,13 +73,23 @@ class ModelMemory(BaseMemory):
             ledger=self._ledger,
             budget=self.budget,
             spending=self._spending,
+            memory=getattr(self, "config_type", type(self).__name__),
         )
 
     @cached_property
     def _spending(self) -> Spending | None:
-        """Where the budget's spending is kept: the memory's SQL database, else this process."""
-        database = self._spending_database() if self.budget is not None else None
+        """Where the budget's spending and the model calls are kept: the memory's SQL database.
+
+        None without one: then the budget is kept in this process, the calls only in its ledger.
+        """
+        database = self._spending_database()
         return None if database is None else SQLSpending(database)
+
+    @property
+    def usage_store(self) -> SQLSpending | None:
+        """Where this memory's model calls are recorded per day (its SQL database), or None."""
+        spending = self._spending
+        return spending if isinstance(spending, SQLSpending) else None
 
     @property
     def _model(self) -> BaseLanguageModel | None:

@@ -556,6 +556,13 @@ class Spending(ABC):
     def spent(self, namespace: str, start: int, /) -> tuple[int, int]:
         """The (calls, tokens) spent in the period from ``start``."""
 
+    def record_call(self, memory: str, namespace: str, usage: ModelUsage, /) -> None:  # noqa: B027
+        """Keep one finished model call of ``memory`` (its type) in ``namespace``.
+
+        A store that outlives the process keeps them (per day); by default
+        nothing is kept beyond the ledger.
+        """
+
 
 class InProcessSpending(Spending):
     """Calls and tokens per namespace in its current period, kept in this process (LRU-bounded)."""

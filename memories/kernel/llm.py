@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -58,6 +59,8 @@ T = TypeVar("T")
 
 LLAMACPP_PREFIX = "llamacpp:"
 
+logger = logging.getLogger(__name__)
+
 
 def check_llm_spec(spec: Any) -> Any:
     """The shape check of an ``llm`` field: None, a LangChain model, or ``"provider:model"``.
@@ -93,7 +96,9 @@ class ModelCaller:
         timeout: seconds to wait for one answer (None: no limit).
         ledger: where the calls are counted (a new one if None).
         budget: the cap on a namespace's calls or tokens per period, or None.
-        spending: where the budget's spending is kept (None: in this process).
+        spending: where the budget's spending is kept (None: in this process);
+            every call is also recorded there (:meth:`Spending.record_call`).
+        memory: the memory type the calls are recorded under.
 
     Raises:
         ConfigError, MissingDependencyError: as :func:`resolve_llm`.
@@ -108,6 +113,7 @@ class ModelCaller:
         ledger: Ledger | None = None,
         budget: Budget | None = None,
         spending: Spending | None = None,
+        memory: str = "memory",
     ) -> None:
         self.model = resolve_llm(spec, **options)
         self.timeout = timeout
@@ -116,7 +122,9 @@ class ModelCaller:
         self.budget = budget
         """The cap on a namespace's calls or tokens per period, or None."""
         self.spending = spending
-        """Where the budget's spending is kept (None: in this process)."""
+        """Where the budget's spending and every call are kept (None: in this process)."""
+        self.memory = memory
+        """The memory type the calls are recorded under."""
         self._span = _span_attributes(self.model)
 
     @property
@@ -177,6 +185,9 @@ class ModelCaller:
         with self._recorded(retry) as call:
             try:
                 yield call
+            except BaseException:
+                call.set(failures=1)  # as the ledger will count it, for the record below
+                raise
             finally:
                 self._spend(reserved, call)
 
@@ -187,6 +198,9 @@ class ModelCaller:
         with self._recorded(retry) as call:
             try:
                 yield call
+            except BaseException:
+                call.set(failures=1)
+                raise
             finally:
                 await self._off_loop(self._spend, reserved, call)
 
@@ -204,10 +218,19 @@ class ModelCaller:
         return namespace, self.budget.reserve(namespace, spending=self.spending)
 
     def _spend(self, reserved: tuple[str, int] | None, call: Call) -> None:
-        """Add a reserved call's tokens to its period (the one place a budget is spent)."""
+        """Add a reserved call's tokens to its period (the one place a budget is spent).
+
+        Then record the call where the spending is kept; a failure to record
+        is logged, never raised (the memory's work goes on).
+        """
         if reserved is not None and self.budget is not None:
             namespace, start = reserved
             self.budget.spend(namespace, call.usage, start=start, spending=self.spending)
+        if self.spending is not None:
+            try:
+                self.spending.record_call(self.memory, current_namespace(), call.usage)
+            except Exception:
+                logger.warning("Could not record a model call of %s", self.memory, exc_info=True)
 
     async def _off_loop(self, work: Callable[..., T], /, *args: Any) -> T:
         """``work(*args)``: on a worker thread when it may wait for the budget's database."""

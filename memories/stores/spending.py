@@ -13,18 +13,27 @@ nothing when it exists): the database runs it atomically, so of two
 processes after the last call allowed, exactly one passes. The call's
 tokens are added when it answers. A namespace keeps only its current
 period's row: the first reservation of a new period deletes the older ones.
+
+Every model call of a memory with a SQL database, budget or not, is also
+added to its day's row of a second table, by one upsert after the call::
+
+    memories_model_usage(memory, namespace, day, calls, failures, input_tokens, output_tokens)
+
+The inspector reads it (:meth:`SQLSpending.usage_totals`, one aggregate query):
+a memory's calls and tokens across its processes, all time and today.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as postgresql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from memories.kernel.accounting import Budget, Spending
+from memories.kernel.accounting import Budget, ModelUsage, Spending
 from memories.stores.sql import Database, ensure_tables
 
 __all__ = ["SQLSpending"]
@@ -45,6 +54,57 @@ _ADD_TOKENS = table.update().where(_KEY).values(tokens=table.c.tokens + sa.bindp
 _OLDER = table.delete().where(
     (table.c.namespace == sa.bindparam("ns")) & (table.c.period_start < sa.bindparam("period"))
 )
+
+
+usage_table = sa.Table(
+    "memories_model_usage",
+    _metadata,
+    sa.Column("memory", sa.Text, primary_key=True),
+    sa.Column("namespace", sa.Text, primary_key=True),
+    sa.Column("day", sa.Text, primary_key=True),
+    sa.Column("calls", sa.BigInteger, nullable=False),
+    sa.Column("failures", sa.BigInteger, nullable=False),
+    sa.Column("input_tokens", sa.BigInteger, nullable=False),
+    sa.Column("output_tokens", sa.BigInteger, nullable=False),
+)
+
+#: The counters of a usage row, added to on each call.
+_COUNTERS = ("calls", "failures", "input_tokens", "output_tokens")
+_USAGE_KEY = (
+    (usage_table.c.memory == sa.bindparam("memory"))
+    & (usage_table.c.namespace == sa.bindparam("ns"))
+    & (usage_table.c.day == sa.bindparam("day"))
+)
+_ADD_USAGE = (
+    usage_table.update()
+    .where(_USAGE_KEY)
+    .values({c: usage_table.c[c] + sa.bindparam(f"add_{c}") for c in _COUNTERS})
+)
+
+
+def _upsert_usage(module: Any) -> Any:
+    insert = module.insert(usage_table).values(
+        memory=sa.bindparam("memory"),
+        namespace=sa.bindparam("ns"),
+        day=sa.bindparam("day"),
+        **{c: sa.bindparam(f"add_{c}") for c in _COUNTERS},
+    )
+    return insert.on_conflict_do_update(
+        index_elements=[usage_table.c.memory, usage_table.c.namespace, usage_table.c.day],
+        set_={c: usage_table.c[c] + insert.excluded[c] for c in _COUNTERS},
+    )
+
+
+#: One statement that adds a call to its day's row, made or not, per dialect that has one.
+_UPSERTS_USAGE = {
+    "sqlite": _upsert_usage(sqlite_dialect),
+    "postgresql": _upsert_usage(postgresql_dialect),
+}
+
+
+def today() -> str:
+    """The day a call is counted in: the UTC date, ``YYYY-MM-DD``."""
+    return time.strftime("%Y-%m-%d", time.gmtime())
 
 
 def _insert_missing(module: Any) -> Any:
@@ -102,6 +162,49 @@ class SQLSpending(Spending):
         with self._transaction() as connection:
             row = connection.execute(_SPENT, {"ns": namespace, "period": start}).first()
         return (0, 0) if row is None else (int(row.calls), int(row.tokens))
+
+    def record_call(self, memory: str, namespace: str, usage: ModelUsage, /) -> None:
+        """Add one finished call to its day's usage row (one upsert; joins a write batch)."""
+        key: dict[str, Any] = {"memory": memory, "ns": namespace, "day": today()}
+        key.update({f"add_{c}": int(getattr(usage, c)) for c in _COUNTERS})
+        with self._transaction() as connection:
+            statement = _UPSERTS_USAGE.get(connection.dialect.name)
+            if statement is not None:
+                connection.execute(statement, key)
+            elif connection.execute(_ADD_USAGE, key).rowcount == 0:
+                values = {c: key[f"add_{c}"] for c in _COUNTERS}
+                connection.execute(
+                    usage_table.insert().values(memory=memory, namespace=namespace, day=key["day"]),
+                    values,
+                )
+
+    def usage_totals(self, namespace: str | None = None) -> dict[str, dict[str, ModelUsage]]:
+        """Per memory type: its calls and tokens ``"all"`` time and ``"today"`` (one query).
+
+        ``namespace``: only that namespace's. Reads only: a database without
+        the table (no call recorded yet) has no rows.
+        """
+        day = today()
+        columns = [sa.func.sum(usage_table.c[c]) for c in _COUNTERS]
+        columns += [
+            sa.func.sum(sa.case((usage_table.c.day == day, usage_table.c[c]), else_=0))
+            for c in _COUNTERS
+        ]
+        query = sa.select(usage_table.c.memory, *columns).group_by(usage_table.c.memory)
+        if namespace is not None:
+            query = query.where(usage_table.c.namespace == namespace)
+        with self.database.transaction() as connection:
+            if not sa.inspect(connection).has_table(usage_table.name):
+                return {}
+            rows = connection.execute(query).all()
+        n = len(_COUNTERS)
+        return {
+            row[0]: {
+                "all": ModelUsage(*(int(v or 0) for v in row[1 : n + 1])),
+                "today": ModelUsage(*(int(v or 0) for v in row[n + 1 :])),
+            }
+            for row in rows
+        }
 
     def _insert_missing(self, connection: sa.Connection, key: dict[str, Any]) -> bool:
         """Make the period's row unless it exists; whether it was made."""

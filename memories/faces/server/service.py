@@ -43,8 +43,10 @@ from memories.core.config import (
 )
 from memories.core.erasure import ErasureReport, erase_user
 from memories.core.members import chat_memories, distinct_histories, read_only
+from memories.core.parts import ModelMemory
 from memories.errors import ConfigError, InvalidInputError
 from memories.faces.exchange import view_memory
+from memories.kernel.accounting import ModelUsage
 from memories.kernel.capabilities import capabilities_of
 from memories.kernel.messages import message_text
 from memories.kernel.namespaces import Namespace, as_namespace, namespace_from_key, namespace_key
@@ -144,6 +146,33 @@ def _kind(memory: Any) -> str:
     return "other"
 
 
+def _recorded_usage(
+    leaf: Any, totals: dict[int, Any], namespace: str | None = None
+) -> dict[str, Any] | None:
+    """A memory's recorded model calls and tokens, ``"all"`` time and ``"today"``.
+
+    None when nothing is recorded (no model, or no SQL database to record in).
+    ``totals`` caches each database's one aggregate query for the next memory.
+    """
+    store = leaf.usage_store if isinstance(leaf, ModelMemory) else None
+    if store is None:
+        return None
+    key = id(store.database.engine)
+    if key not in totals:
+        totals[key] = store.usage_totals(namespace)
+    usage = totals[key].get(getattr(leaf, "config_type", type(leaf).__name__), {})
+    return {
+        when: {
+            "calls": u.calls,
+            "failures": u.failures,
+            "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens,
+        }
+        for when in ("all", "today")
+        for u in [usage.get(when) or ModelUsage()]
+    }
+
+
 class Inspector:
     """The memories a config names, and everything their stores hold, read-only.
 
@@ -221,6 +250,7 @@ class Inspector:
     def overview(self) -> dict[str, Any]:
         """Every memory of the config: its type, store, scope, and what its stores hold."""
         histories = self._histories()
+        totals: dict[int, Any] = {}
         memories = []
         for memory_id, leaf in zip(self.ids, self.leaves, strict=True):
             caps = capabilities_of(leaf)
@@ -232,6 +262,7 @@ class Inspector:
                 "scope": caps.scope,
                 "searchable": caps.searchable,
                 "store": self._store_of(leaf),
+                "model_usage": _recorded_usage(leaf, totals),
             }
             if caps.chat_log:
                 history = leaf.chat_memory
@@ -351,6 +382,7 @@ class Inspector:
                     "documents": self._count(leaf),
                     "status": jsonable(leaf.status()) if caps.deferred else None,
                     "dead_letters": self._letters(leaf),
+                    "model_usage": _recorded_usage(leaf, {}, leaf.usage_namespace()),
                 }
             )
         return {"namespace": ".".join(namespace), "memories": rows}
