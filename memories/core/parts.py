@@ -26,6 +26,7 @@ from memories.kernel.accounting import Budget, BudgetField, Spending, operation
 from memories.kernel.background import BackgroundWork, Debouncer, JobStatus
 from memories.kernel.llm import LLMField, ModelCaller, ModelUsage
 from memories.kernel.tokens import TokenCounter, counter_for, stable_id
+from memories.stores.erasure import StoreShare
 from memories.stores.spending import SQLSpending
 
 __all__ = ["CountsTokens", "DeferredMemory", "ModelMemory"]
@@ -84,6 +85,15 @@ class ModelMemory(BaseMemory):
         """
         database = self._spending_database()
         return None if database is None else SQLSpending(database)
+
+    def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
+        """Also the budget spending and model usage rows naming the namespace, when erasing it."""
+        found = super().erasure_shares(session=session, namespace=namespace)
+        store, named = self.usage_store, self.usage_namespace()
+        if namespace and store is not None and named != "default":
+            where = f"model usage and budget spending in {store.database!r}, namespace {named}"
+            found.append(StoreShare(where, lambda: store.held(named), lambda: store.erase(named)))
+        return found
 
     @property
     def usage_store(self) -> SQLSpending | None:

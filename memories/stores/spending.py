@@ -25,6 +25,7 @@ a memory's calls and tokens across its processes, all time and today.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -167,16 +168,48 @@ class SQLSpending(Spending):
         """Add one finished call to its day's usage row (one upsert; joins a write batch)."""
         key: dict[str, Any] = {"memory": memory, "ns": namespace, "day": today()}
         key.update({f"add_{c}": int(getattr(usage, c)) for c in _COUNTERS})
-        with self._transaction() as connection:
-            statement = _UPSERTS_USAGE.get(connection.dialect.name)
-            if statement is not None:
-                connection.execute(statement, key)
-            elif connection.execute(_ADD_USAGE, key).rowcount == 0:
-                values = {c: key[f"add_{c}"] for c in _COUNTERS}
-                connection.execute(
-                    usage_table.insert().values(memory=memory, namespace=namespace, day=key["day"]),
-                    values,
+        with self._transaction() as outer:
+            # On PostgreSQL a failed statement aborts its whole transaction, which may be a
+            # chat memory's turn: a savepoint keeps a failed count from losing the turn.
+            nested = outer.begin_nested() if outer.dialect.name == "postgresql" else None
+            with nested or contextlib.nullcontext():
+                self._add_usage(outer, key, memory, namespace)
+
+    @staticmethod
+    def _add_usage(
+        connection: sa.Connection, key: dict[str, Any], memory: str, namespace: str
+    ) -> None:
+        statement = _UPSERTS_USAGE.get(connection.dialect.name)
+        if statement is not None:
+            connection.execute(statement, key)
+        elif connection.execute(_ADD_USAGE, key).rowcount == 0:
+            values = {c: key[f"add_{c}"] for c in _COUNTERS}
+            connection.execute(
+                usage_table.insert().values(memory=memory, namespace=namespace, day=key["day"]),
+                values,
+            )
+
+    def held(self, namespace: str, /) -> dict[str, int]:
+        """The rows naming ``namespace``: its budget periods and its days of model usage."""
+        kinds = {"budget spending rows": table, "model usage rows": usage_table}
+        with self.database.transaction() as connection:
+            inspector = sa.inspect(connection)
+            return {
+                kind: int(
+                    connection.execute(
+                        sa.select(sa.func.count()).where(t.c.namespace == namespace)
+                    ).scalar_one()
                 )
+                if inspector.has_table(t.name)
+                else 0
+                for kind, t in kinds.items()
+            }
+
+    def erase(self, namespace: str, /) -> None:
+        """Delete every row naming ``namespace`` (erasing a person: the namespace is theirs)."""
+        with self._transaction() as connection:
+            for t in (table, usage_table):
+                connection.execute(t.delete().where(t.c.namespace == namespace))
 
     def usage_totals(self, namespace: str | None = None) -> dict[str, dict[str, ModelUsage]]:
         """Per memory type: its calls and tokens ``"all"`` time and ``"today"`` (one query).

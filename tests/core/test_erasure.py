@@ -27,6 +27,7 @@ from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace, with_session
 from memories.core.erasure import erasure_shares
 from memories.faces.cli import main
+from memories.kernel.accounting import Budget
 from memories.stores.vector.chroma_backend import ChromaBackend
 from memories.stores.vector.outbox import OutboxRow
 from tests.entities.fakes import RuleModel
@@ -181,7 +182,10 @@ def test_erasing_a_user_removes_them_from_every_store_and_nothing_of_the_other(
             "Chroma documents", "Chroma log rows", "outbox rows", "dead letters",
             "recall index rows", "entity versions", "graph changes"} <= kinds  # fmt: skip
     # Every store holds something of each user (else "untouched" would prove nothing).
-    assert all(sum(counts.values()) > 0 for counts in [*maya.values(), *omar.values()])
+    filled_stores = [  # the model usage rows stay empty: these memories call no model
+        counts for store, counts in [*maya.items(), *omar.items()] if "model usage" not in store
+    ]
+    assert all(sum(counts.values()) > 0 for counts in filled_stores)
     assert rows_holding(tmp_path, _marker("maya")) and rows_holding(tmp_path, _marker("omar"))
 
     preview = erase_user(filled, namespace="users.maya", session="maya-chat", dry_run=True)
@@ -442,3 +446,23 @@ def test_erasing_a_session_erases_its_entities_in_redis_and_no_other_sessions() 
         assert line.removed["entity versions"] >= 2 and line.removed["redis index keys"] == 2
         assert report.complete and erase_user(config, session="maya", dry_run=True).found == 0
         assert erase_user(config, session="ravi", dry_run=True).to_dict()["stores"] == ravi
+
+
+def test_erasing_a_namespace_erases_its_model_usage_and_budget_rows(tmp_path: Path) -> None:
+    # The usage table and the budget's spending name the namespace: the person's id.
+    from memories.kernel.llm import ModelUsage
+
+    config = {"type": "profile", "url": f"sqlite:///{tmp_path / 'p.db'}", "policy": "manual",
+              "namespace": ["users", "{user_id}"]}  # fmt: skip
+    stores = {}
+    for user in ("maya", "omar"):
+        memory = create_memory(with_namespace(config, ("users", user)))
+        stores[user] = memory.usage_store
+        memory.usage_store.record_call("profile", f"users.{user}", ModelUsage(calls=1))
+        memory.usage_store.reserve(f"users.{user}", 0, Budget(calls=5))
+    omar = stores["omar"].held("users.omar")
+    assert stores["maya"].held("users.maya") == {"budget spending rows": 1, "model usage rows": 1}
+    report = erase_user(config, namespace="users.maya")
+    assert report.complete and report.removed >= 2
+    assert stores["maya"].held("users.maya") == {"budget spending rows": 0, "model usage rows": 0}
+    assert stores["omar"].held("users.omar") == omar
