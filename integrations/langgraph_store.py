@@ -41,7 +41,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from langgraph.store.base import (
     BaseStore,
@@ -68,6 +68,7 @@ from memories.stores.vector.scoring import check_min_score
 
 if TYPE_CHECKING:
     from memories.long_term.collection import CollectionMemory, MemoryRecord
+    from memories.long_term.indexed import IndexedMemory
     from memories.long_term.vector import SearchResult, VectorMemory
 
 __all__ = [
@@ -600,7 +601,35 @@ _UPDATED = "store_updated_at"
 _OWN_KEYS = frozenset({_KEY, _VALUE, _CREATED, _UPDATED})
 
 
-class VectorStoreAdapter(MemoryStoreAdapter):
+#: The memory a template adapter serves, one twin per namespace.
+TemplateMemory = TypeVar("TemplateMemory", bound="IndexedMemory")
+
+
+class _TemplateAdapter(MemoryStoreAdapter, Generic[TemplateMemory]):
+    """An adapter over a template memory: its twin per namespace, its sweep, its text field."""
+
+    memory: TemplateMemory
+    text_field: str
+    _memories: dict[Namespace, TemplateMemory]
+
+    def sweep_ttl(self, *, batch: int = 500) -> int:
+        """The memory's own sweep: it deletes what expired whole, in every namespace."""
+        return sum(self.memory.sweep(batch=batch).values())
+
+    def _memory(self, namespace: Namespace) -> TemplateMemory:
+        """The template's twin for ``namespace``, built once (see :func:`_of_namespace`)."""
+        twin: TemplateMemory = _of_namespace(
+            self.memory, namespace, self._memories, omit_expired=self._omit_expired
+        )
+        return twin
+
+    def _text(self, value: Mapping[str, Any]) -> str:
+        """The value's ``text_field``, or the whole value as JSON when it has none."""
+        text = value.get(self.text_field)
+        return text if isinstance(text, str) else json.dumps(value, sort_keys=True, default=str)
+
+
+class VectorStoreAdapter(_TemplateAdapter["VectorMemory"]):
     """A vector memory (``memories.long_term.vector.VectorMemory``) as a LangGraph store.
 
     Each namespace is the vector memory's namespace of the same name (one
@@ -658,21 +687,7 @@ class VectorStoreAdapter(MemoryStoreAdapter):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.memory.store.location})"
 
-    def sweep_ttl(self, *, batch: int = 500) -> int:
-        """The memory's own sweep: it deletes what expired whole, in every namespace."""
-        return sum(self.memory.sweep(batch=batch).values())
-
-    def _memory(self, namespace: Namespace) -> VectorMemory:
-        """The vector memory of one namespace, with the template's settings."""
-        return _of_namespace(
-            self.memory, namespace, self._memories, omit_expired=self._omit_expired
-        )
-
     # -- pure helpers ---------------------------------------------------------------
-
-    def _text(self, value: Mapping[str, Any]) -> str:
-        text = value.get(self.text_field)
-        return text if isinstance(text, str) else json.dumps(value, sort_keys=True, default=str)
 
     @staticmethod
     def _item_of(namespace: Namespace, doc_id: str, text: str, metadata: Mapping[str, Any]) -> Item:
@@ -814,7 +829,7 @@ class VectorStoreAdapter(MemoryStoreAdapter):
         return ranked
 
 
-class CollectionStoreAdapter(MemoryStoreAdapter):
+class CollectionStoreAdapter(_TemplateAdapter["CollectionMemory"]):
     """A collection memory (:class:`~memories.long_term.collection.CollectionMemory`) as a store.
 
     Each namespace is the collection's namespace of the same name; each item
@@ -861,15 +876,6 @@ class CollectionStoreAdapter(MemoryStoreAdapter):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.memory.url!r})"
 
-    def sweep_ttl(self, *, batch: int = 500) -> int:
-        """The memory's own sweep: it deletes what expired whole, in every namespace."""
-        return sum(self.memory.sweep(batch=batch).values())
-
-    def _memory(self, namespace: Namespace) -> CollectionMemory:
-        return _of_namespace(
-            self.memory, namespace, self._memories, omit_expired=self._omit_expired
-        )
-
     def _item(self, namespace: Namespace, record: MemoryRecord) -> Item:
         stored = record.metadata.get(_VALUE)
         if isinstance(stored, str):
@@ -889,10 +895,8 @@ class CollectionStoreAdapter(MemoryStoreAdapter):
         return None if found is None else self._item(namespace, found)
 
     def _put(self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any) -> None:
-        text = value.get(self.text_field)
-        content = text if isinstance(text, str) else json.dumps(value, sort_keys=True, default=str)
         metadata = {_VALUE: json.dumps(dict(value), default=str)}
-        self._memory(namespace).put(content, metadata=metadata, memory_id=key)
+        self._memory(namespace).put(self._text(value), metadata=metadata, memory_id=key)
 
     def _delete(self, namespace: Namespace, key: str) -> None:
         memory = self._memory(namespace)
