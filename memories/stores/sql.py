@@ -14,7 +14,9 @@ import functools
 import logging
 import os
 import re
+import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -528,9 +530,31 @@ def _libpq_version(driver: str) -> int:
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
-    cursor.execute("PRAGMA journal_mode = WAL")
+    _switch_to_wal(cursor)
     cursor.execute("PRAGMA synchronous = NORMAL")
     cursor.close()
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """``PRAGMA journal_mode = WAL``, waiting (up to the busy timeout) for another process.
+
+    Switching a new file to WAL needs a lock that SQLite does not wait for:
+    when two processes open a new file together, the second one's switch
+    fails at once with "database is locked" instead of waiting the busy
+    timeout. It is tried again after short sleeps, for as long as a busy
+    timeout would have waited.
+    """
+    deadline = time.monotonic() + _SQLITE_BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 def _forget_engines_after_fork() -> None:
