@@ -12,6 +12,7 @@ what a document is (a turn, an example) and what the prompt shows.
 from __future__ import annotations
 
 import builtins
+import importlib
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -153,6 +154,22 @@ class IndexedMemory(BaseMemory):
         if name == "metadata":
             return dict(value)
         return super()._config_value(name, value)
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._import_backend()
+        super().model_post_init(context)
+
+    def _import_backend(self) -> None:
+        """Import the client library of the backend in use now, at construction.
+
+        Connecting waits for the first use, but importing Chroma costs about
+        0.4 s once per process (its classes check their overrides as they are
+        defined): paid here, it is not a restarted process's first search, and
+        a missing ``chroma`` extra is a MissingDependencyError at once rather
+        than at the first save or search.
+        """
+        if self.vectors is None:
+            importlib.import_module("memories.integrations.chroma")
 
     # -- what the memory is made of (rebuilt when the configuration changes) --------
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 
 import pytest
 from langchain_core.documents import Document
@@ -251,14 +249,6 @@ def test_config_round_trips_and_is_registered() -> None:
         create_memory({"type": "vector", "recall": {"mode": "nope"}})
     with pytest.raises(ConfigError):
         create_memory({"type": "vector", "mode": "cloud"})
-
-
-def test_importing_memories_does_not_import_chromadb() -> None:
-    code = (
-        "import sys, memories; from memories import VectorMemory; "
-        "VectorMemory(mode='memory'); assert 'chromadb' not in sys.modules, 'chromadb'"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_a_lone_surrogate_is_refused_before_the_outbox(make_vector: MakeVector) -> None:

@@ -82,6 +82,10 @@ class VectorStoreRetrieverMemory(VectorMemory):
             "\n".join(f"{k}: {v}" for k, v in outputs.items()),
         )
 
+    def _import_backend(self) -> None:
+        if self.retriever is None:
+            super()._import_backend()
+
     def _make_backend(self) -> VectorBackend:
         if self.retriever is None:
             return super()._make_backend()
