@@ -143,6 +143,7 @@ __all__ = [
     "Demotion",
     "LangChainEmbeddingFunction",
     "StoredRecord",
+    "import_client_code",
 ]
 
 _CLIENT_CREATION = threading.Lock()
@@ -175,6 +176,18 @@ _STORE_ID = re.compile(r"[0-9a-f]{32}")
 _LOGGED_WRITES = (0, 1, 2)
 #: How long a scrub of the log waits for Chroma's own writers (seconds).
 _LOG_TIMEOUT = 30.0
+
+
+def import_client_code(mode: ChromaMode, /) -> None:
+    """Import the module of Chroma's client for ``mode`` now, before any client is made.
+
+    Chroma imports it when the first client is made, about 0.1 s here (the
+    embedded one, ``chromadb.api.rust``): a memory calls this when it is made,
+    so that a restarted process's first search does not pay it.
+    """
+    api = "chromadb.api.fastapi.FastAPI" if mode == "http" else chromadb.Settings().chroma_api_impl
+    with suppress(ImportError):  # another chromadb may name it otherwise: the client imports it
+        importlib.import_module(api.rpartition(".")[0])
 
 
 def _store_id(folder: Path) -> str:

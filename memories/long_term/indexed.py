@@ -12,7 +12,6 @@ what a document is (a turn, an example) and what the prompt shows.
 from __future__ import annotations
 
 import builtins
-import importlib
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -162,14 +161,16 @@ class IndexedMemory(BaseMemory):
     def _import_backend(self) -> None:
         """Import the client library of the backend in use now, at construction.
 
-        Connecting waits for the first use, but importing Chroma costs about
-        0.4 s once per process (its classes check their overrides as they are
-        defined): paid here, it is not a restarted process's first search, and
-        a missing ``chroma`` extra is a MissingDependencyError at once rather
-        than at the first save or search.
+        Connecting waits for the first use, but importing Chroma and its
+        client costs about 0.5 s once per process (its classes check their
+        overrides as they are defined): paid here, it is not a restarted
+        process's first search, and a missing ``chroma`` extra is a
+        MissingDependencyError at once rather than at the first save or search.
         """
         if self.vectors is None:
-            importlib.import_module("memories.integrations.chroma")
+            from memories.integrations.chroma import import_client_code
+
+            import_client_code(self.mode)
 
     # -- what the memory is made of (rebuilt when the configuration changes) --------
 

@@ -48,9 +48,11 @@ def test_importing_memories_does_not_import_chroma_making_a_chroma_memory_does()
     probe = (
         "import sys, memories\nfrom memories import VectorMemory\n"
         "before = 'chromadb' in sys.modules\nVectorMemory(mode='memory')\n"
-        "print(before, 'chromadb' in sys.modules)"
+        "embedded = 'chromadb.api.rust' in sys.modules\nVectorMemory(mode='http')\n"
+        "print(before, embedded, 'chromadb.api.fastapi' in sys.modules)"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
     )
-    assert done.stdout.split() == ["False", "True"]
+    # Chroma, and the module of each mode's client, before any client is made.
+    assert done.stdout.split() == ["False", "True", "True"]
