@@ -43,8 +43,8 @@ turn's text embedding is close to that sum; what is measured is the index's
 size and shape, not the model). The timed turns pay for real embeddings.
 All runs then share one store, and the scale figures are printed: save and
 recall apart, resident memory, the store's size on disk, the lexical index's
-bytes per turn, and the first search after a restart (the index rebuilt
-from Chroma).
+bytes per turn, and the first search of a new memory on the store (in this
+process; ``benchmarks/scale_out.py`` times a restarted process's).
 """
 
 from __future__ import annotations
@@ -391,7 +391,8 @@ def print_scale(runs: Sequence[Run], scale: dict[str, float], stored: int) -> No
     print(f"| store on disk (Chroma folder and outbox) | {scale['disk_mb']:.0f} MB |")
     print(f"| recall index per turn (SQL file) | {scale['lexical_bytes_per_turn']:.0f} bytes |")
     print(
-        f"| first search after a restart (index rebuilt from Chroma) | "
+        f"| first search of a new memory on the store (nothing of the namespace known; a "
+        f"process restart: benchmarks/scale_out.py) | "
         f"{scale['first_search_s']:.1f} s (RSS then {scale['rss_after_restart_mb']:.0f} MB) |"
     )
 
