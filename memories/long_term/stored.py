@@ -57,6 +57,8 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     return_messages: bool = False
 
     _store: ProfileStore = PrivateAttr()
+    #: Documents of one type in one store are told apart by their key.
+    data_name_field: ClassVar[str] = "key"
     #: The store class the documents live in (a subclass may add reads of its own).
     store_class: ClassVar[type[ProfileStore]] = ProfileStore
 

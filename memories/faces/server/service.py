@@ -160,7 +160,7 @@ def _recorded_usage(
     key = id(store.database.engine)
     if key not in totals:
         totals[key] = store.usage_totals(namespace)
-    usage = totals[key].get(getattr(leaf, "config_type", type(leaf).__name__), {})
+    usage = totals[key].get(leaf.usage_name(), {})
     return {
         when: {
             "calls": u.calls,
