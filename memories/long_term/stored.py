@@ -228,6 +228,22 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
         ttl = DocumentTTL(self.expiry, self.ttl, self.refresh_on_read, self.clock)
         return self.store_class(self.url, ttl=ttl)
 
+    def expired_items(self, namespace: Namespace | None = None, /) -> list[Expiring]:
+        """This memory's documents that read as cleared now: expired, not swept yet (few).
+
+        Those of ``namespace`` (None: every namespace of the store); none
+        without ``ttl`` (its reads then show every document). Tools that read
+        the store themselves (the inspector) leave these out too.
+        """
+        if self.ttl is None:
+            return []
+        found = self.expiry.expired(now=self.clock(), namespace=namespace)
+        return [item for item in found if item.key == self.key]
+
+    async def aexpired_items(self, namespace: Namespace | None = None, /) -> list[Expiring]:
+        """Async :meth:`expired_items`."""
+        return await to_thread(self.expired_items, namespace)
+
     def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
         """Delete every expired document of the store (every namespace, every version).
 
