@@ -334,12 +334,14 @@ class IndexedMemory(BaseMemory):
         return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
 
     def _expire(self, expired: Sequence[Expiring], now: float) -> None:
-        """Delete expired documents of this namespace from the index, then their expiry rows."""
+        """Delete expired documents of this namespace from the index, with their expiry rows.
+
+        Only those still expired: a document written again since the sweep
+        read its row (same id, a new time to live) is kept.
+        """
         ids = [e.key for e in expired]
-        self.backend.delete(ids, None)
+        self.backend.delete_expired(self.namespace, ids, self.expiry, now=now)
         self.backend.flush()
-        for doc_id in ids:
-            self.expiry.forget(self.namespace, doc_id, expired_at=now)
 
 
 class DocumentMemory(IndexedMemory):

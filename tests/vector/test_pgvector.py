@@ -31,6 +31,7 @@ from memories.kernel.namespaces import namespace_key
 from memories.stores.sql import get_engine
 from memories.stores.vector.pgvector_backend import PgVectorBackend
 from tests.postgres import PostgresServer
+from tests.retention.conftest import Clock, rewritten_while_swept
 from tests.vector.conftest import MakeVector
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
@@ -374,3 +375,20 @@ def test_the_databases_namespaces_are_listed_with_their_counts(
     listed = first.backend.namespaces()  # (the fixture puts a test's namespaces under a prefix)
     assert listed[namespace_key(first.namespace)] == 1
     assert listed[namespace_key(second.namespace)] == 2
+
+
+def test_a_document_written_again_while_the_sweep_runs_is_kept(
+    make_pg_vector: MakeVector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    memory = make_pg_vector(clock=clock)
+    [rewritten, gone] = memory.add(["Ada is in Rome", "Ada is at the dentist"], ttl=10)
+    clock.minutes(11)
+    other = make_pg_vector(clock=clock)
+    rewritten_while_swept(
+        monkeypatch, lambda: other.add(["Ada is in Oslo"], ids=[rewritten], ttl=10)
+    )
+    memory.sweep()
+    monkeypatch.undo()
+    assert [r.text for r in memory.backend.get([rewritten, gone])] == ["Ada is in Oslo"]
+    assert memory.expiry.expires_at(memory.namespace, rewritten) == clock.now + 600
