@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -392,3 +394,21 @@ def test_a_document_written_again_while_the_sweep_runs_is_kept(
     monkeypatch.undo()
     assert [r.text for r in memory.backend.get([rewritten, gone])] == ["Ada is in Oslo"]
     assert memory.expiry.expires_at(memory.namespace, rewritten) == clock.now + 600
+
+
+def test_the_inspector_counts_no_expired_document_of_pgvector(
+    pgvector_server: PostgresServer, tmp_path: Path
+) -> None:
+    from memories.faces.server.service import Inspector
+
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    options = {"vectors": pgvector_server.url, "embeddings": "tests.vector.conftest:WordEmbeddings"}
+    past = VectorMemory(namespace=(prefix, "ada"), clock=lambda: time.time() - 7200, **options)
+    past.add(["Ada is in Rome", "Ada is at the dentist"], ttl=60)  # expired an hour ago
+    [live] = past.add(["Ada plays chess"])
+    config = {"type": "vector", "namespace": [prefix, "{user_id}"], **options}
+    inspector = Inspector(config)
+    listed = {row["namespace"]: row["memories"] for row in inspector.namespaces()["namespaces"]}
+    assert listed[f"{prefix}.ada"] == {"vector": 1}
+    [row] = inspector.namespace(f"{prefix}.ada")["memories"]
+    assert row["documents"] == 1 and past.backend.get([live]) != []

@@ -49,7 +49,13 @@ from memories.faces.exchange import view_memory
 from memories.kernel.accounting import ModelUsage
 from memories.kernel.capabilities import capabilities_of
 from memories.kernel.messages import message_text
-from memories.kernel.namespaces import Namespace, as_namespace, namespace_from_key, namespace_key
+from memories.kernel.namespaces import (
+    Namespace,
+    as_namespace,
+    in_namespace,
+    namespace_from_key,
+    namespace_key,
+)
 from memories.long_term.collection import CollectionMemory
 from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.entity_graph import Entity, EntityMemory, Relation
@@ -859,9 +865,9 @@ def _shown_count(leaf: Any, namespace: Namespace, hidden: set[str], counted: int
         return leaf.ledger.key_page(namespace, MEMORY_PREFIX, limit=0, exclude=hidden)[1]
     if isinstance(leaf, ExpiringDocumentMemory):
         return max(0, (counted or 0) - 1)  # its one document reads as cleared
-    if isinstance(leaf, DocumentMemory):
-        stored = leaf.store.get(namespace_key(namespace), ids=sorted(hidden))
-        return max(0, (counted or 0) - len(stored))
+    if isinstance(leaf, DocumentMemory):  # any backend (pgvector too), in that namespace
+        there = leaf if leaf.namespace == namespace else in_namespace(leaf, namespace)
+        return max(0, (counted or 0) - len(there.backend.get(sorted(hidden))))
     return counted or 0
 
 
