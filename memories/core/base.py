@@ -85,6 +85,9 @@ class BaseMemory(LangChainBaseMemory):
     #: Fields besides the chat history holding a store of one session's data (an
     #: entity store, a graph): a per-session config puts each on its session too.
     session_stores: ClassVar[tuple[str, ...]] = ()
+    #: The field naming this memory's data among memories of its type in one
+    #: database (``key`` for a stored document): see :meth:`usage_name`.
+    data_name_field: ClassVar[str] = "memory_key"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -243,6 +246,21 @@ class BaseMemory(LangChainBaseMemory):
     def usage_namespace(self) -> str:
         """The namespace this memory's calls are counted (and budgeted) under."""
         return "default"
+
+    def usage_name(self) -> str:
+        """The memory its calls are recorded under in its database: its type, and
+        the name of its data when that is not the type's default (``"profile:work"``).
+
+        Two memories of one type sharing a database (two profile keys, two
+        collections) keep apart rows. A memory with the default name keeps the
+        type alone, so rows recorded before names were kept stay its own.
+        """
+        kind = getattr(self, "config_type", type(self).__name__)
+        field = type(self).model_fields.get(self.data_name_field)
+        if field is None:
+            return kind
+        name = getattr(self, self.data_name_field)
+        return kind if name == field.default else f"{kind}:{name}"
 
     def _deferred_reason(self) -> str | None:
         """Why formation waits now (a spent budget), or None."""

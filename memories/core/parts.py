@@ -74,7 +74,7 @@ class ModelMemory(BaseMemory):
             ledger=self._ledger,
             budget=self.budget,
             spending=self._spending,
-            memory=getattr(self, "config_type", type(self).__name__),
+            memory=self.usage_name(),
         )
 
     @cached_property

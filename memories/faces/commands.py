@@ -196,12 +196,13 @@ def chat(
 def usage_report(memory: LangChainBaseMemory) -> list[dict[str, Any]]:
     """What each memory of ``memory`` has cost in this process, as plain data for JSON.
 
-    One entry per memory that holds data: its config type, the namespace it
+    One entry per memory that holds data: its config type (with its data's name
+    when not the default, :meth:`~memories.core.base.BaseMemory.usage_name`), the namespace it
     counts under, and its counters per kind and per namespace (see
     :meth:`~memories.core.base.BaseMemory.usage`).
     """
     return [
-        {"memory": leaf.config_type, "namespace": leaf.usage_namespace(), **leaf.usage().as_dict()}
+        {"memory": leaf.usage_name(), "namespace": leaf.usage_namespace(), **leaf.usage().as_dict()}
         for leaf in leaf_memories(memory)
         if isinstance(leaf, BaseMemory)
     ]

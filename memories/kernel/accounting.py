@@ -557,7 +557,7 @@ class Spending(ABC):
         """The (calls, tokens) spent in the period from ``start``."""
 
     def record_call(self, memory: str, namespace: str, usage: ModelUsage, /) -> None:  # noqa: B027
-        """Keep one finished model call of ``memory`` (its type) in ``namespace``.
+        """Keep one finished model call of ``memory`` (its ``usage_name``) in ``namespace``.
 
         A store that outlives the process keeps them (per day); by default
         nothing is kept beyond the ledger.

@@ -98,7 +98,7 @@ class ModelCaller:
         budget: the cap on a namespace's calls or tokens per period, or None.
         spending: where the budget's spending is kept (None: in this process);
             every call is also recorded there (:meth:`Spending.record_call`).
-        memory: the memory type the calls are recorded under.
+        memory: the memory the calls are recorded under (its ``usage_name``).
 
     Raises:
         ConfigError, MissingDependencyError: as :func:`resolve_llm`.
@@ -124,7 +124,7 @@ class ModelCaller:
         self.spending = spending
         """Where the budget's spending and every call are kept (None: in this process)."""
         self.memory = memory
-        """The memory type the calls are recorded under."""
+        """The memory the calls are recorded under (its ``usage_name``)."""
         self._span = _span_attributes(self.model)
 
     @property

@@ -25,7 +25,7 @@ from pydantic import Field
 from memories.core.base import BaseMemory
 from memories.errors import InvalidInputError
 from memories.kernel.embeddings import resolve_embeddings
-from memories.kernel.namespaces import NamespaceField, in_namespace, namespace_text
+from memories.kernel.namespaces import Namespace, NamespaceField, in_namespace, namespace_text
 from memories.kernel.paths import default_file
 from memories.kernel.steps import Step, Steps, arun, run, step, to_thread
 from memories.stores.erasure import StoreShare
@@ -294,14 +294,26 @@ class IndexedMemory(BaseMemory):
             yield step(self.expiry.set_many, self.namespace, ttls, now=self.clock())
         return (yield write)
 
-    def _expired_ids(self) -> Steps[set[str]]:
-        """The ids of this namespace's documents reads leave out: expired, not swept yet (few).
+    def expired_items(self, namespace: Namespace | None = None, /) -> builtins.list[Expiring]:
+        """The items every read leaves out now: expired, not swept yet (few).
 
-        None with ``hide_expired=False``.
+        Those of ``namespace`` (None: every namespace of the store); none with
+        ``hide_expired=False``. Tools that read the store themselves (the
+        inspector) leave these out too.
         """
         if not self.hide_expired:
-            return set()
-        found = yield step(self.expiry.expired, now=self.clock(), namespace=self.namespace)
+            return []
+        return self.expiry.expired(now=self.clock(), namespace=namespace)
+
+    async def aexpired_items(
+        self, namespace: Namespace | None = None, /
+    ) -> builtins.list[Expiring]:
+        """Async :meth:`expired_items`."""
+        return await to_thread(self.expired_items, namespace)
+
+    def _expired_ids(self) -> Steps[set[str]]:
+        """The ids of this namespace's documents reads leave out (:meth:`expired_items`)."""
+        found = yield step(self.expired_items, self.namespace)
         return {e.key for e in found}
 
     def _touching(self, ids: Sequence[str]) -> Steps[None]:
@@ -340,12 +352,14 @@ class IndexedMemory(BaseMemory):
         return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
 
     def _expire(self, expired: Sequence[Expiring], now: float) -> None:
-        """Delete expired documents of this namespace from the index, then their expiry rows."""
+        """Delete expired documents of this namespace from the index, with their expiry rows.
+
+        Only those still expired: a document written again since the sweep
+        read its row (same id, a new time to live) is kept.
+        """
         ids = [e.key for e in expired]
-        self.backend.delete(ids, None)
+        self.backend.delete_expired(self.namespace, ids, self.expiry, now=now)
         self.backend.flush()
-        for doc_id in ids:
-            self.expiry.forget(self.namespace, doc_id, expired_at=now)
 
 
 class DocumentMemory(IndexedMemory):

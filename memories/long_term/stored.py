@@ -57,6 +57,8 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     return_messages: bool = False
 
     _store: ProfileStore = PrivateAttr()
+    #: Documents of one type in one store are told apart by their key.
+    data_name_field: ClassVar[str] = "key"
     #: The store class the documents live in (a subclass may add reads of its own).
     store_class: ClassVar[type[ProfileStore]] = ProfileStore
 
@@ -225,6 +227,22 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
             return super()._make_store()
         ttl = DocumentTTL(self.expiry, self.ttl, self.refresh_on_read, self.clock)
         return self.store_class(self.url, ttl=ttl)
+
+    def expired_items(self, namespace: Namespace | None = None, /) -> list[Expiring]:
+        """This memory's documents that read as cleared now: expired, not swept yet (few).
+
+        Those of ``namespace`` (None: every namespace of the store); none
+        without ``ttl`` (its reads then show every document). Tools that read
+        the store themselves (the inspector) leave these out too.
+        """
+        if self.ttl is None:
+            return []
+        found = self.expiry.expired(now=self.clock(), namespace=namespace)
+        return [item for item in found if item.key == self.key]
+
+    async def aexpired_items(self, namespace: Namespace | None = None, /) -> list[Expiring]:
+        """Async :meth:`expired_items`."""
+        return await to_thread(self.expired_items, namespace)
 
     def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
         """Delete every expired document of the store (every namespace, every version).

@@ -25,7 +25,8 @@ time by hand.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -210,6 +211,41 @@ class ExpiryLedger:
             return bool(connection.execute(sa.delete(t).where(*where)).rowcount)
 
         return forget
+
+    @contextmanager
+    def sweeping(
+        self,
+        namespace: Namespace,
+        keys: Sequence[str],
+        *,
+        expired_at: float,
+        database: Database | None = None,
+    ) -> Iterator[list[str]]:
+        """Hold the rows of ``keys`` still expired at ``expired_at``; forget them at the end.
+
+        For a store whose deletes cannot join this database's transaction (a
+        vector store): the block deletes the items given to it, and their
+        rows go in the same transaction, which holds them meanwhile (SQLite's
+        write lock, PostgreSQL's row locks). A write of one of them writes its
+        row first (:meth:`set_many`), so it waits for the block and then writes
+        its item again; a row written since the sweep read it (a new time to
+        live) is not held and its item is kept. An error in the block keeps
+        every row (the next sweep tries again).
+
+        ``database``: the store's own, when this table is in it (the block's
+        writes there then join this transaction instead of waiting for it).
+        """
+        self._db.engine  # noqa: B018  (the table, made before the transaction holds the database)
+        db = self._db if database is None else database
+        t = self._table
+        label = _label(namespace)
+        expired = [t.c.namespace == label, t.c.key.in_(list(keys)), t.c.expires_at <= expired_at]
+        with db.batch(write=True), db.transaction(write=True) as connection:
+            query = sa.select(t.c.key).where(*expired).with_for_update()
+            held = list(connection.execute(query).scalars())
+            yield held
+            if held:
+                connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(held)))
 
     def count(self) -> int:
         """How many items have a time to live."""

@@ -19,8 +19,10 @@ added to its day's row of a second table, by one upsert after the call::
 
     memories_model_usage(memory, namespace, day, calls, failures, input_tokens, output_tokens)
 
-The inspector reads it (:meth:`SQLSpending.usage_totals`, one aggregate query):
-a memory's calls and tokens across its processes, all time and today.
+``memory`` is :meth:`~memories.core.base.BaseMemory.usage_name` (the type,
+and its data's name when not the default: ``"profile:work"``). The inspector
+reads it (:meth:`SQLSpending.usage_totals`, one aggregate query): a memory's
+calls and tokens across its processes, all time and today.
 """
 
 from __future__ import annotations
@@ -212,9 +214,9 @@ class SQLSpending(Spending):
                 connection.execute(t.delete().where(t.c.namespace == namespace))
 
     def usage_totals(self, namespace: str | None = None) -> dict[str, dict[str, ModelUsage]]:
-        """Per memory type: its calls and tokens ``"all"`` time and ``"today"`` (one query).
+        """Per memory (its ``usage_name``): calls and tokens ``"all"`` time and ``"today"``.
 
-        ``namespace``: only that namespace's. Reads only: a database without
+        One query. ``namespace``: only that namespace's. Reads only: a database without
         the table (no call recorded yet) has no rows.
         """
         day = today()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,40 @@ def test_async_calls_are_recorded_too(tmp_path: Path) -> None:
     assert store is not None
     recorded = store.usage_totals(memory.usage_namespace())["profile"]["all"]
     assert (recorded.calls, recorded.input_tokens, recorded.output_tokens) == (1, 40, 5)
+
+
+def test_two_profiles_in_one_database_each_show_their_own_calls(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'memories.db'}"
+    namespace = ("users", "ada")
+    scripted = {"profile": (2, _reply(PATCH, 40, 5)), "work": (3, _reply(PATCH, 11, 2))}
+    for key, (turns, reply) in scripted.items():
+        memory = ProfileMemory(
+            schema=SCHEMA,
+            llm=ScriptedChatModel(responses=[reply], echo=False),
+            update_method="json",
+            url=url,
+            namespace=namespace,
+            key=key,
+        )
+        for i in range(turns):
+            memory.save_context({"input": f"turn {i}: I'm Ada"}, {"output": "Hi"})
+    with sqlite3.connect(tmp_path / "memories.db") as db:
+        recorded = dict(db.execute("SELECT memory, calls FROM memories_model_usage").fetchall())
+    # The default key keeps the type alone: rows recorded before keys were kept stay its own.
+    assert recorded == {"profile": 2, "profile:work": 3}
+
+    profile = {"type": "profile", "schema": SCHEMA, "url": url, "policy": "manual"}
+    profile["namespace"] = "users.{user_id}"
+    config = {
+        "type": "combined",
+        "memories": [profile, {**profile, "key": "work", "memory_key": "work"}],
+    }
+    inspector = Inspector(config)
+    expected = {
+        "profile": {"calls": 2, "failures": 0, "input_tokens": 80, "output_tokens": 10},
+        "profile-2": {"calls": 3, "failures": 0, "input_tokens": 33, "output_tokens": 6},
+    }
+    overview = {m["id"]: m["model_usage"]["all"] for m in inspector.overview()["memories"]}
+    assert overview == expected
+    page = {m["id"]: m["model_usage"]["all"] for m in inspector.namespace("users.ada")["memories"]}
+    assert page == expected

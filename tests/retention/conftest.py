@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from memories import CollectionMemory
+from memories.stores.expiry import ExpiryLedger
 from tests.postgres import find_pg_bin, postgres_server
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
@@ -75,3 +76,17 @@ def make(tmp_path: Path, ledger_url: str, clock: Clock) -> Make:
         )
 
     return made
+
+
+def rewritten_while_swept(monkeypatch: pytest.MonkeyPatch, rewrite: Callable[[], None]) -> None:
+    """Make ``rewrite`` run once, right after the sweep has read the expired rows."""
+    real, done = ExpiryLedger.expired, []
+
+    def read_then_written(self: ExpiryLedger, **options: Any) -> Any:
+        found = real(self, **options)
+        if found and not done:
+            done.append(True)  # another writer puts it again after the sweep read the rows
+            rewrite()
+        return found
+
+    monkeypatch.setattr(ExpiryLedger, "expired", read_then_written)

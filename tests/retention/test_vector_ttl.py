@@ -6,8 +6,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memories import ExampleMemory, VectorMemory
-from tests.retention.conftest import Clock
+from tests.retention.conftest import Clock, rewritten_while_swept
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 
@@ -88,3 +90,43 @@ def test_expired_examples_are_not_selected_nor_got(tmp_path: Path) -> None:
     assert [e.id for e in examples.select("2+2", k=2)] == [new]
     assert [e.id for e in examples.get([old, new])] == [new]
     assert examples.sweep() == {"default": 1}
+
+
+def test_a_document_written_again_while_the_sweep_runs_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    memory = vector(tmp_path, clock)
+    [rewritten, gone] = memory.add(["Ada is in Rome", "Ada is at the dentist"], ttl=10)
+    clock.minutes(11)
+    other = vector(tmp_path, clock)
+    rewritten_while_swept(
+        monkeypatch, lambda: other.add(["Ada is in Oslo"], ids=[rewritten], ttl=10)
+    )
+    assert memory.sweep() == {"users/ada": 2}  # read as expired: the rewrite came after
+    monkeypatch.undo()
+
+    assert [r.text for r in memory.backend.get([rewritten, gone])] == ["Ada is in Oslo"]
+    assert [r.id for r in memory.search("Oslo", k=1)] == [rewritten]
+    clock.minutes(11)  # its new time to live is kept: it expires in its turn
+    assert memory.sweep() == {"users/ada": 1} and memory.backend.get([rewritten]) == []
+
+
+def test_an_example_written_again_while_the_sweep_runs_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+
+    def examples() -> ExampleMemory:
+        return ExampleMemory(path=str(tmp_path / "chroma"), embeddings=EMBEDDINGS, clock=clock)
+
+    memory = examples()
+    [rewritten] = memory.add(["2+2 is 4"], ttl=10)
+    clock.minutes(11)
+    rewritten_while_swept(
+        monkeypatch, lambda: examples().add(["2+2 is four"], ids=[rewritten], ttl=10)
+    )
+    memory.sweep()
+    monkeypatch.undo()
+    assert [r.text for r in memory.backend.get([rewritten])] == ["2+2 is four"]
+    assert memory.expiry.expires_at(memory.namespace, rewritten) == clock.now + 600

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +33,7 @@ from memories.kernel.namespaces import namespace_key
 from memories.stores.sql import get_engine
 from memories.stores.vector.pgvector_backend import PgVectorBackend
 from tests.postgres import PostgresServer
+from tests.retention.conftest import Clock, rewritten_while_swept
 from tests.vector.conftest import MakeVector
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
@@ -374,3 +377,38 @@ def test_the_databases_namespaces_are_listed_with_their_counts(
     listed = first.backend.namespaces()  # (the fixture puts a test's namespaces under a prefix)
     assert listed[namespace_key(first.namespace)] == 1
     assert listed[namespace_key(second.namespace)] == 2
+
+
+def test_a_document_written_again_while_the_sweep_runs_is_kept(
+    make_pg_vector: MakeVector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    memory = make_pg_vector(clock=clock)
+    [rewritten, gone] = memory.add(["Ada is in Rome", "Ada is at the dentist"], ttl=10)
+    clock.minutes(11)
+    other = make_pg_vector(clock=clock)
+    rewritten_while_swept(
+        monkeypatch, lambda: other.add(["Ada is in Oslo"], ids=[rewritten], ttl=10)
+    )
+    memory.sweep()
+    monkeypatch.undo()
+    assert [r.text for r in memory.backend.get([rewritten, gone])] == ["Ada is in Oslo"]
+    assert memory.expiry.expires_at(memory.namespace, rewritten) == clock.now + 600
+
+
+def test_the_inspector_counts_no_expired_document_of_pgvector(
+    pgvector_server: PostgresServer, tmp_path: Path
+) -> None:
+    from memories.faces.server.service import Inspector
+
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    options = {"vectors": pgvector_server.url, "embeddings": "tests.vector.conftest:WordEmbeddings"}
+    past = VectorMemory(namespace=(prefix, "ada"), clock=lambda: time.time() - 7200, **options)
+    past.add(["Ada is in Rome", "Ada is at the dentist"], ttl=60)  # expired an hour ago
+    [live] = past.add(["Ada plays chess"])
+    config = {"type": "vector", "namespace": [prefix, "{user_id}"], **options}
+    inspector = Inspector(config)
+    listed = {row["namespace"]: row["memories"] for row in inspector.namespaces()["namespaces"]}
+    assert listed[f"{prefix}.ada"] == {"vector": 1}
+    [row] = inspector.namespace(f"{prefix}.ada")["memories"]
+    assert row["documents"] == 1 and past.backend.get([live]) != []

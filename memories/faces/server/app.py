@@ -32,7 +32,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode, urlsplit
+from urllib.parse import parse_qs, quote, unquote, unquote_to_bytes, urlencode, urlsplit
 
 import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -124,6 +124,55 @@ _TEMPLATES = Environment(
     autoescape=select_autoescape(default=True, default_for_string=True),
     auto_reload=False,
 )
+
+
+def segment(value: Any) -> str:
+    """``value`` as one segment of a path: every ``/``, ``%``, ``?``, space... percent-encoded.
+
+    Ids and namespaces are user text: an id holding ``/`` stays one segment
+    (Jinja's ``urlencode`` leaves ``/`` as it is). The routes see segments as
+    sent (:class:`_Segments`) and decode each parameter once (:func:`_param`).
+    """
+    return quote(str(value), safe="")
+
+
+_TEMPLATES.filters["segment"] = segment
+
+
+class _Segments:
+    """Route on the path's segments as sent: an encoded ``/`` (``%2F``) stays inside its segment.
+
+    An ASGI server decodes the path before routing, so ``/items/a%2Fb`` would
+    reach the router as ``/items/a/b`` and match nothing. This gives the
+    router the path split on the ``/`` actually sent, each segment decoded
+    (UTF-8) and encoded again the one way :func:`segment` does; the routes'
+    parameters are decoded by :func:`_param`.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            raw: bytes | None = scope.get("raw_path")
+            if raw is None:  # a server that does not give it: the decoded path, as it is
+                parts = scope["path"].split("/")
+            else:
+                sent = raw.split(b"?", 1)[0].split(b"/")
+                parts = [unquote_to_bytes(part).decode("utf-8", "replace") for part in sent]
+            scope = {**scope, "path": "/".join(map(segment, parts))}
+        await self.app(scope, receive, send)
+
+
+def _where(request: Request) -> tuple[str, str]:
+    """The namespace and the memory a route names, decoded."""
+    return _param(request, "namespace"), _param(request, "memory")
+
+
+def _param(request: Request, name: str) -> str:
+    """A route's parameter, decoded: the id or namespace its link encoded (:class:`_Segments`)."""
+    return unquote(request.path_params[name])
+
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -401,28 +450,24 @@ def create_app(
         return await call(inspector.namespaces, q=_text(request, "q"), page=page)
 
     async def namespace(request: Request) -> dict[str, Any]:
-        return await call(inspector.namespace, request.path_params["namespace"])
+        return await call(inspector.namespace, _param(request, "namespace"))
 
     async def erasure(request: Request) -> dict[str, Any]:
-        return await call(inspector.erasure, request.path_params["namespace"])
+        return await call(inspector.erasure, _param(request, "namespace"))
 
     async def items(request: Request) -> dict[str, Any]:
         page = _int(request, "page", 1, MAX_PAGE)
-        params = request.path_params
-        return await call(
-            inspector.items, params["namespace"], params["memory"], q=_text(request, "q"), page=page
-        )
+        return await call(inspector.items, *_where(request), q=_text(request, "q"), page=page)
 
     async def item(request: Request) -> dict[str, Any]:
-        params = request.path_params
-        return await call(inspector.item, params["namespace"], params["memory"], params["item"])
+        return await call(inspector.item, *_where(request), _param(request, "item"))
 
     async def sessions(request: Request) -> dict[str, Any]:
         page = _int(request, "page", 1, MAX_PAGE)
         return await call(inspector.sessions, q=_text(request, "q"), page=page)
 
     async def session(request: Request) -> dict[str, Any]:
-        return await call(inspector.session, request.path_params["session"])
+        return await call(inspector.session, _param(request, "session"))
 
     async def search(request: Request) -> dict[str, Any]:
         where = _text(request, "namespace")
@@ -444,58 +489,55 @@ def create_app(
     add("/search", "search.html", search)
 
     def memory_page(request: Request, done: dict[str, Any]) -> str:
-        params = request.path_params
-        return f"/namespaces/{quote(params['namespace'])}/memories/{quote(params['memory'])}"
+        namespace, memory = _where(request)
+        return f"/namespaces/{segment(namespace)}/memories/{segment(memory)}"
 
     def item_page(request: Request, done: dict[str, Any]) -> str:
-        return memory_page(request, done) + f"/items/{quote(request.path_params['item'])}"
+        return memory_page(request, done) + f"/items/{segment(_param(request, 'item'))}"
 
     def after_delete(request: Request, done: dict[str, Any]) -> str:
         # a collection memory keeps its versions (its page offers a rollback); a document is gone
         return item_page(request, done) if "version" in done else memory_page(request, done)
 
     def namespace_page(request: Request, done: dict[str, Any]) -> str:
-        return f"/namespaces/{quote(request.path_params['namespace'])}"
-
-    def where(request: Request) -> tuple[str, str]:
-        return request.path_params["namespace"], request.path_params["memory"]
+        return f"/namespaces/{segment(_param(request, 'namespace'))}"
 
     async def edit_item(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
         return await call(
             inspector.edit,
-            *where(request),
+            *_where(request),
             fields.get("content"),
-            item_id=request.path_params["item"],
+            item_id=_param(request, "item"),
             expected_version=fields.get("expected_version"),
         )
 
     async def edit_memory(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
         value = fields["document"] if "document" in fields else fields.get("prompts")
         return await call(
-            inspector.edit, *where(request), value, expected_version=fields.get("expected_version")
+            inspector.edit, *_where(request), value, expected_version=fields.get("expected_version")
         )
 
     async def delete_item(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
         return await call(
             inspector.delete,
-            *where(request),
-            request.path_params["item"],
+            *_where(request),
+            _param(request, "item"),
             expected_version=fields.get("expected_version"),
         )
 
     async def rollback_item(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
         return await call(
             inspector.rollback,
-            *where(request),
+            *_where(request),
             fields.get("version"),
-            item_id=request.path_params["item"],
+            item_id=_param(request, "item"),
             expected_version=fields.get("expected_version"),
         )
 
     async def rollback_memory(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
         return await call(
             inspector.rollback,
-            *where(request),
+            *_where(request),
             fields.get("version"),
             expected_version=fields.get("expected_version"),
         )
@@ -504,10 +546,10 @@ def create_app(
         ids = fields.get("ids")
         if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
             raise InvalidInputError(f"ids must be a list of dead letters' ids, got {ids!r:.80}.")
-        return await call(inspector.retry, *where(request), ids or None)
+        return await call(inspector.retry, *_where(request), ids or None)
 
     async def erase(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
-        return await call(inspector.erase, request.path_params["namespace"], fields.get("confirm"))
+        return await call(inspector.erase, _param(request, "namespace"), fields.get("confirm"))
 
     Back = Callable[[Request, dict[str, Any]], str] | str
     handlers: dict[str, tuple[Act, Back]] = {
@@ -544,6 +586,7 @@ def create_app(
 
     routes.append(Route("/api", index, methods=["GET"]))
     middleware = [
+        Middleware(_Segments),
         Middleware(_Guard, token=token),
         Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts)),
     ]

@@ -49,14 +49,20 @@ from memories.faces.exchange import view_memory
 from memories.kernel.accounting import ModelUsage
 from memories.kernel.capabilities import capabilities_of
 from memories.kernel.messages import message_text
-from memories.kernel.namespaces import Namespace, as_namespace, namespace_from_key, namespace_key
+from memories.kernel.namespaces import (
+    Namespace,
+    as_namespace,
+    in_namespace,
+    namespace_from_key,
+    namespace_key,
+)
 from memories.long_term.collection import CollectionMemory
 from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.entity_graph import Entity, EntityMemory, Relation
-from memories.long_term.indexed import DocumentMemory
+from memories.long_term.indexed import DocumentMemory, IndexedMemory
 from memories.long_term.instructions import InstructionsMemory
 from memories.long_term.profile import ProfileMemory
-from memories.long_term.stored import StoredDocumentMemory
+from memories.long_term.stored import ExpiringDocumentMemory, StoredDocumentMemory
 from memories.stores.entity_graph_store import ENTITY_PREFIX, Graph
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.records import Edit, Entry
@@ -160,7 +166,7 @@ def _recorded_usage(
     key = id(store.database.engine)
     if key not in totals:
         totals[key] = store.usage_totals(namespace)
-    usage = totals[key].get(getattr(leaf, "config_type", type(leaf).__name__), {})
+    usage = totals[key].get(leaf.usage_name(), {})
     return {
         when: {
             "calls": u.calls,
@@ -339,6 +345,10 @@ class Inspector:
                 namespace = namespace_from_key(key)
                 if contains in ".".join(namespace):
                     found[namespace] = count
+        for namespace, hidden in _hidden(leaf).items():
+            counted = found.get(namespace)
+            if counted:
+                found[namespace] = _shown_count(leaf, namespace, hidden, counted)
         return found
 
     def namespaces(self, *, q: str = "", page: int = 1) -> dict[str, Any]:
@@ -388,12 +398,23 @@ class Inspector:
         return {"namespace": ".".join(namespace), "memories": rows}
 
     def _count(self, leaf: Any) -> int:
-        if isinstance(leaf, CollectionMemory):
-            return leaf.ledger.key_page(leaf.namespace, MEMORY_PREFIX, limit=0)[1]
         if isinstance(leaf, EntityMemory):  # every entity stored, merged ones too
             return leaf.ledger.key_page(leaf.namespace, ENTITY_PREFIX, limit=0)[1]
-        if isinstance(leaf, StoredDocumentMemory):
+        if isinstance(leaf, StoredDocumentMemory) and not isinstance(leaf, CollectionMemory):
+            # the store's read shows an expired document as cleared (its ttl)
             return 0 if leaf.ledger.get(leaf.namespace, leaf.key) is None else 1
+        counted = self._store_count(leaf)
+        hidden = _hidden(leaf, leaf.namespace) if counted else {}
+        return (
+            _shown_count(leaf, leaf.namespace, hidden[leaf.namespace], counted)
+            if hidden
+            else counted
+        )
+
+    def _store_count(self, leaf: Any) -> int:
+        """A collection's or a vector memory's documents in its namespace, expired ones too."""
+        if isinstance(leaf, CollectionMemory):
+            return leaf.ledger.key_page(leaf.namespace, MEMORY_PREFIX, limit=0)[1]
         if isinstance(leaf, DocumentMemory):
             return int(leaf.backend.count())
         return 0
@@ -429,9 +450,15 @@ class Inspector:
             "q": q,
         }
         start = (page - 1) * self.page_size
+        hidden = _hidden(leaf, namespace).get(namespace, set())
         if isinstance(leaf, CollectionMemory):
             items, total = leaf.ledger.key_page(
-                namespace, MEMORY_PREFIX, contains=q, limit=self.page_size, offset=start
+                namespace,
+                MEMORY_PREFIX,
+                contains=q,
+                limit=self.page_size,
+                offset=start,
+                exclude=hidden,
             )
             found["items"] = [_collection_item(leaf, item) for item in items]
             found.update(_page(page, self.page_size, total))
@@ -451,7 +478,11 @@ class Inspector:
             ]
         elif isinstance(leaf, DocumentMemory):
             records = leaf.store.get(namespace_key(namespace))
-            chosen = [r for r in records if q.lower() in r.text.lower() or q in r.id]
+            chosen = [
+                r
+                for r in records
+                if r.id not in hidden and (q.lower() in r.text.lower() or q in r.id)
+            ]
             chosen.sort(key=lambda r: -float(r.metadata.get("timestamp", 0.0) or 0.0))
             found["items"] = [
                 {
@@ -472,6 +503,9 @@ class Inspector:
         leaf = self._leaf(memory_id, namespace, None)
         item_id = _checked_text(item_id, "item id")
         base = {"namespace": ".".join(namespace), "memory": memory_id, "kind": _kind(leaf)}
+        hidden = _hidden(leaf, namespace).get(namespace, set())
+        if isinstance(leaf, IndexedMemory) and {item_id, MEMORY_PREFIX + item_id} & hidden:
+            raise NotFound(f"No memory {item_id!r} in {memory_id!r} of {text!r}: it expired.")
         if isinstance(leaf, CollectionMemory):
             try:
                 record = leaf.get(item_id)
@@ -808,6 +842,33 @@ def _templates(options: dict[str, Any]) -> set[str]:
 
     each_memory(dict(options), collect)
     return found
+
+
+def _hidden(leaf: Any, namespace: Namespace | None = None) -> dict[Namespace, set[str]]:
+    """What ``leaf``'s own reads leave out now, per namespace (all, or ``namespace``'s).
+
+    Its expired items, not swept yet (the memory's :meth:`expired_items`: few),
+    by the keys the inspector reads the store with (a collection's ledger keys).
+    """
+    if not isinstance(leaf, IndexedMemory | ExpiringDocumentMemory):
+        return {}
+    prefix = MEMORY_PREFIX if isinstance(leaf, CollectionMemory) else ""
+    found: dict[Namespace, set[str]] = {}
+    for item in leaf.expired_items(namespace):
+        found.setdefault(item.namespace, set()).add(prefix + item.key)
+    return found
+
+
+def _shown_count(leaf: Any, namespace: Namespace, hidden: set[str], counted: int | None) -> int:
+    """A namespace's documents as ``leaf`` reads them: ``counted`` (the store's) less ``hidden``."""
+    if isinstance(leaf, CollectionMemory):
+        return leaf.ledger.key_page(namespace, MEMORY_PREFIX, limit=0, exclude=hidden)[1]
+    if isinstance(leaf, ExpiringDocumentMemory):
+        return max(0, (counted or 0) - 1)  # its one document reads as cleared
+    if isinstance(leaf, DocumentMemory):  # any backend (pgvector too), in that namespace
+        there = leaf if leaf.namespace == namespace else in_namespace(leaf, namespace)
+        return max(0, (counted or 0) - len(there.backend.get(sorted(hidden))))
+    return counted or 0
 
 
 def _ids(leaves: Sequence[Any]) -> list[str]:

@@ -15,7 +15,6 @@ is queued with the turn and retried (:mod:`memories.long_term.entities.updates`)
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
@@ -47,8 +46,6 @@ from memories.stores.graph_store import (
 )
 
 __all__ = ["KG_TRIPLE_DELIMITER", "ConversationKGMemory", "parse_triples"]
-
-logger = logging.getLogger(__name__)
 
 #: What separates triples in the model's reply (LangChain's).
 KG_TRIPLE_DELIMITER = "<|>"
@@ -182,12 +179,8 @@ class ConversationKGMemory(QueuedUpdates):
         try:
             entities = yield from self._entities(input_text_for(self, inputs))
         except LLMError as exc:
-            logger.warning(
-                "%s (session %r): extracting the entities of the input failed (%s); "
-                "showing no knowledge this turn.",
-                type(self).__name__,
-                self.chat_memory.session_id,
-                exc,
+            self._unanswered(
+                "extracting the entities of the input", exc, "showing no knowledge this turn"
             )
             entities = []
         lines = []

@@ -17,7 +17,6 @@ save time. The loop is written once as steps (sync and async).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, ClassVar
@@ -42,8 +41,6 @@ from memories.stores.entity_store import (
 from memories.stores.erasure import StoreShare
 
 __all__ = ["ConversationEntityMemory", "parse_entities"]
-
-logger = logging.getLogger(__name__)
 
 
 def parse_entities(output: str) -> list[str]:
@@ -167,12 +164,10 @@ class ConversationEntityMemory(QueuedUpdates):
                 self.entity_extraction_prompt, history=history, input=text
             )
         except LLMError as exc:
-            logger.warning(
-                "%s (session %r): extracting the entities of the input failed (%s); "
-                "showing no entity this turn, and extracting them again when it is saved.",
-                type(self).__name__,
-                self.chat_memory.session_id,
+            self._unanswered(
+                "extracting the entities of the input",
                 exc,
+                "showing no entity this turn, and extracting them again when it is saved",
             )
             entities, self._unextracted = [], (text, history)
         else:

@@ -8,7 +8,9 @@ in order, each one's model calls unlocked, its writes applied only if the
 job is still first and unchanged (nobody cleared the session or ran it
 meanwhile). A failed call leaves the job queued, logged and counted in
 :meth:`QueuedUpdates.status`, and retried on the next save or by
-:meth:`QueuedUpdates.flush`. Written once as steps, so sync and async share it.
+:meth:`QueuedUpdates.flush`. A call the budget refuses is no failure: the
+job waits, uncounted, and ``status().deferred`` says until when. Written once
+as steps, so sync and async share it.
 
 Implementing a subclass
 -----------------------
@@ -29,7 +31,7 @@ from pydantic import PrivateAttr
 
 from memories.core.base import ChatMemory
 from memories.core.parts import ModelMemory
-from memories.errors import ConfigError, LLMError
+from memories.errors import BudgetExceededError, ConfigError, LLMError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.keys import input_text_for
@@ -160,6 +162,10 @@ class QueuedUpdates(ModelMemory, ChatMemory):
             job = state["jobs"][0]
             try:
                 after, writes = yield from self._advancing(job)
+            except BudgetExceededError as exc:
+                # Not a failure: the job waits for the next period, counting nothing.
+                self._unanswered("the model update of a saved turn", exc, "the turn waits, queued")
+                return len(state["jobs"])
             except LLMError as exc:
                 return (yield from self._failed(job, exc))
             current = yield from self._reading_state()
@@ -188,6 +194,18 @@ class QueuedUpdates(ModelMemory, ChatMemory):
         )
         yield from self._saving_state({**current, "failures": failures, "last_error": str(error)})
         return len(current["jobs"])
+
+    def _unanswered(self, what: str, error: LLMError, then: str) -> None:
+        """Log a model call that gave nothing: failed (a warning), or refused by the budget.
+
+        A refusal is no failure (the work waits for the next period): logged
+        at info, and counted nowhere as failed.
+        """
+        name, session = type(self).__name__, self.chat_memory.session_id
+        if isinstance(error, BudgetExceededError):
+            logger.info("%s (session %r): %s deferred: %s; %s.", name, session, what, error, then)
+        else:
+            logger.warning("%s (session %r): %s failed (%s); %s.", name, session, what, error, then)
 
     def flush(self, *, timeout: float | None = None) -> bool:
         """Retry the queued updates now. True when none is left."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from memories.kernel.steps import blocking_twin
+from memories.stores.expiry import ExpiryLedger
 from memories.stores.vector.outbox import DeadLetter, OutboxRow
 from memories.stores.vector.records import SearchResult
 from memories.stores.vector.writes import VectorStatus
@@ -79,6 +80,21 @@ class VectorBackend(ABC):
         """Delete documents by id, by filter, or both (AND); never all of them at once."""
 
     adelete = blocking_twin(delete)
+
+    def delete_expired(
+        self, namespace: tuple[str, ...], ids: Sequence[str], expiry: ExpiryLedger, *, now: float
+    ) -> list[str]:
+        """Delete those of ``ids`` still expired at ``now`` with their expiry rows; return them.
+
+        A sweep read the expired rows earlier: a document written again since
+        (its new row first) is kept, and one written while this deletes waits
+        for it (:meth:`ExpiryLedger.sweeping`). A backend whose writes go to
+        the expiry rows' database overrides this to delete in that transaction.
+        """
+        with expiry.sweeping(namespace, ids, expired_at=now) as held:
+            if held:
+                self.delete(held, None)
+        return held
 
     @abstractmethod
     def forget_session(self) -> None:

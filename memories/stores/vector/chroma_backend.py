@@ -36,6 +36,7 @@ from memories.kernel.background import BackgroundWork, describe_error
 from memories.kernel.embeddings import embed_documents, query_vector
 from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
+from memories.stores.expiry import ExpiryLedger
 from memories.stores.recall import RecallConfig, ScoredId
 from memories.stores.recall.types import RankParts
 from memories.stores.vector.backend import VectorBackend, VectorQuery
@@ -239,6 +240,26 @@ class ChromaBackend(VectorBackend):
             ids = [record.id for record in matching]
         if ids:
             self._delete(ids)
+
+    def delete_expired(
+        self, namespace: tuple[str, ...], ids: Sequence[str], expiry: ExpiryLedger, *, now: float
+    ) -> list[str]:
+        """:meth:`VectorBackend.delete_expired`, the index rows in the expiry rows' transaction.
+
+        The expiry rows are in the outbox's database: the recall index's rows
+        are deleted in their transaction, on its connection (on another, they
+        would wait for the lock it holds). What is queued is written first,
+        and no drain of the namespace runs meanwhile (as :meth:`erase_namespace`).
+        """
+        self._drain()
+        shared = self.outbox.database if expiry.url == self.outbox.url else None
+        with (
+            self._lane.lock,
+            expiry.sweeping(namespace, ids, expired_at=now, database=shared) as held,
+        ):
+            if held:
+                self._delete(held)
+        return held
 
     def forget_session(self) -> None:
         """Write what is queued, then delete the session's documents."""

@@ -193,6 +193,11 @@ class SQLOutbox:
         self._adopted: set[tuple[str, str]] = set()
         self._adopting = threading.Lock()
 
+    @property
+    def database(self) -> Database:
+        """The database the rows and the recall index are in (expiry times may share it)."""
+        return self._database
+
     def adopt(self, former: str, target: str) -> None:
         """File the rows kept under a store's former target under its target now.
 
