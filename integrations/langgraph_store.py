@@ -61,7 +61,7 @@ from langgraph.store.base import (
 from memories.errors import InvalidInputError, InvalidProfileError
 from memories.kernel.namespaces import in_namespace, namespace_key
 from memories.long_term.profile import ProfileMemory, ProfileSchema, ProfileStore
-from memories.stores.expiry import DOCUMENTS, ITEMS, ExpiryLedger
+from memories.stores.expiry import DOCUMENTS, ITEMS, Expiring, ExpiryLedger
 from memories.stores.history.sql import default_sqlite_url
 from memories.stores.profile_store import ProfileItem
 from memories.stores.vector.scoring import check_min_score
@@ -320,23 +320,28 @@ class MemoryStoreAdapter(BaseStore):
         return kept
 
     def sweep_ttl(self, *, batch: int = 500) -> int:
-        """Delete every expired item from the store, then its expiry row; how many went.
+        """Delete every expired item from the store with its expiry row; how many expired.
 
-        Items go in batches of ``batch``. An item refreshed or put again
-        after the sweep read it is deleted from the store all the same only
-        if it was still expired; its row is kept when it was not.
+        Items go in batches of ``batch``, a namespace at a time, each only
+        while its row is still expired, checked in the transaction that
+        forgets the row (:meth:`_expire`): an item put again or refreshed
+        after the sweep read its row is kept, with its new time to live.
         """
         if not self._timed:
             return 0
-        now, removed = self.clock(), 0
-        while True:
-            chunk = self.ledger.expired(now=now, limit=batch)
-            for item in chunk:
-                self._delete(item.namespace, item.key)
-                self.ledger.forget(item.namespace, item.key, expired_at=now)
-            removed += len(chunk)
-            if len(chunk) < batch:
-                return removed
+        return sum(self.ledger.sweep(self._expire, now=self.clock(), batch=batch).values())
+
+    def _expire(self, namespace: Namespace, expired: list[Expiring], now: float) -> None:
+        """Delete those of ``expired`` still expired at ``now``, with their rows.
+
+        The rows are held while the items go (:meth:`ExpiryLedger.sweeping`):
+        a put of one of them, which writes its row first, waits for them. An
+        adapter whose store is on the ledger's database overrides this, to
+        delete in the transaction that holds the rows.
+        """
+        with self.ledger.sweeping(namespace, [e.key for e in expired], expired_at=now) as held:
+            for key in held:
+                self._delete(namespace, key)
 
     async def asweep_ttl(self, *, batch: int = 500) -> int:
         """Async :meth:`sweep_ttl`."""
@@ -504,6 +509,10 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
     def _expiry_url(self) -> str:
         url = getattr(self.store, "url", None)
         return url if isinstance(url, str) else super()._expiry_url()
+
+    def _expire(self, namespace: Namespace, expired: list[Expiring], now: float) -> None:
+        # On the store's database the profiles go in the transaction that holds the rows.
+        self.store.delete_expired(namespace, [e.key for e in expired], self.ledger, now=now)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.store!r})"

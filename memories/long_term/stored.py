@@ -259,12 +259,10 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
     def _expire(self, namespace: Namespace, expired: list[Expiring], now: float) -> None:
         """Delete expired documents with their history and queue, and their expiry rows.
 
-        Each in one transaction, and only while its row is still expired: a
+        In one transaction, and only while its row is still expired: a
         document written since the sweep read its row is kept.
         """
-        for item in expired:
-            still = self.expiry.forgetting(namespace, item.key, expired_at=now)
-            self._store.delete(namespace, item.key, only_if=still)
+        self._store.delete_expired(namespace, [e.key for e in expired], self.expiry, now=now)
 
     def _background_job(self) -> None:
         super()._background_job()

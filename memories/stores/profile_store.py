@@ -545,6 +545,34 @@ class BaseProfileStore(ABC):
         """Async :meth:`delete`."""
         await self._aone(Delete(as_namespace(namespace), key, only_if))
 
+    def delete_expired(
+        self, namespace: Namespace, keys: Sequence[str], ledger: ExpiryLedger, /, *, now: float
+    ) -> list[str]:
+        """Erase those of ``keys`` whose row in ``ledger`` is still expired at ``now``; return them.
+
+        A sweep read the expired rows earlier: a document written again since
+        (its row first, a new time to live) is kept. The rows are held while
+        the documents go and forgotten in the same transaction
+        (:meth:`ExpiryLedger.sweeping <memories.stores.expiry.ExpiryLedger.sweeping>`),
+        so a write of one of them waits; on the store's own database the
+        erasures join that transaction.
+        """
+        joined = self._joined(ledger)
+        with ledger.sweeping(namespace, keys, expired_at=now, database=joined) as held:
+            for key in held:
+                self.delete(namespace, key)
+        return held
+
+    async def adelete_expired(
+        self, namespace: Namespace, keys: Sequence[str], ledger: ExpiryLedger, /, *, now: float
+    ) -> list[str]:
+        """Async :meth:`delete_expired`."""
+        return await to_thread(self.delete_expired, namespace, keys, ledger, now=now)
+
+    def _joined(self, ledger: ExpiryLedger) -> Database | None:
+        """This store's database when ``ledger``'s table is in it (None: elsewhere, or not SQL)."""
+        return None
+
     def search(
         self, namespace_prefix: Namespace, /, *, limit: int = 10, offset: int = 0
     ) -> list[ProfileItem]:
@@ -998,6 +1026,9 @@ class ProfileStore(BaseProfileStore):
     def database(self) -> Database:
         """The database the documents are kept in."""
         return self._db
+
+    def _joined(self, ledger: ExpiryLedger) -> Database | None:
+        return self._db if ledger.url == self.url else None
 
     def _also(self, namespace: Namespace, keys: Sequence[str], also: Also | None) -> Also | None:
         """A commit's other writes: ``also``, and with a ``ttl`` the documents' expiry rows.

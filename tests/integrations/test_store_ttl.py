@@ -29,6 +29,7 @@ from memories import CollectionMemory, VectorMemory
 from memories.kernel.namespaces import in_namespace
 from memories.long_term.profile import ProfileStore
 from tests.postgres import find_pg_bin, postgres_server
+from tests.retention.conftest import rewritten_while_swept
 
 TTL = 5.0  # minutes
 
@@ -60,12 +61,25 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture(params=["profile-sqlite", "profile-postgresql", "vector-chroma", "collection"])
+@pytest.fixture(
+    params=[
+        "profile-sqlite",
+        "profile-ledger-apart",
+        "profile-postgresql",
+        "vector-chroma",
+        "collection",
+    ]
+)
 def make(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Make:
     kind = request.param
     if kind == "profile-sqlite":
         url = f"sqlite:///{tmp_path / 'profiles.db'}"
         return lambda **ttl: ProfileStoreAdapter(ProfileStore(url), clock=clock, **ttl)
+    if kind == "profile-ledger-apart":  # the expiry times in another database (ttl_url)
+        url, ledger = (f"sqlite:///{tmp_path / name}" for name in ("profiles.db", "ledger.db"))
+        return lambda **ttl: ProfileStoreAdapter(
+            ProfileStore(url), clock=clock, ttl_url=ledger, **ttl
+        )
     if kind == "profile-postgresql":
         database = _fresh_database(request.getfixturevalue("postgres_url"))
         return lambda **ttl: ProfileStoreAdapter(ProfileStore(database), clock=clock, **ttl)
@@ -181,6 +195,28 @@ def test_default_ttl_expires_and_the_sweep_deletes_from_the_store(make: Make, cl
     assert make().get(("test",), "item1") is None  # gone from the store, not only hidden
     assert store.ledger.count() == 0  # no orphan expiry rows
     assert store.sweep_ttl() == 0
+
+
+def test_an_item_put_again_while_the_sweep_runs_is_kept(
+    make: Make, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make(ttl={"default_ttl": TTL})
+    store.put(("users", "ada"), "trip", value("Ada is in Rome"))
+    store.put(("users", "ada"), "visit", value("Ada is at the dentist"))
+    clock.minutes(TTL + 1)
+    other = make(ttl={"default_ttl": TTL})  # another process, after the sweep read the rows
+    rewritten_while_swept(
+        monkeypatch, lambda: other.put(("users", "ada"), "trip", value("Ada is in Oslo"))
+    )
+    assert store.sweep_ttl() == 2  # both read as expired: the put came after
+    monkeypatch.undo()
+
+    assert store.get(("users", "ada"), "trip").value == value("Ada is in Oslo")  # type: ignore[union-attr]
+    assert store.get(("users", "ada"), "visit") is None
+    assert store.ledger.expires_at(("users", "ada"), "trip") == clock.now + TTL * 60
+    clock.minutes(TTL + 1)  # its new time to live holds: it expires in its turn
+    assert store.sweep_ttl() == 1 and store.get(("users", "ada"), "trip") is None
+    assert store.ledger.count() == 0
 
 
 def test_refresh_on_read_keeps_a_read_item_alive(make: Make, clock: Clock) -> None:
