@@ -10,8 +10,9 @@ then :meth:`Inspector.edit`, :meth:`~Inspector.delete`,
 :meth:`~Inspector.rollback` and :meth:`~Inspector.retry` write through the
 memories' own methods (the same checks, one transaction each, a
 compare-and-set on the version the caller read). Chat memories are looked at through read-only views
-(:func:`memories.core.members.read_only`); documents are read from the stores
-directly, so queued writes stay queued and are counted as pending. Two reads
+(:func:`memories.core.members.read_only`); documents are read through each
+memory's backend (Chroma or pgvector) as they are, so queued writes stay
+queued and are counted as pending. Two reads
 touch an index: a search catches the namespace's queued documents up in
 memory, as every search does, and a collection's search re-indexes a memory
 whose index entry is older than its ledger (a derived copy, not the data).
@@ -477,7 +478,7 @@ class Inspector:
                 for i, v in reversed(list(enumerate(leaf.history())))
             ]
         elif isinstance(leaf, DocumentMemory):
-            records = leaf.store.get(namespace_key(namespace))
+            records = leaf.backend.stored()  # any backend; what is queued stays queued
             chosen = [
                 r
                 for r in records
@@ -529,7 +530,7 @@ class Inspector:
                 raise NotFound(f"No change {item_id!r} in the history of {memory_id!r}.")
             return {**base, "id": item_id, "change": _change_row(changes[item_id], whole=True)}
         if isinstance(leaf, DocumentMemory):
-            records = leaf.store.get(namespace_key(namespace), ids=[item_id])
+            records = leaf.backend.get([item_id])  # queued too: read, not written
             if not records:
                 raise NotFound(f"No document {item_id!r} in {memory_id!r} of {text!r}.")
             document = records[0]
@@ -716,7 +717,7 @@ class Inspector:
             return {**done, "item": item_id, "version": leaf.history(item_id)[-1].version}
         if isinstance(leaf, DocumentMemory):
             item_id = _checked_text(item_id, "item id")
-            if not leaf.store.get(namespace_key(namespace), ids=[item_id]):
+            if not leaf.backend.get([item_id]):
                 raise NotFound(f"No document {item_id!r} in {memory_id!r} of {text!r}.")
             leaf.delete([item_id])
             return {**done, "item": item_id}

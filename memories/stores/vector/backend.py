@@ -140,6 +140,16 @@ class VectorBackend(ABC):
 
     adocuments = blocking_twin(documents)
 
+    def stored(self) -> list[SearchResult]:
+        """Every document of the namespace written to the store: what is queued stays queued.
+
+        A read that writes nothing, for tools that must not (the inspector).
+        By default :meth:`documents`, for a backend that never queues.
+        """
+        return self.documents()
+
+    astored = blocking_twin(stored)
+
     def count(self) -> int:
         """How many documents the namespace holds, queued ones included."""
         raise NotImplementedError(f"{type(self).__name__} cannot count its documents.")

@@ -204,6 +204,10 @@ class ChromaBackend(VectorBackend):
     def documents(self) -> list[SearchResult]:
         """Write what is queued, then read every document of the namespace from the store."""
         self.flush()
+        return self.stored()
+
+    def stored(self) -> list[SearchResult]:
+        """Every document of the namespace in the store, read as it is (the queue stays)."""
         records = self.store.get(self._key)
         return [SearchResult(r.text, dict(r.metadata), 0.0, r.id) for r in records]
 
