@@ -294,22 +294,36 @@ class IndexedMemory(BaseMemory):
             yield step(self.expiry.set_many, self.namespace, ttls, now=self.clock())
         return (yield write)
 
-    def expired_items(self, namespace: Namespace | None = None, /) -> builtins.list[Expiring]:
+    def expired_items(
+        self, namespace: Namespace | None = None, /, *, limit: int | None = None, offset: int = 0
+    ) -> builtins.list[Expiring]:
         """The items every read leaves out now: expired, not swept yet (few).
 
-        Those of ``namespace`` (None: every namespace of the store); none with
-        ``hide_expired=False``. Tools that read the store themselves (the
-        inspector) leave these out too.
+        Those of ``namespace`` (None: every namespace of the store), a page of
+        ``limit`` from ``offset`` when given; none with ``hide_expired=False``.
+        Tools that read the store themselves (the inspector) leave these out too.
         """
         if not self.hide_expired:
             return []
-        return self.expiry.expired(now=self.clock(), namespace=namespace)
+        return self.expiry.expired(
+            now=self.clock(), namespace=namespace, limit=limit, offset=offset
+        )
 
     async def aexpired_items(
-        self, namespace: Namespace | None = None, /
+        self, namespace: Namespace | None = None, /, *, limit: int | None = None, offset: int = 0
     ) -> builtins.list[Expiring]:
         """Async :meth:`expired_items`."""
-        return await to_thread(self.expired_items, namespace)
+        return await to_thread(self.expired_items, namespace, limit=limit, offset=offset)
+
+    def expired_counts(self, namespace: Namespace | None = None, /) -> dict[Namespace, int]:
+        """How many of :meth:`expired_items` each namespace holds: one aggregate query."""
+        if not self.hide_expired:
+            return {}
+        return self.expiry.expired_counts(now=self.clock(), namespace=namespace)
+
+    async def aexpired_counts(self, namespace: Namespace | None = None, /) -> dict[Namespace, int]:
+        """Async :meth:`expired_counts`."""
+        return await to_thread(self.expired_counts, namespace)
 
     def _expired_ids(self) -> Steps[set[str]]:
         """The ids of this namespace's documents reads leave out (:meth:`expired_items`)."""

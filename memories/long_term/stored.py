@@ -228,21 +228,38 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
         ttl = DocumentTTL(self.expiry, self.ttl, self.refresh_on_read, self.clock)
         return self.store_class(self.url, ttl=ttl)
 
-    def expired_items(self, namespace: Namespace | None = None, /) -> list[Expiring]:
+    def expired_items(
+        self, namespace: Namespace | None = None, /, *, limit: int | None = None, offset: int = 0
+    ) -> list[Expiring]:
         """This memory's documents that read as cleared now: expired, not swept yet (few).
 
-        Those of ``namespace`` (None: every namespace of the store); none
-        without ``ttl`` (its reads then show every document). Tools that read
-        the store themselves (the inspector) leave these out too.
+        Those of ``namespace`` (None: every namespace of the store), a page of
+        ``limit`` from ``offset`` when given; none without ``ttl`` (its reads
+        then show every document). Tools that read the store themselves (the
+        inspector) leave these out too.
         """
         if self.ttl is None:
             return []
-        found = self.expiry.expired(now=self.clock(), namespace=namespace)
-        return [item for item in found if item.key == self.key]
+        now = self.clock()
+        return self.expiry.expired(
+            now=now, namespace=namespace, key=self.key, limit=limit, offset=offset
+        )
 
-    async def aexpired_items(self, namespace: Namespace | None = None, /) -> list[Expiring]:
+    async def aexpired_items(
+        self, namespace: Namespace | None = None, /, *, limit: int | None = None, offset: int = 0
+    ) -> list[Expiring]:
         """Async :meth:`expired_items`."""
-        return await to_thread(self.expired_items, namespace)
+        return await to_thread(self.expired_items, namespace, limit=limit, offset=offset)
+
+    def expired_counts(self, namespace: Namespace | None = None, /) -> dict[Namespace, int]:
+        """How many of :meth:`expired_items` each namespace holds (0 or 1): one aggregate query."""
+        if self.ttl is None:
+            return {}
+        return self.expiry.expired_counts(now=self.clock(), namespace=namespace, key=self.key)
+
+    async def aexpired_counts(self, namespace: Namespace | None = None, /) -> dict[Namespace, int]:
+        """Async :meth:`expired_counts`."""
+        return await to_thread(self.expired_counts, namespace)
 
     def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
         """Delete every expired document of the store (every namespace, every version).

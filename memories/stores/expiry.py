@@ -144,20 +144,56 @@ class ExpiryLedger:
         return write
 
     def expired(
-        self, *, now: float, limit: int | None = None, namespace: Namespace | None = None
+        self,
+        *,
+        now: float,
+        limit: int | None = None,
+        offset: int = 0,
+        namespace: Namespace | None = None,
+        key: str | None = None,
     ) -> list[Expiring]:
         """The items expired at ``now`` and not swept yet, soonest expired first.
 
-        Only those of ``namespace`` when given.
+        Only those of ``namespace`` and of ``key`` when given; a page of
+        ``limit`` from ``offset`` when given.
         """
         t = self._table
-        query = sa.select(t.c.namespace, t.c.key, t.c.expires_at).where(t.c.expires_at <= now)
-        if namespace is not None:
-            query = query.where(t.c.namespace == _label(namespace))
-        query = query.order_by(t.c.expires_at, t.c.namespace, t.c.key).limit(limit)
+        query = sa.select(t.c.namespace, t.c.key, t.c.expires_at).where(
+            *self._expired_where(now, namespace, key)
+        )
+        query = query.order_by(t.c.expires_at, t.c.namespace, t.c.key).limit(limit).offset(offset)
         with self._db.transaction() as connection:
             rows = connection.execute(query).all()
         return [Expiring(tuple(json.loads(row[0])), row[1], float(row[2])) for row in rows]
+
+    def expired_counts(
+        self, *, now: float, namespace: Namespace | None = None, key: str | None = None
+    ) -> dict[Namespace, int]:
+        """How many items of each namespace are expired at ``now`` and not swept yet.
+
+        One aggregate query: a row per namespace, however many items expired.
+        Only those of ``namespace`` and of ``key`` when given.
+        """
+        t = self._table
+        query = (
+            sa.select(t.c.namespace, sa.func.count())
+            .where(*self._expired_where(now, namespace, key))
+            .group_by(t.c.namespace)
+        )
+        with self._db.transaction() as connection:
+            rows = connection.execute(query).all()
+        return {tuple(json.loads(row[0])): int(row[1]) for row in rows}
+
+    def _expired_where(
+        self, now: float, namespace: Namespace | None, key: str | None
+    ) -> list[sa.ColumnElement[bool]]:
+        t = self._table
+        where = [t.c.expires_at <= now]
+        if namespace is not None:
+            where.append(t.c.namespace == _label(namespace))
+        if key is not None:
+            where.append(t.c.key == key)
+        return where
 
     def expires_at(self, namespace: Namespace, key: str) -> float | None:
         """When an item expires (None: never)."""
@@ -284,5 +320,6 @@ class ExpiryLedger:
     aset_many = blocking_twin(set_many)
     astamping = blocking_twin(stamping)
     aexpired = blocking_twin(expired)
+    aexpired_counts = blocking_twin(expired_counts)
     aexpires_at = blocking_twin(expires_at)
     arefresh = blocking_twin(refresh)

@@ -18,7 +18,9 @@ import pytest
 
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace
+from memories.faces.server import service
 from memories.faces.server.service import Inspector, NotFound
+from memories.stores.expiry import ExpiryLedger
 from tests.inspector.conftest import EMBEDDINGS
 
 pytest.importorskip("httpx")
@@ -117,3 +119,44 @@ def test_the_memory_reads_the_same_as_the_inspector(
     assert {e.key for e in vector.expired_items(vector.namespace)} == {expired["vector"]}
     assert asyncio.run(profile.aexpired_items()) == profile.expired_items()
     assert [e.namespace for e in profile.expired_items()] == [("users", "ada")]
+
+
+def test_the_namespace_listing_reads_expired_items_a_page_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _config(tmp_path)
+    past = {
+        **config,
+        "memories": [{**m, "clock": lambda: time.time() - 7200} for m in config["memories"]],
+    }
+    written: dict[int, list[str]] = {}
+    for timed, n in ((past, 7), (config, 2)):  # 7 expired (more than a page of 3), 2 live
+        profile, instructions, collection, vector = leaves_of(
+            create_memory(with_namespace(timed, ("users", "ada")))
+        )
+        profile.put({"city": "Porto"})
+        instructions.put({"main": "Answer in Portuguese."})
+        for i in range(n):
+            collection.put(f"ada memory {i} of {n}")
+        written[n] = vector.add([f"ada note {i} of {n}" for i in range(n)])
+    # One live and one expired document deleted: the expired one's row stays until the sweep.
+    vector.delete([written[2][0], written[7][0]])
+    inspector = Inspector(config)
+
+    monkeypatch.setattr(service, "_EXPIRED_PAGE", 3)
+    reads: list[tuple[int | None, int]] = []  # (limit, rows fetched) of each read of expired rows
+    real = ExpiryLedger.expired
+
+    def spied(self: ExpiryLedger, **options: Any) -> Any:
+        found = real(self, **options)
+        reads.append((options.get("limit"), len(found)))
+        return found
+
+    monkeypatch.setattr(ExpiryLedger, "expired", spied)
+    counts = {row["namespace"]: row["memories"] for row in inspector.namespaces()["namespaces"]}
+    assert counts["users.ada"] == {"profile": 1, "instructions": 1, "collection": 2, "vector": 1}
+    # Counted in SQL; only the vector memory's 7 expired ids are read, 3 at a time, to
+    # leave out the one deleted (its row outlives it): 6 of 7 expired are still stored.
+    assert reads == [(3, 3), (3, 3), (3, 1)]
+    page = {m["id"]: m["documents"] for m in inspector.namespace("users.ada")["memories"]}
+    assert page == counts["users.ada"]

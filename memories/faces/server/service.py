@@ -78,6 +78,8 @@ MAX_TEXT = 200
 MAX_RESULTS = 50
 #: Memories built per (namespace, session), kept for the next request.
 _CACHED_MEMORIES = 32
+#: Expired ids a namespace listing checks against a vector store per read.
+_EXPIRED_PAGE = 500
 #: The namespace a template config is built on when no namespace is asked for.
 _PROBE = ("inspector-probe",)
 
@@ -346,14 +348,14 @@ class Inspector:
                 namespace = namespace_from_key(key)
                 if contains in ".".join(namespace):
                     found[namespace] = count
-        for namespace, hidden in _hidden(leaf).items():
-            counted = found.get(namespace)
-            if counted:
-                found[namespace] = _shown_count(leaf, namespace, hidden, counted)
         return found
 
     def namespaces(self, *, q: str = "", page: int = 1) -> dict[str, Any]:
-        """The namespaces any memory of the config holds data in, sorted, a page at a time."""
+        """The namespaces any memory of the config holds data in, sorted, a page at a time.
+
+        Each count is the store's less what expired and is not swept yet, for
+        the page's namespaces only (the expired items counted in SQL).
+        """
         q = _checked_text(q, "q")
         merged: dict[Namespace, dict[str, int | None]] = {}
         for memory_id, leaf in self._namespaced():
@@ -361,10 +363,15 @@ class Inspector:
                 merged.setdefault(namespace, {})[memory_id] = count
         names = sorted(merged, key=".".join)
         start = (page - 1) * self.page_size
-        rows = [
-            {"namespace": ".".join(n), "memories": merged[n]}
-            for n in names[start : start + self.page_size]
-        ]
+        shown = names[start : start + self.page_size]
+        for memory_id, leaf in self._namespaced():
+            expired = _expired_counts(leaf)
+            for namespace in shown:
+                counts = merged[namespace]
+                if expired.get(namespace) and counts.get(memory_id):
+                    counted = counts[memory_id]
+                    counts[memory_id] = _shown_count(leaf, namespace, counted, expired[namespace])
+        rows = [{"namespace": ".".join(n), "memories": merged[n]} for n in shown]
         return {"q": q, "namespaces": rows, **_page(page, self.page_size, len(names))}
 
     def _known(self, text: str) -> Namespace:
@@ -405,12 +412,8 @@ class Inspector:
             # the store's read shows an expired document as cleared (its ttl)
             return 0 if leaf.ledger.get(leaf.namespace, leaf.key) is None else 1
         counted = self._store_count(leaf)
-        hidden = _hidden(leaf, leaf.namespace) if counted else {}
-        return (
-            _shown_count(leaf, leaf.namespace, hidden[leaf.namespace], counted)
-            if hidden
-            else counted
-        )
+        expired = _expired_counts(leaf, leaf.namespace).get(leaf.namespace, 0) if counted else 0
+        return _shown_count(leaf, leaf.namespace, counted, expired)
 
     def _store_count(self, leaf: Any) -> int:
         """A collection's or a vector memory's documents in its namespace, expired ones too."""
@@ -860,16 +863,32 @@ def _hidden(leaf: Any, namespace: Namespace | None = None) -> dict[Namespace, se
     return found
 
 
-def _shown_count(leaf: Any, namespace: Namespace, hidden: set[str], counted: int | None) -> int:
-    """A namespace's documents as ``leaf`` reads them: ``counted`` (the store's) less ``hidden``."""
-    if isinstance(leaf, CollectionMemory):
-        return leaf.ledger.key_page(namespace, MEMORY_PREFIX, limit=0, exclude=hidden)[1]
-    if isinstance(leaf, ExpiringDocumentMemory):
-        return max(0, (counted or 0) - 1)  # its one document reads as cleared
+def _expired_counts(leaf: Any, namespace: Namespace | None = None) -> dict[Namespace, int]:
+    """How many items ``leaf``'s own reads leave out now, per namespace (one aggregate query)."""
+    if not isinstance(leaf, IndexedMemory | ExpiringDocumentMemory):
+        return {}
+    return leaf.expired_counts(namespace)
+
+
+def _shown_count(leaf: Any, namespace: Namespace, counted: int | None, expired: int) -> int:
+    """A namespace's documents as ``leaf`` reads them: ``counted`` (the store's) less the expired.
+
+    ``expired``: how many expiry rows of the namespace have expired. A
+    collection's row goes with its memory (one transaction) and a profile's
+    with its one document, so those are subtracted as they are; a vector or
+    example document deleted keeps its row until the sweep, so those still
+    stored are counted, ``_EXPIRED_PAGE`` ids a read.
+    """
+    if not counted or not expired:
+        return counted or 0
     if isinstance(leaf, DocumentMemory):  # any backend (pgvector too), in that namespace
         there = leaf if leaf.namespace == namespace else in_namespace(leaf, namespace)
-        return max(0, (counted or 0) - len(there.backend.get(sorted(hidden))))
-    return counted or 0
+        stored = 0
+        for offset in range(0, expired, _EXPIRED_PAGE):
+            page = leaf.expired_items(namespace, limit=_EXPIRED_PAGE, offset=offset)
+            stored += len(there.backend.get([e.key for e in page]))
+        expired = stored
+    return max(0, counted - expired)
 
 
 def _ids(leaves: Sequence[Any]) -> list[str]:
