@@ -361,34 +361,170 @@ def test_a_dry_run_says_what_would_move_and_writes_nothing(make_store: MakeStore
     assert store.placement("small") == "shard" and store.placement("big") == "own"
 
 
-def test_a_demotion_that_crashed_mid_copy_is_finished_by_a_rerun_without_duplicates(
+def around_demotion_steps(
+    monkeypatch: pytest.MonkeyPatch, store: ChromaStore, step: str, then: Callable[[], None]
+) -> None:
+    """Demotions copy pages of 3 documents; run ``then`` at ``step`` of ``store``'s demotion:
+    ``"marked"`` (before the first page), ``"page"`` (after the first page) or ``"copied"``
+    (every page copied, before the collection is deleted)."""
+    monkeypatch.setattr(chroma, "_PAGE", 3)
+    copy = ChromaStore._copy_out
+    pages = [0]
+
+    def copy_then(self: ChromaStore, *args: Any) -> None:
+        if self is store and step == "marked" and pages[0] == 0:
+            then()
+        copy(self, *args)
+        pages[0] += 1
+        if self is store and step == "page" and pages[0] == 1:
+            then()
+
+    monkeypatch.setattr(ChromaStore, "_copy_out", copy_then)
+    client = store._get_client()
+    delete_collection = client.delete_collection
+
+    def delete_then(name: str) -> None:
+        if step == "copied":
+            then()
+        delete_collection(name)
+
+    monkeypatch.setattr(client, "delete_collection", delete_then)
+
+
+def crash() -> None:
+    raise Crash
+
+
+@pytest.mark.parametrize("step", ["marked", "page", "copied"])
+def test_a_demotion_that_crashed_is_finished_by_a_rerun_losing_and_duplicating_nothing(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    store = make_store()
+    legacy_collection(store, "n", 7)
+    before = snapshot(store, "n")
+    around_demotion_steps(monkeypatch, store, step, crash)
+    with pytest.raises(Crash):
+        store.demote("n")
+    monkeypatch.undo()
+
+    # Marked, maybe half copied: every reader still reads the collection, whole.
+    for reader in (store, make_store()):
+        assert reader.placement("n") == "own" and snapshot(reader, "n") == before
+    write(store, "n", ["new"], seed=7)  # a write meanwhile reaches both
+    store.delete("n", ids=["0"])  # a delete too
+    before = snapshot(store, "n")
+    # Another store leaves a fresh mark to its owner, then takes over a stale one.
+    assert "another process" in make_store().demote("n").kept
+    monkeypatch.setattr(chroma, "_LEAVING_SECONDS", 0.0)
+    assert make_store().demote("n").moved  # the re-run, by another "process"
+
+    assert store.placement("n") == "shard" and snapshot(store, "n") == before
+    assert store.collection_name("n") not in collection_names(store)
+    expected = [chroma._tag("n") + i for i in ["1", "2", "3", "4", "5", "6", "new"]]
+    assert sorted(in_shard(store, "n")) == sorted(expected)  # no duplicate, none lost
+
+
+def test_the_store_that_crashed_mid_demotion_finishes_it_at_once(
     make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = make_store()
     legacy_collection(store, "n", 7)
     before = snapshot(store, "n")
-    monkeypatch.setattr(chroma, "_PAGE", 3)
-    shard = store._shard("n")
-    upsert, calls = shard.upsert, [0]
-
-    def crash_on_second_page(**page: Any) -> None:
-        calls[0] += 1
-        if calls[0] == 2:
-            raise Crash
-        upsert(**page)
-
-    monkeypatch.setattr(shard, "upsert", crash_on_second_page)
+    around_demotion_steps(monkeypatch, store, "page", crash)
     with pytest.raises(Crash):
         store.demote("n")
-    # Half copied: the collection is still there and still what every reader reads.
-    assert len(in_shard(store, "n")) == 3
-    for reader in (store, make_store()):
-        assert reader.placement("n") == "own" and snapshot(reader, "n") == before
-
     monkeypatch.undo()
-    assert make_store().demote("n").moved  # the re-run, by another "process"
+    assert store.demote("n").moved  # its own mark: no wait
     assert store.placement("n") == "shard" and snapshot(store, "n") == before
-    assert sorted(in_shard(store, "n")) == sorted(chroma._tag("n") + str(i) for i in range(7))
+
+
+@pytest.mark.parametrize("step", ["marked", "page", "copied"])
+def test_writes_and_deletes_of_another_store_during_a_demotion_are_kept(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    mover = make_store(promote_at=20)
+    writer = make_store(promote_at=20)
+    legacy_collection(mover, "n", 9)
+    assert writer.placement("n") == "own" and not writer._resolve("n").shard  # cached
+
+    def meanwhile() -> None:
+        write(writer, "n", ["new"], seed=11)
+        writer.upsert("n", ids=["1"], texts=["changed"], embeddings=vectors(1, 12), metadatas=[{}])
+        writer.upsert("n", ids=["7"], texts=["late"], embeddings=vectors(1, 13), metadatas=[{}])
+        writer.delete("n", ids=["0", "5"])  # after the first page: one copied, one not yet
+        writer.delete("n", where={"n": 8})
+
+    around_demotion_steps(monkeypatch, mover, step, meanwhile)
+    assert mover.demote("n").moved
+
+    assert mover.placement("n") == "shard"
+    assert mover.collection_name("n") not in collection_names(mover)
+    records = {r.id: r.text for r in mover.get("n")}
+    assert sorted(records) == ["1", "2", "3", "4", "6", "7", "new"]
+    assert records["1"] == "changed" and records["7"] == "late"
+    assert len(in_shard(mover, "n")) == 7  # no duplicate
+    assert {r.id: r.text for r in writer.get("n")} == records  # its cached collection is gone
+
+
+def test_a_delete_or_a_write_between_reading_a_page_and_copying_it_into_the_shard_is_kept(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mover, other = make_store(), make_store()
+    legacy_collection(mover, "n", 4)
+    assert other.placement("n") == "own"
+    shard_name = mover.shard_name("n")
+    collection = type(mover._shard("n"))
+    add = collection.add
+
+    def add_after_a_delete(self: Any, *args: Any, **kwargs: Any) -> None:
+        if self.name == shard_name and chroma._tag("n") + "2" in kwargs["ids"]:
+            other.delete("n", ids=["2"])  # the page in hand still holds 2 and the old 3
+            other.upsert("n", ids=["3"], texts=["new"], embeddings=vectors(1, 16), metadatas=[{}])
+        add(self, *args, **kwargs)
+
+    monkeypatch.setattr(collection, "add", add_after_a_delete)
+    assert mover.demote("n").moved
+
+    assert mover.placement("n") == "shard"
+    assert sorted(r.id for r in mover.get("n")) == ["0", "1", "3"]
+    assert [r.text for r in mover.get("n", ids=["3"])] == ["new"]
+    assert len(in_shard(mover, "n")) == 3
+
+
+def test_a_write_racing_the_collections_deletion_reaches_the_shard(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mover = make_store()
+    early, late = make_store(), make_store()
+    legacy_collection(mover, "n", 3)
+    for store in (early, late):
+        assert not store._resolve("n").shard  # both cached the collection
+
+    def just_before_the_deletion() -> None:
+        write(early, "n", ["early"], seed=17)  # lands in the collection, then in the shard
+
+    around_demotion_steps(monkeypatch, mover, "copied", just_before_the_deletion)
+    assert mover.demote("n").moved
+    write(late, "n", ["late"], seed=18)  # its collection is gone: it looks again
+    late.delete("n", ids=["0"])
+
+    assert sorted(r.id for r in mover.get("n")) == ["1", "2", "early", "late"]
+    assert len(in_shard(mover, "n")) == 4 and late._resolve("n").shard
+
+
+def test_two_stores_demoting_one_namespace_at_once_leave_one_copy(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = make_store(), make_store()
+    legacy_collection(first, "n", 7)
+    before = snapshot(first, "n")
+    kept: list[chroma.Demotion] = []
+    around_demotion_steps(monkeypatch, first, "page", lambda: kept.append(second.demote("n")))
+
+    assert first.demote("n").moved
+    assert kept and "another process" in kept[0].kept  # the second left it to the first
+    assert second.placement("n") == "shard" and snapshot(second, "n") == before
+    assert len(in_shard(first, "n")) == 7
 
 
 def test_a_legacy_collection_of_another_width_than_its_shard_stays(make_store: MakeStore) -> None:
