@@ -36,8 +36,10 @@ namespaces; a read in a cached shard placement that finds nothing (or fewer
 ids than asked) looks again at once, and a collection gone behind its back
 (``NotFoundError``) is looked up again, so another process's promotion is seen
 at the latest when the cache entry expires, and at once by a read that misses.
-Collections of the layout before shards are simply "own": existing stores work
-unchanged, with no copy, until they are demoted (below).
+Collections of the layout before shards are "own" until they are demoted
+(below): when a store object looks a namespace up and finds a collection of at
+most ``promote_at // 2`` documents, it moves it into the shard then, unless
+made with ``demote_on_open=False``.
 
 Promotion
 ---------
@@ -61,7 +63,7 @@ Demotion
 --------
 
 Demotion (:meth:`ChromaStore.demote`; ``memories reshard`` for a whole
-store) is promotion's mirror, safe while other processes
+store; on first look, above) is promotion's mirror, safe while other processes
 read and write: the own collection is marked as leaving (its metadata: the
 demoting store's token and the time); readers keep reading it, as it is
 complete. A write or delete that lands in an own collection looks at it again
@@ -83,6 +85,11 @@ then stops at its next page, and a document deleted while the other's page
 was in hand, just as the first deleted the collection, may come back; a
 document deleted and written again with ``replace=False`` during one page's
 copy may keep its older text in the shard.
+
+The two thresholds keep a namespace from going back and forth: it leaves its
+shard past ``promote_at`` documents, and is moved back on opening only at
+``promote_at // 2`` or fewer (an explicit :meth:`ChromaStore.demote` moves
+anything up to ``promote_at``).
 
 A write into a shard counts the namespace (a filtered read of at most
 ``promote_at + 1`` ids) once per ``promote_at // 8`` documents it wrote there,
@@ -125,6 +132,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import logging
 import os
 import random
 import re
@@ -162,6 +170,8 @@ except ImportError as exc:  # pragma: no cover - the chroma extra is installed i
     raise MissingDependencyError(
         "Chroma vector memory", "pip install 'chat-memories[chroma]'"
     ) from exc
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "CHROMA_MODES",
@@ -439,6 +449,11 @@ class ChromaStore:
         timeout: seconds an HTTP request may take.
         promote_at: a namespace holding more documents than this in its shard
             is moved into a collection of its own (:meth:`promote`) by a write.
+        demote_on_open: move a namespace's own collection of at most
+            ``promote_at // 2`` documents (a store written before shards) into its
+            shard when this object first looks the namespace up (:meth:`demote`,
+            safe while other processes write). False leaves such collections as
+            they are, for ``memories reshard`` to move.
     """
 
     def __init__(
@@ -453,6 +468,7 @@ class ChromaStore:
         embeddings: Embeddings | None = None,
         timeout: float = 30.0,
         promote_at: int = 2_000,
+        demote_on_open: bool = True,
     ) -> None:
         path = default_file("chroma") if path is None else path
         if mode not in CHROMA_MODES:
@@ -468,6 +484,8 @@ class ChromaStore:
             raise ConfigError(
                 f"promote_at must be a whole number of documents, at least 1; got {promote_at!r}."
             )
+        if not isinstance(demote_on_open, bool):
+            raise ConfigError(f"demote_on_open must be True or False; got {demote_on_open!r}.")
         self.mode = mode
         self.path = str(Path(path).expanduser().resolve()) if mode == "persistent" else path
         self.host = host
@@ -476,6 +494,7 @@ class ChromaStore:
         self.timeout = timeout
         self.collection_prefix = collection
         self.promote_at = promote_at
+        self.demote_on_open = demote_on_open
         self._embedding_function = LangChainEmbeddingFunction(embeddings)
         self._client: Any = None
         self._id: str | None = None
@@ -1054,9 +1073,50 @@ class ChromaStore:
                 self._placements.move_to_end(namespace)
                 return cached
         own, complete = self._own_collection(namespace)
-        if own is not None and complete:
-            return self._remember(namespace, own, shard=False)
-        return self._remember(namespace, self._shard(namespace), shard=True)
+        if own is None or not complete or self._demoted_on_open(namespace, own):
+            return self._remember(namespace, self._shard(namespace), shard=True)
+        return self._remember(namespace, own, shard=False)
+
+    def _demoted_on_open(self, namespace: str, own: Any) -> bool:
+        """Whether a small own collection (a store written before shards) is in the shard now.
+
+        Moved here when it holds at most ``promote_at // 2`` documents: half the
+        promotion threshold, so that a namespace moved out of its shard by a
+        promotion (past ``promote_at``) comes back only after losing over half
+        of its documents, and never goes back and forth. A failure is logged
+        and leaves the namespace in its collection, to be moved at a later look.
+        """
+        if not self.demote_on_open:
+            return False
+        limit = self.promote_at // 2
+        start = time.perf_counter()
+        try:
+            if self._moved_by_another(own) is not None or own.count() > limit:
+                return False
+            with self._promoting:
+                done = self._demote(namespace, limit=limit, dry_run=False)
+        except NotFoundError:
+            return True  # another store moved it meanwhile
+        except (ChromaError, httpx.HTTPError, sqlite3.Error, OSError, ValueError) as exc:
+            logger.warning(
+                "Could not move namespace %r of the %s from its own collection into its shard; "
+                "it stays in its collection until a later look moves it: %s",
+                namespace,
+                self.location,
+                exc,
+            )
+            return False
+        if done.moved:
+            logger.info(
+                "Moved namespace %r of the %s (%d documents) from its own collection into %s "
+                "in %.2f s.",
+                namespace,
+                self.location,
+                done.documents,
+                self.shard_name(namespace),
+                time.perf_counter() - start,
+            )
+        return done.moved or done.kept == _IN_SHARD
 
     def _remember(self, namespace: str, collection: Any, *, shard: bool) -> _Placement:
         place = _Placement(collection, shard, time.monotonic())
@@ -1108,7 +1168,8 @@ class ChromaStore:
         A collection deleted behind our back (another process, a server reset)
         is reopened once. A read that found nothing, or less than asked, in a
         cached shard placement looks again: another process may have promoted
-        the namespace since.
+        the namespace since; in an own collection being demoted, or gone, it
+        reads the shard.
         """
         with self._translate(action):
             place = self._resolve(namespace)
@@ -1118,9 +1179,17 @@ class ChromaStore:
                 with self._lock:
                     self._shards.clear()
                 return run(self._resolve(namespace, fresh=True))
-            if missing is not None and place.shard and missing(result):
+            if missing is None or not missing(result):
+                return result
+            if place.shard:
                 again = self._resolve(namespace, fresh=True)
                 if not again.shard:
+                    result = run(again)
+            elif self._leaving(namespace):
+                # Read while a demotion deleted the collection: Chroma may answer nothing
+                # rather than NotFoundError then.
+                again = self._resolve(namespace, fresh=True)
+                if again.shard:
                     result = run(again)
             return result
 
