@@ -715,3 +715,60 @@ def test_processes_opening_one_old_namespace_on_a_server_at_once_lose_nothing(
     assert sorted(r.id for r in fresh.get("n")) == sorted(["0", "1", "2", "3", *who])
     assert fresh.placement("n") == "shard" and len(in_shard(fresh, "n")) == 8
     assert fresh.collection_name("n") not in collection_names(fresh)
+
+
+def test_a_vector_memory_on_a_store_written_before_shards_finds_the_same_after_the_move(
+    tmp_path: Path,
+) -> None:
+    from memories import VectorMemory
+
+    options: dict[str, Any] = {
+        "path": str(tmp_path / "chroma"),
+        "namespace": "maya",
+        "embeddings": "tests.vector.conftest:WordEmbeddings",
+        "write": "sync",
+    }
+    old = VectorMemory(**options)
+    old.store.demote_on_open = False  # the version before shards
+    for question, answer in [
+        ("My sister lives in Porto.", "Nice."),
+        ("I like jazz and the cello.", "Cool."),
+        ("We moved to Bergen last year.", "Oh."),
+    ]:
+        old.save_context({"input": question}, {"output": answer})
+    [key] = old.store.namespaces()
+    old.store.promote(key)  # a collection of its own, as every namespace had before shards
+    assert old.store.placement(key) == "own"
+    question = "Where does my sister live?"
+    before = [(d.text, d.metadata) for d in old.search(question, k=3)]
+    old.close()
+
+    new = VectorMemory(**options)
+    assert [(d.text, d.metadata) for d in new.search(question, k=3)] == before
+    assert new.store.placement(key) == "shard" and len(in_shard(new.store, key)) == 3
+    assert new.store.collection_name(key) not in collection_names(new.store)
+    new.save_context({"input": "My brother lives in Lyon."}, {"output": "Fine."})
+    assert "Lyon" in new.search("Where does my brother live?", k=1)[0].text
+    new.close()
+
+
+def test_a_move_on_first_look_that_fails_is_logged_and_the_namespace_still_reads(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    legacy_collection(make_store(), "n", 3)
+    before = snapshot(make_store(demote_on_open=False), "n")
+    store = make_store()
+
+    def fail(*args: Any) -> None:
+        raise chroma.ChromaError("the disk is full")
+
+    monkeypatch.setattr(ChromaStore, "_copy_out", fail)
+    with caplog.at_level("WARNING", logger=chroma.__name__):
+        assert snapshot(store, "n") == before  # read from its collection
+    assert "Could not move namespace 'n'" in caplog.text and "the disk is full" in caplog.text
+    write(store, "n", ["new"], seed=41)  # marked: reaches the shard too
+
+    monkeypatch.undo()
+    assert store.placement("n") == "shard"  # a later look moves it (its own mark: no wait)
+    assert sorted(r.id for r in store.get("n")) == ["0", "1", "2", "new"]
+    assert len(in_shard(store, "n")) == 4
