@@ -204,6 +204,8 @@ _INCOMPLETE_KEY = "memories_incomplete"
 _LEAVING_KEY = "memories_leaving"
 _LEAVING_AT_KEY = "memories_leaving_at"
 _LEAVING_SECONDS = 60.0
+# How long a call that failed on a collection being demoted waits for it to be gone.
+_DELETION_SECONDS = 2.0
 #: Why :meth:`ChromaStore.demote` kept a namespace that has no collection of its own.
 _IN_SHARD = "in its shard already"
 # How long a namespace's placement is trusted without a look (seconds), and how many
@@ -755,8 +757,9 @@ class ChromaStore:
                     self._check_size(namespace, len(ids))
                     return
                 if _LEAVING_KEY in (own.metadata or {}):
-                    # Moving into the shard: its readers read the collection until it goes.
-                    with suppress(NotFoundError):
+                    # Moving into the shard: its readers read the collection until it goes
+                    # (a server may answer a write during the deletion with another error).
+                    with suppress(ChromaError):
                         write(own, ids)
                     return
                 # A promotion started (here or elsewhere) after this write was routed:
@@ -1166,7 +1169,8 @@ class ChromaStore:
         """``run`` on the namespace's placement, looked up again when it may have moved.
 
         A collection deleted behind our back (another process, a server reset)
-        is reopened once. A read that found nothing, or less than asked, in a
+        is reopened once, and so is one that failed otherwise while a demotion
+        deleted it. A read that found nothing, or less than asked, in a
         cached shard placement looks again: another process may have promoted
         the namespace since; in an own collection being demoted, or gone, it
         reads the shard.
@@ -1179,6 +1183,13 @@ class ChromaStore:
                 with self._lock:
                     self._shards.clear()
                 return run(self._resolve(namespace, fresh=True))
+            except ChromaError:
+                # A Chroma server answers a call made while a demotion deletes the collection
+                # with other errors than NotFoundError ("Missing metadata segment").
+                again = None if place.shard else self._moved_meanwhile(namespace)
+                if again is None:
+                    raise
+                return run(again)
             if missing is None or not missing(result):
                 return result
             if place.shard:
@@ -1192,6 +1203,19 @@ class ChromaStore:
                 if again.shard:
                     result = run(again)
             return result
+
+    def _moved_meanwhile(self, namespace: str) -> _Placement | None:
+        """The shard's placement when the namespace's own collection, being demoted, is gone
+        within :data:`_DELETION_SECONDS`; None when it is not being demoted, or stays."""
+        deadline = time.monotonic() + _DELETION_SECONDS
+        while self._leaving(namespace):
+            again = self._resolve(namespace, fresh=True)
+            if again.shard:
+                return again
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+        return None
 
     def _scope(
         self, place: _Placement, namespace: str, where: Mapping[str, Any] | None

@@ -703,10 +703,12 @@ def test_processes_opening_one_old_namespace_on_a_server_at_once_lose_nothing(
     legacy.add(ids=["d" + w for w in who], embeddings=vectors(4, 40), documents=who)
 
     command = [sys.executable, "-c", _OPEN_WRITE_AND_READ, str(chroma_server.port), prefix]
-    processes = [subprocess.Popen([*command, w], stdout=subprocess.PIPE, text=True) for w in who]
-    outputs = [p.communicate(timeout=120)[0] for p in processes]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    processes = [subprocess.Popen([*command, w], **pipes) for w in who]
+    ended = [p.communicate(timeout=120) for p in processes]
+    outputs = [out for out, _ in ended]
 
-    assert [p.returncode for p in processes] == [0] * len(who)
+    assert [p.returncode for p in processes] == [0] * len(who), [err for _, err in ended]
     for w, out in zip(who, outputs, strict=True):
         seen = out.strip().split(",")
         assert "d" + w not in seen and w in seen  # its own delete and write, at least
