@@ -723,7 +723,9 @@ class ChromaStore:
         A write into a shard then looks for the namespace's own collection (a
         promotion under way or done, maybe by another process) and writes the
         documents there too, so that none is lost; now and then it counts the
-        namespace and promotes it past ``promote_at``.
+        namespace and promotes it past ``promote_at``. A write into an own
+        collection then looks whether it is being demoted, or is gone, and
+        writes the documents into the shard too.
         """
         ids = list(ids)
         if not ids:
@@ -787,7 +789,8 @@ class ChromaStore:
         """Delete documents by id and/or filter.
 
         With neither, every document of the namespace is deleted (in a shard,
-        only that namespace's).
+        only that namespace's). Like :meth:`upsert`, a delete repeats itself in
+        the collection a promotion or a demotion moves the namespace to.
         """
         if ids is not None:
             ids = list(ids)
