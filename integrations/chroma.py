@@ -208,6 +208,7 @@ _LEAVING_SECONDS = 60.0
 _DELETION_SECONDS = 2.0
 #: Why :meth:`ChromaStore.demote` kept a namespace that has no collection of its own.
 _IN_SHARD = "in its shard already"
+_OTHER_WIDTH = "embeddings of another width"
 # How long a namespace's placement is trusted without a look (seconds), and how many
 # namespaces' placements (and write counts) a store object remembers.
 _PLACEMENT_SECONDS = 10.0
@@ -505,6 +506,8 @@ class ChromaStore:
         self._placements: OrderedDict[str, _Placement] = OrderedDict()
         self._written: OrderedDict[str, int] = OrderedDict()
         self._shards: dict[int, Any] = {}
+        # Namespaces whose own collection a first look found to stay (another width).
+        self._staying: OrderedDict[str, None] = OrderedDict()
         self._promoting = threading.Lock()
         # Names this object's demotion marks, so that it knows its own from another's.
         self._token = uuid.uuid4().hex
@@ -956,7 +959,7 @@ class ChromaStore:
             return Demotion(namespace, len(ids), kept=f"more than {limit} documents")
         shard = self._existing_shard(namespace)  # a dry run makes no shard
         if shard is not None and self._other_shard_width(shard, own, ids):
-            return Demotion(namespace, len(ids), kept="embeddings of another width")
+            return Demotion(namespace, len(ids), kept=_OTHER_WIDTH)
         busy = self._moved_by_another(own)
         if busy is not None:
             return Demotion(namespace, len(ids), kept=_busy(busy))
@@ -1092,7 +1095,7 @@ class ChromaStore:
         of its documents, and never goes back and forth. A failure is logged
         and leaves the namespace in its collection, to be moved at a later look.
         """
-        if not self.demote_on_open:
+        if not self.demote_on_open or namespace in self._staying:
             return False
         limit = self.promote_at // 2
         start = time.perf_counter()
@@ -1112,6 +1115,11 @@ class ChromaStore:
                 exc,
             )
             return False
+        if done.kept == _OTHER_WIDTH:
+            with self._lock:
+                self._staying[namespace] = None
+                while len(self._staying) > _REMEMBERED:
+                    self._staying.popitem(last=False)
         if done.moved:
             logger.info(
                 "Moved namespace %r of the %s (%d documents) from its own collection into %s "

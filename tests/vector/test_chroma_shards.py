@@ -537,7 +537,9 @@ def test_two_stores_demoting_one_namespace_at_once_leave_one_copy(
     assert len(in_shard(first, "n")) == 7
 
 
-def test_a_legacy_collection_of_another_width_than_its_shard_stays(make_store: MakeStore) -> None:
+def test_a_legacy_collection_of_another_width_than_its_shard_stays(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = make_store()
     a, b = same_shard_pair(store)
     write(store, b, ["1"])  # the shard holds 8-wide vectors
@@ -550,6 +552,18 @@ def test_a_legacy_collection_of_another_width_than_its_shard_stays(make_store: M
     wide.add(ids=["1"], documents=["x"], embeddings=[[1.0] * 4], metadatas=[{"namespace": a}])
     assert store.demote(a) == chroma.Demotion(a, 1, kept="embeddings of another width")
     assert store.placement(a) == "own" and store.count(a) == 1
+
+    opener = make_store()
+    checks = [0]
+    check = ChromaStore._other_shard_width
+
+    def counted(self: ChromaStore, *args: Any) -> bool:
+        checks[0] += 1
+        return check(self, *args)
+
+    monkeypatch.setattr(ChromaStore, "_other_shard_width", counted)
+    assert opener.placement(a) == "own" and opener.placement(a) == "own"
+    assert checks == [1]  # a first look finds it stays; later looks do not ask again
 
 
 @pytest.mark.parametrize("bad", [0, -5, 2.5, "100", True])
