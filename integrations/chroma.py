@@ -36,9 +36,13 @@ namespaces; a read in a cached shard placement that finds nothing (or fewer
 ids than asked) looks again at once, and a collection gone behind its back
 (``NotFoundError``) is looked up again, so another process's promotion is seen
 at the latest when the cache entry expires, and at once by a read that misses.
-Collections of the layout before shards are simply "own": existing stores work
-unchanged, with no copy. :meth:`ChromaStore.demote` (``memories reshard`` for a
-whole store) moves the small ones into their shards, with writers stopped.
+Collections of the layout before shards are "own" until they are demoted
+(below): when a store object looks a namespace up and finds a collection of at
+most ``promote_at // 2`` documents, it moves it into the shard then, unless
+made with ``demote_on_open=False``.
+
+Promotion
+---------
 
 Promotion (:meth:`ChromaStore.promote`) moves a namespace out of its shard:
 its own collection is made first, marked incomplete (readers keep reading the
@@ -54,6 +58,38 @@ that a crash left in the shard after the mark was cleared stay there, unread
 (the own collection is read), until :meth:`ChromaStore.promote` runs again;
 a document deleted and written again with the same id during one page's copy
 may be dropped.
+
+Demotion
+--------
+
+Demotion (:meth:`ChromaStore.demote`; ``memories reshard`` for a whole
+store; on first look, above) is promotion's mirror, safe while other processes
+read and write: the own collection is marked as leaving (its metadata: the
+demoting store's token and the time); readers keep reading it, as it is
+complete. A write or delete that lands in an own collection looks at it again
+afterwards and, when it is marked as leaving or gone, repeats itself in the
+shard. Every document is copied into the shard by ``add`` (never over a newer
+write), and the copier undoes its copy of a document deleted from the
+collection while its page was in hand. Then the collection is deleted; a reader
+or writer that finds it gone (``NotFoundError``) looks again and finds the
+shard. A write racing that deletion is not lost: it either fails on the
+deleted collection and is made again in the shard, or lands before the
+deletion and finds the collection gone or marked when it looks afterwards, and
+repeats itself in the shard. Re-running after a crash at any step completes
+the move (a half-filled shard is completed; ``add`` duplicates nothing).
+Another store finding a fresh mark (under :data:`_LEAVING_SECONDS`) leaves the
+move to its owner and keeps reading the collection until it is gone; an older
+mark is a crashed move's, and is taken over. Known limits: two stores that
+both marked the collection in the same instant may both copy; one of them
+then stops at its next page, and a document deleted while the other's page
+was in hand, just as the first deleted the collection, may come back; a
+document deleted and written again with ``replace=False`` during one page's
+copy may keep its older text in the shard.
+
+The two thresholds keep a namespace from going back and forth: it leaves its
+shard past ``promote_at`` documents, and is moved back on opening only at
+``promote_at // 2`` or fewer (an explicit :meth:`ChromaStore.demote` moves
+anything up to ``promote_at``).
 
 A write into a shard counts the namespace (a filtered read of at most
 ``promote_at + 1`` ids) once per ``promote_at // 8`` documents it wrote there,
@@ -96,6 +132,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import logging
 import os
 import random
 import re
@@ -134,6 +171,8 @@ except ImportError as exc:  # pragma: no cover - the chroma extra is installed i
         "Chroma vector memory", "pip install 'chat-memories[chroma]'"
     ) from exc
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "CHROMA_MODES",
     "SHARDS",
@@ -160,6 +199,17 @@ SHARDS = 16
 # promotion copies into it, the mark that it is not complete yet.
 _SHARD_KEY = "memories_shard"
 _INCOMPLETE_KEY = "memories_incomplete"
+# An own collection being demoted: the demoting store's token, and when it set the mark
+# (seconds since the epoch). Another store leaves a mark younger than _LEAVING_SECONDS
+# to its owner, and takes over an older one (its demoter crashed).
+_LEAVING_KEY = "memories_leaving"
+_LEAVING_AT_KEY = "memories_leaving_at"
+_LEAVING_SECONDS = 60.0
+# How long a call that failed on a collection being demoted waits for it to be gone.
+_DELETION_SECONDS = 2.0
+#: Why :meth:`ChromaStore.demote` kept a namespace that has no collection of its own.
+_IN_SHARD = "in its shard already"
+_OTHER_WIDTH = "embeddings of another width"
 # How long a namespace's placement is trusted without a look (seconds), and how many
 # namespaces' placements (and write counts) a store object remembers.
 _PLACEMENT_SECONDS = 10.0
@@ -257,6 +307,14 @@ def _records(result: Mapping[str, Any], *, embeddings: bool) -> list[StoredRecor
             result["ids"], documents, result["metadatas"], vectors, strict=True
         )
     ]
+
+
+def _busy(seconds: float) -> str:
+    """Why :meth:`ChromaStore.demote` left a namespace to another store moving it."""
+    return (
+        f"being moved into its shard by another process (for {seconds:.0f} s); run again "
+        f"later: a move not finished within {_LEAVING_SECONDS:.0f} s is taken over"
+    )
 
 
 def _digest(namespace: str) -> str:
@@ -407,6 +465,11 @@ class ChromaStore:
         timeout: seconds an HTTP request may take.
         promote_at: a namespace holding more documents than this in its shard
             is moved into a collection of its own (:meth:`promote`) by a write.
+        demote_on_open: move a namespace's own collection of at most
+            ``promote_at // 2`` documents (a store written before shards) into its
+            shard when this object first looks the namespace up (:meth:`demote`,
+            safe while other processes write). False leaves such collections as
+            they are, for ``memories reshard`` to move.
     """
 
     def __init__(
@@ -421,6 +484,7 @@ class ChromaStore:
         embeddings: Embeddings | None = None,
         timeout: float = 30.0,
         promote_at: int = 2_000,
+        demote_on_open: bool = True,
     ) -> None:
         path = default_file("chroma") if path is None else path
         if mode not in CHROMA_MODES:
@@ -436,6 +500,8 @@ class ChromaStore:
             raise ConfigError(
                 f"promote_at must be a whole number of documents, at least 1; got {promote_at!r}."
             )
+        if not isinstance(demote_on_open, bool):
+            raise ConfigError(f"demote_on_open must be True or False; got {demote_on_open!r}.")
         self.mode = mode
         self.path = str(Path(path).expanduser().resolve()) if mode == "persistent" else path
         self.host = host
@@ -444,6 +510,7 @@ class ChromaStore:
         self.timeout = timeout
         self.collection_prefix = collection
         self.promote_at = promote_at
+        self.demote_on_open = demote_on_open
         self._embedding_function = LangChainEmbeddingFunction(embeddings)
         self._client: Any = None
         self._id: str | None = None
@@ -452,7 +519,11 @@ class ChromaStore:
         self._placements: OrderedDict[str, _Placement] = OrderedDict()
         self._written: OrderedDict[str, int] = OrderedDict()
         self._shards: dict[int, Any] = {}
+        # Namespaces whose own collection a first look found to stay (another width).
+        self._staying: OrderedDict[str, None] = OrderedDict()
         self._promoting = threading.Lock()
+        # Names this object's demotion marks, so that it knows its own from another's.
+        self._token = uuid.uuid4().hex
 
     # -- identity -------------------------------------------------------------------
 
@@ -668,7 +739,9 @@ class ChromaStore:
         A write into a shard then looks for the namespace's own collection (a
         promotion under way or done, maybe by another process) and writes the
         documents there too, so that none is lost; now and then it counts the
-        namespace and promotes it past ``promote_at``.
+        namespace and promotes it past ``promote_at``. A write into an own
+        collection then looks whether it is being demoted, or is gone, and
+        writes the documents into the shard too.
         """
         ids = list(ids)
         if not ids:
@@ -695,19 +768,31 @@ class ChromaStore:
             return place
 
         place = self._call(namespace, "write documents", run)
-        if not place.shard:
-            return
         with self._translate("write documents"):
-            own, complete = self._own_collection(namespace)
-            if own is not None:
+            if place.shard:
+                own, complete = self._own_collection(namespace)
+                if own is None:
+                    self._check_size(namespace, len(ids))
+                    return
+                if _LEAVING_KEY in (own.metadata or {}):
+                    # Moving into the shard: its readers read the collection until it goes
+                    # (a server may answer a write during the deletion with another error).
+                    with suppress(ChromaError):
+                        write(own, ids)
+                    return
                 # A promotion started (here or elsewhere) after this write was routed:
                 # the documents must reach the collection the namespace moves to.
                 write(own, ids)
-                if complete:
-                    place.collection.delete(ids=self._ids(place, namespace, ids))
-                    self._remember(namespace, own, shard=False)
+                if not complete:
+                    self._check_size(namespace, len(ids))
                     return
-        self._check_size(namespace, len(ids))
+                place.collection.delete(ids=self._ids(place, namespace, ids))
+                self._remember(namespace, own, shard=False)
+            if self._leaving(namespace):
+                # The documents landed in the own collection, and a demotion started (here
+                # or elsewhere) after this write was routed, or ended: they must reach the
+                # shard the namespace moves to. A demotion's copy never overwrites them.
+                write(self._shard(namespace), [_tag(namespace) + i for i in ids])
 
     def delete(
         self,
@@ -720,7 +805,8 @@ class ChromaStore:
         """Delete documents by id and/or filter.
 
         With neither, every document of the namespace is deleted (in a shard,
-        only that namespace's).
+        only that namespace's). Like :meth:`upsert`, a delete repeats itself in
+        the collection a promotion or a demotion moves the namespace to.
         """
         if ids is not None:
             ids = list(ids)
@@ -739,12 +825,17 @@ class ChromaStore:
             return place
 
         place = self._call(namespace, "delete documents", run)
-        if place.shard:
-            with self._translate("delete documents"):
+        with self._translate("delete documents"):
+            if place.shard:
                 own, _ = self._own_collection(namespace)
-                if own is not None:
-                    # A promotion may have copied them already.
+                if own is None:
+                    return
+                # A promotion may have copied them already; a demotion reads it until it goes.
+                with suppress(NotFoundError):
                     erase(_Placement(own, False, place.checked))
+            if self._leaving(namespace):
+                # A demotion may have copied them into the shard already.
+                erase(_Placement(self._shard(namespace), True, place.checked))
 
     # -- Chroma's write-ahead log (erasure) ---------------------------------------------
 
@@ -842,54 +933,134 @@ class ChromaStore:
         For stores made before shards, where every namespace has a collection
         (each one kept loaded by Chroma for the life of a process: about 2.5 MB
         and 4 open files). A namespace of at most ``promote_at`` documents is
-        copied into its shard (embedding, text and metadata; ids tagged; by
-        upsert, so a re-run after a crash copies again and duplicates nothing),
-        then its collection is deleted. Readers keep reading the collection
-        until it is gone, then find the shard. A write that another process
-        makes to the collection during the copy can be lost: run it with the
-        application's writers stopped (``memories reshard``).
+        moved while other processes read and write it: its collection is
+        marked as leaving (readers keep reading it, and every write or delete
+        that lands in it repeats itself in the shard); every document is
+        copied into the shard (embedding, text and metadata; ids tagged; by
+        Chroma's ``add``, which never overwrites a newer write); then the
+        collection is deleted, and readers and writers that find it gone look
+        again and find the shard. Running it again after a crash at any point
+        finishes the job; a mark left by another store is taken over once it
+        is :data:`_LEAVING_SECONDS` old.
 
         A namespace stays where it is, and ``kept`` says why, when it is in
-        its shard already, holds more than ``promote_at`` documents, or has
-        embeddings of another width than its shard's. With ``dry_run`` nothing
-        is written: the result says what a real run would do.
+        its shard already, holds more than ``promote_at`` documents, has
+        embeddings of another width than its shard's, or is being moved by
+        another store. With ``dry_run`` nothing is written: the result says
+        what a real run would do.
         """
         with self._promoting, self._translate("move the namespace into its shard"):
-            own, complete = self._own_collection(namespace)
-            if own is None:
-                return Demotion(namespace, 0, kept="in its shard already")
-            ids: list[str] = own.get(include=[])["ids"]
-            if complete and len(ids) > self.promote_at:
-                return Demotion(namespace, len(ids), kept=f"more than {self.promote_at} documents")
-            if not complete:
-                # A promotion that crashed mid-copy: the shard still holds everything.
-                return self._demoted(namespace, own, [], dry_run=dry_run)
-            shard = self._existing_shard(namespace)  # a dry run makes no shard
-            if shard is not None and self._other_shard_width(shard, own, ids):
-                return Demotion(namespace, len(ids), kept="embeddings of another width")
-            return self._demoted(namespace, own, ids, dry_run=dry_run)
+            return self._demote(namespace, limit=self.promote_at, dry_run=dry_run)
 
     def reshard(self, *, dry_run: bool = False) -> list[Demotion]:
         """:meth:`demote` every namespace that has a collection of its own, in key order."""
         return [self.demote(n, dry_run=dry_run) for n in self.namespaces(shards=False)]
 
-    def _demoted(self, namespace: str, own: Any, ids: list[str], *, dry_run: bool) -> Demotion:
+    def _demote(self, namespace: str, *, limit: int, dry_run: bool) -> Demotion:
+        own, complete = self._own_collection(namespace)
+        if own is None:
+            return Demotion(namespace, 0, kept=_IN_SHARD)
+        if not complete:
+            # A promotion that crashed mid-copy: the shard still holds everything.
+            if not dry_run:
+                with suppress(NotFoundError):
+                    self._get_client().delete_collection(own.name)
+                self._remember(namespace, self._shard(namespace), shard=True)
+            return Demotion(namespace, 0)
+        ids: list[str] = own.get(include=[])["ids"]
+        if len(ids) > limit:
+            return Demotion(namespace, len(ids), kept=f"more than {limit} documents")
+        shard = self._existing_shard(namespace)  # a dry run makes no shard
+        if shard is not None and self._other_shard_width(shard, own, ids):
+            return Demotion(namespace, len(ids), kept=_OTHER_WIDTH)
+        busy = self._moved_by_another(own)
+        if busy is not None:
+            return Demotion(namespace, len(ids), kept=_busy(busy))
         if dry_run:
             return Demotion(namespace, len(ids))
-        shard, tag = self._shard(namespace), _tag(namespace)
-        for start in range(0, len(ids), _PAGE):
-            page = own.get(
-                ids=ids[start : start + _PAGE], include=["documents", "metadatas", "embeddings"]
-            )
-            shard.upsert(
-                ids=[tag + i for i in page["ids"]],
-                documents=page["documents"],
-                embeddings=page["embeddings"],
-                metadatas=[{**(m or {}), NAMESPACE_KEY: namespace} for m in page["metadatas"]],
-            )
-        self._get_client().delete_collection(own.name)
-        self._remember(namespace, shard, shard=True)
+        if not self._move_into_shard(namespace, own):
+            return Demotion(namespace, len(ids), kept=_busy(0.0))
         return Demotion(namespace, len(ids))
+
+    def _move_into_shard(self, namespace: str, own: Any) -> bool:
+        """Mark, copy, delete: False when another store's mark replaced this one's."""
+        name = own.name
+        own.modify(
+            metadata={
+                _NAMESPACE_META_KEY: namespace,
+                _LEAVING_KEY: self._token,
+                _LEAVING_AT_KEY: time.time(),
+            }
+        )
+        # From here on, every write or delete that lands in the collection repeats itself in
+        # the shard (upsert, delete): what the copy below misses, they bring.
+        shard = self._shard(namespace)
+        try:
+            # Every id first: pages by offset would skip documents deleted meanwhile.
+            ids: list[str] = own.get(include=[])["ids"]
+            for start in range(0, len(ids), _PAGE):
+                if not self._marked_by_me(name):
+                    return False
+                self._copy_out(own, shard, namespace, ids[start : start + _PAGE])
+            if not self._marked_by_me(name):
+                return False
+            self._get_client().delete_collection(name)
+        except NotFoundError:
+            pass  # another store finished the move, after copying every document
+        self._remember(namespace, shard, shard=True)
+        return True
+
+    def _copy_out(self, own: Any, shard: Any, namespace: str, ids: list[str]) -> None:
+        """Copy these documents of the own collection into the shard, keeping newer writes there.
+
+        Chroma's ``add`` leaves an id the shard holds as it is: a write made
+        during the copy reached it already (see :meth:`upsert`). A document
+        deleted from the collection while the page was copied is deleted from
+        the copy too: the deleter may have looked at the shard before the copy
+        reached it.
+        """
+        page = own.get(ids=ids, include=["documents", "metadatas", "embeddings"])
+        if not page["ids"]:
+            return
+        tag = _tag(namespace)
+        tagged = [tag + i for i in page["ids"]]
+        shard.add(
+            ids=tagged,
+            documents=page["documents"],
+            embeddings=page["embeddings"],
+            metadatas=[{**(m or {}), NAMESPACE_KEY: namespace} for m in page["metadatas"]],
+        )
+        kept = set(own.get(ids=page["ids"], include=[])["ids"])
+        gone = [t for i, t in zip(page["ids"], tagged, strict=True) if i not in kept]
+        if gone:
+            shard.delete(ids=gone)
+
+    def _leaving(self, namespace: str) -> bool:
+        """Whether the namespace's own collection is being moved into its shard, or is gone
+        (moved): looked up now, after a write or delete landed in it."""
+        try:
+            own = self._get_client().get_collection(
+                self.collection_name(namespace), embedding_function=self._embedding_function
+            )
+        except NotFoundError:
+            return True
+        return _LEAVING_KEY in (own.metadata or {})
+
+    def _marked_by_me(self, name: str) -> bool:
+        """Whether the collection's leaving mark is still this store's (NotFoundError: gone)."""
+        own = self._get_client().get_collection(name, embedding_function=self._embedding_function)
+        return (own.metadata or {}).get(_LEAVING_KEY) == self._token
+
+    def _moved_by_another(self, own: Any) -> float | None:
+        """How many seconds ago another store began moving this collection into its shard,
+        or None when no other store is at it (a mark over :data:`_LEAVING_SECONDS` old is a
+        crashed demotion's, taken over)."""
+        metadata = own.metadata or {}
+        mark = metadata.get(_LEAVING_KEY)
+        if mark is None or mark == self._token:
+            return None
+        age = max(0.0, time.time() - float(metadata.get(_LEAVING_AT_KEY) or 0.0))
+        return age if age < _LEAVING_SECONDS else None
 
     def _existing_shard(self, namespace: str) -> Any | None:
         """The namespace's shard if it has been made, else None."""
@@ -924,9 +1095,55 @@ class ChromaStore:
                 self._placements.move_to_end(namespace)
                 return cached
         own, complete = self._own_collection(namespace)
-        if own is not None and complete:
-            return self._remember(namespace, own, shard=False)
-        return self._remember(namespace, self._shard(namespace), shard=True)
+        if own is None or not complete or self._demoted_on_open(namespace, own):
+            return self._remember(namespace, self._shard(namespace), shard=True)
+        return self._remember(namespace, own, shard=False)
+
+    def _demoted_on_open(self, namespace: str, own: Any) -> bool:
+        """Whether a small own collection (a store written before shards) is in the shard now.
+
+        Moved here when it holds at most ``promote_at // 2`` documents: half the
+        promotion threshold, so that a namespace moved out of its shard by a
+        promotion (past ``promote_at``) comes back only after losing over half
+        of its documents, and never goes back and forth. A failure is logged
+        and leaves the namespace in its collection, to be moved at a later look.
+        """
+        if not self.demote_on_open or namespace in self._staying:
+            return False
+        limit = self.promote_at // 2
+        start = time.perf_counter()
+        try:
+            if self._moved_by_another(own) is not None or own.count() > limit:
+                return False
+            with self._promoting:
+                done = self._demote(namespace, limit=limit, dry_run=False)
+        except NotFoundError:
+            return True  # another store moved it meanwhile
+        except (ChromaError, httpx.HTTPError, sqlite3.Error, OSError, ValueError) as exc:
+            logger.warning(
+                "Could not move namespace %r of the %s from its own collection into its shard; "
+                "it stays in its collection until a later look moves it: %s",
+                namespace,
+                self.location,
+                exc,
+            )
+            return False
+        if done.kept == _OTHER_WIDTH:
+            with self._lock:
+                self._staying[namespace] = None
+                while len(self._staying) > _REMEMBERED:
+                    self._staying.popitem(last=False)
+        if done.moved:
+            logger.info(
+                "Moved namespace %r of the %s (%d documents) from its own collection into %s "
+                "in %.2f s.",
+                namespace,
+                self.location,
+                done.documents,
+                self.shard_name(namespace),
+                time.perf_counter() - start,
+            )
+        return done.moved or done.kept == _IN_SHARD
 
     def _remember(self, namespace: str, collection: Any, *, shard: bool) -> _Placement:
         place = _Placement(collection, shard, time.monotonic())
@@ -976,9 +1193,11 @@ class ChromaStore:
         """``run`` on the namespace's placement, looked up again when it may have moved.
 
         A collection deleted behind our back (another process, a server reset)
-        is reopened once. A read that found nothing, or less than asked, in a
+        is reopened once, and so is one that failed otherwise while a demotion
+        deleted it. A read that found nothing, or less than asked, in a
         cached shard placement looks again: another process may have promoted
-        the namespace since.
+        the namespace since; in an own collection being demoted, or gone, it
+        reads the shard.
         """
         with self._translate(action):
             place = self._resolve(namespace)
@@ -988,11 +1207,39 @@ class ChromaStore:
                 with self._lock:
                     self._shards.clear()
                 return run(self._resolve(namespace, fresh=True))
-            if missing is not None and place.shard and missing(result):
+            except ChromaError:
+                # A Chroma server answers a call made while a demotion deletes the collection
+                # with other errors than NotFoundError ("Missing metadata segment").
+                again = None if place.shard else self._moved_meanwhile(namespace)
+                if again is None:
+                    raise
+                return run(again)
+            if missing is None or not missing(result):
+                return result
+            if place.shard:
                 again = self._resolve(namespace, fresh=True)
                 if not again.shard:
                     result = run(again)
+            elif self._leaving(namespace):
+                # Read while a demotion deleted the collection: Chroma may answer nothing
+                # rather than NotFoundError then.
+                again = self._resolve(namespace, fresh=True)
+                if again.shard:
+                    result = run(again)
             return result
+
+    def _moved_meanwhile(self, namespace: str) -> _Placement | None:
+        """The shard's placement when the namespace's own collection, being demoted, is gone
+        within :data:`_DELETION_SECONDS`; None when it is not being demoted, or stays."""
+        deadline = time.monotonic() + _DELETION_SECONDS
+        while self._leaving(namespace):
+            again = self._resolve(namespace, fresh=True)
+            if again.shard:
+                return again
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+        return None
 
     def _scope(
         self, place: _Placement, namespace: str, where: Mapping[str, Any] | None
@@ -1079,6 +1326,8 @@ class ChromaStore:
             for start in range(0, len(tagged), _PAGE):
                 self._copy_page(shard, own, namespace, tagged[start : start + _PAGE])
             own.modify(metadata={_NAMESPACE_META_KEY: namespace})
+            if self._own_collection(namespace)[0] is None:
+                return  # deleted meanwhile (modify does not fail then): the shard is all there is
         # Complete: what the shard still holds was copied before the mark was cleared (a
         # crash came before this delete), or is a write that failed, which its caller retries.
         self._remember(namespace, own, shard=False)

@@ -302,7 +302,7 @@ def _reshard(args: argparse.Namespace) -> int:
     if args.dry_run:
         return 0
     if not args.yes:
-        print("Stop the application's writers first. Go on? [y/N] ", end="")
+        print(f"Move {len(movable)} namespaces? [y/N] ", end="")
         sys.stdout.flush()
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             print("memories reshard: nothing moved.", file=sys.stderr)
@@ -540,7 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     reshard = commands.add_parser(
         "reshard",
         help="move small namespaces of a Chroma store made before shards into shared "
-        "collections (stop the application's writers first)",
+        "collections (safe while the application runs; re-run after a crash)",
     )
     reshard.add_argument(
         "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"

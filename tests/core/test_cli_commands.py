@@ -761,6 +761,7 @@ def test_reshard_moves_collections_made_before_shards_into_them(
         memory.save_context({"input": question}, {"output": answer})
     memory.flush()
     key = namespace_key(("users", "maya"))
+    memory.store.demote_on_open = False  # looking at it would move it (the reshard does here)
     memory.store.promote(key)  # a collection of its own, as every namespace had before shards
     assert memory.store.placement(key) == "own"
 

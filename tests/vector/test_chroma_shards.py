@@ -7,8 +7,12 @@ cache, and Chroma's data is the same.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,7 @@ from memories.integrations import chroma
 from memories.integrations.chroma import SHARDS, ChromaStore
 
 from memories.errors import BackendError, ConfigError
+from tests.vector.conftest import ChromaServer
 
 MakeStore = Callable[..., ChromaStore]
 DIM = 8
@@ -35,6 +40,11 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeS
         )
 
     yield make
+
+
+#: Stores of the promotion tests: they promote small namespaces by hand, which opening
+#: them again would move back into their shards (see the demotion tests).
+PROMOTING: dict[str, Any] = {"promote_at": 1_000, "demote_on_open": False}
 
 
 def vectors(n: int, seed: int) -> list[list[float]]:
@@ -114,7 +124,7 @@ def test_namespaces_sharing_a_shard_never_see_each_others_records(make_store: Ma
 
 
 def test_promotion_moves_records_embeddings_and_metadata_unchanged(make_store: MakeStore) -> None:
-    store = make_store(promote_at=1_000)
+    store = make_store(**PROMOTING)
     a, b = same_shard_pair(store)
     write(store, a, [str(i) for i in range(12)], seed=3)
     write(store, b, ["1"], seed=4)
@@ -169,7 +179,7 @@ def crash_after_pages(
 def test_a_promotion_that_crashed_after_a_page_loses_and_duplicates_nothing(
     make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = make_store(promote_at=1_000)
+    store = make_store(**PROMOTING)
     write(store, "n", [str(i) for i in range(10)], seed=6)
     before = snapshot(store, "n")
     crash_after_pages(monkeypatch, 1)
@@ -179,14 +189,14 @@ def test_a_promotion_that_crashed_after_a_page_loses_and_duplicates_nothing(
     # Half copied and marked: readers, this store and another, keep reading the shard.
     own = store._get_client().get_collection(store.collection_name("n"))
     assert own.count() == 3 and own.metadata["memories_incomplete"]
-    for reader in (store, make_store()):
+    for reader in (store, make_store(demote_on_open=False)):
         assert reader.placement("n") == "shard"
         assert snapshot(reader, "n") == before and reader.count("n") == 10
     write(store, "n", ["new"], seed=7)  # a write meanwhile reaches both
     before = snapshot(store, "n")
 
     monkeypatch.undo()
-    make_store().promote("n")  # the re-run, by another "process"
+    make_store(demote_on_open=False).promote("n")  # the re-run, by another "process"
     assert store.placement("n") == "own" and snapshot(store, "n") == before
     assert in_shard(store, "n") == [] and own.count() == 11
 
@@ -194,7 +204,7 @@ def test_a_promotion_that_crashed_after_a_page_loses_and_duplicates_nothing(
 def test_a_promotion_that_crashed_before_emptying_the_shard_is_finished_by_a_rerun(
     make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = make_store(promote_at=1_000)
+    store = make_store(**PROMOTING)
     write(store, "n", [str(i) for i in range(5)])
     before = snapshot(store, "n")
     shard = store._shard("n")
@@ -210,7 +220,7 @@ def test_a_promotion_that_crashed_before_emptying_the_shard_is_finished_by_a_rer
         store.promote("n")
     monkeypatch.undo()
 
-    other = make_store()
+    other = make_store(demote_on_open=False)
     assert other.placement("n") == "own" and snapshot(other, "n") == before  # no duplicates
     assert len(in_shard(store, "n")) == 5
     other.promote("n")
@@ -220,7 +230,7 @@ def test_a_promotion_that_crashed_before_emptying_the_shard_is_finished_by_a_rer
 def test_a_store_that_cached_the_shard_reads_the_namespace_once_promoted(
     make_store: MakeStore,
 ) -> None:
-    mover, reader = make_store(promote_at=1_000), make_store(promote_at=1_000)
+    mover, reader = make_store(**PROMOTING), make_store(**PROMOTING)
     write(mover, "n", [str(i) for i in range(6)], seed=8)
     query = vectors(1, 9)[0]
     before, found = snapshot(reader, "n"), [s.id for s in reader.nearest("n", query, n=3)]
@@ -239,7 +249,7 @@ def test_a_store_that_cached_the_shard_reads_the_namespace_once_promoted(
 def test_writes_and_deletes_of_another_store_during_a_promotion_are_kept(
     make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mover, writer = make_store(promote_at=1_000), make_store(promote_at=1_000)
+    mover, writer = make_store(**PROMOTING), make_store(**PROMOTING)
     write(mover, "n", [str(i) for i in range(9)], seed=10)
     assert writer._resolve("n").shard  # cached
 
@@ -261,7 +271,7 @@ def test_writes_and_deletes_of_another_store_during_a_promotion_are_kept(
 def test_a_write_by_a_store_that_cached_the_shard_after_a_promotion_moves_to_the_collection(
     make_store: MakeStore,
 ) -> None:
-    mover, writer = make_store(promote_at=1_000), make_store(promote_at=1_000)
+    mover, writer = make_store(**PROMOTING), make_store(**PROMOTING)
     write(mover, "n", ["1", "2"])
     assert writer._resolve("n").shard
     mover.promote("n")
@@ -273,7 +283,7 @@ def test_a_write_by_a_store_that_cached_the_shard_after_a_promotion_moves_to_the
 
 
 def test_legacy_collections_of_one_namespace_read_as_before(make_store: MakeStore) -> None:
-    store = make_store()
+    store = make_store(demote_on_open=False)
     legacy = store._get_client().get_or_create_collection(
         store.collection_name("old"),
         metadata={"memories_namespace": "old"},
@@ -361,37 +371,175 @@ def test_a_dry_run_says_what_would_move_and_writes_nothing(make_store: MakeStore
     assert store.placement("small") == "shard" and store.placement("big") == "own"
 
 
-def test_a_demotion_that_crashed_mid_copy_is_finished_by_a_rerun_without_duplicates(
+def around_demotion_steps(
+    monkeypatch: pytest.MonkeyPatch, store: ChromaStore, step: str, then: Callable[[], None]
+) -> None:
+    """Demotions copy pages of 3 documents; run ``then`` at ``step`` of ``store``'s demotion:
+    ``"marked"`` (before the first page), ``"page"`` (after the first page) or ``"copied"``
+    (every page copied, before the collection is deleted)."""
+    monkeypatch.setattr(chroma, "_PAGE", 3)
+    copy = ChromaStore._copy_out
+    pages = [0]
+
+    def copy_then(self: ChromaStore, *args: Any) -> None:
+        if self is store and step == "marked" and pages[0] == 0:
+            then()
+        copy(self, *args)
+        pages[0] += 1
+        if self is store and step == "page" and pages[0] == 1:
+            then()
+
+    monkeypatch.setattr(ChromaStore, "_copy_out", copy_then)
+    client = store._get_client()
+    delete_collection = client.delete_collection
+
+    def delete_then(name: str) -> None:
+        if step == "copied":
+            then()
+        delete_collection(name)
+
+    monkeypatch.setattr(client, "delete_collection", delete_then)
+
+
+def crash() -> None:
+    raise Crash
+
+
+@pytest.mark.parametrize("step", ["marked", "page", "copied"])
+def test_a_demotion_that_crashed_is_finished_by_a_rerun_losing_and_duplicating_nothing(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    store = make_store()
+    legacy_collection(store, "n", 7)
+    before = snapshot(store, "n")
+    around_demotion_steps(monkeypatch, store, step, crash)
+    with pytest.raises(Crash):
+        store.demote("n")
+    monkeypatch.undo()
+
+    # Marked, maybe half copied: every reader still reads the collection, whole.
+    for reader in (store, make_store()):
+        assert reader.placement("n") == "own" and snapshot(reader, "n") == before
+    write(store, "n", ["new"], seed=7)  # a write meanwhile reaches both
+    store.delete("n", ids=["0"])  # a delete too
+    before = snapshot(store, "n")
+    # Another store leaves a fresh mark to its owner, then takes over a stale one.
+    assert "another process" in make_store().demote("n").kept
+    monkeypatch.setattr(chroma, "_LEAVING_SECONDS", 0.0)
+    assert make_store().demote("n").moved  # the re-run, by another "process"
+
+    assert store.placement("n") == "shard" and snapshot(store, "n") == before
+    assert store.collection_name("n") not in collection_names(store)
+    expected = [chroma._tag("n") + i for i in ["1", "2", "3", "4", "5", "6", "new"]]
+    assert sorted(in_shard(store, "n")) == sorted(expected)  # no duplicate, none lost
+
+
+def test_the_store_that_crashed_mid_demotion_finishes_it_at_once(
     make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = make_store()
     legacy_collection(store, "n", 7)
     before = snapshot(store, "n")
-    monkeypatch.setattr(chroma, "_PAGE", 3)
-    shard = store._shard("n")
-    upsert, calls = shard.upsert, [0]
-
-    def crash_on_second_page(**page: Any) -> None:
-        calls[0] += 1
-        if calls[0] == 2:
-            raise Crash
-        upsert(**page)
-
-    monkeypatch.setattr(shard, "upsert", crash_on_second_page)
+    around_demotion_steps(monkeypatch, store, "page", crash)
     with pytest.raises(Crash):
         store.demote("n")
-    # Half copied: the collection is still there and still what every reader reads.
-    assert len(in_shard(store, "n")) == 3
-    for reader in (store, make_store()):
-        assert reader.placement("n") == "own" and snapshot(reader, "n") == before
-
     monkeypatch.undo()
-    assert make_store().demote("n").moved  # the re-run, by another "process"
+    assert store.demote("n").moved  # its own mark: no wait
     assert store.placement("n") == "shard" and snapshot(store, "n") == before
-    assert sorted(in_shard(store, "n")) == sorted(chroma._tag("n") + str(i) for i in range(7))
 
 
-def test_a_legacy_collection_of_another_width_than_its_shard_stays(make_store: MakeStore) -> None:
+@pytest.mark.parametrize("step", ["marked", "page", "copied"])
+def test_writes_and_deletes_of_another_store_during_a_demotion_are_kept(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    mover = make_store(promote_at=20)
+    writer = make_store(promote_at=20, demote_on_open=False)
+    legacy_collection(mover, "n", 9)
+    assert writer.placement("n") == "own" and not writer._resolve("n").shard  # cached
+
+    def meanwhile() -> None:
+        write(writer, "n", ["new"], seed=11)
+        writer.upsert("n", ids=["1"], texts=["changed"], embeddings=vectors(1, 12), metadatas=[{}])
+        writer.upsert("n", ids=["7"], texts=["late"], embeddings=vectors(1, 13), metadatas=[{}])
+        writer.delete("n", ids=["0", "5"])  # after the first page: one copied, one not yet
+        writer.delete("n", where={"n": 8})
+
+    around_demotion_steps(monkeypatch, mover, step, meanwhile)
+    assert mover.demote("n").moved
+
+    assert mover.placement("n") == "shard"
+    assert mover.collection_name("n") not in collection_names(mover)
+    records = {r.id: r.text for r in mover.get("n")}
+    assert sorted(records) == ["1", "2", "3", "4", "6", "7", "new"]
+    assert records["1"] == "changed" and records["7"] == "late"
+    assert len(in_shard(mover, "n")) == 7  # no duplicate
+    assert {r.id: r.text for r in writer.get("n")} == records  # its cached collection is gone
+
+
+def test_a_delete_or_a_write_between_reading_a_page_and_copying_it_into_the_shard_is_kept(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mover, other = make_store(), make_store(demote_on_open=False)
+    legacy_collection(mover, "n", 4)
+    assert other.placement("n") == "own"
+    shard_name = mover.shard_name("n")
+    collection = type(mover._shard("n"))
+    add = collection.add
+
+    def add_after_a_delete(self: Any, *args: Any, **kwargs: Any) -> None:
+        if self.name == shard_name and chroma._tag("n") + "2" in kwargs["ids"]:
+            other.delete("n", ids=["2"])  # the page in hand still holds 2 and the old 3
+            other.upsert("n", ids=["3"], texts=["new"], embeddings=vectors(1, 16), metadatas=[{}])
+        add(self, *args, **kwargs)
+
+    monkeypatch.setattr(collection, "add", add_after_a_delete)
+    assert mover.demote("n").moved
+
+    assert mover.placement("n") == "shard"
+    assert sorted(r.id for r in mover.get("n")) == ["0", "1", "3"]
+    assert [r.text for r in mover.get("n", ids=["3"])] == ["new"]
+    assert len(in_shard(mover, "n")) == 3
+
+
+def test_a_write_racing_the_collections_deletion_reaches_the_shard(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mover = make_store()
+    early, late = make_store(demote_on_open=False), make_store(demote_on_open=False)
+    legacy_collection(mover, "n", 3)
+    for store in (early, late):
+        assert not store._resolve("n").shard  # both cached the collection
+
+    def just_before_the_deletion() -> None:
+        write(early, "n", ["early"], seed=17)  # lands in the collection, then in the shard
+
+    around_demotion_steps(monkeypatch, mover, "copied", just_before_the_deletion)
+    assert mover.demote("n").moved
+    write(late, "n", ["late"], seed=18)  # its collection is gone: it looks again
+    late.delete("n", ids=["0"])
+
+    assert sorted(r.id for r in mover.get("n")) == ["1", "2", "early", "late"]
+    assert len(in_shard(mover, "n")) == 4 and late._resolve("n").shard
+
+
+def test_two_stores_demoting_one_namespace_at_once_leave_one_copy(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = make_store(), make_store()
+    legacy_collection(first, "n", 7)
+    before = snapshot(first, "n")
+    kept: list[chroma.Demotion] = []
+    around_demotion_steps(monkeypatch, first, "page", lambda: kept.append(second.demote("n")))
+
+    assert first.demote("n").moved
+    assert kept and "another process" in kept[0].kept  # the second left it to the first
+    assert second.placement("n") == "shard" and snapshot(second, "n") == before
+    assert len(in_shard(first, "n")) == 7
+
+
+def test_a_legacy_collection_of_another_width_than_its_shard_stays(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = make_store()
     a, b = same_shard_pair(store)
     write(store, b, ["1"])  # the shard holds 8-wide vectors
@@ -405,6 +553,18 @@ def test_a_legacy_collection_of_another_width_than_its_shard_stays(make_store: M
     assert store.demote(a) == chroma.Demotion(a, 1, kept="embeddings of another width")
     assert store.placement(a) == "own" and store.count(a) == 1
 
+    opener = make_store()
+    checks = [0]
+    check = ChromaStore._other_shard_width
+
+    def counted(self: ChromaStore, *args: Any) -> bool:
+        checks[0] += 1
+        return check(self, *args)
+
+    monkeypatch.setattr(ChromaStore, "_other_shard_width", counted)
+    assert opener.placement(a) == "own" and opener.placement(a) == "own"
+    assert checks == [1]  # a first look finds it stays; later looks do not ask again
+
 
 @pytest.mark.parametrize("bad", [0, -5, 2.5, "100", True])
 def test_promote_at_must_be_a_positive_whole_number(bad: Any) -> None:
@@ -415,7 +575,7 @@ def test_promote_at_must_be_a_positive_whole_number(bad: Any) -> None:
 def test_a_delete_or_a_write_between_reading_a_page_and_copying_it_is_kept(
     make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mover, deleter = make_store(promote_at=1_000), make_store(promote_at=1_000)
+    mover, deleter = make_store(**PROMOTING), make_store(**PROMOTING)
     write(mover, "n", [str(i) for i in range(4)], seed=15)
     own_name = mover.collection_name("n")
     collection = type(mover._shard("n"))
@@ -464,3 +624,167 @@ def test_chroma_can_rebuild_our_embedding_function_from_a_collection_configurati
     rebuilt = known_embedding_functions[ours.name()].build_from_config(ours.get_config())
     assert isinstance(rebuilt, LangChainEmbeddingFunction)
     assert rebuilt.get_config() == ours.get_config()
+
+
+# -- demotion on first look: stores written before shards ----------------------------
+
+
+def test_a_store_written_before_shards_moves_a_small_namespace_into_its_shard_on_first_look(
+    make_store: MakeStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    old = make_store(promote_at=8, demote_on_open=False)  # reads the layout as it was
+    a, b = same_shard_pair(old)
+    legacy_collection(old, a, 4, seed=30)
+    legacy_collection(old, b, 4, seed=31)  # the same ids, in the same shard once moved
+    legacy_collection(old, "big", 5, seed=32)  # past promote_at // 2: worth its collection
+    query = vectors(1, 33)[0]
+    before = {n: snapshot(old, n) for n in (a, b, "big")}
+    found = {n: [(s.id, round(s.score, 5)) for s in old.nearest(n, query, n=3)] for n in (a, b)}
+
+    new = make_store(promote_at=8)
+    with caplog.at_level("INFO", logger=chroma.__name__):
+        assert snapshot(new, a) == before[a]
+
+    assert new.placement(a) == "shard" and new.collection_name(a) not in collection_names(new)
+    assert [r.message for r in caplog.records if "Moved namespace" in r.message] == [
+        f"Moved namespace {a!r} of the {new.location} (4 documents) from its own collection "
+        f"into {new.shard_name(a)} in {caplog.records[-1].args[-1]:.2f} s."  # type: ignore[index]
+    ]
+    for n in (a, b):
+        assert [(s.id, round(s.score, 5)) for s in new.nearest(n, query, n=3)] == found[n]
+        assert snapshot(new, n) == before[n] and new.count(n) == 4
+        assert {r.metadata["namespace"] for r in new.get(n)} == {n}  # never the other's
+    assert len(in_shard(new, a)) == 4 and len(in_shard(new, b)) == 4
+    assert new.placement("big") == "own" and snapshot(new, "big") == before["big"]
+    assert new.namespaces() == sorted([a, b, "big"])
+
+
+def test_a_namespace_promoted_past_promote_at_is_not_moved_back_on_opening(
+    make_store: MakeStore,
+) -> None:
+    store = make_store(promote_at=8)
+    write(store, "n", [str(i) for i in range(9)])
+    assert store.placement("n") == "own"
+    store.delete("n", ids=["0", "1", "2", "3"])  # 5 left: over promote_at // 2
+    assert make_store(promote_at=8).placement("n") == "own"
+    store.delete("n", ids=["4"])  # 4 left
+    assert make_store(promote_at=8).placement("n") == "shard" and store.count("n") == 4
+
+
+@pytest.mark.parametrize("bad", [0, None, "yes"])
+def test_demote_on_open_must_be_true_or_false(bad: Any) -> None:
+    with pytest.raises(ConfigError, match=f"demote_on_open must be True or False; got {bad!r}"):
+        ChromaStore(mode="memory", demote_on_open=bad)
+
+
+def test_stores_opening_one_old_namespace_at_once_move_it_once(make_store: MakeStore) -> None:
+    legacy_collection(make_store(), "n", 4)
+    stores = [make_store() for _ in range(4)]
+    barrier = threading.Barrier(len(stores))
+
+    def open_and_read(store: ChromaStore) -> list[str]:
+        barrier.wait()
+        return sorted(r.id for r in store.get("n"))
+
+    with ThreadPoolExecutor(len(stores)) as pool:
+        seen = list(pool.map(open_and_read, stores))
+
+    assert seen == [[str(i) for i in range(4)]] * len(stores)
+    assert stores[0].placement("n") == "shard" and len(in_shard(stores[0], "n")) == 4
+    assert stores[0].collection_name("n") not in collection_names(stores[0])
+
+
+_OPEN_WRITE_AND_READ = """
+import sys
+from memories.integrations.chroma import ChromaStore
+
+port, prefix, who = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+store = ChromaStore(mode="http", host="127.0.0.1", port=port, collection=prefix)
+store.upsert("n", ids=[who], texts=[who], embeddings=[[1.0] + [0.0] * 7], metadatas=[{}])
+store.delete("n", ids=["d" + who])
+print(",".join(sorted(r.id for r in store.get("n"))))
+"""
+
+
+def test_processes_opening_one_old_namespace_on_a_server_at_once_lose_nothing(
+    chroma_server: ChromaServer,
+) -> None:
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    store = ChromaStore(mode="http", host="127.0.0.1", port=chroma_server.port, collection=prefix)
+    store.demote_on_open = False
+    legacy = legacy_collection(store, "n", 4)
+    who = [f"p{i}" for i in range(4)]
+    legacy.add(ids=["d" + w for w in who], embeddings=vectors(4, 40), documents=who)
+
+    command = [sys.executable, "-c", _OPEN_WRITE_AND_READ, str(chroma_server.port), prefix]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    processes = [subprocess.Popen([*command, w], **pipes) for w in who]
+    ended = [p.communicate(timeout=120) for p in processes]
+    outputs = [out for out, _ in ended]
+
+    assert [p.returncode for p in processes] == [0] * len(who), [err for _, err in ended]
+    for w, out in zip(who, outputs, strict=True):
+        seen = out.strip().split(",")
+        assert "d" + w not in seen and w in seen  # its own delete and write, at least
+    fresh = ChromaStore(mode="http", host="127.0.0.1", port=chroma_server.port, collection=prefix)
+    fresh.demote_on_open = False  # the processes moved it
+    assert sorted(r.id for r in fresh.get("n")) == sorted(["0", "1", "2", "3", *who])
+    assert fresh.placement("n") == "shard" and len(in_shard(fresh, "n")) == 8
+    assert fresh.collection_name("n") not in collection_names(fresh)
+
+
+def test_a_vector_memory_on_a_store_written_before_shards_finds_the_same_after_the_move(
+    tmp_path: Path,
+) -> None:
+    from memories import VectorMemory
+
+    options: dict[str, Any] = {
+        "path": str(tmp_path / "chroma"),
+        "namespace": "maya",
+        "embeddings": "tests.vector.conftest:WordEmbeddings",
+        "write": "sync",
+    }
+    old = VectorMemory(**options)
+    old.store.demote_on_open = False  # the version before shards
+    for question, answer in [
+        ("My sister lives in Porto.", "Nice."),
+        ("I like jazz and the cello.", "Cool."),
+        ("We moved to Bergen last year.", "Oh."),
+    ]:
+        old.save_context({"input": question}, {"output": answer})
+    [key] = old.store.namespaces()
+    old.store.promote(key)  # a collection of its own, as every namespace had before shards
+    assert old.store.placement(key) == "own"
+    question = "Where does my sister live?"
+    before = [(d.text, d.metadata) for d in old.search(question, k=3)]
+    old.close()
+
+    new = VectorMemory(**options)
+    assert [(d.text, d.metadata) for d in new.search(question, k=3)] == before
+    assert new.store.placement(key) == "shard" and len(in_shard(new.store, key)) == 3
+    assert new.store.collection_name(key) not in collection_names(new.store)
+    new.save_context({"input": "My brother lives in Lyon."}, {"output": "Fine."})
+    assert "Lyon" in new.search("Where does my brother live?", k=1)[0].text
+    new.close()
+
+
+def test_a_move_on_first_look_that_fails_is_logged_and_the_namespace_still_reads(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    legacy_collection(make_store(), "n", 3)
+    before = snapshot(make_store(demote_on_open=False), "n")
+    store = make_store()
+
+    def fail(*args: Any) -> None:
+        raise chroma.ChromaError("the disk is full")
+
+    monkeypatch.setattr(ChromaStore, "_copy_out", fail)
+    with caplog.at_level("WARNING", logger=chroma.__name__):
+        assert snapshot(store, "n") == before  # read from its collection
+    assert "Could not move namespace 'n'" in caplog.text and "the disk is full" in caplog.text
+    write(store, "n", ["new"], seed=41)  # marked: reaches the shard too
+
+    monkeypatch.undo()
+    assert store.placement("n") == "shard"  # a later look moves it (its own mark: no wait)
+    assert sorted(r.id for r in store.get("n")) == ["0", "1", "2", "new"]
+    assert len(in_shard(store, "n")) == 4
