@@ -28,16 +28,38 @@ def _space(outbox: SQLOutbox, config: RecallConfig, namespace: str = "ns") -> Sp
     return outbox.recall.space("t", namespace, config, stored=list)
 
 
+def _tiers(outbox: SQLOutbox, space: Space) -> tuple[int, int]:
+    """How many postings of a space are fresh rows, how many are in blocks."""
+    with outbox.recall.database.transaction() as connection:
+        fresh = connection.exec_driver_sql(
+            "SELECT count(*) FROM memories_recall_postings WHERE space = ?", (space.id,)
+        ).scalar_one()
+        packed = connection.exec_driver_sql(
+            "SELECT coalesce(sum(count), 0) FROM memories_recall_blocks WHERE space = ?",
+            (space.id,),
+        ).scalar_one()
+    return int(fresh), int(packed)
+
+
 def _row(doc_id: str, text: str, **metadata: object) -> OutboxRow:
     return OutboxRow(doc_id, text, dict(metadata), needs_turn=False, replace=True)
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["fresh", "packed"])
 @pytest.mark.parametrize("b", [0.0, 0.75])
-def test_sql_bm25_ranks_and_scores_as_the_in_process_index(tmp_path: Path, b: float) -> None:
-    """Random adds, replacements and deletes: the same top hits and scores as BM25Index."""
+def test_sql_bm25_ranks_and_scores_as_the_in_process_index(
+    tmp_path: Path, b: float, packed: bool
+) -> None:
+    """Random adds, replacements and deletes: the same top hits and scores as BM25Index.
+
+    Packed: a tiny threshold and blocks, so most postings are in blocks and
+    deletes and replacements reach both tiers.
+    """
     rng = random.Random(7)
     config = RecallConfig(bm25_b=b, stopwords="none", stem=False, lexical_dates=False)
     outbox = _outbox(tmp_path)
+    if packed:
+        outbox.recall.pack_after, outbox.recall.block_size = 10, 4
     space = _space(outbox, config)
     reference = BM25Index(k1=config.bm25_k1, b=b, analyzer=config.analyzer())
     texts: dict[str, str] = {}
@@ -53,6 +75,9 @@ def test_sql_bm25_ranks_and_scores_as_the_in_process_index(tmp_path: Path, b: fl
         reference.add("", doc_id, text)
         texts[doc_id] = text
     assert outbox.recall.count(space) == len(texts)
+    if packed:
+        fresh, packed_postings = _tiers(outbox, space)
+        assert fresh <= 10 and packed_postings > 10 * fresh
     for query in ["apple river", "dog dog cat", "pottery painting guitar", "banana", "zebra"]:
         want = reference.search("", query, limit=10)
         got = outbox.recall.lexical(space, query, config, limit=10)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 
 from memories.stores.recall import (
@@ -80,6 +81,12 @@ _BUILD_BATCH = 1_000
 _SEPARATOR = "\n"
 #: Terms and speaker keys are cut to this many characters (their columns' width).
 _LONGEST = 200
+#: A write packs its space's fresh postings once they are more than this many.
+_PACK_AFTER = 4096
+#: The most postings a block holds.
+_BLOCK_SIZE = 2048
+#: A compaction moving this many postings or more is logged (an older index, a build).
+_LOGGED_PACK = 50_000
 
 metadata = sa.MetaData()
 
@@ -121,6 +128,18 @@ _postings = sa.Table(
     sa.Column("length", sa.Integer, nullable=False),  # its document's, for BM25's b
     sqlite_with_rowid=False,
 )
+#: Packed postings: a term's ``(key, tf, length)`` columns, ``count`` of each, in one value.
+_blocks = sa.Table(
+    "memories_recall_blocks",
+    metadata,
+    sa.Column("space", sa.Integer, primary_key=True),
+    sa.Column("term", sa.String(256), primary_key=True),
+    sa.Column("block", sa.Integer, primary_key=True),
+    sa.Column("count", sa.Integer, nullable=False),
+    sa.Column("low", sa.Integer, nullable=False),  # its smallest key
+    sa.Column("high", sa.Integer, nullable=False),  # its largest key
+    sa.Column("data", sa.LargeBinary, nullable=False),
+)
 _speakers = sa.Table(
     "memories_recall_speakers",
     metadata,
@@ -154,43 +173,89 @@ _TERM_SIZES = (4, 16, 64)
 
 
 @functools.cache
-def _frequencies(size: int) -> Prepared:
-    """Document frequency of ``size`` terms (``t0``...; repeats allowed) in a space."""
-    terms: list[Any] = [sa.bindparam(f"t{i}") for i in range(size)]
-    return Prepared(
-        sa.select(_postings.c.term, sa.func.count())
-        .where(_postings.c.space == sa.bindparam("space"), _postings.c.term.in_(terms))
-        .group_by(_postings.c.term)
-    )
+def _postings_of(size: int) -> Prepared:
+    """Every posting of ``size`` terms (``t0``...; repeats allowed) in a space, both tiers.
 
-
-@functools.cache
-def _scores(size: int) -> Prepared:
-    """BM25 of the documents holding any of ``size`` terms, with their weights ``w0``...
-
-    ``c`` is ``k1 * (1 - b)`` and ``slope`` ``k1 * b / average length``; the
-    best ``n`` by score, then by key.
+    Rows ``(term, data, key, tf, length)``: a block has ``data`` and no key, a
+    fresh posting the reverse. One statement, so one snapshot on PostgreSQL:
+    a compaction committing meanwhile is seen whole or not at all.
     """
     terms: list[Any] = [sa.bindparam(f"t{i}") for i in range(size)]
-    weight = sa.case(
-        *(
-            (_postings.c.term == terms[i], sa.bindparam(f"w{i}", type_=sa.Float))
-            for i in range(size)
-        ),
-        else_=sa.literal(0.0, sa.Float),
+    space: Any = sa.bindparam("space")
+    none = sa.cast(sa.null(), sa.Integer)
+    packed = sa.select(_blocks.c.term, _blocks.c.data, none, none, none).where(
+        _blocks.c.space == space, _blocks.c.term.in_(terms)
     )
-    tf = sa.cast(_postings.c.tf, sa.Float)
-    norm = sa.bindparam("c", type_=sa.Float) + sa.bindparam("slope", type_=sa.Float) * sa.cast(
-        _postings.c.length, sa.Float
+    fresh = sa.select(
+        _postings.c.term,
+        sa.cast(sa.null(), sa.LargeBinary),
+        _postings.c.key,
+        _postings.c.tf,
+        _postings.c.length,
+    ).where(_postings.c.space == space, _postings.c.term.in_(terms))
+    return Prepared(sa.union_all(packed, fresh))
+
+
+#: How many fresh postings a space holds, counted up to ``cap`` + 1.
+_FRESH = Prepared(
+    sa.select(sa.func.count()).select_from(
+        sa.select(sa.literal(1))
+        .where(_postings.c.space == sa.bindparam("space"))
+        .limit(sa.bindparam("cap", type_=sa.Integer))
+        .subquery()
     )
-    score = sa.func.sum(weight * tf / (tf + norm)).label("score")
-    return Prepared(
-        sa.select(_postings.c.key, score)
-        .where(_postings.c.space == sa.bindparam("space"), _postings.c.term.in_(terms))
-        .group_by(_postings.c.key)
-        .order_by(score.desc(), _postings.c.key)
-        .limit(sa.bindparam("n", type_=sa.Integer))
+)
+_FRESH_ROWS = Prepared(
+    sa.select(_postings.c.term, _postings.c.key, _postings.c.tf, _postings.c.length).where(
+        _postings.c.space == sa.bindparam("space")
     )
+)
+_last = _blocks.alias("last")
+#: The last block of each of some terms, read by ``_select_in`` on the term.
+_LAST_BLOCKS = sa.select(_blocks.c.term, _blocks.c.block, _blocks.c.data).where(
+    _blocks.c.space == sa.bindparam("space"),
+    _blocks.c.block
+    == sa.select(sa.func.max(_last.c.block))
+    .where(_last.c.space == _blocks.c.space, _last.c.term == _blocks.c.term)
+    .scalar_subquery(),
+)
+#: The blocks of a term that may hold keys between ``lo`` and ``hi``.
+_BLOCKS_AROUND = Prepared(
+    sa.select(_blocks.c.block, _blocks.c.data).where(
+        _blocks.c.space == sa.bindparam("space"),
+        _blocks.c.term == sa.bindparam("term"),
+        _blocks.c.low <= sa.bindparam("hi", type_=sa.Integer),
+        _blocks.c.high >= sa.bindparam("lo", type_=sa.Integer),
+    )
+)
+_BLOCK_KEY = (
+    _blocks.c.space == sa.bindparam("s"),
+    _blocks.c.term == sa.bindparam("t"),
+    _blocks.c.block == sa.bindparam("b"),
+)
+_REWRITE = sa.update(_blocks).where(*_BLOCK_KEY).values(
+    count=sa.bindparam("n"), low=sa.bindparam("lo"), high=sa.bindparam("hi"),
+    data=sa.bindparam("d"),
+)  # fmt: skip
+_DROP_BLOCK = sa.delete(_blocks).where(*_BLOCK_KEY)
+_DROP_POSTING = sa.delete(_postings).where(
+    _postings.c.space == sa.bindparam("s"),
+    _postings.c.term == sa.bindparam("t"),
+    _postings.c.key == sa.bindparam("k"),
+)
+#: A packed posting's columns: key, tf, its document's length (little-endian int32).
+_PACKED = np.dtype("<i4")
+
+
+def _pack(keys: np.ndarray, tfs: np.ndarray, lengths: np.ndarray) -> bytes:
+    """A block's value: its keys (ascending), then their tfs, then their lengths."""
+    order = np.argsort(keys, kind="stable")
+    return np.concatenate([keys[order], tfs[order], lengths[order]]).astype(_PACKED).tobytes()
+
+
+def _unpack(data: bytes) -> np.ndarray:
+    """A block's ``(3, count)`` array: keys, tfs, lengths."""
+    return np.frombuffer(data, dtype=_PACKED).reshape(3, -1)
 
 
 _IDS_OF_KEYS = sa.select(_documents.c.key, _documents.c.doc_id)
@@ -285,10 +350,22 @@ class RecallIndex:
 
     Args:
         database: the database (the outbox's).
+        pack_after: a space's fresh postings are packed into blocks by the
+            write that finds more than this many.
+        block_size: the most postings a block holds.
     """
 
-    def __init__(self, database: Database) -> None:
+    def __init__(
+        self, database: Database, *, pack_after: int = _PACK_AFTER, block_size: int = _BLOCK_SIZE
+    ) -> None:
+        if pack_after < 0 or block_size < 1:
+            raise ValueError(
+                f"pack_after={pack_after!r} and block_size={block_size!r}: use pack_after >= 0 "
+                "and block_size >= 1."
+            )
         self.database = database
+        self.pack_after = pack_after
+        self.block_size = block_size
         self._known: OrderedDict[tuple[str, str, str], Space] = OrderedDict()
         self._known_lock = threading.Lock()
 
@@ -366,6 +443,7 @@ class RecallIndex:
             # numbered after the stored turns where it waits for a number.
             queued = number_queued(connection, target, namespace, self)
             self.add(connection, target, namespace, queued)
+            self._compact(connection, space.id)
             if rows or queued:
                 logger.info(
                     "Indexed the %d documents of namespace %r for recall in %.1f s (once).",
@@ -418,6 +496,7 @@ class RecallIndex:
             config = _analysis_config(space.analysis)
             self._remove(connection, space.id, [d.doc_id for d in documents])
             self._insert(connection, space.id, [_analyse(d, config) for d in documents])
+            self._settle(connection, space.id)
 
     def remove(
         self, connection: sa.Connection, target: str, namespace: str, ids: Sequence[str]
@@ -439,7 +518,7 @@ class RecallIndex:
     def clear(self, connection: sa.Connection, target: str, namespace: str) -> None:
         """Forget every document of a namespace (its spaces stay, empty and built)."""
         for space in self._spaces_of(connection, target, namespace):
-            for table in (_postings, _documents, _speakers):
+            for table in (_postings, _blocks, _documents, _speakers):
                 connection.execute(sa.delete(table).where(table.c.space == space.id))
             connection.execute(
                 sa.update(_spaces)
@@ -464,7 +543,7 @@ class RecallIndex:
                 sa.select(_spaces.c.id).where(_spaces.c.target == former, clash)
             ).scalars()
         )
-        for table in (_postings, _documents, _speakers):
+        for table in (_postings, _blocks, _documents, _speakers):
             connection.execute(sa.delete(table).where(table.c.space.in_(stale)))
         connection.execute(sa.delete(_spaces).where(_spaces.c.id.in_(stale)))
         moved = connection.execute(
@@ -513,20 +592,110 @@ class RecallIndex:
             if term
         ]
         if gone:
-            connection.execute(
-                sa.delete(_postings).where(
-                    _postings.c.space == sa.bindparam("s"),
-                    _postings.c.term == sa.bindparam("t"),
-                    _postings.c.key == sa.bindparam("k"),
-                ),
-                gone,
-            )
+            connection.execute(_DROP_POSTING, gone)
+            self._unpack_keys(connection, space, gone)
         connection.execute(sa.delete(_documents).where(_documents.c.key.in_([r[0] for r in found])))
         rows = [
             _Row(doc_id, None, None, Counter(), (speakers or "").split(_SEPARATOR))
             for _, doc_id, _, speakers, _ in found
         ]
         self._count(connection, space, rows, -1, length=sum(r[4] for r in found))
+
+    def _unpack_keys(
+        self, connection: sa.Connection, space: int, gone: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Take the postings ``gone`` (``t`` term, ``k`` key) out of the blocks holding them.
+
+        Only the blocks whose key range meets a term's removed keys are read;
+        a block left empty is deleted, so nothing of a removed document stays.
+        """
+        keys: dict[str, list[int]] = {}
+        for posting in gone:
+            keys.setdefault(posting["t"], []).append(posting["k"])
+        rewrites: list[dict[str, Any]] = []
+        drops: list[dict[str, Any]] = []
+        for term, removed in keys.items():
+            around = _BLOCKS_AROUND.execute(
+                connection, space=space, term=term, lo=min(removed), hi=max(removed)
+            ).fetchall()
+            for block, data in around:
+                columns = _unpack(data)
+                kept = columns[:, ~np.isin(columns[0], removed)]
+                if kept.shape[1] == columns.shape[1]:
+                    continue
+                named = {"s": space, "t": term, "b": block}
+                if kept.shape[1]:
+                    rewrites.append(named | _rewritten(kept))
+                else:
+                    drops.append(named)
+        if rewrites:
+            connection.execute(_REWRITE, rewrites)
+        if drops:
+            connection.execute(_DROP_BLOCK, drops)
+
+    def _settle(self, connection: sa.Connection, space: int) -> None:
+        """Pack the space's fresh postings when they are more than ``pack_after``."""
+        fresh = _FRESH.execute(connection, space=space, cap=self.pack_after + 1).fetchone()[0]
+        if fresh > self.pack_after:
+            self._compact(connection, space)
+
+    def _fresh(self, connection: sa.Connection, space: int) -> list[Any]:
+        """The space's fresh postings: ``(term, key, tf, length)`` rows."""
+        return list(_FRESH_ROWS.execute(connection, space=space).fetchall())
+
+    def _compact(self, connection: sa.Connection, space: int) -> int:
+        """Move the space's fresh postings into blocks; return how many moved.
+
+        A term's postings fill its last block while it has room, then new
+        ones. Exactly the rows read are deleted (by their whole key), so a
+        row another writer adds meanwhile stays fresh. Writers of a space
+        take turns already (:meth:`_spaces_of`), so no other lock is taken.
+        """
+        started = time.monotonic()
+        rows = self._fresh(connection, space)
+        if not rows:
+            return 0
+        by_term: dict[str, list[tuple[int, int, int]]] = {}
+        for term, key, tf, length in rows:
+            by_term.setdefault(term, []).append((key, tf, length))
+        last = {
+            term: (int(block), data)
+            for term, block, data in _select_in(
+                connection, _LAST_BLOCKS, _blocks.c.term, sorted(by_term), space=space
+            )
+        }
+        size = self.block_size
+        rewrites: list[dict[str, Any]] = []
+        inserts: list[dict[str, Any]] = []
+        for term, postings in by_term.items():
+            new = np.array(postings, dtype=np.int64).T
+            block, data = last.get(term, (-1, None))
+            if data is not None:
+                old = _unpack(data)
+                room = size - old.shape[1]
+                if room > 0:
+                    merged = np.concatenate([old, new[:, :room]], axis=1)
+                    rewrites.append({"s": space, "t": term, "b": block} | _rewritten(merged))
+                    new = new[:, room:]
+            for start in range(0, new.shape[1], size):
+                block += 1
+                part = _rewritten(new[:, start : start + size])
+                inserts.append(
+                    {"space": space, "term": term, "block": block, "count": part["n"],
+                     "low": part["lo"], "high": part["hi"], "data": part["d"]}
+                )  # fmt: skip
+        if rewrites:
+            connection.execute(_REWRITE, rewrites)
+        if inserts:
+            connection.execute(sa.insert(_blocks), inserts)
+        connection.execute(_DROP_POSTING, [{"s": space, "t": t, "k": k} for t, k, _, _ in rows])
+        seconds = time.monotonic() - started
+        log = logger.info if len(rows) >= _LOGGED_PACK else logger.debug
+        log(
+            "Packed %d recall postings of space %d into blocks in %.2f s.",
+            len(rows), space, seconds,
+        )  # fmt: skip
+        return len(rows)
 
     def _count(
         self,
@@ -586,17 +755,22 @@ class RecallIndex:
         spaces = sa.select(_spaces.c.id).where(
             _spaces.c.target == target, _spaces.c.namespace == namespace
         )
-        documents = sa.select(_documents.c.key).where(_documents.c.space.in_(spaces))
         if session is not None:
-            documents = documents.where(_documents.c.session == session)
+            # A session's postings, packed or fresh: one per distinct term of each document.
+            terms = sa.select(_documents.c.terms).where(
+                _documents.c.space.in_(spaces), _documents.c.session == session
+            )
+            with self.database.transaction() as connection:
+                found = connection.execute(terms).scalars().all()
+            return len(found) + sum(len([t for t in held.split(_SEPARATOR) if t]) for held in found)
         counts = [
-            sa.select(sa.func.count()).select_from(documents.subquery()),
-            sa.select(sa.func.count()).where(
-                _postings.c.space.in_(spaces), _postings.c.key.in_(documents)
+            sa.select(sa.func.count()).where(_documents.c.space.in_(spaces)),
+            sa.select(sa.func.count()).where(_postings.c.space.in_(spaces)),
+            sa.select(sa.func.coalesce(sa.func.sum(_blocks.c.count), 0)).where(
+                _blocks.c.space.in_(spaces)
             ),
+            sa.select(sa.func.count()).where(_speakers.c.space.in_(spaces)),
         ]
-        if session is None:
-            counts.append(sa.select(sa.func.count()).where(_speakers.c.space.in_(spaces)))
         with self.database.transaction() as connection:
             return sum(int(connection.execute(query).scalar_one()) for query in counts)
 
@@ -615,10 +789,10 @@ class RecallIndex:
     ) -> list[ScoredId]:
         """BM25 top ``limit`` for ``query``: Lucene's idf, ``config``'s k1 and b, ties by id.
 
-        Two statements prepared once per number of terms: the terms' document
-        frequencies (counted on the primary key), then the scores, summed in
-        the database over those terms' postings (each carries its document's
-        length); only the best documents' ids are read after.
+        One statement prepared once per number of terms reads the terms'
+        postings, packed and fresh; document frequencies and scores are
+        counted here (:func:`_best`); only the best documents' ids are read
+        after.
         """
         terms = Counter(config.analyzer().terms(query))
         if not terms or limit < 1:
@@ -628,28 +802,22 @@ class RecallIndex:
             if stats is None or not stats[0]:
                 return []
             n_docs, total = int(stats[0]), int(stats[1])
-            k1, b = config.bm25_k1, config.bm25_b
-            slope = k1 * b / (total / n_docs) if total else 0.0
             wanted = list(terms)[: _TERM_SIZES[-1]]
             size = next(n for n in _TERM_SIZES if n >= len(wanted))
             named = {f"t{i}": wanted[min(i, len(wanted) - 1)] for i in range(size)}
-            frequencies = dict(
-                _frequencies(size).execute(connection, space=space.id, **named).fetchall()
-            )
-            if not frequencies:
+            rows = _postings_of(size).execute(connection, space=space.id, **named).fetchall()
+            postings = _Postings.read(rows, {term: i for i, term in enumerate(wanted)})
+            if not postings.count:
                 return []
-            weights = {f"w{i}": 0.0 for i in range(size)}
-            for i, term in enumerate(wanted):
-                df = frequencies.get(term)
-                if df:  # repeats * Lucene's idf * (k1 + 1); a padded repeat of a term scores 0
+            k1, b = config.bm25_k1, config.bm25_b
+            weights = np.zeros(len(wanted))
+            for i, df in enumerate(np.bincount(postings.term, minlength=len(wanted))):
+                if df:  # repeats * Lucene's idf * (k1 + 1)
                     idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-                    weights[f"w{i}"] = terms[term] * idf * (k1 + 1.0)
+                    weights[i] = terms[wanted[i]] * idf * (k1 + 1.0)
+            slope = k1 * b / (total / n_docs) if total else 0.0
             # Twice the limit, so that ties at the cut are settled by id below, as BM25Index does.
-            scored = _scores(size).execute(
-                connection, space=space.id, c=k1 * (1.0 - b), slope=slope, n=2 * limit + 8,
-                **named, **weights,
-            ).fetchall()  # fmt: skip
-            best = {int(key): float(score) for key, score in scored if score > 0}
+            best = postings.best(weights, c=k1 * (1.0 - b), slope=slope, n=2 * limit + 8)
             ids = dict(_select_in(connection, _IDS_OF_KEYS, _documents.c.key, list(best)))
         found_ids = [(ids[key], score) for key, score in best.items() if key in ids]
         found_ids.sort(key=lambda item: (-item[1], item[0]))
@@ -752,6 +920,73 @@ class RecallIndex:
                 ).scalars()
             )
         return named_speakers(query, known)
+
+
+@dataclass(frozen=True)
+class _Postings:
+    """The postings a search read, as columns: each one's term (its index), key, tf, length."""
+
+    term: np.ndarray
+    key: np.ndarray
+    tf: np.ndarray
+    length: np.ndarray
+
+    @property
+    def count(self) -> int:
+        """How many postings."""
+        return len(self.key)
+
+    @classmethod
+    def read(cls, rows: Iterable[Sequence[Any]], index: Mapping[str, int]) -> _Postings:
+        """From :func:`_postings_of`'s rows: blocks unpacked, fresh postings appended."""
+        packed: list[np.ndarray] = []
+        terms: list[np.ndarray] = []
+        fresh: list[tuple[int, int, int, int]] = []
+        for term, data, key, tf, length in rows:
+            if data is not None:
+                columns = _unpack(data)
+                packed.append(columns)
+                terms.append(np.full(columns.shape[1], index[term], dtype=np.int64))
+            else:
+                fresh.append((index[term], key, tf, length))
+        if fresh:
+            loose = np.array(fresh, dtype=np.int64).T
+            packed.append(loose[1:])
+            terms.append(loose[0])
+        if not packed:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls(empty, empty, empty, empty)
+        columns = np.concatenate(packed, axis=1)
+        return cls(np.concatenate(terms), columns[0], columns[1], columns[2])
+
+    def best(self, weights: np.ndarray, *, c: float, slope: float, n: int) -> dict[int, float]:
+        """The ``n`` best keys by summed BM25 (then by key), with their positive scores.
+
+        ``weights`` holds each term's repeats * idf * (k1 + 1); ``c`` is
+        ``k1 * (1 - b)`` and ``slope`` ``k1 * b / average length``.
+        """
+        tf = self.tf.astype(np.float64)
+        parts = weights[self.term] * tf / (tf + c + slope * self.length)
+        keys, inverse = np.unique(self.key, return_inverse=True)
+        scores = np.bincount(inverse, weights=parts, minlength=len(keys))
+        scored = scores > 0
+        keys, scores = keys[scored], scores[scored]
+        if len(keys) > n:  # the n-th score, then every key scoring at least it (ties)
+            cut = np.partition(scores, len(scores) - n)[len(scores) - n]
+            near = scores >= cut
+            keys, scores = keys[near], scores[near]
+        order = np.lexsort((keys, -scores))[:n]
+        return {int(keys[i]): float(scores[i]) for i in order}
+
+
+def _rewritten(columns: np.ndarray) -> dict[str, Any]:
+    """A block's new ``count``, key range and value (``n``, ``lo``, ``hi``, ``d``)."""
+    return {
+        "n": int(columns.shape[1]),
+        "lo": int(columns[0].min()),
+        "hi": int(columns[0].max()),
+        "d": _pack(columns[0], columns[1], columns[2]),
+    }
 
 
 _IN_SIZES = (8, 32, 128, 512)
