@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import random
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
+import sqlalchemy as sa
 
 from memories.errors import BackendUnavailableError
 from memories.stores.recall import BM25Index, RecallConfig
+from memories.stores.vector import recall_index
 from memories.stores.vector.outbox import OutboxRow, SQLOutbox
 from memories.stores.vector.recall_index import IndexedDocument, Space
 from tests.postgres import find_pg_bin, postgres_server
@@ -28,27 +33,79 @@ def _space(outbox: SQLOutbox, config: RecallConfig, namespace: str = "ns") -> Sp
     return outbox.recall.space("t", namespace, config, stored=list)
 
 
+def _unique() -> str:
+    return f"ns-{uuid.uuid4().hex[:12]}"
+
+
 def _tiers(outbox: SQLOutbox, space: Space) -> tuple[int, int]:
     """How many postings of a space are fresh rows, how many are in blocks."""
     with outbox.recall.database.transaction() as connection:
-        fresh = connection.exec_driver_sql(
-            "SELECT count(*) FROM memories_recall_postings WHERE space = ?", (space.id,)
+        fresh = connection.execute(
+            sa.select(sa.func.count()).where(recall_index._postings.c.space == space.id)
         ).scalar_one()
-        packed = connection.exec_driver_sql(
-            "SELECT coalesce(sum(count), 0) FROM memories_recall_blocks WHERE space = ?",
-            (space.id,),
+        packed = connection.execute(
+            sa.select(sa.func.coalesce(sa.func.sum(recall_index._blocks.c.count), 0)).where(
+                recall_index._blocks.c.space == space.id
+            )
         ).scalar_one()
     return int(fresh), int(packed)
+
+
+def _packed_keys(outbox: SQLOutbox) -> dict[str, set[int]]:
+    """Every key each term's blocks hold, in every space."""
+    blocks = recall_index._blocks
+    with outbox.recall.database.transaction() as connection:
+        rows = connection.execute(sa.select(blocks.c.term, blocks.c.data)).all()
+    keys: dict[str, set[int]] = {}
+    for term, data in rows:
+        keys.setdefault(term, set()).update(
+            int(k) for k in np.frombuffer(data, "<i4")[: len(data) // 12]
+        )
+    return keys
+
+
+def _keys_of(outbox: SQLOutbox, space: Space, ids: list[str]) -> set[int]:
+    documents = recall_index._documents
+    with outbox.recall.database.transaction() as connection:
+        return set(
+            connection.execute(
+                sa.select(documents.c.key).where(
+                    documents.c.space == space.id, documents.c.doc_id.in_(ids)
+                )
+            ).scalars()
+        )
 
 
 def _row(doc_id: str, text: str, **metadata: object) -> OutboxRow:
     return OutboxRow(doc_id, text, dict(metadata), needs_turn=False, replace=True)
 
 
-@pytest.mark.parametrize("packed", [False, True], ids=["fresh", "packed"])
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    """A throwaway PostgreSQL for the module's tests (each uses namespaces of its own)."""
+    if find_pg_bin() is None:
+        pytest.skip("PostgreSQL server not installed")
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An outbox database on SQLite (a file of this test's) or on the module's PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'outbox.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.mark.parametrize(
+    ("engine", "packed"),
+    [("sqlite", False), ("sqlite", True), ("postgresql", True)],
+    ids=["sqlite-fresh", "sqlite-packed", "postgresql-packed"],
+)
 @pytest.mark.parametrize("b", [0.0, 0.75])
 def test_sql_bm25_ranks_and_scores_as_the_in_process_index(
-    tmp_path: Path, b: float, packed: bool
+    request: pytest.FixtureRequest, tmp_path: Path, b: float, engine: str, packed: bool
 ) -> None:
     """Random adds, replacements and deletes: the same top hits and scores as BM25Index.
 
@@ -57,21 +114,24 @@ def test_sql_bm25_ranks_and_scores_as_the_in_process_index(
     """
     rng = random.Random(7)
     config = RecallConfig(bm25_b=b, stopwords="none", stem=False, lexical_dates=False)
-    outbox = _outbox(tmp_path)
+    if engine == "sqlite":
+        outbox, namespace = _outbox(tmp_path), "ns"
+    else:
+        outbox, namespace = SQLOutbox(request.getfixturevalue("postgres_url")), _unique()
     if packed:
         outbox.recall.pack_after, outbox.recall.block_size = 10, 4
-    space = _space(outbox, config)
+    space = _space(outbox, config, namespace)
     reference = BM25Index(k1=config.bm25_k1, b=b, analyzer=config.analyzer())
     texts: dict[str, str] = {}
     for step in range(300):
         doc_id = f"d{rng.randrange(120)}"
         if step % 7 == 6 and doc_id in texts:
-            outbox.unindex("t", "ns", ids=[doc_id])
+            outbox.unindex("t", namespace, ids=[doc_id])
             reference.delete("", doc_id)
             del texts[doc_id]
             continue
         text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12)))
-        outbox.put("t", "ns", [_row(doc_id, text)])
+        outbox.put("t", namespace, [_row(doc_id, text)])
         reference.add("", doc_id, text)
         texts[doc_id] = text
     assert outbox.recall.count(space) == len(texts)

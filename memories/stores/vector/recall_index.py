@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from memories.stores.recall import (
     RecallConfig,
@@ -134,6 +135,7 @@ _blocks = sa.Table(
     metadata,
     sa.Column("space", sa.Integer, primary_key=True),
     sa.Column("term", sa.String(256), primary_key=True),
+    # The smallest key it was begun with: its name among its term's blocks.
     sa.Column("block", sa.Integer, primary_key=True),
     sa.Column("count", sa.Integer, nullable=False),
     sa.Column("low", sa.Integer, nullable=False),  # its smallest key
@@ -210,14 +212,17 @@ _FRESH_ROWS = Prepared(
         _postings.c.space == sa.bindparam("space")
     )
 )
-_last = _blocks.alias("last")
-#: The last block of each of some terms, read by ``_select_in`` on the term.
-_LAST_BLOCKS = sa.select(_blocks.c.term, _blocks.c.block, _blocks.c.data).where(
+#: The blocks of some terms with room (``count`` under ``size``), read by ``_select_in``.
+_OPEN_BLOCKS = sa.select(_blocks.c.term, _blocks.c.block, _blocks.c.data).where(
     _blocks.c.space == sa.bindparam("space"),
-    _blocks.c.block
-    == sa.select(sa.func.max(_last.c.block))
-    .where(_last.c.space == _blocks.c.space, _last.c.term == _blocks.c.term)
-    .scalar_subquery(),
+    _blocks.c.count < sa.bindparam("size", type_=sa.Integer),
+)
+#: PostgreSQL: some postings of a space, deleted in one statement (terms and keys as arrays).
+_DROP_POSTINGS_PG = Prepared(
+    sa.text(
+        "DELETE FROM memories_recall_postings WHERE space = :s AND (term, key) IN "
+        "(SELECT * FROM unnest(CAST(:terms AS VARCHAR[]), CAST(:keys AS INTEGER[])))"
+    )
 )
 #: The blocks of a term that may hold keys between ``lo`` and ``hi``.
 _BLOCKS_AROUND = Prepared(
@@ -437,13 +442,18 @@ class RecallIndex:
             from memories.stores.vector.outbox import number_queued
 
             rows = [_analyse(d, config) for d in stored()]
+            # More postings than a write would leave fresh go straight into blocks:
+            # nobody sees the space before this commits, so nothing is compacted.
+            many = sum(len(row.terms) for row in rows) > self.pack_after
+            packed: dict[str, list[tuple[int, int, int]]] | None = {} if many else None
             for start in range(0, len(rows), _BUILD_BATCH):
-                self._insert(connection, space.id, rows[start : start + _BUILD_BATCH])
+                self._insert(connection, space.id, rows[start : start + _BUILD_BATCH], into=packed)
+            if packed:
+                self._append(connection, space.id, packed)
             # Then what waits in the outbox (newer than the store's copy of an id),
             # numbered after the stored turns where it waits for a number.
             queued = number_queued(connection, target, namespace, self)
             self.add(connection, target, namespace, queued)
-            self._compact(connection, space.id)
             if rows or queued:
                 logger.info(
                     "Indexed the %d documents of namespace %r for recall in %.1f s (once).",
@@ -551,7 +561,15 @@ class RecallIndex:
         )
         return int(moved.rowcount)
 
-    def _insert(self, connection: sa.Connection, space: int, rows: Sequence[_Row]) -> None:
+    def _insert(
+        self,
+        connection: sa.Connection,
+        space: int,
+        rows: Sequence[_Row],
+        *,
+        into: dict[str, list[tuple[int, int, int]]] | None = None,
+    ) -> None:
+        """Add documents; their postings as fresh rows, or ``into`` (term: key, tf, length)."""
         if not rows:
             return
         values = [
@@ -563,6 +581,13 @@ class RecallIndex:
         # One statement for the batch, the new keys returned in the order given.
         inserted = sa.insert(_documents).returning(_documents.c.key, sort_by_parameter_order=True)
         keys = list(connection.execute(inserted, values).scalars())
+        if into is not None:
+            for key, row in zip(keys, rows, strict=True):
+                length = sum(row.terms.values())
+                for term, tf in row.terms.items():
+                    into.setdefault(term, []).append((key, tf, length))
+            self._count(connection, space, rows, +1)
+            return
         postings = [
             {"space": space, "term": term, "key": key, "tf": tf, "length": value["length"]}
             for key, row, value in zip(keys, rows, values, strict=True)
@@ -647,7 +672,7 @@ class RecallIndex:
         """Move the space's fresh postings into blocks; return how many moved.
 
         A term's postings fill its last block while it has room, then new
-        ones. Exactly the rows read are deleted (by their whole key), so a
+        ones. Exactly the rows read are deleted (by space, term and key), so a
         row another writer adds meanwhile stays fresh. Writers of a space
         take turns already (:meth:`_spaces_of`), so no other lock is taken.
         """
@@ -658,18 +683,42 @@ class RecallIndex:
         by_term: dict[str, list[tuple[int, int, int]]] = {}
         for term, key, tf, length in rows:
             by_term.setdefault(term, []).append((key, tf, length))
-        last = {
-            term: (int(block), data)
-            for term, block, data in _select_in(
-                connection, _LAST_BLOCKS, _blocks.c.term, sorted(by_term), space=space
-            )
-        }
+        self._append(connection, space, by_term)
+        if connection.dialect.name == "postgresql":  # one statement, not one per row
+            terms, keys = [row[0] for row in rows], [row[1] for row in rows]
+            _DROP_POSTINGS_PG.execute(connection, s=space, terms=terms, keys=keys)
+        else:
+            connection.execute(_DROP_POSTING, [{"s": space, "t": t, "k": k} for t, k, _, _ in rows])
+        seconds = time.monotonic() - started
+        log = logger.info if len(rows) >= _LOGGED_PACK else logger.debug
+        log(
+            "Packed %d recall postings of space %d into blocks in %.2f s.",
+            len(rows), space, seconds,
+        )  # fmt: skip
+        return len(rows)
+
+    def _append(
+        self,
+        connection: sa.Connection,
+        space: int,
+        by_term: Mapping[str, Sequence[tuple[int, int, int]]],
+    ) -> None:
+        """Add postings (per term: key, tf, length) to the blocks: the last one's room first."""
+        if not by_term:
+            return
         size = self.block_size
+        # The open block of each term: the latest begun of those with room.
+        last: dict[str, tuple[int, bytes]] = {}
+        for term, block, data in _select_in(
+            connection, _OPEN_BLOCKS, _blocks.c.term, sorted(by_term), space=space, size=size
+        ):
+            if term not in last or block > last[term][0]:
+                last[term] = (int(block), data)
         rewrites: list[dict[str, Any]] = []
         inserts: list[dict[str, Any]] = []
         for term, postings in by_term.items():
             new = np.array(postings, dtype=np.int64).T
-            block, data = last.get(term, (-1, None))
+            block, data = last.get(term, (0, None))
             if data is not None:
                 old = _unpack(data)
                 room = size - old.shape[1]
@@ -677,9 +726,10 @@ class RecallIndex:
                     merged = np.concatenate([old, new[:, :room]], axis=1)
                     rewrites.append({"s": space, "t": term, "b": block} | _rewritten(merged))
                     new = new[:, room:]
+            new = new[:, np.argsort(new[0], kind="stable")]  # blocks of close keys
             for start in range(0, new.shape[1], size):
-                block += 1
                 part = _rewritten(new[:, start : start + size])
+                block = part["lo"]
                 inserts.append(
                     {"space": space, "term": term, "block": block, "count": part["n"],
                      "low": part["lo"], "high": part["hi"], "data": part["d"]}
@@ -688,14 +738,6 @@ class RecallIndex:
             connection.execute(_REWRITE, rewrites)
         if inserts:
             connection.execute(sa.insert(_blocks), inserts)
-        connection.execute(_DROP_POSTING, [{"s": space, "t": t, "k": k} for t, k, _, _ in rows])
-        seconds = time.monotonic() - started
-        log = logger.info if len(rows) >= _LOGGED_PACK else logger.debug
-        log(
-            "Packed %d recall postings of space %d into blocks in %.2f s.",
-            len(rows), space, seconds,
-        )  # fmt: skip
-        return len(rows)
 
     def _count(
         self,
@@ -1003,8 +1045,17 @@ def _select_in(
     """``select`` restricted to rows whose ``column`` is among ``values``, on the driver.
 
     A statement is prepared once per size of ``IN`` list (8, 32, 128, 512: the
-    values padded with the last of them), so a search never compiles SQL.
+    values padded with the last of them), so a search never compiles SQL. On
+    PostgreSQL the values are one array parameter (``= ANY``): a long ``IN``
+    list costs it more to plan than to run (208 keys: 1.7 ms, as an array 0.4).
     """
+    if connection.dialect.name == "postgresql":
+        key = (id(select), id(column), 0)
+        prepared = _in_statements.get(key)
+        if prepared is None:
+            array = sa.bindparam("in_", type_=postgresql.ARRAY(column.type))
+            prepared = _in_statements[key] = Prepared(select.where(column == sa.any_(array)))
+        return list(prepared.execute(connection, **params, in_=list(values)).fetchall())
     rows: list[Any] = []
     largest = _IN_SIZES[-1]
     for start in range(0, len(values), largest):
