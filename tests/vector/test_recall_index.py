@@ -6,6 +6,7 @@ import random
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -304,3 +305,114 @@ def test_processes_making_one_new_index_at_once_all_get_it(tmp_path: Path, engin
     else:
         with postgres_server() as url:
             build_all(url)
+
+
+def _reference(texts: dict[str, str], config: RecallConfig) -> BM25Index:
+    reference = BM25Index(k1=config.bm25_k1, b=config.bm25_b, analyzer=config.analyzer())
+    for doc_id, text in texts.items():
+        reference.add("", doc_id, text)
+    return reference
+
+
+def _assert_ranks_as(
+    outbox: SQLOutbox, space: Space, texts: dict[str, str], config: RecallConfig
+) -> None:
+    reference = _reference(texts, config)
+    for query in ["apple river", "dog dog cat", "pottery painting guitar", "banana"]:
+        want = reference.search("", query, limit=10)
+        got = outbox.recall.lexical(space, query, config, limit=10)
+        assert [s.score for s in got] == pytest.approx([s.score for s in want], rel=1e-9)
+        assert {(round(s.score, 9), s.id) for s in got} == {(round(s.score, 9), s.id) for s in want}
+
+
+def _texts(count: int, seed: int = 3) -> dict[str, str]:
+    rng = random.Random(seed)
+    return {
+        f"d{i}": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8))) for i in range(count)
+    }
+
+
+def test_a_compaction_moves_exactly_the_rows_it_read(postgres_url: str) -> None:
+    """Another connection's rows committed while a compaction runs stay fresh, and count once."""
+    config = RecallConfig(stopwords="none", stem=False, lexical_dates=False)
+    outbox, namespace = SQLOutbox(postgres_url), _unique()
+    outbox.recall.pack_after = 10**6  # only the compaction below packs
+    space = _space(outbox, config, namespace)
+    texts = _texts(40)
+    outbox.put("t", namespace, [_row(i, t) for i, t in texts.items()])
+    late = {"late1": "apple apple river", "late2": "dog pottery"}
+    read = outbox.recall._fresh
+
+    def read_then_another_writer_commits(connection: sa.Connection, space_id: int) -> list[Any]:
+        rows = read(connection, space_id)
+        outbox.put("t", namespace, [_row(i, t) for i, t in late.items()])  # its own connection
+        return rows
+
+    outbox.recall._fresh = read_then_another_writer_commits  # type: ignore[method-assign]
+    with outbox.recall.database.transaction(write=True) as connection:
+        moved = outbox.recall._compact(connection, space.id)
+    del outbox.recall._fresh
+    postings = sum(len(set(t.split())) for t in texts.values())
+    assert moved == postings
+    assert _tiers(outbox, space) == (4, postings)  # the late turns: 2 + 2 terms, still fresh
+    _assert_ranks_as(outbox, space, texts | late, config)
+
+
+def test_an_index_of_rows_only_is_searched_then_packed_by_its_first_write(
+    engine_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An index an older version wrote (every posting a row) works, and one write packs it."""
+    config = RecallConfig(stopwords="none", stem=False, lexical_dates=False)
+    namespace = _unique()
+    older = SQLOutbox(engine_url)
+    older.recall.pack_after = 10**6  # as before blocks: rows only
+    space = _space(older, config, namespace)
+    texts = _texts(60)
+    older.put("t", namespace, [_row(i, t) for i, t in texts.items()])
+    postings = sum(len(set(t.split())) for t in texts.values())
+    assert _tiers(older, space) == (postings, 0)
+    now = SQLOutbox(engine_url)
+    now.recall.pack_after, now.recall.block_size = 20, 16
+    _assert_ranks_as(now, space, texts, config)  # read from rows
+    with caplog.at_level("DEBUG", logger="memories.stores.vector.recall_index"):
+        now.put("t", namespace, [_row("new", "cherry cat")])
+    assert _tiers(now, space) == (0, postings + 2)
+    assert f"Packed {postings + 2} recall postings" in caplog.text
+    _assert_ranks_as(now, space, texts | {"new": "cherry cat"}, config)
+
+
+def test_erasing_a_session_or_a_namespace_leaves_no_packed_posting(engine_url: str) -> None:
+    """No block keeps an erased document's key or word; held() counts packed postings."""
+    config = RecallConfig(stopwords="none", stem=False, lexical_dates=False)
+    namespace = _unique()
+    outbox = SQLOutbox(engine_url)
+    outbox.recall.pack_after, outbox.recall.block_size = 8, 4
+    space = _space(outbox, config, namespace)
+    texts = _texts(30)
+    rows = [
+        OutboxRow(i, t, {"session": "kept" if n % 3 else "gone"}, needs_turn=True)
+        for n, (i, t) in enumerate(texts.items())
+    ]
+    secret = OutboxRow("secret", "zanzibarian apple", {"session": "gone"}, needs_turn=True)
+    outbox.put("t", namespace, [*rows, secret])
+    gone_ids = [r.doc_id for r in [*rows, secret] if r.metadata["session"] == "gone"]
+    gone_keys = _keys_of(outbox, space, gone_ids)
+    assert "zanzibarian" in _packed_keys(outbox)  # packed, not only fresh
+    fresh, packed = _tiers(outbox, space)
+    assert packed > fresh
+    gone_postings = sum(len(set(texts.get(i, "zanzibarian apple").split())) for i in gone_ids)
+    held = outbox.held("t", namespace, session="gone")["recall index rows"]
+    assert held == len(gone_ids) + gone_postings
+    whole = outbox.held("t", namespace)["recall index rows"]
+    assert whole >= len(texts) + 1 + fresh + packed
+    outbox.erase_session("t", namespace, "gone")
+    assert outbox.held("t", namespace, session="gone")["recall index rows"] == 0
+    assert outbox.held("t", namespace)["recall index rows"] == whole - held
+    left = _packed_keys(outbox)
+    assert "zanzibarian" not in left
+    assert not set().union(*left.values()) & gone_keys
+    kept = {i: t for i, t in texts.items() if i not in gone_ids}
+    _assert_ranks_as(outbox, space, kept, config)
+    outbox.clear("t", namespace)
+    assert outbox.held("t", namespace)["recall index rows"] == 0
+    assert _tiers(outbox, space) == (0, 0)
