@@ -151,51 +151,64 @@ def _database(engine: str) -> Iterator[str]:
             yield url
 
 
-def run(engine: str, turns: int, searches: int, writes: int, data: Path) -> None:
-    texts, questions = chat_texts(turns + writes, data)
+def run(engine: str, turns: int, options: argparse.Namespace) -> None:
+    texts, questions = chat_texts(turns + options.writes, options.data)
     stored, later = _documents(texts[:turns]), _documents(texts[turns:])
     config = RecallConfig()
-    print(f"\n== {engine}, {turns:,} turns ==")
+    print(
+        f"\n== {engine}, {turns:,} turns (pack after {options.pack_after:,} fresh postings, "
+        f"blocks of {options.block_size:,}) =="
+    )
     with _database(engine) as url:
         database = Database(url, outbox._metadata)  # the outbox table too: a build reads it
-        packing = RecallIndex(database)
+        packing = RecallIndex(
+            database, pack_after=options.pack_after, block_size=options.block_size
+        )
         rows_only = RecallIndex(database, pack_after=10**12)
         rows_only._settle = lambda connection, space: None  # type: ignore[method-assign]  # as before blocks
-        seconds, rows_space = _timed(
-            lambda: rows_only.space("rows", NAMESPACE, config, stored=lambda: stored)
-        )
-        print(f"build, rows:   {seconds:6.1f} s")
+        if not options.packed_only:
+            seconds, rows_space = _timed(
+                lambda: rows_only.space("rows", NAMESPACE, config, stored=lambda: stored)
+            )
+            print(f"build, rows:   {seconds:6.1f} s")
         seconds, packed_space = _timed(
             lambda: packing.space("packed", NAMESPACE, config, stored=lambda: stored)
         )
         print(f"build, packed: {seconds:6.1f} s")
-        asked = [questions[i % len(questions)] for i in range(searches)]
+        asked = [questions[i % len(questions)] for i in range(options.searches)]
         for query in asked[:10]:  # warm: caches, prepared statements
-            former = former_lexical(rows_only, rows_space, query, config, LIMIT)
             packed = packing.lexical(packed_space, query, config, limit=LIMIT)
-            # The same scores (equal ones may be summed in another order and tie apart).
-            assert [round(h[1], 9) for h in former] == [round(s.score, 9) for s in packed], query
+            if not options.packed_only:
+                former = former_lexical(rows_only, rows_space, query, config, LIMIT)
+                # The same scores (equal ones may be summed in another order and tie apart).
+                assert [round(h[1], 9) for h in former] == [round(s.score, 9) for s in packed]
         runs: dict[str, list[float]] = {"former, rows": [], "now, rows": [], "now, packed": []}
         for query in asked:
-            runs["former, rows"].append(
-                _timed(former_lexical, rows_only, rows_space, query, config, LIMIT)[0]
-            )
-            runs["now, rows"].append(
-                _timed(lambda q=query: rows_only.lexical(rows_space, q, config, limit=LIMIT))[0]
-            )
+            if not options.packed_only:
+                runs["former, rows"].append(
+                    _timed(former_lexical, rows_only, rows_space, query, config, LIMIT)[0]
+                )
+                runs["now, rows"].append(
+                    _timed(lambda q=query: rows_only.lexical(rows_space, q, config, limit=LIMIT))[0]
+                )
             runs["now, packed"].append(
                 _timed(lambda q=query: packing.lexical(packed_space, q, config, limit=LIMIT))[0]
             )
         for name, samples in runs.items():
-            print(f"lexical top-{LIMIT}, {name:13}: {_ms(samples)}  ({len(samples)} questions)")
-        _writes(database, rows_only, "rows", later, "rows-only")
+            if samples:
+                print(f"lexical top-{LIMIT}, {name:13}: {_ms(samples)}  ({len(samples)} questions)")
+        if not options.packed_only:
+            _writes(database, rows_only, "rows", later, "rows-only")
         _writes(database, packing, "packed", later, "packed")
-        with database.transaction(write=True) as connection:
-            fresh = connection.execute(
-                sa.select(sa.func.count()).where(recall_index._postings.c.space == rows_space.id)
-            ).scalar_one()
-        seconds, _ = _timed(_write, database, packing, "rows", _documents(["one more turn"]))
-        print(f"first write packing a rows-only index of {fresh:,} postings: {seconds:6.2f} s")
+        if not options.packed_only:
+            with database.transaction(write=True) as connection:
+                fresh = connection.execute(
+                    sa.select(sa.func.count()).where(
+                        recall_index._postings.c.space == rows_space.id
+                    )
+                ).scalar_one()
+            seconds, _ = _timed(_write, database, packing, "rows", _documents(["one more turn"]))
+            print(f"first write packing a rows-only index of {fresh:,} postings: {seconds:6.2f} s")
         database.engine.dispose()
 
 
@@ -236,12 +249,17 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=200)
     parser.add_argument("--writes", type=int, default=1_000)
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--pack-after", type=int, default=recall_index._PACK_AFTER)
+    parser.add_argument("--block-size", type=int, default=recall_index._BLOCK_SIZE)
+    parser.add_argument(
+        "--packed-only", action="store_true", help="skip the rows-only index (to tune blocks)"
+    )
     options = parser.parse_args()
     if not options.data.is_file():
         sys.exit(f"{options.data} not found: pass --data LOCOMO_JSON")
     for engine in options.engines:
         for turns in options.turns:
-            run(engine, turns, options.searches, options.writes, options.data)
+            run(engine, turns, options)
 
 
 if __name__ == "__main__":

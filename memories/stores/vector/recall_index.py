@@ -15,15 +15,41 @@ document either queued and indexed or neither.
 - ``memories_recall_documents``: one row per document: its session and turn
   (indexed, for neighbours and for numbering a session's next turn), its
   length, distinct terms and speakers;
-- ``memories_recall_postings``: ``(space, term, document, tf)``, the primary key
-  serving document frequencies and scoring alike;
+- ``memories_recall_postings``: the *fresh* postings, ``(space, term, key, tf,
+  length)``, one row each: what writes add, cheaply, in their transaction;
+- ``memories_recall_blocks``: the *packed* postings: per space and term, blocks
+  of at most ``block_size`` (2,048) postings, each one binary value (the keys,
+  then the tfs, then the documents' lengths, as little-endian int32 columns);
 - ``memories_recall_speakers``: how many turns each speaker said, per space.
 
 Scores are exact Okapi BM25 with Lucene's idf, the formula of
-:class:`~memories.stores.recall.BM25Index`: the same ranking, computed in the
-database (see :meth:`RecallIndex.lexical`). A namespace written by an older
-version, whose index was kept in each process, is indexed once from the store
-on first use (:meth:`RecallIndex.space`), with progress logged.
+:class:`~memories.stores.recall.BM25Index`: the same ranking and scores (up to
+the order floats are summed in). A search (:meth:`RecallIndex.lexical`) reads
+the query terms' blocks and fresh rows in one ``UNION ALL`` statement (one
+snapshot on PostgreSQL, so a compaction committing meanwhile is seen whole or
+not at all) and sums BM25 with numpy. A chat query's common terms have tens of
+thousands of postings at 100,000 turns: summing them in the database (GROUP BY
+over one row each) cost SQLite 13-34 ms (p50-p95) a search there, a few blocks
+each cost it 2-7 ms (``benchmarks/lexical.py``).
+
+Compaction happens in the write path: a write that finds more than
+``pack_after`` (4,096) fresh postings in its space moves them into blocks,
+appending to each term's open block (the latest begun with room) and starting
+new ones, then deletes exactly the rows it read. Writers of a space take turns
+already (:meth:`RecallIndex._spaces_of` locks the space's row on PostgreSQL,
+SQLite has one writer), so it takes no lock of its own. Measured at 100,000
+turns: a compaction of 4,096 postings costs ~55 ms on SQLite and PostgreSQL,
+about 0.2 ms a turn; blocks of 2,048 keep that rewrite small while a common
+term is still read in a few dozen values. A first build writes its postings
+straight into blocks. An index an older version wrote (rows only) is searched
+as it is and packed by its first write (logged, with counts and seconds).
+
+Removing documents (replacing, forgetting, erasing a session) rewrites the
+blocks whose key range holds their keys, found from the document's terms; a
+block left empty is deleted, so nothing of an erased document stays.
+A namespace written by an even older version, whose index was kept in each
+process, is indexed once from the store on first use
+(:meth:`RecallIndex.space`), with progress logged.
 """
 
 from __future__ import annotations
