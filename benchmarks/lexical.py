@@ -20,7 +20,9 @@ Then, side by side in one run:
   over every posting of the query's terms), today's search on the rows-only
   index (it reads both tiers), and today's search on the packed index;
 - a write's cost (one turn, its own transaction), rows-only vs packed with
-  its compactions (how many, and their time);
+  its compactions (how many, and their time), the two taking turns; then an
+  edit's (an old turn written again with another text: its old postings are
+  taken out of their blocks);
 - the first write to the rows-only index with the packing index: it packs
   the whole space once (what an index written by an older version costs).
 
@@ -67,10 +69,11 @@ def chat_texts(count: int, data: Path) -> tuple[list[str], list[str]]:
     return [f"{turns[i % len(turns)]} ({i})" for i in range(count)], questions
 
 
-def _documents(texts: list[str]) -> list[IndexedDocument]:
+def _documents(texts: list[str], start: int = 0) -> list[IndexedDocument]:
+    """Turns numbered from ``start``: ids ``d{start}``..., sessions of 500 turns."""
     return [
         IndexedDocument(f"d{i}", text, {"session": f"s{i // 500}", "turn": i % 500})
-        for i, text in enumerate(texts)
+        for i, text in enumerate(texts, start)
     ]
 
 
@@ -153,7 +156,12 @@ def _database(engine: str) -> Iterator[str]:
 
 def run(engine: str, turns: int, options: argparse.Namespace) -> None:
     texts, questions = chat_texts(turns + options.writes, options.data)
-    stored, later = _documents(texts[:turns]), _documents(texts[turns:])
+    stored, later = _documents(texts[:turns]), _documents(texts[turns:], turns)
+    # An edited turn: an old id, another text (its postings are removed, then added).
+    edited = [
+        IndexedDocument(f"d{i * 7 % turns}", text, {"session": "edits", "turn": i})
+        for i, text in enumerate(texts[turns : turns + options.writes // 4])
+    ]
     config = RecallConfig()
     print(
         f"\n== {engine}, {turns:,} turns (pack after {options.pack_after:,} fresh postings, "
@@ -197,9 +205,9 @@ def run(engine: str, turns: int, options: argparse.Namespace) -> None:
         for name, samples in runs.items():
             if samples:
                 print(f"lexical top-{LIMIT}, {name:13}: {_ms(samples)}  ({len(samples)} questions)")
-        if not options.packed_only:
-            _writes(database, rows_only, "rows", later, "rows-only")
-        _writes(database, packing, "packed", later, "packed")
+        writers = {"packed": packing} | ({} if options.packed_only else {"rows": rows_only})
+        _writes(database, writers, later, "new")
+        _writes(database, writers, edited, "edited")
         if not options.packed_only:
             with database.transaction(write=True) as connection:
                 fresh = connection.execute(
@@ -218,28 +226,37 @@ def _write(database: Database, index: RecallIndex, target: str, docs: list[Any])
 
 
 def _writes(
-    database: Database, index: RecallIndex, target: str, docs: list[IndexedDocument], name: str
+    database: Database, indexes: dict[str, RecallIndex], docs: list[IndexedDocument], kind: str
 ) -> None:
-    compactions: list[float] = []
-    compact = index._compact
+    """One turn at a time into each index (target), taking turns, so both meet the same load."""
+    compactions: dict[str, list[float]] = {name: [] for name in indexes}
+    samples: dict[str, list[float]] = {name: [] for name in indexes}
+    for name, index in indexes.items():
+        compact = index._compact
 
-    def timed_compact(connection: sa.Connection, space: int) -> int:
-        seconds, moved = _timed(compact, connection, space)
-        compactions.append(seconds)
-        return int(moved)
+        def timed_compact(
+            connection: sa.Connection, space: int, compact: Any = compact, name: str = name
+        ) -> int:
+            seconds, moved = _timed(compact, connection, space)
+            compactions[name].append(seconds)
+            return int(moved)
 
-    index._compact = timed_compact  # type: ignore[method-assign]
-    samples = [_timed(_write, database, index, target, [doc])[0] for doc in docs]
-    del index._compact
-    packed = (
-        f"; {len(compactions)} compactions, {statistics.mean(compactions) * 1000:.0f} ms each"
-        if compactions
-        else ""
-    )
-    print(
-        f"write one turn, {name:9}: {_ms(samples)}  mean {statistics.mean(samples) * 1000:.2f} ms"
-        f"  ({len(samples)} turns{packed})"
-    )
+        index._compact = timed_compact  # type: ignore[method-assign]
+    order = list(indexes)
+    for i, doc in enumerate(docs):
+        for name in order if i % 2 else reversed(order):
+            samples[name].append(_timed(_write, database, indexes[name], name, [doc])[0])
+    for name, index in indexes.items():
+        del index._compact
+        done = compactions[name]
+        packed = (
+            f"; {len(done)} compactions, {statistics.mean(done) * 1000:.0f} ms each" if done else ""
+        )
+        mean = statistics.mean(samples[name]) * 1000
+        print(
+            f"write one {kind} turn, {name:6}: {_ms(samples[name])}  mean {mean:.2f} ms"
+            f"  ({len(samples[name])} turns{packed})"
+        )
 
 
 def main() -> None:
