@@ -250,14 +250,11 @@ _DROP_POSTINGS_PG = Prepared(
         "(SELECT * FROM unnest(CAST(:terms AS VARCHAR[]), CAST(:keys AS INTEGER[])))"
     )
 )
-#: The blocks of a term that may hold keys between ``lo`` and ``hi``.
-_BLOCKS_AROUND = Prepared(
-    sa.select(_blocks.c.block, _blocks.c.data).where(
-        _blocks.c.space == sa.bindparam("space"),
-        _blocks.c.term == sa.bindparam("term"),
-        _blocks.c.low <= sa.bindparam("hi", type_=sa.Integer),
-        _blocks.c.high >= sa.bindparam("lo", type_=sa.Integer),
-    )
+#: The blocks of some terms that may hold keys between ``lo`` and ``hi``, by ``_select_in``.
+_BLOCKS_AROUND = sa.select(_blocks.c.term, _blocks.c.block, _blocks.c.data).where(
+    _blocks.c.space == sa.bindparam("space"),
+    _blocks.c.low <= sa.bindparam("hi", type_=sa.Integer),
+    _blocks.c.high >= sa.bindparam("lo", type_=sa.Integer),
 )
 _BLOCK_KEY = (
     _blocks.c.space == sa.bindparam("s"),
@@ -643,8 +640,8 @@ class RecallIndex:
             if term
         ]
         if gone:
-            connection.execute(_DROP_POSTING, gone)
-            self._unpack_keys(connection, space, gone)
+            _drop_fresh(connection, space, [(p["t"], p["k"]) for p in gone])
+            self._drop_packed(connection, space, gone)
         connection.execute(sa.delete(_documents).where(_documents.c.key.in_([r[0] for r in found])))
         rows = [
             _Row(doc_id, None, None, Counter(), (speakers or "").split(_SEPARATOR))
@@ -652,7 +649,7 @@ class RecallIndex:
         ]
         self._count(connection, space, rows, -1, length=sum(r[4] for r in found))
 
-    def _unpack_keys(
+    def _drop_packed(
         self, connection: sa.Connection, space: int, gone: Sequence[Mapping[str, Any]]
     ) -> None:
         """Take the postings ``gone`` (``t`` term, ``k`` key) out of the blocks holding them.
@@ -663,22 +660,24 @@ class RecallIndex:
         keys: dict[str, list[int]] = {}
         for posting in gone:
             keys.setdefault(posting["t"], []).append(posting["k"])
+        everyone = [posting["k"] for posting in gone]
+        # One statement for all the terms (one document's keys: exactly its blocks).
+        around = _select_in(
+            connection, _BLOCKS_AROUND, _blocks.c.term, sorted(keys),
+            space=space, lo=min(everyone), hi=max(everyone),
+        )  # fmt: skip
         rewrites: list[dict[str, Any]] = []
         drops: list[dict[str, Any]] = []
-        for term, removed in keys.items():
-            around = _BLOCKS_AROUND.execute(
-                connection, space=space, term=term, lo=min(removed), hi=max(removed)
-            ).fetchall()
-            for block, data in around:
-                columns = _unpack(data)
-                kept = columns[:, ~np.isin(columns[0], removed)]
-                if kept.shape[1] == columns.shape[1]:
-                    continue
-                named = {"s": space, "t": term, "b": block}
-                if kept.shape[1]:
-                    rewrites.append(named | _rewritten(kept))
-                else:
-                    drops.append(named)
+        for term, block, data in around:
+            columns = _unpack(data)
+            kept = columns[:, ~np.isin(columns[0], keys[term])]
+            if kept.shape[1] == columns.shape[1]:
+                continue
+            named = {"s": space, "t": term, "b": block}
+            if kept.shape[1]:
+                rewrites.append(named | _rewritten(kept))
+            else:
+                drops.append(named)
         if rewrites:
             connection.execute(_REWRITE, rewrites)
         if drops:
@@ -710,11 +709,7 @@ class RecallIndex:
         for term, key, tf, length in rows:
             by_term.setdefault(term, []).append((key, tf, length))
         self._append(connection, space, by_term)
-        if connection.dialect.name == "postgresql":  # one statement, not one per row
-            terms, keys = [row[0] for row in rows], [row[1] for row in rows]
-            _DROP_POSTINGS_PG.execute(connection, s=space, terms=terms, keys=keys)
-        else:
-            connection.execute(_DROP_POSTING, [{"s": space, "t": t, "k": k} for t, k, _, _ in rows])
+        _drop_fresh(connection, space, [(term, key) for term, key, _, _ in rows])
         seconds = time.monotonic() - started
         log = logger.info if len(rows) >= _LOGGED_PACK else logger.debug
         log(
@@ -988,6 +983,17 @@ class RecallIndex:
                 ).scalars()
             )
         return named_speakers(query, known)
+
+
+def _drop_fresh(connection: sa.Connection, space: int, postings: Sequence[tuple[str, int]]) -> None:
+    """Delete exactly these fresh postings (term, key) of a space."""
+    if not postings:
+        return
+    if connection.dialect.name == "postgresql":  # one statement, not one per row
+        terms, keys = [term for term, _ in postings], [key for _, key in postings]
+        _DROP_POSTINGS_PG.execute(connection, s=space, terms=terms, keys=keys)
+    else:
+        connection.execute(_DROP_POSTING, [{"s": space, "t": t, "k": k} for t, k in postings])
 
 
 @dataclass(frozen=True)
