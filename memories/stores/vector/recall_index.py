@@ -18,7 +18,7 @@ document either queued and indexed or neither.
 - ``memories_recall_postings``: the *fresh* postings, ``(space, term, key, tf,
   length)``, one row each: what writes add, cheaply, in their transaction;
 - ``memories_recall_blocks``: the *packed* postings: per space and term, blocks
-  of at most ``block_size`` (2,048) postings, each one binary value (the keys,
+  of at most ``block_size`` (1,024) postings, each one binary value (the keys,
   then the tfs, then the documents' lengths, as little-endian int32 columns);
 - ``memories_recall_speakers``: how many turns each speaker said, per space.
 
@@ -111,7 +111,7 @@ _LONGEST = 200
 #: A write packs its space's fresh postings once they are more than this many.
 _PACK_AFTER = 4096
 #: The most postings a block holds.
-_BLOCK_SIZE = 2048
+_BLOCK_SIZE = 1024
 #: A compaction moving this many postings or more is logged (an older index, a build).
 _LOGGED_PACK = 50_000
 
