@@ -15,7 +15,8 @@ store, no embeddings):
 
 Then, side by side in one run:
 
-- lexical top-100 latency, p50/p95, of LoCoMo's questions: the former
+- lexical top-100 latency, p50/p95, of LoCoMo's questions, then of chat
+  turns used as queries (as ``benchmarks/scale_out.py`` asks): the former
   search (document frequencies then BM25 summed by the database, GROUP BY
   over every posting of the query's terms), today's search on the rows-only
   index (it reads both tiers), and today's search on the packed index;
@@ -183,28 +184,39 @@ def run(engine: str, turns: int, options: argparse.Namespace) -> None:
             lambda: packing.space("packed", NAMESPACE, config, stored=lambda: stored)
         )
         print(f"build, packed: {seconds:6.1f} s")
-        asked = [questions[i % len(questions)] for i in range(options.searches)]
-        for query in asked[:10]:  # warm: caches, prepared statements
-            packed = packing.lexical(packed_space, query, config, limit=LIMIT)
-            if not options.packed_only:
-                former = former_lexical(rows_only, rows_space, query, config, LIMIT)
-                # The same scores (equal ones may be summed in another order and tie apart).
-                assert [round(h[1], 9) for h in former] == [round(s.score, 9) for s in packed]
-        runs: dict[str, list[float]] = {"former, rows": [], "now, rows": [], "now, packed": []}
-        for query in asked:
-            if not options.packed_only:
-                runs["former, rows"].append(
-                    _timed(former_lexical, rows_only, rows_space, query, config, LIMIT)[0]
+        # LoCoMo's questions (about 6 terms after stopwords), and chat turns used as
+        # queries, as benchmarks/scale_out.py asks (about 14: more common terms).
+        asked = {
+            "questions": [questions[i % len(questions)] for i in range(options.searches)],
+            "chat turns": [texts[(i * 7919) % turns] for i in range(options.searches)],
+        }
+        for kind, queries in asked.items():
+            for query in queries[:10]:  # warm: caches, prepared statements
+                packed = packing.lexical(packed_space, query, config, limit=LIMIT)
+                if not options.packed_only:
+                    former = former_lexical(rows_only, rows_space, query, config, LIMIT)
+                    # The same scores (equal ones may be summed in another order, tie apart).
+                    assert [round(h[1], 9) for h in former] == [round(s.score, 9) for s in packed]
+            runs: dict[str, list[float]] = {"former, rows": [], "now, rows": [], "now, packed": []}
+            for query in queries:
+                if not options.packed_only:
+                    runs["former, rows"].append(
+                        _timed(former_lexical, rows_only, rows_space, query, config, LIMIT)[0]
+                    )
+                    runs["now, rows"].append(
+                        _timed(
+                            lambda q=query: rows_only.lexical(rows_space, q, config, limit=LIMIT)
+                        )[0]
+                    )
+                runs["now, packed"].append(
+                    _timed(lambda q=query: packing.lexical(packed_space, q, config, limit=LIMIT))[0]
                 )
-                runs["now, rows"].append(
-                    _timed(lambda q=query: rows_only.lexical(rows_space, q, config, limit=LIMIT))[0]
-                )
-            runs["now, packed"].append(
-                _timed(lambda q=query: packing.lexical(packed_space, q, config, limit=LIMIT))[0]
-            )
-        for name, samples in runs.items():
-            if samples:
-                print(f"lexical top-{LIMIT}, {name:13}: {_ms(samples)}  ({len(samples)} questions)")
+            for name, samples in runs.items():
+                if samples:
+                    print(
+                        f"lexical top-{LIMIT} of {kind:10}, {name:13}: {_ms(samples)}"
+                        f"  ({len(samples)} queries)"
+                    )
         writers = {"packed": packing} | ({} if options.packed_only else {"rows": rows_only})
         _writes(database, writers, later, "new")
         _writes(database, writers, edited, "edited")

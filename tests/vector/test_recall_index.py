@@ -416,3 +416,27 @@ def test_erasing_a_session_or_a_namespace_leaves_no_packed_posting(engine_url: s
     outbox.clear("t", namespace)
     assert outbox.held("t", namespace)["recall index rows"] == 0
     assert _tiers(outbox, space) == (0, 0)
+
+
+def test_scores_are_summed_alike_whether_keys_are_near_or_far_apart() -> None:
+    """Keys close together are summed by offset; keys far apart (many spaces) are sorted."""
+    rng = np.random.default_rng(5)
+    count = 3_000
+    near = rng.integers(1, 400, count)
+    far = near * 100_000  # the same documents, numbered far apart
+    term = rng.integers(0, 4, count)
+    tf = rng.integers(1, 4, count)
+    length = rng.integers(1, 30, count)
+    weights = np.array([1.5, 0.5, 2.0, 0.25])
+    best = {}
+    for name, keys in (("near", near), ("far", far)):
+        postings = recall_index._Postings(term, keys, tf, length)
+        best[name] = postings.best(weights, c=0.3, slope=0.05, n=50)
+    brute: dict[int, float] = {}
+    for t, k, f, n in zip(term, near, tf, length, strict=True):
+        brute[int(k)] = brute.get(int(k), 0.0) + weights[t] * f / (f + 0.3 + 0.05 * n)
+    want = sorted(brute.items(), key=lambda item: (-item[1], item[0]))[:50]
+    assert list(best["near"]) == [k for k, _ in want]
+    assert list(best["far"]) == [k * 100_000 for k, _ in want]
+    assert list(best["near"].values()) == pytest.approx([s for _, s in want], rel=1e-12)
+    assert list(best["far"].values()) == list(best["near"].values())
