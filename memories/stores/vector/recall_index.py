@@ -176,9 +176,15 @@ _speakers = sa.Table(
     sa.Column("turns", sa.Integer, nullable=False),
 )
 #: PostgreSQL keeps a block's value out of line uncompressed: pglz would cost every
-#: search and every rewrite its CPU for a few KB saved.
+#: search and every rewrite its CPU for a few KB saved. Altered once (the ALTER locks
+#: the table, so a process opening the database later does not run it again).
 metadata.info[EXTRA_DDL] = {
-    "postgresql": ["ALTER TABLE memories_recall_blocks ALTER COLUMN data SET STORAGE EXTERNAL"]
+    "postgresql": [
+        "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
+        "'memories_recall_blocks'::regclass AND attname = 'data' AND attstorage <> 'e') "
+        "THEN ALTER TABLE memories_recall_blocks ALTER COLUMN data SET STORAGE EXTERNAL; "
+        "END IF; END $$"
+    ]
 }
 
 _PLACE = (_documents.c.doc_id, _documents.c.session, _documents.c.turn, _documents.c.speakers)
