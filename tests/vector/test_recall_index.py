@@ -358,10 +358,14 @@ def test_a_compaction_moves_exactly_the_rows_it_read(postgres_url: str) -> None:
     _assert_ranks_as(outbox, space, texts | late, config)
 
 
-def test_an_index_of_rows_only_is_searched_then_packed_by_its_first_write(
-    engine_url: str, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("packed_by", ["first write", "first use"])
+def test_an_index_of_rows_only_is_searched_then_packed_once(
+    engine_url: str, caplog: pytest.LogCaptureFixture, packed_by: str
 ) -> None:
-    """An index an older version wrote (every posting a row) works, and one write packs it."""
+    """An index an older version wrote (every posting a row) works, and is packed once.
+
+    A process packs it on its first use of the space, or a write does.
+    """
     config = RecallConfig(stopwords="none", stem=False, lexical_dates=False)
     namespace = _unique()
     older = SQLOutbox(engine_url)
@@ -375,10 +379,19 @@ def test_an_index_of_rows_only_is_searched_then_packed_by_its_first_write(
     now.recall.pack_after, now.recall.block_size = 20, 16
     _assert_ranks_as(now, space, texts, config)  # read from rows
     with caplog.at_level("DEBUG", logger="memories.stores.vector.recall_index"):
-        now.put("t", namespace, [_row("new", "cherry cat")])
-    assert _tiers(now, space) == (0, postings + 2)
-    assert f"Packed {postings + 2} recall postings" in caplog.text
-    _assert_ranks_as(now, space, texts | {"new": "cherry cat"}, config)
+        if packed_by == "first write":
+            now.put("t", namespace, [_row("new", "cherry cat")])
+            texts["new"] = "cherry cat"
+            postings += 2
+        else:
+            assert _space(now, config, namespace) == space
+    assert _tiers(now, space) == (0, postings)
+    assert f"Packed {postings} recall postings" in caplog.text
+    _assert_ranks_as(now, space, texts, config)
+    caplog.clear()
+    with caplog.at_level("DEBUG", logger="memories.stores.vector.recall_index"):
+        assert _space(SQLOutbox(engine_url), config, namespace) == space
+    assert "Packed" not in caplog.text  # once
 
 
 def test_erasing_a_session_or_a_namespace_leaves_no_packed_posting(engine_url: str) -> None:

@@ -70,6 +70,7 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from memories.errors import BackendError
 from memories.stores.recall import (
     RecallConfig,
     ScoredId,
@@ -430,7 +431,9 @@ class RecallIndex:
 
         A new space is filled from ``stored`` (the documents the store holds)
         and the rows waiting in the outbox, once, in one write transaction: a
-        process that asks meanwhile waits for it and then finds it built.
+        process that asks meanwhile waits for it and then finds it built. A
+        space found with more fresh postings than ``pack_after`` (an older
+        version wrote it in rows only) is packed then, on this first use.
         """
         key = (target, namespace, analysis_key(config))
         with self._known_lock:
@@ -441,6 +444,8 @@ class RecallIndex:
         found = self._find(*key)
         if found is None:
             found = self._build(*key, stored)
+        else:
+            self._pack_found(found)
         with self._known_lock:
             self._known[key] = found
             while len(self._known) > _KNOWN_SPACES:
@@ -502,6 +507,27 @@ class RecallIndex:
                     len(rows) + len(queued), namespace, time.monotonic() - started,
                 )  # fmt: skip
         return space
+
+    def _pack_found(self, space: Space) -> None:
+        """Pack a space this process meets first with too many fresh postings (rows only).
+
+        Searching it works as it is (both tiers are read), so a database this
+        process cannot write to is only logged: the next write packs it.
+        """
+        with self.database.transaction() as connection:
+            fresh = _FRESH.execute(connection, space=space.id, cap=self.pack_after + 1).fetchone()
+        if fresh[0] <= self.pack_after:
+            return
+        try:
+            with self.database.transaction(write=True) as connection:
+                self._spaces_of(connection, space.target, space.namespace)  # writers take turns
+                self._settle(connection, space.id)
+        except BackendError as exc:
+            logger.warning(
+                "Could not pack the recall index of namespace %r (%s); searches read it as it "
+                "is, and its next write packs it.",
+                space.namespace, exc,
+            )  # fmt: skip
 
     def _spaces_of(self, connection: sa.Connection, target: str, namespace: str) -> list[Space]:
         query = sa.select(_spaces.c.id, _spaces.c.analysis).where(
