@@ -3,7 +3,7 @@
 Hybrid recall needs three things beside the embeddings: BM25 postings, the
 position of each turn in its session (neighbour smoothing) and who said it
 (speaker keys). They live in the SQL database that already holds the vector
-outbox (:mod:`memories.stores.vector.outbox`), in four tables, and are written
+outbox (:mod:`memories.stores.vector.outbox`), in five tables, and are written
 in the same transaction as the outbox row of the document. So every process
 (and every host sharing the database) reads the same index at its next
 search: nothing is rebuilt, nothing is held per process, and a crash leaves a
@@ -29,8 +29,11 @@ the query terms' blocks and fresh rows in one ``UNION ALL`` statement (one
 snapshot on PostgreSQL, so a compaction committing meanwhile is seen whole or
 not at all) and sums BM25 with numpy. A chat query's common terms have tens of
 thousands of postings at 100,000 turns: summing them in the database (GROUP BY
-over one row each) cost SQLite 13-34 ms (p50-p95) a search there, a few blocks
-each cost it 2-7 ms (``benchmarks/lexical.py``).
+over one row each) cost 61 ms p50 a search on SQLite and 74 ms on PostgreSQL
+with chat turns as queries; reading their blocks and summing here costs 4.3
+and 7.6 ms (LoCoMo's shorter questions: 16 and 23 ms before, 2.4 and 4.2
+now; ``benchmarks/lexical.py``). Fresh postings are bounded by ``pack_after``,
+so what a search reads does not grow with other processes' recent writes.
 
 Compaction happens in the write path: a write that finds more than
 ``pack_after`` (4,096) fresh postings in its space moves them into blocks,
@@ -38,11 +41,16 @@ appending to each term's open block (the latest begun with room) and starting
 new ones, then deletes exactly the rows it read. Writers of a space take turns
 already (:meth:`RecallIndex._spaces_of` locks the space's row on PostgreSQL,
 SQLite has one writer), so it takes no lock of its own. Measured at 100,000
-turns: a compaction of 4,096 postings costs ~55 ms on SQLite and PostgreSQL,
-about 0.2 ms a turn; blocks of 2,048 keep that rewrite small while a common
-term is still read in a few dozen values. A first build writes its postings
-straight into blocks. An index an older version wrote (rows only) is searched
-as it is and packed by its first write (logged, with counts and seconds).
+turns: a compaction costs 60-100 ms (about 0.1 ms a turn); a new turn's write
+costs what it did (SQLite p50 0.67 ms both; PostgreSQL 2.2 against 1.7). An
+edited or removed turn rewrites the blocks holding its keys, one per term:
+blocks of 1,024 postings keep that small (SQLite p50 1.9-5.8 ms against
+1.0-1.4 in rows; PostgreSQL 4.5-10 against 2.5-3.1), and a search reads the
+same whether blocks hold 1,024, 2,048 or 4,096 postings. A first build writes
+its postings straight into blocks. An index an older version wrote (rows only)
+is searched as it is, and packed by the first process that uses it or by its
+first write (logged, with counts and seconds: 1.4 million postings at 100,000
+turns, 9-13 s on SQLite, 12 s on PostgreSQL, once).
 
 Removing documents (replacing, forgetting, erasing a session) rewrites the
 blocks whose key range holds their keys, found from the document's terms; a
