@@ -687,13 +687,10 @@ class RecallIndex:
         if not found:
             return
         gone = [
-            {"s": space, "t": term, "k": key}
-            for key, _, terms, _, _ in found
-            for term in terms.split(_SEPARATOR)
-            if term
+            (term, key) for key, _, terms, _, _ in found for term in terms.split(_SEPARATOR) if term
         ]
         if gone:
-            _drop_fresh(connection, space, [(p["t"], p["k"]) for p in gone])
+            _drop_fresh(connection, space, gone)
             self._drop_packed(connection, space, gone)
         connection.execute(sa.delete(_documents).where(_documents.c.key.in_([r[0] for r in found])))
         rows = [
@@ -703,17 +700,17 @@ class RecallIndex:
         self._count(connection, space, rows, -1, length=sum(r[4] for r in found))
 
     def _drop_packed(
-        self, connection: sa.Connection, space: int, gone: Sequence[Mapping[str, Any]]
+        self, connection: sa.Connection, space: int, gone: Sequence[tuple[str, int]]
     ) -> None:
-        """Take the postings ``gone`` (``t`` term, ``k`` key) out of the blocks holding them.
+        """Take the postings ``gone`` (term, key) out of the blocks holding them.
 
         Only the blocks whose key range meets a term's removed keys are read;
         a block left empty is deleted, so nothing of a removed document stays.
         """
         keys: dict[str, list[int]] = {}
-        for posting in gone:
-            keys.setdefault(posting["t"], []).append(posting["k"])
-        everyone = [posting["k"] for posting in gone]
+        for term, key in gone:
+            keys.setdefault(term, []).append(key)
+        everyone = [key for _, key in gone]
         # One statement for all the terms (one document's keys: exactly its blocks).
         around = _select_in(
             connection, _BLOCKS_AROUND, _blocks.c.term, sorted(keys),
@@ -749,7 +746,7 @@ class RecallIndex:
     def _compact(self, connection: sa.Connection, space: int) -> int:
         """Move the space's fresh postings into blocks; return how many moved.
 
-        A term's postings fill its last block while it has room, then new
+        A term's postings fill its open block while it has room, then new
         ones. Exactly the rows read are deleted (by space, term and key), so a
         row another writer adds meanwhile stays fresh. Writers of a space
         take turns already (:meth:`_spaces_of`), so no other lock is taken.
