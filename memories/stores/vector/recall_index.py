@@ -121,6 +121,8 @@ _LONGEST = 200
 _PACK_AFTER = 4096
 #: The most postings a block holds.
 _BLOCK_SIZE = 1024
+#: PostgreSQL deletes up to this many fresh postings one by one (on the primary key).
+_ONE_BY_ONE = 64
 #: A compaction moving this many postings or more is logged (an older index, a build).
 _LOGGED_PACK = 50_000
 
@@ -271,11 +273,11 @@ _OPEN_BLOCKS = sa.select(_blocks.c.term, _blocks.c.block, _blocks.c.data).where(
     _blocks.c.space == sa.bindparam("space"),
     _blocks.c.count < sa.bindparam("size", type_=sa.Integer),
 )
-#: PostgreSQL: some postings of a space, deleted in one statement (terms and keys as arrays).
-_DROP_POSTINGS_PG = Prepared(
-    sa.text(
-        "DELETE FROM memories_recall_postings WHERE space = :s AND (term, key) IN "
-        "(SELECT * FROM unnest(CAST(:terms AS VARCHAR[]), CAST(:keys AS INTEGER[])))"
+#: PostgreSQL: the fresh postings of some documents of a space (their keys, one array).
+_DROP_KEYS_PG = Prepared(
+    sa.delete(_postings).where(
+        _postings.c.space == sa.bindparam("s"),
+        _postings.c.key == sa.any_(sa.bindparam("keys", type_=postgresql.ARRAY(sa.Integer))),
     )
 )
 #: The blocks of some terms that may hold keys between ``lo`` and ``hi``, by ``_select_in``.
@@ -1040,12 +1042,18 @@ class RecallIndex:
 
 
 def _drop_fresh(connection: sa.Connection, space: int, postings: Sequence[tuple[str, int]]) -> None:
-    """Delete exactly these fresh postings (term, key) of a space."""
+    """Delete these fresh postings (term, key) of a space: every posting of some documents.
+
+    A document's postings are written in one transaction and moved or removed
+    together, so on PostgreSQL many are deleted by their keys alone, in one
+    statement that reads the space's fresh rows once (their pairs as arrays
+    got a plan comparing every row with every pair in a table not yet analysed:
+    2.4 ms for one edited turn). A few go one by one on the primary key.
+    """
     if not postings:
         return
-    if connection.dialect.name == "postgresql":  # one statement, not one per row
-        terms, keys = [term for term, _ in postings], [key for _, key in postings]
-        _DROP_POSTINGS_PG.execute(connection, s=space, terms=terms, keys=keys)
+    if connection.dialect.name == "postgresql" and len(postings) > _ONE_BY_ONE:
+        _DROP_KEYS_PG.execute(connection, s=space, keys=sorted({key for _, key in postings}))
     else:
         connection.execute(_DROP_POSTING, [{"s": space, "t": t, "k": k} for t, k in postings])
 
