@@ -749,9 +749,11 @@ class RecallIndex:
         """Move the space's fresh postings into blocks; return how many moved.
 
         A term's postings fill its open block while it has room, then new
-        ones. Exactly the rows read are deleted (by space, term and key), so a
-        row another writer adds meanwhile stays fresh. Writers of a space
-        take turns already (:meth:`_spaces_of`), so no other lock is taken.
+        ones. Exactly the rows read are deleted (by term and key, or on
+        PostgreSQL by their documents' keys: a document's postings are
+        written together, so a row another writer adds meanwhile has another
+        key and stays fresh). Writers of a space take turns already
+        (:meth:`_spaces_of`), so no other lock is taken.
         """
         started = time.monotonic()
         rows = self._fresh(connection, space)
