@@ -42,15 +42,15 @@ new ones, then deletes exactly the rows it read. Writers of a space take turns
 already (:meth:`RecallIndex._spaces_of` locks the space's row on PostgreSQL,
 SQLite has one writer), so it takes no lock of its own. Measured at 100,000
 turns: a compaction costs 60-100 ms (about 0.1 ms a turn); a new turn's write
-costs what it did (SQLite p50 0.67 ms both; PostgreSQL 2.2 against 1.7). An
+costs about what it did (SQLite p50 0.67 ms both; PostgreSQL 2.9 against 2.1). An
 edited or removed turn rewrites the blocks holding its keys, one per term:
 blocks of 1,024 postings keep that small (SQLite p50 1.9-5.8 ms against
-1.0-1.4 in rows; PostgreSQL 4.5-10 against 2.5-3.1), and a search reads the
+1.0-1.4 in rows; PostgreSQL 4.5-6.9 against 2.5-3.7), and a search reads the
 same whether blocks hold 1,024, 2,048 or 4,096 postings. A first build writes
 its postings straight into blocks. An index an older version wrote (rows only)
 is searched as it is, and packed by the first process that uses it or by its
 first write (logged, with counts and seconds: 1.4 million postings at 100,000
-turns, 9-13 s on SQLite, 12 s on PostgreSQL, once).
+turns, 9-13 s on SQLite, 7 s on PostgreSQL, once).
 
 Removing documents (replacing, forgetting, erasing a session) rewrites the
 blocks whose key range holds their keys, found from the document's terms; a
