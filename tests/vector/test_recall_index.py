@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import random
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
+import sqlalchemy as sa
 
 from memories.errors import BackendUnavailableError
 from memories.stores.recall import BM25Index, RecallConfig
+from memories.stores.vector import recall_index
 from memories.stores.vector.outbox import OutboxRow, SQLOutbox
 from memories.stores.vector.recall_index import IndexedDocument, Space
 from tests.postgres import find_pg_bin, postgres_server
@@ -28,31 +34,111 @@ def _space(outbox: SQLOutbox, config: RecallConfig, namespace: str = "ns") -> Sp
     return outbox.recall.space("t", namespace, config, stored=list)
 
 
+def _unique() -> str:
+    return f"ns-{uuid.uuid4().hex[:12]}"
+
+
+def _tiers(outbox: SQLOutbox, space: Space) -> tuple[int, int]:
+    """How many postings of a space are fresh rows, how many are in blocks."""
+    with outbox.recall.database.transaction() as connection:
+        fresh = connection.execute(
+            sa.select(sa.func.count()).where(recall_index._postings.c.space == space.id)
+        ).scalar_one()
+        packed = connection.execute(
+            sa.select(sa.func.coalesce(sa.func.sum(recall_index._blocks.c.count), 0)).where(
+                recall_index._blocks.c.space == space.id
+            )
+        ).scalar_one()
+    return int(fresh), int(packed)
+
+
+def _packed_keys(outbox: SQLOutbox) -> dict[str, set[int]]:
+    """Every key each term's blocks hold, in every space."""
+    blocks = recall_index._blocks
+    with outbox.recall.database.transaction() as connection:
+        rows = connection.execute(sa.select(blocks.c.term, blocks.c.data)).all()
+    keys: dict[str, set[int]] = {}
+    for term, data in rows:
+        keys.setdefault(term, set()).update(
+            int(k) for k in np.frombuffer(data, "<i4")[: len(data) // 12]
+        )
+    return keys
+
+
+def _keys_of(outbox: SQLOutbox, space: Space, ids: list[str]) -> set[int]:
+    documents = recall_index._documents
+    with outbox.recall.database.transaction() as connection:
+        return set(
+            connection.execute(
+                sa.select(documents.c.key).where(
+                    documents.c.space == space.id, documents.c.doc_id.in_(ids)
+                )
+            ).scalars()
+        )
+
+
 def _row(doc_id: str, text: str, **metadata: object) -> OutboxRow:
     return OutboxRow(doc_id, text, dict(metadata), needs_turn=False, replace=True)
 
 
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    """A throwaway PostgreSQL for the module's tests (each uses namespaces of its own)."""
+    if find_pg_bin() is None:
+        pytest.skip("PostgreSQL server not installed")
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An outbox database on SQLite (a file of this test's) or on the module's PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'outbox.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.mark.parametrize(
+    ("engine", "packed"),
+    [("sqlite", False), ("sqlite", True), ("postgresql", True)],
+    ids=["sqlite-fresh", "sqlite-packed", "postgresql-packed"],
+)
 @pytest.mark.parametrize("b", [0.0, 0.75])
-def test_sql_bm25_ranks_and_scores_as_the_in_process_index(tmp_path: Path, b: float) -> None:
-    """Random adds, replacements and deletes: the same top hits and scores as BM25Index."""
+def test_sql_bm25_ranks_and_scores_as_the_in_process_index(
+    request: pytest.FixtureRequest, tmp_path: Path, b: float, engine: str, packed: bool
+) -> None:
+    """Random adds, replacements and deletes: the same top hits and scores as BM25Index.
+
+    Packed: a tiny threshold and blocks, so most postings are in blocks and
+    deletes and replacements reach both tiers.
+    """
     rng = random.Random(7)
     config = RecallConfig(bm25_b=b, stopwords="none", stem=False, lexical_dates=False)
-    outbox = _outbox(tmp_path)
-    space = _space(outbox, config)
+    if engine == "sqlite":
+        outbox, namespace = _outbox(tmp_path), "ns"
+    else:
+        outbox, namespace = SQLOutbox(request.getfixturevalue("postgres_url")), _unique()
+    if packed:
+        outbox.recall.pack_after, outbox.recall.block_size = 10, 4
+    space = _space(outbox, config, namespace)
     reference = BM25Index(k1=config.bm25_k1, b=b, analyzer=config.analyzer())
     texts: dict[str, str] = {}
     for step in range(300):
         doc_id = f"d{rng.randrange(120)}"
         if step % 7 == 6 and doc_id in texts:
-            outbox.unindex("t", "ns", ids=[doc_id])
+            outbox.unindex("t", namespace, ids=[doc_id])
             reference.delete("", doc_id)
             del texts[doc_id]
             continue
         text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12)))
-        outbox.put("t", "ns", [_row(doc_id, text)])
+        outbox.put("t", namespace, [_row(doc_id, text)])
         reference.add("", doc_id, text)
         texts[doc_id] = text
     assert outbox.recall.count(space) == len(texts)
+    if packed:
+        fresh, packed_postings = _tiers(outbox, space)
+        assert fresh <= 10 and packed_postings > 10 * fresh
     for query in ["apple river", "dog dog cat", "pottery painting guitar", "banana", "zebra"]:
         want = reference.search("", query, limit=10)
         got = outbox.recall.lexical(space, query, config, limit=10)
@@ -219,3 +305,151 @@ def test_processes_making_one_new_index_at_once_all_get_it(tmp_path: Path, engin
     else:
         with postgres_server() as url:
             build_all(url)
+
+
+def _reference(texts: dict[str, str], config: RecallConfig) -> BM25Index:
+    reference = BM25Index(k1=config.bm25_k1, b=config.bm25_b, analyzer=config.analyzer())
+    for doc_id, text in texts.items():
+        reference.add("", doc_id, text)
+    return reference
+
+
+def _assert_ranks_as(
+    outbox: SQLOutbox, space: Space, texts: dict[str, str], config: RecallConfig
+) -> None:
+    reference = _reference(texts, config)
+    for query in ["apple river", "dog dog cat", "pottery painting guitar", "banana"]:
+        want = reference.search("", query, limit=10)
+        got = outbox.recall.lexical(space, query, config, limit=10)
+        assert [s.score for s in got] == pytest.approx([s.score for s in want], rel=1e-9)
+        assert {(round(s.score, 9), s.id) for s in got} == {(round(s.score, 9), s.id) for s in want}
+
+
+def _texts(count: int, seed: int = 3) -> dict[str, str]:
+    rng = random.Random(seed)
+    return {
+        f"d{i}": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8))) for i in range(count)
+    }
+
+
+def test_a_compaction_moves_exactly_the_rows_it_read(postgres_url: str) -> None:
+    """Another connection's rows committed while a compaction runs stay fresh, and count once."""
+    config = RecallConfig(stopwords="none", stem=False, lexical_dates=False)
+    outbox, namespace = SQLOutbox(postgres_url), _unique()
+    outbox.recall.pack_after = 10**6  # only the compaction below packs
+    space = _space(outbox, config, namespace)
+    texts = _texts(40)
+    outbox.put("t", namespace, [_row(i, t) for i, t in texts.items()])
+    late = {"late1": "apple apple river", "late2": "dog pottery"}
+    read = outbox.recall._fresh
+
+    def read_then_another_writer_commits(connection: sa.Connection, space_id: int) -> list[Any]:
+        rows = read(connection, space_id)
+        outbox.put("t", namespace, [_row(i, t) for i, t in late.items()])  # its own connection
+        return rows
+
+    outbox.recall._fresh = read_then_another_writer_commits  # type: ignore[method-assign]
+    with outbox.recall.database.transaction(write=True) as connection:
+        moved = outbox.recall._compact(connection, space.id)
+    del outbox.recall._fresh
+    postings = sum(len(set(t.split())) for t in texts.values())
+    assert moved == postings
+    assert _tiers(outbox, space) == (4, postings)  # the late turns: 2 + 2 terms, still fresh
+    _assert_ranks_as(outbox, space, texts | late, config)
+
+
+@pytest.mark.parametrize("packed_by", ["first write", "first use"])
+def test_an_index_of_rows_only_is_searched_then_packed_once(
+    engine_url: str, caplog: pytest.LogCaptureFixture, packed_by: str
+) -> None:
+    """An index an older version wrote (every posting a row) works, and is packed once.
+
+    A process packs it on its first use of the space, or a write does.
+    """
+    config = RecallConfig(stopwords="none", stem=False, lexical_dates=False)
+    namespace = _unique()
+    older = SQLOutbox(engine_url)
+    older.recall.pack_after = 10**6  # as before blocks: rows only
+    space = _space(older, config, namespace)
+    texts = _texts(60)
+    older.put("t", namespace, [_row(i, t) for i, t in texts.items()])
+    postings = sum(len(set(t.split())) for t in texts.values())
+    assert _tiers(older, space) == (postings, 0)
+    now = SQLOutbox(engine_url)
+    now.recall.pack_after, now.recall.block_size = 20, 16
+    _assert_ranks_as(now, space, texts, config)  # read from rows
+    with caplog.at_level("DEBUG", logger="memories.stores.vector.recall_index"):
+        if packed_by == "first write":
+            now.put("t", namespace, [_row("new", "cherry cat")])
+            texts["new"] = "cherry cat"
+            postings += 2
+        else:
+            assert _space(now, config, namespace) == space
+    assert _tiers(now, space) == (0, postings)
+    assert f"Packed {postings} recall postings" in caplog.text
+    _assert_ranks_as(now, space, texts, config)
+    caplog.clear()
+    with caplog.at_level("DEBUG", logger="memories.stores.vector.recall_index"):
+        assert _space(SQLOutbox(engine_url), config, namespace) == space
+    assert "Packed" not in caplog.text  # once
+
+
+def test_erasing_a_session_or_a_namespace_leaves_no_packed_posting(engine_url: str) -> None:
+    """No block keeps an erased document's key or word; held() counts packed postings."""
+    config = RecallConfig(stopwords="none", stem=False, lexical_dates=False)
+    namespace = _unique()
+    outbox = SQLOutbox(engine_url)
+    outbox.recall.pack_after, outbox.recall.block_size = 8, 4
+    space = _space(outbox, config, namespace)
+    texts = _texts(30)
+    rows = [
+        OutboxRow(i, t, {"session": "kept" if n % 3 else "gone"}, needs_turn=True)
+        for n, (i, t) in enumerate(texts.items())
+    ]
+    secret = OutboxRow("secret", "zanzibarian apple", {"session": "gone"}, needs_turn=True)
+    outbox.put("t", namespace, [*rows, secret])
+    gone_ids = [r.doc_id for r in [*rows, secret] if r.metadata["session"] == "gone"]
+    gone_keys = _keys_of(outbox, space, gone_ids)
+    assert "zanzibarian" in _packed_keys(outbox)  # packed, not only fresh
+    fresh, packed = _tiers(outbox, space)
+    assert packed > fresh
+    gone_postings = sum(len(set(texts.get(i, "zanzibarian apple").split())) for i in gone_ids)
+    held = outbox.held("t", namespace, session="gone")["recall index rows"]
+    assert held == len(gone_ids) + gone_postings
+    whole = outbox.held("t", namespace)["recall index rows"]
+    assert whole >= len(texts) + 1 + fresh + packed
+    outbox.erase_session("t", namespace, "gone")
+    assert outbox.held("t", namespace, session="gone")["recall index rows"] == 0
+    assert outbox.held("t", namespace)["recall index rows"] == whole - held
+    left = _packed_keys(outbox)
+    assert "zanzibarian" not in left
+    assert not set().union(*left.values()) & gone_keys
+    kept = {i: t for i, t in texts.items() if i not in gone_ids}
+    _assert_ranks_as(outbox, space, kept, config)
+    outbox.clear("t", namespace)
+    assert outbox.held("t", namespace)["recall index rows"] == 0
+    assert _tiers(outbox, space) == (0, 0)
+
+
+def test_scores_are_summed_alike_whether_keys_are_near_or_far_apart() -> None:
+    """Keys close together are summed by offset; keys far apart (many spaces) are sorted."""
+    rng = np.random.default_rng(5)
+    count = 3_000
+    near = rng.integers(1, 400, count)
+    far = near * 100_000  # the same documents, numbered far apart
+    term = rng.integers(0, 4, count)
+    tf = rng.integers(1, 4, count)
+    length = rng.integers(1, 30, count)
+    weights = np.array([1.5, 0.5, 2.0, 0.25])
+    best = {}
+    for name, keys in (("near", near), ("far", far)):
+        postings = recall_index._Postings(term, keys, tf, length)
+        best[name] = postings.best(weights, c=0.3, slope=0.05, n=50)
+    brute: dict[int, float] = {}
+    for t, k, f, n in zip(term, near, tf, length, strict=True):
+        brute[int(k)] = brute.get(int(k), 0.0) + weights[t] * f / (f + 0.3 + 0.05 * n)
+    want = sorted(brute.items(), key=lambda item: (-item[1], item[0]))[:50]
+    assert list(best["near"]) == [k for k, _ in want]
+    assert list(best["far"]) == [k * 100_000 for k, _ in want]
+    assert list(best["near"].values()) == pytest.approx([s for _, s in want], rel=1e-12)
+    assert list(best["far"].values()) == list(best["near"].values())
