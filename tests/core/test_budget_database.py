@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from memories import ProfileMemory, SQLiteHistory, SummaryBufferMemory
 from memories.errors import BudgetExceededError
 from memories.kernel.accounting import Budget
 from memories.testing import ScriptedChatModel
-from tests.postgres import find_pg_bin, postgres_server
+from tests.postgres import find_pg_bin
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
 NOON = 1_800_000_000.0  # a Friday, 08:00 UTC: an hour's period starts on the hour
@@ -186,12 +185,6 @@ def test_a_chat_memory_spends_in_its_histories_database_within_the_turn(tmp_path
             "SELECT namespace, calls, tokens FROM memories_budget_spending"
         ).one()
     assert tuple(row) == ("s1", 1, 65)  # kept beside the session's log
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
 
 
 @pytest.mark.server

@@ -3,7 +3,6 @@ instructions, entities, graphs) and, where pgvector is there, the vector documen
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,12 +50,6 @@ def _erases_one_user_exactly(config: dict, url: str, folder: Path) -> None:  # t
     assert pg_rows_holding(url, _marker("maya")) == []
     assert rows_holding(folder, _marker("maya")) == []
     assert census(config, "omar") == omar and reads(config, "omar") == omar_reads
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
 
 
 def test_erasing_a_user_on_postgresql_leaves_nothing_of_them_and_all_of_the_other(

@@ -5,25 +5,18 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 
 import pytest
 from langchain_core.messages import HumanMessage
 
 from memories import SQLHistory, TokenBufferMemory
 from tests.contract.history_contract import HistoryContract, MakeHistory
-from tests.postgres import find_pg_bin, postgres_server
+from tests.postgres import find_pg_bin
 
 pytestmark = [
     pytest.mark.server,
     pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed"),
 ]
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
 
 
 class TestPostgresHistory(HistoryContract):

@@ -7,7 +7,7 @@ restart (SQL), keep sessions apart, and run on PostgreSQL as on SQLite.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from memories.stores.entity_store import (
     create_entity_store,
 )
 from tests.entities.conftest import needs_redis
-from tests.postgres import find_pg_bin, postgres_server
+from tests.postgres import find_pg_bin
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -198,12 +198,6 @@ def test_a_langchain_store_that_cannot_list_says_so(tmp_path: Path) -> None:
     wrapped = as_entity_store(langchain_sqlite(tmp_path))
     with pytest.raises(NotImplementedError, match="cannot list its entities"):
         wrapped.entities()
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
 
 
 @pytest.mark.server

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -18,18 +17,12 @@ from tests.entity_graph.test_entity_memory import (
     converse,
     current,
 )
-from tests.postgres import find_pg_bin, postgres_server
+from tests.postgres import find_pg_bin
 
 pytestmark = [
     pytest.mark.server,
     pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed"),
 ]
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,6 @@ from memories.integrations.langgraph_store import (
 from memories import CollectionMemory, VectorMemory
 from memories.kernel.namespaces import in_namespace
 from memories.long_term.profile import ProfileStore
-from tests.postgres import find_pg_bin, postgres_server
 from tests.retention.conftest import rewritten_while_swept
 
 TTL = 5.0  # minutes
@@ -46,14 +45,6 @@ class Clock:
 
 
 Make = Callable[..., MemoryStoreAdapter]
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    if find_pg_bin() is None:
-        pytest.skip("PostgreSQL server not installed")
-    with postgres_server() as url:
-        yield url
 
 
 @pytest.fixture

@@ -9,13 +9,12 @@ The SQLite tests are re-run here with ``url`` pointing at a fresh database.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import create_engine, text
 
 from memories.stores.profile_store import ProfileStore
-from tests.postgres import find_pg_bin, postgres_server
+from tests.postgres import find_pg_bin
 from tests.profile.test_memory import (  # noqa: F401  (re-run here on PostgreSQL)
     test_a_concurrent_write_during_an_update_is_not_lost,
     test_a_profile_over_the_token_budget_is_updated_section_by_section,
@@ -46,12 +45,6 @@ pytestmark = [
     pytest.mark.server,
     pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed"),
 ]
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
 
 
 @pytest.fixture

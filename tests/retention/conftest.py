@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,6 @@ import sqlalchemy as sa
 
 from memories import CollectionMemory
 from memories.stores.expiry import ExpiryLedger
-from tests.postgres import find_pg_bin, postgres_server
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 
@@ -27,14 +26,6 @@ class Clock:
 
     def minutes(self, n: float) -> None:
         self.now += n * 60
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    if find_pg_bin() is None:
-        pytest.skip("PostgreSQL server not installed")
-    with postgres_server() as url:
-        yield url
 
 
 _databases = iter(range(10**6))

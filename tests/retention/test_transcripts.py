@@ -6,7 +6,7 @@ The clock is injected into the history (it stamps rows), so nothing sleeps.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,6 @@ from memories.errors import ConfigError
 from memories.kernel.retention import DAY, Retention
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.records import Edit
-from tests.postgres import find_pg_bin, postgres_server
 from tests.summary.fakes import ScriptedLLM
 
 
@@ -44,14 +43,6 @@ class Clock:
 
 
 MakeHistory = Callable[[str, Clock], ChatHistory]
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    if find_pg_bin() is None:
-        pytest.skip("PostgreSQL server not installed")
-    with postgres_server() as url:
-        yield url
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgresql"])

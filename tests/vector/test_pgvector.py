@@ -412,3 +412,34 @@ def test_the_inspector_counts_no_expired_document_of_pgvector(
     assert listed[f"{prefix}.ada"] == {"vector": 1}
     [row] = inspector.namespace(f"{prefix}.ada")["memories"]
     assert row["documents"] == 1 and past.backend.get([live]) != []
+
+
+def test_a_bulk_add_refreshes_the_planners_statistics(
+    make_pg_vector: MakeVector, pgvector_server: PostgresServer
+) -> None:
+    """Without it the planner takes the freshly filled table for small and sorts every
+    document of a namespace exactly instead of using the HNSW index (benchmarks/scale_out.py)."""
+    engine = get_engine(pgvector_server.url)
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        memory = make_pg_vector(namespace=("bulk",))
+        memory.add([f"note {i} about the garden" for i in range(10)])
+        small = [s for s in statements if s.startswith("ANALYZE")]
+        memory.add([f"line {i} of the imported diary" for i in range(1_000)])
+        large = [s for s in statements if s.startswith("ANALYZE")]
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert small == []
+    assert len(large) == 1
+    assert "memories_pgvector_documents" in large[0] and "memories_recall_blocks" in large[0]
+    with engine.connect() as connection:
+        estimated = connection.execute(
+            sa.text("SELECT reltuples FROM pg_class WHERE relname = 'memories_pgvector_documents'")
+        ).scalar_one()
+    assert estimated >= 1_000
+    assert len(memory.search("imported diary", k=3)) == 3

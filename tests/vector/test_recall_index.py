@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,15 +78,6 @@ def _keys_of(outbox: SQLOutbox, space: Space, ids: list[str]) -> set[int]:
 
 def _row(doc_id: str, text: str, **metadata: object) -> OutboxRow:
     return OutboxRow(doc_id, text, dict(metadata), needs_turn=False, replace=True)
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    """A throwaway PostgreSQL for the module's tests (each uses namespaces of its own)."""
-    if find_pg_bin() is None:
-        pytest.skip("PostgreSQL server not installed")
-    with postgres_server() as url:
-        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

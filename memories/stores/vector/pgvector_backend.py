@@ -113,6 +113,8 @@ _ITERATIVE_SCAN = (0, 8, 0)
 _DRIVERS = ("psycopg",)
 
 _DOCUMENTS = "memories_pgvector_documents"
+#: An ``add`` of this many documents or more refreshes the planner's statistics after.
+_ANALYZE_FROM = 1_000
 _NAMESPACES = "memories_pgvector_namespaces"
 
 
@@ -206,6 +208,22 @@ class _Store:
             raise
         except BackendError as exc:
             raise type(exc)(f"Cannot {action} in PostgreSQL {self.where!r}: {exc}") from exc
+
+    def analyze(self) -> None:
+        """Refresh the planner's statistics of the documents and the recall index (ANALYZE).
+
+        After a bulk add into a table the planner knew small, it reads a
+        namespace through its key and sorts every document exactly instead of
+        using the HNSW index, until autovacuum's next pass (a minute or more):
+        a search took 76 ms p50 instead of 14 right after adding 10,000 turns.
+        A failure is logged: the documents are stored, only searches wait.
+        """
+        tables = ", ".join([_DOCUMENTS, *(t.name for t in recall_index.metadata.sorted_tables)])
+        try:
+            with self.transaction("refresh the planner's statistics") as connection:
+                connection.exec_driver_sql(f"ANALYZE {tables}")
+        except BackendError as exc:
+            logger.warning("Could not refresh the statistics of %s: %s", self.where, exc)
 
     def index_width(self, dims: int) -> None:
         """Make the HNSW index of embeddings ``dims`` wide, once per process (if pgvector can)."""
@@ -451,6 +469,8 @@ class PgVectorBackend(VectorBackend):
                 yield from self._saving(batch)
                 if bar is not None:
                     bar.update(len(batch))
+            if len(rows) >= _ANALYZE_FROM:
+                yield step(self._store.analyze)
         finally:
             if bar is not None:
                 bar.close()
