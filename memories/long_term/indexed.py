@@ -384,6 +384,12 @@ class DocumentMemory(IndexedMemory):
     :class:`IndexedMemory` for the arguments).
     """
 
+    def _make_backend(self) -> VectorBackend:
+        """The backend, discarding the expiry rows of the documents it deletes."""
+        backend = super()._make_backend()
+        backend.expiry = self.expiry
+        return backend
+
     # -- the document API ----------------------------------------------------------
 
     def search(

@@ -13,6 +13,10 @@ Reads ask it which items are expired (few: only those not swept yet), and a
 sweep deletes each expired item from its store and then its ledger row, so a
 crash between the two leaves the row to be swept again. Items without a row
 never expire.
+A deletion discards the rows of what it deleted (:meth:`ExpiryLedger.discard`),
+in its own transaction where the store is SQL on this database, else right
+after it: a row outliving its item (a crash between the two) is harmless, the
+sweep deletes nothing and drops it.
 
 A write never leaves an item without its time to live: a store on the same
 SQL database runs the ledger's rows in the write's own transaction
@@ -62,6 +66,9 @@ def _make_table(name: str) -> sa.Table:
 
 
 _tables = {name: _make_table(name) for name in (ITEMS, DOCUMENTS)}
+
+#: Keys a statement names at most (SQLite allows 32,766 parameters a statement, older builds 999).
+_KEYS_A_STATEMENT = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +255,39 @@ class ExpiryLedger:
 
         return forget
 
+    def discard(self, namespace: Namespace, keys: Sequence[str] | None = None) -> None:
+        """Remove the rows of ``keys`` (None: every row of the namespace), expired or not.
+
+        For a deletion: the items are gone, so are their times to live.
+        """
+        discarding = self.discarding(namespace)
+        with self._db.transaction(write=True) as connection:
+            discarding(connection, keys)
+
+    def discarding(
+        self, namespace: Namespace
+    ) -> Callable[[sa.Connection, Sequence[str] | None], None]:
+        """:meth:`discard` to run in another store's transaction on this database.
+
+        The store deletes items and, with the keys it deleted, their rows in
+        one transaction. The table is made now, before that transaction holds
+        the database.
+        """
+        self._db.engine  # noqa: B018  (the table, made outside the store's transaction)
+        t = self._table
+        label = _label(namespace)
+
+        def discard(connection: sa.Connection, keys: Sequence[str] | None) -> None:
+            if keys is None:
+                connection.execute(sa.delete(t).where(t.c.namespace == label))
+                return
+            listed = list(dict.fromkeys(keys))
+            for start in range(0, len(listed), _KEYS_A_STATEMENT):
+                chunk = listed[start : start + _KEYS_A_STATEMENT]
+                connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(chunk)))
+
+        return discard
+
     @contextmanager
     def sweeping(
         self,
@@ -322,4 +362,5 @@ class ExpiryLedger:
     aexpired = blocking_twin(expired)
     aexpired_counts = blocking_twin(expired_counts)
     aexpires_at = blocking_twin(expires_at)
+    adiscard = blocking_twin(discard)
     arefresh = blocking_twin(refresh)
