@@ -158,15 +158,16 @@ class ExpiryLedger:
         offset: int = 0,
         namespace: Namespace | None = None,
         key: str | None = None,
+        keys: Sequence[str] | None = None,
     ) -> list[Expiring]:
         """The items expired at ``now`` and not swept yet, soonest expired first.
 
-        Only those of ``namespace`` and of ``key`` when given; a page of
-        ``limit`` from ``offset`` when given.
+        Only those of ``namespace``, of ``key`` and among ``keys`` (a page's:
+        few) when given; a page of ``limit`` from ``offset`` when given.
         """
         t = self._table
         query = sa.select(t.c.namespace, t.c.key, t.c.expires_at).where(
-            *self._expired_where(now, namespace, key)
+            *self._expired_where(now, namespace, key, keys)
         )
         query = query.order_by(t.c.expires_at, t.c.namespace, t.c.key).limit(limit).offset(offset)
         with self._db.transaction() as connection:
@@ -174,17 +175,22 @@ class ExpiryLedger:
         return [Expiring(tuple(json.loads(row[0])), row[1], float(row[2])) for row in rows]
 
     def expired_counts(
-        self, *, now: float, namespace: Namespace | None = None, key: str | None = None
+        self,
+        *,
+        now: float,
+        namespace: Namespace | None = None,
+        key: str | None = None,
+        keys: Sequence[str] | None = None,
     ) -> dict[Namespace, int]:
         """How many items of each namespace are expired at ``now`` and not swept yet.
 
         One aggregate query: a row per namespace, however many items expired.
-        Only those of ``namespace`` and of ``key`` when given.
+        Only those of ``namespace``, of ``key`` and among ``keys`` when given.
         """
         t = self._table
         query = (
             sa.select(t.c.namespace, sa.func.count())
-            .where(*self._expired_where(now, namespace, key))
+            .where(*self._expired_where(now, namespace, key, keys))
             .group_by(t.c.namespace)
         )
         with self._db.transaction() as connection:
@@ -192,7 +198,11 @@ class ExpiryLedger:
         return {tuple(json.loads(row[0])): int(row[1]) for row in rows}
 
     def _expired_where(
-        self, now: float, namespace: Namespace | None, key: str | None
+        self,
+        now: float,
+        namespace: Namespace | None,
+        key: str | None,
+        keys: Sequence[str] | None = None,
     ) -> list[sa.ColumnElement[bool]]:
         t = self._table
         where = [t.c.expires_at <= now]
@@ -200,7 +210,24 @@ class ExpiryLedger:
             where.append(t.c.namespace == _label(namespace))
         if key is not None:
             where.append(t.c.key == key)
+        if keys is not None:
+            where.append(t.c.key.in_(list(keys)))
         return where
+
+    def unexpired(
+        self, namespace: Namespace, key: sa.ColumnElement[str], *, now: float, prefix: str = ""
+    ) -> sa.ColumnElement[bool]:
+        """A condition for a query on another table of this database: ``key`` is not expired.
+
+        ``key`` is the other table's column of the items' keys, written
+        ``prefix`` + the key this ledger has. A NOT EXISTS on this table's
+        primary key: one indexed lookup a row, no expired row read here.
+        """
+        self._db.engine  # noqa: B018  (the table, made before the query's transaction)
+        t = self._table
+        own = key if not prefix else sa.func.substr(key, len(prefix) + 1)
+        expired = [t.c.namespace == _label(namespace), t.c.key == own, t.c.expires_at <= now]
+        return ~sa.exists().where(*expired)
 
     def expires_at(self, namespace: Namespace, key: str) -> float | None:
         """When an item expires (None: never)."""
