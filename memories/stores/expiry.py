@@ -159,15 +159,17 @@ class ExpiryLedger:
         namespace: Namespace | None = None,
         key: str | None = None,
         keys: Sequence[str] | None = None,
+        under: Namespace | None = None,
     ) -> list[Expiring]:
         """The items expired at ``now`` and not swept yet, soonest expired first.
 
-        Only those of ``namespace``, of ``key`` and among ``keys`` (a page's:
-        few) when given; a page of ``limit`` from ``offset`` when given.
+        Only those of ``namespace``, of ``key``, among ``keys`` (a page's:
+        few) and of the namespaces ``under`` a prefix (itself included) when
+        given; a page of ``limit`` from ``offset`` when given.
         """
         t = self._table
         query = sa.select(t.c.namespace, t.c.key, t.c.expires_at).where(
-            *self._expired_where(now, namespace, key, keys)
+            *self._expired_where(now, namespace, key, keys, under)
         )
         query = query.order_by(t.c.expires_at, t.c.namespace, t.c.key).limit(limit).offset(offset)
         with self._db.transaction() as connection:
@@ -181,16 +183,17 @@ class ExpiryLedger:
         namespace: Namespace | None = None,
         key: str | None = None,
         keys: Sequence[str] | None = None,
+        under: Namespace | None = None,
     ) -> dict[Namespace, int]:
         """How many items of each namespace are expired at ``now`` and not swept yet.
 
         One aggregate query: a row per namespace, however many items expired.
-        Only those of ``namespace``, of ``key`` and among ``keys`` when given.
+        Only those :meth:`expired` would read with the same arguments.
         """
         t = self._table
         query = (
             sa.select(t.c.namespace, sa.func.count())
-            .where(*self._expired_where(now, namespace, key, keys))
+            .where(*self._expired_where(now, namespace, key, keys, under))
             .group_by(t.c.namespace)
         )
         with self._db.transaction() as connection:
@@ -203,6 +206,7 @@ class ExpiryLedger:
         namespace: Namespace | None,
         key: str | None,
         keys: Sequence[str] | None = None,
+        under: Namespace | None = None,
     ) -> list[sa.ColumnElement[bool]]:
         t = self._table
         where = [t.c.expires_at <= now]
@@ -212,6 +216,10 @@ class ExpiryLedger:
             where.append(t.c.key == key)
         if keys is not None:
             where.append(t.c.key.in_(list(keys)))
+        if under:  # the prefix's label, or it without its "]" and then a further label
+            label = _label(under)
+            deeper = t.c.namespace.startswith(label[:-1] + ", ", autoescape=True)
+            where.append(sa.or_(t.c.namespace == label, deeper))
         return where
 
     def unexpired(
