@@ -883,8 +883,9 @@ def _shown_count(leaf: Any, namespace: Namespace, counted: int | None, expired: 
     ``expired``: how many expiry rows of the namespace have expired. A
     collection's row goes with its memory (one transaction) and a profile's
     with its one document, so those are subtracted as they are; a vector or
-    example document deleted keeps its row until the sweep, so those still
-    stored are counted, ``_EXPIRED_PAGE`` ids a read.
+    example document's row may outlive it (a crash between its deletion and
+    the row's, a LangChain retriever's store), so those still stored are
+    counted, ``_EXPIRED_PAGE`` ids a read.
     """
     if not counted or not expired:
         return counted or 0

@@ -92,7 +92,9 @@ class VectorBackend(ABC):
         A sweep read the expired rows earlier: a document written again since
         (its new row first) is kept, and one written while this deletes waits
         for it (:meth:`ExpiryLedger.sweeping`). A backend whose writes go to
-        the expiry rows' database overrides this to delete in that transaction.
+        the expiry rows' database overrides this to delete in that transaction,
+        as does one whose :meth:`delete` discards expiry rows (:attr:`expiry`):
+        here they are held by the sweep's transaction, which a discard would wait for.
         """
         with expiry.sweeping(namespace, ids, expired_at=now) as held:
             if held:
