@@ -39,7 +39,7 @@ import logging
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -87,6 +87,8 @@ Namespace = tuple[str, ...]
 logger = logging.getLogger(__name__)
 
 _TTL_KEYS = frozenset(TTLConfig.__annotations__)
+#: Keys one read of expired rows names at most (:meth:`MemoryStoreAdapter._expired_among`).
+_KEYS_A_READ = 500
 
 
 class MemoryStoreAdapter(BaseStore):
@@ -274,13 +276,19 @@ class MemoryStoreAdapter(BaseStore):
             self.ledger.refresh([(op.namespace, op.key)], now=now)
         return item
 
-    def _expired_under(self, prefix: Namespace, now: float) -> set[tuple[Namespace, str]]:
-        """The expired items not swept yet under ``prefix`` (few: a sweep removes them)."""
-        return {
-            (e.namespace, e.key)
-            for e in self.ledger.expired(now=now)
-            if e.namespace[: len(prefix)] == prefix
-        }
+    def _expired_among(
+        self, items: Sequence[SearchItem], now: float, *, under: Namespace = ()
+    ) -> set[tuple[Namespace, str]]:
+        """Which of ``items`` (found under the prefix ``under``) are expired, not swept yet.
+
+        The ledger is asked about these items' keys only, ``_KEYS_A_READ`` at a time.
+        """
+        expired: set[tuple[Namespace, str]] = set()
+        for start in range(0, len(items), _KEYS_A_READ):
+            keys = list({i.key for i in items[start : start + _KEYS_A_READ]})
+            found = self.ledger.expired(now=now, keys=keys, under=under)
+            expired |= {(e.namespace, e.key) for e in found}
+        return expired
 
     def _searched(
         self, op: SearchOp, search: Callable[[SearchOp], list[SearchItem]]
@@ -289,11 +297,16 @@ class MemoryStoreAdapter(BaseStore):
         if not self._timed:
             return search(op)
         now = self.clock()
-        expired = self._expired_under(tuple(op.namespace_prefix), now) if self._omit_expired else ()
-        if expired:
+        prefix = tuple(op.namespace_prefix)
+        hidden = 0
+        if self._omit_expired:  # how many may be left out: counted, not read
+            hidden = sum(self.ledger.expired_counts(now=now, under=prefix).values())
+        if hidden:
             # Read past the page by as many items as may be left out, then page.
-            wide = op._replace(offset=0, limit=op.offset + op.limit + len(expired))
-            live = [i for i in search(wide) if (tuple(i.namespace), i.key) not in expired]
+            wide = op._replace(offset=0, limit=op.offset + op.limit + hidden)
+            found = search(wide)
+            expired = self._expired_among(found, now, under=prefix)
+            live = [i for i in found if (tuple(i.namespace), i.key) not in expired]
             found = live[op.offset : op.offset + op.limit]
         else:
             found = search(op)
@@ -302,22 +315,33 @@ class MemoryStoreAdapter(BaseStore):
         return found
 
     def _live(self, namespaces: list[Namespace]) -> list[Namespace]:
-        """The namespaces that hold an item not expired (all of them without ``omit_expired``)."""
+        """The namespaces that hold an item not expired (all of them without ``omit_expired``).
+
+        A namespace with expired rows is searched a page at a time (its own
+        expired count and one more) until one of its own items is found live:
+        the ledger is asked only about the items found.
+        """
         if not self._omit_expired:
             return namespaces
-        expired = self._expired_under((), self.clock())
-        kept = []
-        for namespace in namespaces:
-            mine = {key for ns, key in expired if ns == namespace}
-            if not mine:
-                kept.append(namespace)
-                continue
-            probe = SearchOp(namespace, limit=len(expired) + 1, refresh_ttl=False)
-            if any(
-                tuple(i.namespace) == namespace and i.key not in mine for i in self._search(probe)
-            ):
-                kept.append(namespace)
-        return kept
+        now = self.clock()
+        counts = self.ledger.expired_counts(now=now)
+        return [
+            ns for ns in namespaces if not counts.get(ns) or self._holds_live(ns, counts[ns], now)
+        ]
+
+    def _holds_live(self, namespace: Namespace, expired: int, now: float) -> bool:
+        """Whether ``namespace`` itself holds an item not expired (it has ``expired`` expired)."""
+        size, offset = expired + 1, 0
+        while True:
+            probe = SearchOp(namespace, limit=size, offset=offset, refresh_ttl=False)
+            found = self._search(probe)
+            own = [i for i in found if tuple(i.namespace) == namespace]
+            gone = self._expired_among(own, now, under=namespace)
+            if any((namespace, i.key) not in gone for i in own):
+                return True
+            if len(found) < size:
+                return False
+            offset += size
 
     def sweep_ttl(self, *, batch: int = 500) -> int:
         """Delete every expired item from the store with its expiry row; how many expired.

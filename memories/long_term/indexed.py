@@ -47,6 +47,8 @@ from memories.stores.vector.writes import VectorStatus, WriteModeField
 TTL = float | None | Literal["default"]
 
 if TYPE_CHECKING:
+    import sqlalchemy as sa
+
     from memories.integrations.chroma import ChromaStore
 
 __all__ = ["DocumentMemory", "IndexedMemory", "show_progress"]
@@ -295,35 +297,63 @@ class IndexedMemory(BaseMemory):
         return (yield write)
 
     def expired_items(
-        self, namespace: Namespace | None = None, /, *, limit: int | None = None, offset: int = 0
+        self,
+        namespace: Namespace | None = None,
+        /,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        keys: Sequence[str] | None = None,
     ) -> builtins.list[Expiring]:
         """The items every read leaves out now: expired, not swept yet (few).
 
-        Those of ``namespace`` (None: every namespace of the store), a page of
-        ``limit`` from ``offset`` when given; none with ``hide_expired=False``.
-        Tools that read the store themselves (the inspector) leave these out too.
+        Those of ``namespace`` (None: every namespace of the store), among
+        ``keys`` (the ids at hand: few) when given, a page of ``limit`` from
+        ``offset`` when given; none with ``hide_expired=False``. Tools that
+        read the store themselves (the inspector) leave these out too.
         """
         if not self.hide_expired:
             return []
         return self.expiry.expired(
-            now=self.clock(), namespace=namespace, limit=limit, offset=offset
+            now=self.clock(), namespace=namespace, limit=limit, offset=offset, keys=keys
         )
 
     async def aexpired_items(
-        self, namespace: Namespace | None = None, /, *, limit: int | None = None, offset: int = 0
+        self,
+        namespace: Namespace | None = None,
+        /,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        keys: Sequence[str] | None = None,
     ) -> builtins.list[Expiring]:
         """Async :meth:`expired_items`."""
-        return await to_thread(self.expired_items, namespace, limit=limit, offset=offset)
+        return await to_thread(self.expired_items, namespace, limit=limit, offset=offset, keys=keys)
 
-    def expired_counts(self, namespace: Namespace | None = None, /) -> dict[Namespace, int]:
+    def expired_counts(
+        self, namespace: Namespace | None = None, /, *, keys: Sequence[str] | None = None
+    ) -> dict[Namespace, int]:
         """How many of :meth:`expired_items` each namespace holds: one aggregate query."""
         if not self.hide_expired:
             return {}
-        return self.expiry.expired_counts(now=self.clock(), namespace=namespace)
+        return self.expiry.expired_counts(now=self.clock(), namespace=namespace, keys=keys)
 
-    async def aexpired_counts(self, namespace: Namespace | None = None, /) -> dict[Namespace, int]:
+    async def aexpired_counts(
+        self, namespace: Namespace | None = None, /, *, keys: Sequence[str] | None = None
+    ) -> dict[Namespace, int]:
         """Async :meth:`expired_counts`."""
-        return await to_thread(self.expired_counts, namespace)
+        return await to_thread(self.expired_counts, namespace, keys=keys)
+
+    def unexpired(
+        self, namespace: Namespace, /, *, prefix: str = ""
+    ) -> Callable[[sa.ColumnElement[str]], sa.ColumnElement[bool]] | None:
+        """For a tool reading the items' SQL table itself (the collection's ledger): a condition
+        on its key column leaving out what every read hides (:meth:`ExpiryLedger.unexpired`);
+        None: nothing is hidden.
+        """
+        if not self.hide_expired:
+            return None
+        return partial(self.expiry.unexpired, namespace, now=self.clock(), prefix=prefix)
 
     def _expired_ids(self) -> Steps[set[str]]:
         """The ids of this namespace's documents reads leave out (:meth:`expired_items`)."""
@@ -383,6 +413,12 @@ class DocumentMemory(IndexedMemory):
     written once for the vector and the example memories (see
     :class:`IndexedMemory` for the arguments).
     """
+
+    def _make_backend(self) -> VectorBackend:
+        """The backend, discarding the expiry rows of the documents it deletes."""
+        backend = super()._make_backend()
+        backend.expiry = self.expiry
+        return backend
 
     # -- the document API ----------------------------------------------------------
 

@@ -13,6 +13,10 @@ Reads ask it which items are expired (few: only those not swept yet), and a
 sweep deletes each expired item from its store and then its ledger row, so a
 crash between the two leaves the row to be swept again. Items without a row
 never expire.
+A deletion discards the rows of what it deleted (:meth:`ExpiryLedger.discard`),
+in its own transaction where the store is SQL on this database, else right
+after it: a row outliving its item (a crash between the two) is harmless, the
+sweep deletes nothing and drops it.
 
 A write never leaves an item without its time to live: a store on the same
 SQL database runs the ledger's rows in the write's own transaction
@@ -62,6 +66,9 @@ def _make_table(name: str) -> sa.Table:
 
 
 _tables = {name: _make_table(name) for name in (ITEMS, DOCUMENTS)}
+
+#: Keys a statement names at most (SQLite allows 32,766 parameters a statement, older builds 999).
+_KEYS_A_STATEMENT = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,15 +158,18 @@ class ExpiryLedger:
         offset: int = 0,
         namespace: Namespace | None = None,
         key: str | None = None,
+        keys: Sequence[str] | None = None,
+        under: Namespace | None = None,
     ) -> list[Expiring]:
         """The items expired at ``now`` and not swept yet, soonest expired first.
 
-        Only those of ``namespace`` and of ``key`` when given; a page of
-        ``limit`` from ``offset`` when given.
+        Only those of ``namespace``, of ``key``, among ``keys`` (a page's:
+        few) and of the namespaces ``under`` a prefix (itself included) when
+        given; a page of ``limit`` from ``offset`` when given.
         """
         t = self._table
         query = sa.select(t.c.namespace, t.c.key, t.c.expires_at).where(
-            *self._expired_where(now, namespace, key)
+            *self._expired_where(now, namespace, key, keys, under)
         )
         query = query.order_by(t.c.expires_at, t.c.namespace, t.c.key).limit(limit).offset(offset)
         with self._db.transaction() as connection:
@@ -167,17 +177,23 @@ class ExpiryLedger:
         return [Expiring(tuple(json.loads(row[0])), row[1], float(row[2])) for row in rows]
 
     def expired_counts(
-        self, *, now: float, namespace: Namespace | None = None, key: str | None = None
+        self,
+        *,
+        now: float,
+        namespace: Namespace | None = None,
+        key: str | None = None,
+        keys: Sequence[str] | None = None,
+        under: Namespace | None = None,
     ) -> dict[Namespace, int]:
         """How many items of each namespace are expired at ``now`` and not swept yet.
 
         One aggregate query: a row per namespace, however many items expired.
-        Only those of ``namespace`` and of ``key`` when given.
+        Only those :meth:`expired` would read with the same arguments.
         """
         t = self._table
         query = (
             sa.select(t.c.namespace, sa.func.count())
-            .where(*self._expired_where(now, namespace, key))
+            .where(*self._expired_where(now, namespace, key, keys, under))
             .group_by(t.c.namespace)
         )
         with self._db.transaction() as connection:
@@ -185,7 +201,12 @@ class ExpiryLedger:
         return {tuple(json.loads(row[0])): int(row[1]) for row in rows}
 
     def _expired_where(
-        self, now: float, namespace: Namespace | None, key: str | None
+        self,
+        now: float,
+        namespace: Namespace | None,
+        key: str | None,
+        keys: Sequence[str] | None = None,
+        under: Namespace | None = None,
     ) -> list[sa.ColumnElement[bool]]:
         t = self._table
         where = [t.c.expires_at <= now]
@@ -193,7 +214,28 @@ class ExpiryLedger:
             where.append(t.c.namespace == _label(namespace))
         if key is not None:
             where.append(t.c.key == key)
+        if keys is not None:
+            where.append(t.c.key.in_(list(keys)))
+        if under:  # the prefix's label, or it without its "]" and then a further label
+            label = _label(under)
+            deeper = t.c.namespace.startswith(label[:-1] + ", ", autoescape=True)
+            where.append(sa.or_(t.c.namespace == label, deeper))
         return where
+
+    def unexpired(
+        self, namespace: Namespace, key: sa.ColumnElement[str], *, now: float, prefix: str = ""
+    ) -> sa.ColumnElement[bool]:
+        """A condition for a query on another table of this database: ``key`` is not expired.
+
+        ``key`` is the other table's column of the items' keys, written
+        ``prefix`` + the key this ledger has. A NOT EXISTS on this table's
+        primary key: one indexed lookup a row, no expired row read here.
+        """
+        self._db.engine  # noqa: B018  (the table, made before the query's transaction)
+        t = self._table
+        own = key if not prefix else sa.func.substr(key, len(prefix) + 1)
+        expired = [t.c.namespace == _label(namespace), t.c.key == own, t.c.expires_at <= now]
+        return ~sa.exists().where(*expired)
 
     def expires_at(self, namespace: Namespace, key: str) -> float | None:
         """When an item expires (None: never)."""
@@ -247,6 +289,39 @@ class ExpiryLedger:
             return bool(connection.execute(sa.delete(t).where(*where)).rowcount)
 
         return forget
+
+    def discard(self, namespace: Namespace, keys: Sequence[str] | None = None) -> None:
+        """Remove the rows of ``keys`` (None: every row of the namespace), expired or not.
+
+        For a deletion: the items are gone, so are their times to live.
+        """
+        discarding = self.discarding(namespace)
+        with self._db.transaction(write=True) as connection:
+            discarding(connection, keys)
+
+    def discarding(
+        self, namespace: Namespace
+    ) -> Callable[[sa.Connection, Sequence[str] | None], None]:
+        """:meth:`discard` to run in another store's transaction on this database.
+
+        The store deletes items and, with the keys it deleted, their rows in
+        one transaction. The table is made now, before that transaction holds
+        the database.
+        """
+        self._db.engine  # noqa: B018  (the table, made outside the store's transaction)
+        t = self._table
+        label = _label(namespace)
+
+        def discard(connection: sa.Connection, keys: Sequence[str] | None) -> None:
+            if keys is None:
+                connection.execute(sa.delete(t).where(t.c.namespace == label))
+                return
+            listed = list(dict.fromkeys(keys))
+            for start in range(0, len(listed), _KEYS_A_STATEMENT):
+                chunk = listed[start : start + _KEYS_A_STATEMENT]
+                connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(chunk)))
+
+        return discard
 
     @contextmanager
     def sweeping(
@@ -322,4 +397,5 @@ class ExpiryLedger:
     aexpired = blocking_twin(expired)
     aexpired_counts = blocking_twin(expired_counts)
     aexpires_at = blocking_twin(expires_at)
+    adiscard = blocking_twin(discard)
     arefresh = blocking_twin(refresh)

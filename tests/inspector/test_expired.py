@@ -139,8 +139,10 @@ def test_the_namespace_listing_reads_expired_items_a_page_at_a_time(
         for i in range(n):
             collection.put(f"ada memory {i} of {n}")
         written[n] = vector.add([f"ada note {i} of {n}" for i in range(n)])
-    # One live and one expired document deleted: the expired one's row stays until the sweep.
+    # One live and one expired document deleted; the expired one's row outlives it (a crash
+    # between the deletion and the discarding of its row: the sweep drops it later).
     vector.delete([written[2][0], written[7][0]])
+    vector.expiry.set(vector.namespace, written[7][0], 60, now=time.time() - 7200)
     inspector = Inspector(config)
 
     monkeypatch.setattr(service, "_EXPIRED_PAGE", 3)
@@ -160,3 +162,45 @@ def test_the_namespace_listing_reads_expired_items_a_page_at_a_time(
     assert reads == [(3, 3), (3, 3), (3, 1)]
     page = {m["id"]: m["documents"] for m in inspector.namespace("users.ada")["memories"]}
     assert page == counts["users.ada"]
+
+
+def test_item_pages_and_one_item_read_only_the_expired_rows_at_hand(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _config(tmp_path)
+    past = {
+        **config,
+        "memories": [{**m, "clock": lambda: time.time() - 7200} for m in config["memories"]],
+    }
+    written: dict[int, tuple[list[str], list[str]]] = {}
+    for timed, n in ((past, 7), (config, 5)):  # 7 expired, then 5 live (listed first: newest)
+        _, _, collection, vector = leaves_of(create_memory(with_namespace(timed, ("users", "ada"))))
+        kept = [collection.put(f"ada memory {i} of {n}") for i in range(n)]
+        written[n] = (kept, vector.add([f"ada note {i} of {n}" for i in range(n)]))
+    inspector = Inspector(config, page_size=2)
+    monkeypatch.setattr(service, "_EXPIRED_PAGE", 3)
+    reads: list[int] = []  # rows fetched by each read of expired rows
+    real = ExpiryLedger.expired
+
+    def spied(self: ExpiryLedger, **options: Any) -> Any:
+        found = real(self, **options)
+        reads.append(len(found))
+        return found
+
+    monkeypatch.setattr(ExpiryLedger, "expired", spied)
+    collection_page = inspector.items("users.ada", "collection", page=2)
+    assert collection_page["total"] == 5 and len(collection_page["items"]) == 2
+    assert {i["id"] for i in collection_page["items"]} <= set(written[5][0])
+    assert inspector.items("users.ada", "collection", q="memory")["total"] == 5
+    assert reads == []  # left out in SQL: no expired row read
+    vector_page = inspector.items("users.ada", "vector")
+    assert vector_page["total"] == 5
+    assert {i["id"] for i in vector_page["items"]} <= set(written[5][1])
+    assert reads == [0]  # the page's first 3 ids asked about; the rest only counted
+    reads.clear()
+    with pytest.raises(NotFound, match="expired"):
+        inspector.item("users.ada", "collection", written[7][0][0])
+    assert inspector.item("users.ada", "vector", written[5][1][0])["id"] == written[5][1][0]
+    with pytest.raises(NotFound, match="expired"):
+        inspector.item("users.ada", "vector", written[7][1][0])
+    assert reads == [1, 0, 1]  # one id looked up each time (before: every expired row)

@@ -28,6 +28,7 @@ from memories.integrations.langgraph_store import (
 from memories import CollectionMemory, VectorMemory
 from memories.kernel.namespaces import in_namespace
 from memories.long_term.profile import ProfileStore
+from memories.stores.expiry import ExpiryLedger
 from tests.retention.conftest import rewritten_while_swept
 
 TTL = 5.0  # minutes
@@ -354,3 +355,35 @@ def test_the_adapter_ttl_is_not_overwritten_by_the_memory_default(
     assert store.get(("users", "ada"), "k") is not None
     clock.minutes(TTL)
     assert store.get(("users", "ada"), "k") is None
+
+
+def test_omit_expired_reads_only_the_expired_rows_of_the_items_found(
+    make: Make, clock: Clock, request: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make(ttl={"default_ttl": TTL, "omit_expired": True})
+    top = request.node.callspec.id.replace("-", "")
+    stale, mine = (top, "stale"), (top, "mine")
+    for key in ("s1", "s2", "s3", "s4"):
+        store.put(stale, key, value(key), ttl=TTL)
+    store.put(mine, "old", value("old"), ttl=TTL)
+    clock.minutes(TTL + 1)
+    store.put(stale, "s5", value("s5"), ttl=TTL)
+    store.put(mine, "new", value("new"), ttl=TTL)
+    reads: list[int] = []  # rows fetched by each read of expired rows
+    real = ExpiryLedger.expired
+
+    def spied(self: ExpiryLedger, **options: Any) -> Any:
+        found = real(self, **options)
+        reads.append(len(found))
+        return found
+
+    monkeypatch.setattr(ExpiryLedger, "expired", spied)
+    assert keys(store.search(mine)) == ["new"]
+    assert sum(reads) == 1  # its own expired item's row (before: all 5 expired rows)
+    reads.clear()
+    assert set(store.list_namespaces(prefix=(top,))) == {stale, mine}
+    assert sum(reads) <= 5  # the rows of the items found in the two namespaces
+    store.delete(stale, "s5")
+    reads.clear()
+    assert store.list_namespaces(prefix=(top,)) == [mine]
+    assert store.search(stale) == []

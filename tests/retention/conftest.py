@@ -81,3 +81,35 @@ def rewritten_while_swept(monkeypatch: pytest.MonkeyPatch, rewrite: Callable[[],
         return found
 
     monkeypatch.setattr(ExpiryLedger, "expired", read_then_written)
+
+
+def check_deletions_discard_expiry_rows(make: Callable[..., Any]) -> None:
+    """A vector memory's delete (by id, by filter), clear and erase_namespace leave no expiry
+    row of what they deleted; what they kept, and another namespace, keep theirs."""
+    ada = make(namespace=("users", "ada"), session_id="s1")
+    later = make(namespace=("users", "ada"), session_id="s2")
+    bob = make(namespace=("users", "bob"), session_id="s1")
+    by_id, by_filter, cleared = ada.add(
+        ["Ada is in Rome", "Ada likes tea", "Ada is at home"],
+        metadatas=[None, {"topic": "tea"}, None],
+        ttl=10,
+    )
+    [erased] = later.add(["Ada is in Oslo"], ttl=10)
+    [kept] = bob.add(["Bob is in Paris"], ttl=10)
+    ledger = ada.expiry
+
+    def rows() -> dict[str, bool]:
+        found = {i: ledger.expires_at(ada.namespace, i) is not None for i in (by_id, by_filter)}
+        found |= {i: ledger.expires_at(ada.namespace, i) is not None for i in (cleared, erased)}
+        return found | {kept: ledger.expires_at(bob.namespace, kept) is not None}
+
+    ada.delete([by_id])
+    assert rows() == {by_id: False, by_filter: True, cleared: True, erased: True, kept: True}
+    ada.delete(filter={"topic": "tea"})
+    assert rows() == {by_id: False, by_filter: False, cleared: True, erased: True, kept: True}
+    ada.clear()  # session s1's: s2's document stays, with its row
+    assert rows() == {by_id: False, by_filter: False, cleared: False, erased: True, kept: True}
+    assert [r.id for r in later.backend.get([erased])] == [erased]
+    later.erase_namespace()
+    assert rows() == {by_id: False, by_filter: False, cleared: False, erased: False, kept: True}
+    assert [r.id for r in bob.backend.get([kept])] == [kept]

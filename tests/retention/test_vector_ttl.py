@@ -9,7 +9,11 @@ from typing import Any
 import pytest
 
 from memories import ExampleMemory, VectorMemory
-from tests.retention.conftest import Clock, rewritten_while_swept
+from tests.retention.conftest import (
+    Clock,
+    check_deletions_discard_expiry_rows,
+    rewritten_while_swept,
+)
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 
@@ -130,3 +134,19 @@ def test_an_example_written_again_while_the_sweep_runs_is_kept(
     monkeypatch.undo()
     assert [r.text for r in memory.backend.get([rewritten])] == ["2+2 is four"]
     assert memory.expiry.expires_at(memory.namespace, rewritten) == clock.now + 600
+
+
+def test_deletions_discard_the_expiry_rows_of_what_they_deleted(tmp_path: Path) -> None:
+    clock = Clock()
+    check_deletions_discard_expiry_rows(lambda **options: vector(tmp_path, clock, **options))
+
+
+def test_an_example_deleted_or_erased_leaves_no_expiry_row(tmp_path: Path) -> None:
+    clock = Clock()
+    examples = ExampleMemory(path=str(tmp_path / "chroma"), embeddings=EMBEDDINGS, clock=clock)
+    [deleted, erased] = examples.add(["2+2 is 4", "3+3 is 6"], ttl=10)
+    examples.delete([deleted])
+    assert examples.expiry.expires_at(examples.namespace, deleted) is None
+    assert examples.expiry.expires_at(examples.namespace, erased) is not None
+    examples.erase_namespace()
+    assert examples.expiry.count() == 0

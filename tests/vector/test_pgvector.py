@@ -33,7 +33,11 @@ from memories.kernel.namespaces import namespace_key
 from memories.stores.sql import get_engine
 from memories.stores.vector.pgvector_backend import PgVectorBackend
 from tests.postgres import PostgresServer
-from tests.retention.conftest import Clock, rewritten_while_swept
+from tests.retention.conftest import (
+    Clock,
+    check_deletions_discard_expiry_rows,
+    rewritten_while_swept,
+)
 from tests.vector.conftest import MakeVector
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
@@ -443,3 +447,8 @@ def test_a_bulk_add_refreshes_the_planners_statistics(
         ).scalar_one()
     assert estimated >= 1_000
     assert len(memory.search("imported diary", k=3)) == 3
+
+
+def test_deletions_discard_the_expiry_rows_of_what_they_deleted(make_pg_vector: MakeVector) -> None:
+    clock = Clock()
+    check_deletions_discard_expiry_rows(lambda **options: make_pg_vector(clock=clock, **options))

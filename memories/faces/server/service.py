@@ -67,6 +67,7 @@ from memories.long_term.stored import ExpiringDocumentMemory, StoredDocumentMemo
 from memories.stores.entity_graph_store import ENTITY_PREFIX, Graph
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.records import Edit, Entry
+from memories.stores.vector.records import SearchResult
 
 __all__ = ["DEFAULT_PAGE_SIZE", "Inspector", "NotFound", "ReadOnly", "jsonable"]
 
@@ -454,15 +455,15 @@ class Inspector:
             "q": q,
         }
         start = (page - 1) * self.page_size
-        hidden = _hidden(leaf, namespace).get(namespace, set())
         if isinstance(leaf, CollectionMemory):
+            hiding = _expired_counts(leaf, namespace).get(namespace, 0)
             items, total = leaf.ledger.key_page(
                 namespace,
                 MEMORY_PREFIX,
                 contains=q,
                 limit=self.page_size,
                 offset=start,
-                exclude=hidden,
+                keep=leaf.unexpired(namespace, prefix=MEMORY_PREFIX) if hiding else None,
             )
             found["items"] = [_collection_item(leaf, item) for item in items]
             found.update(_page(page, self.page_size, total))
@@ -482,12 +483,9 @@ class Inspector:
             ]
         elif isinstance(leaf, DocumentMemory):
             records = leaf.backend.stored()  # any backend; what is queued stays queued
-            chosen = [
-                r
-                for r in records
-                if r.id not in hidden and (q.lower() in r.text.lower() or q in r.id)
-            ]
+            chosen = [r for r in records if q.lower() in r.text.lower() or q in r.id]
             chosen.sort(key=lambda r: -float(r.metadata.get("timestamp", 0.0) or 0.0))
+            shown, total = _live_page(leaf, namespace, chosen, start, self.page_size)
             found["items"] = [
                 {
                     "id": r.id,
@@ -495,10 +493,10 @@ class Inspector:
                     "metadata": jsonable(_public_metadata(r.metadata)),
                     "at": _when(r.metadata.get("timestamp")),
                 }
-                for r in chosen[start : start + self.page_size]
+                for r in shown
             ]
             found["pending"] = leaf.backend.pending()
-            found.update(_page(page, self.page_size, len(chosen)))
+            found.update(_page(page, self.page_size, total))
         return found
 
     def item(self, text: str, memory_id: str, item_id: str) -> dict[str, Any]:
@@ -507,8 +505,7 @@ class Inspector:
         leaf = self._leaf(memory_id, namespace, None)
         item_id = _checked_text(item_id, "item id")
         base = {"namespace": ".".join(namespace), "memory": memory_id, "kind": _kind(leaf)}
-        hidden = _hidden(leaf, namespace).get(namespace, set())
-        if isinstance(leaf, IndexedMemory) and {item_id, MEMORY_PREFIX + item_id} & hidden:
+        if isinstance(leaf, IndexedMemory) and leaf.expired_items(namespace, keys=[item_id]):
             raise NotFound(f"No memory {item_id!r} in {memory_id!r} of {text!r}: it expired.")
         if isinstance(leaf, CollectionMemory):
             try:
@@ -848,19 +845,29 @@ def _templates(options: dict[str, Any]) -> set[str]:
     return found
 
 
-def _hidden(leaf: Any, namespace: Namespace | None = None) -> dict[Namespace, set[str]]:
-    """What ``leaf``'s own reads leave out now, per namespace (all, or ``namespace``'s).
+def _live_page(
+    leaf: DocumentMemory, namespace: Namespace, records: list[SearchResult], start: int, size: int
+) -> tuple[list[SearchResult], int]:
+    """The page of ``records`` from ``start`` its reads show (the expired left out), and the total.
 
-    Its expired items, not swept yet (the memory's :meth:`expired_items`: few),
-    by the keys the inspector reads the store with (a collection's ledger keys).
+    The ledger is asked about ``_EXPIRED_PAGE`` ids at a time: their expired
+    rows up to the page's end, then only how many (an aggregate) for the total.
     """
-    if not isinstance(leaf, IndexedMemory | ExpiringDocumentMemory):
-        return {}
-    prefix = MEMORY_PREFIX if isinstance(leaf, CollectionMemory) else ""
-    found: dict[Namespace, set[str]] = {}
-    for item in leaf.expired_items(namespace):
-        found.setdefault(item.namespace, set()).add(prefix + item.key)
-    return found
+    if not _expired_counts(leaf, namespace).get(namespace):
+        return records[start : start + size], len(records)
+    page: list[SearchResult] = []
+    total = 0
+    for first in range(0, len(records), _EXPIRED_PAGE):
+        chunk = records[first : first + _EXPIRED_PAGE]
+        ids = [r.id for r in chunk]
+        if total >= start + size:
+            total += len(chunk) - leaf.expired_counts(namespace, keys=ids).get(namespace, 0)
+            continue
+        gone = {e.key for e in leaf.expired_items(namespace, keys=ids)}
+        live = [r for r in chunk if r.id not in gone]
+        page += live[max(0, start - total) : max(0, start + size - total)]
+        total += len(live)
+    return page, total
 
 
 def _expired_counts(leaf: Any, namespace: Namespace | None = None) -> dict[Namespace, int]:
@@ -876,8 +883,9 @@ def _shown_count(leaf: Any, namespace: Namespace, counted: int | None, expired: 
     ``expired``: how many expiry rows of the namespace have expired. A
     collection's row goes with its memory (one transaction) and a profile's
     with its one document, so those are subtracted as they are; a vector or
-    example document deleted keeps its row until the sweep, so those still
-    stored are counted, ``_EXPIRED_PAGE`` ids a read.
+    example document's row may outlive it (a crash between its deletion and
+    the row's, a LangChain retriever's store), so those still stored are
+    counted, ``_EXPIRED_PAGE`` ids a read.
     """
     if not counted or not expired:
         return counted or 0

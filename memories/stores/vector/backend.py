@@ -56,6 +56,9 @@ class VectorBackend(ABC):
     #: Whether search scores are calibrated (:mod:`memories.stores.recall.scores`): comparable
     #: across queries and namespaces, so that a ``min_score`` means something.
     calibrated_scores: ClassVar[bool] = False
+    #: The expiry rows of the memory's documents (a vector or example memory sets it):
+    #: a deletion discards the rows of what it deleted. None: no rows to keep in step.
+    expiry: ExpiryLedger | None = None
 
     @abstractmethod
     def save(self, row: OutboxRow) -> None:
@@ -89,12 +92,23 @@ class VectorBackend(ABC):
         A sweep read the expired rows earlier: a document written again since
         (its new row first) is kept, and one written while this deletes waits
         for it (:meth:`ExpiryLedger.sweeping`). A backend whose writes go to
-        the expiry rows' database overrides this to delete in that transaction.
+        the expiry rows' database overrides this to delete in that transaction,
+        as does one whose :meth:`delete` discards expiry rows (:attr:`expiry`):
+        here they are held by the sweep's transaction, which a discard would wait for.
         """
         with expiry.sweeping(namespace, ids, expired_at=now) as held:
             if held:
                 self.delete(held, None)
         return held
+
+    def _discard_expiry(self, namespace: tuple[str, ...], ids: Sequence[str] | None) -> None:
+        """Discard the expiry rows of documents just deleted (``ids``; None: the namespace's).
+
+        Called after the deletion: a crash between the two leaves rows whose
+        documents are gone, which the sweep drops (deleting nothing).
+        """
+        if self.expiry is not None and (ids is None or ids):
+            self.expiry.discard(namespace, ids)
 
     @abstractmethod
     def forget_session(self) -> None:

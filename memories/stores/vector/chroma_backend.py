@@ -237,13 +237,15 @@ class ChromaBackend(VectorBackend):
         return found
 
     def delete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
-        """Write what is queued, then delete by id and/or filter, from the store and the index."""
+        """Write what is queued, then delete by id and/or filter, from the store and the index,
+        then their expiry rows (after: Chroma is not in their transaction)."""
         self._drain()
         if where is not None:
             matching = self.store.get(self._key, ids=ids, where=where, text=False)
             ids = [record.id for record in matching]
         if ids:
             self._delete(ids)
+            self._discard_expiry(self.namespace, ids)
 
     def delete_expired(
         self, namespace: tuple[str, ...], ids: Sequence[str], expiry: ExpiryLedger, *, now: float
@@ -266,11 +268,20 @@ class ChromaBackend(VectorBackend):
         return held
 
     def forget_session(self) -> None:
-        """Write what is queued, then delete the session's documents."""
+        """Write what is queued, then delete the session's documents, then their expiry rows."""
         self.flush()
         target, namespace = self.store.target, self._key
+        gone = self._session_ids()
         self.store.delete(namespace, where={SESSION_KEY: self.session_id})
         self.outbox.unindex(target, namespace, session=self.session_id)
+        self._discard_expiry(self.namespace, gone)
+
+    def _session_ids(self) -> list[str]:
+        """The ids of the session's stored documents (whose expiry rows a deletion discards)."""
+        if self.expiry is None:
+            return []
+        where = {SESSION_KEY: self.session_id}
+        return [record.id for record in self.store.get(self._key, where=where, text=False)]
 
     def erase_namespace(self) -> None:
         """Delete every document of the namespace, queued ones too, and blank Chroma's log
@@ -285,6 +296,7 @@ class ChromaBackend(VectorBackend):
             self.store.delete(namespace)
             self.store.scrub_log(namespace)
             self._lane.succeeded()
+        self._discard_expiry(self.namespace, None)
 
     def held(self, *, session: bool) -> dict[str, int]:
         """The namespace's (or the session's) documents in Chroma, outbox rows, dead letters
@@ -312,9 +324,11 @@ class ChromaBackend(VectorBackend):
             pending = self._pending
             with pending.lock:
                 pending.forget(gone)
+            stored = self._session_ids()
             self.store.delete(namespace, where={SESSION_KEY: self.session_id})
             self.store.scrub_log(namespace, where={SESSION_KEY: self.session_id})
             self.outbox.unindex(target, namespace, session=self.session_id)
+        self._discard_expiry(self.namespace, [*gone, *stored])
 
     def check_filter(self, where: Mapping[str, Any]) -> None:
         """Chroma's ``where`` syntax; the namespace key is the memory's own."""

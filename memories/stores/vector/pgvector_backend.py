@@ -77,6 +77,7 @@ from memories.errors import BackendError, BackendUnavailableError, ConfigError, 
 from memories.kernel.embeddings import embedding_batch, query_vector
 from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
+from memories.stores.expiry import ExpiryLedger
 from memories.stores.recall import RecallConfig, ScoredId
 from memories.stores.recall.types import RankParts
 from memories.stores.sql import Database, get_engine, redacted
@@ -589,15 +590,34 @@ class PgVectorBackend(VectorBackend):
         params = _Params(ns=self._key)
         self._delete(f" AND ({_where_sql({SESSION_KEY: self.session_id}, params)})", params)
 
+    def delete_expired(
+        self, namespace: tuple[str, ...], ids: Sequence[str], expiry: ExpiryLedger, *, now: float
+    ) -> list[str]:
+        """:meth:`VectorBackend.delete_expired`, the documents in the expiry rows' transaction
+        when they share the database (one transaction: the rows go with their documents)."""
+        shared = self._store.documents if expiry.url == self.url else None
+        with expiry.sweeping(namespace, ids, expired_at=now, database=shared) as held:
+            if held:
+                params = _Params(ns=self._key)
+                self._delete(f" AND doc_id = ANY({params(list(held))})", params, discard=False)
+        return held
+
     def erase_namespace(self) -> None:
-        """Delete every document of the namespace and its index; its width is free again."""
+        """Delete every document of the namespace, its index and its expiry rows; its width is
+        free again."""
         store = self._store
+        here = self._expiry_here()
+        discarding = None if here is None else here.discarding(self.namespace)
         with store.transaction("erase a namespace") as connection:
             for table in (_DOCUMENTS, _NAMESPACES):
                 connection.exec_driver_sql(
                     f"DELETE FROM {table} WHERE namespace = %(ns)s", {"ns": self._key}
                 )
             store.recall.clear(connection, TARGET, self._key)
+            if discarding is not None:
+                discarding(connection, None)
+        if here is None:
+            self._discard_expiry(self.namespace, None)
 
     def held(self, *, session: bool) -> dict[str, int]:
         """The namespace's (or the session's) documents and their recall index rows."""
@@ -612,14 +632,30 @@ class PgVectorBackend(VectorBackend):
         index = self._store.recall.held(TARGET, self._key, session=mine)
         return {"pgvector documents": int(found or 0), "recall index rows": index}
 
-    def _delete(self, condition: str, params: _Params) -> None:
+    def _delete(self, condition: str, params: _Params, *, discard: bool = True) -> None:
+        """Delete the namespace's documents matching ``condition``, their index rows and (with
+        ``discard``) their expiry rows: in the one transaction when the rows are in this
+        database (they always are for a memory: its ``vectors``), else right after."""
         store = self._store
+        here = self._expiry_here() if discard else None
+        discarding = None if here is None else here.discarding(self.namespace)
         with store.transaction("delete documents") as connection:
-            gone = connection.exec_driver_sql(
-                f"DELETE FROM {_DOCUMENTS} WHERE namespace = %(ns)s{condition} RETURNING doc_id",
-                params.values,
-            ).scalars()
-            store.recall.remove(connection, TARGET, self._key, list(gone))
+            gone = list(
+                connection.exec_driver_sql(
+                    f"DELETE FROM {_DOCUMENTS} WHERE namespace = %(ns)s{condition} "
+                    "RETURNING doc_id",
+                    params.values,
+                ).scalars()
+            )
+            store.recall.remove(connection, TARGET, self._key, gone)
+            if discarding is not None and gone:
+                discarding(connection, gone)
+        if discard and discarding is None:
+            self._discard_expiry(self.namespace, gone)
+
+    def _expiry_here(self) -> ExpiryLedger | None:
+        """The expiry rows when they are in this database (a deletion's transaction takes them)."""
+        return self.expiry if self.expiry is not None and self.expiry.url == self.url else None
 
     # -- reading ----------------------------------------------------------------------
 

@@ -1,0 +1,26 @@
+"""The expiry ledger's reads by namespace prefix and its discarding, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from memories.stores.expiry import ExpiryLedger
+
+
+def test_expired_under_a_prefix_is_the_prefix_and_the_namespaces_below_it(ledger_url: str) -> None:
+    ledger = ExpiryLedger(ledger_url)
+    names = [("a",), ("a", "b"), ("a", "b", "c"), ("ab",), ('a"',), ("a_",), ("b", "a")]
+    for namespace in names:
+        ledger.set(namespace, "k", 1, now=0)
+    under = {e.namespace for e in ledger.expired(now=100, under=("a",))}
+    assert under == {("a",), ("a", "b"), ("a", "b", "c")}
+    assert ledger.expired_counts(now=100, under=("a", "b")) == {("a", "b"): 1, ("a", "b", "c"): 1}
+    assert len(ledger.expired(now=100, under=())) == len(names)
+
+
+def test_discard_removes_the_rows_named_or_the_whole_namespace_only(ledger_url: str) -> None:
+    ledger = ExpiryLedger(ledger_url)
+    ledger.set_many(("a",), {f"k{i}": 1 for i in range(1200)}, now=0)  # more than a statement
+    ledger.set(("b",), "k0", 1, now=0)
+    ledger.discard(("a",), [f"k{i}" for i in range(1100)])
+    assert ledger.count() == 101
+    ledger.discard(("a",))
+    assert [(e.namespace, e.key) for e in ledger.expired(now=100)] == [(("b",), "k0")]
