@@ -20,8 +20,8 @@ from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace
 from memories.faces.server import service
 from memories.faces.server.service import Inspector, NotFound
-from memories.stores.expiry import ExpiryLedger
 from tests.inspector.conftest import EMBEDDINGS
+from tests.retention.conftest import expired_reads
 
 pytest.importorskip("httpx")
 from starlette.testclient import TestClient
@@ -146,20 +146,12 @@ def test_the_namespace_listing_reads_expired_items_a_page_at_a_time(
     inspector = Inspector(config)
 
     monkeypatch.setattr(service, "_EXPIRED_PAGE", 3)
-    reads: list[tuple[int | None, int]] = []  # (limit, rows fetched) of each read of expired rows
-    real = ExpiryLedger.expired
-
-    def spied(self: ExpiryLedger, **options: Any) -> Any:
-        found = real(self, **options)
-        reads.append((options.get("limit"), len(found)))
-        return found
-
-    monkeypatch.setattr(ExpiryLedger, "expired", spied)
+    reads = expired_reads(monkeypatch)
     counts = {row["namespace"]: row["memories"] for row in inspector.namespaces()["namespaces"]}
     assert counts["users.ada"] == {"profile": 1, "instructions": 1, "collection": 2, "vector": 1}
     # Counted in SQL; only the vector memory's 7 expired ids are read, 3 at a time, to
     # leave out the one deleted (its row outlives it): 6 of 7 expired are still stored.
-    assert reads == [(3, 3), (3, 3), (3, 1)]
+    assert reads == [3, 3, 1]
     page = {m["id"]: m["documents"] for m in inspector.namespace("users.ada")["memories"]}
     assert page == counts["users.ada"]
 
@@ -179,15 +171,7 @@ def test_item_pages_and_one_item_read_only_the_expired_rows_at_hand(
         written[n] = (kept, vector.add([f"ada note {i} of {n}" for i in range(n)]))
     inspector = Inspector(config, page_size=2)
     monkeypatch.setattr(service, "_EXPIRED_PAGE", 3)
-    reads: list[int] = []  # rows fetched by each read of expired rows
-    real = ExpiryLedger.expired
-
-    def spied(self: ExpiryLedger, **options: Any) -> Any:
-        found = real(self, **options)
-        reads.append(len(found))
-        return found
-
-    monkeypatch.setattr(ExpiryLedger, "expired", spied)
+    reads = expired_reads(monkeypatch)
     collection_page = inspector.items("users.ada", "collection", page=2)
     assert collection_page["total"] == 5 and len(collection_page["items"]) == 2
     assert {i["id"] for i in collection_page["items"]} <= set(written[5][0])

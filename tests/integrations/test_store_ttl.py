@@ -28,8 +28,7 @@ from memories.integrations.langgraph_store import (
 from memories import CollectionMemory, VectorMemory
 from memories.kernel.namespaces import in_namespace
 from memories.long_term.profile import ProfileStore
-from memories.stores.expiry import ExpiryLedger
-from tests.retention.conftest import rewritten_while_swept
+from tests.retention.conftest import expired_reads, rewritten_while_swept
 
 TTL = 5.0  # minutes
 
@@ -369,15 +368,7 @@ def test_omit_expired_reads_only_the_expired_rows_of_the_items_found(
     clock.minutes(TTL + 1)
     store.put(stale, "s5", value("s5"), ttl=TTL)
     store.put(mine, "new", value("new"), ttl=TTL)
-    reads: list[int] = []  # rows fetched by each read of expired rows
-    real = ExpiryLedger.expired
-
-    def spied(self: ExpiryLedger, **options: Any) -> Any:
-        found = real(self, **options)
-        reads.append(len(found))
-        return found
-
-    monkeypatch.setattr(ExpiryLedger, "expired", spied)
+    reads = expired_reads(monkeypatch)
     assert keys(store.search(mine)) == ["new"]
     assert sum(reads) == 1  # its own expired item's row (before: all 5 expired rows)
     reads.clear()

@@ -113,3 +113,17 @@ def check_deletions_discard_expiry_rows(make: Callable[..., Any]) -> None:
     later.erase_namespace()
     assert rows() == {by_id: False, by_filter: False, cleared: False, erased: False, kept: True}
     assert [r.id for r in bob.backend.get([kept])] == [kept]
+
+
+def expired_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Spy on :meth:`ExpiryLedger.expired`: the rows each read fetched, in order."""
+    reads: list[int] = []
+    real = ExpiryLedger.expired
+
+    def spied(self: ExpiryLedger, **options: Any) -> Any:
+        found = real(self, **options)
+        reads.append(len(found))
+        return found
+
+    monkeypatch.setattr(ExpiryLedger, "expired", spied)
+    return reads
