@@ -186,6 +186,9 @@ __all__ = [
 ]
 
 _CLIENT_CREATION = threading.Lock()
+#: The random share of a first count's step (:meth:`ChromaStore._check_size`): a generator of
+#: its own, so the application's global ``random`` sequence is never drawn from.
+_JITTER = random.Random()
 
 ChromaMode = Literal["persistent", "memory", "http"]
 #: Chroma's client modes, by the names a config uses.
@@ -1301,7 +1304,7 @@ class ChromaStore:
         with self._lock:
             since = self._written.pop(namespace, None)
             if since is None:
-                since = random.randrange(step)
+                since = _JITTER.randrange(step)
             since += written
             due = since >= step
             self._written[namespace] = 0 if due else since
