@@ -266,15 +266,10 @@ class MemoryStoreAdapter(BaseStore):
         """A got item as the TTL settings show it: None when expired and omitted; refreshed."""
         if item is None or not self._timed:
             return item
-        expires = self.ledger.expires_at(op.namespace, op.key)
-        if expires is None:
-            return item
-        now = self.clock()
-        if expires <= now:
-            return None if self._omit_expired else item
-        if op.refresh_ttl:
-            self.ledger.refresh([(op.namespace, op.key)], now=now)
-        return item
+        expired = self.ledger.expired_on_read(
+            op.namespace, op.key, now=self.clock(), refresh=op.refresh_ttl
+        )
+        return None if expired and self._omit_expired else item
 
     def _expired_among(
         self, items: Sequence[SearchItem], now: float, *, under: Namespace = ()

@@ -246,6 +246,18 @@ class ExpiryLedger:
             ).scalar()
         return None if found is None else float(found)
 
+    def expired_on_read(self, namespace: Namespace, key: str, *, now: float, refresh: bool) -> bool:
+        """Whether an item read at ``now`` has expired; a live one's time starts again if
+        ``refresh`` (an item without a row never expires)."""
+        expires = self.expires_at(namespace, key)
+        if expires is None:
+            return False
+        if expires <= now:
+            return True
+        if refresh:
+            self.refresh([(namespace, key)], now=now)
+        return False
+
     def refresh(self, items: Iterable[tuple[Namespace, str]], *, now: float) -> None:
         """Start the time to live of each item again from ``now``; expired ones stay expired."""
         t = self._table

@@ -284,23 +284,17 @@ class DocumentTTL:
 
     def expired(self, namespace: Namespace, keys: Sequence[str]) -> list[str]:
         """Those of ``keys`` whose document has expired (and was not swept yet)."""
-        found = self.ledger.expired(now=self.clock(), namespace=namespace)
-        wanted = set(keys)
-        return [e.key for e in found if e.key in wanted]
+        found = self.ledger.expired(now=self.clock(), namespace=namespace, keys=keys)
+        return [e.key for e in found]
 
     def shown(self, item: ProfileItem | None) -> ProfileItem | None:
         """``item`` as a load shows it: cleared once expired; its time refreshed if asked."""
         if item is None or item.value is None:
             return item
-        expires = self.ledger.expires_at(item.namespace, item.key)
-        if expires is None:
-            return item
-        now = self.clock()
-        if expires <= now:
-            return replace(item, value=None)
-        if self.refresh_on_read:
-            self.ledger.refresh([(item.namespace, item.key)], now=now)
-        return item
+        expired = self.ledger.expired_on_read(
+            item.namespace, item.key, now=self.clock(), refresh=self.refresh_on_read
+        )
+        return replace(item, value=None) if expired else item
 
 
 class Commit(NamedTuple):
