@@ -68,15 +68,19 @@ def _config(folder: Path) -> dict[str, Any]:
     }
 
 
+def _profile(url: str, llm: Any, **options: Any) -> ProfileMemory:
+    """Ada's profile memory on ``url``, updated by ``llm``'s JSON patches."""
+    options.setdefault("namespace", ("users", "ada"))
+    return ProfileMemory(schema=SCHEMA, llm=llm, update_method="json", url=url, **options)
+
+
 def _work(folder: Path, user: str, turns: int) -> dict[str, ModelUsage]:
     """``turns`` turns and updates of each memory for ``user``; what each one's ledger counted."""
     db = folder / "memories.db"
     namespace = ("users", user)
-    profile = ProfileMemory(
-        schema=SCHEMA,
-        llm=FlakyModel(responses=[_reply(PATCH, 40, 5)], echo=False),
-        update_method="json",
-        url=f"sqlite:///{db}",
+    profile = _profile(
+        f"sqlite:///{db}",
+        FlakyModel(responses=[_reply(PATCH, 40, 5)], echo=False),
         namespace=namespace,
     )
     collection = CollectionMemory(
@@ -152,12 +156,9 @@ def test_a_call_that_cannot_be_recorded_is_logged_and_the_work_goes_on(
         raise OSError("disk full")
 
     monkeypatch.setattr(SQLSpending, "record_call", refuse)
-    memory = ProfileMemory(
-        schema=SCHEMA,
-        llm=ScriptedChatModel(responses=[_reply(PATCH, 40, 5)], echo=False),
-        update_method="json",
-        url=f"sqlite:///{tmp_path / 'memories.db'}",
-        namespace=("users", "ada"),
+    memory = _profile(
+        f"sqlite:///{tmp_path / 'memories.db'}",
+        ScriptedChatModel(responses=[_reply(PATCH, 40, 5)], echo=False),
     )
     memory.save_context({"input": "I'm Ada"}, {"output": "Hi"})
     assert memory.get() == {"name": "Ada"}
@@ -166,12 +167,9 @@ def test_a_call_that_cannot_be_recorded_is_logged_and_the_work_goes_on(
 
 
 def test_async_calls_are_recorded_too(tmp_path: Path) -> None:
-    memory = ProfileMemory(
-        schema=SCHEMA,
-        llm=ScriptedChatModel(responses=[_reply(PATCH, 40, 5)], echo=False),
-        update_method="json",
-        url=f"sqlite:///{tmp_path / 'memories.db'}",
-        namespace=("users", "ada"),
+    memory = _profile(
+        f"sqlite:///{tmp_path / 'memories.db'}",
+        ScriptedChatModel(responses=[_reply(PATCH, 40, 5)], echo=False),
     )
     asyncio.run(memory.asave_context({"input": "I'm Ada"}, {"output": "Hi"}))
     store = memory.usage_store
@@ -182,17 +180,9 @@ def test_async_calls_are_recorded_too(tmp_path: Path) -> None:
 
 def test_two_profiles_in_one_database_each_show_their_own_calls(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'memories.db'}"
-    namespace = ("users", "ada")
     scripted = {"profile": (2, _reply(PATCH, 40, 5)), "work": (3, _reply(PATCH, 11, 2))}
     for key, (turns, reply) in scripted.items():
-        memory = ProfileMemory(
-            schema=SCHEMA,
-            llm=ScriptedChatModel(responses=[reply], echo=False),
-            update_method="json",
-            url=url,
-            namespace=namespace,
-            key=key,
-        )
+        memory = _profile(url, ScriptedChatModel(responses=[reply], echo=False), key=key)
         for i in range(turns):
             memory.save_context({"input": f"turn {i}: I'm Ada"}, {"output": "Hi"})
     with sqlite3.connect(tmp_path / "memories.db") as db:

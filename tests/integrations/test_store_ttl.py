@@ -28,20 +28,9 @@ from memories.integrations.langgraph_store import (
 from memories import CollectionMemory, VectorMemory
 from memories.kernel.namespaces import in_namespace
 from memories.long_term.profile import ProfileStore
-from tests.retention.conftest import expired_reads, rewritten_while_swept
+from tests.retention.conftest import Clock, expired_reads, rewritten_while_swept
 
 TTL = 5.0  # minutes
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def minutes(self, n: float) -> None:
-        self.now += n * 60
 
 
 Make = Callable[..., MemoryStoreAdapter]
