@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from memories.errors import BackendUnavailableError
+from memories.errors import BackendError, BackendUnavailableError
 from memories.stores.recall import BM25Index, RecallConfig
 from memories.stores.vector import recall_index
 from memories.stores.vector.outbox import OutboxRow, SQLOutbox
@@ -443,3 +443,24 @@ def test_scores_are_summed_alike_whether_keys_are_near_or_far_apart() -> None:
     assert list(best["far"]) == [k * 100_000 for k, _ in want]
     assert list(best["near"].values()) == pytest.approx([s for _, s in want], rel=1e-12)
     assert list(best["far"].values()) == list(best["near"].values())
+
+
+def test_a_key_past_32_bits_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    """Packed postings hold int32: a key past it would wrap silently into another document's."""
+    config = RecallConfig(stopwords="none", stem=False, lexical_dates=False)
+    outbox = _outbox(tmp_path)
+    outbox.recall.pack_after, outbox.recall.block_size = 0, 4
+    space = _space(outbox, config)
+    outbox.put("t", "ns", [_row("a", "apple river")])
+    with outbox.recall.database.transaction(write=True) as connection:
+        connection.execute(
+            sa.text(
+                "UPDATE sqlite_sequence SET seq = :seq WHERE name = 'memories_recall_documents'"
+            ),
+            {"seq": 2**31 - 1},
+        )
+    before = outbox.held("t", "ns")["recall index rows"]
+    with pytest.raises(BackendError, match="32-bit"):
+        outbox.put("t", "ns", [_row("b", "apple guitar")])
+    assert outbox.held("t", "ns")["recall index rows"] == before
+    assert [s.id for s in outbox.recall.lexical(space, "apple", config, limit=5)] == ["a"]

@@ -303,10 +303,23 @@ _DROP_POSTING = sa.delete(_postings).where(
 )
 #: A packed posting's columns: key, tf, its document's length (little-endian int32).
 _PACKED = np.dtype("<i4")
+_LARGEST_PACKED = int(np.iinfo(_PACKED).max)
 
 
 def _pack(keys: np.ndarray, tfs: np.ndarray, lengths: np.ndarray) -> bytes:
-    """A block's value: its keys (ascending), then their tfs, then their lengths."""
+    """A block's value: its keys (ascending), then their tfs, then their lengths.
+
+    Raises:
+        BackendError: a value past int32 (a key after 2**31 - 1 documents were
+            ever indexed in the database), which the cast would wrap silently;
+            the caller's transaction, and so the write, is rolled back.
+    """
+    largest = int(max(keys.max(initial=0), tfs.max(initial=0), lengths.max(initial=0)))
+    if largest > _LARGEST_PACKED:
+        raise BackendError(
+            f"The recall index cannot pack the value {largest}: packed postings hold 32-bit "
+            "numbers. Nothing was written; index this namespace in a new outbox database."
+        )
     order = np.argsort(keys, kind="stable")
     return np.concatenate([keys[order], tfs[order], lengths[order]]).astype(_PACKED).tobytes()
 
