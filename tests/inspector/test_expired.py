@@ -20,10 +20,11 @@ from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace
 from memories.faces.server import counts as counting
 from memories.faces.server.service import Inspector, NotFound
+from tests import needs
 from tests.inspector.conftest import EMBEDDINGS
 from tests.retention.conftest import expired_reads
 
-pytest.importorskip("httpx")
+pytest.importorskip("httpx", reason=needs.extra("httpx"))
 from starlette.testclient import TestClient
 
 from memories.faces.server.app import create_app
