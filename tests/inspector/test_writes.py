@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import needs
 from tests.inspector.conftest import Filled, fill_for_writes
 
-pytest.importorskip("httpx")
+pytest.importorskip("httpx", reason=needs.extra("httpx"))
 from starlette.testclient import TestClient
 
 from memories.core.combined import leaves_of

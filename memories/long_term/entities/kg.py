@@ -78,7 +78,8 @@ class ConversationKGMemory(QueuedUpdates):
         k: the exchanges sent to the model as context; ``0`` sends none.
         kg: memories' ``InMemoryEntityGraph`` (default) or ``SQLEntityGraph``
             (kept in a database), LangChain's ``NetworkxEntityGraph``, or a
-            graph config dict (``{"type": "sql", "url": ..., "session_id": ...}``).
+            graph config dict (``{"type": "sql", "url": ..., "session_id": ...}``;
+            ``{"type": "networkx"}`` is LangChain's graph: the ``kg`` extra).
         knowledge_extraction_prompt: LangChain's prompt with ``history`` and ``input``.
         entity_extraction_prompt: LangChain's prompt with ``history`` and ``input``.
         summary_message_cls: the message class of each entity's line.
