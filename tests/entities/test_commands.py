@@ -172,15 +172,15 @@ def test_the_cli_exports_imports_inspects_and_clears_them(
 ) -> None:
     import yaml
 
-    import memories.faces.commands as commands
+    import memories.faces.commands.opening as opening
     from memories.faces.cli import main
 
-    made = commands.create_memory
+    made = opening.create_memory
 
     def with_model(options: dict[str, Any]) -> Any:  # a YAML config names no offline model
         return made({**options, "llm": RuleModel()})
 
-    monkeypatch.setattr(commands, "create_memory", with_model)
+    monkeypatch.setattr(opening, "create_memory", with_model)
     options = config(tmp_path, "entity")
     del options["llm"]
     path = tmp_path / "memory.yaml"

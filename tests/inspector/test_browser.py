@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests import needs
 from tests.inspector.conftest import IMAGE, SCRIPT, Demo, Filled, fill_for_writes
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -31,8 +32,8 @@ if not CHROMIUM.is_file():
         ".ci/run does it)",
         allow_module_level=True,
     )
-sync_api = pytest.importorskip("playwright.sync_api")
-uvicorn = pytest.importorskip("uvicorn")
+sync_api = pytest.importorskip("playwright.sync_api", reason=needs.extra("playwright.sync_api"))
+uvicorn = pytest.importorskip("uvicorn", reason=needs.extra("uvicorn"))
 
 from memories.faces.server.app import create_app  # noqa: E402
 from memories.faces.server.service import Inspector  # noqa: E402

@@ -18,12 +18,13 @@ import pytest
 
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace
-from memories.faces.server import service
+from memories.faces.server import counts as counting
 from memories.faces.server.service import Inspector, NotFound
+from tests import needs
 from tests.inspector.conftest import EMBEDDINGS
 from tests.retention.conftest import expired_reads
 
-pytest.importorskip("httpx")
+pytest.importorskip("httpx", reason=needs.extra("httpx"))
 from starlette.testclient import TestClient
 
 from memories.faces.server.app import create_app
@@ -145,7 +146,7 @@ def test_the_namespace_listing_reads_expired_items_a_page_at_a_time(
     vector.expiry.set(vector.namespace, written[7][0], 60, now=time.time() - 7200)
     inspector = Inspector(config)
 
-    monkeypatch.setattr(service, "_EXPIRED_PAGE", 3)
+    monkeypatch.setattr(counting, "EXPIRED_PAGE", 3)
     reads = expired_reads(monkeypatch)
     counts = {row["namespace"]: row["memories"] for row in inspector.namespaces()["namespaces"]}
     assert counts["users.ada"] == {"profile": 1, "instructions": 1, "collection": 2, "vector": 1}
@@ -170,7 +171,7 @@ def test_item_pages_and_one_item_read_only_the_expired_rows_at_hand(
         kept = [collection.put(f"ada memory {i} of {n}") for i in range(n)]
         written[n] = (kept, vector.add([f"ada note {i} of {n}" for i in range(n)]))
     inspector = Inspector(config, page_size=2)
-    monkeypatch.setattr(service, "_EXPIRED_PAGE", 3)
+    monkeypatch.setattr(counting, "EXPIRED_PAGE", 3)
     reads = expired_reads(monkeypatch)
     collection_page = inspector.items("users.ada", "collection", page=2)
     assert collection_page["total"] == 5 and len(collection_page["items"]) == 2

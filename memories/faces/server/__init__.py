@@ -8,6 +8,7 @@ pages and JSON (the ``server`` extra: Starlette, uvicorn, Jinja2).
 
 from __future__ import annotations
 
-from memories.faces.server.service import Inspector, NotFound, ReadOnly
+from memories.faces.server.errors import NotFound, ReadOnly
+from memories.faces.server.service import Inspector
 
 __all__ = ["Inspector", "NotFound", "ReadOnly"]

@@ -20,16 +20,11 @@ whose index entry is older than its ledger (a derived copy, not the data).
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-from langchain_core.messages import BaseMessage
 
 from memories.core.combined import leaves_of
 from memories.core.config import (
@@ -44,30 +39,38 @@ from memories.core.config import (
 )
 from memories.core.erasure import ErasureReport, erase_user
 from memories.core.members import chat_memories, distinct_histories, read_only
-from memories.core.parts import ModelMemory
 from memories.errors import ConfigError, InvalidInputError
 from memories.faces.exchange import view_memory
-from memories.kernel.accounting import ModelUsage
+from memories.faces.server.counts import expired_counts, live_page, recorded_usage, shown_count
+from memories.faces.server.errors import NotFound, ReadOnly
+from memories.faces.server.rows import (
+    change_row,
+    collection_item,
+    entity_page,
+    graph_rows,
+    hit_row,
+    jsonable,
+    page_of,
+    public_metadata,
+    transcript,
+    when,
+)
 from memories.kernel.capabilities import capabilities_of
-from memories.kernel.messages import message_text
 from memories.kernel.namespaces import (
     Namespace,
     as_namespace,
-    in_namespace,
     namespace_from_key,
     namespace_key,
 )
 from memories.long_term.collection import CollectionMemory
 from memories.long_term.collection.rules import MEMORY_PREFIX
-from memories.long_term.entity_graph import Entity, EntityMemory, Relation
+from memories.long_term.entity_graph import EntityMemory
 from memories.long_term.indexed import DocumentMemory, IndexedMemory
 from memories.long_term.instructions import InstructionsMemory
 from memories.long_term.profile import ProfileMemory
-from memories.long_term.stored import ExpiringDocumentMemory, StoredDocumentMemory
-from memories.stores.entity_graph_store import ENTITY_PREFIX, Graph
+from memories.long_term.stored import StoredDocumentMemory
+from memories.stores.entity_graph_store import ENTITY_PREFIX
 from memories.stores.history.base import ChatHistory
-from memories.stores.history.records import Edit, Entry
-from memories.stores.vector.records import SearchResult
 
 __all__ = ["DEFAULT_PAGE_SIZE", "Inspector", "NotFound", "ReadOnly", "jsonable"]
 
@@ -79,56 +82,8 @@ MAX_TEXT = 200
 MAX_RESULTS = 50
 #: Memories built per (namespace, session), kept for the next request.
 _CACHED_MEMORIES = 32
-#: Expired ids a namespace listing checks against a vector store per read.
-_EXPIRED_PAGE = 500
 #: The namespace a template config is built on when no namespace is asked for.
 _PROBE = ("inspector-probe",)
-
-
-class NotFound(KeyError):
-    """An id, a namespace or a session the config's stores do not hold."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "not found"
-
-
-class ReadOnly(PermissionError):
-    """A write asked of an inspector opened read-only."""
-
-    def __str__(self) -> str:
-        return (
-            "This inspector is read-only: start it with --allow-writes (Inspector(..., "
-            "allow_writes=True)) to edit, delete, roll back or retry."
-        )
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` as JSON-ready data: records as dicts, times as ISO strings, messages typed."""
-    if isinstance(value, BaseMessage):
-        return {"type": value.type, "text": message_text(value), "id": value.id}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, datetime):
-        return value.isoformat(timespec="seconds")
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [jsonable(v) for v in value]
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    return str(value)
-
-
-def _when(seconds: float | None) -> str | None:
-    """A Unix time as an ISO string (UTC), for people and scripts alike."""
-    if seconds is None:
-        return None
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
-
-
-def _page(number: int, size: int, total: int) -> dict[str, Any]:
-    pages = max(1, -(-total // size))
-    return {"page": number, "size": size, "total": total, "pages": pages}
 
 
 def _checked_text(value: str, what: str) -> str:
@@ -154,33 +109,6 @@ def _kind(memory: Any) -> str:
     if capabilities_of(memory).chat_log:
         return "chat"
     return "other"
-
-
-def _recorded_usage(
-    leaf: Any, totals: dict[int, Any], namespace: str | None = None
-) -> dict[str, Any] | None:
-    """A memory's recorded model calls and tokens, ``"all"`` time and ``"today"``.
-
-    None when nothing is recorded (no model, or no SQL database to record in).
-    ``totals`` caches each database's one aggregate query for the next memory.
-    """
-    store = leaf.usage_store if isinstance(leaf, ModelMemory) else None
-    if store is None:
-        return None
-    key = id(store.database.engine)
-    if key not in totals:
-        totals[key] = store.usage_totals(namespace)
-    usage = totals[key].get(leaf.usage_name(), {})
-    return {
-        when: {
-            "calls": u.calls,
-            "failures": u.failures,
-            "input_tokens": u.input_tokens,
-            "output_tokens": u.output_tokens,
-        }
-        for when in ("all", "today")
-        for u in [usage.get(when) or ModelUsage()]
-    }
 
 
 class Inspector:
@@ -272,7 +200,7 @@ class Inspector:
                 "scope": caps.scope,
                 "searchable": caps.searchable,
                 "store": self._store_of(leaf),
-                "model_usage": _recorded_usage(leaf, totals),
+                "model_usage": recorded_usage(leaf, totals),
             }
             if caps.chat_log:
                 history = leaf.chat_memory
@@ -366,14 +294,14 @@ class Inspector:
         start = (page - 1) * self.page_size
         shown = names[start : start + self.page_size]
         for memory_id, leaf in self._namespaced():
-            expired = _expired_counts(leaf)
+            expired = expired_counts(leaf)
             for namespace in shown:
                 counts = merged[namespace]
                 if expired.get(namespace) and counts.get(memory_id):
                     counted = counts[memory_id]
-                    counts[memory_id] = _shown_count(leaf, namespace, counted, expired[namespace])
+                    counts[memory_id] = shown_count(leaf, namespace, counted, expired[namespace])
         rows = [{"namespace": ".".join(n), "memories": merged[n]} for n in shown]
-        return {"q": q, "namespaces": rows, **_page(page, self.page_size, len(names))}
+        return {"q": q, "namespaces": rows, **page_of(page, self.page_size, len(names))}
 
     def _known(self, text: str) -> Namespace:
         """``text`` as a namespace some memory holds data in; NotFound otherwise."""
@@ -401,7 +329,7 @@ class Inspector:
                     "documents": self._count(leaf),
                     "status": jsonable(leaf.status()) if caps.deferred else None,
                     "dead_letters": self._letters(leaf),
-                    "model_usage": _recorded_usage(leaf, {}, leaf.usage_namespace()),
+                    "model_usage": recorded_usage(leaf, {}, leaf.usage_namespace()),
                 }
             )
         return {"namespace": ".".join(namespace), "memories": rows}
@@ -413,8 +341,8 @@ class Inspector:
             # the store's read shows an expired document as cleared (its ttl)
             return 0 if leaf.ledger.get(leaf.namespace, leaf.key) is None else 1
         counted = self._store_count(leaf)
-        expired = _expired_counts(leaf, leaf.namespace).get(leaf.namespace, 0) if counted else 0
-        return _shown_count(leaf, leaf.namespace, counted, expired)
+        expired = expired_counts(leaf, leaf.namespace).get(leaf.namespace, 0) if counted else 0
+        return shown_count(leaf, leaf.namespace, counted, expired)
 
     def _store_count(self, leaf: Any) -> int:
         """A collection's or a vector memory's documents in its namespace, expired ones too."""
@@ -432,7 +360,7 @@ class Inspector:
                 "id": letter.row.doc_id,
                 "text": letter.row.text,
                 "error": letter.error,
-                "at": _when(letter.created_at),
+                "at": when(letter.created_at),
             }
             for letter in leaf.backend.dead_letters()
         ]
@@ -456,7 +384,7 @@ class Inspector:
         }
         start = (page - 1) * self.page_size
         if isinstance(leaf, CollectionMemory):
-            hiding = _expired_counts(leaf, namespace).get(namespace, 0)
+            hiding = expired_counts(leaf, namespace).get(namespace, 0)
             items, total = leaf.ledger.key_page(
                 namespace,
                 MEMORY_PREFIX,
@@ -465,15 +393,15 @@ class Inspector:
                 offset=start,
                 keep=leaf.unexpired(namespace, prefix=MEMORY_PREFIX) if hiding else None,
             )
-            found["items"] = [_collection_item(leaf, item) for item in items]
-            found.update(_page(page, self.page_size, total))
+            found["items"] = [collection_item(leaf, item) for item in items]
+            found.update(page_of(page, self.page_size, total))
         elif isinstance(leaf, EntityMemory):
             found["status"] = jsonable(leaf.status())
-            found.update(_graph(leaf.store.recorded(namespace)))
+            found.update(graph_rows(leaf.store.recorded(namespace)))
         elif isinstance(leaf, ProfileMemory):
             found["document"] = leaf.get()
             found["status"] = jsonable(leaf.status())
-            found["items"] = [_change_row(c) for c in reversed(leaf.history())]
+            found["items"] = [change_row(c) for c in reversed(leaf.history())]
         elif isinstance(leaf, InstructionsMemory):
             found["document"] = leaf.get()
             found["status"] = jsonable(leaf.status())
@@ -485,18 +413,18 @@ class Inspector:
             records = leaf.backend.stored()  # any backend; what is queued stays queued
             chosen = [r for r in records if q.lower() in r.text.lower() or q in r.id]
             chosen.sort(key=lambda r: -float(r.metadata.get("timestamp", 0.0) or 0.0))
-            shown, total = _live_page(leaf, namespace, chosen, start, self.page_size)
+            shown, total = live_page(leaf, namespace, chosen, start, self.page_size)
             found["items"] = [
                 {
                     "id": r.id,
                     "text": r.text,
-                    "metadata": jsonable(_public_metadata(r.metadata)),
-                    "at": _when(r.metadata.get("timestamp")),
+                    "metadata": jsonable(public_metadata(r.metadata)),
+                    "at": when(r.metadata.get("timestamp")),
                 }
                 for r in shown
             ]
             found["pending"] = leaf.backend.pending()
-            found.update(_page(page, self.page_size, total))
+            found.update(page_of(page, self.page_size, total))
         return found
 
     def item(self, text: str, memory_id: str, item_id: str) -> dict[str, Any]:
@@ -523,12 +451,12 @@ class Inspector:
                 "versions": [jsonable(v) for v in reversed(versions)],
             }
         if isinstance(leaf, EntityMemory):
-            return {**base, **_entity_page(leaf, namespace, item_id)}
+            return {**base, **entity_page(leaf, namespace, item_id)}
         if isinstance(leaf, ProfileMemory | InstructionsMemory):
             changes = {str(c.id): c for c in leaf.store.changes(namespace, leaf.key)}
             if item_id not in changes:
                 raise NotFound(f"No change {item_id!r} in the history of {memory_id!r}.")
-            return {**base, "id": item_id, "change": _change_row(changes[item_id], whole=True)}
+            return {**base, "id": item_id, "change": change_row(changes[item_id], whole=True)}
         if isinstance(leaf, DocumentMemory):
             records = leaf.backend.get([item_id])  # queued too: read, not written
             if not records:
@@ -538,8 +466,8 @@ class Inspector:
                 **base,
                 "id": item_id,
                 "text": document.text,
-                "metadata": jsonable(_public_metadata(document.metadata)),
-                "at": _when(document.metadata.get("timestamp")),
+                "metadata": jsonable(public_metadata(document.metadata)),
+                "at": when(document.metadata.get("timestamp")),
             }
         raise NotFound(f"Memory {memory_id!r} keeps no items.")
 
@@ -563,11 +491,11 @@ class Inspector:
                         "session_id": s.session_id,
                         "messages": s.messages,
                         "edits": s.edits,
-                        "first_at": _when(s.first_at),
-                        "last_at": _when(s.last_at),
+                        "first_at": when(s.first_at),
+                        "last_at": when(s.last_at),
                     },
                 )
-        return {"q": q, "sessions": list(rows.values()), **_page(page, self.page_size, total)}
+        return {"q": q, "sessions": list(rows.values()), **page_of(page, self.page_size, total)}
 
     def session(self, session_id: str) -> dict[str, Any]:
         """A session's transcript as written, edits marked, and what each chat memory shows now."""
@@ -576,7 +504,7 @@ class Inspector:
             raise NotFound(f"No session {session_id!r} in this config's histories.")
         memory = self._memory(None, session_id)
         transcripts = [
-            {"history": repr(h), "records": _transcript(h.records())}
+            {"history": repr(h), "records": transcript(h.records())}
             for h in distinct_histories(memory)
         ]
         shown = []
@@ -633,7 +561,7 @@ class Inspector:
                 {
                     "memory": found_id,
                     "type": leaf.config_type,
-                    "results": [_hit(hit) for hit in hits],
+                    "results": [hit_row(hit) for hit in hits],
                 }
             )
         return {"namespace": ".".join(namespace), "query": query, "k": k, "memories": results}
@@ -845,60 +773,6 @@ def _templates(options: dict[str, Any]) -> set[str]:
     return found
 
 
-def _live_page(
-    leaf: DocumentMemory, namespace: Namespace, records: list[SearchResult], start: int, size: int
-) -> tuple[list[SearchResult], int]:
-    """The page of ``records`` from ``start`` its reads show (the expired left out), and the total.
-
-    The ledger is asked about ``_EXPIRED_PAGE`` ids at a time: their expired
-    rows up to the page's end, then only how many (an aggregate) for the total.
-    """
-    if not _expired_counts(leaf, namespace).get(namespace):
-        return records[start : start + size], len(records)
-    page: list[SearchResult] = []
-    total = 0
-    for first in range(0, len(records), _EXPIRED_PAGE):
-        chunk = records[first : first + _EXPIRED_PAGE]
-        ids = [r.id for r in chunk]
-        if total >= start + size:
-            total += len(chunk) - leaf.expired_counts(namespace, keys=ids).get(namespace, 0)
-            continue
-        gone = {e.key for e in leaf.expired_items(namespace, keys=ids)}
-        live = [r for r in chunk if r.id not in gone]
-        page += live[max(0, start - total) : max(0, start + size - total)]
-        total += len(live)
-    return page, total
-
-
-def _expired_counts(leaf: Any, namespace: Namespace | None = None) -> dict[Namespace, int]:
-    """How many items ``leaf``'s own reads leave out now, per namespace (one aggregate query)."""
-    if not isinstance(leaf, IndexedMemory | ExpiringDocumentMemory):
-        return {}
-    return leaf.expired_counts(namespace)
-
-
-def _shown_count(leaf: Any, namespace: Namespace, counted: int | None, expired: int) -> int:
-    """A namespace's documents as ``leaf`` reads them: ``counted`` (the store's) less the expired.
-
-    ``expired``: how many expiry rows of the namespace have expired. A
-    collection's row goes with its memory (one transaction) and a profile's
-    with its one document, so those are subtracted as they are; a vector or
-    example document's row may outlive it (a crash between its deletion and
-    the row's, a LangChain retriever's store), so those still stored are
-    counted, ``_EXPIRED_PAGE`` ids a read.
-    """
-    if not counted or not expired:
-        return counted or 0
-    if isinstance(leaf, DocumentMemory):  # any backend (pgvector too), in that namespace
-        there = leaf if leaf.namespace == namespace else in_namespace(leaf, namespace)
-        stored = 0
-        for offset in range(0, expired, _EXPIRED_PAGE):
-            page = leaf.expired_items(namespace, limit=_EXPIRED_PAGE, offset=offset)
-            stored += len(there.backend.get([e.key for e in page]))
-        expired = stored
-    return max(0, counted - expired)
-
-
 def _ids(leaves: Sequence[Any]) -> list[str]:
     """A stable id per memory of the config: its type, numbered when the type repeats."""
     ids: list[str] = []
@@ -909,150 +783,3 @@ def _ids(leaves: Sequence[Any]) -> list[str]:
             candidate, n = f"{name}-{n}", n + 1
         ids.append(candidate)
     return ids
-
-
-def _public_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in metadata.items() if k not in ("namespace", "content_json")}
-
-
-def _collection_item(leaf: CollectionMemory, item: Any) -> dict[str, Any]:
-    value = item.value or {}
-    content = value.get("content")
-    return {
-        "id": item.key.removeprefix(MEMORY_PREFIX),
-        "content": content if isinstance(content, str) else json.dumps(content, sort_keys=True),
-        "metadata": jsonable(value.get("metadata") or {}),
-        "version": item.version,
-        "created_at": _when(item.created_at),
-        "updated_at": _when(item.updated_at),
-    }
-
-
-def _entity_row(entity: Entity, graph: Graph) -> dict[str, Any]:
-    row = {
-        "id": entity.id,
-        "name": entity.name,
-        "type": entity.type,
-        "summary": entity.summary,
-        "aliases": list(entity.aliases),
-        "version": entity.version,
-        "created_at": jsonable(entity.created_at),
-        "updated_at": jsonable(entity.updated_at),
-    }
-    if entity.merged_into is not None:
-        into = graph.entities.get(graph.canonical(entity.merged_into))
-        row["merged_into"] = {"id": entity.merged_into, "name": into.name if into else None}
-        row["merge_reason"] = entity.merge_reason
-    return row
-
-
-def _relation_row(relation: Relation) -> dict[str, Any]:
-    return {**jsonable(relation), "text": relation.text()}
-
-
-def _graph(graph: Graph) -> dict[str, Any]:
-    """An entity graph as the inspector shows it: what stands now, what ended, the merges."""
-    entities = sorted(graph.entities.values(), key=lambda e: (e.name.lower(), e.id))
-    relations = sorted(graph.relations.values(), key=lambda r: (r.valid_at, r.text()))
-    return {
-        "entities": [_entity_row(e, graph) for e in entities if e.merged_into is None],
-        "relations": [_relation_row(r) for r in relations if r.invalid_at is None],
-        "ended": [_relation_row(r) for r in relations if r.invalid_at is not None],
-        "merges": [_entity_row(e, graph) for e in entities if e.merged_into is not None],
-    }
-
-
-def _entity_page(leaf: EntityMemory, namespace: Namespace, entity_id: str) -> dict[str, Any]:
-    """One entity: as it stands, every version with its turns, every relation it is part of."""
-    graph = leaf.store.recorded(namespace)
-    entity = graph.entities.get(entity_id) or graph.former.get(entity_id)
-    if entity is None:
-        raise NotFound(f"No entity {entity_id!r} in {leaf.config_type!r} of {namespace!r}.")
-    standing = graph.canonical(entity_id)
-    relations = sorted(
-        (r for r in graph.relations.values() if standing in (r.subject_id, r.object_id)),
-        key=lambda r: (r.valid_at, r.text()),
-    )
-    changes = leaf.ledger.changes(namespace, ENTITY_PREFIX + entity_id)
-    return {
-        "id": entity_id,
-        "entity": _entity_row(entity, graph),
-        "cleared": entity_id in graph.former,
-        "versions": [
-            {**_change_row(c), "document": jsonable(c.document)}
-            for c in reversed(changes)
-            if c.version is not None
-        ],
-        "relations": [_relation_row(r) for r in relations],
-        "merged_here": [
-            _entity_row(e, graph)
-            for e in sorted(graph.entities.values(), key=lambda e: e.name.lower())
-            if e.merged_into is not None and graph.canonical(e.id) == entity_id
-        ],
-    }
-
-
-def _change_row(change: Any, *, whole: bool = False) -> dict[str, Any]:
-    row = {
-        "id": str(change.id),
-        "version": change.version,
-        "kind": change.kind,
-        "ok": change.ok,
-        "at": _when(change.created_at),
-        "patch": jsonable(change.patch),
-        "turns": jsonable(change.turns),
-        "error": change.error,
-        "raw": list(change.raw),
-    }
-    if whole:
-        row["document"] = jsonable(change.document)
-    return row
-
-
-def _transcript(records: Sequence[Entry | Edit]) -> list[dict[str, Any]]:
-    """The log as written: each message with what later edits did to it, and each edit."""
-    fate: dict[int, str] = {}
-    for record in records:
-        if isinstance(record, Edit):
-            if record.through:
-                for other in records:
-                    if isinstance(other, Entry) and other.seq <= record.target:
-                        fate.setdefault(other.seq, "removed")
-            else:
-                fate[record.target] = "removed" if record.message is None else "replaced"
-    rows = []
-    for record in records:
-        if isinstance(record, Entry):
-            rows.append(
-                {
-                    "seq": record.seq,
-                    "record": "message",
-                    "state": fate.get(record.seq, "shown"),
-                    "message": jsonable(record.message),
-                }
-            )
-        else:
-            rows.append(
-                {
-                    "seq": record.seq,
-                    "record": record.kind,
-                    "target": record.target,
-                    "message": None if record.message is None else jsonable(record.message),
-                }
-            )
-    return rows
-
-
-def _hit(hit: Any) -> dict[str, Any]:
-    content = getattr(hit, "content", None)
-    text = getattr(hit, "text", None)
-    if text is None:
-        text = content if isinstance(content, str) else json.dumps(content, sort_keys=True)
-    score = getattr(hit, "score", None)
-    parts = getattr(hit, "ranking", None)
-    return {
-        "id": hit.id,
-        "text": text,
-        "score": None if score is None else round(float(score), 4),
-        "ranking": None if parts is None else {k: round(v, 4) for k, v in parts._asdict().items()},
-    }

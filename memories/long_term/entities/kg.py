@@ -36,6 +36,7 @@ from memories.short_term.summary.prompts import (
     MessageClassField,
     message_class_config,
 )
+from memories.stores.compaction import compactions
 from memories.stores.erasure import Counts, StoreShare
 from memories.stores.graph_store import (
     EntityGraph,
@@ -77,7 +78,8 @@ class ConversationKGMemory(QueuedUpdates):
         k: the exchanges sent to the model as context; ``0`` sends none.
         kg: memories' ``InMemoryEntityGraph`` (default) or ``SQLEntityGraph``
             (kept in a database), LangChain's ``NetworkxEntityGraph``, or a
-            graph config dict (``{"type": "sql", "url": ..., "session_id": ...}``).
+            graph config dict (``{"type": "sql", "url": ..., "session_id": ...}``;
+            ``{"type": "networkx"}`` is LangChain's graph: the ``kg`` extra).
         knowledge_extraction_prompt: LangChain's prompt with ``history`` and ``input``.
         entity_extraction_prompt: LangChain's prompt with ``history`` and ``input``.
         summary_message_cls: the message class of each entity's line.
@@ -118,7 +120,8 @@ class ConversationKGMemory(QueuedUpdates):
         graph = self._graph
         if session:
             held = graph.held if isinstance(graph, EntityGraph) else _uncountable(graph)
-            found.append(StoreShare(repr(self.kg), held, graph.clear))
+            files = compactions(graph.database) if isinstance(graph, EntityGraph) else ()
+            found.append(StoreShare(repr(self.kg), held, graph.clear, files))
         return found
 
     @property

@@ -1,0 +1,75 @@
+"""What the ``memories`` subcommands do, apart from argument parsing.
+
+Each command works on a memory built from a config file. A config names the
+memory's history (``history: {type: sqlite, path: chat.db, session_id: u1}``);
+``--session`` moves every history of the config to another session, so one
+config serves every user.
+
+One module per family of commands: :mod:`.opening` (the config's memory and
+its parts, shared by all), :mod:`.chatting` (chat, usage), :mod:`.inspecting`
+(inspect, dead-letters), :mod:`.transfer` (export, import), :mod:`.clearing`
+(clear, erase), :mod:`.sweeping` (sweep, reshard).
+"""
+
+from __future__ import annotations
+
+from memories.core.members import chat_memories
+from memories.faces.commands.chatting import CHAT_HELP, chat, format_usage, usage_report
+from memories.faces.commands.clearing import ERASE_PAUSE_ENV, clear, clear_targets, erase
+from memories.faces.commands.inspecting import dead_letters, inspect
+from memories.faces.commands.opening import (
+    flush,
+    graphs_of,
+    histories_of,
+    knowledge_of,
+    leaf_memories,
+    open_memory,
+)
+from memories.faces.commands.sweeping import Swept, reshard, sweep
+from memories.faces.commands.transfer import (
+    DEFAULT_BATCH_SIZE,
+    DocumentLine,
+    EntityLine,
+    ExportLine,
+    GraphLine,
+    Line,
+    TripleLine,
+    export_jsonl,
+    import_jsonl,
+    read_jsonl,
+    stores_of,
+)
+
+__all__ = [
+    "CHAT_HELP",
+    "DEFAULT_BATCH_SIZE",
+    "ERASE_PAUSE_ENV",
+    "DocumentLine",
+    "EntityLine",
+    "ExportLine",
+    "GraphLine",
+    "Line",
+    "Swept",
+    "TripleLine",
+    "chat",
+    "chat_memories",
+    "clear",
+    "clear_targets",
+    "dead_letters",
+    "erase",
+    "export_jsonl",
+    "flush",
+    "format_usage",
+    "graphs_of",
+    "histories_of",
+    "import_jsonl",
+    "inspect",
+    "knowledge_of",
+    "leaf_memories",
+    "open_memory",
+    "read_jsonl",
+    "reshard",
+    "stores_of",
+    "sweep",
+    "usage_report",
+]

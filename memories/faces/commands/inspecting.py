@@ -1,0 +1,211 @@
+"""``memories inspect`` and ``memories dead-letters``: what a config's memory holds, read only."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from langchain_core.messages import (
+    BaseMessage,
+    ToolMessage,
+)
+
+from memories.core.base import BaseMemory
+from memories.core.langchain import LangChainBaseMemory
+from memories.core.members import (
+    chat_memories,
+    read_only,
+    searchable_memories,
+)
+from memories.errors import ConfigError
+from memories.faces.commands.chatting import prompt_messages
+from memories.faces.commands.opening import (
+    documents_of,
+    entities_of,
+    graph_name,
+    graphs_of,
+    histories_of,
+    knowledge_of,
+    leaf_memories,
+)
+from memories.kernel.messages import message_text
+from memories.kernel.tokens import TiktokenCounter
+from memories.long_term.entity_graph import EntityMemory
+from memories.long_term.entity_graph.recall import entity_line, relation_line
+from memories.long_term.profile import ProfileMemory
+from memories.stores.entity_store import EntityStore
+from memories.stores.graph_store import EntityGraph
+
+
+def _describe(message: BaseMessage, width: int = 100) -> str:
+    role = message.type
+    if isinstance(message, ToolMessage) and message.name:
+        role = f"tool[{message.name}]"
+    text = message_text(message).replace("\n", " | ")
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return f"{role}: {text}"
+
+
+def _format_messages(messages: Iterable[BaseMessage]) -> str:
+    return "".join(f"  {_describe(m)}\n" for m in messages)
+
+
+def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) -> None:
+    """Print a memory's config, its sessions' messages, its derived state and what it shows."""
+    try:
+        config: Any = memory.to_config() if isinstance(memory, BaseMemory) else None
+    except ConfigError:
+        config = None
+    out.write(f"memory: {type(memory).__name__}  config: {json.dumps(config, default=str)}\n")
+    histories = histories_of(memory, "inspect") if chat_memories(memory) else []
+    if histories and not any(h.count() for h in histories) and not searchable_memories(memory):
+        # Showing the view would save a fresh state row: inspecting never writes.
+        for history in histories:
+            out.write(f"\nsession {history.session_id!r} in {history!r}: no messages\n")
+        return
+    for history in histories:
+        entries = history.entries(last=last)
+        total = history.count() if last is not None else len(entries)
+        out.write(f"\nsession {history.session_id!r} in {history!r}: {total} messages")
+        out.write(f" (last {len(entries)} shown)\n" if len(entries) < total else "\n")
+        for entry in entries:
+            out.write(f"  #{entry.seq} {_describe(entry.message)}\n")
+    with read_only(memory):
+        # The view first: showing it brings each memory's derived state up to
+        # date, in the read-only views (inspecting never writes).
+        shown_messages = prompt_messages(memory, "", "")[:-1]
+        for member in chat_memories(memory):
+            state = member.chat_memory.load_state(member.state_key)
+            if state is not None:
+                text = json.dumps(state, ensure_ascii=False, default=str)
+                shown = text if len(text) <= 400 else text[:399] + "…"
+                out.write(f"\nstate of {type(member).__name__} ({member.state_key}): {shown}\n")
+    for profile in leaf_memories(memory):
+        if isinstance(profile, ProfileMemory):
+            _inspect_profile(profile, out, last=last)
+    for graph in graphs_of(memory):
+        _inspect_graph(graph, out, last=last)
+    for vector in searchable_memories(memory):
+        _inspect_vector(vector, out, last=last)
+    for session_id, store in knowledge_of(memory):
+        _inspect_knowledge(session_id, store, out, last=last)
+    tokens = TiktokenCounter()(shown_messages) if shown_messages else 0
+    out.write(f"\nwhat the memory adds to the next prompt ({tokens} tokens):\n")
+    out.write(_format_messages(shown_messages) or "  (nothing)\n")
+
+
+def _inspect_profile(profile: ProfileMemory, out: TextIO, *, last: int | None) -> None:
+    status = profile.status()
+    where = f"{'.'.join(profile.namespace)}/{profile.key}"
+    out.write(
+        f"\nprofile {where} in {profile.store!r}: version {status.version}, "
+        f"{status.pending} turns pending{', frozen' if status.frozen else ''}\n"
+    )
+    if status.last_failure is not None:
+        out.write(f"  last update failed: {status.last_failure.error}\n")
+    document = profile.get()
+    text = json.dumps(document, ensure_ascii=False, indent=2) if document is not None else "(none)"
+    out.write("".join(f"  {line}\n" for line in text.splitlines()))
+    changes = profile.history()
+    shown = changes if last is None else changes[-last:] if last else []
+    for change in shown:
+        detail = change.error if change.error else json.dumps(list(change.patch))
+        out.write(f"  change #{change.id} {change.kind} v{change.version}: {detail[:100]}\n")
+
+
+def _inspect_graph(graph: EntityMemory, out: TextIO, *, last: int | None) -> None:
+    entities, relations = graph.entities(), graph.relations()
+    status = graph.status()
+    out.write(
+        f"\n{graph_name(graph)}: {len(entities)} entities ({len(graph.merges())} merged into "
+        f"others), {len(relations)} current relations, {len(graph.history())} ended, "
+        f"{status.pending} turns pending\n"
+    )
+    if status.last_error is not None:
+        out.write(f"  last update failed: {status.last_error}\n")
+    lines = [entity_line(e)[2:] for e in entities] + [relation_line(r)[2:] for r in relations]
+    shown = lines if last is None else lines[-last:] if last else []
+    if len(shown) < len(lines):
+        out.write(f"  (last {len(shown)} shown)\n")
+    for line in shown:
+        text = line.replace("\n", " | ")
+        out.write(f"  {text[:120]}{'…' if len(text) > 120 else ''}\n")
+
+
+def _inspect_knowledge(
+    session_id: str, store: EntityStore | EntityGraph, out: TextIO, *, last: int | None
+) -> None:
+    if isinstance(store, EntityStore):
+        items = [
+            f"{name} ({len(store.history(name))} versions): {summary}"
+            for name, summary in entities_of(store).items()
+        ]
+        kind = "entities"
+    else:
+        items = [f"({s}, {p}, {o})" for s, o, p in store.get_triples()]
+        kind = "triples"
+    shown = items if last is None else items[-last:] if last else []
+    out.write(
+        f"\n{kind} of session {session_id!r} in {store!r}: {len(items)}"
+        + (f" (last {len(shown)} shown)\n" if len(shown) < len(items) else "\n")
+    )
+    for item in shown:
+        text = item.replace("\n", " | ")
+        out.write(f"  {text[:120]}{'…' if len(text) > 120 else ''}\n")
+
+
+def _inspect_vector(vector: Any, out: TextIO, *, last: int | None) -> None:
+    documents = documents_of(vector)
+    shown = documents if last is None else documents[-last:] if last else []
+    out.write(
+        f"\nvector namespace {'.'.join(vector.namespace)} in the {vector.store.location}: "
+        f"{len(documents)} documents"
+        + (f" (last {len(shown)} shown)\n" if len(shown) < len(documents) else "\n")
+    )
+    for record in shown:
+        session = record.metadata.get("session", "?")
+        text = record.text.replace("\n", " | ")
+        out.write(f"  [{session}] {text[:100]}{'…' if len(text) > 100 else ''}\n")
+
+
+def dead_letters(
+    memory: LangChainBaseMemory, out: TextIO, *, retry: list[str] | None = None
+) -> int:
+    """Print the documents each vector memory's store refused and set aside; return how many.
+
+    With ``retry``, first queue them again (an empty list: all of them) and
+    write them now: one the store refuses again is set aside again.
+
+    Raises:
+        ConfigError: the memory has no vector memory, or keeps it in this
+            process only (another process's letters are not there to see).
+    """
+    vectors = searchable_memories(memory)
+    if not vectors:
+        raise ConfigError(
+            "`memories dead-letters` works on vector memories (vector, collection, examples), "
+            f"and a {type(memory).__name__} has none."
+        )
+    if any(v.mode == "memory" for v in vectors):
+        raise ConfigError(
+            "`memories dead-letters` needs a store that outlives the process; this config's "
+            "vector memory is in memory (mode: memory)."
+        )
+    remaining = 0
+    for vector in vectors:
+        where = f"vector namespace {'.'.join(vector.namespace)} in the {vector.backend.location}"
+        if retry is not None:
+            queued = vector.retry_dead_letters(retry or None)
+            out.write(f"{where}: {queued} set-aside documents queued again and written\n")
+        letters = vector.dead_letters()
+        remaining += len(letters)
+        out.write(f"{where}: {len(letters)} documents set aside\n")
+        for letter in letters:
+            when = datetime.fromtimestamp(letter.created_at, UTC).isoformat(timespec="seconds")
+            text = letter.row.text.replace("\n", " | ")
+            out.write(f"  {letter.row.doc_id}  {when}  {letter.error}\n")
+            out.write(f"    {text[:100]}{'…' if len(text) > 100 else ''}\n")
+    return remaining

@@ -1,0 +1,480 @@
+"""``memories export`` and ``memories import``: a config's data as JSON Lines, and back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from langchain_core.messages import (
+    BaseMessage,
+    HumanMessage,
+    message_to_dict,
+    messages_from_dict,
+)
+
+from memories.core.langchain import LangChainBaseMemory
+from memories.core.members import (
+    distinct_histories,
+    searchable_memories,
+)
+from memories.errors import ConfigError, InvalidInputError
+from memories.faces.commands.opening import (
+    documents_of,
+    entities_of,
+    graphs_of,
+    knowledge_of,
+    open_memory,
+)
+from memories.kernel.messages import check_storable, dump_message
+from memories.kernel.namespaces import as_namespace
+from memories.long_term.entity_graph import EntityMemory
+from memories.long_term.entity_graph.exchange import check_record
+from memories.stores.entity_store import EntityStore
+from memories.stores.graph_store import EntityGraph, KnowledgeTriple
+from memories.stores.history.base import ChatHistory
+from memories.stores.history.memory import InMemoryHistory
+
+#: Messages appended per transaction by ``import``.
+DEFAULT_BATCH_SIZE = 500
+
+
+@dataclass(frozen=True)
+class ExportLine:
+    """One line of an export: a message of a session."""
+
+    session_id: str
+    """The session the message belongs to."""
+    message: BaseMessage
+    """The message, with tool calls, ids and metadata."""
+    seq: int | None = None
+    """Its position in the exported log (informational: import appends anew)."""
+
+    def to_json(self) -> str:
+        """The JSON Lines form: ``{"session_id", "seq", "message": {"type", "data"}}``."""
+        record = {"session_id": self.session_id, "seq": self.seq}
+        return json.dumps({**record, "message": message_to_dict(self.message)}, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class DocumentLine:
+    """One line of an export: a document of a vector memory's namespace."""
+
+    namespace: tuple[str, ...]
+    """The namespace the document belongs to."""
+    id: str
+    """Its id (import keeps it, so importing twice replaces instead of duplicating)."""
+    text: str
+    """The stored text."""
+    metadata: dict[str, Any]
+    """Its metadata (session, turn, timestamp, speakers, the caller's own keys)."""
+
+    def to_json(self) -> str:
+        """The JSON Lines form: ``{"namespace", "id", "text", "metadata"}``."""
+        record = {"namespace": list(self.namespace), "id": self.id, "text": self.text}
+        return json.dumps({**record, "metadata": self.metadata}, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class EntityLine:
+    """One line of an export: an entity's current summary in a session's entity store."""
+
+    session_id: str
+    """The session the entity store keeps."""
+    entity: str
+    """The entity's name."""
+    summary: str
+    """Its summary."""
+
+    def to_json(self) -> str:
+        """The JSON Lines form: ``{"session_id", "entity", "summary"}``."""
+        record = {"session_id": self.session_id, "entity": self.entity, "summary": self.summary}
+        return json.dumps(record, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class TripleLine:
+    """One line of an export: a (subject, predicate, object) triple of a session's graph."""
+
+    session_id: str
+    """The session the graph keeps."""
+    triple: KnowledgeTriple
+    """The triple."""
+
+    def to_json(self) -> str:
+        """The JSON Lines form: ``{"session_id", "triple": [subject, predicate, object]}``."""
+        return json.dumps(
+            {"session_id": self.session_id, "triple": list(self.triple)}, ensure_ascii=False
+        )
+
+
+@dataclass(frozen=True)
+class GraphLine:
+    """One line of an export: an entity or a relation of an entity graph's namespace."""
+
+    namespace: tuple[str, ...]
+    """The namespace the graph belongs to."""
+    record: dict[str, Any]
+    """The record (:meth:`~memories.EntityMemory.export_records`): ``graph`` is ``entity``
+    or ``relation``, ``id`` its id (import keeps it)."""
+
+    def to_json(self) -> str:
+        """The JSON Lines form: ``{"namespace", "graph", "id", ...the record}``."""
+        return json.dumps({"namespace": list(self.namespace), **self.record}, ensure_ascii=False)
+
+
+Line = ExportLine | DocumentLine | EntityLine | TripleLine | GraphLine
+
+
+def _stored(memory: LangChainBaseMemory, command: str) -> tuple[list[ChatHistory], list[Any]]:
+    """The persistent histories and vector memories in a memory, for export and import.
+
+    Raises:
+        ConfigError: it has neither, or keeps them only in this process.
+    """
+    histories = distinct_histories(memory)
+    vectors = searchable_memories(memory)
+    if not histories and not vectors and not graphs_of(memory):
+        raise ConfigError(
+            f"`memories {command}` works on message histories, vector memories and entity "
+            f"graphs, and a {type(memory).__name__} keeps none. Use a config whose memory has "
+            "a `history`."
+        )
+    if any(isinstance(h, InMemoryHistory) for h in histories) or any(
+        v.mode == "memory" for v in vectors
+    ):
+        raise ConfigError(
+            f"`memories {command}` needs a store that outlives the process; this config keeps "
+            "its data in memory. Add e.g. `history: {type: sqlite, path: chat.db}`, or use a "
+            "persistent vector memory."
+        )
+    return histories, vectors
+
+
+def stores_of(
+    config: str | Path | dict[str, Any],
+    session: str | None,
+    namespace: str | tuple[str, ...] | None,
+    command: str,
+) -> tuple[list[ChatHistory], list[Any]]:
+    """The persistent histories and vector memories of a config, on a session and namespace."""
+    return _stored(open_memory(config, session, namespace), command)
+
+
+def export_jsonl(memory: LangChainBaseMemory, out: TextIO) -> tuple[int, int]:
+    """Write a memory's messages, vector documents, entity summaries, triples and entity
+    graphs as JSON Lines.
+
+    Returns:
+        How many messages, and how many other lines (documents, entities, triples, graphs).
+    """
+    histories, vectors = _stored(memory, "export")
+    messages = documents = 0
+    for graph in graphs_of(memory):
+        records = graph.export_records()
+        out.writelines(GraphLine(graph.namespace, r).to_json() + "\n" for r in records)
+        documents += len(records)
+    for session_id, store in knowledge_of(memory):
+        if isinstance(store, EntityStore):
+            lines: list[Line] = [
+                EntityLine(session_id, name, summary)
+                for name, summary in entities_of(store).items()
+            ]
+        else:
+            lines = [
+                TripleLine(session_id, KnowledgeTriple(s, p, o)) for s, o, p in store.get_triples()
+            ]
+        out.writelines(line.to_json() + "\n" for line in lines)
+        documents += len(lines)
+    for history in histories:
+        for entry in history.entries():
+            out.write(ExportLine(history.session_id, entry.message, entry.seq).to_json() + "\n")
+            messages += 1
+    for vector in vectors:
+        for record in documents_of(vector):
+            metadata = {k: v for k, v in record.metadata.items() if k != "namespace"}
+            out.write(DocumentLine(vector.namespace, record.id, record.text, metadata).to_json())
+            out.write("\n")
+            documents += 1
+    return messages, documents
+
+
+def read_jsonl(
+    lines: Iterable[str],
+    *,
+    source: str,
+    session: str | None = None,
+    namespace: tuple[str, ...] | None = None,
+) -> list[Line]:
+    """Parse an export, checking every line before anything is written.
+
+    Args:
+        lines: the file's lines.
+        source: the file's name, for error messages.
+        session: put every message in this session instead of the line's own.
+        namespace: put every document in this namespace instead of the line's own.
+
+    Raises:
+        InvalidInputError: a line is neither an exported message nor an exported
+            document (the message names the line).
+    """
+    parsed: list[Line] = []
+    number = 0
+    try:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                parsed.append(_parse_line(json.loads(line), session, namespace))
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+                raise InvalidInputError(
+                    f"{source}:{number}: not a line of a `memories export` file ({exc}). Each "
+                    'line must be {"session_id": ..., "message": {"type": ..., "data": ...}} or '
+                    '{"namespace": [...], "id": ..., "text": ..., "metadata": {...}}. '
+                    "Nothing was imported."
+                ) from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{source}: not UTF-8 text ({exc.reason}, after line {number}). Nothing was imported."
+        ) from exc
+    return parsed
+
+
+def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | None) -> Line:
+    if not isinstance(record, dict):
+        raise TypeError(f"a line must be a JSON object, got {type(record).__name__}")
+    if "message" in record:
+        session_id = session or record["session_id"]
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+        message = messages_from_dict([record["message"]])[0]
+        dump_message(check_storable([message])[0])  # what the history will write, checked now
+        return ExportLine(session_id, message, record.get("seq"))
+    if "entity" in record or "triple" in record:
+        return _parse_knowledge(record, session)
+    labels = namespace or as_namespace(record["namespace"])
+    if "graph" in record:
+        graph_record = {k: v for k, v in record.items() if k != "namespace"}
+        return GraphLine(labels, check_record(graph_record))
+    text, doc_id, metadata = record["text"], record["id"], record.get("metadata") or {}
+    if not isinstance(text, str) or not isinstance(doc_id, str) or not doc_id:
+        raise ValueError("text must be a string and id a non-empty string")
+    check_storable([HumanMessage(text)])
+    if not isinstance(metadata, dict):
+        raise ValueError(f"metadata must be an object, got {metadata!r:.80}")
+    return DocumentLine(labels, doc_id, text, metadata)
+
+
+def _parse_knowledge(record: dict[str, Any], session: str | None) -> EntityLine | TripleLine:
+    session_id = session or record["session_id"]
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+    if "entity" in record:
+        entity, summary = record["entity"], record["summary"]
+        if not isinstance(entity, str) or not entity or not isinstance(summary, str):
+            raise ValueError("entity must be a non-empty string and summary a string")
+        check_storable([HumanMessage(entity), HumanMessage(summary)])
+        return EntityLine(session_id, entity, summary)
+    triple = record["triple"]
+    if not isinstance(triple, list) or len(triple) != 3:
+        raise ValueError(f"triple must be [subject, predicate, object], got {triple!r:.80}")
+    if not all(isinstance(part, str) and part for part in triple):
+        raise ValueError(f"a triple's parts must be non-empty strings, got {triple!r:.80}")
+    check_storable([HumanMessage(part) for part in triple])
+    return TripleLine(session_id, KnowledgeTriple(*triple))
+
+
+def _target(line: Line) -> tuple[str, Any]:
+    if isinstance(line, ExportLine):
+        return ("session", line.session_id)
+    if isinstance(line, EntityLine):
+        return ("entities", line.session_id)
+    if isinstance(line, TripleLine):
+        return ("graph", line.session_id)
+    if isinstance(line, GraphLine):
+        return ("entity graph", line.namespace)
+    return ("namespace", line.namespace)
+
+
+#: What holds each kind of line, as the import's errors name it.
+_HOLDERS = {
+    "session": ("messages", "history"),
+    "namespace": ("documents", "vector memory"),
+    "entities": ("entity summaries", "entity store that outlives the process"),
+    "graph": ("knowledge triples", "knowledge graph that outlives the process"),
+    "entity graph": ("entities and relations", "entity graph (type: entity)"),
+}
+
+
+def _batches(lines: list[Line], size: int) -> Iterator[list[Line]]:
+    """Consecutive lines of one session (or one namespace), at most ``size`` at a time.
+
+    An entity graph's lines are one batch (one transaction): its relations name its entities.
+    """
+    start = 0
+    while start < len(lines):
+        target = _target(lines[start])
+        most = len(lines) if isinstance(lines[start], GraphLine) else size
+        end = start
+        while end < len(lines) and end - start < most and _target(lines[end]) == target:
+            end += 1
+        yield lines[start:end]
+        start = end
+
+
+def import_jsonl(
+    lines: list[Line],
+    histories_for: Callable[[str], list[ChatHistory]],
+    vectors_for: Callable[[tuple[str, ...]], list[Any]] | None = None,
+    knowledge_for: Callable[[str], list[EntityStore | EntityGraph]] | None = None,
+    graphs_for: Callable[[tuple[str, ...]], list[EntityMemory]] | None = None,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: bool | None = None,
+) -> int:
+    """Append messages to their sessions' histories and documents to their namespaces.
+
+    Works in batches (one transaction, or one vector ``add``, each); returns
+    how many lines were written. Importing is idempotent: a document keeps its
+    id (a second import replaces it), and a session's messages that its log
+    already holds as a run (an export imported into its own session, or
+    imported twice) are skipped; when the log ends with the beginning of them
+    (an import that stopped half-way), the rest is appended. An entity summary
+    is written as a new version unless it is the entity's summary already; a
+    triple is added unless the graph holds it already; an entity graph's
+    entity or relation is written under its id unless the graph holds it so.
+
+    Args:
+        lines: from :func:`read_jsonl`.
+        histories_for: the histories of a session (from the config).
+        vectors_for: the vector memories of a namespace (from the config).
+        knowledge_for: the entity stores and graphs of a session (from the config).
+        graphs_for: the entity graph memories of a namespace (from the config).
+        batch_size: lines per write.
+        progress: show a progress bar on stderr; None shows it on a terminal.
+
+    Raises:
+        ConfigError: the file holds messages (or documents) and the config's
+            memory has no history (or vector memory) to take them; checked
+            before anything is written.
+    """
+    from tqdm import tqdm
+
+    if batch_size <= 0:
+        raise ConfigError(f"batch_size must be positive, got {batch_size}")
+    targets: dict[tuple[str, Any], list[Any]] = {}
+    for line in lines:
+        target = _target(line)
+        if target not in targets:
+            kind, where = target
+            if kind == "session":
+                found: list[Any] = histories_for(where)
+            elif kind == "namespace":
+                found = vectors_for(where) if vectors_for is not None else []
+            elif kind == "entity graph":
+                found = graphs_for(where) if graphs_for is not None else []
+            else:
+                holds = EntityStore if kind == "entities" else EntityGraph
+                stores = knowledge_for(where) if knowledge_for is not None else []
+                found = [store for store in stores if isinstance(store, holds)]
+            if not found:
+                what, holder = _HOLDERS[kind]
+                where_kind = "session" if kind in ("session", "entities", "graph") else "namespace"
+                raise ConfigError(
+                    f"The file holds {what} (for {where_kind} {where!r}) and the config's "
+                    f"memory has no {holder} to take them. Nothing was imported."
+                )
+            targets[target] = found
+    disable = None if progress is None else not progress  # None: only on a terminal
+    skip = _already_there(lines, targets)
+    written = 0
+    with tqdm(total=len(lines), unit="line", desc="import", disable=disable) as bar:
+        for batch in _batches(lines, batch_size):
+            for store in targets[_target(batch[0])]:
+                if isinstance(store, ChatHistory):
+                    held = skip[id(store)]
+                    new = [
+                        line.message
+                        for line in batch
+                        if isinstance(line, ExportLine) and id(line) not in held
+                    ]
+                    store.append(new)
+                    written += len(new)
+                elif isinstance(store, EntityStore | EntityGraph):
+                    written += _import_knowledge(store, batch)
+                elif isinstance(store, EntityMemory):
+                    written += store.import_records(
+                        [line.record for line in batch if isinstance(line, GraphLine)]
+                    )
+                else:
+                    documents = [line for line in batch if isinstance(line, DocumentLine)]
+                    store.import_documents(
+                        [d.id for d in documents],
+                        [d.text for d in documents],
+                        [d.metadata for d in documents],
+                    )
+                    written += len(documents)
+            bar.update(len(batch))
+    return written
+
+
+def _import_knowledge(store: EntityStore | EntityGraph, batch: list[Line]) -> int:
+    """Write a batch's summaries or triples that ``store`` lacks, in one transaction."""
+    if isinstance(store, EntityStore):
+        current = entities_of(store)
+        new = {
+            line.entity: line.summary
+            for line in batch
+            if isinstance(line, EntityLine) and current.get(line.entity) != line.summary
+        }
+        store.set_many(new)
+        return len(new)
+    held = {(s, p, o) for s, o, p in store.get_triples()}
+    triples = list(
+        dict.fromkeys(
+            line.triple
+            for line in batch
+            if isinstance(line, TripleLine) and tuple(line.triple) not in held
+        )
+    )
+    store.add_triples(triples)
+    return len(triples)
+
+
+def _already_there(
+    lines: list[Line], targets: dict[tuple[str, Any], list[Any]]
+) -> dict[int, set[int]]:
+    """For each history (by ``id``), the lines (by ``id``) its session's log already holds."""
+    skip: dict[int, set[int]] = {}
+    for target, stores in targets.items():
+        incoming = [
+            line for line in lines if isinstance(line, ExportLine) and _target(line) == target
+        ]
+        for store in stores:
+            if isinstance(store, ChatHistory):
+                log = [message_to_dict(e.message) for e in store.entries()]
+                held = _held(log, [message_to_dict(line.message) for line in incoming])
+                skip[id(store)] = {id(line) for line in incoming[:held]}
+    return skip
+
+
+def _held(log: list[dict[str, Any]], incoming: list[dict[str, Any]]) -> int:
+    """How many leading ``incoming`` messages ``log`` already holds.
+
+    All of them when the log holds them as a contiguous run; the beginning of
+    them when the log ends with it (an import that stopped half-way); else none.
+    """
+    found = 0
+    for start, message in enumerate(log):
+        if not incoming or message != incoming[0]:
+            continue
+        run = 0
+        while run < len(incoming) and start + run < len(log) and log[start + run] == incoming[run]:
+            run += 1
+        if run == len(incoming):
+            return run
+        if start + run == len(log):
+            found = max(found, run)
+    return found
