@@ -122,6 +122,11 @@ class ExpiryLedger:
     def __repr__(self) -> str:
         return f"ExpiryLedger({self._db!r})"
 
+    @property
+    def database(self) -> Database:
+        """The database the expiry rows are kept in."""
+        return self._db
+
     def set(self, namespace: Namespace, key: str, ttl_minutes: Rule, *, now: float) -> None:
         """Give an item ``ttl_minutes`` to live from ``now``; None: it never expires;
         :data:`OWN`: its own time to live, restarted."""
@@ -403,8 +408,11 @@ class ExpiryLedger:
         now: float,
         batch: int = 500,
         dry_run: bool = False,
+        namespace: Namespace | None = None,
     ) -> dict[str, int]:
         """Hand the items expired at ``now`` to ``expire``, a namespace at a time; how many went.
+
+        Every namespace's, or only ``namespace``'s when given.
 
         ``expire(namespace, items, now)`` deletes them from their store, then forgets their rows
         (:meth:`forget` with ``expired_at=now``), so a crash mid-way leaves
@@ -413,7 +421,7 @@ class ExpiryLedger:
         """
         removed: dict[str, int] = {}
         while True:
-            chunk = self.expired(now=now, limit=None if dry_run else batch)
+            chunk = self.expired(now=now, limit=None if dry_run else batch, namespace=namespace)
             for namespace, group in groupby(chunk, key=lambda e: e.namespace):
                 expired = list(group)
                 label = "/".join(namespace)
