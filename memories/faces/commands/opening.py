@@ -13,8 +13,8 @@ from memories.core.members import distinct_histories
 from memories.errors import ConfigError
 from memories.long_term.entities import ConversationEntityMemory, ConversationKGMemory
 from memories.long_term.entity_graph import EntityMemory
-from memories.stores.entity_store import EntityStore, InMemoryEntityStore
-from memories.stores.graph_store import EntityGraph, InMemoryEntityGraph
+from memories.stores.entities.summaries import EntityStore, InMemoryEntityStore
+from memories.stores.entities.triples import EntityGraph, InMemoryEntityGraph
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.memory import InMemoryHistory
 
