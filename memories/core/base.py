@@ -52,6 +52,7 @@ from memories.kernel.keys import turn_messages_for
 from memories.kernel.messages import check_storable, format_buffer
 from memories.kernel.retention import Retention
 from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.stores.compaction import compactions
 from memories.stores.erasure import StoreShare
 from memories.stores.history.base import ChatHistory, MessageRef
 from memories.stores.history.langchain import LangChainHistory
@@ -736,7 +737,8 @@ class ChatMemory(BaseMemory):
         if isinstance(history, RetainedHistory):  # expired messages not swept yet go too
             history = history.history
         if session and isinstance(history, ChatHistory):
-            found.append(StoreShare(repr(history), history.held, history.clear))
+            files = compactions(history.database)
+            found.append(StoreShare(repr(history), history.held, history.clear, files))
         return found
 
     def clear(self) -> None:

@@ -217,13 +217,16 @@ class IndexedMemory(BaseMemory):
         if self.vectors is None:
             where += f" (collections {self.collection!r})"
         where += f", namespace {'.'.join(self.namespace)}"
+        files = backend.compactions()
         if namespace:
-            share = StoreShare(where, partial(backend.held, session=False), backend.erase_namespace)
+            held = partial(backend.held, session=False)
+            share = StoreShare(where, held, backend.erase_namespace, files)
         elif not self.session_documents:
             return found
         else:
             where += f", session {self.session_id!r}"
-            share = StoreShare(where, partial(backend.held, session=True), backend.erase_session)
+            held = partial(backend.held, session=True)
+            share = StoreShare(where, held, backend.erase_session, files)
         return [*found, share]
 
     @property

@@ -24,6 +24,7 @@ from memories.errors import BudgetExceededError
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
 from memories.kernel.steps import Steps, arun, run, to_thread
+from memories.stores.compaction import compactions
 from memories.stores.document_ttl import DocumentTTL
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import DOCUMENTS, Expiring, ExpiryLedger
@@ -171,6 +172,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
                     f"profile store {redacted(store.url)!r}, namespace {'.'.join(labels)}",
                     lambda: store.held(labels),
                     lambda: store.erase_namespace(labels),
+                    compactions(store.database),
                 )
             )
         return found
