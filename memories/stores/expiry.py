@@ -401,8 +401,11 @@ class ExpiryLedger:
         now: float,
         batch: int = 500,
         dry_run: bool = False,
+        namespace: Namespace | None = None,
     ) -> dict[str, int]:
         """Hand the items expired at ``now`` to ``expire``, a namespace at a time; how many went.
+
+        Every namespace's, or only ``namespace``'s when given.
 
         ``expire(namespace, items, now)`` deletes them from their store, then forgets their rows
         (:meth:`forget` with ``expired_at=now``), so a crash mid-way leaves
@@ -411,7 +414,7 @@ class ExpiryLedger:
         """
         removed: dict[str, int] = {}
         while True:
-            chunk = self.expired(now=now, limit=None if dry_run else batch)
+            chunk = self.expired(now=now, limit=None if dry_run else batch, namespace=namespace)
             for namespace, group in groupby(chunk, key=lambda e: e.namespace):
                 expired = list(group)
                 label = "/".join(namespace)
