@@ -103,22 +103,19 @@ class ExpiryLedger:
     Args:
         url: a SQLAlchemy URL (the table is made on first use).
         table: :data:`ITEMS` or :data:`DOCUMENTS`.
+        like: the store's database, when its transactions write these rows
+            (an in-memory SQLite URL is then that store's own database).
     """
 
-    def __init__(self, url: str, *, table: str = ITEMS) -> None:
+    def __init__(self, url: str, *, table: str = ITEMS, like: Database | None = None) -> None:
         if table not in _tables:
             raise ValueError(f"table must be one of {sorted(_tables)}, got {table!r}.")
         self.url = url
         self._table = _tables[table]
-        self._db = Database(url, self._table.metadata)
+        self._db = Database(url, self._table.metadata, like=like)
 
     def __repr__(self) -> str:
         return f"ExpiryLedger({self._db!r})"
-
-    @property
-    def database(self) -> Database:
-        """The database the expiry rows are kept in."""
-        return self._db
 
     def set(self, namespace: Namespace, key: str, ttl_minutes: Rule, *, now: float) -> None:
         """Give an item ``ttl_minutes`` to live from ``now``; None: it never expires;
