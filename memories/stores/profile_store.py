@@ -976,7 +976,7 @@ class ProfileStore(BaseProfileStore):
             raise ConfigError(f"A document's time to live is kept on its store's database {url!r}.")
         self.url = url
         self.ttl = ttl
-        self._db = Database(url, _metadata)
+        self._db = Database(url, _metadata, like=None if ttl is None else ttl.ledger.database)
 
     @property
     def database(self) -> Database:
