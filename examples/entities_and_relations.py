@@ -7,6 +7,8 @@ read back by a new process with the overwritten relation in its history.
 Runs offline: scripted models give the replies a real model would; pass any
 LangChain chat model as ``llm`` instead.
 
+Needs only the core install (``pip install -e .``).
+
     python examples/entities_and_relations.py
 """
 
@@ -99,11 +101,11 @@ def relations(workdir: Path) -> None:
     print(f"Maya -> Lisbon over time: {[c.predicate for c in changes]}")
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     entities(workdir)
     relations(workdir)
 
 
 if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

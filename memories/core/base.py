@@ -29,9 +29,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import hashlib
 import inspect
-import json
 import threading
 import types
 import typing
@@ -45,6 +43,7 @@ from langchain_core.messages import BaseMessage
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memories.core.langchain import LangChainBaseMemory
+from memories.core.state_keys import StateKeys, state_key_of
 from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.accounting import Accounts, Ledger, operation
 from memories.kernel.background import MemoryStatus
@@ -53,6 +52,7 @@ from memories.kernel.keys import turn_messages_for
 from memories.kernel.messages import check_storable, format_buffer
 from memories.kernel.retention import Retention
 from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.stores.compaction import compactions
 from memories.stores.erasure import StoreShare
 from memories.stores.history.base import ChatHistory, MessageRef
 from memories.stores.history.langchain import LangChainHistory
@@ -580,17 +580,22 @@ class ChatMemory(BaseMemory):
         return self.chat_memory.database
 
     @cached_property
+    def _state_keys(self) -> StateKeys:
+        return StateKeys(state_key_of(self.config_type, self._state_parameters()), self.memory_key)
+
+    @property
     def state_key(self) -> str:
         """Where this memory keeps its derived state in the history.
 
-        It names the type, the memory key and a digest of the arguments that
-        shape the state, so changing ``max_token_limit`` starts a fresh state
-        instead of reusing one computed for another limit. Computed once per
-        configuration (every turn reads it).
+        It names what the memory is: its type and a digest of the arguments
+        that shape the state (the history and session hold the state table),
+        so changing ``max_token_limit`` starts a fresh state, and renaming
+        ``memory_key`` keeps it. A state an earlier release saved under a key
+        with the ``memory_key`` in it is found and kept where it is
+        (:mod:`memories.core.state_keys`). Computed once per configuration and
+        history (every turn reads it).
         """
-        shape = json.dumps(self._state_parameters(), sort_keys=True, default=str)
-        digest = hashlib.sha1(shape.encode(), usedforsecurity=False).hexdigest()[:12]
-        return f"{self.config_type}:{self.memory_key}:{digest}"
+        return self._state_keys.of(self.chat_memory)
 
     # -- LangChain's interface, written once ----------------------------------
 
@@ -701,7 +706,8 @@ class ChatMemory(BaseMemory):
         if isinstance(history, RetainedHistory):  # expired messages not swept yet go too
             history = history.history
         if session and isinstance(history, ChatHistory):
-            found.append(StoreShare(repr(history), history.held, history.clear))
+            files = compactions(history.database)
+            found.append(StoreShare(repr(history), history.held, history.clear, files))
         return found
 
     def clear(self) -> None:

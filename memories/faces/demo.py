@@ -468,6 +468,7 @@ def format_results(
     ``lines_per_row`` lines (``memories demo --show NAME`` prints it whole).
     """
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     # The terminal's width, but room for the text column even in a narrow or piped one.
@@ -482,9 +483,9 @@ def format_results(
     table.add_column("what it injects into the last prompt", overflow="fold")
     for r in results:
         shown = " | ".join(r.injected.splitlines()) or "(nothing)"
-        table.add_row(
-            r.name, r.knows, str(r.tokens), str(r.llm_calls), f"{r.seconds * 1000:.0f}",
-            _clipped(shown, max(30, console.width - 64) * lines_per_row),
+        table.add_row(  # text, not markup: a skipped row's "chat-memories[chroma]" stays whole
+            escape(r.name), r.knows, str(r.tokens), str(r.llm_calls), f"{r.seconds * 1000:.0f}",
+            escape(_clipped(shown, max(30, console.width - 64) * lines_per_row)),
         )  # fmt: skip
     console.print(table)
     return console.export_text().rstrip()

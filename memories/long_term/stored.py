@@ -24,9 +24,11 @@ from memories.errors import BudgetExceededError
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
 from memories.kernel.steps import Steps, arun, run, to_thread
+from memories.stores.compaction import compactions
+from memories.stores.document_ttl import DocumentTTL
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import DOCUMENTS, Expiring, ExpiryLedger
-from memories.stores.profile_store import DocumentTTL, ProfileStore, default_url
+from memories.stores.profile_store import ProfileStore, default_url
 from memories.stores.sql import Database, redacted
 
 __all__ = ["ExpiringDocumentMemory", "StoredDocumentMemory"]
@@ -174,6 +176,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
                     f"profile store {redacted(store.url)!r}, namespace {'.'.join(labels)}",
                     lambda: store.held(labels),
                     lambda: store.erase_namespace(labels),
+                    compactions(store.database),
                 )
             )
         return found
@@ -207,7 +210,7 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
     :meth:`sweep` (``memories sweep``, and a background memory after each
     update) deletes it with every version and its queued turns. Its expiry
     row is written in the same transaction as the document
-    (:class:`~memories.stores.profile_store.DocumentTTL`), in
+    (:class:`~memories.stores.document_ttl.DocumentTTL`), in
     ``memories_document_expiry`` on ``url``.
 
     Args:

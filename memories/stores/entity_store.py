@@ -102,6 +102,11 @@ class EntityStore(ABC):
         """What :meth:`purge` erases: here the entities with a summary (a backend may say more)."""
         return {"entities": len(self.entities())}
 
+    @property
+    def database(self) -> Database | None:
+        """The SQL database the versions are kept in (None: none), compacted after an erasure."""
+        return None
+
     def to_config(self) -> dict[str, Any]:
         """The config :func:`create_entity_store` rebuilds this store from."""
         raise NotImplementedError(f"{type(self).__name__} has no config form")
@@ -278,6 +283,10 @@ class SQLEntityStore(EntityStore):
         query = sa.select(sa.func.count()).where(self._where())
         with self._db.transaction() as connection:
             return {"entity versions": int(connection.execute(query).scalar_one())}
+
+    @property
+    def database(self) -> Database:
+        return self._db
 
     def to_config(self) -> dict[str, Any]:
         return {"type": self.config_type, "url": self.url, "session_id": self.session_id}

@@ -33,15 +33,24 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import groupby
+from typing import Final, Literal
 
 import sqlalchemy as sa
 
 from memories.kernel.steps import blocking_twin
 from memories.stores.sql import Database
 
-__all__ = ["DOCUMENTS", "ITEMS", "Expiring", "ExpiryLedger", "Stamp"]
+__all__ = ["DOCUMENTS", "ITEMS", "OWN", "Expiring", "ExpiryLedger", "Rule", "Stamp"]
 
 Namespace = tuple[str, ...]
+
+#: A write's rule for an item that exists: it keeps its own, its time restarted from the
+#: write (an item without a row keeps none: it never expires). A memory's default ttl is
+#: for new items only; an edit never gives a permanent item a time to live.
+OWN: Final = "own"
+#: What a write does to an item's time to live: minutes from now, None (it never
+#: expires: its row goes) or :data:`OWN`.
+Rule = float | None | Literal["own"]
 
 #: The ledger's writes for a store's own transaction, run on its connection.
 Stamp = Callable[[sa.Connection], None]
@@ -106,22 +115,24 @@ class ExpiryLedger:
     def __repr__(self) -> str:
         return f"ExpiryLedger({self._db!r})"
 
-    def set(self, namespace: Namespace, key: str, ttl_minutes: float | None, *, now: float) -> None:
-        """Give an item ``ttl_minutes`` to live from ``now``; None: it never expires."""
+    @property
+    def database(self) -> Database:
+        """The database the expiry rows are kept in."""
+        return self._db
+
+    def set(self, namespace: Namespace, key: str, ttl_minutes: Rule, *, now: float) -> None:
+        """Give an item ``ttl_minutes`` to live from ``now``; None: it never expires;
+        :data:`OWN`: its own time to live, restarted."""
         self.set_many(namespace, {key: ttl_minutes}, now=now)
 
-    def set_many(
-        self, namespace: Namespace, ttls: Mapping[str, float | None], *, now: float
-    ) -> None:
+    def set_many(self, namespace: Namespace, ttls: Mapping[str, Rule], *, now: float) -> None:
         """:meth:`set` for several items of a namespace, in one transaction."""
         if ttls:
             write = self.stamping(namespace, ttls, now=now)
             with self._db.transaction(write=True) as connection:
                 write(connection)
 
-    def stamping(
-        self, namespace: Namespace, ttls: Mapping[str, float | None], *, now: float
-    ) -> Stamp:
+    def stamping(self, namespace: Namespace, ttls: Mapping[str, Rule], *, now: float) -> Stamp:
         """:meth:`set_many` to run in another store's transaction on this database.
 
         The store writes an item and its time to live in one transaction: pass
@@ -131,6 +142,8 @@ class ExpiryLedger:
         self._db.engine  # noqa: B018  (the table, made outside the store's transaction)
         t = self._table
         label = _label(namespace)
+        own = [key for key, ttl in ttls.items() if ttl == OWN]
+        given = {key: ttl for key, ttl in ttls.items() if ttl != OWN}
         rows = [
             {
                 "namespace": label,
@@ -138,15 +151,19 @@ class ExpiryLedger:
                 "ttl_minutes": float(ttl),
                 "expires_at": now + ttl * 60,
             }
-            for key, ttl in ttls.items()
-            if ttl is not None
+            for key, ttl in given.items()
+            if isinstance(ttl, int | float)
         ]
 
         def write(connection: sa.Connection) -> None:
-            keys = list(ttls)
-            connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(keys)))
+            if given:
+                where = [t.c.namespace == label, t.c.key.in_(list(given))]
+                connection.execute(sa.delete(t).where(*where))
             if rows:
                 connection.execute(sa.insert(t), rows)
+            if own:  # one statement: no row read, no row for a permanent item
+                restarted = sa.update(t).where(t.c.namespace == label, t.c.key.in_(own))
+                connection.execute(restarted.values(expires_at=now + t.c.ttl_minutes * 60))
 
         return write
 

@@ -101,6 +101,11 @@ class EntityGraph(ABC):
         """What :meth:`clear` erases: every change in the graph's log."""
         return {"graph changes": len(self._log())}
 
+    @property
+    def database(self) -> Database | None:
+        """The SQL database the log is kept in (None: none), compacted after an erasure."""
+        return None
+
     def to_config(self) -> dict[str, Any]:
         """The config :func:`as_entity_graph` rebuilds this graph from."""
         raise NotImplementedError(f"{type(self).__name__} has no config form")
@@ -270,6 +275,10 @@ class SQLEntityGraph(EntityGraph):
         table = graph_changes_table
         with self._db.transaction(write=True) as connection:
             connection.execute(table.delete().where(table.c.session_id == self.session_id))
+
+    @property
+    def database(self) -> Database:
+        return self._db
 
     def to_config(self) -> dict[str, Any]:
         return {"type": self.config_type, "url": self.url, "session_id": self.session_id}

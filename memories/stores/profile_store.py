@@ -29,7 +29,7 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jsonpatch
@@ -42,6 +42,7 @@ from memories.kernel.messages import dump_message, load_message
 from memories.kernel.namespaces import Namespace, as_namespace, namespace_text
 from memories.kernel.patching import apply_operations
 from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.stores.document_ttl import DocumentTTL
 from memories.stores.documents import (
     HELD,
     OWNER,
@@ -56,7 +57,7 @@ from memories.stores.documents import (
     store_table,
     under,
 )
-from memories.stores.expiry import ExpiryLedger, Stamp
+from memories.stores.expiry import ExpiryLedger
 from memories.stores.history.sql import default_sqlite_url
 from memories.stores.sql import Database, redacted
 
@@ -193,45 +194,6 @@ Also = Callable[[Connection], None]
 #: (a sweep's "the expiry row was still expired, and is gone": :meth:`ExpiryLedger.forgetting
 #: <memories.stores.expiry.ExpiryLedger.forgetting>`).
 Guard = Callable[[Connection], bool]
-
-
-@dataclass(frozen=True)
-class DocumentTTL:
-    """How long a store's documents live after their last write (a profile's ``ttl``).
-
-    A store given one writes each commit's expiry row in the commit's own
-    transaction (the ledger is on the store's database) and shows an expired
-    document as cleared (``value`` None, its version kept, so compare-and-set
-    still holds) until a sweep deletes it with every version.
-    """
-
-    ledger: ExpiryLedger
-    """Where the expiry times are (:data:`~memories.stores.expiry.DOCUMENTS`)."""
-    minutes: float
-    """How long a document lives after its last write."""
-    refresh_on_read: bool
-    """Whether a load of a live document starts its time again."""
-    clock: Callable[[], float]
-    """The time expiry is reckoned with (Unix seconds)."""
-
-    def stamping(self, namespace: Namespace, keys: Sequence[str]) -> Stamp:
-        """The expiry rows of a commit of ``keys``, for its transaction."""
-        ttls = dict.fromkeys(keys, self.minutes)
-        return self.ledger.stamping(namespace, ttls, now=self.clock())
-
-    def expired(self, namespace: Namespace, keys: Sequence[str]) -> list[str]:
-        """Those of ``keys`` whose document has expired (and was not swept yet)."""
-        found = self.ledger.expired(now=self.clock(), namespace=namespace, keys=keys)
-        return [e.key for e in found]
-
-    def shown(self, item: ProfileItem | None) -> ProfileItem | None:
-        """``item`` as a load shows it: cleared once expired; its time refreshed if asked."""
-        if item is None or item.value is None:
-            return item
-        expired = self.ledger.expired_on_read(
-            item.namespace, item.key, now=self.clock(), refresh=self.refresh_on_read
-        )
-        return replace(item, value=None) if expired else item
 
 
 class Commit(NamedTuple):
@@ -968,17 +930,21 @@ class ProfileStore(BaseProfileStore):
     def _joined(self, ledger: ExpiryLedger) -> Database | None:
         return self._db if ledger.url == self.url else None
 
-    def _also(self, namespace: Namespace, keys: Sequence[str], also: Also | None) -> Also | None:
+    def _also(
+        self, namespace: Namespace, commits: Sequence[tuple[str, int]], also: Also | None
+    ) -> Also | None:
         """A commit's other writes: ``also``, and with a ``ttl`` the documents' expiry rows.
 
         Both are made now, before the commit's transaction opens. A document
-        written again after it expired starts anew: its earlier versions (what
-        expired) go in the same transaction.
+        written again after it expired starts anew (the ``ttl`` is for new
+        ones; others keep their own): its earlier versions (what expired) go
+        in the same transaction. ``commits``: each key with its expected version.
         """
         if self.ttl is None:
             return also
-        stamp = self.ttl.stamping(namespace, keys)
+        keys = [key for key, _ in commits]
         expired = self.ttl.expired(namespace, keys)
+        stamp = self.ttl.stamping(namespace, keys, {*expired, *(k for k, v in commits if not v)})
         ns = namespace_text(namespace)
 
         def both(connection: Connection) -> None:
@@ -1032,7 +998,7 @@ class ProfileStore(BaseProfileStore):
 
     def _commit(self, op: Commit) -> ProfileItem | None:
         ns, key, change = namespace_text(op.namespace), op.key, op.change
-        also = self._also(op.namespace, [key], op.also)
+        also = self._also(op.namespace, [(key, op.expected_version)], op.also)
         try:
             with self._db.transaction() as connection:
                 self._write_change(connection, ns, key, change, op.expected_version, time.time())
@@ -1045,7 +1011,7 @@ class ProfileStore(BaseProfileStore):
 
     def _commit_many(self, op: CommitMany) -> list[ProfileItem | None] | None:
         ns, now = namespace_text(op.namespace), time.time()
-        also = self._also(op.namespace, [key for key, _, _ in op.commits], op.also)
+        also = self._also(op.namespace, [(key, v) for key, _, v in op.commits], op.also)
         try:
             with self._db.transaction() as connection:
                 if op.drop_ids:

@@ -331,7 +331,7 @@ def test_arguments_and_errors() -> None:
         ConversationKGMemory()
     with pytest.raises(ConfigError, match="kg must be"):
         ConversationKGMemory(llm=RuleModel(), kg=42)
-    with pytest.raises(ConfigError, match="valid types: memory, sql"):
+    with pytest.raises(ConfigError, match="valid types: memory, networkx, sql"):
         as_entity_graph({"type": "neo4j"})
     memory = create_memory(
         {"type": "conversation_kg", "llm": RuleModel(), "summary_message_cls": "human"}

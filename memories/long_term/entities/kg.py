@@ -36,6 +36,7 @@ from memories.short_term.summary.prompts import (
     MessageClassField,
     message_class_config,
 )
+from memories.stores.compaction import compactions
 from memories.stores.erasure import Counts, StoreShare
 from memories.stores.graph_store import (
     EntityGraph,
@@ -119,7 +120,8 @@ class ConversationKGMemory(QueuedUpdates):
         graph = self._graph
         if session:
             held = graph.held if isinstance(graph, EntityGraph) else _uncountable(graph)
-            found.append(StoreShare(repr(self.kg), held, graph.clear))
+            files = compactions(graph.database) if isinstance(graph, EntityGraph) else ()
+            found.append(StoreShare(repr(self.kg), held, graph.clear, files))
         return found
 
     @property

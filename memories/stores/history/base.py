@@ -151,6 +151,16 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         one they loaded, so an in-process backend may keep it by reference.
         """
 
+    def state_keys(self, prefix: str = "", /) -> list[str]:
+        """The keys of this session's saved states that start with ``prefix``, sorted.
+
+        A memory looks here once for a state saved under an older form of its
+        key (:mod:`memories.core.state_keys`). A backend that cannot list its
+        states raises :class:`NotImplementedError` (the memory then uses its
+        current key).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot list its saved states")
+
     # -- derived ----------------------------------------------------------------
 
     def append(self, messages: Sequence[BaseMessage], /) -> list[int]:

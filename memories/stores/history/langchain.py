@@ -63,6 +63,9 @@ class LangChainHistory(ChatHistory):
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
         self._state[key] = copy.deepcopy(value)
 
+    def state_keys(self, prefix: str = "", /) -> list[str]:
+        return sorted(k for k in self._state if k.startswith(prefix))
+
     def __repr__(self) -> str:
         return f"LangChainHistory({self.history!r})"
 

@@ -77,6 +77,11 @@ class ReadOnlyView(ChatHistory):
         """Keep the state in this view; the history is left as it was."""
         self._state[key] = value
 
+    def state_keys(self, prefix: str = "", /) -> list[str]:
+        """The history's keys and this view's own."""
+        mine = [k for k in self._state if k.startswith(prefix)]
+        return sorted({*self.history.state_keys(prefix), *mine})
+
     @property
     def database(self) -> Database | None:
         """The history's database."""

@@ -153,6 +153,9 @@ class RetainedHistory(ChatHistory):
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
         self.history.save_state(key, value)
 
+    def state_keys(self, prefix: str = "", /) -> list[str]:
+        return self.history.state_keys(prefix)
+
     @property
     def database(self) -> Database | None:
         """The wrapped history's database."""
