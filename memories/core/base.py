@@ -479,20 +479,27 @@ class ChatMemory(BaseMemory):
             self.__dict__["chat_memory"] = wanted
         return self
 
-    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    def sweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Delete the raw history the retention expires now; rows removed per session.
 
-        On a shared database every session goes through the same retention.
-        Derived state stays. Without a retention nothing expires: ``{}``.
+        On a shared database every session goes through the same retention;
+        with ``own``, only this memory's session. Derived state stays. Without
+        a retention nothing expires: ``{}``.
         """
         history = self.chat_memory
         if not isinstance(history, RetainedHistory):
             return {}
+        if own:
+            return {history.session_id: history.sweep_session(batch=batch, dry_run=dry_run)}
         return history.sweep(batch=batch, dry_run=dry_run)
 
-    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    async def asweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
+        return await to_thread(self.sweep, batch=batch, dry_run=dry_run, own=own)
 
     def _sweep_session(self) -> int:
         """Delete what the retention expired in this memory's own session (background jobs)."""

@@ -407,12 +407,18 @@ class IndexedMemory(BaseMemory):
         yield from self._touching([r.id for r in found])
         return list(found)
 
-    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    def sweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Delete every expired document of every namespace of the store; how many per namespace.
 
-        A crash mid-way leaves the rest to the next sweep. With ``dry_run`` it only counts.
+        With ``own``, only this memory's namespace. A crash mid-way leaves the
+        rest to the next sweep. With ``dry_run`` it only counts.
         """
-        return self.expiry.sweep(self._expire_in, now=self.clock(), batch=batch, dry_run=dry_run)
+        only = self.namespace if own else None
+        return self.expiry.sweep(
+            self._expire_in, now=self.clock(), batch=batch, dry_run=dry_run, namespace=only
+        )
 
     def _expire_in(
         self, namespace: tuple[str, ...], expired: builtins.list[Expiring], now: float
@@ -420,9 +426,11 @@ class IndexedMemory(BaseMemory):
         twin = self if namespace == self.namespace else in_namespace(self, namespace)
         twin._expire(expired, now)
 
-    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    async def asweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
+        return await to_thread(self.sweep, batch=batch, dry_run=dry_run, own=own)
 
     def _expire(self, expired: Sequence[Expiring], now: float) -> None:
         """Delete expired documents of this namespace from the index, with their expiry rows.

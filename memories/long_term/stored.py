@@ -268,17 +268,25 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
         """Async :meth:`expired_counts`."""
         return await to_thread(self.expired_counts, namespace)
 
-    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    def sweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Delete every expired document of the store (every namespace, every version).
 
-        Returns how many went per namespace; with ``dry_run`` it only counts.
-        A crash mid-way leaves the rest to the next sweep.
+        With ``own``, only this memory's namespace. Returns how many went per
+        namespace; with ``dry_run`` it only counts. A crash mid-way leaves the
+        rest to the next sweep.
         """
-        return self.expiry.sweep(self._expire, now=self.clock(), batch=batch, dry_run=dry_run)
+        only = self.namespace if own else None
+        return self.expiry.sweep(
+            self._expire, now=self.clock(), batch=batch, dry_run=dry_run, namespace=only
+        )
 
-    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    async def asweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
+        return await to_thread(self.sweep, batch=batch, dry_run=dry_run, own=own)
 
     def _expire(self, namespace: Namespace, expired: list[Expiring], now: float) -> None:
         """Delete expired documents with their history and queue, and their expiry rows.

@@ -920,7 +920,7 @@ class ProfileStore(BaseProfileStore):
         self.url = url
         self.ttl = ttl
         self.owner = owner
-        self._db = Database(url, metadata)
+        self._db = Database(url, metadata, like=None if ttl is None else ttl.ledger.database)
 
     @property
     def database(self) -> Database:

@@ -24,6 +24,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from memories import erase_user
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace, with_session
+from tests.core.test_erasure import _searched_in_a_new_process
 from tests.postgres import find_pg_bin, postgres_cluster
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
@@ -123,6 +124,10 @@ def test_an_erased_user_is_in_no_byte_of_any_file_and_the_other_reads_back_whole
     assert copies(files(), _marker("maya")) == {}
     assert reads(config, "omar") == omar
     assert copies(files(), _marker("omar"))
+    # The compacted Chroma folder opens in a new process, the other user's turns found.
+    (found,) = _searched_in_a_new_process(tmp_path, "omar", "omar turn 7")
+    assert found.startswith("input: omar turn 7 ")
+    assert _searched_in_a_new_process(tmp_path, "maya", "maya turn 7") == []
     compacted = {line.where: line for line in report.files}
     assert set(compacted) == {
         f"SQLite file {str(tmp_path / 'memories.db')!r}",
@@ -236,3 +241,29 @@ def test_on_postgresql_a_role_that_does_not_own_the_tables_is_told_the_erasure_i
     (line,) = report.files
     assert not line.complete and "this role does not own it" in line.done
     assert "only a superuser may rewrite it" not in line.done  # nothing was vacuumed
+
+
+def test_memories_erase_prints_a_line_per_compacted_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    import yaml
+
+    from memories.faces.cli import main
+
+    config = {"type": "profile", "url": f"sqlite:///{tmp_path / 'p.db'}", "policy": "manual"}
+    create_memory(with_namespace(config, "users.maya")).put({"secret": _marker("maya")})
+    path = tmp_path / "memory.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    argv = ["erase", "--config", str(path), "--namespace", "users.maya", "-y"]
+
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"compacted SQLite file {str(tmp_path / 'p.db')!r}: vacuumed (" in out
+    assert "WAL emptied (" in out and " s)\n" in out
+    assert copies(sorted(tmp_path.iterdir()), _marker("maya")) == {}
+
+    assert main([*argv, "--json"]) == 0
+    (line,) = json.loads(capsys.readouterr().out)["files"]
+    assert line["complete"] is True and line["file"].endswith("p.db'") and line["seconds"] >= 0

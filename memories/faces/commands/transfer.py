@@ -26,7 +26,7 @@ from memories.faces.commands.opening import (
     entities_of,
     graphs_of,
     knowledge_of,
-    open_memory,
+    open_stores,
 )
 from memories.kernel.messages import check_storable, dump_message
 from memories.kernel.namespaces import as_namespace
@@ -159,8 +159,13 @@ def stores_of(
     namespace: str | tuple[str, ...] | None,
     command: str,
 ) -> tuple[list[ChatHistory], list[Any]]:
-    """The persistent histories and vector memories of a config, on a session and namespace."""
-    return _stored(open_memory(config, session, namespace), command)
+    """The persistent histories and vector memories of a config, on a session and namespace.
+
+    A namespace template left unfilled is filled with a stand-in
+    (:func:`~memories.faces.commands.opening.open_stores`): each document is
+    imported into the namespace its line names.
+    """
+    return _stored(open_stores(config, session, namespace), command)
 
 
 def export_jsonl(memory: LangChainBaseMemory, out: TextIO) -> tuple[int, int]:

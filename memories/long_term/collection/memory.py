@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -54,7 +55,7 @@ from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.indexed import TTL, IndexedMemory
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.stored import StoredDocumentMemory
-from memories.stores.expiry import Expiring, Stamp
+from memories.stores.expiry import Expiring, ExpiryLedger, Stamp
 from memories.stores.profile_store import (
     Change,
     PendingTurn,
@@ -267,6 +268,11 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     def _expiry_url(self) -> str:
         return self.url
+
+    @cached_property
+    def expiry(self) -> ExpiryLedger:
+        """When memories expire: a table of the ledger's database, written in its transactions."""
+        return ExpiryLedger(self.url, like=self._store.database)
 
     def _stamp(
         self, commits: Sequence[tuple[str, Change, int]], ttl: TTL, anew: Collection[str] = ()

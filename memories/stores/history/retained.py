@@ -188,14 +188,15 @@ class RetainedHistory(ChatHistory):
     ) -> dict[str, int]:
         return self.history.sweep_store(retention, batch=batch, dry_run=dry_run)
 
-    def sweep_session(self, *, batch: int = 500) -> int:
+    def sweep_session(self, *, batch: int = 500, dry_run: bool = False) -> int:
         """Delete what the retention expires now in this session only; rows deleted.
 
         A memory's background job runs this after its own work: bounded by
-        one session, where :meth:`sweep` covers a whole shared store.
+        one session, where :meth:`sweep` covers a whole shared store. With
+        ``dry_run`` it only counts.
         """
         through = self.horizon()
-        return 0 if through is None else self.history.purge(through, batch=batch)
+        return 0 if through is None else self.history.purge(through, batch=batch, dry_run=dry_run)
 
     def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
         """Delete what the retention expires now: this session, or every session of a shared store.
