@@ -117,11 +117,6 @@ class ExpiryLedger:
     def __repr__(self) -> str:
         return f"ExpiryLedger({self._db!r})"
 
-    @property
-    def database(self) -> Database:
-        """The database the expiry rows are kept in."""
-        return self._db
-
     def set(self, namespace: Namespace, key: str, ttl_minutes: Rule, *, now: float) -> None:
         """Give an item ``ttl_minutes`` to live from ``now``; None: it never expires;
         :data:`OWN`: its own time to live, restarted."""
