@@ -24,8 +24,8 @@ from memories.long_term.entities import ConversationEntityMemory, ConversationKG
 from memories.long_term.entity_graph import EntityMemory
 from memories.long_term.held import namespaces_held
 from memories.long_term.indexed import IndexedMemory
-from memories.stores.entity_store import EntityStore, InMemoryEntityStore
-from memories.stores.graph_store import EntityGraph, InMemoryEntityGraph
+from memories.stores.entities.summaries import EntityStore, InMemoryEntityStore
+from memories.stores.entities.triples import EntityGraph, InMemoryEntityGraph
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.memory import InMemoryHistory
 

@@ -32,8 +32,8 @@ from memories.kernel.messages import check_storable, dump_message
 from memories.kernel.namespaces import as_namespace
 from memories.long_term.entity_graph import EntityMemory
 from memories.long_term.entity_graph.exchange import check_record
-from memories.stores.entity_store import EntityStore
-from memories.stores.graph_store import EntityGraph, KnowledgeTriple
+from memories.stores.entities.summaries import EntityStore
+from memories.stores.entities.triples import EntityGraph, KnowledgeTriple
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.memory import InMemoryHistory
 
