@@ -114,6 +114,11 @@ class ExpiryLedger:
         self._table = _tables[table]
         self._db = Database(url, self._table.metadata, like=like)
 
+    @property
+    def database(self) -> Database:
+        """The database the rows are kept in."""
+        return self._db
+
     def __repr__(self) -> str:
         return f"ExpiryLedger({self._db!r})"
 
