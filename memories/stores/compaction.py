@@ -216,7 +216,7 @@ def _compact_sqlite(path: Path, wait: float, *, chroma: bool = False) -> tuple[s
 
 def _blank_segments(connection: sqlite3.Connection, folder: Path) -> Blanked:
     """Zero the vector index files' unused capacity while no Chroma write can log."""
-    connection.execute("BEGIN EXCLUSIVE")
+    connection.execute("BEGIN IMMEDIATE")  # writers wait (readers need not)
     try:
         return blank_unused(folder)
     finally:
