@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,25 @@ def open_stores(
     if config_templates(options):
         options = with_namespace(options, STAND_IN)
     return create_memory(options)
+
+
+def per_namespace(
+    config: str | Path | dict[str, Any],
+    session: str | None = None,
+    namespace: str | tuple[str, ...] | None = None,
+) -> Iterator[Any]:
+    """The config's memory on each namespace a command that covers them all works on.
+
+    On ``namespace`` when given, on the config's own when it names one; a
+    config whose namespace is a template, on each namespace its stores hold
+    (:func:`held_namespaces`), one after the other.
+    """
+    options = _options(config, session, namespace)
+    if not config_templates(options):
+        yield create_memory(options)
+        return
+    for held in held_namespaces(open_stores(options)):
+        yield create_memory(with_namespace(options, held))
 
 
 def _made(options: dict[str, Any]) -> bool:
