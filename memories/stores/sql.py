@@ -101,6 +101,10 @@ def get_engine(url: str) -> Engine:
 #: tables, per dialect name: idempotent DDL (``CREATE INDEX IF NOT EXISTS``) that
 #: SQLAlchemy's ``create_all`` cannot express or does not add to an existing table.
 EXTRA_DDL = "memories_extra_ddl"
+#: ``MetaData.info`` key of the functions (``f(connection)``) that bring tables an older
+#: version made up to date (a column added, its rows filled in): run after the tables
+#: are made, in the same transaction and lock, so a failure stops the opening.
+UPGRADES = "memories_upgrades"
 
 
 def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
@@ -159,6 +163,8 @@ def _create_all(engine: Engine, metadata: MetaData) -> None:
         if engine.dialect.name == "sqlite":
             _BEGIN_IMMEDIATE.execute(connection)
         metadata.create_all(connection)
+        for upgrade in metadata.info.get(UPGRADES, ()):
+            upgrade(connection)
 
 
 @contextmanager

@@ -110,6 +110,7 @@ class EntityMemory(StoredDocumentMemory):
     """
 
     config_type: ClassVar[str] = "entity"
+    store_owner: ClassVar[str | None] = "entity_graph"
     capabilities: ClassVar[Capabilities] = Capabilities(scope="namespace", deferred=True)
     store_class: ClassVar[type[EntityGraphStore]] = EntityGraphStore
 
