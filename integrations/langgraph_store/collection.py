@@ -10,6 +10,8 @@ from langgraph.store.base import Item, SearchItem, SearchOp, TTLConfig
 from memories.integrations.langgraph_store.filters import Namespace, matches_all, search_item
 from memories.integrations.langgraph_store.template import VALUE, TemplateAdapter
 
+from memories.errors import InvalidInputError
+
 if TYPE_CHECKING:
     from memories.long_term.collection import CollectionMemory, MemoryRecord
 
@@ -78,7 +80,7 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
         )
 
     def _get(self, namespace: Namespace, key: str) -> Item | None:
-        found = self._memory(namespace).get(key)
+        found = self._memory(namespace).get(key) if _is_id(key) else None
         return None if found is None else self._item(namespace, found)
 
     def _put(self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any) -> None:
@@ -87,7 +89,7 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
 
     def _delete(self, namespace: Namespace, key: str) -> None:
         memory = self._memory(namespace)
-        if memory.get(key) is not None:
+        if _is_id(key) and memory.get(key) is not None:
             memory.delete(key)
 
     def _namespaces(self) -> list[Namespace]:
@@ -113,3 +115,14 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
         else:
             found.sort(key=lambda i: (i.namespace, i.key))
         return found[op.offset : wanted]
+
+
+def _is_id(key: str) -> bool:
+    """Whether ``key`` can name a memory (else no memory has it: a get finds none)."""
+    from memories.long_term.collection import rules  # the collection's own rule, on first use
+
+    try:
+        rules.checked_id(key)
+    except InvalidInputError:
+        return False
+    return True

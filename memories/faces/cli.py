@@ -164,14 +164,14 @@ def _nothing_stored(where: str, kind: str) -> ConfigError:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from memories.faces.commands import export_jsonl, open_memory
+    from memories.faces.commands import export_config
 
-    memory = open_memory(args.config, args.session, args.namespace, command="export")
+    whose = {"session": args.session, "namespace": args.namespace}
     if args.output in (None, "-"):
-        messages, documents = export_jsonl(memory, sys.stdout)
+        messages, documents = export_config(args.config, sys.stdout, **whose)
     else:
         with open(args.output, "w", encoding="utf-8") as out:
-            messages, documents = export_jsonl(memory, out)
+            messages, documents = export_config(args.config, out, **whose)
     print(
         f"memories export: {messages} messages, {documents} documents, entities and triples",
         file=sys.stderr,
@@ -241,10 +241,11 @@ def _checking(lines: Iterable[str], progress: bool | None) -> Iterable[str]:
 
 
 def _dead_letters(args: argparse.Namespace) -> int:
-    from memories.faces.commands import dead_letters, open_memory
+    from memories.faces.commands import dead_letters, per_namespace
 
-    memory = open_memory(args.config, args.session, args.namespace, command="dead-letters")
-    dead_letters(memory, sys.stdout, retry=args.retry)
+    memories = per_namespace(args.config, args.session, args.namespace)
+    if not sum(1 for memory in memories if dead_letters(memory, sys.stdout, retry=args.retry) >= 0):
+        print("memories dead-letters: the stores hold no namespace yet.", file=sys.stderr)
     return 0
 
 

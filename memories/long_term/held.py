@@ -16,7 +16,7 @@ from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.entity_graph import EntityMemory
 from memories.long_term.indexed import DocumentMemory
 from memories.long_term.stored import StoredDocumentMemory
-from memories.stores.entity_graph_store import ENTITY_PREFIX
+from memories.stores.entities.temporal_graph import ENTITY_PREFIX
 
 __all__ = ["namespaces_held"]
 

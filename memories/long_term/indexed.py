@@ -442,6 +442,22 @@ class IndexedMemory(BaseMemory):
         self.backend.delete_expired(self.namespace, ids, self.expiry, now=now)
         self.backend.flush()
 
+    def dead_letters(self) -> list[DeadLetter]:
+        """Documents set aside, oldest first: the store or the embedder refused them alone.
+
+        A document that fails while others are written (Chroma rejects its
+        metadata, a hosted embedder its length) would otherwise block its
+        namespace: it is moved aside, logged and counted in :meth:`status`.
+        """
+        return self.backend.dead_letters()
+
+    def retry_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Queue set-aside documents again (all, or ``ids``) and write them now; return how many.
+
+        Raises what writing them raises; one that fails again is set aside again.
+        """
+        return self.backend.retry_dead_letters(ids)
+
 
 class DocumentMemory(IndexedMemory):
     """Documents in one namespace of a vector store, with the document API.
@@ -583,22 +599,6 @@ class DocumentMemory(IndexedMemory):
             True when nothing of this namespace waits any more.
         """
         return self.backend.close(timeout=timeout)
-
-    def dead_letters(self) -> list[DeadLetter]:
-        """Documents set aside, oldest first: the store or the embedder refused them alone.
-
-        A document that fails while others are written (Chroma rejects its
-        metadata, a hosted embedder its length) would otherwise block its
-        namespace: it is moved aside, logged and counted in :meth:`status`.
-        """
-        return self.backend.dead_letters()
-
-    def retry_dead_letters(self, ids: Sequence[str] | None = None) -> int:
-        """Queue set-aside documents again (all, or ``ids``) and write them now; return how many.
-
-        Raises what writing them raises; one that fails again is set aside again.
-        """
-        return self.backend.retry_dead_letters(ids)
 
     def pending(self) -> int:
         """How many documents of this namespace wait in the outbox (queued or failed)."""

@@ -63,6 +63,10 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     data_name_field: ClassVar[str] = "key"
     #: The store class the documents live in (a subclass may add reads of its own).
     store_class: ClassVar[type[ProfileStore]] = ProfileStore
+    #: Whose rows in the store these documents are: memories of other kinds on the same
+    #: database never see, write or delete them (:mod:`memories.stores.documents`).
+    #: None: the class's ``config_type``; a subclass that shares its parent's rows keeps it.
+    store_owner: ClassVar[str | None] = None
 
     def model_post_init(self, context: Any, /) -> None:
         self._counter  # noqa: B018  (resolved now: a bad counter fails here)
@@ -71,7 +75,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
 
     def _make_store(self) -> ProfileStore:
         """The store the documents live in (built once, at construction)."""
-        return self.store_class(self.url)
+        return self.store_class(self.url, owner=self.store_owner or self.config_type)
 
     def _spending_database(self) -> Database | None:
         """The store's database: a budget's spending is kept beside the documents."""
@@ -229,7 +233,7 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
         if self.ttl is None:
             return super()._make_store()
         ttl = DocumentTTL(self.expiry, self.ttl, self.refresh_on_read, self.clock)
-        return self.store_class(self.url, ttl=ttl)
+        return self.store_class(self.url, ttl=ttl, owner=self.store_owner or self.config_type)
 
     def expired_items(
         self, namespace: Namespace | None = None, /, *, limit: int | None = None, offset: int = 0

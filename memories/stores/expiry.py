@@ -114,13 +114,13 @@ class ExpiryLedger:
         self._table = _tables[table]
         self._db = Database(url, self._table.metadata, like=like)
 
-    def __repr__(self) -> str:
-        return f"ExpiryLedger({self._db!r})"
-
     @property
     def database(self) -> Database:
-        """The database the expiry rows are kept in."""
+        """The database the rows are kept in."""
         return self._db
+
+    def __repr__(self) -> str:
+        return f"ExpiryLedger({self._db!r})"
 
     def set(self, namespace: Namespace, key: str, ttl_minutes: Rule, *, now: float) -> None:
         """Give an item ``ttl_minutes`` to live from ``now``; None: it never expires;

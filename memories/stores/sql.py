@@ -15,6 +15,7 @@ transaction at a time.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
@@ -100,6 +101,10 @@ def get_engine(url: str) -> Engine:
 #: tables, per dialect name: idempotent DDL (``CREATE INDEX IF NOT EXISTS``) that
 #: SQLAlchemy's ``create_all`` cannot express or does not add to an existing table.
 EXTRA_DDL = "memories_extra_ddl"
+#: ``MetaData.info`` key of the functions (``f(connection)``) that bring tables an older
+#: version made up to date (a column added, its rows filled in): run after the tables
+#: are made, in the same transaction and lock, so a failure stops the opening.
+UPGRADES = "memories_upgrades"
 
 
 def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
@@ -158,6 +163,8 @@ def _create_all(engine: Engine, metadata: MetaData) -> None:
         if engine.dialect.name == "sqlite":
             _BEGIN_IMMEDIATE.execute(connection)
         metadata.create_all(connection)
+        for upgrade in metadata.info.get(UPGRADES, ()):
+            upgrade(connection)
 
 
 @contextmanager
@@ -643,4 +650,16 @@ def _forget_engines_after_fork() -> None:
     _ready.clear()
 
 
+def _close_engines_at_exit() -> None:
+    # Closing the pooled connections lets SQLite checkpoint its WAL and remove the -wal and
+    # -shm files beside the database: a process that only read leaves its folder as it was.
+    for engine in list(_engines.values()):
+        try:
+            engine.dispose()
+        except Exception as exc:  # the process ends either way: say so, stop nothing
+            logger.debug("closing %s at exit failed: %s", redacted(str(engine.url)), exc)
+
+
 os.register_at_fork(after_in_child=_forget_engines_after_fork)
+# Registered at import, so it runs after the exit handlers of what uses the engines (LIFO).
+atexit.register(_close_engines_at_exit)

@@ -134,7 +134,7 @@ def test_a_history_without_retention_is_named_as_kept_whole(
 def test_a_command_on_one_person_names_the_namespaces_to_choose_from(
     config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for command in ("inspect", "export", "clear", "dead-letters"):
+    for command in ("inspect", "clear", "chat", "usage"):
         assert main([command, "--config", str(config)]) == 2
         err = capsys.readouterr().err
         assert f"`memories {command}` works on one person's memories" in err
@@ -158,3 +158,16 @@ def test_an_export_of_one_user_imports_into_the_templated_config(
     assert main(["import", "--config", str(config), str(exported), "--no-progress"]) == 0
     capsys.readouterr()
     assert "bo likes tea" in _held(tmp_path, "bo") and _held(tmp_path, "ada")
+
+
+def test_export_and_dead_letters_cover_every_users_namespace(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exported = tmp_path / "all.jsonl"
+    assert main(["export", "--config", str(config), "-o", str(exported)]) == 0
+    assert "6 documents" in capsys.readouterr().err  # (the session's messages are past retention)
+    text = exported.read_text()
+    assert all(f"{user} likes tea" in text for user in USERS)
+    assert main(["dead-letters", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"vector namespace users.{user} in" in out for user in USERS)

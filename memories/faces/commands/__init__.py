@@ -29,6 +29,7 @@ from memories.faces.commands.opening import (
     leaf_memories,
     open_memory,
     open_stores,
+    per_namespace,
 )
 from memories.faces.commands.sweeping import Swept, history_name, reshard, sweep
 from memories.faces.commands.transfer import (
@@ -39,6 +40,7 @@ from memories.faces.commands.transfer import (
     GraphLine,
     Line,
     TripleLine,
+    export_config,
     export_jsonl,
     import_jsonl,
     read_jsonl,
@@ -63,6 +65,7 @@ __all__ = [
     "clear_targets",
     "dead_letters",
     "erase",
+    "export_config",
     "export_jsonl",
     "flush",
     "format_usage",
@@ -77,6 +80,7 @@ __all__ = [
     "on_a_copy",
     "open_memory",
     "open_stores",
+    "per_namespace",
     "read_jsonl",
     "reshard",
     "stores_of",

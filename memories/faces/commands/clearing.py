@@ -23,8 +23,8 @@ from memories.faces.commands.opening import (
     leaf_memories,
 )
 from memories.long_term.profile import ProfileMemory
-from memories.stores.entity_store import EntityStore
-from memories.stores.graph_store import EntityGraph
+from memories.stores.entities.summaries import EntityStore
+from memories.stores.entities.triples import EntityGraph
 
 
 def clear_targets(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,8 @@ from memories.long_term.entities import ConversationEntityMemory, ConversationKG
 from memories.long_term.entity_graph import EntityMemory
 from memories.long_term.held import namespaces_held
 from memories.long_term.indexed import IndexedMemory
-from memories.stores.entity_store import EntityStore, InMemoryEntityStore
-from memories.stores.graph_store import EntityGraph, InMemoryEntityGraph
+from memories.stores.entities.summaries import EntityStore, InMemoryEntityStore
+from memories.stores.entities.triples import EntityGraph, InMemoryEntityGraph
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.memory import InMemoryHistory
 
@@ -96,6 +97,25 @@ def open_stores(
     if config_templates(options):
         options = with_namespace(options, STAND_IN)
     return create_memory(options)
+
+
+def per_namespace(
+    config: str | Path | dict[str, Any],
+    session: str | None = None,
+    namespace: str | tuple[str, ...] | None = None,
+) -> Iterator[Any]:
+    """The config's memory on each namespace a command that covers them all works on.
+
+    On ``namespace`` when given, on the config's own when it names one; a
+    config whose namespace is a template, on each namespace its stores hold
+    (:func:`held_namespaces`), one after the other.
+    """
+    options = _options(config, session, namespace)
+    if not config_templates(options):
+        yield create_memory(options)
+        return
+    for held in held_namespaces(open_stores(options)):
+        yield create_memory(with_namespace(options, held))
 
 
 def _made(options: dict[str, Any]) -> bool:

@@ -68,7 +68,7 @@ from memories.long_term.indexed import DocumentMemory, IndexedMemory
 from memories.long_term.instructions import InstructionsMemory
 from memories.long_term.profile import ProfileMemory
 from memories.long_term.stored import StoredDocumentMemory
-from memories.stores.entity_graph_store import ENTITY_PREFIX
+from memories.stores.entities.temporal_graph import ENTITY_PREFIX
 from memories.stores.history.base import ChatHistory
 
 __all__ = ["DEFAULT_PAGE_SIZE", "Inspector", "NotFound", "ReadOnly", "jsonable"]

@@ -8,7 +8,7 @@ never writes to the store.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +80,9 @@ class ReadOnlyView(ChatHistory):
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
         """Keep the state in this view; the history is left as it was."""
         self._state[key] = value
+
+    def log_key(self) -> Hashable:
+        return self.history.log_key()
 
     def state_keys(self, prefix: str = "", /) -> list[str]:
         """The history's keys and this view's own."""

@@ -16,7 +16,7 @@ history's, and the policy is the memory's.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -152,6 +152,9 @@ class RetainedHistory(ChatHistory):
 
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
         self.history.save_state(key, value)
+
+    def log_key(self) -> Hashable:
+        return self.history.log_key()
 
     def state_keys(self, prefix: str = "", /) -> list[str]:
         return self.history.state_keys(prefix)
