@@ -15,6 +15,7 @@ transaction at a time.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
@@ -649,4 +650,16 @@ def _forget_engines_after_fork() -> None:
     _ready.clear()
 
 
+def _close_engines_at_exit() -> None:
+    # Closing the pooled connections lets SQLite checkpoint its WAL and remove the -wal and
+    # -shm files beside the database: a process that only read leaves its folder as it was.
+    for engine in list(_engines.values()):
+        try:
+            engine.dispose()
+        except Exception as exc:  # the process ends either way: say so, stop nothing
+            logger.debug("closing %s at exit failed: %s", redacted(str(engine.url)), exc)
+
+
 os.register_at_fork(after_in_child=_forget_engines_after_fork)
+# Registered at import, so it runs after the exit handlers of what uses the engines (LIFO).
+atexit.register(_close_engines_at_exit)
