@@ -300,8 +300,10 @@ def _erase(args: argparse.Namespace) -> int:
 
 
 def _reshard(args: argparse.Namespace) -> int:
-    from memories.faces.commands import open_stores, reshard
+    from memories.faces.commands import nothing_stored, open_stores, reshard
 
+    if _nothing_to_do("reshard", nothing_stored(args.config)):
+        return 0
     memory = open_stores(args.config)
     found = reshard(memory, dry_run=True)
     movable = [d for d in found if d.moved]
@@ -332,8 +334,10 @@ def _reshard(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from memories.faces.commands import open_stores, sweep
+    from memories.faces.commands import nothing_stored, open_stores, sweep
 
+    if _nothing_to_do("sweep", nothing_stored(args.config)):
+        return 0
     memory = open_stores(args.config, args.session, args.namespace)
     found = sweep(
         memory,
@@ -362,6 +366,14 @@ def _sweep(args: argparse.Namespace) -> int:
         for place, count in sorted(swept.rows.items()):
             print(f"  {where} {place}: {count}")
     return 0
+
+
+def _nothing_to_do(command: str, unmade: list[str]) -> bool:
+    """Say so when none of the config's stores exists (opening them would only make them)."""
+    if unmade:
+        where = ", ".join(repr(place) for place in unmade)
+        print(f"memories {command}: nothing is stored yet ({where} do not exist).", file=sys.stderr)
+    return bool(unmade)
 
 
 def _is_loopback(host: str) -> bool:

@@ -103,9 +103,9 @@ def test_namespace_and_session_sweep_only_that_persons_data(
 
 
 def test_a_config_without_a_history_says_it_keeps_no_transcript(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = tmp_path / "memories.yaml"
+    config = tmp_path / "collection.yaml"  # on the stores the fixture made
     config.write_text(
         "type: collection\n"
         "namespace: [users, '{user_id}']\n"
@@ -123,6 +123,7 @@ def test_a_config_without_a_history_says_it_keeps_no_transcript(
 def test_a_history_without_retention_is_named_as_kept_whole(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    SQLiteHistory(tmp_path / "c.db").append([HumanMessage("hi")])
     config = tmp_path / "memories.yaml"
     config.write_text(f"type: buffer\nhistory: {{type: sqlite, path: {tmp_path / 'c.db'}}}\n")
     assert main(["sweep", "--config", str(config), "--dry-run"]) == 0
@@ -171,3 +172,17 @@ def test_export_and_dead_letters_cover_every_users_namespace(
     assert main(["dead-letters", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert all(f"vector namespace users.{user} in" in out for user in USERS)
+
+
+def test_sweep_and_reshard_of_stores_never_made_make_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dry run of `memories sweep` on examples/mcp.yaml made memories.db; reshard, the folder."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[2]
+    config = shutil.copy(root / "examples" / "mcp.yaml", tmp_path / "mcp.yaml")
+    for command in (["sweep", "--dry-run"], ["sweep"], ["reshard", "--dry-run"]):
+        assert main([*command, "--config", str(config)]) == 0
+        assert "nothing is stored yet" in capsys.readouterr().err
+        assert [p.name for p in tmp_path.iterdir()] == ["mcp.yaml"]
