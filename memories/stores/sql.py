@@ -340,6 +340,12 @@ class Database:
                 engine = self._engine
         return engine
 
+    def shares(self, other: Database) -> bool:
+        """Whether ``other`` is the same database: one URL (in memory: this one's own)."""
+        if self._memory is not None or other._memory is not None:
+            return self._memory is other._memory
+        return self.url == other.url
+
     def _held(self) -> AbstractContextManager[None]:
         """This thread's turn on an in-memory database (nothing to wait for on others)."""
         return nullcontext() if self._memory is None else self._memory.held()
