@@ -588,6 +588,14 @@ class ChatMemory(BaseMemory):
         """The arguments that shape this memory's derived state (default: none)."""
         return {}
 
+    def _state_writers(self) -> dict[str, Any]:
+        """What writes the state without starting it afresh when changed (a model, its prompt).
+
+        Not in :attr:`state_key`: a new model continues the summary. Members
+        of a combined memory on one history with one key must agree on it.
+        """
+        return {}
+
     def usage_namespace(self) -> str:
         """The session: a chat log's calls are counted and budgeted under its ``session_id``."""
         return self.chat_memory.session_id

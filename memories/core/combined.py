@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Hashable
 from typing import Any, ClassVar, NamedTuple
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from memories.core.base import BaseMemory, ChatMemory, keeps_chat_log
 from memories.core.langchain import LangChainBaseMemory
@@ -49,6 +49,25 @@ class CombinedMemory(BaseMemory):
                 )
             seen.update(memory.memory_variables)
         return value
+
+    @model_validator(mode="after")
+    def _one_writer_per_state(self) -> CombinedMemory:
+        """Members on one history session with one state key keep one state: they must agree."""
+        seen: dict[tuple[Hashable, str], ChatMemory] = {}
+        for member in _members(self):
+            if not keeps_chat_log(member):
+                continue
+            where = (member.chat_memory.log_key(), member._state_keys.key)
+            first = seen.setdefault(where, member)
+            if first is not member and first._state_writers() != member._state_writers():
+                raise ConfigError(
+                    f"The members {first.memory_key!r} and {member.memory_key!r} "
+                    f"({member.config_type}) would keep one state in one history session "
+                    f"({member.chat_memory!r}) but write it with different models or prompts. "
+                    "Give each its own session_id, or both the same model and prompt (one "
+                    "state, shown under two names)."
+                )
+        return self
 
     @property
     def memory_variables(self) -> list[str]:

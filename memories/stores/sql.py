@@ -15,6 +15,7 @@ transaction at a time.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
@@ -339,6 +340,12 @@ class Database:
                 engine = self._engine
         return engine
 
+    def shares(self, other: Database) -> bool:
+        """Whether ``other`` is the same database: one URL (in memory: this one's own)."""
+        if self._memory is not None or other._memory is not None:
+            return self._memory is other._memory
+        return self.url == other.url
+
     def _held(self) -> AbstractContextManager[None]:
         """This thread's turn on an in-memory database (nothing to wait for on others)."""
         return nullcontext() if self._memory is None else self._memory.held()
@@ -649,4 +656,16 @@ def _forget_engines_after_fork() -> None:
     _ready.clear()
 
 
+def _close_engines_at_exit() -> None:
+    # Closing the pooled connections lets SQLite checkpoint its WAL and remove the -wal and
+    # -shm files beside the database: a process that only read leaves its folder as it was.
+    for engine in list(_engines.values()):
+        try:
+            engine.dispose()
+        except Exception as exc:  # the process ends either way: say so, stop nothing
+            logger.debug("closing %s at exit failed: %s", redacted(str(engine.url)), exc)
+
+
 os.register_at_fork(after_in_child=_forget_engines_after_fork)
+# Registered at import, so it runs after the exit handlers of what uses the engines (LIFO).
+atexit.register(_close_engines_at_exit)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 
-from memories import CombinedMemory, InMemoryHistory, SQLiteHistory, create_memory
+from memories import CombinedMemory, ConfigError, InMemoryHistory, SQLiteHistory, create_memory
 from memories.faces.exchange import apply_message_edits, asave_exchange, save_exchange
 
 TURNS = [
@@ -140,3 +140,49 @@ def test_an_entity_memory_following_a_shared_history_still_updates_its_entities(
     assert stored(tmp_path / "chat.db") == said()
     entities = memory.memories[1]
     assert "Oslo" in entities.entity_store.get("Oslo", "")
+
+
+def test_two_summaries_on_one_history_with_different_prompts_are_refused(tmp_path: Path) -> None:
+    history = {"type": "sqlite", "path": str(tmp_path / "chat.db"), "session_id": "u42"}
+    prompt = "Summary so far: {summary}\nNew lines: {new_lines}\nIn French:"
+    with pytest.raises(ConfigError, match=r"'english' and 'french' \(summary\).*own session_id"):
+        create_memory(
+            {
+                "type": "combined",
+                "memories": [
+                    {"type": "summary", "memory_key": "english", "history": history},
+                    {
+                        "type": "summary",
+                        "memory_key": "french",
+                        "history": history,
+                        "prompt": prompt,
+                    },
+                ],
+            }
+        )
+
+
+def test_one_summary_under_two_names_on_one_history_is_one_state(tmp_path: Path) -> None:
+    history = {"type": "sqlite", "path": str(tmp_path / "chat.db"), "session_id": "u42"}
+    memory = create_memory(
+        {
+            "type": "combined",
+            "memories": [
+                {"type": "summary", "memory_key": "a", "history": history},
+                {"type": "summary", "memory_key": "b", "history": history},
+                {"type": "window", "k": 1, "memory_key": "c", "history": history},
+                {
+                    "type": "window",
+                    "k": 1,
+                    "memory_key": "d",
+                    "history": history,
+                    "return_messages": True,
+                },
+            ],
+        }
+    )
+    for user, answer in TURNS:
+        memory.save_context({"input": user}, {"output": answer})
+    shown = memory.load_memory_variables({})
+    assert shown["a"] == shown["b"] and "Mia" in shown["a"]
+    assert stored(tmp_path / "chat.db") == said()

@@ -286,3 +286,19 @@ def test_a_profile_keeps_its_own_rule_under_a_process_with_another_ttl(
     assert short.expiry.expires_at(short.namespace, short.key) is None
     clock.minutes(31)
     assert bo.get() == {}
+
+
+def test_a_models_update_keeps_the_permanent_memory_it_changes(make: Make, clock: Clock) -> None:
+    from tests.collection.fakes import CollectionScript
+
+    script = {
+        "I moved to Porto.": [("update", "lives in", "User lives in Porto")],
+        "I have a dog.": [("insert", None, "User has a dog")],
+    }
+    memory = make(llm=CollectionScript(script=script), update_method="json", ttl=5)
+    home = memory.put("User lives in Lisbon", ttl=None)
+    memory.save_context({"input": "I moved to Porto."}, {"output": "ok"})
+    memory.save_context({"input": "I have a dog."}, {"output": "ok"})
+    clock.minutes(6)
+    assert memory.sweep() == {"users/ada": 1}  # the dog: new, the default
+    assert [(r.id, r.content) for r in memory.list()] == [(home, "User lives in Porto")]

@@ -79,6 +79,11 @@ class QueuedUpdates(ModelMemory, ChatMemory):
             return template
         return super()._config_value(name, value)
 
+    def _state_writers(self) -> dict[str, Any]:
+        """The model and the prompts that write the entities (and the queue of updates)."""
+        prompts = {name: getattr(self, name) for name in self._prompt_fields}
+        return {**super()._state_writers(), **prompts}
+
     # -- what a subclass implements -------------------------------------------------
 
     def _advancing(self, job: Job) -> Steps[tuple[Job | None, list[Step]]]:

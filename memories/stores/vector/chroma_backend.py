@@ -260,7 +260,7 @@ class ChromaBackend(VectorBackend):
         and no drain of the namespace runs meanwhile (as :meth:`erase_namespace`).
         """
         self._drain()
-        shared = self.outbox.database if expiry.url == self.outbox.url else None
+        shared = self.outbox.database if expiry.database.shares(self.outbox.database) else None
         with (
             self._lane.lock,
             expiry.sweeping(namespace, ids, expired_at=now, database=shared) as held,
