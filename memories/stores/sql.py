@@ -465,10 +465,7 @@ def sqlite_file(url: str) -> Path | None:
     Raises:
         ConfigError: ``url`` is not a SQLAlchemy URL.
     """
-    try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        raise ConfigError(_bad_url(url, exc)) from exc
+    parsed = _parsed_url(url)
     database = parsed.database
     if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return None
@@ -487,10 +484,7 @@ def in_memory_sqlite(url: str) -> bool:
     Raises:
         ConfigError: ``url`` is not a SQLAlchemy URL.
     """
-    try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        raise ConfigError(_bad_url(url, exc)) from exc
+    parsed = _parsed_url(url)
     return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
 
 
@@ -526,6 +520,14 @@ def _translated(what: str | Callable[[], str]) -> Iterator[None]:
 
 def _said(what: str | Callable[[], str]) -> str:
     return what if isinstance(what, str) else what()
+
+
+def _parsed_url(url: str) -> URL:
+    """``url`` parsed, or a :class:`ConfigError` saying it is no database URL."""
+    try:
+        return make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(_bad_url(url, exc)) from exc
 
 
 def _bad_url(url: str, exc: Exception) -> str:
