@@ -335,7 +335,7 @@ class ChromaBackend(VectorBackend):
     def compactions(self) -> tuple[Compaction, ...]:
         """Chroma's own SQLite file (the documents, their metadata, full text and log), the
         outbox's database (queued rows, dead letters, the recall index) and the expiry rows'."""
-        from memories.integrations.chroma import CHROMA_FILE
+        from memories.integrations.chroma.parts import CHROMA_FILE
 
         store = self.store
         expiry = None if self.expiry is None else self.expiry.database
