@@ -459,13 +459,22 @@ def make_sqlite_folder(url: str) -> None:
 
 
 @functools.lru_cache(maxsize=1024)
+def _parsed(url: str) -> URL:
+    """``url`` read by SQLAlchemy once, or ConfigError saying what a URL looks like."""
+    try:
+        return make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(_bad_url(url, exc)) from exc
+
+
+@functools.lru_cache(maxsize=1024)
 def sqlite_file(url: str) -> Path | None:
     """The file a SQLite URL names, made absolute once (None: another database, memory, a URI).
 
     Raises:
         ConfigError: ``url`` is not a SQLAlchemy URL.
     """
-    parsed = _parsed_url(url)
+    parsed = _parsed(url)
     database = parsed.database
     if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return None
@@ -474,7 +483,6 @@ def sqlite_file(url: str) -> Path | None:
     return Path(database).expanduser().absolute()
 
 
-@functools.lru_cache(maxsize=1024)
 def in_memory_sqlite(url: str) -> bool:
     """Whether ``url`` is an in-memory SQLite database of its own (``sqlite://``, ``:memory:``).
 
@@ -484,7 +492,7 @@ def in_memory_sqlite(url: str) -> bool:
     Raises:
         ConfigError: ``url`` is not a SQLAlchemy URL.
     """
-    parsed = _parsed_url(url)
+    parsed = _parsed(url)
     return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
 
 
@@ -520,14 +528,6 @@ def _translated(what: str | Callable[[], str]) -> Iterator[None]:
 
 def _said(what: str | Callable[[], str]) -> str:
     return what if isinstance(what, str) else what()
-
-
-def _parsed_url(url: str) -> URL:
-    """``url`` parsed, or a :class:`ConfigError` saying it is no database URL."""
-    try:
-        return make_url(url)
-    except ArgumentError as exc:
-        raise ConfigError(_bad_url(url, exc)) from exc
 
 
 def _bad_url(url: str, exc: Exception) -> str:
