@@ -22,8 +22,8 @@ from langchain_classic.chains import ConversationChain
 from langchain_classic.memory.prompt import ENTITY_MEMORY_CONVERSATION_TEMPLATE
 
 from memories import ConversationEntityMemory, ConversationKGMemory, SQLiteHistory
-from memories.stores.entity_store import SQLEntityStore
-from memories.stores.graph_store import SQLEntityGraph
+from memories.stores.entities.summaries import SQLEntityStore
+from memories.stores.entities.triples import SQLEntityGraph
 from memories.testing import ScriptedChatModel
 
 TURNS = [

@@ -21,7 +21,14 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
     """Profiles (``memories.long_term.profile.ProfileStore``) as a LangGraph store.
 
     Expiry times go to the profile store's document table (``memories_document_expiry``),
-    which a ``ProfileMemory(ttl=...)`` on the same store uses too.
+    which a ``ProfileMemory(ttl=...)`` on the same store uses too. A store with a
+    ``ttl`` of its own (a profile memory's) hides its expired profiles from every
+    read, so ``search`` and ``list_namespaces`` leave out what ``get`` hides.
+
+    The adapter sees only the store's own rows (its ``owner``'s: a profile
+    memory's store, or ``ProfileStore(url)``): a collection, instructions or an
+    entity graph on the same database is not listed, and a ``put`` of a key one
+    of them holds is refused (:mod:`memories.stores.documents`).
 
     Each item is a profile document: ``namespace`` is the profile's namespace
     (a user), ``key`` its name (``"profile"`` by default). ``put`` records a
@@ -53,7 +60,8 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
     ) -> None:
         self.store = store
         self.schema = ProfileSchema(schema) if schema is not None else None
-        self._expiring(ttl, ttl_url, clock)
+        own = getattr(store, "ttl", None)
+        self._expiring(ttl, ttl_url, own.clock if clock is None and own is not None else clock)
 
     expiry_table: ClassVar[str] = DOCUMENTS
 
@@ -61,6 +69,15 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
     def from_memory(cls, memory: ProfileMemory, /, **options: Any) -> ProfileStoreAdapter:
         """The store of a profile memory, checking writes against its schema."""
         return cls(memory.store, schema=memory.profile_schema, **options)
+
+    @property
+    def _timed(self) -> bool:
+        return super()._timed or getattr(self.store, "ttl", None) is not None
+
+    @property
+    def _omit_expired(self) -> bool:
+        # A store that expires its documents shows an expired one as cleared on a load.
+        return super()._omit_expired or getattr(self.store, "ttl", None) is not None
 
     def _expiry_url(self) -> str:
         url = getattr(self.store, "url", None)

@@ -34,10 +34,9 @@ from typing import Any
 from memories.core.base import BaseMemory
 from memories.core.combined import leaves_of
 from memories.core.config import (
+    config_templates,
     create_memory,
-    each_memory,
     load_config,
-    template_fields,
     with_namespace,
     with_session,
 )
@@ -169,13 +168,7 @@ def erasure_shares(
         options = with_session(options, session)
     if namespace is not None:
         options = with_namespace(options, as_namespace(namespace))
-    templates: set[str] = set()
-
-    def unfilled(memory: dict[str, Any]) -> dict[str, Any]:
-        templates.update(template_fields(memory))
-        return memory
-
-    each_memory(options, unfilled)
+    templates = config_templates(options)
     if templates:
         raise ConfigError(
             f"The config's namespace is a template (it names {sorted(templates)}): say whose "

@@ -58,6 +58,10 @@ class ModelMemory(BaseMemory):
     llm_timeout: float | None = Field(default=120.0, ge=0)
     budget: BudgetField = None
 
+    def _state_writers(self) -> dict[str, Any]:
+        """The model that writes this memory's state (see ``ChatMemory._state_writers``)."""
+        return {"llm": self.llm, "llm_kwargs": self.llm_kwargs}
+
     @cached_property
     def _caller(self) -> ModelCaller | None:
         """The model, resolved (a missing provider package fails here); None without one."""

@@ -424,11 +424,11 @@ def tracer() -> Any:
     if _tracer is not None:
         return _tracer
     if not _tracer_checked:
+        _tracer_checked = True
         try:
-            from opentelemetry import trace
+            from opentelemetry import trace as _trace_api
         except ImportError:
-            trace = None
-        _trace_api, _tracer_checked = trace, True
+            _trace_api = None
     if _trace_api is None:
         return None
     provider = _trace_api.get_tracer_provider()

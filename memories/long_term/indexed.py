@@ -407,12 +407,18 @@ class IndexedMemory(BaseMemory):
         yield from self._touching([r.id for r in found])
         return list(found)
 
-    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    def sweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Delete every expired document of every namespace of the store; how many per namespace.
 
-        A crash mid-way leaves the rest to the next sweep. With ``dry_run`` it only counts.
+        With ``own``, only this memory's namespace. A crash mid-way leaves the
+        rest to the next sweep. With ``dry_run`` it only counts.
         """
-        return self.expiry.sweep(self._expire_in, now=self.clock(), batch=batch, dry_run=dry_run)
+        only = self.namespace if own else None
+        return self.expiry.sweep(
+            self._expire_in, now=self.clock(), batch=batch, dry_run=dry_run, namespace=only
+        )
 
     def _expire_in(
         self, namespace: tuple[str, ...], expired: builtins.list[Expiring], now: float
@@ -420,9 +426,11 @@ class IndexedMemory(BaseMemory):
         twin = self if namespace == self.namespace else in_namespace(self, namespace)
         twin._expire(expired, now)
 
-    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    async def asweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
+        return await to_thread(self.sweep, batch=batch, dry_run=dry_run, own=own)
 
     def _expire(self, expired: Sequence[Expiring], now: float) -> None:
         """Delete expired documents of this namespace from the index, with their expiry rows.
@@ -433,6 +441,22 @@ class IndexedMemory(BaseMemory):
         ids = [e.key for e in expired]
         self.backend.delete_expired(self.namespace, ids, self.expiry, now=now)
         self.backend.flush()
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """Documents set aside, oldest first: the store or the embedder refused them alone.
+
+        A document that fails while others are written (Chroma rejects its
+        metadata, a hosted embedder its length) would otherwise block its
+        namespace: it is moved aside, logged and counted in :meth:`status`.
+        """
+        return self.backend.dead_letters()
+
+    def retry_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Queue set-aside documents again (all, or ``ids``) and write them now; return how many.
+
+        Raises what writing them raises; one that fails again is set aside again.
+        """
+        return self.backend.retry_dead_letters(ids)
 
 
 class DocumentMemory(IndexedMemory):
@@ -575,22 +599,6 @@ class DocumentMemory(IndexedMemory):
             True when nothing of this namespace waits any more.
         """
         return self.backend.close(timeout=timeout)
-
-    def dead_letters(self) -> list[DeadLetter]:
-        """Documents set aside, oldest first: the store or the embedder refused them alone.
-
-        A document that fails while others are written (Chroma rejects its
-        metadata, a hosted embedder its length) would otherwise block its
-        namespace: it is moved aside, logged and counted in :meth:`status`.
-        """
-        return self.backend.dead_letters()
-
-    def retry_dead_letters(self, ids: Sequence[str] | None = None) -> int:
-        """Queue set-aside documents again (all, or ``ids``) and write them now; return how many.
-
-        Raises what writing them raises; one that fails again is set aside again.
-        """
-        return self.backend.retry_dead_letters(ids)
 
     def pending(self) -> int:
         """How many documents of this namespace wait in the outbox (queued or failed)."""

@@ -63,6 +63,10 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     data_name_field: ClassVar[str] = "key"
     #: The store class the documents live in (a subclass may add reads of its own).
     store_class: ClassVar[type[ProfileStore]] = ProfileStore
+    #: Whose rows in the store these documents are: memories of other kinds on the same
+    #: database never see, write or delete them (:mod:`memories.stores.documents`).
+    #: None: the class's ``config_type``; a subclass that shares its parent's rows keeps it.
+    store_owner: ClassVar[str | None] = None
 
     def model_post_init(self, context: Any, /) -> None:
         self._counter  # noqa: B018  (resolved now: a bad counter fails here)
@@ -71,7 +75,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
 
     def _make_store(self) -> ProfileStore:
         """The store the documents live in (built once, at construction)."""
-        return self.store_class(self.url)
+        return self.store_class(self.url, owner=self.store_owner or self.config_type)
 
     def _spending_database(self) -> Database | None:
         """The store's database: a budget's spending is kept beside the documents."""
@@ -229,7 +233,7 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
         if self.ttl is None:
             return super()._make_store()
         ttl = DocumentTTL(self.expiry, self.ttl, self.refresh_on_read, self.clock)
-        return self.store_class(self.url, ttl=ttl)
+        return self.store_class(self.url, ttl=ttl, owner=self.store_owner or self.config_type)
 
     def expired_items(
         self, namespace: Namespace | None = None, /, *, limit: int | None = None, offset: int = 0
@@ -264,17 +268,25 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
         """Async :meth:`expired_counts`."""
         return await to_thread(self.expired_counts, namespace)
 
-    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    def sweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Delete every expired document of the store (every namespace, every version).
 
-        Returns how many went per namespace; with ``dry_run`` it only counts.
-        A crash mid-way leaves the rest to the next sweep.
+        With ``own``, only this memory's namespace. Returns how many went per
+        namespace; with ``dry_run`` it only counts. A crash mid-way leaves the
+        rest to the next sweep.
         """
-        return self.expiry.sweep(self._expire, now=self.clock(), batch=batch, dry_run=dry_run)
+        only = self.namespace if own else None
+        return self.expiry.sweep(
+            self._expire, now=self.clock(), batch=batch, dry_run=dry_run, namespace=only
+        )
 
-    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    async def asweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
+        return await to_thread(self.sweep, batch=batch, dry_run=dry_run, own=own)
 
     def _expire(self, namespace: Namespace, expired: list[Expiring], now: float) -> None:
         """Delete expired documents with their history and queue, and their expiry rows.

@@ -24,7 +24,7 @@ Measured against ``PRAGMA secure_delete`` (zeroing what a delete frees): that
 covers only deletes made with it on, not what a retention sweep, an outbox
 drain or an update freed before, nor a file another program writes
 (Chroma's); a ``VACUUM`` covers everything and costs one rewrite of the file
-(about 25 ms per MB here). What a compaction cannot reach is in
+(6 to 50 ms per MB here; ``benchmarks/erasure.py``). What a compaction cannot reach is in
 ``docs/deployment.md``: backups, copies, PostgreSQL's WAL segments, the disk
 blocks a file no longer uses.
 """
@@ -216,7 +216,7 @@ def _compact_sqlite(path: Path, wait: float, *, chroma: bool = False) -> tuple[s
 
 def _blank_segments(connection: sqlite3.Connection, folder: Path) -> Blanked:
     """Zero the vector index files' unused capacity while no Chroma write can log."""
-    connection.execute("BEGIN EXCLUSIVE")
+    connection.execute("BEGIN IMMEDIATE")  # writers wait (readers need not)
     try:
         return blank_unused(folder)
     finally:

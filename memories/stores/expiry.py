@@ -103,22 +103,24 @@ class ExpiryLedger:
     Args:
         url: a SQLAlchemy URL (the table is made on first use).
         table: :data:`ITEMS` or :data:`DOCUMENTS`.
+        like: the store's database, when its transactions write these rows
+            (an in-memory SQLite URL is then that store's own database).
     """
 
-    def __init__(self, url: str, *, table: str = ITEMS) -> None:
+    def __init__(self, url: str, *, table: str = ITEMS, like: Database | None = None) -> None:
         if table not in _tables:
             raise ValueError(f"table must be one of {sorted(_tables)}, got {table!r}.")
         self.url = url
         self._table = _tables[table]
-        self._db = Database(url, self._table.metadata)
-
-    def __repr__(self) -> str:
-        return f"ExpiryLedger({self._db!r})"
+        self._db = Database(url, self._table.metadata, like=like)
 
     @property
     def database(self) -> Database:
-        """The database the expiry rows are kept in."""
+        """The database the rows are kept in."""
         return self._db
+
+    def __repr__(self) -> str:
+        return f"ExpiryLedger({self._db!r})"
 
     def set(self, namespace: Namespace, key: str, ttl_minutes: Rule, *, now: float) -> None:
         """Give an item ``ttl_minutes`` to live from ``now``; None: it never expires;
@@ -401,8 +403,11 @@ class ExpiryLedger:
         now: float,
         batch: int = 500,
         dry_run: bool = False,
+        namespace: Namespace | None = None,
     ) -> dict[str, int]:
         """Hand the items expired at ``now`` to ``expire``, a namespace at a time; how many went.
+
+        Every namespace's, or only ``namespace``'s when given.
 
         ``expire(namespace, items, now)`` deletes them from their store, then forgets their rows
         (:meth:`forget` with ``expired_at=now``), so a crash mid-way leaves
@@ -411,7 +416,7 @@ class ExpiryLedger:
         """
         removed: dict[str, int] = {}
         while True:
-            chunk = self.expired(now=now, limit=None if dry_run else batch)
+            chunk = self.expired(now=now, limit=None if dry_run else batch, namespace=namespace)
             for namespace, group in groupby(chunk, key=lambda e: e.namespace):
                 expired = list(group)
                 label = "/".join(namespace)

@@ -24,6 +24,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from memories import erase_user
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace, with_session
+from tests import needs
 from tests.core.test_erasure import _searched_in_a_new_process
 from tests.postgres import find_pg_bin, postgres_cluster
 
@@ -196,7 +197,7 @@ def _relation_files(url: str, data: Path) -> list[Path]:
 
 
 @pytest.mark.server
-@pytest.mark.skipif(find_pg_bin(with_vector=True) is None, reason="no PostgreSQL with pgvector")
+@pytest.mark.skipif(find_pg_bin(with_vector=True) is None, reason=needs.NO_PGVECTOR)
 def test_on_postgresql_and_pgvector_no_relation_file_keeps_the_erased_user(
     tmp_path: Path,
 ) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memories.stores.entity_redis import RedisEntityStore
+from memories.stores.entities.redis_summaries import RedisEntityStore
 from tests import needs
 from tests.redis_server import RedisServer, find_redis_server, redis_server
 

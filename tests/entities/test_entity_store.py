@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from memories.errors import ConfigError
-from memories.stores.entity_store import (
+from memories.stores.entities.summaries import (
     EntityStore,
     InMemoryEntityStore,
     LangChainEntityStore,

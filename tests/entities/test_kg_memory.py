@@ -22,7 +22,7 @@ from langchain_core.messages import SystemMessage
 from memories import ConfigError, ConversationKGMemory, SQLiteHistory, create_memory
 from memories.errors import MissingDependencyError
 from memories.long_term.entities.kg import parse_triples
-from memories.stores.graph_store import (
+from memories.stores.entities.triples import (
     InMemoryEntityGraph,
     KnowledgeTriple,
     SQLEntityGraph,

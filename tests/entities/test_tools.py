@@ -16,8 +16,8 @@ from memories import (
     WindowMemory,
     entity_tools,
 )
-from memories.stores.entity_store import SQLEntityStore
-from memories.stores.graph_store import SQLEntityGraph
+from memories.stores.entities.summaries import SQLEntityStore
+from memories.stores.entities.triples import SQLEntityGraph
 from memories.testing import ScriptedChatModel
 from tests import needs
 from tests.entities.fakes import RuleModel

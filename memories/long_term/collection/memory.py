@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -49,12 +50,13 @@ from memories.long_term.collection.extraction import (
     OpKind,
     extraction_prompt,
 )
+from memories.long_term.collection.offline import offline_operations
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
 from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.indexed import TTL, IndexedMemory
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.stored import StoredDocumentMemory
-from memories.stores.expiry import Expiring, Stamp
+from memories.stores.expiry import Expiring, ExpiryLedger, Stamp
 from memories.stores.profile_store import (
     Change,
     PendingTurn,
@@ -111,8 +113,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     Args:
         llm: the model that proposes the changes (a LangChain model or
-            ``"provider:model"``). Without one, each turn's human message is
-            stored as a memory (inserts only, duplicates skipped).
+            ``"provider:model"``). Without one, rules keep the user's
+            statements and update the memory a correction is about
+            (:mod:`~memories.long_term.collection.offline`).
         schema: what a memory is: None or ``str`` (a sentence), a Pydantic
             model class, its ``"module:Class"`` path, or a JSON Schema dict.
         policy: when queued turns are folded in: ``"turn"`` (every save),
@@ -267,6 +270,11 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     def _expiry_url(self) -> str:
         return self.url
+
+    @cached_property
+    def expiry(self) -> ExpiryLedger:
+        """When memories expire: a table of the ledger's database, written in its transactions."""
+        return ExpiryLedger(self.url, like=self._store.database)
 
     def _stamp(
         self, commits: Sequence[tuple[str, Change, int]], ttl: TTL, anew: Collection[str] = ()
@@ -810,13 +818,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 return CollectionUpdate("idle")
             text = "\n".join(message_text(m) for t in turns for m in t.messages)
             shown = yield step(self.backend.search, VectorQuery(text, self.related_k, None))
-            if self._caller is None:
-                proposed = [
-                    Operation("insert", self.check_content(message_text(m)))
-                    for t in turns
-                    for m in t.messages
-                    if isinstance(m, HumanMessage) and message_text(m).strip()
-                ]
+            if self._caller is None:  # rules: statements kept, corrections update
+                said = [message_text(m) for t in turns for m in t.messages if m.type == "human"]
+                proposed = offline_operations(said, shown, self.check_content)
             else:
                 outcome = yield from conversing(*self._session(shown, turns))
                 if outcome.error is not None:

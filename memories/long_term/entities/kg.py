@@ -7,7 +7,7 @@ shows what the graph knows about each (``"On Jane: Jane lives in Oslo."``).
 The prompts, the parsing and the output are LangChain's.
 
 What differs, on purpose: the graph can live in a SQL database
-(:class:`~memories.stores.graph_store.SQLEntityGraph`: it survives a restart,
+(:class:`~memories.stores.entities.triples.SQLEntityGraph`: it survives a restart,
 and an overwritten relation stays in its history) instead of the process's
 memory, and a failed model call loses no turn: the triple extraction it owes
 is queued with the turn and retried (:mod:`memories.long_term.entities.updates`).
@@ -37,14 +37,14 @@ from memories.short_term.summary.prompts import (
     message_class_config,
 )
 from memories.stores.compaction import compactions
-from memories.stores.erasure import Counts, StoreShare
-from memories.stores.graph_store import (
+from memories.stores.entities.triples import (
     EntityGraph,
     InMemoryEntityGraph,
     KnowledgeTriple,
     LangChainEntityGraph,
     as_entity_graph,
 )
+from memories.stores.erasure import Counts, StoreShare
 
 __all__ = ["KG_TRIPLE_DELIMITER", "ConversationKGMemory", "parse_triples"]
 

@@ -34,7 +34,7 @@ from memories.long_term.entities.prompts import (
 )
 from memories.long_term.entities.updates import Job, QueuedUpdates
 from memories.stores.compaction import compactions
-from memories.stores.entity_store import (
+from memories.stores.entities.summaries import (
     EntityStore,
     InMemoryEntityStore,
     as_entity_store,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -542,6 +542,9 @@ class SQLHistory(ChatHistory):
         with self._db.transaction() as connection:
             row = _STATE.execute(connection, session=self.session_id, key=key).fetchone()
         return self._state_from(key, row[0]) if row is not None else None
+
+    def log_key(self) -> Hashable:
+        return ("sql", self._db.url, self.session_id)
 
     def state_keys(self, prefix: str = "", /) -> list[str]:
         t = state_table

@@ -13,7 +13,7 @@ one user's marker word in one such file, measured). Nothing reads those
 slots (a loader reads the count from the header, and an element is zeroed
 before it is written), so :func:`blank_unused` zeroes them.
 
-It runs while holding Chroma's SQLite file locked (no Chroma write can log
+It runs holding Chroma's SQLite file's write lock (no Chroma write can log
 meanwhile), and reads the header again before each block it zeroes: a
 segment whose count grew meanwhile (Chroma writes the header before the
 elements) is left as it is and said so.

@@ -17,7 +17,7 @@ entity list and the async twins are written once here on top of them.
 :func:`as_entity_store` takes any store with LangChain's interface
 (``InMemoryEntityStore``, ``SQLiteEntityStore``, ``RedisEntityStore``...) and
 gives it the shape the memory drives (:class:`LangChainEntityStore`).
-memories' own Redis store is :class:`~memories.stores.entity_redis.RedisEntityStore`
+memories' own Redis store is :class:`~memories.stores.entities.redis_summaries.RedisEntityStore`
 (config type ``redis``; redis-py is imported only then).
 """
 
@@ -381,7 +381,7 @@ class LangChainEntityStore(EntityStore):
 #: module needs an optional dependency (imported when a config names it).
 ENTITY_STORE_TYPES: dict[str, type[EntityStore] | tuple[str, str]] = {
     "memory": InMemoryEntityStore,
-    "redis": ("memories.stores.entity_redis", "RedisEntityStore"),
+    "redis": ("memories.stores.entities.redis_summaries", "RedisEntityStore"),
     "sql": SQLEntityStore,
     "sqlite": SQLiteEntityStore,
 }
