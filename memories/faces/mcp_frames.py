@@ -21,6 +21,9 @@ import mcp.types as types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from memories.errors import InvalidInputError
+from memories.kernel.bounded_json import read_json
+
 __all__ = ["MAX_NESTING", "Answering", "refusal"]
 
 #: How deep a frame may nest (arrays and objects), about what the SDK's JSON parser reads.
@@ -97,21 +100,18 @@ def refusal(problem: Exception) -> types.JSONRPCError:
             f"({errors[0]['msg']} at {'.'.join(map(str, errors[0]['loc'][1:])) or 'the top'}).",
         )
     line = errors[0].get("input")
+    if not isinstance(line, str):
+        return _error(None, types.PARSE_ERROR, f"Parse error: {errors[0]['msg']}.")
     try:
-        frame = json.loads(line) if isinstance(line, str) else None
+        frame = json.loads(line)
     except RecursionError:
-        return _error(None, types.INVALID_REQUEST, _too_deep())
+        frame = None  # too deep to read even its id: read_json says so below
     except ValueError as exc:
         return _error(None, types.PARSE_ERROR, f"Parse error: the line is not JSON ({exc}).")
-    if frame is None:
-        return _error(None, types.PARSE_ERROR, f"Parse error: {errors[0]['msg']}.")
-    if _depth(frame) > MAX_NESTING:
-        message = _too_deep()
-    elif (surrogate := _lone_surrogate(frame)) is not None:
-        message = (
-            f"Invalid Request: the frame holds a lone surrogate (U+{ord(surrogate):04X}), not "
-            "text: send UTF-8, or a character outside the BMP as a surrogate pair."
-        )
+    try:
+        read_json(line, what="the frame", max_nesting=MAX_NESTING)
+    except InvalidInputError as exc:
+        message = f"Invalid Request: {exc}"
     else:
         message = f"Invalid Request: {errors[0]['msg']}."
     return _error(_id_of(frame), types.INVALID_REQUEST, message)
@@ -123,40 +123,7 @@ def _error(request_id: Any, code: int, message: str) -> types.JSONRPCError:
     )
 
 
-def _too_deep() -> str:
-    return f"Invalid Request: the frame nests deeper than {MAX_NESTING} levels; send it flatter."
-
-
 def _id_of(frame: Any) -> int | str | None:
     """The request's id, when the frame is an object with a usable one."""
     found = frame.get("id") if isinstance(frame, dict) else None
     return found if isinstance(found, int | str) and not isinstance(found, bool) else None
-
-
-def _depth(value: Any) -> int:
-    """How deep ``value`` nests (a scalar: 0), walked without recursion."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, dict | list):
-            deepest = max(deepest, level + 1)
-            children = node.values() if isinstance(node, dict) else node
-            stack.extend((child, level + 1) for child in children)
-    return deepest
-
-
-def _lone_surrogate(value: Any) -> str | None:
-    """The first lone surrogate in ``value``'s strings (keys too), if any."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            stack.extend(node.keys())
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-        elif isinstance(node, str):
-            found = next((c for c in node if "\ud800" <= c <= "\udfff"), None)
-            if found is not None:
-                return found
-    return None

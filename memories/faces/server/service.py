@@ -43,6 +43,7 @@ from memories.errors import ConfigError, InvalidInputError
 from memories.faces.exchange import view_memory
 from memories.faces.server.counts import expired_counts, live_page, recorded_usage, shown_count
 from memories.faces.server.errors import NotFound, ReadOnly
+from memories.faces.server.inputs import whole_number
 from memories.faces.server.rows import (
     change_row,
     collection_item,
@@ -752,14 +753,7 @@ def _erasure(report: ErasureReport) -> dict[str, Any]:
 
 def _expected(value: Any, name: str = "expected_version") -> int:
     """A version the caller gives: a whole number from 0 (required: a write names what it read)."""
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInputError(
-            f"{name} must be the whole number (0 or more) of the version you read, got "
-            f"{value!r:.40}."
-        )
-    return value
+    return whole_number(value, f"{name} (the version you read)")
 
 
 def _templates(options: dict[str, Any]) -> set[str]:
