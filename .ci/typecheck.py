@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> int:
     sources, options = process_options(sys.argv[1:])
-    for path in sorted((ROOT / "integrations").glob("*.py")):
-        module = "memories.integrations" + ("" if path.stem == "__init__" else f".{path.stem}")
+    for path in sorted((ROOT / "integrations").rglob("*.py")):
+        parts = path.relative_to(ROOT / "integrations").with_suffix("").parts
+        module = ".".join(("memories.integrations", *parts)).removesuffix(".__init__")
         sources.append(BuildSource(str(path), module))
     try:
         messages = build.build(sources, options).errors

@@ -24,7 +24,7 @@ import time
 import warnings
 from collections.abc import Callable
 
-from memories.stores.entity_redis import RedisEntityStore
+from memories.stores.entities.redis_summaries import RedisEntityStore
 from tests.redis_server import redis_server
 
 

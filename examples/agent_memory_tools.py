@@ -6,6 +6,8 @@ run's ``user_id`` picks the namespace, the model never does. Offline, a
 scripted model makes the tool calls a real model would; pass any LangChain
 chat model with tool calling instead.
 
+Needs the ``agents`` and ``chroma`` extras: ``pip install -e '.[agents,chroma]'`` in the checkout.
+
     python examples/agent_memory_tools.py
 """
 
@@ -16,19 +18,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, ToolMessage
 
 from memories import CollectionMemory, memory_tools
+from memories.faces.scripts import needs
 from memories.testing import ScriptedChatModel
+
+with needs("agents"):
+    from langchain.agents import create_agent
 
 
 def tool_call(name: str, number: int, **args: Any) -> AIMessage:
     return AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"call_{number}"}])
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     memory = CollectionMemory(
         namespace=("memories", "{user_id}"),
         path=str(workdir / "chroma"),  # embedded Chroma, offline MiniLM
@@ -64,4 +68,5 @@ def main(workdir: Path | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with needs("chroma"), tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

@@ -4,6 +4,8 @@ The checkpointer keeps every message of the thread; the middleware shows the
 model only the memory's view of it (here the last two exchanges, tool calls
 included) and saves each run's turn after the agent finishes.
 
+Needs the ``agents`` extra: ``pip install -e '.[agents]'`` in the checkout.
+
     python examples/agent_middleware.py
 """
 
@@ -12,15 +14,18 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
-from langgraph.checkpoint.memory import InMemorySaver
-from memories.integrations.agents import MemoryMiddleware
 
 from memories import SQLiteHistory, WindowMemory
+from memories.faces.scripts import needs
 from memories.testing import ScriptedChatModel
+
+with needs("agents"):
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+    from memories.integrations.agents import MemoryMiddleware
 
 
 @tool
@@ -29,8 +34,7 @@ def weather(city: str) -> str:
     return f"18C and sunny in {city}"
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     call = {"name": "weather", "args": {"city": "Lisbon"}, "id": "call-1"}
     model = ScriptedChatModel(  # offline: a scripted tool call, then echoes
         responses=[AIMessage("", tool_calls=[call]), "It's 18C and sunny in Lisbon."]
@@ -61,4 +65,5 @@ def main(workdir: Path | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

@@ -4,6 +4,8 @@ The only change from LangChain's own example is the import line. Runs
 offline: the replies come from a scripted model; pass any LangChain chat
 model as ``llm`` instead.
 
+Needs only the core install (``pip install -e .``).
+
     python examples/classic_chain.py
 """
 
@@ -19,8 +21,7 @@ from memories import ConversationTokenBufferMemory, SQLiteHistory
 from memories.testing import ScriptedChatModel
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     llm = ScriptedChatModel(
         responses=["Hello Maya!", "Lisbon is lovely.", "Octopuses, in tide pools.", "You're Maya."]
     )
@@ -47,4 +48,5 @@ def main(workdir: Path | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

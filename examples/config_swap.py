@@ -3,6 +3,8 @@
 The application code never names a memory class; the YAML file does. Change
 the file, not the code.
 
+Needs only the core install (``pip install -e .``).
+
     python examples/config_swap.py
 """
 
@@ -36,8 +38,7 @@ def chat(config_file: Path, lines: list[str]) -> int:
     return len(model.prompts[-1])
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     lines = ["I'm Maya.", "I live in Lisbon.", "I like green tea.", "What do you know about me?"]
     for name, text in CONFIGS.items():
         path = workdir / name
@@ -48,4 +49,5 @@ def main(workdir: Path | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

@@ -7,6 +7,8 @@ read back by a new process with the overwritten relation in its history.
 Runs offline: scripted models give the replies a real model would; pass any
 LangChain chat model as ``llm`` instead.
 
+Needs only the core install (``pip install -e .``).
+
     python examples/entities_and_relations.py
 """
 
@@ -20,8 +22,8 @@ from langchain_classic.chains import ConversationChain
 from langchain_classic.memory.prompt import ENTITY_MEMORY_CONVERSATION_TEMPLATE
 
 from memories import ConversationEntityMemory, ConversationKGMemory, SQLiteHistory
-from memories.stores.entity_store import SQLEntityStore
-from memories.stores.graph_store import SQLEntityGraph
+from memories.stores.entities.summaries import SQLEntityStore
+from memories.stores.entities.triples import SQLEntityGraph
 from memories.testing import ScriptedChatModel
 
 TURNS = [
@@ -99,11 +101,11 @@ def relations(workdir: Path) -> None:
     print(f"Maya -> Lisbon over time: {[c.predicate for c in changes]}")
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     entities(workdir)
     relations(workdir)
 
 
 if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

@@ -7,6 +7,8 @@ can be read as it stood before. Offline, a scripted model gives the
 operations a real model would; pass ``llm="openai:gpt-4o-mini"`` (or any
 LangChain model) instead, or no ``llm`` for the rule-based extractor.
 
+Needs the ``chroma`` extra: ``pip install -e '.[chroma]'`` in the checkout.
+
     python examples/entity_graph.py
 """
 
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memories import EntityMemory
+from memories.faces.scripts import needs
 from memories.testing import ScriptedChatModel
 
 TURNS = [
@@ -34,8 +37,7 @@ def reply(*operations: dict[str, Any]) -> str:
     return json.dumps(list(operations))
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     model = ScriptedChatModel(  # offline stand-in for the model that proposes the operations
         responses=[
             reply(
@@ -82,4 +84,5 @@ def main(workdir: Path | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with needs("chroma"), tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

@@ -5,6 +5,8 @@ the good ones, and with ``min_feedback`` only those are shown. The same
 memory is a LangChain example selector, so it plugs into
 ``FewShotChatMessagePromptTemplate`` as LangChain's selectors do.
 
+Needs the ``chroma`` extra: ``pip install -e '.[chroma]'`` in the checkout.
+
     python examples/few_shot_examples.py
 """
 
@@ -16,6 +18,7 @@ from pathlib import Path
 from langchain_core.prompts import ChatPromptTemplate, FewShotChatMessagePromptTemplate
 
 from memories import ExampleMemory
+from memories.faces.scripts import needs
 
 TURNS = [
     ("Summarise: the meeting moved to Friday.", "Meeting -> Friday.", 1.0),
@@ -30,8 +33,7 @@ TURNS = [
 ]
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     memory = ExampleMemory(
         path=str(workdir / "chroma"),  # embedded Chroma, offline MiniLM embeddings
         namespace=("agents", "summariser"),
@@ -60,4 +62,5 @@ def main(workdir: Path | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with needs("chroma"), tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

@@ -6,6 +6,8 @@ someone approves it. A pinned passage can never be removed by the model.
 Offline, a scripted model gives the reflection a real model would; pass
 ``llm="openai:gpt-4o-mini"`` (or any LangChain model) instead.
 
+Needs only the core install (``pip install -e .``).
+
     python examples/instructions_from_feedback.py
 """
 
@@ -22,8 +24,7 @@ RULE = "Never share a customer's address."
 REVISED = f"You are a support agent for a bike shop. {RULE} Answer in at most three sentences."
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     revision = {"prompt": "main", "text": REVISED, "reason": "users found answers too long"}
     model = ScriptedChatModel(  # offline stand-in for the reflecting model
         responses=[json.dumps({"reflection": "answers run long", "revisions": [revision]})],
@@ -57,4 +58,5 @@ def main(workdir: Path | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

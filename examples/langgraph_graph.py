@@ -1,6 +1,8 @@
 """Memory in a LangGraph graph: a load node and a save node around the model node.
 
-python examples/langgraph_graph.py
+    python examples/langgraph_graph.py
+
+Needs the ``agents`` extra: ``pip install -e '.[agents]'`` in the checkout.
 """
 
 from __future__ import annotations
@@ -9,12 +11,15 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
-from memories.integrations.langgraph_nodes import MemoryNodes, MemoryState
 
 from memories import WindowMemory
+from memories.faces.scripts import needs
 from memories.testing import ScriptedChatModel
+
+with needs("agents"):
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+    from memories.integrations.langgraph_nodes import MemoryNodes, MemoryState
 
 
 def main() -> None:

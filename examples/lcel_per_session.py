@@ -4,6 +4,8 @@
 turn after it; ``memory_factory`` turns one config into a memory per
 session id.
 
+Needs only the core install (``pip install -e .``).
+
     python examples/lcel_per_session.py
 """
 
@@ -18,8 +20,7 @@ from memories import memory_factory, with_memory
 from memories.testing import ScriptedChatModel
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     prompt = ChatPromptTemplate.from_messages(
         [("system", "You are helpful."), MessagesPlaceholder("history"), ("human", "{input}")]
     )
@@ -44,4 +45,5 @@ def main(workdir: Path | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

@@ -5,7 +5,8 @@ relative paths put the data). The clients declare two names, ``alice`` and
 ``bob``; the config's ``{user_id}`` is filled with each one's name, so each has
 their own memories and no tool argument can reach the other's. Offline: the
 bundled MiniLM embeds, no model is called (a client's model makes these calls).
-Needs the mcp extra: ``pip install 'chat-memories[mcp]'``.
+
+Needs the ``mcp`` and ``chroma`` extras: ``pip install -e '.[mcp,chroma]'`` in the checkout.
 
     python examples/mcp_client.py
 """
@@ -21,9 +22,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.types import Implementation
+from memories.faces.scripts import needs
+
+with needs("mcp"):
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.types import Implementation
 
 CONFIG = Path(__file__).with_name("mcp.yaml")
 
@@ -78,11 +82,11 @@ async def conversation(config: Path) -> None:
     )
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     config = Path(shutil.copy(CONFIG, workdir / CONFIG.name))
     asyncio.run(conversation(config))
 
 
 if __name__ == "__main__":
-    main()
+    with needs("chroma"), tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

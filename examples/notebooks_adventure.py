@@ -8,6 +8,8 @@ three. Offline, scripted models write the notebooks and play the game master
 as real models would; pass ``llm="openai:gpt-4o-mini"`` (or any LangChain
 model) instead.
 
+Needs only the core install (``pip install -e .``).
+
     python examples/notebooks_adventure.py
 """
 
@@ -51,8 +53,7 @@ def patches(*updates: list[dict[str, object]]) -> ScriptedChatModel:
     return ScriptedChatModel(responses=[json.dumps(u) for u in updates], echo=False)
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     url = f"sqlite:///{workdir / 'notebooks.db'}"
     sheet = ProfileMemory(
         key="character", memory_key="character", schema=SHEET, policy="once",
@@ -94,4 +95,5 @@ def main(workdir: Path | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

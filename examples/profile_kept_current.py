@@ -5,6 +5,8 @@ patch is checked against the schema before it is stored. Offline, a scripted
 model gives the patches a real model would; pass ``llm="openai:gpt-4o-mini"``
 (or any LangChain model) instead.
 
+Needs only the core install (``pip install -e .``).
+
     python examples/profile_kept_current.py
 """
 
@@ -43,8 +45,7 @@ def patch(*operations: dict[str, Any]) -> AIMessage:
     return AIMessage("", tool_calls=[call])
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     model = ScriptedChatModel(  # offline stand-in for the model that writes the patches
         responses=[
             patch(
@@ -76,4 +77,5 @@ def main(workdir: Path | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

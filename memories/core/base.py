@@ -29,9 +29,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import hashlib
 import inspect
-import json
 import threading
 import types
 import typing
@@ -45,6 +43,7 @@ from langchain_core.messages import BaseMessage
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memories.core.langchain import LangChainBaseMemory
+from memories.core.state_keys import StateKeys, state_key_of
 from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.accounting import Accounts, Ledger, operation
 from memories.kernel.background import MemoryStatus
@@ -53,6 +52,7 @@ from memories.kernel.keys import turn_messages_for
 from memories.kernel.messages import check_storable, format_buffer
 from memories.kernel.retention import Retention
 from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.stores.compaction import compactions
 from memories.stores.erasure import StoreShare
 from memories.stores.history.base import ChatHistory, MessageRef
 from memories.stores.history.langchain import LangChainHistory
@@ -479,20 +479,27 @@ class ChatMemory(BaseMemory):
             self.__dict__["chat_memory"] = wanted
         return self
 
-    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    def sweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Delete the raw history the retention expires now; rows removed per session.
 
-        On a shared database every session goes through the same retention.
-        Derived state stays. Without a retention nothing expires: ``{}``.
+        On a shared database every session goes through the same retention;
+        with ``own``, only this memory's session. Derived state stays. Without
+        a retention nothing expires: ``{}``.
         """
         history = self.chat_memory
         if not isinstance(history, RetainedHistory):
             return {}
+        if own:
+            return {history.session_id: history.sweep_session(batch=batch, dry_run=dry_run)}
         return history.sweep(batch=batch, dry_run=dry_run)
 
-    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    async def asweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
+        return await to_thread(self.sweep, batch=batch, dry_run=dry_run, own=own)
 
     def _sweep_session(self) -> int:
         """Delete what the retention expired in this memory's own session (background jobs)."""
@@ -558,9 +565,19 @@ class ChatMemory(BaseMemory):
     async def _aselect(self) -> list[BaseMessage]:
         return await self._arun(self._selection(), write=False)
 
-    def _saving(self, messages: list[BaseMessage]) -> Steps[None]:
-        yield step(self.chat_memory.append, messages)
+    def _saving(self, messages: list[BaseMessage], *, appended: bool = False) -> Steps[None]:
+        if not appended:
+            yield step(self.chat_memory.append, messages)
         yield from self._update()
+
+    def _context_saving(
+        self, inputs: dict[str, Any], outputs: dict[str, Any], *, appended: bool
+    ) -> Steps[None]:
+        """The steps that save a chain run (``appended``: the history already holds it).
+
+        The turn's messages are made now, so a bad turn raises before any step runs.
+        """
+        return self._saving(self._turn(inputs, outputs), appended=appended)
 
     def _editing(self, edit: Steps[list[int]]) -> Steps[None]:
         """Run a history edit's steps, then bring derived state up to date with it."""
@@ -569,6 +586,14 @@ class ChatMemory(BaseMemory):
 
     def _state_parameters(self) -> dict[str, Any]:
         """The arguments that shape this memory's derived state (default: none)."""
+        return {}
+
+    def _state_writers(self) -> dict[str, Any]:
+        """What writes the state without starting it afresh when changed (a model, its prompt).
+
+        Not in :attr:`state_key`: a new model continues the summary. Members
+        of a combined memory on one history with one key must agree on it.
+        """
         return {}
 
     def usage_namespace(self) -> str:
@@ -580,17 +605,22 @@ class ChatMemory(BaseMemory):
         return self.chat_memory.database
 
     @cached_property
+    def _state_keys(self) -> StateKeys:
+        return StateKeys(state_key_of(self.config_type, self._state_parameters()), self.memory_key)
+
+    @property
     def state_key(self) -> str:
         """Where this memory keeps its derived state in the history.
 
-        It names the type, the memory key and a digest of the arguments that
-        shape the state, so changing ``max_token_limit`` starts a fresh state
-        instead of reusing one computed for another limit. Computed once per
-        configuration (every turn reads it).
+        It names what the memory is: its type and a digest of the arguments
+        that shape the state (the history and session hold the state table),
+        so changing ``max_token_limit`` starts a fresh state, and renaming
+        ``memory_key`` keeps it. A state an earlier release saved under a key
+        with the ``memory_key`` in it is found and kept where it is
+        (:mod:`memories.core.state_keys`). Computed once per configuration and
+        history (every turn reads it).
         """
-        shape = json.dumps(self._state_parameters(), sort_keys=True, default=str)
-        digest = hashlib.sha1(shape.encode(), usedforsecurity=False).hexdigest()[:12]
-        return f"{self.config_type}:{self.memory_key}:{digest}"
+        return self._state_keys.of(self.chat_memory)
 
     # -- LangChain's interface, written once ----------------------------------
 
@@ -609,12 +639,33 @@ class ChatMemory(BaseMemory):
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Append the run's input and output to the history, then update derived state."""
-        saving = self._saving(self._turn(inputs, outputs))
-        self._run(saving, write=True)
+        self._run(self._context_saving(inputs, outputs, appended=False), write=True)
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Async :meth:`save_context`: the same steps, awaited."""
-        await self._arun(self._saving(self._turn(inputs, outputs)), write=True)
+        await self._arun(self._context_saving(inputs, outputs, appended=False), write=True)
+
+    def follow_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Take a chain run that another memory sharing this history session saved.
+
+        The turn is in the log already: only what this memory derives follows
+        (a summary, a cursor, the entity updates it owes). A combined memory
+        saves each turn to a shared history once this way
+        (:func:`memories.core.combined.saves_of`).
+        """
+        self._run(self._context_saving(inputs, outputs, appended=True), write=True)
+
+    async def afollow_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Async :meth:`follow_context`."""
+        await self._arun(self._context_saving(inputs, outputs, appended=True), write=True)
+
+    def follow_history(self) -> None:
+        """Bring derived state up to date with messages or edits another memory wrote here."""
+        self._run(self._update(), write=True)
+
+    async def afollow_history(self) -> None:
+        """Async :meth:`follow_history`."""
+        await self._arun(self._update(), write=True)
 
     def save_messages(self, messages: Sequence[BaseMessage], /) -> None:
         """Write whole messages (an agent turn with its tool calls), then update derived state.
@@ -701,7 +752,8 @@ class ChatMemory(BaseMemory):
         if isinstance(history, RetainedHistory):  # expired messages not swept yet go too
             history = history.history
         if session and isinstance(history, ChatHistory):
-            found.append(StoreShare(repr(history), history.held, history.clear))
+            files = compactions(history.database)
+            found.append(StoreShare(repr(history), history.held, history.clear, files))
         return found
 
     def clear(self) -> None:

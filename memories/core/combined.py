@@ -4,18 +4,19 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, ClassVar
+from collections.abc import Hashable
+from typing import Any, ClassVar, NamedTuple
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from memories.core.base import BaseMemory
+from memories.core.base import BaseMemory, ChatMemory, keeps_chat_log
 from memories.core.langchain import LangChainBaseMemory
 from memories.errors import ConfigError
 from memories.kernel.accounting import Accounts
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 
-__all__ = ["CombinedMemory", "ReadOnlySharedMemory", "SimpleMemory"]
+__all__ = ["CombinedMemory", "ReadOnlySharedMemory", "Save", "SimpleMemory", "saves_of"]
 
 
 class CombinedMemory(BaseMemory):
@@ -23,7 +24,10 @@ class CombinedMemory(BaseMemory):
 
     Unlike LangChain's, each member saves the run with the other members'
     variables removed from the inputs, so members need no ``input_key`` to
-    find the user's input.
+    find the user's input. Members that keep their chat log in one history
+    session (a window and a summary over ``history: {type: sqlite, path:
+    chat.db, session_id: u42}``) share it: the first writes each turn, the
+    others follow it (:func:`saves_of`), so the log holds every turn once.
     """
 
     config_type: ClassVar[str] = "combined"
@@ -45,6 +49,25 @@ class CombinedMemory(BaseMemory):
                 )
             seen.update(memory.memory_variables)
         return value
+
+    @model_validator(mode="after")
+    def _one_writer_per_state(self) -> CombinedMemory:
+        """Members on one history session with one state key keep one state: they must agree."""
+        seen: dict[tuple[Hashable, str], ChatMemory] = {}
+        for member in _members(self):
+            if not keeps_chat_log(member):
+                continue
+            where = (member.chat_memory.log_key(), member._state_keys.key)
+            first = seen.setdefault(where, member)
+            if first is not member and first._state_writers() != member._state_writers():
+                raise ConfigError(
+                    f"The members {first.memory_key!r} and {member.memory_key!r} "
+                    f"({member.config_type}) would keep one state in one history session "
+                    f"({member.chat_memory!r}) but write it with different models or prompts. "
+                    "Give each its own session_id, or both the same model and prompt (one "
+                    "state, shown under two names)."
+                )
+        return self
 
     @property
     def memory_variables(self) -> list[str]:
@@ -102,18 +125,27 @@ class CombinedMemory(BaseMemory):
                 memory.check_turn(own_inputs, outputs)
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Save the turn to every member; a turn any member rejects is written by none."""
+        """Save the turn to every member, each shared history once.
+
+        A turn any member rejects is written by none.
+        """
         self.check_turn(inputs, outputs)
         own_inputs = self._inputs_for(inputs)
-        for memory in self.memories:
-            memory.save_context(own_inputs, outputs)
+        for save in saves_of(self):
+            if save.follower is not None:
+                save.follower.follow_context(own_inputs, outputs)
+            else:
+                save.memory.save_context(own_inputs, outputs)
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Async :meth:`save_context`."""
         self.check_turn(inputs, outputs)
         own_inputs = self._inputs_for(inputs)
-        for memory in self.memories:
-            await memory.asave_context(own_inputs, outputs)
+        for save in saves_of(self):
+            if save.follower is not None:
+                await save.follower.afollow_context(own_inputs, outputs)
+            else:
+                await save.memory.asave_context(own_inputs, outputs)
 
     def clear(self) -> None:
         for memory in self.memories:
@@ -214,3 +246,41 @@ def _member_config(memory: LangChainBaseMemory) -> dict[str, Any]:
 def leaves_of(memory: LangChainBaseMemory) -> list[LangChainBaseMemory]:
     """The memories that hold data under ``memory`` (a LangChain memory is its own leaf)."""
     return memory.leaves() if isinstance(memory, BaseMemory) else [memory]
+
+
+class Save(NamedTuple):
+    """One memory a save reaches, and how it takes the turn."""
+
+    memory: LangChainBaseMemory
+    """The memory (a member of a combined memory, nested ones flattened)."""
+    follower: ChatMemory | None
+    """The memory itself when a memory before it writes to the same history
+    session: it follows that write (``follow_context``, ``follow_history``)
+    instead of writing the turn again; None when it saves the turn itself."""
+
+
+def saves_of(memory: LangChainBaseMemory, /) -> list[Save]:
+    """The memories a save of ``memory`` reaches, in order, each writing or following.
+
+    Nested combined memories are flattened; a read-only member is reached
+    (its save does nothing) but writes no history. Of the chat memories that
+    keep their log in one history session (:meth:`ChatHistory.log_key
+    <memories.stores.history.base.ChatHistory.log_key>`), the first writes
+    the turn and the others follow it, so the log holds each turn once.
+    """
+    written: set[Hashable] = set()
+    saves = []
+    for member in _members(memory):
+        follower = None
+        if keeps_chat_log(member):
+            where = member.chat_memory.log_key()
+            follower = member if where in written else None
+            written.add(where)
+        saves.append(Save(member, follower))
+    return saves
+
+
+def _members(memory: LangChainBaseMemory) -> list[LangChainBaseMemory]:
+    if isinstance(memory, CombinedMemory):
+        return [leaf for member in memory.memories for leaf in _members(member)]
+    return [memory]

@@ -45,12 +45,14 @@ from memories.kernel.imports import INSTALL_COMMANDS, import_object
 from memories.kernel.namespaces import as_namespace
 from memories.kernel.paths import default_file
 from memories.stores.history.sql import DEFAULT_SQLITE_PATH
+from memories.stores.sql import redacted
 
 __all__ = [
     "HISTORY_TYPES",
     "MEMORY_TYPES",
     "SHARED_KEY",
     "SessionFactory",
+    "config_templates",
     "create_history",
     "create_memory",
     "drop_scope_options",
@@ -61,6 +63,7 @@ __all__ = [
     "register_memory",
     "template_fields",
     "with_namespace",
+    "with_paths",
     "with_session",
 ]
 
@@ -189,22 +192,63 @@ def sqlite_files(options: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def _anchored(options: dict[str, Any], base: Path) -> dict[str, Any]:
-    """``options`` with relative paths and SQLite URLs made absolute from ``base``."""
+def server_stores(options: Mapping[str, Any]) -> list[str]:
+    """The stores of a memory config (nested ones too) that are servers, not files.
+
+    Each as a message names it (a URL without its password, a Chroma server's address).
+    """
+    found: list[str] = []
+
+    def collect(memory: dict[str, Any]) -> dict[str, Any]:
+        for value in (memory, *(memory.get(key) for key in _STORE_OPTIONS)):
+            if not isinstance(value, Mapping):
+                continue
+            for key in (*_URL_OPTIONS, "vectors"):
+                url = value.get(key)
+                if isinstance(url, str) and url and not url.startswith("sqlite:"):
+                    found.append(redacted(url))
+            if value.get("mode") == "http":
+                found.append(
+                    f"Chroma server {value.get('host', 'localhost')}:{value.get('port', 8000)}"
+                )
+        return memory
+
+    each_memory(dict(options), collect)
+    return found
+
+
+def with_paths(options: Mapping[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
+    """The same config with each file or folder it names, and each SQLite URL's file, changed.
+
+    Nested memories and stores too; ``change`` gets each path as written.
+    """
+    return each_memory(dict(options), lambda memory: _paths_changed(memory, change))
+
+
+def _paths_changed(options: dict[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
     for key in _PATH_OPTIONS:
         value = options.get(key)
-        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
-            options[key] = str(base / value)
+        if isinstance(value, str) and value:
+            options[key] = change(value)
     for key in _URL_OPTIONS:
         value = options.get(key)
         if isinstance(value, str) and value.startswith(_SQLITE_PREFIX):
             file = value.removeprefix(_SQLITE_PREFIX)
-            if file and file != ":memory:" and not Path(file).expanduser().is_absolute():
-                options[key] = _SQLITE_PREFIX + str(base / file)
+            if file and file != ":memory:":
+                options[key] = _SQLITE_PREFIX + change(file)
     for key in _STORE_OPTIONS:
         if isinstance(options.get(key), Mapping):
-            options[key] = _anchored(dict(options[key]), base)
+            options[key] = _paths_changed(dict(options[key]), change)
     return options
+
+
+def _anchored(options: dict[str, Any], base: Path) -> dict[str, Any]:
+    """``options`` with relative paths and SQLite URLs made absolute from ``base``."""
+
+    def absolute(path: str) -> str:
+        return path if Path(path).expanduser().is_absolute() else str(base / path)
+
+    return _paths_changed(options, absolute)
 
 
 def memory_class(type_name: Any) -> type:
@@ -397,6 +441,18 @@ def _labels(options: Mapping[str, Any]) -> list[str]:
 def template_fields(options: Mapping[str, Any]) -> set[str]:
     """The ``{field}`` names a memory config's namespace template uses."""
     return {name for label in _labels(options) for name in _PLACEHOLDER.findall(label)}
+
+
+def config_templates(options: Mapping[str, Any]) -> set[str]:
+    """The ``{field}`` names the namespace templates of a config use, nested memories' too."""
+    found: set[str] = set()
+
+    def collect(memory: dict[str, Any]) -> dict[str, Any]:
+        found.update(template_fields(memory))
+        return memory
+
+    each_memory(dict(options), collect)
+    return found
 
 
 def drop_scope_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,12 @@ Exact in both directions: a store erases only rows of that session or of
 that namespace exactly (never a prefix; ``users.maya`` leaves ``users.mayan``
 and ``users.maya.work``). Each store's erase is idempotent, so a run stopped
 half-way (a crash, a kill) is finished by running it again.
+
+Physical too: a deleted row's bytes stay in the file until its space is
+reused, so each file or database the stores deleted from is then rewritten
+(:mod:`memories.stores.compaction`: SQLite files, Chroma's own included,
+vacuumed and their WAL emptied; PostgreSQL tables ``VACUUM FULL``), and the
+report says per file what was done and how long it took.
 """
 
 from __future__ import annotations
@@ -28,15 +34,15 @@ from typing import Any
 from memories.core.base import BaseMemory
 from memories.core.combined import leaves_of
 from memories.core.config import (
+    config_templates,
     create_memory,
-    each_memory,
     load_config,
-    template_fields,
     with_namespace,
     with_session,
 )
 from memories.errors import ConfigError
 from memories.kernel.namespaces import as_namespace
+from memories.stores.compaction import Compacted, compact
 from memories.stores.erasure import Counts, StoreShare
 
 __all__ = ["ErasureReport", "StoreErasure", "erase_user", "erasure_shares"]
@@ -82,6 +88,8 @@ class ErasureReport:
     """Whether nothing was erased (the report says what would go)."""
     stores: tuple[StoreErasure, ...] = field(default_factory=tuple)
     """One line per store, in the config's order."""
+    files: tuple[Compacted, ...] = field(default_factory=tuple)
+    """One line per file or database the stores deleted from: how it was compacted after."""
 
     @property
     def found(self) -> int:
@@ -102,8 +110,10 @@ class ErasureReport:
 
     @property
     def complete(self) -> bool:
-        """Whether the person's data was erased and a count after found none left."""
-        return not self.dry_run and self.remaining == 0
+        """Whether the person's data was erased, a count after found none left, and every
+        file it was in was compacted (no byte of it left in the files)."""
+        compacted = all(line.complete for line in self.files)
+        return not self.dry_run and self.remaining == 0 and compacted
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
@@ -116,6 +126,7 @@ class ErasureReport:
             "remaining": self.remaining,
             "complete": self.complete,
             "stores": [line.to_dict() for line in self.stores],
+            "files": [line.to_dict() for line in self.files],
         }
 
     def text(self) -> str:
@@ -126,6 +137,7 @@ class ErasureReport:
             kinds = ", ".join(f"{n} {kind}" for kind, n in shown.items()) or "nothing"
             left = "" if line.remaining is None else f"; {sum(line.remaining.values())} remaining"
             lines.append(f"{line.store}: {kinds}{left}")
+        lines += [f"compacted {line.text()}" for line in self.files]
         if self.dry_run:
             lines.append(f"would erase {self.found} items (dry run: nothing erased)")
         else:
@@ -156,13 +168,7 @@ def erasure_shares(
         options = with_session(options, session)
     if namespace is not None:
         options = with_namespace(options, as_namespace(namespace))
-    templates: set[str] = set()
-
-    def unfilled(memory: dict[str, Any]) -> dict[str, Any]:
-        templates.update(template_fields(memory))
-        return memory
-
-    each_memory(options, unfilled)
+    templates = config_templates(options)
     if templates:
         raise ConfigError(
             f"The config's namespace is a template (it names {sorted(templates)}): say whose "
@@ -187,11 +193,14 @@ def erase_user(
     session: str | None = None,
     dry_run: bool = False,
     progress: Callable[[StoreErasure], None] | None = None,
+    compaction: bool = True,
 ) -> ErasureReport:
     """Erase a person's data from every store of every memory ``config`` names.
 
     Counts what each store holds of the session and the namespace, erases it
-    store by store, then counts every store again. Running it again finishes
+    store by store, counts every store again, then compacts each file or
+    database the stores deleted from (:mod:`memories.stores.compaction`), so
+    that no byte of the erased rows stays in them. Running it again finishes
     a run stopped half-way.
 
     Args:
@@ -203,9 +212,13 @@ def erase_user(
             and what the session wrote into shared namespaces.
         dry_run: only count: the report says what would go.
         progress: called with each store's line as soon as that store is done.
+        compaction: compact the files after erasing (the default). False leaves the
+            erased rows' bytes in the files until a later erasure of the same
+            config compacts them: erasing many people, pass False to all but the last.
 
     Returns:
-        The report: per store, what was found, removed and is left.
+        The report: per store, what was found, removed and is left; per file,
+        how it was compacted and how long that took.
 
     Raises:
         ConfigError: neither ``namespace`` nor ``session``, a bad config, or a
@@ -226,7 +239,8 @@ def erase_user(
         lines.append(line)
         if progress is not None:
             progress(line)
-    return ErasureReport(labels, session, dry_run, tuple(lines))
+    files = () if dry_run or not compaction else compact(f for s in shares for f in s.files)
+    return ErasureReport(labels, session, dry_run, tuple(lines), tuple(files))
 
 
 def _counted(share: StoreShare) -> Counts:

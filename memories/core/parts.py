@@ -26,6 +26,7 @@ from memories.kernel.accounting import Budget, BudgetField, Spending, operation
 from memories.kernel.background import BackgroundWork, Debouncer, JobStatus
 from memories.kernel.llm import LLMField, ModelCaller, ModelUsage
 from memories.kernel.tokens import TokenCounter, counter_for, stable_id
+from memories.stores.compaction import compactions
 from memories.stores.erasure import StoreShare
 from memories.stores.spending import SQLSpending
 
@@ -56,6 +57,10 @@ class ModelMemory(BaseMemory):
     llm_kwargs: dict[str, Any] = Field(default_factory=dict)
     llm_timeout: float | None = Field(default=120.0, ge=0)
     budget: BudgetField = None
+
+    def _state_writers(self) -> dict[str, Any]:
+        """The model that writes this memory's state (see ``ChatMemory._state_writers``)."""
+        return {"llm": self.llm, "llm_kwargs": self.llm_kwargs}
 
     @cached_property
     def _caller(self) -> ModelCaller | None:
@@ -92,7 +97,8 @@ class ModelMemory(BaseMemory):
         store, named = self.usage_store, self.usage_namespace()
         if namespace and store is not None and named != "default":
             where = f"model usage and budget spending in {store.database!r}, namespace {named}"
-            found.append(StoreShare(where, lambda: store.held(named), lambda: store.erase(named)))
+            erase, files = (lambda: store.erase(named)), compactions(store.database)
+            found.append(StoreShare(where, lambda: store.held(named), erase, files))
         return found
 
     @property

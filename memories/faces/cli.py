@@ -1,7 +1,11 @@
-"""The ``memories`` command: the demo, and chat / inspect / export / import / clear on a config.
+"""The ``memories`` command: the demo, and the commands on a memory config.
 
-Exit status: 0 on success, 1 when ``clear`` is not confirmed, 2 on a bad
-config or bad input (the message goes to stderr).
+Commands on a config: chat, usage, inspect, export, import, clear, erase,
+sweep, reshard, dead-letters, serve (a web inspector), mcp (an MCP server).
+
+Exit status: 0 on success, 1 when a confirmation is declined, 2 on a bad
+config or bad input (the message goes to stderr), 3 when ``erase`` finds
+something left (run it again).
 """
 
 from __future__ import annotations
@@ -96,7 +100,7 @@ def _chat(args: argparse.Namespace) -> int:
     from memories.faces.commands import chat, open_memory
     from memories.testing import ScriptedChatModel
 
-    memory = open_memory(args.config, args.session, args.namespace)
+    memory = open_memory(args.config, args.session, args.namespace, command="chat")
     model, source = _model(args.llm)
     if model is None:
         model = ScriptedChatModel()
@@ -113,52 +117,61 @@ def _chat(args: argparse.Namespace) -> int:
 def _usage(args: argparse.Namespace) -> int:
     import io
     import json
+    from contextlib import nullcontext
 
-    from memories.faces.commands import chat, format_usage, open_memory, usage_report
+    from memories.faces.commands import chat, format_usage, on_a_copy, open_memory, usage_report
     from memories.testing import ScriptedChatModel
 
-    memory = open_memory(args.config, args.session, args.namespace)
     model, source = _model(args.llm)
     if model is None:
         model, source = ScriptedChatModel(), "an offline echo model"
-    turns = chat(memory, model, sys.stdin, io.StringIO())
-    report = usage_report(memory)
+    # On a copy of the stores unless --save: measuring must not save the conversation.
+    where = nullcontext(args.config) if args.save else on_a_copy(args.config, command="usage")
+    with where as config:
+        memory = open_memory(config, args.session, args.namespace, command="usage")
+        turns = chat(memory, model, sys.stdin, io.StringIO())
+        report = usage_report(memory)
     if args.json:
         json.dump({"turns": turns, "memories": report}, sys.stdout, indent=2)
         print()
     else:
-        print(f"{turns} turns, replies by {source}:", file=sys.stderr)
+        stores = "the config's stores" if args.save else "a copy of the stores, now removed"
+        print(f"{turns} turns on {stores}, replies by {source}:", file=sys.stderr)
         sys.stdout.write(format_usage(report))
     return 0
 
 
 def _inspect(args: argparse.Namespace) -> int:
     from memories.core.config import load_config, sqlite_files
-    from memories.faces.commands import inspect, open_memory
+    from memories.faces.commands import absent_folders, inspect, open_memory
 
-    missing = [f for f in sqlite_files(load_config(args.config)) if not Path(f).is_file()]
-    if missing:  # opening them would create them: inspecting never writes
-        raise ConfigError(
-            f"Nothing is stored at {missing[0]!r}: the file does not exist. Check the config's "
-            "paths (relative ones are read next to the config file)."
-        )
-    inspect(
-        open_memory(args.config, args.session, args.namespace),
-        sys.stdout,
-        last=None if args.all else args.last,
-    )
+    # Opening a store that does not exist would make it: inspecting never writes.
+    for file in sqlite_files(load_config(args.config)):
+        if not Path(file).is_file():
+            raise _nothing_stored(file, "file")
+    memory = open_memory(args.config, args.session, args.namespace, command="inspect")
+    for folder in absent_folders(memory):
+        raise _nothing_stored(folder, "folder")
+    inspect(memory, sys.stdout, last=None if args.all else args.last)
     return 0
 
 
-def _export(args: argparse.Namespace) -> int:
-    from memories.faces.commands import export_jsonl, open_memory
+def _nothing_stored(where: str, kind: str) -> ConfigError:
+    return ConfigError(
+        f"Nothing is stored at {where!r}: the {kind} does not exist. Check the config's paths "
+        "(relative ones are read next to the config file)."
+    )
 
-    memory = open_memory(args.config, args.session, args.namespace)
+
+def _export(args: argparse.Namespace) -> int:
+    from memories.faces.commands import export_config
+
+    whose = {"session": args.session, "namespace": args.namespace}
     if args.output in (None, "-"):
-        messages, documents = export_jsonl(memory, sys.stdout)
+        messages, documents = export_config(args.config, sys.stdout, **whose)
     else:
         with open(args.output, "w", encoding="utf-8") as out:
-            messages, documents = export_jsonl(memory, out)
+            messages, documents = export_config(args.config, out, **whose)
     print(
         f"memories export: {messages} messages, {documents} documents, entities and triples",
         file=sys.stderr,
@@ -174,6 +187,7 @@ def _import(args: argparse.Namespace) -> int:
         import_jsonl,
         knowledge_of,
         open_memory,
+        open_stores,
         read_jsonl,
         stores_of,
     )
@@ -201,7 +215,7 @@ def _import(args: argparse.Namespace) -> int:
         lines,
         lambda session: stores_of(options, session, labels, "import")[0],
         lambda namespace: stores_of(options, args.session, namespace, "import")[1],
-        lambda session: [s for _, s in knowledge_of(open_memory(options, session, labels))],
+        lambda session: [s for _, s in knowledge_of(open_stores(options, session, labels))],
         lambda namespace: graphs_of(open_memory(options, args.session, namespace)),
         batch_size=args.batch_size,
         progress=args.progress,
@@ -227,17 +241,18 @@ def _checking(lines: Iterable[str], progress: bool | None) -> Iterable[str]:
 
 
 def _dead_letters(args: argparse.Namespace) -> int:
-    from memories.faces.commands import dead_letters, open_memory
+    from memories.faces.commands import dead_letters, per_namespace
 
-    memory = open_memory(args.config, args.session, args.namespace)
-    dead_letters(memory, sys.stdout, retry=args.retry)
+    memories = per_namespace(args.config, args.session, args.namespace)
+    if not sum(1 for memory in memories if dead_letters(memory, sys.stdout, retry=args.retry) >= 0):
+        print("memories dead-letters: the stores hold no namespace yet.", file=sys.stderr)
     return 0
 
 
 def _clear(args: argparse.Namespace) -> int:
     from memories.faces.commands import clear, clear_targets, open_memory
 
-    memory = open_memory(args.config, args.session, args.namespace)
+    memory = open_memory(args.config, args.session, args.namespace, command="clear")
     targets = clear_targets(memory, namespaces=args.erase_namespace)
     if not targets:
         raise ConfigError(
@@ -285,9 +300,11 @@ def _erase(args: argparse.Namespace) -> int:
 
 
 def _reshard(args: argparse.Namespace) -> int:
-    from memories.faces.commands import open_memory, reshard
+    from memories.faces.commands import nothing_stored, open_stores, reshard
 
-    memory = open_memory(args.config)
+    if _nothing_to_do("reshard", nothing_stored(args.config)):
+        return 0
+    memory = open_stores(args.config)
     found = reshard(memory, dry_run=True)
     movable = [d for d in found if d.moved]
     for demotion in found:
@@ -317,22 +334,46 @@ def _reshard(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from memories.faces.commands import open_memory, sweep
+    from memories.faces.commands import nothing_stored, open_stores, sweep
 
-    found = sweep(open_memory(args.config), dry_run=args.dry_run)
-    if not found:
+    if _nothing_to_do("sweep", nothing_stored(args.config)):
+        return 0
+    memory = open_stores(args.config, args.session, args.namespace)
+    found = sweep(
+        memory,
+        dry_run=args.dry_run,
+        session=bool(args.session),
+        namespace=bool(args.namespace),
+    )
+    if args.dry_run:
+        print("memories sweep: a dry run, nothing is deleted.", file=sys.stderr)
+    if not any(swept.history for swept in found):
+        print("histories: none in this config (it keeps no transcript of the conversations)")
+    if not any(swept.policy for swept in found):
         print(
             "memories sweep: no memory of this config has a retention or a time to live.",
             file=sys.stderr,
         )
-        return 0
     verb = "would delete" if args.dry_run else "deleted"
     for swept in found:
+        if not swept.policy:
+            print(f"{swept.memory}: {swept.describe()}")
+            continue
         total = sum(swept.rows.values())
-        print(f"{swept.memory} {swept.policy}: {verb} {total}")
-        for where, count in sorted(swept.rows.items()):
-            print(f"  {where}: {count}")
+        unit = "messages" if swept.history else "items"
+        print(f"{swept.memory}: {swept.describe()}; {verb} {total} {unit}")
+        where = "session" if swept.history else "namespace"
+        for place, count in sorted(swept.rows.items()):
+            print(f"  {where} {place}: {count}")
     return 0
+
+
+def _nothing_to_do(command: str, unmade: list[str]) -> bool:
+    """Say so when none of the config's stores exists (opening them would only make them)."""
+    if unmade:
+        where = ", ".join(repr(place) for place in unmade)
+        print(f"memories {command}: nothing is stored yet ({where} do not exist).", file=sys.stderr)
+    return bool(unmade)
 
 
 def _is_loopback(host: str) -> bool:
@@ -417,7 +458,11 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memories", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="memories",
+        description=(__doc__ or "").replace("``", ""),  # reST marks read as noise in a terminal
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument(
         "--version", action="version", version=f"memories {__version__} ({DISTRIBUTION})"
     )
@@ -466,13 +511,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     usage = configured(
         "usage",
-        "run the conversation on stdin (one user line each) and print what each memory's "
-        "model calls, embeddings and store transactions cost",
+        "run the conversation on stdin (one user line each) on a copy of the stores and print "
+        "what each memory's model calls, embeddings and store transactions cost",
     )
     usage.add_argument(
         "--llm", help=f"model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else echo)"
     )
     usage.add_argument("--json", action="store_true", help="print the counters as JSON")
+    usage.add_argument(
+        "--save",
+        action="store_true",
+        help="run on the config's own stores, saving the conversation there (default: on a "
+        "temporary copy of its files, removed at the end; a server store needs --save)",
+    )
     usage.set_defaults(run=_usage)
 
     inspect = configured("inspect", "show a session's messages, memory state and what it injects")
@@ -549,12 +600,11 @@ def build_parser() -> argparse.ArgumentParser:
     reshard.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     reshard.set_defaults(run=_reshard)
 
-    sweep = commands.add_parser(
+    sweep = configured(
         "sweep",
-        help="delete the raw history past each memory's retention, in every session of its store",
-    )
-    sweep.add_argument(
-        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+        "delete the raw history past each memory's retention and the items past their time to "
+        "live, in every session and namespace of the stores (only --session's or --namespace's "
+        "when given)",
     )
     sweep.add_argument("--dry-run", action="store_true", help="count what would go; delete nothing")
     sweep.set_defaults(run=_sweep)

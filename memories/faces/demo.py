@@ -33,6 +33,7 @@ from memories.kernel.tokens import TiktokenCounter
 __all__ = [
     "DEMO_LLM",
     "DEMO_MEMORIES",
+    "DEMO_NAMESPACE",
     "INSTRUCTION_REVISIONS",
     "PROFILE_PATCHES",
     "SCRIPT",
@@ -73,6 +74,9 @@ SESSIONS: list[list[tuple[str, str]]] = [
 
 #: The whole conversation, in order.
 SCRIPT: list[tuple[str, str]] = [turn for session in SESSIONS for turn in session]
+
+#: The user's namespace: every long-term memory of the demo keeps what it knows of her there.
+DEMO_NAMESPACE: tuple[str, ...] = ("users", "maya")
 
 
 @dataclass(frozen=True)
@@ -369,7 +373,8 @@ def _close(memory: Any) -> None:
 
 
 def _placed(config: dict[str, Any], db_path: Path, session: str) -> dict[str, Any]:
-    """The config with its data put on the demo's SQLite file, under ``session``."""
+    """The config with its data put on the demo's SQLite file: its history under ``session``,
+    its long-term store in the user's namespace (:data:`DEMO_NAMESPACE`)."""
     fields = getattr(memory_class(config["type"]), "model_fields", {})
     placed = dict(config)
     if "chat_memory" in fields:
@@ -379,7 +384,7 @@ def _placed(config: dict[str, Any], db_path: Path, session: str) -> dict[str, An
     if "url" in fields:
         placed.setdefault("url", f"sqlite:///{db_path}")
     if "namespace" in fields:
-        placed.setdefault("namespace", ("demo", session))
+        placed.setdefault("namespace", DEMO_NAMESPACE)
     if "path" in fields:  # the vector memory's Chroma folder
         placed.setdefault("path", str(db_path.with_suffix(".chroma")))
     return placed
@@ -468,6 +473,7 @@ def format_results(
     ``lines_per_row`` lines (``memories demo --show NAME`` prints it whole).
     """
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     # The terminal's width, but room for the text column even in a narrow or piped one.
@@ -482,9 +488,9 @@ def format_results(
     table.add_column("what it injects into the last prompt", overflow="fold")
     for r in results:
         shown = " | ".join(r.injected.splitlines()) or "(nothing)"
-        table.add_row(
-            r.name, r.knows, str(r.tokens), str(r.llm_calls), f"{r.seconds * 1000:.0f}",
-            _clipped(shown, max(30, console.width - 64) * lines_per_row),
+        table.add_row(  # text, not markup: a skipped row's "chat-memories[chroma]" stays whole
+            escape(r.name), r.knows, str(r.tokens), str(r.llm_calls), f"{r.seconds * 1000:.0f}",
+            escape(_clipped(shown, max(30, console.width - 64) * lines_per_row)),
         )  # fmt: skip
     console.print(table)
     return console.export_text().rstrip()

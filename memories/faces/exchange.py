@@ -33,7 +33,7 @@ from langchain_core.messages import (
 )
 
 from memories.core.base import keeps_chat_log
-from memories.core.combined import CombinedMemory, leaves_of
+from memories.core.combined import leaves_of, saves_of
 from memories.core.langchain import LangChainBaseMemory
 from memories.kernel.capabilities import capabilities_of
 from memories.kernel.messages import format_buffer
@@ -139,15 +139,20 @@ def saving_exchange(
 
 
 def saving_messages(memory: LangChainBaseMemory, messages: list[BaseMessage]) -> Steps[None]:
-    """Steps that save messages to a memory: whole to a chat log, else as one input and output."""
-    if isinstance(memory, CombinedMemory):
-        # Each member saves; a read-only member's save does nothing, as in a chain.
-        for member in memory.memories:
-            yield from saving_messages(member, messages)
-    elif keeps_chat_log(memory):
-        yield step(memory.save_messages, messages)
-    else:
-        yield step(memory.save_context, *_save_context_args(memory, messages[0], messages[-1]))
+    """Steps that save messages to a memory: whole to a chat log, else as one input and output.
+
+    Each member of a combined memory saves (a read-only member's save does
+    nothing, as in a chain); members sharing a history write it once, the
+    others follow (:func:`~memories.core.combined.saves_of`).
+    """
+    for save in saves_of(memory):
+        member = save.memory
+        if save.follower is not None:
+            yield step(save.follower.follow_history)
+        elif keeps_chat_log(member):
+            yield step(member.save_messages, messages)
+        else:
+            yield step(member.save_context, *_save_context_args(member, messages[0], messages[-1]))
 
 
 def editing_messages(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> Steps[int]:
@@ -155,20 +160,22 @@ def editing_messages(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) 
 
     ``edits`` are ``RemoveMessage`` items and messages whose id replaces a
     stored one; each member that keeps a chat log takes them through
-    ``save_messages`` (its derived state follows). Returns how many took them.
+    ``save_messages`` (its derived state follows), once per shared history
+    (the members sharing it follow). Returns how many memories took them.
     """
-    if isinstance(memory, CombinedMemory):
-        done = 0
-        for member in memory.memories:
-            done += yield from editing_messages(member, edits)
-        return done
-    if keeps_chat_log(memory):
-        yield step(memory.save_messages, list(edits))
-        return 1
-    if capabilities_of(memory).message_edits:
-        yield from _editing_documents(memory, edits)
-        return 1
-    return 0
+    done = 0
+    for save in saves_of(memory):
+        member = save.memory
+        if save.follower is not None:
+            yield step(save.follower.follow_history)
+        elif keeps_chat_log(member):
+            yield step(member.save_messages, list(edits))
+        elif capabilities_of(member).message_edits:
+            yield from _editing_documents(member, edits)
+        else:
+            continue
+        done += 1
+    return done
 
 
 def _editing_documents(memory: Any, edits: Sequence[BaseMessage]) -> Steps[None]:

@@ -52,7 +52,7 @@ from memories.core.langchain import LangChainBaseMemory
 from memories.errors import MemoriesError
 from memories.faces.runnable import MemoryFactory, SessionMemories
 from memories.kernel.namespaces import in_namespace
-from memories.stores.graph_store import KnowledgeTriple
+from memories.stores.entities.triples import KnowledgeTriple
 
 __all__ = [
     "MAX_CONTENT",

@@ -36,7 +36,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -244,38 +244,57 @@ def current_namespace() -> str:
     return NO_NAMESPACE if current is None else current.namespace
 
 
-@contextmanager
-def operation(
-    ledger: Ledger,
-    name: str,
-    /,
-    *,
-    owner: object,
-    namespace: str,
-    memory_type: str,
-    joins: bool = True,
-) -> Iterator[None]:
+class operation:
     """A memory's operation: the calls inside are recorded in ``ledger`` and traced under it.
 
     A memory's method called from another of the same memory is part of the
     outer operation (no second span), unless ``joins`` is False (a background
-    update carried from the save that scheduled it is a span of its own).
+    update carried from the save that scheduled it is a span of its own). A
+    class rather than a generator: it wraps every save and load, and a span is
+    started only when a tracer provider is set (see :func:`tracer`).
     """
-    current = _current.get()
-    if joins and current is not None and current.owner == id(owner):
-        yield
-        return
-    token = _current.set(_Operation(ledger, namespace, id(owner)))
-    try:
+
+    __slots__ = ("_memory_type", "_name", "_operation", "_span", "_token")
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        name: str,
+        /,
+        *,
+        owner: object,
+        namespace: str,
+        memory_type: str,
+        joins: bool = True,
+    ) -> None:
+        current = _current.get()
+        joined = joins and current is not None and current.owner == id(owner)
+        self._operation = None if joined else _Operation(ledger, namespace, id(owner))
+        self._name, self._memory_type = name, memory_type
+        self._token: Token[_Operation | None] | None = None
+        self._span: Any = None
+
+    def __enter__(self) -> None:
+        if self._operation is None:
+            return
+        self._token = _current.set(self._operation)
         otel = tracer()
-        if otel is None:
-            yield
-        else:
-            attributes = {"memories.operation": name, "memories.memory_type": memory_type}
-            with otel.start_as_current_span(f"memories.{name}", attributes=attributes):
-                yield
-    finally:
-        _current.reset(token)
+        if otel is not None:
+            attributes = {
+                "memories.operation": self._name,
+                "memories.memory_type": self._memory_type,
+            }
+            self._span = otel.start_as_current_span(f"memories.{self._name}", attributes=attributes)
+            self._span.__enter__()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._token is None:
+            return
+        try:
+            if self._span is not None:
+                self._span.__exit__(*exc_info)
+        finally:
+            _current.reset(self._token)
 
 
 def carried(job: Callable[[], object], /) -> Callable[[], object]:
@@ -389,20 +408,33 @@ def measured(
 
 
 _tracer: Any = None
+_trace_api: Any = None
 _tracer_checked = False
 
 
 def tracer() -> Any:
-    """The OpenTelemetry tracer of this library, or None when ``opentelemetry-api`` is missing."""
-    global _tracer, _tracer_checked
+    """This library's OpenTelemetry tracer, or None while no tracer provider is set.
+
+    None too when ``opentelemetry-api`` is missing. Until the application sets a
+    provider, OpenTelemetry's spans record nothing, so none are started: a
+    memory pays for tracing only once someone listens. The provider is looked
+    up on each call until one is set (it cannot be unset afterwards).
+    """
+    global _tracer, _trace_api, _tracer_checked
+    if _tracer is not None:
+        return _tracer
     if not _tracer_checked:
-        try:
-            from opentelemetry import trace
-        except ImportError:
-            _tracer = None
-        else:
-            _tracer = trace.get_tracer("memories")
         _tracer_checked = True
+        try:
+            from opentelemetry import trace as _trace_api
+        except ImportError:
+            _trace_api = None
+    if _trace_api is None:
+        return None
+    provider = _trace_api.get_tracer_provider()
+    if isinstance(provider, _trace_api.ProxyTracerProvider | _trace_api.NoOpTracerProvider):
+        return None
+    _tracer = provider.get_tracer("memories")
     return _tracer
 
 

@@ -8,6 +8,8 @@ optional dependency always names the same ``pip install`` command.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import re
 from typing import Any
 
 from memories.errors import ConfigError, MissingDependencyError
@@ -20,6 +22,7 @@ __all__ = [
     "import_path",
     "install_command",
     "install_hint",
+    "missing_requirements",
 ]
 
 #: The distribution name on the package registry (the import name is ``memories``).
@@ -48,6 +51,37 @@ EXTRAS: dict[str, str] = {
 def install_hint(extra: str, /) -> str:
     """The pip command that installs one of this library's extras."""
     return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
+def missing_requirements(extra: str, /) -> list[str]:
+    """The distributions this library's ``extra`` requires that are not installed.
+
+    Read from the installed distribution's metadata (setup.cfg, the one list);
+    empty when that metadata is absent (a source tree on ``PYTHONPATH``: the
+    imports themselves will tell).
+
+    Raises:
+        ConfigError: the library declares no such extra.
+    """
+    try:
+        metadata = importlib.metadata.metadata(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    extras = metadata.get_all("Provides-Extra") or []
+    if extra not in extras:
+        named = ", ".join(extras)
+        raise ConfigError(f"{DISTRIBUTION} has no extra {extra!r}; its extras: {named}.")
+    missing = []
+    for requirement in metadata.get_all("Requires-Dist") or []:
+        name, _, marker = requirement.partition(";")
+        if not re.search(rf"""extra\s*==\s*['"]{re.escape(extra)}['"]""", marker):
+            continue
+        distribution = re.split(r"[\s\[<>=!~;(]", name.strip(), maxsplit=1)[0]
+        try:
+            importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(distribution)
+    return missing
 
 
 #: Module prefix -> the command that installs what it needs: this library's

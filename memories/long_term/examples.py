@@ -421,7 +421,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
             metadata: metadata for this example.
         """
         turn = turn_messages_for(self, inputs, outputs)
-        run(self._recording(self._turn_row(turn, turn_id, metadata)))
+        run(self._recording(self._turn_row(turn, turn_id, metadata), turn_id))
 
     async def asave_context(
         self,
@@ -433,7 +433,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
     ) -> None:
         """Async :meth:`save_context`."""
         turn = turn_messages_for(self, inputs, outputs)
-        await arun(self._recording(self._turn_row(turn, turn_id, metadata)))
+        await arun(self._recording(self._turn_row(turn, turn_id, metadata), turn_id))
 
     def save_messages(
         self,
@@ -444,7 +444,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         """Store an agent turn whole (human message, tool calls, results, answer) as an example."""
-        run(self._recording(self._turn_row(_agent_turn(messages), turn_id, metadata)))
+        run(self._recording(self._turn_row(_agent_turn(messages), turn_id, metadata), turn_id))
 
     async def asave_messages(
         self,
@@ -455,11 +455,14 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         """Async :meth:`save_messages`."""
-        await arun(self._recording(self._turn_row(_agent_turn(messages), turn_id, metadata)))
+        await arun(
+            self._recording(self._turn_row(_agent_turn(messages), turn_id, metadata), turn_id)
+        )
 
-    def _recording(self, row: OutboxRow | None) -> Steps[None]:
+    def _recording(self, row: OutboxRow | None, turn_id: str | None) -> Steps[None]:
         if row is not None:  # None: record_turns is off
-            yield from self._storing(step(self.backend.save, row), [row.doc_id])
+            saving = step(self.backend.save, row)
+            yield from self._storing(saving, [row.doc_id], chosen=turn_id is not None)
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """``{memory_key: examples}``: few-shot exchanges as a string, or as messages."""

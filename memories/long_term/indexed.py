@@ -14,7 +14,7 @@ from __future__ import annotations
 import builtins
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -29,7 +29,7 @@ from memories.kernel.namespaces import Namespace, NamespaceField, in_namespace, 
 from memories.kernel.paths import default_file
 from memories.kernel.steps import Step, Steps, arun, run, step, to_thread
 from memories.stores.erasure import StoreShare
-from memories.stores.expiry import Expiring, ExpiryLedger
+from memories.stores.expiry import OWN, Expiring, ExpiryLedger, Rule
 from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
 from memories.stores.vector.backend import VectorBackend, VectorQuery
@@ -217,13 +217,16 @@ class IndexedMemory(BaseMemory):
         if self.vectors is None:
             where += f" (collections {self.collection!r})"
         where += f", namespace {'.'.join(self.namespace)}"
+        files = backend.compactions()
         if namespace:
-            share = StoreShare(where, partial(backend.held, session=False), backend.erase_namespace)
+            held = partial(backend.held, session=False)
+            share = StoreShare(where, held, backend.erase_namespace, files)
         elif not self.session_documents:
             return found
         else:
             where += f", session {self.session_id!r}"
-            share = StoreShare(where, partial(backend.held, session=True), backend.erase_session)
+            held = partial(backend.held, session=True)
+            share = StoreShare(where, held, backend.erase_session, files)
         return [*found, share]
 
     @property
@@ -272,29 +275,55 @@ class IndexedMemory(BaseMemory):
         """When this memory's documents expire (one table, every namespace)."""
         return ExpiryLedger(self._expiry_url())
 
-    def _ttls(self, ids: Sequence[str], ttl: TTL) -> dict[str, float | None]:
-        """The time to live a write gives each document (``"default"``: the memory's ``ttl``).
+    def _ttls(
+        self,
+        ids: Sequence[str],
+        ttl: TTL,
+        *,
+        existing: Collection[str] = (),
+        anew: Collection[str] = (),
+    ) -> dict[str, Rule]:
+        """The time to live a write gives each document: the item's, not the memory's.
 
-        Empty when there is nothing to record: with no default and no ttl given,
-        an existing time to live is left as it is. None: forget it (never expires).
+        ``ttl`` when given. Else (``"default"``) one in ``existing`` keeps its
+        own (:data:`~memories.stores.expiry.OWN`: restarted; a permanent one
+        stays so) and a new one gets the memory's ``ttl``; a new one has no row
+        to write without one, unless it is in ``anew`` (expired, written anew:
+        its old row goes).
         """
-        minutes = self.ttl if ttl == "default" else ttl
-        if ids and (minutes is not None or ttl is None):
-            return dict.fromkeys(ids, minutes)
-        return {}
+        if ttl != "default":
+            return dict.fromkeys(ids, ttl)
+        found: dict[str, Rule] = {}
+        for i in ids:
+            if i in existing:
+                found[i] = OWN
+            elif self.ttl is not None or i in anew:
+                found[i] = self.ttl
+        return found
 
-    def _storing(self, write: Step, ids: Sequence[str], ttl: TTL = "default") -> Steps[Any]:
+    def _storing(
+        self, write: Step, ids: Sequence[str], ttl: TTL = "default", *, chosen: bool = False
+    ) -> Steps[Any]:
         """Write documents (``write``) after their time to live.
 
         The index and the expiry times are two stores: the expiry rows go
         first, so a crash between the two leaves a row whose document never
         came (the sweep deletes nothing and drops it), never a document that
-        lives forever.
+        lives forever. ``chosen``: the caller chose the ids, so some may exist
+        already and keep their own time to live (asked of the index only when
+        the memory has a default to tell them from new ones).
         """
-        ttls = self._ttls(ids, ttl)
+        existing: Collection[str] = ()
+        if chosen and ttl == "default":
+            existing = ids if self.ttl is None else (yield step(self._existing, ids))
+        ttls = self._ttls(ids, ttl, existing=existing)
         if ttls:
             yield step(self.expiry.set_many, self.namespace, ttls, now=self.clock())
         return (yield write)
+
+    def _existing(self, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` this namespace holds (queued ones too)."""
+        return {found.id for found in self.backend.get(ids)}
 
     def expired_items(
         self,
@@ -378,12 +407,18 @@ class IndexedMemory(BaseMemory):
         yield from self._touching([r.id for r in found])
         return list(found)
 
-    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    def sweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Delete every expired document of every namespace of the store; how many per namespace.
 
-        A crash mid-way leaves the rest to the next sweep. With ``dry_run`` it only counts.
+        With ``own``, only this memory's namespace. A crash mid-way leaves the
+        rest to the next sweep. With ``dry_run`` it only counts.
         """
-        return self.expiry.sweep(self._expire_in, now=self.clock(), batch=batch, dry_run=dry_run)
+        only = self.namespace if own else None
+        return self.expiry.sweep(
+            self._expire_in, now=self.clock(), batch=batch, dry_run=dry_run, namespace=only
+        )
 
     def _expire_in(
         self, namespace: tuple[str, ...], expired: builtins.list[Expiring], now: float
@@ -391,9 +426,11 @@ class IndexedMemory(BaseMemory):
         twin = self if namespace == self.namespace else in_namespace(self, namespace)
         twin._expire(expired, now)
 
-    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    async def asweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
+        return await to_thread(self.sweep, batch=batch, dry_run=dry_run, own=own)
 
     def _expire(self, expired: Sequence[Expiring], now: float) -> None:
         """Delete expired documents of this namespace from the index, with their expiry rows.
@@ -404,6 +441,22 @@ class IndexedMemory(BaseMemory):
         ids = [e.key for e in expired]
         self.backend.delete_expired(self.namespace, ids, self.expiry, now=now)
         self.backend.flush()
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """Documents set aside, oldest first: the store or the embedder refused them alone.
+
+        A document that fails while others are written (Chroma rejects its
+        metadata, a hosted embedder its length) would otherwise block its
+        namespace: it is moved aside, logged and counted in :meth:`status`.
+        """
+        return self.backend.dead_letters()
+
+    def retry_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Queue set-aside documents again (all, or ``ids``) and write them now; return how many.
+
+        Raises what writing them raises; one that fails again is set aside again.
+        """
+        return self.backend.retry_dead_letters(ids)
 
 
 class DocumentMemory(IndexedMemory):
@@ -493,7 +546,7 @@ class DocumentMemory(IndexedMemory):
         rows = self._bulk_rows(texts, metadatas, ids)
         written = [row.doc_id for row in rows]
         adding = step(self.backend.add, rows, progress=show_progress(progress, rows))
-        run(self._storing(adding, written, ttl))
+        run(self._storing(adding, written, ttl, chosen=ids is not None))
         return written
 
     async def aadd(self, texts: Sequence[str], /, **options: Any) -> list[str]:
@@ -546,22 +599,6 @@ class DocumentMemory(IndexedMemory):
             True when nothing of this namespace waits any more.
         """
         return self.backend.close(timeout=timeout)
-
-    def dead_letters(self) -> list[DeadLetter]:
-        """Documents set aside, oldest first: the store or the embedder refused them alone.
-
-        A document that fails while others are written (Chroma rejects its
-        metadata, a hosted embedder its length) would otherwise block its
-        namespace: it is moved aside, logged and counted in :meth:`status`.
-        """
-        return self.backend.dead_letters()
-
-    def retry_dead_letters(self, ids: Sequence[str] | None = None) -> int:
-        """Queue set-aside documents again (all, or ``ids``) and write them now; return how many.
-
-        Raises what writing them raises; one that fails again is set aside again.
-        """
-        return self.backend.retry_dead_letters(ids)
 
     def pending(self) -> int:
         """How many documents of this namespace wait in the outbox (queued or failed)."""

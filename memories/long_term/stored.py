@@ -24,9 +24,11 @@ from memories.errors import BudgetExceededError
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
 from memories.kernel.steps import Steps, arun, run, to_thread
+from memories.stores.compaction import compactions
+from memories.stores.document_ttl import DocumentTTL
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import DOCUMENTS, Expiring, ExpiryLedger
-from memories.stores.profile_store import DocumentTTL, ProfileStore, default_url
+from memories.stores.profile_store import ProfileStore, default_url
 from memories.stores.sql import Database, redacted
 
 __all__ = ["ExpiringDocumentMemory", "StoredDocumentMemory"]
@@ -61,6 +63,10 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     data_name_field: ClassVar[str] = "key"
     #: The store class the documents live in (a subclass may add reads of its own).
     store_class: ClassVar[type[ProfileStore]] = ProfileStore
+    #: Whose rows in the store these documents are: memories of other kinds on the same
+    #: database never see, write or delete them (:mod:`memories.stores.documents`).
+    #: None: the class's ``config_type``; a subclass that shares its parent's rows keeps it.
+    store_owner: ClassVar[str | None] = None
 
     def model_post_init(self, context: Any, /) -> None:
         self._counter  # noqa: B018  (resolved now: a bad counter fails here)
@@ -69,7 +75,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
 
     def _make_store(self) -> ProfileStore:
         """The store the documents live in (built once, at construction)."""
-        return self.store_class(self.url)
+        return self.store_class(self.url, owner=self.store_owner or self.config_type)
 
     def _spending_database(self) -> Database | None:
         """The store's database: a budget's spending is kept beside the documents."""
@@ -170,6 +176,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
                     f"profile store {redacted(store.url)!r}, namespace {'.'.join(labels)}",
                     lambda: store.held(labels),
                     lambda: store.erase_namespace(labels),
+                    compactions(store.database),
                 )
             )
         return found
@@ -203,7 +210,7 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
     :meth:`sweep` (``memories sweep``, and a background memory after each
     update) deletes it with every version and its queued turns. Its expiry
     row is written in the same transaction as the document
-    (:class:`~memories.stores.profile_store.DocumentTTL`), in
+    (:class:`~memories.stores.document_ttl.DocumentTTL`), in
     ``memories_document_expiry`` on ``url``.
 
     Args:
@@ -226,7 +233,7 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
         if self.ttl is None:
             return super()._make_store()
         ttl = DocumentTTL(self.expiry, self.ttl, self.refresh_on_read, self.clock)
-        return self.store_class(self.url, ttl=ttl)
+        return self.store_class(self.url, ttl=ttl, owner=self.store_owner or self.config_type)
 
     def expired_items(
         self, namespace: Namespace | None = None, /, *, limit: int | None = None, offset: int = 0
@@ -261,17 +268,25 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
         """Async :meth:`expired_counts`."""
         return await to_thread(self.expired_counts, namespace)
 
-    def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    def sweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Delete every expired document of the store (every namespace, every version).
 
-        Returns how many went per namespace; with ``dry_run`` it only counts.
-        A crash mid-way leaves the rest to the next sweep.
+        With ``own``, only this memory's namespace. Returns how many went per
+        namespace; with ``dry_run`` it only counts. A crash mid-way leaves the
+        rest to the next sweep.
         """
-        return self.expiry.sweep(self._expire, now=self.clock(), batch=batch, dry_run=dry_run)
+        only = self.namespace if own else None
+        return self.expiry.sweep(
+            self._expire, now=self.clock(), batch=batch, dry_run=dry_run, namespace=only
+        )
 
-    async def asweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
+    async def asweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
         """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run)
+        return await to_thread(self.sweep, batch=batch, dry_run=dry_run, own=own)
 
     def _expire(self, namespace: Namespace, expired: list[Expiring], now: float) -> None:
         """Delete expired documents with their history and queue, and their expiry rows.

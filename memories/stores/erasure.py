@@ -4,13 +4,16 @@ A memory names its stores as :class:`StoreShare` records (its history for a
 session, a vector namespace, a ledger); :func:`memories.core.erasure.erase_user`
 counts, erases and counts again through them. Each store module gives the two
 primitives a share calls: one that counts what the store holds of a session
-or a namespace, by kind, and one that erases exactly that.
+or a namespace, by kind, and one that erases exactly that; and it names the
+files or databases those rows were in, to be compacted after.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from memories.stores.compaction import Compaction
 
 __all__ = ["Counts", "StoreShare"]
 
@@ -28,3 +31,6 @@ class StoreShare:
     """What the store holds of the person now, by kind (reads only)."""
     erase: Callable[[], None]
     """Erase it; running it again, or after a crash half-way, finishes the job."""
+    files: tuple[Compaction, ...] = ()
+    """The files or databases it deletes from, rewritten after the erasure
+    (:mod:`memories.stores.compaction`) so that no byte of what went stays."""

@@ -33,15 +33,24 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import groupby
+from typing import Final, Literal
 
 import sqlalchemy as sa
 
 from memories.kernel.steps import blocking_twin
 from memories.stores.sql import Database
 
-__all__ = ["DOCUMENTS", "ITEMS", "Expiring", "ExpiryLedger", "Stamp"]
+__all__ = ["DOCUMENTS", "ITEMS", "OWN", "Expiring", "ExpiryLedger", "Rule", "Stamp"]
 
 Namespace = tuple[str, ...]
+
+#: A write's rule for an item that exists: it keeps its own, its time restarted from the
+#: write (an item without a row keeps none: it never expires). A memory's default ttl is
+#: for new items only; an edit never gives a permanent item a time to live.
+OWN: Final = "own"
+#: What a write does to an item's time to live: minutes from now, None (it never
+#: expires: its row goes) or :data:`OWN`.
+Rule = float | None | Literal["own"]
 
 #: The ledger's writes for a store's own transaction, run on its connection.
 Stamp = Callable[[sa.Connection], None]
@@ -94,34 +103,38 @@ class ExpiryLedger:
     Args:
         url: a SQLAlchemy URL (the table is made on first use).
         table: :data:`ITEMS` or :data:`DOCUMENTS`.
+        like: the store's database, when its transactions write these rows
+            (an in-memory SQLite URL is then that store's own database).
     """
 
-    def __init__(self, url: str, *, table: str = ITEMS) -> None:
+    def __init__(self, url: str, *, table: str = ITEMS, like: Database | None = None) -> None:
         if table not in _tables:
             raise ValueError(f"table must be one of {sorted(_tables)}, got {table!r}.")
         self.url = url
         self._table = _tables[table]
-        self._db = Database(url, self._table.metadata)
+        self._db = Database(url, self._table.metadata, like=like)
+
+    @property
+    def database(self) -> Database:
+        """The database the rows are kept in."""
+        return self._db
 
     def __repr__(self) -> str:
         return f"ExpiryLedger({self._db!r})"
 
-    def set(self, namespace: Namespace, key: str, ttl_minutes: float | None, *, now: float) -> None:
-        """Give an item ``ttl_minutes`` to live from ``now``; None: it never expires."""
+    def set(self, namespace: Namespace, key: str, ttl_minutes: Rule, *, now: float) -> None:
+        """Give an item ``ttl_minutes`` to live from ``now``; None: it never expires;
+        :data:`OWN`: its own time to live, restarted."""
         self.set_many(namespace, {key: ttl_minutes}, now=now)
 
-    def set_many(
-        self, namespace: Namespace, ttls: Mapping[str, float | None], *, now: float
-    ) -> None:
+    def set_many(self, namespace: Namespace, ttls: Mapping[str, Rule], *, now: float) -> None:
         """:meth:`set` for several items of a namespace, in one transaction."""
         if ttls:
             write = self.stamping(namespace, ttls, now=now)
             with self._db.transaction(write=True) as connection:
                 write(connection)
 
-    def stamping(
-        self, namespace: Namespace, ttls: Mapping[str, float | None], *, now: float
-    ) -> Stamp:
+    def stamping(self, namespace: Namespace, ttls: Mapping[str, Rule], *, now: float) -> Stamp:
         """:meth:`set_many` to run in another store's transaction on this database.
 
         The store writes an item and its time to live in one transaction: pass
@@ -131,6 +144,8 @@ class ExpiryLedger:
         self._db.engine  # noqa: B018  (the table, made outside the store's transaction)
         t = self._table
         label = _label(namespace)
+        own = [key for key, ttl in ttls.items() if ttl == OWN]
+        given = {key: ttl for key, ttl in ttls.items() if ttl != OWN}
         rows = [
             {
                 "namespace": label,
@@ -138,15 +153,19 @@ class ExpiryLedger:
                 "ttl_minutes": float(ttl),
                 "expires_at": now + ttl * 60,
             }
-            for key, ttl in ttls.items()
-            if ttl is not None
+            for key, ttl in given.items()
+            if isinstance(ttl, int | float)
         ]
 
         def write(connection: sa.Connection) -> None:
-            keys = list(ttls)
-            connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(keys)))
+            if given:
+                where = [t.c.namespace == label, t.c.key.in_(list(given))]
+                connection.execute(sa.delete(t).where(*where))
             if rows:
                 connection.execute(sa.insert(t), rows)
+            if own:  # one statement: no row read, no row for a permanent item
+                restarted = sa.update(t).where(t.c.namespace == label, t.c.key.in_(own))
+                connection.execute(restarted.values(expires_at=now + t.c.ttl_minutes * 60))
 
         return write
 
@@ -384,8 +403,11 @@ class ExpiryLedger:
         now: float,
         batch: int = 500,
         dry_run: bool = False,
+        namespace: Namespace | None = None,
     ) -> dict[str, int]:
         """Hand the items expired at ``now`` to ``expire``, a namespace at a time; how many went.
+
+        Every namespace's, or only ``namespace``'s when given.
 
         ``expire(namespace, items, now)`` deletes them from their store, then forgets their rows
         (:meth:`forget` with ``expired_at=now``), so a crash mid-way leaves
@@ -394,7 +416,7 @@ class ExpiryLedger:
         """
         removed: dict[str, int] = {}
         while True:
-            chunk = self.expired(now=now, limit=None if dry_run else batch)
+            chunk = self.expired(now=now, limit=None if dry_run else batch, namespace=namespace)
             for namespace, group in groupby(chunk, key=lambda e: e.namespace):
                 expired = list(group)
                 label = "/".join(namespace)

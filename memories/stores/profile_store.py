@@ -15,17 +15,9 @@ Two processes updating one profile never lose each other's work.
 
 :class:`ProfileStore` keeps profiles in any SQL database (SQLite by default),
 in three tables beside the histories' and on the same engine
-(:mod:`memories.stores.sql`)::
-
-    memories_store(namespace, key, value, version, created_at, updated_at)
-        the current document of each profile; value is NULL once cleared
-    memories_profile_changes(id, namespace, key, version, kind, document, patch,
-                             turns, error, raw, created_at)
-        every accepted change (with the whole document after it, the patch and
-        the turns that caused it) and every failed update (with the error and
-        the model's replies): the history, append-only
-    memories_profile_pending(id, namespace, key, messages, created_at)
-        turns saved but not folded into the profile yet
+(:mod:`memories.stores.documents`: the current documents, every change, the
+queued turns). Memories that share the database own their rows there: a
+store sees, writes and deletes only its ``owner``'s.
 
 A namespace is a tuple of labels (:mod:`memories.kernel.namespaces`), stored joined
 by ``"."``.
@@ -37,33 +29,12 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jsonpatch
 from langchain_core.messages import BaseMessage
-from sqlalchemy import (
-    JSON,
-    Column,
-    Connection,
-    Float,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    and_,
-    cast,
-    delete,
-    func,
-    insert,
-    literal_column,
-    or_,
-    select,
-    type_coerce,
-    union,
-    update,
-)
+from sqlalchemy import Connection, delete, func, insert, literal_column, select, union, update
 from sqlalchemy.exc import IntegrityError
 
 from memories.errors import BackendError, ConfigError, InvalidInputError, VersionConflictError
@@ -71,9 +42,24 @@ from memories.kernel.messages import dump_message, load_message
 from memories.kernel.namespaces import Namespace, as_namespace, namespace_text
 from memories.kernel.patching import apply_operations
 from memories.kernel.steps import Steps, arun, run, step, to_thread
-from memories.stores.expiry import ExpiryLedger, Stamp
+from memories.stores.document_ttl import DocumentTTL
+from memories.stores.documents import (
+    HELD,
+    OWNER,
+    changes_table,
+    keyed,
+    matching,
+    metadata,
+    owned,
+    pending_table,
+    refuse_others,
+    sqlite_page,
+    store_table,
+    under,
+)
+from memories.stores.expiry import ExpiryLedger
 from memories.stores.history.sql import default_sqlite_url
-from memories.stores.sql import EXTRA_DDL, Database, log_table, redacted
+from memories.stores.sql import Database, redacted
 
 __all__ = [
     "MAX_WRITE_TRIES",
@@ -100,54 +86,6 @@ __all__ = [
 def default_url() -> str:
     """The default store: the SQLite histories' default file, in the data directory."""
     return default_sqlite_url()
-
-
-_metadata = MetaData()
-
-store_table = Table(
-    "memories_store",
-    _metadata,
-    Column("namespace", String(512), primary_key=True),
-    Column("key", String(255), primary_key=True),
-    Column("value", Text, nullable=True),
-    Column("version", Integer, nullable=False),
-    Column("created_at", Float, nullable=False),
-    Column("updated_at", Float, nullable=False),
-)
-
-changes_table = log_table(
-    "memories_profile_changes",
-    _metadata,
-    [Column("namespace", String(512), nullable=False), Column("key", String(255), nullable=False)],
-    Column("version", Integer, nullable=True),
-    Column("kind", String(16), nullable=False),
-    Column("document", Text, nullable=True),
-    Column("patch", Text, nullable=True),
-    Column("turns", Text, nullable=True),
-    Column("error", Text, nullable=True),
-    Column("raw", Text, nullable=True),
-    index="ix_memories_profile_changes_key",
-)
-
-pending_table = log_table(
-    "memories_profile_pending",
-    _metadata,
-    [Column("namespace", String(512), nullable=False), Column("key", String(255), nullable=False)],
-    Column("messages", Text, nullable=False),
-    index="ix_memories_profile_pending_key",
-)
-
-
-#: The documents held now, by namespace and key: a count or a page of a namespace's
-#: memories reads this index alone, never the documents (SQLite: 224 ms -> 20 ms for
-#: a count at 100,000 memories). PostgreSQL reads the table (an index built on opening
-#: would lock writers out of a big table meanwhile).
-_metadata.info[EXTRA_DDL] = {
-    "sqlite": [
-        "CREATE INDEX IF NOT EXISTS ix_memories_store_held "
-        "ON memories_store (namespace, key) WHERE value IS NOT NULL"
-    ]
-}
 
 
 @dataclass(frozen=True)
@@ -256,45 +194,6 @@ Also = Callable[[Connection], None]
 #: (a sweep's "the expiry row was still expired, and is gone": :meth:`ExpiryLedger.forgetting
 #: <memories.stores.expiry.ExpiryLedger.forgetting>`).
 Guard = Callable[[Connection], bool]
-
-
-@dataclass(frozen=True)
-class DocumentTTL:
-    """How long a store's documents live after their last write (a profile's ``ttl``).
-
-    A store given one writes each commit's expiry row in the commit's own
-    transaction (the ledger is on the store's database) and shows an expired
-    document as cleared (``value`` None, its version kept, so compare-and-set
-    still holds) until a sweep deletes it with every version.
-    """
-
-    ledger: ExpiryLedger
-    """Where the expiry times are (:data:`~memories.stores.expiry.DOCUMENTS`)."""
-    minutes: float
-    """How long a document lives after its last write."""
-    refresh_on_read: bool
-    """Whether a load of a live document starts its time again."""
-    clock: Callable[[], float]
-    """The time expiry is reckoned with (Unix seconds)."""
-
-    def stamping(self, namespace: Namespace, keys: Sequence[str]) -> Stamp:
-        """The expiry rows of a commit of ``keys``, for its transaction."""
-        ttls = dict.fromkeys(keys, self.minutes)
-        return self.ledger.stamping(namespace, ttls, now=self.clock())
-
-    def expired(self, namespace: Namespace, keys: Sequence[str]) -> list[str]:
-        """Those of ``keys`` whose document has expired (and was not swept yet)."""
-        found = self.ledger.expired(now=self.clock(), namespace=namespace, keys=keys)
-        return [e.key for e in found]
-
-    def shown(self, item: ProfileItem | None) -> ProfileItem | None:
-        """``item`` as a load shows it: cleared once expired; its time refreshed if asked."""
-        if item is None or item.value is None:
-            return item
-        expired = self.ledger.expired_on_read(
-            item.namespace, item.key, now=self.clock(), refresh=self.refresh_on_read
-        )
-        return replace(item, value=None) if expired else item
 
 
 class Commit(NamedTuple):
@@ -1004,17 +903,24 @@ class ProfileStore(BaseProfileStore):
             ``"postgresql+psycopg://user:pw@host/db"``.
         ttl: how long the documents written through this object live (its
             ledger on ``url``); None: until deleted.
+        owner: whose rows these are (the kind of memory: ``"profile"``,
+            ``"instructions"``...): the store reads, writes and deletes no other's.
     """
 
-    def __init__(self, url: str | None = None, *, ttl: DocumentTTL | None = None) -> None:
+    def __init__(
+        self, url: str | None = None, *, ttl: DocumentTTL | None = None, owner: str = OWNER
+    ) -> None:
         url = default_url() if url is None else url
         if not isinstance(url, str) or not url:
             raise ConfigError(f"url must be a SQLAlchemy database URL string; got {url!r:.80}")
         if ttl is not None and ttl.ledger.url != url:
             raise ConfigError(f"A document's time to live is kept on its store's database {url!r}.")
+        if not isinstance(owner, str) or not 0 < len(owner) <= 32:
+            raise ConfigError(f"owner must be a name of 1 to 32 characters; got {owner!r:.80}")
         self.url = url
         self.ttl = ttl
-        self._db = Database(url, _metadata)
+        self.owner = owner
+        self._db = Database(url, metadata, like=None if ttl is None else ttl.ledger.database)
 
     @property
     def database(self) -> Database:
@@ -1024,17 +930,21 @@ class ProfileStore(BaseProfileStore):
     def _joined(self, ledger: ExpiryLedger) -> Database | None:
         return self._db if ledger.url == self.url else None
 
-    def _also(self, namespace: Namespace, keys: Sequence[str], also: Also | None) -> Also | None:
+    def _also(
+        self, namespace: Namespace, commits: Sequence[tuple[str, int]], also: Also | None
+    ) -> Also | None:
         """A commit's other writes: ``also``, and with a ``ttl`` the documents' expiry rows.
 
         Both are made now, before the commit's transaction opens. A document
-        written again after it expired starts anew: its earlier versions (what
-        expired) go in the same transaction.
+        written again after it expired starts anew (the ``ttl`` is for new
+        ones; others keep their own): its earlier versions (what expired) go
+        in the same transaction. ``commits``: each key with its expected version.
         """
         if self.ttl is None:
             return also
-        stamp = self.ttl.stamping(namespace, keys)
+        keys = [key for key, _ in commits]
         expired = self.ttl.expired(namespace, keys)
+        stamp = self.ttl.stamping(namespace, keys, {*expired, *(k for k, v in commits if not v)})
         ns = namespace_text(namespace)
 
         def both(connection: Connection) -> None:
@@ -1046,8 +956,7 @@ class ProfileStore(BaseProfileStore):
 
         return both
 
-    @staticmethod
-    def _drop_versions(connection: Connection, ns: str, keys: Sequence[str]) -> None:
+    def _drop_versions(self, connection: Connection, ns: str, keys: Sequence[str]) -> None:
         """Remove the history of these keys before their current version (just written)."""
         t, current = changes_table, store_table
         version = (
@@ -1056,7 +965,12 @@ class ProfileStore(BaseProfileStore):
             .scalar_subquery()
         )
         connection.execute(
-            delete(t).where(t.c.namespace == ns, t.c.key.in_(list(keys)), t.c.version < version)
+            delete(t).where(
+                t.c.namespace == ns,
+                t.c.key.in_(list(keys)),
+                t.c.version < version,
+                owned(t, self.owner),
+            )
         )
 
     def __repr__(self) -> str:
@@ -1073,8 +987,9 @@ class ProfileStore(BaseProfileStore):
         return results
 
     def _load(self, op: Load) -> ProfileItem | None:
-        query = select(store_table).where(
-            store_table.c.namespace == namespace_text(op.namespace), store_table.c.key == op.key
+        t = store_table
+        query = select(t).where(
+            t.c.namespace == namespace_text(op.namespace), t.c.key == op.key, owned(t, self.owner)
         )
         with self._db.transaction() as connection:
             row = connection.execute(query).first()
@@ -1083,7 +998,7 @@ class ProfileStore(BaseProfileStore):
 
     def _commit(self, op: Commit) -> ProfileItem | None:
         ns, key, change = namespace_text(op.namespace), op.key, op.change
-        also = self._also(op.namespace, [key], op.also)
+        also = self._also(op.namespace, [(key, op.expected_version)], op.also)
         try:
             with self._db.transaction() as connection:
                 self._write_change(connection, ns, key, change, op.expected_version, time.time())
@@ -1096,7 +1011,7 @@ class ProfileStore(BaseProfileStore):
 
     def _commit_many(self, op: CommitMany) -> list[ProfileItem | None] | None:
         ns, now = namespace_text(op.namespace), time.time()
-        also = self._also(op.namespace, [key for key, _, _ in op.commits], op.also)
+        also = self._also(op.namespace, [(key, v) for key, _, v in op.commits], op.also)
         try:
             with self._db.transaction() as connection:
                 if op.drop_ids:
@@ -1107,7 +1022,10 @@ class ProfileStore(BaseProfileStore):
                     ids = sorted(set(op.drop_ids))
                     dropped = connection.execute(
                         delete(t).where(
-                            t.c.namespace == ns, t.c.key == op.drop_key, t.c.id.in_(ids)
+                            t.c.namespace == ns,
+                            t.c.key == op.drop_key,
+                            t.c.id.in_(ids),
+                            owned(t, self.owner),
                         )
                     ).rowcount
                     if dropped != len(ids):
@@ -1130,6 +1048,7 @@ class ProfileStore(BaseProfileStore):
         if not fresh:
             return
         texts = [_dump(c.document) if c.document is not None else None for _, c in fresh]
+        refuse_others(connection, ns, [key for key, _ in fresh], self.owner)
         try:
             connection.execute(
                 insert(store_table),
@@ -1141,6 +1060,7 @@ class ProfileStore(BaseProfileStore):
                         "version": 1,
                         "created_at": now,
                         "updated_at": now,
+                        "owner": self.owner,
                     }
                     for (key, _), text in zip(fresh, texts, strict=True)
                 ],
@@ -1159,6 +1079,7 @@ class ProfileStore(BaseProfileStore):
                     "patch": _dump(list(change.patch)),
                     "turns": _dump_turns(change.turns),
                     "created_at": now,
+                    "owner": self.owner,
                 }
                 for (key, change), text in zip(fresh, texts, strict=True)
             ],
@@ -1171,7 +1092,9 @@ class ProfileStore(BaseProfileStore):
         with self._db.transaction() as connection:
             for start in range(0, len(keys), _KEYS_PER_QUERY):
                 chunk = list(keys[start : start + _KEYS_PER_QUERY])
-                query = select(t).where(t.c.namespace == ns, t.c.key.in_(chunk))
+                query = select(t).where(
+                    t.c.namespace == ns, t.c.key.in_(chunk), owned(t, self.owner)
+                )
                 found.update((row.key, _item(row)) for row in connection.execute(query))
         return [found.get(key) for key in keys]
 
@@ -1183,14 +1106,16 @@ class ProfileStore(BaseProfileStore):
         if expected == 0:
             self._insert(connection, ns, key, text, now)
         else:
+            t = store_table  # an unowned row (an older version's) is claimed here
             moved = connection.execute(
-                update(store_table)
+                update(t)
                 .where(
-                    store_table.c.namespace == ns,
-                    store_table.c.key == key,
-                    store_table.c.version == expected,
+                    t.c.namespace == ns,
+                    t.c.key == key,
+                    t.c.version == expected,
+                    owned(t, self.owner),
                 )
-                .values(value=text, version=expected + 1, updated_at=now)
+                .values(value=text, version=expected + 1, updated_at=now, owner=self.owner)
             ).rowcount
             if moved != 1:
                 raise _Conflict
@@ -1203,12 +1128,13 @@ class ProfileStore(BaseProfileStore):
             "patch": _dump(list(change.patch)),
             "turns": _dump_turns(change.turns),
             "created_at": now,
+            "owner": self.owner,
         }
         connection.execute(insert(changes_table).values(**row))
 
     def _keys(self, op: Keys) -> list[ProfileItem]:
         t = store_table
-        query = select(t).where(*_keyed(t, op.namespace, op.prefix), t.c.value.is_not(None))
+        query = select(t).where(*self._keyed(t, op.namespace, op.prefix), t.c.value.is_not(None))
         query = query.order_by(t.c.key)
         with self._db.transaction() as connection:
             return [_item(row) for row in connection.execute(query)]
@@ -1223,6 +1149,7 @@ class ProfileStore(BaseProfileStore):
                 .where(
                     t.c.key.startswith(op.prefix, autoescape=True),
                     t.c.namespace.contains(op.contains, autoescape=True),
+                    owned(t, self.owner),
                 )
                 for t in (store_table, changes_table, pending_table)
             )
@@ -1246,6 +1173,7 @@ class ProfileStore(BaseProfileStore):
                         t.c.namespace.between(names[0], names[-1]),
                         t.c.key.startswith(op.prefix, autoescape=True),
                         t.c.value.is_not(None),
+                        owned(t, self.owner),
                     )
                     .group_by(t.c.namespace)
                 )
@@ -1255,7 +1183,7 @@ class ProfileStore(BaseProfileStore):
 
     def _key_page(self, op: KeyPage) -> tuple[list[ProfileItem], int]:
         t = store_table
-        where = [*_keyed(t, op.namespace, op.prefix), t.c.value.is_not(None)]
+        where = [*self._keyed(t, op.namespace, op.prefix), t.c.value.is_not(None)]
         if op.keep is not None:
             where.append(op.keep(t.c.key))
         # By key: the primary key's order, read from its index without a sort
@@ -1264,7 +1192,7 @@ class ProfileStore(BaseProfileStore):
         counting = select(func.count()).where(*where)
         with self._db.transaction() as connection:
             if op.contains and op.limit:
-                matching = _matching(op, sqlite=connection.dialect.name == "sqlite")
+                matched = matching(op, sqlite=connection.dialect.name == "sqlite")
                 if connection.dialect.name == "sqlite" and self._mostly(connection, op):
                     # The namespace is much of the table: reading the table in its own
                     # order (20 ms at 100,000 documents) beats a lookup per index entry
@@ -1276,9 +1204,9 @@ class ProfileStore(BaseProfileStore):
                 # matches' keys, whose sort then carries keys, not documents (a text in
                 # all 100,000: 135 to 80 ms).
                 if connection.dialect.name == "sqlite":
-                    query = _sqlite_page(where, matching, op.limit, op.offset)
+                    query = sqlite_page(where, matched, op.limit, op.offset)
                 else:
-                    query = select(t).where(*where, matching).order_by(t.c.key)
+                    query = select(t).where(*where, matched).order_by(t.c.key)
                     query = query.add_columns(func.count().over().label("total"))
                     query = query.limit(op.limit).offset(op.offset)
                 rows = connection.execute(query).all()
@@ -1286,10 +1214,10 @@ class ProfileStore(BaseProfileStore):
                     return [_item(row) for row in rows], int(rows[0].total)
                 if op.offset == 0:
                     return [], 0
-                counting = select(func.count()).where(*where, matching)
+                counting = select(func.count()).where(*where, matched)
                 return [], int(connection.execute(counting).scalar_one())
             if op.contains:
-                counting = counting.where(_matching(op, sqlite=connection.dialect.name == "sqlite"))
+                counting = counting.where(matching(op, sqlite=connection.dialect.name == "sqlite"))
             total = connection.execute(counting).scalar_one()
             rows = connection.execute(query.limit(op.limit).offset(op.offset)).all()
         return [_item(row) for row in rows], int(total)
@@ -1298,7 +1226,7 @@ class ProfileStore(BaseProfileStore):
     def _mostly(connection: Connection, op: KeyPage) -> bool:
         """Whether ``op``'s namespace holds an eighth of the table or more (SQLite)."""
         t = store_table
-        held = select(func.count()).where(*_keyed(t, op.namespace, op.prefix))
+        held = select(func.count()).where(*keyed(t, op.namespace, op.prefix))
         rows = connection.execute(held).scalar_one()  # from the key index alone
         # max(rowid) is one descent of the table, and at least the number of its rows.
         last: Any = select(func.max(literal_column("rowid"))).select_from(t)
@@ -1306,7 +1234,7 @@ class ProfileStore(BaseProfileStore):
 
     def _key_changes(self, op: KeyChanges) -> list[tuple[str, ProfileChange]]:
         t = changes_table
-        query = select(t).where(*_keyed(t, op.namespace, op.prefix), t.c.version.is_not(None))
+        query = select(t).where(*self._keyed(t, op.namespace, op.prefix), t.c.version.is_not(None))
         query = query.order_by(t.c.id)
         with self._db.transaction() as connection:
             return [(row.key, _change(row)) for row in connection.execute(query)]
@@ -1321,13 +1249,16 @@ class ProfileStore(BaseProfileStore):
             "error": op.error,
             "raw": _dump(list(op.raw)),
             "created_at": time.time(),
+            "owner": self.owner,
         }
         with self._db.transaction() as connection:
             connection.execute(insert(changes_table).values(**row))
 
     def _changes(self, op: Changes) -> list[ProfileChange]:
         t = changes_table
-        query = select(t).where(t.c.namespace == namespace_text(op.namespace), t.c.key == op.key)
+        query = select(t).where(
+            t.c.namespace == namespace_text(op.namespace), t.c.key == op.key, owned(t, self.owner)
+        )
         if op.version is not None:
             query = query.where(t.c.version == op.version)
         if op.failed is not None:
@@ -1348,6 +1279,7 @@ class ProfileStore(BaseProfileStore):
             "key": op.key,
             "messages": _dump([json.loads(dump_message(m)) for m in op.messages]),
             "created_at": time.time(),
+            "owner": self.owner,
         }
         with self._db.transaction() as connection:
             inserted = connection.execute(insert(pending_table).values(**row)).inserted_primary_key
@@ -1358,7 +1290,11 @@ class ProfileStore(BaseProfileStore):
         t = pending_table
         query = (
             select(t)
-            .where(t.c.namespace == namespace_text(op.namespace), t.c.key == op.key)
+            .where(
+                t.c.namespace == namespace_text(op.namespace),
+                t.c.key == op.key,
+                owned(t, self.owner),
+            )
             .order_by(t.c.id)
             .limit(op.limit)
         )
@@ -1376,7 +1312,7 @@ class ProfileStore(BaseProfileStore):
     def _count_pending(self, op: CountPending) -> int:
         t = pending_table
         query = select(func.count()).where(
-            t.c.namespace == namespace_text(op.namespace), t.c.key == op.key
+            t.c.namespace == namespace_text(op.namespace), t.c.key == op.key, owned(t, self.owner)
         )
         with self._db.transaction() as connection:
             return int(connection.execute(query).scalar_one())
@@ -1390,9 +1326,9 @@ class ProfileStore(BaseProfileStore):
         with self._db.transaction() as connection:
             if op.only_if is not None and not op.only_if(connection):
                 return
-            for table in (store_table, changes_table, pending_table):
+            for t in (store_table, changes_table, pending_table):
                 connection.execute(
-                    delete(table).where(table.c.namespace == ns, table.c.key == op.key)
+                    delete(t).where(t.c.namespace == ns, t.c.key == op.key, owned(t, self.owner))
                 )
 
     # -- one person's data (for erasure) -------------------------------------------
@@ -1407,7 +1343,7 @@ class ProfileStore(BaseProfileStore):
                         select(func.count()).where(table.c.namespace == ns)
                     ).scalar_one()
                 )
-                for kind, table in _HELD.items()
+                for kind, table in HELD.items()
             }
 
     def erase_namespace(self, namespace: Namespace, /) -> None:
@@ -1419,14 +1355,15 @@ class ProfileStore(BaseProfileStore):
         """
         ns = namespace_text(as_namespace(namespace))
         with self._db.transaction(write=True) as connection:
-            for table in _HELD.values():
+            for table in HELD.values():
                 connection.execute(delete(table).where(table.c.namespace == ns))
 
     def _search(self, op: Search) -> list[ProfileItem]:
+        t = store_table
         query = (
-            select(store_table)
-            .where(store_table.c.value.is_not(None), _under(op.namespace_prefix))
-            .order_by(store_table.c.namespace, store_table.c.key)
+            select(t)
+            .where(t.c.value.is_not(None), under(op.namespace_prefix), owned(t, self.owner))
+            .order_by(t.c.namespace, t.c.key)
             .limit(op.limit)
             .offset(op.offset)
         )
@@ -1435,9 +1372,10 @@ class ProfileStore(BaseProfileStore):
         return [_item(row) for row in rows]
 
     def _list_namespaces(self, op: ListNamespaces) -> list[Namespace]:
-        query = select(store_table.c.namespace).distinct().where(store_table.c.value.is_not(None))
+        t = store_table
+        query = select(t.c.namespace).distinct().where(t.c.value.is_not(None), owned(t, self.owner))
         if op.prefix:
-            query = query.where(_under(op.prefix))
+            query = query.where(under(op.prefix))
         with self._db.transaction() as connection:
             found = {tuple(ns.split(".")) for ns in connection.execute(query).scalars()}
         if op.max_depth is not None:
@@ -1446,8 +1384,14 @@ class ProfileStore(BaseProfileStore):
 
     # -- statements -------------------------------------------------------------
 
-    @staticmethod
-    def _insert(connection: Connection, ns: str, key: str, text: str | None, now: float) -> None:
+    def _keyed(self, table: Any, namespace: Namespace, prefix: str) -> tuple[Any, ...]:
+        """The conditions "this store's row of exactly this namespace, its key after ``prefix``"."""
+        return (*keyed(table, namespace, prefix), owned(table, self.owner))
+
+    def _insert(
+        self, connection: Connection, ns: str, key: str, text: str | None, now: float
+    ) -> None:
+        refuse_others(connection, ns, [key], self.owner)
         row = {
             "namespace": ns,
             "key": key,
@@ -1455,6 +1399,7 @@ class ProfileStore(BaseProfileStore):
             "version": 1,
             "created_at": now,
             "updated_at": now,
+            "owner": self.owner,
         }
         try:
             connection.execute(insert(store_table).values(**row))
@@ -1462,23 +1407,20 @@ class ProfileStore(BaseProfileStore):
             # Another writer created the row first; the whole transaction rolls back.
             raise _Conflict from exc
 
-    @staticmethod
-    def _drop(connection: Connection, ns: str, key: str, ids: Sequence[int]) -> None:
+    def _drop(self, connection: Connection, ns: str, key: str, ids: Sequence[int]) -> None:
         # Exactly these ids, never "up to": on a server database a turn with a
         # smaller id can commit after a larger one and must not be dropped unseen.
         if ids:
             t = pending_table
             connection.execute(
-                delete(t).where(t.c.namespace == ns, t.c.key == key, t.c.id.in_(list(ids)))
+                delete(t).where(
+                    t.c.namespace == ns,
+                    t.c.key == key,
+                    t.c.id.in_(list(ids)),
+                    owned(t, self.owner),
+                )
             )
 
-
-#: The tables that hold a namespace's data, by what a row of each is.
-_HELD = {
-    "current documents": store_table,
-    "ledger versions": changes_table,
-    "queued turns": pending_table,
-}
 
 _HANDLERS: dict[type, Callable[[ProfileStore, Any], Any]] = {
     Load: ProfileStore._load,
@@ -1498,60 +1440,6 @@ _HANDLERS: dict[type, Callable[[ProfileStore, Any], Any]] = {
     Search: ProfileStore._search,
     ListNamespaces: ProfileStore._list_namespaces,
 }
-
-
-def _under(prefix: Namespace) -> Any:
-    if not prefix:
-        return store_table.c.namespace.is_not(None)
-    joined = namespace_text(prefix)
-    escaped = joined.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return or_(
-        store_table.c.namespace == joined,
-        store_table.c.namespace.like(f"{escaped}.%", escape="\\"),
-    )
-
-
-def _matching(op: KeyPage, *, sqlite: bool) -> Any:
-    """The condition "the key after ``op.prefix``, or the document's ``op.field``, contains
-    ``op.contains``", case-insensitively.
-
-    Matching the stored JSON alone would also find the text in field names, in
-    other fields and in JSON's own quotes and escapes. So the JSON is searched
-    first for the text as JSON writes it (escaped: cheap, and true of every
-    match), and only the documents found there have their field read out.
-    """
-    t = store_table
-    written = json.dumps(op.contains, ensure_ascii=False)[1:-1]
-    # SQLite's LIKE already ignores the case of ASCII letters; lower() per row costs.
-    like = "contains" if sqlite else "icontains"
-    # SQLite reads JSON from text as it is (a CAST would make it a number); PostgreSQL casts.
-    field = (type_coerce if sqlite else cast)(t.c.value, JSON)[op.field].as_string()
-    rest = func.substr(t.c.key, len(op.prefix) + 1)
-    return or_(
-        getattr(rest, like)(op.contains, autoescape=True),
-        and_(
-            getattr(t.c.value, like)(written, autoescape=True),
-            getattr(field, like)(op.contains, autoescape=True),
-        ),
-    )
-
-
-def _sqlite_page(where: Sequence[Any], matching: Any, limit: int, offset: int) -> Any:
-    """The page of documents meeting ``where`` and ``matching``, by key, each with the total."""
-    t = store_table
-    rowid: Any = literal_column("memories_store.rowid")
-    matches = select(rowid.label("row"), t.c.key).where(*where, matching).cte("matches")
-    chosen = select(matches.c.row).order_by(matches.c.key).limit(limit).offset(offset)
-    total = select(func.count()).select_from(matches).scalar_subquery()
-    return select(t, total.label("total")).where(rowid.in_(chosen)).order_by(t.c.key)
-
-
-def _keyed(table: Table, namespace: Namespace, prefix: str) -> tuple[Any, Any]:
-    """The conditions "exactly this namespace, a key starting with ``prefix``"."""
-    return (
-        table.c.namespace == namespace_text(namespace),
-        table.c.key.startswith(prefix, autoescape=True),
-    )
 
 
 def _item(row: Any) -> ProfileItem:

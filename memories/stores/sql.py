@@ -6,10 +6,16 @@ place that opens a database: one engine and connection pool per URL per
 process (forgotten in a forked child), SQLite in WAL mode with a busy
 timeout, each store's tables created once per engine, and database errors
 turned into the library's own in :func:`transaction`.
+
+An in-memory SQLite URL (``sqlite://``, ``sqlite:///:memory:``) is one
+database per store object instead (:class:`Database`), never shared by URL:
+one connection that every thread and asyncio's worker threads use, one
+transaction at a time.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
@@ -17,6 +23,7 @@ import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -39,6 +46,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.exc import OperationalError as SAOperationalError
+from sqlalchemy.pool import StaticPool
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError
 from memories.kernel.accounting import measured
@@ -49,6 +57,7 @@ __all__ = [
     "check_sqlite_file",
     "ensure_tables",
     "get_engine",
+    "in_memory_sqlite",
     "log_table",
     "make_sqlite_folder",
     "redacted",
@@ -61,7 +70,8 @@ _SQLITE_BUSY_TIMEOUT_MS = 30_000
 logger = logging.getLogger(__name__)
 
 _engines: dict[str, Engine] = {}
-_ready: set[tuple[int, int]] = set()
+#: The metadata (by id) whose tables each engine has, made by this process.
+_ready: weakref.WeakKeyDictionary[Engine, set[int]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -91,6 +101,10 @@ def get_engine(url: str) -> Engine:
 #: tables, per dialect name: idempotent DDL (``CREATE INDEX IF NOT EXISTS``) that
 #: SQLAlchemy's ``create_all`` cannot express or does not add to an existing table.
 EXTRA_DDL = "memories_extra_ddl"
+#: ``MetaData.info`` key of the functions (``f(connection)``) that bring tables an older
+#: version made up to date (a column added, its rows filled in): run after the tables
+#: are made, in the same transaction and lock, so a failure stops the opening.
+UPGRADES = "memories_upgrades"
 
 
 def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
@@ -104,7 +118,7 @@ def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
         BackendUnavailableError: the database cannot be opened or written.
     """
     with _lock:
-        if (id(engine), id(metadata)) in _ready:
+        if id(metadata) in _ready.get(engine, ()):
             return
         try:
             with _translated(f"Cannot open the database {redacted(url)!r}"):
@@ -125,7 +139,7 @@ def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
                     redacted(url),
                     exc,
                 )
-        _ready.add((id(engine), id(metadata)))
+        _ready.setdefault(engine, set()).add(id(metadata))
 
 
 #: The PostgreSQL advisory lock that serialises making tables (any constant of our own).
@@ -149,6 +163,8 @@ def _create_all(engine: Engine, metadata: MetaData) -> None:
         if engine.dialect.name == "sqlite":
             _BEGIN_IMMEDIATE.execute(connection)
         metadata.create_all(connection)
+        for upgrade in metadata.info.get(UPGRADES, ()):
+            upgrade(connection)
 
 
 @contextmanager
@@ -255,38 +271,78 @@ class _Batch:
     write: bool
 
 
+class _MemoryDatabase:
+    """A private in-memory SQLite database: one connection for every thread, one turn at a time.
+
+    SQLite's in-memory database lives and dies with its connection, so the
+    engine keeps exactly one (``StaticPool``) and lets any thread use it; the
+    ``turn`` lock makes each transaction whole before the next begins.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = _create_engine(url, memory=True)
+        self.turn = threading.RLock()
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """This thread's turn on the database, waiting at most SQLite's busy timeout."""
+        if not self.turn.acquire(timeout=_SQLITE_BUSY_TIMEOUT_MS / 1000):
+            raise BackendUnavailableError(
+                f"The in-memory database {redacted(self.url)!r} stayed busy for "
+                f"{_SQLITE_BUSY_TIMEOUT_MS // 1000} s (another thread's transaction); try again."
+            )
+        try:
+            yield
+        finally:
+            self.turn.release()
+
+
 class Database:
     """A store's handle on one database: its URL, engine and tables, ready for transactions.
 
     Copies and pickles carry the URL only; the copy takes this process's
-    engine for it (a connection pool never crosses a copy or a fork).
+    engine for it (a connection pool never crosses a copy or a fork). An
+    in-memory SQLite URL is a database of this object's own (a copy shares
+    it; a pickle opens a new, empty one).
 
     Args:
         url: a SQLAlchemy URL.
         metadata: the tables the store needs (created once per engine).
+        like: on an in-memory SQLite URL, share this database's (a store's
+            expiry times in the store's own database); ignored for others,
+            which one URL shares anyway.
     """
 
-    def __init__(self, url: str, metadata: MetaData) -> None:
+    def __init__(self, url: str, metadata: MetaData, *, like: Database | None = None) -> None:
         _check_reachable(url)
         self.url = url
         self.metadata = metadata
         self._engine: Engine | None = None
         self._opening = threading.Lock()
         self._batches = threading.local()
+        self._memory: _MemoryDatabase | None = None
+        if in_memory_sqlite(url):
+            shared = like._memory if like is not None else None
+            self._memory = shared if shared is not None else _MemoryDatabase(url)
 
     @property
     def engine(self) -> Engine:
         """The engine, with the tables in place: opened on first use, so building writes nothing."""
         engine = self._engine
         if engine is None:
-            with self._opening:
+            with self._held(), self._opening:  # the turn first, as in a transaction
                 if self._engine is None:
                     make_sqlite_folder(self.url)
-                    engine = get_engine(self.url)
+                    engine = get_engine(self.url) if self._memory is None else self._memory.engine
                     ensure_tables(engine, self.url, self.metadata)
                     self._engine = engine
                 engine = self._engine
         return engine
+
+    def _held(self) -> AbstractContextManager[None]:
+        """This thread's turn on an in-memory database (nothing to wait for on others)."""
+        return nullcontext() if self._memory is None else self._memory.held()
 
     def transaction(self, *, write: bool = False) -> AbstractContextManager[Connection]:
         """A transaction, errors translated (see :func:`transaction`).
@@ -297,7 +353,14 @@ class Database:
         current: _Batch | None = getattr(self._batches, "current", None)
         if current is not None and (current.write or not write):
             return nullcontext(current.connection)
+        if self._memory is not None:
+            return self._held_transaction()
         return transaction(self.engine, self.url)
+
+    @contextmanager
+    def _held_transaction(self) -> Iterator[Connection]:
+        with self._held(), transaction(self.engine, self.url) as connection:
+            yield connection
 
     @contextmanager
     def batch(self, *, write: bool) -> Iterator[None]:
@@ -312,7 +375,7 @@ class Database:
         if getattr(self._batches, "current", None) is not None:
             yield
             return
-        with transaction(self.engine, self.url) as connection:
+        with self._held(), transaction(self.engine, self.url) as connection:
             if write and connection.dialect.name == "sqlite":
                 _BEGIN_IMMEDIATE.execute(connection)
             self._batches.current = _Batch(connection, write)
@@ -325,7 +388,7 @@ class Database:
         return f"Database({redacted(self.url)!r})"
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Database:
-        return Database(self.url, self.metadata)  # the tables are shared, never copied
+        return Database(self.url, self.metadata, like=self)  # the tables are shared, never copied
 
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url, "metadata": self.metadata}
@@ -335,6 +398,7 @@ class Database:
         self._engine = None
         self._opening = threading.Lock()
         self._batches = threading.local()
+        self._memory = _MemoryDatabase(self.url) if in_memory_sqlite(self.url) else None
 
 
 #: A SQLite write batch takes the write lock up front (see :meth:`Database.batch`).
@@ -350,6 +414,8 @@ def _check_reachable(url: str) -> None:
     :class:`BackendUnavailableError`. The file, its folder and the tables are
     made by the first use.
     """
+    if in_memory_sqlite(url):
+        return
     engine = get_engine(url)
     file = sqlite_file(url)
     if engine.url.get_backend_name() != "sqlite":
@@ -403,6 +469,23 @@ def sqlite_file(url: str) -> Path | None:
     if database.startswith("file:"):
         return None
     return Path(database).expanduser().absolute()
+
+
+@functools.lru_cache(maxsize=1024)
+def in_memory_sqlite(url: str) -> bool:
+    """Whether ``url`` is an in-memory SQLite database of its own (``sqlite://``, ``:memory:``).
+
+    A named shared-cache one (``file:name?mode=memory&cache=shared``) is not:
+    its name shares it, as a file's path does.
+
+    Raises:
+        ConfigError: ``url`` is not a SQLAlchemy URL.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(_bad_url(url, exc)) from exc
+    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
 
 
 def check_sqlite_file(url: str, what: str) -> None:
@@ -469,10 +552,12 @@ SOCKET_BOUNDS: dict[str, int] = {
 _LIBPQ_DRIVERS = ("psycopg", "psycopg2", "psycopg2cffi")
 
 
-def _create_engine(url: str) -> Engine:
+def _create_engine(url: str, *, memory: bool = False) -> Engine:
     try:
         parsed = make_url(url)
         options: dict[str, Any] = {}
+        if memory:  # one connection, any thread (see _MemoryDatabase)
+            options = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
         if parsed.get_backend_name() == "postgresql":
             options["connect_args"] = _postgres_bounds(parsed)
             # A server restarted (or a connection cut by a proxy) leaves the pool's
@@ -565,4 +650,16 @@ def _forget_engines_after_fork() -> None:
     _ready.clear()
 
 
+def _close_engines_at_exit() -> None:
+    # Closing the pooled connections lets SQLite checkpoint its WAL and remove the -wal and
+    # -shm files beside the database: a process that only read leaves its folder as it was.
+    for engine in list(_engines.values()):
+        try:
+            engine.dispose()
+        except Exception as exc:  # the process ends either way: say so, stop nothing
+            logger.debug("closing %s at exit failed: %s", redacted(str(engine.url)), exc)
+
+
 os.register_at_fork(after_in_child=_forget_engines_after_fork)
+# Registered at import, so it runs after the exit handlers of what uses the engines (LIFO).
+atexit.register(_close_engines_at_exit)

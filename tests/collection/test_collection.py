@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -17,7 +17,7 @@ from memories import CollectionMemory, ConfigError, InvalidInputError, create_me
 from memories.core.base import BaseMemory
 from memories.stores.history import ChatHistory, InMemoryHistory
 from tests.collection.fakes import CollectionScript
-from tests.contract.memory_contract import TURNS, MakeMemory, MemoryContract, run_turns
+from tests.contract.memory_contract import MakeMemory, MemoryContract, run_turns
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 
@@ -76,6 +76,10 @@ def contents(memory: CollectionMemory) -> list[str]:
 class TestCollectionMemoryContract(MemoryContract):
     memory_type = "collection"
     shows_latest_turn = False  # it shows the memories most relevant to the input
+    # Without a model a collection keeps statements, not the contract's questions.
+    turns: ClassVar[list[tuple[str, str]]] = [
+        (f"Note {i}: topic {i} is fine.", f"answer {i}: noted.") for i in range(6)
+    ]
 
     @pytest.fixture
     def history_factory(self) -> Callable[[str], ChatHistory]:
@@ -104,8 +108,8 @@ class TestCollectionMemoryContract(MemoryContract):
         huge = "ünïcødé 🧠 " * 50_000
         memory.save_context({"input": huge}, {"output": "noted, 日本語"})
         assert [r.content for r in memory.list()] == [huge.strip()]
-        run_turns(memory, TURNS[:1])
-        assert memory.search(TURNS[0][0], k=1)[0].content == TURNS[0][0]
+        run_turns(memory, self.turns[:1])
+        assert memory.search(self.turns[0][0], k=1)[0].content == self.turns[0][0]
 
 
 def test_forty_turns_leave_exactly_the_current_facts_with_their_history(

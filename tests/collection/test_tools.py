@@ -21,6 +21,7 @@ from memories.faces.tools import (
 )
 from memories.kernel.namespaces import in_namespace
 from memories.testing import ScriptedChatModel
+from tests import needs
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 
@@ -52,7 +53,7 @@ def answers(result: dict[str, Any]) -> list[str]:
 def test_an_agent_remembers_a_user_across_threads_and_never_another_users(
     memory: CollectionMemory,
 ) -> None:
-    agents = pytest.importorskip("langchain.agents")
+    agents = pytest.importorskip("langchain.agents", reason=needs.extra("langchain.agents"))
     model = ScriptedChatModel(
         responses=[
             call("manage_memory", 1, content="Alice drinks green tea"),

@@ -147,6 +147,15 @@ class HistoryContract:
         assert history.load_state("a") == {"cursor": 4}
         assert history.load_state("b") == {"x": None}
 
+    def test_state_keys_lists_this_sessions_keys_by_prefix(self, make_history: MakeHistory) -> None:
+        history, other = make_history("s"), make_history("t")
+        for key in ("summary:b", "summary:a", "window:a", "sum%_mary:c"):
+            history.save_state(key, {"v": 1})
+        other.save_state("summary:z", {"v": 2})
+        assert history.state_keys() == ["sum%_mary:c", "summary:a", "summary:b", "window:a"]
+        assert history.state_keys("summary:") == ["summary:a", "summary:b"]
+        assert history.state_keys("sum%_") == ["sum%_mary:c"]  # no LIKE wildcards
+
     def test_clear_erases_messages_and_state(self, make_history: MakeHistory) -> None:
         history = make_history("s")
         history.append([HumanMessage("hi")])

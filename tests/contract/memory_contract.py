@@ -12,7 +12,7 @@ import asyncio
 import copy
 import pickle
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from langchain_core.language_models import FakeListLLM
@@ -66,6 +66,9 @@ class MemoryContract:
     #: Memory variables whose value is a dict, not a string, in this memory's format
     #: (the entity memory's ``entities``, as LangChain's).
     dict_variables: frozenset[str] = frozenset()
+    #: The turns the checks save: questions by default; a memory that keeps only what the
+    #: user states (an offline collection) runs them on statements.
+    turns: ClassVar[list[tuple[str, str]]] = TURNS
 
     @pytest.fixture
     def make_memory(self) -> MakeMemory:  # pragma: no cover - overridden
@@ -89,7 +92,7 @@ class MemoryContract:
         self, make_memory: MakeMemory, history: ChatHistory
     ) -> None:
         memory = make_memory(history)
-        run_turns(memory)
+        run_turns(memory, self.turns)
         variables = loaded(memory)
         strings = {k: v for k, v in variables.items() if k not in self.dict_variables}
         assert all(isinstance(v, str) for v in strings.values())
@@ -99,17 +102,17 @@ class MemoryContract:
         if not self.shows_latest_turn:
             pytest.skip("this memory does not show turns verbatim")
         memory = make_memory(history)
-        run_turns(memory)
+        run_turns(memory, self.turns)
         text = " ".join(str(v) for v in loaded(memory).values())
-        assert TURNS[-1][0] in text and TURNS[-1][1] in text
+        assert self.turns[-1][0] in text and self.turns[-1][1] in text
 
     def test_async_does_what_sync_does(
         self, make_memory: MakeMemory, history_factory: Callable[[str], ChatHistory]
     ) -> None:
         sync_memory = make_memory(history_factory("sync"))
         async_memory = make_memory(history_factory("async"))
-        run_turns(sync_memory)
-        asyncio.run(arun_turns(async_memory))
+        run_turns(sync_memory, self.turns)
+        asyncio.run(arun_turns(async_memory, self.turns))
         expected = sync_memory.load_memory_variables({"input": "next"})
         got = asyncio.run(async_memory.aload_memory_variables({"input": "next"}))
         assert got == expected
@@ -118,7 +121,7 @@ class MemoryContract:
     def test_clear_forgets_everything(self, make_memory: MakeMemory, history: ChatHistory) -> None:
         memory = make_memory(history)
         empty = loaded(memory)
-        run_turns(memory)
+        run_turns(memory, self.turns)
         if self.saves:
             assert loaded(memory) != empty
         else:
@@ -129,7 +132,7 @@ class MemoryContract:
     def test_aclear_forgets_everything(self, make_memory: MakeMemory, history: ChatHistory) -> None:
         memory = make_memory(history)
         empty = loaded(memory)
-        run_turns(memory)
+        run_turns(memory, self.turns)
         asyncio.run(memory.aclear())
         assert loaded(memory) == empty
 
@@ -140,7 +143,7 @@ class MemoryContract:
         if self.not_copyable:
             pytest.skip(self.not_copyable)
         memory = make_memory(history)
-        run_turns(memory, TURNS[:2])
+        run_turns(memory, self.turns[:2])
         expected = loaded(memory)
         assert loaded(copy.deepcopy(memory)) == expected
         assert loaded(pickle.loads(pickle.dumps(memory))) == expected
@@ -180,7 +183,7 @@ class MemoryContract:
         if case in self.valid_inputs:
             pytest.skip(f"{case!r} is valid input for this memory's format")
         memory = make_memory(history)
-        run_turns(memory, TURNS[:2])
+        run_turns(memory, self.turns[:2])
         before = loaded(memory)
         stored = self.stored_data(memory, history)
         if self.saves:
@@ -203,9 +206,9 @@ class MemoryContract:
         memory.save_context({"input": huge}, {"output": "noted, 日本語"})
         stored = [m.content for m in self.stored_data(memory, history)]
         assert stored[-2:] == [huge, "noted, 日本語"]
-        run_turns(memory, TURNS[:1])
+        run_turns(memory, self.turns[:1])
         if self.shows_latest_turn:
-            assert TURNS[0][0] in str(loaded(memory))
+            assert self.turns[0][0] in str(loaded(memory))
 
     def test_return_messages_gives_messages(
         self, make_memory: MakeMemory, history: ChatHistory
@@ -216,7 +219,7 @@ class MemoryContract:
                 memory.return_messages = True
             return
         memory.return_messages = True
-        run_turns(memory)
+        run_turns(memory, self.turns)
         value = loaded(memory)[memory.memory_variables[0]]
         assert isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value)
 

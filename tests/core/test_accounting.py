@@ -7,6 +7,7 @@ yields and each memory's ``status()`` must show exactly those tokens.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from memories import (
     ProfileMemory,
     SummaryBufferMemory,
     VectorMemory,
+    WindowMemory,
     create_memory,
 )
 from memories.errors import BudgetExceededError
@@ -431,6 +433,7 @@ def test_without_opentelemetry_nothing_is_traced_and_everything_is_counted(
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # import fails as if not installed
     monkeypatch.setattr(accounting, "_tracer_checked", False)  # both restored after the test
     monkeypatch.setattr(accounting, "_tracer", None)
+    monkeypatch.setattr(accounting, "_trace_api", None)
     assert accounting.tracer() is None
     memory = SummaryBufferMemory(
         llm=_metered("Ada likes tea.", 33, 4), max_token_limit=10, token_counter="chars"
@@ -466,3 +469,25 @@ def test_a_failed_call_is_counted_as_failed_and_its_span_says_the_error_type(
     (failed,) = [s for s in spans.get_finished_spans() if s.name == "transaction"]
     assert _attributes(failed)["error.type"] == "ConnectionError"
     assert "Ada" not in json.dumps(_attributes(failed))  # the error's message is not recorded
+
+
+def test_without_a_tracer_provider_no_span_is_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenTelemetry installed but no provider set: a save and a load start no span at all."""
+    from opentelemetry.trace import ProxyTracer
+
+    from memories.kernel import accounting
+
+    started: list[str] = []
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)  # as in a process that set none
+    monkeypatch.setattr(accounting, "_tracer", None)
+    monkeypatch.setattr(accounting, "_tracer_checked", False)
+    monkeypatch.setattr(
+        ProxyTracer,
+        "start_as_current_span",
+        lambda self, name, **kw: started.append(name) or contextlib.nullcontext(),
+    )
+    memory = WindowMemory(k=2)
+    memory.save_context({"input": "Hi"}, {"output": "Hello"})
+    assert memory.load_memory_variables({})["history"] == "Human: Hi\nAI: Hello"
+    assert accounting.tracer() is None
+    assert started == []

@@ -21,6 +21,7 @@ from memories import ProfileMemory, SQLiteHistory, SummaryBufferMemory
 from memories.errors import BudgetExceededError
 from memories.kernel.accounting import Budget
 from memories.testing import ScriptedChatModel
+from tests import needs
 from tests.postgres import find_pg_bin
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
@@ -188,6 +189,6 @@ def test_a_chat_memory_spends_in_its_histories_database_within_the_turn(tmp_path
 
 
 @pytest.mark.server
-@pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed")
+@pytest.mark.skipif(find_pg_bin() is None, reason=needs.NO_POSTGRES)
 def test_two_processes_on_postgresql_make_the_budgets_calls_in_all(postgres_url: str) -> None:
     _two_workers_spend_one_cap(postgres_url)

@@ -107,6 +107,34 @@ def test_the_table_shows_the_question_the_verdict_and_full_text_on_request() -> 
         full_text(results, "vector")
 
 
+def test_a_skipped_rows_install_command_keeps_its_brackets_in_the_table() -> None:
+    """Issue 36: rich took ``[chroma]`` for markup; the row said ``pip install 'chat-memories'``."""
+    from memories.faces.demo import DemoResult, format_results
+
+    hint = "(skipped: Chroma vector memory needs an optional dependency: run "
+    hint += "`pip install 'chat-memories[chroma]'`.)"
+    table = format_results([DemoResult("vector [k=3]", hint, 0, 0, 0.0)], width=200)
+    assert "pip install 'chat-memories[chroma]'" in table
+    assert "vector [k=3]" in table
+
+
+def test_make_demo_installs_the_extra_of_the_command_it_prints_last() -> None:
+    """Issue 36: the demo ends with ``memories serve``, which ``make demo`` did not install."""
+    import re
+
+    from memories.kernel.imports import EXTRAS
+
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text(encoding="utf-8")
+    (prerequisites,) = re.findall(r"^demo:(.*)$", makefile, re.M)
+    extras: set[str] = set()
+    for target in prerequisites.split():
+        (recipe,) = re.findall(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.M)
+        for listed in re.findall(r"-e \"\.\[([\w,]+)\]\"", recipe):
+            extras.update(listed.split(","))
+    assert EXTRAS["memories.faces.server.app"] in extras  # memories serve
+    assert EXTRAS["memories.long_term.vector"] in extras  # the demo's vector memories
+
+
 def test_the_plot_is_an_image_of_the_expected_size(tmp_path: Path) -> None:
     import matplotlib.image
 

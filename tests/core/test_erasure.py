@@ -30,6 +30,7 @@ from memories.faces.cli import main
 from memories.kernel.accounting import Budget
 from memories.stores.vector.chroma_backend import ChromaBackend
 from memories.stores.vector.outbox import OutboxRow
+from tests import needs
 from tests.entities.fakes import RuleModel
 from tests.redis_server import find_redis_server, redis_server
 
@@ -427,7 +428,7 @@ def test_messages_a_retention_hides_but_no_sweep_deleted_yet_are_erased_too(
     assert rows_holding(tmp_path, "one") == []
 
 
-@pytest.mark.skipif(find_redis_server() is None, reason="redis-server not installed")
+@pytest.mark.skipif(find_redis_server() is None, reason=needs.NO_REDIS)
 def test_erasing_a_session_erases_its_entities_in_redis_and_no_other_sessions() -> None:
     with redis_server() as server:
         config = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import weakref
 from pathlib import Path
 
 import pytest
@@ -192,10 +193,8 @@ def test_a_file_made_before_the_id_index_gets_it_when_opened(
     with sqlite3.connect(path) as connection:  # the tables as an older version made them
         connection.execute("DROP INDEX ix_memories_messages_session_message_id")
     assert "ix_memories_messages_session_message_id" not in _plan_of_id_lookup(path)
-    engine = history._db.engine
-    monkeypatch.setattr(
-        memories.stores.sql, "_ready", memories.stores.sql._ready - {(id(engine), id(metadata))}
-    )
+    assert id(metadata) in memories.stores.sql._ready[history._db.engine]
+    monkeypatch.setattr(memories.stores.sql, "_ready", weakref.WeakKeyDictionary())
     assert SQLiteHistory(path, session_id="s").seqs_of(["m-1"]) == {"m-1": 1}  # a new process
     assert "ix_memories_messages_session_message_id" in _plan_of_id_lookup(path)
 

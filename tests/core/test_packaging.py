@@ -1,7 +1,8 @@
 """The distribution as a user installs it: one top-level package, adapters inside it.
 
 A wheel is built from this checkout and installed (normal, not editable) into
-a fresh virtual environment that borrows the machine's dependencies. The
+a fresh virtual environment that borrows the dependencies of the environment
+running the tests (a venv's, not only the base interpreter's). The
 probes run from a user's project folder that has an ``integrations/``
 package of its own, the ordinary Django app layout that broke the first wave.
 """
@@ -11,8 +12,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
+from site import getsitepackages
+from typing import Any
 
 import pytest
 
@@ -42,36 +46,59 @@ print(json.dumps({
 """
 
 
+def shown(command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
+    """Run ``command``; when it fails, the failure shows its output (pytest hides a bare check)."""
+    result = subprocess.run(command, capture_output=True, text=True, **options)
+    assert result.returncode == 0, (
+        f"{command[:4]} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+    )
+    return result
+
+
+def borrowing_venv(env_dir: Path) -> Path:
+    """A venv at ``env_dir`` that sees this environment's packages; its python.
+
+    ``system_site_packages`` lends only the base interpreter's, which inside a
+    venv (``make test`` in a fresh one) lacks every dependency: a ``.pth`` file
+    adds this environment's site folders after the new venv's own.
+    """
+    venv.create(env_dir, system_site_packages=True, with_pip=False)
+    python = env_dir / "bin" / "python"
+    purelib = shown(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+    )
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    ours.update(getsitepackages())
+    lent = Path(purelib.stdout.strip()) / "_borrowed_from_the_test_environment.pth"
+    lent.write_text("".join(f"{folder}\n" for folder in sorted(ours)))
+    return python
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The python of a fresh venv holding this checkout's wheel."""
     work = tmp_path_factory.mktemp("packaging")
     wheels = work / "wheels"
-    subprocess.run(
+    shown(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
          "-w", str(wheels), str(ROOT)],
-        check=True, capture_output=True, timeout=300,
+        timeout=300,
     )  # fmt: skip
     (wheel,) = wheels.glob("*.whl")
     assert wheel.name.startswith(DISTRIBUTION.replace("-", "_") + "-")
-    env_dir = work / "venv"
-    venv.create(env_dir, system_site_packages=True, with_pip=False)
-    python = env_dir / "bin" / "python"
-    subprocess.run(
+    python = borrowing_venv(work / "venv")
+    shown(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
          str(wheel)],
-        check=True, capture_output=True, timeout=300,
+        timeout=300,
     )  # fmt: skip
     return python
 
 
 def test_the_wheel_has_one_top_level_package_and_ships_py_typed(installed: Path) -> None:
     site = Path(
-        subprocess.run(
-            [str(installed), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True,
-            capture_output=True,
-            text=True,
+        shown(
+            [str(installed), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
         ).stdout.strip()
     )
     record = next(site.glob("chat_memories-*.dist-info")) / "RECORD"
@@ -101,10 +128,7 @@ def test_a_project_with_its_own_integrations_package_keeps_it(
     (project / "integrations").mkdir(parents=True)
     (project / "integrations" / "__init__.py").write_text("")
     (project / "integrations" / "models.py").write_text('VALUE = "the project\'s own"\n')
-    result = subprocess.run(
-        [str(installed), "-c", PROBE],
-        cwd=project, check=True, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = shown([str(installed), "-c", PROBE], cwd=project, timeout=120)
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     site = str(installed.parents[1])
     assert seen["memories"].startswith(site) and seen["adapters"].startswith(site)

@@ -9,12 +9,13 @@ import pytest
 import sqlalchemy as sa
 
 from memories import erase_user
+from tests import needs
 from tests.core.test_erasure import _marker, census, config_for, fill, reads, rows_holding
 from tests.postgres import find_pg_bin, postgres_server
 
 pytestmark = [
     pytest.mark.server,
-    pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed"),
+    pytest.mark.skipif(find_pg_bin() is None, reason=needs.NO_POSTGRES),
 ]
 
 
@@ -62,7 +63,7 @@ def test_erasing_a_user_on_postgresql_leaves_nothing_of_them_and_all_of_the_othe
     _erases_one_user_exactly(config, postgres_url, tmp_path)
 
 
-@pytest.mark.skipif(find_pg_bin(with_vector=True) is None, reason="no PostgreSQL with pgvector")
+@pytest.mark.skipif(find_pg_bin(with_vector=True) is None, reason=needs.NO_PGVECTOR)
 def test_erasing_a_user_on_postgresql_with_pgvector_erases_their_documents_too(
     tmp_path: Path,
 ) -> None:

@@ -10,12 +10,13 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from memories import SQLHistory, TokenBufferMemory
+from tests import needs
 from tests.contract.history_contract import HistoryContract, MakeHistory
 from tests.postgres import find_pg_bin
 
 pytestmark = [
     pytest.mark.server,
-    pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed"),
+    pytest.mark.skipif(find_pg_bin() is None, reason=needs.NO_POSTGRES),
 ]
 
 

@@ -29,6 +29,7 @@ from memories.kernel.steps import run
 from memories.stores.history import InMemoryHistory
 from memories.stores.history.base import Changes
 from memories.testing import ScriptedChatModel
+from tests import needs
 from tests.postgres import find_pg_bin, postgres_server
 
 MEMORIES: dict[str, Callable[..., ChatMemory]] = {
@@ -96,7 +97,7 @@ def test_a_failed_turn_writes_nothing(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 @pytest.mark.server
-@pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed")
+@pytest.mark.skipif(find_pg_bin() is None, reason=needs.NO_POSTGRES)
 def test_round_trips_on_postgresql() -> None:
     with postgres_server() as url:
         for kind, make in sorted(MEMORIES.items()):

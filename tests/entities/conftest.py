@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
-from memories.stores.entity_redis import RedisEntityStore
+from memories.stores.entities.redis_summaries import RedisEntityStore
+from tests import needs
 from tests.redis_server import RedisServer, find_redis_server, redis_server
 
 #: Marks a test (or a parameter) that needs ``redis-server``.
 needs_redis = [
     pytest.mark.server,
-    pytest.mark.skipif(find_redis_server() is None, reason="redis-server not installed"),
+    pytest.mark.skipif(find_redis_server() is None, reason=needs.NO_REDIS),
 ]
 
 

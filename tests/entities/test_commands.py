@@ -21,8 +21,8 @@ from memories.faces.commands import (
     open_memory,
     read_jsonl,
 )
-from memories.stores.entity_store import SQLEntityStore
-from memories.stores.graph_store import SQLEntityGraph
+from memories.stores.entities.summaries import SQLEntityStore
+from memories.stores.entities.triples import SQLEntityGraph
 from tests.entities.fakes import RuleModel
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

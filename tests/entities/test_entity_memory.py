@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import BaseMessage
 
 from memories import ConfigError, ConversationEntityMemory, SQLiteHistory, create_memory
-from memories.stores.entity_store import InMemoryEntityStore, SQLiteEntityStore
+from memories.stores.entities.summaries import InMemoryEntityStore, SQLiteEntityStore
 from memories.stores.history import ChatHistory
 from tests.contract.memory_contract import MakeMemory, MemoryContract
 from tests.entities.fakes import RuleModel

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from memories.errors import ConfigError
-from memories.stores.entity_store import (
+from memories.stores.entities.summaries import (
     EntityStore,
     InMemoryEntityStore,
     LangChainEntityStore,
@@ -24,6 +24,7 @@ from memories.stores.entity_store import (
     as_entity_store,
     create_entity_store,
 )
+from tests import needs
 from tests.entities.conftest import needs_redis
 from tests.postgres import find_pg_bin
 
@@ -201,7 +202,7 @@ def test_a_langchain_store_that_cannot_list_says_so(tmp_path: Path) -> None:
 
 
 @pytest.mark.server
-@pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed")
+@pytest.mark.skipif(find_pg_bin() is None, reason=needs.NO_POSTGRES)
 def test_the_sql_store_runs_on_postgresql_and_survives_a_restart(postgres_url: str) -> None:
     name = f"entities_{uuid.uuid4().hex[:12]}"
     admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")

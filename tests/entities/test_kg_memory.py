@@ -9,6 +9,7 @@ changes), the SQL graph survives a restart, and a failing model loses no turn.
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from hypothesis import strategies as st
 from langchain_core.messages import SystemMessage
 
 from memories import ConfigError, ConversationKGMemory, SQLiteHistory, create_memory
+from memories.errors import MissingDependencyError
 from memories.long_term.entities.kg import parse_triples
-from memories.stores.graph_store import (
+from memories.stores.entities.triples import (
     InMemoryEntityGraph,
     KnowledgeTriple,
     SQLEntityGraph,
@@ -329,7 +331,7 @@ def test_arguments_and_errors() -> None:
         ConversationKGMemory()
     with pytest.raises(ConfigError, match="kg must be"):
         ConversationKGMemory(llm=RuleModel(), kg=42)
-    with pytest.raises(ConfigError, match="valid types: memory, sql"):
+    with pytest.raises(ConfigError, match="valid types: memory, networkx, sql"):
         as_entity_graph({"type": "neo4j"})
     memory = create_memory(
         {"type": "conversation_kg", "llm": RuleModel(), "summary_message_cls": "human"}
@@ -357,3 +359,18 @@ class TestConversationKGMemoryContract(MemoryContract):
             return ConversationKGMemory(llm=model, chat_memory=history)
 
         return make
+
+
+def test_a_networkx_graph_from_a_config_is_langchains() -> None:
+    memory = create_memory(
+        {"type": "conversation_kg", "llm": RuleModel(), "kg": {"type": "networkx"}}
+    )
+    assert type(memory.kg).__name__ == "NetworkxEntityGraph"
+
+
+def test_a_networkx_graph_without_networkx_names_the_pip_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "networkx", None)  # import networkx raises ImportError
+    with pytest.raises(MissingDependencyError, match=r"pip install 'chat-memories\[kg\]'"):
+        as_entity_graph({"type": "networkx"})

@@ -22,8 +22,12 @@ from hypothesis import strategies as st
 from memories import ConversationEntityMemory, create_memory
 from memories.core.config import with_session
 from memories.errors import BackendError, BackendUnavailableError, ConfigError
-from memories.stores.entity_redis import RedisEntityStore
-from memories.stores.entity_store import LangChainEntityStore, as_entity_store, create_entity_store
+from memories.stores.entities.redis_summaries import RedisEntityStore
+from memories.stores.entities.summaries import (
+    LangChainEntityStore,
+    as_entity_store,
+    create_entity_store,
+)
 from tests.entities.conftest import needs_redis
 from tests.entities.fakes import RuleModel
 from tests.entities.test_entity_memory import NAMES, converse, langchain_memory, texts

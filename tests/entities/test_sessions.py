@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from memories import ConfigError, memory_factory
-from memories.stores.entity_store import SQLiteEntityStore
+from memories.stores.entities.summaries import SQLiteEntityStore
 from tests.entities.fakes import RuleModel
 
 

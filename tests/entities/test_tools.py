@@ -16,9 +16,10 @@ from memories import (
     WindowMemory,
     entity_tools,
 )
-from memories.stores.entity_store import SQLEntityStore
-from memories.stores.graph_store import SQLEntityGraph
+from memories.stores.entities.summaries import SQLEntityStore
+from memories.stores.entities.triples import SQLEntityGraph
 from memories.testing import ScriptedChatModel
+from tests import needs
 from tests.entities.fakes import RuleModel
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -54,7 +55,7 @@ def kg_memory(tmp_path: Path, session: str) -> ConversationKGMemory:
 
 
 def test_an_agent_keeps_entities_per_thread_and_never_sees_anothers(tmp_path: Path) -> None:
-    agents = pytest.importorskip("langchain.agents")
+    agents = pytest.importorskip("langchain.agents", reason=needs.extra("langchain.agents"))
     model = ScriptedChatModel(
         responses=[
             call("manage_entity", 1, name="Jane", summary="Jane is the user's sister."),

@@ -10,8 +10,9 @@ import yaml
 
 from memories import EntityMemory, create_memory
 from memories.core.config import with_namespace
+from tests import needs
 
-mcp = pytest.importorskip("mcp")
+mcp = pytest.importorskip("mcp", reason=needs.extra("mcp"))
 from mcp import Client  # noqa: E402
 from mcp.types import Implementation  # noqa: E402
 

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from memories import EntityMemory
+from tests import needs
 from tests.entity_graph.fakes import GraphScript
 from tests.entity_graph.test_entity_memory import (
     CONVERSATION,
@@ -21,7 +22,7 @@ from tests.postgres import find_pg_bin
 
 pytestmark = [
     pytest.mark.server,
-    pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed"),
+    pytest.mark.skipif(find_pg_bin() is None, reason=needs.NO_POSTGRES),
 ]
 
 

@@ -14,6 +14,7 @@ from memories import EntityMemory, entity_tools
 from memories.faces.tools import MAX_LIMIT, MAX_NAME, MAX_QUERY
 from memories.kernel.namespaces import in_namespace
 from memories.testing import ScriptedChatModel
+from tests import needs
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def answers(result: dict[str, Any]) -> list[str]:
 
 
 def test_an_agent_keeps_a_users_graph_and_never_sees_another_users(memory: EntityMemory) -> None:
-    agents = pytest.importorskip("langchain.agents")
+    agents = pytest.importorskip("langchain.agents", reason=needs.extra("langchain.agents"))
     model = ScriptedChatModel(
         responses=[
             call("manage_entity", 1, name="Melanie", type="person", aliases=["Mel"]),

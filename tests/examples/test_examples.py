@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import os
-import runpy
+import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
+
+from memories.errors import ConfigError
+from memories.faces.scripts import needs
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -55,7 +59,7 @@ EXPECTED: dict[str, list[str]] = {
         "Where does my sister live?\n  recalled: input: My sister Ines lives in Porto.",
         "Any food I should avoid?\n  recalled: input: I'm allergic to peanuts.",
         "What race?\n  recalled: input: I'm training for a half marathon in May.",
-        "input: I'm training for a half marathon in May.",
+        "Only Tuesday's turns, with scores:\n",
     ],
     "agent_memory_tools.py": [
         "[alice, thread-1] assistant: Got it, no peanuts.",
@@ -115,33 +119,127 @@ EXPECTED: dict[str, list[str]] = {
 }
 
 
+#: The modules each extra installs: blocking them is an install without it.
+EXTRA_MODULES = {
+    "agents": ["langchain", "langgraph"],
+    "chroma": ["chromadb", "onnxruntime", "onnx", "tokenizers", "Stemmer"],
+    "mcp": ["mcp"],
+}
+
+#: Runs a script with some modules blocked (``sys.modules[name] = None``: importing them fails).
+BLOCKED_RUN = """
+import runpy, sys
+script, *blocked = sys.argv[1:]
+for name in blocked:
+    sys.modules[name] = None
+sys.argv = [script]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+def run_example(name: str, tmp_path: Path, *blocked: str) -> subprocess.CompletedProcess[str]:
+    """``python examples/NAME`` from the checkout, offline, with an empty TMPDIR of its own."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKED_RUN, str(EXAMPLES / name), *blocked],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(ROOT)},
+        timeout=300,
+        check=False,
+    )
+
+
+def declared_extras(name: str) -> list[str]:
+    """The extras an example's ``needs(...)`` calls name, in order."""
+    source = (EXAMPLES / name).read_text(encoding="utf-8")
+    calls = re.findall(r"\bneeds\(([^)]*)\)", source)
+    return [extra for call in calls for extra in re.findall(r'"(\w+)"', call)]
+
+
+def docstring_extras(name: str) -> list[str]:
+    """The extras an example's docstring says it needs ([] for "Needs only the core install")."""
+    doc = ast.get_docstring(ast.parse((EXAMPLES / name).read_text(encoding="utf-8"))) or ""
+    (line,) = [line for line in doc.splitlines() if line.startswith("Needs ")]
+    if line.startswith("Needs only the core install"):
+        return []
+    return re.findall(r"``(\w+)``", line.split(":")[0])
+
+
 def test_every_example_is_checked() -> None:
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(EXPECTED)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_example_runs_offline_and_prints_its_result(
-    name: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+def test_an_example_runs_as_a_script_and_leaves_nothing_in_tmpdir(
+    name: str, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the examples write
-    namespace = runpy.run_path(str(EXAMPLES / name), run_name="__main__")
-    assert callable(namespace["main"])
-    out = capsys.readouterr().out
-    for line in EXPECTED[name]:
-        assert line in out
-
-
-def test_an_example_runs_as_a_script() -> None:
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES / "classic_chain.py")],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
-    )
+    """Issue 36: 13 of 14 examples left a ``memories-example-*`` folder in $TMPDIR."""
+    result = run_example(name, tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "The SQLite log still holds all 8 messages." in result.stdout
+    assert "Traceback" not in result.stderr
+    for line in EXPECTED[name]:
+        assert line in result.stdout
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_an_example_declares_its_extras_in_its_docstring_and_the_docs(name: str) -> None:
+    extras = sorted(set(declared_extras(name)))
+    assert sorted(docstring_extras(name)) == extras
+    docs = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    (row,) = [line for line in docs.splitlines() if line.startswith(f"| `{name}` |")]
+    listed = re.findall(r"`(\w+)`", row.split("|")[3])
+    assert sorted(listed) == extras, row
+
+
+#: (example, extra) whose missing modules a blocked import shows; mcp_client.py's chroma is its
+#: server's (another process): the metadata test below covers that check.
+WITHOUT_AN_EXTRA = [
+    (name, extra)
+    for name in sorted(EXPECTED)
+    for extra in dict.fromkeys(declared_extras(name))
+    if (name, extra) != ("mcp_client.py", "chroma")
+]
+
+
+@pytest.mark.parametrize(("name", "extra"), WITHOUT_AN_EXTRA)
+def test_an_example_without_its_extra_stops_with_one_line(
+    name: str, extra: str, tmp_path: Path
+) -> None:
+    """Issue 36: ``agent_middleware.py`` without langchain ended in a ModuleNotFoundError."""
+    result = run_example(name, tmp_path, *EXTRA_MODULES[extra])
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert f"needs the {extra} extra" in line and f"pip install -e '.[{extra}]'" in line
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_needs_reads_the_extras_requirements_from_the_installed_metadata(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a script checks before it starts: chromadb not installed, by the metadata."""
+    real = importlib.metadata.version
+
+    def version(distribution: str) -> str:
+        if distribution == "chromadb":
+            raise importlib.metadata.PackageNotFoundError(distribution)
+        return real(distribution)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    with pytest.raises(SystemExit) as stopped, needs("mcp", "chroma"):
+        pytest.fail("the block ran without chromadb")
+    assert str(stopped.value) == (
+        "This script needs the mcp and chroma extras (chromadb not installed): "
+        "run `pip install -e '.[mcp,chroma]'` in the repository's checkout."
+    )
+    with needs("mcp"):  # installed: the block runs
+        pass
+
+
+def test_needs_refuses_an_extra_the_library_does_not_have() -> None:
+    with pytest.raises(ConfigError, match=r"no extra 'chromadb'.*agents, chroma"):
+        needs("chromadb").__enter__()

@@ -13,9 +13,10 @@ from langchain_core.messages import HumanMessage
 
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace, with_session
+from tests import needs
 
-pytest.importorskip("starlette")
-pytest.importorskip("jinja2")
+pytest.importorskip("starlette", reason=needs.extra("starlette"))
+pytest.importorskip("jinja2", reason=needs.extra("jinja2"))
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 #: User text that would run as script if a page did not escape it.

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from tests import needs
 from tests.inspector.conftest import IMAGE, SCRIPT, Filled
 
-pytest.importorskip("httpx")
+pytest.importorskip("httpx", reason=needs.extra("httpx"))
 from starlette.testclient import TestClient
 
 from memories.errors import ConfigError

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests import needs
 from tests.inspector.conftest import IMAGE, SCRIPT, Demo, Filled, fill_for_writes
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -31,8 +32,8 @@ if not CHROMIUM.is_file():
         ".ci/run does it)",
         allow_module_level=True,
     )
-sync_api = pytest.importorskip("playwright.sync_api")
-uvicorn = pytest.importorskip("uvicorn")
+sync_api = pytest.importorskip("playwright.sync_api", reason=needs.extra("playwright.sync_api"))
+uvicorn = pytest.importorskip("uvicorn", reason=needs.extra("uvicorn"))
 
 from memories.faces.server.app import create_app  # noqa: E402
 from memories.faces.server.service import Inspector  # noqa: E402
@@ -160,9 +161,9 @@ def test_three_clicks_from_the_demos_overview_say_what_it_remembers_since_when_a
     with serving(Inspector(demo.config)) as url:
         page.goto(url + "/")
         page.get_by_role("link", name="Namespaces").first.click()  # 1
-        page.get_by_role("link", name="demo.profile").click()  # 2
+        page.get_by_role("link", name="users.maya").click()  # 2
         page.get_by_role("link", name="profile", exact=True).click()  # 3
-        page.wait_for_url("**/namespaces/demo.profile/memories/profile")
+        page.wait_for_url("**/namespaces/users.maya/memories/profile")
         assert '"drink": "black coffee, no sugar"' in page.locator("pre").inner_text()
         rows = page.locator("table tr").all_inner_texts()[1:]
         assert [row.split("\t")[1] for row in rows] == [str(v) for v in range(8, 0, -1)]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from memories.faces.demo import DEMO_MEMORIES, SCRIPT
+from memories.faces.demo import DEMO_MEMORIES, DEMO_NAMESPACE, SCRIPT
 from memories.faces.server.service import Inspector
 from tests.inspector.conftest import Demo
 
@@ -27,21 +27,46 @@ def test_the_overview_lists_every_demo_memory_with_its_data(demo: Demo) -> None:
         assert count > 0, (memory_id, row)
 
 
-def test_each_long_term_memory_holds_its_items_in_its_own_namespace(demo: Demo) -> None:
+def test_the_users_long_term_memories_share_her_namespace(demo: Demo) -> None:
+    """Issue 36: each memory sat in a namespace of its own (four empty cards and one real)."""
     rows = Inspector(demo.config).namespaces()["namespaces"]
     held = {row["namespace"]: row["memories"] for row in rows}
+    user = ".".join(DEMO_NAMESPACE)
     assert held == {
-        "demo.collection": {"collection": held["demo.collection"]["collection"]},
-        "demo.examples": {"examples": len(SCRIPT)},
-        "demo.instructions": {"instructions": 1},
-        "demo.profile": {"profile": 1},
-        "demo.vector": {"vector": len(SCRIPT)},
+        user: {
+            "vector": len(SCRIPT),
+            "collection": held[user]["collection"],
+            "examples": len(SCRIPT),
+            "instructions": 1,
+            "profile": 1,
+        }
     }
-    assert held["demo.collection"]["collection"] > 0
+    assert held[user]["collection"] > 0
+
+
+def test_a_collection_memory_shows_its_second_version_its_cause_and_rolls_back(
+    demo: Demo, tmp_path: Path
+) -> None:
+    """Issue 36: offline, no collection item ever got a second version, nor kept facts only."""
+    user = ".".join(DEMO_NAMESPACE)
+    items = Inspector(demo.config).items(user, "collection")["items"]
+    said = {str(item["content"]) for item in items}
+    assert not any(text.endswith("?") for text in said)  # questions are not memories
+    (drink,) = [item for item in items if "coffee" in str(item["content"])]
+    page = Inspector(demo.config).item(user, "collection", drink["id"])
+    newest, oldest = page["versions"]
+    assert (oldest["content"], newest["version"]) == (SCRIPT[2][0], 2)
+    assert newest["turns"][0][0]["text"] == SCRIPT[6][0]  # the turn that changed it
+    copy = tmp_path / "copy"
+    shutil.copytree(demo.config.parent, copy)  # a write: on a copy, not the shared demo
+    writable = Inspector(copy / demo.config.name, allow_writes=True)
+    done = writable.rollback(user, "collection", 1, item_id=drink["id"], expected_version=2)
+    assert done["version"] == 3
+    assert writable.item(user, "collection", drink["id"])["current"]["content"] == SCRIPT[2][0]
 
 
 def test_the_profile_says_what_it_remembers_since_when_and_why(demo: Demo) -> None:
-    profile = Inspector(demo.config).items("demo.profile", "profile")
+    profile = Inspector(demo.config).items(".".join(DEMO_NAMESPACE), "profile")
     assert profile["document"]["drink"] == "black coffee, no sugar"
     history = profile["items"]  # newest first
     assert [change["version"] for change in history] == list(range(8, 0, -1))
@@ -69,4 +94,4 @@ def test_the_demo_folder_copied_elsewhere_opens_with_every_namespace(
     shutil.copytree(demo.config.parent, moved)
     here = Inspector(demo.config).namespaces()["namespaces"]
     there = Inspector(moved / demo.config.name).namespaces()["namespaces"]
-    assert there == here and {row["namespace"] for row in there} >= {"demo.vector", "demo.examples"}
+    assert there == here and [row["namespace"] for row in there] == [".".join(DEMO_NAMESPACE)]

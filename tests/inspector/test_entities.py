@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from tests import needs
 from tests.inspector.conftest import IMAGE, SCRIPT, Filled, fill_entities
 
-pytest.importorskip("httpx")
+pytest.importorskip("httpx", reason=needs.extra("httpx"))
 from starlette.testclient import TestClient
 
 from memories.faces.server.app import create_app
@@ -126,7 +127,9 @@ def test_markup_in_the_graph_is_escaped_in_its_pages(client: TestClient) -> None
 
 
 def test_the_graph_in_a_browser(graphs: Filled, tmp_path_factory: pytest.TempPathFactory) -> None:
-    browser_tests = pytest.importorskip("tests.inspector.test_browser")
+    browser_tests = pytest.importorskip(
+        "tests.inspector.test_browser", reason=needs.extra("playwright.sync_api")
+    )
     folder = os.environ.get("MEMORIES_ARTIFACTS", browser_tests.ROOT / "artifacts")
     artifacts = Path(folder) / "inspector"
     artifacts.mkdir(parents=True, exist_ok=True)

@@ -20,10 +20,11 @@ from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace
 from memories.faces.server import counts as counting
 from memories.faces.server.service import Inspector, NotFound
+from tests import needs
 from tests.inspector.conftest import EMBEDDINGS
 from tests.retention.conftest import expired_reads
 
-pytest.importorskip("httpx")
+pytest.importorskip("httpx", reason=needs.extra("httpx"))
 from starlette.testclient import TestClient
 
 from memories.faces.server.app import create_app
@@ -188,3 +189,29 @@ def test_item_pages_and_one_item_read_only_the_expired_rows_at_hand(
     with pytest.raises(NotFound, match="expired"):
         inspector.item("users.ada", "vector", written[7][1][0])
     assert reads == [1, 0, 1]  # one id looked up each time (before: every expired row)
+
+
+def test_an_edit_and_a_rollback_keep_a_memorys_own_expiry(
+    inspector: tuple[Inspector, dict[str, str]], tmp_path: Path
+) -> None:
+    # The collection's ttl (60) is for new memories: a permanent one edited in the
+    # inspector stays permanent; an expired one is no memory to edit or roll back.
+    _, expired = inspector
+    service = Inspector(_config(tmp_path), allow_writes=True)
+    *_, collection, _ = leaves_of(
+        create_memory(with_namespace(_config(tmp_path), ("users", "ada")))
+    )
+    forever = collection.put("ada speaks Portuguese", ttl=None)
+    service.edit(
+        "users.ada", "collection", "ada speaks Spanish", item_id=forever, expected_version=1
+    )
+    service.rollback("users.ada", "collection", 1, item_id=forever, expected_version=2)
+    assert collection.expiry.expires_at(collection.namespace, forever) is None
+    with pytest.raises(NotFound):
+        service.edit(
+            "users.ada", "collection", "x", item_id=expired["collection"], expected_version=1
+        )
+    with pytest.raises(Exception, match="No memory"):
+        service.rollback(
+            "users.ada", "collection", 1, item_id=expired["collection"], expected_version=1
+        )

@@ -16,9 +16,10 @@ from langchain_core.messages import AIMessage, HumanMessage
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace, with_session
 from memories.faces.server.service import Inspector
+from tests import needs
 from tests.inspector.conftest import EMBEDDINGS, SCRIPT
 
-pytest.importorskip("httpx")
+pytest.importorskip("httpx", reason=needs.extra("httpx"))
 from starlette.testclient import TestClient
 
 from memories.faces.server.app import create_app

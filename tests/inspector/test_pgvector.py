@@ -16,11 +16,12 @@ import pytest
 
 from memories import VectorMemory
 from memories.faces.server.service import Inspector, NotFound
+from tests import needs
 from tests.inspector.conftest import EMBEDDINGS, SCRIPT
 from tests.postgres import PostgresServer
 from tests.vector.conftest import pgvector_server  # noqa: F401  (the module's server)
 
-pytest.importorskip("httpx")
+pytest.importorskip("httpx", reason=needs.extra("httpx"))
 from starlette.testclient import TestClient
 
 from memories.faces.server.app import create_app

@@ -15,9 +15,10 @@ from memories.kernel.llm import ModelUsage
 from memories.long_term.collection import CollectionMemory
 from memories.stores.spending import SQLSpending
 from memories.testing import ScriptedChatModel
+from tests import needs
 from tests.inspector.conftest import EMBEDDINGS
 
-pytest.importorskip("httpx")
+pytest.importorskip("httpx", reason=needs.extra("httpx"))
 from starlette.testclient import TestClient
 
 from memories.faces.server.app import create_app

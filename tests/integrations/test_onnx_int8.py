@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 from memories.integrations._onnx_int8 import quantize_activations_per_token
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+from tests import needs
+
+onnx = pytest.importorskip("onnx", reason=needs.extra("onnx"))
+ort = pytest.importorskip("onnxruntime", reason=needs.extra("onnxruntime"))
 
 
 def two_layer_model(w1: np.ndarray, w2_q: np.ndarray, w2_scale: np.ndarray) -> bytes:

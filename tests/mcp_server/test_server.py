@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from tests import needs
 from tests.mcp_server.test_stdio import config_for, stored, text, write_config
 
-mcp = pytest.importorskip("mcp")
+mcp = pytest.importorskip("mcp", reason=needs.extra("mcp"))
 from mcp import Client  # noqa: E402
 from mcp.types import Implementation  # noqa: E402
 

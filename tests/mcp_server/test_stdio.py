@@ -18,8 +18,9 @@ from memories.core.config import create_memory, with_namespace
 from memories.faces.cli import main
 from memories.faces.mcp_server import MAX_ARGUMENTS
 from memories.faces.tools import MAX_CONTENT, MAX_LIMIT
+from tests import needs
 
-mcp = pytest.importorskip("mcp")
+mcp = pytest.importorskip("mcp", reason=needs.extra("mcp"))
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.types import CallToolResult, Implementation  # noqa: E402
 

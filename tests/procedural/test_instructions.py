@@ -13,6 +13,7 @@ from memories import ConfigError, InstructionsMemory, InvalidInputError, create_
 from memories.core.base import BaseMemory
 from memories.long_term.instructions.reflection import FEEDBACK_KWARG
 from memories.stores.history import ChatHistory, InMemoryHistory
+from tests import needs
 from tests.contract.memory_contract import MakeMemory, MemoryContract
 from tests.procedural.fakes import DigestModel, FlakyModel, revise
 
@@ -291,7 +292,7 @@ def test_feedback_is_queued_as_a_marked_message(url: str) -> None:
 
 
 def test_in_create_agent_the_instructions_are_the_system_prompt(url: str) -> None:
-    agents = pytest.importorskip("langchain.agents")
+    agents = pytest.importorskip("langchain.agents", reason=needs.extra("langchain.agents"))
     from memories.integrations.agents import MemoryMiddleware
 
     from memories.testing import ScriptedChatModel
@@ -313,7 +314,7 @@ def test_in_create_agent_the_instructions_are_the_system_prompt(url: str) -> Non
 
 
 def test_in_a_langgraph_graph_the_instructions_lead_the_system_message(url: str) -> None:
-    pytest.importorskip("langgraph")
+    pytest.importorskip("langgraph", reason=needs.extra("langgraph"))
     from langgraph.graph import END, START, StateGraph
     from memories.integrations.langgraph_nodes import MemoryNodes, MemoryState
 

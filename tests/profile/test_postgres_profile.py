@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from memories.stores.profile_store import ProfileStore
+from tests import needs
 from tests.postgres import find_pg_bin
 from tests.profile.test_memory import (  # noqa: F401  (re-run here on PostgreSQL)
     test_a_concurrent_write_during_an_update_is_not_lost,
@@ -43,7 +44,7 @@ from tests.profile.test_store import (  # noqa: F401  (re-run here on PostgreSQL
 
 pytestmark = [
     pytest.mark.server,
-    pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed"),
+    pytest.mark.skipif(find_pg_bin() is None, reason=needs.NO_POSTGRES),
 ]
 
 

@@ -66,15 +66,45 @@ def test_rank_candidates_modes_use_their_lists() -> None:
     assert [i.id for i in rank_candidates(replace(plain, mode="dense"), dense=dense)] == ["d", "x"]
     only_lexical = rank_candidates(replace(plain, mode="bm25"), dense=dense, lexical=lexical)
     assert [i.id for i in only_lexical] == ["l", "x"]
-    hybrid = rank_candidates(plain, dense=dense, lexical=lexical, limit=2)
-    assert [i.id for i in hybrid] == ["l", "d"]  # dense weight 0.4 < lexical 0.6
+    hybrid = rank_candidates(plain, dense=dense, lexical=lexical, limit=3)
+    # l: 0.6 lexical; x: 0.6 * 6/7 lexical (BM25 rescaled from 0, not from its weakest hit);
+    # d: dense 0.4 and no lexical match.
+    assert [i.id for i in hybrid] == ["l", "x", "d"]
 
 
 def test_rank_candidates_smooths_when_given_positions() -> None:
-    dense = [ScoredId("s1-1", 0.9), ScoredId("s1-3", 0.9), ScoredId("s2-0", 0.2)]
+    dense = [
+        ScoredId("s1-1", 0.9), ScoredId("s1-3", 0.9), ScoredId("s1-2", 0.3), ScoredId("s2-0", 0.2)
+    ]  # fmt: skip
     config = RecallConfig(mode="dense", neighbour_weight=0.75, neighbour_window=1)
     assert rank_candidates(config, dense=dense)[0].id == "s1-1"
     assert rank_candidates(config, dense=dense, positions=POSITIONS)[0].id == "s1-2"
+
+
+def test_a_turn_no_ranker_found_never_rises_above_one_that_was() -> None:
+    # s1-2 sits between two strong matches but neither ranker found it.
+    dense = [ScoredId("s1-1", 0.9), ScoredId("s1-3", 0.9), ScoredId("s2-0", 0.2)]
+    lexical = [ScoredId("s1-1", 3.0), ScoredId("s2-0", 0.5)]
+    config = RecallConfig(neighbour_weight=0.75, neighbour_window=1)
+    ranked = rank_candidates(config, dense=dense, lexical=lexical, positions=POSITIONS)
+    order = [item.id for item in ranked]
+    assert order.index("s1-2") > max(order.index(i) for i in ("s1-1", "s1-3", "s2-0"))
+
+
+def test_exchanges_neither_lend_nor_borrow() -> None:
+    # Each turn holds a question and its reply (save_context): no evidence next door.
+    dense = [
+        ScoredId("s1-1", 0.9), ScoredId("s1-3", 0.9), ScoredId("s1-2", 0.3), ScoredId("s2-0", 0.2)
+    ]  # fmt: skip
+    config = RecallConfig(mode="dense", neighbour_weight=0.75, neighbour_window=1)
+    both = frozenset({"human", "ai"})
+    ranked = rank_candidates(
+        config, dense=dense, positions=POSITIONS, speakers={i: both for i in POSITIONS}
+    )
+    assert [item.id for item in ranked] == ["s1-1", "s1-3", "s1-2", "s2-0"]
+    said_alone = {i: frozenset({"maya"}) for i in POSITIONS}
+    lent = rank_candidates(config, dense=dense, positions=POSITIONS, speakers=said_alone)
+    assert lent[0].id == "s1-2"  # utterances still lend
 
 
 def test_config_round_trips_and_validates() -> None:

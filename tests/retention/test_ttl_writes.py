@@ -84,11 +84,13 @@ def test_a_collection_bulk_put_gives_each_memory_the_default_ttl(make: Make, clo
     assert memory.sweep() == {"users/ada": 2}
 
 
-def test_a_collection_delete_forgets_the_ttl_in_the_same_transaction(make: Make) -> None:
+def test_a_collection_delete_keeps_the_ttl_of_the_memory_its_history_still_holds(
+    make: Make, clock: Clock
+) -> None:
     memory = make(ttl=30)
     memory_id = memory.put("Ada is in Porto")
     memory.delete(memory_id)
-    assert memory.expiry.count() == 0
+    assert memory.expiry.expires_at(memory.namespace, memory_id) == clock() + 30 * 60
 
 
 def vector(tmp_path: Path, clock: Clock, **options: Any) -> VectorMemory:

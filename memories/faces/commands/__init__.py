@@ -6,7 +6,8 @@ memory's history (``history: {type: sqlite, path: chat.db, session_id: u1}``);
 config serves every user.
 
 One module per family of commands: :mod:`.opening` (the config's memory and
-its parts, shared by all), :mod:`.chatting` (chat, usage), :mod:`.inspecting`
+its parts, shared by all), :mod:`.chatting` (chat, usage), :mod:`.copying`
+(a config's files copied, so that usage writes nothing), :mod:`.inspecting`
 (inspect, dead-letters), :mod:`.transfer` (export, import), :mod:`.clearing`
 (clear, erase), :mod:`.sweeping` (sweep, reshard).
 """
@@ -16,16 +17,22 @@ from __future__ import annotations
 from memories.core.members import chat_memories
 from memories.faces.commands.chatting import CHAT_HELP, chat, format_usage, usage_report
 from memories.faces.commands.clearing import ERASE_PAUSE_ENV, clear, clear_targets, erase
+from memories.faces.commands.copying import on_a_copy
 from memories.faces.commands.inspecting import dead_letters, inspect
 from memories.faces.commands.opening import (
+    absent_folders,
     flush,
     graphs_of,
+    held_namespaces,
     histories_of,
     knowledge_of,
     leaf_memories,
+    nothing_stored,
     open_memory,
+    open_stores,
+    per_namespace,
 )
-from memories.faces.commands.sweeping import Swept, reshard, sweep
+from memories.faces.commands.sweeping import Swept, history_name, reshard, sweep
 from memories.faces.commands.transfer import (
     DEFAULT_BATCH_SIZE,
     DocumentLine,
@@ -34,6 +41,7 @@ from memories.faces.commands.transfer import (
     GraphLine,
     Line,
     TripleLine,
+    export_config,
     export_jsonl,
     import_jsonl,
     read_jsonl,
@@ -51,22 +59,30 @@ __all__ = [
     "Line",
     "Swept",
     "TripleLine",
+    "absent_folders",
     "chat",
     "chat_memories",
     "clear",
     "clear_targets",
     "dead_letters",
     "erase",
+    "export_config",
     "export_jsonl",
     "flush",
     "format_usage",
     "graphs_of",
+    "held_namespaces",
     "histories_of",
+    "history_name",
     "import_jsonl",
     "inspect",
     "knowledge_of",
     "leaf_memories",
+    "nothing_stored",
+    "on_a_copy",
     "open_memory",
+    "open_stores",
+    "per_namespace",
     "read_jsonl",
     "reshard",
     "stores_of",

@@ -23,8 +23,8 @@ from memories.faces.commands.opening import (
     leaf_memories,
 )
 from memories.long_term.profile import ProfileMemory
-from memories.stores.entity_store import EntityStore
-from memories.stores.graph_store import EntityGraph
+from memories.stores.entities.summaries import EntityStore
+from memories.stores.entities.triples import EntityGraph
 
 
 def clear_targets(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]:
@@ -139,7 +139,8 @@ def erase(
 
     Without ``dry_run``, first counts what will go and asks ``confirm`` with a
     line per store (None: do not ask); returns None when it says no. Each
-    store's line is written to ``out`` as soon as that store is done.
+    store's line is written to ``out`` as soon as that store is done (a dry
+    run writes none: its report names each store, once).
     """
     if not dry_run and confirm is not None:
         preview = erase_user(config, namespace=namespace, session=session, dry_run=True)
@@ -152,10 +153,8 @@ def erase(
 
     def done(line: StoreErasure) -> None:
         nonlocal stores_done
-        counts = line.found if line.remaining is None else line.removed
-        kinds = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "nothing"
-        verb = "would erase" if line.remaining is None else "erased"
-        out.write(f"{verb} in {line.store}: {kinds}\n")
+        kinds = ", ".join(f"{n} {kind}" for kind, n in line.removed.items()) or "nothing"
+        out.write(f"erased in {line.store}: {kinds}\n")
         stores_done += 1
         if stores_done == pause_after:
             out.write("paused\n")
@@ -163,4 +162,7 @@ def erase(
             threading.Event().wait(_PAUSE_SECONDS)
         out.flush()
 
-    return erase_user(config, namespace=namespace, session=session, dry_run=dry_run, progress=done)
+    progress = None if dry_run else done
+    return erase_user(
+        config, namespace=namespace, session=session, dry_run=dry_run, progress=progress
+    )

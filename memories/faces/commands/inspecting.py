@@ -35,8 +35,8 @@ from memories.kernel.tokens import TiktokenCounter
 from memories.long_term.entity_graph import EntityMemory
 from memories.long_term.entity_graph.recall import entity_line, relation_line
 from memories.long_term.profile import ProfileMemory
-from memories.stores.entity_store import EntityStore
-from memories.stores.graph_store import EntityGraph
+from memories.stores.entities.summaries import EntityStore
+from memories.stores.entities.triples import EntityGraph
 
 
 def _describe(message: BaseMessage, width: int = 100) -> str:

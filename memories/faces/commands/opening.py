@@ -2,38 +2,178 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from memories.core.base import BaseMemory
 from memories.core.combined import leaves_of
-from memories.core.config import create_memory, load_config, with_namespace, with_session
+from memories.core.config import (
+    config_templates,
+    create_memory,
+    load_config,
+    server_stores,
+    sqlite_files,
+    with_namespace,
+    with_session,
+)
 from memories.core.langchain import LangChainBaseMemory
 from memories.core.members import distinct_histories
 from memories.errors import ConfigError
+from memories.kernel.capabilities import capabilities_of
+from memories.kernel.namespaces import Namespace
 from memories.long_term.entities import ConversationEntityMemory, ConversationKGMemory
 from memories.long_term.entity_graph import EntityMemory
-from memories.stores.entity_store import EntityStore, InMemoryEntityStore
-from memories.stores.graph_store import EntityGraph, InMemoryEntityGraph
+from memories.long_term.held import namespaces_held
+from memories.long_term.indexed import IndexedMemory
+from memories.stores.entities.summaries import EntityStore, InMemoryEntityStore
+from memories.stores.entities.triples import EntityGraph, InMemoryEntityGraph
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.memory import InMemoryHistory
+
+#: The namespace a templated config is built on by a command that works on its stores
+#: whole (sweep, reshard, import, a listing of namespaces): nothing is read or written there.
+STAND_IN: Namespace = ("any-namespace",)
+#: Namespaces an error message names at most.
+_NAMED = 10
+
+
+def _options(
+    config: str | Path | dict[str, Any],
+    session: str | None,
+    namespace: str | tuple[str, ...] | None,
+) -> dict[str, Any]:
+    options = load_config(config)
+    if session:
+        options = with_session(options, session)
+    if namespace:
+        options = with_namespace(options, namespace)
+    return options
 
 
 def open_memory(
     config: str | Path | dict[str, Any],
     session: str | None = None,
     namespace: str | tuple[str, ...] | None = None,
+    *,
+    command: str = "",
 ) -> Any:
     """The memory a config describes, on ``session`` and ``namespace`` when given.
 
     ``namespace`` is labels joined by ``"."`` (``"users.maya"``).
+
+    Raises:
+        ConfigError: the config's namespace is a template (``[users,
+            "{user_id}"]``) and no ``namespace`` is given: the message says
+            which namespaces its stores hold, to give one with ``--namespace``.
+    """
+    options = _options(config, session, namespace)
+    fields = config_templates(options)
+    if fields:
+        held = held_namespaces(open_stores(options)) if _made(options) else []
+        names = ", ".join(".".join(n) for n in held[:_NAMED])
+        more = f" and {len(held) - _NAMED} more" if len(held) > _NAMED else ""
+        example = ".".join(held[0]) if held else "users.maya"
+        raise ConfigError(
+            f"The config's namespace is a template (it names {sorted(fields)}), and "
+            f"`memories {command or 'COMMAND'}` works on one person's memories: give "
+            f"--namespace {example}. "
+            + (f"Its stores hold {len(held)}: {names}{more}." if held else "Its stores hold none.")
+        )
+    return create_memory(options)
+
+
+def open_stores(
+    config: str | Path | dict[str, Any],
+    session: str | None = None,
+    namespace: str | tuple[str, ...] | None = None,
+) -> Any:
+    """The memory a config describes, for a command that works on its stores whole.
+
+    As :func:`open_memory`, but a namespace template left unfilled is filled
+    with :data:`STAND_IN`: sweep and reshard work on every namespace of the
+    stores, and import writes each document to its own.
+    """
+    options = _options(config, session, namespace)
+    if config_templates(options):
+        options = with_namespace(options, STAND_IN)
+    return create_memory(options)
+
+
+def per_namespace(
+    config: str | Path | dict[str, Any],
+    session: str | None = None,
+    namespace: str | tuple[str, ...] | None = None,
+) -> Iterator[Any]:
+    """The config's memory on each namespace a command that covers them all works on.
+
+    On ``namespace`` when given, on the config's own when it names one; a
+    config whose namespace is a template, on each namespace its stores hold
+    (:func:`held_namespaces`), one after the other.
+    """
+    options = _options(config, session, namespace)
+    if not config_templates(options):
+        yield create_memory(options)
+        return
+    for held in held_namespaces(open_stores(options)):
+        yield create_memory(with_namespace(options, held))
+
+
+def _made(options: dict[str, Any]) -> bool:
+    """Whether every SQLite file of the config exists (opening one that does not makes it)."""
+    return all(Path(file).is_file() for file in sqlite_files(options))
+
+
+def chroma_folders(memory: LangChainBaseMemory) -> list[str]:
+    """The embedded Chroma folders ``memory``'s members keep their documents in."""
+    return [
+        leaf.path
+        for leaf in leaf_memories(memory)
+        if isinstance(leaf, IndexedMemory) and leaf.vectors is None and leaf.mode == "persistent"
+    ]
+
+
+def absent_folders(memory: LangChainBaseMemory) -> list[str]:
+    """The embedded Chroma folders of ``memory``'s members that do not exist.
+
+    Nothing is stored there, and reading the store would make the folder: a
+    command that only reads says so instead.
+    """
+    return [folder for folder in chroma_folders(memory) if not Path(folder).is_dir()]
+
+
+def nothing_stored(config: str | Path | dict[str, Any]) -> list[str]:
+    """The SQLite files and Chroma folders of a config, when not one of them exists yet.
+
+    Empty when one exists, or when the config keeps data on a server: a sweep
+    or a reshard then has something to look at. Otherwise opening the stores
+    would only make them, empty.
     """
     options = load_config(config)
-    if session:
-        options = with_session(options, session)
-    if namespace:
-        options = with_namespace(options, namespace)
-    return create_memory(options)
+    if server_stores(options):
+        return []
+    files = sqlite_files(options)
+    if any(Path(file).is_file() for file in files):
+        return []
+    folders = chroma_folders(open_stores(options))  # building a memory writes nothing
+    made = any(Path(folder).is_dir() for folder in folders)
+    return [] if made else list(dict.fromkeys([*files, *folders]))
+
+
+def held_namespaces(memory: LangChainBaseMemory) -> list[Namespace]:
+    """The namespaces the stores of ``memory``'s long-term members hold data in, sorted.
+
+    A Chroma folder that does not exist is not read (reading would make it).
+    """
+    absent = set(absent_folders(memory))
+    found: set[Namespace] = set()
+    for leaf in leaf_memories(memory):
+        if capabilities_of(leaf).scope != "namespace":
+            continue
+        if isinstance(leaf, IndexedMemory) and leaf.path in absent and leaf.vectors is None:
+            continue
+        found.update(namespaces_held(leaf))
+    return sorted(found, key=".".join)
 
 
 def leaf_memories(memory: LangChainBaseMemory) -> list[LangChainBaseMemory]:

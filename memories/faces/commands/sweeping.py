@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memories.core.base import ChatMemory
 from memories.core.langchain import LangChainBaseMemory
 from memories.core.members import searchable_memories
+from memories.faces.commands.opening import leaf_memories
 from memories.kernel.capabilities import capabilities_of
+from memories.stores.history.base import ChatHistory
+from memories.stores.history.retained import RetainedHistory
 from memories.stores.sql import redacted
 
 if TYPE_CHECKING:
     from memories.integrations.chroma import Demotion
-from memories.faces.commands.opening import leaf_memories
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,32 +26,82 @@ class Swept:
     memory: str
     """The memory's config type and its store, as a reader names them."""
     policy: dict[str, Any]
-    """The retention or time to live it applied (its config form)."""
+    """The retention or time to live it applied (its config form); ``{}``: a chat
+    memory without a retention, whose history keeps every message."""
     rows: dict[str, int]
     """Items deleted per session or namespace (those with none left out)."""
+    history: bool = False
+    """Whether it swept a chat history (messages per session), not items per namespace."""
+
+    def describe(self) -> str:
+        """What the policy deletes, in words (``keep_days: 7`` is "messages older than 7 days")."""
+        if self.history:
+            if not self.policy:
+                return (
+                    "no retention: every message is kept (retention: {keep_days: N} or "
+                    "{keep_messages: N} expires them)"
+                )
+            parts = []
+            if self.policy.get("keep_days") is not None:
+                parts.append(f"messages older than {self.policy['keep_days']:g} days")
+            if self.policy.get("keep_messages") is not None:
+                parts.append(f"all but the newest {self.policy['keep_messages']} of a session")
+            return "deletes " + " and ".join(parts)
+        ttl = self.policy.get("ttl")
+        if ttl is None:
+            return "deletes items past the time to live each was saved with (no default ttl)"
+        return f"deletes items past their time to live ({ttl:g} minutes unless saved with another)"
 
 
-def sweep(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Swept]:
+def sweep(
+    memory: LangChainBaseMemory,
+    *,
+    dry_run: bool = False,
+    session: bool = False,
+    namespace: bool = False,
+) -> list[Swept]:
     """Delete what each member's retention or time to live expired, in every session or namespace.
 
-    Members that declare nothing can expire are left out, and so are chat
-    memories without a retention. Derived state (summaries, profiles) is
-    never touched; a crash mid-way leaves a shorter sweep for the next run.
+    With ``session`` (or ``namespace``) only the memory's own session (or
+    namespace) is swept, and the members kept per namespace (or per session)
+    are left out. Members that declare nothing can expire are left out; a chat
+    memory without a retention is listed with an empty policy and nothing
+    deleted. Derived state (summaries, profiles) is never touched; a crash
+    mid-way leaves a shorter sweep for the next run.
     """
     done = []
+    seen: set[tuple[str, str]] = set()
     for leaf in leaf_memories(memory):
-        if not capabilities_of(leaf).expires:
-            continue
+        caps = capabilities_of(leaf)
         if isinstance(leaf, ChatMemory):
-            if leaf.retention is None:
+            if namespace and not session:
                 continue
-            name, policy = f"{leaf.config_type} on {leaf.chat_memory!r}", leaf.retention.to_config()
-        else:
+            policy = {} if leaf.retention is None else leaf.retention.to_config()
+            name = f"{leaf.config_type} on {history_name(leaf.chat_memory)}"
+            held = (history_name(leaf.chat_memory), json.dumps(policy))
+            if held in seen:  # two members of one history: one sweep
+                continue
+            seen.add(held)
+            rows = leaf.sweep(dry_run=dry_run, own=session) if policy else {}
+            done.append(Swept(name, policy, rows, history=True))
+        elif caps.expires and not (session and not namespace):
             store = redacted(leaf.expiry.url)  # type: ignore[attr-defined]
-            kind = getattr(leaf, "config_type", type(leaf).__name__)
-            name, policy = f"{kind} on {store}", {"ttl": getattr(leaf, "ttl", None)}
-        done.append(Swept(name, policy, leaf.sweep(dry_run=dry_run)))  # type: ignore[attr-defined]
+            name = f"{getattr(leaf, 'config_type', type(leaf).__name__)} on {store}"
+            rows = leaf.sweep(dry_run=dry_run, own=namespace)  # type: ignore[attr-defined]
+            done.append(Swept(name, {"ttl": getattr(leaf, "ttl", None)}, rows))
     return done
+
+
+def history_name(history: ChatHistory) -> str:
+    """A chat history's store as a reader names it (``sqlite history /data/chat.db``)."""
+    if isinstance(history, RetainedHistory):
+        history = history.history
+    try:
+        config = history.to_config()
+    except NotImplementedError:
+        return repr(history)
+    place = config.get("path") or config.get("url")
+    return f"{config.get('type')} history {redacted(place)}" if place else repr(history)
 
 
 def reshard(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Demotion]:

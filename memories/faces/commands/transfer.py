@@ -26,14 +26,15 @@ from memories.faces.commands.opening import (
     entities_of,
     graphs_of,
     knowledge_of,
-    open_memory,
+    open_stores,
+    per_namespace,
 )
 from memories.kernel.messages import check_storable, dump_message
 from memories.kernel.namespaces import as_namespace
 from memories.long_term.entity_graph import EntityMemory
 from memories.long_term.entity_graph.exchange import check_record
-from memories.stores.entity_store import EntityStore
-from memories.stores.graph_store import EntityGraph, KnowledgeTriple
+from memories.stores.entities.summaries import EntityStore
+from memories.stores.entities.triples import EntityGraph, KnowledgeTriple
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.memory import InMemoryHistory
 
@@ -159,24 +160,35 @@ def stores_of(
     namespace: str | tuple[str, ...] | None,
     command: str,
 ) -> tuple[list[ChatHistory], list[Any]]:
-    """The persistent histories and vector memories of a config, on a session and namespace."""
-    return _stored(open_memory(config, session, namespace), command)
+    """The persistent histories and vector memories of a config, on a session and namespace.
+
+    A namespace template left unfilled is filled with a stand-in
+    (:func:`~memories.faces.commands.opening.open_stores`): each document is
+    imported into the namespace its line names.
+    """
+    return _stored(open_stores(config, session, namespace), command)
 
 
-def export_jsonl(memory: LangChainBaseMemory, out: TextIO) -> tuple[int, int]:
+def export_jsonl(
+    memory: LangChainBaseMemory, out: TextIO, *, sessions: bool = True, namespaces: bool = True
+) -> tuple[int, int]:
     """Write a memory's messages, vector documents, entity summaries, triples and entity
     graphs as JSON Lines.
+
+    ``sessions=False`` leaves out what is kept per session (messages, entity
+    summaries, triples), ``namespaces=False`` what is kept per namespace
+    (documents, entity graphs): :func:`export_config` writes each once.
 
     Returns:
         How many messages, and how many other lines (documents, entities, triples, graphs).
     """
     histories, vectors = _stored(memory, "export")
     messages = documents = 0
-    for graph in graphs_of(memory):
+    for graph in graphs_of(memory) if namespaces else []:
         records = graph.export_records()
         out.writelines(GraphLine(graph.namespace, r).to_json() + "\n" for r in records)
         documents += len(records)
-    for session_id, store in knowledge_of(memory):
+    for session_id, store in knowledge_of(memory) if sessions else []:
         if isinstance(store, EntityStore):
             lines: list[Line] = [
                 EntityLine(session_id, name, summary)
@@ -188,16 +200,34 @@ def export_jsonl(memory: LangChainBaseMemory, out: TextIO) -> tuple[int, int]:
             ]
         out.writelines(line.to_json() + "\n" for line in lines)
         documents += len(lines)
-    for history in histories:
+    for history in histories if sessions else []:
         for entry in history.entries():
             out.write(ExportLine(history.session_id, entry.message, entry.seq).to_json() + "\n")
             messages += 1
-    for vector in vectors:
+    for vector in vectors if namespaces else []:
         for record in documents_of(vector):
             metadata = {k: v for k, v in record.metadata.items() if k != "namespace"}
             out.write(DocumentLine(vector.namespace, record.id, record.text, metadata).to_json())
             out.write("\n")
             documents += 1
+    return messages, documents
+
+
+def export_config(
+    config: str | Path | dict[str, Any],
+    out: TextIO,
+    *,
+    session: str | None = None,
+    namespace: str | tuple[str, ...] | None = None,
+) -> tuple[int, int]:
+    """:func:`export_jsonl` of a config: a templated one's every namespace, its sessions once.
+
+    Returns:
+        How many messages, and how many other lines.
+    """
+    messages, documents = export_jsonl(open_stores(config, session), out, namespaces=False)
+    for memory in per_namespace(config, session, namespace):
+        documents += export_jsonl(memory, out, sessions=False)[1]
     return messages, documents
 
 

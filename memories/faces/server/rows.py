@@ -21,7 +21,7 @@ from memories.kernel.namespaces import Namespace
 from memories.long_term.collection import CollectionMemory
 from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.entity_graph import Entity, EntityMemory, Relation
-from memories.stores.entity_graph_store import ENTITY_PREFIX, Graph
+from memories.stores.entities.temporal_graph import ENTITY_PREFIX, Graph
 from memories.stores.history.records import Edit, Entry
 
 

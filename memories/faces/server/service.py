@@ -28,12 +28,11 @@ from typing import Any
 
 from memories.core.combined import leaves_of
 from memories.core.config import (
+    config_templates,
     create_memory,
     drop_scope_options,
-    each_memory,
     load_config,
     sqlite_files,
-    template_fields,
     with_namespace,
     with_session,
 )
@@ -60,17 +59,17 @@ from memories.kernel.capabilities import capabilities_of
 from memories.kernel.namespaces import (
     Namespace,
     as_namespace,
-    namespace_from_key,
     namespace_key,
 )
 from memories.long_term.collection import CollectionMemory
 from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.entity_graph import EntityMemory
+from memories.long_term.held import namespaces_held
 from memories.long_term.indexed import DocumentMemory, IndexedMemory
 from memories.long_term.instructions import InstructionsMemory
 from memories.long_term.profile import ProfileMemory
 from memories.long_term.stored import StoredDocumentMemory
-from memories.stores.entity_graph_store import ENTITY_PREFIX
+from memories.stores.entities.temporal_graph import ENTITY_PREFIX
 from memories.stores.history.base import ChatHistory
 
 __all__ = ["DEFAULT_PAGE_SIZE", "Inspector", "NotFound", "ReadOnly", "jsonable"]
@@ -142,7 +141,7 @@ class Inspector:
             )
         self.page_size = page_size
         self.allow_writes = allow_writes
-        self._templated = bool(_templates(self.options))
+        self._templated = bool(config_templates(self.options))
         self._memories: OrderedDict[tuple[Namespace | None, str | None], Any] = OrderedDict()
         self._lock = threading.Lock()
         probe = self._memory(None, None)
@@ -260,25 +259,7 @@ class Inspector:
 
     def _names_of(self, leaf: Any, contains: str = "") -> dict[Namespace, int | None]:
         """The namespaces ``leaf`` holds data in, with its document count (None: unknown)."""
-        found: dict[Namespace, int | None] = {}
-        if isinstance(leaf, CollectionMemory):
-            counts, _ = leaf.ledger.key_namespaces(MEMORY_PREFIX, contains=contains, limit=10**9)
-            found.update((c.namespace, c.documents) for c in counts)
-        elif isinstance(leaf, StoredDocumentMemory):
-            counts, _ = leaf.ledger.key_namespaces(leaf.key, contains=contains, limit=10**9)
-            found.update((c.namespace, c.documents) for c in counts)
-            if isinstance(leaf, EntityMemory):  # a graph's count is its entities, not its head
-                found = dict.fromkeys(found, 0)
-                counts, _ = leaf.ledger.key_namespaces(
-                    ENTITY_PREFIX, contains=contains, limit=10**9
-                )
-                found.update((c.namespace, c.documents) for c in counts)
-        elif isinstance(leaf, DocumentMemory):
-            for key, count in leaf.backend.namespaces().items():
-                namespace = namespace_from_key(key)
-                if contains in ".".join(namespace):
-                    found[namespace] = count
-        return found
+        return namespaces_held(leaf, contains)
 
     def namespaces(self, *, q: str = "", page: int = 1) -> dict[str, Any]:
         """The namespaces any memory of the config holds data in, sorted, a page at a time.
@@ -754,17 +735,6 @@ def _erasure(report: ErasureReport) -> dict[str, Any]:
 def _expected(value: Any, name: str = "expected_version") -> int:
     """A version the caller gives: a whole number from 0 (required: a write names what it read)."""
     return whole_number(value, f"{name} (the version you read)")
-
-
-def _templates(options: dict[str, Any]) -> set[str]:
-    found: set[str] = set()
-
-    def collect(memory: dict[str, Any]) -> dict[str, Any]:
-        found.update(template_fields(memory))
-        return memory
-
-    each_memory(dict(options), collect)
-    return found
 
 
 def _ids(leaves: Sequence[Any]) -> list[str]:

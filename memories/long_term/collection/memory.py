@@ -24,9 +24,10 @@ import builtins
 import json
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -49,12 +50,13 @@ from memories.long_term.collection.extraction import (
     OpKind,
     extraction_prompt,
 )
+from memories.long_term.collection.offline import offline_operations
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
 from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.indexed import TTL, IndexedMemory
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.stored import StoredDocumentMemory
-from memories.stores.expiry import Expiring, Stamp
+from memories.stores.expiry import Expiring, ExpiryLedger, Stamp
 from memories.stores.profile_store import (
     Change,
     PendingTurn,
@@ -66,7 +68,7 @@ from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
 from memories.stores.recall.types import ScoredId
 from memories.stores.vector.backend import VectorQuery
-from memories.stores.vector.filters import NAMESPACE_KEY, check_metadata
+from memories.stores.vector.filters import check_metadata
 from memories.stores.vector.outbox import OutboxRow
 from memories.stores.vector.records import SearchResult
 from memories.stores.vector.scoring import calibrated
@@ -76,8 +78,6 @@ __all__ = ["CollectionMemory", "CollectionStatus", "CollectionUpdate"]
 logger = logging.getLogger(__name__)
 
 Policy = Literal["turn", "every_n", "background", "manual"]
-#: Index metadata the memory keeps for itself.
-_OWN_KEYS = frozenset({"created_at", "updated_at", "version", "content_json"})
 # How many times an update is recomputed when another writer changed its memories first.
 _MAX_CONFLICTS = 3
 
@@ -113,8 +113,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     Args:
         llm: the model that proposes the changes (a LangChain model or
-            ``"provider:model"``). Without one, each turn's human message is
-            stored as a memory (inserts only, duplicates skipped).
+            ``"provider:model"``). Without one, rules keep the user's
+            statements and update the memory a correction is about
+            (:mod:`~memories.long_term.collection.offline`).
         schema: what a memory is: None or ``str`` (a sentence), a Pydantic
             model class, its ``"module:Class"`` path, or a JSON Schema dict.
         policy: when queued turns are folded in: ``"turn"`` (every save),
@@ -216,40 +217,12 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     def _checked_metadata(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         given = check_metadata(metadata, what="metadata")
-        clash = sorted(_OWN_KEYS & given.keys())
+        clash = sorted(rules.OWN_KEYS & given.keys())
         if clash:
             raise InvalidInputError(f"metadata sets {clash}, which the collection keeps itself.")
         return given
 
     # -- records ------------------------------------------------------------------
-
-    def _record(self, item: ProfileItem) -> MemoryRecord:
-        value = item.value or {}
-        return MemoryRecord(
-            id=item.key.removeprefix(MEMORY_PREFIX),
-            content=value.get("content"),
-            metadata=dict(value.get("metadata") or {}),
-            created_at=rules.utc(item.created_at),
-            updated_at=rules.utc(item.updated_at),
-            version=item.version,
-        )
-
-    def _found(self, result: SearchResult) -> MemoryRecord:
-        meta = dict(result.metadata)
-        content = json.loads(meta["content_json"]) if "content_json" in meta else result.text
-        own = {k: meta.pop(k, None) for k in (*_OWN_KEYS, NAMESPACE_KEY)}
-        for key in ("session", "timestamp"):
-            meta.pop(key, None)
-        return MemoryRecord(
-            id=result.id,
-            content=content,
-            metadata=meta,
-            created_at=rules.utc(float(own["created_at"] or 0)),
-            updated_at=rules.utc(float(own["updated_at"] or 0)),
-            version=int(own["version"] or 1),
-            score=result.score,
-            ranking=result.ranking,
-        )
 
     def _row(self, item: ProfileItem) -> OutboxRow:
         """The index document of a memory as the ledger holds it."""
@@ -277,9 +250,10 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         commits: list[tuple[str, Change, int]],
         turns: Sequence[PendingTurn] = (),
         ttl: TTL = "default",
+        anew: Collection[str] = (),
     ) -> Steps[list[ProfileItem | None] | None]:
         keys = [key for key, _, _ in commits]
-        stamp = yield from self._stamp(keys, [change for _, change, _ in commits], ttl)
+        stamp = yield from self._stamp(commits, ttl, anew)
         written = yield step(
             self._store.commit_many,
             self.namespace,
@@ -297,18 +271,26 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _expiry_url(self) -> str:
         return self.url
 
+    @cached_property
+    def expiry(self) -> ExpiryLedger:
+        """When memories expire: a table of the ledger's database, written in its transactions."""
+        return ExpiryLedger(self.url, like=self._store.database)
+
     def _stamp(
-        self, keys: Sequence[str], changes: Sequence[Change], ttl: TTL
+        self, commits: Sequence[tuple[str, Change, int]], ttl: TTL, anew: Collection[str] = ()
     ) -> Steps[Stamp | None]:
         """The time to live of memories about to be written, for the commit's own transaction.
 
         The ledger and the expiry times share one database (``url``): a memory
-        is never written without its time to live. A deleted one's is forgotten.
+        is never written without its time to live. One that exists keeps its own
+        (:meth:`_ttls`); a deleted one keeps its row, so its versions go at its
+        expiry and a rollback restores it with its rule.
         """
-        ids = [key.removeprefix(MEMORY_PREFIX) for key in keys]
-        gone = {i for i, change in zip(ids, changes, strict=True) if change.document is None}
-        live = [i for i in ids if i not in gone]
-        ttls = {**self._ttls(live, ttl), **self._ttls(sorted(gone), None)}
+        written = [
+            (k.removeprefix(MEMORY_PREFIX), v) for k, c, v in commits if c.document is not None
+        ]
+        existing = {i for i, version in written if version and i not in anew}
+        ttls = self._ttls([i for i, _ in written], ttl, existing=existing, anew=anew)
         if not ttls:
             return None
         return (yield step(self.expiry.stamping, self.namespace, ttls, now=self.clock()))
@@ -410,17 +392,24 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _direct(
         self, memory_id: str, plan: Any, kind: str, ttl: TTL = "default"
     ) -> Steps[MemoryRecord | None]:
-        """A write by hand to one memory: read its version, plan, compare-and-set, retry."""
-        key = MEMORY_PREFIX + rules.checked_id(memory_id)
+        """A write by hand to one memory: read its version, plan, compare-and-set, retry.
+
+        ``plan`` sees None for a memory that expired (hidden from reads, not swept yet).
+        """
+        checked = rules.checked_id(memory_id)
+        key = MEMORY_PREFIX + checked
         for _ in range(_MAX_CONFLICTS * 10):
             item = yield step(self._store.load, self.namespace, key)
-            document = plan(item)
+            hidden = yield step(self.expired_items, self.namespace, keys=[checked])
+            gone = item is not None and bool(hidden)
+            document = plan(None if gone else item)
             expected = item.version if item is not None else 0
             change = Change(document, kind, [], ())
-            written = yield from self._writing([(key, change, expected)], ttl=ttl)
+            anew = [checked] if gone else []
+            written = yield from self._writing([(key, change, expected)], ttl=ttl, anew=anew)
             if written is not None:
                 (after,) = written
-                return None if after is None or after.value is None else self._record(after)
+                return None if after is None or after.value is None else rules.record(after)
         raise InvalidInputError(f"The memory {memory_id!r} kept changing; try again.")
 
     def put(
@@ -497,9 +486,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 "metadata": self._checked_metadata(metadatas[i] if metadatas else None),
             }
             commits.append((MEMORY_PREFIX + uuid.uuid4().hex, Change(document, "put", [], ()), 0))
-        stamp = run(
-            self._stamp([key for key, _, _ in commits], [c for _, c, _ in commits], "default")
-        )
+        stamp = run(self._stamp(commits, "default"))
         written = self._store.commit_many(self.namespace, commits, drop_key=self.key, also=stamp)
         assert written is not None  # new ids: nothing to conflict with
         rows = [self._row(item) for item in written if item is not None]
@@ -616,6 +603,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         document = found[0].document
 
         def plan(item: ProfileItem | None) -> dict[str, Any]:
+            if item is None:
+                raise InvalidInputError(rules.missing(memory_id, self.namespace))
             check_version(item, expected, f"The memory {memory_id!r}")
             return document
 
@@ -641,7 +630,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         if checked in (yield from self._expired_ids()):
             return None
         yield from self._touching([checked])
-        return self._record(item)
+        return rules.record(item)
 
     def history(self, memory_id: str) -> list[MemoryVersion]:
         """Every version of a memory, oldest first, each with when it held and what caused it."""
@@ -692,7 +681,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             request = self._request(query, k, where)
             yield from self._lining_up()
             found = yield from self._live_search(request)
-            return [self._found(r) for r in found]
+            return [rules.found(r) for r in found]
         request = self._request(query, k, None)
         when = rules.timestamp(as_of)
         wanted = rules.equality(where)
@@ -829,13 +818,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 return CollectionUpdate("idle")
             text = "\n".join(message_text(m) for t in turns for m in t.messages)
             shown = yield step(self.backend.search, VectorQuery(text, self.related_k, None))
-            if self._caller is None:
-                proposed = [
-                    Operation("insert", self.check_content(message_text(m)))
-                    for t in turns
-                    for m in t.messages
-                    if isinstance(m, HumanMessage) and message_text(m).strip()
-                ]
+            if self._caller is None:  # rules: statements kept, corrections update
+                said = [message_text(m) for t in turns for m in t.messages if m.type == "human"]
+                proposed = offline_operations(said, shown, self.check_content)
             else:
                 outcome = yield from conversing(*self._session(shown, turns))
                 if outcome.error is not None:
@@ -937,12 +922,12 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def duplicate_of(self, content: Any) -> MemoryRecord | None:
         """The current memory that already says ``content`` (``duplicate_threshold``), or None."""
         found, _ = run(self._matching(self._text(self.check_content(content)), ()))
-        return None if found is None else self._found(found)
+        return None if found is None else rules.found(found)
 
     async def aduplicate_of(self, content: Any) -> MemoryRecord | None:
         """Async :meth:`duplicate_of`."""
         found, _ = await arun(self._matching(self._text(self.check_content(content)), ()))
-        return None if found is None else self._found(found)
+        return None if found is None else rules.found(found)
 
     def _deduplicating(
         self,
@@ -1068,7 +1053,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         wanted = rules.equality(where)
         items = yield step(self._store.keys, self.namespace, MEMORY_PREFIX)
         expired = yield from self._expired_ids()
-        records = [self._record(i) for i in items]
+        records = [rules.record(i) for i in items]
         return [r for r in records if r.id not in expired and rules.matches(r.metadata, wanted)]
 
 

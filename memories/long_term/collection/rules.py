@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -10,11 +11,14 @@ from typing import Any
 
 from memories.errors import InvalidInputError
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
-from memories.stores.profile_store import ProfileChange
+from memories.stores.profile_store import ProfileChange, ProfileItem
+from memories.stores.vector.filters import NAMESPACE_KEY
 from memories.stores.vector.records import SearchResult
 
 #: Ledger keys of memories: ``memory:<id>``.
 MEMORY_PREFIX = "memory:"
+#: Index metadata the memory keeps for itself.
+OWN_KEYS = frozenset({"created_at", "updated_at", "version", "content_json"})
 
 
 def version(result: SearchResult) -> int:
@@ -120,3 +124,35 @@ def current_at(changes: Sequence[tuple[str, ProfileChange]], when: float) -> lis
             )
         )
     return records
+
+
+def record(item: ProfileItem) -> MemoryRecord:
+    """A memory as the ledger holds it."""
+    value = item.value or {}
+    return MemoryRecord(
+        id=item.key.removeprefix(MEMORY_PREFIX),
+        content=value.get("content"),
+        metadata=dict(value.get("metadata") or {}),
+        created_at=utc(item.created_at),
+        updated_at=utc(item.updated_at),
+        version=item.version,
+    )
+
+
+def found(result: SearchResult) -> MemoryRecord:
+    """A memory as the index found it (its own keys taken out of its metadata)."""
+    meta = dict(result.metadata)
+    content = json.loads(meta["content_json"]) if "content_json" in meta else result.text
+    own = {k: meta.pop(k, None) for k in (*OWN_KEYS, NAMESPACE_KEY)}
+    for key in ("session", "timestamp"):
+        meta.pop(key, None)
+    return MemoryRecord(
+        id=result.id,
+        content=content,
+        metadata=meta,
+        created_at=utc(float(own["created_at"] or 0)),
+        updated_at=utc(float(own["updated_at"] or 0)),
+        version=int(own["version"] or 1),
+        score=result.score,
+        ranking=result.ranking,
+    )

@@ -2,9 +2,9 @@
 
 :class:`~memories.long_term.entities.memory.ConversationEntityMemory` keeps a
 running summary per entity in an entity store
-(:mod:`memories.stores.entity_store`);
+(:mod:`memories.stores.entities.summaries`);
 :class:`~memories.long_term.entities.kg.ConversationKGMemory` keeps
-knowledge triples in a graph (:mod:`memories.stores.graph_store`).
+knowledge triples in a graph (:mod:`memories.stores.entities.triples`).
 """
 
 from memories.long_term.entities.kg import ConversationKGMemory

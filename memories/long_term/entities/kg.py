@@ -7,7 +7,7 @@ shows what the graph knows about each (``"On Jane: Jane lives in Oslo."``).
 The prompts, the parsing and the output are LangChain's.
 
 What differs, on purpose: the graph can live in a SQL database
-(:class:`~memories.stores.graph_store.SQLEntityGraph`: it survives a restart,
+(:class:`~memories.stores.entities.triples.SQLEntityGraph`: it survives a restart,
 and an overwritten relation stays in its history) instead of the process's
 memory, and a failed model call loses no turn: the triple extraction it owes
 is queued with the turn and retried (:mod:`memories.long_term.entities.updates`).
@@ -36,14 +36,15 @@ from memories.short_term.summary.prompts import (
     MessageClassField,
     message_class_config,
 )
-from memories.stores.erasure import Counts, StoreShare
-from memories.stores.graph_store import (
+from memories.stores.compaction import compactions
+from memories.stores.entities.triples import (
     EntityGraph,
     InMemoryEntityGraph,
     KnowledgeTriple,
     LangChainEntityGraph,
     as_entity_graph,
 )
+from memories.stores.erasure import Counts, StoreShare
 
 __all__ = ["KG_TRIPLE_DELIMITER", "ConversationKGMemory", "parse_triples"]
 
@@ -77,7 +78,8 @@ class ConversationKGMemory(QueuedUpdates):
         k: the exchanges sent to the model as context; ``0`` sends none.
         kg: memories' ``InMemoryEntityGraph`` (default) or ``SQLEntityGraph``
             (kept in a database), LangChain's ``NetworkxEntityGraph``, or a
-            graph config dict (``{"type": "sql", "url": ..., "session_id": ...}``).
+            graph config dict (``{"type": "sql", "url": ..., "session_id": ...}``;
+            ``{"type": "networkx"}`` is LangChain's graph: the ``kg`` extra).
         knowledge_extraction_prompt: LangChain's prompt with ``history`` and ``input``.
         entity_extraction_prompt: LangChain's prompt with ``history`` and ``input``.
         summary_message_cls: the message class of each entity's line.
@@ -118,7 +120,8 @@ class ConversationKGMemory(QueuedUpdates):
         graph = self._graph
         if session:
             held = graph.held if isinstance(graph, EntityGraph) else _uncountable(graph)
-            found.append(StoreShare(repr(self.kg), held, graph.clear))
+            files = compactions(graph.database) if isinstance(graph, EntityGraph) else ()
+            found.append(StoreShare(repr(self.kg), held, graph.clear, files))
         return found
 
     @property

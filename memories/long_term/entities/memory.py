@@ -33,7 +33,8 @@ from memories.long_term.entities.prompts import (
     PromptField,
 )
 from memories.long_term.entities.updates import Job, QueuedUpdates
-from memories.stores.entity_store import (
+from memories.stores.compaction import compactions
+from memories.stores.entities.summaries import (
     EntityStore,
     InMemoryEntityStore,
     as_entity_store,
@@ -114,7 +115,8 @@ class ConversationEntityMemory(QueuedUpdates):
         found = super().erasure_shares(session=session, namespace=namespace)
         if session:
             store = self._store
-            found.append(StoreShare(repr(store), store.held, store.purge))
+            files = compactions(store.database)
+            found.append(StoreShare(repr(store), store.held, store.purge, files))
         return found
 
     @property

@@ -79,6 +79,11 @@ class QueuedUpdates(ModelMemory, ChatMemory):
             return template
         return super()._config_value(name, value)
 
+    def _state_writers(self) -> dict[str, Any]:
+        """The model and the prompts that write the entities (and the queue of updates)."""
+        prompts = {name: getattr(self, name) for name in self._prompt_fields}
+        return {**super()._state_writers(), **prompts}
+
     # -- what a subclass implements -------------------------------------------------
 
     def _advancing(self, job: Job) -> Steps[tuple[Job | None, list[Step]]]:
@@ -95,19 +100,16 @@ class QueuedUpdates(ModelMemory, ChatMemory):
 
     # -- saving: the turn, then the update it owes, queued until it succeeds ----------
 
-    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+    def _context_saving(
+        self, inputs: dict[str, Any], outputs: dict[str, Any], *, appended: bool
+    ) -> Steps[None]:
         """Save the turn, then the model update it owes (entity summaries, triples).
 
         A failed model call keeps the turn and queues the rest of its update
         (retried on the next save or :meth:`flush`; see :meth:`status`).
         """
         messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
-        self._run(self._saving_turn(messages, self._job(text)), write=True)
-
-    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`save_context`."""
-        messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
-        await self._arun(self._saving_turn(messages, self._job(text)), write=True)
+        return self._saving_turn(messages, self._job(text), appended=appended)
 
     # -- shared steps -----------------------------------------------------------------
 
@@ -141,13 +143,16 @@ class QueuedUpdates(ModelMemory, ChatMemory):
     def _saving_state(self, state: dict[str, Any]) -> Steps[None]:
         yield step(self.chat_memory.save_state, self.state_key, state)
 
-    def _saving_turn(self, messages: list[BaseMessage], making_job: Steps[Job]) -> Steps[None]:
-        """Append the turn, queue the job it owes (made after the append), run the queue.
+    def _saving_turn(
+        self, messages: list[BaseMessage], making_job: Steps[Job], *, appended: bool
+    ) -> Steps[None]:
+        """Append the turn (unless ``appended``), queue the job it owes (made after), run the queue.
 
         On SQL the turn and its job are one transaction, committed before the
         first model call.
         """
-        yield step(self.chat_memory.append, messages)
+        if not appended:
+            yield step(self.chat_memory.append, messages)
         job = yield from making_job
         state = yield from self._reading_state()
         yield from self._saving_state({**state, "jobs": [*state["jobs"], job]})

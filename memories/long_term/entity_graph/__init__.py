@@ -2,6 +2,6 @@
 
 from memories.long_term.entity_graph.memory import EntityMemory, GraphStatus, GraphUpdate
 from memories.long_term.entity_graph.recall import Recalled
-from memories.stores.entity_graph_store import Entity, Relation
+from memories.stores.entities.temporal_graph import Entity, Relation
 
 __all__ = ["Entity", "EntityMemory", "GraphStatus", "GraphUpdate", "Recalled", "Relation"]

@@ -34,7 +34,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from memories.kernel.messages import message_text
 from memories.long_term.entity_graph.operations import predicate_key
-from memories.stores.entity_graph_store import Graph, name_key
+from memories.stores.entities.temporal_graph import Graph, name_key
 
 __all__ = ["SENTENCES", "extract"]
 

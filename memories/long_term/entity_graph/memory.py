@@ -1,6 +1,6 @@
 """``EntityMemory``: a temporal graph of entities and typed relations, kept by a model.
 
-The graph lives in SQL (:class:`~memories.stores.entity_graph_store.EntityGraphStore`:
+The graph lives in SQL (:class:`~memories.stores.entities.temporal_graph.EntityGraphStore`:
 SQLite by default, PostgreSQL for scale). Turns are queued durably first;
 an update reads the graph, asks the model (or the rule-based extractor) for
 operations, checks them all (a bad reply goes back to the model, for a
@@ -41,7 +41,7 @@ from memories.long_term.entity_graph.operations import (
 )
 from memories.long_term.entity_graph.recall import Recalled, entity_line, recall, relation_line
 from memories.long_term.stored import StoredDocumentMemory
-from memories.stores.entity_graph_store import (
+from memories.stores.entities.temporal_graph import (
     ENTITY_PREFIX,
     Entity,
     EntityGraphStore,
@@ -110,6 +110,7 @@ class EntityMemory(StoredDocumentMemory):
     """
 
     config_type: ClassVar[str] = "entity"
+    store_owner: ClassVar[str | None] = "entity_graph"
     capabilities: ClassVar[Capabilities] = Capabilities(scope="namespace", deferred=True)
     store_class: ClassVar[type[EntityGraphStore]] = EntityGraphStore
 

@@ -34,7 +34,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from memories.errors import LLMError
 from memories.kernel.conversation import CheckedReply, proposed_items
 from memories.kernel.messages import format_buffer
-from memories.stores.entity_graph_store import (
+from memories.stores.entities.temporal_graph import (
     ENTITY_PREFIX,
     RELATION_PREFIX,
     Graph,

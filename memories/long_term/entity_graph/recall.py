@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from memories.stores.entity_graph_store import Entity, Graph, Relation, name_key
+from memories.stores.entities.temporal_graph import Entity, Graph, Relation, name_key
 
 __all__ = ["Recalled", "recall"]
 

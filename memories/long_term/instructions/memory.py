@@ -166,6 +166,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
     """
 
     config_type: ClassVar[str] = "instructions"
+    store_owner: ClassVar[str | None] = "instructions"
     capabilities: ClassVar[Capabilities] = Capabilities(
         scope="namespace", exportable=True, deferred=True, expires=True
     )

@@ -112,6 +112,7 @@ class ProfileMemory(ExpiringDocumentMemory):
     """
 
     config_type: ClassVar[str] = "profile"
+    store_owner: ClassVar[str | None] = "profile"
     capabilities: ClassVar[Capabilities] = Capabilities(
         scope="namespace", exportable=True, deferred=True, expires=True
     )

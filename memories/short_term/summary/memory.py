@@ -169,6 +169,10 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
 
     # -- summarizing ----------------------------------------------------------------
 
+    def _state_writers(self) -> dict[str, Any]:
+        """The model and the prompt that write the summary."""
+        return {**super()._state_writers(), "prompt": self.prompt}
+
     def _summarizing(self, messages: Sequence[BaseMessage], existing_summary: str) -> Steps[str]:
         """The summary of ``existing_summary`` then ``messages``: the model's, or extractive."""
         if self._caller is not None:

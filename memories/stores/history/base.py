@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -150,6 +150,25 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         Callers treat state as immutable: they save a new dict and never mutate
         one they loaded, so an in-process backend may keep it by reference.
         """
+
+    def log_key(self) -> Hashable:
+        """What names this session's log: histories with equal keys read and write one log.
+
+        By default the object itself (an in-process log is its own); a database
+        backend names its database and session, so two configs naming one
+        file and session are one log.
+        """
+        return ("object", id(self), self.session_id)
+
+    def state_keys(self, prefix: str = "", /) -> list[str]:
+        """The keys of this session's saved states that start with ``prefix``, sorted.
+
+        A memory looks here once for a state saved under an older form of its
+        key (:mod:`memories.core.state_keys`). A backend that cannot list its
+        states raises :class:`NotImplementedError` (the memory then uses its
+        current key).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot list its saved states")
 
     # -- derived ----------------------------------------------------------------
 

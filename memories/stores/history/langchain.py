@@ -16,7 +16,7 @@ readers know a ``RemoveMessage``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -62,6 +62,12 @@ class LangChainHistory(ChatHistory):
 
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
         self._state[key] = copy.deepcopy(value)
+
+    def log_key(self) -> Hashable:
+        return ("object", id(self.history), self.session_id)
+
+    def state_keys(self, prefix: str = "", /) -> list[str]:
+        return sorted(k for k in self._state if k.startswith(prefix))
 
     def __repr__(self) -> str:
         return f"LangChainHistory({self.history!r})"

@@ -151,6 +151,10 @@ class InMemoryHistory(ChatHistory):
         with self._lock:
             self._state[key] = value
 
+    def state_keys(self, prefix: str = "", /) -> list[str]:
+        with self._lock:
+            return sorted(k for k in self._state if k.startswith(prefix))
+
     # Nothing here blocks, so the async twins run inline instead of in a thread.
 
     async def arecord(self, items: Sequence[Item], /) -> list[int]:

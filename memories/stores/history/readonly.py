@@ -8,7 +8,7 @@ never writes to the store.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,7 @@ from memories.stores.history.base import Changes, ChatHistory, Edit, Entry
 from memories.stores.history.records import Item
 
 if TYPE_CHECKING:
+    from memories.kernel.retention import Retention
     from memories.stores.sql import Database
 
 __all__ = ["ReadOnlyView"]
@@ -27,6 +28,9 @@ class ReadOnlyView(ChatHistory):
     def __init__(self, history: ChatHistory) -> None:
         self.history = history
         self.session_id = history.session_id
+        # What the history can do, the view can read: a retention in days needs write times.
+        self.lists_sessions = history.lists_sessions  # type: ignore[misc]
+        self.keeps_times = history.keeps_times  # type: ignore[misc]
         self._state: dict[str, dict[str, Any]] = {}
 
     def record(self, items: Sequence[Item], /) -> list[int]:
@@ -77,6 +81,14 @@ class ReadOnlyView(ChatHistory):
         """Keep the state in this view; the history is left as it was."""
         self._state[key] = value
 
+    def log_key(self) -> Hashable:
+        return self.history.log_key()
+
+    def state_keys(self, prefix: str = "", /) -> list[str]:
+        """The history's keys and this view's own."""
+        mine = [k for k in self._state if k.startswith(prefix)]
+        return sorted({*self.history.state_keys(prefix), *mine})
+
     @property
     def database(self) -> Database | None:
         """The history's database."""
@@ -97,6 +109,10 @@ class ReadOnlyView(ChatHistory):
     async def ahorizon(self) -> int | None:
         """Async :meth:`horizon`."""
         return await self.history.ahorizon()
+
+    def expired_through(self, retention: Retention, /, *, now: float) -> int | None:
+        """As the history answers it."""
+        return self.history.expired_through(retention, now=now)
 
     def first_entry(self) -> Entry | None:
         """The history's oldest entry."""

@@ -16,7 +16,7 @@ history's, and the policy is the memory's.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -153,6 +153,12 @@ class RetainedHistory(ChatHistory):
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
         self.history.save_state(key, value)
 
+    def log_key(self) -> Hashable:
+        return self.history.log_key()
+
+    def state_keys(self, prefix: str = "", /) -> list[str]:
+        return self.history.state_keys(prefix)
+
     @property
     def database(self) -> Database | None:
         """The wrapped history's database."""
@@ -185,14 +191,15 @@ class RetainedHistory(ChatHistory):
     ) -> dict[str, int]:
         return self.history.sweep_store(retention, batch=batch, dry_run=dry_run)
 
-    def sweep_session(self, *, batch: int = 500) -> int:
+    def sweep_session(self, *, batch: int = 500, dry_run: bool = False) -> int:
         """Delete what the retention expires now in this session only; rows deleted.
 
         A memory's background job runs this after its own work: bounded by
-        one session, where :meth:`sweep` covers a whole shared store.
+        one session, where :meth:`sweep` covers a whole shared store. With
+        ``dry_run`` it only counts.
         """
         through = self.horizon()
-        return 0 if through is None else self.history.purge(through, batch=batch)
+        return 0 if through is None else self.history.purge(through, batch=batch, dry_run=dry_run)
 
     def sweep(self, *, batch: int = 500, dry_run: bool = False) -> dict[str, int]:
         """Delete what the retention expires now: this session, or every session of a shared store.

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -542,6 +542,17 @@ class SQLHistory(ChatHistory):
         with self._db.transaction() as connection:
             row = _STATE.execute(connection, session=self.session_id, key=key).fetchone()
         return self._state_from(key, row[0]) if row is not None else None
+
+    def log_key(self) -> Hashable:
+        return ("sql", self._db.url, self.session_id)
+
+    def state_keys(self, prefix: str = "", /) -> list[str]:
+        t = state_table
+        query = sa.select(t.c.key).where(t.c.session_id == self.session_id)
+        if prefix:
+            query = query.where(t.c.key.startswith(prefix, autoescape=True))
+        with self._db.transaction() as connection:
+            return sorted(str(key) for (key,) in connection.execute(query))
 
     def _state_from(self, key: str, text: str) -> dict[str, Any]:
         """The state stored as ``text``, parsed once: the same dict while the text is the same.

@@ -27,11 +27,15 @@ def _sorted(scores: dict[str, float]) -> list[ScoredId]:
 
 
 def min_max_fusion(
-    rankings: Sequence[Sequence[ScoredId]], /, *, weights: Sequence[float] | None = None
+    rankings: Sequence[Sequence[ScoredId]],
+    /,
+    *,
+    weights: Sequence[float] | None = None,
+    floors: Sequence[float | None] | None = None,
 ) -> list[ScoredId]:
     """Fuse by a weighted sum of each ranking's scores rescaled to [0, 1].
 
-    Within each ranking the best score maps to 1 and the worst to 0 (all to 1
+    Within each ranking the best score maps to 1 and the floor to 0 (all to 1
     when they are equal); a document absent from a ranking gets 0 from it. The
     rankings should be candidate lists of similar depth (say the top 100 of each).
 
@@ -39,18 +43,27 @@ def min_max_fusion(
         rankings: Scored candidates per ranker, in any order; scores need not be comparable
             across rankers.
         weights: One non-negative weight per ranking; equal weights when omitted.
+        floors: Per ranking, the score of a document that does not match at all (BM25's 0),
+            or None to take the ranking's worst score. With a known floor every candidate
+            that matches keeps a share: rescaled from the worst candidate, the weakest
+            match would get the 0 of a document absent from the ranking.
 
     Returns:
         Every document of any ranking, best first, ties broken by id.
     """
     fused: dict[str, float] = {}
-    for ranking, weight in zip(rankings, _weights(len(rankings), weights), strict=True):
+    lows = [None] * len(rankings) if floors is None else floors
+    if len(lows) != len(rankings):
+        raise ValueError(f"Got {len(lows)} floors for {len(rankings)} rankings; give one each.")
+    for ranking, weight, floor in zip(
+        rankings, _weights(len(rankings), weights), lows, strict=True
+    ):
         if not ranking:
             continue
-        low = min(item.score for item in ranking)
+        low = min(item.score for item in ranking) if floor is None else floor
         span = max(item.score for item in ranking) - low
         for item in ranking:
-            unit = (item.score - low) / span if span > 0 else 1.0
+            unit = max(0.0, (item.score - low) / span) if span > 0 else 1.0
             fused[item.id] = fused.get(item.id, 0.0) + weight * unit
     return _sorted(fused)
 

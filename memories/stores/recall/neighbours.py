@@ -8,7 +8,7 @@ so each turn's score gains a share of its neighbours' scores.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from memories.stores.recall.types import ScoredId
@@ -51,6 +51,7 @@ def smooth_neighbours(
     window: int,
     doc_at: Mapping[tuple[str, int], str] | None = None,
     limit: int | None = None,
+    alone: Collection[str] = (),
 ) -> list[ScoredId]:
     """Add to each turn ``weight`` times the summed scores of the turns within ``window``.
 
@@ -71,6 +72,7 @@ def smooth_neighbours(
             from ``positions`` on every call. Neighbours are looked up here, so only
             its documents can be returned.
         limit: Return only the best ``limit`` turns (cheaper than sorting them all).
+        alone: Turns that neither lend nor borrow.
 
     Returns:
         Candidates and reached neighbours, best first, ties broken by id.
@@ -87,12 +89,12 @@ def smooth_neighbours(
         lent: dict[str, float] = {}
         for item in scored:
             position = positions.get(item.id)
-            if position is None or item.score <= 0:
+            if position is None or item.score <= 0 or item.id in alone:
                 continue
             session, index, share = position.session, position.index, weight * item.score
             for offset in offsets:
                 neighbour = at.get((session, index + offset))
-                if neighbour is not None:
+                if neighbour is not None and neighbour not in alone:
                     lent[neighbour] = lent.get(neighbour, 0.0) + share
         for doc_id, extra in lent.items():
             scores[doc_id] = scores.get(doc_id, 0.0) + extra

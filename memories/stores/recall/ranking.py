@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from memories.stores.recall.config import RecallConfig
 from memories.stores.recall.fusion import min_max_fusion, reciprocal_rank_fusion
+from memories.stores.recall.matches import exchanges, matches_first
 from memories.stores.recall.neighbours import TurnPosition, best_first, smooth_neighbours
 from memories.stores.recall.speakers import boost_speakers
 from memories.stores.recall.types import RankParts, ScoredId
@@ -20,11 +21,12 @@ def _fuse(
     if config.mode == "dense":
         return min_max_fusion([dense])
     if config.mode == "bm25":
-        return min_max_fusion([lexical])
+        return min_max_fusion([lexical], floors=[0.0])
     weights = [config.dense_weight, 1.0 - config.dense_weight]
     if config.fusion == "rrf":
         return reciprocal_rank_fusion([dense, lexical], k=config.rrf_k, weights=weights)
-    return min_max_fusion([dense, lexical], weights=weights)
+    # BM25 scores a document that matches no query term 0: every lexical hit keeps a share.
+    return min_max_fusion([dense, lexical], weights=weights, floors=[None, 0.0])
 
 
 def rank_parts(
@@ -87,16 +89,20 @@ def rank_candidates(
         raise ValueError(f"limit must be >= 1, got {limit!r}.")
     fused = _fuse(config, dense, lexical)
     boosting = bool(speakers) and len(named) == 1 and config.speaker_weight > 0
-    if positions and config.neighbour_weight and config.neighbour_window:
-        fused = smooth_neighbours(
-            fused,
+    smoothing = bool(positions) and config.neighbour_weight > 0 and config.neighbour_window > 0
+    if not (boosting or smoothing):
+        return fused[:limit]
+    own = {item.id: item.score for item in fused}
+    final = fused
+    if smoothing and positions is not None:
+        final = smooth_neighbours(
+            final,
             positions,
             weight=config.neighbour_weight,
             window=config.neighbour_window,
             doc_at=doc_at,
-            limit=None if boosting else limit,
+            alone=exchanges(speakers),
         )
     if boosting and speakers is not None:
-        boosted = boost_speakers(fused, speakers, named, weight=config.speaker_weight)
-        return best_first({item.id: item.score for item in boosted}, limit)
-    return fused[:limit]
+        final = boost_speakers(final, speakers, named, weight=config.speaker_weight)
+    return best_first(matches_first(final, own), limit)

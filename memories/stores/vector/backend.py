@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from memories.kernel.steps import blocking_twin
+from memories.stores.compaction import Compaction
 from memories.stores.expiry import ExpiryLedger
 from memories.stores.vector.outbox import DeadLetter, OutboxRow
 from memories.stores.vector.records import SearchResult
@@ -133,6 +134,11 @@ class VectorBackend(ABC):
     def erase_session(self) -> None:
         """Delete every trace of this memory's session (queued and set-aside copies too)."""
         self.forget_session()
+
+    def compactions(self) -> tuple[Compaction, ...]:
+        """The files or databases :meth:`erase_namespace` and :meth:`erase_session` delete
+        from, rewritten after an erasure (:mod:`memories.stores.compaction`); none here."""
+        return ()
 
     aerase_session = blocking_twin(erase_session)
 

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
@@ -36,6 +37,7 @@ from memories.kernel.background import BackgroundWork, describe_error
 from memories.kernel.embeddings import embed_documents, query_vector
 from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
+from memories.stores.compaction import Compaction, chroma_compaction, compactions
 from memories.stores.expiry import ExpiryLedger
 from memories.stores.recall import RecallConfig, ScoredId
 from memories.stores.recall.types import RankParts
@@ -329,6 +331,18 @@ class ChromaBackend(VectorBackend):
             self.store.scrub_log(namespace, where={SESSION_KEY: self.session_id})
             self.outbox.unindex(target, namespace, session=self.session_id)
         self._discard_expiry(self.namespace, [*gone, *stored])
+
+    def compactions(self) -> tuple[Compaction, ...]:
+        """Chroma's own SQLite file (the documents, their metadata, full text and log), the
+        outbox's database (queued rows, dead letters, the recall index) and the expiry rows'."""
+        from memories.integrations.chroma import CHROMA_FILE
+
+        store = self.store
+        expiry = None if self.expiry is None else self.expiry.database
+        found = compactions(self.outbox.database, expiry)
+        if store.mode != "persistent":
+            return found
+        return (chroma_compaction(Path(store.path) / CHROMA_FILE), *found)
 
     def check_filter(self, where: Mapping[str, Any]) -> None:
         """Chroma's ``where`` syntax; the namespace key is the memory's own."""

@@ -188,7 +188,7 @@ class SQLOutbox:
         self.where = redacted(url) if file is None else str(file)
         """Where the rows wait, for messages: the file, or the URL without its password."""
         self._database = Database(url, _metadata)
-        self.recall = RecallIndex(self._database)
+        self.recall = RecallIndex(self._database, queued=number_queued)
         """The recall index of the store's documents, in the same database."""
         self._adopted: set[tuple[str, str]] = set()
         self._adopting = threading.Lock()

@@ -77,6 +77,7 @@ from memories.errors import BackendError, BackendUnavailableError, ConfigError, 
 from memories.kernel.embeddings import embedding_batch, query_vector
 from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
+from memories.stores.compaction import Compaction, compactions
 from memories.stores.expiry import ExpiryLedger
 from memories.stores.recall import RecallConfig, ScoredId
 from memories.stores.recall.types import RankParts
@@ -618,6 +619,12 @@ class PgVectorBackend(VectorBackend):
                 discarding(connection, None)
         if here is None:
             self._discard_expiry(self.namespace, None)
+
+    def compactions(self) -> tuple[Compaction, ...]:
+        """The documents' and the recall index's tables, and the expiry rows'."""
+        store = self._store
+        expiry = None if self.expiry is None else self.expiry.database
+        return compactions(store.documents, store.recall.database, expiry)
 
     def held(self, *, session: bool) -> dict[str, int]:
         """The namespace's (or the session's) documents and their recall index rows."""

@@ -413,6 +413,10 @@ class _Row:
     speakers: list[str]
 
 
+#: What waits in an outbox for a namespace's new space: (connection, target, namespace, index).
+Queued = Callable[[sa.Connection, str, str, "RecallIndex"], list[IndexedDocument]]
+
+
 class RecallIndex:
     """The recall index of the stores whose outbox is in one SQL database.
 
@@ -421,13 +425,20 @@ class RecallIndex:
 
     Args:
         database: the database (the outbox's).
+        queued: what waits in the outbox of a namespace whose space is being
+            built, numbered (the outbox's ``number_queued``; none by default).
         pack_after: a space's fresh postings are packed into blocks by the
             write that finds more than this many.
         block_size: the most postings a block holds.
     """
 
     def __init__(
-        self, database: Database, *, pack_after: int = _PACK_AFTER, block_size: int = _BLOCK_SIZE
+        self,
+        database: Database,
+        *,
+        queued: Queued | None = None,
+        pack_after: int = _PACK_AFTER,
+        block_size: int = _BLOCK_SIZE,
     ) -> None:
         if pack_after < 0 or block_size < 1:
             raise ValueError(
@@ -435,6 +446,7 @@ class RecallIndex:
                 "and block_size >= 1."
             )
         self.database = database
+        self.queued = queued
         self.pack_after = pack_after
         self.block_size = block_size
         self._known: OrderedDict[tuple[str, str, str], Space] = OrderedDict()
@@ -509,8 +521,6 @@ class RecallIndex:
             ).scalar_one()  # fmt: skip
             space = Space(int(space_id), target, namespace, analysis)
             config = _analysis_config(analysis)
-            from memories.stores.vector.outbox import number_queued
-
             rows = [_analyse(d, config) for d in stored()]
             # More postings than a write would leave fresh go straight into blocks:
             # nobody sees the space before this commits, so nothing is compacted.
@@ -522,7 +532,7 @@ class RecallIndex:
                 self._append(connection, space.id, packed)
             # Then what waits in the outbox (newer than the store's copy of an id),
             # numbered after the stored turns where it waits for a number.
-            queued = number_queued(connection, target, namespace, self)
+            queued = [] if self.queued is None else self.queued(connection, target, namespace, self)
             self.add(connection, target, namespace, queued)
             if rows or queued:
                 logger.info(

@@ -26,7 +26,8 @@ from typing import Any, ClassVar, NamedTuple
 
 import sqlalchemy as sa
 
-from memories.errors import ConfigError
+from memories.errors import ConfigError, MissingDependencyError
+from memories.kernel.imports import install_hint
 from memories.kernel.paths import default_file
 from memories.kernel.steps import blocking_twin
 from memories.stores.sql import Database, log_table
@@ -99,6 +100,11 @@ class EntityGraph(ABC):
     def held(self) -> dict[str, int]:
         """What :meth:`clear` erases: every change in the graph's log."""
         return {"graph changes": len(self._log())}
+
+    @property
+    def database(self) -> Database | None:
+        """The SQL database the log is kept in (None: none), compacted after an erasure."""
+        return None
 
     def to_config(self) -> dict[str, Any]:
         """The config :func:`as_entity_graph` rebuilds this graph from."""
@@ -270,6 +276,10 @@ class SQLEntityGraph(EntityGraph):
         with self._db.transaction(write=True) as connection:
             connection.execute(table.delete().where(table.c.session_id == self.session_id))
 
+    @property
+    def database(self) -> Database:
+        return self._db
+
     def to_config(self) -> dict[str, Any]:
         return {"type": self.config_type, "url": self.url, "session_id": self.session_id}
 
@@ -309,6 +319,25 @@ GRAPH_TYPES: dict[str, type[EntityGraph]] = {
 _NETWORKX_METHODS = ("add_triple", "get_entity_knowledge", "clear")
 
 
+def networkx_graph() -> Any:
+    """LangChain's ``NetworkxEntityGraph``, the graph config ``{"type": "networkx"}``.
+
+    Raises:
+        MissingDependencyError: langchain-community or networkx is not
+            installed (the message names the ``kg`` extra's pip command).
+    """
+    try:
+        from langchain_community.graphs import NetworkxEntityGraph
+
+        return NetworkxEntityGraph()
+    except ImportError as exc:  # its constructor imports networkx
+        raise MissingDependencyError(
+            "The graph type 'networkx' (LangChain's NetworkxEntityGraph, with langchain-community "
+            "and networkx)",
+            install_hint("kg"),
+        ) from exc
+
+
 def as_entity_graph(value: Any, /) -> Any:
     """``value`` as a graph the memory can use: ours, LangChain's ``NetworkxEntityGraph``, a config.
 
@@ -320,11 +349,16 @@ def as_entity_graph(value: Any, /) -> Any:
     if isinstance(value, Mapping):
         options = dict(value)
         type_name = options.pop("type", None)
+        if type_name == "networkx":
+            if options:
+                raise ConfigError(
+                    f"The graph type 'networkx' takes no options; got {options!r:.80}"
+                )
+            return networkx_graph()
         cls = GRAPH_TYPES.get(type_name) if isinstance(type_name, str) else None
         if cls is None:
-            raise ConfigError(
-                f"Unknown graph type {type_name!r}; valid types: {', '.join(sorted(GRAPH_TYPES))}."
-            )
+            valid = ", ".join(sorted([*GRAPH_TYPES, "networkx"]))
+            raise ConfigError(f"Unknown graph type {type_name!r}; valid types: {valid}.")
         try:
             return cls(**options)
         except TypeError as exc:

@@ -17,7 +17,7 @@ entity list and the async twins are written once here on top of them.
 :func:`as_entity_store` takes any store with LangChain's interface
 (``InMemoryEntityStore``, ``SQLiteEntityStore``, ``RedisEntityStore``...) and
 gives it the shape the memory drives (:class:`LangChainEntityStore`).
-memories' own Redis store is :class:`~memories.stores.entity_redis.RedisEntityStore`
+memories' own Redis store is :class:`~memories.stores.entities.redis_summaries.RedisEntityStore`
 (config type ``redis``; redis-py is imported only then).
 """
 
@@ -101,6 +101,11 @@ class EntityStore(ABC):
     def held(self) -> dict[str, int]:
         """What :meth:`purge` erases: here the entities with a summary (a backend may say more)."""
         return {"entities": len(self.entities())}
+
+    @property
+    def database(self) -> Database | None:
+        """The SQL database the versions are kept in (None: none), compacted after an erasure."""
+        return None
 
     def to_config(self) -> dict[str, Any]:
         """The config :func:`create_entity_store` rebuilds this store from."""
@@ -279,6 +284,10 @@ class SQLEntityStore(EntityStore):
         with self._db.transaction() as connection:
             return {"entity versions": int(connection.execute(query).scalar_one())}
 
+    @property
+    def database(self) -> Database:
+        return self._db
+
     def to_config(self) -> dict[str, Any]:
         return {"type": self.config_type, "url": self.url, "session_id": self.session_id}
 
@@ -372,7 +381,7 @@ class LangChainEntityStore(EntityStore):
 #: module needs an optional dependency (imported when a config names it).
 ENTITY_STORE_TYPES: dict[str, type[EntityStore] | tuple[str, str]] = {
     "memory": InMemoryEntityStore,
-    "redis": ("memories.stores.entity_redis", "RedisEntityStore"),
+    "redis": ("memories.stores.entities.redis_summaries", "RedisEntityStore"),
     "sql": SQLEntityStore,
     "sqlite": SQLiteEntityStore,
 }

@@ -8,7 +8,7 @@ session, three keys:
   versions, oldest first (``[value or null, created_at]`` as JSON);
 - ``{key_prefix}:{session}:entities``: a sorted set of the entity names, scored
   by the sequence number of their newest version (the order of
-  :meth:`~memories.stores.entity_store.EntityStore.entities`);
+  :meth:`~memories.stores.entities.summaries.EntityStore.entities`);
 - ``{key_prefix}:{session}:seq``: the last sequence number given.
 
 The session is percent-encoded in the keys (no ``:`` in it), so no session id
@@ -41,7 +41,7 @@ from memories.errors import (
     MissingDependencyError,
 )
 from memories.kernel.imports import install_hint
-from memories.stores.entity_store import DEFAULT_ENTITY_SESSION, EntityStore, EntityVersion
+from memories.stores.entities.summaries import DEFAULT_ENTITY_SESSION, EntityStore, EntityVersion
 from memories.stores.sql import redacted
 
 __all__ = ["RedisEntityStore"]

@@ -1,0 +1,128 @@
+"""A collection memory (``memories.long_term.collection.CollectionMemory``) as a LangGraph store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from langgraph.store.base import Item, SearchItem, SearchOp, TTLConfig
+from memories.integrations.langgraph_store.filters import Namespace, matches_all, search_item
+from memories.integrations.langgraph_store.template import VALUE, TemplateAdapter
+
+from memories.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from memories.long_term.collection import CollectionMemory, MemoryRecord
+
+__all__ = ["CollectionStoreAdapter"]
+
+
+class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
+    """A collection memory (:class:`~memories.long_term.collection.CollectionMemory`) as a store.
+
+    Each namespace is the collection's namespace of the same name; each item
+    is one memory whose id is the key. ``put`` stores the value's
+    ``text_field`` as the memory's content (the whole value as JSON when it
+    has none) and keeps the value beside it, as a new version when the key
+    exists (the collection's history and rollback apply). Memories the
+    collection made itself show up as ``{"content": ..., **metadata}``.
+    ``search(query=...)`` ranks with the collection's recall.
+
+    Args:
+        memory: the collection whose stores and settings every namespace
+            uses (its own namespace is only the template's).
+        text_field: the value field that becomes the memory's content.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
+            ``omit_expired``, ``sweep_interval_minutes``); None: items live until
+            deleted, unless a ``put`` gives its own ``ttl``.
+        ttl_url: the SQL database that keeps expiry times (default: the store's own,
+            which a vector or collection memory reads too, so that its own
+            searches hide what expired through the adapter).
+        clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
+    """
+
+    supports_query = True
+
+    def __init__(
+        self,
+        memory: CollectionMemory,
+        /,
+        *,
+        text_field: str = "content",
+        ttl: TTLConfig | None = None,
+        ttl_url: str | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.memory = memory
+        self.text_field = text_field
+        self._memories: dict[Namespace, CollectionMemory] = {}
+        self._expiring(ttl, ttl_url, clock)
+
+    def _expiry_url(self) -> str:
+        return str(self.memory.url)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.memory.url!r})"
+
+    def _item(self, namespace: Namespace, record: MemoryRecord) -> Item:
+        stored = record.metadata.get(VALUE)
+        if isinstance(stored, str):
+            value = json.loads(stored)
+        else:
+            value = {"content": record.content, **record.metadata}
+        return Item(
+            value=value,
+            key=record.id,
+            namespace=namespace,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+        )
+
+    def _get(self, namespace: Namespace, key: str) -> Item | None:
+        found = self._memory(namespace).get(key) if _is_id(key) else None
+        return None if found is None else self._item(namespace, found)
+
+    def _put(self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any) -> None:
+        metadata = {VALUE: json.dumps(dict(value), default=str)}
+        self._memory(namespace).put(self._text(value), metadata=metadata, memory_id=key)
+
+    def _delete(self, namespace: Namespace, key: str) -> None:
+        memory = self._memory(namespace)
+        if _is_id(key) and memory.get(key) is not None:
+            memory.delete(key)
+
+    def _namespaces(self) -> list[Namespace]:
+        ledger = self.memory.ledger
+        return [ns for ns in ledger.list_namespaces(limit=10**9) if ledger.keys(ns, "memory:")]
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = op.namespace_prefix
+        wanted = op.offset + op.limit
+        found: list[SearchItem] = []
+        for namespace in [ns for ns in self._namespaces() if ns[: len(prefix)] == prefix]:
+            memory = self._memory(namespace)
+            items = {r.id: self._item(namespace, r) for r in memory.list()}
+            kept = {k: i for k, i in items.items() if matches_all(i.value, op.filter)}
+            if not op.query:
+                found.extend(search_item(i, None) for i in kept.values())
+                continue
+            for record in memory.search(op.query, k=max(len(items), 1)):
+                if record.id in kept:
+                    found.append(search_item(kept[record.id], record.score))
+        if op.query:
+            found.sort(key=lambda i: i.score or 0.0, reverse=True)
+        else:
+            found.sort(key=lambda i: (i.namespace, i.key))
+        return found[op.offset : wanted]
+
+
+def _is_id(key: str) -> bool:
+    """Whether ``key`` can name a memory (else no memory has it: a get finds none)."""
+    from memories.long_term.collection import rules  # the collection's own rule, on first use
+
+    try:
+        rules.checked_id(key)
+    except InvalidInputError:
+        return False
+    return True

@@ -1,0 +1,173 @@
+"""Profiles (``memories.long_term.profile.ProfileStore``) as a LangGraph store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from langgraph.store.base import Item, SearchItem, SearchOp, TTLConfig
+from memories.integrations.langgraph_store.base import MemoryStoreAdapter
+from memories.integrations.langgraph_store.filters import Namespace, matches_all, timestamp
+
+from memories.errors import InvalidProfileError
+from memories.long_term.profile import ProfileMemory, ProfileSchema, ProfileStore
+from memories.stores.expiry import DOCUMENTS, Expiring
+from memories.stores.profile_store import ProfileItem
+
+__all__ = ["ProfileStoreAdapter"]
+
+
+class ProfileStoreAdapter(MemoryStoreAdapter):
+    """Profiles (``memories.long_term.profile.ProfileStore``) as a LangGraph store.
+
+    Expiry times go to the profile store's document table (``memories_document_expiry``),
+    which a ``ProfileMemory(ttl=...)`` on the same store uses too. A store with a
+    ``ttl`` of its own (a profile memory's) hides its expired profiles from every
+    read, so ``search`` and ``list_namespaces`` leave out what ``get`` hides.
+
+    The adapter sees only the store's own rows (its ``owner``'s: a profile
+    memory's store, or ``ProfileStore(url)``): a collection, instructions or an
+    entity graph on the same database is not listed, and a ``put`` of a key one
+    of them holds is refused (:mod:`memories.stores.documents`).
+
+    Each item is a profile document: ``namespace`` is the profile's namespace
+    (a user), ``key`` its name (``"profile"`` by default). ``put`` records a
+    ``put`` change in the profile's history, so ``ProfileMemory.rollback``
+    can undo it; ``delete`` erases the profile with its history.
+
+    Args:
+        store: the profile store (``ProfileStore(url)``).
+        schema: a JSON Schema or Pydantic model every ``put`` must satisfy;
+            None accepts any JSON object.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
+            ``omit_expired``, ``sweep_interval_minutes``); None: items live until
+            deleted, unless a ``put`` gives its own ``ttl``.
+        ttl_url: the SQL database that keeps expiry times (default: the store's own,
+            which a vector or collection memory reads too, so that its own
+            searches hide what expired through the adapter).
+        clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
+    """
+
+    def __init__(
+        self,
+        store: ProfileStore,
+        /,
+        *,
+        schema: Any = None,
+        ttl: TTLConfig | None = None,
+        ttl_url: str | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.store = store
+        self.schema = ProfileSchema(schema) if schema is not None else None
+        own = getattr(store, "ttl", None)
+        self._expiring(ttl, ttl_url, own.clock if clock is None and own is not None else clock)
+
+    expiry_table: ClassVar[str] = DOCUMENTS
+
+    @classmethod
+    def from_memory(cls, memory: ProfileMemory, /, **options: Any) -> ProfileStoreAdapter:
+        """The store of a profile memory, checking writes against its schema."""
+        return cls(memory.store, schema=memory.profile_schema, **options)
+
+    @property
+    def _timed(self) -> bool:
+        return super()._timed or getattr(self.store, "ttl", None) is not None
+
+    @property
+    def _omit_expired(self) -> bool:
+        # A store that expires its documents shows an expired one as cleared on a load.
+        return super()._omit_expired or getattr(self.store, "ttl", None) is not None
+
+    def _expiry_url(self) -> str:
+        url = getattr(self.store, "url", None)
+        return url if isinstance(url, str) else super()._expiry_url()
+
+    def _expire(self, namespace: Namespace, expired: list[Expiring], now: float) -> None:
+        # On the store's database the profiles go in the transaction that holds the rows.
+        self.store.delete_expired(namespace, [e.key for e in expired], self.ledger, now=now)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.store!r})"
+
+    def _checked(self, value: dict[str, Any]) -> dict[str, Any]:
+        problems = self.schema.errors(value) if self.schema is not None else []
+        if problems:
+            raise InvalidProfileError(
+                "The document does not match the profile schema: " + "; ".join(problems)
+            )
+        return value
+
+    @staticmethod
+    def _item(found: ProfileItem | None) -> Item | None:
+        if found is None or found.value is None:
+            return None
+        return Item(
+            value=found.value,
+            key=found.key,
+            namespace=found.namespace,
+            created_at=timestamp(found.created_at),
+            updated_at=timestamp(found.updated_at),
+        )
+
+    @staticmethod
+    def _filtered(found: list[ProfileItem], op: SearchOp) -> list[ProfileItem]:
+        chosen = [f for f in found if f.value is not None and matches_all(f.value, op.filter)]
+        return chosen[op.offset : op.offset + op.limit]
+
+    @staticmethod
+    def _search_items(found: list[ProfileItem]) -> list[SearchItem]:
+        return [
+            SearchItem(
+                namespace=f.namespace,
+                key=f.key,
+                value=f.value or {},
+                created_at=timestamp(f.created_at),
+                updated_at=timestamp(f.updated_at),
+            )
+            for f in found
+        ]
+
+    def _get(self, namespace: Namespace, key: str) -> Item | None:
+        return self._item(self.store.get(namespace, key))
+
+    def _put(self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any) -> None:
+        self.store.put(namespace, key, self._checked(dict(value)))
+
+    def _delete(self, namespace: Namespace, key: str) -> None:
+        self.store.delete(namespace, key)
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = op.namespace_prefix
+        if not op.filter:  # the store pages itself
+            return self._search_items(self.store.search(prefix, limit=op.limit, offset=op.offset))
+        found: list[ProfileItem] = []
+        while page := self.store.search(prefix, limit=500, offset=len(found)):
+            found.extend(page)
+        return self._search_items(self._filtered(found, op))
+
+    def _namespaces(self) -> list[Namespace]:
+        return self.store.list_namespaces(limit=2**31)
+
+    async def _aget(self, namespace: Namespace, key: str) -> Item | None:
+        return self._item(await self.store.aget(namespace, key))
+
+    async def _aput(
+        self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any
+    ) -> None:
+        await self.store.aput(namespace, key, self._checked(dict(value)))
+
+    async def _adelete(self, namespace: Namespace, key: str) -> None:
+        await self.store.adelete(namespace, key)
+
+    async def _asearch(self, op: SearchOp) -> list[SearchItem]:
+        prefix, store = op.namespace_prefix, self.store
+        if not op.filter:
+            return self._search_items(await store.asearch(prefix, limit=op.limit, offset=op.offset))
+        found: list[ProfileItem] = []
+        while page := await store.asearch(prefix, limit=500, offset=len(found)):
+            found.extend(page)
+        return self._search_items(self._filtered(found, op))
+
+    async def _anamespaces(self) -> list[Namespace]:
+        return await self.store.alist_namespaces(limit=2**31)

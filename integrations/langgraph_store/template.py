@@ -1,0 +1,65 @@
+"""What the vector and collection adapters share: a template memory, a twin per namespace."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from memories.integrations.langgraph_store.base import MemoryStoreAdapter
+from memories.integrations.langgraph_store.filters import Namespace
+
+from memories.kernel.namespaces import in_namespace
+
+if TYPE_CHECKING:
+    from memories.long_term.indexed import IndexedMemory
+
+__all__ = ["CREATED", "KEY", "UPDATED", "VALUE", "TemplateAdapter"]
+
+# Metadata keys the adapter keeps beside each document it writes.
+KEY = "store_key"
+VALUE = "store_value"
+CREATED = "store_created_at"
+UPDATED = "store_updated_at"
+
+#: The memory a template adapter serves, one twin per namespace.
+TemplateMemory = TypeVar("TemplateMemory", bound="IndexedMemory")
+
+
+class TemplateAdapter(MemoryStoreAdapter, Generic[TemplateMemory]):
+    """An adapter over a template memory: its twin per namespace, its sweep, its text field."""
+
+    memory: TemplateMemory
+    text_field: str
+    _memories: dict[Namespace, TemplateMemory]
+
+    def sweep_ttl(self, *, batch: int = 500) -> int:
+        """The memory's own sweep: it deletes what expired whole, in every namespace."""
+        return sum(self.memory.sweep(batch=batch).values())
+
+    def _memory(self, namespace: Namespace) -> TemplateMemory:
+        """The template's twin for ``namespace``, built once (see :func:`_of_namespace` below)."""
+        twin: TemplateMemory = _of_namespace(
+            self.memory, namespace, self._memories, omit_expired=self._omit_expired
+        )
+        return twin
+
+    def _text(self, value: Mapping[str, Any]) -> str:
+        """The value's ``text_field``, or the whole value as JSON when it has none."""
+        text = value.get(self.text_field)
+        return text if isinstance(text, str) else json.dumps(value, sort_keys=True, default=str)
+
+
+def _of_namespace(
+    template: Any, namespace: Namespace, made: dict[Namespace, Any], *, omit_expired: bool
+) -> Any:
+    """The template memory's twin for ``namespace``, built once per namespace.
+
+    Its items' time to live is the adapter's (LangGraph's ``ttl``), stamped
+    before each write: the twin has no ``ttl`` of its own to stamp over it,
+    and hides expired items only under ``omit_expired`` (else they are read
+    until swept, as in LangGraph's stores).
+    """
+    if namespace not in made:
+        made[namespace] = in_namespace(template, namespace, ttl=None, hide_expired=omit_expired)
+    return made[namespace]

@@ -1,0 +1,82 @@
+"""A config's file stores copied into a temporary folder, for a command that must not write.
+
+``memories usage`` runs a conversation to measure what the memories cost;
+run on the config's own stores, it would save that conversation into them.
+On a copy it measures the same stores with the same data, and the copy goes
+when the command ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+from memories.core.config import load_config, server_stores, with_paths
+from memories.errors import ConfigError
+from memories.kernel.paths import DATA_DIR_ENV
+
+__all__ = ["on_a_copy"]
+
+
+@contextmanager
+def on_a_copy(config: str | Path | dict[str, Any], *, command: str) -> Iterator[dict[str, Any]]:
+    """The config's options on copies of its files, in a temporary folder removed at the end.
+
+    Each SQLite file is copied with SQLite's backup (a consistent copy while
+    another process writes), each folder (a Chroma store) as it is; a file
+    or folder that does not exist yet stays absent in the copy. A store the
+    config leaves at its default place (no path) starts empty, in the copy's
+    own data directory.
+
+    Raises:
+        ConfigError: the config keeps data on a server (PostgreSQL, a Chroma
+            server), which cannot be copied.
+    """
+    options = load_config(config)
+    servers = server_stores(options)
+    if servers:
+        raise ConfigError(
+            f"`memories {command}` runs on a copy of the config's files, and {servers[0]} is a "
+            f"server, which cannot be copied: pass --save to run it on the real stores (the "
+            "conversation is then saved there)."
+        )
+    with tempfile.TemporaryDirectory(prefix=f"memories-{command}-") as folder:
+        copies: dict[str, str] = {}
+
+        def copy(path: str) -> str:
+            source = Path(path).expanduser()
+            if str(source) not in copies:
+                target = Path(folder) / f"{len(copies)}-{source.name}"
+                if source.is_dir():
+                    shutil.copytree(source, target)
+                elif source.is_file():
+                    _copy_file(source, target)
+                copies[str(source)] = str(target)
+            return copies[str(source)]
+
+        copied = with_paths(options, copy)
+        before = os.environ.get(DATA_DIR_ENV)
+        os.environ[DATA_DIR_ENV] = str(Path(folder) / "data")
+        try:
+            yield copied
+        finally:
+            if before is None:
+                os.environ.pop(DATA_DIR_ENV, None)
+            else:
+                os.environ[DATA_DIR_ENV] = before
+
+
+def _copy_file(source: Path, target: Path) -> None:
+    """A SQLite database through its backup API (its WAL included); any other file as bytes."""
+    try:
+        with closing(sqlite3.connect(source)) as reader, closing(sqlite3.connect(target)) as writer:
+            reader.backup(writer)
+    except sqlite3.DatabaseError:  # not a database: an outbox not made yet, a plain file
+        target.unlink(missing_ok=True)
+        shutil.copyfile(source, target)

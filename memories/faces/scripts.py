@@ -1,0 +1,66 @@
+"""For runnable scripts (``examples/``): a missing extra ends them with one line, not a traceback.
+
+A script run from the repository's checkout says which extras it needs::
+
+    with needs("agents"):
+        from langchain.agents import create_agent
+
+and, where the library imports an extra only when a memory is built, around
+the call that builds it::
+
+    if __name__ == "__main__":
+        with needs("chroma"), tempfile.TemporaryDirectory() as folder:
+            main(Path(folder))
+
+Without the extra the script stops with one line on stderr naming it and the
+command that installs it (from the checkout: the distribution is not on the
+package registry yet), and exit status 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from memories.errors import MissingDependencyError
+from memories.kernel.imports import missing_requirements
+
+__all__ = ["checkout_install_command", "needs"]
+
+
+def checkout_install_command(extras: tuple[str, ...], /) -> str:
+    """The command that installs ``extras`` from a checkout of the repository."""
+    return f"pip install -e '.[{','.join(extras)}]'"
+
+
+def _missing(extras: tuple[str, ...], why: str) -> SystemExit:
+    named = " and ".join(extras)
+    plural = "s" if len(extras) > 1 else ""
+    return SystemExit(
+        f"This script needs the {named} extra{plural} ({why}): run "
+        f"`{checkout_install_command(extras)}` in the repository's checkout."
+    )
+
+
+@contextmanager
+def needs(*extras: str) -> Iterator[None]:
+    """Exit with one line naming the install command when an extra is missing.
+
+    On entry, every distribution the extras require must be installed (read
+    from the library's metadata); inside, an import that fails (the script's
+    own, or the library's :class:`~memories.errors.MissingDependencyError`)
+    ends the script the same way.
+
+    Raises:
+        SystemExit: an extra is missing; its message is the one line.
+        ConfigError: the library has no extra of that name.
+    """
+    absent = [name for extra in extras for name in missing_requirements(extra)]
+    if absent:
+        raise _missing(extras, f"{', '.join(absent)} not installed")
+    try:
+        yield
+    except MissingDependencyError as exc:
+        raise _missing(extras, f"{exc.feature} could not import its dependencies") from None
+    except ImportError as exc:
+        raise _missing(extras, str(exc)) from None
