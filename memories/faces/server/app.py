@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import hmac
+import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -137,6 +138,11 @@ def segment(value: Any) -> str:
 
 
 _TEMPLATES.filters["segment"] = segment
+# JSON shown as text in a page: escaped once, for HTML, by autoescape (Jinja's tojson escapes
+# for a <script> too, and a person would read "user\u0027s")
+_TEMPLATES.filters["json_text"] = lambda value, indent=None: json.dumps(
+    value, indent=indent, ensure_ascii=False
+)
 
 
 class _Segments:

@@ -49,6 +49,8 @@ from memories.faces.server.rows import (
     entity_page,
     graph_rows,
     hit_row,
+    instructions_id,
+    instructions_row,
     jsonable,
     page_of,
     public_metadata,
@@ -388,8 +390,7 @@ class Inspector:
             found["document"] = leaf.get()
             found["status"] = jsonable(leaf.status())
             found["items"] = [
-                {"id": str(v.version) if v.version is not None else f"failed-{i}", **jsonable(v)}
-                for i, v in reversed(list(enumerate(leaf.history())))
+                instructions_row(i, v) for i, v in reversed(list(enumerate(leaf.history())))
             ]
         elif isinstance(leaf, DocumentMemory):
             records = leaf.backend.stored()  # any backend; what is queued stays queued
@@ -435,7 +436,14 @@ class Inspector:
         if isinstance(leaf, EntityMemory):
             return {**base, **entity_page(leaf, namespace, item_id)}
         if isinstance(leaf, ProfileMemory | InstructionsMemory):
-            changes = {str(c.id): c for c in leaf.store.changes(namespace, leaf.key)}
+            recorded = leaf.store.changes(namespace, leaf.key)
+            changes = {}
+            if isinstance(leaf, InstructionsMemory):  # its history's ids (instructions_row)
+                changes = {
+                    instructions_id(i, None if c.error else c.version): c
+                    for i, c in enumerate(recorded)
+                }
+            changes = {**{str(c.id): c for c in recorded}, **changes}
             if item_id not in changes:
                 raise NotFound(f"No change {item_id!r} in the history of {memory_id!r}.")
             return {**base, "id": item_id, "change": change_row(changes[item_id], whole=True)}
