@@ -83,8 +83,9 @@ def _demo(args: argparse.Namespace) -> int:
             print(f"\nThe {kind}: {where}")
     if llm is None:
         print()
-        print("Offline, summaries are extractive (quoted sentences) and the profile's updates are")
-        print("scripted JSON patches standing in for a model's; --llm has a model write both.")
+        print("Offline, summaries are extractive (quoted sentences), the collection keeps what")
+        print("the user states by rules (a correction updates it, both versions kept), and the")
+        print("profile's updates are scripted JSON patches; --llm has a model do all three.")
     print()
     if args.db:
         config = shlex.quote(str(config_path(Path(args.db))))
@@ -334,7 +335,7 @@ def _reshard(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from memories.faces.commands import nothing_stored, open_stores, sweep
+    from memories.faces.commands import nothing_stored, open_stores, sweep, sweep_report
 
     if _nothing_to_do("sweep", nothing_stored(args.config)):
         return 0
@@ -347,24 +348,12 @@ def _sweep(args: argparse.Namespace) -> int:
     )
     if args.dry_run:
         print("memories sweep: a dry run, nothing is deleted.", file=sys.stderr)
-    if not any(swept.history for swept in found):
-        print("histories: none in this config (it keeps no transcript of the conversations)")
-    if not any(swept.policy for swept in found):
-        print(
-            "memories sweep: no memory of this config has a retention or a time to live.",
-            file=sys.stderr,
-        )
-    verb = "would delete" if args.dry_run else "deleted"
-    for swept in found:
-        if not swept.policy:
-            print(f"{swept.memory}: {swept.describe()}")
-            continue
-        total = sum(swept.rows.values())
-        unit = "messages" if swept.history else "items"
-        print(f"{swept.memory}: {swept.describe()}; {verb} {total} {unit}")
-        where = "session" if swept.history else "namespace"
-        for place, count in sorted(swept.rows.items()):
-            print(f"  {where} {place}: {count}")
+    lines, notes = sweep_report(
+        memory, found, dry_run=args.dry_run, session=args.session, namespace=args.namespace
+    )
+    print(*lines, sep="\n")
+    for note in notes:
+        print(f"memories sweep: {note}", file=sys.stderr)
     return 0
 
 

@@ -84,14 +84,16 @@ def test_namespace_and_session_sweep_only_that_persons_data(
 ) -> None:
     assert main(["sweep", "--config", str(config), "--namespace", "users.ada"]) == 0
     out = capsys.readouterr().out
-    assert "deleted 1 items" in out and "users/bo" not in out and "messages" not in out
+    assert "deleted 1 items (namespace users.ada only)" in out and "users/bo" not in out
+    assert "histories: not swept (--namespace users.ada names no session)" in out
     assert _held(tmp_path, "ada") == ["ada likes tea"]
     assert _held(tmp_path, "bo") == ["bo likes tea", "bo was in Rome"]
     assert len(SQLiteHistory(tmp_path / "chat.db", session_id="ada").records()) == 2
 
     assert main(["sweep", "--config", str(config), "--session", "bo"]) == 0
-    out = capsys.readouterr().out
-    assert "deleted 2 messages" in out and "session bo: 2" in out and "items" not in out
+    out, err = capsys.readouterr()
+    assert "deleted 2 messages (session bo only)" in out and "session bo: 2" in out
+    assert "items" not in out and "--session bo sweeps histories only" in err
     assert SQLiteHistory(tmp_path / "chat.db", session_id="bo").records() == []
     assert len(SQLiteHistory(tmp_path / "chat.db", session_id="cy").records()) == 2
     assert _held(tmp_path, "bo") == ["bo likes tea", "bo was in Rome"]

@@ -32,7 +32,7 @@ from memories.faces.commands.opening import (
     open_stores,
     per_namespace,
 )
-from memories.faces.commands.sweeping import Swept, history_name, reshard, sweep
+from memories.faces.commands.sweeping import Swept, history_name, reshard, sweep, sweep_report
 from memories.faces.commands.transfer import (
     DEFAULT_BATCH_SIZE,
     DocumentLine,
@@ -87,5 +87,6 @@ __all__ = [
     "reshard",
     "stores_of",
     "sweep",
+    "sweep_report",
     "usage_report",
 ]
