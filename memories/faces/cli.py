@@ -83,8 +83,9 @@ def _demo(args: argparse.Namespace) -> int:
             print(f"\nThe {kind}: {where}")
     if llm is None:
         print()
-        print("Offline, summaries are extractive (quoted sentences) and the profile's updates are")
-        print("scripted JSON patches standing in for a model's; --llm has a model write both.")
+        print("Offline, summaries are extractive (quoted sentences), the collection keeps what")
+        print("the user states by rules (a correction updates it, both versions kept), and the")
+        print("profile's updates are scripted JSON patches; --llm has a model do all three.")
     print()
     if args.db:
         config = shlex.quote(str(config_path(Path(args.db))))
