@@ -56,10 +56,12 @@ def _unit(rng: np.random.Generator, n: int) -> list[list[float]]:
 
 def build(folder: str, users: int, docs: int) -> dict[str, Any]:
     """The old layout: a collection per namespace, written as the store before shards did."""
+    from memories.integrations.chroma import moves
+
     store, rng = _store(folder, demote_on_open=False), np.random.default_rng(0)
     for user in range(users):
         namespace = f"users/u{user}"
-        own = store._own_collection_made(namespace, incomplete=False)
+        own = moves.own_collection_made(store, namespace, incomplete=False)
         own.add(
             ids=[str(i) for i in range(docs)],
             documents=[f"{namespace} turn {i}" for i in range(docs)],

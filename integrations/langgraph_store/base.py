@@ -141,7 +141,7 @@ class MemoryStoreAdapter(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         results: list[Result] = []
-        for op in ops:
+        for op in map(_tupled, ops):
             if isinstance(op, GetOp):
                 results.append(self._kept(op, self._get(op.namespace, op.key)))
             elif isinstance(op, PutOp):
@@ -165,7 +165,7 @@ class MemoryStoreAdapter(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         results: list[Result] = []
-        for op in ops:
+        for op in map(_tupled, ops):
             # The expiry ledger is SQL: its part of each op runs on a thread too.
             if isinstance(op, GetOp):
                 item = await self._aget(op.namespace, op.key)
@@ -346,6 +346,15 @@ class MemoryStoreAdapter(BaseStore):
             return False
         self._sweeper = None
         return True
+
+
+def _tupled(op: Op) -> Op:
+    """``op`` with its namespace a tuple: LangGraph takes a list too (``search(["users"])``)."""
+    if isinstance(op, SearchOp) and not isinstance(op.namespace_prefix, tuple):
+        return op._replace(namespace_prefix=tuple(op.namespace_prefix))
+    if isinstance(op, GetOp | PutOp) and not isinstance(op.namespace, tuple):
+        return op._replace(namespace=tuple(op.namespace))
+    return op
 
 
 async def in_thread(func: Any, *args: Any) -> Any:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import Item, SearchItem, SearchOp, TTLConfig
 from memories.integrations.langgraph_store.filters import Namespace, matches_all, search_item
+from memories.integrations.langgraph_store.indexing import texts_of
 from memories.integrations.langgraph_store.template import VALUE, TemplateAdapter
 
 from memories.errors import InvalidInputError
@@ -28,6 +29,11 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
     exists (the collection's history and rollback apply). Memories the
     collection made itself show up as ``{"content": ..., **metadata}``.
     ``search(query=...)`` ranks with the collection's recall.
+
+    ``put(..., index=[fields])`` makes the memory's content of those fields'
+    texts (one a line, LangGraph's paths). A collection indexes every memory:
+    ``put(..., index=False)`` raises ``NotImplementedError`` (a
+    :class:`VectorStoreAdapter` keeps unindexed items).
 
     Args:
         memory: the collection whose stores and settings every namespace
@@ -84,8 +90,20 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
         return None if found is None else self._item(namespace, found)
 
     def _put(self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any) -> None:
+        if index is False:
+            raise NotImplementedError(
+                f"{type(self).__name__} indexes every memory: put(..., index=False) has no "
+                "unindexed item to make; keep unindexed items in a VectorStoreAdapter."
+            )
+        texts = texts_of(value, index, None)
+        if texts == []:
+            raise InvalidInputError(
+                f"put(..., index={index!r:.80}): the value holds no text in those fields "
+                "to make the memory's content of."
+            )
+        content = self._text(value) if texts is None else "\n".join(texts)
         metadata = {VALUE: json.dumps(dict(value), default=str)}
-        self._memory(namespace).put(self._text(value), metadata=metadata, memory_id=key)
+        self._memory(namespace).put(content, metadata=metadata, memory_id=key)
 
     def _delete(self, namespace: Namespace, key: str) -> None:
         memory = self._memory(namespace)

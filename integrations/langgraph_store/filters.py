@@ -69,8 +69,23 @@ def matches_filter(value: Any, condition: Any) -> bool:
 
 
 def matches_all(value: Mapping[str, Any], conditions: Mapping[str, Any] | None) -> bool:
-    """Whether a value meets every field condition of a ``search(filter=...)``."""
-    return all(matches_filter(value.get(k), v) for k, v in (conditions or {}).items())
+    """Whether a value meets every field condition of a ``search(filter=...)``.
+
+    A field is a key of the value, or a dotted path into it (``"user.access-level"``),
+    as LangGraph's SQL stores read it; a key that holds the dots itself comes first.
+    """
+    return all(matches_filter(_field(value, k), v) for k, v in (conditions or {}).items())
+
+
+def _field(value: Mapping[str, Any], key: str) -> Any:
+    if key in value or "." not in key:
+        return value.get(key)
+    found: Any = value
+    for part in key.split("."):
+        if not isinstance(found, Mapping) or part not in found:
+            return None
+        found = found[part]
+    return found
 
 
 def _matches(condition: MatchCondition, namespace: Namespace) -> bool:

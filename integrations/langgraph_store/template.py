@@ -14,13 +14,19 @@ from memories.kernel.namespaces import in_namespace
 if TYPE_CHECKING:
     from memories.long_term.indexed import IndexedMemory
 
-__all__ = ["CREATED", "KEY", "UPDATED", "VALUE", "TemplateAdapter"]
+__all__ = ["CREATED", "KEY", "PART", "PARTS", "UNINDEXED", "UPDATED", "VALUE", "TemplateAdapter"]
 
 # Metadata keys the adapter keeps beside each document it writes.
 KEY = "store_key"
 VALUE = "store_value"
 CREATED = "store_created_at"
 UPDATED = "store_updated_at"
+#: How many texts an item has past its first: each one more document (``indexing.part_id``).
+PARTS = "store_parts"
+#: On one of those documents: which of the item's texts it holds (1, 2...).
+PART = "store_part"
+#: True on an item put with ``index=False``: kept, not found by a query.
+UNINDEXED = "store_unindexed"
 
 #: The memory a template adapter serves, one twin per namespace.
 TemplateMemory = TypeVar("TemplateMemory", bound="IndexedMemory")

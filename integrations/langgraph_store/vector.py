@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from langgraph.store.base import Item, SearchItem, SearchOp, TTLConfig
+from langgraph.store.base import IndexConfig, Item, SearchItem, SearchOp, TTLConfig
 from memories.integrations.langgraph_store.base import in_thread
 from memories.integrations.langgraph_store.filters import (
     Namespace,
@@ -17,20 +17,33 @@ from memories.integrations.langgraph_store.filters import (
     search_item,
     timestamp,
 )
+from memories.integrations.langgraph_store.indexing import (
+    Score,
+    checked_index,
+    checked_score,
+    part_id,
+    texts_of,
+)
 from memories.integrations.langgraph_store.template import (
     CREATED,
     KEY,
+    PART,
+    PARTS,
+    UNINDEXED,
     UPDATED,
     VALUE,
     TemplateAdapter,
 )
 
 from memories.errors import InvalidInputError
-from memories.kernel.namespaces import namespace_key
+from memories.kernel.embeddings import cosine
+from memories.kernel.namespaces import in_namespace, namespace_key
 from memories.stores.vector.scoring import check_min_score
 
 if TYPE_CHECKING:
-    from memories.long_term.vector import SearchResult, VectorMemory
+    from memories.integrations.chroma import StoredRecord
+
+    from memories.long_term.vector import VectorMemory
 
 __all__ = ["VectorStoreAdapter"]
 
@@ -46,19 +59,34 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
     Turns a ``VectorMemory`` saved itself show up too, keyed by document id,
     with their text and metadata as the value.
 
+    LangGraph's indexing applies (:mod:`.indexing`): ``index={"fields": [...]}``
+    (and ``put(..., index=[...])``) embeds each text of those fields
+    separately, as one more document of the item (id: the key, ``"\x1f"``
+    and a number), and an item ranks by its best text; ``put(...,
+    index=False)`` keeps the item unembedded: a query search gives it last,
+    with ``score`` None, as LangGraph's stores do.
+
     Each namespace's recall picks its best ``offset + limit`` items; those are
-    ordered by score, which is calibrated (:mod:`memories.stores.recall.scores`:
-    about the probability that the item answers the query, from the query
-    and the item alone), so scores compare across queries and namespaces and
-    a ``min_score`` means the same everywhere.
+    ordered by score. The default score is calibrated
+    (:mod:`memories.stores.recall.scores`: about the probability that the item
+    answers the query, from the query and the item alone), so scores compare
+    across queries and namespaces and a ``min_score`` means the same
+    everywhere. ``score="cosine"`` gives LangGraph's score instead: the cosine
+    similarity of the query's embedding to the item's nearest text's, ranked
+    by it alone (no lexical recall).
 
     Args:
         memory: the vector memory whose store, embeddings and recall settings
             every namespace uses (its own namespace is only the template's).
-        text_field: the value field that is embedded and searched.
+        text_field: the value field that is embedded and searched (without
+            ``index`` fields).
+        index: LangGraph's ``IndexConfig``: ``embed`` (embeddings, a function or
+            ``"provider:model"``, used instead of the memory's), ``dims``,
+            ``fields`` (``text_fields`` as LangGraph's SQLite store names it).
+        score: ``"calibrated"`` (ours) or ``"cosine"`` (LangGraph's).
         min_score: leave out of query searches the items scoring below this;
-            default: the memory's ``min_score``. ``search(..., min_score=...)``
-            overrides it for one call.
+            default: the memory's ``min_score`` (with ``score="cosine"``: none).
+            ``search(..., min_score=...)`` overrides it for one call.
         ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
             ``omit_expired``, ``sweep_interval_minutes``); None: items live until
             deleted, unless a ``put`` gives its own ``ttl``.
@@ -76,14 +104,26 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         /,
         *,
         text_field: str = "text",
+        index: IndexConfig | None = None,
+        score: Score = "calibrated",
         min_score: float | None = None,
         ttl: TTLConfig | None = None,
         ttl_url: str | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
+        self.index = checked_index(index)
+        #: The index configuration as given (LangGraph's stores keep it as ``index_config``).
+        self.index_config = dict(index) if index is not None else None
+        if self.index.embeddings is not None:
+            memory = in_namespace(memory, memory.namespace, embeddings=self.index.embeddings)
         self.memory = memory
         self.text_field = text_field
-        self.min_score = memory.min_score if min_score is None else check_min_score(min_score)
+        self.score = checked_score(score)
+        self.min_score: float | None = (
+            check_min_score(min_score)
+            if min_score is not None
+            else (memory.min_score if self.score == "calibrated" else None)
+        )
         self._memories: dict[Namespace, VectorMemory] = {}
         self._expiring(ttl, ttl_url, clock)
 
@@ -113,30 +153,54 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
 
     # -- the five methods -------------------------------------------------------------
 
-    def _records(self, namespace: Namespace, ids: list[str] | None = None) -> list[Item]:
+    def _documents(self, namespace: Namespace, ids: list[str] | None = None) -> list[StoredRecord]:
+        """The namespace's documents (these ids'), an item's further texts among them."""
         memory = self._memory(namespace)
         memory.flush()  # turns waiting in the outbox are part of the store
-        records = memory.store.get(namespace_key(namespace), ids=ids)
-        return [self._item_of(namespace, r.id, r.text, r.metadata) for r in records]
+        return memory.store.get(namespace_key(namespace), ids=ids)
+
+    def _records(self, namespace: Namespace, ids: list[str] | None = None) -> list[Item]:
+        found = self._documents(namespace, ids)
+        return [
+            self._item_of(namespace, r.id, r.text, r.metadata)
+            for r in found
+            if PART not in r.metadata
+        ]
 
     def _get(self, namespace: Namespace, key: str) -> Item | None:
         found = self._records(namespace, [key])
         return found[0] if found else None
 
     def _put(self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any) -> None:
-        old = self._get(namespace, key)
+        memory = self._memory(namespace)
+        found = [r for r in self._documents(namespace, [key]) if PART not in r.metadata]
+        old = self._item_of(namespace, key, found[0].text, found[0].metadata) if found else None
         now = time.time()
-        created = old.created_at.timestamp() if old is not None else now
+        texts = texts_of(value, index, self.index.fields)
+        if texts is None:
+            texts = [self._text(value)]
         metadata = {
             KEY: key,
             VALUE: json.dumps(dict(value), default=str),
-            CREATED: created,
+            CREATED: old.created_at.timestamp() if old is not None else now,
             UPDATED: now,
+            PARTS: max(len(texts) - 1, 0),
+            UNINDEXED: not texts,
         }
-        self._memory(namespace).add([self._text(value)], metadatas=[metadata], ids=[key])
+        # Texts the old value had past the new one's go first: a crash between the two
+        # writes leaves the item found by fewer texts, never by one it no longer has.
+        stale = [part_id(key, n) for n in range(max(len(texts), 1), _parts(found) + 1)]
+        if stale:
+            memory.delete(stale)
+        ids = [key, *(part_id(key, n) for n in range(1, len(texts)))]
+        parts = [{KEY: key, PART: n} for n in range(1, len(texts))]
+        memory.add(texts or [""], metadatas=[metadata, *parts], ids=ids)
 
     def _delete(self, namespace: Namespace, key: str) -> None:
-        self._memory(namespace).delete([key])
+        found = [r for r in self._documents(namespace, [key]) if PART not in r.metadata]
+        self._memory(namespace).delete(
+            [key, *(part_id(key, n) for n in range(1, _parts(found) + 1))]
+        )
 
     def _namespaces(self) -> list[Namespace]:
         listed = self.memory.backend.namespaces()
@@ -201,38 +265,71 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
     def _search(self, op: SearchOp) -> list[SearchItem]:
         return self._search_above(op, self.min_score)
 
-    def _search_above(self, op: SearchOp, min_score: float) -> list[SearchItem]:
-        namespaces = [
-            ns for ns in self._namespaces() if ns[: len(op.namespace_prefix)] == op.namespace_prefix
-        ]
+    def _search_above(self, op: SearchOp, min_score: float | None) -> list[SearchItem]:
+        prefix = tuple(op.namespace_prefix)
+        namespaces = [ns for ns in self._namespaces() if ns[: len(prefix)] == prefix]
         wanted = op.offset + op.limit
-        found: list[SearchItem] = []
+        scored: list[SearchItem] = []
+        scoreless: list[SearchItem] = []  # no query, or not embedded (put with index=False)
         for namespace in namespaces:
-            items = [i for i in self._records(namespace) if matches_all(i.value, op.filter)]
+            documents = self._documents(namespace)
+            items: dict[str, Item] = {}
+            unindexed: list[Item] = []
+            for r in documents:
+                if PART in r.metadata:
+                    continue
+                item = self._item_of(namespace, r.id, r.text, r.metadata)
+                if matches_all(item.value, op.filter):
+                    if op.query and r.metadata.get(UNINDEXED):
+                        unindexed.append(item)
+                    else:
+                        items[item.key] = item
             if not op.query:
-                found.extend(search_item(i, None) for i in items)
+                scoreless.extend(search_item(i, None) for i in items.values())
                 continue
-            by_id = {i.key: i for i in items}
-            if not by_id:
+            scoreless.extend(search_item(i, None) for i in unindexed)
+            ids = [r.id for r in documents if str(r.metadata.get(KEY, r.id)) in items]
+            if not ids:
                 continue
-            where = {KEY: {"$in": list(by_id)}} if op.filter else None
-            results = self._memory(namespace).search(
-                op.query, k=min(wanted, len(by_id)), filter=where, min_score=min_score
-            )
-            found.extend(self._ranked(results, by_id))
-        if op.query:
-            found.sort(key=lambda i: i.score or 0.0, reverse=True)
-        else:
-            found.sort(key=lambda i: (i.namespace, i.key))
-        return found[op.offset : wanted]
+            best = self._best(namespace, op, ids, items, wanted, len(documents), min_score)
+            scored.extend(search_item(items[key], score) for key, score in best.items())
+        scored.sort(key=lambda i: i.score or 0.0, reverse=True)
+        scoreless.sort(key=lambda i: (i.namespace, i.key))
+        return [*scored, *scoreless][op.offset : wanted]
 
-    def _ranked(self, results: list[SearchResult], by_id: dict[str, Item]) -> list[SearchItem]:
-        ranked = []
-        for result in results:
-            key = str(result.metadata.get(KEY, result.id))
-            if key in by_id:
-                ranked.append(search_item(by_id[key], float(result.score)))
-        return ranked
+    def _best(
+        self,
+        namespace: Namespace,
+        op: SearchOp,
+        ids: list[str],
+        items: dict[str, Item],
+        wanted: int,
+        documents: int,
+        min_score: float | None,
+    ) -> dict[str, float]:
+        """Each item's best score over its texts (those of ``ids``), at least ``min_score``."""
+        memory, query = self._memory(namespace), str(op.query)
+        best: dict[str, float] = {}
+        if self.score == "cosine":
+            asked = memory.embedder.embed_query(query)
+            keys = {r.id: str(r.metadata.get(KEY, r.id)) for r in self._documents(namespace, ids)}
+            for doc_id, vector in memory.store.vectors(namespace_key(namespace), ids).items():
+                key, score = keys[doc_id], cosine(asked, vector)
+                best[key] = max(score, best.get(key, score))
+        else:
+            # Enough texts for ``wanted`` items however many texts each has; the filter
+            # (or texts left out) keeps the search to the items asked about.
+            narrowed = op.filter or len(ids) < documents
+            where = {KEY: {"$in": list(items)}} if narrowed else None
+            k = len(ids) if len(ids) > len(items) else min(wanted, len(ids))
+            floor = min_score if min_score is not None else 0.0
+            for result in memory.search(query, k=k, filter=where, min_score=floor):
+                key = str(result.metadata.get(KEY, result.id))
+                if key in items:
+                    best[key] = max(float(result.score), best.get(key, float(result.score)))
+        if min_score is None:
+            return best
+        return {key: score for key, score in best.items() if score >= min_score}
 
 
 def _search_op(
@@ -251,6 +348,7 @@ def _search_op(
     way around LangGraph's namespace rules.
     """
     check_min_score(min_score)
+    namespace_prefix = tuple(namespace_prefix)
     check_labels(namespace_prefix)
     if query is None:
         raise InvalidInputError(
@@ -258,3 +356,8 @@ def _search_op(
         )
     refresh = True if refresh_ttl is None else refresh_ttl  # what BaseStore does without TTLs
     return SearchOp(namespace_prefix, filter, limit, offset, query, refresh)
+
+
+def _parts(found: list[StoredRecord]) -> int:
+    """How many further texts an item's document (``found``: it, or nothing) says it has."""
+    return int(found[0].metadata.get(PARTS, 0)) if found else 0

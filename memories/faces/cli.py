@@ -83,8 +83,9 @@ def _demo(args: argparse.Namespace) -> int:
             print(f"\nThe {kind}: {where}")
     if llm is None:
         print()
-        print("Offline, summaries are extractive (quoted sentences) and the profile's updates are")
-        print("scripted JSON patches standing in for a model's; --llm has a model write both.")
+        print("Offline, summaries are extractive (quoted sentences), the collection keeps what")
+        print("the user states by rules (a correction updates it, both versions kept), and the")
+        print("profile's updates are scripted JSON patches; --llm has a model do all three.")
     print()
     if args.db:
         config = shlex.quote(str(config_path(Path(args.db))))
@@ -300,8 +301,10 @@ def _erase(args: argparse.Namespace) -> int:
 
 
 def _reshard(args: argparse.Namespace) -> int:
-    from memories.faces.commands import open_stores, reshard
+    from memories.faces.commands import nothing_stored, open_stores, reshard
 
+    if _nothing_to_do("reshard", nothing_stored(args.config)):
+        return 0
     memory = open_stores(args.config)
     found = reshard(memory, dry_run=True)
     movable = [d for d in found if d.moved]
@@ -332,8 +335,10 @@ def _reshard(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from memories.faces.commands import open_stores, sweep
+    from memories.faces.commands import nothing_stored, open_stores, sweep, sweep_report
 
+    if _nothing_to_do("sweep", nothing_stored(args.config)):
+        return 0
     memory = open_stores(args.config, args.session, args.namespace)
     found = sweep(
         memory,
@@ -343,25 +348,21 @@ def _sweep(args: argparse.Namespace) -> int:
     )
     if args.dry_run:
         print("memories sweep: a dry run, nothing is deleted.", file=sys.stderr)
-    if not any(swept.history for swept in found):
-        print("histories: none in this config (it keeps no transcript of the conversations)")
-    if not any(swept.policy for swept in found):
-        print(
-            "memories sweep: no memory of this config has a retention or a time to live.",
-            file=sys.stderr,
-        )
-    verb = "would delete" if args.dry_run else "deleted"
-    for swept in found:
-        if not swept.policy:
-            print(f"{swept.memory}: {swept.describe()}")
-            continue
-        total = sum(swept.rows.values())
-        unit = "messages" if swept.history else "items"
-        print(f"{swept.memory}: {swept.describe()}; {verb} {total} {unit}")
-        where = "session" if swept.history else "namespace"
-        for place, count in sorted(swept.rows.items()):
-            print(f"  {where} {place}: {count}")
+    lines, notes = sweep_report(
+        memory, found, dry_run=args.dry_run, session=args.session, namespace=args.namespace
+    )
+    print(*lines, sep="\n")
+    for note in notes:
+        print(f"memories sweep: {note}", file=sys.stderr)
     return 0
+
+
+def _nothing_to_do(command: str, unmade: list[str]) -> bool:
+    """Say so when none of the config's stores exists (opening them would only make them)."""
+    if unmade:
+        where = ", ".join(repr(place) for place in unmade)
+        print(f"memories {command}: nothing is stored yet ({where} do not exist).", file=sys.stderr)
+    return bool(unmade)
 
 
 def _is_loopback(host: str) -> bool:

@@ -69,7 +69,7 @@ def missing_requirements(extra: str, /) -> list[str]:
         return []
     extras = metadata.get_all("Provides-Extra") or []
     if extra not in extras:
-        named = ", ".join(extras)
+        named = ", ".join(sorted(extras))
         raise ConfigError(f"{DISTRIBUTION} has no extra {extra!r}; its extras: {named}.")
     missing = []
     for requirement in metadata.get_all("Requires-Dist") or []:

@@ -148,14 +148,16 @@ HELD = {
 
 
 def under(prefix: Namespace) -> Any:
+    """The condition "the namespace is ``prefix`` or below it", by whole labels and their case.
+
+    A comparison of the leading characters, not LIKE: SQLite's LIKE ignores the
+    case of ASCII letters, so ``("Foo", "x")`` was found under ``("foo",)``.
+    """
     if not prefix:
         return store_table.c.namespace.is_not(None)
     joined = namespace_text(prefix)
-    escaped = joined.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return or_(
-        store_table.c.namespace == joined,
-        store_table.c.namespace.like(f"{escaped}.%", escape="\\"),
-    )
+    namespace = store_table.c.namespace
+    return or_(namespace == joined, func.substr(namespace, 1, len(joined) + 1) == f"{joined}.")
 
 
 def matching(op: Matched, *, sqlite: bool) -> Any:

@@ -928,7 +928,7 @@ class ProfileStore(BaseProfileStore):
         return self._db
 
     def _joined(self, ledger: ExpiryLedger) -> Database | None:
-        return self._db if ledger.url == self.url else None
+        return self._db if ledger.database.shares(self._db) else None
 
     def _also(
         self, namespace: Namespace, commits: Sequence[tuple[str, int]], also: Also | None

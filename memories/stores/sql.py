@@ -340,6 +340,12 @@ class Database:
                 engine = self._engine
         return engine
 
+    def shares(self, other: Database) -> bool:
+        """Whether ``other`` is the same database: one URL (in memory: this one's own)."""
+        if self._memory is not None or other._memory is not None:
+            return self._memory is other._memory
+        return self.url == other.url
+
     def _held(self) -> AbstractContextManager[None]:
         """This thread's turn on an in-memory database (nothing to wait for on others)."""
         return nullcontext() if self._memory is None else self._memory.held()
@@ -453,16 +459,22 @@ def make_sqlite_folder(url: str) -> None:
 
 
 @functools.lru_cache(maxsize=1024)
+def _parsed(url: str) -> URL:
+    """``url`` read by SQLAlchemy once, or ConfigError saying what a URL looks like."""
+    try:
+        return make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(_bad_url(url, exc)) from exc
+
+
+@functools.lru_cache(maxsize=1024)
 def sqlite_file(url: str) -> Path | None:
     """The file a SQLite URL names, made absolute once (None: another database, memory, a URI).
 
     Raises:
         ConfigError: ``url`` is not a SQLAlchemy URL.
     """
-    try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        raise ConfigError(_bad_url(url, exc)) from exc
+    parsed = _parsed(url)
     database = parsed.database
     if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return None
@@ -471,7 +483,6 @@ def sqlite_file(url: str) -> Path | None:
     return Path(database).expanduser().absolute()
 
 
-@functools.lru_cache(maxsize=1024)
 def in_memory_sqlite(url: str) -> bool:
     """Whether ``url`` is an in-memory SQLite database of its own (``sqlite://``, ``:memory:``).
 
@@ -481,10 +492,7 @@ def in_memory_sqlite(url: str) -> bool:
     Raises:
         ConfigError: ``url`` is not a SQLAlchemy URL.
     """
-    try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        raise ConfigError(_bad_url(url, exc)) from exc
+    parsed = _parsed(url)
     return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
 
 

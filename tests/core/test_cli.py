@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memories.faces.cli import main
-from memories.faces.demo import INSTRUCTION_REVISIONS, SCRIPT, run_demo
+from memories.faces.demo import DEMO_NAMESPACE, INSTRUCTION_REVISIONS, SCRIPT, run_demo
 from memories.long_term.profile import ProfileStore
 from memories.stores.history import SQLiteHistory
 
@@ -21,8 +21,9 @@ def test_demo_runs_every_memory_and_keeps_histories_in_sqlite(tmp_path: Path) ->
     by_name = {r.name.split(" ")[0]: r for r in results}
     chats = {"buffer", "window", "token_buffer", "summary", "summary_buffer"}
     assert set(by_name) == {*chats, "vector", "profile", "collection", "examples", "instructions"}
-    # Offline, the collection keeps what the user said, one memory per line, most relevant first.
-    assert "- Actually I've switched to coffee lately" in by_name["collection"].injected
+    # Offline, the collection keeps what the user stated, the tea preference updated to coffee.
+    collection = by_name["collection"].injected
+    assert "- I've switched to coffee lately" in collection and "tea" not in collection
     assert "switched to coffee lately" in by_name["vector"].injected  # recalled by meaning
     assert by_name["vector"].llm_calls == 0
     assert by_name["buffer"].injected.startswith("Human: " + SCRIPT[0][0])
@@ -52,7 +53,7 @@ def test_demo_profile_keeps_the_changed_preference(tmp_path: Path) -> None:
     assert document["drink"] == "black coffee, no sugar"  # the preference changed in session 3
     assert document["plans"][0] == "conference in Kyoto next month"
     assert profile.llm_calls == len(SCRIPT)  # one scripted update per turn
-    assert ProfileStore(f"sqlite:///{tmp_path / 'd.db'}").get(("demo", "profile"), "profile")
+    assert ProfileStore(f"sqlite:///{tmp_path / 'd.db'}").get(DEMO_NAMESPACE, "profile")
 
 
 def test_demo_command_prints_the_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -84,14 +84,16 @@ def test_namespace_and_session_sweep_only_that_persons_data(
 ) -> None:
     assert main(["sweep", "--config", str(config), "--namespace", "users.ada"]) == 0
     out = capsys.readouterr().out
-    assert "deleted 1 items" in out and "users/bo" not in out and "messages" not in out
+    assert "deleted 1 items (namespace users.ada only)" in out and "users/bo" not in out
+    assert "histories: not swept (--namespace users.ada names no session)" in out
     assert _held(tmp_path, "ada") == ["ada likes tea"]
     assert _held(tmp_path, "bo") == ["bo likes tea", "bo was in Rome"]
     assert len(SQLiteHistory(tmp_path / "chat.db", session_id="ada").records()) == 2
 
     assert main(["sweep", "--config", str(config), "--session", "bo"]) == 0
-    out = capsys.readouterr().out
-    assert "deleted 2 messages" in out and "session bo: 2" in out and "items" not in out
+    out, err = capsys.readouterr()
+    assert "deleted 2 messages (session bo only)" in out and "session bo: 2" in out
+    assert "items" not in out and "--session bo sweeps histories only" in err
     assert SQLiteHistory(tmp_path / "chat.db", session_id="bo").records() == []
     assert len(SQLiteHistory(tmp_path / "chat.db", session_id="cy").records()) == 2
     assert _held(tmp_path, "bo") == ["bo likes tea", "bo was in Rome"]
@@ -103,9 +105,9 @@ def test_namespace_and_session_sweep_only_that_persons_data(
 
 
 def test_a_config_without_a_history_says_it_keeps_no_transcript(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = tmp_path / "memories.yaml"
+    config = tmp_path / "collection.yaml"  # on the stores the fixture made
     config.write_text(
         "type: collection\n"
         "namespace: [users, '{user_id}']\n"
@@ -123,6 +125,7 @@ def test_a_config_without_a_history_says_it_keeps_no_transcript(
 def test_a_history_without_retention_is_named_as_kept_whole(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    SQLiteHistory(tmp_path / "c.db").append([HumanMessage("hi")])
     config = tmp_path / "memories.yaml"
     config.write_text(f"type: buffer\nhistory: {{type: sqlite, path: {tmp_path / 'c.db'}}}\n")
     assert main(["sweep", "--config", str(config), "--dry-run"]) == 0
@@ -171,3 +174,17 @@ def test_export_and_dead_letters_cover_every_users_namespace(
     assert main(["dead-letters", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert all(f"vector namespace users.{user} in" in out for user in USERS)
+
+
+def test_sweep_and_reshard_of_stores_never_made_make_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dry run of `memories sweep` on examples/mcp.yaml made memories.db; reshard, the folder."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[2]
+    config = shutil.copy(root / "examples" / "mcp.yaml", tmp_path / "mcp.yaml")
+    for command in (["sweep", "--dry-run"], ["sweep"], ["reshard", "--dry-run"]):
+        assert main([*command, "--config", str(config)]) == 0
+        assert "nothing is stored yet" in capsys.readouterr().err
+        assert [p.name for p in tmp_path.iterdir()] == ["mcp.yaml"]

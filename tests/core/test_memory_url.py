@@ -115,3 +115,13 @@ def test_an_in_memory_chat_history_is_its_own_and_async_reads_it() -> None:
     one.add_messages([HumanMessage("hi")])
     assert two.messages == []
     assert [m.content for m in asyncio.run(one.aget_messages())] == ["hi"]
+
+
+def test_the_langgraph_profile_adapter_sweeps_an_in_memory_store() -> None:
+    from memories.integrations.langgraph_store import ProfileStoreAdapter
+
+    clock = Clock()
+    adapter = ProfileStoreAdapter(ProfileStore("sqlite://"), ttl={"default_ttl": 1}, clock=clock)
+    adapter.put(ADA, "profile", {"city": "Rome"})
+    clock.minutes(2)
+    assert adapter.sweep_ttl() == 1 and adapter.store.get(ADA, "profile") is None

@@ -103,6 +103,12 @@ class StoreContract:
         assert len(store.search(("users",))) == 4
         assert store.search(("nobody",)) == []
 
+    def test_search_tells_labels_apart_by_case_below_the_prefix_too(self, store: BaseStore) -> None:
+        store.put(("Team", "bio"), "k", {"text": "upper"})
+        store.put(("team",), "k", {"text": "lower"})
+        assert [i.namespace for i in store.search(("team",))] == [("team",)]
+        assert [i.namespace for i in store.search(("Team",))] == [("Team", "bio")]
+
     def test_search_filter_matches_values_exactly(self, store: BaseStore) -> None:
         fill(store)
         found = store.search(("users",), filter={"kind": "fact"})

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from memories import CollectionMemory, ExampleMemory, InvalidInputError, VectorMemory
+from memories import CollectionMemory, ExampleMemory, InvalidInputError
 from tests.retention.conftest import EMBEDDINGS, Clock, Make
+from tests.retention.test_ttl_writes import vector
 
 
 def test_an_edited_permanent_memory_survives_the_sweep(make: Make, clock: Clock) -> None:
@@ -227,14 +228,7 @@ def test_writers_sweeps_and_edits_lose_no_permanent_memory(tmp_path: Path) -> No
 
 def test_a_vector_document_written_again_keeps_its_own_rule(tmp_path: Path) -> None:
     clock = Clock()
-    memory = VectorMemory(
-        path=str(tmp_path / "chroma"),
-        embeddings=EMBEDDINGS,
-        namespace=("users", "ada"),
-        clock=clock,
-        write="sync",
-        ttl=5,
-    )
+    memory = vector(tmp_path, clock, ttl=5)
     [forever] = memory.add(["Ada speaks Portuguese"], ttl=None)
     [hour] = memory.add(["Ada is at a conference"], ttl=60)
     memory.add(["Ada speaks Portuguese and Spanish"], ids=[forever])
@@ -286,3 +280,19 @@ def test_a_profile_keeps_its_own_rule_under_a_process_with_another_ttl(
     assert short.expiry.expires_at(short.namespace, short.key) is None
     clock.minutes(31)
     assert bo.get() == {}
+
+
+def test_a_models_update_keeps_the_permanent_memory_it_changes(make: Make, clock: Clock) -> None:
+    from tests.collection.fakes import CollectionScript
+
+    script = {
+        "I moved to Porto.": [("update", "lives in", "User lives in Porto")],
+        "I have a dog.": [("insert", None, "User has a dog")],
+    }
+    memory = make(llm=CollectionScript(script=script), update_method="json", ttl=5)
+    home = memory.put("User lives in Lisbon", ttl=None)
+    memory.save_context({"input": "I moved to Porto."}, {"output": "ok"})
+    memory.save_context({"input": "I have a dog."}, {"output": "ok"})
+    clock.minutes(6)
+    assert memory.sweep() == {"users/ada": 1}  # the dog: new, the default
+    assert [(r.id, r.content) for r in memory.list()] == [(home, "User lives in Porto")]

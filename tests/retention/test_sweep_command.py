@@ -47,6 +47,7 @@ def test_sweep_deletes_what_each_retention_expires_and_a_dry_run_only_counts(
 def test_sweep_says_so_when_no_memory_has_a_retention(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    SQLiteHistory(tmp_path / "c.db").append([HumanMessage("hi")])  # a store, kept whole
     config = tmp_path / "memory.yaml"
     config.write_text(f"type: buffer\nhistory: {{type: sqlite, path: {tmp_path / 'c.db'}}}\n")
     assert main(["sweep", "--config", str(config)]) == 0

@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from chromadb.errors import ChromaError
 from memories.integrations import chroma
-from memories.integrations.chroma import SHARDS, ChromaStore
+from memories.integrations.chroma import SHARDS, ChromaStore, moves, parts
 
 from memories.errors import BackendError, ConfigError
 from tests.vector.conftest import ChromaServer
@@ -161,8 +162,8 @@ def crash_after_pages(
     monkeypatch: pytest.MonkeyPatch, pages: int, then: Callable[[], None] | None = None
 ) -> None:
     """Promotions copy pages of 3 documents; after ``pages`` of them run ``then``, or crash."""
-    monkeypatch.setattr(chroma, "_PAGE", 3)
-    copy = ChromaStore._copy_page
+    monkeypatch.setattr(moves, "_PAGE", 3)
+    copy = moves.copy_page
     done = [0]
 
     def copy_then(self: ChromaStore, *args: Any) -> None:
@@ -173,7 +174,7 @@ def crash_after_pages(
                 raise Crash
             then()
 
-    monkeypatch.setattr(ChromaStore, "_copy_page", copy_then)
+    monkeypatch.setattr(moves, "copy_page", copy_then)
 
 
 def test_a_promotion_that_crashed_after_a_page_loses_and_duplicates_nothing(
@@ -377,8 +378,8 @@ def around_demotion_steps(
     """Demotions copy pages of 3 documents; run ``then`` at ``step`` of ``store``'s demotion:
     ``"marked"`` (before the first page), ``"page"`` (after the first page) or ``"copied"``
     (every page copied, before the collection is deleted)."""
-    monkeypatch.setattr(chroma, "_PAGE", 3)
-    copy = ChromaStore._copy_out
+    monkeypatch.setattr(moves, "_PAGE", 3)
+    copy = moves.copy_out
     pages = [0]
 
     def copy_then(self: ChromaStore, *args: Any) -> None:
@@ -389,7 +390,7 @@ def around_demotion_steps(
         if self is store and step == "page" and pages[0] == 1:
             then()
 
-    monkeypatch.setattr(ChromaStore, "_copy_out", copy_then)
+    monkeypatch.setattr(moves, "copy_out", copy_then)
     client = store._get_client()
     delete_collection = client.delete_collection
 
@@ -425,12 +426,12 @@ def test_a_demotion_that_crashed_is_finished_by_a_rerun_losing_and_duplicating_n
     before = snapshot(store, "n")
     # Another store leaves a fresh mark to its owner, then takes over a stale one.
     assert "another process" in make_store().demote("n").kept
-    monkeypatch.setattr(chroma, "_LEAVING_SECONDS", 0.0)
+    monkeypatch.setattr(moves, "_LEAVING_SECONDS", 0.0)
     assert make_store().demote("n").moved  # the re-run, by another "process"
 
     assert store.placement("n") == "shard" and snapshot(store, "n") == before
     assert store.collection_name("n") not in collection_names(store)
-    expected = [chroma._tag("n") + i for i in ["1", "2", "3", "4", "5", "6", "new"]]
+    expected = [parts._tag("n") + i for i in ["1", "2", "3", "4", "5", "6", "new"]]
     assert sorted(in_shard(store, "n")) == sorted(expected)  # no duplicate, none lost
 
 
@@ -487,7 +488,7 @@ def test_a_delete_or_a_write_between_reading_a_page_and_copying_it_into_the_shar
     add = collection.add
 
     def add_after_a_delete(self: Any, *args: Any, **kwargs: Any) -> None:
-        if self.name == shard_name and chroma._tag("n") + "2" in kwargs["ids"]:
+        if self.name == shard_name and parts._tag("n") + "2" in kwargs["ids"]:
             other.delete("n", ids=["2"])  # the page in hand still holds 2 and the old 3
             other.upsert("n", ids=["3"], texts=["new"], embeddings=vectors(1, 16), metadatas=[{}])
         add(self, *args, **kwargs)
@@ -555,13 +556,13 @@ def test_a_legacy_collection_of_another_width_than_its_shard_stays(
 
     opener = make_store()
     checks = [0]
-    check = ChromaStore._other_shard_width
+    check = moves.other_shard_width
 
     def counted(self: ChromaStore, *args: Any) -> bool:
         checks[0] += 1
         return check(self, *args)
 
-    monkeypatch.setattr(ChromaStore, "_other_shard_width", counted)
+    monkeypatch.setattr(moves, "other_shard_width", counted)
     assert opener.placement(a) == "own" and opener.placement(a) == "own"
     assert checks == [1]  # a first look finds it stays; later looks do not ask again
 
@@ -776,9 +777,9 @@ def test_a_move_on_first_look_that_fails_is_logged_and_the_namespace_still_reads
     store = make_store()
 
     def fail(*args: Any) -> None:
-        raise chroma.ChromaError("the disk is full")
+        raise ChromaError("the disk is full")
 
-    monkeypatch.setattr(ChromaStore, "_copy_out", fail)
+    monkeypatch.setattr(moves, "copy_out", fail)
     with caplog.at_level("WARNING", logger=chroma.__name__):
         assert snapshot(store, "n") == before  # read from its collection
     assert "Could not move namespace 'n'" in caplog.text and "the disk is full" in caplog.text

@@ -27,11 +27,12 @@ from memories.faces.commands.opening import (
     histories_of,
     knowledge_of,
     leaf_memories,
+    nothing_stored,
     open_memory,
     open_stores,
     per_namespace,
 )
-from memories.faces.commands.sweeping import Swept, history_name, reshard, sweep
+from memories.faces.commands.sweeping import Swept, history_name, reshard, sweep, sweep_report
 from memories.faces.commands.transfer import (
     DEFAULT_BATCH_SIZE,
     DocumentLine,
@@ -77,6 +78,7 @@ __all__ = [
     "inspect",
     "knowledge_of",
     "leaf_memories",
+    "nothing_stored",
     "on_a_copy",
     "open_memory",
     "open_stores",
@@ -85,5 +87,6 @@ __all__ = [
     "reshard",
     "stores_of",
     "sweep",
+    "sweep_report",
     "usage_report",
 ]

@@ -12,6 +12,7 @@ from memories.core.config import (
     config_templates,
     create_memory,
     load_config,
+    server_stores,
     sqlite_files,
     with_namespace,
     with_session,
@@ -123,20 +124,40 @@ def _made(options: dict[str, Any]) -> bool:
     return all(Path(file).is_file() for file in sqlite_files(options))
 
 
+def chroma_folders(memory: LangChainBaseMemory) -> list[str]:
+    """The embedded Chroma folders ``memory``'s members keep their documents in."""
+    return [
+        leaf.path
+        for leaf in leaf_memories(memory)
+        if isinstance(leaf, IndexedMemory) and leaf.vectors is None and leaf.mode == "persistent"
+    ]
+
+
 def absent_folders(memory: LangChainBaseMemory) -> list[str]:
     """The embedded Chroma folders of ``memory``'s members that do not exist.
 
     Nothing is stored there, and reading the store would make the folder: a
     command that only reads says so instead.
     """
-    return [
-        leaf.path
-        for leaf in leaf_memories(memory)
-        if isinstance(leaf, IndexedMemory)
-        and leaf.vectors is None
-        and leaf.mode == "persistent"
-        and not Path(leaf.path).is_dir()
-    ]
+    return [folder for folder in chroma_folders(memory) if not Path(folder).is_dir()]
+
+
+def nothing_stored(config: str | Path | dict[str, Any]) -> list[str]:
+    """The SQLite files and Chroma folders of a config, when not one of them exists yet.
+
+    Empty when one exists, or when the config keeps data on a server: a sweep
+    or a reshard then has something to look at. Otherwise opening the stores
+    would only make them, empty.
+    """
+    options = load_config(config)
+    if server_stores(options):
+        return []
+    files = sqlite_files(options)
+    if any(Path(file).is_file() for file in files):
+        return []
+    folders = chroma_folders(open_stores(options))  # building a memory writes nothing
+    made = any(Path(folder).is_dir() for folder in folders)
+    return [] if made else list(dict.fromkeys([*files, *folders]))
 
 
 def held_namespaces(memory: LangChainBaseMemory) -> list[Namespace]:

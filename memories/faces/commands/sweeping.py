@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from memories.core.base import ChatMemory
 from memories.core.langchain import LangChainBaseMemory
-from memories.core.members import searchable_memories
+from memories.core.members import chat_memories, searchable_memories
 from memories.faces.commands.opening import leaf_memories
 from memories.kernel.capabilities import capabilities_of
 from memories.stores.history.base import ChatHistory
@@ -90,6 +90,52 @@ def sweep(
             rows = leaf.sweep(dry_run=dry_run, own=namespace)  # type: ignore[attr-defined]
             done.append(Swept(name, {"ttl": getattr(leaf, "ttl", None)}, rows))
     return done
+
+
+def sweep_report(
+    memory: LangChainBaseMemory,
+    found: list[Swept],
+    *,
+    dry_run: bool,
+    session: str | None = None,
+    namespace: str | None = None,
+) -> tuple[list[str], list[str]]:
+    """What :func:`sweep` did, in words: the lines per store, and notes on what it left out.
+
+    ``session`` and ``namespace``: the ones the sweep was limited to, if any.
+    """
+    verb = "would delete" if dry_run else "deleted"
+    lines: list[str] = []
+    if not chat_memories(memory):
+        lines.append("histories: none in this config (it keeps no transcript of the conversations)")
+    elif namespace and not session:
+        lines.append(f"histories: not swept (--namespace {namespace} names no session)")
+    for swept in found:
+        if not swept.policy:
+            lines.append(f"{swept.memory}: {swept.describe()}")
+            continue
+        if swept.history:
+            scope = f"session {session} only" if session else "every session"
+            unit, where = "messages", "session"
+        else:
+            scope = f"namespace {namespace} only" if namespace else "every namespace"
+            unit, where = "items", "namespace"
+        total = sum(swept.rows.values())
+        lines.append(f"{swept.memory}: {swept.describe()}; {verb} {total} {unit} ({scope})")
+        lines += [f"  {where} {place}: {count}" for place, count in sorted(swept.rows.items())]
+    notes = []
+    if (
+        session
+        and not namespace
+        and any(
+            capabilities_of(leaf).expires and not isinstance(leaf, ChatMemory)
+            for leaf in leaf_memories(memory)
+        )
+    ):
+        notes.append(f"--session {session} sweeps histories only; --namespace sweeps the rest.")
+    if not any(swept.policy for swept in found) and not notes:
+        notes.append("no memory of this config has a retention or a time to live.")
+    return lines, notes
 
 
 def history_name(history: ChatHistory) -> str:

@@ -260,7 +260,7 @@ class ChromaBackend(VectorBackend):
         and no drain of the namespace runs meanwhile (as :meth:`erase_namespace`).
         """
         self._drain()
-        shared = self.outbox.database if expiry.url == self.outbox.url else None
+        shared = self.outbox.database if expiry.database.shares(self.outbox.database) else None
         with (
             self._lane.lock,
             expiry.sweeping(namespace, ids, expired_at=now, database=shared) as held,
@@ -335,7 +335,7 @@ class ChromaBackend(VectorBackend):
     def compactions(self) -> tuple[Compaction, ...]:
         """Chroma's own SQLite file (the documents, their metadata, full text and log), the
         outbox's database (queued rows, dead letters, the recall index) and the expiry rows'."""
-        from memories.integrations.chroma import CHROMA_FILE
+        from memories.integrations.chroma.parts import CHROMA_FILE
 
         store = self.store
         expiry = None if self.expiry is None else self.expiry.database

@@ -1,19 +1,4 @@
-"""Chroma as a document store: its three client modes, small namespaces in shared shards.
-
-:class:`ChromaStore` is the only code that talks to Chroma. It
-
-- opens a client lazily in one of Chroma's modes: ``"persistent"``
-  (``PersistentClient(path)``, embedded, the default), ``"memory"``
-  (``EphemeralClient``, gone with the process) or ``"http"`` (``HttpClient``
-  to a server started with ``chroma run``);
-- keeps each namespace in one of two placements (below), and stamps every
-  document with its namespace (see :mod:`memories.stores.vector.filters`);
-  every record it returns is checked to belong to the namespace asked for;
-- never lets Chroma embed anything with its default embedding function (which
-  downloads a model): collections get :class:`LangChainEmbeddingFunction`, and
-  the store passes embeddings it was given;
-- translates Chroma, HTTP and SQLite errors into :class:`~memories.errors.BackendError`
-  and :class:`~memories.errors.BackendUnavailableError`, ``from`` the original.
+"""ChromaStore: the one class that talks to Chroma, and where each namespace lives.
 
 Placement
 ---------
@@ -41,50 +26,6 @@ Collections of the layout before shards are "own" until they are demoted
 most ``promote_at // 2`` documents, it moves it into the shard then, unless
 made with ``demote_on_open=False``.
 
-Promotion
----------
-
-Promotion (:meth:`ChromaStore.promote`) moves a namespace out of its shard:
-its own collection is made first, marked incomplete (readers keep reading the
-shard); every document is copied with its embedding, text and metadata, by
-Chroma's ``add``, which never overwrites a newer write; the mark is cleared;
-the namespace's documents are deleted from the shard. A write or delete that
-lands in the shard during or after a promotion looks for the own collection
-afterwards and repeats itself there (moving the documents out of the shard
-when the collection is complete), and the copier undoes its copy of a
-document deleted from the shard while its page was in hand. Re-running a
-promotion after a crash at any point completes it. Known limits: documents
-that a crash left in the shard after the mark was cleared stay there, unread
-(the own collection is read), until :meth:`ChromaStore.promote` runs again;
-a document deleted and written again with the same id during one page's copy
-may be dropped.
-
-Demotion
---------
-
-Demotion (:meth:`ChromaStore.demote`; ``memories reshard`` for a whole
-store; on first look, above) is promotion's mirror, safe while other processes
-read and write: the own collection is marked as leaving (its metadata: the
-demoting store's token and the time); readers keep reading it, as it is
-complete. A write or delete that lands in an own collection looks at it again
-afterwards and, when it is marked as leaving or gone, repeats itself in the
-shard. Every document is copied into the shard by ``add`` (never over a newer
-write), and the copier undoes its copy of a document deleted from the
-collection while its page was in hand. Then the collection is deleted; a reader
-or writer that finds it gone (``NotFoundError``) looks again and finds the
-shard. A write racing that deletion is not lost: it either fails on the
-deleted collection and is made again in the shard, or lands before the
-deletion and finds the collection gone or marked when it looks afterwards, and
-repeats itself in the shard. Re-running after a crash at any step completes
-the move (a half-filled shard is completed; ``add`` duplicates nothing).
-Another store finding a fresh mark (under :data:`_LEAVING_SECONDS`) leaves the
-move to its owner and keeps reading the collection until it is gone; an older
-mark is a crashed move's, and is taken over. Known limits: two stores that
-both marked the collection in the same instant may both copy; one of them
-then stops at its next page, and a document deleted while the other's page
-was in hand, just as the first deleted the collection, may come back; a
-document deleted and written again with ``replace=False`` during one page's
-copy may keep its older text in the shard.
 
 The two thresholds keep a namespace from going back and forth: it leaves its
 shard past ``promote_at`` documents, and is moved back on opening only at
@@ -126,16 +67,15 @@ Other details measured on this machine (10,000 documents, 2 cores):
   waiting for the disk. Switching that file to WAL mode brings it to 5 ms, but
   doing so under a live client makes Chroma's own SQLite fail ("disk I/O
   error"), so the store leaves Chroma's file alone.
+
+Promotion and demotion, the moves between the two placements, are in
+:mod:`memories.integrations.chroma.moves`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import logging
 import os
-import random
-import re
 import sqlite3
 import threading
 import time
@@ -143,307 +83,55 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-import numpy as np
+import chromadb
+import httpx
+from chromadb.errors import ChromaError, NotFoundError
 from langchain_core.embeddings import Embeddings
+from memories.integrations.chroma import moves
+from memories.integrations.chroma.parts import (
+    _CLIENT_CREATION,
+    _COLLECTION_PREFIX,
+    _DELETION_SECONDS,
+    _INCOMPLETE_KEY,
+    _LEAVING_KEY,
+    _LOG_TIMEOUT,
+    _LOGGED_WRITES,
+    _NAMESPACE_META_KEY,
+    _PAGE,
+    _PLACEMENT_SECONDS,
+    _REMEMBERED,
+    _SHARD_KEY,
+    _T,
+    CHROMA_FILE,
+    CHROMA_MODES,
+    SHARDS,
+    ChromaMode,
+    Demotion,
+    LangChainEmbeddingFunction,
+    StoredRecord,
+    _bound_waits,
+    _digest,
+    _Placement,
+    _records,
+    _shard_of,
+    _store_id,
+    _tag,
+    _within,
+)
 
 from memories.errors import (
     BackendError,
     BackendUnavailableError,
     ConfigError,
-    MissingDependencyError,
 )
 from memories.kernel.paths import default_file
 from memories.stores.recall import ScoredId
 from memories.stores.vector.filters import NAMESPACE_KEY, scoped_filter
 
-try:
-    import chromadb
-    import httpx
-    from chromadb.api.types import Documents, EmbeddingFunction
-    from chromadb.errors import ChromaError, NotFoundError
-    from chromadb.utils.embedding_functions import register_embedding_function
-except ImportError as exc:  # pragma: no cover - the chroma extra is installed in tests
-    raise MissingDependencyError(
-        "Chroma vector memory", "pip install 'chat-memories[chroma]'"
-    ) from exc
-
 logger = logging.getLogger(__name__)
-
-__all__ = [
-    "CHROMA_MODES",
-    "SHARDS",
-    "STORE_ID_FILE",
-    "ChromaMode",
-    "ChromaStore",
-    "Demotion",
-    "LangChainEmbeddingFunction",
-    "StoredRecord",
-    "import_client_code",
-]
-
-_CLIENT_CREATION = threading.Lock()
-#: The random share of a first count's step (:meth:`ChromaStore._check_size`): a generator of
-#: its own, so the application's global ``random`` sequence is never drawn from.
-_JITTER = random.Random()
-
-ChromaMode = Literal["persistent", "memory", "http"]
-#: Chroma's client modes, by the names a config uses.
-CHROMA_MODES: tuple[ChromaMode, ...] = ("persistent", "memory", "http")
-
-_COLLECTION_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
-_NAMESPACE_META_KEY = "memories_namespace"
-#: Shared collections ("shards") of a store's small namespaces.
-SHARDS = 16
-# A shard's metadata: its number. An own collection's: its namespace, and while a
-# promotion copies into it, the mark that it is not complete yet.
-_SHARD_KEY = "memories_shard"
-_INCOMPLETE_KEY = "memories_incomplete"
-# An own collection being demoted: the demoting store's token, and when it set the mark
-# (seconds since the epoch). Another store leaves a mark younger than _LEAVING_SECONDS
-# to its owner, and takes over an older one (its demoter crashed).
-_LEAVING_KEY = "memories_leaving"
-_LEAVING_AT_KEY = "memories_leaving_at"
-_LEAVING_SECONDS = 60.0
-# How long a call that failed on a collection being demoted waits for it to be gone.
-_DELETION_SECONDS = 2.0
-#: Why :meth:`ChromaStore.demote` kept a namespace that has no collection of its own.
-_IN_SHARD = "in its shard already"
-_OTHER_WIDTH = "embeddings of another width"
-# How long a namespace's placement is trusted without a look (seconds), and how many
-# namespaces' placements (and write counts) a store object remembers.
-_PLACEMENT_SECONDS = 10.0
-_REMEMBERED = 4_096
-_PAGE = 5_000
-_T = TypeVar("_T")
-#: A persistent store's SQLite file, where Chroma keeps its write-ahead log.
-CHROMA_FILE = "chroma.sqlite3"
-#: The file in a persistent store's folder holding the store's id: what names its rows
-#: in the outbox and the recall index, wherever the folder is mounted or moved.
-STORE_ID_FILE = "memories-store-id"
-_STORE_ID = re.compile(r"[0-9a-f]{32}")
-#: Chroma's log operations that carry a document (add, update, upsert; 3 is a delete).
-_LOGGED_WRITES = (0, 1, 2)
-#: How long a scrub of the log waits for Chroma's own writers (seconds).
-_LOG_TIMEOUT = 30.0
-
-
-def import_client_code(mode: ChromaMode, /) -> None:
-    """Import the module of Chroma's client for ``mode`` now, before any client is made.
-
-    Chroma imports it when the first client is made, about 0.1 s here (the
-    embedded one, ``chromadb.api.rust``): a memory calls this when it is made,
-    so that a restarted process's first search does not pay it.
-    """
-    api = "chromadb.api.fastapi.FastAPI" if mode == "http" else chromadb.Settings().chroma_api_impl
-    with suppress(ImportError):  # another chromadb may name it otherwise: the client imports it
-        importlib.import_module(api.rpartition(".")[0])
-
-
-def _store_id(folder: Path) -> str:
-    """The id in a persistent store's folder, written there first if it has none.
-
-    Written once: a new id goes to a file of its own, fsynced, then is linked
-    to :data:`STORE_ID_FILE`, which fails if another process linked its id
-    first (that one stands), so the file is never seen half-written.
-    """
-    file = folder / STORE_ID_FILE
-    if not file.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        made = folder / f".{STORE_ID_FILE}-{uuid.uuid4().hex}"
-        with open(made, "x", encoding="ascii") as out:
-            out.write(uuid.uuid4().hex + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        try:
-            os.link(made, file)
-        except FileExistsError:
-            pass
-        except OSError:  # no hard links here (FAT, some network shares): made in place
-            with suppress(FileExistsError), open(file, "x", encoding="ascii") as out:
-                out.write(made.read_text(encoding="ascii"))
-                out.flush()
-                os.fsync(out.fileno())
-        finally:
-            made.unlink(missing_ok=True)
-        _sync_folder(folder)  # rows are filed under the id next: it must outlive a power cut
-    found = file.read_text(encoding="ascii", errors="replace").strip()
-    if not _STORE_ID.fullmatch(found):
-        raise ConfigError(
-            f"{str(file)!r} holds {found[:40]!r}, not a store id (32 hex digits). It names "
-            "this store's queued writes and recall index: restore it from a backup of the "
-            "folder rather than editing it."
-        )
-    return found
-
-
-def _sync_folder(folder: Path) -> None:
-    """Make the folder's entries durable (POSIX; Windows cannot open a folder, nor needs to)."""
-    try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def _embeddings(result: Mapping[str, Any]) -> list[list[float] | None]:
-    """The embeddings of a Chroma ``get`` result, as float lists, one per id (None: not read)."""
-    vectors = result.get("embeddings")
-    if vectors is None:
-        return [None] * len(result["ids"])
-    return [None if v is None else np.asarray(v, dtype=float).tolist() for v in vectors]
-
-
-def _records(result: Mapping[str, Any], *, embeddings: bool) -> list[StoredRecord]:
-    """The records of a Chroma ``get`` result (ids as Chroma holds them)."""
-    documents = result.get("documents") or [""] * len(result["ids"])
-    vectors = _embeddings(result) if embeddings else [None] * len(result["ids"])
-    return [
-        StoredRecord(doc_id, document or "", dict(metadata or {}), embedding=vector)
-        for doc_id, document, metadata, vector in zip(
-            result["ids"], documents, result["metadatas"], vectors, strict=True
-        )
-    ]
-
-
-def _busy(seconds: float) -> str:
-    """Why :meth:`ChromaStore.demote` left a namespace to another store moving it."""
-    return (
-        f"being moved into its shard by another process (for {seconds:.0f} s); run again "
-        f"later: a move not finished within {_LEAVING_SECONDS:.0f} s is taken over"
-    )
-
-
-def _digest(namespace: str) -> str:
-    return hashlib.sha256(namespace.encode("utf-8")).hexdigest()[:24]
-
-
-def _shard_of(namespace: str) -> int:
-    """The shard of a namespace: stable across processes and versions (not Python's hash)."""
-    return int(_digest(namespace)[:8], 16) % SHARDS
-
-
-def _tag(namespace: str) -> str:
-    """What a namespace's ids start with in a shard, where two namespaces may use one id."""
-    return _digest(namespace)[:16] + ":"
-
-
-@dataclass(frozen=True)
-class StoredRecord:
-    """A document as the store holds it."""
-
-    id: str
-    """The document's id, unique within its namespace."""
-    text: str
-    """The stored text."""
-    metadata: dict[str, Any]
-    """Its metadata, the namespace included."""
-    score: float | None = None
-    """Cosine similarity to the query (``1 - cosine distance``) for query results, else None."""
-    embedding: list[float] | None = None
-    """The stored embedding, when the read asked for it (``get(..., embeddings=True)``)."""
-
-
-class LangChainEmbeddingFunction(EmbeddingFunction[Documents]):
-    """Chroma's embedding function protocol over any LangChain ``Embeddings``.
-
-    Given to every collection so that Chroma never falls back to its default
-    embedding function. Chroma stores :meth:`get_config` with the collection;
-    :meth:`build_from_config` rebuilds the embeddings from their
-    ``module:qualname`` when the class takes no arguments.
-    """
-
-    def __init__(self, embeddings: Embeddings | None = None, *, spec: str | None = None) -> None:
-        self._embeddings = embeddings
-        self._spec = spec if spec is not None else _spec_of(embeddings)
-
-    def __call__(self, input: Documents) -> Any:
-        return self._get().embed_documents(list(input))
-
-    def embed_query(self, input: Documents) -> Any:
-        return [self._get().embed_query(text) for text in input]
-
-    @staticmethod
-    def name() -> str:
-        return "memories-langchain"
-
-    def get_config(self) -> dict[str, Any]:
-        return {"embeddings": self._spec}
-
-    @staticmethod
-    def build_from_config(config: dict[str, Any]) -> LangChainEmbeddingFunction:
-        return LangChainEmbeddingFunction(spec=str(config.get("embeddings", "")))
-
-    def default_space(self) -> Any:
-        return "cosine"
-
-    def supported_spaces(self) -> Any:
-        return ["cosine", "l2", "ip"]
-
-    def _get(self) -> Embeddings:
-        if self._embeddings is None:
-            module, _, name = self._spec.partition(":")
-            try:
-                target: Any = importlib.import_module(module)
-                for part in name.split("."):
-                    target = getattr(target, part)
-                self._embeddings = target()
-            except Exception as exc:
-                raise ConfigError(
-                    f"This Chroma collection was filled with embeddings {self._spec!r}, which "
-                    "cannot be rebuilt here; pass the same embeddings object to the memory."
-                ) from exc
-        assert self._embeddings is not None
-        return self._embeddings
-
-
-# Known to Chroma by name, so that a client reading a collection's configuration
-# (a Chroma server sends it with every collection) rebuilds it instead of
-# warning "Could not reconstruct embedding function" on stderr. Building it
-# from its configuration imports nothing: only an embedding call would.
-register_embedding_function(LangChainEmbeddingFunction)
-
-
-def _spec_of(embeddings: Embeddings | None) -> str:
-    if embeddings is None:
-        return ""
-    cls = type(embeddings)
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-@dataclass(frozen=True)
-class Demotion:
-    """What :meth:`ChromaStore.demote` did with one namespace's own collection."""
-
-    namespace: str
-    """The namespace key."""
-    documents: int
-    """How many documents its collection held (moved into the shard unless ``kept``)."""
-    kept: str = ""
-    """Why the collection stays, or ``""`` when the namespace moved into its shard."""
-
-    @property
-    def moved(self) -> bool:
-        """Whether the namespace now lives in its shard."""
-        return not self.kept
-
-
-@dataclass(frozen=True)
-class _Placement:
-    """Where a namespace's documents are, as one lookup found it."""
-
-    collection: Any
-    """The Chroma collection holding them."""
-    shard: bool
-    """The collection is a shard shared with other namespaces (reads are filtered, ids tagged)."""
-    checked: float
-    """When the lookup was made (``time.monotonic()``)."""
 
 
 class ChromaStore:
@@ -633,7 +321,7 @@ class ChromaStore:
                     include=["distances"],
                 )
             except ChromaError as exc:
-                if self._other_width(place, namespace, exc):
+                if moves.other_width(self, place, namespace, exc):
                     return []  # nothing of this namespace in a shard of another width
                 raise
             found = zip(result["ids"][0], result["distances"][0], strict=True)
@@ -761,11 +449,11 @@ class ChromaStore:
             try:
                 write(place.collection, self._ids(place, namespace, ids))
             except ChromaError as exc:
-                if not self._other_width(place, namespace, exc):
+                if not moves.other_width(self, place, namespace, exc):
                     raise
                 # The shard holds another embedding model's vectors (other namespaces'):
                 # this namespace, empty there, gets a collection of its own.
-                own = self._own_collection_made(namespace, incomplete=False)
+                own = moves.own_collection_made(self, namespace, incomplete=False)
                 write(own, ids)
                 return self._remember(namespace, own, shard=False)
             return place
@@ -775,7 +463,7 @@ class ChromaStore:
             if place.shard:
                 own, complete = self._own_collection(namespace)
                 if own is None:
-                    self._check_size(namespace, len(ids))
+                    moves.check_size(self, namespace, len(ids))
                     return
                 if _LEAVING_KEY in (own.metadata or {}):
                     # Moving into the shard: its readers read the collection until it goes
@@ -787,11 +475,11 @@ class ChromaStore:
                 # the documents must reach the collection the namespace moves to.
                 write(own, ids)
                 if not complete:
-                    self._check_size(namespace, len(ids))
+                    moves.check_size(self, namespace, len(ids))
                     return
                 place.collection.delete(ids=self._ids(place, namespace, ids))
                 self._remember(namespace, own, shard=False)
-            if self._leaving(namespace):
+            if moves.leaving(self, namespace):
                 # The documents landed in the own collection, and a demotion started (here
                 # or elsewhere) after this write was routed, or ended: they must reach the
                 # shard the namespace moves to. A demotion's copy never overwrites them.
@@ -836,7 +524,7 @@ class ChromaStore:
                 # A promotion may have copied them already; a demotion reads it until it goes.
                 with suppress(NotFoundError):
                     erase(_Placement(own, False, place.checked))
-            if self._leaving(namespace):
+            if moves.leaving(self, namespace):
                 # A demotion may have copied them into the shard already.
                 erase(_Placement(self._shard(namespace), True, place.checked))
 
@@ -928,7 +616,7 @@ class ChromaStore:
         finishes the job: a half-copied collection is completed, not trusted.
         """
         with self._promoting, self._translate("move the namespace to its own collection"):
-            self._promote(namespace)
+            moves.promote(self, namespace)
 
     def demote(self, namespace: str, /, *, dry_run: bool = False) -> Demotion:
         """Move a small namespace from its own collection into its shard (undoes :meth:`promote`).
@@ -953,139 +641,11 @@ class ChromaStore:
         what a real run would do.
         """
         with self._promoting, self._translate("move the namespace into its shard"):
-            return self._demote(namespace, limit=self.promote_at, dry_run=dry_run)
+            return moves.demote(self, namespace, limit=self.promote_at, dry_run=dry_run)
 
     def reshard(self, *, dry_run: bool = False) -> list[Demotion]:
         """:meth:`demote` every namespace that has a collection of its own, in key order."""
         return [self.demote(n, dry_run=dry_run) for n in self.namespaces(shards=False)]
-
-    def _demote(self, namespace: str, *, limit: int, dry_run: bool) -> Demotion:
-        own, complete = self._own_collection(namespace)
-        if own is None:
-            return Demotion(namespace, 0, kept=_IN_SHARD)
-        if not complete:
-            # A promotion that crashed mid-copy: the shard still holds everything.
-            if not dry_run:
-                with suppress(NotFoundError):
-                    self._get_client().delete_collection(own.name)
-                self._remember(namespace, self._shard(namespace), shard=True)
-            return Demotion(namespace, 0)
-        ids: list[str] = own.get(include=[])["ids"]
-        if len(ids) > limit:
-            return Demotion(namespace, len(ids), kept=f"more than {limit} documents")
-        shard = self._existing_shard(namespace)  # a dry run makes no shard
-        if shard is not None and self._other_shard_width(shard, own, ids):
-            return Demotion(namespace, len(ids), kept=_OTHER_WIDTH)
-        busy = self._moved_by_another(own)
-        if busy is not None:
-            return Demotion(namespace, len(ids), kept=_busy(busy))
-        if dry_run:
-            return Demotion(namespace, len(ids))
-        if not self._move_into_shard(namespace, own):
-            return Demotion(namespace, len(ids), kept=_busy(0.0))
-        return Demotion(namespace, len(ids))
-
-    def _move_into_shard(self, namespace: str, own: Any) -> bool:
-        """Mark, copy, delete: False when another store's mark replaced this one's."""
-        name = own.name
-        own.modify(
-            metadata={
-                _NAMESPACE_META_KEY: namespace,
-                _LEAVING_KEY: self._token,
-                _LEAVING_AT_KEY: time.time(),
-            }
-        )
-        # From here on, every write or delete that lands in the collection repeats itself in
-        # the shard (upsert, delete): what the copy below misses, they bring.
-        shard = self._shard(namespace)
-        try:
-            # Every id first: pages by offset would skip documents deleted meanwhile.
-            ids: list[str] = own.get(include=[])["ids"]
-            for start in range(0, len(ids), _PAGE):
-                if not self._marked_by_me(name):
-                    return False
-                self._copy_out(own, shard, namespace, ids[start : start + _PAGE])
-            if not self._marked_by_me(name):
-                return False
-            self._get_client().delete_collection(name)
-        except NotFoundError:
-            pass  # another store finished the move, after copying every document
-        self._remember(namespace, shard, shard=True)
-        return True
-
-    def _copy_out(self, own: Any, shard: Any, namespace: str, ids: list[str]) -> None:
-        """Copy these documents of the own collection into the shard, keeping newer writes there.
-
-        Chroma's ``add`` leaves an id the shard holds as it is: a write made
-        during the copy reached it already (see :meth:`upsert`). A document
-        deleted from the collection while the page was copied is deleted from
-        the copy too: the deleter may have looked at the shard before the copy
-        reached it.
-        """
-        page = own.get(ids=ids, include=["documents", "metadatas", "embeddings"])
-        if not page["ids"]:
-            return
-        tag = _tag(namespace)
-        tagged = [tag + i for i in page["ids"]]
-        shard.add(
-            ids=tagged,
-            documents=page["documents"],
-            embeddings=page["embeddings"],
-            metadatas=[{**(m or {}), NAMESPACE_KEY: namespace} for m in page["metadatas"]],
-        )
-        kept = set(own.get(ids=page["ids"], include=[])["ids"])
-        gone = [t for i, t in zip(page["ids"], tagged, strict=True) if i not in kept]
-        if gone:
-            shard.delete(ids=gone)
-
-    def _leaving(self, namespace: str) -> bool:
-        """Whether the namespace's own collection is being moved into its shard, or is gone
-        (moved): looked up now, after a write or delete landed in it."""
-        try:
-            own = self._get_client().get_collection(
-                self.collection_name(namespace), embedding_function=self._embedding_function
-            )
-        except NotFoundError:
-            return True
-        return _LEAVING_KEY in (own.metadata or {})
-
-    def _marked_by_me(self, name: str) -> bool:
-        """Whether the collection's leaving mark is still this store's (NotFoundError: gone)."""
-        own = self._get_client().get_collection(name, embedding_function=self._embedding_function)
-        return (own.metadata or {}).get(_LEAVING_KEY) == self._token
-
-    def _moved_by_another(self, own: Any) -> float | None:
-        """How many seconds ago another store began moving this collection into its shard,
-        or None when no other store is at it (a mark over :data:`_LEAVING_SECONDS` old is a
-        crashed demotion's, taken over)."""
-        metadata = own.metadata or {}
-        mark = metadata.get(_LEAVING_KEY)
-        if mark is None or mark == self._token:
-            return None
-        age = max(0.0, time.time() - float(metadata.get(_LEAVING_AT_KEY) or 0.0))
-        return age if age < _LEAVING_SECONDS else None
-
-    def _existing_shard(self, namespace: str) -> Any | None:
-        """The namespace's shard if it has been made, else None."""
-        number = _shard_of(namespace)
-        if number in self._shards:
-            return self._shards[number]
-        try:
-            return self._get_client().get_collection(
-                self._shard_name(number), embedding_function=self._embedding_function
-            )
-        except NotFoundError:
-            return None
-
-    def _other_shard_width(self, shard: Any, own: Any, ids: list[str]) -> bool:
-        """Whether the shard holds embeddings of another width than the collection's."""
-        if not ids:
-            return False
-        mine = own.get(ids=ids[:1], include=["embeddings"])["embeddings"]
-        theirs = shard.peek(limit=1)["embeddings"]
-        if mine is None or theirs is None or len(mine) == 0 or len(theirs) == 0:
-            return False
-        return len(mine[0]) != len(theirs[0])
 
     # -- placement ------------------------------------------------------------------
 
@@ -1098,55 +658,9 @@ class ChromaStore:
                 self._placements.move_to_end(namespace)
                 return cached
         own, complete = self._own_collection(namespace)
-        if own is None or not complete or self._demoted_on_open(namespace, own):
+        if own is None or not complete or moves.demoted_on_open(self, namespace, own):
             return self._remember(namespace, self._shard(namespace), shard=True)
         return self._remember(namespace, own, shard=False)
-
-    def _demoted_on_open(self, namespace: str, own: Any) -> bool:
-        """Whether a small own collection (a store written before shards) is in the shard now.
-
-        Moved here when it holds at most ``promote_at // 2`` documents: half the
-        promotion threshold, so that a namespace moved out of its shard by a
-        promotion (past ``promote_at``) comes back only after losing over half
-        of its documents, and never goes back and forth. A failure is logged
-        and leaves the namespace in its collection, to be moved at a later look.
-        """
-        if not self.demote_on_open or namespace in self._staying:
-            return False
-        limit = self.promote_at // 2
-        start = time.perf_counter()
-        try:
-            if self._moved_by_another(own) is not None or own.count() > limit:
-                return False
-            with self._promoting:
-                done = self._demote(namespace, limit=limit, dry_run=False)
-        except NotFoundError:
-            return True  # another store moved it meanwhile
-        except (ChromaError, httpx.HTTPError, sqlite3.Error, OSError, ValueError) as exc:
-            logger.warning(
-                "Could not move namespace %r of the %s from its own collection into its shard; "
-                "it stays in its collection until a later look moves it: %s",
-                namespace,
-                self.location,
-                exc,
-            )
-            return False
-        if done.kept == _OTHER_WIDTH:
-            with self._lock:
-                self._staying[namespace] = None
-                while len(self._staying) > _REMEMBERED:
-                    self._staying.popitem(last=False)
-        if done.moved:
-            logger.info(
-                "Moved namespace %r of the %s (%d documents) from its own collection into %s "
-                "in %.2f s.",
-                namespace,
-                self.location,
-                done.documents,
-                self.shard_name(namespace),
-                time.perf_counter() - start,
-            )
-        return done.moved or done.kept == _IN_SHARD
 
     def _remember(self, namespace: str, collection: Any, *, shard: bool) -> _Placement:
         place = _Placement(collection, shard, time.monotonic())
@@ -1223,7 +737,7 @@ class ChromaStore:
                 again = self._resolve(namespace, fresh=True)
                 if not again.shard:
                     result = run(again)
-            elif self._leaving(namespace):
+            elif moves.leaving(self, namespace):
                 # Read while a demotion deleted the collection: Chroma may answer nothing
                 # rather than NotFoundError then.
                 again = self._resolve(namespace, fresh=True)
@@ -1235,7 +749,7 @@ class ChromaStore:
         """The shard's placement when the namespace's own collection, being demoted, is gone
         within :data:`_DELETION_SECONDS`; None when it is not being demoted, or stays."""
         deadline = time.monotonic() + _DELETION_SECONDS
-        while self._leaving(namespace):
+        while moves.leaving(self, namespace):
             again = self._resolve(namespace, fresh=True)
             if again.shard:
                 return again
@@ -1290,109 +804,6 @@ class ChromaStore:
             offset += _PAGE
 
     # -- promotion ------------------------------------------------------------------
-
-    def _check_size(self, namespace: str, written: int) -> None:
-        """Promote the namespace if a count, made every so often, finds it past ``promote_at``.
-
-        A count is a filtered read of ids (see the module docstring), so it is
-        made only once per ``promote_at // 8`` documents this object wrote to
-        the namespace. The first count comes after a random share of that step,
-        so that short-lived processes, each writing a few documents, still
-        count now and then.
-        """
-        step = max(1, self.promote_at // 8)
-        with self._lock:
-            since = self._written.pop(namespace, None)
-            if since is None:
-                since = _JITTER.randrange(step)
-            since += written
-            due = since >= step
-            self._written[namespace] = 0 if due else since
-            while len(self._written) > _REMEMBERED:
-                self._written.popitem(last=False)
-        if not due:
-            return
-        with self._translate("count documents"):
-            held = len(
-                self._shard_ids(self._shard(namespace), namespace, limit=self.promote_at + 1)
-            )
-        if held > self.promote_at:
-            self.promote(namespace)
-
-    def _promote(self, namespace: str) -> None:
-        shard = self._shard(namespace)
-        own = self._own_collection_made(namespace, incomplete=True)
-        if (own.metadata or {}).get(_INCOMPLETE_KEY):
-            # Every id first: pages by offset would skip documents deleted meanwhile.
-            # Documents written from here on reach the own collection from upsert.
-            tagged = self._shard_ids(shard, namespace)
-            for start in range(0, len(tagged), _PAGE):
-                self._copy_page(shard, own, namespace, tagged[start : start + _PAGE])
-            own.modify(metadata={_NAMESPACE_META_KEY: namespace})
-            if self._own_collection(namespace)[0] is None:
-                return  # deleted meanwhile (modify does not fail then): the shard is all there is
-        # Complete: what the shard still holds was copied before the mark was cleared (a
-        # crash came before this delete), or is a write that failed, which its caller retries.
-        self._remember(namespace, own, shard=False)
-        shard.delete(where={NAMESPACE_KEY: {"$eq": namespace}})
-
-    def _own_collection_made(self, namespace: str, *, incomplete: bool) -> Any:
-        """The namespace's own collection, made if missing (marked incomplete if asked)."""
-        name = self.collection_name(namespace)
-        metadata: dict[str, Any] = {_NAMESPACE_META_KEY: namespace}
-        if incomplete:
-            metadata[_INCOMPLETE_KEY] = True
-        own = self._get_client().get_or_create_collection(
-            name,
-            metadata=metadata,
-            configuration={"hnsw": {"space": "cosine"}},
-            embedding_function=self._embedding_function,
-        )
-        self._check_owner(name, own.metadata or {}, namespace)
-        return own
-
-    def _other_width(self, place: _Placement, namespace: str, exc: Exception) -> bool:
-        """Whether ``exc`` is a shard of another embedding width that the namespace has no part in.
-
-        When the namespace has documents in the shard, the error is the caller's:
-        it changed embedding models.
-        """
-        if not place.shard or "dimension" not in str(exc).lower():
-            return False
-        return not self._shard_ids(place.collection, namespace, limit=1)
-
-    def _copy_page(self, shard: Any, own: Any, namespace: str, tagged: list[str]) -> None:
-        """Copy these documents of the shard into the own collection, keeping newer writes there.
-
-        Chroma's ``add`` leaves an id the own collection holds as it is: a
-        write made during the copy reached it already (see :meth:`upsert`).
-        A document deleted from the shard while the page was copied is deleted
-        from the copy too: the deleter may have looked at the own collection
-        before the copy reached it.
-        """
-        page = shard.get(
-            ids=tagged,
-            where={NAMESPACE_KEY: {"$eq": namespace}},
-            include=["documents", "metadatas", "embeddings"],
-        )
-        if not page["ids"]:
-            return
-        skip = len(_tag(namespace))
-        copied = [i[skip:] for i in page["ids"]]
-        own.add(
-            ids=copied,
-            documents=page["documents"],
-            embeddings=page["embeddings"],
-            metadatas=page["metadatas"],
-        )
-        kept = set(shard.get(ids=page["ids"], include=[])["ids"])
-        gone = [i for i, t in zip(copied, page["ids"], strict=True) if t not in kept]
-        # Only while the mark is on: once it is off, the shard is emptied on purpose.
-        fresh = self._get_client().get_collection(
-            own.name, embedding_function=self._embedding_function
-        )
-        if gone and (fresh.metadata or {}).get(_INCOMPLETE_KEY):
-            own.delete(ids=gone)
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -1474,47 +885,3 @@ class ChromaStore:
                 "fix host/port."
             )
         return BackendUnavailableError(what)
-
-
-def _bound_waits(client: Any, timeout: float) -> None:
-    """Give the HTTP client's requests a deadline (chromadb's own client waits forever).
-
-    A hung server (``kill -STOP``) then makes a call fail with
-    :class:`BackendUnavailableError` after ``timeout`` seconds instead of
-    hanging the chain.
-    """
-    session = getattr(getattr(client, "_server", None), "_session", None)
-    if not isinstance(session, httpx.Client):
-        raise BackendError(
-            "This chromadb version's HTTP client cannot be given a timeout; pin chromadb to a "
-            "version whose client keeps an httpx session (1.x)."
-        )
-    session.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
-
-
-def _within(seconds: float, make: Any, action: str) -> Any:
-    """``make()``, or :class:`BackendUnavailableError` when it takes over ``seconds``.
-
-    chromadb's ``HttpClient()`` calls the server before it returns, with no
-    deadline; it runs on a daemon thread so a hung server cannot hang the caller.
-    """
-    outcome: list[tuple[bool, Any]] = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, make()))
-        except BaseException as exc:  # handed to the caller below
-            outcome.append((False, exc))
-
-    thread = threading.Thread(target=run, name="memories-chroma-connect", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if not outcome:
-        raise BackendUnavailableError(
-            f"Could not {action}: no answer within {seconds} s. Is `chroma run` running and "
-            "answering? Queued documents wait in the outbox."
-        )
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value

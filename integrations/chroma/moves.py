@@ -1,0 +1,371 @@
+"""Moves of a namespace between its shard and a collection of its own.
+
+Promotion
+---------
+
+Promotion (:meth:`ChromaStore.promote`) moves a namespace out of its shard:
+its own collection is made first, marked incomplete (readers keep reading the
+shard); every document is copied with its embedding, text and metadata, by
+Chroma's ``add``, which never overwrites a newer write; the mark is cleared;
+the namespace's documents are deleted from the shard. A write or delete that
+lands in the shard during or after a promotion looks for the own collection
+afterwards and repeats itself there (moving the documents out of the shard
+when the collection is complete), and the copier undoes its copy of a
+document deleted from the shard while its page was in hand. Re-running a
+promotion after a crash at any point completes it. Known limits: documents
+that a crash left in the shard after the mark was cleared stay there, unread
+(the own collection is read), until :meth:`ChromaStore.promote` runs again;
+a document deleted and written again with the same id during one page's copy
+may be dropped.
+
+Demotion
+--------
+
+Demotion (:meth:`ChromaStore.demote`; ``memories reshard`` for a whole
+store; on first look, above) is promotion's mirror, safe while other processes
+read and write: the own collection is marked as leaving (its metadata: the
+demoting store's token and the time); readers keep reading it, as it is
+complete. A write or delete that lands in an own collection looks at it again
+afterwards and, when it is marked as leaving or gone, repeats itself in the
+shard. Every document is copied into the shard by ``add`` (never over a newer
+write), and the copier undoes its copy of a document deleted from the
+collection while its page was in hand. Then the collection is deleted; a reader
+or writer that finds it gone (``NotFoundError``) looks again and finds the
+shard. A write racing that deletion is not lost: it either fails on the
+deleted collection and is made again in the shard, or lands before the
+deletion and finds the collection gone or marked when it looks afterwards, and
+repeats itself in the shard. Re-running after a crash at any step completes
+the move (a half-filled shard is completed; ``add`` duplicates nothing).
+Another store finding a fresh mark (under :data:`_LEAVING_SECONDS`) leaves the
+move to its owner and keeps reading the collection until it is gone; an older
+mark is a crashed move's, and is taken over. Known limits: two stores that
+both marked the collection in the same instant may both copy; one of them
+then stops at its next page, and a document deleted while the other's page
+was in hand, just as the first deleted the collection, may come back; a
+document deleted and written again with ``replace=False`` during one page's
+copy may keep its older text in the shard.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from chromadb.errors import ChromaError, NotFoundError
+from memories.integrations.chroma.parts import (
+    _IN_SHARD,
+    _INCOMPLETE_KEY,
+    _JITTER,
+    _LEAVING_AT_KEY,
+    _LEAVING_KEY,
+    _LEAVING_SECONDS,
+    _NAMESPACE_META_KEY,
+    _OTHER_WIDTH,
+    _PAGE,
+    _REMEMBERED,
+    Demotion,
+    _busy,
+    _Placement,
+    _shard_of,
+    _tag,
+)
+
+from memories.stores.vector.filters import NAMESPACE_KEY
+
+logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from memories.integrations.chroma.store import ChromaStore
+
+
+def demote(store: ChromaStore, namespace: str, *, limit: int, dry_run: bool) -> Demotion:
+    own, complete = store._own_collection(namespace)
+    if own is None:
+        return Demotion(namespace, 0, kept=_IN_SHARD)
+    if not complete:
+        # A promotion that crashed mid-copy: the shard still holds everything.
+        if not dry_run:
+            with suppress(NotFoundError):
+                store._get_client().delete_collection(own.name)
+            store._remember(namespace, store._shard(namespace), shard=True)
+        return Demotion(namespace, 0)
+    ids: list[str] = own.get(include=[])["ids"]
+    if len(ids) > limit:
+        return Demotion(namespace, len(ids), kept=f"more than {limit} documents")
+    shard = existing_shard(store, namespace)  # a dry run makes no shard
+    if shard is not None and other_shard_width(store, shard, own, ids):
+        return Demotion(namespace, len(ids), kept=_OTHER_WIDTH)
+    busy = moved_by_another(store, own)
+    if busy is not None:
+        return Demotion(namespace, len(ids), kept=_busy(busy))
+    if dry_run:
+        return Demotion(namespace, len(ids))
+    if not move_into_shard(store, namespace, own):
+        return Demotion(namespace, len(ids), kept=_busy(0.0))
+    return Demotion(namespace, len(ids))
+
+
+def move_into_shard(store: ChromaStore, namespace: str, own: Any) -> bool:
+    """Mark, copy, delete: False when another store's mark replaced this one's."""
+    name = own.name
+    own.modify(
+        metadata={
+            _NAMESPACE_META_KEY: namespace,
+            _LEAVING_KEY: store._token,
+            _LEAVING_AT_KEY: time.time(),
+        }
+    )
+    # From here on, every write or delete that lands in the collection repeats itself in
+    # the shard (upsert, delete): what the copy below misses, they bring.
+    shard = store._shard(namespace)
+    try:
+        # Every id first: pages by offset would skip documents deleted meanwhile.
+        ids: list[str] = own.get(include=[])["ids"]
+        for start in range(0, len(ids), _PAGE):
+            if not marked_by_me(store, name):
+                return False
+            copy_out(store, own, shard, namespace, ids[start : start + _PAGE])
+        if not marked_by_me(store, name):
+            return False
+        store._get_client().delete_collection(name)
+    except NotFoundError:
+        pass  # another store finished the move, after copying every document
+    store._remember(namespace, shard, shard=True)
+    return True
+
+
+def copy_out(store: ChromaStore, own: Any, shard: Any, namespace: str, ids: list[str]) -> None:
+    """Copy these documents of the own collection into the shard, keeping newer writes there.
+
+    Chroma's ``add`` leaves an id the shard holds as it is: a write made
+    during the copy reached it already (see :meth:`upsert`). A document
+    deleted from the collection while the page was copied is deleted from
+    the copy too: the deleter may have looked at the shard before the copy
+    reached it.
+    """
+    page = own.get(ids=ids, include=["documents", "metadatas", "embeddings"])
+    if not page["ids"]:
+        return
+    tag = _tag(namespace)
+    tagged = [tag + i for i in page["ids"]]
+    shard.add(
+        ids=tagged,
+        documents=page["documents"],
+        embeddings=page["embeddings"],
+        metadatas=[{**(m or {}), NAMESPACE_KEY: namespace} for m in page["metadatas"]],
+    )
+    kept = set(own.get(ids=page["ids"], include=[])["ids"])
+    gone = [t for i, t in zip(page["ids"], tagged, strict=True) if i not in kept]
+    if gone:
+        shard.delete(ids=gone)
+
+
+def leaving(store: ChromaStore, namespace: str) -> bool:
+    """Whether the namespace's own collection is being moved into its shard, or is gone
+    (moved): looked up now, after a write or delete landed in it."""
+    try:
+        own = store._get_client().get_collection(
+            store.collection_name(namespace), embedding_function=store._embedding_function
+        )
+    except NotFoundError:
+        return True
+    return _LEAVING_KEY in (own.metadata or {})
+
+
+def marked_by_me(store: ChromaStore, name: str) -> bool:
+    """Whether the collection's leaving mark is still this store's (NotFoundError: gone)."""
+    own = store._get_client().get_collection(name, embedding_function=store._embedding_function)
+    return (own.metadata or {}).get(_LEAVING_KEY) == store._token
+
+
+def moved_by_another(store: ChromaStore, own: Any) -> float | None:
+    """How many seconds ago another store began moving this collection into its shard,
+    or None when no other store is at it (a mark over :data:`_LEAVING_SECONDS` old is a
+    crashed demotion's, taken over)."""
+    metadata = own.metadata or {}
+    mark = metadata.get(_LEAVING_KEY)
+    if mark is None or mark == store._token:
+        return None
+    age = max(0.0, time.time() - float(metadata.get(_LEAVING_AT_KEY) or 0.0))
+    return age if age < _LEAVING_SECONDS else None
+
+
+def existing_shard(store: ChromaStore, namespace: str) -> Any | None:
+    """The namespace's shard if it has been made, else None."""
+    number = _shard_of(namespace)
+    if number in store._shards:
+        return store._shards[number]
+    try:
+        return store._get_client().get_collection(
+            store._shard_name(number), embedding_function=store._embedding_function
+        )
+    except NotFoundError:
+        return None
+
+
+def other_shard_width(store: ChromaStore, shard: Any, own: Any, ids: list[str]) -> bool:
+    """Whether the shard holds embeddings of another width than the collection's."""
+    if not ids:
+        return False
+    mine = own.get(ids=ids[:1], include=["embeddings"])["embeddings"]
+    theirs = shard.peek(limit=1)["embeddings"]
+    if mine is None or theirs is None or len(mine) == 0 or len(theirs) == 0:
+        return False
+    return len(mine[0]) != len(theirs[0])
+
+
+def demoted_on_open(store: ChromaStore, namespace: str, own: Any) -> bool:
+    """Whether a small own collection (a store written before shards) is in the shard now.
+
+    Moved here when it holds at most ``promote_at // 2`` documents: half the
+    promotion threshold, so that a namespace moved out of its shard by a
+    promotion (past ``promote_at``) comes back only after losing over half
+    of its documents, and never goes back and forth. A failure is logged
+    and leaves the namespace in its collection, to be moved at a later look.
+    """
+    if not store.demote_on_open or namespace in store._staying:
+        return False
+    limit = store.promote_at // 2
+    start = time.perf_counter()
+    try:
+        if moved_by_another(store, own) is not None or own.count() > limit:
+            return False
+        with store._promoting:
+            done = demote(store, namespace, limit=limit, dry_run=False)
+    except NotFoundError:
+        return True  # another store moved it meanwhile
+    except (ChromaError, httpx.HTTPError, sqlite3.Error, OSError, ValueError) as exc:
+        logger.warning(
+            "Could not move namespace %r of the %s from its own collection into its shard; "
+            "it stays in its collection until a later look moves it: %s",
+            namespace,
+            store.location,
+            exc,
+        )
+        return False
+    if done.kept == _OTHER_WIDTH:
+        with store._lock:
+            store._staying[namespace] = None
+            while len(store._staying) > _REMEMBERED:
+                store._staying.popitem(last=False)
+    if done.moved:
+        logger.info(
+            "Moved namespace %r of the %s (%d documents) from its own collection into %s "
+            "in %.2f s.",
+            namespace,
+            store.location,
+            done.documents,
+            store.shard_name(namespace),
+            time.perf_counter() - start,
+        )
+    return done.moved or done.kept == _IN_SHARD
+
+
+def check_size(store: ChromaStore, namespace: str, written: int) -> None:
+    """Promote the namespace if a count, made every so often, finds it past ``promote_at``.
+
+    A count is a filtered read of ids (see the module docstring), so it is
+    made only once per ``promote_at // 8`` documents this object wrote to
+    the namespace. The first count comes after a random share of that step,
+    so that short-lived processes, each writing a few documents, still
+    count now and then.
+    """
+    step = max(1, store.promote_at // 8)
+    with store._lock:
+        since = store._written.pop(namespace, None)
+        if since is None:
+            since = _JITTER.randrange(step)
+        since += written
+        due = since >= step
+        store._written[namespace] = 0 if due else since
+        while len(store._written) > _REMEMBERED:
+            store._written.popitem(last=False)
+    if not due:
+        return
+    with store._translate("count documents"):
+        held = len(store._shard_ids(store._shard(namespace), namespace, limit=store.promote_at + 1))
+    if held > store.promote_at:
+        store.promote(namespace)
+
+
+def promote(store: ChromaStore, namespace: str) -> None:
+    shard = store._shard(namespace)
+    own = own_collection_made(store, namespace, incomplete=True)
+    if (own.metadata or {}).get(_INCOMPLETE_KEY):
+        # Every id first: pages by offset would skip documents deleted meanwhile.
+        # Documents written from here on reach the own collection from upsert.
+        tagged = store._shard_ids(shard, namespace)
+        for start in range(0, len(tagged), _PAGE):
+            copy_page(store, shard, own, namespace, tagged[start : start + _PAGE])
+        own.modify(metadata={_NAMESPACE_META_KEY: namespace})
+        if store._own_collection(namespace)[0] is None:
+            return  # deleted meanwhile (modify does not fail then): the shard is all there is
+    # Complete: what the shard still holds was copied before the mark was cleared (a
+    # crash came before this delete), or is a write that failed, which its caller retries.
+    store._remember(namespace, own, shard=False)
+    shard.delete(where={NAMESPACE_KEY: {"$eq": namespace}})
+
+
+def own_collection_made(store: ChromaStore, namespace: str, *, incomplete: bool) -> Any:
+    """The namespace's own collection, made if missing (marked incomplete if asked)."""
+    name = store.collection_name(namespace)
+    metadata: dict[str, Any] = {_NAMESPACE_META_KEY: namespace}
+    if incomplete:
+        metadata[_INCOMPLETE_KEY] = True
+    own = store._get_client().get_or_create_collection(
+        name,
+        metadata=metadata,
+        configuration={"hnsw": {"space": "cosine"}},
+        embedding_function=store._embedding_function,
+    )
+    store._check_owner(name, own.metadata or {}, namespace)
+    return own
+
+
+def other_width(store: ChromaStore, place: _Placement, namespace: str, exc: Exception) -> bool:
+    """Whether ``exc`` is a shard of another embedding width that the namespace has no part in.
+
+    When the namespace has documents in the shard, the error is the caller's:
+    it changed embedding models.
+    """
+    if not place.shard or "dimension" not in str(exc).lower():
+        return False
+    return not store._shard_ids(place.collection, namespace, limit=1)
+
+
+def copy_page(store: ChromaStore, shard: Any, own: Any, namespace: str, tagged: list[str]) -> None:
+    """Copy these documents of the shard into the own collection, keeping newer writes there.
+
+    Chroma's ``add`` leaves an id the own collection holds as it is: a
+    write made during the copy reached it already (see :meth:`upsert`).
+    A document deleted from the shard while the page was copied is deleted
+    from the copy too: the deleter may have looked at the own collection
+    before the copy reached it.
+    """
+    page = shard.get(
+        ids=tagged,
+        where={NAMESPACE_KEY: {"$eq": namespace}},
+        include=["documents", "metadatas", "embeddings"],
+    )
+    if not page["ids"]:
+        return
+    skip = len(_tag(namespace))
+    copied = [i[skip:] for i in page["ids"]]
+    own.add(
+        ids=copied,
+        documents=page["documents"],
+        embeddings=page["embeddings"],
+        metadatas=page["metadatas"],
+    )
+    kept = set(shard.get(ids=page["ids"], include=[])["ids"])
+    gone = [i for i, t in zip(copied, page["ids"], strict=True) if t not in kept]
+    # Only while the mark is on: once it is off, the shard is emptied on purpose.
+    fresh = store._get_client().get_collection(
+        own.name, embedding_function=store._embedding_function
+    )
+    if gone and (fresh.metadata or {}).get(_INCOMPLETE_KEY):
+        own.delete(ids=gone)
