@@ -84,8 +84,12 @@ DEPTH = {"locomo": 10, "lme-sessions": 50, "lme-small": 10, "demo": 10}
 HEADLINE = {"locomo": "any@10", "lme-sessions": "all@5", "lme-small": "hit@3", "demo": "hit@1"}
 #: The datasets held out in turn (the demo's three queries are a check, never tuned on).
 HELD_OUT = ("locomo", "lme-sessions", "lme-small")
+#: Questions per dataset (filled in by main), to pool the contradiction rate over questions.
+ASKED: Counter[str] = Counter()
 #: How many non-answer sessions a small memory holds besides the answer sessions.
 OTHER_SESSIONS = 2
+#: The deepest candidate lists a config may ask for.
+MAX_CANDIDATES = 200
 _TODAY = datetime.now(UTC).date()
 
 
@@ -365,7 +369,7 @@ def prepare(case: Case, embed: EmbeddingCache) -> Prepared:
     for vector in prepared.query_vectors:
         cos = prepared.doc_vectors @ vector
         prepared.cosines.append(dict(zip(ids, cos.tolist(), strict=True)))
-        order = np.argsort(-cos, kind="stable")[:100]
+        order = np.argsort(-cos, kind="stable")[:MAX_CANDIDATES]
         prepared.dense.append([ScoredId(ids[i], float(cos[i])) for i in order])
     return prepared
 
@@ -378,7 +382,7 @@ def _lexical(prepared: Prepared, config: RecallConfig) -> list[list[ScoredId]]:
         index = config.lexical_index()
         for d in prepared.case.docs:
             index.add("c", d.id, config.lexical_text(d.text, when=d.when))
-        hits = [index.search("c", q.text, limit=100) for q in prepared.case.queries]
+        hits = [index.search("c", q.text, limit=MAX_CANDIDATES) for q in prepared.case.queries]
         prepared.lexical[key] = hits
     return hits
 
@@ -506,14 +510,14 @@ def table(rows: dict[str, dict[str, dict[str, float]]]) -> str:
     head = ["ranker"]
     for ds, cols in COLUMNS.items():
         head += [f"{ds} {c}" for c in cols]
-    head.append("contradicts %")
+    head.append("contradicts % (all questions)")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, by_ds in rows.items():
         cells = [name]
         for ds, cols in COLUMNS.items():
             cells += [f"{by_ds[ds][c]:.1f}" if ds in by_ds else "-" for c in cols]
-        wrong = [by_ds[ds]["contradicts"] for ds in by_ds]
-        cells.append(f"{sum(wrong) / len(wrong):.1f}")
+        wrong = sum(by_ds[ds]["contradicts"] * ASKED[ds] for ds in by_ds)
+        cells.append(f"{wrong / sum(ASKED[ds] for ds in by_ds):.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -533,23 +537,38 @@ def rankers(base: RecallConfig) -> dict[str, Ranker]:
 
 def grid(base: RecallConfig) -> list[RecallConfig]:
     """The recall settings the choice ranges over."""
-    out = []
-    for dense, neighbour, window, b, speaker in itertools.product(
-        (0.3, 0.4, 0.5, 0.6), (0.0, 0.25, 0.5), (1, 2), (0.0, 0.25, 0.5, 0.75), (0.0, 1.0)
-    ):
-        if neighbour == 0 and window != 1:
-            continue
-        out.append(
-            replace(
-                base,
-                dense_weight=dense,
-                neighbour_weight=neighbour,
-                neighbour_window=window,
-                bm25_b=b,
-                speaker_weight=speaker,
-            )
+    return [
+        replace(
+            base,
+            dense_weight=dense,
+            neighbour_weight=neighbour,
+            bm25_b=b,
+            speaker_weight=speaker,
         )
-    return out
+        for dense, neighbour, b, speaker in itertools.product(
+            (0.3, 0.4, 0.5), (0.0, 0.25, 0.5), (0.0, 0.25, 0.5), (0.0, 1.0)
+        )
+    ]
+
+
+def best_on(
+    results: Sequence[dict[str, dict[str, float]]],
+    configs: Sequence[RecallConfig],
+    datasets: Sequence[str],
+) -> int:
+    """The config with the best mean headline on ``datasets``, up to what they can resolve.
+
+    Configs within one question of the smallest dataset's split (1.7 points
+    on 60 questions) of the best are a tie, and a tie goes to the config that
+    changes fewest settings of ``RecallConfig()``: a difference the data
+    cannot resolve, or a setting a dataset cannot weigh (LongMemEval names no
+    speaker), is no reason to change a default.
+    """
+    totals = [sum(r[ds][HEADLINE[ds]] for ds in datasets) for r in results]
+    step = 100.0 / min(ASKED[ds] or 1 for ds in datasets) if ASKED else 0.0
+    best = max(totals)
+    tied = [i for i, total in enumerate(totals) if total >= best - step - 1e-9]
+    return min(tied, key=lambda i: (len(configs[i].overrides()), -totals[i], i))
 
 
 def leave_one_dataset_out(prepared: Sequence[Prepared], configs: Sequence[RecallConfig]) -> str:
@@ -564,16 +583,10 @@ def leave_one_dataset_out(prepared: Sequence[Prepared], configs: Sequence[Recall
         "|---|---|---|---|---|",
     ]
     default = score(prepared, ours(RecallConfig()))
-    overall = max(
-        range(len(configs)),
-        key=lambda i: sum(results[i][ds][HEADLINE[ds]] for ds in HELD_OUT),
-    )
+    overall = best_on(results, configs, HELD_OUT)
     for held in HELD_OUT:
         others = [ds for ds in HELD_OUT if ds != held]
-        best = max(
-            range(len(configs)),
-            key=lambda i: sum(results[i][ds][HEADLINE[ds]] for ds in others),
-        )
+        best = best_on(results, configs, others)
         metric = HEADLINE[held]
         dev_best = max(r[held][metric] for r in results)
         label = ", ".join(f"{k}={v}" for k, v in configs[best].overrides().items()) or "default"
@@ -582,7 +595,8 @@ def leave_one_dataset_out(prepared: Sequence[Prepared], configs: Sequence[Recall
             f"{dev_best:.1f} | {default[held][metric]:.1f} |"
         )
     label = ", ".join(f"{k}={v}" for k, v in configs[overall].overrides().items()) or "default"
-    lines.append(f"\nChosen on all three: {label}.")
+    verdict = "as shipped" if configs[overall] == RecallConfig() else "NOT what RecallConfig() has"
+    lines.append(f"\nChosen on all three: {label} ({verdict}).")
     return "\n".join(lines)
 
 
@@ -641,7 +655,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--shipped", action="store_true", help="also run VectorMemory end to end")
     parser.add_argument("--no-choice", action="store_true", help="skip leave-one-dataset-out")
     parser.add_argument(
-        "--long-texts", choices=("pool", "truncate"), default="pool",
+        "--long-texts", choices=("pool", "truncate"), default="truncate",
         help="how MiniLM embeds a text longer than its window",
     )  # fmt: skip
     args = parser.parse_args(argv)
@@ -663,7 +677,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     prepared = [prepare(c, embed) for c in cases]
     counts = Counter(c.dataset for c in cases)
-    asked: Counter[str] = Counter()
+    asked = ASKED
     for c in cases:
         asked[c.dataset] += len(c.queries)
     print("# Recall across datasets\n")

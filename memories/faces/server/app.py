@@ -46,6 +46,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memories.errors import ConfigError, InvalidInputError, MemoriesError, VersionConflictError
+from memories.faces.server.inputs import json_value, whole_number
 from memories.faces.server.service import Inspector, NotFound, ReadOnly
 
 __all__ = [
@@ -137,6 +138,11 @@ def segment(value: Any) -> str:
 
 
 _TEMPLATES.filters["segment"] = segment
+# JSON shown as text in a page: escaped once, for HTML, by autoescape (Jinja's tojson escapes
+# for a <script> too, and a person would read "user\u0027s")
+_TEMPLATES.filters["json_text"] = lambda value, indent=None: json.dumps(
+    value, indent=indent, ensure_ascii=False
+)
 
 
 class _Segments:
@@ -185,11 +191,7 @@ def _int(request: Request, name: str, default: int, highest: int) -> int:
     text = request.query_params.get(name)
     if text is None or text == "":
         return default
-    if not text.isdigit() or not 1 <= int(text) <= highest:
-        raise InvalidInputError(
-            f"{name} must be a whole number from 1 to {highest}, got {text!r:.40}"
-        )
-    return int(text)
+    return whole_number(text, name, lowest=1, highest=highest)
 
 
 def _text(request: Request, name: str) -> str:
@@ -224,7 +226,7 @@ class _Guard:
             given = request.query_params.get("token")
             if given is not None and self._matches(given):
                 kept = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-                target = request.url.path + (f"?{urlencode(kept)}" if kept else "")
+                target = _own_path(request.url.path) + (f"?{urlencode(kept)}" if kept else "")
                 response = RedirectResponse(target, status_code=303)
                 response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
                 await response(scope, receive, secured)
@@ -244,13 +246,22 @@ class _Guard:
         return hmac.compare_digest(given.encode(), self.token.encode())
 
     def _allowed(self, request: Request) -> bool:
-        header = request.headers.get("authorization", "")
+        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
         candidates = [
-            header.removeprefix("Bearer ") if header.startswith("Bearer ") else None,
+            credentials.strip() if scheme.lower() == "bearer" else None,  # RFC 9110: any case
             request.headers.get("x-memories-token"),
             request.cookies.get(COOKIE),
         ]
         return any(c is not None and self._matches(c) for c in candidates)
+
+
+def _own_path(path: str) -> str:
+    """``path`` as a redirect target on this server: ``//evil.example/`` names another host.
+
+    A browser reads a Location that starts with ``//`` (or ``/\\``) as another
+    site's address; one leading ``/`` keeps it a path here.
+    """
+    return "/" + path.lstrip("/\\")
 
 
 def _error(request: Request, status: int, detail: str) -> Response:
@@ -314,8 +325,11 @@ def _check_origin(request: Request) -> None:
 
 async def _body(request: Request) -> bytes:
     """The request's body, at most :data:`MAX_BODY` bytes (413 before reading more)."""
-    declared = request.headers.get("content-length", "0")
-    if not declared.isdigit() or int(declared) > MAX_BODY:
+    try:
+        declared = whole_number(request.headers.get("content-length", "0"), "Content-Length")
+    except InvalidInputError as exc:
+        raise HTTPException(400, str(exc)) from None
+    if declared > MAX_BODY:
         raise HTTPException(413, f"The body is over {MAX_BODY:,} bytes; send less.")
     chunks, size = [], 0
     async for chunk in request.stream():
@@ -331,10 +345,7 @@ async def _json_fields(request: Request) -> dict[str, Any]:
     body = await _body(request)
     if _media_type(request) != "application/json":
         raise HTTPException(415, "Send the action's fields as a JSON object (application/json).")
-    try:
-        fields = json.loads(body or b"{}")
-    except ValueError as exc:
-        raise HTTPException(400, f"The body is not JSON: {exc}") from exc
+    fields = json_value(body or b"{}", "The body")
     if not isinstance(fields, dict):
         raise HTTPException(400, f"The body must be a JSON object, got {type(fields).__name__}.")
     return fields
@@ -356,10 +367,7 @@ async def _form_fields(request: Request, csrf: str) -> dict[str, Any]:
             403, "The form's CSRF token is missing or wrong: reload the page and try again."
         )
     if "document" in fields:  # a profile, edited as JSON text
-        try:
-            fields["document"] = json.loads(fields["document"])
-        except ValueError as exc:
-            raise HTTPException(400, f"The document is not JSON: {exc}") from exc
+        fields["document"] = json_value(fields["document"], "The document")
     if "name" in fields:  # one prompt of instructions
         fields["prompts"] = {fields.pop("name"): fields.pop("text", "")}
     if fields.get("ids"):

@@ -42,12 +42,15 @@ from memories.errors import ConfigError, InvalidInputError
 from memories.faces.exchange import view_memory
 from memories.faces.server.counts import expired_counts, live_page, recorded_usage, shown_count
 from memories.faces.server.errors import NotFound, ReadOnly
+from memories.faces.server.inputs import whole_number
 from memories.faces.server.rows import (
     change_row,
     collection_item,
     entity_page,
     graph_rows,
     hit_row,
+    instructions_id,
+    instructions_row,
     jsonable,
     page_of,
     public_metadata,
@@ -387,8 +390,7 @@ class Inspector:
             found["document"] = leaf.get()
             found["status"] = jsonable(leaf.status())
             found["items"] = [
-                {"id": str(v.version) if v.version is not None else f"failed-{i}", **jsonable(v)}
-                for i, v in reversed(list(enumerate(leaf.history())))
+                instructions_row(i, v) for i, v in reversed(list(enumerate(leaf.history())))
             ]
         elif isinstance(leaf, DocumentMemory):
             records = leaf.backend.stored()  # any backend; what is queued stays queued
@@ -434,7 +436,14 @@ class Inspector:
         if isinstance(leaf, EntityMemory):
             return {**base, **entity_page(leaf, namespace, item_id)}
         if isinstance(leaf, ProfileMemory | InstructionsMemory):
-            changes = {str(c.id): c for c in leaf.store.changes(namespace, leaf.key)}
+            recorded = leaf.store.changes(namespace, leaf.key)
+            changes = {}
+            if isinstance(leaf, InstructionsMemory):  # its history's ids (instructions_row)
+                changes = {
+                    instructions_id(i, None if c.error else c.version): c
+                    for i, c in enumerate(recorded)
+                }
+            changes = {**{str(c.id): c for c in recorded}, **changes}
             if item_id not in changes:
                 raise NotFound(f"No change {item_id!r} in the history of {memory_id!r}.")
             return {**base, "id": item_id, "change": change_row(changes[item_id], whole=True)}
@@ -733,14 +742,7 @@ def _erasure(report: ErasureReport) -> dict[str, Any]:
 
 def _expected(value: Any, name: str = "expected_version") -> int:
     """A version the caller gives: a whole number from 0 (required: a write names what it read)."""
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInputError(
-            f"{name} must be the whole number (0 or more) of the version you read, got "
-            f"{value!r:.40}."
-        )
-    return value
+    return whole_number(value, f"{name} (the version you read)")
 
 
 def _ids(leaves: Sequence[Any]) -> list[str]:

@@ -590,13 +590,16 @@ def _document(
 ) -> dict[str, Any]:
     """The stored document for prompts ``new``, with the reasons and diffs of what changed."""
     changed = [n for n in new if new[n] != old.get(n)]
+    # one diff line per line of text: with keepends, a last line without its newline would be
+    # glued to the next ("-You are brief.+You are kind.")
     diffs = {
-        n: "".join(
+        n: "\n".join(
             difflib.unified_diff(
-                old.get(n, "").splitlines(keepends=True),
-                new[n].splitlines(keepends=True),
+                old.get(n, "").splitlines(),
+                new[n].splitlines(),
                 fromfile=f"{n} (before)",
                 tofile=f"{n} (after)",
+                lineterm="",
             )
         )
         for n in changed

@@ -1,4 +1,4 @@
-"""Recall settings, with the defaults measured best on LoCoMo."""
+"""Recall settings, with defaults checked across datasets (``benchmarks/recall_datasets.py``)."""
 
 from __future__ import annotations
 
@@ -38,12 +38,14 @@ _MONTHS = (
 class RecallConfig:
     """How stored turns are ranked for a query.
 
-    The defaults are chosen on the LoCoMo dev split by the procedure that
-    ``benchmarks/locomo.py`` checks by leave-one-conversation-out (every fold
-    chose these): hybrid min-max fusion weighting dense 0.4 and BM25 0.6, BM25
-    without length normalisation, each turn borrowing half the score of the
-    two turns either side of it, and a turn said by the one speaker a query
-    names scoring twice as high.
+    The defaults: hybrid min-max fusion weighting dense 0.4 and BM25 0.6, BM25
+    without length normalisation, each utterance borrowing half the score of
+    the two turns either side of it (exchanges, which hold both sides, do not:
+    :mod:`memories.stores.recall.matches`), and a turn said by the one speaker
+    a query names scoring twice as high. ``benchmarks/recall_datasets.py``
+    chooses them leave-one-dataset-out over LoCoMo, LongMemEval at session
+    level and small LongMemEval memories filled by ``save_context``;
+    ``benchmarks/locomo.py`` by leave-one-conversation-out on LoCoMo.
     """
 
     mode: RecallMode = "hybrid"

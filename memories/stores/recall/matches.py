@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 
 from memories.stores.recall.types import ScoredId
 
-__all__ = ["exchanges", "matches_first"]
+__all__ = ["exchange_ids", "matches_first"]
 
 
-def exchanges(speakers: Mapping[str, frozenset[str]] | None, /) -> set[str]:
+def exchange_ids(speakers: Mapping[str, frozenset[str]] | None, /) -> set[str]:
     """The documents that hold an exchange (said by more than one speaker)."""
     return {i for i, said in speakers.items() if len(said) > 1} if speakers else set()
 

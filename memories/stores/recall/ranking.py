@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from memories.stores.recall.config import RecallConfig
 from memories.stores.recall.fusion import min_max_fusion, reciprocal_rank_fusion
-from memories.stores.recall.matches import exchanges, matches_first
+from memories.stores.recall.matches import exchange_ids, matches_first
 from memories.stores.recall.neighbours import TurnPosition, best_first, smooth_neighbours
 from memories.stores.recall.speakers import boost_speakers
 from memories.stores.recall.types import RankParts, ScoredId
@@ -101,7 +101,7 @@ def rank_candidates(
             weight=config.neighbour_weight,
             window=config.neighbour_window,
             doc_at=doc_at,
-            alone=exchanges(speakers),
+            alone=exchange_ids(speakers),
         )
     if boosting and speakers is not None:
         final = boost_speakers(final, speakers, named, weight=config.speaker_weight)
