@@ -138,8 +138,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         memory_key: the prompt variable the memories fill.
         input_key, output_key: the chain input and output to learn from.
         return_messages: give ``[SystemMessage]`` instead of a string.
-        ttl: minutes a memory lives after it was last written (the namespace
-            default; ``put(..., ttl=...)`` sets one memory's); None: forever.
+        ttl: minutes a new memory lives after it was last written (an edit
+            keeps a memory's own; ``put(..., ttl=...)`` sets one's); None: forever.
             An expired memory is hidden from every read at once and deleted
             (ledger rows with its versions, index document) by :meth:`sweep`.
         refresh_on_read: a memory found by a search, a load or ``get`` starts
