@@ -214,7 +214,8 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
     ``memories_document_expiry`` on ``url``.
 
     Args:
-        ttl: minutes the document lives after its last write; None: forever.
+        ttl: minutes a new document lives after its last write (a stored one
+            keeps its own rule: a write restarts it); None: forever.
         refresh_on_read: a read (``get``, ``load_memory_variables``, an
             update's read) starts the time again.
         clock: the time expiry is reckoned with (Unix seconds; tests inject one).

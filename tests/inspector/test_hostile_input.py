@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests import needs
 from tests.inspector.conftest import Filled, fill_for_writes
 
-pytest.importorskip("httpx")
+pytest.importorskip("httpx", reason=needs.extra("httpx"))
 from starlette.testclient import TestClient
 
 from memories.faces.server.app import ACTIONS, CSRF_FIELD, ROUTES, create_app

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests import needs
 from tests.inspector.conftest import SCRIPT, Filled, fill_for_writes, with_instructions
 
-pytest.importorskip("httpx")
+pytest.importorskip("httpx", reason=needs.extra("httpx"))
 from starlette.testclient import TestClient
 
 from memories.core.combined import leaves_of

@@ -22,7 +22,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("mcp")
+from tests import needs
+
+pytest.importorskip("mcp", reason=needs.extra("mcp"))
 
 from memories.faces.mcp_frames import MAX_NESTING
 

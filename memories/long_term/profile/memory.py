@@ -106,9 +106,9 @@ class ProfileMemory(ExpiringDocumentMemory):
         instructions: extra guidance for the model (what to record, what not).
         update_method: ``"auto"`` (tool calling when the model has it, else
             JSON text), ``"tool"`` or ``"json"``.
-        ttl: minutes the profile lives after its last write; None: forever
-            (see :class:`~memories.long_term.stored.ExpiringDocumentMemory`,
-            with ``refresh_on_read`` and ``clock``).
+        ttl: minutes a new profile lives after its last write (a stored one
+            keeps its own rule); None: forever (see
+            :class:`~memories.long_term.stored.ExpiringDocumentMemory`).
     """
 
     config_type: ClassVar[str] = "profile"
