@@ -42,8 +42,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, with_namespace
 from memories.long_term.collection.rules import MEMORY_PREFIX
+from memories.stores.documents import Change, ProfileStore
 from memories.stores.history.sql import SQLiteHistory
-from memories.stores.profile_store import Change, ProfileStore
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 BIG = ("users", "maya")

@@ -68,11 +68,11 @@ if TYPE_CHECKING:
     )
     from memories.short_term.token_buffer import ConversationTokenBufferMemory, TokenBufferMemory
     from memories.short_term.window import WindowMemory
+    from memories.stores.documents import ProfileStore
     from memories.stores.history.base import ChatHistory, Entry
     from memories.stores.history.langchain import LangChainHistory
     from memories.stores.history.memory import InMemoryHistory
     from memories.stores.history.sql import SQLHistory, SQLiteHistory
-    from memories.stores.profile_store import ProfileStore
     from memories.stores.vector.records import SearchResult
 
     # LangChain's names for the same classes.
@@ -101,7 +101,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memories.faces.tools": ("entity_tools", "memory_tools", "profile_tool", "read_profile_tool"),
     "memories.integrations.summarization": ("SummarizationMiddleware",),
     "memories.long_term.instructions": ("InstructionsMemory",),
-    "memories.stores.profile_store": ("ProfileStore",),
+    "memories.stores.documents": ("ProfileStore",),
     "memories.stores.history.sql": ("SQLHistory", "SQLiteHistory"),
     "memories.stores.vector.records": ("SearchResult",),
     "memories.short_term.summary.memory": (

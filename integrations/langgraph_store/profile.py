@@ -11,8 +11,8 @@ from memories.integrations.langgraph_store.filters import Namespace, matches_all
 
 from memories.errors import InvalidProfileError
 from memories.long_term.profile import ProfileMemory, ProfileSchema, ProfileStore
+from memories.stores.documents import ProfileItem
 from memories.stores.expiry import DOCUMENTS, Expiring
-from memories.stores.profile_store import ProfileItem
 
 __all__ = ["ProfileStoreAdapter"]
 

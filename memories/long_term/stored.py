@@ -1,7 +1,7 @@
 """One versioned document per namespace, updated by a model: store, clearing, background job.
 
 A profile (facts about a user) and an agent's instructions are both one
-document per namespace and key in a :class:`~memories.stores.profile_store.ProfileStore`
+document per namespace and key in a :class:`~memories.stores.documents.ProfileStore`
 (compare-and-set writes, every version in the history, queued turns), updated
 by a model under a policy. This part holds the fields and the plumbing they
 share; a subclass says what the document is and how the model updates it
@@ -25,10 +25,10 @@ from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
 from memories.kernel.steps import Steps, arun, run, to_thread
 from memories.stores.compaction import compactions
-from memories.stores.document_ttl import DocumentTTL
+from memories.stores.documents import ProfileStore, default_url
+from memories.stores.documents.ttl import DocumentTTL
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import DOCUMENTS, Expiring, ExpiryLedger
-from memories.stores.profile_store import ProfileStore, default_url
 from memories.stores.sql import Database, redacted
 
 __all__ = ["ExpiringDocumentMemory", "StoredDocumentMemory"]
@@ -210,7 +210,7 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
     :meth:`sweep` (``memories sweep``, and a background memory after each
     update) deletes it with every version and its queued turns. Its expiry
     row is written in the same transaction as the document
-    (:class:`~memories.stores.document_ttl.DocumentTTL`), in
+    (:class:`~memories.stores.documents.ttl.DocumentTTL`), in
     ``memories_document_expiry`` on ``url``.
 
     Args:

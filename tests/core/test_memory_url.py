@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from memories import CollectionMemory, ProfileMemory
-from memories.stores.profile_store import ProfileStore
+from memories.stores.documents import ProfileStore
 from tests.retention.conftest import EMBEDDINGS, Clock
 
 ADA = ("users", "ada")

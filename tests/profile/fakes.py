@@ -18,9 +18,9 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field
 
 from memories.kernel.namespaces import Namespace
-from memories.stores.profile_store import (
+from memories.stores.documents.base import BaseProfileStore
+from memories.stores.documents.records import (
     AddPending,
-    BaseProfileStore,
     Change,
     Changes,
     Commit,

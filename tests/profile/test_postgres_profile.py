@@ -13,7 +13,7 @@ import uuid
 import pytest
 from sqlalchemy import create_engine, text
 
-from memories.stores.profile_store import ProfileStore
+from memories.stores.documents import ProfileStore
 from tests import needs
 from tests.postgres import find_pg_bin
 from tests.profile.test_memory import (  # noqa: F401  (re-run here on PostgreSQL)

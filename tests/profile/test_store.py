@@ -7,7 +7,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from memories.errors import ConfigError
-from memories.stores.profile_store import BaseProfileStore, Op, ProfileStore
+from memories.stores.documents import BaseProfileStore, Op, ProfileStore
 from tests.profile.fakes import DictProfileStore
 
 NS = ("user-1", "profiles")

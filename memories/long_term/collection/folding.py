@@ -25,7 +25,7 @@ from memories.long_term.collection.extraction import (
 )
 from memories.long_term.collection.offline import offline_operations
 from memories.long_term.collection.rules import MEMORY_PREFIX
-from memories.stores.profile_store import (
+from memories.stores.documents import (
     Change,
     PendingTurn,
 )

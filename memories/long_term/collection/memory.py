@@ -2,11 +2,11 @@
 
 Two stores, each doing what it is good at, composed from the kernel's parts:
 
-- the **ledger** is the profile store (:class:`~memories.stores.profile_store.ProfileStore`,
+- the **ledger** is the profile store (:class:`~memories.stores.documents.ProfileStore`,
   SQL): one key per memory (``memory:<id>``), every version with the turns
   that caused it, the queue of turns not yet folded in, and compare-and-set
   writes of several memories in one transaction
-  (:meth:`~memories.stores.profile_store.BaseProfileStore.commit_many`), so
+  (:meth:`~memories.stores.documents.BaseProfileStore.commit_many`), so
   concurrent updaters (threads, processes) lose nothing;
 - the **index** is the vector backend (Chroma embedded by default, through
   :class:`~memories.long_term.indexed.DocumentMemory`): the current memories,
@@ -48,13 +48,13 @@ from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.indexed import TTL, IndexedMemory
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.stored import StoredDocumentMemory
-from memories.stores.expiry import Expiring, ExpiryLedger, Stamp
-from memories.stores.profile_store import (
+from memories.stores.documents import (
     Change,
     PendingTurn,
     ProfileItem,
     check_version,
 )
+from memories.stores.expiry import Expiring, ExpiryLedger, Stamp
 from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
 from memories.stores.recall.types import ScoredId

@@ -11,7 +11,7 @@ from typing import Any
 
 from memories.errors import InvalidInputError
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
-from memories.stores.profile_store import ProfileChange, ProfileItem
+from memories.stores.documents import ProfileChange, ProfileItem
 from memories.stores.vector.filters import NAMESPACE_KEY
 from memories.stores.vector.records import SearchResult
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from memories.long_term.collection import rules
 from memories.long_term.collection.rules import MEMORY_PREFIX
-from memories.stores.profile_store import (
+from memories.stores.documents import (
     ProfileChange,
 )
 from memories.stores.vector.records import SearchResult

@@ -17,8 +17,8 @@ from typing import Any
 
 from memories.errors import InvalidInputError
 from memories.kernel.messages import dump_message, load_message
+from memories.stores.documents import Change, PendingTurn
 from memories.stores.entities.temporal_graph import ENTITY_PREFIX, RELATION_PREFIX, Graph, utc
-from memories.stores.profile_store import Change, PendingTurn
 
 __all__ = ["check_record", "checked", "graph_records", "import_commits"]
 

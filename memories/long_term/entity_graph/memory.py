@@ -41,6 +41,7 @@ from memories.long_term.entity_graph.operations import (
 )
 from memories.long_term.entity_graph.recall import Recalled, entity_line, recall, relation_line
 from memories.long_term.stored import StoredDocumentMemory
+from memories.stores.documents import Change, PendingTurn
 from memories.stores.entities.temporal_graph import (
     ENTITY_PREFIX,
     Entity,
@@ -48,7 +49,6 @@ from memories.stores.entities.temporal_graph import (
     Graph,
     Relation,
 )
-from memories.stores.profile_store import Change, PendingTurn
 
 __all__ = ["EntityMemory", "GraphStatus", "GraphUpdate"]
 

@@ -34,13 +34,13 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from memories.errors import LLMError
 from memories.kernel.conversation import CheckedReply, operations_tool, proposed_items
 from memories.kernel.messages import format_buffer
+from memories.stores.documents import Change, PendingTurn
 from memories.stores.entities.temporal_graph import (
     ENTITY_PREFIX,
     RELATION_PREFIX,
     Graph,
     name_key,
 )
-from memories.stores.profile_store import Change, PendingTurn
 
 __all__ = ["GRAPH_TOOL", "GRAPH_TOOL_NAME", "GraphSession", "Plan", "Planner", "graph_prompt"]
 

@@ -4,7 +4,7 @@ The memory guides our users read call it procedural memory: the rules an
 agent follows (its system prompt), revised by reflecting on conversations and
 on the feedback users give ("meta-prompting"). This memory keeps one or
 several named prompts as one versioned document per namespace in the profile
-store (:class:`~memories.stores.profile_store.ProfileStore`: compare-and-set writes,
+store (:class:`~memories.stores.documents.ProfileStore`: compare-and-set writes,
 every version and its cause in the history, queued turns), and asks a model
 to revise them:
 
@@ -53,7 +53,7 @@ from memories.long_term.instructions.reflection import (
     reflection_prompt,
 )
 from memories.long_term.stored import ExpiringDocumentMemory
-from memories.stores.profile_store import (
+from memories.stores.documents import (
     Change,
     PendingTurn,
     ProfileChange,

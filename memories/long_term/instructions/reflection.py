@@ -20,7 +20,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from memories.errors import InvalidInputError, LLMError
 from memories.kernel.conversation import CheckedReply, parse_json_reply
 from memories.kernel.messages import format_buffer
-from memories.stores.profile_store import PendingTurn
+from memories.stores.documents import PendingTurn
 
 __all__ = [
     "FEEDBACK_KWARG",

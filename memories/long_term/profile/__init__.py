@@ -31,7 +31,7 @@ several named profiles (``key=``) in one namespace, each with its own schema.
 
 Storage
 -------
-:class:`BaseProfileStore` (:mod:`memories.stores.profile_store`) is the store's
+:class:`BaseProfileStore` (:mod:`memories.stores.documents`) is the store's
 contract, in the shape of LangGraph's ``BaseStore``: a backend implements
 ``batch`` (and ``abatch`` when it has native async); :class:`ProfileStore`
 is the SQL one.
@@ -42,7 +42,7 @@ from __future__ import annotations
 from memories.long_term.profile.memory import ProfileMemory, ProfileStatus
 from memories.long_term.profile.schema import ProfileSchema
 from memories.long_term.profile.update import UpdateResult
-from memories.stores.profile_store import (
+from memories.stores.documents import (
     BaseProfileStore,
     PendingTurn,
     ProfileChange,

@@ -4,7 +4,7 @@ What happens when (the update cycle) and how large profiles are updated:
 :mod:`memories.long_term.profile`. The I/O is written once as loops of steps
 (:mod:`memories.kernel.steps`) over the store's methods, run sync or async;
 compare-and-set writes come from the store base
-(:meth:`~memories.stores.profile_store.BaseProfileStore.writing`).
+(:meth:`~memories.stores.documents.BaseProfileStore.writing`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from memories.long_term.profile.update import (
     bind_patch_tool,
 )
 from memories.long_term.stored import ExpiringDocumentMemory
-from memories.stores.profile_store import (
+from memories.stores.documents import (
     Plan,
     ProfileChange,
     ProfileItem,

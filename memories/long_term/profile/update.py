@@ -48,7 +48,7 @@ from memories.kernel.patching import (
 )
 from memories.kernel.steps import Steps, step
 from memories.long_term.profile.schema import ProfileSchema
-from memories.stores.profile_store import (
+from memories.stores.documents import (
     BaseProfileStore,
     PendingTurn,
     ProfileItem,

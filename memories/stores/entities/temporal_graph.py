@@ -1,7 +1,7 @@
 """A temporal entity graph in SQL: entities, typed relations, merges, every version kept.
 
 The graph of a namespace lives in the profile store's tables
-(:class:`~memories.stores.profile_store.ProfileStore`: SQLite by default,
+(:class:`~memories.stores.documents.ProfileStore`: SQLite by default,
 PostgreSQL for scale), one document per entity (``entity:<id>``) and per
 relation (``relation:<id>``), plus a head document whose version every change
 of the graph moves on. A change is one compare-and-set commit of the head and
@@ -24,7 +24,7 @@ from langchain_core.messages import BaseMessage
 
 from memories.errors import BackendError
 from memories.kernel.steps import to_thread
-from memories.stores.profile_store import (
+from memories.stores.documents import (
     MAX_WRITE_TRIES,
     ProfileChange,
     ProfileItem,

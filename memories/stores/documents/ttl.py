@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from memories.stores.expiry import OWN, ExpiryLedger, Rule, Stamp
 
 if TYPE_CHECKING:
-    from memories.stores.profile_store import ProfileItem
+    from memories.stores.documents import ProfileItem
 
 __all__ = ["DocumentTTL"]
 

@@ -1,7 +1,7 @@
 """The SQL shape of the versioned documents: three tables, who owns each row, shared conditions.
 
 Profiles, instructions, a collection's ledger and an entity graph keep their
-documents in the same three tables (:mod:`memories.stores.profile_store`)::
+documents in the same three tables (:mod:`memories.stores.documents`)::
 
     memories_store(namespace, key, value, version, created_at, updated_at, owner)
         the current document of each key; value is NULL once cleared

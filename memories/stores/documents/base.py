@@ -1,0 +1,473 @@
+"""The store base, shaped as LangGraph's ``BaseStore``: one abstract ``batch``, the rest once."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from memories.errors import BackendError, InvalidInputError
+from memories.kernel.namespaces import Namespace, as_namespace
+from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.stores.documents.records import (
+    MAX_WRITE_TRIES,
+    AddPending,
+    Also,
+    Change,
+    Changes,
+    Commit,
+    CommitMany,
+    CountPending,
+    Delete,
+    DropPending,
+    Guard,
+    KeyChanges,
+    KeyCount,
+    KeyNamespaces,
+    KeyPage,
+    Keys,
+    ListNamespaces,
+    Load,
+    Op,
+    Pending,
+    PendingTurn,
+    Plan,
+    ProfileChange,
+    ProfileItem,
+    RecordFailure,
+    Search,
+    Standing,
+    _clearing,
+    _prefix,
+    _visible,
+    expecting,
+    replacing,
+    version_of,
+)
+from memories.stores.expiry import ExpiryLedger
+from memories.stores.sql import Database
+
+
+class BaseProfileStore(ABC):
+    """Where profiles live, in the shape of LangGraph's ``BaseStore``.
+
+    Implementing a subclass
+    -----------------------
+    Implement :meth:`batch`: perform each operation (:class:`Load`,
+    :class:`Commit`, ... ; each one's docstring says what it returns) and
+    return the results in order. A :class:`Commit` must be atomic: it writes
+    only if the profile is still at ``expected_version``, and in the same
+    transaction records the change and drops the turns it folded in. Every
+    other method is written once here on top of :meth:`batch`. The async
+    side is :meth:`abatch`, which runs :meth:`batch` on a worker thread; a
+    backend with a native async client overrides it.
+    """
+
+    @abstractmethod
+    def batch(self, ops: Sequence[Op], /) -> list[Any]:
+        """Perform ``ops`` in order; their results, in the same order."""
+
+    async def abatch(self, ops: Sequence[Op], /) -> list[Any]:
+        """Async :meth:`batch`: by default the same call on a worker thread."""
+        return await to_thread(self.batch, ops)
+
+    def _one(self, op: Op) -> Any:
+        return self.batch([op])[0]
+
+    async def _aone(self, op: Op) -> Any:
+        return (await self.abatch([op]))[0]
+
+    # -- LangGraph-shaped access ------------------------------------------------
+
+    def get(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
+        """The document stored under ``namespace`` / ``key``, or None (never stored, or cleared)."""
+        return _visible(self.load(namespace, key))
+
+    async def aget(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
+        """Async :meth:`get`."""
+        return _visible(await self.aload(namespace, key))
+
+    def put(self, namespace: Namespace, key: str, value: dict[str, Any], /) -> ProfileItem:
+        """Store ``value`` whatever the current version, and record it as a ``put`` change."""
+        return _written(run(self.writing(namespace, key, replacing(value))), self, namespace, key)
+
+    async def aput(self, namespace: Namespace, key: str, value: dict[str, Any], /) -> ProfileItem:
+        """Async :meth:`put`."""
+        written = await arun(self.writing(namespace, key, replacing(value)))
+        return _written(written, self, namespace, key)
+
+    def delete(self, namespace: Namespace, key: str, /, *, only_if: Guard | None = None) -> None:
+        """Erase a profile completely: its document, its history and its pending turns.
+
+        With ``only_if``, only when it returns True in the same transaction.
+        """
+        self._one(Delete(as_namespace(namespace), key, only_if))
+
+    async def adelete(
+        self, namespace: Namespace, key: str, /, *, only_if: Guard | None = None
+    ) -> None:
+        """Async :meth:`delete`."""
+        await self._aone(Delete(as_namespace(namespace), key, only_if))
+
+    def delete_expired(
+        self, namespace: Namespace, keys: Sequence[str], ledger: ExpiryLedger, /, *, now: float
+    ) -> list[str]:
+        """Erase those of ``keys`` whose row in ``ledger`` is still expired at ``now``; return them.
+
+        A sweep read the expired rows earlier: a document written again since
+        (its row first, a new time to live) is kept. The rows are held while
+        the documents go and forgotten in the same transaction
+        (:meth:`ExpiryLedger.sweeping <memories.stores.expiry.ExpiryLedger.sweeping>`),
+        so a write of one of them waits; on the store's own database the
+        erasures join that transaction.
+        """
+        joined = self._joined(ledger)
+        with ledger.sweeping(namespace, keys, expired_at=now, database=joined) as held:
+            for key in held:
+                self.delete(namespace, key)
+        return held
+
+    async def adelete_expired(
+        self, namespace: Namespace, keys: Sequence[str], ledger: ExpiryLedger, /, *, now: float
+    ) -> list[str]:
+        """Async :meth:`delete_expired`."""
+        return await to_thread(self.delete_expired, namespace, keys, ledger, now=now)
+
+    def _joined(self, ledger: ExpiryLedger) -> Database | None:
+        """This store's database when ``ledger``'s table is in it (None: elsewhere, or not SQL)."""
+        return None
+
+    def search(
+        self, namespace_prefix: Namespace, /, *, limit: int = 10, offset: int = 0
+    ) -> list[ProfileItem]:
+        """The documents in ``namespace_prefix`` and the namespaces below it, sorted."""
+        return self._one(Search(_prefix(namespace_prefix), limit, offset))
+
+    async def asearch(self, namespace_prefix: Namespace, /, **page: Any) -> list[ProfileItem]:
+        """Async :meth:`search` (the same arguments)."""
+        return await self._aone(Search(_prefix(namespace_prefix), **page))
+
+    def list_namespaces(
+        self,
+        *,
+        prefix: Namespace | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Namespace]:
+        """The namespaces that hold documents, sorted, optionally cut to ``max_depth`` labels."""
+        return self._one(ListNamespaces(_prefix(prefix), max_depth, limit, offset))
+
+    async def alist_namespaces(
+        self, *, prefix: Namespace | None = None, **page: Any
+    ) -> list[Namespace]:
+        """Async :meth:`list_namespaces` (the same arguments)."""
+        return await self._aone(ListNamespaces(_prefix(prefix), **page))
+
+    def load(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
+        """The stored row, cleared profiles included (with ``value`` None)."""
+        return self._one(Load(as_namespace(namespace), key))
+
+    async def aload(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
+        """Async :meth:`load`."""
+        return await self._aone(Load(as_namespace(namespace), key))
+
+    def commit(
+        self,
+        namespace: Namespace,
+        key: str,
+        document: dict[str, Any] | None,
+        /,
+        *,
+        expected_version: int,
+        kind: str,
+        patch: Sequence[dict[str, Any]],
+        turns: Sequence[PendingTurn] = (),
+    ) -> ProfileItem | None:
+        """Write a change if the profile is still at ``expected_version``; None if it moved on.
+
+        In the same transaction, records the change in the history and drops
+        ``turns`` from the pending queue.
+
+        Args:
+            document: the new document, or None to clear the profile.
+            expected_version: the version the change was computed from (0: none stored).
+            kind: the change's kind in the history.
+            patch: the operations from the old document to the new one.
+            turns: the pending turns that caused the change (folded in, so dropped).
+        """
+        change = Change(document, kind, list(patch), tuple(turns))
+        return self._one(Commit(as_namespace(namespace), key, change, expected_version))
+
+    async def acommit(
+        self, namespace: Namespace, key: str, document: dict[str, Any] | None, /, **change: Any
+    ) -> ProfileItem | None:
+        """Async :meth:`commit` (the same arguments)."""
+        parts = Change(
+            document, change["kind"], list(change["patch"]), tuple(change.get("turns", ()))
+        )
+        op = Commit(as_namespace(namespace), key, parts, change["expected_version"])
+        return await self._aone(op)
+
+    def writing(self, namespace: Namespace, key: str, plan: Plan, /) -> Steps[ProfileItem | None]:
+        """Compare-and-set as steps: read, plan on what was read, commit if nobody wrote since.
+
+        Returns the written item, or the item as read when ``plan`` returns
+        None (nothing to write). Run it with :func:`~memories.kernel.steps.run`
+        or :func:`~memories.kernel.steps.arun`, or ``yield from`` it in a loop.
+
+        Raises:
+            BackendError: other writers got in first :data:`MAX_WRITE_TRIES` times.
+        """
+        for _ in range(MAX_WRITE_TRIES):
+            item = yield step(self.load, namespace, key)
+            change = plan(item)
+            if change is None:
+                return item
+            written = yield step(
+                self.commit,
+                namespace,
+                key,
+                change.document,
+                expected_version=version_of(item),
+                kind=change.kind,
+                patch=change.patch,
+                turns=change.turns,
+            )
+            if written is not None:
+                return written
+        raise BackendError(
+            f"The profile {key!r} in {namespace!r} changed {MAX_WRITE_TRIES} times "
+            "while this write was being made; try again."
+        )
+
+    def rolling_back(
+        self,
+        namespace: Namespace,
+        key: str,
+        version: int,
+        /,
+        *,
+        check: Callable[[Any, str], Any],
+        initial: dict[str, Any] | None = None,
+        expected_version: int | None = None,
+    ) -> Steps[ProfileItem | None]:
+        """Steps restoring the document of ``version`` as a new ``rollback`` change.
+
+        ``expected_version``: write only while the profile is at it (None: any).
+
+        Raises:
+            InvalidInputError: there is no such version, or it was a clear.
+            Exception: whatever ``check(document, what)`` raises for that document.
+        """
+        found = yield step(self.changes, namespace, key, version=version)
+        if not found:
+            hint = " (0 is the empty profile: call clear())" if version == 0 else ""
+            raise InvalidInputError(
+                f"The profile {key!r} in {namespace!r} has no version {version}"
+                f"{hint}; history() lists its versions."
+            )
+        target = found[0].document
+        if target is None:
+            raise InvalidInputError(
+                f"Version {version} is a clear of the profile; call clear() to clear it again."
+            )
+        check(target, f"Version {version}")
+        plan = expecting(
+            replacing(target, "rollback", initial), expected_version, f"The profile {key!r}"
+        )
+        return (yield from self.writing(namespace, key, plan))
+
+    def clearing(self, namespace: Namespace, key: str, /) -> Steps[ProfileItem | None]:
+        """Steps emptying the profile and dropping its queued turns, as a ``clear`` change."""
+        pending = yield step(self.pending, namespace, key)
+        return (yield from self.writing(namespace, key, _clearing(pending)))
+
+    def record_failure(
+        self,
+        namespace: Namespace,
+        key: str,
+        /,
+        *,
+        error: str,
+        raw: Sequence[str] = (),
+        turns: Sequence[PendingTurn] = (),
+    ) -> None:
+        """Add a failed update to the history, with its error, replies and turns."""
+        self._one(RecordFailure(as_namespace(namespace), key, error, tuple(raw), tuple(turns)))
+
+    async def arecord_failure(self, namespace: Namespace, key: str, /, **failure: Any) -> None:
+        """Async :meth:`record_failure` (the same arguments)."""
+        raw, turns = tuple(failure.get("raw", ())), tuple(failure.get("turns", ()))
+        await self._aone(RecordFailure(as_namespace(namespace), key, failure["error"], raw, turns))
+
+    def changes(
+        self,
+        namespace: Namespace,
+        key: str,
+        /,
+        *,
+        version: int | None = None,
+        failed: bool | None = None,
+        last: int | None = None,
+    ) -> list[ProfileChange]:
+        """A profile's history, oldest first.
+
+        Args:
+            version: only the change that created this version.
+            failed: only failed updates (True) or only accepted changes (False).
+            last: only the last ``last`` of those.
+        """
+        return self._one(Changes(as_namespace(namespace), key, version, failed, last))
+
+    async def achanges(
+        self, namespace: Namespace, key: str, /, **filters: Any
+    ) -> list[ProfileChange]:
+        """Async :meth:`changes` (the same arguments)."""
+        return await self._aone(Changes(as_namespace(namespace), key, **filters))
+
+    def commit_many(
+        self,
+        namespace: Namespace,
+        commits: Sequence[tuple[str, Change, int]],
+        /,
+        *,
+        drop_key: str,
+        drop_ids: Sequence[int] = (),
+        also: Also | None = None,
+    ) -> list[ProfileItem | None] | None:
+        """Write several changes of one namespace, all or none; None when any key moved on.
+
+        In the same transaction, drops the queued turns ``drop_ids`` of ``drop_key``
+        and runs ``also`` (see :data:`Also`).
+        """
+        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids), also)
+        return self._one(op)
+
+    async def acommit_many(
+        self,
+        namespace: Namespace,
+        commits: Sequence[tuple[str, Change, int]],
+        /,
+        *,
+        drop_key: str,
+        drop_ids: Sequence[int] = (),
+        also: Also | None = None,
+    ) -> list[ProfileItem | None] | None:
+        """Async :meth:`commit_many`."""
+        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids), also)
+        return await self._aone(op)
+
+    def keys(self, namespace: Namespace, prefix: str, /) -> list[ProfileItem]:
+        """The documents of exactly ``namespace`` whose key starts with ``prefix``, by key."""
+        return self._one(Keys(as_namespace(namespace), prefix))
+
+    async def akeys(self, namespace: Namespace, prefix: str, /) -> list[ProfileItem]:
+        """Async :meth:`keys`."""
+        return await self._aone(Keys(as_namespace(namespace), prefix))
+
+    def key_changes(self, namespace: Namespace, prefix: str, /) -> list[tuple[str, ProfileChange]]:
+        """Every accepted change of the keys under ``prefix`` in ``namespace``, oldest first."""
+        return self._one(KeyChanges(as_namespace(namespace), prefix))
+
+    async def akey_changes(
+        self, namespace: Namespace, prefix: str, /
+    ) -> list[tuple[str, ProfileChange]]:
+        """Async :meth:`key_changes`."""
+        return await self._aone(KeyChanges(as_namespace(namespace), prefix))
+
+    def key_namespaces(
+        self, prefix: str, /, *, contains: str = "", limit: int = 50, offset: int = 0
+    ) -> tuple[list[KeyCount], int]:
+        """The namespaces with keys under ``prefix`` (whose text contains ``contains``), sorted.
+
+        A namespace counts when it holds such a key now, or had one changed or
+        queued (a profile whose only update failed); returns a page and the total.
+        """
+        return self._one(KeyNamespaces(prefix, contains, limit, offset))
+
+    def key_page(
+        self,
+        namespace: Namespace,
+        prefix: str,
+        /,
+        *,
+        contains: str = "",
+        limit: int = 50,
+        offset: int = 0,
+        field: str = "content",
+        keep: Callable[[Any], Any] | None = None,
+    ) -> tuple[list[ProfileItem], int]:
+        """A page of ``namespace``'s documents under ``prefix`` by key, and the total.
+
+        Only the documents whose key (after ``prefix``) or top-level ``field``
+        (a string) contains ``contains``, ignoring case: the text in other
+        fields, in field names or in the JSON's syntax is not a match. The
+        documents whose key column fails ``keep`` (a SQL condition made from it)
+        are left out of both.
+        """
+        page = KeyPage(as_namespace(namespace), prefix, contains, limit, offset, field, keep)
+        return self._one(page)
+
+    def standing(self, namespace: Namespace, key: str, /) -> Steps[Standing]:
+        """Steps reading the document, its queued turns and its last unresolved failure."""
+        item = yield step(self.load, namespace, key)
+        pending = yield step(self.count_pending, namespace, key)
+        failures = yield step(self.changes, namespace, key, failed=True, last=1)
+        last = failures[-1] if failures else None
+        if last is not None and item is not None and item.updated_at > last.created_at:
+            last = None  # a later accepted change resolved it
+        return Standing(item, pending, last)
+
+    def add_pending(
+        self, namespace: Namespace, key: str, messages: Sequence[BaseMessage], /
+    ) -> int:
+        """Queue a turn to fold in later; returns its id."""
+        return self._one(AddPending(as_namespace(namespace), key, tuple(messages)))
+
+    async def aadd_pending(
+        self, namespace: Namespace, key: str, messages: Sequence[BaseMessage], /
+    ) -> int:
+        """Async :meth:`add_pending`."""
+        return await self._aone(AddPending(as_namespace(namespace), key, tuple(messages)))
+
+    def pending(
+        self, namespace: Namespace, key: str, /, *, limit: int | None = None
+    ) -> list[PendingTurn]:
+        """The queued turns, oldest first (at most ``limit``)."""
+        return self._one(Pending(as_namespace(namespace), key, limit))
+
+    async def apending(
+        self, namespace: Namespace, key: str, /, *, limit: int | None = None
+    ) -> list[PendingTurn]:
+        """Async :meth:`pending`."""
+        return await self._aone(Pending(as_namespace(namespace), key, limit))
+
+    def count_pending(self, namespace: Namespace, key: str, /) -> int:
+        """How many turns are queued."""
+        return self._one(CountPending(as_namespace(namespace), key))
+
+    async def acount_pending(self, namespace: Namespace, key: str, /) -> int:
+        """Async :meth:`count_pending`."""
+        return await self._aone(CountPending(as_namespace(namespace), key))
+
+    def drop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
+        """Remove these queued turns (the model saw them and changed nothing)."""
+        self._one(DropPending(as_namespace(namespace), key, tuple(ids)))
+
+    async def adrop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
+        """Async :meth:`drop_pending`."""
+        await self._aone(DropPending(as_namespace(namespace), key, tuple(ids)))
+
+
+def _written(
+    item: ProfileItem | None, store: BaseProfileStore, namespace: Namespace, key: str
+) -> ProfileItem:
+    if item is None:
+        raise BackendError(
+            f"The profile {namespace!r}/{key!r} vanished from {store!r} right after it was "
+            "written (deleted by another process)."
+        )
+    return item
