@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests import needs
-from tests.inspector.conftest import SCRIPT, Filled, fill_for_writes, with_instructions
+from tests.inspector.conftest import SCRIPT, Demo, Filled, fill_for_writes, with_instructions
 
 pytest.importorskip("httpx", reason=needs.extra("httpx"))
 from starlette.testclient import TestClient
@@ -129,3 +129,11 @@ def test_a_search_without_a_namespace_keeps_the_query_and_says_what_to_choose(
     assert answer["query"] == "tea" and "Choose a namespace" in answer["message"]
     page = client.get("/search?q=tea").text
     assert 'value="tea"' in page and "/search?namespace=users.maya&amp;q=tea" in page
+
+
+def test_the_erase_preview_of_a_namespace_lists_only_that_namespaces_stores(demo: Demo) -> None:
+    preview = Inspector(demo.config).erasure("users.maya")
+    assert preview["stores"], preview
+    for line in preview["stores"]:  # not the summary memories' sessions ("namespace summary")
+        assert ", namespace " not in line["store"] or line["store"].endswith("users.maya"), line
+    assert ", namespace summary" not in preview["text"]

@@ -20,6 +20,7 @@ whose index entry is older than its ledger (a derived copy, not the data).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -710,7 +711,16 @@ class Inspector:
         counts and writes nothing, so it is shown read-only too.
         """
         namespace = self._known(text)
-        return _erasure(erase_user(self.options, namespace=namespace, dry_run=True))
+        report = erase_user(self.options, namespace=namespace, dry_run=True)
+        # a chat memory's model usage is counted under its session, which is no namespace's:
+        # the preview of one namespace lists that namespace's stores only
+        named = f", namespace {'.'.join(namespace)}"
+        mine = tuple(
+            line
+            for line in report.stores
+            if ", namespace " not in line.store or line.store.endswith(named)
+        )
+        return _erasure(dataclasses.replace(report, stores=mine))
 
     def erase(self, text: str, confirm: str | None) -> dict[str, Any]:
         """Erase the user of namespace ``text`` from every store of every memory.
