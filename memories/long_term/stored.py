@@ -28,7 +28,7 @@ from memories.stores.compaction import compactions
 from memories.stores.document_ttl import DocumentTTL
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import DOCUMENTS, Expiring, ExpiryLedger
-from memories.stores.profile_store import ProfileStore, default_url
+from memories.stores.profile_store import ProfileStore, Standing, default_url
 from memories.stores.sql import Database, redacted
 
 __all__ = ["ExpiringDocumentMemory", "StoredDocumentMemory"]
@@ -146,6 +146,18 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
             "%s %r in %r: update deferred: %s", self.config_type, self.key, self.namespace, waits
         )
         return None
+
+    def _standing(self) -> Steps[tuple[Standing, dict[str, Any]]]:
+        """The document's standing, and the fields every status of it shows."""
+        standing = yield from self._store.standing(self.namespace, self.key)
+        last = standing.failure
+        return standing, {
+            "model": self.model_usage(),
+            "pending": standing.pending,
+            "failures": 1 if last is not None else 0,
+            "last_error": last.error if last is not None else None,
+            "background": self._background_status(),
+        }
 
     def _clearing(self) -> Steps[None]:
         if self._in_background:

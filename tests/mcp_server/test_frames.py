@@ -56,10 +56,11 @@ class RawClient:
     def answer(self) -> dict[str, Any]:
         """The next line the server writes, as JSON; fails after ANSWER_TIMEOUT seconds."""
         assert self.process.stdout is not None
-        descriptor = self.process.stdout.fileno()  # read it raw: select() cannot see a buffer
+        descriptor = self.process.stdout.fileno()  # read it raw: poll() cannot see a buffer
+        waiting = select.poll()  # not select(): a long test run's descriptors pass 1024
+        waiting.register(descriptor, select.POLLIN)
         while b"\n" not in self.pending:
-            ready, _, _ = select.select([descriptor], [], [], ANSWER_TIMEOUT)
-            assert ready, f"no answer within {ANSWER_TIMEOUT:g} s"
+            assert waiting.poll(ANSWER_TIMEOUT * 1000), f"no answer within {ANSWER_TIMEOUT:g} s"
             chunk = os.read(descriptor, 1 << 16)
             assert chunk, "the server closed its stdout"
             self.pending += chunk

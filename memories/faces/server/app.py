@@ -36,6 +36,7 @@ from urllib.parse import parse_qs, quote, unquote, unquote_to_bytes, urlencode, 
 
 import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -140,6 +141,10 @@ def segment(value: Any) -> str:
 _TEMPLATES.filters["segment"] = segment
 # JSON shown as text in a page: escaped once, for HTML, by autoescape (Jinja's tojson escapes
 # for a <script> too, and a person would read "user\u0027s")
+# a path or URL may wrap at its slashes, never inside a word
+_TEMPLATES.filters["breakable"] = lambda text: Markup("/<wbr>").join(
+    escape(part) for part in str(text).split("/")
+)
 _TEMPLATES.filters["json_text"] = lambda value, indent=None: json.dumps(
     value, indent=indent, ensure_ascii=False
 )
@@ -478,13 +483,21 @@ def create_app(
         return await call(inspector.session, _param(request, "session"))
 
     async def search(request: Request) -> dict[str, Any]:
-        where = _text(request, "namespace")
-        if not where:
+        where, query = _text(request, "namespace"), _text(request, "q")
+        if not where:  # a search is within one user's namespace: say so, keep the query
             listed = await call(inspector.namespaces)
-            return {"namespace": "", "query": "", "memories": [], "choices": listed["namespaces"]}
+            said = f"Choose a namespace to search for {query!r:.80}." if query else None
+            choices = listed["namespaces"]
+            return {
+                "namespace": "",
+                "query": query,
+                "memories": [],
+                "choices": choices,
+                "message": said,
+            }
         k = _int(request, "k", 10, 50)
         memory = _text(request, "memory") or None
-        return await call(inspector.search, where, _text(request, "q"), memory_id=memory, k=k)
+        return await call(inspector.search, where, query, memory_id=memory, k=k)
 
     add("/", "overview.html", overview)
     add("/namespaces", "namespaces.html", namespaces)

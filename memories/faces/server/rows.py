@@ -23,6 +23,7 @@ from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.entity_graph import Entity, EntityMemory, Relation
 from memories.stores.entities.temporal_graph import ENTITY_PREFIX, Graph
 from memories.stores.history.records import Edit, Entry
+from memories.stores.sql import redacted
 
 
 def jsonable(value: Any) -> Any:
@@ -153,6 +154,17 @@ def change_row(change: Any, *, whole: bool = False) -> dict[str, Any]:
         if isinstance(revision, dict) and isinstance(revision.get("diffs"), dict):
             row["diff"] = diffs_of(revision["diffs"])  # an instructions memory's change
     return row
+
+
+def store_label(store: Any) -> str:
+    """Where a history or a store keeps its data, for people: its kind, file (or redacted URL)
+    and session, rather than its Python repr."""
+    path, url = getattr(store, "path", None), getattr(store, "url", None)
+    where = str(path) if path else redacted(url) if isinstance(url, str) else None
+    if where is None:
+        return repr(store)
+    session = getattr(store, "session_id", None)
+    return f"{type(store).__name__} · {where}" + (f" · session {session}" if session else "")
 
 
 def diff_lines(diff: str) -> list[dict[str, str]]:

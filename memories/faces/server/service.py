@@ -20,6 +20,7 @@ whose index entry is older than its ledger (a derived copy, not the data).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -54,6 +55,7 @@ from memories.faces.server.rows import (
     jsonable,
     page_of,
     public_metadata,
+    store_label,
     transcript,
     when,
 )
@@ -84,6 +86,8 @@ MAX_TEXT = 200
 MAX_RESULTS = 50
 #: Memories built per (namespace, session), kept for the next request.
 _CACHED_MEMORIES = 32
+#: Sessions whose id contains a memory's own read to find it exactly.
+_SESSIONS_CHECKED = 1000
 #: The namespace a template config is built on when no namespace is asked for.
 _PROBE = ("inspector-probe",)
 
@@ -191,6 +195,10 @@ class Inspector:
         """Every memory of the config: its type, store, scope, and what its stores hold."""
         histories = self._histories()
         totals: dict[int, Any] = {}
+        # members that each pin a session of their own keep one conversation each; otherwise
+        # (one session, or none pinned) every session of the table is each member's
+        pinned = [m.chat_memory.session_id for m in self.leaves if capabilities_of(m).chat_log]
+        own_sessions = len(pinned) > 1 and len(set(pinned)) == len(pinned)
         memories = []
         for memory_id, leaf in zip(self.ids, self.leaves, strict=True):
             caps = capabilities_of(leaf)
@@ -205,8 +213,8 @@ class Inspector:
                 "model_usage": recorded_usage(leaf, totals),
             }
             if caps.chat_log:
-                history = leaf.chat_memory
-                row["sessions"] = history.sessions(limit=1)[1] if history.lists_sessions else None
+                row["sessions"] = _sessions_of(leaf.chat_memory, own=own_sessions)
+                row["session"] = leaf.chat_memory.session_id if own_sessions else None
             if caps.scope == "namespace":
                 row["namespaces"] = self._namespace_count(leaf)
                 if not self._templated and caps.deferred:
@@ -217,15 +225,15 @@ class Inspector:
             "templated": self._templated,
             "read_only": not self.allow_writes,
             "memories": memories,
-            "histories": [repr(h) for h in histories],
+            "histories": [store_label(h) for h in histories],
         }
 
     def _store_of(self, leaf: Any) -> str:
         if capabilities_of(leaf).chat_log:
-            return repr(leaf.chat_memory)
+            return store_label(leaf.chat_memory)
         parts = []
         if isinstance(leaf, StoredDocumentMemory):
-            parts.append(repr(leaf.ledger))
+            parts.append(store_label(leaf.ledger))
         if isinstance(leaf, DocumentMemory | CollectionMemory):
             parts.append(leaf.backend.location)
         return "; ".join(parts) or "(none)"
@@ -419,6 +427,7 @@ class Inspector:
         if isinstance(leaf, IndexedMemory) and leaf.expired_items(namespace, keys=[item_id]):
             raise NotFound(f"No memory {item_id!r} in {memory_id!r} of {text!r}: it expired.")
         if isinstance(leaf, CollectionMemory):
+            item_id = _whole_id(leaf, namespace, item_id)
             try:
                 record = leaf.get(item_id)
                 versions = leaf.history(item_id)
@@ -702,7 +711,16 @@ class Inspector:
         counts and writes nothing, so it is shown read-only too.
         """
         namespace = self._known(text)
-        return _erasure(erase_user(self.options, namespace=namespace, dry_run=True))
+        report = erase_user(self.options, namespace=namespace, dry_run=True)
+        # a chat memory's model usage is counted under its session, which is no namespace's:
+        # the preview of one namespace lists that namespace's stores only
+        named = f", namespace {'.'.join(namespace)}"
+        mine = tuple(
+            line
+            for line in report.stores
+            if ", namespace " not in line.store or line.store.endswith(named)
+        )
+        return _erasure(dataclasses.replace(report, stores=mine))
 
     def erase(self, text: str, confirm: str | None) -> dict[str, Any]:
         """Erase the user of namespace ``text`` from every store of every memory.
@@ -738,6 +756,27 @@ class Inspector:
 def _erasure(report: ErasureReport) -> dict[str, Any]:
     """An erasure report as the page and the API show it."""
     return {**report.to_dict(), "text": report.text()}
+
+
+def _sessions_of(history: ChatHistory, *, own: bool) -> int | None:
+    """How many sessions ``history``'s memory has: its own one (``own``), or its table's."""
+    if not history.lists_sessions:
+        return None
+    if not own:
+        return history.sessions(limit=1)[1]
+    found, _ = history.sessions(contains=history.session_id, limit=_SESSIONS_CHECKED)
+    return sum(s.session_id == history.session_id for s in found)
+
+
+def _whole_id(leaf: CollectionMemory, namespace: Namespace, given: str) -> str:
+    """The id of the one memory of ``namespace`` whose id starts with ``given`` (as lists show
+    ids shortened); ``given`` itself when it is whole, or when no one memory's id starts so."""
+    found, total = leaf.ledger.key_page(namespace, MEMORY_PREFIX + given, limit=2)
+    if total == 1:
+        return found[0].key.removeprefix(MEMORY_PREFIX)
+    if total > 1 and not any(f.key == MEMORY_PREFIX + given for f in found):
+        raise NotFound(f"{total} memories' ids start with {given!r}: give more of the id.")
+    return given
 
 
 def _expected(value: Any, name: str = "expected_version") -> int:

@@ -277,13 +277,9 @@ class InstructionsMemory(ExpiringDocumentMemory):
         )
 
     def _stating(self) -> Steps[InstructionsStatus]:
-        item, pending, last = yield from self._store.standing(self.namespace, self.key)
+        (item, _, _), shown = yield from self._standing()
         return InstructionsStatus(
-            model=self.model_usage(),
-            pending=pending,
-            failures=1 if last is not None else 0,
-            last_error=last.error if last is not None else None,
-            background=self._background_status(),
+            **shown,
             version=version_of(item),
             proposal=_proposal_of(item) is not None,
         )

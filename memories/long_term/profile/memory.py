@@ -182,13 +182,9 @@ class ProfileMemory(ExpiringDocumentMemory):
         return await self._store.achanges(self.namespace, self.key, failed=failed)
 
     def _stating(self) -> Steps[ProfileStatus]:
-        item, pending, last = yield from self._store.standing(self.namespace, self.key)
+        (item, _, last), shown = yield from self._standing()
         return ProfileStatus(
-            model=self.model_usage(),
-            pending=pending,
-            failures=1 if last is not None else 0,
-            last_error=last.error if last is not None else None,
-            background=self._background_status(),
+            **shown,
             version=version_of(item),
             updated_at=item.updated_at if item else None,
             frozen=self._frozen(item),
