@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import Item, SearchItem, SearchOp, TTLConfig
 from memories.integrations.langgraph_store.filters import Namespace, matches_all, search_item
-from memories.integrations.langgraph_store.indexing import texts_of
+from memories.integrations.langgraph_store.indexing import Score, checked_score, texts_of
 from memories.integrations.langgraph_store.template import VALUE, TemplateAdapter
 
 from memories.errors import InvalidInputError
@@ -31,7 +31,9 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
     ``search(query=...)`` ranks with the collection's recall.
 
     ``put(..., index=[fields])`` makes the memory's content of those fields'
-    texts (one a line, LangGraph's paths). A collection indexes every memory:
+    texts (one a line, LangGraph's paths). ``score="cosine"`` gives LangGraph's
+    score (the cosine similarity of the query's and the memory's embeddings)
+    instead of the calibrated one, ranked by it alone. A collection indexes every memory:
     ``put(..., index=False)`` raises ``NotImplementedError`` (a
     :class:`VectorStoreAdapter` keeps unindexed items).
 
@@ -39,6 +41,7 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
         memory: the collection whose stores and settings every namespace
             uses (its own namespace is only the template's).
         text_field: the value field that becomes the memory's content.
+        score: ``"calibrated"`` (ours, the default) or ``"cosine"`` (LangGraph's).
         ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
             ``omit_expired``, ``sweep_interval_minutes``); None: items live until
             deleted, unless a ``put`` gives its own ``ttl``.
@@ -56,12 +59,14 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
         /,
         *,
         text_field: str = "content",
+        score: Score = "calibrated",
         ttl: TTLConfig | None = None,
         ttl_url: str | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.memory = memory
         self.text_field = text_field
+        self.score = checked_score(score)
         self._memories: dict[Namespace, CollectionMemory] = {}
         self._expiring(ttl, ttl_url, clock)
 
@@ -124,6 +129,10 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
             kept = {k: i for k, i in items.items() if matches_all(i.value, op.filter)}
             if not op.query:
                 found.extend(search_item(i, None) for i in kept.values())
+                continue
+            if self.score == "cosine":
+                scores = self._cosines(namespace, op.query, list(kept))
+                found.extend(search_item(kept[i], score) for i, score in scores.items())
                 continue
             for record in memory.search(op.query, k=max(len(items), 1)):
                 if record.id in kept:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from memories.integrations.langgraph_store.base import MemoryStoreAdapter
 from memories.integrations.langgraph_store.filters import Namespace
 
-from memories.kernel.namespaces import in_namespace
+from memories.kernel.embeddings import cosine
+from memories.kernel.namespaces import in_namespace, namespace_key
 
 if TYPE_CHECKING:
     from memories.long_term.indexed import IndexedMemory
@@ -49,6 +50,13 @@ class TemplateAdapter(MemoryStoreAdapter, Generic[TemplateMemory]):
             self.memory, namespace, self._memories, omit_expired=self._omit_expired
         )
         return twin
+
+    def _cosines(self, namespace: Namespace, query: str, ids: Sequence[str]) -> dict[str, float]:
+        """LangGraph's score of these documents: the cosine of the query's embedding and each's."""
+        memory = self._memory(namespace)
+        asked = memory.embedder.embed_query(query)
+        vectors = memory.store.vectors(namespace_key(namespace), list(ids))
+        return {doc_id: cosine(asked, vector) for doc_id, vector in vectors.items()}
 
     def _text(self, value: Mapping[str, Any]) -> str:
         """The value's ``text_field``, or the whole value as JSON when it has none."""

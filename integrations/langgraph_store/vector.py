@@ -36,7 +36,6 @@ from memories.integrations.langgraph_store.template import (
 )
 
 from memories.errors import InvalidInputError
-from memories.kernel.embeddings import cosine
 from memories.kernel.namespaces import in_namespace, namespace_key
 from memories.stores.vector.scoring import check_min_score
 
@@ -311,11 +310,9 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         memory, query = self._memory(namespace), str(op.query)
         best: dict[str, float] = {}
         if self.score == "cosine":
-            asked = memory.embedder.embed_query(query)
             keys = {r.id: str(r.metadata.get(KEY, r.id)) for r in self._documents(namespace, ids)}
-            for doc_id, vector in memory.store.vectors(namespace_key(namespace), ids).items():
-                key, score = keys[doc_id], cosine(asked, vector)
-                best[key] = max(score, best.get(key, score))
+            for doc_id, score in self._cosines(namespace, query, ids).items():
+                best[keys[doc_id]] = max(score, best.get(keys[doc_id], score))
         else:
             # Enough texts for ``wanted`` items however many texts each has; the filter
             # (or texts left out) keeps the search to the items asked about.

@@ -45,7 +45,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 from memories.core.langchain import LangChainBaseMemory
 from memories.core.state_keys import StateKeys, state_key_of
 from memories.errors import ConfigError, InvalidInputError
-from memories.kernel.accounting import Accounts, Ledger, operation
+from memories.kernel.accounting import Accounts, Ledger, operation, tracer
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities, capabilities_of
 from memories.kernel.keys import turn_messages_for
@@ -243,6 +243,19 @@ class BaseMemory(LangChainBaseMemory):
         """Where this memory's calls are counted (see :mod:`memories.kernel.accounting`)."""
         return Ledger()
 
+    #: Whether the class's operations may call a model or embeddings; a class
+    #: that never does (a buffer, a window) has only its store's transactions to count.
+    _makes_calls: ClassVar[bool] = True
+
+    @cached_property
+    def _accounted(self) -> bool:
+        """Whether an operation of this memory has calls to count (decided once, when built).
+
+        When it has none and no tracer provider is set, a save or a load runs
+        without an operation: nothing to record, no span to start.
+        """
+        return self._makes_calls or self._spending_database() is not None
+
     def usage_namespace(self) -> str:
         """The namespace this memory's calls are counted (and budgeted) under."""
         return "default"
@@ -355,6 +368,8 @@ def _traced(method: Any, name: str) -> Any:
 
         @functools.wraps(method)
         async def atraced(self: BaseMemory, *args: Any, **kwargs: Any) -> Any:
+            if not self._accounted and tracer() is None:
+                return await method(self, *args, **kwargs)
             with begun(self):
                 return await method(self, *args, **kwargs)
 
@@ -362,6 +377,8 @@ def _traced(method: Any, name: str) -> Any:
 
     @functools.wraps(method)
     def traced(self: BaseMemory, *args: Any, **kwargs: Any) -> Any:
+        if not self._accounted and tracer() is None:
+            return method(self, *args, **kwargs)
         with begun(self):
             return method(self, *args, **kwargs)
 
@@ -478,6 +495,13 @@ class ChatMemory(BaseMemory):
         if wanted is not history:
             self.__dict__["chat_memory"] = wanted
         return self
+
+    def _horizon(self) -> Steps[int | None]:
+        """The seq through which the retention hides the log; no step at all without one."""
+        if self.retention is None:
+            return None
+        horizon: int | None = yield step(self.chat_memory.horizon)
+        return horizon
 
     def sweep(
         self, *, batch: int = 500, dry_run: bool = False, own: bool = False

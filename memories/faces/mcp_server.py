@@ -28,7 +28,9 @@ runs as the person who started it, with their access to the files.
 
 **Errors** (an unknown tool, a bad or oversize argument, a memory's own
 refusal, a store that does not answer within the timeout) come back as tool
-errors (``isError``) naming the bad value; the server carries on.
+errors (``isError``) naming the bad value; a frame that is not a JSON-RPC
+message (not JSON, nested too deep, a lone surrogate) gets a JSON-RPC error
+(:mod:`memories.faces.mcp_frames`); the server carries on.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from memories._version import __version__
 from memories.core.combined import leaves_of
 from memories.core.config import create_memory, load_config, memory_factory, with_namespace
 from memories.errors import ConfigError, MemoriesError
+from memories.faces.mcp_frames import Answering
 from memories.faces.tools import entity_tools, memory_tools, profile_tool, read_profile_tool
 from memories.kernel.namespaces import as_namespace, namespace_text
 
@@ -365,7 +368,9 @@ def serve(tools: ConfigTools, *, timeout: float = DEFAULT_TIMEOUT) -> None:
 
     async def run() -> None:
         async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            # a frame the transport cannot read is answered with a JSON-RPC error, not dropped
+            answering = Answering(read, write)
+            await server.run(answering, write, server.create_initialization_options())
 
     try:
         anyio.run(run)

@@ -32,6 +32,7 @@ __all__ = [
     "UpdateMethod",
     "bind_reply_tool",
     "conversing",
+    "operations_tool",
     "parse_json_reply",
     "proposed_items",
     "reply_text",
@@ -202,6 +203,30 @@ def parse_json_reply(text: str, *, accepts: Callable[[Any], bool], hint: str) ->
         if accepts(value):
             return value
     raise LLMError(hint)
+
+
+def operations_tool(
+    name: str, description: str, operation: dict[str, Any], about: str | None = None
+) -> dict[str, Any]:
+    """A reply tool (OpenAI function format) whose one argument is a list of operations.
+
+    Args:
+        name: the tool's name.
+        description: what calling it does.
+        operation: the JSON schema of one operation (an object).
+        about: the list's own description, if any.
+    """
+    operations: dict[str, Any] = {"type": "array"}
+    if about is not None:
+        operations["description"] = about
+    operations["items"] = operation
+    parameters = {
+        "type": "object",
+        "properties": {"operations": operations},
+        "required": ["operations"],
+    }
+    function = {"name": name, "description": description, "parameters": parameters}
+    return {"type": "function", "function": function}
 
 
 def bind_reply_tool(

@@ -18,7 +18,7 @@ import jsonpointer
 from langchain_core.messages import AIMessage, BaseMessage
 
 from memories.errors import InvalidProfileError, LLMError
-from memories.kernel.conversation import parse_json_reply, reply_text
+from memories.kernel.conversation import operations_tool, parse_json_reply, reply_text
 
 __all__ = [
     "OPERATIONS",
@@ -42,36 +42,22 @@ PATCH_TOOL_NAME = "update_profile"
 
 #: The tool a tool-calling model is given (OpenAI function format, which
 #: every langchain-core ``bind_tools`` accepts).
-PATCH_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": PATCH_TOOL_NAME,
-        "description": (
-            "Change the profile with RFC 6902 JSON Patch operations. "
-            "Call it with an empty list when nothing should change."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "operations": {
-                    "type": "array",
-                    "description": "RFC 6902 operations, applied in order.",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "op": {"type": "string", "enum": list(OPERATIONS)},
-                            "path": {"type": "string", "description": "JSON Pointer"},
-                            "from": {"type": "string", "description": "for move and copy"},
-                            "value": {"description": "for add, replace and test"},
-                        },
-                        "required": ["op", "path"],
-                    },
-                }
-            },
-            "required": ["operations"],
+PATCH_TOOL: dict[str, Any] = operations_tool(
+    PATCH_TOOL_NAME,
+    "Change the profile with RFC 6902 JSON Patch operations. "
+    "Call it with an empty list when nothing should change.",
+    {
+        "type": "object",
+        "properties": {
+            "op": {"type": "string", "enum": list(OPERATIONS)},
+            "path": {"type": "string", "description": "JSON Pointer"},
+            "from": {"type": "string", "description": "for move and copy"},
+            "value": {"description": "for add, replace and test"},
         },
+        "required": ["op", "path"],
     },
-}
+    about="RFC 6902 operations, applied in order.",
+)
 
 _NOT_JSON = (
     "Your reply is not a JSON array of operations. Reply with only the array, for example "

@@ -59,24 +59,16 @@ class Step:
     __slots__ = ("args", "kwargs", "method", "unlocked")
 
     def __init__(
-        self,
-        method: Callable[..., Any],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-        unlocked: bool = False,
+        self, method: Callable[..., Any], /, *args: Any, unlocked: bool = False, **kwargs: Any
     ) -> None:
         self.method = method
         """The sync method, bound to its object (``history.load_state``)."""
         self.args = args
         """Positional arguments of the call."""
-        self.kwargs = kwargs or {}
+        self.kwargs = kwargs
         """Keyword arguments of the call."""
         self.unlocked = unlocked
         """Let go of the runner's lock during this step (a slow model call)."""
-
-    def call(self) -> Any:
-        """Perform the step with the sync method."""
-        return self.method(*self.args, **self.kwargs)
 
     def acall(self) -> Awaitable[Any]:
         """Perform the step with the async twin: ``a`` + the method's name, on the same object."""
@@ -96,9 +88,9 @@ class Step:
         return f"Step({getattr(self.method, '__qualname__', self.method)}, {self.args!r})"
 
 
-def step(method: Callable[..., Any], /, *args: Any, unlocked: bool = False, **kwargs: Any) -> Step:
-    """A :class:`Step` calling ``method(*args, **kwargs)`` (or its async twin)."""
-    return Step(method, args, kwargs, unlocked)
+#: A :class:`Step` calling ``method(*args, **kwargs)`` (or its async twin):
+#: ``step(history.load_state, key)``. The class itself, so making a step is one call.
+step = Step
 
 
 def run(
@@ -116,40 +108,24 @@ def run(
     while a model answers, and it is rolled back when a step fails; the steps
     after that run on their own.
     """
-    if batch is not None:
-        return _run_batched(steps, lock, batch)
     loop = _Loop(steps)
-    with lock if lock is not None else _NO_LOCK:
+    # A step is called here, not through a helper: this loop runs every step of every turn.
+    unit = contextlib.ExitStack() if batch is not None else None
+    with lock if lock is not None else _NO_LOCK, unit if unit is not None else _NO_LOCK:
+        if unit is not None and batch is not None:
+            unit.enter_context(batch)
         while (current := loop.next()) is not None:
             try:
-                loop.result = _perform(current, lock)
+                if not current.unlocked:
+                    loop.result = current.method(*current.args, **current.kwargs)
+                    continue
+                if unit is not None:
+                    unit.close()
+                with _Released(lock, True):
+                    loop.result = current.method(*current.args, **current.kwargs)
             except Exception as exc:
-                loop.error = exc
-    return loop.value
-
-
-def _perform(current: Step, lock: threading.Lock | None) -> Any:
-    """Call one step, the lock let go around it when it is ``unlocked``."""
-    if not current.unlocked:
-        return current.call()
-    with _Released(lock, True):
-        return current.call()
-
-
-def _run_batched(
-    steps: Steps[T], lock: threading.Lock | None, batch: contextlib.AbstractContextManager[Any]
-) -> T:
-    """:func:`run` inside ``batch``, which ends before an unlocked step or after a failed one."""
-    loop = _Loop(steps)
-    with lock if lock is not None else _NO_LOCK, contextlib.ExitStack() as unit:
-        unit.enter_context(batch)
-        while (current := loop.next()) is not None:
-            if current.unlocked:
-                unit.close()
-            try:
-                loop.result = _perform(current, lock)
-            except Exception as exc:
-                unit.__exit__(type(exc), exc, exc.__traceback__)
+                if unit is not None:
+                    unit.__exit__(type(exc), exc, exc.__traceback__)
                 loop.error = exc
     return loop.value
 

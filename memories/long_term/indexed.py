@@ -110,8 +110,8 @@ class IndexedMemory(BaseMemory):
             is calibrated (:mod:`memories.stores.recall.scores`): about the probability
             that the document answers the query, the same in every search and
             every namespace.
-        ttl: minutes a document lives after it was written (the namespace
-            default; a write may give one document its own); None: forever.
+        ttl: minutes a new document lives after it was written (one written
+            again keeps its own; a write may give one its own); None: forever.
             An expired document is hidden from every read at once and deleted
             by :meth:`sweep`.
         refresh_on_read: a document a search returns starts its time to live

@@ -28,7 +28,7 @@ from memories.stores.compaction import compactions
 from memories.stores.document_ttl import DocumentTTL
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import DOCUMENTS, Expiring, ExpiryLedger
-from memories.stores.profile_store import ProfileStore, default_url
+from memories.stores.profile_store import ProfileStore, Standing, default_url
 from memories.stores.sql import Database, redacted
 
 __all__ = ["ExpiringDocumentMemory", "StoredDocumentMemory"]
@@ -147,6 +147,18 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         )
         return None
 
+    def _standing(self) -> Steps[tuple[Standing, dict[str, Any]]]:
+        """The document's standing, and the fields every status of it shows."""
+        standing = yield from self._store.standing(self.namespace, self.key)
+        last = standing.failure
+        return standing, {
+            "model": self.model_usage(),
+            "pending": standing.pending,
+            "failures": 1 if last is not None else 0,
+            "last_error": last.error if last is not None else None,
+            "background": self._background_status(),
+        }
+
     def _clearing(self) -> Steps[None]:
         if self._in_background:
             self._background.cancel()
@@ -214,7 +226,8 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
     ``memories_document_expiry`` on ``url``.
 
     Args:
-        ttl: minutes the document lives after its last write; None: forever.
+        ttl: minutes a new document lives after its last write (a stored one
+            keeps its own rule: a write restarts it); None: forever.
         refresh_on_read: a read (``get``, ``load_memory_variables``, an
             update's read) starts the time again.
         clock: the time expiry is reckoned with (Unix seconds; tests inject one).

@@ -23,6 +23,7 @@ class BufferMemory(ChatMemory):
     """
 
     config_type: ClassVar[str] = "buffer"
+    _makes_calls: ClassVar[bool] = False
 
     def _selection(self) -> Steps[list[BaseMessage]]:
         entries = yield step(self.chat_memory.entries)

@@ -153,6 +153,7 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
     """
 
     config_type: ClassVar[str] = "token_buffer"
+    _makes_calls: ClassVar[bool] = False
 
     max_token_limit: int = Field(default=2000, gt=0)
 
@@ -259,7 +260,7 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
         rebuild made them unknown): a load is then one statement on SQL.
         """
         history = self.chat_memory
-        horizon = yield step(history.horizon)
+        horizon = yield from self._horizon()
         window, changes = yield from self._seen.reading(
             history, self.state_key, lambda w: (self._cursor(w, showing), w.edits)
         )

@@ -27,6 +27,7 @@ class WindowMemory(ChatMemory):
     """
 
     config_type: ClassVar[str] = "window"
+    _makes_calls: ClassVar[bool] = False
 
     k: int = Field(default=5, ge=0, description="exchanges to show; 0 shows nothing")
 

@@ -6,6 +6,8 @@
 - Async methods are not hand-written copies of their sync twins: a loop is
   written once (``memories.kernel.steps``) or delegated (``to_thread``).
 - Tools read declared capabilities, never ``hasattr`` on a memory or a class name.
+- docs/architecture.md names every module (by its file, or a package's by its folder) and
+  nothing that is gone.
 """
 
 from __future__ import annotations
@@ -267,3 +269,39 @@ def test_tools_read_capabilities_not_types(pattern: str) -> None:
         if re.search(pattern, line)
     ]
     assert offenders == []
+
+
+#: ``memories/...`` or ``integrations/...``, a module (``.py``) or a folder (``/``), as the page
+#: writes them (not inside another path such as ``tests/integrations/``).
+_PAGE_PATH = re.compile(r"(?<![\w/.-])((?:memories|integrations)/[\w/]*?(?:\.py|/))(?![\w/])")
+#: The folders that are floors (or the package itself): their modules are named by file.
+_FLOOR_FOLDERS = {
+    "memories/",
+    "integrations/",
+    *(f"memories/{floor}/" for floor in ("kernel", "stores", "core", "short_term", "long_term")),
+    "memories/faces/",
+}
+
+
+def test_the_architecture_page_names_every_module_and_nothing_gone() -> None:
+    """docs/architecture.md names each module: a floor's own by its file, a package's by its folder.
+
+    It also names no module or folder that is gone, so the page follows every move.
+    """
+    named = set(_PAGE_PATH.findall((ROOT / "docs" / "architecture.md").read_text("utf-8")))
+    modules = [
+        p.relative_to(ROOT).as_posix() for p in (*CORE.rglob("*.py"), *ADAPTERS.rglob("*.py"))
+    ]
+    unnamed = []
+    for module in sorted(modules):
+        folder = module.rsplit("/", 1)[0] + "/"
+        if folder in _FLOOR_FOLDERS:
+            covered = module in named
+        else:  # a package of a floor: its top folder below the floor names it
+            floor = max((f for f in _FLOOR_FOLDERS if folder.startswith(f)), key=len)
+            covered = floor + folder[len(floor) :].split("/")[0] + "/" in named
+        if not covered:
+            unnamed.append(module)
+    assert unnamed == [], f"add these to docs/architecture.md's map: {unnamed}"
+    gone = sorted(path for path in named if not (ROOT / path).exists())
+    assert gone == [], f"docs/architecture.md names what is no longer there: {gone}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import weakref
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -157,7 +158,7 @@ def test_a_large_table_is_not_indexed_on_opening_and_the_warning_says_how(
     with engine.begin() as connection:
         connection.execute(sa.text("DROP INDEX ix_memories_messages_session_message_id"))
     monkeypatch.setitem(metadata.info, EXTRA_DDL, _id_index_ddl(1))  # "large": 1 row or more
-    monkeypatch.setattr(memories.stores.sql, "_ready", set())
+    monkeypatch.setattr(memories.stores.sql, "_ready", weakref.WeakKeyDictionary())
     with caplog.at_level("WARNING"):
         reopened = SQLHistory(url, session_id="large")
         assert reopened.seqs_of(["large-1"]) == {"large-1": history.entries()[-1].seq}
@@ -169,7 +170,7 @@ def test_a_large_table_is_not_indexed_on_opening_and_the_warning_says_how(
         ).scalar()
     assert found is None
     monkeypatch.setitem(metadata.info, EXTRA_DDL, _id_index_ddl(100_000))
-    monkeypatch.setattr(memories.stores.sql, "_ready", set())
+    monkeypatch.setattr(memories.stores.sql, "_ready", weakref.WeakKeyDictionary())
     SQLHistory(url, session_id="large").entries()  # a small table: made on opening
     with engine.connect() as connection:
         found = connection.execute(

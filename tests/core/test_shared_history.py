@@ -186,3 +186,22 @@ def test_one_summary_under_two_names_on_one_history_is_one_state(tmp_path: Path)
     shown = memory.load_memory_variables({})
     assert shown["a"] == shown["b"] and "Mia" in shown["a"]
     assert stored(tmp_path / "chat.db") == said()
+
+
+@pytest.mark.parametrize("mode", ["inputs", "messages"])
+def test_with_memory_writes_a_shared_history_once(tmp_path: Path, mode: str) -> None:
+    from langchain_core.runnables import RunnableLambda
+
+    from memories import with_memory
+
+    memory = create_memory(config(tmp_path / "chat.db"))
+    answers = iter(answer for _, answer in TURNS)
+    if mode == "inputs":
+        chain = with_memory(RunnableLambda(lambda _: next(answers)), memory)
+        for user, _ in TURNS:
+            chain.invoke({"input": user})
+    else:
+        chain = with_memory(RunnableLambda(lambda _: AIMessage(next(answers))), memory)
+        for user, _ in TURNS:
+            chain.invoke([HumanMessage(user)])
+    assert stored(tmp_path / "chat.db") == said()

@@ -101,3 +101,21 @@ def test_the_collection_refuses_an_unindexed_item(tmp_path: Path) -> None:
     with pytest.raises(NotImplementedError, match="CollectionStoreAdapter indexes every memory"):
         store.put(("users",), "note", {"content": "x"}, index=False)
     assert store.search(("users",)) == []
+
+
+def test_the_collection_gives_langgraphs_cosine_score_when_asked(tmp_path: Path) -> None:
+    embeddings = CharacterEmbeddings(dims=64)
+    memory = CollectionMemory(
+        path=str(tmp_path / "chroma"),
+        url=f"sqlite:///{tmp_path / 'ledger.db'}",
+        policy="manual",
+        embeddings=embeddings,
+    )
+    store = CollectionStoreAdapter(memory, score="cosine")
+    store.put(("users",), "tea", {"content": "aaa bbb"})
+    store.put(("users",), "sea", {"content": "zzz yyy"})
+    found = store.search(("users",), query="aab")
+    assert [i.key for i in found] == ["tea", "sea"]
+    for item, text in zip(found, ["aaa bbb", "zzz yyy"], strict=True):
+        expected = cosine(embeddings.embed_query("aab"), embeddings.embed_query(text))
+        assert item.score == pytest.approx(expected, abs=1e-3)

@@ -90,6 +90,21 @@ def test_each_write_restarts_the_time_and_refresh_on_read_restarts_it_on_reads(
     assert plain.sweep() == {"users/ada": 1, "users/bo": 1}
 
 
+def test_sweep_own_deletes_only_the_memorys_namespace_sync_and_async(
+    url: str, clock: Clock
+) -> None:
+    ada = profile(url, clock, ttl=10)
+    bo = profile(url, clock, ttl=10, namespace=("users", "bo"))
+    ada.put({"city": "Lisbon"})
+    bo.put({"city": "Paris"})
+    clock.minutes(11)
+    assert ada.sweep(own=True, dry_run=True) == {"users/ada": 1}
+    assert asyncio.run(ada.asweep(own=True)) == {"users/ada": 1}
+    assert ada.store.load(ada.namespace, ada.key) is None
+    assert bo.store.load(bo.namespace, bo.key) is not None
+    assert ada.sweep() == {"users/bo": 1}
+
+
 def test_without_ttl_a_profile_never_expires(url: str, clock: Clock) -> None:
     memory = profile(url, clock)
     memory.put({"city": "Rome"})

@@ -36,6 +36,7 @@ from urllib.parse import parse_qs, quote, unquote, unquote_to_bytes, urlencode, 
 
 import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -46,6 +47,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memories.errors import ConfigError, InvalidInputError, MemoriesError, VersionConflictError
+from memories.faces.server.inputs import json_value, whole_number
 from memories.faces.server.service import Inspector, NotFound, ReadOnly
 
 __all__ = [
@@ -137,6 +139,15 @@ def segment(value: Any) -> str:
 
 
 _TEMPLATES.filters["segment"] = segment
+# JSON shown as text in a page: escaped once, for HTML, by autoescape (Jinja's tojson escapes
+# for a <script> too, and a person would read "user\u0027s")
+# a path or URL may wrap at its slashes, never inside a word
+_TEMPLATES.filters["breakable"] = lambda text: Markup("/<wbr>").join(
+    escape(part) for part in str(text).split("/")
+)
+_TEMPLATES.filters["json_text"] = lambda value, indent=None: json.dumps(
+    value, indent=indent, ensure_ascii=False
+)
 
 
 class _Segments:
@@ -185,11 +196,7 @@ def _int(request: Request, name: str, default: int, highest: int) -> int:
     text = request.query_params.get(name)
     if text is None or text == "":
         return default
-    if not text.isdigit() or not 1 <= int(text) <= highest:
-        raise InvalidInputError(
-            f"{name} must be a whole number from 1 to {highest}, got {text!r:.40}"
-        )
-    return int(text)
+    return whole_number(text, name, lowest=1, highest=highest)
 
 
 def _text(request: Request, name: str) -> str:
@@ -224,7 +231,7 @@ class _Guard:
             given = request.query_params.get("token")
             if given is not None and self._matches(given):
                 kept = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-                target = request.url.path + (f"?{urlencode(kept)}" if kept else "")
+                target = _own_path(request.url.path) + (f"?{urlencode(kept)}" if kept else "")
                 response = RedirectResponse(target, status_code=303)
                 response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
                 await response(scope, receive, secured)
@@ -244,13 +251,22 @@ class _Guard:
         return hmac.compare_digest(given.encode(), self.token.encode())
 
     def _allowed(self, request: Request) -> bool:
-        header = request.headers.get("authorization", "")
+        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
         candidates = [
-            header.removeprefix("Bearer ") if header.startswith("Bearer ") else None,
+            credentials.strip() if scheme.lower() == "bearer" else None,  # RFC 9110: any case
             request.headers.get("x-memories-token"),
             request.cookies.get(COOKIE),
         ]
         return any(c is not None and self._matches(c) for c in candidates)
+
+
+def _own_path(path: str) -> str:
+    """``path`` as a redirect target on this server: ``//evil.example/`` names another host.
+
+    A browser reads a Location that starts with ``//`` (or ``/\\``) as another
+    site's address; one leading ``/`` keeps it a path here.
+    """
+    return "/" + path.lstrip("/\\")
 
 
 def _error(request: Request, status: int, detail: str) -> Response:
@@ -314,8 +330,11 @@ def _check_origin(request: Request) -> None:
 
 async def _body(request: Request) -> bytes:
     """The request's body, at most :data:`MAX_BODY` bytes (413 before reading more)."""
-    declared = request.headers.get("content-length", "0")
-    if not declared.isdigit() or int(declared) > MAX_BODY:
+    try:
+        declared = whole_number(request.headers.get("content-length", "0"), "Content-Length")
+    except InvalidInputError as exc:
+        raise HTTPException(400, str(exc)) from None
+    if declared > MAX_BODY:
         raise HTTPException(413, f"The body is over {MAX_BODY:,} bytes; send less.")
     chunks, size = [], 0
     async for chunk in request.stream():
@@ -331,10 +350,7 @@ async def _json_fields(request: Request) -> dict[str, Any]:
     body = await _body(request)
     if _media_type(request) != "application/json":
         raise HTTPException(415, "Send the action's fields as a JSON object (application/json).")
-    try:
-        fields = json.loads(body or b"{}")
-    except ValueError as exc:
-        raise HTTPException(400, f"The body is not JSON: {exc}") from exc
+    fields = json_value(body or b"{}", "The body")
     if not isinstance(fields, dict):
         raise HTTPException(400, f"The body must be a JSON object, got {type(fields).__name__}.")
     return fields
@@ -356,10 +372,7 @@ async def _form_fields(request: Request, csrf: str) -> dict[str, Any]:
             403, "The form's CSRF token is missing or wrong: reload the page and try again."
         )
     if "document" in fields:  # a profile, edited as JSON text
-        try:
-            fields["document"] = json.loads(fields["document"])
-        except ValueError as exc:
-            raise HTTPException(400, f"The document is not JSON: {exc}") from exc
+        fields["document"] = json_value(fields["document"], "The document")
     if "name" in fields:  # one prompt of instructions
         fields["prompts"] = {fields.pop("name"): fields.pop("text", "")}
     if fields.get("ids"):
@@ -470,13 +483,21 @@ def create_app(
         return await call(inspector.session, _param(request, "session"))
 
     async def search(request: Request) -> dict[str, Any]:
-        where = _text(request, "namespace")
-        if not where:
+        where, query = _text(request, "namespace"), _text(request, "q")
+        if not where:  # a search is within one user's namespace: say so, keep the query
             listed = await call(inspector.namespaces)
-            return {"namespace": "", "query": "", "memories": [], "choices": listed["namespaces"]}
+            said = f"Choose a namespace to search for {query!r:.80}." if query else None
+            choices = listed["namespaces"]
+            return {
+                "namespace": "",
+                "query": query,
+                "memories": [],
+                "choices": choices,
+                "message": said,
+            }
         k = _int(request, "k", 10, 50)
         memory = _text(request, "memory") or None
-        return await call(inspector.search, where, _text(request, "q"), memory_id=memory, k=k)
+        return await call(inspector.search, where, query, memory_id=memory, k=k)
 
     add("/", "overview.html", overview)
     add("/namespaces", "namespaces.html", namespaces)

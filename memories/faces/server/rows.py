@@ -23,6 +23,7 @@ from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.entity_graph import Entity, EntityMemory, Relation
 from memories.stores.entities.temporal_graph import ENTITY_PREFIX, Graph
 from memories.stores.history.records import Edit, Entry
+from memories.stores.sql import redacted
 
 
 def jsonable(value: Any) -> Any:
@@ -149,7 +150,50 @@ def change_row(change: Any, *, whole: bool = False) -> dict[str, Any]:
     }
     if whole:
         row["document"] = jsonable(change.document)
+        revision = change.document.get("revision") if isinstance(change.document, dict) else None
+        if isinstance(revision, dict) and isinstance(revision.get("diffs"), dict):
+            row["diff"] = diffs_of(revision["diffs"])  # an instructions memory's change
     return row
+
+
+def store_label(store: Any) -> str:
+    """Where a history or a store keeps its data, for people: its kind, file (or redacted URL)
+    and session, rather than its Python repr."""
+    path, url = getattr(store, "path", None), getattr(store, "url", None)
+    where = str(path) if path else redacted(url) if isinstance(url, str) else None
+    if where is None:
+        return repr(store)
+    session = getattr(store, "session_id", None)
+    return f"{type(store).__name__} · {where}" + (f" · session {session}" if session else "")
+
+
+def diff_lines(diff: str) -> list[dict[str, str]]:
+    """A unified diff as lines to show, each with its kind: removed, added, hunk or context."""
+    kinds = (("---", "file"), ("+++", "file"), ("@@", "hunk"), ("-", "removed"), ("+", "added"))
+    return [
+        {"kind": next((k for mark, k in kinds if line.startswith(mark)), "context"), "text": line}
+        for line in diff.splitlines()
+    ]
+
+
+def diffs_of(diffs: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Each changed prompt's diff, as :func:`diff_lines` gives it."""
+    return [{"prompt": name, "lines": diff_lines(text)} for name, text in diffs.items()]
+
+
+def instructions_id(index: int, version: int | None) -> str:
+    """The id an instructions memory's history entry goes by: its version, or ``failed-<index>``."""
+    return str(version) if version is not None else f"failed-{index}"
+
+
+def instructions_row(index: int, version: Any) -> dict[str, Any]:
+    """One entry of an instructions memory's history: its time in ISO, its diffs as lines."""
+    return {
+        "id": instructions_id(index, version.version),
+        **jsonable(version),
+        "created_at": when(version.created_at),
+        "diff": diffs_of(version.diffs),
+    }
 
 
 def transcript(records: Sequence[Entry | Edit]) -> list[dict[str, Any]]:

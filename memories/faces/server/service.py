@@ -20,6 +20,7 @@ whose index entry is older than its ledger (a derived copy, not the data).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -42,15 +43,19 @@ from memories.errors import ConfigError, InvalidInputError
 from memories.faces.exchange import view_memory
 from memories.faces.server.counts import expired_counts, live_page, recorded_usage, shown_count
 from memories.faces.server.errors import NotFound, ReadOnly
+from memories.faces.server.inputs import whole_number
 from memories.faces.server.rows import (
     change_row,
     collection_item,
     entity_page,
     graph_rows,
     hit_row,
+    instructions_id,
+    instructions_row,
     jsonable,
     page_of,
     public_metadata,
+    store_label,
     transcript,
     when,
 )
@@ -81,6 +86,8 @@ MAX_TEXT = 200
 MAX_RESULTS = 50
 #: Memories built per (namespace, session), kept for the next request.
 _CACHED_MEMORIES = 32
+#: Sessions whose id contains a memory's own read to find it exactly.
+_SESSIONS_CHECKED = 1000
 #: The namespace a template config is built on when no namespace is asked for.
 _PROBE = ("inspector-probe",)
 
@@ -188,6 +195,10 @@ class Inspector:
         """Every memory of the config: its type, store, scope, and what its stores hold."""
         histories = self._histories()
         totals: dict[int, Any] = {}
+        # members that each pin a session of their own keep one conversation each; otherwise
+        # (one session, or none pinned) every session of the table is each member's
+        pinned = [m.chat_memory.session_id for m in self.leaves if capabilities_of(m).chat_log]
+        own_sessions = len(pinned) > 1 and len(set(pinned)) == len(pinned)
         memories = []
         for memory_id, leaf in zip(self.ids, self.leaves, strict=True):
             caps = capabilities_of(leaf)
@@ -202,8 +213,8 @@ class Inspector:
                 "model_usage": recorded_usage(leaf, totals),
             }
             if caps.chat_log:
-                history = leaf.chat_memory
-                row["sessions"] = history.sessions(limit=1)[1] if history.lists_sessions else None
+                row["sessions"] = _sessions_of(leaf.chat_memory, own=own_sessions)
+                row["session"] = leaf.chat_memory.session_id if own_sessions else None
             if caps.scope == "namespace":
                 row["namespaces"] = self._namespace_count(leaf)
                 if not self._templated and caps.deferred:
@@ -214,15 +225,15 @@ class Inspector:
             "templated": self._templated,
             "read_only": not self.allow_writes,
             "memories": memories,
-            "histories": [repr(h) for h in histories],
+            "histories": [store_label(h) for h in histories],
         }
 
     def _store_of(self, leaf: Any) -> str:
         if capabilities_of(leaf).chat_log:
-            return repr(leaf.chat_memory)
+            return store_label(leaf.chat_memory)
         parts = []
         if isinstance(leaf, StoredDocumentMemory):
-            parts.append(repr(leaf.ledger))
+            parts.append(store_label(leaf.ledger))
         if isinstance(leaf, DocumentMemory | CollectionMemory):
             parts.append(leaf.backend.location)
         return "; ".join(parts) or "(none)"
@@ -387,8 +398,7 @@ class Inspector:
             found["document"] = leaf.get()
             found["status"] = jsonable(leaf.status())
             found["items"] = [
-                {"id": str(v.version) if v.version is not None else f"failed-{i}", **jsonable(v)}
-                for i, v in reversed(list(enumerate(leaf.history())))
+                instructions_row(i, v) for i, v in reversed(list(enumerate(leaf.history())))
             ]
         elif isinstance(leaf, DocumentMemory):
             records = leaf.backend.stored()  # any backend; what is queued stays queued
@@ -417,6 +427,7 @@ class Inspector:
         if isinstance(leaf, IndexedMemory) and leaf.expired_items(namespace, keys=[item_id]):
             raise NotFound(f"No memory {item_id!r} in {memory_id!r} of {text!r}: it expired.")
         if isinstance(leaf, CollectionMemory):
+            item_id = _whole_id(leaf, namespace, item_id)
             try:
                 record = leaf.get(item_id)
                 versions = leaf.history(item_id)
@@ -434,7 +445,14 @@ class Inspector:
         if isinstance(leaf, EntityMemory):
             return {**base, **entity_page(leaf, namespace, item_id)}
         if isinstance(leaf, ProfileMemory | InstructionsMemory):
-            changes = {str(c.id): c for c in leaf.store.changes(namespace, leaf.key)}
+            recorded = leaf.store.changes(namespace, leaf.key)
+            changes = {}
+            if isinstance(leaf, InstructionsMemory):  # its history's ids (instructions_row)
+                changes = {
+                    instructions_id(i, None if c.error else c.version): c
+                    for i, c in enumerate(recorded)
+                }
+            changes = {**{str(c.id): c for c in recorded}, **changes}
             if item_id not in changes:
                 raise NotFound(f"No change {item_id!r} in the history of {memory_id!r}.")
             return {**base, "id": item_id, "change": change_row(changes[item_id], whole=True)}
@@ -693,7 +711,16 @@ class Inspector:
         counts and writes nothing, so it is shown read-only too.
         """
         namespace = self._known(text)
-        return _erasure(erase_user(self.options, namespace=namespace, dry_run=True))
+        report = erase_user(self.options, namespace=namespace, dry_run=True)
+        # a chat memory's model usage is counted under its session, which is no namespace's:
+        # the preview of one namespace lists that namespace's stores only
+        named = f", namespace {'.'.join(namespace)}"
+        mine = tuple(
+            line
+            for line in report.stores
+            if ", namespace " not in line.store or line.store.endswith(named)
+        )
+        return _erasure(dataclasses.replace(report, stores=mine))
 
     def erase(self, text: str, confirm: str | None) -> dict[str, Any]:
         """Erase the user of namespace ``text`` from every store of every memory.
@@ -731,16 +758,30 @@ def _erasure(report: ErasureReport) -> dict[str, Any]:
     return {**report.to_dict(), "text": report.text()}
 
 
+def _sessions_of(history: ChatHistory, *, own: bool) -> int | None:
+    """How many sessions ``history``'s memory has: its own one (``own``), or its table's."""
+    if not history.lists_sessions:
+        return None
+    if not own:
+        return history.sessions(limit=1)[1]
+    found, _ = history.sessions(contains=history.session_id, limit=_SESSIONS_CHECKED)
+    return sum(s.session_id == history.session_id for s in found)
+
+
+def _whole_id(leaf: CollectionMemory, namespace: Namespace, given: str) -> str:
+    """The id of the one memory of ``namespace`` whose id starts with ``given`` (as lists show
+    ids shortened); ``given`` itself when it is whole, or when no one memory's id starts so."""
+    found, total = leaf.ledger.key_page(namespace, MEMORY_PREFIX + given, limit=2)
+    if total == 1:
+        return found[0].key.removeprefix(MEMORY_PREFIX)
+    if total > 1 and not any(f.key == MEMORY_PREFIX + given for f in found):
+        raise NotFound(f"{total} memories' ids start with {given!r}: give more of the id.")
+    return given
+
+
 def _expected(value: Any, name: str = "expected_version") -> int:
     """A version the caller gives: a whole number from 0 (required: a write names what it read)."""
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInputError(
-            f"{name} must be the whole number (0 or more) of the version you read, got "
-            f"{value!r:.40}."
-        )
-    return value
+    return whole_number(value, f"{name} (the version you read)")
 
 
 def _ids(leaves: Sequence[Any]) -> list[str]:

@@ -36,21 +36,13 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
-from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
+from memories.kernel.conversation import UpdateMethod
 from memories.kernel.embeddings import cosine, embedding_batch, query_vector
 from memories.kernel.keys import input_text_for
-from memories.kernel.messages import check_storable, message_text
+from memories.kernel.messages import check_storable
 from memories.kernel.steps import Steps, arun, run, step, to_thread
-from memories.long_term.collection import rules
-from memories.long_term.collection.extraction import (
-    OPERATIONS_TOOL,
-    OPERATIONS_TOOL_NAME,
-    ExtractionSession,
-    Operation,
-    OpKind,
-    extraction_prompt,
-)
-from memories.long_term.collection.offline import offline_operations
+from memories.long_term.collection import folding, rules, transfer
+from memories.long_term.collection.folding import MAX_CONFLICTS, CollectionUpdate
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
 from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.indexed import TTL, IndexedMemory
@@ -60,14 +52,12 @@ from memories.stores.expiry import Expiring, ExpiryLedger, Stamp
 from memories.stores.profile_store import (
     Change,
     PendingTurn,
-    ProfileChange,
     ProfileItem,
     check_version,
 )
 from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
 from memories.stores.recall.types import ScoredId
-from memories.stores.vector.backend import VectorQuery
 from memories.stores.vector.filters import check_metadata
 from memories.stores.vector.outbox import OutboxRow
 from memories.stores.vector.records import SearchResult
@@ -78,24 +68,6 @@ __all__ = ["CollectionMemory", "CollectionStatus", "CollectionUpdate"]
 logger = logging.getLogger(__name__)
 
 Policy = Literal["turn", "every_n", "background", "manual"]
-# How many times an update is recomputed when another writer changed its memories first.
-_MAX_CONFLICTS = 3
-
-
-@dataclass(frozen=True)
-class CollectionUpdate:
-    """What :meth:`CollectionMemory.refresh` did."""
-
-    status: Literal["updated", "unchanged", "failed", "idle"]
-    """``updated``: memories changed; ``unchanged``: the turns changed nothing;
-    ``failed``: recorded in ``status()``, the turns kept; ``idle``: nothing queued."""
-    turns: int = 0
-    """How many queued turns were folded in."""
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-    error: str | None = None
-    """Why it failed."""
 
 
 @dataclass(frozen=True)
@@ -138,8 +110,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         memory_key: the prompt variable the memories fill.
         input_key, output_key: the chain input and output to learn from.
         return_messages: give ``[SystemMessage]`` instead of a string.
-        ttl: minutes a memory lives after it was last written (the namespace
-            default; ``put(..., ttl=...)`` sets one memory's); None: forever.
+        ttl: minutes a new memory lives after it was last written (an edit
+            keeps a memory's own; ``put(..., ttl=...)`` sets one's); None: forever.
             An expired memory is hidden from every read at once and deleted
             (ledger rows with its versions, index document) by :meth:`sweep`.
         refresh_on_read: a memory found by a search, a load or ``get`` starts
@@ -398,7 +370,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         """
         checked = rules.checked_id(memory_id)
         key = MEMORY_PREFIX + checked
-        for _ in range(_MAX_CONFLICTS * 10):
+        for _ in range(MAX_CONFLICTS * 10):
             item = yield step(self._store.load, self.namespace, key)
             hidden = yield step(self.expired_items, self.namespace, keys=[checked])
             gone = item is not None and bool(hidden)
@@ -744,7 +716,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _clearing(self) -> Steps[None]:
         if self._in_background:
             self._background.cancel()
-        for _ in range(_MAX_CONFLICTS * 10):
+        for _ in range(MAX_CONFLICTS * 10):
             items = yield step(self._store.keys, self.namespace, MEMORY_PREFIX)
             turns = yield step(self._store.pending, self.namespace, self.key)
             commits = [(i.key, Change(None, "clear", [], ()), i.version) for i in items]
@@ -791,176 +763,19 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         """Async :meth:`refresh`."""
         return await arun(self._refreshing())
 
-    def _allowed(self) -> list[OpKind]:
-        flags: list[tuple[OpKind, bool]] = [
-            ("insert", self.enable_inserts),
-            ("update", self.enable_updates),
-            ("delete", self.enable_deletes),
-        ]
-        return [op for op, on in flags if on]
-
     def _refreshing(self) -> Steps[CollectionUpdate]:
         """Fold every queued turn in, batch by batch; stop at the first failed batch."""
-        yield from self._lining_up()
-        total = CollectionUpdate("idle")
-        while True:
-            batch = yield from self._folding_batch()
-            total = merged(total, batch)
-            if batch.status in ("idle", "failed"):
-                return total
-
-    def _folding_batch(self) -> Steps[CollectionUpdate]:
-        """One model call's worth of queued turns, redone when another writer got in first."""
-        store, ns, key = self._store, self.namespace, self.key
-        for _ in range(_MAX_CONFLICTS):
-            turns = yield step(store.pending, ns, key, limit=self.max_turns_per_update)
-            if not turns:
-                return CollectionUpdate("idle")
-            text = "\n".join(message_text(m) for t in turns for m in t.messages)
-            shown = yield step(self.backend.search, VectorQuery(text, self.related_k, None))
-            if self._caller is None:  # rules: statements kept, corrections update
-                said = [message_text(m) for t in turns for m in t.messages if m.type == "human"]
-                proposed = offline_operations(said, shown, self.check_content)
-            else:
-                outcome = yield from conversing(*self._session(shown, turns))
-                if outcome.error is not None:
-                    yield step(
-                        store.record_failure,
-                        ns,
-                        key,
-                        error=outcome.error,
-                        raw=outcome.raw,
-                        turns=turns,
-                    )
-                    logger.warning(
-                        "Collection %r: %d turn(s) not folded in, kept queued: %s",
-                        ns,
-                        len(turns),
-                        outcome.error,
-                    )
-                    return CollectionUpdate("failed", error=outcome.error)
-                proposed = list(outcome.operations)
-            versions = {r.id: rules.version(r) for r in shown}
-            operations = yield from self._deduplicating(proposed, shown, versions)
-            commits = [self._commit_of(op, versions, turns) for op in operations]
-            written = yield from self._writing(commits, turns)
-            if written is None:  # another writer changed one of these memories: redo
-                yield from self._reindexing([op.memory_id for op in operations if op.memory_id])
-                continue
-            kinds = [op.op for op in operations]
-            return CollectionUpdate(
-                "updated" if operations else "unchanged",
-                turns=len(turns),
-                inserted=kinds.count("insert"),
-                updated=kinds.count("update"),
-                deleted=kinds.count("delete"),
-            )
-        error = f"the memories changed {_MAX_CONFLICTS} times during the update"
-        return CollectionUpdate("failed", error=error)
-
-    def _session(
-        self, shown: Sequence[SearchResult], turns: Sequence[PendingTurn]
-    ) -> tuple[ExtractionSession, Any, Any]:
-        assert self._caller is not None
-        model, tools = bind_reply_tool(
-            self._caller.model, OPERATIONS_TOOL, OPERATIONS_TOOL_NAME, self.update_method
-        )
-        aliases = {f"m{i + 1}": r.id for i, r in enumerate(shown)}
-        rule = (
-            ""
-            if self._schema is None
-            else f"Each memory's content must match: {self._schema.text()}"
-        )
-        opening = extraction_prompt(
-            [(alias, r.text) for alias, r in zip(aliases, shown, strict=True)],
-            [t.messages for t in turns],
-            allowed=self._allowed(),
-            content_rule=rule,
-            instructions=self.instructions,
-            tools=tools,
-        )
-        session = ExtractionSession(
-            opening, self.max_retries, aliases, self._allowed(), self.check_content, tools
-        )
-        return session, self._caller, model
-
-    def _commit_of(
-        self, op: Operation, versions: Mapping[str, int], turns: Sequence[PendingTurn]
-    ) -> tuple[str, Change, int]:
-        document = None if op.op == "delete" else {"content": op.content, "metadata": {}}
-        change = Change(document, op.op, [], tuple(turns))
-        if op.op == "insert":
-            return MEMORY_PREFIX + uuid.uuid4().hex, change, 0
-        assert op.memory_id is not None
-        return MEMORY_PREFIX + op.memory_id, change, versions[op.memory_id]
-
-    def _matching(
-        self, text: str, shown: Sequence[SearchResult]
-    ) -> Steps[tuple[SearchResult | None, bool]]:
-        """The current memory that already says ``text``, and whether ``text`` adds detail to it.
-
-        The same text (ignoring case, spacing and punctuation), or an embedding
-        at least ``duplicate_threshold`` similar; ``text`` adds detail when it
-        holds every word of that memory and more.
-        """
-        near = yield step(self.backend.search, VectorQuery(text, 3, None))
-        candidates = {r.id: r for r in [*shown, *near]}
-        normal = rules.normal(text)
-        for result in candidates.values():
-            if rules.normal(result.text) == normal:
-                return result, False
-        if not candidates:
-            return None, False
-        target = yield from query_vector(self.embedder, text)
-        vectors = yield step(self.backend.vectors, list(candidates))
-        scored = [(cosine(target, vector), doc_id) for doc_id, vector in vectors.items()]
-        if not scored or max(scored)[0] < self.duplicate_threshold:
-            return None, False
-        old = candidates[max(scored)[1]]
-        return old, rules.words(old.text) < rules.words(text)
+        return (yield from folding.refreshing(self))
 
     def duplicate_of(self, content: Any) -> MemoryRecord | None:
         """The current memory that already says ``content`` (``duplicate_threshold``), or None."""
-        found, _ = run(self._matching(self._text(self.check_content(content)), ()))
+        found, _ = run(folding.matching(self, self._text(self.check_content(content)), ()))
         return None if found is None else rules.found(found)
 
     async def aduplicate_of(self, content: Any) -> MemoryRecord | None:
         """Async :meth:`duplicate_of`."""
-        found, _ = await arun(self._matching(self._text(self.check_content(content)), ()))
+        found, _ = await arun(folding.matching(self, self._text(self.check_content(content)), ()))
         return None if found is None else rules.found(found)
-
-    def _deduplicating(
-        self,
-        operations: Sequence[Operation],
-        shown: Sequence[SearchResult],
-        versions: dict[str, int],
-    ) -> Steps[list[Operation]]:
-        """The operations less inserts of what is remembered already (or updates adding detail).
-
-        ``versions`` gains the version of each memory an insert turned into an update of.
-        """
-        kept: list[Operation] = []
-        touched = {op.memory_id for op in operations if op.memory_id}
-        current = {r.id: rules.normal(r.text) for r in shown}
-        seen: set[str] = set()
-        for op in operations:
-            normal = rules.normal(self._text(op.content)) if op.content is not None else ""
-            if op.op == "update" and current.get(op.memory_id or "") == normal:
-                continue  # says what it said
-            if op.op != "insert":
-                kept.append(op)
-                continue
-            if normal in seen:
-                continue
-            seen.add(normal)
-            found, adds_detail = yield from self._matching(self._text(op.content), shown)
-            if found is None:
-                kept.append(op)
-            elif adds_detail and self.enable_updates and found.id not in touched:
-                kept.append(Operation("update", op.content, found.id))
-                touched.add(found.id)
-                versions[found.id] = rules.version(found)
-        return kept
 
     # -- export and import (the command line's) -------------------------------------
 
@@ -970,27 +785,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         ``metadata["versions"]`` lists each version's kind, content, metadata
         and time, oldest first; :meth:`import_documents` replays them.
         """
-        by_key: dict[str, builtins.list[ProfileChange]] = {}
-        for key, change in self._store.key_changes(self.namespace, MEMORY_PREFIX):
-            by_key.setdefault(key, []).append(change)
-        exported = []
-        for key, changes in by_key.items():
-            versions = [
-                {
-                    "version": c.version,
-                    "kind": c.kind,
-                    "content": (c.document or {}).get("content"),
-                    "metadata": (c.document or {}).get("metadata") or {},
-                    "at": c.created_at,
-                }
-                for c in changes
-            ]
-            last = next((v["content"] for v in reversed(versions) if v["content"] is not None), "")
-            text = self._text(last)
-            exported.append(
-                SearchResult(text, {"versions": versions}, 0.0, key[len(MEMORY_PREFIX) :])
-            )
-        return exported
+        return transfer.exported(self)
 
     def import_documents(
         self,
@@ -1007,31 +802,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             InvalidInputError: a line has no versions, or a version's content
                 does not fit this collection (checked before anything is written).
         """
-        plans = []
-        for memory_id, text, metadata in zip(ids, texts, metadatas, strict=True):
-            versions = metadata.get("versions")
-            if not isinstance(versions, builtins.list) or not versions:
-                versions = [{"content": text, "metadata": {}}]  # a plain document: one version
-            for version in versions:
-                if version.get("content") is not None:
-                    self.check_content(version["content"])
-                    self._checked_metadata(version.get("metadata") or {})
-            plans.append((rules.checked_id(memory_id), versions))
-        for memory_id, versions in plans:
-            held = [v.content for v in self.history(memory_id)]
-            wanted = [v.get("content") for v in versions]
-            if held[-len(wanted) :] == wanted:
-                continue
-            for version in versions:
-                if version.get("content") is None:
-                    if self.get(memory_id) is not None:
-                        self.delete(memory_id)
-                else:
-                    self.put(
-                        version["content"],
-                        metadata=version.get("metadata") or {},
-                        memory_id=memory_id,
-                    )
+        transfer.imported(self, ids, texts, metadatas)
 
     def erase_namespace(self) -> None:
         """Delete every memory (kept in the history, as :meth:`clear`)."""
@@ -1055,19 +826,3 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         expired = yield from self._expired_ids()
         records = [rules.record(i) for i in items]
         return [r for r in records if r.id not in expired and rules.matches(r.metadata, wanted)]
-
-
-_RANK = {"idle": 0, "unchanged": 1, "updated": 2, "failed": 3}
-
-
-def merged(before: CollectionUpdate, after: CollectionUpdate) -> CollectionUpdate:
-    """Several batches as one result: the most telling status, the counts added up."""
-    status = max(before.status, after.status, key=_RANK.__getitem__)
-    return CollectionUpdate(
-        status,
-        before.turns + after.turns,
-        before.inserted + after.inserted,
-        before.updated + after.updated,
-        before.deleted + after.deleted,
-        after.error or before.error,
-    )

@@ -452,14 +452,10 @@ class EntityMemory(StoredDocumentMemory):
         return await arun(self._stating())
 
     def _stating(self) -> Steps[GraphStatus]:
-        _, pending, last = yield from self.store.standing(self.namespace, self.key)
-        return GraphStatus(
-            model=self.model_usage() if self._caller is not None else None,
-            pending=pending,
-            failures=1 if last is not None else 0,
-            last_error=last.error if last is not None else None,
-            background=self._background_status(),
-        )
+        _, shown = yield from self._standing()
+        if self._caller is None:  # the rule-based extractor calls no model
+            shown["model"] = None
+        return GraphStatus(**shown)
 
 
 def _check_time(when: Any) -> datetime:

@@ -32,7 +32,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from memories.errors import LLMError
-from memories.kernel.conversation import CheckedReply, proposed_items
+from memories.kernel.conversation import CheckedReply, operations_tool, proposed_items
 from memories.kernel.messages import format_buffer
 from memories.stores.entities.temporal_graph import (
     ENTITY_PREFIX,
@@ -47,42 +47,30 @@ __all__ = ["GRAPH_TOOL", "GRAPH_TOOL_NAME", "GraphSession", "Plan", "Planner", "
 GRAPH_TOOL_NAME = "update_graph"
 _KINDS = ("entity", "relate", "end", "merge", "unmerge")
 #: The tool a model with tool calling answers through.
-GRAPH_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": GRAPH_TOOL_NAME,
-        "description": "Change the entity graph. Call with an empty list to change nothing.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "operations": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "op": {"type": "string", "enum": list(_KINDS)},
-                            "id": {"type": "string", "description": "an alias: e1..., r1..."},
-                            "name": {"type": "string"},
-                            "type": {"type": "string"},
-                            "summary": {"type": "string"},
-                            "aliases": {"type": "array", "items": {"type": "string"}},
-                            "subject": {"type": "string"},
-                            "predicate": {"type": "string"},
-                            "object": {"type": "string"},
-                            "value": {"type": "string"},
-                            "replaces": {"type": "array", "items": {"type": "string"}},
-                            "into": {"type": "string"},
-                            "reason": {"type": "string"},
-                            "valid_at": {"type": "string", "description": "ISO date"},
-                        },
-                        "required": ["op"],
-                    },
-                }
-            },
-            "required": ["operations"],
+GRAPH_TOOL: dict[str, Any] = operations_tool(
+    GRAPH_TOOL_NAME,
+    "Change the entity graph. Call with an empty list to change nothing.",
+    {
+        "type": "object",
+        "properties": {
+            "op": {"type": "string", "enum": list(_KINDS)},
+            "id": {"type": "string", "description": "an alias: e1..., r1..."},
+            "name": {"type": "string"},
+            "type": {"type": "string"},
+            "summary": {"type": "string"},
+            "aliases": {"type": "array", "items": {"type": "string"}},
+            "subject": {"type": "string"},
+            "predicate": {"type": "string"},
+            "object": {"type": "string"},
+            "value": {"type": "string"},
+            "replaces": {"type": "array", "items": {"type": "string"}},
+            "into": {"type": "string"},
+            "reason": {"type": "string"},
+            "valid_at": {"type": "string", "description": "ISO date"},
         },
+        "required": ["op"],
     },
-}
+)
 
 _SYSTEM = """\
 You keep a graph of the entities (people, places, things) in a conversation and the relations \

@@ -277,13 +277,9 @@ class InstructionsMemory(ExpiringDocumentMemory):
         )
 
     def _stating(self) -> Steps[InstructionsStatus]:
-        item, pending, last = yield from self._store.standing(self.namespace, self.key)
+        (item, _, _), shown = yield from self._standing()
         return InstructionsStatus(
-            model=self.model_usage(),
-            pending=pending,
-            failures=1 if last is not None else 0,
-            last_error=last.error if last is not None else None,
-            background=self._background_status(),
+            **shown,
             version=version_of(item),
             proposal=_proposal_of(item) is not None,
         )
@@ -590,13 +586,16 @@ def _document(
 ) -> dict[str, Any]:
     """The stored document for prompts ``new``, with the reasons and diffs of what changed."""
     changed = [n for n in new if new[n] != old.get(n)]
+    # one diff line per line of text: with keepends, a last line without its newline would be
+    # glued to the next ("-You are brief.+You are kind.")
     diffs = {
-        n: "".join(
+        n: "\n".join(
             difflib.unified_diff(
-                old.get(n, "").splitlines(keepends=True),
-                new[n].splitlines(keepends=True),
+                old.get(n, "").splitlines(),
+                new[n].splitlines(),
                 fromfile=f"{n} (before)",
                 tofile=f"{n} (after)",
+                lineterm="",
             )
         )
         for n in changed

@@ -106,9 +106,9 @@ class ProfileMemory(ExpiringDocumentMemory):
         instructions: extra guidance for the model (what to record, what not).
         update_method: ``"auto"`` (tool calling when the model has it, else
             JSON text), ``"tool"`` or ``"json"``.
-        ttl: minutes the profile lives after its last write; None: forever
-            (see :class:`~memories.long_term.stored.ExpiringDocumentMemory`,
-            with ``refresh_on_read`` and ``clock``).
+        ttl: minutes a new profile lives after its last write (a stored one
+            keeps its own rule); None: forever (see
+            :class:`~memories.long_term.stored.ExpiringDocumentMemory`).
     """
 
     config_type: ClassVar[str] = "profile"
@@ -182,13 +182,9 @@ class ProfileMemory(ExpiringDocumentMemory):
         return await self._store.achanges(self.namespace, self.key, failed=failed)
 
     def _stating(self) -> Steps[ProfileStatus]:
-        item, pending, last = yield from self._store.standing(self.namespace, self.key)
+        (item, _, last), shown = yield from self._standing()
         return ProfileStatus(
-            model=self.model_usage(),
-            pending=pending,
-            failures=1 if last is not None else 0,
-            last_error=last.error if last is not None else None,
-            background=self._background_status(),
+            **shown,
             version=version_of(item),
             updated_at=item.updated_at if item else None,
             frozen=self._frozen(item),

@@ -9,20 +9,6 @@
 - :mod:`~memories.short_term.summary.prompts`: LangChain's summary prompt and ours.
 """
 
-from memories.short_term.summary.memory import (
-    SUMMARY_PROMPT,
-    ConversationSummaryBufferMemory,
-    SummaryBufferMemory,
-    SummaryMemory,
-    SummaryState,
-    SummaryStatus,
-)
-
-__all__ = [
-    "SUMMARY_PROMPT",
-    "ConversationSummaryBufferMemory",
-    "SummaryBufferMemory",
-    "SummaryMemory",
-    "SummaryState",
-    "SummaryStatus",
-]
+# The package's face is exactly the memory module's public names.
+from memories.short_term.summary.memory import *  # noqa: F403
+from memories.short_term.summary.memory import __all__ as __all__

@@ -244,7 +244,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     def _reading(self) -> Steps[tuple[SummaryState, list[Entry]]]:
         """The state brought up to date with the log (not saved) and the unfolded entries."""
         history = self.chat_memory
-        horizon = yield step(history.horizon)
+        horizon = yield from self._horizon()
         stored, changes = yield from self._seen.reading(history, self.state_key, _cursors)
         fresh = SummaryState(summary=self.initial_summary, counter=self._counter_id)
         state = (fresh if stored is None else stored).forgotten(horizon)

@@ -35,7 +35,8 @@ from memories.errors import ConfigError
 from memories.kernel.imports import import_object
 from memories.kernel.paths import default_file
 from memories.kernel.steps import blocking_twin
-from memories.stores.sql import Database, log_table
+from memories.stores.entities.base import EntityLog, SQLEntityLog
+from memories.stores.sql import log_table
 
 __all__ = [
     "DEFAULT_ENTITY_SESSION",
@@ -65,16 +66,13 @@ class EntityVersion(NamedTuple):
     """When it was written (seconds since the epoch)."""
 
 
-class EntityStore(ABC):
+class EntityStore(EntityLog, ABC):
     """An entity store with LangChain's ``BaseEntityStore`` interface, keeping every version.
 
     ``set`` with an empty value deletes the entity, as LangChain's SQLite and
     Redis stores do; ``clear`` records a deletion of every entity, so the
     versions stay readable (:meth:`purge` erases them).
     """
-
-    #: The config ``type`` of this store (see :data:`ENTITY_STORE_TYPES`).
-    config_type: ClassVar[str]
 
     # -- what a backend implements ------------------------------------------------
 
@@ -101,15 +99,6 @@ class EntityStore(ABC):
     def held(self) -> dict[str, int]:
         """What :meth:`purge` erases: here the entities with a summary (a backend may say more)."""
         return {"entities": len(self.entities())}
-
-    @property
-    def database(self) -> Database | None:
-        """The SQL database the versions are kept in (None: none), compacted after an erasure."""
-        return None
-
-    def to_config(self) -> dict[str, Any]:
-        """The config :func:`create_entity_store` rebuilds this store from."""
-        raise NotImplementedError(f"{type(self).__name__} has no config form")
 
     # -- LangChain's interface, written once ------------------------------------------
 
@@ -205,7 +194,7 @@ entity_versions_table = log_table(
 )
 
 
-class SQLEntityStore(EntityStore):
+class SQLEntityStore(SQLEntityLog, EntityStore):
     """Entities in a SQL database (any SQLAlchemy URL: SQLite, PostgreSQL), every version kept.
 
     Args:
@@ -216,11 +205,7 @@ class SQLEntityStore(EntityStore):
     config_type: ClassVar[str] = "sql"
 
     def __init__(self, url: str | None = None, *, session_id: str = DEFAULT_ENTITY_SESSION) -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
-        self.url = url or f"sqlite:///{default_file('memories.db')}"
-        self.session_id = session_id
-        self._db = Database(self.url, _metadata)
+        super().__init__(url, session_id, _metadata)
 
     def _where(self, entity: str | None = None) -> Any:
         table = entity_versions_table
@@ -283,16 +268,6 @@ class SQLEntityStore(EntityStore):
         query = sa.select(sa.func.count()).where(self._where())
         with self._db.transaction() as connection:
             return {"entity versions": int(connection.execute(query).scalar_one())}
-
-    @property
-    def database(self) -> Database:
-        return self._db
-
-    def to_config(self) -> dict[str, Any]:
-        return {"type": self.config_type, "url": self.url, "session_id": self.session_id}
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._db!r}, session_id={self.session_id!r})"
 
 
 class SQLiteEntityStore(SQLEntityStore):

@@ -28,9 +28,9 @@ import sqlalchemy as sa
 
 from memories.errors import ConfigError, MissingDependencyError
 from memories.kernel.imports import install_hint
-from memories.kernel.paths import default_file
 from memories.kernel.steps import blocking_twin
-from memories.stores.sql import Database, log_table
+from memories.stores.entities.base import EntityLog, SQLEntityLog
+from memories.stores.sql import log_table
 
 __all__ = [
     "GRAPH_TYPES",
@@ -68,7 +68,7 @@ class GraphChange(NamedTuple):
     """When (seconds since the epoch)."""
 
 
-class EntityGraph(ABC):
+class EntityGraph(EntityLog, ABC):
     """A directed graph of entities with one relation per (subject, object) edge.
 
     The methods are ``NetworkxEntityGraph``'s (``add_triple``,
@@ -76,8 +76,6 @@ class EntityGraph(ABC):
     a new triple for an existing edge overwrites its relation in the graph
     and stays in :meth:`history`.
     """
-
-    config_type: ClassVar[str]
 
     # -- what a backend implements ---------------------------------------------------
 
@@ -100,15 +98,6 @@ class EntityGraph(ABC):
     def held(self) -> dict[str, int]:
         """What :meth:`clear` erases: every change in the graph's log."""
         return {"graph changes": len(self._log())}
-
-    @property
-    def database(self) -> Database | None:
-        """The SQL database the log is kept in (None: none), compacted after an erasure."""
-        return None
-
-    def to_config(self) -> dict[str, Any]:
-        """The config :func:`as_entity_graph` rebuilds this graph from."""
-        raise NotImplementedError(f"{type(self).__name__} has no config form")
 
     # -- NetworkxEntityGraph's methods, written once over the log -------------------------
 
@@ -224,7 +213,7 @@ graph_changes_table = log_table(
 )
 
 
-class SQLEntityGraph(EntityGraph):
+class SQLEntityGraph(SQLEntityLog, EntityGraph):
     """The graph in a SQL database (any SQLAlchemy URL): it survives a restart.
 
     Args:
@@ -235,11 +224,7 @@ class SQLEntityGraph(EntityGraph):
     config_type: ClassVar[str] = "sql"
 
     def __init__(self, url: str | None = None, *, session_id: str = "default") -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
-        self.url = url or f"sqlite:///{default_file('memories.db')}"
-        self.session_id = session_id
-        self._db = Database(self.url, _metadata)
+        super().__init__(url, session_id, _metadata)
 
     def _log(self, subject: str | None = None, /) -> list[GraphChange]:
         table = graph_changes_table
@@ -275,16 +260,6 @@ class SQLEntityGraph(EntityGraph):
         table = graph_changes_table
         with self._db.transaction(write=True) as connection:
             connection.execute(table.delete().where(table.c.session_id == self.session_id))
-
-    @property
-    def database(self) -> Database:
-        return self._db
-
-    def to_config(self) -> dict[str, Any]:
-        return {"type": self.config_type, "url": self.url, "session_id": self.session_id}
-
-    def __repr__(self) -> str:
-        return f"SQLEntityGraph({self._db!r}, session_id={self.session_id!r})"
 
 
 class LangChainEntityGraph:

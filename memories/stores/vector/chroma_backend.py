@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -61,6 +61,7 @@ from memories.stores.vector.writes import (
     WriteLane,
     WriteMode,
     background_writer,
+    progress_bar,
     write_lane,
 )
 
@@ -457,7 +458,7 @@ class ChromaBackend(VectorBackend):
         written = 0
         if not lane.lock.acquire(timeout=-1 if timeout is None else timeout):
             return None
-        bar = _progress_bar(progress)
+        bar = progress_bar(progress)
         try:
             try:
                 self._space  # noqa: B018  (made now if the store was down before: it numbers the queue)
@@ -737,12 +738,3 @@ def _merge_nearest(stored: list[ScoredId], pending: list[ScoredId], n: int) -> l
     scores.update((item.id, item.score) for item in stored)
     best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:n]
     return [ScoredId(doc_id, score) for doc_id, score in best]
-
-
-def _progress_bar(total: int | None) -> Any:
-    if total is None:
-        return None
-    from tqdm.auto import tqdm
-
-    bar: Callable[..., Any] = tqdm
-    return bar(total=total, unit="doc", desc="Storing")

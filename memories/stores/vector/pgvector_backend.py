@@ -59,7 +59,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import cached_property, partial
@@ -96,6 +96,7 @@ from memories.stores.vector.recall_index import (
 )
 from memories.stores.vector.records import SearchResult
 from memories.stores.vector.scoring import calibrated, read_first
+from memories.stores.vector.writes import progress_bar
 
 __all__ = ["TARGET", "PgVectorBackend", "PostgresURLField", "check_postgres_url"]
 
@@ -464,7 +465,7 @@ class PgVectorBackend(VectorBackend):
         await arun(self._adding(rows, progress))
 
     def _adding(self, rows: Sequence[OutboxRow], progress: bool) -> Steps[None]:
-        bar = _progress_bar(len(rows) if progress else None)
+        bar = progress_bar(len(rows) if progress else None)
         try:
             for start in range(0, len(rows), _BATCH):
                 batch = rows[start : start + _BATCH]
@@ -838,12 +839,3 @@ def _unnumbered(row: OutboxRow) -> OutboxRow:
 
 def _indexed(row: OutboxRow) -> IndexedDocument:
     return IndexedDocument(row.doc_id, row.text, row.metadata)
-
-
-def _progress_bar(total: int | None) -> Any:
-    if total is None:
-        return None
-    from tqdm.auto import tqdm
-
-    bar: Callable[..., Any] = tqdm
-    return bar(total=total, unit="doc", desc="Storing")

@@ -19,6 +19,7 @@ import atexit
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -34,6 +35,7 @@ __all__ = [
     "WriteMode",
     "WriteModeField",
     "background_writer",
+    "progress_bar",
     "write_lane",
 ]
 
@@ -187,3 +189,13 @@ def _register_exit_flush() -> None:
 
 
 _register_exit_flush()
+
+
+def progress_bar(total: int | None) -> Any:
+    """A progress bar for storing ``total`` documents (None: no bar), closed by the caller."""
+    if total is None:
+        return None
+    from tqdm.auto import tqdm
+
+    bar: Callable[..., Any] = tqdm
+    return bar(total=total, unit="doc", desc="Storing")
