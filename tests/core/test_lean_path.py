@@ -137,3 +137,22 @@ def test_moving_a_memory_onto_a_database_starts_counting(
     memory.chat_memory = SQLiteHistory(path=tmp_path / "chat.db", session_id="s")
     _turns(memory, run_async=False)
     assert operations.count("save_context") == 3
+
+
+class _NewestFirstOnly(list[Any]):
+    """A log that may be read from its newest end only: reading it forward raises."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("the whole log was read forward")
+
+
+def test_a_keep_messages_horizon_reads_the_log_from_its_newest_end() -> None:
+    """A turn's horizon costs ``keep_messages`` records, not the whole log."""
+    history = InMemoryHistory()
+    memory = TokenBufferMemory(
+        max_token_limit=40, chat_memory=history, retention={"keep_messages": 4}
+    )
+    _turns(memory, run_async=False)
+    history._records = _NewestFirstOnly(list.__iter__(history._records))
+    memory.save_context({"input": "question 3"}, {"output": "answer 3"})
+    assert memory.chat_memory.horizon() == 4  # the newest 4 of 8 messages kept: 1-4 expired
