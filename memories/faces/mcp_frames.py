@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -50,15 +51,15 @@ class Answering:
         return getattr(self._read, "last_context", None)
 
     async def receive(self) -> SessionMessage:
-        while True:
-            item = await self._read.receive()
-            if not isinstance(item, Exception):
-                return item
-            await self._answer(item)
+        return await self._next_message(self._read.receive)
 
     async def __anext__(self) -> SessionMessage:
+        return await self._next_message(self._read.__anext__)
+
+    async def _next_message(self, take: Callable[[], Awaitable[Any]]) -> SessionMessage:
+        """The next message ``take`` gives, each read error before it answered on ``write``."""
         while True:
-            item = await self._read.__anext__()
+            item = await take()
             if not isinstance(item, Exception):
                 return item
             await self._answer(item)

@@ -30,6 +30,7 @@ else in this process (:class:`Spending`).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -410,6 +411,7 @@ def measured(
 _tracer: Any = None
 _trace_api: Any = None
 _tracer_checked = False
+_provider_by_env = False
 
 
 def tracer() -> Any:
@@ -420,16 +422,21 @@ def tracer() -> Any:
     memory pays for tracing only once someone listens. The provider is looked
     up on each call until one is set (it cannot be unset afterwards).
     """
-    global _tracer, _trace_api, _tracer_checked
+    global _tracer, _trace_api, _tracer_checked, _provider_by_env
     if _tracer is not None:
         return _tracer
     if not _tracer_checked:
         _tracer_checked = True
+        _provider_by_env = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
         try:
             from opentelemetry import trace as _trace_api
         except ImportError:
             _trace_api = None
     if _trace_api is None:
+        return None
+    # The API's getter looks its environment variable up on every call (a KeyError
+    # raised and caught), and this runs on every operation: read the global it sets.
+    if not _provider_by_env and getattr(_trace_api, "_TRACER_PROVIDER", _trace_api) is None:
         return None
     provider = _trace_api.get_tracer_provider()
     if isinstance(provider, _trace_api.ProxyTracerProvider | _trace_api.NoOpTracerProvider):

@@ -137,3 +137,40 @@ def test_moving_a_memory_onto_a_database_starts_counting(
     memory.chat_memory = SQLiteHistory(path=tmp_path / "chat.db", session_id="s")
     _turns(memory, run_async=False)
     assert operations.count("save_context") == 3
+
+
+class _NewestFirstOnly(list[Any]):
+    """A log that may be read from its newest end only: reading it forward raises."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("the whole log was read forward")
+
+
+def test_a_keep_messages_horizon_reads_the_log_from_its_newest_end() -> None:
+    """A turn's horizon costs ``keep_messages`` records, not the whole log."""
+    history = InMemoryHistory()
+    memory = TokenBufferMemory(
+        max_token_limit=40, chat_memory=history, retention={"keep_messages": 4}
+    )
+    _turns(memory, run_async=False)
+    history._records = _NewestFirstOnly(list.__iter__(history._records))
+    memory.save_context({"input": "question 3"}, {"output": "answer 3"})
+    assert memory.chat_memory.horizon() == 4  # the newest 4 of 8 messages kept: 1-4 expired
+
+
+def test_without_a_provider_a_turn_never_asks_opentelemetry_for_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The API's getter reads the environment on every call; no turn should pay for that."""
+    from opentelemetry import trace
+
+    asked: list[str] = []
+    getter = trace.get_tracer_provider
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)  # as in a process that set none
+    monkeypatch.setattr(accounting, "_tracer", None)
+    monkeypatch.setattr(accounting, "_tracer_checked", False)
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: asked.append("get") or getter())
+    memory = WindowMemory(k=2)
+    _turns(memory, run_async=False)
+    assert accounting.tracer() is None
+    assert asked == []

@@ -278,8 +278,7 @@ class ChatHistory(BaseChatMessageHistory, ABC):
                 "keep them for a number of days: use keep_messages, or a memories history "
                 "(InMemoryHistory, SQLiteHistory, SQLHistory)."
             )
-        messages = [r.seq for r in self.records() if isinstance(r, Entry)]
-        return nth_last(messages, retention)
+        return nth_last(self.records(), retention)
 
     def purge(self, through: int, /, *, batch: int = 500, dry_run: bool = False) -> int:
         """Delete every record up to ``through`` and the edits that target them; how many went.
@@ -531,10 +530,19 @@ def later(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-def nth_last(messages: Sequence[int], retention: Retention) -> int | None:
-    """The ``seq`` before the newest ``keep_messages`` of ``messages`` (seqs in order)."""
-    keep = retention.keep_messages
-    return None if keep is None or len(messages) <= keep else messages[-keep - 1]
+def nth_last(records: Sequence[Entry | Edit], retention: Retention) -> int | None:
+    """The ``seq`` before the newest ``keep_messages`` messages of ``records`` (in log order).
+
+    Walks back from the newest record, so a turn's horizon reads ``keep_messages``
+    records, not the whole log.
+    """
+    keep, seen = retention.keep_messages, 0
+    for record in reversed(records) if keep is not None else ():
+        if isinstance(record, Entry):
+            if seen == keep:
+                return record.seq
+            seen += 1
+    return None
 
 
 def _humans(tail: Sequence[Entry]) -> list[int]:

@@ -92,13 +92,13 @@ class InMemoryHistory(ChatHistory):
 
     def expired_through(self, retention: Retention, /, *, now: float) -> int | None:
         with self._lock:
-            messages = [r.seq for r in self._records if isinstance(r, Entry)]
             cutoff = retention.cutoff(now)
             old = None
             if cutoff is not None:
                 written = bisect.bisect_left(self._times, cutoff)  # written before the cutoff
                 old = self._records[written - 1].seq if written else None
-        return later(old, nth_last(messages, retention))
+            through = nth_last(self._records, retention)
+        return later(old, through)
 
     def purge(self, through: int, /, *, batch: int = 500, dry_run: bool = False) -> int:
         # One list in one process: a batch is moot, the whole purge is one step under the lock.
