@@ -13,35 +13,33 @@ from typing import Any
 
 from memories.errors import InvalidInputError
 
-__all__ = ["lone_surrogate", "nesting", "read_json"]
+__all__ = ["read_json"]
 
 
-def nesting(value: Any) -> int:
-    """How deep ``value`` nests (a scalar: 0; ``[]``: 1), walked without recursion."""
-    deepest, stack = 0, [(value, 0)]
+def _scan(value: Any) -> tuple[int, str | None]:
+    """How deep ``value`` nests (a scalar: 0; ``[]``: 1) and its first lone surrogate (keys
+    too), in one walk without recursion: only containers go on the stack."""
+    if not isinstance(value, dict | list):
+        return 0, _surrogate_in(value)
+    deepest, surrogate, stack = 0, None, [(value, 1)]
     while stack:
         node, level = stack.pop()
-        if isinstance(node, dict | list):
-            deepest = max(deepest, level + 1)
-            children = node.values() if isinstance(node, dict) else node
-            stack.extend((child, level + 1) for child in children)
-    return deepest
+        deepest = max(deepest, level)
+        for child in (*node, *node.values()) if isinstance(node, dict) else node:
+            if isinstance(child, dict | list):
+                stack.append((child, level + 1))
+            elif surrogate is None:
+                surrogate = _surrogate_in(child)
+    return deepest, surrogate
 
 
-def lone_surrogate(value: Any) -> str | None:
-    """The first lone surrogate in ``value``'s strings (keys too), if any."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            stack.extend(node.keys())
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-        elif isinstance(node, str):
-            found = next((c for c in node if "\ud800" <= c <= "\udfff"), None)
-            if found is not None:
-                return found
+def _surrogate_in(text: Any) -> str | None:
+    if not isinstance(text, str) or text.isascii():
+        return None
+    try:
+        text.encode("utf-8")  # in C: a lone surrogate is the one thing it refuses
+    except UnicodeEncodeError as exc:
+        return text[exc.start]
     return None
 
 
@@ -55,14 +53,14 @@ def read_json(text: str | bytes, *, what: str, max_nesting: int) -> Any:
     try:
         value = json.loads(text)
     except RecursionError:
-        value, deep = None, True
+        value, deep, surrogate = None, True, None
     except ValueError as exc:
         raise InvalidInputError(f"{what} is not JSON: {exc}.") from None
     else:
-        deep = nesting(value) > max_nesting
+        depth, surrogate = _scan(value)
+        deep = depth > max_nesting
     if deep:
         raise InvalidInputError(f"{what} nests deeper than {max_nesting} levels; send it flatter.")
-    surrogate = lone_surrogate(value)
     if surrogate is not None:
         raise InvalidInputError(
             f"{what} holds a lone surrogate (U+{ord(surrogate):04X}), which is not text: send "
