@@ -33,7 +33,7 @@ import sqlalchemy as sa
 from memories.errors import BackendError, BackendUnavailableError
 from memories.kernel.paths import default_file
 from memories.stores.sql import Database, check_sqlite_file, log_table, redacted, sqlite_file
-from memories.stores.vector import recall_index
+from memories.stores.vector import recall_tables
 from memories.stores.vector.recall_index import (
     SESSION_KEY,
     TURN_KEY,
@@ -77,7 +77,7 @@ class OutboxRow:
 
 
 # One database, one set of tables: the queue and the recall index of what it holds.
-_metadata = recall_index.metadata
+_metadata = recall_tables.metadata
 
 
 def _queue_table(name: str, *columns: sa.Column[Any]) -> sa.Table:

@@ -82,7 +82,7 @@ from memories.stores.expiry import ExpiryLedger
 from memories.stores.recall import RecallConfig, ScoredId
 from memories.stores.recall.types import RankParts
 from memories.stores.sql import Database, get_engine, redacted
-from memories.stores.vector import recall_index
+from memories.stores.vector import recall_tables
 from memories.stores.vector.backend import VectorBackend, VectorQuery
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
 from memories.stores.vector.outbox import OutboxRow, numbered
@@ -221,7 +221,7 @@ class _Store:
         a search took 76 ms p50 instead of 14 right after adding 10,000 turns.
         A failure is logged: the documents are stored, only searches wait.
         """
-        tables = ", ".join([_DOCUMENTS, *(t.name for t in recall_index.metadata.sorted_tables)])
+        tables = ", ".join([_DOCUMENTS, *(t.name for t in recall_tables.metadata.sorted_tables)])
         try:
             with self.transaction("refresh the planner's statistics") as connection:
                 connection.exec_driver_sql(f"ANALYZE {tables}")
@@ -276,7 +276,7 @@ def _store_for(url: str) -> _Store:
     documents = Database(url, _metadata)  # raises now for a server that cannot be reached
     version = _ensure_extension(documents, url)
     documents.engine  # noqa: B018  (the tables, now that the vector type exists)
-    recall = RecallIndex(Database(url, recall_index.metadata))
+    recall = RecallIndex(Database(url, recall_tables.metadata))
     recall.database.engine  # noqa: B018
     made = _Store(url, documents, recall, iterative_scan=version >= _ITERATIVE_SCAN)
     with _stores_lock:
