@@ -24,6 +24,7 @@ from memories.core.base import BaseMemory
 from memories.errors import BudgetExceededError, ConfigError
 from memories.kernel.accounting import Budget, BudgetField, Spending, operation
 from memories.kernel.background import BackgroundWork, Debouncer, JobStatus
+from memories.kernel.capabilities import capabilities_of
 from memories.kernel.llm import LLMField, ModelCaller, ModelUsage
 from memories.kernel.tokens import TokenCounter, counter_for, stable_id
 from memories.stores.compaction import compactions
@@ -92,10 +93,13 @@ class ModelMemory(BaseMemory):
         return None if database is None else SQLSpending(database)
 
     def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
-        """Also the budget spending and model usage rows naming the namespace, when erasing it."""
+        """Also the budget spending and model usage rows this memory keeps under its usage
+        namespace, when erasing what that names: the session of a chat memory, the
+        namespace of a long-term one (never another person's session's rows)."""
         found = super().erasure_shares(session=session, namespace=namespace)
         store, named = self.usage_store, self.usage_namespace()
-        if namespace and store is not None and named != "default":
+        erasing = session if capabilities_of(self).scope == "session" else namespace
+        if erasing and store is not None and named != "default":
             where = f"model usage and budget spending in {store.database!r}, namespace {named}"
             erase, files = (lambda: store.erase(named)), compactions(store.database)
             found.append(StoreShare(where, lambda: store.held(named), erase, files))

@@ -30,6 +30,7 @@ from memories.faces.cli import main
 from memories.kernel.accounting import Budget
 from memories.stores.vector.chroma_backend import ChromaBackend
 from memories.stores.vector.outbox import OutboxRow
+from memories.testing import ScriptedChatModel
 from tests import needs
 from tests.entities.fakes import RuleModel
 from tests.redis_server import find_redis_server, redis_server
@@ -467,3 +468,34 @@ def test_erasing_a_namespace_erases_its_model_usage_and_budget_rows(tmp_path: Pa
     assert report.complete and report.removed >= 2
     assert stores["maya"].held("users.maya") == {"budget spending rows": 0, "model usage rows": 0}
     assert stores["omar"].held("users.omar") == omar
+
+
+def test_erasing_a_namespace_leaves_a_chat_memorys_session_usage_alone(tmp_path: Path) -> None:
+    # A summary memory's usage rows are keyed by its session, not by a person's namespace:
+    # erasing users.maya must not erase the rows of session "summary" (someone else's).
+    from memories.kernel.llm import ModelUsage
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    config = {
+        "type": "combined",
+        "memories": [
+            {"type": "profile", "url": url, "policy": "manual",
+             "namespace": ["users", "{user_id}"]},
+            {"type": "summary", "llm": ScriptedChatModel(responses=["gist"]),
+             "history": {"type": "sqlite", "path": str(tmp_path / "m.db"),
+                         "session_id": "summary"}},
+        ],
+    }  # fmt: skip
+    memory = create_memory(with_namespace(config, ("users", "maya")))
+    summary = next(m for m in memory.leaves() if m.config_type == "summary")
+    store = summary.usage_store
+    assert store is not None
+    store.record_call("summary", "summary", ModelUsage(calls=1))
+    before = store.held("summary")
+    assert before["model usage rows"] == 1
+    report = erase_user(config, namespace="users.maya")
+    assert report.complete
+    assert store.held("summary") == before
+    # Erasing that session is what takes them.
+    shares = summary.erasure_shares(session=True, namespace=False)
+    assert [share.count() for share in shares if "model usage" in share.store] == [before]
