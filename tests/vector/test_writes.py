@@ -281,3 +281,14 @@ def test_a_background_write_into_a_deleted_folder_is_one_clear_line_and_raised_n
     assert memory.pending() == 1  # the outbox keeps the turn
     with pytest.raises(BackendUnavailableError, match="is gone"):
         memory.search("keep me")
+
+
+def test_a_search_for_more_results_than_candidates_takes_k_from_each_ranker(
+    tmp_path: Path,
+) -> None:
+    # Exchanges neither lend nor borrow, so nothing outside the rankers' lists is reached:
+    # those lists must hold k candidates, not only RecallConfig.candidates.
+    memory = _on_disk(tmp_path, recall={"candidates": 5})
+    for i in range(12):
+        memory.save_context({"input": f"I went to place {i}"}, {"output": "ok"})
+    assert len(memory.search("place", k=10)) == 10

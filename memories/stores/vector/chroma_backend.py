@@ -650,7 +650,9 @@ class ChromaBackend(VectorBackend):
         config, store, namespace, space = self.recall, self.store, self._key, self._space
         recall = self.outbox.recall
         limit = self.k if request.k is None else request.k
-        n = min(config.candidates, recall.count(space))
+        # At least k candidates from each ranker: a search for more results than
+        # config.candidates returns every document up to k, not only the rankers' lists.
+        n = min(max(config.candidates, limit), recall.count(space))
         if n == 0:
             return []
         dense = []

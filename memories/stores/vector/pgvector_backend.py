@@ -765,7 +765,7 @@ class PgVectorBackend(VectorBackend):
         config, store, space = self.recall, self._store, self._space
         limit = self.k if request.k is None else request.k
         # Candidates past the namespace's size change nothing: each ranker returns what it has.
-        n = config.candidates
+        n = max(config.candidates, limit)  # at least k candidates from each ranker
         dense = [] if vector is None else self._nearest(vector, n, request.where)
         passing = None if request.where is None else partial(self._passing, where=request.where)
         parts: dict[str, RankParts] = {}  # why each result ranked, for the inspector
