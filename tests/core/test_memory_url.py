@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -90,6 +91,7 @@ def test_a_collection_on_an_in_memory_ledger_writes_edits_and_sweeps(tmp_path: P
     memory = CollectionMemory(
         url="sqlite://",
         mode="memory",
+        collection=f"t{uuid.uuid4().hex[:10]}",  # the process's in-memory Chroma is shared
         namespace=ADA,
         embeddings=EMBEDDINGS,
         policy="manual",

@@ -105,7 +105,7 @@ def test_the_wheel_has_one_top_level_package_and_ships_py_typed(installed: Path)
     tops = {line.split("/", 1)[0] for line in record.read_text().splitlines()}
     assert {t for t in tops if not t.endswith(".dist-info") and t != ".."} == {"memories"}
     assert (site / "memories" / "py.typed").is_file()
-    assert (site / "memories" / "integrations" / "chroma.py").is_file()
+    assert (site / "memories" / "integrations" / "chroma" / "store.py").is_file()
     assert not (site / "integrations").exists()
 
 

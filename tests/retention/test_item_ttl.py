@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,7 @@ def test_manage_memory_update_of_an_expired_memory_says_no_memory(tmp_path: Path
         namespace=("memories", "{user_id}"),
         url=f"sqlite:///{tmp_path / 'ledger.db'}",
         mode="memory",
+        collection=f"t{uuid.uuid4().hex[:10]}",  # the process's in-memory Chroma is shared
         embeddings=EMBEDDINGS,
         policy="manual",
         clock=clock,
