@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import sys
 from pathlib import Path
 
@@ -11,20 +10,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from memories import SQLiteHistory
 from memories.faces.cli import build_parser, main
+from tests.core.test_cli_commands import run
 from tests.retention.conftest import EMBEDDINGS
-
-
-def run(
-    argv: list[str], capsys: pytest.CaptureFixture[str], stdin: str = ""
-) -> tuple[int, str, str]:
-    old = sys.stdin
-    sys.stdin = io.StringIO(stdin)
-    try:
-        code = main(argv)
-    finally:
-        sys.stdin = old
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_inspect_reads_a_history_kept_for_a_number_of_days(
