@@ -86,13 +86,7 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         min_score: leave out of query searches the items scoring below this;
             default: the memory's ``min_score`` (with ``score="cosine"``: none).
             ``search(..., min_score=...)`` overrides it for one call.
-        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
-            ``omit_expired``, ``sweep_interval_minutes``); None: items live until
-            deleted, unless a ``put`` gives its own ``ttl``.
-        ttl_url: the SQL database that keeps expiry times (default: the store's own,
-            which a vector or collection memory reads too, so that its own
-            searches hide what expired through the adapter).
-        clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
+        ttl, ttl_url, clock: time to live (:class:`MemoryStoreAdapter`'s Args).
     """
 
     supports_query = True
@@ -224,14 +218,8 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         nothing is scored).
         """
         if min_score is None:
-            return super().search(
-                namespace_prefix,
-                query=query,
-                filter=filter,
-                limit=limit,
-                offset=offset,
-                refresh_ttl=refresh_ttl,
-            )
+            page: dict[str, Any] = {"limit": limit, "offset": offset, "refresh_ttl": refresh_ttl}
+            return super().search(namespace_prefix, query=query, filter=filter, **page)
         op = _search_op(namespace_prefix, query, filter, limit, offset, refresh_ttl, min_score)
         return self._search_above(op, min_score)
 
@@ -249,14 +237,8 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
     ) -> list[SearchItem]:
         """Async :meth:`search`."""
         if min_score is None:
-            return await super().asearch(
-                namespace_prefix,
-                query=query,
-                filter=filter,
-                limit=limit,
-                offset=offset,
-                refresh_ttl=refresh_ttl,
-            )
+            page: dict[str, Any] = {"limit": limit, "offset": offset, "refresh_ttl": refresh_ttl}
+            return await super().asearch(namespace_prefix, query=query, filter=filter, **page)
         op = _search_op(namespace_prefix, query, filter, limit, offset, refresh_ttl, min_score)
         found: list[SearchItem] = await in_thread(self._search_above, op, min_score)
         return found
