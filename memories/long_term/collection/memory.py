@@ -133,7 +133,6 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     recall: RecallField = Field(default_factory=lambda: RecallConfig(neighbour_weight=0.0))
     memory_schema: Any = Field(default=None, alias="schema")
     policy: Policy = "turn"
-    every_n: int = Field(default=3, gt=0)
     k: int = Field(default=5, ge=1)
     related_k: int = Field(default=10, ge=1)
     instructions: str | None = None
@@ -694,16 +693,6 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
         found = yield from self._searching(input_text_for(self, inputs), None, None, None)
         return self._shown(found)
-
-    def _queueing(self, turn: list[BaseMessage]) -> Steps[None]:
-        store, ns, key = self._store, self.namespace, self.key
-        yield step(store.add_pending, ns, key, turn)
-        if self._in_background and self._background.schedule():
-            return
-        if self.policy in ("turn", "background") or (
-            self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
-        ):
-            yield from self._forming()
 
     def clear(self) -> None:
         """Delete every memory (each kept in its history) and drop the queued turns."""

@@ -116,7 +116,6 @@ class EntityMemory(StoredDocumentMemory):
 
     key: str = Field(default="entity_graph", min_length=1)
     policy: Policy = "turn"
-    every_n: int = Field(default=3, gt=0)
     user_name: str = Field(default="User", min_length=1)
     single_valued: list[str] = Field(default_factory=list)
     k: int = Field(default=5, ge=0)
@@ -410,16 +409,6 @@ class EntityMemory(StoredDocumentMemory):
             opening, self.max_retries, tools, lambda: self._planner(graph, aliases, when)
         )
         return session, self._caller, model
-
-    def _queueing(self, turn: builtins.list[BaseMessage]) -> Steps[None]:
-        store, ns, key = self.store, self.namespace, self.key
-        yield step(store.add_pending, ns, key, turn)
-        if self._in_background and self._background.schedule():
-            return
-        if self.policy in ("turn", "background") or (
-            self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
-        ):
-            yield from self._refreshing()
 
     def _clearing(self) -> Steps[None]:
         """End every current relation, clear every entity, drop the queued turns.

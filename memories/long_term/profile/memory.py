@@ -113,6 +113,7 @@ class ProfileMemory(ExpiringDocumentMemory):
 
     config_type: ClassVar[str] = "profile"
     store_owner: ClassVar[str | None] = "profile"
+    each_turn: ClassVar[tuple[str, ...]] = ("turn", "once", "background")
     capabilities: ClassVar[Capabilities] = Capabilities(
         scope="namespace", exportable=True, deferred=True, expires=True
     )
@@ -124,7 +125,6 @@ class ProfileMemory(ExpiringDocumentMemory):
     memory_key: str = Field(default="profile", min_length=1)
     format: Literal["json", "text"] = "json"
     policy: Policy = "turn"
-    every_n: int = Field(default=3, gt=0)
     debounce: float = Field(default=5.0, ge=0)
     max_retries: int = Field(default=2, ge=0)
     max_document_tokens: int = Field(default=2000, gt=0)
@@ -315,17 +315,11 @@ class ProfileMemory(ExpiringDocumentMemory):
         item = yield step(self._store.load, self.namespace, self.key)
         return self._render(self._document(item))
 
-    def _queueing(self, turn: list[BaseMessage]) -> Steps[None]:
-        store, ns, key = self._store, self.namespace, self.key
-        if self.policy == "once" and self._frozen((yield step(store.load, ns, key))):
+    def _queueing(self, turn: list[BaseMessage], *, due: bool = False) -> Steps[None]:
+        at = (self.namespace, self.key)
+        if self.policy == "once" and self._frozen((yield step(self._store.load, *at))):
             return
-        yield step(store.add_pending, ns, key, turn)
-        if self._in_background and self._background.schedule():
-            return  # the scheduler runs the update after the quiet period
-        if self.policy in ("turn", "once", "background") or (
-            self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
-        ):
-            yield from self._forming()
+        yield from super()._queueing(turn, due=due)
 
     # -- updating from conversation ---------------------------------------------
 
