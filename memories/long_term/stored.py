@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Mapping
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import BaseMessage
 from pydantic import Field, PrivateAttr
@@ -32,9 +32,12 @@ from memories.stores.erasure import StoreShare
 from memories.stores.expiry import DOCUMENTS, Expiring, ExpiryLedger
 from memories.stores.sql import Database, redacted
 
-__all__ = ["ExpiringDocumentMemory", "StoredDocumentMemory"]
+__all__ = ["ExpiringDocumentMemory", "StoredDocumentMemory", "TurnPolicy"]
 
 logger = logging.getLogger(__name__)
+
+#: When queued turns are folded in: every save, every ``every_n``, in the background, on call.
+TurnPolicy = Literal["turn", "every_n", "background", "manual"]
 
 
 class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
@@ -251,6 +254,11 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
     ttl: float | None = Field(default=None, gt=0)
     refresh_on_read: bool = False
     clock: Callable[[], float] = Field(default=time.time, exclude=True)
+
+    @property
+    def store(self) -> ProfileStore:
+        """The store the document lives in (:attr:`ledger`)."""
+        return self._store
 
     @cached_property
     def expiry(self) -> ExpiryLedger:

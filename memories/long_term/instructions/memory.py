@@ -58,7 +58,6 @@ from memories.stores.documents import (
     PendingTurn,
     ProfileChange,
     ProfileItem,
-    ProfileStore,
     expecting,
     version_of,
 )
@@ -207,11 +206,6 @@ class InstructionsMemory(ExpiringDocumentMemory):
                     f"{sorted(self.prompts)}; pin text exactly as it appears in a prompt."
                 )
         super().model_post_init(context)
-
-    @property
-    def store(self) -> ProfileStore:
-        """The store the instructions live in (:attr:`ledger`)."""
-        return self._store
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "prompts":

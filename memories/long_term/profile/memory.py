@@ -33,12 +33,11 @@ from memories.long_term.profile.update import (
     UpdateResult,
     bind_patch_tool,
 )
-from memories.long_term.stored import ExpiringDocumentMemory
+from memories.long_term.stored import ExpiringDocumentMemory, TurnPolicy
 from memories.stores.documents import (
     Plan,
     ProfileChange,
     ProfileItem,
-    ProfileStore,
     expecting,
     patching,
     replacing,
@@ -49,7 +48,7 @@ __all__ = ["Policy", "ProfileMemory", "ProfileStatus", "UpdateResult"]
 
 logger = logging.getLogger(__name__)
 
-Policy = Literal["turn", "every_n", "background", "manual", "once"]
+Policy = Literal[TurnPolicy, "once"]
 
 
 @dataclass(frozen=True)
@@ -142,11 +141,6 @@ class ProfileMemory(ExpiringDocumentMemory):
             )
         self._schema = ProfileSchema(self.profile_schema)
         super().model_post_init(context)
-
-    @property
-    def store(self) -> ProfileStore:
-        """The store the profile lives in (:attr:`ledger`)."""
-        return self._store
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "profile_schema":
