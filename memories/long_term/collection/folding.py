@@ -64,7 +64,7 @@ def refreshing(memory: CollectionMemory) -> Steps[CollectionUpdate]:
     total = CollectionUpdate("idle")
     while True:
         batch = yield from folding_batch(memory)
-        total = merged_batches(total, batch, _RANK)
+        total = merged_batches(total, batch)
         if batch.status in ("idle", "failed"):
             return total
 
@@ -225,6 +225,3 @@ def deduplicating(
             touched.add(found.id)
             versions[found.id] = rules.version(found)
     return kept
-
-
-_RANK = {"idle": 0, "unchanged": 1, "updated": 2, "failed": 3}
