@@ -201,45 +201,25 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         return [namespace_tuple(key) for key, n in listed.items() if (n or store.count(key)) > 0]
 
     def search(
-        self,
-        namespace_prefix: Namespace,
-        /,
-        *,
-        query: str | None = None,
-        filter: dict[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        refresh_ttl: bool | None = None,
-        min_score: float | None = None,
+        self, namespace_prefix: Namespace, /, *, min_score: float | None = None, **page: Any
     ) -> list[SearchItem]:
-        """LangGraph's ``search``; with a query, items scoring below ``min_score`` are left out.
+        """LangGraph's ``search`` (``query``, ``filter``, ``limit``, ``offset``,
+        ``refresh_ttl``); with a query, items scoring below ``min_score`` are left out.
 
         ``min_score`` defaults to the adapter's; it needs a query (without one
         nothing is scored).
         """
         if min_score is None:
-            page: dict[str, Any] = {"limit": limit, "offset": offset, "refresh_ttl": refresh_ttl}
-            return super().search(namespace_prefix, query=query, filter=filter, **page)
-        op = _search_op(namespace_prefix, query, filter, limit, offset, refresh_ttl, min_score)
-        return self._search_above(op, min_score)
+            return super().search(namespace_prefix, **page)
+        return self._search_above(_search_op(namespace_prefix, min_score, **page), min_score)
 
     async def asearch(
-        self,
-        namespace_prefix: Namespace,
-        /,
-        *,
-        query: str | None = None,
-        filter: dict[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        refresh_ttl: bool | None = None,
-        min_score: float | None = None,
+        self, namespace_prefix: Namespace, /, *, min_score: float | None = None, **page: Any
     ) -> list[SearchItem]:
         """Async :meth:`search`."""
         if min_score is None:
-            page: dict[str, Any] = {"limit": limit, "offset": offset, "refresh_ttl": refresh_ttl}
-            return await super().asearch(namespace_prefix, query=query, filter=filter, **page)
-        op = _search_op(namespace_prefix, query, filter, limit, offset, refresh_ttl, min_score)
+            return await super().asearch(namespace_prefix, **page)
+        op = _search_op(namespace_prefix, min_score, **page)
         found: list[SearchItem] = await in_thread(self._search_above, op, min_score)
         return found
 
@@ -313,12 +293,14 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
 
 def _search_op(
     namespace_prefix: Namespace,
-    query: str | None,
-    filter: dict[str, Any] | None,
-    limit: int,
-    offset: int,
-    refresh_ttl: bool | None,
     min_score: float,
+    /,
+    *,
+    query: str | None = None,
+    filter: dict[str, Any] | None = None,
+    limit: int = 10,
+    offset: int = 0,
+    refresh_ttl: bool | None = None,
 ) -> SearchOp:
     """The operation ``BaseStore.search`` would batch, once ``min_score`` is checked.
 

@@ -28,7 +28,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import ConfigDict, Field, PrivateAttr
@@ -47,7 +47,7 @@ from memories.long_term.collection.records import MemoryRecord, MemoryVersion
 from memories.long_term.collection.rows import Rows, claim, expire_in, lining_up, memory_id
 from memories.long_term.indexed import TTL, IndexedMemory
 from memories.long_term.profile.schema import ProfileSchema, schema_config
-from memories.long_term.stored import StoredDocumentMemory
+from memories.long_term.stored import StoredDocumentMemory, TurnPolicy
 from memories.stores.documents import (
     Change,
     PendingTurn,
@@ -66,8 +66,6 @@ from memories.stores.vector.scoring import calibrated
 __all__ = ["CollectionMemory", "CollectionStatus", "CollectionUpdate"]
 
 logger = logging.getLogger(__name__)
-
-Policy = Literal["turn", "every_n", "background", "manual"]
 
 
 @dataclass(frozen=True)
@@ -132,8 +130,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     key: str = Field(default="collection", min_length=1)
     recall: RecallField = Field(default_factory=lambda: RecallConfig(neighbour_weight=0.0))
     memory_schema: Any = Field(default=None, alias="schema")
-    policy: Policy = "turn"
-    every_n: int = Field(default=3, gt=0)
+    policy: TurnPolicy = "turn"
     k: int = Field(default=5, ge=1)
     related_k: int = Field(default=10, ge=1)
     instructions: str | None = None
@@ -667,16 +664,6 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
         found = yield from self._searching(input_text_for(self, inputs), None, None, None)
         return self._shown(found)
-
-    def _queueing(self, turn: list[BaseMessage]) -> Steps[None]:
-        store, ns, key = self._store, self.namespace, self.key
-        yield step(store.add_pending, ns, key, turn)
-        if self._in_background and self._background.schedule():
-            return
-        if self.policy in ("turn", "background") or (
-            self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
-        ):
-            yield from self._forming()
 
     def clear(self) -> None:
         """Delete every memory (each kept in its history) and drop the queued turns."""
