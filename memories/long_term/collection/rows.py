@@ -13,7 +13,7 @@ A memory id has no ``:``, so no key's rows are a prefix of another's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
@@ -86,7 +86,7 @@ class Rows:
             else (*namespace, f"collection:{_quoted(self.key)}")
         )
 
-    def expiry_keys(self, ids: Sequence[str]) -> list[str]:
+    def expiry_keys(self, ids: Iterable[str]) -> list[str]:
         """The expiry keys of memories with these ids."""
         return [self.mark + i for i in ids]
 
