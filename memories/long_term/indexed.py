@@ -187,12 +187,11 @@ class IndexedMemory(BaseMemory):
 
     def _make_backend(self) -> VectorBackend:
         """PostgreSQL with pgvector when ``vectors`` is set, else Chroma as the store fields say."""
+        fields = {name: getattr(self, name) for name in _BACKEND_FIELDS}
+        fields["namespace"] = self.index_namespace
         if self.vectors is not None:
-            return PgVectorBackend(
-                self.vectors,
-                **{name: getattr(self, name) for name in _BACKEND_FIELDS if name != "write"},
-                embedder=self.embedder,
-            )
+            del fields["write"]
+            return PgVectorBackend(self.vectors, **fields, embedder=self.embedder)
         from memories.integrations.chroma import ChromaStore
 
         store = ChromaStore(
@@ -200,7 +199,7 @@ class IndexedMemory(BaseMemory):
         )
         return ChromaBackend(
             store,
-            **{name: getattr(self, name) for name in _BACKEND_FIELDS},
+            **fields,
             embedder=self.embedder,
             outbox=outbox_for(self.mode, self.path, self.outbox),
         )
@@ -381,17 +380,30 @@ class IndexedMemory(BaseMemory):
         """
         if not self.hide_expired:
             return None
-        return partial(self.expiry.unexpired, namespace, now=self.clock(), prefix=prefix)
+        return partial(
+            self.expiry.unexpired, namespace, now=self.clock(), prefix=prefix, mark=self.expiry_mark
+        )
+
+    @property
+    def index_namespace(self) -> Namespace:
+        """The namespace the backend keeps this memory's documents under: its own."""
+        return self.namespace
+
+    @property
+    def expiry_mark(self) -> str:
+        """What this memory's expiry rows' keys start with, before the document's id: none."""
+        return ""
 
     def _expired_ids(self) -> Steps[set[str]]:
         """The ids of this namespace's documents reads leave out (:meth:`expired_items`)."""
         found = yield step(self.expired_items, self.namespace)
-        return {e.key for e in found}
+        mark = self.expiry_mark
+        return {e.key.removeprefix(mark) for e in found if e.key.startswith(mark)}
 
     def _touching(self, ids: Sequence[str]) -> Steps[None]:
         """Start the time to live of documents just read again (``refresh_on_read``)."""
         if self.refresh_on_read and ids:
-            pairs = [(self.namespace, i) for i in ids]
+            pairs = [(self.namespace, self.expiry_mark + i) for i in ids]
             yield step(self.expiry.refresh, pairs, now=self.clock())
 
     def _live_search(self, request: VectorQuery) -> Steps[list[SearchResult]]:

@@ -66,7 +66,6 @@ from memories.kernel.namespaces import (
     namespace_key,
 )
 from memories.long_term.collection import CollectionMemory
-from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.entity_graph import EntityMemory
 from memories.long_term.held import namespaces_held
 from memories.long_term.indexed import DocumentMemory, IndexedMemory
@@ -245,7 +244,7 @@ class Inspector:
 
     def _namespace_count(self, leaf: Any) -> int:
         if isinstance(leaf, CollectionMemory):
-            return leaf.ledger.key_namespaces(MEMORY_PREFIX, limit=0)[1]
+            return leaf.ledger.key_namespaces(leaf.rows.prefix, limit=0)[1]
         if isinstance(leaf, StoredDocumentMemory):
             return leaf.ledger.key_namespaces(leaf.key, limit=0)[1]
         if isinstance(leaf, DocumentMemory):
@@ -258,7 +257,7 @@ class Inspector:
             ledger = leaf.ledger
             key = leaf.key
             if isinstance(leaf, CollectionMemory):
-                if ledger.key_page(namespace, MEMORY_PREFIX, limit=0)[1]:
+                if ledger.key_page(namespace, leaf.rows.prefix, limit=0)[1]:
                     return True
             elif ledger.load(namespace, key) is not None or ledger.changes(namespace, key, last=1):
                 return True
@@ -339,7 +338,7 @@ class Inspector:
     def _store_count(self, leaf: Any) -> int:
         """A collection's or a vector memory's documents in its namespace, expired ones too."""
         if isinstance(leaf, CollectionMemory):
-            return leaf.ledger.key_page(leaf.namespace, MEMORY_PREFIX, limit=0)[1]
+            return leaf.ledger.key_page(leaf.namespace, leaf.rows.prefix, limit=0)[1]
         if isinstance(leaf, DocumentMemory):
             return int(leaf.backend.count())
         return 0
@@ -379,11 +378,11 @@ class Inspector:
             hiding = expired_counts(leaf, namespace).get(namespace, 0)
             items, total = leaf.ledger.key_page(
                 namespace,
-                MEMORY_PREFIX,
+                leaf.rows.prefix,
                 contains=q,
                 limit=self.page_size,
                 offset=start,
-                keep=leaf.unexpired(namespace, prefix=MEMORY_PREFIX) if hiding else None,
+                keep=leaf.unexpired(namespace, prefix=leaf.rows.prefix) if hiding else None,
             )
             found["items"] = [collection_item(leaf, item) for item in items]
             found.update(page_of(page, self.page_size, total))
@@ -570,14 +569,15 @@ class Inspector:
     # then writes through the memory's own method, compare-and-set on the version the
     # caller read (VersionConflictError: 409). Erasing a user is one more action here.
 
-    def _writable(self, text: str, memory_id: str) -> tuple[Namespace, Any]:
+    def _writable(self, action: str, text: str, memory_id: str) -> tuple[Any, dict[str, Any]]:
+        """The memory ``action`` writes, and the answer's first fields (what, where)."""
         if not self.allow_writes:
             raise ReadOnly()
         namespace = self._known(text)
         leaf = self._leaf(memory_id, namespace, None)
         if capabilities_of(leaf).scope != "namespace":
             raise NotFound(f"Memory {memory_id!r} keeps nothing per namespace.")
-        return namespace, leaf
+        return leaf, {"action": action, "namespace": ".".join(namespace), "memory": memory_id}
 
     def _current(self, leaf: Any, item_id: str, text: str) -> Any:
         """A collection memory as it stands; NotFound when the namespace holds no such memory."""
@@ -609,9 +609,8 @@ class Inspector:
         Raises:
             ReadOnly, NotFound, InvalidInputError, VersionConflictError.
         """
-        namespace, leaf = self._writable(text, memory_id)
+        leaf, done = self._writable("edit", text, memory_id)
         expected = _expected(expected_version)
-        done = {"action": "edit", "namespace": ".".join(namespace), "memory": memory_id}
         if isinstance(leaf, CollectionMemory):
             if item_id is None:
                 raise InvalidInputError("Name the memory to edit (its item id).")
@@ -635,8 +634,7 @@ class Inspector:
         Args:
             expected_version: the version read; required for a collection memory.
         """
-        namespace, leaf = self._writable(text, memory_id)
-        done = {"action": "delete", "namespace": ".".join(namespace), "memory": memory_id}
+        leaf, done = self._writable("delete", text, memory_id)
         if isinstance(leaf, CollectionMemory):
             expected = _expected(expected_version)
             self._current(leaf, item_id, text)
@@ -663,10 +661,9 @@ class Inspector:
         expected_version: int | None,
     ) -> dict[str, Any]:
         """Restore what a memory said at ``version``, as a new version; returns the new one."""
-        namespace, leaf = self._writable(text, memory_id)
+        leaf, done = self._writable("rollback", text, memory_id)
         expected = _expected(expected_version)
         version = _expected(version, "version")
-        done = {"action": "rollback", "namespace": ".".join(namespace), "memory": memory_id}
         if isinstance(leaf, CollectionMemory):
             if item_id is None:
                 raise InvalidInputError("Name the memory to roll back (its item id).")
@@ -686,7 +683,7 @@ class Inspector:
 
     def retry(self, text: str, memory_id: str, ids: Sequence[str] | None = None) -> dict[str, Any]:
         """Queue a memory's dead letters again (all, or ``ids``) and write them now."""
-        namespace, leaf = self._writable(text, memory_id)
+        leaf, done = self._writable("retry", text, memory_id)
         if not isinstance(leaf, DocumentMemory | CollectionMemory):
             raise NotFound(f"Memory {memory_id!r} keeps no dead letters.")
         held = {letter.row.doc_id for letter in leaf.backend.dead_letters()}
@@ -695,14 +692,7 @@ class Inspector:
             what = f"{unknown[0]!r} is not" if unknown else "nothing is"
             raise NotFound(f"{what} set aside in {memory_id!r} of {text!r}.")
         retried = leaf.backend.retry_dead_letters(list(ids) if ids else None)
-        left = len(leaf.backend.dead_letters())
-        return {
-            "action": "retry",
-            "namespace": ".".join(namespace),
-            "memory": memory_id,
-            "retried": retried,
-            "dead_letters": left,
-        }
+        return {**done, "retried": retried, "dead_letters": len(leaf.backend.dead_letters())}
 
     def erasure(self, text: str) -> dict[str, Any]:
         """What erasing the user of namespace ``text`` would remove, store by store.
@@ -771,10 +761,11 @@ def _sessions_of(history: ChatHistory, *, own: bool) -> int | None:
 def _whole_id(leaf: CollectionMemory, namespace: Namespace, given: str) -> str:
     """The id of the one memory of ``namespace`` whose id starts with ``given`` (as lists show
     ids shortened); ``given`` itself when it is whole, or when no one memory's id starts so."""
-    found, total = leaf.ledger.key_page(namespace, MEMORY_PREFIX + given, limit=2)
+    prefix = leaf.rows.prefix
+    found, total = leaf.ledger.key_page(namespace, prefix + given, limit=2)
     if total == 1:
-        return found[0].key.removeprefix(MEMORY_PREFIX)
-    if total > 1 and not any(f.key == MEMORY_PREFIX + given for f in found):
+        return found[0].key.removeprefix(prefix)
+    if total > 1 and not any(f.key == prefix + given for f in found):
         raise NotFound(f"{total} memories' ids start with {given!r}: give more of the id.")
     return given
 

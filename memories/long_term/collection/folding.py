@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from memories.kernel.background import merged_batches
 from memories.kernel.conversation import bind_reply_tool, conversing
 from memories.kernel.embeddings import cosine, query_vector
 from memories.kernel.messages import message_text
@@ -24,7 +25,7 @@ from memories.long_term.collection.extraction import (
     extraction_prompt,
 )
 from memories.long_term.collection.offline import offline_operations
-from memories.long_term.collection.rules import MEMORY_PREFIX
+from memories.long_term.collection.rows import lining_up
 from memories.stores.documents import (
     Change,
     PendingTurn,
@@ -59,11 +60,11 @@ class CollectionUpdate:
 
 def refreshing(memory: CollectionMemory) -> Steps[CollectionUpdate]:
     """Fold every queued turn in, batch by batch; stop at the first failed batch."""
-    yield from memory._lining_up()
+    yield from lining_up(memory)
     total = CollectionUpdate("idle")
     while True:
         batch = yield from folding_batch(memory)
-        total = merged(total, batch)
+        total = merged_batches(total, batch)
         if batch.status in ("idle", "failed"):
             return total
 
@@ -110,7 +111,7 @@ def folding_batch(memory: CollectionMemory) -> Steps[CollectionUpdate]:
             proposed = list(outcome.operations)
         versions = {r.id: rules.version(r) for r in shown}
         operations = yield from deduplicating(memory, proposed, shown, versions)
-        commits = [commit_of(op, versions, turns) for op in operations]
+        commits = [commit_of(op, versions, turns, memory.rows.prefix) for op in operations]
         written = yield from memory._writing(commits, turns)
         if written is None:  # another writer changed one of these memories: redo
             yield from memory._reindexing([op.memory_id for op in operations if op.memory_id])
@@ -149,21 +150,22 @@ def session(
         tools=tools,
     )
     session = ExtractionSession(
-        opening, memory.max_retries, aliases, allowed(memory), memory.check_content, tools
+        opening, memory.max_retries, tools, aliases, allowed(memory), memory.check_content
     )
     return session, memory._caller, model
 
 
 def commit_of(
-    op: Operation, versions: Mapping[str, int], turns: Sequence[PendingTurn]
+    op: Operation, versions: Mapping[str, int], turns: Sequence[PendingTurn], prefix: str
 ) -> tuple[str, Change, int]:
-    """The ledger write of one operation: its key, the change, the version it expects."""
+    """The ledger write of one operation (keys ``prefix`` + id): its key, the change, the
+    version it expects."""
     document = None if op.op == "delete" else {"content": op.content, "metadata": {}}
     change = Change(document, op.op, [], tuple(turns))
     if op.op == "insert":
-        return MEMORY_PREFIX + uuid.uuid4().hex, change, 0
+        return prefix + uuid.uuid4().hex, change, 0
     assert op.memory_id is not None
-    return MEMORY_PREFIX + op.memory_id, change, versions[op.memory_id]
+    return prefix + op.memory_id, change, versions[op.memory_id]
 
 
 def matching(
@@ -224,19 +226,3 @@ def deduplicating(
             touched.add(found.id)
             versions[found.id] = rules.version(found)
     return kept
-
-
-_RANK = {"idle": 0, "unchanged": 1, "updated": 2, "failed": 3}
-
-
-def merged(before: CollectionUpdate, after: CollectionUpdate) -> CollectionUpdate:
-    """Several batches as one result: the most telling status, the counts added up."""
-    status = max(before.status, after.status, key=_RANK.__getitem__)
-    return CollectionUpdate(
-        status,
-        before.turns + after.turns,
-        before.inserted + after.inserted,
-        before.updated + after.updated,
-        before.deleted + after.deleted,
-        after.error or before.error,
-    )

@@ -7,10 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memories.long_term.collection import rules
-from memories.long_term.collection.rules import MEMORY_PREFIX
-from memories.stores.documents import (
-    ProfileChange,
-)
+from memories.long_term.collection.rows import memory_id as id_of
+from memories.stores.documents import ProfileChange
 from memories.stores.vector.records import SearchResult
 
 if TYPE_CHECKING:
@@ -18,13 +16,9 @@ if TYPE_CHECKING:
 
 
 def exported(memory: CollectionMemory) -> builtins.list[SearchResult]:
-    """Every memory of the namespace, deleted ones too, with its versions in ``metadata``.
-
-    ``metadata["versions"]`` lists each version's kind, content, metadata
-    and time, oldest first; :meth:`import_documents` replays them.
-    """
+    """:meth:`CollectionMemory.export_documents`: every memory with its versions."""
     by_key: dict[str, builtins.list[ProfileChange]] = {}
-    for key, change in memory._store.key_changes(memory.namespace, MEMORY_PREFIX):
+    for key, change in memory._store.key_changes(memory.namespace, memory.rows.prefix):
         by_key.setdefault(key, []).append(change)
     exported = []
     for key, changes in by_key.items():
@@ -40,7 +34,7 @@ def exported(memory: CollectionMemory) -> builtins.list[SearchResult]:
         ]
         last = next((v["content"] for v in reversed(versions) if v["content"] is not None), "")
         text = memory._text(last)
-        exported.append(SearchResult(text, {"versions": versions}, 0.0, key[len(MEMORY_PREFIX) :]))
+        exported.append(SearchResult(text, {"versions": versions}, 0.0, id_of(key)))
     return exported
 
 
@@ -50,15 +44,7 @@ def imported(
     texts: Sequence[str],
     metadatas: Sequence[Mapping[str, Any]],
 ) -> None:
-    """Replay exported memories' versions under their ids (new times, same contents).
-
-    A memory whose history already ends with those contents is left alone,
-    so importing twice changes nothing.
-
-    Raises:
-        InvalidInputError: a line has no versions, or a version's content
-            does not fit this collection (checked before anything is written).
-    """
+    """:meth:`CollectionMemory.import_documents`: every line checked, then replayed."""
     plans = []
     for memory_id, text, metadata in zip(ids, texts, metadatas, strict=True):
         versions = metadata.get("versions")
