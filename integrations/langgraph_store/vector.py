@@ -89,8 +89,6 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         ttl, ttl_url, clock: time to live (:class:`MemoryStoreAdapter`'s Args).
     """
 
-    supports_query = True
-
     def __init__(
         self,
         memory: VectorMemory,
