@@ -45,8 +45,6 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
         ttl, ttl_url, clock: time to live (:class:`MemoryStoreAdapter`'s Args).
     """
 
-    supports_query = True
-
     def __init__(
         self,
         memory: CollectionMemory,

@@ -106,10 +106,9 @@ class IndexedMemory(BaseMemory):
             ``ssl``, ``timeout``, ``collection``) and ``outbox`` are unused.
             Default: None, Chroma.
         min_score: leave out of every search (and of what ``load_memory_variables``
-            shows) the documents scoring below this, 0 to 1; 0 keeps all. A score
-            is calibrated (:mod:`memories.stores.recall.scores`): about the probability
-            that the document answers the query, the same in every search and
-            every namespace.
+            shows) the documents scoring below this, 0 to 1; 0 keeps all. Scores are
+            on a calibrated scale (:mod:`memories.stores.recall.scores`): the best
+            result's is about the probability that it answers the query.
         ttl: minutes a new document lives after it was written (one written
             again keeps its own; a write may give one its own); None: forever.
             An expired document is hidden from every read at once and deleted
@@ -507,10 +506,9 @@ class DocumentMemory(IndexedMemory):
             min_score: leave out documents scoring below this (default ``self.min_score``).
 
         Results come in recall's order (hybrid recall also weighs rare words,
-        neighbouring turns and the speaker a query names). Each result's
-        ``score`` is its own calibrated relevance to the query
-        (:mod:`memories.stores.recall.scores`), so a result may score a little above
-        one ranked before it; ``min_score`` drops results, never reorders them.
+        neighbouring turns and the speaker a query names) and their scores are
+        recall's on a calibrated scale (:mod:`memories.stores.recall.scores`), so
+        they never rise down the list; ``min_score`` drops results, never reorders them.
 
         Turns saved before the call are found even while the background
         writer still has them; a filtered search writes them first (Chroma

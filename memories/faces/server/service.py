@@ -537,10 +537,10 @@ class Inspector:
     def search(self, text: str, query: str, *, memory_id: str | None = None, k: int = 10) -> dict:
         """Each searchable memory's best matches in a namespace, with why each ranked.
 
-        A result's ``score`` is its calibrated score (≈ the probability that it
-        answers the query, comparable across searches); ``ranking`` holds the
-        dense, lexical and neighbour parts of the score recall ordered this
-        search's results by (None from a backend that does not give them).
+        A result's ``score`` is the score recall ordered the results by, on the
+        calibrated scale (the best's ≈ the probability that it answers the query);
+        ``ranking`` holds its dense, lexical and neighbour parts, which add up to
+        it (None from a backend that does not give them).
         """
         query = _checked_text(query, "query")
         if not 1 <= k <= MAX_RESULTS:
