@@ -74,7 +74,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlche
 from sqlalchemy.types import UserDefinedType
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError, InvalidInputError
-from memories.kernel.embeddings import embedding_batch, query_vector
+from memories.kernel.embeddings import query_vector
 from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.compaction import Compaction, compactions
@@ -84,6 +84,7 @@ from memories.stores.recall.types import RankParts
 from memories.stores.sql import Database, get_engine, redacted
 from memories.stores.vector import recall_tables
 from memories.stores.vector.backend import VectorBackend, VectorQuery
+from memories.stores.vector.embedded import document_vectors
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
 from memories.stores.vector.outbox import OutboxRow, numbered
 from memories.stores.vector.recall_index import (
@@ -481,8 +482,7 @@ class PgVectorBackend(VectorBackend):
     def _saving(self, rows: Sequence[OutboxRow]) -> Steps[None]:
         if not rows:
             return
-        with embedding_batch(self.embedder, len(rows)):
-            vectors = yield step(self.embedder.embed_documents, [row.text for row in rows])
+        vectors = yield from document_vectors(self.embedder, [(r.text, r.metadata) for r in rows])
         yield step(self._write, rows, vectors)
 
     def _write(self, rows: Sequence[OutboxRow], vectors: Sequence[Sequence[float]]) -> None:
