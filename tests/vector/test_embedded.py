@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from memories import VectorMemory
+from memories import BackendError, VectorMemory
 from memories.long_term.vector import VectorStoreRetrieverMemory
 from memories.stores.vector.embedded import OUTPUT_AT_KEY, embedded_texts
 from tests.vector.conftest import MakeVector, WordEmbeddings
@@ -122,6 +122,22 @@ def test_a_retriever_turn_without_an_input_part_is_embedded_whole() -> None:
     )
     memory.save_context({"history": "ignored"}, {"output": "only the reply"})
     assert embedder.batches == [["output: only the reply"]]
+
+
+@pytest.mark.parametrize(
+    "vectors", [[[1.0, 0.0]], [[1.0, 0.0], [1.0]]], ids=["one for two texts", "two widths"]
+)
+def test_an_embedder_giving_wrong_vectors_stores_nothing(
+    make_pg_vector: MakeVector, vectors: list[list[float]]
+) -> None:
+    class Wrong(WordEmbeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return vectors
+
+    memory = make_pg_vector(namespace=("wrong",), embeddings=Wrong())
+    with pytest.raises(BackendError, match=r"gave \d embeddings of widths .* for 2 texts"):
+        memory.save_context({"input": "my dog is called Rex"}, {"output": "nice"})
+    assert memory.export_documents() == []
 
 
 @pytest.mark.parametrize(

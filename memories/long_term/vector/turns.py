@@ -1,12 +1,10 @@
 """A turn's document and the messages it was made of: their ids in its metadata.
 
 A turn's document text is its input part, a newline, and its output part
-(``"input: ...\\noutput: ..."``); its metadata says where the output part
-starts, so that the input part is embedded apart too
-(:mod:`memories.stores.vector.embedded`). When the turn's messages had ids,
-the metadata names them, so the document follows an edit of either message:
-it is deleted with the message, or re-indexed with the new text in the
-edited part.
+(``"input: ...\\noutput: ..."``); its metadata says where the output starts
+(:mod:`~memories.stores.vector.embedded`) and names the messages when they had
+ids, so the document follows an edit of either: deleted with the message, or
+re-indexed with the new text in the edited part.
 """
 
 from __future__ import annotations

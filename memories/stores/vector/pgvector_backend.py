@@ -487,13 +487,7 @@ class PgVectorBackend(VectorBackend):
 
     def _write(self, rows: Sequence[OutboxRow], vectors: Sequence[Sequence[float]]) -> None:
         """The documents, their numbers and their index rows, in one transaction."""
-        widths = {len(v) for v in vectors}
-        if len(widths) != 1 or len(vectors) != len(rows):
-            raise BackendError(
-                f"The embedder gave {len(vectors)} embeddings of widths {sorted(widths)} for "
-                f"{len(rows)} documents; nothing was stored."
-            )
-        dims = widths.pop()
+        dims = len(vectors[0])  # one width (document_vectors checked)
         store, space = self._store, self._space
         store.index_width(dims)
         with store.transaction("store documents") as connection:
