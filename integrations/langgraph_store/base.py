@@ -45,6 +45,15 @@ class MemoryStoreAdapter(BaseStore):
     :meth:`_namespaces`, and their async twins (``_aget``...) when the backend
     has native async calls; otherwise ``abatch`` runs ``batch`` in a thread.
     Filtering, namespace matching, paging and time to live are done here, once.
+
+    Args:
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
+            ``omit_expired``, ``sweep_interval_minutes``); None: items live until
+            deleted, unless a ``put`` gives its own ``ttl``.
+        ttl_url: the SQL database that keeps expiry times (default: the store's own,
+            which a vector or collection memory reads too, so that its own
+            searches hide what expired through the adapter).
+        clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
     """
 
     #: ``search(query=...)`` ranks by meaning (a vector index); else query is ignored.

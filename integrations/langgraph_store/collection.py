@@ -42,13 +42,7 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
             uses (its own namespace is only the template's).
         text_field: the value field that becomes the memory's content.
         score: ``"calibrated"`` (ours, the default) or ``"cosine"`` (LangGraph's).
-        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
-            ``omit_expired``, ``sweep_interval_minutes``); None: items live until
-            deleted, unless a ``put`` gives its own ``ttl``.
-        ttl_url: the SQL database that keeps expiry times (default: the store's own,
-            which a vector or collection memory reads too, so that its own
-            searches hide what expired through the adapter).
-        clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
+        ttl, ttl_url, clock: time to live (:class:`MemoryStoreAdapter`'s Args).
     """
 
     supports_query = True

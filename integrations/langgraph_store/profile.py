@@ -39,13 +39,7 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
         store: the profile store (``ProfileStore(url)``).
         schema: a JSON Schema or Pydantic model every ``put`` must satisfy;
             None accepts any JSON object.
-        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
-            ``omit_expired``, ``sweep_interval_minutes``); None: items live until
-            deleted, unless a ``put`` gives its own ``ttl``.
-        ttl_url: the SQL database that keeps expiry times (default: the store's own,
-            which a vector or collection memory reads too, so that its own
-            searches hide what expired through the adapter).
-        clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
+        ttl, ttl_url, clock: time to live (:class:`MemoryStoreAdapter`'s Args).
     """
 
     def __init__(

@@ -86,13 +86,7 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         min_score: leave out of query searches the items scoring below this;
             default: the memory's ``min_score`` (with ``score="cosine"``: none).
             ``search(..., min_score=...)`` overrides it for one call.
-        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
-            ``omit_expired``, ``sweep_interval_minutes``); None: items live until
-            deleted, unless a ``put`` gives its own ``ttl``.
-        ttl_url: the SQL database that keeps expiry times (default: the store's own,
-            which a vector or collection memory reads too, so that its own
-            searches hide what expired through the adapter).
-        clock: the time expiry is reckoned with (Unix seconds; default ``time.time``).
+        ttl, ttl_url, clock: time to live (:class:`MemoryStoreAdapter`'s Args).
     """
 
     supports_query = True
@@ -207,57 +201,25 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         return [namespace_tuple(key) for key, n in listed.items() if (n or store.count(key)) > 0]
 
     def search(
-        self,
-        namespace_prefix: Namespace,
-        /,
-        *,
-        query: str | None = None,
-        filter: dict[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        refresh_ttl: bool | None = None,
-        min_score: float | None = None,
+        self, namespace_prefix: Namespace, /, *, min_score: float | None = None, **page: Any
     ) -> list[SearchItem]:
-        """LangGraph's ``search``; with a query, items scoring below ``min_score`` are left out.
+        """LangGraph's ``search`` (``query``, ``filter``, ``limit``, ``offset``,
+        ``refresh_ttl``); with a query, items scoring below ``min_score`` are left out.
 
         ``min_score`` defaults to the adapter's; it needs a query (without one
         nothing is scored).
         """
         if min_score is None:
-            return super().search(
-                namespace_prefix,
-                query=query,
-                filter=filter,
-                limit=limit,
-                offset=offset,
-                refresh_ttl=refresh_ttl,
-            )
-        op = _search_op(namespace_prefix, query, filter, limit, offset, refresh_ttl, min_score)
-        return self._search_above(op, min_score)
+            return super().search(namespace_prefix, **page)
+        return self._search_above(_search_op(namespace_prefix, min_score, **page), min_score)
 
     async def asearch(
-        self,
-        namespace_prefix: Namespace,
-        /,
-        *,
-        query: str | None = None,
-        filter: dict[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        refresh_ttl: bool | None = None,
-        min_score: float | None = None,
+        self, namespace_prefix: Namespace, /, *, min_score: float | None = None, **page: Any
     ) -> list[SearchItem]:
         """Async :meth:`search`."""
         if min_score is None:
-            return await super().asearch(
-                namespace_prefix,
-                query=query,
-                filter=filter,
-                limit=limit,
-                offset=offset,
-                refresh_ttl=refresh_ttl,
-            )
-        op = _search_op(namespace_prefix, query, filter, limit, offset, refresh_ttl, min_score)
+            return await super().asearch(namespace_prefix, **page)
+        op = _search_op(namespace_prefix, min_score, **page)
         found: list[SearchItem] = await in_thread(self._search_above, op, min_score)
         return found
 
@@ -331,12 +293,14 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
 
 def _search_op(
     namespace_prefix: Namespace,
-    query: str | None,
-    filter: dict[str, Any] | None,
-    limit: int,
-    offset: int,
-    refresh_ttl: bool | None,
     min_score: float,
+    /,
+    *,
+    query: str | None = None,
+    filter: dict[str, Any] | None = None,
+    limit: int = 10,
+    offset: int = 0,
+    refresh_ttl: bool | None = None,
 ) -> SearchOp:
     """The operation ``BaseStore.search`` would batch, once ``min_score`` is checked.
 

@@ -476,11 +476,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(run=_demo)
 
-    def configured(name: str, help: str) -> argparse.ArgumentParser:
+    def with_config(
+        name: str, help: str, *, dry_run: str = "", confirm: bool = False
+    ) -> argparse.ArgumentParser:
+        """A command over a config file; ``dry_run``: that flag's help; ``confirm``: ``--yes``."""
         command = commands.add_parser(name, help=help)
         command.add_argument(
             "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
         )
+        if dry_run:
+            command.add_argument("--dry-run", action="store_true", help=dry_run)
+        if confirm:
+            command.add_argument(
+                "-y", "--yes", action="store_true", help="do not ask for confirmation"
+            )
+        return command
+
+    def configured(
+        name: str, help: str, *, dry_run: str = "", confirm: bool = False
+    ) -> argparse.ArgumentParser:
+        """A command over one session and namespace of a config (the config's by default)."""
+        command = with_config(name, help, dry_run=dry_run, confirm=confirm)
         command.add_argument(
             "--session", help="the session to use (default: the config's history session_id)"
         )
@@ -538,7 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
     import_.set_defaults(run=_import)
 
     clear = configured(
-        "clear", "erase a session: its messages, its vector documents and the memory's state"
+        "clear",
+        "erase a session: its messages, its vector documents and the memory's state",
+        confirm=True,
     )
     clear.add_argument(
         "--erase-namespace",
@@ -546,7 +564,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="also erase the long-term memories whole: every session's vector documents of "
         "the namespace, the profile and the entity graph",
     )
-    clear.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     clear.set_defaults(run=_clear)
 
     letters = configured(
@@ -560,33 +577,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     letters.set_defaults(run=_dead_letters)
 
-    erase = commands.add_parser(
+    erase = with_config(
         "erase",
-        help="erase a person's data in every store of a config (a namespace, a session or "
+        "erase a person's data in every store of a config (a namespace, a session or "
         "both), then count again: the report shows 0 remaining",
-    )
-    erase.add_argument(
-        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+        dry_run="count what would go; erase nothing",
+        confirm=True,
     )
     erase.add_argument(
         "--namespace", help="the person's namespace, labels joined by '.' (e.g. users.maya)"
     )
     erase.add_argument("--session", help="the person's chat session")
-    erase.add_argument("--dry-run", action="store_true", help="count what would go; erase nothing")
     erase.add_argument("--json", action="store_true", help="print the report as JSON")
-    erase.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     erase.set_defaults(run=_erase)
 
-    reshard = commands.add_parser(
+    reshard = with_config(
         "reshard",
-        help="move small namespaces of a Chroma store made before shards into shared "
+        "move small namespaces of a Chroma store made before shards into shared "
         "collections (safe while the application runs; re-run after a crash)",
+        dry_run="say what would move; move nothing",
+        confirm=True,
     )
-    reshard.add_argument(
-        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
-    )
-    reshard.add_argument("--dry-run", action="store_true", help="say what would move; move nothing")
-    reshard.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     reshard.set_defaults(run=_reshard)
 
     sweep = configured(
@@ -594,16 +605,12 @@ def build_parser() -> argparse.ArgumentParser:
         "delete the raw history past each memory's retention and the items past their time to "
         "live, in every session and namespace of the stores (only --session's or --namespace's "
         "when given)",
+        dry_run="count what would go; delete nothing",
     )
-    sweep.add_argument("--dry-run", action="store_true", help="count what would go; delete nothing")
     sweep.set_defaults(run=_sweep)
 
-    serve = commands.add_parser(
-        "serve",
-        help="a web inspector and JSON API over a config, read-only by default (server extra)",
-    )
-    serve.add_argument(
-        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+    serve = with_config(
+        "serve", "a web inspector and JSON API over a config, read-only by default (server extra)"
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=_positive, default=8765, help="port (default 8765)")
@@ -624,11 +631,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(run=_serve)
 
-    mcp = commands.add_parser(
-        "mcp", help="an MCP server over stdio: the memory tools of a config (the mcp extra)"
-    )
-    mcp.add_argument(
-        "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
+    mcp = with_config(
+        "mcp", "an MCP server over stdio: the memory tools of a config (the mcp extra)"
     )
     mcp.add_argument(
         "--namespace",

@@ -24,9 +24,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable
-from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from memories.errors import MemoriesError
 from memories.kernel.accounting import Accounts, ModelUsage, carried
@@ -37,6 +37,7 @@ __all__ = [
     "JobStatus",
     "MemoryStatus",
     "WhenFull",
+    "merged_batches",
     "shared_debouncer",
 ]
 
@@ -391,6 +392,36 @@ class MemoryStatus:
     process, per kind and per namespace (see :mod:`memories.kernel.accounting`)."""
     deferred: str | None = field(default=None, compare=False)
     """Why the memory's formation waits, when its model budget is spent (else None)."""
+
+
+class BatchResult(Protocol):
+    """What one batch of deferred work did: a dataclass with a status and an error."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+B = TypeVar("B", bound=BatchResult)
+
+
+def merged_batches(before: B, after: B, rank: Mapping[str, int]) -> B:
+    """Two batches of deferred work as one result.
+
+    The most telling status (the higher ``rank``), the later ``version`` and
+    error (the earlier one if the later batch has none), the other fields (the
+    counts) added up.
+    """
+    counts = {
+        f.name: getattr(before, f.name) + getattr(after, f.name)
+        for f in fields(after)
+        if f.name not in ("status", "version", "error")
+    }
+    status = max(before.status, after.status, key=rank.__getitem__)
+    return replace(after, status=status, error=after.error or before.error, **counts)
 
 
 @dataclass(eq=False)

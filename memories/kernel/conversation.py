@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
@@ -29,6 +29,7 @@ from memories.kernel.steps import Steps, step
 __all__ = [
     "CheckedReply",
     "Conversation",
+    "OperationsReply",
     "UpdateMethod",
     "bind_reply_tool",
     "conversing",
@@ -96,6 +97,11 @@ class CheckedReply(Generic[R]):
     def _accept(self, reply: BaseMessage) -> R:
         raise NotImplementedError(f"{type(self).__name__} must define _accept()")
 
+    @property
+    def accepted(self) -> R | None:
+        """The accepted reply's value; None when the exchange failed."""
+        return None if self._error is not None else self._accepted
+
     def request(self) -> list[BaseMessage] | None:
         """The messages to send next, or None when the exchange is over."""
         return None if self._done else list(self._conversation)
@@ -132,6 +138,26 @@ class CheckedReply(Generic[R]):
             )
         else:
             self._conversation.append(HumanMessage(rejected))
+
+
+@dataclass
+class OperationsReply(CheckedReply[R]):
+    """A :class:`CheckedReply` whose model answers with a list of operations.
+
+    Args:
+        tools: whether the model answers through the reply tool named
+            :attr:`tool_name` (:func:`operations_tool`), else with JSON text.
+    """
+
+    tools: bool
+    #: The reply tool's name, which a rejected tool call is asked to call again.
+    tool_name: ClassVar[str]
+
+    @property
+    def fix(self) -> str:  # type: ignore[override]
+        if self.tools:
+            return f"Call {self.tool_name} again with corrected operations."
+        return "Reply again with the corrected operations."
 
 
 def conversing(

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from memories.kernel.background import BackgroundWork, Debouncer, MemoryStatus
+from memories.kernel.background import BackgroundWork, Debouncer, MemoryStatus, merged_batches
 from memories.kernel.steps import Steps, arun, run, step
 
 
@@ -209,3 +209,48 @@ def test_the_status_record_defaults_to_nothing_deferred() -> None:
         None,
         None,
     )
+
+
+def test_merged_batches_keep_the_most_telling_status_and_add_up_the_counts() -> None:
+    from memories.long_term.collection.folding import CollectionUpdate
+    from memories.long_term.profile.update import UpdateResult, merge_results
+
+    rank = {"idle": 0, "unchanged": 1, "updated": 2, "failed": 3}
+    first = CollectionUpdate("updated", turns=2, inserted=1, updated=3)
+    failed = CollectionUpdate("failed", turns=1, deleted=1, error="model down")
+    assert merged_batches(first, failed, rank) == CollectionUpdate(
+        "failed", 3, 1, 3, 1, "model down"
+    )
+    assert merged_batches(failed, CollectionUpdate("idle"), rank).error == "model down"
+    # a version is the later batch's, never a sum
+    profile = merge_results(UpdateResult("updated", 4, 2), UpdateResult("unchanged", 5, 1))
+    assert profile == UpdateResult("updated", 5, 3)
+
+
+def test_a_rejected_operations_reply_is_asked_again_through_its_tool() -> None:
+    from langchain_core.messages import AIMessage
+
+    from memories.long_term.collection.extraction import ExtractionSession
+
+    def session(tools: bool) -> ExtractionSession:
+        return ExtractionSession([], 1, tools, {}, ("insert",), lambda content: content)
+
+    with_tool = session(True)
+    with_tool.receive(
+        AIMessage(
+            "",
+            tool_calls=[
+                {
+                    "name": "update_memories",
+                    "args": {"operations": [{"op": "delete", "id": "m9"}]},
+                    "id": "c1",
+                }
+            ],
+        )
+    )
+    assert "Call update_memories again" in str(with_tool.request()[-1].content)
+    as_text = session(False)
+    as_text.receive(AIMessage("not json"))
+    assert str(as_text.request()[-1].content).endswith("Reply again with the corrected operations.")
+    as_text.receive(AIMessage("also not json"))
+    assert as_text.request() is None and as_text.outcome().operations == ()

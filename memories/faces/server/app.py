@@ -523,19 +523,20 @@ def create_app(
     def namespace_page(request: Request, done: dict[str, Any]) -> str:
         return f"/namespaces/{segment(_param(request, 'namespace'))}"
 
-    async def edit_item(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+    def item_of(request: Request) -> dict[str, str]:
+        """``item_id`` on an item's route (a collection memory's); none on a memory's."""
+        return {"item_id": _param(request, "item")} if "item" in request.path_params else {}
+
+    async def edit(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+        # an item's content; on a memory's route a profile's document or instructions' prompts
+        named = "document" if "document" in fields else "prompts"
+        named = "content" if "item" in request.path_params else named
         return await call(
             inspector.edit,
             *_where(request),
-            fields.get("content"),
-            item_id=_param(request, "item"),
+            fields.get(named),
+            **item_of(request),
             expected_version=fields.get("expected_version"),
-        )
-
-    async def edit_memory(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
-        value = fields["document"] if "document" in fields else fields.get("prompts")
-        return await call(
-            inspector.edit, *_where(request), value, expected_version=fields.get("expected_version")
         )
 
     async def delete_item(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
@@ -546,20 +547,12 @@ def create_app(
             expected_version=fields.get("expected_version"),
         )
 
-    async def rollback_item(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+    async def rollback(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
         return await call(
             inspector.rollback,
             *_where(request),
             fields.get("version"),
-            item_id=_param(request, "item"),
-            expected_version=fields.get("expected_version"),
-        )
-
-    async def rollback_memory(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
-        return await call(
-            inspector.rollback,
-            *_where(request),
-            fields.get("version"),
+            **item_of(request),
             expected_version=fields.get("expected_version"),
         )
 
@@ -574,11 +567,11 @@ def create_app(
 
     Back = Callable[[Request, dict[str, Any]], str] | str
     handlers: dict[str, tuple[Act, Back]] = {
-        (_ITEM + "/edit"): (edit_item, item_page),
-        (_MEMORY + "/edit"): (edit_memory, memory_page),
+        (_ITEM + "/edit"): (edit, item_page),
+        (_MEMORY + "/edit"): (edit, memory_page),
         (_ITEM + "/delete"): (delete_item, after_delete),
-        (_ITEM + "/rollback"): (rollback_item, item_page),
-        (_MEMORY + "/rollback"): (rollback_memory, memory_page),
+        (_ITEM + "/rollback"): (rollback, item_page),
+        (_MEMORY + "/rollback"): (rollback, memory_page),
         (_MEMORY + "/retry"): (retry, namespace_page),
         (_NAMESPACE + "/erase"): (erase, "erased.html"),
     }

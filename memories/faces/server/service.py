@@ -570,14 +570,15 @@ class Inspector:
     # then writes through the memory's own method, compare-and-set on the version the
     # caller read (VersionConflictError: 409). Erasing a user is one more action here.
 
-    def _writable(self, text: str, memory_id: str) -> tuple[Namespace, Any]:
+    def _writable(self, action: str, text: str, memory_id: str) -> tuple[Any, dict[str, Any]]:
+        """The memory ``action`` writes, and the answer's first fields (what, where)."""
         if not self.allow_writes:
             raise ReadOnly()
         namespace = self._known(text)
         leaf = self._leaf(memory_id, namespace, None)
         if capabilities_of(leaf).scope != "namespace":
             raise NotFound(f"Memory {memory_id!r} keeps nothing per namespace.")
-        return namespace, leaf
+        return leaf, {"action": action, "namespace": ".".join(namespace), "memory": memory_id}
 
     def _current(self, leaf: Any, item_id: str, text: str) -> Any:
         """A collection memory as it stands; NotFound when the namespace holds no such memory."""
@@ -609,9 +610,8 @@ class Inspector:
         Raises:
             ReadOnly, NotFound, InvalidInputError, VersionConflictError.
         """
-        namespace, leaf = self._writable(text, memory_id)
+        leaf, done = self._writable("edit", text, memory_id)
         expected = _expected(expected_version)
-        done = {"action": "edit", "namespace": ".".join(namespace), "memory": memory_id}
         if isinstance(leaf, CollectionMemory):
             if item_id is None:
                 raise InvalidInputError("Name the memory to edit (its item id).")
@@ -635,8 +635,7 @@ class Inspector:
         Args:
             expected_version: the version read; required for a collection memory.
         """
-        namespace, leaf = self._writable(text, memory_id)
-        done = {"action": "delete", "namespace": ".".join(namespace), "memory": memory_id}
+        leaf, done = self._writable("delete", text, memory_id)
         if isinstance(leaf, CollectionMemory):
             expected = _expected(expected_version)
             self._current(leaf, item_id, text)
@@ -663,10 +662,9 @@ class Inspector:
         expected_version: int | None,
     ) -> dict[str, Any]:
         """Restore what a memory said at ``version``, as a new version; returns the new one."""
-        namespace, leaf = self._writable(text, memory_id)
+        leaf, done = self._writable("rollback", text, memory_id)
         expected = _expected(expected_version)
         version = _expected(version, "version")
-        done = {"action": "rollback", "namespace": ".".join(namespace), "memory": memory_id}
         if isinstance(leaf, CollectionMemory):
             if item_id is None:
                 raise InvalidInputError("Name the memory to roll back (its item id).")
@@ -686,7 +684,7 @@ class Inspector:
 
     def retry(self, text: str, memory_id: str, ids: Sequence[str] | None = None) -> dict[str, Any]:
         """Queue a memory's dead letters again (all, or ``ids``) and write them now."""
-        namespace, leaf = self._writable(text, memory_id)
+        leaf, done = self._writable("retry", text, memory_id)
         if not isinstance(leaf, DocumentMemory | CollectionMemory):
             raise NotFound(f"Memory {memory_id!r} keeps no dead letters.")
         held = {letter.row.doc_id for letter in leaf.backend.dead_letters()}
@@ -695,14 +693,7 @@ class Inspector:
             what = f"{unknown[0]!r} is not" if unknown else "nothing is"
             raise NotFound(f"{what} set aside in {memory_id!r} of {text!r}.")
         retried = leaf.backend.retry_dead_letters(list(ids) if ids else None)
-        left = len(leaf.backend.dead_letters())
-        return {
-            "action": "retry",
-            "namespace": ".".join(namespace),
-            "memory": memory_id,
-            "retried": retried,
-            "dead_letters": left,
-        }
+        return {**done, "retried": retried, "dead_letters": len(leaf.backend.dead_letters())}
 
     def erasure(self, text: str) -> dict[str, Any]:
         """What erasing the user of namespace ``text`` would remove, store by store.

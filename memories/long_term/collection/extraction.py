@@ -24,7 +24,7 @@ from langchain_core.messages import (
 )
 
 from memories.errors import InvalidInputError, LLMError
-from memories.kernel.conversation import CheckedReply, proposed_items
+from memories.kernel.conversation import OperationsReply, operations_tool, proposed_items
 from memories.kernel.messages import format_buffer
 
 __all__ = [
@@ -39,32 +39,19 @@ OPERATIONS_TOOL_NAME = "update_memories"
 OpKind = Literal["insert", "update", "delete"]
 
 #: The tool a model with tool calling answers through.
-OPERATIONS_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": OPERATIONS_TOOL_NAME,
-        "description": "Insert, update or delete memories. Call with an empty list to change "
-        "nothing.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "operations": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "op": {"type": "string", "enum": ["insert", "update", "delete"]},
-                            "id": {"type": "string", "description": "the memory's alias, m1..."},
-                            "content": {"description": "the memory (insert and update)"},
-                        },
-                        "required": ["op"],
-                    },
-                }
-            },
-            "required": ["operations"],
+OPERATIONS_TOOL: dict[str, Any] = operations_tool(
+    OPERATIONS_TOOL_NAME,
+    "Insert, update or delete memories. Call with an empty list to change nothing.",
+    {
+        "type": "object",
+        "properties": {
+            "op": {"type": "string", "enum": ["insert", "update", "delete"]},
+            "id": {"type": "string", "description": "the memory's alias, m1..."},
+            "content": {"description": "the memory (insert and update)"},
         },
+        "required": ["op"],
     },
-}
+)
 
 
 @dataclass(frozen=True)
@@ -143,38 +130,29 @@ def extraction_prompt(
 
 
 @dataclass
-class ExtractionSession(CheckedReply[tuple[Operation, ...]]):
+class ExtractionSession(OperationsReply[tuple[Operation, ...]]):
     """One update: asks for operations, checks them all, sends errors back (bounded).
 
     Args:
         opening: the first messages (:func:`extraction_prompt`).
         max_retries: how many times a bad reply is sent back.
+        tools: whether the model answers through :data:`OPERATIONS_TOOL`.
         aliases: alias -> memory id, for the memories the model was shown.
         allowed: the operations this collection enables.
         check: validates a content (raises InvalidInputError), returns it as stored.
-        tools: whether the model answers through :data:`OPERATIONS_TOOL`.
     """
 
     aliases: Mapping[str, str]
     allowed: Sequence[OpKind]
     check: Callable[[Any], Any]
-    tools: bool
 
-    @property
-    def fix(self) -> str:  # type: ignore[override]
-        if self.tools:
-            return f"Call {OPERATIONS_TOOL_NAME} again with corrected operations."
-        return "Reply again with the corrected operations."
+    tool_name = OPERATIONS_TOOL_NAME
 
     def outcome(self) -> ExtractionOutcome:
         """The result, once :meth:`request` returns None."""
-        operations = () if self._error is not None else (self._accepted or ())
-        return ExtractionOutcome(operations, tuple(self._raw), self._error)
+        return ExtractionOutcome(self.accepted or (), tuple(self._raw), self._error)
 
     def _accept(self, reply: BaseMessage) -> tuple[Operation, ...]:
-        return self._operations_in(reply)
-
-    def _operations_in(self, reply: BaseMessage) -> tuple[Operation, ...]:
         items = proposed_items(reply, OPERATIONS_TOOL_NAME, _NOT_JSON)
         accepted: list[Operation] = []
         problems: list[str] = []

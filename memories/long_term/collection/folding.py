@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from memories.kernel.background import merged_batches
 from memories.kernel.conversation import bind_reply_tool, conversing
 from memories.kernel.embeddings import cosine, query_vector
 from memories.kernel.messages import message_text
@@ -63,7 +64,7 @@ def refreshing(memory: CollectionMemory) -> Steps[CollectionUpdate]:
     total = CollectionUpdate("idle")
     while True:
         batch = yield from folding_batch(memory)
-        total = merged(total, batch)
+        total = merged_batches(total, batch, _RANK)
         if batch.status in ("idle", "failed"):
             return total
 
@@ -149,7 +150,7 @@ def session(
         tools=tools,
     )
     session = ExtractionSession(
-        opening, memory.max_retries, aliases, allowed(memory), memory.check_content, tools
+        opening, memory.max_retries, tools, aliases, allowed(memory), memory.check_content
     )
     return session, memory._caller, model
 
@@ -227,16 +228,3 @@ def deduplicating(
 
 
 _RANK = {"idle": 0, "unchanged": 1, "updated": 2, "failed": 3}
-
-
-def merged(before: CollectionUpdate, after: CollectionUpdate) -> CollectionUpdate:
-    """Several batches as one result: the most telling status, the counts added up."""
-    status = max(before.status, after.status, key=_RANK.__getitem__)
-    return CollectionUpdate(
-        status,
-        before.turns + after.turns,
-        before.inserted + after.inserted,
-        before.updated + after.updated,
-        before.deleted + after.deleted,
-        after.error or before.error,
-    )

@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from memories.long_term.collection import rules
 from memories.long_term.collection.rules import MEMORY_PREFIX
-from memories.stores.documents import (
-    ProfileChange,
-)
+from memories.stores.documents import ProfileChange
 from memories.stores.vector.records import SearchResult
 
 if TYPE_CHECKING:
@@ -18,11 +16,7 @@ if TYPE_CHECKING:
 
 
 def exported(memory: CollectionMemory) -> builtins.list[SearchResult]:
-    """Every memory of the namespace, deleted ones too, with its versions in ``metadata``.
-
-    ``metadata["versions"]`` lists each version's kind, content, metadata
-    and time, oldest first; :meth:`import_documents` replays them.
-    """
+    """:meth:`CollectionMemory.export_documents`: every memory with its versions."""
     by_key: dict[str, builtins.list[ProfileChange]] = {}
     for key, change in memory._store.key_changes(memory.namespace, MEMORY_PREFIX):
         by_key.setdefault(key, []).append(change)
@@ -50,15 +44,7 @@ def imported(
     texts: Sequence[str],
     metadatas: Sequence[Mapping[str, Any]],
 ) -> None:
-    """Replay exported memories' versions under their ids (new times, same contents).
-
-    A memory whose history already ends with those contents is left alone,
-    so importing twice changes nothing.
-
-    Raises:
-        InvalidInputError: a line has no versions, or a version's content
-            does not fit this collection (checked before anything is written).
-    """
+    """:meth:`CollectionMemory.import_documents`: every line checked, then replayed."""
     plans = []
     for memory_id, text, metadata in zip(ids, texts, metadatas, strict=True):
         versions = metadata.get("versions")

@@ -24,7 +24,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import Field
 
 from memories.errors import InvalidInputError, LLMError
-from memories.kernel.background import MemoryStatus
+from memories.kernel.background import MemoryStatus, merged_batches
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
 from memories.kernel.keys import input_text_for
@@ -337,7 +337,7 @@ class EntityMemory(StoredDocumentMemory):
         total = GraphUpdate("idle")
         while True:
             batch = yield from self._folding_batch()
-            total = _merged(total, batch)
+            total = merged_batches(total, batch, _RANK)
             if batch.status in ("idle", "failed"):
                 return total
 
@@ -407,10 +407,7 @@ class EntityMemory(StoredDocumentMemory):
         )
         aliases = {**entity_aliases, **relation_aliases}
         session = GraphSession(
-            opening,
-            self.max_retries,
-            lambda: self._planner(graph, aliases, when),
-            tools,
+            opening, self.max_retries, tools, lambda: self._planner(graph, aliases, when)
         )
         return session, self._caller, model
 
@@ -476,13 +473,3 @@ def _by_time(relations: builtins.list[Relation]) -> builtins.list[Relation]:
 
 
 _RANK = {"idle": 0, "unchanged": 1, "updated": 2, "failed": 3}
-
-
-def _merged(before: GraphUpdate, after: GraphUpdate) -> GraphUpdate:
-    status = max(before.status, after.status, key=_RANK.__getitem__)
-    return GraphUpdate(
-        status,
-        before.turns + after.turns,
-        before.changes + after.changes,
-        after.error or before.error,
-    )

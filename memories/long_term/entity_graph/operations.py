@@ -32,7 +32,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from memories.errors import LLMError
-from memories.kernel.conversation import CheckedReply, operations_tool, proposed_items
+from memories.kernel.conversation import OperationsReply, operations_tool, proposed_items
 from memories.kernel.messages import format_buffer
 from memories.stores.documents import Change, PendingTurn
 from memories.stores.entities.temporal_graph import (
@@ -456,24 +456,19 @@ def _time(value: Any, default: float) -> float:
 
 
 @dataclass
-class GraphSession(CheckedReply[Plan]):
+class GraphSession(OperationsReply[Plan]):
     """One update by a model: asks for operations, plans them all, sends problems back (bounded).
 
     Args:
         opening: the first messages (:func:`graph_prompt`).
         max_retries: how many times a bad reply is sent back.
-        planner: makes a fresh :class:`Planner` for each reply.
         tools: whether the model answers through :data:`GRAPH_TOOL`.
+        planner: makes a fresh :class:`Planner` for each reply.
     """
 
     planner: Any
-    tools: bool
 
-    @property
-    def fix(self) -> str:  # type: ignore[override]
-        if self.tools:
-            return f"Call {GRAPH_TOOL_NAME} again with corrected operations."
-        return "Reply again with the corrected operations."
+    tool_name = GRAPH_TOOL_NAME
 
     def _accept(self, reply: BaseMessage) -> Plan:
         plan: Plan = self.planner().apply(proposed_items(reply, GRAPH_TOOL_NAME, _NOT_JSON))
@@ -481,5 +476,4 @@ class GraphSession(CheckedReply[Plan]):
 
     def outcome(self) -> tuple[Plan | None, tuple[str, ...], str | None]:
         """The plan (None after a failure), every raw reply, and the error."""
-        plan = None if self._error is not None else self._accepted
-        return plan, tuple(self._raw), self._error
+        return self.accepted, tuple(self._raw), self._error

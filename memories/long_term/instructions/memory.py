@@ -41,7 +41,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import Field
 
 from memories.errors import ConfigError, InvalidInputError
-from memories.kernel.background import MemoryStatus
+from memories.kernel.background import MemoryStatus, merged_batches
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import conversing
 from memories.kernel.steps import Steps, arun, run, step
@@ -487,7 +487,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
         total = ReflectionResult("idle", 0)
         while True:
             batch = yield from self._reflecting_batch()
-            total = _merged(total, batch)
+            total = merged_batches(total, batch, _RANK)
             if batch.status not in ("revised", "unchanged"):
                 return total
 
@@ -573,12 +573,6 @@ _RANK = {
     "awaiting_approval": 3,
     "failed": 4,
 }
-
-
-def _merged(before: ReflectionResult, after: ReflectionResult) -> ReflectionResult:
-    """Several batches as one result: the most telling status, the items added up."""
-    status = max(before.status, after.status, key=_RANK.__getitem__)
-    return ReflectionResult(status, after.version, before.turns + after.turns, after.error)
 
 
 def _document(

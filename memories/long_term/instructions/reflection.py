@@ -160,13 +160,9 @@ class RevisionSession(CheckedReply[tuple[Revision, ...]]):
 
     def outcome(self) -> ReflectionOutcome:
         """The result, once :meth:`request` returns None."""
-        revisions = () if self._error is not None else (self._accepted or ())
-        return ReflectionOutcome(revisions, tuple(self._raw), self._error)
+        return ReflectionOutcome(self.accepted or (), tuple(self._raw), self._error)
 
     def _accept(self, reply: BaseMessage) -> tuple[Revision, ...]:
-        return self._revisions_in(reply)
-
-    def _revisions_in(self, reply: BaseMessage) -> tuple[Revision, ...]:
         value = parse_json_reply(
             str(reply.text),
             accepts=lambda v: isinstance(v, list) or (isinstance(v, dict) and "revisions" in v),

@@ -32,6 +32,7 @@ from langchain_core.messages import (
 from langchain_core.runnables import Runnable
 
 from memories.errors import InvalidProfileError, LLMError
+from memories.kernel.background import merged_batches
 from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
 from memories.kernel.llm import ModelCaller
 from memories.kernel.messages import format_buffer
@@ -302,8 +303,7 @@ class UpdateResult:
 
 def merge_results(before: UpdateResult, after: UpdateResult) -> UpdateResult:
     """The result of several batches: the most telling status, the turns added up."""
-    status = max(before.status, after.status, key=_RANK.__getitem__)
-    return UpdateResult(status, after.version, before.turns + after.turns, after.error)
+    return merged_batches(before, after, _RANK)
 
 
 def bind_patch_tool(

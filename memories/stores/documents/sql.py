@@ -243,17 +243,7 @@ class ProfileStore(BaseProfileStore):
         connection.execute(
             insert(changes_table),
             [
-                {
-                    "namespace": ns,
-                    "key": key,
-                    "version": 1,
-                    "kind": change.kind,
-                    "document": text,
-                    "patch": _dump(list(change.patch)),
-                    "turns": _dump_turns(change.turns),
-                    "created_at": now,
-                    "owner": self.owner,
-                }
+                self._change_row(ns, key, 1, change, text, now)
                 for (key, change), text in zip(fresh, texts, strict=True)
             ],
         )
@@ -275,27 +265,34 @@ class ProfileStore(BaseProfileStore):
         self, connection: Connection, ns: str, key: str, change: Change, expected: int, now: float
     ) -> None:
         """Compare-and-set one key and record the change (raises _Conflict if it moved on)."""
-        text = _dump(change.document) if change.document is not None else None
         if expected == 0:
-            self._insert(connection, ns, key, text, now)
-        else:
-            t = store_table  # an unowned row (an older version's) is claimed here
-            moved = connection.execute(
-                update(t)
-                .where(
-                    t.c.namespace == ns,
-                    t.c.key == key,
-                    t.c.version == expected,
-                    owned(t, self.owner),
-                )
-                .values(value=text, version=expected + 1, updated_at=now, owner=self.owner)
-            ).rowcount
-            if moved != 1:
-                raise _Conflict
-        row = {
+            self._insert_fresh(connection, ns, [(key, change)], now)
+            return
+        text = _dump(change.document) if change.document is not None else None
+        t = store_table  # an unowned row (an older version's) is claimed here
+        moved = connection.execute(
+            update(t)
+            .where(
+                t.c.namespace == ns,
+                t.c.key == key,
+                t.c.version == expected,
+                owned(t, self.owner),
+            )
+            .values(value=text, version=expected + 1, updated_at=now, owner=self.owner)
+        ).rowcount
+        if moved != 1:
+            raise _Conflict
+        row = self._change_row(ns, key, expected + 1, change, text, now)
+        connection.execute(insert(changes_table).values(**row))
+
+    def _change_row(
+        self, ns: str, key: str, version: int, change: Change, text: str | None, now: float
+    ) -> dict[str, Any]:
+        """The row recording ``change`` of ``key`` as its ``version`` (``text``: its document)."""
+        return {
             "namespace": ns,
             "key": key,
-            "version": expected + 1,
+            "version": version,
             "kind": change.kind,
             "document": text,
             "patch": _dump(list(change.patch)),
@@ -303,7 +300,6 @@ class ProfileStore(BaseProfileStore):
             "created_at": now,
             "owner": self.owner,
         }
-        connection.execute(insert(changes_table).values(**row))
 
     def _keys(self, op: Keys) -> list[ProfileItem]:
         t = store_table
@@ -560,25 +556,6 @@ class ProfileStore(BaseProfileStore):
     def _keyed(self, table: Any, namespace: Namespace, prefix: str) -> tuple[Any, ...]:
         """The conditions "this store's row of exactly this namespace, its key after ``prefix``"."""
         return (*keyed(table, namespace, prefix), owned(table, self.owner))
-
-    def _insert(
-        self, connection: Connection, ns: str, key: str, text: str | None, now: float
-    ) -> None:
-        refuse_others(connection, ns, [key], self.owner)
-        row = {
-            "namespace": ns,
-            "key": key,
-            "value": text,
-            "version": 1,
-            "created_at": now,
-            "updated_at": now,
-            "owner": self.owner,
-        }
-        try:
-            connection.execute(insert(store_table).values(**row))
-        except IntegrityError as exc:
-            # Another writer created the row first; the whole transaction rolls back.
-            raise _Conflict from exc
 
     def _drop(self, connection: Connection, ns: str, key: str, ids: Sequence[int]) -> None:
         # Exactly these ids, never "up to": on a server database a turn with a

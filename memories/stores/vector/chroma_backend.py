@@ -30,32 +30,25 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.embeddings import Embeddings
-
 from memories.errors import BackendError, BackendUnavailableError
 from memories.kernel.background import BackgroundWork, describe_error
-from memories.kernel.embeddings import query_vector
-from memories.kernel.namespaces import namespace_key
-from memories.kernel.steps import Steps, arun, blocking_twin, run, step
+from memories.kernel.steps import Steps, blocking_twin, run, step
 from memories.stores.compaction import Compaction, chroma_compaction, compactions
 from memories.stores.expiry import ExpiryLedger
-from memories.stores.recall import RecallConfig, ScoredId
-from memories.stores.recall.types import RankParts
-from memories.stores.vector.backend import VectorBackend, VectorQuery
+from memories.stores.recall import ScoredId
+from memories.stores.vector.backend import VectorQuery
 from memories.stores.vector.embedded import Embeddable, document_vectors
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
 from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow
 from memories.stores.vector.pending import PendingDocuments, pending_documents
+from memories.stores.vector.recall_backend import RecallBackend
 from memories.stores.vector.recall_index import (
     SESSION_KEY,
     SPEAKERS_KEY,
     TURN_KEY,
-    IndexedDocument,
-    Space,
-    bookkeeping,
+    RecallIndex,
 )
 from memories.stores.vector.records import SearchResult
-from memories.stores.vector.scoring import calibrated, read_first
 from memories.stores.vector.writes import (
     EXIT_FLUSH_SECONDS,
     VectorStatus,
@@ -96,35 +89,23 @@ _OUTAGES = (BackendUnavailableError, OSError)
 
 # The memory's fields that describe its store, and its backend.
 @dataclass(eq=False)
-class ChromaBackend(VectorBackend):
+class ChromaBackend(RecallBackend):
     """One namespace of a Chroma store, written through an outbox, searched by hybrid recall.
 
     Args:
         store: the Chroma store adapter.
-        namespace: the namespace the memory reads and writes.
-        session_id: the conversation new turns belong to (numbered within it).
-        embedder: embeds documents and queries.
-        recall: how documents are ranked.
-        k: how many results a search gives when the query does not say.
         write: ``"background"`` or ``"sync"`` (see the module's docstring).
         outbox: where writes wait until the store has them.
+        namespace, session_id, embedder, recall, k: as :class:`RecallBackend` says.
     """
-
-    calibrated_scores = True
 
     store: ChromaStore
     _: KW_ONLY
-    namespace: tuple[str, ...]
-    session_id: str
-    embedder: Embeddings
-    recall: RecallConfig
-    k: int
     write: WriteMode
     outbox: Outbox
 
     def __post_init__(self) -> None:
         self.location = self.store.location
-        self._key = namespace_key(self.namespace)
         former = self.store.former_target
         if former is not None:  # rows an earlier version filed under the folder's path
             self.outbox.adopt(former, self.store.target)
@@ -136,15 +117,13 @@ class ChromaBackend(VectorBackend):
     def _pending(self) -> PendingDocuments:
         return pending_documents(self.store.target, self._key, self.outbox.where)
 
-    @cached_property
-    def _space(self) -> Space:
-        """The namespace's recall index (indexed from the store once, if it is older than it)."""
-        store, namespace = self.store, self._key
+    @property
+    def _index(self) -> RecallIndex:
+        return self.outbox.recall
 
-        def stored() -> list[IndexedDocument]:
-            return [IndexedDocument(r.id, r.text, r.metadata) for r in store.get(namespace)]
-
-        return self.outbox.recall.space(store.target, namespace, self.recall, stored=stored)
+    @property
+    def _target(self) -> str:
+        return self.store.target
 
     @cached_property
     def _lane(self) -> WriteLane:
@@ -156,10 +135,6 @@ class ChromaBackend(VectorBackend):
         return ("vector", self.store.target, self._key, self.outbox.where)
 
     # -- the protocol ---------------------------------------------------------------
-
-    def bookkeeping(self, *, turn: bool) -> dict[str, Any]:
-        """Session and time of a new document (and a turn's speakers): neighbours need them."""
-        return bookkeeping(self.session_id, turn=turn)
 
     def save(self, row: OutboxRow) -> None:
         """Queue a turn for the background writer, or write it now (numbered in its session)."""
@@ -175,29 +150,11 @@ class ChromaBackend(VectorBackend):
         self._put(rows)
         self._drain(progress=len(rows) if progress else None)
 
-    def search(self, query: VectorQuery) -> list[SearchResult]:
-        """Hybrid recall; turns saved before the call are found even while still queued."""
-        return run(self._searching(query))
-
-    async def asearch(self, query: VectorQuery) -> list[SearchResult]:
-        """Async :meth:`search` (the query embedded by the embedder's async method)."""
-        return await arun(self._searching(query))
-
-    def _searching(self, query: VectorQuery) -> Steps[list[SearchResult]]:
+    def _preparing(self, query: VectorQuery) -> Steps[None]:
+        # Turns saved before the search are found even while still queued.
         yield step(self._catch_up, query)
-        vector = None
         if self.recall.uses_dense:
-            vector = yield from query_vector(self.embedder, query.text)
             yield step(self._embed_pending)
-        found: list[SearchResult] = yield step(self._search, query, vector)
-        return found
-
-    def get(self, ids: Sequence[str]) -> list[SearchResult]:
-        """The documents with these ids: queued ones from the index, the rest from the store."""
-        results, _ = self._results(
-            [ScoredId(doc_id, 0.0) for doc_id in dict.fromkeys(ids)], embeddings_for=set()
-        )
-        return results
 
     def find(self, where: Mapping[str, Any]) -> list[SearchResult]:
         """Write what is queued, then read the documents matching ``where``."""
@@ -647,51 +604,23 @@ class ChromaBackend(VectorBackend):
             pending.publish(ids, vectors)
         return vectors
 
-    def _search(self, request: VectorQuery, vector: Sequence[float] | None) -> list[SearchResult]:
-        config, store, namespace, space = self.recall, self.store, self._key, self._space
-        recall = self.outbox.recall
-        limit = self.k if request.k is None else request.k
-        # At least k candidates from each ranker: a search for more results than
-        # config.candidates returns every document up to k, not only the rankers' lists.
-        n = min(max(config.candidates, limit), recall.count(space))
-        if n == 0:
-            return []
-        dense = []
-        if vector is not None:
-            dense = store.nearest(namespace, vector, n=n, where=request.where)
-            pending = self._pending
-            if request.where is None and len(pending):
-                with pending.lock:
-                    dense = _merge_nearest(dense, pending.nearest(vector, n=n), n)
-        passing = None
-        if request.where is not None:
-            where = request.where
+    def _candidates(self, limit: int) -> int:
+        # Candidates past the namespace's size change nothing; none: no search at all.
+        return min(super()._candidates(limit), self._index.count(self._space))
 
-            def passing(ids: list[str]) -> list[str]:
-                # A document still queued is not in the store: it does not pass.
-                return [r.id for r in store.get(namespace, ids=ids, where=where, text=False)]
+    def _nearest(
+        self, vector: Sequence[float], n: int, where: Mapping[str, Any] | None
+    ) -> list[ScoredId]:
+        dense = self.store.nearest(self._key, vector, n=n, where=where)
+        pending = self._pending
+        if where is None and len(pending):
+            with pending.lock:
+                dense = _merge_nearest(dense, pending.nearest(vector, n=n), n)
+        return dense
 
-        parts: dict[str, RankParts] = {}  # why each result ranked, for the inspector
-        ranked = recall.rank(
-            *(space, request.text, config),
-            dense=dense,
-            limit=limit,
-            candidates=n,
-            passing=passing,
-            parts=parts,
-        )
-        # The calibrated scores need the cosine of every result; the dense
-        # candidates have theirs, the others' embeddings come with their text.
-        uncosined = set() if vector is None else {s.id for s in ranked} - {s.id for s in dense}
-        results, fetched = self._results(ranked, embeddings_for=uncosined)
-        vectors_of = read_first(fetched, self.vectors)
-        return calibrated(
-            *(results, request.text, config),
-            vector=vector,
-            dense=dense,
-            vectors_of=vectors_of,
-            ranking=parts,
-        )
+    def _passing(self, ids: list[str], where: Mapping[str, Any]) -> list[str]:
+        # A document still queued is not in the store: it does not pass.
+        return [r.id for r in self.store.get(self._key, ids=ids, where=where, text=False)]
 
     def _results(
         self, ranked: Sequence[ScoredId], *, embeddings_for: set[str]
@@ -727,7 +656,6 @@ class ChromaBackend(VectorBackend):
 
     _acatch_up = blocking_twin(_catch_up)
     _aembed_pending = blocking_twin(_embed_pending)
-    _asearch = blocking_twin(_search)
 
 
 def _documents(rows: Sequence[OutboxRow], namespace: str) -> list[tuple[str, str, dict[str, Any]]]:

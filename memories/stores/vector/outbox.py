@@ -294,10 +294,11 @@ class SQLOutbox:
 
     def held(self, target: str, namespace: str, *, session: str | None = None) -> dict[str, int]:
         """A namespace's (or one session's) rows: queued, set aside, and in the recall index."""
-        counts = {
-            kind: len(self._rows_of(table, target, namespace, session))
-            for kind, table in (("outbox rows", _outbox), ("dead letters", _dead))
-        }
+        with self._reading("read queued turns") as connection:
+            counts = {
+                kind: len(self._rows_of(table, target, namespace, session, connection))
+                for kind, table in (("outbox rows", _outbox), ("dead letters", _dead))
+            }
         return counts | {"recall index rows": self.recall.held(target, namespace, session=session)}
 
     def erase_session(self, target: str, namespace: str, session: str) -> list[str]:
@@ -322,28 +323,30 @@ class SQLOutbox:
         target: str,
         namespace: str,
         session: str | None,
-        connection: sa.Connection | None = None,
+        connection: sa.Connection,
     ) -> list[tuple[int, str]]:
         """``(key, doc_id)`` of a namespace's rows in ``table``, of one session's if given."""
         query = sa.select(table.c.id, table.c.doc_id, table.c.row).where(
             table.c.target == target, table.c.namespace == namespace
         )
-        if connection is None:
-            with self._reading("read queued turns") as reading:
-                found = reading.execute(query).all()
-        else:
-            found = connection.execute(query).all()
         return [
             (key, doc_id)
-            for key, doc_id, row in found
+            for key, doc_id, row in connection.execute(query)
             if session is None or _load(doc_id, row).metadata.get(SESSION_KEY) == session
         ]
 
     def unindex(
         self, target: str, namespace: str, *, ids: Sequence[str] = (), session: str | None = None
     ) -> None:
-        """Take documents deleted from the store out of the index (by id, or a whole session)."""
+        """Take deleted documents out of the index and the dead letters (by id, or a session)."""
         with self._writing("forget deleted documents") as connection:
+            gone = set(ids)
+            letters = [
+                key
+                for key, doc_id in self._rows_of(_dead, target, namespace, session, connection)
+                if session is not None or doc_id in gone
+            ]
+            connection.execute(sa.delete(_dead).where(_dead.c.id.in_(letters)))
             self.recall.remove(connection, target, namespace, ids)
             if session is not None:
                 self.recall.remove_session(connection, target, namespace, session)

@@ -61,12 +61,11 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import KW_ONLY, dataclass, field, replace
-from functools import cached_property, partial
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Annotated, Any
 
 import sqlalchemy as sa
-from langchain_core.embeddings import Embeddings
 from pydantic import BeforeValidator
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import make_url
@@ -74,29 +73,23 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlche
 from sqlalchemy.types import UserDefinedType
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError, InvalidInputError
-from memories.kernel.embeddings import query_vector
-from memories.kernel.namespaces import namespace_key
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.compaction import Compaction, compactions
 from memories.stores.expiry import ExpiryLedger
-from memories.stores.recall import RecallConfig, ScoredId
-from memories.stores.recall.types import RankParts
+from memories.stores.recall import ScoredId
 from memories.stores.sql import Database, get_engine, redacted
 from memories.stores.vector import recall_tables
-from memories.stores.vector.backend import VectorBackend, VectorQuery
 from memories.stores.vector.embedded import document_vectors
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
 from memories.stores.vector.outbox import OutboxRow, numbered
+from memories.stores.vector.recall_backend import RecallBackend
 from memories.stores.vector.recall_index import (
     SESSION_KEY,
     TURN_KEY,
     IndexedDocument,
     RecallIndex,
-    Space,
-    bookkeeping,
 )
 from memories.stores.vector.records import SearchResult
-from memories.stores.vector.scoring import calibrated, read_first
 from memories.stores.vector.writes import progress_bar
 
 __all__ = ["TARGET", "PgVectorBackend", "PostgresURLField", "check_postgres_url"]
@@ -402,52 +395,33 @@ _COLUMNS = "doc_id, text, metadata"
 
 
 @dataclass(eq=False)
-class PgVectorBackend(VectorBackend):
+class PgVectorBackend(RecallBackend):
     """One namespace of a PostgreSQL database with pgvector, searched by hybrid recall.
 
     Args:
         url: the database, a ``postgresql+psycopg://`` SQLAlchemy URL.
-        namespace: the namespace the memory reads and writes.
-        session_id: the conversation new turns belong to (numbered within it).
-        embedder: embeds documents and queries.
-        recall: how documents are ranked.
-        k: how many results a search gives when the query does not say.
+        namespace, session_id, embedder, recall, k: as :class:`RecallBackend` says.
     """
 
-    calibrated_scores = True
-
     url: str
-    _: KW_ONLY
-    namespace: tuple[str, ...]
-    session_id: str
-    embedder: Embeddings
-    recall: RecallConfig
-    k: int
 
     def __post_init__(self) -> None:
         check_postgres_url(self.url)
         self.location = f"PostgreSQL (pgvector) database {redacted(self.url)!r}"
-        self._key = namespace_key(self.namespace)
 
     @cached_property
     def _store(self) -> _Store:
         return _store_for(self.url)
 
-    @cached_property
-    def _space(self) -> Space:
-        """The namespace's recall index (built from the documents once, for a new analysis)."""
-        store = self._store
+    @property
+    def _index(self) -> RecallIndex:
+        return self._store.recall
 
-        def stored() -> list[IndexedDocument]:
-            return [IndexedDocument(r.id, r.text, r.metadata) for r in self.documents()]
-
-        return store.recall.space(TARGET, self._key, self.recall, stored=stored)
+    @property
+    def _target(self) -> str:
+        return TARGET
 
     # -- writing ----------------------------------------------------------------------
-
-    def bookkeeping(self, *, turn: bool) -> dict[str, Any]:
-        """Session and time of a new document (and a turn's speakers): neighbours need them."""
-        return bookkeeping(self.session_id, turn=turn)
 
     def save(self, row: OutboxRow) -> None:
         """Embed the turn, then store it numbered in its session and indexed, in one transaction."""
@@ -661,12 +635,6 @@ class PgVectorBackend(VectorBackend):
 
     # -- reading ----------------------------------------------------------------------
 
-    def get(self, ids: Sequence[str]) -> list[SearchResult]:
-        """The documents with these ids, in that order (unknown ids left out)."""
-        wanted = list(dict.fromkeys(ids))
-        found, _ = self._read(wanted, embeddings_for=set())
-        return [found[i] for i in wanted if i in found]
-
     def find(self, where: Mapping[str, Any]) -> list[SearchResult]:
         """The documents whose metadata matches ``where``, oldest first."""
         check_filter(where)
@@ -719,12 +687,12 @@ class PgVectorBackend(VectorBackend):
     def _result(self, doc_id: str, text: str, metadata: dict[str, Any]) -> SearchResult:
         return SearchResult(text, {**metadata, NAMESPACE_KEY: self._key}, 0.0, doc_id)
 
-    def _read(
-        self, ids: Sequence[str], *, embeddings_for: set[str]
-    ) -> tuple[dict[str, SearchResult], dict[str, list[float]]]:
-        """The documents with these ids, and the embeddings of those in ``embeddings_for``."""
+    def _results(
+        self, ranked: Sequence[ScoredId], *, embeddings_for: set[str]
+    ) -> tuple[list[SearchResult], dict[str, list[float]]]:
+        ids = [s.id for s in ranked]
         if not ids:
-            return {}, {}
+            return [], {}
         columns = _COLUMNS
         if embeddings_for:
             columns += ", CASE WHEN doc_id = ANY(%(e)s) THEN CAST(embedding AS text) END"
@@ -734,63 +702,16 @@ class PgVectorBackend(VectorBackend):
                 "WHERE namespace = %(ns)s AND doc_id = ANY(%(ids)s)",
                 {"ns": self._key, "ids": list(ids), "e": sorted(embeddings_for)},
             ).all()
-        results = {row[0]: self._result(row[0], row[1], row[2]) for row in found}
+        read = {row[0]: self._result(row[0], row[1], row[2]) for row in found}
         vectors = {row[0]: json.loads(row[3]) for row in found if len(row) > 3 and row[3]}
-        return results, vectors
+        # deleted meanwhile: left out
+        return [replace(read[s.id], score=s.score) for s in ranked if s.id in read], vectors
 
     # -- search -----------------------------------------------------------------------
-
-    def search(self, query: VectorQuery) -> list[SearchResult]:
-        """Hybrid recall: nearest neighbours in SQL, ranked with the namespace's recall index."""
-        return run(self._searching(query))
-
-    async def asearch(self, query: VectorQuery) -> list[SearchResult]:
-        """Async :meth:`search` (the query embedded by the embedder's async method)."""
-        return await arun(self._searching(query))
-
-    def _searching(self, query: VectorQuery) -> Steps[list[SearchResult]]:
-        vector = None
-        if self.recall.uses_dense:
-            vector = yield from query_vector(self.embedder, query.text)
-        found: list[SearchResult] = yield step(self._search, query, vector)
-        return found
-
-    def _search(self, request: VectorQuery, vector: Sequence[float] | None) -> list[SearchResult]:
-        config, store, space = self.recall, self._store, self._space
-        limit = self.k if request.k is None else request.k
-        # Candidates past the namespace's size change nothing: each ranker returns what it has.
-        n = max(config.candidates, limit)  # at least k candidates from each ranker
-        dense = [] if vector is None else self._nearest(vector, n, request.where)
-        passing = None if request.where is None else partial(self._passing, where=request.where)
-        parts: dict[str, RankParts] = {}  # why each result ranked, for the inspector
-        ranked = store.recall.rank(
-            *(space, request.text, config),
-            dense=dense,
-            limit=limit,
-            candidates=n,
-            passing=passing,
-            parts=parts,
-        )
-        # The calibrated scores need the cosine of every result; the dense
-        # candidates have theirs, the others' embeddings come with their text.
-        uncosined = set() if vector is None else {s.id for s in ranked} - {s.id for s in dense}
-        found, fetched = self._read([s.id for s in ranked], embeddings_for=uncosined)
-        results = [
-            replace(found[s.id], score=s.score) for s in ranked if s.id in found
-        ]  # deleted meanwhile: left out
-        vectors_of = read_first(fetched, self.vectors)
-        return calibrated(
-            *(results, request.text, config),
-            vector=vector,
-            dense=dense,
-            vectors_of=vectors_of,
-            ranking=parts,
-        )
 
     def _nearest(
         self, vector: Sequence[float], n: int, where: Mapping[str, Any] | None
     ) -> list[ScoredId]:
-        """Ids and cosine similarities of the ``n`` nearest documents (passing ``where``)."""
         store = self._store
         params = _Params(ns=self._key, q=_literal(vector), n=n)
         filtered = "" if where is None else f" AND ({_where_sql(where, params)})"
@@ -807,8 +728,7 @@ class PgVectorBackend(VectorBackend):
         best = sorted(((float(score), doc_id) for doc_id, score in found), key=_by_score)
         return [ScoredId(doc_id, score) for score, doc_id in best]
 
-    def _passing(self, ids: Sequence[str], where: Mapping[str, Any]) -> list[str]:
-        """Which of ``ids`` pass ``where``."""
+    def _passing(self, ids: list[str], where: Mapping[str, Any]) -> list[str]:
         params = _Params(ns=self._key)
         condition = f" AND doc_id = ANY({params(list(ids))}) AND ({_where_sql(where, params)})"
         with self._store.transaction("filter documents") as connection:
@@ -819,7 +739,6 @@ class PgVectorBackend(VectorBackend):
             return list(found)
 
     _awrite = blocking_twin(_write)
-    _asearch = blocking_twin(_search)
 
 
 def _by_score(item: tuple[float, str]) -> tuple[float, str]:
