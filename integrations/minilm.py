@@ -40,6 +40,7 @@ from memories.errors import (
     MissingDependencyError,
     ModelFileError,
 )
+from memories.kernel.file_cache import cached_bytes
 
 __all__ = [
     "EMBEDDING_DIM",
@@ -476,10 +477,12 @@ def _load_runtime(
             os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
             ort = _import("onnxruntime", "pip install onnxruntime")
             tokenizers = _import("tokenizers", "pip install tokenizers")
-            model_bytes = _read_checked(model, model_sha256, "MiniLM model file")
+            model_bytes = (
+                _int8_model(model, model_sha256)
+                if int8_activations
+                else _read_checked(model, model_sha256, "MiniLM model file")
+            )
             tokenizer_bytes = _read_checked(tokenizer, tokenizer_sha256, "MiniLM tokenizer file")
-            if int8_activations:
-                model_bytes = _quantize_activations(model, model_bytes)
             runtime = _Runtime(
                 session=_make_session(ort, model, model_bytes, threads),
                 tokenizer=_make_tokenizer(tokenizers, tokenizer, tokenizer_bytes),
@@ -493,6 +496,23 @@ def _import(module: str, pip_command: str, feature: str = "MiniLMEmbeddings") ->
         return importlib.import_module(module)
     except ImportError as exc:
         raise MissingDependencyError(feature, pip_command) from exc
+
+
+def _int8_model(source: _Source, expected_sha256: str | None) -> bytes:
+    """The model rewritten by ``_onnx_int8``, cached under the sha256 of the model file and of
+    the rewriter (a file that matches a pinned hash is not even read when it is cached)."""
+    from memories.integrations import _onnx_int8
+
+    data = None if expected_sha256 else _read_checked(source, None, "MiniLM model file")
+    model_hash = expected_sha256 or hashlib.sha256(data or b"").hexdigest()
+    rewriter_hash = hashlib.sha256(Path(_onnx_int8.__file__).read_bytes()).hexdigest()
+    key = hashlib.sha256(f"{model_hash.lower()} {rewriter_hash}".encode()).hexdigest()
+    return cached_bytes(
+        f"minilm-int8-{key[:32]}.onnx",
+        lambda: _quantize_activations(
+            source, data or _read_checked(source, expected_sha256, "MiniLM model file")
+        ),
+    )
 
 
 def _quantize_activations(source: _Source, data: bytes) -> bytes:
