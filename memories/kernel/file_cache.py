@@ -1,10 +1,8 @@
-"""Bytes that are slow to derive, kept in :func:`~memories.kernel.paths.cache_dir`.
+"""Bytes slow to derive, kept in :func:`~memories.kernel.paths.cache_dir` whole or not at all.
 
-A cached file is its bytes followed by their sha256, written to a temporary
-file in the same folder and renamed into place, so a process starting at the
-same time reads a whole file or none. A file that fails its check is derived
-again and replaced; a folder that cannot be written (read-only home, CI) only
-means deriving the bytes in every process.
+A file is the bytes then their sha256, written under a temporary name and renamed, so a
+process starting beside the writer reads all of it or none; one failing its check is
+derived again; a folder that cannot be written only means deriving in every process.
 """
 
 from __future__ import annotations
