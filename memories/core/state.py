@@ -47,6 +47,12 @@ class SeenState(Generic[D]):
         self._pair = (state, value)
         return value
 
+    @property
+    def last(self) -> D | None:
+        """The state this process saved or read last (None: none yet)."""
+        pair = self._pair
+        return None if pair is None else pair[1]
+
     def saw(self, state: dict[str, Any], value: D) -> None:
         """Remember a state this process saved (``value`` is ``state`` decoded)."""
         self._pair = (state, value)

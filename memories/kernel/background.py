@@ -32,6 +32,7 @@ from memories.errors import MemoriesError
 from memories.kernel.accounting import Accounts, ModelUsage, carried
 
 __all__ = [
+    "UPDATE_RANK",
     "BackgroundWork",
     "Debouncer",
     "JobStatus",
@@ -408,10 +409,14 @@ class BatchResult(Protocol):
 B = TypeVar("B", bound=BatchResult)
 
 
-def merged_batches(before: B, after: B, rank: Mapping[str, int]) -> B:
+#: Statuses of an update, least telling first.
+UPDATE_RANK = {"idle": 0, "unchanged": 1, "updated": 2, "failed": 3}
+
+
+def merged_batches(before: B, after: B, rank: Mapping[str, int] = UPDATE_RANK) -> B:
     """Two batches of deferred work as one result.
 
-    The most telling status (the higher ``rank``), the later ``version`` and
+    The most telling status (the higher in ``rank``), the later ``version`` and
     error (the earlier one if the later batch has none), the other fields (the
     counts) added up.
     """

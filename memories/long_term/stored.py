@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Mapping
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import BaseMessage
 from pydantic import Field, PrivateAttr
@@ -23,7 +23,7 @@ from memories.core.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.errors import BudgetExceededError
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
-from memories.kernel.steps import Steps, arun, run, to_thread
+from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.stores.compaction import compactions
 from memories.stores.documents import ProfileStore, default_url
 from memories.stores.documents.records import Standing
@@ -32,9 +32,12 @@ from memories.stores.erasure import StoreShare
 from memories.stores.expiry import DOCUMENTS, Expiring, ExpiryLedger
 from memories.stores.sql import Database, redacted
 
-__all__ = ["ExpiringDocumentMemory", "StoredDocumentMemory"]
+__all__ = ["ExpiringDocumentMemory", "StoredDocumentMemory", "TurnPolicy"]
 
 logger = logging.getLogger(__name__)
+
+#: When queued turns are folded in: every save, every ``every_n``, in the background, on call.
+TurnPolicy = Literal["turn", "every_n", "background", "manual"]
 
 
 class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
@@ -48,12 +51,14 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
             data directory (:mod:`memories.kernel.paths`), opened on the first use.
         policy: when the model updates the document; ``"background"`` runs it
             on the scheduler after ``debounce`` seconds of quiet.
+        every_n: the queued turns per update under ``"every_n"``.
     """
 
     namespace: NamespaceField = ("default",)
     key: str = Field(default="document", min_length=1)
     url: str = Field(default_factory=default_url)
     policy: str = "manual"
+    every_n: int = Field(default=3, gt=0)
     memory_key: str = Field(default="document", min_length=1)
     input_key: str | None = None
     output_key: str | None = None
@@ -68,6 +73,8 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     #: database never see, write or delete them (:mod:`memories.stores.documents`).
     #: None: the class's ``config_type``; a subclass that shares its parent's rows keeps it.
     store_owner: ClassVar[str | None] = None
+    #: The policies that update after every saved turn.
+    each_turn: ClassVar[tuple[str, ...]] = ("turn", "background")
 
     def model_post_init(self, context: Any, /) -> None:
         self._counter  # noqa: B018  (resolved now: a bad counter fails here)
@@ -87,9 +94,19 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         """The store the document (its versions, its queued turns) lives in."""
         return self._store
 
-    def _queueing(self, turn: list[BaseMessage]) -> Steps[None]:
-        """The steps that queue a turn and update if the policy says so (the subclass's)."""
-        raise NotImplementedError(f"{type(self).__name__} must define _queueing()")
+    def _queueing(self, turn: list[BaseMessage], *, due: bool = False) -> Steps[None]:
+        """Queue a turn; update when ``due``, on every turn or every ``every_n`` (:attr:`policy`).
+
+        In background mode the scheduler updates after the quiet period instead.
+        """
+        store, ns, key = self._store, self.namespace, self.key
+        yield step(store.add_pending, ns, key, turn)
+        if self._in_background and self._background.schedule():
+            return
+        if (due or self.policy in self.each_turn) or (
+            self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
+        ):
+            yield from self._forming()
 
     def _showing(self, inputs: Mapping[str, Any]) -> Steps[Any]:
         """The steps that read what the prompt gets for ``inputs`` (the subclass's)."""
@@ -237,6 +254,11 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
     ttl: float | None = Field(default=None, gt=0)
     refresh_on_read: bool = False
     clock: Callable[[], float] = Field(default=time.time, exclude=True)
+
+    @property
+    def store(self) -> ProfileStore:
+        """The store the document lives in (:attr:`ledger`)."""
+        return self._store
 
     @cached_property
     def expiry(self) -> ExpiryLedger:

@@ -209,19 +209,6 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
             entries, counts, [self._may_start(e.message) for e in entries], budget
         )
 
-    def _from_tail(
-        self, start: TokenWindow, tail: list[Entry], chunk: int, known: dict[int, int]
-    ) -> tuple[TokenWindow, bool]:
-        """The window over a tail of the log, and whether that tail was long enough.
-
-        It was when it is the whole log, or when the whole tail is over budget
-        (then the oldest message the window may show lies inside the tail).
-        """
-        window = self._advance(start, tail, known)
-        budget = self.max_token_limit - (start.system[1] if start.system else 0)
-        tail_total = sum(known[e.seq] for e in tail if e.seq in known)
-        return window, len(tail) < chunk or tail_total > budget
-
     def _shown(
         self, window: TokenWindow, system: Entry | None, entries: list[Entry]
     ) -> list[BaseMessage]:
@@ -262,7 +249,9 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
         history = self.chat_memory
         horizon = yield from self._horizon()
         window, changes = yield from self._seen.reading(
-            history, self.state_key, lambda w: (self._cursor(w, showing), w.edits)
+            history,
+            self.state_key,
+            lambda w: (w.first - 1 if showing and w.first is not None else w.last, w.edits),
         )
         if window is None:
             # The edit cursor is read first: an edit made during the rebuild is seen next time.
@@ -275,10 +264,14 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
             shown = changes.entries
             new = [e for e in shown if window.last is None or e.seq > window.last]
             expired = window.expired(horizon)
-            if not new and not changes.edits and not expired:
+            # A save folds in its own rows without reading the log: rows another writer
+            # slipped under its cursor (or a rollback took) show here, read from its first.
+            last = window.last or 0
+            moved = showing and window.seqs != tuple(e.seq for e in shown if e.seq <= last)
+            if not new and not changes.edits and not expired and not moved:
                 return window, shown
             # An edit changed what was counted, or a retention expired it: count afresh.
-            if expired or changes.touches(window.last):
+            if expired or moved or changes.touches(window.last):
                 window, shown = (yield from self._rebuilding()), None
             else:
                 window = self._advance(window, new)
@@ -289,11 +282,6 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
         self._seen.saw(state, window)
         return window, shown
 
-    @staticmethod
-    def _cursor(window: TokenWindow, showing: bool) -> int | None:
-        """Where a read of the log starts: the window's first message when showing it."""
-        return window.first - 1 if showing and window.first is not None else window.last
-
     def _rebuilding(self) -> Steps[TokenWindow]:
         """A fresh window read from the tail of the log, in growing chunks."""
         start = TokenWindow(system=self._pinned((yield step(self.chat_memory.first_entry))))
@@ -302,8 +290,10 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
             tail = yield step(self.chat_memory.entries, last=chunk)
             if not tail:
                 return start
-            window, enough = self._from_tail(start, tail, chunk, known)
-            if enough:
+            window = self._advance(start, tail, known)
+            # Long enough when it is the whole log, or over budget (the window starts inside).
+            budget = self.max_token_limit - (start.system[1] if start.system else 0)
+            if len(tail) < chunk or sum(known[e.seq] for e in tail if e.seq in known) > budget:
                 return window
             chunk *= 4
 
@@ -350,6 +340,17 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
 
     def _update(self) -> Steps[None]:
         yield from self._refreshing()
+
+    def _saving(self, messages: list[BaseMessage], *, appended: bool = False) -> Steps[None]:
+        """Append, then fold the new rows into this process's window unread (a load checks it)."""
+        window = self._seen.last
+        if appended or window is None or self.retention is not None or window.last is None:
+            return (yield from super()._saving(messages, appended=appended))
+        seqs = yield step(self.chat_memory.append, messages)
+        window = self._advance(window, [Entry(s, m) for s, m in zip(seqs, messages, strict=True)])
+        state = window.to_state()
+        yield step(self.chat_memory.save_state, self.state_key, state)
+        self._seen.saw(state, window)
 
 
 class ConversationTokenBufferMemory(TokenBufferMemory):

@@ -40,7 +40,7 @@ MEMORIES: dict[str, Callable[..., ChatMemory]] = {
 #: The most statements one save / one load sends, each memory (SQLite's BEGIN IMMEDIATE included).
 STATEMENTS = {
     "window": (2, 1),
-    "token_buffer": (4, 1),
+    "token_buffer": (3, 1),  # the messages and the window; nothing read back (was 4)
     "summary_buffer": (4, 1),
 }
 
@@ -297,3 +297,42 @@ def test_one_insert_statement_gives_every_row_its_id_in_order(tmp_path: Path, ro
     assert seqs == sorted(seqs) and len(set(seqs)) == rows
     stored = [(e.seq, e.message.text) for e in history.entries()]
     assert stored == list(zip(seqs, texts, strict=True))
+
+
+def test_a_token_buffer_save_writes_its_window_without_reading_the_log(tmp_path: Path) -> None:
+    """The save folds its own messages into the window this process holds: no SELECT."""
+    history = SQLiteHistory(tmp_path / "chat.db", session_id="s")
+    statements: list[str] = []
+    event.listen(
+        history._db.engine, "before_cursor_execute", lambda c, cur, s, *a: statements.append(s)
+    )
+    memory = TokenBufferMemory(max_token_limit=500, chat_memory=history)
+    memory.save_context({"input": "warm"}, {"output": "up"})
+    memory.load_memory_variables({})
+    statements.clear()
+    memory.save_context({"input": "one more"}, {"output": "and its answer"})
+    assert not [s for s in statements if s.lstrip().upper().startswith("SELECT")], statements
+
+
+def test_rows_another_writer_slipped_under_a_saved_window_show_on_the_next_load(
+    tmp_path: Path,
+) -> None:
+    """Two processes alternate saves: each one's window misses the other's rows until a load."""
+    path = tmp_path / "chat.db"
+
+    def opened() -> TokenBufferMemory:
+        history = SQLiteHistory(path, session_id="s")
+        return TokenBufferMemory(max_token_limit=50, token_counter="chars", chat_memory=history)
+
+    mine, theirs = opened(), opened()
+    for i in range(6):
+        if i % 2:
+            theirs.save_context({"input": f"theirs {i}"}, {"output": f"answer {i}"})
+        mine.save_context({"input": f"mine {i}"}, {"output": f"answer {i}"})
+    log = InMemoryHistory()
+    log.add_messages(SQLiteHistory(path, session_id="s").messages)
+    afresh = TokenBufferMemory(max_token_limit=50, token_counter="chars", chat_memory=log)
+    expected = afresh.load_memory_variables({})["history"]
+    assert mine.load_memory_variables({})["history"] == expected
+    assert theirs.load_memory_variables({})["history"] == expected
+    assert opened().load_memory_variables({})["history"] == expected  # from the stored window

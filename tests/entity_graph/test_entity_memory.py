@@ -12,6 +12,7 @@ import pytest
 from langchain_core.messages import SystemMessage
 
 from memories import EntityMemory, InvalidInputError, create_memory
+from memories.kernel.accounting import Budget
 from tests.entity_graph.fakes import GraphScript
 
 SCRIPT: dict[str, list[dict[str, Any]]] = {
@@ -184,6 +185,18 @@ def test_a_failed_update_applies_nothing_and_keeps_the_turns(tmp_path: Path) -> 
     assert memory.refresh().status == "updated"
     assert current(memory) == ["User lives_in Lisbon"]
     assert memory.status().failures == 0
+
+
+def test_a_spent_budget_defers_the_update_and_keeps_the_turn(tmp_path: Path) -> None:
+    # as the collection, the profile and the instructions do: a save never raises for it
+    budget = Budget(calls=1, per="day")
+    model = GraphScript(script=SCRIPT)
+    memory = EntityMemory(url=f"sqlite:///{tmp_path / 'g.db'}", llm=model, budget=budget)
+    memory.save_context({"input": "I live in Lisbon."}, {"output": "ok"})
+    memory.save_context({"input": "I work at Acme."}, {"output": "ok"})
+    status = memory.status()
+    assert (model.calls, status.pending, status.failures) == (1, 1, 0)
+    assert status.deferred is not None and "budget" in status.deferred
 
 
 def test_the_graph_and_the_queue_survive_a_restart(tmp_path: Path) -> None:

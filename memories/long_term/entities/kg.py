@@ -179,6 +179,7 @@ class ConversationKGMemory(QueuedUpdates):
     # -- loading --------------------------------------------------------------------------
 
     def _loading(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
+        """What the graph knows about the entities the input names (one model call)."""
         try:
             entities = yield from self._entities(input_text_for(self, inputs))
         except LLMError as exc:
@@ -197,16 +198,6 @@ class ConversationKGMemory(QueuedUpdates):
         else:
             context = "\n".join(lines)
         return {self.memory_key: context}
-
-    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """What the graph knows about the entities the input names (one model call)."""
-        result: dict[str, Any] = self._run(self._loading(inputs), write=False)
-        return result
-
-    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`load_memory_variables`."""
-        result: dict[str, Any] = await self._arun(self._loading(inputs), write=False)
-        return result
 
     def _selection(self) -> Steps[list[BaseMessage]]:
         return (yield from self._window(self.k))

@@ -158,6 +158,10 @@ class ConversationEntityMemory(QueuedUpdates):
     # -- loading ------------------------------------------------------------------------
 
     def _loading(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
+        """The last ``k`` exchanges and the summaries of the entities the input names.
+
+        Calls the model once (entity extraction) and updates :attr:`entity_cache`.
+        """
         text = input_text_for(self, inputs)
         messages = yield from self._window(self.k)
         history = self._buffer(messages)
@@ -180,17 +184,6 @@ class ConversationEntityMemory(QueuedUpdates):
         self.__dict__["entity_cache"] = entities  # state: no validation, no cache reset
         shown: Any = messages if self.return_messages else history
         return {self.memory_key: shown, "entities": summaries}
-
-    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """The last ``k`` exchanges and the summaries of the entities the input names.
-
-        Calls the model once (entity extraction) and updates :attr:`entity_cache`.
-        """
-        return self._run(self._loading(inputs), write=False)
-
-    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`load_memory_variables`."""
-        return await self._arun(self._loading(inputs), write=False)
 
     def _selection(self) -> Steps[list[BaseMessage]]:
         return (yield from self._window(self.k))

@@ -16,13 +16,15 @@ Implementing a subclass
 -----------------------
 Implement :meth:`QueuedUpdates._advancing`: the steps that move one job on
 (model calls through :meth:`QueuedUpdates._asking`), returning the job as it
-stands after them (None when it is done) and the steps that apply the result.
+stands after them (None when it is done) and the steps that apply the result;
+and :meth:`QueuedUpdates._loading`: the steps of a load.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
@@ -110,6 +112,18 @@ class QueuedUpdates(ModelMemory, ChatMemory):
         """
         messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
         return self._saving_turn(messages, self._job(text), appended=appended)
+
+    def _loading(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
+        """The steps of a load: the prompt's variables for ``inputs`` (the subclass's)."""
+        raise NotImplementedError(f"{type(self).__name__} must define _loading()")
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """The prompt's variables: what the model knows of what the input names (one call)."""
+        return self._run(self._loading(inputs), write=False)
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Async :meth:`load_memory_variables`."""
+        return await self._arun(self._loading(inputs), write=False)
 
     # -- shared steps -----------------------------------------------------------------
 

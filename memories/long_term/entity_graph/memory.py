@@ -40,7 +40,7 @@ from memories.long_term.entity_graph.operations import (
     graph_prompt,
 )
 from memories.long_term.entity_graph.recall import Recalled, entity_line, recall, relation_line
-from memories.long_term.stored import StoredDocumentMemory
+from memories.long_term.stored import StoredDocumentMemory, TurnPolicy
 from memories.stores.documents import Change, PendingTurn
 from memories.stores.entities.temporal_graph import (
     ENTITY_PREFIX,
@@ -54,7 +54,6 @@ __all__ = ["EntityMemory", "GraphStatus", "GraphUpdate"]
 
 logger = logging.getLogger(__name__)
 
-Policy = Literal["turn", "every_n", "background", "manual"]
 # How many times an update is recomputed when another writer changed the graph first.
 _MAX_CONFLICTS = 5
 # A direct write retries longer: it has no model call to repeat.
@@ -115,8 +114,7 @@ class EntityMemory(StoredDocumentMemory):
     store_class: ClassVar[type[EntityGraphStore]] = EntityGraphStore
 
     key: str = Field(default="entity_graph", min_length=1)
-    policy: Policy = "turn"
-    every_n: int = Field(default=3, gt=0)
+    policy: TurnPolicy = "turn"
     user_name: str = Field(default="User", min_length=1)
     single_valued: list[str] = Field(default_factory=list)
     k: int = Field(default=5, ge=0)
@@ -337,7 +335,7 @@ class EntityMemory(StoredDocumentMemory):
         total = GraphUpdate("idle")
         while True:
             batch = yield from self._folding_batch()
-            total = merged_batches(total, batch, _RANK)
+            total = merged_batches(total, batch)
             if batch.status in ("idle", "failed"):
                 return total
 
@@ -411,16 +409,6 @@ class EntityMemory(StoredDocumentMemory):
         )
         return session, self._caller, model
 
-    def _queueing(self, turn: builtins.list[BaseMessage]) -> Steps[None]:
-        store, ns, key = self.store, self.namespace, self.key
-        yield step(store.add_pending, ns, key, turn)
-        if self._in_background and self._background.schedule():
-            return
-        if self.policy in ("turn", "background") or (
-            self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
-        ):
-            yield from self._refreshing()
-
     def _clearing(self) -> Steps[None]:
         """End every current relation, clear every entity, drop the queued turns.
 
@@ -470,6 +458,3 @@ def _merged_entities(graph: Graph) -> builtins.list[Entity]:
 
 def _by_time(relations: builtins.list[Relation]) -> builtins.list[Relation]:
     return sorted(relations, key=lambda r: (r.valid_at, r.text()))
-
-
-_RANK = {"idle": 0, "unchanged": 1, "updated": 2, "failed": 3}

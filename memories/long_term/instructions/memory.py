@@ -58,7 +58,6 @@ from memories.stores.documents import (
     PendingTurn,
     ProfileChange,
     ProfileItem,
-    ProfileStore,
     expecting,
     version_of,
 )
@@ -167,6 +166,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
 
     config_type: ClassVar[str] = "instructions"
     store_owner: ClassVar[str | None] = "instructions"
+    each_turn: ClassVar[tuple[str, ...]] = ()  # feedback or every_n turns
     capabilities: ClassVar[Capabilities] = Capabilities(
         scope="namespace", exportable=True, deferred=True, expires=True
     )
@@ -206,11 +206,6 @@ class InstructionsMemory(ExpiringDocumentMemory):
                     f"{sorted(self.prompts)}; pin text exactly as it appears in a prompt."
                 )
         super().model_post_init(context)
-
-    @property
-    def store(self) -> ProfileStore:
-        """The store the instructions live in (:attr:`ledger`)."""
-        return self._store
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "prompts":
@@ -309,25 +304,17 @@ class InstructionsMemory(ExpiringDocumentMemory):
         Raises:
             InvalidInputError: neither a finite score nor a comment was given.
         """
-        run(self._queueing([feedback_message(score, comment)], feedback=True))
+        run(self._queueing([feedback_message(score, comment)], due=self.policy == "feedback"))
 
     async def afeedback(self, score: float | None = None, comment: str | None = None) -> None:
         """Async :meth:`feedback`."""
-        await arun(self._queueing([feedback_message(score, comment)], feedback=True))
+        await arun(
+            self._queueing([feedback_message(score, comment)], due=self.policy == "feedback")
+        )
 
     def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
         item = yield step(self._store.load, self.namespace, self.key)
         return self._render(self._current(item))
-
-    def _queueing(self, messages: list[BaseMessage], feedback: bool = False) -> Steps[None]:
-        store, ns, key = self._store, self.namespace, self.key
-        yield step(store.add_pending, ns, key, messages)
-        if self._in_background and self._background.schedule():
-            return
-        if (self.policy == "feedback" and feedback) or (
-            self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
-        ):
-            yield from self._forming()
 
     # -- writing ------------------------------------------------------------------
 

@@ -33,12 +33,11 @@ from memories.long_term.profile.update import (
     UpdateResult,
     bind_patch_tool,
 )
-from memories.long_term.stored import ExpiringDocumentMemory
+from memories.long_term.stored import ExpiringDocumentMemory, TurnPolicy
 from memories.stores.documents import (
     Plan,
     ProfileChange,
     ProfileItem,
-    ProfileStore,
     expecting,
     patching,
     replacing,
@@ -49,7 +48,7 @@ __all__ = ["Policy", "ProfileMemory", "ProfileStatus", "UpdateResult"]
 
 logger = logging.getLogger(__name__)
 
-Policy = Literal["turn", "every_n", "background", "manual", "once"]
+Policy = Literal[TurnPolicy, "once"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +112,7 @@ class ProfileMemory(ExpiringDocumentMemory):
 
     config_type: ClassVar[str] = "profile"
     store_owner: ClassVar[str | None] = "profile"
+    each_turn: ClassVar[tuple[str, ...]] = ("turn", "once", "background")
     capabilities: ClassVar[Capabilities] = Capabilities(
         scope="namespace", exportable=True, deferred=True, expires=True
     )
@@ -124,7 +124,6 @@ class ProfileMemory(ExpiringDocumentMemory):
     memory_key: str = Field(default="profile", min_length=1)
     format: Literal["json", "text"] = "json"
     policy: Policy = "turn"
-    every_n: int = Field(default=3, gt=0)
     debounce: float = Field(default=5.0, ge=0)
     max_retries: int = Field(default=2, ge=0)
     max_document_tokens: int = Field(default=2000, gt=0)
@@ -142,11 +141,6 @@ class ProfileMemory(ExpiringDocumentMemory):
             )
         self._schema = ProfileSchema(self.profile_schema)
         super().model_post_init(context)
-
-    @property
-    def store(self) -> ProfileStore:
-        """The store the profile lives in (:attr:`ledger`)."""
-        return self._store
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "profile_schema":
@@ -315,17 +309,11 @@ class ProfileMemory(ExpiringDocumentMemory):
         item = yield step(self._store.load, self.namespace, self.key)
         return self._render(self._document(item))
 
-    def _queueing(self, turn: list[BaseMessage]) -> Steps[None]:
-        store, ns, key = self._store, self.namespace, self.key
-        if self.policy == "once" and self._frozen((yield step(store.load, ns, key))):
+    def _queueing(self, turn: list[BaseMessage], *, due: bool = False) -> Steps[None]:
+        at = (self.namespace, self.key)
+        if self.policy == "once" and self._frozen((yield step(self._store.load, *at))):
             return
-        yield step(store.add_pending, ns, key, turn)
-        if self._in_background and self._background.schedule():
-            return  # the scheduler runs the update after the quiet period
-        if self.policy in ("turn", "once", "background") or (
-            self.policy == "every_n" and (yield step(store.count_pending, ns, key)) >= self.every_n
-        ):
-            yield from self._forming()
+        yield from super()._queueing(turn, due=due)
 
     # -- updating from conversation ---------------------------------------------
 

@@ -569,31 +569,17 @@ class SQLHistory(ChatHistory):
         return value
 
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
-        encoded = json.dumps(value, ensure_ascii=False)
-        row = {
-            "session_id": self.session_id,
-            "key": key,
-            "value": encoded,
-            "updated_at": time.time(),
-        }
+        encoded, now, session = json.dumps(value, ensure_ascii=False), time.time(), self.session_id
         with self._db.transaction(write=True) as connection:
             upsert = _UPSERTS.get(connection.dialect.name)
             if upsert is not None:
-                upsert.execute(
-                    connection,
-                    session=self.session_id,
-                    key=key,
-                    value=encoded,
-                    updated_at=row["updated_at"],
-                )
+                upsert.execute(connection, session=session, key=key, value=encoded, updated_at=now)
             else:
                 # No native upsert on this dialect: sa.delete then sa.insert, one transaction.
-                connection.execute(
-                    sa.delete(state_table).where(
-                        state_table.c.session_id == self.session_id, state_table.c.key == key
-                    )
-                )
-                connection.execute(sa.insert(state_table).values(**row))
+                t = state_table
+                connection.execute(sa.delete(t).where(t.c.session_id == session, t.c.key == key))
+                row = {"session_id": session, "key": key, "value": encoded, "updated_at": now}
+                connection.execute(sa.insert(t).values(**row))
         # A rollback leaves other text stored, which is then parsed afresh.
         self._states[key] = (encoded, value)
 
