@@ -496,7 +496,7 @@ def _import(module: str, pip_command: str, feature: str = "MiniLMEmbeddings") ->
 def _int8_model(source: _Source, expected_sha256: str | None) -> bytes:
     """The model rewritten by ``_onnx_int8``, cached under the sha256 of the model file and of
     the rewriter (a file that matches a pinned hash is not even read when it is cached)."""
-    from memories.integrations import _onnx_int8
+    import memories.integrations._onnx_int8 as _onnx_int8
 
     data = None if expected_sha256 else _read_checked(source, None, "MiniLM model file")
     model_hash = expected_sha256 or hashlib.sha256(data or b"").hexdigest()
