@@ -142,8 +142,6 @@ class VectorMemory(DocumentMemory):
         found = await arun(self._live_search(self._load_query(inputs)))
         return self._variables(passing(found, floor))
 
-    # -- the vector memory's own API ------------------------------------------------
-
     # -- building documents and queries (pure) ----------------------------------------
 
     def _turn_parts(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> TurnParts:
