@@ -23,8 +23,11 @@ that no embedding cost hides the store's:
   not apply;
 - ``vector-memory``: the whole library as a web app uses it: per user a
   ``VectorMemory`` (default persistent store, ``write="sync"``), ``--docs``
-  ``save_context`` turns and one ``search``, then ``close()``; its "add"
-  latency is per turn (the turn and its recall index row in SQL included);
+  ``save_context`` turns and one ``search``, then ``close()`` (with ``--drop``:
+  the default ``write`` and the object only dropped, as a request handler
+  does); its "add" latency is per turn (the turn and its recall index row in
+  SQL included); ``--embeddings default`` embeds with the default MiniLM
+  (loaded once per process) instead of random vectors;
 - ``vector-memory-pgvector``: the same on PostgreSQL with pgvector
   (``vectors=`` a throwaway server started from ``tests/postgres.py``; the
   server's own memory is not counted).
@@ -33,7 +36,8 @@ Each layout runs in a fresh process. Each user gets ``--docs`` documents in one
 ``add`` and then one filtered query of 4 results, as a user's first turn
 would; the process's resident memory (VmRSS) and open files are read every
 ``--checkpoint`` users, and the add and query latencies of the last
-checkpoint's users are summarised. The layouts are printed side by side.
+checkpoint's users are summarised; ``first`` is the RSS after the first user
+(imports, the store opened, the model loaded). The layouts are printed side by side.
 """
 
 from __future__ import annotations
@@ -81,8 +85,13 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def run_layout(layout: str, users: int, docs: int, checkpoint: int, shards: int) -> dict[str, Any]:
-    """One layout in this process: the checkpoints' RSS, files and latencies."""
+def run_layout(
+    layout: str, users: int, docs: int, checkpoint: int, shards: int, **memory: Any
+) -> dict[str, Any]:
+    """One layout in this process: the checkpoints' RSS, files and latencies.
+
+    ``memory``: ``embeddings`` and ``drop`` of the vector-memory layouts.
+    """
     import chromadb
     from chromadb.config import Settings
 
@@ -90,13 +99,14 @@ def run_layout(layout: str, users: int, docs: int, checkpoint: int, shards: int)
         if layout == "two-placement":
             return {"layout": layout, "points": _run_store(folder, users, docs, checkpoint)}
         if layout == "vector-memory":
-            return {"layout": layout, "points": _run_memories(folder, users, docs, checkpoint)}
+            points = _run_memories(folder, users, docs, checkpoint, **memory)
+            return {"layout": layout, "points": points}
         if layout == "vector-memory-pgvector":
             sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
             from tests.postgres import postgres_server
 
             with postgres_server(with_vector=True) as url:
-                points = _run_memories(folder, users, docs, checkpoint, vectors=url)
+                points = _run_memories(folder, users, docs, checkpoint, vectors=url, **memory)
             return {"layout": layout, "points": points}
         client = chromadb.PersistentClient(
             path=folder, settings=Settings(anonymized_telemetry=False)
@@ -189,16 +199,24 @@ class _Random(Embeddings):
 
 
 def _run_memories(
-    folder: str, users: int, docs: int, checkpoint: int, *, vectors: str | None = None
+    folder: str,
+    users: int,
+    docs: int,
+    checkpoint: int,
+    *,
+    vectors: str | None = None,
+    embeddings: str = "random",
+    drop: bool = False,
 ) -> list[dict[str, float]]:
     """Whole memories, as a web app uses them: per user a VectorMemory, ``docs`` turns, a search.
 
-    Each user's memory is made, used and dropped (closed), as a request
-    would; the process keeps only what the library keeps.
+    Each user's memory is made, used and closed (or, with ``drop``, only
+    dropped), as a request would; the process keeps only what the library keeps.
     """
     from memories.long_term.vector import VectorMemory
 
-    embeddings = _Random()
+    embedder = _Random() if embeddings == "random" else None
+    options: dict[str, Any] = {} if drop else {"write": "sync"}
     points: list[dict[str, float]] = []
     adds: list[float] = []
     queries: list[float] = []
@@ -206,9 +224,9 @@ def _run_memories(
         memory = VectorMemory(
             path=folder,
             namespace=("users", f"u{user}"),
-            embeddings=embeddings,
-            write="sync",
+            embeddings=embedder,
             vectors=vectors,
+            **options,
         )
         started = time.perf_counter()
         for i in range(docs):
@@ -218,7 +236,8 @@ def _run_memories(
         queries.append(time.perf_counter() - added)
         adds.append((added - started) / docs)
         assert found and all(f"of user {user}\n" in r.text for r in found), "another user's turn"
-        memory.close()
+        if not drop:
+            memory.close()
         del memory
         _checkpoint(points, "vector-memory", user, checkpoint, adds, queries)
     return points
@@ -233,6 +252,8 @@ def _checkpoint(
     queries: list[float],
 ) -> None:
     """Every ``checkpoint`` users: the process's RSS and files, the window's latencies."""
+    if user == 0:
+        points.append({"users": 1, "rss_mb": _rss_mb()})
     if (user + 1) % checkpoint:
         return
     window_adds, window_queries = adds[-checkpoint:], queries[-checkpoint:]
@@ -263,12 +284,24 @@ def main() -> None:
         default=list(LAYOUTS),
         help="which layouts (per-namespace needs about 2.8 GB and 4 files per 1,000 users)",
     )
+    parser.add_argument(
+        "--embeddings",
+        choices=("random", "default"),
+        default="random",
+        help="vector-memory layouts: random vectors, or the default MiniLM embedder",
+    )
+    parser.add_argument(
+        "--drop", action="store_true", help="vector-memory layouts: drop each memory, no close()"
+    )
     parser.add_argument("--layout", choices=LAYOUTS, help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args()
     if min(args.users, args.docs, args.checkpoint, args.shards) < 1:
         parser.error("--users, --docs, --checkpoint and --shards must be at least 1")
     if args.layout:
-        point = run_layout(args.layout, args.users, args.docs, args.checkpoint, args.shards)
+        memory = {"embeddings": args.embeddings, "drop": args.drop}
+        point = run_layout(
+            args.layout, args.users, args.docs, args.checkpoint, args.shards, **memory
+        )
         print(json.dumps(point))
         return
     results = {}
@@ -278,7 +311,8 @@ def main() -> None:
         child = subprocess.run(
             [sys.executable, __file__, "--layout", layout, "--users", str(args.users),
              "--docs", str(args.docs), "--checkpoint", str(args.checkpoint),
-             "--shards", str(args.shards)],
+             "--shards", str(args.shards), "--embeddings", args.embeddings,
+             *(["--drop"] if args.drop else [])],
             capture_output=True, text=True, check=True, timeout=3600,
         )  # fmt: skip
         results[layout] = json.loads(child.stdout.splitlines()[-1])["points"]
@@ -287,7 +321,7 @@ def main() -> None:
     print(f"{'users':>6}  {'measure':<14}" + "".join(f"{name:>16}" for name in layouts))
     for at, point in enumerate(results[layouts[0]]):
         for column in columns:
-            row = [results[layout][at][column] for layout in layouts]
+            row = [results[layout][at].get(column, float("nan")) for layout in layouts]
             print(f"{point['users']:>6}  {column:<14}" + "".join(f"{v:>16.1f}" for v in row))
 
 

@@ -26,7 +26,8 @@ pre-computed candidates with the functions a memory calls (an exact cosine
 search standing in for the vector store); ``--shipped`` also runs the
 shipped ``VectorMemory`` end to end on the small memories and the demo.
 "contradicts" is the share of queries whose top 10 rank a result above one
-whose reported score is more than twice as high and at least 0.3.
+whose reported score is more than twice as high and at least 0.3 (ours report
+their rank scores on the calibrated scale: :func:`calibrated_scale`).
 
 Then the leave-one-dataset-out choice: for each of locomo, lme-sessions and
 lme-small, a grid of recall settings is scored on the other two (mean of
@@ -73,7 +74,7 @@ from memories.stores.recall import (
     rank_candidates,
     speaker_key,
 )
-from memories.stores.recall.scores import DEFAULT_CALIBRATION, term_coverage
+from memories.stores.recall.scores import DEFAULT_CALIBRATION, calibrated_scale, term_coverage
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data"
@@ -421,16 +422,15 @@ def rank_ours(prepared: Prepared, config: RecallConfig, q: int) -> Ranked:
     )
     wanted = set(config.analyzer().terms(query.text))
     terms, cosine = _terms(prepared, config), prepared.cosines[q]
-    return [
-        (
-            item.id,
-            DEFAULT_CALIBRATION.score(
-                term_coverage(wanted, terms[item.id]),
-                cosine[item.id] if config.uses_dense else None,
-            ),
+    own = [
+        DEFAULT_CALIBRATION.score(
+            term_coverage(wanted, terms[item.id]), cosine[item.id] if config.uses_dense else None
         )
         for item in ranked
     ]
+    # The rank scores on the calibrated scale, as scoring.calibrated reports them.
+    scale = calibrated_scale([item.score for item in ranked], own)
+    return [(item.id, item.score * scale) for item in ranked]
 
 
 def rank_plain(prepared: Prepared, q: int) -> Ranked:

@@ -24,6 +24,7 @@ from langgraph.store.base import (
 from memories.integrations.langgraph_store.filters import Namespace, select_namespaces
 
 from memories.errors import InvalidInputError
+from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.expiry import ITEMS, Expiring, ExpiryLedger
 from memories.stores.history.sql import default_sqlite_url
 
@@ -129,76 +130,45 @@ class MemoryStoreAdapter(BaseStore):
 
     # -- async twins: a thread by default ---------------------------------------
 
-    async def _aget(self, namespace: Namespace, key: str) -> Item | None:
-        return await in_thread(self._get, namespace, key)
-
-    async def _aput(
-        self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any
-    ) -> None:
-        await in_thread(self._put, namespace, key, value, index)
-
-    async def _adelete(self, namespace: Namespace, key: str) -> None:
-        await in_thread(self._delete, namespace, key)
-
-    async def _asearch(self, op: SearchOp) -> list[SearchItem]:
-        return await in_thread(self._search, op)
-
-    async def _anamespaces(self) -> list[Namespace]:
-        return await in_thread(self._namespaces)
+    _aget = blocking_twin(_get)
+    _aput = blocking_twin(_put)
+    _adelete = blocking_twin(_delete)
+    _asearch = blocking_twin(_search)
+    _anamespaces = blocking_twin(_namespaces)
 
     # -- BaseStore ------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return run(self._batching(ops))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await arun(self._batching(ops))
+
+    def _batching(self, ops: Iterable[Op]) -> Steps[list[Result]]:
+        """The ops, each as its store methods' steps (the expiry ledger's only when timed)."""
         results: list[Result] = []
         for op in map(_tupled, ops):
             if isinstance(op, GetOp):
-                results.append(self._kept(op, self._get(op.namespace, op.key)))
+                item = yield step(self._get, op.namespace, op.key)
+                results.append((yield step(self._kept, op, item)) if self._timed else item)
             elif isinstance(op, PutOp):
                 # The expiry row goes before the item (and goes after it on a delete): a
                 # crash between the two leaves a row the sweep drops, never an item
                 # that lives forever.
-                if op.value is None:
-                    self._delete(op.namespace, op.key)
-                    self._stamp(op)
-                else:
-                    self._stamp(op)
-                    self._put(op.namespace, op.key, op.value, op.index)
-                results.append(None)
-            elif isinstance(op, SearchOp):
-                results.append(self._searched(op, self._search))
-            elif isinstance(op, ListNamespacesOp):
-                results.append(select_namespaces(self._live(self._namespaces()), op))
-            else:
-                raise ValueError(f"{type(self).__name__} cannot run the operation {op!r:.80}")
-        return results
-
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        results: list[Result] = []
-        for op in map(_tupled, ops):
-            # The expiry ledger is SQL: its part of each op runs on a thread too.
-            if isinstance(op, GetOp):
-                item = await self._aget(op.namespace, op.key)
-                results.append(await in_thread(self._kept, op, item) if self._timed else item)
-            elif isinstance(op, PutOp):
                 stamped = self._timed or op.ttl is not None
-                if op.value is None:  # the expiry row after a delete, before a put (batch)
-                    await self._adelete(op.namespace, op.key)
-                    if stamped:
-                        await in_thread(self._stamp, op)
-                else:
-                    if stamped:
-                        await in_thread(self._stamp, op)
-                    await self._aput(op.namespace, op.key, op.value, op.index)
+                if op.value is None:
+                    yield step(self._delete, op.namespace, op.key)
+                if stamped:
+                    yield step(self._stamp, op)
+                if op.value is not None:
+                    yield step(self._put, op.namespace, op.key, op.value, op.index)
                 results.append(None)
             elif isinstance(op, SearchOp):
-                if self._timed:
-                    results.append(await in_thread(self._searched, op, self._search))
-                else:
-                    results.append(await self._asearch(op))
+                results.append((yield step(self._searched if self._timed else self._search, op)))
             elif isinstance(op, ListNamespacesOp):
-                namespaces = await self._anamespaces()
+                namespaces = yield step(self._namespaces)
                 if self._omit_expired:
-                    namespaces = await in_thread(self._live, namespaces)
+                    namespaces = yield step(self._live, namespaces)
                 results.append(select_namespaces(namespaces, op))
             else:
                 raise ValueError(f"{type(self).__name__} cannot run the operation {op!r:.80}")
@@ -239,12 +209,8 @@ class MemoryStoreAdapter(BaseStore):
             expired |= {(e.namespace, e.key) for e in found}
         return expired
 
-    def _searched(
-        self, op: SearchOp, search: Callable[[SearchOp], list[SearchItem]]
-    ) -> list[SearchItem]:
-        """``search(op)``, expired items left out before paging (``omit_expired``); refreshed."""
-        if not self._timed:
-            return search(op)
+    def _searched(self, op: SearchOp) -> list[SearchItem]:
+        """:meth:`_search`, expired items left out before paging (``omit_expired``); refreshed."""
         now = self.clock()
         prefix = tuple(op.namespace_prefix)
         hidden = 0
@@ -253,15 +219,19 @@ class MemoryStoreAdapter(BaseStore):
         if hidden:
             # Read past the page by as many items as may be left out, then page.
             wide = op._replace(offset=0, limit=op.offset + op.limit + hidden)
-            found = search(wide)
+            found = self._search(wide)
             expired = self._expired_among(found, now, under=prefix)
             live = [i for i in found if (tuple(i.namespace), i.key) not in expired]
             found = live[op.offset : op.offset + op.limit]
         else:
-            found = search(op)
+            found = self._search(op)
         if op.refresh_ttl and found:
             self.ledger.refresh([(tuple(i.namespace), i.key) for i in found], now=now)
         return found
+
+    _akept = blocking_twin(_kept)
+    _astamp = blocking_twin(_stamp)
+    _asearched = blocking_twin(_searched)
 
     def _live(self, namespaces: list[Namespace]) -> list[Namespace]:
         """The namespaces that hold an item not expired (all of them without ``omit_expired``).
@@ -277,6 +247,8 @@ class MemoryStoreAdapter(BaseStore):
         return [
             ns for ns in namespaces if not counts.get(ns) or self._holds_live(ns, counts[ns], now)
         ]
+
+    _alive = blocking_twin(_live)
 
     def _holds_live(self, namespace: Namespace, expired: int, now: float) -> bool:
         """Whether ``namespace`` itself holds an item not expired (it has ``expired`` expired)."""

@@ -45,8 +45,6 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
         ttl, ttl_url, clock: time to live (:class:`MemoryStoreAdapter`'s Args).
     """
 
-    supports_query = True
-
     def __init__(
         self,
         memory: CollectionMemory,
@@ -110,8 +108,8 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
             memory.delete(key)
 
     def _namespaces(self) -> list[Namespace]:
-        ledger = self.memory.ledger
-        return [ns for ns in ledger.list_namespaces(limit=10**9) if ledger.keys(ns, "memory:")]
+        counts, _ = self.memory.ledger.key_namespaces(self.memory.rows.prefix, limit=10**9)
+        return [count.namespace for count in counts]
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = op.namespace_prefix

@@ -21,8 +21,8 @@ from memories.errors import InvalidInputError
 
 __all__ = ["SCORES", "Index", "Score", "checked_index", "checked_score", "part_id", "texts_of"]
 
-#: How a query search scores items: ``"calibrated"`` (ours: about the probability that
-#: the item answers the query, comparable across queries) or ``"cosine"`` (LangGraph's:
+#: How a query search scores items: ``"calibrated"`` (ours: recall's order on a scale where
+#: the best item's is about the probability that it answers) or ``"cosine"`` (LangGraph's:
 #: the cosine similarity of the query's embedding and the item's nearest text's).
 Score = Literal["calibrated", "cosine"]
 SCORES: tuple[Score, ...] = ("calibrated", "cosine")

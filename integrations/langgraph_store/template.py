@@ -36,6 +36,7 @@ TemplateMemory = TypeVar("TemplateMemory", bound="IndexedMemory")
 class TemplateAdapter(MemoryStoreAdapter, Generic[TemplateMemory]):
     """An adapter over a template memory: its twin per namespace, its sweep, its text field."""
 
+    supports_query = True  # the template memory's recall ranks by meaning
     memory: TemplateMemory
     text_field: str
     _memories: dict[Namespace, TemplateMemory]

@@ -67,8 +67,8 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
 
     Each namespace's recall picks its best ``offset + limit`` items; those are
     ordered by score. The default score is calibrated
-    (:mod:`memories.stores.recall.scores`: about the probability that the item
-    answers the query, from the query and the item alone), so scores compare
+    (:mod:`memories.stores.recall.scores`: recall's score, the best item's about the
+    probability that it answers the query), so scores compare
     across queries and namespaces and a ``min_score`` means the same
     everywhere. ``score="cosine"`` gives LangGraph's score instead: the cosine
     similarity of the query's embedding to the item's nearest text's, ranked
@@ -88,8 +88,6 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
             ``search(..., min_score=...)`` overrides it for one call.
         ttl, ttl_url, clock: time to live (:class:`MemoryStoreAdapter`'s Args).
     """
-
-    supports_query = True
 
     def __init__(
         self,

@@ -12,7 +12,6 @@ from typing import Any
 
 from memories.kernel.namespaces import Namespace, namespace_from_key
 from memories.long_term.collection import CollectionMemory
-from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.entity_graph import EntityMemory
 from memories.long_term.indexed import DocumentMemory
 from memories.long_term.stored import StoredDocumentMemory
@@ -32,7 +31,7 @@ def namespaces_held(memory: Any, contains: str = "") -> dict[Namespace, int | No
     """
     found: dict[Namespace, int | None] = {}
     if isinstance(memory, CollectionMemory):
-        counts, _ = memory.ledger.key_namespaces(MEMORY_PREFIX, contains=contains, limit=_ALL)
+        counts, _ = memory.ledger.key_namespaces(memory.rows.prefix, contains=contains, limit=_ALL)
         found.update((c.namespace, c.documents) for c in counts)
     elif isinstance(memory, StoredDocumentMemory):
         counts, _ = memory.ledger.key_namespaces(memory.key, contains=contains, limit=_ALL)

@@ -106,10 +106,9 @@ class IndexedMemory(BaseMemory):
             ``ssl``, ``timeout``, ``collection``) and ``outbox`` are unused.
             Default: None, Chroma.
         min_score: leave out of every search (and of what ``load_memory_variables``
-            shows) the documents scoring below this, 0 to 1; 0 keeps all. A score
-            is calibrated (:mod:`memories.stores.recall.scores`): about the probability
-            that the document answers the query, the same in every search and
-            every namespace.
+            shows) the documents scoring below this, 0 to 1; 0 keeps all. Scores are
+            on a calibrated scale (:mod:`memories.stores.recall.scores`): the best
+            result's is about the probability that it answers the query.
         ttl: minutes a new document lives after it was written (one written
             again keeps its own; a write may give one its own); None: forever.
             An expired document is hidden from every read at once and deleted
@@ -188,12 +187,11 @@ class IndexedMemory(BaseMemory):
 
     def _make_backend(self) -> VectorBackend:
         """PostgreSQL with pgvector when ``vectors`` is set, else Chroma as the store fields say."""
+        fields = {name: getattr(self, name) for name in _BACKEND_FIELDS}
+        fields["namespace"] = self.index_namespace
         if self.vectors is not None:
-            return PgVectorBackend(
-                self.vectors,
-                **{name: getattr(self, name) for name in _BACKEND_FIELDS if name != "write"},
-                embedder=self.embedder,
-            )
+            del fields["write"]
+            return PgVectorBackend(self.vectors, **fields, embedder=self.embedder)
         from memories.integrations.chroma import ChromaStore
 
         store = ChromaStore(
@@ -201,7 +199,7 @@ class IndexedMemory(BaseMemory):
         )
         return ChromaBackend(
             store,
-            **{name: getattr(self, name) for name in _BACKEND_FIELDS},
+            **fields,
             embedder=self.embedder,
             outbox=outbox_for(self.mode, self.path, self.outbox),
         )
@@ -382,17 +380,30 @@ class IndexedMemory(BaseMemory):
         """
         if not self.hide_expired:
             return None
-        return partial(self.expiry.unexpired, namespace, now=self.clock(), prefix=prefix)
+        return partial(
+            self.expiry.unexpired, namespace, now=self.clock(), prefix=prefix, mark=self.expiry_mark
+        )
+
+    @property
+    def index_namespace(self) -> Namespace:
+        """The namespace the backend keeps this memory's documents under: its own."""
+        return self.namespace
+
+    @property
+    def expiry_mark(self) -> str:
+        """What this memory's expiry rows' keys start with, before the document's id: none."""
+        return ""
 
     def _expired_ids(self) -> Steps[set[str]]:
         """The ids of this namespace's documents reads leave out (:meth:`expired_items`)."""
         found = yield step(self.expired_items, self.namespace)
-        return {e.key for e in found}
+        mark = self.expiry_mark
+        return {e.key.removeprefix(mark) for e in found if e.key.startswith(mark)}
 
     def _touching(self, ids: Sequence[str]) -> Steps[None]:
         """Start the time to live of documents just read again (``refresh_on_read``)."""
         if self.refresh_on_read and ids:
-            pairs = [(self.namespace, i) for i in ids]
+            pairs = [(self.namespace, self.expiry_mark + i) for i in ids]
             yield step(self.expiry.refresh, pairs, now=self.clock())
 
     def _live_search(self, request: VectorQuery) -> Steps[list[SearchResult]]:
@@ -495,10 +506,9 @@ class DocumentMemory(IndexedMemory):
             min_score: leave out documents scoring below this (default ``self.min_score``).
 
         Results come in recall's order (hybrid recall also weighs rare words,
-        neighbouring turns and the speaker a query names). Each result's
-        ``score`` is its own calibrated relevance to the query
-        (:mod:`memories.stores.recall.scores`), so a result may score a little above
-        one ranked before it; ``min_score`` drops results, never reorders them.
+        neighbouring turns and the speaker a query names) and their scores are
+        recall's on a calibrated scale (:mod:`memories.stores.recall.scores`), so
+        they never rise down the list; ``min_score`` drops results, never reorders them.
 
         Turns saved before the call are found even while the background
         writer still has them; a filtered search writes them first (Chroma

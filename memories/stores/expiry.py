@@ -242,17 +242,24 @@ class ExpiryLedger:
         return where
 
     def unexpired(
-        self, namespace: Namespace, key: sa.ColumnElement[str], *, now: float, prefix: str = ""
+        self,
+        namespace: Namespace,
+        key: sa.ColumnElement[str],
+        *,
+        now: float,
+        prefix: str = "",
+        mark: str = "",
     ) -> sa.ColumnElement[bool]:
         """A condition for a query on another table of this database: ``key`` is not expired.
 
         ``key`` is the other table's column of the items' keys, written
-        ``prefix`` + the key this ledger has. A NOT EXISTS on this table's
+        ``prefix`` + the key this ledger has after ``mark``. A NOT EXISTS on this table's
         primary key: one indexed lookup a row, no expired row read here.
         """
         self._db.engine  # noqa: B018  (the table, made before the query's transaction)
         t = self._table
         own = key if not prefix else sa.func.substr(key, len(prefix) + 1)
+        own = sa.literal(mark).concat(own) if mark else own
         expired = [t.c.namespace == _label(namespace), t.c.key == own, t.c.expires_at <= now]
         return ~sa.exists().where(*expired)
 
@@ -276,6 +283,18 @@ class ExpiryLedger:
         if refresh:
             self.refresh([(namespace, key)], now=now)
         return False
+
+    def renaming(self, namespace: Namespace, renames: Mapping[str, str]) -> Stamp:
+        """The rows of ``namespace``'s items keyed anew (``{old: new}``), for a caller's
+        transaction (a store moving its items, :meth:`stamping`'s way; the table made first)."""
+        t = self._table
+
+        def rename(connection: sa.Connection) -> None:
+            for old, new in renames.items():
+                where = (t.c.namespace == _label(namespace), t.c.key == old)
+                connection.execute(sa.update(t).where(*where).values(key=new))
+
+        return rename
 
     def refresh(self, items: Iterable[tuple[Namespace, str]], *, now: float) -> None:
         """Start the time to live of each item again from ``now``; expired ones stay expired."""

@@ -39,28 +39,27 @@ def test_a_lone_document_scores_by_how_well_it_matches(make_vector: MakeVector) 
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "bm25"])
-def test_a_documents_score_does_not_depend_on_the_rest_of_its_namespace(
+def test_the_best_match_scores_the_same_alone_or_among_other_documents(
     make_vector: MakeVector, mode: str
 ) -> None:
+    """The top of a search's scale is the best match's calibrated score: the crowd sets no level."""
     sister = "input: My sister lives in Porto\noutput: Noted."
-    metadata = {"session": "s", "turn": 5, "timestamp": 1_700_000_000.0}
+    metadata = {"session": "t", "turn": 0, "timestamp": 1_700_000_000.0}  # no neighbours
     alone = make_vector(namespace=("alone",), recall={"mode": mode})
     crowded = make_vector(namespace=("crowded",), recall={"mode": mode})
     alone.add([sister], metadatas=[metadata], ids=["sister"])
     others = [f"input: my sister {w} in town\noutput: ok" for w in ("works", "shops", "sings")]
-    others += [f"input: {said}\noutput: {reply}" for said, reply in CHAT]
+    others += [f"input: {said}\noutput: {reply}" for said, reply in CHAT[1:]]  # not the sister
     crowded.add(
         [*others, sister],
-        metadatas=[{"session": "s", "turn": i} for i in range(len(others))] + [metadata],
+        metadatas=[{} for _ in others] + [metadata],
         ids=[*(f"o{i}" for i in range(len(others))), "sister"],
     )
-    queries = ["where does my sister live?", "Porto"]
-    if mode != "bm25":  # BM25 finds nothing for words no document holds
-        queries.append("quantum chromodynamics")
-    for query in queries:
-        lone = {r.id: r.score for r in alone.search(query, k=10)}
-        among = {r.id: r.score for r in crowded.search(query, k=10)}
-        assert among["sister"] == pytest.approx(lone["sister"], abs=1e-6)
+    for query in ["my sister lives in Porto", "Porto"]:
+        (lone,) = alone.search(query, k=10)
+        best = crowded.search(query, k=10)[0]
+        assert best.id == "sister"
+        assert best.score == pytest.approx(lone.score, abs=1e-6)
 
 
 def test_min_score_drops_results_below_it_and_keeps_the_order(make_vector: MakeVector) -> None:
@@ -159,3 +158,31 @@ def test_a_result_outside_the_dense_candidates_scores_by_its_stored_embedding_in
     assert len(found) >= 2  # more than the one dense candidate
     for result in found:
         assert result.score == pytest.approx(expected[result.id], abs=1e-6)
+
+
+STORY = [
+    "We adopted a puppy and named him Rex",
+    "He sleeps all day on the sofa",
+    "Rex chewed my new shoes this morning",
+    "The vet said he is healthy",
+    "Rex already knows how to sit",
+]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "bm25"])
+def test_results_come_in_the_order_of_their_scores_and_the_parts_add_up_to_them(
+    make_vector: MakeVector, mode: str
+) -> None:
+    """Neighbours lend and rare words weigh in the order: the score reports that same order."""
+    memory = make_vector(recall={"mode": mode})
+    memory.add(
+        STORY,
+        metadatas=[{"session": "s", "turn": i, "speakers": ["Ann"]} for i in range(len(STORY))],
+    )
+    for query in ("Rex", "what did Rex chew", "puppy sofa", "is Rex healthy"):
+        found = memory.search(query, k=5)
+        scores = [r.score for r in found]
+        assert scores == sorted(scores, reverse=True), (query, [(r.text, r.score) for r in found])
+        for result in found:
+            assert result.ranking is not None
+            assert sum(result.ranking) == pytest.approx(result.score, abs=1e-9)

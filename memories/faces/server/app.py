@@ -203,6 +203,11 @@ def _text(request: Request, name: str) -> str:
     return request.query_params.get(name, "")
 
 
+def _listing(request: Request) -> dict[str, Any]:
+    """A list page's filter and page number (``q``, ``page``)."""
+    return {"q": _text(request, "q"), "page": _int(request, "page", 1, MAX_PAGE)}
+
+
 class _Guard:
     """Every request: the query string's size, the token; every answer: the security headers."""
 
@@ -459,8 +464,7 @@ def create_app(
         return await call(inspector.overview)
 
     async def namespaces(request: Request) -> dict[str, Any]:
-        page = _int(request, "page", 1, MAX_PAGE)
-        return await call(inspector.namespaces, q=_text(request, "q"), page=page)
+        return await call(inspector.namespaces, **_listing(request))
 
     async def namespace(request: Request) -> dict[str, Any]:
         return await call(inspector.namespace, _param(request, "namespace"))
@@ -469,15 +473,13 @@ def create_app(
         return await call(inspector.erasure, _param(request, "namespace"))
 
     async def items(request: Request) -> dict[str, Any]:
-        page = _int(request, "page", 1, MAX_PAGE)
-        return await call(inspector.items, *_where(request), q=_text(request, "q"), page=page)
+        return await call(inspector.items, *_where(request), **_listing(request))
 
     async def item(request: Request) -> dict[str, Any]:
         return await call(inspector.item, *_where(request), _param(request, "item"))
 
     async def sessions(request: Request) -> dict[str, Any]:
-        page = _int(request, "page", 1, MAX_PAGE)
-        return await call(inspector.sessions, q=_text(request, "q"), page=page)
+        return await call(inspector.sessions, **_listing(request))
 
     async def session(request: Request) -> dict[str, Any]:
         return await call(inspector.session, _param(request, "session"))

@@ -19,7 +19,7 @@ from memories.faces.server.errors import NotFound
 from memories.kernel.messages import message_text
 from memories.kernel.namespaces import Namespace
 from memories.long_term.collection import CollectionMemory
-from memories.long_term.collection.rules import MEMORY_PREFIX
+from memories.long_term.collection.rows import memory_id
 from memories.long_term.entity_graph import Entity, EntityMemory, Relation
 from memories.stores.entities.temporal_graph import ENTITY_PREFIX, Graph
 from memories.stores.history.records import Edit, Entry
@@ -63,7 +63,7 @@ def collection_item(leaf: CollectionMemory, item: Any) -> dict[str, Any]:
     value = item.value or {}
     content = value.get("content")
     return {
-        "id": item.key.removeprefix(MEMORY_PREFIX),
+        "id": memory_id(item.key),
         "content": content if isinstance(content, str) else json.dumps(content, sort_keys=True),
         "metadata": jsonable(value.get("metadata") or {}),
         "version": item.version,

@@ -66,7 +66,6 @@ from memories.kernel.namespaces import (
     namespace_key,
 )
 from memories.long_term.collection import CollectionMemory
-from memories.long_term.collection.rules import MEMORY_PREFIX
 from memories.long_term.entity_graph import EntityMemory
 from memories.long_term.held import namespaces_held
 from memories.long_term.indexed import DocumentMemory, IndexedMemory
@@ -245,7 +244,7 @@ class Inspector:
 
     def _namespace_count(self, leaf: Any) -> int:
         if isinstance(leaf, CollectionMemory):
-            return leaf.ledger.key_namespaces(MEMORY_PREFIX, limit=0)[1]
+            return leaf.ledger.key_namespaces(leaf.rows.prefix, limit=0)[1]
         if isinstance(leaf, StoredDocumentMemory):
             return leaf.ledger.key_namespaces(leaf.key, limit=0)[1]
         if isinstance(leaf, DocumentMemory):
@@ -258,7 +257,7 @@ class Inspector:
             ledger = leaf.ledger
             key = leaf.key
             if isinstance(leaf, CollectionMemory):
-                if ledger.key_page(namespace, MEMORY_PREFIX, limit=0)[1]:
+                if ledger.key_page(namespace, leaf.rows.prefix, limit=0)[1]:
                     return True
             elif ledger.load(namespace, key) is not None or ledger.changes(namespace, key, last=1):
                 return True
@@ -339,7 +338,7 @@ class Inspector:
     def _store_count(self, leaf: Any) -> int:
         """A collection's or a vector memory's documents in its namespace, expired ones too."""
         if isinstance(leaf, CollectionMemory):
-            return leaf.ledger.key_page(leaf.namespace, MEMORY_PREFIX, limit=0)[1]
+            return leaf.ledger.key_page(leaf.namespace, leaf.rows.prefix, limit=0)[1]
         if isinstance(leaf, DocumentMemory):
             return int(leaf.backend.count())
         return 0
@@ -379,11 +378,11 @@ class Inspector:
             hiding = expired_counts(leaf, namespace).get(namespace, 0)
             items, total = leaf.ledger.key_page(
                 namespace,
-                MEMORY_PREFIX,
+                leaf.rows.prefix,
                 contains=q,
                 limit=self.page_size,
                 offset=start,
-                keep=leaf.unexpired(namespace, prefix=MEMORY_PREFIX) if hiding else None,
+                keep=leaf.unexpired(namespace, prefix=leaf.rows.prefix) if hiding else None,
             )
             found["items"] = [collection_item(leaf, item) for item in items]
             found.update(page_of(page, self.page_size, total))
@@ -538,10 +537,10 @@ class Inspector:
     def search(self, text: str, query: str, *, memory_id: str | None = None, k: int = 10) -> dict:
         """Each searchable memory's best matches in a namespace, with why each ranked.
 
-        A result's ``score`` is its calibrated score (≈ the probability that it
-        answers the query, comparable across searches); ``ranking`` holds the
-        dense, lexical and neighbour parts of the score recall ordered this
-        search's results by (None from a backend that does not give them).
+        A result's ``score`` is the score recall ordered the results by, on the
+        calibrated scale (the best's ≈ the probability that it answers the query);
+        ``ranking`` holds its dense, lexical and neighbour parts, which add up to
+        it (None from a backend that does not give them).
         """
         query = _checked_text(query, "query")
         if not 1 <= k <= MAX_RESULTS:
@@ -762,10 +761,11 @@ def _sessions_of(history: ChatHistory, *, own: bool) -> int | None:
 def _whole_id(leaf: CollectionMemory, namespace: Namespace, given: str) -> str:
     """The id of the one memory of ``namespace`` whose id starts with ``given`` (as lists show
     ids shortened); ``given`` itself when it is whole, or when no one memory's id starts so."""
-    found, total = leaf.ledger.key_page(namespace, MEMORY_PREFIX + given, limit=2)
+    prefix = leaf.rows.prefix
+    found, total = leaf.ledger.key_page(namespace, prefix + given, limit=2)
     if total == 1:
-        return found[0].key.removeprefix(MEMORY_PREFIX)
-    if total > 1 and not any(f.key == MEMORY_PREFIX + given for f in found):
+        return found[0].key.removeprefix(prefix)
+    if total > 1 and not any(f.key == prefix + given for f in found):
         raise NotFound(f"{total} memories' ids start with {given!r}: give more of the id.")
     return given
 

@@ -25,7 +25,7 @@ from memories.long_term.collection.extraction import (
     extraction_prompt,
 )
 from memories.long_term.collection.offline import offline_operations
-from memories.long_term.collection.rules import MEMORY_PREFIX
+from memories.long_term.collection.rows import lining_up
 from memories.stores.documents import (
     Change,
     PendingTurn,
@@ -60,7 +60,7 @@ class CollectionUpdate:
 
 def refreshing(memory: CollectionMemory) -> Steps[CollectionUpdate]:
     """Fold every queued turn in, batch by batch; stop at the first failed batch."""
-    yield from memory._lining_up()
+    yield from lining_up(memory)
     total = CollectionUpdate("idle")
     while True:
         batch = yield from folding_batch(memory)
@@ -111,7 +111,7 @@ def folding_batch(memory: CollectionMemory) -> Steps[CollectionUpdate]:
             proposed = list(outcome.operations)
         versions = {r.id: rules.version(r) for r in shown}
         operations = yield from deduplicating(memory, proposed, shown, versions)
-        commits = [commit_of(op, versions, turns) for op in operations]
+        commits = [commit_of(op, versions, turns, memory.rows.prefix) for op in operations]
         written = yield from memory._writing(commits, turns)
         if written is None:  # another writer changed one of these memories: redo
             yield from memory._reindexing([op.memory_id for op in operations if op.memory_id])
@@ -156,15 +156,16 @@ def session(
 
 
 def commit_of(
-    op: Operation, versions: Mapping[str, int], turns: Sequence[PendingTurn]
+    op: Operation, versions: Mapping[str, int], turns: Sequence[PendingTurn], prefix: str
 ) -> tuple[str, Change, int]:
-    """The ledger write of one operation: its key, the change, the version it expects."""
+    """The ledger write of one operation (keys ``prefix`` + id): its key, the change, the
+    version it expects."""
     document = None if op.op == "delete" else {"content": op.content, "metadata": {}}
     change = Change(document, op.op, [], tuple(turns))
     if op.op == "insert":
-        return MEMORY_PREFIX + uuid.uuid4().hex, change, 0
+        return prefix + uuid.uuid4().hex, change, 0
     assert op.memory_id is not None
-    return MEMORY_PREFIX + op.memory_id, change, versions[op.memory_id]
+    return prefix + op.memory_id, change, versions[op.memory_id]
 
 
 def matching(

@@ -44,7 +44,7 @@ from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.long_term.collection import folding, rules, transfer
 from memories.long_term.collection.folding import MAX_CONFLICTS, CollectionUpdate
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
-from memories.long_term.collection.rules import MEMORY_PREFIX
+from memories.long_term.collection.rows import Rows, claim, expire_in, lining_up, memory_id
 from memories.long_term.indexed import TTL, IndexedMemory
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.stored import StoredDocumentMemory, TurnPolicy
@@ -146,6 +146,21 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     _schema: ProfileSchema | None = PrivateAttr(default=None)
     _in_line: bool = PrivateAttr(default=False)
 
+    @cached_property
+    def rows(self) -> Rows:
+        """Where this collection's memories are: its own, not another key's (:mod:`.rows`)."""
+        return Rows(self.key)
+
+    @property
+    def index_namespace(self) -> tuple[str, ...]:
+        """The namespace the index keeps this collection's documents under (:mod:`.rows`)."""
+        return self.rows.index_namespace(self.namespace)
+
+    @property
+    def expiry_mark(self) -> str:
+        """What this collection's expiry rows' keys start with (:mod:`.rows`)."""
+        return self.rows.mark
+
     def model_post_init(self, context: Any, /) -> None:
         text = self.memory_schema in (None, str, "str")
         self._schema = None if text else ProfileSchema(self.memory_schema)
@@ -155,6 +170,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 "must be text (None); pass llm=... to extract structured memories."
             )
         super().model_post_init(context)
+        claim(self)
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "memory_schema":
@@ -207,7 +223,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         }
         if not isinstance(content, str):
             meta["content_json"] = json.dumps(content, ensure_ascii=False)
-        doc_id = item.key.removeprefix(MEMORY_PREFIX)
+        doc_id = memory_id(item.key)
         # A first version is new to the index: Chroma's add is cheaper than its upsert.
         replace = item.version > 1
         return OutboxRow(doc_id, self._text(content), meta, needs_turn=False, replace=replace)
@@ -255,11 +271,10 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         (:meth:`_ttls`); a deleted one keeps its row, so its versions go at its
         expiry and a rollback restores it with its rule.
         """
-        written = [
-            (k.removeprefix(MEMORY_PREFIX), v) for k, c, v in commits if c.document is not None
-        ]
-        existing = {i for i, version in written if version and i not in anew}
-        ttls = self._ttls([i for i, _ in written], ttl, existing=existing, anew=anew)
+        written = [(memory_id(k), v) for k, c, v in commits if c.document is not None]
+        existing = self.rows.expiry_keys([i for i, version in written if version and i not in anew])
+        keys = self.rows.expiry_keys([i for i, _ in written])
+        ttls = self._ttls(keys, ttl, existing=existing, anew=self.rows.expiry_keys(anew))
         if not ttls:
             return None
         return (yield step(self.expiry.stamping, self.namespace, ttls, now=self.clock()))
@@ -272,15 +287,17 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         the row is kept, in the ledger and in the index.
         """
         gone = []
-        for item in expired:
-            key = MEMORY_PREFIX + item.key
-            still = self.expiry.forgetting(self.namespace, item.key, expired_at=now)
+        for i in self.rows.own(expired):
+            key = self.rows.prefix + i
+            still = self.expiry.forgetting(self.namespace, self.rows.mark + i, expired_at=now)
             self._store.delete(self.namespace, key, only_if=still)
             if self._store.load(self.namespace, key) is None:
-                gone.append(item.key)
+                gone.append(i)
         if gone:
             self.backend.delete(gone, None)
             self.backend.flush()
+
+    _expire_in = expire_in
 
     def _background_job(self) -> None:
         super()._background_job()
@@ -294,7 +311,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _indexing(self, keys: Sequence[str], items: Sequence[ProfileItem | None]) -> Steps[None]:
         rows = [self._row(item) for item in items if item is not None and item.value is not None]
         gone = [
-            key.removeprefix(MEMORY_PREFIX)
+            memory_id(key)
             for key, item in zip(keys, items, strict=True)
             if item is None or item.value is None
         ]
@@ -305,58 +322,11 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     def _reindexing(self, ids: Sequence[str]) -> Steps[None]:
         """Bring the index back in line with the ledger for these memories (after a conflict)."""
-        keys = [MEMORY_PREFIX + i for i in ids]
+        keys = [self.rows.prefix + i for i in ids]
         items = []
         for key in keys:
             items.append((yield step(self._store.load, self.namespace, key)))
         yield from self._indexing(keys, items)
-
-    def _lining_up(self) -> Steps[None]:
-        """Once per object: bring the index in line with the ledger where they disagree.
-
-        The index can lag the ledger: an in-process index (``mode="memory"``)
-        after a restart, a moved Chroma folder, or a process that died between
-        the two writes of a change. The ledger is the truth: a memory missing
-        from the index (or one the ledger no longer has) rebuilds the index
-        whole; a memory indexed at another version than the ledger's is
-        indexed again.
-        """
-        if self._in_line:
-            return
-        items = yield step(self._store.keys, self.namespace, MEMORY_PREFIX)
-        indexed = yield step(self.backend.count)
-        stale = (yield from self._stale(items)) if indexed == len(items) else None
-        if stale:
-            logger.warning(
-                "Collection %r: %d memories are indexed at another version than the ledger's; "
-                "indexing them again.",
-                self.namespace,
-                len(stale),
-            )
-            yield from self._indexing([item.key for item in stale], stale)
-        elif stale is None:
-            logger.warning(
-                "Collection %r: the index holds %d memories and the ledger %d%s; re-indexing.",
-                self.namespace,
-                indexed,
-                len(items),
-                ", not the same ones" if indexed == len(items) else "",
-            )
-            yield step(self.backend.erase_namespace)
-            if items:
-                yield step(self.backend.add, [self._row(i) for i in items], progress=False)
-        self._in_line = True
-
-    def _stale(self, items: Sequence[ProfileItem]) -> Steps[list[ProfileItem] | None]:
-        """The ledger's memories indexed at another version; None when one is not indexed."""
-        if not items:
-            return []
-        ids = [item.key.removeprefix(MEMORY_PREFIX) for item in items]
-        found = yield step(self.backend.get, ids)
-        versions = {r.id: r.metadata.get("version") for r in found}
-        if len(versions) != len(items):
-            return None
-        return [item for item, i in zip(items, ids, strict=True) if versions[i] != item.version]
 
     def _direct(
         self, memory_id: str, plan: Any, kind: str, ttl: TTL = "default"
@@ -366,10 +336,11 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         ``plan`` sees None for a memory that expired (hidden from reads, not swept yet).
         """
         checked = rules.checked_id(memory_id)
-        key = MEMORY_PREFIX + checked
+        key = self.rows.prefix + checked
         for _ in range(MAX_CONFLICTS * 10):
             item = yield step(self._store.load, self.namespace, key)
-            hidden = yield step(self.expired_items, self.namespace, keys=[checked])
+            marked = self.rows.expiry_keys([checked])
+            hidden = yield step(self.expired_items, self.namespace, keys=marked)
             gone = item is not None and bool(hidden)
             document = plan(None if gone else item)
             expected = item.version if item is not None else 0
@@ -454,13 +425,15 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 "content": self.check_content(content),
                 "metadata": self._checked_metadata(metadatas[i] if metadatas else None),
             }
-            commits.append((MEMORY_PREFIX + uuid.uuid4().hex, Change(document, "put", [], ()), 0))
+            commits.append(
+                (self.rows.prefix + uuid.uuid4().hex, Change(document, "put", [], ()), 0)
+            )
         stamp = run(self._stamp(commits, "default"))
         written = self._store.commit_many(self.namespace, commits, drop_key=self.key, also=stamp)
         assert written is not None  # new ids: nothing to conflict with
         rows = [self._row(item) for item in written if item is not None]
         self.backend.add(rows, progress=progress if progress is not None else len(rows) > 1_000)
-        return [key.removeprefix(MEMORY_PREFIX) for key, _, _ in commits]
+        return [memory_id(key) for key, _, _ in commits]
 
     async def aput_many(self, contents: Sequence[Any], **options: Any) -> builtins.list[str]:
         """Async :meth:`put_many` (the same arguments)."""
@@ -562,7 +535,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _rolling_back(
         self, memory_id: str, version: int, expected: int | None = None
     ) -> Steps[MemoryRecord]:
-        key = MEMORY_PREFIX + rules.checked_id(memory_id)
+        key = self.rows.prefix + rules.checked_id(memory_id)
         found = yield step(self._store.changes, self.namespace, key, version=version)
         if not found or found[0].document is None:
             raise InvalidInputError(
@@ -593,7 +566,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     def _getting(self, memory_id: str) -> Steps[MemoryRecord | None]:
         checked = rules.checked_id(memory_id)
-        item = yield step(self._store.load, self.namespace, MEMORY_PREFIX + checked)
+        item = yield step(self._store.load, self.namespace, self.rows.prefix + checked)
         if item is None or item.value is None:
             return None
         if checked in (yield from self._expired_ids()):
@@ -603,12 +576,12 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     def history(self, memory_id: str) -> list[MemoryVersion]:
         """Every version of a memory, oldest first, each with when it held and what caused it."""
-        key = MEMORY_PREFIX + rules.checked_id(memory_id)
+        key = self.rows.prefix + rules.checked_id(memory_id)
         return rules.versions(self._store.changes(self.namespace, key))
 
     async def ahistory(self, memory_id: str) -> list[MemoryVersion]:
         """Async :meth:`history`."""
-        key = MEMORY_PREFIX + rules.checked_id(memory_id)
+        key = self.rows.prefix + rules.checked_id(memory_id)
         return rules.versions(await self._store.achanges(self.namespace, key))
 
     def search(
@@ -648,13 +621,13 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     ) -> Steps[list[MemoryRecord]]:
         if as_of is None:
             request = self._request(query, k, where)
-            yield from self._lining_up()
+            yield from lining_up(self)
             found = yield from self._live_search(request)
             return [rules.found(r) for r in found]
         request = self._request(query, k, None)
         when = rules.timestamp(as_of)
         wanted = rules.equality(where)
-        changes = yield step(self._store.key_changes, self.namespace, MEMORY_PREFIX)
+        changes = yield step(self._store.key_changes, self.namespace, self.rows.prefix)
         then = [r for r in rules.current_at(changes, when) if rules.matches(r.metadata, wanted)]
         if not then:
             return []
@@ -704,7 +677,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         if self._in_background:
             self._background.cancel()
         for _ in range(MAX_CONFLICTS * 10):
-            items = yield step(self._store.keys, self.namespace, MEMORY_PREFIX)
+            items = yield step(self._store.keys, self.namespace, self.rows.prefix)
             turns = yield step(self._store.pending, self.namespace, self.key)
             commits = [(i.key, Change(None, "clear", [], ()), i.version) for i in items]
             written = yield from self._writing(commits, turns)
@@ -809,7 +782,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     def _listing(self, where: Mapping[str, Any] | None) -> Steps[builtins.list[MemoryRecord]]:
         wanted = rules.equality(where)
-        items = yield step(self._store.keys, self.namespace, MEMORY_PREFIX)
+        items = yield step(self._store.keys, self.namespace, self.rows.prefix)
         expired = yield from self._expired_ids()
         records = [rules.record(i) for i in items]
         return [r for r in records if r.id not in expired and rules.matches(r.metadata, wanted)]

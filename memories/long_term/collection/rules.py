@@ -11,12 +11,11 @@ from typing import Any
 
 from memories.errors import InvalidInputError
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
+from memories.long_term.collection.rows import memory_id
 from memories.stores.documents import ProfileChange, ProfileItem
 from memories.stores.vector.filters import NAMESPACE_KEY
 from memories.stores.vector.records import SearchResult
 
-#: Ledger keys of memories: ``memory:<id>``.
-MEMORY_PREFIX = "memory:"
 #: Index metadata the memory keeps for itself.
 OWN_KEYS = frozenset({"created_at", "updated_at", "version", "content_json"})
 
@@ -114,7 +113,7 @@ def current_at(changes: Sequence[tuple[str, ProfileChange]], when: float) -> lis
         later = [c for c in history if c.created_at > when]
         records.append(
             MemoryRecord(
-                id=key.removeprefix(MEMORY_PREFIX),
+                id=memory_id(key),
                 content=document.get("content"),
                 metadata=dict(document.get("metadata") or {}),
                 created_at=utc(history[0].created_at),
@@ -130,7 +129,7 @@ def record(item: ProfileItem) -> MemoryRecord:
     """A memory as the ledger holds it."""
     value = item.value or {}
     return MemoryRecord(
-        id=item.key.removeprefix(MEMORY_PREFIX),
+        id=memory_id(item.key),
         content=value.get("content"),
         metadata=dict(value.get("metadata") or {}),
         created_at=utc(item.created_at),

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memories.long_term.collection import rules
-from memories.long_term.collection.rules import MEMORY_PREFIX
+from memories.long_term.collection.rows import memory_id as id_of
 from memories.stores.documents import ProfileChange
 from memories.stores.vector.records import SearchResult
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def exported(memory: CollectionMemory) -> builtins.list[SearchResult]:
     """:meth:`CollectionMemory.export_documents`: every memory with its versions."""
     by_key: dict[str, builtins.list[ProfileChange]] = {}
-    for key, change in memory._store.key_changes(memory.namespace, MEMORY_PREFIX):
+    for key, change in memory._store.key_changes(memory.namespace, memory.rows.prefix):
         by_key.setdefault(key, []).append(change)
     exported = []
     for key, changes in by_key.items():
@@ -34,7 +34,7 @@ def exported(memory: CollectionMemory) -> builtins.list[SearchResult]:
         ]
         last = next((v["content"] for v in reversed(versions) if v["content"] is not None), "")
         text = memory._text(last)
-        exported.append(SearchResult(text, {"versions": versions}, 0.0, key[len(MEMORY_PREFIX) :]))
+        exported.append(SearchResult(text, {"versions": versions}, 0.0, id_of(key)))
     return exported
 
 

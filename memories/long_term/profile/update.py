@@ -20,6 +20,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 
 from langchain_core.messages import (
@@ -27,13 +28,12 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     SystemMessage,
-    ToolMessage,
 )
 from langchain_core.runnables import Runnable
 
 from memories.errors import InvalidProfileError, LLMError
 from memories.kernel.background import merged_batches
-from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
+from memories.kernel.conversation import OperationsReply, UpdateMethod, bind_reply_tool, conversing
 from memories.kernel.llm import ModelCaller
 from memories.kernel.messages import format_buffer
 from memories.kernel.namespaces import Namespace
@@ -45,7 +45,6 @@ from memories.kernel.patching import (
     check_operations,
     extract_operations,
     plan_sections,
-    reply_text,
 )
 from memories.kernel.steps import Steps, step
 from memories.long_term.profile.schema import ProfileSchema
@@ -158,80 +157,51 @@ class UpdateOutcome:
 
 
 @dataclass
-class UpdateSession:
+class UpdateSession(OperationsReply[Any]):
     """The steps of one update; drive it with :meth:`request` and :meth:`receive`.
 
     Args:
-        schema: what the result must match.
-        document: the document to start from (never modified).
-        turns: the conversation turns to fold in, each a list of messages.
-        sections: the plan for a large document, or None to show it whole.
+        opening: the first messages (:func:`build_prompt`; of the first section).
         max_retries: how many times an invalid reply is sent back per section.
         tools: whether the model answers through the ``update_profile`` tool.
+        schema: what the result must match.
+        document: the document to start from (never modified).
+        sections: the plan for a large document, or None to show it whole.
+        prompt: the first messages of a later section, from the document so far.
     """
 
     schema: ProfileSchema
     document: Any
-    turns: Sequence[Sequence[BaseMessage]]
-    name: str
-    instructions: str | None
     sections: list[Section] | None
-    max_retries: int
-    tools: bool
+    prompt: Callable[[Any, Section], list[BaseMessage]]
     _working: Any = field(init=False)
     _operations: list[dict[str, Any]] = field(init=False, default_factory=list)
-    _raw: list[str] = field(init=False, default_factory=list)
-    _conversation: list[BaseMessage] = field(init=False, default_factory=list)
     _section_index: int = field(init=False, default=0)
-    _attempt: int = field(init=False, default=0)
-    _error: str | None = field(init=False, default=None)
-    _done: bool = field(init=False, default=False)
+
+    tool_name = PATCH_TOOL_NAME
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self._working = self.document
-        self._start_section()
 
     @property
     def _section(self) -> Section | None:
         return self.sections[self._section_index] if self.sections else None
 
-    def _start_section(self) -> None:
-        self._attempt = 0
-        self._conversation = build_prompt(
-            schema=self.schema,
-            document=self._working,
-            turns=self.turns,
-            name=self.name,
-            instructions=self.instructions,
-            tools=self.tools,
-            section=self._section,
-        )
-
-    def request(self) -> list[BaseMessage] | None:
-        """The messages to send to the model next, or None when the update is over."""
-        return None if self._done else list(self._conversation)
-
     def receive(self, reply: BaseMessage | str) -> None:
-        """Take the model's reply: accept it, or queue a retry with the error, or give up."""
-        message = reply if isinstance(reply, BaseMessage) else AIMessage(content=reply)
-        self._raw.append(reply_text(message))
-        try:
-            operations, document = self._check(message)
-        except (LLMError, InvalidProfileError) as exc:
-            self._retry(message, str(exc))
-            return
-        self._working = document
-        self._operations.extend(operations)
-        if self.sections and self._section_index + 1 < len(self.sections):
-            self._section_index += 1
-            self._start_section()
-        else:
-            self._done = True
+        """Take the model's reply: accept it (on to the next section), retry, or give up."""
+        super().receive(reply if isinstance(reply, BaseMessage) else AIMessage(content=reply))
+        following = self._section_index + 1
+        if self.accepted is not None and self.sections and following < len(self.sections):
+            self._section_index = following
+            self._attempt, self._done, self._accepted = 0, False, None
+            self._conversation = self.prompt(self._working, self.sections[following])
 
     def fail(self, error: str) -> None:
-        """End the update as failed (the model call itself raised)."""
-        self._error = error
-        self._done = True
+        """End the update as failed, saying in which section."""
+        if self.sections:
+            error += f" (section {self._section_index + 1} of {len(self.sections)})"
+        super().fail(error)
 
     def outcome(self) -> UpdateOutcome:
         """The result; call it once :meth:`request` returns None."""
@@ -239,50 +209,26 @@ class UpdateSession:
             return UpdateOutcome(self.document, (), tuple(self._raw), self._error)
         return UpdateOutcome(self._working, tuple(self._operations), tuple(self._raw), None)
 
-    def _check(self, message: BaseMessage) -> tuple[list[dict[str, Any]], Any]:
+    def _accept(self, reply: BaseMessage) -> Any:
         section = self._section
-        operations = check_operations(
-            extract_operations(message),
-            allow_root=False,
-            allowed=section.allows if section is not None else None,
-            scope=section.describe() if section is not None else "",
-        )
-        document = apply_operations(self._working, operations)
+        try:
+            operations = check_operations(
+                extract_operations(reply),
+                allow_root=False,
+                allowed=section.allows if section is not None else None,
+                scope=section.describe() if section is not None else "",
+            )
+            document = apply_operations(self._working, operations)
+        except InvalidProfileError as exc:
+            raise LLMError(str(exc)) from exc
         problems = self.schema.errors(document)
         if problems:
-            raise InvalidProfileError(
+            raise LLMError(
                 "The patched document does not match the schema:\n" + "\n".join(problems)
             )
-        return operations, document
-
-    def _retry(self, message: BaseMessage, error: str) -> None:
-        self._attempt += 1
-        if self._attempt > self.max_retries:
-            if self.sections:
-                error += f" (section {self._section_index + 1} of {len(self.sections)})"
-            self.fail(error)
-            return
-        calls: list[Any] = []
-        if isinstance(message, AIMessage):
-            calls = [*message.tool_calls, *message.invalid_tool_calls]
-        self._conversation.append(message)
-        if calls:
-            # A chat API wants every tool call answered before the next turn.
-            self._conversation.extend(
-                ToolMessage(
-                    content=f"Rejected: {error}\nCall {PATCH_TOOL_NAME} again with corrected "
-                    "operations.",
-                    tool_call_id=call.get("id") or f"call_{i}",
-                )
-                for i, call in enumerate(calls)
-            )
-        else:
-            fix = (
-                f"Call {PATCH_TOOL_NAME} with corrected operations."
-                if self.tools
-                else "Reply again with only the corrected JSON array of operations."
-            )
-            self._conversation.append(HumanMessage(content=f"Rejected: {error}\n{fix}"))
+        self._working = document
+        self._operations.extend(operations)
+        return document
 
 
 @dataclass(frozen=True)
@@ -386,15 +332,23 @@ class Updater:
 
     def _session(self, item: ProfileItem | None, turns: Sequence[PendingTurn]) -> UpdateSession:
         document = current(item, self.schema.initial())
-        return UpdateSession(
+        sections = plan_sections(document, self.max_document_tokens, self.count)
+        prompt = partial(
+            build_prompt,
             schema=self.schema,
-            document=document,
             turns=[turn.messages for turn in turns],
             name=self.key,
             instructions=self.instructions,
-            sections=plan_sections(document, self.max_document_tokens, self.count),
-            max_retries=self.max_retries,
             tools=self.tools,
+        )
+        return UpdateSession(
+            prompt(document=document, section=sections[0] if sections else None),
+            self.max_retries,
+            self.tools,
+            self.schema,
+            document,
+            sections,
+            lambda working, section: prompt(document=working, section=section),
         )
 
     def _giving_up(

@@ -24,6 +24,7 @@ the first that writes them.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -40,7 +41,9 @@ from sqlalchemy import (
     and_,
     cast,
     func,
+    insert,
     inspect,
+    literal,
     literal_column,
     or_,
     select,
@@ -71,6 +74,7 @@ __all__ = [
     "OWNER",
     "Matched",
     "changes_table",
+    "claim_legacy",
     "keyed",
     "matching",
     "metadata",
@@ -234,7 +238,70 @@ def _own_rows(connection: Connection) -> None:
             )
 
 
-metadata.info[UPGRADES] = [_own_rows]
+#: The namespaces whose collection rows an older version wrote, when it kept every
+#: collection's memories under ``memory:<id>`` whatever its key: a collection with a key
+#: of its own claims them (:func:`claim_legacy`). Made, and filled, when this version
+#: first opens a database (its own metadata: ``create_all`` must not make it first).
+legacy_table = Table(
+    "memories_collection_legacy",
+    MetaData(),
+    Column("namespace", String(512), primary_key=True),
+    Column("opened_at", Float, nullable=False),
+)
+
+
+def _note_legacy(connection: Connection) -> None:
+    """Note the namespaces holding collection rows written before collections had keys."""
+    if inspect(connection).has_table(legacy_table.name):
+        return
+    legacy_table.create(connection)
+    t = store_table
+    query = select(t.c.namespace).where(t.c.key.startswith("memory:"), owned(t, "collection"))
+    found = [
+        {"namespace": ns, "opened_at": time.time()}
+        for (ns,) in connection.execute(query.distinct())
+    ]
+    if found:
+        connection.execute(insert(legacy_table), found)
+
+
+metadata.info[UPGRADES] = [_own_rows, _note_legacy]
+
+
+def claim_legacy(connection: Connection, ns: str, prefix: str) -> list[str]:
+    """Move ``ns``'s collection rows an older version wrote to ``prefix``; their ids.
+
+    Only while no collection wrote there since this version opened the database
+    (they are then the default key's) and the claimer has no rows of its own yet.
+    """
+    note = connection.execute(select(legacy_table).where(legacy_table.c.namespace == ns)).first()
+    if note is None:
+        return []
+    connection.execute(legacy_table.delete().where(legacy_table.c.namespace == ns))
+    t = store_table
+    mine = (t.c.namespace == ns, owned(t, "collection"))
+    rows = connection.execute(
+        select(t.c.key, t.c.updated_at).where(*mine, t.c.key.startswith("memory:"))
+    ).all()
+    if connection.execute(
+        select(t.c.key).where(*mine, t.c.key.startswith(prefix)).limit(1)
+    ).first():
+        return []
+    if not rows or max(updated for _, updated in rows) > note.opened_at:
+        return []
+    for table in (store_table, changes_table):
+        connection.execute(
+            update(table)
+            .where(
+                table.c.namespace == ns,
+                owned(table, "collection"),
+                table.c.key.startswith("memory:"),
+            )
+            .values(
+                key=literal(prefix, String).concat(func.substr(table.c.key, 8)), owner="collection"
+            )
+        )
+    return [key.removeprefix("memory:") for key, _ in rows]
 
 
 def owned(table: Table, owner: str) -> Any:

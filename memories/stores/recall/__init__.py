@@ -5,7 +5,7 @@ neighbours and :class:`BM25Index` hits -- plus the positions of those turns and
 their neighbours and the speakers of its turns, and hands them to
 :func:`rank_candidates` with a :class:`RecallConfig`; :func:`rank_parts` says
 why each result ranked (its dense, lexical and neighbour parts). What a result's score
-means is :mod:`memories.stores.recall.scores`'s: a calibration apart from the ranking.
+means is :mod:`memories.stores.recall.scores`'s: the rank score on a calibrated scale.
 """
 
 from memories.stores.recall.config import RecallConfig, RecallMode

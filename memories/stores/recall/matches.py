@@ -1,21 +1,13 @@
 """No buried matches: what a turn borrows never carries it past a turn that matches the query.
 
 Neighbour smoothing and speaker keys add to a turn's score what it did not
-earn itself. Measured by ``benchmarks/recall_datasets.py``:
-
-- Between *utterances* (a document said by one person, as LoCoMo's friends
-  talk: short turns, a story told over several) lending finds evidence that
-  shares no word with the question: LoCoMo dev any@10 78.2 without it, 86.6
-  with it; LongMemEval sessions (the user's turns) all@5 88.3 and 90.0.
-- Between *exchanges* (a document holding both sides, as ``save_context``
-  writes it: the question and its reply are already one document) it buries
-  the turns that match: on small LongMemEval memories hit@3 58.3 with it and
-  86.7 without; in the demo, "What do you know about me so far?" ranked
-  above both turns that say "sugar". So an exchange neither lends nor borrows.
-
-And wherever lending applies, a turn that neither ranker found (no lexical
-hit, not among the nearest embeddings: no match of its own) keeps what it
-borrowed only until just below the lowest turn that either ranker found.
+earn itself. Between *utterances* (one speaker's document, as LoCoMo's
+friends talk) lending finds evidence that shares no word with the question;
+between *exchanges* (both sides in one document, as ``save_context`` writes
+it) it buries the turns that match, so an exchange neither lends nor borrows.
+Wherever lending applies, a turn that neither ranker found keeps what it
+borrowed only until just below the lowest turn that one found. The figures:
+docs/performance.md, "Recall across datasets".
 """
 
 from __future__ import annotations

@@ -1,33 +1,28 @@
-"""Calibrated scores: what a search result's ``score`` means.
+"""What a search result's ``score`` means: the score recall ranked it by, on a calibrated scale.
 
-Recall ranks with fused, per-query rescaled scores (:func:`rank_candidates`),
-which say only which result is better *within one search*. The score a
-search result carries is computed apart from that ranking, from the query
-and the document alone:
-
-- ``cosine``: the cosine similarity of their embeddings (the dense ranker's
-  own measure), and
-- ``coverage``: the share of the query's distinct lexical terms (stopwords
-  dropped, stemmed, as BM25 sees them) found in the document's lexical text,
-
-mapped through a fixed logistic calibration fitted on the LoCoMo dev split
-(every turn of every conversation against every question; a turn is relevant
-when the question's answer cites it; ``benchmarks/locomo.py`` refits it and
-checks it on held-out conversations). So a score is approximately the
-probability that the document is one that answers the query, reads the same
-in every search and every namespace, and does not depend on the other
-documents stored. With embeddings other than the bundled MiniLM the scores
-stay comparable across queries and namespaces (the map is fixed), but their
-reading as a probability holds for the bundled model only.
+Recall orders results by fused, per-query rescaled scores (:func:`rank_candidates`:
+dense and BM25 shares, what neighbours lent, a named speaker's boost). How
+good a search's best match is comes from a calibration of the query and a
+document alone: ``cosine``, the cosine similarity of their embeddings, and
+``coverage``, the share of the query's distinct lexical terms (as BM25 sees
+them) in the document's lexical text, through a fixed logistic fitted on
+the LoCoMo dev split (every turn against every question; a turn is relevant
+when the question's answer cites it; ``benchmarks/locomo.py`` refits it): about
+the probability that the document answers the query. A result's score is its
+rank score times one factor per search (:func:`calibrated_scale`): the best
+calibrated result of the search sets the top of the scale. So the scores come
+in the results' order, their parts add up to them, an unrelated query scores
+near 0 and a ``min_score`` means the same in every search and namespace. The
+probability reading holds for the bundled MiniLM embeddings only.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_CALIBRATION", "ScoreCalibration", "term_coverage"]
+__all__ = ["DEFAULT_CALIBRATION", "ScoreCalibration", "calibrated_scale", "term_coverage"]
 
 
 @dataclass(frozen=True)
@@ -73,3 +68,13 @@ def term_coverage(query_terms: Collection[str], document_terms: Collection[str],
         return 0.0
     held = document_terms if isinstance(document_terms, set | frozenset) else set(document_terms)
     return len(wanted & held) / len(wanted)
+
+
+def calibrated_scale(ranked: Sequence[float], calibrated: Sequence[float], /) -> float:
+    """The factor putting a search's rank scores (``ranked``) on the calibrated scale.
+
+    The best of the results' own calibrated scores over the best rank score: the top result
+    reports the best match the search found, the others their share of it (0 without any).
+    """
+    top = max(ranked, default=0.0)
+    return max(calibrated, default=0.0) / top if top > 0 else 0.0

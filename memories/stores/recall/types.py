@@ -23,8 +23,8 @@ class ScoredId(NamedTuple):
 class RankParts(NamedTuple):
     """Why a search result ranked where it did: its fused score, split by where it came from.
 
-    The parts add up to the score recall ranked it by (comparable only within
-    one search; the result's calibrated ``score`` is computed apart from them).
+    The parts add up to the score recall ranked it by (and, put on the calibrated scale
+    with it, to the result's ``score``: :func:`~memories.stores.recall.scores.calibrated_scale`).
     """
 
     dense: float

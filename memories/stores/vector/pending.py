@@ -21,10 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from memories.stores.recall import ScoredId
 from memories.stores.vector.recall_index import document_date
+from memories.stores.vector.scoring import cosines
 
 __all__ = ["PendingDocument", "PendingDocuments", "document_date", "pending_documents"]
 
@@ -160,11 +159,7 @@ class PendingDocuments:
         ]
         if not embedded:
             return []
-        matrix = np.asarray([v for _, v in embedded], dtype=np.float32)
-        query = np.asarray(vector, dtype=np.float32)
-        norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
-        scores = (matrix @ query) / np.where(norms > 0, norms, 1.0)
-        found = zip((i for i, _ in embedded), scores.tolist(), strict=True)
+        found = cosines(vector, dict(embedded)).items()
         ranked = sorted(found, key=lambda item: (-item[1], item[0]))
         return [ScoredId(doc_id, score) for doc_id, score in ranked[:n]]
 

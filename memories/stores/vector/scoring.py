@@ -1,19 +1,20 @@
 """The calibrated score of each search result (see :mod:`memories.stores.recall.scores`).
 
 A backend ranks with :func:`~memories.stores.recall.rank_candidates`, reads the
-ranked documents, and hands them here with what it knows of their cosine
-similarity to the query; each result gets its calibrated score, in the
-order the ranking gave.
+ranked documents, and hands them here with their rank scores and what it
+knows of their cosine similarity to the query; each result gets its rank
+score on the calibrated scale, so the scores keep the order the ranking gave.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from memories.errors import InvalidInputError
-from memories.stores.recall import RecallConfig, ScoredId
+from memories.stores.recall import RecallConfig, ScoredId, scores
 from memories.stores.recall.scores import DEFAULT_CALIBRATION, ScoreCalibration, term_coverage
 from memories.stores.recall.types import RankParts
 from memories.stores.vector.recall_index import document_date
@@ -59,16 +60,18 @@ def calibrated(
     calibration: ScoreCalibration = DEFAULT_CALIBRATION,
     ranking: Mapping[str, RankParts] | None = None,
 ) -> list[SearchResult]:
-    """The results, in the same order, each with its calibrated score (and ``ranking``'s parts).
+    """The results, in the same order, their rank scores put on the calibrated scale.
 
     Args:
-        results: Ranked documents (their scores are replaced).
+        results: Ranked documents, each with the score recall ranked it by.
         query: The query's text.
         config: The recall settings (the lexical analyzer and dates they index with).
         vector: The query's embedding; None when it was not embedded (``"bm25"`` mode),
-            and the scores then use term coverage alone.
+            and the calibration then uses term coverage alone.
         dense: Cosine similarities already known (the dense candidates).
         vectors_of: Fetches the embeddings of the results whose cosine is not known.
+        ranking: Each result's dense, lexical and neighbour parts of its rank score; they
+            are put on the same scale, so they add up to the result's score.
     """
     known: dict[str, float] = {}
     if vector is not None:
@@ -78,13 +81,20 @@ def calibrated(
             known.update(cosines(vector, vectors_of(missing)))
     analyzer = config.analyzer()
     query_terms = set(analyzer.terms(query))
+    texts = [config.lexical_text(r.text, when=document_date(r.metadata)) for r in results]
+    own = [
+        calibration.score(
+            term_coverage(query_terms, set(analyzer.terms(text))),
+            known.get(result.id) if vector is not None else None,
+        )
+        for result, text in zip(results, texts, strict=True)
+    ]
+    scale = scores.calibrated_scale([r.score for r in results], own)
     scored = []
     for result in results:
-        text = config.lexical_text(result.text, when=document_date(result.metadata))
-        coverage = term_coverage(query_terms, set(analyzer.terms(text)))
-        score = calibration.score(coverage, known.get(result.id) if vector is not None else None)
         parts = ranking.get(result.id) if ranking is not None else result.ranking
-        scored.append(SearchResult(result.text, result.metadata, score, result.id, parts))
+        parts = None if parts is None else RankParts(*(part * scale for part in parts))
+        scored.append(replace(result, score=result.score * scale, ranking=parts))
     return scored
 
 

@@ -19,6 +19,7 @@ import atexit
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -108,7 +109,8 @@ class WriteLane:
         return None if error is None else f"{type(error).__name__}: {error}"
 
 
-_lanes: dict[tuple[str, str, str], WriteLane] = {}
+# Weak: a lane lives while a memory holds it (a queued write holds its memory), no longer.
+_lanes: weakref.WeakValueDictionary[tuple[str, str, str], WriteLane] = weakref.WeakValueDictionary()
 _lanes_lock = threading.Lock()
 
 
@@ -116,7 +118,8 @@ def write_lane(target: str, namespace: str, outbox: str) -> WriteLane:
     """The process's lane for a namespace of a store (see :attr:`ChromaStore.target`).
 
     ``outbox`` says where its documents wait: copies of a store's folder have
-    one target, and each its own outbox and lane.
+    one target, and each its own outbox and lane. A namespace used again after
+    its memories were dropped gets a new lane (its first write is synchronous again).
     """
     with _lanes_lock:
         lane = _lanes.get((target, namespace, outbox))

@@ -1,0 +1,48 @@
+"""Many users in one process: dropped memories leave no per-namespace state behind (issue 37)."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from memories.kernel import embeddings
+from memories.stores.vector import pending, recall_index, writes
+from memories.stores.vector.writes import background_writer
+from tests.vector.conftest import MakeVector
+
+USERS = 300
+
+
+def test_per_namespace_maps_stay_bounded_when_memories_are_dropped(
+    make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pending, "_KEPT_EMPTY", 40)
+    monkeypatch.setattr(recall_index, "_KNOWN_SPACES", 40)
+    monkeypatch.setattr(embeddings._query_vectors, "_size", 40)
+    target = ""
+    for user in range(USERS):
+        memory = make_vector(namespace=("users", f"u{user}"), write="background")
+        memory.save_context({"input": f"user {user} likes tea"}, {"output": "noted"})
+        assert memory.search(f"user {user} tea", k=2)
+        target = memory.store.target
+        del memory
+    background_writer().flush(timeout=30)
+    gc.collect()
+    mine = [key for key in writes._lanes if key[0] == target]
+    assert mine == [], f"{len(mine)} write lanes kept for {USERS} dropped memories"
+    assert len([key for key in pending._pending if key[0] == target]) <= 40
+    assert len(embeddings._query_vectors._items) <= 40
+    indexes = {id(i): i for i in gc.get_objects() if isinstance(i, recall_index.RecallIndex)}
+    assert all(len(index._known) <= 40 for index in indexes.values())
+
+
+def test_a_turn_queued_before_its_memory_is_dropped_still_lands(make_vector: MakeVector) -> None:
+    memory = make_vector(namespace=("users", "dropped"), write="background")
+    memory.save_context({"input": "first turn"}, {"output": "written at once"})
+    memory.save_context({"input": "my cat is called Tom"}, {"output": "queued"})
+    store, queued = memory.store, memory.pending()
+    del memory
+    gc.collect()
+    assert background_writer().flush(timeout=30)
+    assert store.count("users/dropped") == 2, f"{queued} queued turn(s) lost with their memory"
