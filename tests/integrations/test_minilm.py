@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -364,3 +366,33 @@ def test_pooling_a_long_text_is_the_token_weighted_mean_of_its_windows() -> None
 def test_an_unknown_long_text_mode_is_rejected_naming_the_choices() -> None:
     with pytest.raises(ConfigError, match=r"'pool' or 'truncate'.*'chunk'"):
         MiniLMEmbeddings(long_texts="chunk")
+
+
+_FREED_AFTER_LOAD = """
+import ctypes
+from memories.integrations.minilm import MiniLMEmbeddings
+
+def rss():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+MiniLMEmbeddings(int8_activations=True).load()
+held = rss()
+ctypes.CDLL(None).malloc_trim(0)
+print((held - rss()) / 1024)
+"""
+
+
+@needs_onnx
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc and calls glibc's malloc_trim")
+def test_loading_the_model_gives_back_the_memory_it_freed() -> None:
+    # A fresh process loads the model; a trim after it should find nothing more to give back.
+    done = subprocess.run(
+        [sys.executable, "-c", _FREED_AFTER_LOAD],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    kept = float(done.stdout)
+    assert kept < 8, f"the process kept {kept:.0f} MB that loading the model had freed"

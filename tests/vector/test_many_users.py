@@ -17,7 +17,6 @@ USERS = 300
 def test_per_namespace_maps_stay_bounded_when_memories_are_dropped(
     make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pending, "_KEPT_EMPTY", 40)
     monkeypatch.setattr(recall_index, "_KNOWN_SPACES", 40)
     monkeypatch.setattr(embeddings._query_vectors, "_size", 40)
     target = ""
@@ -29,9 +28,9 @@ def test_per_namespace_maps_stay_bounded_when_memories_are_dropped(
         del memory
     background_writer().flush(timeout=30)
     gc.collect()
-    mine = [key for key in writes._lanes if key[0] == target]
-    assert mine == [], f"{len(mine)} write lanes kept for {USERS} dropped memories"
-    assert len([key for key in pending._pending if key[0] == target]) <= 40
+    for kept in (writes._lanes, pending._pending):
+        mine = [key for key in kept if key[0] == target]
+        assert mine == [], f"{len(mine)} namespaces' state kept for {USERS} dropped memories"
     assert len(embeddings._query_vectors._items) <= 40
     indexes = {id(i): i for i in gc.get_objects() if isinstance(i, recall_index.RecallIndex)}
     assert all(len(index._known) <= 40 for index in indexes.values())

@@ -113,7 +113,7 @@ class ChromaBackend(RecallBackend):
             self._drain_key, self._write_queued, scheduler=background_writer()
         )
 
-    @property
+    @cached_property
     def _pending(self) -> PendingDocuments:
         return pending_documents(self.store.target, self._key, self.outbox.where)
 

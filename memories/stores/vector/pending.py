@@ -16,7 +16,7 @@ document publishes its vector for everyone waiting on :attr:`PendingDocuments.ch
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,9 +26,6 @@ from memories.stores.vector.recall_index import document_date
 from memories.stores.vector.scoring import cosines
 
 __all__ = ["PendingDocument", "PendingDocuments", "document_date", "pending_documents"]
-
-#: How many namespaces with nothing pending the process keeps an (empty) entry for.
-_KEPT_EMPTY = 1_024
 
 
 @dataclass
@@ -164,7 +161,10 @@ class PendingDocuments:
         return [ScoredId(doc_id, score) for doc_id, score in ranked[:n]]
 
 
-_pending: OrderedDict[tuple[str, str, str], PendingDocuments] = OrderedDict()
+# Weak, as the write lanes: kept while a memory holds them (a queued write holds its memory).
+_pending: weakref.WeakValueDictionary[tuple[str, str, str], PendingDocuments] = (
+    weakref.WeakValueDictionary()
+)
 _pending_lock = threading.Lock()
 
 
@@ -173,20 +173,11 @@ def pending_documents(target: str, namespace: str, outbox: str) -> PendingDocume
 
     The outbox is part of the key: copies of a store's folder have one
     :attr:`~memories.integrations.chroma.ChromaStore.target`, and each its own queue.
-
-    Entries of namespaces with nothing pending are dropped past
-    :data:`_KEPT_EMPTY`, least recently used first; one with documents is never dropped.
+    Kept while the caller holds them: documents left when every memory of the
+    namespace is gone wait in the outbox (found lexically) until a write takes them.
     """
-    key = (target, namespace, outbox)
     with _pending_lock:
-        found = _pending.get(key)
+        found = _pending.get((target, namespace, outbox))
         if found is None:
-            found = _pending[key] = PendingDocuments()
-            if len(_pending) > _KEPT_EMPTY:
-                for old in [k for k, v in _pending.items() if not v and k != key]:
-                    del _pending[old]
-                    if len(_pending) <= _KEPT_EMPTY // 2:
-                        break
-        else:
-            _pending.move_to_end(key)
+            found = _pending[(target, namespace, outbox)] = PendingDocuments()
         return found
