@@ -694,14 +694,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         return await arun(self._stating())
 
     def _stating(self) -> Steps[CollectionStatus]:
-        _, pending, last = yield from self._store.standing(self.namespace, self.key)
-        return CollectionStatus(
-            model=self.model_usage(),
-            pending=pending,
-            failures=1 if last is not None else 0,
-            last_error=last.error if last is not None else None,
-            background=self._background_status(),
-        )
+        _, shown = yield from self._standing()
+        return CollectionStatus(**shown)
 
     def flush(self, *, timeout: float | None = None) -> bool:
         """Run a pending background update now, then write what the index has queued."""
