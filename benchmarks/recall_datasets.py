@@ -65,7 +65,10 @@ import numpy.typing as npt
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from langchain_core.embeddings import Embeddings
+
 from benchmarks import locomo
+from memories.kernel.steps import run
 from memories.stores.recall import (
     RecallConfig,
     ScoredId,
@@ -75,6 +78,7 @@ from memories.stores.recall import (
     speaker_key,
 )
 from memories.stores.recall.scores import DEFAULT_CALIBRATION, calibrated_scale, term_coverage
+from memories.stores.vector.embedded import OUTPUT_AT_KEY, document_vectors, embedded_texts
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data"
@@ -107,6 +111,8 @@ class Doc:
     turn: int
     speakers: tuple[str, ...]
     when: date | None
+    output_at: int | None = None
+    """A turn saved with ``save_context``: where its reply starts (its metadata says so too)."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +185,12 @@ def exchange_text(user: str, reply: str) -> str:
     return f"input: {user}\noutput: {reply}"
 
 
+def exchange_doc(doc_id: str, user: str, reply: str, session: str, turn: int) -> Doc:
+    """The document ``save_context`` stores for one exchange."""
+    text = exchange_text(user, reply)
+    return Doc(doc_id, text, session, turn, ("human", "ai"), _TODAY, len(f"input: {user}") + 1)
+
+
 def exchanges(session: Sequence[dict[str, Any]]) -> list[tuple[str, str, bool]]:
     """A session's (user, reply, has_answer) exchanges, as an app saves them."""
     out, i = [], 0
@@ -206,9 +218,7 @@ def lme_small_cases(questions: Sequence[dict[str, Any]]) -> list[Case]:
             if sid not in keep:
                 continue
             for i, (user, reply, has_answer) in enumerate(exchanges(session)):
-                doc = Doc(
-                    f"{n}/{sid}/{i}", exchange_text(user, reply), sid, i, ("human", "ai"), _TODAY
-                )
+                doc = exchange_doc(f"{n}/{sid}/{i}", user, reply, sid, i)
                 docs.append(doc)
                 if has_answer:
                     gold.add(doc.id)
@@ -222,7 +232,7 @@ def demo_cases() -> list[Case]:
     from memories.faces import demo
 
     docs = tuple(
-        Doc(f"demo/{s}/{i}", exchange_text(user, reply), f"s{s}", i, ("human", "ai"), _TODAY)
+        exchange_doc(f"demo/{s}/{i}", user, reply, f"s{s}", i)
         for s, session in enumerate(demo.SESSIONS)
         for i, (user, reply) in enumerate(session)
     )
@@ -352,6 +362,35 @@ class Prepared:
     plain: PlainBM25 | None = None
 
 
+class Cached(Embeddings):
+    """LangChain ``Embeddings`` over an :class:`EmbeddingCache`."""
+
+    def __init__(self, embed: Callable[[Sequence[str]], npt.NDArray[np.float32]]) -> None:
+        self.embed = embed
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embed(texts).tolist()  # type: ignore[no-any-return]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed([text])[0].tolist()  # type: ignore[no-any-return]
+
+
+#: How a turn saved with ``save_context`` is embedded (``--turns``): "shipped" (the library's
+#: :func:`~memories.stores.vector.embedded.document_vectors`), or only its "whole" text, or
+#: only its "input" part.
+TURNS = ["shipped"]
+
+
+def doc_vectors(docs: Sequence[Doc], embed: EmbeddingCache) -> npt.NDArray[np.float32]:
+    """The documents' embeddings, a turn's as :data:`TURNS` says."""
+    metadata = [{OUTPUT_AT_KEY: d.output_at} if d.output_at else {} for d in docs]
+    if TURNS[0] == "shipped":
+        documents = list(zip([d.text for d in docs], metadata, strict=True))
+        return np.asarray(run(document_vectors(Cached(embed), documents)), dtype=np.float32)
+    pick = 0 if TURNS[0] == "whole" else -1
+    return embed([embedded_texts(d.text, m)[pick] for d, m in zip(docs, metadata, strict=True)])
+
+
 def prepare(case: Case, embed: EmbeddingCache) -> Prepared:
     positions = {d.id: TurnPosition(d.session, d.turn) for d in case.docs}
     speakers = {
@@ -359,7 +398,7 @@ def prepare(case: Case, embed: EmbeddingCache) -> Prepared:
     }
     prepared = Prepared(
         case,
-        embed([d.text for d in case.docs]),
+        doc_vectors(case.docs, embed),
         embed([q.text for q in case.queries]),
         positions,
         {(p.session, p.index): i for i, p in positions.items()},
@@ -607,16 +646,7 @@ def shipped(cases: Sequence[Case], embed: EmbeddingCache) -> dict[str, dict[str,
     """``VectorMemory()`` end to end on the small memories and the demo (``save_context``)."""
     import uuid
 
-    from langchain_core.embeddings import Embeddings
-
     from memories.long_term.vector import VectorMemory
-
-    class Cached(Embeddings):
-        def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            return embed(texts).tolist()  # type: ignore[no-any-return]
-
-        def embed_query(self, text: str) -> list[float]:
-            return embed([text])[0].tolist()  # type: ignore[no-any-return]
 
     sums: dict[str, Counter[str]] = {}
     counts: Counter[str] = Counter()
@@ -632,7 +662,7 @@ def shipped(cases: Sequence[Case], embed: EmbeddingCache) -> dict[str, dict[str,
                     collection=collection,
                     namespace=("recall", str(n)),
                     session_id=doc.session,
-                    embeddings=Cached(),
+                    embeddings=Cached(embed),
                     write="sync",
                 )
             user, _, reply = doc.text.partition("\noutput: ")
@@ -658,7 +688,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--long-texts", choices=("pool", "truncate"), default="truncate",
         help="how MiniLM embeds a text longer than its window",
     )  # fmt: skip
+    parser.add_argument(
+        "--turns", choices=("shipped", "whole", "input"), default="shipped",
+        help="how a save_context turn is embedded: as shipped, or one of its texts alone",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    TURNS[0] = args.turns
 
     from memories.integrations.minilm import MAX_TOKENS, MiniLMEmbeddings
 
@@ -672,7 +707,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return [args.long_texts if e.overflowing else "" for e in encoded]
 
     embed = EmbeddingCache(args.cache, model.embed, tag_of)
-    print(f"Embeddings: MiniLM, texts over {MAX_TOKENS} tokens: {args.long_texts}.\n")
+    print(
+        f"Embeddings: MiniLM, texts over {MAX_TOKENS} tokens: {args.long_texts}; "
+        f"save_context turns: {args.turns}.\n"
+    )
     cases = load_cases(args.data.resolve())
     started = time.perf_counter()
     prepared = [prepare(c, embed) for c in cases]

@@ -66,6 +66,13 @@ class StoreErasure:
             return {}
         return {kind: n - self.remaining.get(kind, 0) for kind, n in self.found.items()}
 
+    def text(self, *, dry_run: bool) -> str:
+        """The line for a person to read: the store, what went (would go), what is left."""
+        shown = self.found if dry_run else self.removed
+        kinds = ", ".join(f"{n} {kind}" for kind, n in shown.items()) or "nothing"
+        left = "" if self.remaining is None else f"; {sum(self.remaining.values())} remaining"
+        return f"{self.store}: {kinds}{left}"
+
     def to_dict(self) -> dict[str, Any]:
         """The line as JSON-ready data."""
         return {
@@ -129,14 +136,10 @@ class ErasureReport:
             "files": [line.to_dict() for line in self.files],
         }
 
-    def text(self) -> str:
-        """The report for a person to read: a line per store, kinds and counts, then totals."""
-        lines = []
-        for line in self.stores:
-            shown = line.found if self.dry_run else line.removed
-            kinds = ", ".join(f"{n} {kind}" for kind, n in shown.items()) or "nothing"
-            left = "" if line.remaining is None else f"; {sum(line.remaining.values())} remaining"
-            lines.append(f"{line.store}: {kinds}{left}")
+    def text(self, *, stores: bool = True) -> str:
+        """The report for a person to read: a line per store (unless shown as each was done),
+        kinds and counts, then the files compacted and the totals."""
+        lines = [line.text(dry_run=self.dry_run) for line in self.stores] if stores else []
         lines += [f"compacted {line.text()}" for line in self.files]
         if self.dry_run:
             lines.append(f"would erase {self.found} items (dry run: nothing erased)")

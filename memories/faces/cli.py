@@ -296,7 +296,7 @@ def _erase(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
-        print(report.text(), end="")
+        print(report.text(stores=args.dry_run), end="")  # each store's line is written as done
     return 0 if args.dry_run or report.complete else 3
 
 

@@ -76,6 +76,19 @@ def test_an_erase_dry_run_names_each_store_once(
     assert len(stores) == 1 and "2 chat log rows" in stores[0], printed
 
 
+def test_an_erase_names_each_store_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "chat.db"
+    SQLiteHistory(db, session_id="maya").append([HumanMessage("hi"), AIMessage("hello")])
+    config = tmp_path / "m.yaml"
+    config.write_text(f"type: buffer\nhistory: {{type: sqlite, path: {db}, session_id: u1}}\n")
+    code, out, err = run(["erase", "--config", str(config), "--session", "maya", "-y"], capsys)
+    assert code == 0
+    printed = (out + err).splitlines()
+    stores = [line for line in printed if str(db) in line and "compacted" not in line]
+    assert len(stores) == 1 and "2 chat log rows" in stores[0], printed
+    assert "; 0 remaining" in stores[0] and "erased 2 items; 0 remaining" in out
+
+
 def test_usage_measures_on_a_copy_and_writes_nothing_to_the_config_stores(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -101,6 +114,25 @@ def test_usage_measures_on_a_copy_and_writes_nothing_to_the_config_stores(
     code, _, err = run(["usage", "--config", str(config), "--save"], capsys, "I like coffee\n")
     assert code == 0 and "1 turns on the config's stores" in err
     assert _rows(db) == 4 and folder.is_dir()
+
+
+def test_usage_copies_the_stores_a_config_leaves_at_their_default_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store with no path in the config lives in the data directory: it is measured with
+    its data, on a copy, as a store whose path the config names."""
+    from memories import create_memory
+    from memories.faces.commands.copying import on_a_copy
+    from memories.kernel.paths import DATA_DIR_ENV
+
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "home"))
+    config = {"type": "vector", "embeddings": EMBEDDINGS, "namespace": "users.ada", "write": "sync"}
+    create_memory(config).add(["Ada likes green tea"])
+    with on_a_copy(config, command="usage") as copied:
+        copy = create_memory(copied)
+        assert [r.text for r in copy.search("green tea")] == ["Ada likes green tea"]
+        copy.add(["Ada likes coffee too"])
+    assert create_memory(config).backend.count() == 1
 
 
 def test_usage_on_a_server_store_needs_save(

@@ -140,7 +140,8 @@ def erase(
     Without ``dry_run``, first counts what will go and asks ``confirm`` with a
     line per store (None: do not ask); returns None when it says no. Each
     store's line is written to ``out`` as soon as that store is done (a dry
-    run writes none: its report names each store, once).
+    run writes none), so the report's text names each store once with
+    ``stores=dry_run``.
     """
     if not dry_run and confirm is not None:
         preview = erase_user(config, namespace=namespace, session=session, dry_run=True)
@@ -153,8 +154,7 @@ def erase(
 
     def done(line: StoreErasure) -> None:
         nonlocal stores_done
-        kinds = ", ".join(f"{n} {kind}" for kind, n in line.removed.items()) or "nothing"
-        out.write(f"erased in {line.store}: {kinds}\n")
+        out.write(f"erased in {line.text(dry_run=False)}\n")
         stores_done += 1
         if stores_done == pause_after:
             out.write("paused\n")

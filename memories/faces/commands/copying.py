@@ -19,7 +19,7 @@ from typing import Any
 
 from memories.core.config import load_config, server_stores, with_paths
 from memories.errors import ConfigError
-from memories.kernel.paths import DATA_DIR_ENV
+from memories.kernel.paths import DATA_DIR_ENV, data_dir
 
 __all__ = ["on_a_copy"]
 
@@ -31,8 +31,8 @@ def on_a_copy(config: str | Path | dict[str, Any], *, command: str) -> Iterator[
     Each SQLite file is copied with SQLite's backup (a consistent copy while
     another process writes), each folder (a Chroma store) as it is; a file
     or folder that does not exist yet stays absent in the copy. A store the
-    config leaves at its default place (no path) starts empty, in the copy's
-    own data directory.
+    config leaves at its default place (no path) is in the data directory,
+    which is copied whole as the copy's own data directory.
 
     Raises:
         ConfigError: the config keeps data on a server (PostgreSQL, a Chroma
@@ -52,17 +52,12 @@ def on_a_copy(config: str | Path | dict[str, Any], *, command: str) -> Iterator[
         def copy(path: str) -> str:
             source = Path(path).expanduser()
             if str(source) not in copies:
-                target = Path(folder) / f"{len(copies)}-{source.name}"
-                if source.is_dir():
-                    shutil.copytree(source, target)
-                elif source.is_file():
-                    _copy_file(source, target)
-                copies[str(source)] = str(target)
+                copies[str(source)] = _copied(source, Path(folder) / f"{len(copies)}-{source.name}")
             return copies[str(source)]
 
         copied = with_paths(options, copy)
         before = os.environ.get(DATA_DIR_ENV)
-        os.environ[DATA_DIR_ENV] = str(Path(folder) / "data")
+        os.environ[DATA_DIR_ENV] = _copied(data_dir(), Path(folder) / "data")
         try:
             yield copied
         finally:
@@ -72,11 +67,22 @@ def on_a_copy(config: str | Path | dict[str, Any], *, command: str) -> Iterator[
                 os.environ[DATA_DIR_ENV] = before
 
 
-def _copy_file(source: Path, target: Path) -> None:
+def _copied(source: Path, target: Path) -> str:
+    """``target`` made a copy of ``source``: a folder whole, each file as :func:`_copy_file`
+    (a SQLite file's backup holds its WAL: the WAL itself is not copied)."""
+    if source.is_dir():
+        skipped = shutil.ignore_patterns("*-wal", "*-shm", "*-journal")
+        shutil.copytree(source, target, ignore=skipped, copy_function=_copy_file)
+    elif source.is_file():
+        _copy_file(source, target)
+    return str(target)
+
+
+def _copy_file(source: Path | str, target: Path | str) -> None:
     """A SQLite database through its backup API (its WAL included); any other file as bytes."""
     try:
         with closing(sqlite3.connect(source)) as reader, closing(sqlite3.connect(target)) as writer:
             reader.backup(writer)
     except sqlite3.DatabaseError:  # not a database: an outbox not made yet, a plain file
-        target.unlink(missing_ok=True)
+        Path(target).unlink(missing_ok=True)
         shutil.copyfile(source, target)

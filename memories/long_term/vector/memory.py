@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -35,9 +35,6 @@ from memories.stores.vector.filters import check_metadata
 from memories.stores.vector.outbox import OutboxRow
 from memories.stores.vector.records import SearchResult
 from memories.stores.vector.scoring import passing
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["VectorMemory", "default_embeddings"]
 
@@ -141,8 +138,6 @@ class VectorMemory(DocumentMemory):
         floor = self._floor(min_score)
         found = await arun(self._live_search(self._load_query(inputs)))
         return self._variables(passing(found, floor))
-
-    # -- the vector memory's own API ------------------------------------------------
 
     # -- building documents and queries (pure) ----------------------------------------
 

@@ -1,9 +1,9 @@
 """A turn's document and the messages it was made of: their ids in its metadata.
 
 A turn's document text is its input part, a newline, and its output part
-(``"input: ...\\noutput: ..."``). When the turn's messages had ids, the
-metadata names them and says where the output part starts, so the document
-follows an edit of either message: it is deleted with the message, or
+(``"input: ...\\noutput: ..."``); its metadata says where the output starts
+(:mod:`~memories.stores.vector.embedded`) and names the messages when they had
+ids, so the document follows an edit of either: deleted with the message, or
 re-indexed with the new text in the edited part.
 """
 
@@ -17,6 +17,7 @@ from langchain_core.messages import BaseMessage
 
 from memories.errors import InvalidInputError
 from memories.kernel.messages import check_storable, message_text
+from memories.stores.vector.embedded import OUTPUT_AT_KEY
 from memories.stores.vector.outbox import OutboxRow
 from memories.stores.vector.records import SearchResult
 
@@ -34,8 +35,6 @@ __all__ = [
 INPUT_MESSAGE_KEY = "input_message_id"
 #: Metadata: the id of the message the turn's output part was made of.
 OUTPUT_MESSAGE_KEY = "output_message_id"
-#: Metadata: where the output part starts in the document text.
-OUTPUT_AT_KEY = "output_at"
 
 
 @dataclass(frozen=True)
@@ -54,10 +53,11 @@ class TurnParts:
 
     @property
     def metadata(self) -> dict[str, Any]:
-        """What the document's metadata says about its messages (nothing when they had no ids)."""
+        """What the document's metadata says about its parts: where the output starts, the ids."""
         ids = {INPUT_MESSAGE_KEY: self.input_id, OUTPUT_MESSAGE_KEY: self.output_id}
         named = {key: value for key, value in ids.items() if value is not None}
-        return {**named, OUTPUT_AT_KEY: len(self.input) + 1} if named else {}
+        both = self.input and self.output
+        return {**named, OUTPUT_AT_KEY: len(self.input) + 1} if both else named
 
 
 def of_messages(ids: Sequence[str]) -> dict[str, Any]:

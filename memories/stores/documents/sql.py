@@ -14,34 +14,18 @@ from sqlalchemy.exc import IntegrityError
 from memories.errors import ConfigError
 from memories.kernel.messages import dump_message, load_message
 from memories.kernel.namespaces import Namespace, as_namespace, namespace_text
+from memories.stores.documents import records
 from memories.stores.documents.base import (
     BaseProfileStore,
 )
 from memories.stores.documents.records import (
     _KEYS_PER_QUERY,
-    AddPending,
     Also,
     Change,
-    Changes,
-    Commit,
-    CommitMany,
-    CountPending,
-    Delete,
-    DropPending,
-    KeyChanges,
     KeyCount,
-    KeyNamespaces,
-    KeyPage,
-    Keys,
-    ListNamespaces,
-    Load,
-    Op,
-    Pending,
     PendingTurn,
     ProfileChange,
     ProfileItem,
-    RecordFailure,
-    Search,
     default_url,
 )
 from memories.stores.documents.tables import (
@@ -149,7 +133,7 @@ class ProfileStore(BaseProfileStore):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({redacted(self.url)!r})"
 
-    def batch(self, ops: Sequence[Op], /) -> list[Any]:
+    def batch(self, ops: Sequence[records.Op], /) -> list[Any]:
         """Perform ``ops`` in order, each in its own transaction."""
         results = []
         for op in ops:
@@ -159,7 +143,7 @@ class ProfileStore(BaseProfileStore):
             results.append(handler(self, op))
         return results
 
-    def _load(self, op: Load) -> ProfileItem | None:
+    def _load(self, op: records.Load) -> ProfileItem | None:
         t = store_table
         query = select(t).where(
             t.c.namespace == namespace_text(op.namespace), t.c.key == op.key, owned(t, self.owner)
@@ -169,7 +153,7 @@ class ProfileStore(BaseProfileStore):
         item = _item(row) if row is not None else None
         return item if self.ttl is None else self.ttl.shown(item)
 
-    def _commit(self, op: Commit) -> ProfileItem | None:
+    def _commit(self, op: records.Commit) -> ProfileItem | None:
         ns, key, change = namespace_text(op.namespace), op.key, op.change
         also = self._also(op.namespace, [(key, op.expected_version)], op.also)
         try:
@@ -180,9 +164,9 @@ class ProfileStore(BaseProfileStore):
                     also(connection)
         except _Conflict:
             return None
-        return self._load(Load(op.namespace, key))
+        return self._load(records.Load(op.namespace, key))
 
-    def _commit_many(self, op: CommitMany) -> list[ProfileItem | None] | None:
+    def _commit_many(self, op: records.CommitMany) -> list[ProfileItem | None] | None:
         ns, now = namespace_text(op.namespace), time.time()
         also = self._also(op.namespace, [(key, v) for key, _, v in op.commits], op.also)
         try:
@@ -301,14 +285,14 @@ class ProfileStore(BaseProfileStore):
             "owner": self.owner,
         }
 
-    def _keys(self, op: Keys) -> list[ProfileItem]:
+    def _keys(self, op: records.Keys) -> list[ProfileItem]:
         t = store_table
         query = select(t).where(*self._keyed(t, op.namespace, op.prefix), t.c.value.is_not(None))
         query = query.order_by(t.c.key)
         with self._db.transaction() as connection:
             return [_item(row) for row in connection.execute(query)]
 
-    def _key_namespaces(self, op: KeyNamespaces) -> tuple[list[KeyCount], int]:
+    def _key_namespaces(self, op: records.KeyNamespaces) -> tuple[list[KeyCount], int]:
         # Each part DISTINCT on its own: SQLite reads (namespace, key) from the
         # tables' indexes in namespace order, and the union meets few rows.
         named = union(
@@ -350,7 +334,7 @@ class ProfileStore(BaseProfileStore):
         found = [KeyCount(tuple(name.split(".")), counted.get(name, 0)) for name in names]
         return found, len(every)
 
-    def _key_page(self, op: KeyPage) -> tuple[list[ProfileItem], int]:
+    def _key_page(self, op: records.KeyPage) -> tuple[list[ProfileItem], int]:
         t = store_table
         where = [*self._keyed(t, op.namespace, op.prefix), t.c.value.is_not(None)]
         if op.keep is not None:
@@ -392,7 +376,7 @@ class ProfileStore(BaseProfileStore):
         return [_item(row) for row in rows], int(total)
 
     @staticmethod
-    def _mostly(connection: Connection, op: KeyPage) -> bool:
+    def _mostly(connection: Connection, op: records.KeyPage) -> bool:
         """Whether ``op``'s namespace holds an eighth of the table or more (SQLite)."""
         t = store_table
         held = select(func.count()).where(*keyed(t, op.namespace, op.prefix))
@@ -401,14 +385,14 @@ class ProfileStore(BaseProfileStore):
         last: Any = select(func.max(literal_column("rowid"))).select_from(t)
         return int(rows) * 8 >= int(connection.execute(last).scalar_one() or 0)
 
-    def _key_changes(self, op: KeyChanges) -> list[tuple[str, ProfileChange]]:
+    def _key_changes(self, op: records.KeyChanges) -> list[tuple[str, ProfileChange]]:
         t = changes_table
         query = select(t).where(*self._keyed(t, op.namespace, op.prefix), t.c.version.is_not(None))
         query = query.order_by(t.c.id)
         with self._db.transaction() as connection:
             return [(row.key, _change(row)) for row in connection.execute(query)]
 
-    def _record_failure(self, op: RecordFailure) -> None:
+    def _record_failure(self, op: records.RecordFailure) -> None:
         row = {
             "namespace": namespace_text(op.namespace),
             "key": op.key,
@@ -423,7 +407,7 @@ class ProfileStore(BaseProfileStore):
         with self._db.transaction() as connection:
             connection.execute(insert(changes_table).values(**row))
 
-    def _changes(self, op: Changes) -> list[ProfileChange]:
+    def _changes(self, op: records.Changes) -> list[ProfileChange]:
         t = changes_table
         query = select(t).where(
             t.c.namespace == namespace_text(op.namespace), t.c.key == op.key, owned(t, self.owner)
@@ -442,7 +426,7 @@ class ProfileStore(BaseProfileStore):
             rows.reverse()
         return [_change(row) for row in rows]
 
-    def _add_pending(self, op: AddPending) -> int:
+    def _add_pending(self, op: records.AddPending) -> int:
         row = {
             "namespace": namespace_text(op.namespace),
             "key": op.key,
@@ -455,7 +439,7 @@ class ProfileStore(BaseProfileStore):
         assert inserted is not None  # an INSERT into a table with a primary key has one
         return int(inserted[0])
 
-    def _pending(self, op: Pending) -> list[PendingTurn]:
+    def _pending(self, op: records.Pending) -> list[PendingTurn]:
         t = pending_table
         query = (
             select(t)
@@ -478,7 +462,7 @@ class ProfileStore(BaseProfileStore):
             for row in rows
         ]
 
-    def _count_pending(self, op: CountPending) -> int:
+    def _count_pending(self, op: records.CountPending) -> int:
         t = pending_table
         query = select(func.count()).where(
             t.c.namespace == namespace_text(op.namespace), t.c.key == op.key, owned(t, self.owner)
@@ -486,11 +470,11 @@ class ProfileStore(BaseProfileStore):
         with self._db.transaction() as connection:
             return int(connection.execute(query).scalar_one())
 
-    def _drop_pending(self, op: DropPending) -> None:
+    def _drop_pending(self, op: records.DropPending) -> None:
         with self._db.transaction() as connection:
             self._drop(connection, namespace_text(op.namespace), op.key, op.ids)
 
-    def _delete(self, op: Delete) -> None:
+    def _delete(self, op: records.Delete) -> None:
         ns = namespace_text(op.namespace)
         with self._db.transaction() as connection:
             if op.only_if is not None and not op.only_if(connection):
@@ -527,7 +511,7 @@ class ProfileStore(BaseProfileStore):
             for table in HELD.values():
                 connection.execute(delete(table).where(table.c.namespace == ns))
 
-    def _search(self, op: Search) -> list[ProfileItem]:
+    def _search(self, op: records.Search) -> list[ProfileItem]:
         t = store_table
         query = (
             select(t)
@@ -540,7 +524,7 @@ class ProfileStore(BaseProfileStore):
             rows = connection.execute(query).all()
         return [_item(row) for row in rows]
 
-    def _list_namespaces(self, op: ListNamespaces) -> list[Namespace]:
+    def _list_namespaces(self, op: records.ListNamespaces) -> list[Namespace]:
         t = store_table
         query = select(t.c.namespace).distinct().where(t.c.value.is_not(None), owned(t, self.owner))
         if op.prefix:
@@ -573,22 +557,22 @@ class ProfileStore(BaseProfileStore):
 
 
 _HANDLERS: dict[type, Callable[[ProfileStore, Any], Any]] = {
-    Load: ProfileStore._load,
-    Commit: ProfileStore._commit,
-    CommitMany: ProfileStore._commit_many,
-    Keys: ProfileStore._keys,
-    KeyChanges: ProfileStore._key_changes,
-    KeyNamespaces: ProfileStore._key_namespaces,
-    KeyPage: ProfileStore._key_page,
-    RecordFailure: ProfileStore._record_failure,
-    Changes: ProfileStore._changes,
-    AddPending: ProfileStore._add_pending,
-    Pending: ProfileStore._pending,
-    CountPending: ProfileStore._count_pending,
-    DropPending: ProfileStore._drop_pending,
-    Delete: ProfileStore._delete,
-    Search: ProfileStore._search,
-    ListNamespaces: ProfileStore._list_namespaces,
+    records.Load: ProfileStore._load,
+    records.Commit: ProfileStore._commit,
+    records.CommitMany: ProfileStore._commit_many,
+    records.Keys: ProfileStore._keys,
+    records.KeyChanges: ProfileStore._key_changes,
+    records.KeyNamespaces: ProfileStore._key_namespaces,
+    records.KeyPage: ProfileStore._key_page,
+    records.RecordFailure: ProfileStore._record_failure,
+    records.Changes: ProfileStore._changes,
+    records.AddPending: ProfileStore._add_pending,
+    records.Pending: ProfileStore._pending,
+    records.CountPending: ProfileStore._count_pending,
+    records.DropPending: ProfileStore._drop_pending,
+    records.Delete: ProfileStore._delete,
+    records.Search: ProfileStore._search,
+    records.ListNamespaces: ProfileStore._list_namespaces,
 }
 
 

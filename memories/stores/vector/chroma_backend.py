@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 from memories.errors import BackendError, BackendUnavailableError
 from memories.kernel.background import BackgroundWork, describe_error
-from memories.kernel.embeddings import embed_documents
-from memories.kernel.steps import Steps, blocking_twin, step
+from memories.kernel.steps import Steps, blocking_twin, run, step
 from memories.stores.compaction import Compaction, chroma_compaction, compactions
 from memories.stores.expiry import ExpiryLedger
 from memories.stores.recall import ScoredId
 from memories.stores.vector.backend import VectorQuery
+from memories.stores.vector.embedded import Embeddable, document_vectors
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
 from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow
 from memories.stores.vector.pending import PendingDocuments, pending_documents
@@ -193,7 +193,7 @@ class ChromaBackend(RecallBackend):
         found = self.store.vectors(self._key, ids)
         missing = [r for r in self.get([i for i in ids if i not in found])]
         if missing:
-            embedded = embed_documents(self.embedder, [r.text for r in missing])
+            embedded = run(document_vectors(self.embedder, [(r.text, r.metadata) for r in missing]))
             found.update(zip([r.id for r in missing], embedded, strict=True))
         return found
 
@@ -523,7 +523,7 @@ class ChromaBackend(RecallBackend):
         todo = [row for row in rows if row.doc_id not in vectors]
         if todo:
             todo_ids = [row.doc_id for row in todo]
-            embedded = self._embed_claimed(todo_ids, [row.text for row in todo])
+            embedded = self._embed_claimed(todo_ids, [(row.text, row.metadata) for row in todo])
             vectors.update(zip(todo_ids, embedded, strict=True))
         with pending.lock:
             pending.writing(ids, now=True)
@@ -588,14 +588,14 @@ class ChromaBackend(RecallBackend):
             if not free:
                 return
             pending.claim(free)
-            held = {i: document.text for i in free if (document := pending.get(i)) is not None}
+            held = {i: (d.text, d.metadata) for i in free if (d := pending.get(i)) is not None}
         self._embed_claimed(list(held), list(held.values()))
 
-    def _embed_claimed(self, ids: list[str], texts: list[str]) -> list[list[float]]:
+    def _embed_claimed(self, ids: list[str], documents: list[Embeddable]) -> list[list[float]]:
         """Embed documents claimed in the index; publish the vectors, or release them on failure."""
         pending = self._pending
         try:
-            vectors = embed_documents(self.embedder, texts)
+            vectors = run(document_vectors(self.embedder, documents))
         except Exception:
             with pending.lock:
                 pending.release(ids)

@@ -73,13 +73,13 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlche
 from sqlalchemy.types import UserDefinedType
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError, InvalidInputError
-from memories.kernel.embeddings import embedding_batch
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.compaction import Compaction, compactions
 from memories.stores.expiry import ExpiryLedger
 from memories.stores.recall import ScoredId
 from memories.stores.sql import Database, get_engine, redacted
 from memories.stores.vector import recall_tables
+from memories.stores.vector.embedded import document_vectors
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
 from memories.stores.vector.outbox import OutboxRow, numbered
 from memories.stores.vector.recall_backend import RecallBackend
@@ -456,19 +456,12 @@ class PgVectorBackend(RecallBackend):
     def _saving(self, rows: Sequence[OutboxRow]) -> Steps[None]:
         if not rows:
             return
-        with embedding_batch(self.embedder, len(rows)):
-            vectors = yield step(self.embedder.embed_documents, [row.text for row in rows])
+        vectors = yield from document_vectors(self.embedder, [(r.text, r.metadata) for r in rows])
         yield step(self._write, rows, vectors)
 
     def _write(self, rows: Sequence[OutboxRow], vectors: Sequence[Sequence[float]]) -> None:
         """The documents, their numbers and their index rows, in one transaction."""
-        widths = {len(v) for v in vectors}
-        if len(widths) != 1 or len(vectors) != len(rows):
-            raise BackendError(
-                f"The embedder gave {len(vectors)} embeddings of widths {sorted(widths)} for "
-                f"{len(rows)} documents; nothing was stored."
-            )
-        dims = widths.pop()
+        dims = len(vectors[0])  # one width (document_vectors checked)
         store, space = self._store, self._space
         store.index_width(dims)
         with store.transaction("store documents") as connection:
