@@ -133,13 +133,10 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     policy: TurnPolicy = "turn"
     k: int = Field(default=5, ge=1)
     related_k: int = Field(default=10, ge=1)
-    instructions: str | None = None
     enable_inserts: bool = True
     enable_updates: bool = True
     enable_deletes: bool = True
     duplicate_threshold: float = Field(default=0.9, gt=0, le=1)
-    max_retries: int = Field(default=2, ge=0)
-    max_turns_per_update: int = Field(default=10, gt=0)
     update_method: UpdateMethod = "auto"
     memory_key: str = Field(default="memories", min_length=1)
 
