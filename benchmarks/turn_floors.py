@@ -1,24 +1,29 @@
-"""Short-term turns beside their floors: what the same durable work costs done by hand.
+"""Short-term turns beside their floors and LangChain's classes, medians of interleaved runs.
 
 Run from the repository root::
 
-    PYTHONPATH=. python benchmarks/turn_floors.py [--quick]
+    PYTHONPATH=. python benchmarks/turn_floors.py [--quick] [--repeats N]
 
 A turn is ``save_context`` + ``load_memory_variables`` (scripted 5-80-word
-messages, tiktoken ``cl100k_base``). Every row is printed beside its floor,
-measured in the same run:
+messages, tiktoken ``cl100k_base``). Every row prints ours, its floor and
+LangChain's class, measured in the same run: ``--repeats`` (5) rounds, each
+running the floor, ours and LangChain's one after the other on fresh
+histories, so a shared machine's load hits all of them alike; each cell is
+the median over the rounds of each round's median turn.
 
 - **SQLite floor**: raw ``sqlite3`` doing a turn's durable work, in the same
   WAL mode (``synchronous=NORMAL``): two rows in one commit, then read the
   last 20 rows and parse them. Our window (k=5) and token buffer (500 tokens)
-  on ``SQLiteHistory`` at 2,000 turns are compared with it.
+  on ``SQLiteHistory`` at 2,000 turns are compared with it, and LangChain's
+  window and token buffer on ``SQLChatMessageHistory`` (a SQLite file).
+  LangChain's token buffer re-reads and re-counts the whole history once per
+  message it prunes, and its prune never persists: a turn at 2,000 turns
+  would take minutes, so it runs at 100 turns (``LANGCHAIN_SQL_TOKEN_TURNS``)
+  and is extrapolated to 2,000 (quadratic), marked ``≈``.
 - **In-memory floor**: encode the two new messages once, build them, keep a
   running window of counts within 500 tokens and format it; our in-memory
-  token buffer and LangChain's at 1,000 and 10,000 turns are compared with it.
-- **LangChain on SQLChatMessageHistory** (SQLite) at 1,000 and 10,000 turns:
-  window and token buffer. Its token buffer re-reads and re-counts the whole
-  history while pruning, and its prune never persists: a turn costs seconds at
-  1,000 turns; at 10,000 it is extrapolated (quadratic), not run.
+  token buffer and LangChain's (its default in-memory history) at 1,000 and
+  10,000 turns are compared with it.
 - **Round trips**: statements and commits per save and per load, counted
   with SQLAlchemy events, on SQLite and (when a PostgreSQL server can be
   started here) on PostgreSQL over loopback, with its latency.
@@ -71,9 +76,17 @@ def _median_p95(samples_ns: Sequence[int]) -> tuple[float, float]:
 # -- floors -------------------------------------------------------------------------
 
 
-def sqlite_floor(turns: Sequence[Turn], prefilled: int, measured: int, folder: Path) -> float:
-    """Median µs of a turn's durable work in raw sqlite3 (same pragmas as ours)."""
-    connection = sqlite3.connect(folder / "floor.db", isolation_level=None)
+def sqlite_floor(
+    turns: Sequence[Turn], prefilled: int, measured: int, folder: Path, *, counted: bool = False
+) -> float:
+    """Median µs of a turn's durable work in raw sqlite3 (same pragmas as ours).
+
+    With ``counted``, a token buffer's durable work: the two new messages are
+    counted with tiktoken and folded into a running window of (id, count)
+    within 500 tokens, which is written as a state row in the turn's commit;
+    the read starts at the window's first row.
+    """
+    connection = sqlite3.connect(folder / f"floor-{counted}.db", isolation_level=None)
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = NORMAL")
     connection.execute(
@@ -81,22 +94,53 @@ def sqlite_floor(turns: Sequence[Turn], prefilled: int, measured: int, folder: P
         "message TEXT, created_at REAL)"
     )
     connection.execute("CREATE INDEX ix ON log (session, id)")
+    connection.execute(
+        "CREATE TABLE state (session TEXT, key TEXT, value TEXT, PRIMARY KEY (session, key))"
+    )
+    encoding = load_encoding("cl100k_base")
+    window: deque[tuple[int, int]] = deque()
+    total = 0
 
     def row(kind: str, text: str) -> tuple[str, str, str, float]:
         return ("s", kind, json.dumps({"type": kind, "data": {"content": text}}), time.time())
 
+    def counting(human: str, ai: str) -> None:
+        nonlocal total
+        for kind, text in (("human", human), ("ai", ai)):
+            seq = connection.execute(insert, row(kind, text)).lastrowid
+            count = len(encoding.encode(text)) + 4
+            window.append((seq, count))
+            total += count
+        while total > LIMIT:
+            total -= window.popleft()[1]
+        state = json.dumps({"seqs": [s for s, _ in window], "counts": [c for _, c in window]})
+        connection.execute(upsert, ("s", "window", state))
+
     insert = "INSERT INTO log (session, type, message, created_at) VALUES (?, ?, ?, ?)"
+    upsert = (
+        "INSERT INTO state (session, key, value) VALUES (?, ?, ?) "
+        "ON CONFLICT (session, key) DO UPDATE SET value = excluded.value"
+    )
+    read = (
+        "SELECT message FROM log WHERE session = ? AND id >= ? ORDER BY id"
+        if counted
+        else "SELECT message FROM log WHERE session = ? ORDER BY id DESC LIMIT 20"
+    )
     for human, ai in turns[:prefilled]:
-        connection.executemany(insert, [row("human", human), row("ai", ai)])
+        if counted:
+            counting(human, ai)
+        else:
+            connection.executemany(insert, [row("human", human), row("ai", ai)])
     times = []
     for human, ai in turns[prefilled : prefilled + measured]:
         start = time.perf_counter_ns()
         connection.execute("BEGIN")
-        connection.executemany(insert, [row("human", human), row("ai", ai)])
+        if counted:
+            counting(human, ai)
+        else:
+            connection.executemany(insert, [row("human", human), row("ai", ai)])
         connection.execute("COMMIT")
-        rows = connection.execute(
-            "SELECT message FROM log WHERE session = ? ORDER BY id DESC LIMIT 20", ("s",)
-        ).fetchall()
+        rows = connection.execute(read, ("s", window[0][0]) if counted else ("s",)).fetchall()
         [json.loads(text) for (text,) in rows]
         times.append(time.perf_counter_ns() - start)
     connection.close()
@@ -170,6 +214,54 @@ def langchain_in_memory() -> Any:
     return ConversationTokenBufferMemory(llm=counting_llm(), max_token_limit=LIMIT)
 
 
+#: Turns at which LangChain's token buffer on SQL is measured (its turn grows quadratically).
+LANGCHAIN_SQL_TOKEN_TURNS = 100
+SQLITE_TURNS = 2_000
+
+
+def sqlite_round(
+    turns: Sequence[Turn], warmup: int, measured: int, folder: Path
+) -> dict[str, float]:
+    """One round at 2,000 turns: the floor, ours and LangChain's, one after the other (µs)."""
+    n = SQLITE_TURNS
+    prefilled = n - warmup - measured
+    found = {
+        "floor": sqlite_floor(turns, prefilled, measured, folder),
+        "counted floor": sqlite_floor(turns, prefilled, measured, folder, counted=True),
+    }
+    for kind in ("window", "token_buffer"):
+        history = SQLiteHistory(folder / f"{kind}.db", session_id="s")
+        found[kind] = timed(ours(kind, history), turns, n, warmup, measured)
+    url = f"sqlite:///{folder / 'langchain.db'}"
+    # It reads and parses the whole history every turn: a few turns are enough.
+    found["langchain window"] = timed(langchain_sql("window", url, "window"), turns, n, 1, 5)
+    small = LANGCHAIN_SQL_TOKEN_TURNS
+    found["langchain token_buffer"] = (
+        timed(langchain_sql("token_buffer", url, "token_buffer"), turns, small, 0, 2)
+        * (n / small) ** 2
+    )
+    return found
+
+
+def in_memory_round(turns: Sequence[Turn], n: int, warmup: int, measured: int) -> dict[str, float]:
+    """One round at ``n`` turns: the floor, ours and LangChain's in-memory token buffer (µs)."""
+    prefill = n - warmup - measured
+    gc.collect()
+    return {
+        "floor": in_memory_floor(turns, prefill, measured),
+        "token_buffer": timed(ours("token_buffer", InMemoryHistory()), turns, n, warmup, measured),
+        "langchain token_buffer": time_run(
+            langchain_in_memory(), turns, Plan(n, warmup, measured),
+            prefill_tail=LANGCHAIN_TOKEN_PREFILL,
+        ).median_us,
+    }  # fmt: skip
+
+
+def medians(rounds: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Each cell's median over the rounds."""
+    return {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+
+
 # -- round trips ---------------------------------------------------------------------
 
 
@@ -196,90 +288,71 @@ def round_trips(make_history: Callable[[str], Any], kinds: Sequence[str]) -> dic
     return found
 
 
-def print_rows(rows: list[tuple[str, str, str, str]]) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+def print_rows(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+def row(
+    label: str,
+    found: dict[str, float],
+    kind: str,
+    rounds: Sequence[dict[str, float]],
+    *,
+    floor_key: str = "floor",
+) -> tuple[str, ...]:
+    """ours | floor | ours/floor | LangChain | LangChain/ours (medians) | ours/floor each round."""
+    mine, floor, theirs = found[kind], found[floor_key], found[f"langchain {kind}"]
+    spread = " ".join(f"{r[kind] / r[floor_key]:.1f}" for r in rounds)
+    approx = "≈" if "memory" not in label and kind == "token_buffer" else ""
+    return (
+        label, f"{mine:,.0f}", f"{floor:,.0f}", f"{mine / floor:.1f}x",
+        f"{approx}{theirs / 1e6:,.0f} s" if theirs >= 1e6 else f"{theirs:,.0f}",
+        f"{approx}{theirs / mine:,.0f}x", spread,
+    )  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer turns measured")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (5)")
     args = parser.parse_args(argv)
     warmup, measured = (10, 40) if args.quick else (50, 200)
     sizes = (1_000, 10_000)
     turns = make_turns(10_000 + warmup + measured)
     started = time.perf_counter()
-    rows: list[tuple[str, str, str, str]] = [("path", "ours µs", "floor/peer µs", "ratio")]
+    header = ("per turn, µs (median of rounds)", "ours", "floor", "ours/floor", "LangChain",
+              "LangChain/ours", "ours/floor each round")  # fmt: skip
+    rows: list[tuple[str, ...]] = [header]
 
     with tempfile.TemporaryDirectory(prefix="memories-floors-") as tmp:
         folder = Path(tmp)
-        n = 2_000
-        # A shared machine's speed drifts: the best of three interleaved runs of each.
-        best: dict[str, float] = {}
-        for attempt in range(3):
+        rounds = []
+        for attempt in range(args.repeats):
             run_folder = folder / f"sqlite-{attempt}"
             run_folder.mkdir()
-            found = {"floor": sqlite_floor(turns, n - warmup - measured, measured, run_folder)}
-            for kind in ("window", "token_buffer"):
-                history = SQLiteHistory(run_folder / f"{kind}.db", session_id="s")
-                found[kind] = timed(ours(kind, history), turns, n, warmup, measured)
-            best = {k: min(v, best.get(k, v)) for k, v in found.items()}
-        floor = best["floor"]
+            rounds.append(sqlite_round(turns, warmup, measured, run_folder))
+        found = medians(rounds)
         for kind in ("window", "token_buffer"):
-            rows.append(
-                (f"{kind} on SQLite at {n:,} turns", f"{best[kind]:.0f}",
-                 f"raw sqlite3 floor {floor:.0f}", f"{best[kind] / floor:.1f}x floor")
-            )  # fmt: skip
-
+            rows.append(row(f"SQLite {kind} at {SQLITE_TURNS:,} turns", found, kind, rounds))
+        label = "  the same, beside a floor that counts and keeps the window too"
+        rows.append(row(label, found, "token_buffer", rounds, floor_key="counted floor"))
         for n in sizes:
-            prefill = n - warmup - measured
-            # Microseconds on a shared machine: the best of three runs of each, interleaved.
-            runs = [
-                (
-                    in_memory_floor(turns, prefill, measured),
-                    timed(ours("token_buffer", InMemoryHistory()), turns, n, warmup, measured),
-                )
-                for _ in range(3)
-            ]
-            floor, ours_us = min(r[0] for r in runs), min(r[1] for r in runs)
-            rows.append(
-                (f"in-memory token buffer {LIMIT} at {n:,} turns", f"{ours_us:.1f}",
-                 f"floor {floor:.1f}", f"{ours_us / floor:.1f}x floor")
-            )  # fmt: skip
-            theirs = langchain_in_memory()
-            plan = Plan(n, warmup, measured)
-            lc_us = time_run(theirs, turns, plan, prefill_tail=LANGCHAIN_TOKEN_PREFILL).median_us
-            rows.append(
-                (f"  LangChain in-memory token buffer at {n:,}", f"{ours_us:.1f}",
-                 f"LangChain {lc_us:.0f}", f"{lc_us / ours_us:.0f}x faster")
-            )  # fmt: skip
-
-        url = f"sqlite:///{folder / 'langchain.db'}"
-        quadratic = None
-        for n in sizes:
-            for kind in ("window", "token_buffer"):
-                mine = ours(kind, SQLiteHistory(folder / f"ours-{kind}-{n}.db", session_id="s"))
-                ours_us = timed(mine, turns, n, warmup, measured)
-                if kind == "token_buffer" and n > 1_000:
-                    assert quadratic is not None
-                    estimate = quadratic * (n / 1_000) ** 2
-                    rows.append(
-                        (f"LangChain {kind} on SQLChatMessageHistory at {n:,}", f"{ours_us:.0f}",
-                         f"not run: ≈{estimate / 1e6:,.0f} s/turn (quadratic)", "")
-                    )  # fmt: skip
-                    continue
-                theirs = langchain_sql(kind, url, f"{kind}-{n}")
-                # Its token buffer takes about two minutes a turn at 1,000 turns: two turns.
-                lc_warmup, lc_measured = (0, 2) if kind == "token_buffer" else (warmup, measured)
-                lc_us = timed(theirs, turns, n, lc_warmup, lc_measured)
-                if kind == "token_buffer":
-                    quadratic = lc_us
-                rows.append(
-                    (f"LangChain {kind} on SQLChatMessageHistory at {n:,}", f"{ours_us:.0f}",
-                     f"LangChain {lc_us:,.0f}", f"{lc_us / ours_us:,.0f}x faster")
-                )  # fmt: skip
+            rounds = [in_memory_round(turns, n, warmup, measured) for _ in range(args.repeats)]
+            label = f"in-memory token_buffer {LIMIT} at {n:,} turns"
+            rows.append(row(label, medians(rounds), "token_buffer", rounds))
         print_rows(rows)
+        print(
+            "\nThe floor of SQLite rows: two rows in one commit, then read the last 20 and "
+            "parse them.\nThe counting floor adds a token buffer's own durable work: count the "
+            "two messages (tiktoken),\nwrite the window's ids and counts as a state row in the "
+            "same commit, read from its first row."
+        )
+        print(
+            f"≈: LangChain's SQL token buffer measured at {LANGCHAIN_SQL_TOKEN_TURNS} turns "
+            f"(two turns a round) and extrapolated to {SQLITE_TURNS:,} (quadratic)."
+        )
         print()
 
         print("Statements / commits per save and per load (SQLAlchemy events), turn median:")
@@ -298,8 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
         except Exception as exc:  # a benchmark reports what it could not measure
             print(f"  PostgreSQL not measured: {type(exc).__name__}: {exc}")
-        for server, found in servers.items():
-            for kind, (saved, loaded, median) in found.items():
+        for server, trips in servers.items():
+            for kind, (saved, loaded, median) in trips.items():
                 print(
                     f"  {server:22} {kind:15} save: {saved['sql']} statements, "
                     f"{saved['commit']} commit; load: {loaded['sql']} statements, "

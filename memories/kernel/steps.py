@@ -39,7 +39,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-__all__ = ["Step", "Steps", "arun", "blocking_twin", "run", "step", "to_thread"]
+__all__ = ["Step", "Steps", "arun", "blocking_twin", "inline_twin", "run", "step", "to_thread"]
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -189,10 +189,32 @@ def blocking_twin(
         result: T = await asyncio.to_thread(getattr(self, name), *args, **kwargs)
         return result
 
+    return _named(twin, name, "on a worker thread")
+
+
+def inline_twin(
+    method: Callable[Concatenate[S, P], T], /
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
+    """The async twin of a method that never blocks (work in memory): the same call, inline.
+
+    A worker thread would cost more than the work. Like :func:`blocking_twin`,
+    the twin calls the method by name.
+    """
+    name = method.__name__
+
+    async def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        result: T = getattr(self, name)(*args, **kwargs)
+        return result
+
+    return _named(twin, name, "inline (it never blocks)")
+
+
+def _named(twin: Callable[..., Any], name: str, how: str) -> Any:
+    """``twin`` named as the async twin of ``name`` (``load`` -> ``aload``, ``_f`` -> ``_af``)."""
     twin.__name__ = twin.__qualname__ = (
         "a" + name.lstrip("_") if not name.startswith("_") else "_a" + name[1:]
     )
-    twin.__doc__ = f"Async :meth:`{name}`: the same call on a worker thread."
+    twin.__doc__ = f"Async :meth:`{name}`: the same call, {how}."
     return twin
 
 

@@ -52,6 +52,9 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         policy: when the model updates the document; ``"background"`` runs it
             on the scheduler after ``debounce`` seconds of quiet.
         every_n: the queued turns per update under ``"every_n"``.
+        instructions: extra guidance for the model.
+        max_retries: how many times an invalid reply is sent back to the model.
+        max_turns_per_update: the most queued turns one model call sees.
     """
 
     namespace: NamespaceField = ("default",)
@@ -59,6 +62,9 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     url: str = Field(default_factory=default_url)
     policy: str = "manual"
     every_n: int = Field(default=3, gt=0)
+    instructions: str | None = None
+    max_retries: int = Field(default=2, ge=0)
+    max_turns_per_update: int = Field(default=10, gt=0)
     memory_key: str = Field(default="document", min_length=1)
     input_key: str | None = None
     output_key: str | None = None

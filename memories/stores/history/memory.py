@@ -8,12 +8,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
-
 from memories.kernel.retention import Retention
+from memories.kernel.steps import inline_twin
 from memories.stores.history.base import (
     DEFAULT_SESSION_ID,
-    Changes,
     ChatHistory,
     Entry,
     later,
@@ -155,37 +153,6 @@ class InMemoryHistory(ChatHistory):
         with self._lock:
             return sorted(k for k in self._state if k.startswith(prefix))
 
-    # Nothing here blocks, so the async twins run inline instead of in a thread.
-
-    async def arecord(self, items: Sequence[Item], /) -> list[int]:
-        return self.record(items)
-
-    async def aappend(self, messages: Sequence[BaseMessage], /) -> list[int]:
-        return self.append(messages)
-
-    async def achanges(self, *, after: int | None, edits_after: int | None) -> Changes:
-        return self.changes(after=after, edits_after=edits_after)
-
-    async def aseqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
-        return self.seqs_of(ids)
-
-    async def astate_and_changes(
-        self, key: str, /, *, after: int | None, edits_after: int | None
-    ) -> tuple[dict[str, Any] | None, Changes]:
-        return self.state_and_changes(key, after=after, edits_after=edits_after)
-
-    async def aentries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
-        return self.entries(after=after, last=last)
-
-    async def aclear(self) -> None:
-        self.clear()
-
-    async def aload_state(self, key: str, /) -> dict[str, Any] | None:
-        return self.load_state(key)
-
-    async def asave_state(self, key: str, value: dict[str, Any], /) -> None:
-        self.save_state(key, value)
-
     def start_of_last_exchanges(self, k: int, /) -> int | None:
         if k <= 0:
             raise ValueError(f"k must be positive, got {k}")
@@ -196,14 +163,23 @@ class InMemoryHistory(ChatHistory):
         with self._lock:
             return self._log[0] if self._log else None
 
-    async def afirst_entry(self) -> Entry | None:
-        return self.first_entry()
+    # Nothing here blocks, so the async twins run inline instead of in a thread
+    # (each calls this class's method of the name).
 
-    async def astart_of_last_exchanges(self, k: int, /) -> int | None:
-        return self.start_of_last_exchanges(k)
+    arecord = inline_twin(ChatHistory.record)
+    aappend = inline_twin(ChatHistory.append)
+    achanges = inline_twin(ChatHistory.changes)
+    aseqs_of = inline_twin(ChatHistory.seqs_of)
+    astate_and_changes = inline_twin(ChatHistory.state_and_changes)
+    aentries = inline_twin(ChatHistory.entries)
+    aload_state = inline_twin(ChatHistory.load_state)
+    asave_state = inline_twin(ChatHistory.save_state)
+    afirst_entry = inline_twin(ChatHistory.first_entry)
+    astart_of_last_exchanges = inline_twin(ChatHistory.start_of_last_exchanges)
+    alast_exchanges = inline_twin(ChatHistory.last_exchanges)
 
-    async def alast_exchanges(self, k: int, /) -> list[Entry]:
-        return self.last_exchanges(k)
+    async def aclear(self) -> None:  # LangChain's base class declares it: written out
+        self.clear()
 
     def to_config(self) -> dict[str, Any]:
         return {"type": "memory", "session_id": self.session_id}
