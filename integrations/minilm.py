@@ -425,14 +425,10 @@ def _read_checked(source: _Source, expected_sha256: str | None, what: str) -> by
     """Read a whole file and check its sha256; the caller loads these very bytes."""
     try:
         data = source.path.read_bytes()
-    except FileNotFoundError as exc:
+    except OSError as exc:  # FileNotFoundError the most likely
         raise ModelFileError(
-            f"{what} {str(source.path)!r} (from {source.origin}) does not exist; fix the path "
-            "or reinstall the package that provides it."
-        ) from exc
-    except OSError as exc:
-        raise ModelFileError(
-            f"{what} {str(source.path)!r} (from {source.origin}) cannot be read: {exc}."
+            f"{what} {str(source.path)!r} (from {source.origin}) cannot be read ({exc.strerror}); "
+            "fix the path or reinstall the package that provides it."
         ) from exc
     if expected_sha256 is not None:
         actual = hashlib.sha256(data).hexdigest()

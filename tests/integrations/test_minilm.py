@@ -227,6 +227,16 @@ def test_int8_activations_without_onnx_names_the_pip_command(
 
 
 @needs_onnx
+def test_every_memory_of_a_process_shares_one_default_model_session() -> None:
+    from memories.kernel.embeddings import default_embeddings
+
+    first, second = default_embeddings(), default_embeddings()
+    assert isinstance(first, MiniLMEmbeddings) and isinstance(second, MiniLMEmbeddings)
+    assert first is not second
+    assert first._get_runtime().session is second._get_runtime().session
+
+
+@needs_onnx
 def test_the_int8_model_is_rewritten_once_and_cached_with_identical_embeddings(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
