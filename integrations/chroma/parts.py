@@ -28,6 +28,7 @@ from memories.errors import (
     ConfigError,
     MissingDependencyError,
 )
+from memories.kernel.imports import import_path
 
 try:
     import chromadb
@@ -245,12 +246,8 @@ class LangChainEmbeddingFunction(EmbeddingFunction[Documents]):
 
     def _get(self) -> Embeddings:
         if self._embeddings is None:
-            module, _, name = self._spec.partition(":")
             try:
-                target: Any = importlib.import_module(module)
-                for part in name.split("."):
-                    target = getattr(target, part)
-                self._embeddings = target()
+                self._embeddings = import_path(self._spec, what="embeddings")()
             except Exception as exc:
                 raise ConfigError(
                     f"This Chroma collection was filled with embeddings {self._spec!r}, which "

@@ -68,6 +68,9 @@ class MemoryStoreAdapter(BaseStore):
     #: The expiry table its items use (:data:`~memories.stores.expiry.ITEMS`, or
     #: ``DOCUMENTS`` for profile store documents, shared with a profile's own ttl).
     expiry_table: ClassVar[str] = ITEMS
+    #: What an item's expiry row's key starts with, before the item's key (a keyed
+    #: collection's memories: its ``rows.mark``), so its memory's own reads agree.
+    ttl_mark: str = ""
     _ledger: ExpiryLedger | None = None
     _sweeper: tuple[threading.Thread, threading.Event] | None = None
 
@@ -180,18 +183,18 @@ class MemoryStoreAdapter(BaseStore):
         """Record a put's time to live (None: it never expires; a delete forgets it)."""
         if op.value is None:
             if self._timed:
-                self.ledger.forget(op.namespace, op.key)
+                self.ledger.forget(op.namespace, self.ttl_mark + op.key)
             return
         if op.ttl is None and not self._timed:
             return
-        self.ledger.set(op.namespace, op.key, op.ttl, now=self.clock())
+        self.ledger.set(op.namespace, self.ttl_mark + op.key, op.ttl, now=self.clock())
 
     def _kept(self, op: GetOp, item: Item | None) -> Item | None:
         """A got item as the TTL settings show it: None when expired and omitted; refreshed."""
         if item is None or not self._timed:
             return item
         expired = self.ledger.expired_on_read(
-            op.namespace, op.key, now=self.clock(), refresh=op.refresh_ttl
+            op.namespace, self.ttl_mark + op.key, now=self.clock(), refresh=op.refresh_ttl
         )
         return None if expired and self._omit_expired else item
 
@@ -204,9 +207,9 @@ class MemoryStoreAdapter(BaseStore):
         """
         expired: set[tuple[Namespace, str]] = set()
         for start in range(0, len(items), _KEYS_A_READ):
-            keys = list({i.key for i in items[start : start + _KEYS_A_READ]})
+            keys = list({self.ttl_mark + i.key for i in items[start : start + _KEYS_A_READ]})
             found = self.ledger.expired(now=now, keys=keys, under=under)
-            expired |= {(e.namespace, e.key) for e in found}
+            expired |= {(e.namespace, e.key.removeprefix(self.ttl_mark)) for e in found}
         return expired
 
     def _searched(self, op: SearchOp) -> list[SearchItem]:
@@ -226,7 +229,9 @@ class MemoryStoreAdapter(BaseStore):
         else:
             found = self._search(op)
         if op.refresh_ttl and found:
-            self.ledger.refresh([(tuple(i.namespace), i.key) for i in found], now=now)
+            self.ledger.refresh(
+                [(tuple(i.namespace), self.ttl_mark + i.key) for i in found], now=now
+            )
         return found
 
     _akept = blocking_twin(_kept)

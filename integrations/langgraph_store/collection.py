@@ -57,6 +57,7 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.memory = memory
+        self.ttl_mark = memory.rows.mark
         self.text_field = text_field
         self.score = checked_score(score)
         self._memories: dict[Namespace, CollectionMemory] = {}

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from memories.integrations.langgraph_store import CollectionStoreAdapter
 
 from memories import CollectionMemory, InvalidInputError
-from memories.integrations.langgraph_store import CollectionStoreAdapter
 from tests.retention.conftest import Clock
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
@@ -113,3 +113,14 @@ def test_a_database_of_one_keyed_collection_reads_back_after_the_upgrade(
     clock.minutes(61)
     assert work.get(y) is None and work.get(x) is not None  # y kept its time to live
     assert work.sweep() == {"users/ada": 1} and work.history(y) == []
+
+
+def test_the_langgraph_adapters_times_to_live_are_its_collections(make: Make, clock: Clock) -> None:
+    work, home = make("work"), make("collection")
+    home.put("home's note on diet", memory_id="diet", ttl=None)
+    store = CollectionStoreAdapter(work, ttl={"omit_expired": True}, clock=clock)
+    store.put(("users", "ada"), "diet", {"content": "work's note on diet"}, ttl=10)
+    clock.minutes(11)
+    assert store.get(("users", "ada"), "diet") is None and work.get("diet") is None
+    assert store.sweep_ttl() == 1
+    assert work.history("diet") == [] and home.get("diet") is not None

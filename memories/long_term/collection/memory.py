@@ -133,13 +133,10 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     policy: TurnPolicy = "turn"
     k: int = Field(default=5, ge=1)
     related_k: int = Field(default=10, ge=1)
-    instructions: str | None = None
     enable_inserts: bool = True
     enable_updates: bool = True
     enable_deletes: bool = True
     duplicate_threshold: float = Field(default=0.9, gt=0, le=1)
-    max_retries: int = Field(default=2, ge=0)
-    max_turns_per_update: int = Field(default=10, gt=0)
     update_method: UpdateMethod = "auto"
     memory_key: str = Field(default="memories", min_length=1)
 
@@ -694,14 +691,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         return await arun(self._stating())
 
     def _stating(self) -> Steps[CollectionStatus]:
-        _, pending, last = yield from self._store.standing(self.namespace, self.key)
-        return CollectionStatus(
-            model=self.model_usage(),
-            pending=pending,
-            failures=1 if last is not None else 0,
-            last_error=last.error if last is not None else None,
-            background=self._background_status(),
-        )
+        _, shown = yield from self._standing()
+        return CollectionStatus(**shown)
 
     def flush(self, *, timeout: float | None = None) -> bool:
         """Run a pending background update now, then write what the index has queued."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from memories.errors import InvalidInputError
 from memories.stores.recall import RecallConfig, ScoredId, scores
-from memories.stores.recall.scores import DEFAULT_CALIBRATION, ScoreCalibration, term_coverage
+from memories.stores.recall.scores import DEFAULT_CALIBRATION, term_coverage
 from memories.stores.recall.types import RankParts
 from memories.stores.vector.recall_index import document_date
 from memories.stores.vector.records import SearchResult
@@ -57,7 +57,6 @@ def calibrated(
     vector: Sequence[float] | None,
     dense: Iterable[ScoredId] = (),
     vectors_of: Callable[[list[str]], Mapping[str, Sequence[float]]] | None = None,
-    calibration: ScoreCalibration = DEFAULT_CALIBRATION,
     ranking: Mapping[str, RankParts] | None = None,
 ) -> list[SearchResult]:
     """The results, in the same order, their rank scores put on the calibrated scale.
@@ -83,7 +82,7 @@ def calibrated(
     query_terms = set(analyzer.terms(query))
     texts = [config.lexical_text(r.text, when=document_date(r.metadata)) for r in results]
     own = [
-        calibration.score(
+        DEFAULT_CALIBRATION.score(
             term_coverage(query_terms, set(analyzer.terms(text))),
             known.get(result.id) if vector is not None else None,
         )
