@@ -272,11 +272,19 @@ def build_batches(
     """
     lengths = np.fromiter((len(x) for x in ids), dtype=np.intp, count=len(ids))
     # Longest first, so the first (slowest) batch shows up early; stable keeps
-    # equal-length texts in input order.
+    # equal-length texts in input order. A text at most half as long as its
+    # batch's first starts a batch: padded, it would cost as much as the longest
+    # (a turn's input part beside the whole turn, stores/vector/embedded.py).
     order = np.argsort(-lengths, kind="stable")
+    groups: list[list[int]] = []
+    for row in order.tolist():
+        full = not groups or len(groups[-1]) == batch_size
+        if full or 2 * lengths[row] <= lengths[groups[-1][0]]:
+            groups.append([])
+        groups[-1].append(row)
     batches = []
-    for start in range(0, len(order), batch_size):
-        rows = order[start : start + batch_size]
+    for group in groups:
+        rows = np.asarray(group, dtype=np.intp)
         row_lengths = lengths[rows]
         width = int(row_lengths.max())
         input_ids = np.zeros((len(rows), width), dtype=np.int64)
@@ -417,14 +425,10 @@ def _read_checked(source: _Source, expected_sha256: str | None, what: str) -> by
     """Read a whole file and check its sha256; the caller loads these very bytes."""
     try:
         data = source.path.read_bytes()
-    except FileNotFoundError as exc:
+    except OSError as exc:  # FileNotFoundError the most likely
         raise ModelFileError(
-            f"{what} {str(source.path)!r} (from {source.origin}) does not exist; fix the path "
-            "or reinstall the package that provides it."
-        ) from exc
-    except OSError as exc:
-        raise ModelFileError(
-            f"{what} {str(source.path)!r} (from {source.origin}) cannot be read: {exc}."
+            f"{what} {str(source.path)!r} (from {source.origin}) cannot be read ({exc.strerror}); "
+            "fix the path or reinstall the package that provides it."
         ) from exc
     if expected_sha256 is not None:
         actual = hashlib.sha256(data).hexdigest()

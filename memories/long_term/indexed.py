@@ -27,6 +27,7 @@ from memories.errors import InvalidInputError
 from memories.kernel.embeddings import resolve_embeddings
 from memories.kernel.namespaces import Namespace, NamespaceField, in_namespace, namespace_text
 from memories.kernel.paths import default_file
+from memories.kernel.retention import Sweeps
 from memories.kernel.steps import Step, Steps, arun, run, step, to_thread
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import OWN, Expiring, ExpiryLedger, Rule
@@ -60,7 +61,7 @@ _BACKEND_FIELDS = ("namespace", "session_id", "recall", "k", "write")
 _PROGRESS_FROM = 1_000
 
 
-class IndexedMemory(BaseMemory):
+class IndexedMemory(BaseMemory, Sweeps):
     """A memory with an index: one namespace of a Chroma store or of PostgreSQL with pgvector.
 
     The store's and the namespace's fields, the embedder and the backend
@@ -436,12 +437,6 @@ class IndexedMemory(BaseMemory):
     ) -> None:
         twin = self if namespace == self.namespace else in_namespace(self, namespace)
         twin._expire(expired, now)
-
-    async def asweep(
-        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
-    ) -> dict[str, int]:
-        """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run, own=own)
 
     def _expire(self, expired: Sequence[Expiring], now: float) -> None:
         """Delete expired documents of this namespace from the index, with their expiry rows.

@@ -23,6 +23,7 @@ from memories.core.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.errors import BudgetExceededError
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
+from memories.kernel.retention import Sweeps
 from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.stores.compaction import compactions
 from memories.stores.documents import ProfileStore, default_url
@@ -238,7 +239,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         )
 
 
-class ExpiringDocumentMemory(StoredDocumentMemory):
+class ExpiringDocumentMemory(StoredDocumentMemory, Sweeps):
     """A stored document that may expire: ``ttl`` minutes after its last write (or read).
 
     Expired, the document reads as empty at once (the schema's initial
@@ -323,12 +324,6 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
         return self.expiry.sweep(
             self._expire, now=self.clock(), batch=batch, dry_run=dry_run, namespace=only
         )
-
-    async def asweep(
-        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
-    ) -> dict[str, int]:
-        """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run, own=own)
 
     def _expire(self, namespace: Namespace, expired: list[Expiring], now: float) -> None:
         """Delete expired documents with their history and queue, and their expiry rows.

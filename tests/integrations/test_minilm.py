@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from memories.integrations import minilm
-from memories.integrations.minilm import EMBEDDING_DIM, MAX_TOKENS, MiniLMEmbeddings
+from memories.integrations.minilm import EMBEDDING_DIM, MAX_TOKENS, MiniLMEmbeddings, build_batches
 
 from memories.errors import (
     ConfigError,
@@ -70,6 +70,14 @@ def test_text_alone_and_inside_a_padded_batch_give_the_same_vector(
     batched = MiniLMEmbeddings(batch_size=len(TEXTS)).embed(TEXTS)
     alone = np.stack([embedder.embed([text])[0] for text in TEXTS])
     assert np.abs(batched - alone).max() < 1e-4
+
+
+def test_a_text_half_as_long_as_its_batch_is_not_padded_to_it() -> None:
+    # A turn and its input part are embedded in one call (stores/vector/embedded.py):
+    # padded to the turn's 256 word pieces, the part would cost as much as the turn.
+    batches = build_batches([[1] * 256, [2] * 57, [3] * 200, [4] * 128], batch_size=32)
+    assert [feed["input_ids"].shape for _, feed in batches] == [(2, 256), (1, 128), (1, 57)]
+    assert [rows.tolist() for rows, _ in batches] == [[0, 2], [3], [1]]
 
 
 def test_rows_come_back_in_input_order_whatever_the_batching() -> None:
@@ -216,6 +224,16 @@ def test_int8_activations_without_onnx_names_the_pip_command(
     # Settings of their own, so no session cached by another test answers.
     with pytest.raises(MissingDependencyError, match="pip install onnx"):
         MiniLMEmbeddings(int8_activations=True, intra_op_threads=3).load()
+
+
+@needs_onnx
+def test_every_memory_of_a_process_shares_one_default_model_session() -> None:
+    from memories.kernel.embeddings import default_embeddings
+
+    first, second = default_embeddings(), default_embeddings()
+    assert isinstance(first, MiniLMEmbeddings) and isinstance(second, MiniLMEmbeddings)
+    assert first is not second
+    assert first._get_runtime().session is second._get_runtime().session
 
 
 @needs_onnx
