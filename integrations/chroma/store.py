@@ -86,13 +86,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal
 
-import chromadb
 import httpx
 from chromadb.errors import ChromaError, NotFoundError
 from langchain_core.embeddings import Embeddings
 from memories.integrations.chroma import moves
 from memories.integrations.chroma.parts import (
-    _CLIENT_CREATION,
     _COLLECTION_PREFIX,
     _DELETION_SECONDS,
     _INCOMPLETE_KEY,
@@ -112,14 +110,13 @@ from memories.integrations.chroma.parts import (
     Demotion,
     LangChainEmbeddingFunction,
     StoredRecord,
-    _bound_waits,
     _digest,
     _Placement,
     _records,
     _shard_of,
     _store_id,
     _tag,
-    _within,
+    shared_client,
 )
 
 from memories.errors import (
@@ -820,31 +817,10 @@ class ChromaStore:
             )
 
     def _get_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                # Chroma shares one system per path (or one ephemeral system) between
-                # clients, and two threads creating the first client at once break it
-                # ("Could not connect to tenant default_tenant"): one creation at a time.
-                with _CLIENT_CREATION:
-                    self._client = self._make_client()
-            return self._client
-
-    def _make_client(self) -> Any:
-        settings = chromadb.Settings(anonymized_telemetry=False)
-        if self.mode == "memory":
-            return chromadb.EphemeralClient(settings=settings)
-        if self.mode == "http":
-            client = _within(
-                self.timeout,
-                lambda: chromadb.HttpClient(
-                    host=self.host, port=self.port, ssl=self.ssl, settings=settings
-                ),
-                f"connect to the Chroma server at {self.location}",
-            )
-            _bound_waits(client, self.timeout)
-            return client
-        Path(self.path).mkdir(parents=True, exist_ok=True)
-        return chromadb.PersistentClient(path=self.path, settings=settings)
+        if self._client is None:
+            where = (self.mode, self.path, self.host, self.port, self.ssl, self.timeout)
+            self._client = shared_client(*where, location=self.location)
+        return self._client
 
     @contextmanager
     def _translate(self, action: str) -> Iterator[None]:
