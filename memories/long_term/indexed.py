@@ -470,8 +470,18 @@ class DocumentMemory(IndexedMemory):
 
     Search, bulk add, delete, flush, dead letters, status, clear and erase,
     written once for the vector and the example memories (see
-    :class:`IndexedMemory` for the arguments).
+    :class:`IndexedMemory` for the arguments; ``memory_key``, ``input_key``
+    and ``output_key`` are LangChain's).
     """
+
+    memory_key: str = "history"
+    input_key: str | None = None
+    output_key: str | None = None
+
+    @property
+    def memory_variables(self) -> list[str]:
+        """The prompt variables this memory fills: ``[memory_key]``."""
+        return [self.memory_key]
 
     def _make_backend(self) -> VectorBackend:
         """The backend, discarding the expiry rows of the documents it deletes."""

@@ -37,7 +37,7 @@ from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import UpdateMethod
-from memories.kernel.embeddings import cosine, embedding_batch, query_vector
+from memories.kernel.embeddings import embedding_batch, query_vector
 from memories.kernel.keys import input_text_for
 from memories.kernel.messages import check_storable
 from memories.kernel.steps import Steps, arun, run, step, to_thread
@@ -57,11 +57,10 @@ from memories.stores.documents import (
 from memories.stores.expiry import Expiring, ExpiryLedger, Stamp
 from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
-from memories.stores.recall.types import ScoredId
 from memories.stores.vector.filters import check_metadata
 from memories.stores.vector.outbox import OutboxRow
 from memories.stores.vector.records import SearchResult
-from memories.stores.vector.scoring import calibrated
+from memories.stores.vector.scoring import search_texts
 
 __all__ = ["CollectionMemory", "CollectionStatus", "CollectionUpdate"]
 
@@ -596,8 +595,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             filter: a Chroma ``where`` clause on metadata; with ``as_of``, only
                 ``{"key": value}`` equalities.
             as_of: answer with the memories that were current then (a
-                timezone-aware datetime); ranked by embedding similarity
-                computed now, so it costs an embedding per version.
+                timezone-aware datetime); ranked by the memory's recall as current
+                ones are, embedded now, so it costs an embedding per version.
         """
         return run(self._searching(query, k, filter, as_of))
 
@@ -633,22 +632,17 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             vectors = yield step(
                 self.embedder.embed_documents, [self._text(r.content) for r in then]
             )
-        scored = [
-            (cosine(target, vector), record) for vector, record in zip(vectors, then, strict=True)
-        ]
-        scored.sort(key=lambda pair: -pair[0])
-        top = scored[: request.k or self.k]
-        # The same calibrated score as a search of the current memories gives.
-        results = calibrated(
-            [SearchResult(self._text(r.content), {}, cos, r.id) for cos, r in top],
+        # Ranked and scored as a search of the current memories is (the memory's recall).
+        found = search_texts(
+            {r.id: self._text(r.content) for r in then},
+            {r.id: vector for r, vector in zip(then, vectors, strict=True)},
             request.text,
-            self.recall,
             vector=target,
-            dense=[ScoredId(r.id, cos) for cos, r in top],
+            config=self.recall,
+            k=request.k or self.k,
         )
-        return [
-            rules.with_score(r, found.score) for (_, r), found in zip(top, results, strict=True)
-        ]
+        by_id = {r.id: r for r in then}
+        return [rules.with_score(by_id[f.id], f.score) for f in found]
 
     # -- LangChain's interface ------------------------------------------------------
 

@@ -14,13 +14,13 @@ from dataclasses import replace
 import numpy as np
 
 from memories.errors import InvalidInputError
-from memories.stores.recall import RecallConfig, ScoredId, scores
+from memories.stores.recall import RecallConfig, ScoredId, rank_candidates, scores
 from memories.stores.recall.scores import DEFAULT_CALIBRATION, term_coverage
 from memories.stores.recall.types import RankParts
 from memories.stores.vector.recall_index import document_date
 from memories.stores.vector.records import SearchResult
 
-__all__ = ["calibrated", "check_min_score", "cosines", "passing", "read_first"]
+__all__ = ["calibrated", "check_min_score", "cosines", "passing", "read_first", "search_texts"]
 
 
 def cosines(query: Sequence[float], vectors: Mapping[str, Sequence[float]], /) -> dict[str, float]:
@@ -95,6 +95,27 @@ def calibrated(
         parts = None if parts is None else RankParts(*(part * scale for part in parts))
         scored.append(replace(result, score=result.score * scale, ranking=parts))
     return scored
+
+
+def search_texts(
+    texts: Mapping[str, str],
+    vectors: Mapping[str, Sequence[float]],
+    query: str,
+    /,
+    *,
+    vector: Sequence[float],
+    config: RecallConfig,
+    k: int,
+) -> list[SearchResult]:
+    """The best ``k`` of a few texts held in hand, ranked and scored as a live search would."""
+    n, cos = max(config.candidates, k), cosines(vector, vectors) if config.uses_dense else {}
+    dense = sorted((ScoredId(*item) for item in cos.items()), key=lambda s: (-s.score, s.id))
+    index = config.lexical_index()
+    index.add_many("texts", texts.items())
+    lexical = index.search("texts", query, limit=n) if config.uses_lexical else []
+    ranked = rank_candidates(config, dense=dense[:n], lexical=lexical, limit=k)
+    found = [SearchResult(texts[s.id], {}, s.score, s.id) for s in ranked]
+    return calibrated(found, query, config, vector=vector if cos else None, dense=dense)
 
 
 def check_min_score(value: object, /) -> float:
