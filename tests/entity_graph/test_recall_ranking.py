@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 from memories.long_term.entity_graph.recall import by_relevance
 from memories.stores.recall import RecallConfig
-
-pytest.importorskip("numpy", reason="pip install 'chat-memories[chroma]'")
 
 
 def test_relations_rank_with_the_recall_defaults_not_a_length_normalised_bm25() -> None:
