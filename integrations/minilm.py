@@ -498,19 +498,28 @@ def _import(module: str, pip_command: str, feature: str = "MiniLMEmbeddings") ->
 
 
 def _int8_model(source: _Source, expected_sha256: str | None) -> bytes:
-    """The model rewritten by ``_onnx_int8``, cached under the sha256 of the model file and of
-    the rewriter (a file that matches a pinned hash is not even read when it is cached)."""
+    """The model rewritten by ``_onnx_int8``, cached under a hash of the rewriter and of the
+    model: its sha256, or its pinned one with the file (path, size, time) it was checked as, so
+    a cached file is not read again and another or a changed one is read and checked."""
     import memories.integrations._onnx_int8 as _onnx_int8
 
-    data = None if expected_sha256 else _read_checked(source, None, "MiniLM model file")
-    model_hash = expected_sha256 or hashlib.sha256(data or b"").hexdigest()
-    rewriter_hash = hashlib.sha256(Path(_onnx_int8.__file__).read_bytes()).hexdigest()
-    key = hashlib.sha256(f"{model_hash.lower()} {rewriter_hash}".encode()).hexdigest()
+    what, data = "MiniLM model file", None
+    if expected_sha256:
+        try:
+            seen = source.path.stat()
+        except OSError:
+            _read_checked(source, expected_sha256, what)  # raises, naming the file
+            raise
+        model = f"{expected_sha256.lower()} {source.path.resolve()} {seen.st_size}"
+        model += f" {seen.st_mtime_ns}"
+    else:
+        data = _read_checked(source, None, what)
+        model = hashlib.sha256(data).hexdigest()
+    rewriter = hashlib.sha256(Path(_onnx_int8.__file__).read_bytes()).hexdigest()
+    key = hashlib.sha256(f"{model} {rewriter}".encode()).hexdigest()
     return cached_bytes(
         f"minilm-int8-{key[:32]}.onnx",
-        lambda: _quantize_activations(
-            source, data or _read_checked(source, expected_sha256, "MiniLM model file")
-        ),
+        lambda: _quantize_activations(source, data or _read_checked(source, expected_sha256, what)),
     )
 
 

