@@ -800,13 +800,7 @@ class ChromaStore:
                 return found
             offset += _PAGE
 
-    # -- promotion ------------------------------------------------------------------
-
     # -- plumbing -------------------------------------------------------------------
-
-    def _collection(self, namespace: str) -> Any:
-        """The collection the namespace is read from now."""
-        return self._resolve(namespace).collection
 
     def _check_owner(self, name: str, metadata: Mapping[str, Any], namespace: str) -> None:
         owner = metadata.get(_NAMESPACE_META_KEY)

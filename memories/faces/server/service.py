@@ -99,21 +99,22 @@ def _checked_text(value: str, what: str) -> str:
     return value
 
 
+#: A memory's family -> the shape of data the inspector shows of it; the first match counts.
+_KINDS: tuple[tuple[type, str], ...] = (
+    (CollectionMemory, "collection"),
+    (EntityMemory, "entities"),
+    (ProfileMemory, "profile"),
+    (InstructionsMemory, "instructions"),
+    (DocumentMemory, "documents"),
+)
+
+
 def _kind(memory: Any) -> str:
     """What the inspector shows of a memory: its data's shape, from its class's family."""
-    if isinstance(memory, CollectionMemory):
-        return "collection"
-    if isinstance(memory, EntityMemory):
-        return "entities"
-    if isinstance(memory, ProfileMemory):
-        return "profile"
-    if isinstance(memory, InstructionsMemory):
-        return "instructions"
-    if isinstance(memory, DocumentMemory):
-        return "documents"
-    if capabilities_of(memory).chat_log:
-        return "chat"
-    return "other"
+    for family, kind in _KINDS:
+        if isinstance(memory, family):
+            return kind
+    return "chat" if capabilities_of(memory).chat_log else "other"
 
 
 class Inspector:
