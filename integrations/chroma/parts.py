@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -28,11 +29,13 @@ from memories.errors import (
     ConfigError,
     MissingDependencyError,
 )
+from memories.kernel.spaces import Space
 
 try:
     import chromadb
     import httpx
     from chromadb.api.types import Documents, EmbeddingFunction
+    from chromadb.errors import ChromaError
     from chromadb.utils.embedding_functions import register_embedding_function
 except ImportError as exc:  # pragma: no cover - the chroma extra is installed in tests
     raise MissingDependencyError(
@@ -345,3 +348,14 @@ def _within(seconds: float, make: Any, action: str) -> Any:
     if not ok:
         raise value
     return value
+
+
+def private_client(settings: Any, space: Space) -> Any:
+    """An in-memory client on the space's own database, made on first use, dropped with it."""
+    admin = chromadb.AdminClient(settings)
+    try:
+        admin.get_database(space.name)
+    except ChromaError:  # (NotFoundError) the space's first store
+        admin.create_database(space.name)
+        space.on_drop(partial(admin.delete_database, space.name))
+    return chromadb.EphemeralClient(settings=settings, database=space.name)

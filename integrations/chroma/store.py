@@ -120,6 +120,7 @@ from memories.integrations.chroma.parts import (
     _store_id,
     _tag,
     _within,
+    private_client,
 )
 
 from memories.errors import (
@@ -128,6 +129,7 @@ from memories.errors import (
     ConfigError,
 )
 from memories.kernel.paths import default_file
+from memories.kernel.spaces import Space
 from memories.stores.recall import ScoredId
 from memories.stores.vector.filters import NAMESPACE_KEY, scoped_filter
 
@@ -146,9 +148,7 @@ class ChromaStore:
     Args:
         mode: ``"persistent"``, ``"memory"`` or ``"http"``.
         path: the folder of a persistent store.
-        host: the Chroma server's host, in ``"http"`` mode.
-        port: the Chroma server's port, in ``"http"`` mode.
-        ssl: use HTTPS to reach the server.
+        host, port, ssl: the Chroma server's host and port, in ``"http"`` mode; use HTTPS.
         collection: prefix of the collection names (3 or more characters from
             ``[A-Za-z0-9._-]``, starting with a letter or digit).
         embeddings: what the collections are told embeds their documents; the
@@ -161,6 +161,8 @@ class ChromaStore:
             shard when this object first looks the namespace up (:meth:`demote`,
             safe while other processes write). False leaves such collections as
             they are, for ``memories reshard`` to move.
+        space: in ``"memory"`` mode, whose in-memory database this is (default: its own);
+            a memory's twins for other namespaces share it (:mod:`memories.kernel.spaces`).
     """
 
     def __init__(
@@ -176,6 +178,7 @@ class ChromaStore:
         timeout: float = 30.0,
         promote_at: int = 2_000,
         demote_on_open: bool = True,
+        space: Space | None = None,
     ) -> None:
         path = default_file("chroma") if path is None else path
         if mode not in CHROMA_MODES:
@@ -203,6 +206,7 @@ class ChromaStore:
         self.promote_at = promote_at
         self.demote_on_open = demote_on_open
         self._embedding_function = LangChainEmbeddingFunction(embeddings)
+        self.space = space or Space()
         self._client: Any = None
         self._id: str | None = None
         self._lock = threading.Lock()
@@ -225,8 +229,7 @@ class ChromaStore:
             return f"Chroma folder {self.path!r}"
         if self.mode == "memory":
             return "in-memory Chroma"
-        scheme = "https" if self.ssl else "http"
-        return f"Chroma server at {scheme}://{self.host}:{self.port}"
+        return f"Chroma server at http{'s' if self.ssl else ''}://{self.host}:{self.port}"
 
     @property
     def target(self) -> str:
@@ -248,7 +251,7 @@ class ChromaStore:
                             f"Cannot read or write the store id in the {self.location}: {exc}"
                         ) from exc
             return f"persistent:id:{self._id}#{self.collection_prefix}"
-        where = {"memory": "", "http": f"{self.host}:{self.port}"}
+        where = {"memory": self.space.name, "http": f"{self.host}:{self.port}"}
         return f"{self.mode}:{where[self.mode]}#{self.collection_prefix}"
 
     @property
@@ -803,8 +806,6 @@ class ChromaStore:
                 return found
             offset += _PAGE
 
-    # -- promotion ------------------------------------------------------------------
-
     # -- plumbing -------------------------------------------------------------------
 
     def _collection(self, namespace: str) -> Any:
@@ -822,9 +823,8 @@ class ChromaStore:
     def _get_client(self) -> Any:
         with self._lock:
             if self._client is None:
-                # Chroma shares one system per path (or one ephemeral system) between
-                # clients, and two threads creating the first client at once break it
-                # ("Could not connect to tenant default_tenant"): one creation at a time.
+                # Chroma shares one system per path (or in memory) between clients; two threads
+                # making the first at once break it ("Could not connect to tenant"): one at a time.
                 with _CLIENT_CREATION:
                     self._client = self._make_client()
             return self._client
@@ -832,7 +832,7 @@ class ChromaStore:
     def _make_client(self) -> Any:
         settings = chromadb.Settings(anonymized_telemetry=False)
         if self.mode == "memory":
-            return chromadb.EphemeralClient(settings=settings)
+            return private_client(settings, self.space)
         if self.mode == "http":
             client = _within(
                 self.timeout,
