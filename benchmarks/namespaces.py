@@ -322,6 +322,8 @@ def main() -> None:
     for at, point in enumerate(results[layouts[0]]):
         for column in columns:
             row = [results[layout][at].get(column, float("nan")) for layout in layouts]
+            if all(v != v for v in row):  # the first user's point has its RSS only
+                continue
             print(f"{point['users']:>6}  {column:<14}" + "".join(f"{v:>16.1f}" for v in row))
 
 

@@ -25,6 +25,9 @@ here independently of ours (:class:`PlainBM25`). Rankings re-rank
 pre-computed candidates with the functions a memory calls (an exact cosine
 search standing in for the vector store); ``--shipped`` also runs the
 shipped ``VectorMemory`` end to end on the small memories and the demo.
+``--turns whole`` or ``--turns input`` embeds a ``save_context`` turn by one of
+its texts alone instead of as shipped (the mean of both,
+:mod:`memories.stores.vector.embedded`).
 "contradicts" is the share of queries whose top 10 rank a result above one
 whose reported score is more than twice as high and at least 0.3 (ours report
 their rank scores on the calibrated scale: :func:`calibrated_scale`).

@@ -28,6 +28,25 @@ the per-process BM25 index, which each process rebuilds from Chroma after
 another process's write) checked out in a temporary worktree. With
 ``--pgvector``, ``pgvector`` is this checkout on a throwaway PostgreSQL with
 pgvector (``vectors=``; no Chroma server in its path).
+
+``--first-search`` measures instead what a fresh process waits for with the
+*default* embeddings (MiniLM, int8 activations) on the default embedded store
+(issue 37)::
+
+    python benchmarks/scale_out.py --first-search [--turns 10000] [--runs 5]
+                                   [--store DIR] [--baseline REV]
+
+It fills a persistent store with ``--turns`` turns once (MiniLM; ``--store``
+reuses a folder filled before), then starts ``--runs`` fresh processes per
+implementation and model cache state: *cold* (an empty ``MEMORIES_CACHE_DIR``:
+the model is rewritten in the process) and *warm* (a cache filled by an
+untimed process). Each imports the library and Chroma's client (timed apart),
+builds ``VectorMemory`` and runs one search: "build -> first result" is that
+span, in wall and process CPU seconds, split into the model's load (the
+imports of onnxruntime, tokenizers and onnx; the session; the model bytes
+and the tokenizer) and the rest (Chroma, the index, the query). Medians of
+the runs; the load average before and after is printed, since wall time on a
+shared machine is mostly waiting for a core.
 """
 
 from __future__ import annotations
@@ -164,7 +183,7 @@ def _rss_mb() -> float:
 
 def worker(options: dict[str, Any]) -> dict[str, Any]:
     """One process's part; its figures as a dict (printed as JSON)."""
-    questions = chat_texts(options["searches"] + 7)[7:]
+    questions = chat_texts(options.get("searches", 1) + 7)[7:]
     if options["job"] == "fill":
         memory = _memory(options)
         texts = chat_texts(options["turns"])
@@ -172,6 +191,17 @@ def worker(options: dict[str, Any]) -> dict[str, Any]:
             batch = texts[start : start + 5_000]
             turns = [{"session": "fill", "turn": start + i} for i in range(len(batch))]
             memory.add(batch, metadatas=turns, progress=False)
+        memory.flush()
+        return {"count": memory.backend.count()}
+    if options["job"] == "first_default":
+        return first_default(options)
+    if options["job"] == "fill_default":
+        from memories.long_term.vector import VectorMemory
+
+        memory = VectorMemory(path=options["store"], namespace=options["namespace"], k=10)
+        texts = chat_texts(options["turns"])
+        turns = [{"session": "fill", "turn": i} for i in range(len(texts))]
+        memory.add(texts, metadatas=turns, progress=False)
         memory.flush()
         return {"count": memory.backend.count()}
     if options["job"] == "first":
@@ -203,6 +233,121 @@ def worker(options: dict[str, Any]) -> dict[str, Any]:
             continue
         latencies.append(1000 * (time.perf_counter() - started))
     return {"latencies_ms": latencies, "errors": errors, "rss_mb": _rss_mb()}
+
+
+def _clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _since(start: tuple[float, float]) -> tuple[float, float]:
+    wall, cpu = _clock()
+    return wall - start[0], cpu - start[1]
+
+
+def first_default(options: dict[str, Any]) -> dict[str, Any]:
+    """A fresh process's first search with the default embeddings, its model load split out."""
+    started = _clock()
+    from memories.integrations import chroma, minilm
+
+    from memories.long_term.vector import VectorMemory
+
+    if hasattr(chroma, "import_client_code"):  # an older baseline imports Chroma when made
+        chroma.import_client_code("persistent")
+    parts: dict[str, list[float]] = {}
+
+    def timed(name: str, function: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = _clock()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent = _since(start)
+                totals = parts.setdefault(name, [0.0, 0.0])
+                totals[0], totals[1] = totals[0] + spent[0], totals[1] + spent[1]
+
+        return wrapper
+
+    for name in ("_load_runtime", "_import", "_make_session"):
+        if hasattr(minilm, name):
+            setattr(minilm, name, timed(name, getattr(minilm, name)))
+    imports = _since(started)
+    built = _clock()
+    memory = VectorMemory(
+        path=options["store"], namespace=options["namespace"], session_id="first", k=10
+    )
+    results = memory.search(chat_texts(8)[7])
+    first = _since(built)
+    load = parts.get("_load_runtime", [0.0, 0.0])
+    return {
+        "imports": imports,
+        "first": first,
+        "model_load": load,
+        "model_imports": parts.get("_import", [0.0, 0.0]),
+        "session": parts.get("_make_session", [0.0, 0.0]),
+        "rest": [first[i] - load[i] for i in (0, 1)],
+        "found": len(results),
+        "rss_mb": _rss_mb(),
+    }
+
+
+def first_search_table(args: argparse.Namespace) -> int:
+    """``--first-search``: fresh processes' build -> first result with the default embeddings."""
+    work = Path(tempfile.mkdtemp(prefix="memories-first-search-"))
+    store = Path(args.store) if args.store else work / "store"
+    trees = {"current": ROOT}
+    try:
+        if args.baseline:
+            trees["baseline"] = work / "baseline"
+            subprocess.run(
+                ["git", "worktree", "add", "--detach", str(trees["baseline"]), args.baseline],
+                cwd=ROOT, check=True, capture_output=True,
+            )  # fmt: skip
+        options = {"store": str(store), "namespace": "first-search", "turns": args.turns[0]}
+        if not store.exists():
+            started = time.monotonic()
+            fill = {**options, "job": "fill_default"}
+            _collect([_spawn(ROOT, fill, work / "fill-cache")], timeout=7_200)
+            print(f"filled {args.turns[0]:,} turns in {time.monotonic() - started:.0f} s")
+        print(f"load average before: {os.getloadavg()}")
+        rows = []
+        for name, tree in trees.items():
+            warm = work / f"{name}-warm-cache"
+            _collect([_spawn(tree, {**options, "job": "first_default"}, warm)], timeout=600)
+            for cache in ("cold", "warm"):
+                runs = []
+                for i in range(args.runs):
+                    folder = warm if cache == "warm" else work / f"{name}-cold-{i}"
+                    job = {**options, "job": "first_default"}
+                    (result,) = _collect([_spawn(tree, job, folder)], timeout=600)
+                    runs.append(result)
+                rows.append((name, cache, runs))
+        print(f"load average after: {os.getloadavg()}")
+    finally:
+        if "baseline" in trees:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(trees["baseline"])],
+                cwd=ROOT, capture_output=True,
+            )  # fmt: skip
+        shutil.rmtree(work, ignore_errors=True)  # the caches (and the store unless --store)
+
+    def median(runs: list[dict[str, Any]], key: str) -> str:
+        wall = statistics.median(r[key][0] for r in runs)
+        cpu = statistics.median(r[key][1] for r in runs)
+        return f"{wall:.3f} / {cpu:.3f}"
+
+    keys = ("first", "model_load", "model_imports", "session", "rest", "imports")
+    print(f"\nmedian of {args.runs} fresh processes, wall / CPU seconds, {args.turns[0]:,} turns:")
+    print(
+        "| implementation | model cache | build -> first result | model load | of which "
+        "onnxruntime/tokenizers/onnx imports | of which session | rest (Chroma, index, query) "
+        "| before: library + Chroma imports | RSS (MB) |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, cache, runs in rows:
+        rss = statistics.median(r["rss_mb"] for r in runs)
+        cells = " | ".join(median(runs, key) for key in keys)
+        print(f"| {name} | {cache} | {cells} | {rss:.0f} |")
+    return 0
 
 
 def _wait_until(moment: float) -> None:
@@ -260,9 +405,11 @@ print(json.dumps(scale_out.worker(json.loads(sys.argv[2]))))
 """
 
 
-def _spawn(tree: Path, options: dict[str, Any]) -> subprocess.Popen[str]:
+def _spawn(tree: Path, options: dict[str, Any], cache: Path | None = None) -> subprocess.Popen[str]:
     boot = _BOOT.format(root=str(ROOT))
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    if cache is not None:  # the folder of the MiniLM model cache (issue 37)
+        env["MEMORIES_CACHE_DIR"] = str(cache)
     return subprocess.Popen(
         [sys.executable, "-c", boot, str(tree), json.dumps(options)],
         stdout=subprocess.PIPE,
@@ -372,7 +519,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--pgvector", action="store_true", help="also this checkout on PostgreSQL with pgvector"
     )
+    parser.add_argument(
+        "--first-search", action="store_true", help="fresh processes' first search, MiniLM"
+    )
+    parser.add_argument("--runs", type=int, default=5, help="--first-search: processes per row")
+    parser.add_argument("--store", help="--first-search: a store folder, filled if absent")
     args = parser.parse_args(argv)
+    if args.first_search:
+        return first_search_table(args)
     rows = run(args)
     print(
         "| implementation | turns | processes | search p50 / p95, no writes (ms) "

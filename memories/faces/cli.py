@@ -11,6 +11,7 @@ something left (run it again).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shlex
@@ -261,13 +262,9 @@ def _clear(args: argparse.Namespace) -> int:
             "vector memory); --erase-namespace erases profiles, entity graphs and whole "
             "namespaces."
         )
-    if not args.yes:
-        print("This erases:", *(f"  {t}" for t in targets), sep="\n")
-        print("Go on? [y/N] ", end="")
-        sys.stdout.flush()
-        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-            print("memories clear: nothing erased.", file=sys.stderr)
-            return 1
+    if not args.yes and not _confirmed("This erases:", targets):
+        print("memories clear: nothing erased.", file=sys.stderr)
+        return 1
     for line in clear(memory, namespaces=args.erase_namespace):
         print(f"memories clear: erased {line}.", file=sys.stderr)
     return 0
@@ -276,18 +273,16 @@ def _clear(args: argparse.Namespace) -> int:
 def _erase(args: argparse.Namespace) -> int:
     from memories.faces.commands import erase
 
-    def confirm(lines: list[str]) -> bool:
-        print("This erases, for good (no rollback):", *(f"  {t}" for t in lines), sep="\n")
-        print("Go on? [y/N] ", end="")
-        sys.stdout.flush()
-        return sys.stdin.readline().strip().lower() in ("y", "yes")
-
     report = erase(
         args.config,
         namespace=args.namespace,
         session=args.session,
         out=sys.stderr,
-        confirm=None if args.yes or args.dry_run else confirm,
+        confirm=(
+            None
+            if args.yes or args.dry_run
+            else functools.partial(_confirmed, "This erases, for good (no rollback):")
+        ),
         dry_run=args.dry_run,
     )
     if report is None:
@@ -319,12 +314,9 @@ def _reshard(args: argparse.Namespace) -> int:
         print(f"{verb} {demotion.namespace}: {demotion.documents} documents into its shard")
     if args.dry_run:
         return 0
-    if not args.yes:
-        print(f"Move {len(movable)} namespaces? [y/N] ", end="")
-        sys.stdout.flush()
-        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-            print("memories reshard: nothing moved.", file=sys.stderr)
-            return 1
+    if not args.yes and not _confirmed(f"Move {len(movable)} namespaces?"):
+        print("memories reshard: nothing moved.", file=sys.stderr)
+        return 1
     moved = [d for d in reshard(memory) if d.moved]
     documents = sum(d.documents for d in moved)
     print(
@@ -355,6 +347,16 @@ def _sweep(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"memories sweep: {note}", file=sys.stderr)
     return 0
+
+
+def _confirmed(question: str, lines: Sequence[str] = ()) -> bool:
+    """Ask ``question`` (after ``lines``, indented) on stdout; whether stdin answered yes."""
+    if lines:
+        print(question, *(f"  {line}" for line in lines), sep="\n")
+        question = "Go on?"
+    print(f"{question} [y/N] ", end="")
+    sys.stdout.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 def _nothing_to_do(command: str, unmade: list[str]) -> bool:

@@ -42,7 +42,7 @@ import re
 import string
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
@@ -53,6 +53,9 @@ from memories.errors import MemoriesError
 from memories.faces.runnable import MemoryFactory, SessionMemories
 from memories.kernel.namespaces import in_namespace
 from memories.stores.entities.triples import KnowledgeTriple
+
+if TYPE_CHECKING:
+    from memories.long_term.entity_graph import EntityMemory
 
 __all__ = [
     "MAX_CONTENT",
@@ -83,7 +86,10 @@ MAX_OPERATIONS = 100
 MAX_NAME = 500
 
 
-class _PerRun:
+M = TypeVar("M", bound=BaseMemory)
+
+
+class _PerRun(Generic[M]):
     """The memory a run's tools use: ``template`` in the namespace the run's config fills.
 
     Labels written ``{name}`` take the run's ``configurable`` values; one
@@ -91,12 +97,12 @@ class _PerRun:
     and kept for later runs.
     """
 
-    def __init__(self, template: BaseMemory) -> None:
+    def __init__(self, template: M) -> None:
         self.template = template
         self._lock = threading.Lock()
-        self._made: dict[tuple[str, ...], BaseMemory] = {}
+        self._made: dict[tuple[str, ...], M] = {}
 
-    def memory(self, config: RunnableConfig | None) -> BaseMemory:
+    def memory(self, config: RunnableConfig | None) -> M:
         """The run's memory.
 
         Raises:
@@ -121,6 +127,16 @@ class _PerRun:
             if key not in self._made:
                 self._made[key] = in_namespace(self.template, key)
             return self._made[key]
+
+
+def _tools(*functions: Callable[..., str]) -> list[BaseTool]:
+    """Each function as a tool whose errors go back to the model (:func:`_answer`)."""
+    return [StructuredTool.from_function(f, handle_tool_error=_answer) for f in functions]
+
+
+def _in_range(value: int, what: str, most: int, *, least: int = 1) -> None:
+    if not least <= value <= most:
+        raise ToolException(f"{what} must be between {least} and {most}, got {value}.")
 
 
 def _bounded(text: str, what: str, most: int) -> str:
@@ -167,7 +183,6 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
         longer true. Give the id (from search_memory) to update or delete.
         """
         target = per_run.memory(config)
-        assert isinstance(target, CollectionMemory)
         if content is not None:
             _bounded(content, "content", MAX_CONTENT)
         with _told_to_the_model():
@@ -196,11 +211,8 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
     ) -> str:
         """Search your long-term memories about the user; returns them with their ids."""
         target = per_run.memory(config)
-        assert isinstance(target, CollectionMemory)
-        if not 1 <= limit <= MAX_LIMIT:
-            raise ToolException(f"limit must be between 1 and {MAX_LIMIT}, got {limit}.")
-        if not 0 <= offset <= MAX_OFFSET:
-            raise ToolException(f"offset must be between 0 and {MAX_OFFSET}, got {offset}.")
+        _in_range(limit, "limit", MAX_LIMIT)
+        _in_range(offset, "offset", MAX_OFFSET, least=0)
         _bounded(query, "query", MAX_QUERY)
         with _told_to_the_model():
             found = target.search(query, k=limit + offset)[offset:]
@@ -212,10 +224,7 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
             ensure_ascii=False,
         )
 
-    return [
-        StructuredTool.from_function(manage_memory, handle_tool_error=_answer),
-        StructuredTool.from_function(search_memory, handle_tool_error=_answer),
-    ]
+    return _tools(manage_memory, search_memory)
 
 
 def profile_tool(profile: Any, /) -> BaseTool:
@@ -233,7 +242,6 @@ def profile_tool(profile: Any, /) -> BaseTool:
         Returns the profile as it now stands.
         """
         target = per_run.memory(config)
-        assert isinstance(target, ProfileMemory)
         if len(operations) > MAX_OPERATIONS:
             raise ToolException(
                 f"{len(operations)} operations in one patch; at most {MAX_OPERATIONS}."
@@ -243,7 +251,7 @@ def profile_tool(profile: Any, /) -> BaseTool:
             target.update(list(operations))
             return json.dumps(target.get(), ensure_ascii=False)
 
-    return StructuredTool.from_function(update_profile, handle_tool_error=_answer)
+    return _tools(update_profile)[0]
 
 
 def read_profile_tool(profile: Any, /) -> BaseTool:
@@ -260,11 +268,10 @@ def read_profile_tool(profile: Any, /) -> BaseTool:
         Read it before update_profile, to patch the paths it has.
         """
         target = per_run.memory(config)
-        assert isinstance(target, ProfileMemory)
         with _told_to_the_model():
             return json.dumps(target.get() or {}, ensure_ascii=False)
 
-    return StructuredTool.from_function(read_profile, handle_tool_error=_answer)
+    return _tools(read_profile)[0]
 
 
 def entity_tools(
@@ -368,8 +375,7 @@ def _entity_summary_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[B
 
         An empty query lists them all (the most recently written last).
         """
-        if not 1 <= limit <= MAX_LIMIT:
-            raise ToolException(f"limit must be between 1 and {MAX_LIMIT}, got {limit}.")
+        _in_range(limit, "limit", MAX_LIMIT)
         _bounded(query, "query", MAX_QUERY)
         store = memory_for(config).knowledge_store
         with _told_to_the_model():
@@ -385,10 +391,7 @@ def _entity_summary_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[B
         ]
         return json.dumps(found[-limit:], ensure_ascii=False)
 
-    return [
-        StructuredTool.from_function(manage_entity, handle_tool_error=_answer),
-        StructuredTool.from_function(search_entities, handle_tool_error=_answer),
-    ]
+    return _tools(manage_entity, search_entities)
 
 
 def _relation_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[BaseTool]:
@@ -431,23 +434,13 @@ def _relation_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[BaseToo
             facts = graph.get_entity_knowledge(entity.strip(), depth=depth)
         return json.dumps(facts, ensure_ascii=False)
 
-    return [
-        StructuredTool.from_function(manage_relation, handle_tool_error=_answer),
-        StructuredTool.from_function(entity_knowledge, handle_tool_error=_answer),
-    ]
+    return _tools(manage_relation, entity_knowledge)
 
 
-def _graph_tools(per_run: _PerRun) -> list[BaseTool]:
-    from memories.long_term.entity_graph import EntityMemory
-
-    def graph_for(config: RunnableConfig) -> EntityMemory:
-        target = per_run.memory(config)
-        assert isinstance(target, EntityMemory)
-        return target
-
+def _graph_tools(per_run: _PerRun[EntityMemory]) -> list[BaseTool]:
     def applied(config: RunnableConfig, operations: list[dict[str, Any]], done: str) -> str:
         with _told_to_the_model():
-            update = graph_for(config).apply(operations)
+            update = per_run.memory(config).apply(operations)
         return done if update.changes else "nothing changed: the graph holds that already"
 
     def manage_entity(
@@ -539,11 +532,10 @@ def _graph_tools(per_run: _PerRun) -> list[BaseTool]:
     def search_entities(query: str, limit: int = 10, *, config: RunnableConfig) -> str:
         """What the graph knows about ``query``: the entities it names or is about, their
         current relations and one more hop, with ids (for manage_relation's end)."""
-        if not 1 <= limit <= MAX_LIMIT:
-            raise ToolException(f"limit must be between 1 and {MAX_LIMIT}, got {limit}.")
+        _in_range(limit, "limit", MAX_LIMIT)
         _bounded(query, "query", MAX_QUERY)
         with _told_to_the_model():
-            found = graph_for(config).recall(query)
+            found = per_run.memory(config).recall(query)
         entities = [
             {"name": e.name, "type": e.type, "aliases": list(e.aliases), "summary": e.summary}
             for e in found.entities[:limit]
@@ -560,11 +552,7 @@ def _graph_tools(per_run: _PerRun) -> list[BaseTool]:
         ]
         return json.dumps({"entities": entities, "relations": relations}, ensure_ascii=False)
 
-    return [
-        StructuredTool.from_function(manage_entity, handle_tool_error=_answer),
-        StructuredTool.from_function(manage_relation, handle_tool_error=_answer),
-        StructuredTool.from_function(search_entities, handle_tool_error=_answer),
-    ]
+    return _tools(manage_entity, manage_relation, search_entities)
 
 
 def _answer(error: ToolException) -> str:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from memories.errors import ConfigError
+from memories.kernel.steps import blocking_twin
 
-__all__ = ["DAY", "Retention"]
+__all__ = ["DAY", "Retention", "Sweeps"]
 
 #: Seconds in a day: ``keep_days`` is counted in these.
 DAY = 86_400.0
@@ -79,3 +80,15 @@ class Retention:
         if self.keep_messages is not None:
             config["keep_messages"] = self.keep_messages
         return config
+
+
+class Sweeps:
+    """Keeps data that expires: :meth:`sweep` deletes it, :meth:`asweep` on a worker thread."""
+
+    def sweep(
+        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
+    ) -> dict[str, int]:
+        """Delete what has expired (``own``: only this memory's); how many went, per owner."""
+        raise NotImplementedError(f"{type(self).__name__} must define sweep()")
+
+    asweep = blocking_twin(sweep)

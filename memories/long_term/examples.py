@@ -167,8 +167,6 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
     example_keys: list[str] | None = None
     record_turns: bool = True
     memory_key: str = "examples"
-    input_key: str | None = None
-    output_key: str | None = None
     return_messages: bool = False
     human_prefix: str = "Human"
     ai_prefix: str = "AI"
@@ -395,11 +393,6 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         return kept
 
     # -- LangChain's memory interface -----------------------------------------
-
-    @property
-    def memory_variables(self) -> list[str]:
-        """The prompt variables this memory fills: ``[memory_key]``."""
-        return [self.memory_key]
 
     def check_turn(self, inputs: Any, outputs: Any) -> None:
         """Raise what :meth:`save_context` would raise for this turn, writing nothing."""

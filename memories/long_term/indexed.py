@@ -27,6 +27,7 @@ from memories.errors import InvalidInputError
 from memories.kernel.embeddings import resolve_embeddings
 from memories.kernel.namespaces import Namespace, NamespaceField, in_namespace, namespace_text
 from memories.kernel.paths import default_file
+from memories.kernel.retention import Sweeps
 from memories.kernel.spaces import Space
 from memories.kernel.steps import Step, Steps, arun, run, step, to_thread
 from memories.stores.erasure import StoreShare
@@ -61,7 +62,7 @@ _BACKEND_FIELDS = ("namespace", "session_id", "recall", "k", "write")
 _PROGRESS_FROM = 1_000
 
 
-class IndexedMemory(BaseMemory):
+class IndexedMemory(BaseMemory, Sweeps):
     """A memory with an index: one namespace of a Chroma store or of PostgreSQL with pgvector.
 
     The store's and the namespace's fields, the embedder and the backend
@@ -443,12 +444,6 @@ class IndexedMemory(BaseMemory):
         twin = self if namespace == self.namespace else in_namespace(self, namespace)
         twin._expire(expired, now)
 
-    async def asweep(
-        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
-    ) -> dict[str, int]:
-        """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run, own=own)
-
     def _expire(self, expired: Sequence[Expiring], now: float) -> None:
         """Delete expired documents of this namespace from the index, with their expiry rows.
 
@@ -481,8 +476,18 @@ class DocumentMemory(IndexedMemory):
 
     Search, bulk add, delete, flush, dead letters, status, clear and erase,
     written once for the vector and the example memories (see
-    :class:`IndexedMemory` for the arguments).
+    :class:`IndexedMemory` for the arguments; ``memory_key``, ``input_key``
+    and ``output_key`` are LangChain's).
     """
+
+    memory_key: str = "history"
+    input_key: str | None = None
+    output_key: str | None = None
+
+    @property
+    def memory_variables(self) -> list[str]:
+        """The prompt variables this memory fills: ``[memory_key]``."""
+        return [self.memory_key]
 
     def _make_backend(self) -> VectorBackend:
         """The backend, discarding the expiry rows of the documents it deletes."""

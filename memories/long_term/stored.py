@@ -23,6 +23,7 @@ from memories.core.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.errors import BudgetExceededError
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
+from memories.kernel.retention import Sweeps
 from memories.kernel.steps import Steps, arun, run, step, to_thread
 from memories.stores.compaction import compactions
 from memories.stores.documents import ProfileStore, default_url
@@ -52,6 +53,9 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         policy: when the model updates the document; ``"background"`` runs it
             on the scheduler after ``debounce`` seconds of quiet.
         every_n: the queued turns per update under ``"every_n"``.
+        instructions: extra guidance for the model.
+        max_retries: how many times an invalid reply is sent back to the model.
+        max_turns_per_update: the most queued turns one model call sees.
     """
 
     namespace: NamespaceField = ("default",)
@@ -59,6 +63,9 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     url: str = Field(default_factory=default_url)
     policy: str = "manual"
     every_n: int = Field(default=3, gt=0)
+    instructions: str | None = None
+    max_retries: int = Field(default=2, ge=0)
+    max_turns_per_update: int = Field(default=10, gt=0)
     memory_key: str = Field(default="document", min_length=1)
     input_key: str | None = None
     output_key: str | None = None
@@ -232,7 +239,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         )
 
 
-class ExpiringDocumentMemory(StoredDocumentMemory):
+class ExpiringDocumentMemory(StoredDocumentMemory, Sweeps):
     """A stored document that may expire: ``ttl`` minutes after its last write (or read).
 
     Expired, the document reads as empty at once (the schema's initial
@@ -317,12 +324,6 @@ class ExpiringDocumentMemory(StoredDocumentMemory):
         return self.expiry.sweep(
             self._expire, now=self.clock(), batch=batch, dry_run=dry_run, namespace=only
         )
-
-    async def asweep(
-        self, *, batch: int = 500, dry_run: bool = False, own: bool = False
-    ) -> dict[str, int]:
-        """Async :meth:`sweep`."""
-        return await to_thread(self.sweep, batch=batch, dry_run=dry_run, own=own)
 
     def _expire(self, namespace: Namespace, expired: list[Expiring], now: float) -> None:
         """Delete expired documents with their history and queue, and their expiry rows.

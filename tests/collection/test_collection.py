@@ -497,3 +497,18 @@ def test_an_update_the_index_missed_is_indexed_again_by_the_next_process(
     assert [(r.content, r.version) for r in found] == [("User likes strong coffee", 2)]
     assert "1 memories are indexed at another version" in caplog.text
     assert len(again.search("User", k=10)) == 2
+
+
+def test_search_as_of_now_ranks_and_scores_as_a_search_of_the_current_memories(
+    make_collection: Callable[..., CollectionMemory],
+) -> None:
+    """Both use the memory's recall (hybrid: a rare word counts), not the embeddings alone."""
+    memory = make_collection()
+    memory.put("User drinks tea")
+    memory.put("User named the new kitten Miso after the soup she loves eating every day")
+    memory.put("User works from home on Fridays")
+    current = memory.search("Miso user")
+    now = memory.search("Miso user", as_of=datetime.now(UTC))
+    assert "Miso" in current[0].content
+    assert [r.id for r in now] == [r.id for r in current]
+    assert [r.score for r in now] == pytest.approx([r.score for r in current], abs=1e-6)

@@ -336,3 +336,32 @@ def test_rows_another_writer_slipped_under_a_saved_window_show_on_the_next_load(
     assert mine.load_memory_variables({})["history"] == expected
     assert theirs.load_memory_variables({})["history"] == expected
     assert opened().load_memory_variables({})["history"] == expected  # from the stored window
+
+
+def test_threads_saving_through_one_token_buffer_show_what_a_fresh_count_shows(
+    tmp_path: Path,
+) -> None:
+    """Concurrent saves fold their own rows unread: each one takes the window inside its write
+    transaction, so the next save (waiting for the write lock) folds into the window it wrote."""
+    import threading
+
+    path = tmp_path / "chat.db"
+    memory = TokenBufferMemory(
+        max_token_limit=60, token_counter="chars", chat_memory=SQLiteHistory(path, session_id="s")
+    )
+    memory.save_context({"input": "start"}, {"output": "ok"})
+
+    def saves(name: str) -> None:
+        for i in range(10):
+            memory.save_context({"input": f"{name} {i}"}, {"output": f"done {i}"})
+
+    threads = [threading.Thread(target=saves, args=(f"t{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    log = InMemoryHistory()
+    log.add_messages(SQLiteHistory(path, session_id="s").messages)
+    afresh = TokenBufferMemory(max_token_limit=60, token_counter="chars", chat_memory=log)
+    assert len(log.messages) == 82
+    assert memory.load_memory_variables({}) == afresh.load_memory_variables({})

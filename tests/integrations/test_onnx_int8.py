@@ -82,3 +82,48 @@ def test_a_row_gives_the_same_result_whatever_else_is_in_the_batch() -> None:
     alone = run(rewritten, row)[0]
     together = run(rewritten, np.concatenate([row, loud_neighbour]))[0][:1]
     np.testing.assert_array_equal(alone, together)
+
+
+def test_an_int8_lookup_table_is_read_in_int8_and_only_its_rows_dequantized() -> None:
+    # MiniLM's word embeddings: Gather(Cast(int8 table) * scale). Folded at load, the fp32
+    # table cost every session 47 MB and 0.08 s; the rewrite must give the very same rows.
+    h, tp, nh = onnx.helper, onnx.TensorProto, onnx.numpy_helper
+    rng = np.random.default_rng(2)
+    table = rng.integers(-127, 128, size=(50, 6)).astype(np.int8)
+    per_row = rng.uniform(0.001, 0.01, size=(50, 1)).astype(np.float32)
+    per_column = rng.uniform(0.001, 0.01, size=(1, 6)).astype(np.float32)
+    nodes = [h.make_node("Cast", ["table"], ["table_f"], to=tp.FLOAT)]
+    for name in ("per_row", "per_column"):
+        nodes += [
+            h.make_node("Mul", ["table_f", name], [name + "_table"]),
+            h.make_node("Gather", [name + "_table", "ids"], [name + "_rows"]),
+        ]
+    graph = h.make_graph(
+        nodes,
+        "lookup",
+        [h.make_tensor_value_info("ids", tp.INT64, ["batch", "seq"])],
+        [h.make_tensor_value_info(n + "_rows", tp.FLOAT, None) for n in ("per_row", "per_column")],
+        [
+            nh.from_array(v, n)
+            for n, v in [("table", table), ("per_row", per_row), ("per_column", per_column)]
+        ],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    original = model.SerializeToString()
+
+    rewritten, _ = quantize_activations_per_token(onnx, original)
+
+    gathered = [
+        n.input[0] for n in onnx.load_from_string(rewritten).graph.node if n.op_type == "Gather"
+    ]
+    # Rows of int8 and their scales; a table scaled per column is left as it was.
+    assert sorted(gathered) == ["per_column_table", "per_row", "table"]
+    ids = rng.integers(0, 50, size=(3, 7)).astype(np.int64)
+    before = ort.InferenceSession(original, providers=["CPUExecutionProvider"]).run(
+        None, {"ids": ids}
+    )
+    after = ort.InferenceSession(rewritten, providers=["CPUExecutionProvider"]).run(
+        None, {"ids": ids}
+    )
+    for old, new in zip(before, after, strict=True):
+        np.testing.assert_array_equal(old, new)

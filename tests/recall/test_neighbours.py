@@ -82,13 +82,23 @@ def test_rank_candidates_smooths_when_given_positions() -> None:
 
 
 def test_a_turn_no_ranker_found_never_rises_above_one_that_was() -> None:
-    # s1-2 sits between two strong matches but neither ranker found it.
-    dense = [ScoredId("s1-1", 0.9), ScoredId("s1-3", 0.9), ScoredId("s2-0", 0.2)]
+    # s1-3 sits two turns from two strong matches but neither ranker found it or a turn beside it.
+    dense = [ScoredId("s1-1", 0.9), ScoredId("s1-5", 0.9), ScoredId("s2-0", 0.2)]
     lexical = [ScoredId("s1-1", 3.0), ScoredId("s2-0", 0.5)]
-    config = RecallConfig(neighbour_weight=0.75, neighbour_window=1)
+    config = RecallConfig(neighbour_weight=0.75, neighbour_window=2)
     ranked = rank_candidates(config, dense=dense, lexical=lexical, positions=POSITIONS)
     order = [item.id for item in ranked]
-    assert order.index("s1-2") > max(order.index(i) for i in ("s1-1", "s1-3", "s2-0"))
+    assert order.index("s1-3") > max(order.index(i) for i in ("s1-1", "s1-5", "s2-0"))
+
+
+def test_the_turn_beside_a_match_is_its_exchanges_other_half_and_may_rise() -> None:
+    """Between utterances, a question and its reply are one exchange split in two documents."""
+    lexical = [ScoredId("s1-1", 5.0), ScoredId("s2-0", 1.0)]  # the question, a weak match
+    config = RecallConfig(neighbour_weight=0.5, neighbour_window=2)
+    ranked = rank_candidates(config, lexical=lexical, positions=POSITIONS)
+    order = [item.id for item in ranked]
+    assert order[:3] == ["s1-1", "s1-0", "s1-2"]  # the reply (and the turn before) borrow
+    assert order.index("s1-3") > order.index("s2-0")  # two turns away: still held below
 
 
 def test_exchanges_neither_lend_nor_borrow() -> None:

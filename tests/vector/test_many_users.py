@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+import chromadb
 import pytest
 
+from memories import VectorMemory
 from memories.kernel import embeddings
 from memories.stores.vector import pending, recall_index, writes
 from memories.stores.vector.writes import background_writer
-from tests.vector.conftest import MakeVector
+from tests.vector.conftest import MakeVector, WordEmbeddings
 
 USERS = 300
+WORDS = WordEmbeddings()
 
 
 def test_per_namespace_maps_stay_bounded_when_memories_are_dropped(
@@ -45,3 +51,26 @@ def test_a_turn_queued_before_its_memory_is_dropped_still_lands(make_vector: Mak
     gc.collect()
     assert background_writer().flush(timeout=30)
     assert store.count("users/dropped") == 2, f"{queued} queued turn(s) lost with their memory"
+
+
+def test_memories_of_one_folder_share_one_chroma_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[str] = []
+
+    def counted(name: str, make: Callable[..., Any]) -> Callable[..., Any]:
+        def making(*args: Any, **kwargs: Any) -> Any:
+            made.append(name)
+            return make(*args, **kwargs)
+
+        return making
+
+    monkeypatch.setattr(chromadb, "Settings", counted("settings", chromadb.Settings))
+    monkeypatch.setattr(chromadb, "PersistentClient", counted("client", chromadb.PersistentClient))
+    for user in range(5):
+        memory = VectorMemory(path=str(tmp_path), namespace=("users", f"u{user}"), embeddings=WORDS)
+        memory.save_context({"input": f"user {user} likes tea"}, {"output": "noted"})
+        assert memory.search("tea", k=1)
+        del memory
+    # Settings read the environment (about 50 ms): twice per user before, the first user's now.
+    assert made.count("client") == 1 and made.count("settings") <= 2, made

@@ -181,7 +181,7 @@ def test_collections_never_use_chromas_default_embedding_function(
 
     memory = make_vector(namespace="ef")
     memory.save_context({"input": "a"}, {"output": "b"})
-    collection = memory.store._collection("ef")
+    collection = memory.store._resolve("ef").collection
     assert isinstance(collection._embedding_function, LangChainEmbeddingFunction)
 
 

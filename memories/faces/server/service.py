@@ -99,21 +99,22 @@ def _checked_text(value: str, what: str) -> str:
     return value
 
 
+#: A memory's family -> the shape of data the inspector shows of it; the first match counts.
+_KINDS: tuple[tuple[type, str], ...] = (
+    (CollectionMemory, "collection"),
+    (EntityMemory, "entities"),
+    (ProfileMemory, "profile"),
+    (InstructionsMemory, "instructions"),
+    (DocumentMemory, "documents"),
+)
+
+
 def _kind(memory: Any) -> str:
     """What the inspector shows of a memory: its data's shape, from its class's family."""
-    if isinstance(memory, CollectionMemory):
-        return "collection"
-    if isinstance(memory, EntityMemory):
-        return "entities"
-    if isinstance(memory, ProfileMemory):
-        return "profile"
-    if isinstance(memory, InstructionsMemory):
-        return "instructions"
-    if isinstance(memory, DocumentMemory):
-        return "documents"
-    if capabilities_of(memory).chat_log:
-        return "chat"
-    return "other"
+    for family, kind in _KINDS:
+        if isinstance(memory, family):
+            return kind
+    return "chat" if capabilities_of(memory).chat_log else "other"
 
 
 class Inspector:
@@ -266,10 +267,6 @@ class Inspector:
             return namespace_key(namespace) in leaf.backend.namespaces()
         return False
 
-    def _names_of(self, leaf: Any, contains: str = "") -> dict[Namespace, int | None]:
-        """The namespaces ``leaf`` holds data in, with its document count (None: unknown)."""
-        return namespaces_held(leaf, contains)
-
     def namespaces(self, *, q: str = "", page: int = 1) -> dict[str, Any]:
         """The namespaces any memory of the config holds data in, sorted, a page at a time.
 
@@ -279,7 +276,7 @@ class Inspector:
         q = _checked_text(q, "q")
         merged: dict[Namespace, dict[str, int | None]] = {}
         for memory_id, leaf in self._namespaced():
-            for namespace, count in self._names_of(leaf, q).items():
+            for namespace, count in namespaces_held(leaf, q).items():
                 merged.setdefault(namespace, {})[memory_id] = count
         names = sorted(merged, key=".".join)
         start = (page - 1) * self.page_size

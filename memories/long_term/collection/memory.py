@@ -37,7 +37,7 @@ from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import UpdateMethod
-from memories.kernel.embeddings import cosine, embedding_batch, query_vector
+from memories.kernel.embeddings import embedding_batch, query_vector
 from memories.kernel.keys import input_text_for
 from memories.kernel.messages import check_storable
 from memories.kernel.steps import Steps, arun, run, step, to_thread
@@ -57,11 +57,10 @@ from memories.stores.documents import (
 from memories.stores.expiry import Expiring, ExpiryLedger, Stamp
 from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
-from memories.stores.recall.types import ScoredId
 from memories.stores.vector.filters import check_metadata
 from memories.stores.vector.outbox import OutboxRow
 from memories.stores.vector.records import SearchResult
-from memories.stores.vector.scoring import calibrated
+from memories.stores.vector.scoring import search_texts
 
 __all__ = ["CollectionMemory", "CollectionStatus", "CollectionUpdate"]
 
@@ -133,13 +132,10 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     policy: TurnPolicy = "turn"
     k: int = Field(default=5, ge=1)
     related_k: int = Field(default=10, ge=1)
-    instructions: str | None = None
     enable_inserts: bool = True
     enable_updates: bool = True
     enable_deletes: bool = True
     duplicate_threshold: float = Field(default=0.9, gt=0, le=1)
-    max_retries: int = Field(default=2, ge=0)
-    max_turns_per_update: int = Field(default=10, gt=0)
     update_method: UpdateMethod = "auto"
     memory_key: str = Field(default="memories", min_length=1)
 
@@ -599,8 +595,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             filter: a Chroma ``where`` clause on metadata; with ``as_of``, only
                 ``{"key": value}`` equalities.
             as_of: answer with the memories that were current then (a
-                timezone-aware datetime); ranked by embedding similarity
-                computed now, so it costs an embedding per version.
+                timezone-aware datetime); ranked by the memory's recall as current
+                ones are, embedded now, so it costs an embedding per version.
         """
         return run(self._searching(query, k, filter, as_of))
 
@@ -636,22 +632,11 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             vectors = yield step(
                 self.embedder.embed_documents, [self._text(r.content) for r in then]
             )
-        scored = [
-            (cosine(target, vector), record) for vector, record in zip(vectors, then, strict=True)
-        ]
-        scored.sort(key=lambda pair: -pair[0])
-        top = scored[: request.k or self.k]
-        # The same calibrated score as a search of the current memories gives.
-        results = calibrated(
-            [SearchResult(self._text(r.content), {}, cos, r.id) for cos, r in top],
-            request.text,
-            self.recall,
-            vector=target,
-            dense=[ScoredId(r.id, cos) for cos, r in top],
-        )
-        return [
-            rules.with_score(r, found.score) for (_, r), found in zip(top, results, strict=True)
-        ]
+        # Ranked and scored as a search of the current memories is (the memory's recall).
+        held = {r.id: (self._text(r.content), v) for r, v in zip(then, vectors, strict=True)}
+        found = search_texts(self.recall, request.text, target, held, k=request.k or self.k)
+        by_id = {r.id: r for r in then}
+        return [rules.with_score(by_id[f.id], f.score) for f in found]
 
     # -- LangChain's interface ------------------------------------------------------
 

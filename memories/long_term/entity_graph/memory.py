@@ -121,9 +121,6 @@ class EntityMemory(StoredDocumentMemory):
     hops: int = Field(default=2, ge=1, le=3)
     max_tokens: int = Field(default=600, gt=0)
     related_k: int = Field(default=20, ge=1)
-    instructions: str | None = None
-    max_retries: int = Field(default=2, ge=0)
-    max_turns_per_update: int = Field(default=10, gt=0)
     update_method: UpdateMethod = "auto"
     memory_key: str = Field(default="entities", min_length=1)
 

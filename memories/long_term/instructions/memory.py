@@ -178,9 +178,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
     approval: bool = False
     policy: Policy = "feedback"
     every_n: int = Field(default=5, gt=0)
-    max_retries: int = Field(default=2, ge=0)
     max_turns_per_update: int = Field(default=20, gt=0)
-    instructions: str | None = None
     memory_key: str = Field(default="instructions", min_length=1)
 
     def __init__(self, **data: Any) -> None:

@@ -125,10 +125,7 @@ class ProfileMemory(ExpiringDocumentMemory):
     format: Literal["json", "text"] = "json"
     policy: Policy = "turn"
     debounce: float = Field(default=5.0, ge=0)
-    max_retries: int = Field(default=2, ge=0)
     max_document_tokens: int = Field(default=2000, gt=0)
-    max_turns_per_update: int = Field(default=10, gt=0)
-    instructions: str | None = None
     update_method: UpdateMethod = "auto"
 
     _schema: ProfileSchema = PrivateAttr()

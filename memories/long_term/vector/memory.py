@@ -74,17 +74,9 @@ class VectorMemory(DocumentMemory):
         expires=True,
     )
 
-    memory_key: str = "history"
-    input_key: str | None = None
-    output_key: str | None = None
     return_docs: bool = False
 
     # -- LangChain's interface ------------------------------------------------------
-
-    @property
-    def memory_variables(self) -> list[str]:
-        """The prompt variables this memory fills: ``[memory_key]``."""
-        return [self.memory_key]
 
     def save_context(
         self,

@@ -36,16 +36,10 @@ _MONTHS = (
 
 @dataclass(frozen=True)
 class RecallConfig:
-    """How stored turns are ranked for a query.
+    """How stored turns are ranked for a query; each field's default is said beside it.
 
-    The defaults: hybrid min-max fusion weighting dense 0.4 and BM25 0.6, BM25
-    without length normalisation, each utterance borrowing half the score of
-    the two turns either side of it (exchanges, which hold both sides, do not:
-    :mod:`memories.stores.recall.matches`), and a turn said by the one speaker
-    a query names scoring twice as high. ``benchmarks/recall_datasets.py``
-    chooses them leave-one-dataset-out over LoCoMo, LongMemEval at session
-    level and small LongMemEval memories filled by ``save_context``;
-    ``benchmarks/locomo.py`` by leave-one-conversation-out on LoCoMo.
+    ``benchmarks/recall_datasets.py`` chooses the defaults leave-one-dataset-out over LoCoMo,
+    LongMemEval sessions and small memories filled by ``save_context``.
     """
 
     mode: RecallMode = "hybrid"

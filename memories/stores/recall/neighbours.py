@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from memories.stores.recall.types import ScoredId
 
-__all__ = ["TurnPosition", "neighbour_positions", "smooth_neighbours"]
+__all__ = ["TurnPosition", "beside", "neighbour_positions", "smooth_neighbours"]
+
+_DocAt = Mapping[tuple[str, int], str]
 
 
 @dataclass(frozen=True, order=True)
@@ -81,10 +83,7 @@ def smooth_neighbours(
         raise ValueError(f"weight and window must be >= 0, got {weight!r} and {window!r}.")
     scores = {item.id: item.score for item in scored}
     if weight and window:
-        # Plain (session, index) keys: tuples hash and compare in C.
-        at = doc_at
-        if at is None:
-            at = {(p.session, p.index): doc_id for doc_id, p in positions.items()}
+        at = position_map(positions, doc_at)
         offsets = [o for o in range(-window, window + 1) if o]
         lent: dict[str, float] = {}
         for item in scored:
@@ -99,6 +98,22 @@ def smooth_neighbours(
         for doc_id, extra in lent.items():
             scores[doc_id] = scores.get(doc_id, 0.0) + extra
     return best_first(scores, limit)
+
+
+def beside(
+    found: Iterable[str], positions: Mapping[str, TurnPosition], doc_at: _DocAt | None = None, /
+) -> set[str]:
+    """The turns right before or after a found one (``doc_at`` as :func:`smooth_neighbours`)."""
+    at, near = position_map(positions, doc_at), set[str]()
+    for p in filter(None, map(positions.get, found)):
+        near.update(filter(None, (at.get((p.session, p.index + o)) for o in (-1, 1))))
+    return near
+
+
+def position_map(positions: Mapping[str, TurnPosition], doc_at: _DocAt | None, /) -> _DocAt:
+    """``doc_at`` if given, else the document at each ``(session, index)`` of ``positions``."""
+    # Plain (session, index) keys: tuples hash and compare in C.
+    return doc_at if doc_at is not None else {(p.session, p.index): i for i, p in positions.items()}
 
 
 def best_first(scores: Mapping[str, float], limit: int | None = None, /) -> list[ScoredId]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from memories.stores.recall.config import RecallConfig
 from memories.stores.recall.fusion import min_max_fusion, reciprocal_rank_fusion
 from memories.stores.recall.matches import exchange_ids, matches_first
-from memories.stores.recall.neighbours import TurnPosition, best_first, smooth_neighbours
+from memories.stores.recall.neighbours import TurnPosition, beside, best_first, smooth_neighbours
 from memories.stores.recall.speakers import boost_speakers
 from memories.stores.recall.types import RankParts, ScoredId
 
@@ -92,17 +92,14 @@ def rank_candidates(
     smoothing = bool(positions) and config.neighbour_weight > 0 and config.neighbour_window > 0
     if not (boosting or smoothing):
         return fused[:limit]
-    own = {item.id: item.score for item in fused}
-    final = fused
+    own, final = {item.id for item in fused}, fused
     if smoothing and positions is not None:
+        alone = exchange_ids(speakers)
+        weight, window = config.neighbour_weight, config.neighbour_window
         final = smooth_neighbours(
-            final,
-            positions,
-            weight=config.neighbour_weight,
-            window=config.neighbour_window,
-            doc_at=doc_at,
-            alone=exchange_ids(speakers),
+            final, positions, weight=weight, window=window, doc_at=doc_at, alone=alone
         )
+        own |= beside(own - alone, positions, doc_at)
     if boosting and speakers is not None:
         final = boost_speakers(final, speakers, named, weight=config.speaker_weight)
     return best_first(matches_first(final, own), limit)

@@ -525,14 +525,7 @@ class ChromaBackend(RecallBackend):
             todo_ids = [row.doc_id for row in todo]
             embedded = self._embed_claimed(todo_ids, [(row.text, row.metadata) for row in todo])
             vectors.update(zip(todo_ids, embedded, strict=True))
-        with pending.lock:
-            pending.writing(ids, now=True)
-        try:
-            self._write(rows, [vectors[i] for i in ids])
-        except Exception:
-            with pending.lock:
-                pending.writing(ids, now=False)
-            raise
+        self._write(rows, [vectors[i] for i in ids])
         with pending.lock:
             pending.stored(documents)
         self.outbox.remove(target, namespace, rows)

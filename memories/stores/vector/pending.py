@@ -40,8 +40,6 @@ class PendingDocument:
     """Its embedding once computed, else None."""
     claimed: bool = False
     """Whether someone is computing its embedding now (others wait rather than redo it)."""
-    writing: bool = False
-    """Whether a write to the store is under way (the store may have it already)."""
 
 
 class PendingDocuments:
@@ -115,13 +113,6 @@ class PendingDocuments:
             if document is not None:
                 document.claimed = False
         self.changed.notify_all()
-
-    def writing(self, ids: Iterable[str], /, *, now: bool) -> None:
-        """Mark the start (``now=True``) or the failed end of a write of pending ``ids``."""
-        for doc_id in ids:
-            document = self._documents.get(doc_id)
-            if document is not None:
-                document.writing = now
 
     def stored(self, documents: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
         """The store has these ``(id, text, metadata)`` documents now: no longer pending.

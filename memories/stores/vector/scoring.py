@@ -14,13 +14,16 @@ from dataclasses import replace
 import numpy as np
 
 from memories.errors import InvalidInputError
-from memories.stores.recall import RecallConfig, ScoredId, scores
-from memories.stores.recall.scores import DEFAULT_CALIBRATION, ScoreCalibration, term_coverage
+from memories.stores.recall import RecallConfig, ScoredId, rank_candidates, scores
+from memories.stores.recall.scores import DEFAULT_CALIBRATION, term_coverage
 from memories.stores.recall.types import RankParts
 from memories.stores.vector.recall_index import document_date
 from memories.stores.vector.records import SearchResult
 
-__all__ = ["calibrated", "check_min_score", "cosines", "passing", "read_first"]
+__all__ = ["calibrated", "check_min_score", "cosines", "passing", "read_first", "search_texts"]
+
+#: Texts held in hand by id, each with its embedding.
+_Held = Mapping[str, tuple[str, Sequence[float]]]
 
 
 def cosines(query: Sequence[float], vectors: Mapping[str, Sequence[float]], /) -> dict[str, float]:
@@ -57,7 +60,6 @@ def calibrated(
     vector: Sequence[float] | None,
     dense: Iterable[ScoredId] = (),
     vectors_of: Callable[[list[str]], Mapping[str, Sequence[float]]] | None = None,
-    calibration: ScoreCalibration = DEFAULT_CALIBRATION,
     ranking: Mapping[str, RankParts] | None = None,
 ) -> list[SearchResult]:
     """The results, in the same order, their rank scores put on the calibrated scale.
@@ -83,7 +85,7 @@ def calibrated(
     query_terms = set(analyzer.terms(query))
     texts = [config.lexical_text(r.text, when=document_date(r.metadata)) for r in results]
     own = [
-        calibration.score(
+        DEFAULT_CALIBRATION.score(
             term_coverage(query_terms, set(analyzer.terms(text))),
             known.get(result.id) if vector is not None else None,
         )
@@ -96,6 +98,21 @@ def calibrated(
         parts = None if parts is None else RankParts(*(part * scale for part in parts))
         scored.append(replace(result, score=result.score * scale, ranking=parts))
     return scored
+
+
+def search_texts(
+    config: RecallConfig, query: str, vector: Sequence[float], held: _Held, *, k: int
+) -> list[SearchResult]:
+    """The best ``k`` of a few (text, embedding) pairs held in hand, ranked as a live search."""
+    n = max(config.candidates, k)
+    cos = cosines(vector, {i: v for i, (_, v) in held.items()}) if config.uses_dense else {}
+    dense = sorted((ScoredId(*item) for item in cos.items()), key=lambda s: (-s.score, s.id))
+    index = config.lexical_index()
+    index.add_many("held", ((i, text) for i, (text, _) in held.items()))
+    lexical = index.search("held", query, limit=n) if config.uses_lexical else []
+    ranked = rank_candidates(config, dense=dense[:n], lexical=lexical, limit=k)
+    found = [SearchResult(held[s.id][0], {}, s.score, s.id) for s in ranked]
+    return calibrated(found, query, config, vector=vector if cos else None, dense=dense)
 
 
 def check_min_score(value: object, /) -> float:
