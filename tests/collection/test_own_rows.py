@@ -12,7 +12,7 @@ import pytest
 from memories.integrations.langgraph_store import CollectionStoreAdapter
 
 from memories import CollectionMemory, InvalidInputError
-from tests.retention.conftest import Clock
+from tests.retention.conftest import Clock, ledger_url  # noqa: F401  (SQLite and PostgreSQL)
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 Make = Callable[..., CollectionMemory]
@@ -24,10 +24,10 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def make(tmp_path: Path, clock: Clock) -> Make:
+def make(tmp_path: Path, clock: Clock, ledger_url: str) -> Make:  # noqa: F811
     def made(key: str, **options: Any) -> CollectionMemory:
         options.setdefault("namespace", ("users", "ada"))
-        options.setdefault("url", f"sqlite:///{tmp_path / 'ledger.db'}")
+        options.setdefault("url", ledger_url)
         return CollectionMemory(
             key=key,
             path=str(tmp_path / "chroma"),
@@ -93,7 +93,7 @@ def test_a_database_of_one_keyed_collection_reads_back_after_the_upgrade(
     make: Make, clock: Clock, tmp_path: Path
 ) -> None:
     """An older version kept every key's memories under ``memory:<id>``: claimed on open."""
-    older = make("collection")  # where an older version wrote a keyed collection's rows
+    older = make("collection", url=f"sqlite:///{tmp_path / 'ledger.db'}")  # as an older version
     x = older.put("Ada writes Rust at work", ttl=None)
     y = older.put("Ada is on call this week", ttl=60)
     older.update(x, "Ada writes Rust and Go at work")
