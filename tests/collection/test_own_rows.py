@@ -124,3 +124,25 @@ def test_the_langgraph_adapters_times_to_live_are_its_collections(make: Make, cl
     assert store.get(("users", "ada"), "diet") is None and work.get("diet") is None
     assert store.sweep_ttl() == 1
     assert work.history("diet") == [] and home.get("diet") is not None
+
+
+def test_erasing_a_namespace_leaves_no_note_of_it(make: Make, tmp_path: Path) -> None:
+    """The upgrade's note of which namespaces held collection rows names a person too."""
+    older = make("collection", url=f"sqlite:///{tmp_path / 'ledger.db'}")  # as an older version
+    older.put("Ada writes Rust at work")
+    before = sqlite3.connect(tmp_path / "ledger.db")
+    with sqlite3.connect(tmp_path / "older.db") as copy:
+        before.backup(copy)
+        copy.execute("DROP TABLE memories_collection_legacy")  # not made by an older version
+    before.close()
+    reopened = make("collection", url=f"sqlite:///{tmp_path / 'older.db'}")
+    assert reopened.list()  # opened by this version: the note is made
+
+    def noted() -> list[str]:
+        with sqlite3.connect(tmp_path / "older.db") as db:
+            return [ns for (ns,) in db.execute("SELECT namespace FROM memories_collection_legacy")]
+
+    assert noted() == ["users.ada"]
+    for share in reopened.erasure_shares(session=False, namespace=True):  # as erase_user does
+        share.erase()
+    assert noted() == [] and reopened.list() == []
