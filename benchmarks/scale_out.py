@@ -251,7 +251,8 @@ def first_default(options: dict[str, Any]) -> dict[str, Any]:
 
     from memories.long_term.vector import VectorMemory
 
-    chroma.import_client_code("persistent")
+    if hasattr(chroma, "import_client_code"):  # an older baseline imports Chroma when made
+        chroma.import_client_code("persistent")
     parts: dict[str, list[float]] = {}
 
     def timed(name: str, function: Any) -> Any:
@@ -266,8 +267,9 @@ def first_default(options: dict[str, Any]) -> dict[str, Any]:
 
         return wrapper
 
-    for name in ("_load_runtime", "_import", "_make_session"):  # a baseline has them too
-        setattr(minilm, name, timed(name, getattr(minilm, name)))
+    for name in ("_load_runtime", "_import", "_make_session"):
+        if hasattr(minilm, name):
+            setattr(minilm, name, timed(name, getattr(minilm, name)))
     imports = _since(started)
     built = _clock()
     memory = VectorMemory(
@@ -326,11 +328,7 @@ def first_search_table(args: argparse.Namespace) -> int:
                 ["git", "worktree", "remove", "--force", str(trees["baseline"])],
                 cwd=ROOT, capture_output=True,
             )  # fmt: skip
-        shutil.rmtree(work / "fill-cache", ignore_errors=True)
-        for folder in work.glob("*-cache"):
-            shutil.rmtree(folder, ignore_errors=True)
-        if not args.store:
-            shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)  # the caches (and the store unless --store)
 
     def median(runs: list[dict[str, Any]], key: str) -> str:
         wall = statistics.median(r[key][0] for r in runs)

@@ -19,7 +19,6 @@ is cached (:mod:`memories.kernel.file_cache`), so a process reads only that.
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import hashlib
 import importlib
@@ -43,6 +42,7 @@ from memories.errors import (
     ModelFileError,
 )
 from memories.kernel.file_cache import cached_bytes
+from memories.kernel.steps import blocking_twin
 
 __all__ = [
     "EMBEDDING_DIM",
@@ -216,10 +216,6 @@ class MiniLMEmbeddings(Embeddings):
             return out
         return pool_windows(out, owners, [len(i) for i in ids], len(texts))
 
-    async def aembed(self, texts: Sequence[str], /) -> Vectors:
-        """Async :meth:`embed`: the same work, in a worker thread (onnxruntime releases the GIL)."""
-        return await asyncio.to_thread(self.embed, texts)
-
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents; one list of 384 floats per text."""
         vectors: list[list[float]] = self.embed(texts).tolist()
@@ -231,16 +227,9 @@ class MiniLMEmbeddings(Embeddings):
         vector: list[float] = self.embed([text])[0].tolist()
         return vector
 
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Async :meth:`embed_documents`."""
-        vectors: list[list[float]] = (await self.aembed(texts)).tolist()
-        return vectors
-
-    async def aembed_query(self, text: str) -> list[float]:
-        """Async :meth:`embed_query`."""
-        _check_query(text)
-        vector: list[float] = (await self.aembed([text]))[0].tolist()
-        return vector
+    # onnxruntime releases the GIL, so async work runs on a worker thread: aembed here,
+    # and LangChain's aembed_documents / aembed_query run the sync methods on one already.
+    aembed = blocking_twin(embed)
 
     # -- loading -------------------------------------------------------------------
 

@@ -25,7 +25,6 @@ from memories.kernel.steps import Steps, step
 __all__ = [
     "cosine",
     "default_embeddings",
-    "embed_documents",
     "embedding_batch",
     "resolve_embeddings",
 ]
@@ -77,12 +76,6 @@ def embedding_batch(embedder: Embeddings, size: int, /) -> AbstractContextManage
         "memories.batch_size": size,
     }
     return measured("embedding", f"embeddings {name}", attributes)
-
-
-def embed_documents(embedder: Embeddings, texts: list[str], /) -> list[list[float]]:
-    """``embedder.embed_documents(texts)``, counted and traced as one batch."""
-    with embedding_batch(embedder, len(texts)):
-        return embedder.embed_documents(texts)
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

@@ -12,7 +12,7 @@ import pytest
 from memories.integrations.langgraph_store import CollectionStoreAdapter
 
 from memories import CollectionMemory, InvalidInputError
-from tests.retention.conftest import Clock
+from tests.retention.conftest import Clock, ledger_url  # noqa: F401  (SQLite and PostgreSQL)
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 Make = Callable[..., CollectionMemory]
@@ -24,10 +24,10 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def make(tmp_path: Path, clock: Clock) -> Make:
+def make(tmp_path: Path, clock: Clock, ledger_url: str) -> Make:  # noqa: F811
     def made(key: str, **options: Any) -> CollectionMemory:
         options.setdefault("namespace", ("users", "ada"))
-        options.setdefault("url", f"sqlite:///{tmp_path / 'ledger.db'}")
+        options.setdefault("url", ledger_url)
         return CollectionMemory(
             key=key,
             path=str(tmp_path / "chroma"),
@@ -93,7 +93,7 @@ def test_a_database_of_one_keyed_collection_reads_back_after_the_upgrade(
     make: Make, clock: Clock, tmp_path: Path
 ) -> None:
     """An older version kept every key's memories under ``memory:<id>``: claimed on open."""
-    older = make("collection")  # where an older version wrote a keyed collection's rows
+    older = make("collection", url=f"sqlite:///{tmp_path / 'ledger.db'}")  # as an older version
     x = older.put("Ada writes Rust at work", ttl=None)
     y = older.put("Ada is on call this week", ttl=60)
     older.update(x, "Ada writes Rust and Go at work")
@@ -124,3 +124,25 @@ def test_the_langgraph_adapters_times_to_live_are_its_collections(make: Make, cl
     assert store.get(("users", "ada"), "diet") is None and work.get("diet") is None
     assert store.sweep_ttl() == 1
     assert work.history("diet") == [] and home.get("diet") is not None
+
+
+def test_erasing_a_namespace_leaves_no_note_of_it(make: Make, tmp_path: Path) -> None:
+    """The upgrade's note of which namespaces held collection rows names a person too."""
+    older = make("collection", url=f"sqlite:///{tmp_path / 'ledger.db'}")  # as an older version
+    older.put("Ada writes Rust at work")
+    before = sqlite3.connect(tmp_path / "ledger.db")
+    with sqlite3.connect(tmp_path / "older.db") as copy:
+        before.backup(copy)
+        copy.execute("DROP TABLE memories_collection_legacy")  # not made by an older version
+    before.close()
+    reopened = make("collection", url=f"sqlite:///{tmp_path / 'older.db'}")
+    assert reopened.list()  # opened by this version: the note is made
+
+    def noted() -> list[str]:
+        with sqlite3.connect(tmp_path / "older.db") as db:
+            return [ns for (ns,) in db.execute("SELECT namespace FROM memories_collection_legacy")]
+
+    assert noted() == ["users.ada"]
+    for share in reopened.erasure_shares(session=False, namespace=True):  # as erase_user does
+        share.erase()
+    assert noted() == [] and reopened.list() == []

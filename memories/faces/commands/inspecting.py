@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -49,10 +48,6 @@ def _describe(message: BaseMessage, width: int = 100) -> str:
     return f"{role}: {text}"
 
 
-def _format_messages(messages: Iterable[BaseMessage]) -> str:
-    return "".join(f"  {_describe(m)}\n" for m in messages)
-
-
 def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) -> None:
     """Print a memory's config, its sessions' messages, its derived state and what it shows."""
     try:
@@ -94,7 +89,7 @@ def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) 
         _inspect_knowledge(session_id, store, out, last=last)
     tokens = TiktokenCounter()(shown_messages) if shown_messages else 0
     out.write(f"\nwhat the memory adds to the next prompt ({tokens} tokens):\n")
-    out.write(_format_messages(shown_messages) or "  (nothing)\n")
+    out.write("".join(f"  {_describe(m)}\n" for m in shown_messages) or "  (nothing)\n")
 
 
 def _inspect_profile(profile: ProfileMemory, out: TextIO, *, last: int | None) -> None:

@@ -176,9 +176,8 @@ def held_namespaces(memory: LangChainBaseMemory) -> list[Namespace]:
     return sorted(found, key=".".join)
 
 
-def leaf_memories(memory: LangChainBaseMemory) -> list[LangChainBaseMemory]:
-    """The memories that hold data: ``memory``, or the members of a combined or read-only one."""
-    return leaves_of(memory)
+#: The memories that hold data: ``memory``, or the members of a combined or read-only one.
+leaf_memories = leaves_of
 
 
 def histories_of(memory: LangChainBaseMemory, command: str) -> list[ChatHistory]:

@@ -188,10 +188,6 @@ def _param(request: Request, name: str) -> str:
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def _is_api(path: str) -> bool:
-    return path == "/api" or path.startswith("/api/")
-
-
 def _int(request: Request, name: str, default: int, highest: int) -> int:
     text = request.query_params.get(name)
     if text is None or text == "":
@@ -275,7 +271,7 @@ def _own_path(path: str) -> str:
 
 
 def _error(request: Request, status: int, detail: str) -> Response:
-    if _is_api(request.url.path):
+    if request.url.path == "/api" or request.url.path.startswith("/api/"):
         return JSONResponse({"error": detail, "status": status}, status_code=status)
     writes = getattr(request.app.state, "writes", False) if "app" in request.scope else False
     page = _TEMPLATES.get_template("error.html").render(

@@ -267,10 +267,6 @@ class Inspector:
             return namespace_key(namespace) in leaf.backend.namespaces()
         return False
 
-    def _names_of(self, leaf: Any, contains: str = "") -> dict[Namespace, int | None]:
-        """The namespaces ``leaf`` holds data in, with its document count (None: unknown)."""
-        return namespaces_held(leaf, contains)
-
     def namespaces(self, *, q: str = "", page: int = 1) -> dict[str, Any]:
         """The namespaces any memory of the config holds data in, sorted, a page at a time.
 
@@ -280,7 +276,7 @@ class Inspector:
         q = _checked_text(q, "q")
         merged: dict[Namespace, dict[str, int | None]] = {}
         for memory_id, leaf in self._namespaced():
-            for namespace, count in self._names_of(leaf, q).items():
+            for namespace, count in namespaces_held(leaf, q).items():
                 merged.setdefault(namespace, {})[memory_id] = count
         names = sorted(merged, key=".".join)
         start = (page - 1) * self.page_size

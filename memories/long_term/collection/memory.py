@@ -633,14 +633,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 self.embedder.embed_documents, [self._text(r.content) for r in then]
             )
         # Ranked and scored as a search of the current memories is (the memory's recall).
-        found = search_texts(
-            {r.id: self._text(r.content) for r in then},
-            {r.id: vector for r, vector in zip(then, vectors, strict=True)},
-            request.text,
-            vector=target,
-            config=self.recall,
-            k=request.k or self.k,
-        )
+        held = {r.id: (self._text(r.content), v) for r, v in zip(then, vectors, strict=True)}
+        found = search_texts(self.recall, request.text, target, held, k=request.k or self.k)
         by_id = {r.id: r for r in then}
         return [rules.with_score(by_id[f.id], f.score) for f in found]
 

@@ -27,16 +27,7 @@ from memories.stores.expiry import Expiring
 if TYPE_CHECKING:
     from memories.long_term.collection.memory import CollectionMemory
 
-__all__ = [
-    "DEFAULT_KEY",
-    "MEMORY_PREFIX",
-    "Rows",
-    "claim",
-    "expire_in",
-    "key_of",
-    "lining_up",
-    "memory_id",
-]
+__all__ = ["MEMORY_PREFIX", "Rows", "claim", "expire_in", "lining_up", "memory_id"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +71,8 @@ class Rows:
 
     def index_namespace(self, namespace: Namespace) -> Namespace:
         """The namespace of the collection's index documents."""
-        return (
-            namespace
-            if self.key == DEFAULT_KEY
-            else (*namespace, f"collection:{_quoted(self.key)}")
-        )
+        own = () if self.key == DEFAULT_KEY else (f"collection:{_quoted(self.key)}",)
+        return (*namespace, *own)
 
     def expiry_keys(self, ids: Iterable[str]) -> list[str]:
         """The expiry keys of memories with these ids."""

@@ -95,14 +95,14 @@ def _bm25(documents: list[tuple[str, str]], text: str, k: int) -> list[tuple[str
     if not documents or k == 0:
         return []
     try:
-        from memories.stores.recall.lexical import BM25Index  # numpy: imported when used
+        from memories.stores.recall.config import RecallConfig  # numpy: imported when used
     except ImportError:
         wanted = set(re.findall(r"\w+", text.casefold()))
         overlap = [
             (i, float(len(wanted & set(re.findall(r"\w+", d.casefold()))))) for i, d in documents
         ]
         return sorted([(i, n) for i, n in overlap if n > 0], key=lambda hit: -hit[1])[:k]
-    index = BM25Index()
+    index = RecallConfig().lexical_index()  # the same BM25 as every memory's recall
     index.add_many("graph", documents)
     return [(hit.id, hit.score) for hit in index.search("graph", text, limit=k) if hit.score > 0]
 

@@ -28,7 +28,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BeforeValidator
 
 from memories.errors import ConfigError
-from memories.kernel.embeddings import cosine, embed_documents
+from memories.kernel.embeddings import cosine, embedding_batch
 from memories.short_term.summary.state import SummaryState
 from memories.stores.history.base import Entry
 
@@ -161,7 +161,8 @@ def topic_similarity(
         "\n".join(str(by_seq[seq].text) for seq in state.seqs[a:b] if seq in by_seq)
         for a, b in itertools.pairwise(cuts)
     ][-4:]
-    vectors = embed_documents(embedder, exchanges)
+    with embedding_batch(embedder, len(exchanges)):
+        vectors = embedder.embed_documents(exchanges)
     newest, before = vectors[-1], vectors[:-1]
     mean = [sum(v[i] for v in before) / len(before) for i in range(len(newest))]
     return cosine(newest, mean)

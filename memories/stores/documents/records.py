@@ -15,10 +15,8 @@ from memories.kernel.namespaces import Namespace, as_namespace
 from memories.kernel.patching import apply_operations
 from memories.stores.history.sql import default_sqlite_url
 
-
-def default_url() -> str:
-    """The default store: the SQLite histories' default file, in the data directory."""
-    return default_sqlite_url()
+#: The default store: the SQLite histories' default file, in the data directory.
+default_url = default_sqlite_url
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from memories.stores.documents.tables import (
     OWNER,
     changes_table,
     keyed,
+    legacy_table,
     matching,
     metadata,
     owned,
@@ -508,7 +509,7 @@ class ProfileStore(BaseProfileStore):
         """
         ns = namespace_text(as_namespace(namespace))
         with self._db.transaction(write=True) as connection:
-            for table in HELD.values():
+            for table in (*HELD.values(), legacy_table):  # the note names the namespace too
                 connection.execute(delete(table).where(table.c.namespace == ns))
 
     def _search(self, op: records.Search) -> list[ProfileItem]:

@@ -38,7 +38,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, To
 
 from memories.errors import InvalidInputError
 from memories.kernel.retention import Retention
-from memories.kernel.steps import Steps, arun, blocking_twin, run, step, to_thread
+from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.history.edits import current_ids, planned, repaired
 from memories.stores.history.records import REMOVE_ALL_MESSAGES, Edit, Entry, Item, NewEdit
 
@@ -508,10 +508,6 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     afirst_entry = blocking_twin(first_entry)
     astart_of_last_exchanges = blocking_twin(start_of_last_exchanges)
     alast_exchanges = blocking_twin(last_exchanges)
-
-    async def aclear(self) -> None:
-        """Async :meth:`clear` (LangChain's base class declares it, so it is written out)."""
-        await to_thread(self.clear)
 
     async def aget_messages(self) -> list[BaseMessage]:
         """LangChain's async interface: every message of the session."""

@@ -127,13 +127,6 @@ class RetainedHistory(ChatHistory):
         # An exchange that opened before the horizon: what is left of the log is the window.
         return None if start is None or (horizon is not None and start <= horizon) else start
 
-    def first_entry(self) -> Entry | None:
-        shown = self.entries()
-        return shown[0] if shown else None
-
-    def count(self) -> int:
-        return len(self.entries())
-
     def sessions(
         self, *, contains: str = "", limit: int = 50, offset: int = 0
     ) -> tuple[list[SessionCount], int]:

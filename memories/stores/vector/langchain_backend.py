@@ -20,6 +20,7 @@ from langchain_core.vectorstores import VectorStoreRetriever
 from memories.errors import InvalidInputError
 from memories.kernel.steps import Steps, arun, run, step
 from memories.stores.vector.backend import VectorBackend, VectorQuery
+from memories.stores.vector.embedded import OUTPUT_AT_KEY
 from memories.stores.vector.outbox import OutboxRow
 from memories.stores.vector.records import SearchResult
 
@@ -59,7 +60,7 @@ class VectorStoreBackend(VectorBackend):
         await arun(self._adding(rows))
 
     def _adding(self, rows: Sequence[OutboxRow]) -> Steps[None]:
-        documents = [Document(r.text, metadata=dict(r.metadata), id=r.doc_id) for r in rows]
+        documents = [Document(r.text, metadata=_kept(r.metadata), id=r.doc_id) for r in rows]
         ids = [r.doc_id for r in rows]
         yield step(self.retriever.vectorstore.add_documents, documents, ids=ids)
         self.written.extend(ids)
@@ -127,3 +128,12 @@ class VectorStoreBackend(VectorBackend):
             "A LangChain vector store has no namespaces: erase its documents through the store "
             "itself, or use the memory without a retriever (Chroma, namespaced)."
         )
+
+
+def _kept(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """What the user's store keeps of a turn's metadata: nothing when it only marks the output.
+
+    The store embeds the whole text itself, so the mark means nothing to it; a
+    turn without message ids is added with no metadata, as LangChain's memory adds it.
+    """
+    return {} if set(metadata) == {OUTPUT_AT_KEY} else dict(metadata)

@@ -725,8 +725,8 @@ class PgVectorBackend(RecallBackend):
                 _nearest_sql(len(vector), filtered), params.values
             ).all()
         # A relaxed iterative scan may give neighbours slightly out of order.
-        best = sorted(((float(score), doc_id) for doc_id, score in found), key=_by_score)
-        return [ScoredId(doc_id, score) for score, doc_id in best]
+        best = sorted((-float(score), doc_id) for doc_id, score in found)  # best first, then by id
+        return [ScoredId(doc_id, -negated) for negated, doc_id in best]
 
     def _passing(self, ids: list[str], where: Mapping[str, Any]) -> list[str]:
         params = _Params(ns=self._key)
@@ -739,10 +739,6 @@ class PgVectorBackend(RecallBackend):
             return list(found)
 
     _awrite = blocking_twin(_write)
-
-
-def _by_score(item: tuple[float, str]) -> tuple[float, str]:
-    return -item[0], item[1]
 
 
 def _unnumbered(row: OutboxRow) -> OutboxRow:

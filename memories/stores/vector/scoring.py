@@ -22,6 +22,9 @@ from memories.stores.vector.records import SearchResult
 
 __all__ = ["calibrated", "check_min_score", "cosines", "passing", "read_first", "search_texts"]
 
+#: Texts held in hand by id, each with its embedding.
+_Held = Mapping[str, tuple[str, Sequence[float]]]
+
 
 def cosines(query: Sequence[float], vectors: Mapping[str, Sequence[float]], /) -> dict[str, float]:
     """The cosine similarity of each vector to the query vector."""
@@ -98,23 +101,17 @@ def calibrated(
 
 
 def search_texts(
-    texts: Mapping[str, str],
-    vectors: Mapping[str, Sequence[float]],
-    query: str,
-    /,
-    *,
-    vector: Sequence[float],
-    config: RecallConfig,
-    k: int,
+    config: RecallConfig, query: str, vector: Sequence[float], held: _Held, *, k: int
 ) -> list[SearchResult]:
-    """The best ``k`` of a few texts held in hand, ranked and scored as a live search would."""
-    n, cos = max(config.candidates, k), cosines(vector, vectors) if config.uses_dense else {}
+    """The best ``k`` of a few (text, embedding) pairs held in hand, ranked as a live search."""
+    n = max(config.candidates, k)
+    cos = cosines(vector, {i: v for i, (_, v) in held.items()}) if config.uses_dense else {}
     dense = sorted((ScoredId(*item) for item in cos.items()), key=lambda s: (-s.score, s.id))
     index = config.lexical_index()
-    index.add_many("texts", texts.items())
-    lexical = index.search("texts", query, limit=n) if config.uses_lexical else []
+    index.add_many("held", ((i, text) for i, (text, _) in held.items()))
+    lexical = index.search("held", query, limit=n) if config.uses_lexical else []
     ranked = rank_candidates(config, dense=dense[:n], lexical=lexical, limit=k)
-    found = [SearchResult(texts[s.id], {}, s.score, s.id) for s in ranked]
+    found = [SearchResult(held[s.id][0], {}, s.score, s.id) for s in ranked]
     return calibrated(found, query, config, vector=vector if cos else None, dense=dense)
 
 
