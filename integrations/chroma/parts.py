@@ -324,11 +324,11 @@ def shared_client(
     # Chroma shares one system per path between clients, and two threads creating the
     # first at once break it ("Could not connect to tenant default_tenant").
     with _CLIENT_CREATION:
+        if mode != "memory" and key in _clients:
+            return _clients[key]
         settings = chromadb.Settings(anonymized_telemetry=False)
         if mode == "memory":
             return private_client(settings, space)
-        if key in _clients:
-            return _clients[key]
         if mode == "http":
             make = partial(chromadb.HttpClient, host=host, port=port, ssl=ssl, settings=settings)
             client = _within(timeout, make, f"connect to the Chroma server at {location}")
