@@ -16,6 +16,7 @@ process, removed at exit.
 from __future__ import annotations
 
 import atexit
+import glob
 import json
 import logging
 import os
@@ -507,6 +508,8 @@ Outbox = SQLOutbox
 
 _outboxes: dict[str, SQLOutbox] = {}
 _outboxes_lock = threading.Lock()
+#: The scratch folders' names: the prefix, the pid of the process they are of, a dash.
+SCRATCH_PREFIX = "memories-outbox-"
 _scratch: list[str] = []
 
 
@@ -536,10 +539,35 @@ def outbox_for(mode: str, path: str, outbox: str | None) -> Outbox:
 
 
 def _scratch_url() -> str:
-    """The in-memory stores' outbox: a SQLite file in a folder of this process, gone at exit."""
+    """The in-memory stores' outbox: a SQLite file in a folder of this process, gone at exit.
+
+    A process killed before its exit leaves its folder, with its turns' text in
+    it: the next process to make one removes the folders of processes no longer running.
+    """
     with _outboxes_lock:
         if not _scratch:
-            folder = tempfile.mkdtemp(prefix="memories-outbox-")
+            remove_orphaned_scratch()
+            folder = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
             atexit.register(shutil.rmtree, folder, ignore_errors=True)
             _scratch.append(f"sqlite:///{os.path.join(folder, OUTBOX_FILE)}")
         return _scratch[0]
+
+
+def remove_orphaned_scratch() -> None:
+    """Remove the scratch folders of processes no longer running (POSIX: a live pid is kept)."""
+    if os.name != "posix":  # os.kill(pid, 0) would end the process on Windows
+        return
+    for folder in glob.glob(os.path.join(tempfile.gettempdir(), f"{SCRATCH_PREFIX}*-*")):
+        pid = os.path.basename(folder).removeprefix(SCRATCH_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
