@@ -30,13 +30,11 @@ from memories.errors import (
     MissingDependencyError,
 )
 from memories.kernel.imports import import_path
-from memories.kernel.spaces import Space
 
 try:
     import chromadb
     import httpx
     from chromadb.api.types import Documents, EmbeddingFunction
-    from chromadb.errors import ChromaError
     from chromadb.utils.embedding_functions import register_embedding_function
 except ImportError as exc:  # pragma: no cover - the chroma extra is installed in tests
     raise MissingDependencyError(
@@ -307,29 +305,20 @@ class _Placement:
 
 
 def shared_client(
-    mode: ChromaMode,
-    path: str,
-    host: str,
-    port: int,
-    ssl: bool,
-    timeout: float,
-    *,
-    location: str,
-    space: Space,
+    mode: ChromaMode, path: str, host: str, port: int, ssl: bool, timeout: float, *, location: str
 ) -> Any:
     """The process's Chroma client of a folder (or server), made once: each client reads
-    Chroma's settings from the environment again (about 50 ms a user in a web app). In
-    memory, the space's own (:func:`private_client`)."""
+    Chroma's settings from the environment again (about 50 ms a user in a web app)."""
     key = (mode, host, port, ssl, timeout) if mode == "http" else (mode, path)
     # Chroma shares one system per path between clients, and two threads creating the
     # first at once break it ("Could not connect to tenant default_tenant").
     with _CLIENT_CREATION:
-        if mode != "memory" and key in _clients:
+        if key in _clients:
             return _clients[key]
         settings = chromadb.Settings(anonymized_telemetry=False)
         if mode == "memory":
-            return private_client(settings, space)
-        if mode == "http":
+            client = chromadb.EphemeralClient(settings=settings)
+        elif mode == "http":
             make = partial(chromadb.HttpClient, host=host, port=port, ssl=ssl, settings=settings)
             client = _within(timeout, make, f"connect to the Chroma server at {location}")
             _bound_waits(client, timeout)
@@ -382,14 +371,3 @@ def _within(seconds: float, make: Any, action: str) -> Any:
     if not ok:
         raise value
     return value
-
-
-def private_client(settings: Any, space: Space) -> Any:
-    """An in-memory client on the space's own database, made on first use, dropped with it."""
-    admin = chromadb.AdminClient(settings)
-    try:
-        admin.get_database(space.name)
-    except ChromaError:  # (NotFoundError) the space's first store
-        admin.create_database(space.name)
-        space.on_drop(partial(admin.delete_database, space.name))
-    return chromadb.EphemeralClient(settings=settings, database=space.name)

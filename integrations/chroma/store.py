@@ -125,7 +125,6 @@ from memories.errors import (
     ConfigError,
 )
 from memories.kernel.paths import default_file
-from memories.kernel.spaces import Space
 from memories.stores.recall import ScoredId
 from memories.stores.vector.filters import NAMESPACE_KEY, scoped_filter
 
@@ -144,7 +143,9 @@ class ChromaStore:
     Args:
         mode: ``"persistent"``, ``"memory"`` or ``"http"``.
         path: the folder of a persistent store.
-        host, port, ssl: the Chroma server's host and port, in ``"http"`` mode; use HTTPS.
+        host: the Chroma server's host, in ``"http"`` mode.
+        port: the Chroma server's port, in ``"http"`` mode.
+        ssl: use HTTPS to reach the server.
         collection: prefix of the collection names (3 or more characters from
             ``[A-Za-z0-9._-]``, starting with a letter or digit).
         embeddings: what the collections are told embeds their documents; the
@@ -157,8 +158,6 @@ class ChromaStore:
             shard when this object first looks the namespace up (:meth:`demote`,
             safe while other processes write). False leaves such collections as
             they are, for ``memories reshard`` to move.
-        space: in ``"memory"`` mode, whose in-memory database this is (default: its own);
-            a memory's twins for other namespaces share it (:mod:`memories.kernel.spaces`).
     """
 
     def __init__(
@@ -174,7 +173,6 @@ class ChromaStore:
         timeout: float = 30.0,
         promote_at: int = 2_000,
         demote_on_open: bool = True,
-        space: Space | None = None,
     ) -> None:
         path = default_file("chroma") if path is None else path
         if mode not in CHROMA_MODES:
@@ -202,7 +200,6 @@ class ChromaStore:
         self.promote_at = promote_at
         self.demote_on_open = demote_on_open
         self._embedding_function = LangChainEmbeddingFunction(embeddings)
-        self.space = space or Space()
         self._client: Any = None
         self._id: str | None = None
         self._lock = threading.Lock()
@@ -225,7 +222,8 @@ class ChromaStore:
             return f"Chroma folder {self.path!r}"
         if self.mode == "memory":
             return "in-memory Chroma"
-        return f"Chroma server at http{'s' if self.ssl else ''}://{self.host}:{self.port}"
+        scheme = "https" if self.ssl else "http"
+        return f"Chroma server at {scheme}://{self.host}:{self.port}"
 
     @property
     def target(self) -> str:
@@ -247,7 +245,7 @@ class ChromaStore:
                             f"Cannot read or write the store id in the {self.location}: {exc}"
                         ) from exc
             return f"persistent:id:{self._id}#{self.collection_prefix}"
-        where = {"memory": self.space.name, "http": f"{self.host}:{self.port}"}
+        where = {"memory": "", "http": f"{self.host}:{self.port}"}
         return f"{self.mode}:{where[self.mode]}#{self.collection_prefix}"
 
     @property
@@ -802,6 +800,8 @@ class ChromaStore:
                 return found
             offset += _PAGE
 
+    # -- promotion ------------------------------------------------------------------
+
     # -- plumbing -------------------------------------------------------------------
 
     def _check_owner(self, name: str, metadata: Mapping[str, Any], namespace: str) -> None:
@@ -815,7 +815,7 @@ class ChromaStore:
     def _get_client(self) -> Any:
         if self._client is None:
             where = (self.mode, self.path, self.host, self.port, self.ssl, self.timeout)
-            self._client = shared_client(*where, location=self.location, space=self.space)
+            self._client = shared_client(*where, location=self.location)
         return self._client
 
     @contextmanager

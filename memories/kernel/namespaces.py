@@ -79,7 +79,4 @@ def in_namespace(template: Any, namespace: Namespace, /, **changed: Any) -> Any:
     bound to the template's namespace.
     """
     fields = {name: getattr(template, name) for name in type(template).model_fields}
-    twin = type(template)(**{**fields, **changed, "namespace": namespace})
-    for name in getattr(type(template), "twins_share", ()):  # declared by the class
-        setattr(twin, name, getattr(template, name))
-    return twin
+    return type(template)(**{**fields, **changed, "namespace": namespace})

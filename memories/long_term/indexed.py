@@ -20,7 +20,7 @@ from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from langchain_core.embeddings import Embeddings
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
 from memories.core.base import BaseMemory
 from memories.errors import InvalidInputError
@@ -28,7 +28,6 @@ from memories.kernel.embeddings import resolve_embeddings
 from memories.kernel.namespaces import Namespace, NamespaceField, in_namespace, namespace_text
 from memories.kernel.paths import default_file
 from memories.kernel.retention import Sweeps
-from memories.kernel.spaces import Space
 from memories.kernel.steps import Step, Steps, arun, run, step, to_thread
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import OWN, Expiring, ExpiryLedger, Rule
@@ -147,9 +146,6 @@ class IndexedMemory(BaseMemory, Sweeps):
     #: Whether its documents belong to the session that wrote them (erasing a session
     #: erases them), or only to the namespace.
     session_documents: ClassVar[bool] = True
-    #: What a twin for another namespace shares with it: the in-memory store's space.
-    twins_share: ClassVar[tuple[str, ...]] = ("_space",)
-    _space: Space = PrivateAttr(default_factory=Space)
 
     # -- configuration --------------------------------------------------------------
 
@@ -200,9 +196,7 @@ class IndexedMemory(BaseMemory, Sweeps):
         from memories.integrations.chroma import ChromaStore
 
         store = ChromaStore(
-            **{name: getattr(self, name) for name in _STORE_FIELDS},
-            embeddings=self.embedder,
-            space=self._space,
+            **{name: getattr(self, name) for name in _STORE_FIELDS}, embeddings=self.embedder
         )
         return ChromaBackend(
             store,

@@ -482,8 +482,7 @@ def test_an_update_the_index_missed_is_indexed_again_by_the_next_process(
 ) -> None:
     """A process died between the ledger's write and the index's: same count, old text."""
     url, collection = f"sqlite:///{tmp_path / 'died.db'}", f"d{uuid.uuid4().hex[:8]}"
-    index = {"mode": "persistent", "path": str(tmp_path / "chroma")}  # the next process's too
-    first = make_collection(url=url, collection=collection, **index)
+    first = make_collection(url=url, collection=collection)
     tea = first.put("User likes tea")
     first.put("User owns a bike")
     assert len(first.search("User", k=10)) == 2  # this object has checked its index
@@ -491,7 +490,7 @@ def test_an_update_the_index_missed_is_indexed_again_by_the_next_process(
         died.setattr(CollectionMemory, "_indexing", lambda self, keys, items: iter(()))
         first.update(tea, "User likes strong coffee")
     assert [r.content for r in first.search("tea", k=1)] == ["User likes tea"]  # the stale index
-    again = make_collection(url=url, collection=collection, **index)
+    again = make_collection(url=url, collection=collection)
     with caplog.at_level("WARNING"):
         found = again.search("strong coffee", k=1)
     assert [(r.content, r.version) for r in found] == [("User likes strong coffee", 2)]

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from memories.kernel.spaces import Space
 from memories.long_term.vector import VectorMemory
 from tests import needs
 from tests.postgres import PostgresServer, find_pg_bin, postgres_cluster
@@ -56,21 +55,15 @@ MakeVector = Callable[..., VectorMemory]
 
 @pytest.fixture
 def make_vector() -> MakeVector:
-    """Build in-memory vector memories on one store of the test's own, with fake embeddings.
-
-    An in-memory memory's store is its own (:mod:`memories.kernel.spaces`): the
-    memories of one test share one space, as memories on one folder would.
-    """
-    collection, space = f"t{uuid.uuid4().hex[:12]}", Space()
+    """Build in-memory vector memories on a collection of their own, with fake embeddings."""
+    collection = f"t{uuid.uuid4().hex[:12]}"
     embeddings = f"{__name__}:WordEmbeddings"  # by name, so configs round-trip
 
     def make(**options: Any) -> VectorMemory:
         options.setdefault("mode", "memory")
         options.setdefault("collection", collection)
         options.setdefault("embeddings", embeddings)
-        memory = VectorMemory(**options)
-        memory._space = space
-        return memory
+        return VectorMemory(**options)
 
     return make
 

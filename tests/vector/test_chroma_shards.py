@@ -23,7 +23,6 @@ from memories.integrations import chroma
 from memories.integrations.chroma import SHARDS, ChromaStore, moves, parts
 
 from memories.errors import BackendError, ConfigError
-from memories.kernel.spaces import Space
 from tests.vector.conftest import ChromaServer
 
 MakeStore = Callable[..., ChromaStore]
@@ -32,13 +31,11 @@ DIM = 8
 
 @pytest.fixture(params=["persistent", "memory"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
-    """Stores on one Chroma and one collection prefix, fresh for each test (in memory: one
-    space, which stores of one process share only when given it)."""
-    prefix, space = f"t{uuid.uuid4().hex[:10]}", Space()
+    """Stores on one Chroma and one collection prefix, fresh for each test."""
+    prefix = f"t{uuid.uuid4().hex[:10]}"
 
     def make(**options: Any) -> ChromaStore:
         options.setdefault("promote_at", 8)
-        options.setdefault("space", space)
         return ChromaStore(
             mode=request.param, path=str(tmp_path / "chroma"), collection=prefix, **options
         )
