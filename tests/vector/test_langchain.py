@@ -134,3 +134,13 @@ def test_with_a_retriever_the_vector_api_goes_through_the_store() -> None:
         memory.to_config()
     memory.clear()  # what it added goes; the store is empty again
     assert store.store == {}
+
+
+def test_with_a_retriever_a_turn_keeps_only_the_metadata_it_was_given() -> None:
+    """The input part's mark is for embedders of ours: a LangChain store embeds the text itself."""
+    retriever = _retriever()
+    memory = VectorStoreRetrieverMemory(retriever=retriever, return_docs=True)
+    inputs, outputs = RUNS[0]
+    memory.save_context(inputs, outputs, metadata={"who": "ada"})
+    (stored,) = retriever.vectorstore.store.values()
+    assert stored["metadata"] == {"who": "ada"}

@@ -131,9 +131,11 @@ class VectorStoreBackend(VectorBackend):
 
 
 def _kept(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """What the user's store keeps of a turn's metadata: nothing when it only marks the output.
+    """What the user's store keeps of a document's metadata: all but where its output starts.
 
-    The store embeds the whole text itself, so the mark means nothing to it; a
-    turn without message ids is added with no metadata, as LangChain's memory adds it.
+    The mark tells our embedding which part is the input; the store embeds the
+    whole text itself, and this backend never reads a document back by filter
+    (no edits to follow), so a turn is added with the metadata it was given, as
+    LangChain's memory adds it.
     """
-    return {} if set(metadata) == {OUTPUT_AT_KEY} else dict(metadata)
+    return {key: value for key, value in metadata.items() if key != OUTPUT_AT_KEY}
