@@ -13,7 +13,7 @@ import random
 import re
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import cache, partial
@@ -172,6 +172,17 @@ def _records(result: Mapping[str, Any], *, embeddings: bool) -> list[StoredRecor
             result["ids"], documents, result["metadatas"], vectors, strict=True
         )
     ]
+
+
+def _pages(collection: Any, **query: Any) -> Iterator[Mapping[str, Any]]:
+    """The results of a Chroma ``get`` of every document that ``query`` asks for, by pages."""
+    offset = 0
+    while True:
+        page = collection.get(**query, limit=_PAGE, offset=offset)
+        yield page
+        if len(page["ids"]) < _PAGE:
+            return
+        offset += _PAGE
 
 
 def _busy(seconds: float) -> str:
