@@ -154,22 +154,23 @@ def _sync_folder(folder: Path) -> None:
         os.close(descriptor)
 
 
-def _embeddings(result: Mapping[str, Any]) -> list[list[float] | None]:
-    """The embeddings of a Chroma ``get`` result, as float lists, one per id (None: not read)."""
+def _records(result: Mapping[str, Any]) -> list[StoredRecord]:
+    """The records of a Chroma ``get`` result (ids as Chroma holds them; embeddings if read)."""
+    count = len(result["ids"])
     vectors = result.get("embeddings")
-    if vectors is None:
-        return [None] * len(result["ids"])
-    return [None if v is None else np.asarray(v, dtype=float).tolist() for v in vectors]
-
-
-def _records(result: Mapping[str, Any], *, embeddings: bool) -> list[StoredRecord]:
-    """The records of a Chroma ``get`` result (ids as Chroma holds them)."""
-    documents = result.get("documents") or [""] * len(result["ids"])
-    vectors = _embeddings(result) if embeddings else [None] * len(result["ids"])
     return [
-        StoredRecord(doc_id, document or "", dict(metadata or {}), embedding=vector)
+        StoredRecord(
+            doc_id,
+            document or "",
+            dict(metadata or {}),
+            embedding=None if vector is None else np.asarray(vector, dtype=float).tolist(),
+        )
         for doc_id, document, metadata, vector in zip(
-            result["ids"], documents, result["metadatas"], vectors, strict=True
+            result["ids"],
+            result.get("documents") or [""] * count,
+            result["metadatas"],
+            [None] * count if vectors is None else vectors,
+            strict=True,
         )
     ]
 

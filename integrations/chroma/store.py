@@ -358,7 +358,7 @@ class ChromaStore:
             else:
                 keys = self._ids(place, namespace, ids)
                 pages = iter([place.collection.get(ids=keys, where=scoped, include=include)])
-            records = [r for page in pages for r in _records(page, embeddings=embeddings)]
+            records = [r for page in pages for r in _records(page)]
             return self._own(namespace, place, records)
 
         def missing(records: list[StoredRecord]) -> bool:
