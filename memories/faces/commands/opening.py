@@ -243,9 +243,3 @@ def entities_of(store: EntityStore) -> dict[str, str]:
         return store.entities()
     except NotImplementedError as exc:
         raise ConfigError(str(exc)) from exc
-
-
-def documents_of(vector: Any) -> list[Any]:
-    """Every document of a vector memory's namespace, oldest first (queued ones written first)."""
-    documents: list[Any] = vector.export_documents()
-    return documents
