@@ -142,6 +142,14 @@ def absent_folders(memory: LangChainBaseMemory) -> list[str]:
     return [folder for folder in chroma_folders(memory) if not Path(folder).is_dir()]
 
 
+def not_there(where: str, kind: str) -> ConfigError:
+    """The error of a command that only reads, for a ``kind`` of store that does not exist."""
+    return ConfigError(
+        f"Nothing is stored at {where!r}: the {kind} does not exist. Check the config's paths "
+        "(relative ones are read next to the config file)."
+    )
+
+
 def nothing_stored(config: str | Path | dict[str, Any]) -> list[str]:
     """The SQLite files and Chroma folders of a config, when not one of them exists yet.
 
