@@ -150,22 +150,19 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         memory.flush()  # turns waiting in the outbox are part of the store
         return memory.store.get(namespace_key(namespace), ids=ids)
 
-    def _records(self, namespace: Namespace, ids: list[str] | None = None) -> list[Item]:
-        found = self._documents(namespace, ids)
-        return [
-            self._item_of(namespace, r.id, r.text, r.metadata)
-            for r in found
-            if PART not in r.metadata
-        ]
+    def _head(self, namespace: Namespace, key: str) -> StoredRecord | None:
+        """The item's own document (its further texts are documents of their own), or None."""
+        found = [r for r in self._documents(namespace, [key]) if PART not in r.metadata]
+        return found[0] if found else None
 
     def _get(self, namespace: Namespace, key: str) -> Item | None:
-        found = self._records(namespace, [key])
-        return found[0] if found else None
+        head = self._head(namespace, key)
+        return None if head is None else self._item_of(namespace, key, head.text, head.metadata)
 
     def _put(self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any) -> None:
         memory = self._memory(namespace)
-        found = [r for r in self._documents(namespace, [key]) if PART not in r.metadata]
-        old = self._item_of(namespace, key, found[0].text, found[0].metadata) if found else None
+        head = self._head(namespace, key)
+        old = None if head is None else self._item_of(namespace, key, head.text, head.metadata)
         now = time.time()
         texts = texts_of(value, index, self.index.fields)
         if texts is None:
@@ -180,7 +177,7 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         }
         # Texts the old value had past the new one's go first: a crash between the two
         # writes leaves the item found by fewer texts, never by one it no longer has.
-        stale = [part_id(key, n) for n in range(max(len(texts), 1), _parts(found) + 1)]
+        stale = [part_id(key, n) for n in range(max(len(texts), 1), _parts(head) + 1)]
         if stale:
             memory.delete(stale)
         ids = [key, *(part_id(key, n) for n in range(1, len(texts)))]
@@ -188,10 +185,8 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         memory.add(texts or [""], metadatas=[metadata, *parts], ids=ids)
 
     def _delete(self, namespace: Namespace, key: str) -> None:
-        found = [r for r in self._documents(namespace, [key]) if PART not in r.metadata]
-        self._memory(namespace).delete(
-            [key, *(part_id(key, n) for n in range(1, _parts(found) + 1))]
-        )
+        parts = _parts(self._head(namespace, key))
+        self._memory(namespace).delete([key, *(part_id(key, n) for n in range(1, parts + 1))])
 
     def _namespaces(self) -> list[Namespace]:
         listed = self.memory.backend.namespaces()
@@ -317,6 +312,6 @@ def _search_op(
     return SearchOp(namespace_prefix, filter, limit, offset, query, refresh)
 
 
-def _parts(found: list[StoredRecord]) -> int:
-    """How many further texts an item's document (``found``: it, or nothing) says it has."""
-    return int(found[0].metadata.get(PARTS, 0)) if found else 0
+def _parts(head: StoredRecord | None) -> int:
+    """How many further texts an item's own document (or None: no item) says it has."""
+    return 0 if head is None else int(head.metadata.get(PARTS, 0))
