@@ -185,9 +185,6 @@ def _param(request: Request, name: str) -> str:
     return unquote(request.path_params[name])
 
 
-Endpoint = Callable[[Request], Awaitable[Response]]
-
-
 def _int(request: Request, name: str, default: int, highest: int) -> int:
     text = request.query_params.get(name)
     if text is None or text == "":
