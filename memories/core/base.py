@@ -620,13 +620,9 @@ class ChatMemory(BaseMemory, Sweeps):
     def state_key(self) -> str:
         """Where this memory keeps its derived state in the history.
 
-        It names what the memory is: its type and a digest of the arguments
-        that shape the state (the history and session hold the state table),
-        so changing ``max_token_limit`` starts a fresh state, and renaming
-        ``memory_key`` keeps it. A state an earlier release saved under a key
-        with the ``memory_key`` in it is found and kept where it is
-        (:mod:`memories.core.state_keys`). Computed once per configuration and
-        history (every turn reads it).
+        It names what the memory is (:mod:`memories.core.state_keys`): changing
+        ``max_token_limit`` starts a fresh state, renaming ``memory_key`` keeps it.
+        Computed once per configuration and history (every turn reads it).
         """
         return self._state_keys.of(self.chat_memory)
 
