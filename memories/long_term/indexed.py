@@ -289,8 +289,15 @@ class IndexedMemory(BaseMemory, Sweeps):
         stays so) and a new one gets the memory's ``ttl``; a new one has no row
         to write without one, unless it is in ``anew`` (expired, written anew:
         its old row goes).
+
+        Raises:
+            InvalidInputError: ``ttl`` is not minutes > 0, None or ``"default"``.
         """
         if ttl != "default":
+            if ttl is not None and (
+                isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0
+            ):
+                raise InvalidInputError(f"ttl must be minutes > 0, None or 'default', got {ttl!r}.")
             return dict.fromkeys(ids, ttl)
         found: dict[str, Rule] = {}
         for i in ids:

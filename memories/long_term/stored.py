@@ -56,6 +56,15 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         instructions: extra guidance for the model.
         max_retries: how many times an invalid reply is sent back to the model.
         max_turns_per_update: the most queued turns one model call sees.
+        memory_key: the prompt variable the document fills.
+        input_key, output_key: the chain input and output to learn from
+            (default: the only one).
+        return_messages: give ``[SystemMessage]`` instead of a string.
+
+    The model's, the scheduler's and the counter's arguments (``llm``,
+    ``llm_timeout``, ``debounce``, ``scheduler``, ``token_counter``) are
+    :class:`~memories.core.parts.ModelMemory`'s, ``DeferredMemory``'s and
+    ``CountsTokens``'.
     """
 
     namespace: NamespaceField = ("default",)

@@ -87,12 +87,6 @@ class EntityMemory(StoredDocumentMemory):
         llm: the model that proposes the changes (a LangChain model or
             ``"provider:model"``). Without one, the rule-based extractor
             (:mod:`memories.long_term.entity_graph.extractor`) proposes them.
-        namespace: whose graph this is; ``url``: where it is stored (SQLite
-            by default, any SQLAlchemy URL).
-        policy: when queued turns are folded in: ``"turn"`` (every save),
-            ``"every_n"``, ``"background"`` (after ``debounce`` seconds of
-            quiet) or ``"manual"`` (:meth:`refresh`).
-        every_n: turns per update under ``"every_n"``.
         user_name: the entity the user is (``I``, ``my`` in their turns).
         single_valued: predicates a subject holds one of at a time (a new
             ``lives_in`` closes the current one even if the model does not say).
@@ -100,12 +94,11 @@ class EntityMemory(StoredDocumentMemory):
         hops: 1 shows the named entities' relations; 2 adds their neighbours'.
         max_tokens: the most tokens the loaded text takes.
         related_k: how many entities (with their relations) the model is shown per update.
-        instructions: extra guidance for the model.
-        max_retries: how many times an invalid reply is sent back.
-        max_turns_per_update: the most queued turns one model call sees.
         update_method: ``"auto"``, ``"tool"`` or ``"json"``.
-        memory_key: the prompt variable the graph fills.
-        return_messages: give ``[SystemMessage]`` instead of a string.
+
+    The store's, the policy's and the model's arguments (``namespace``,
+    ``url``, ``policy``, ``every_n``, ``instructions``, ``max_retries``,
+    ``memory_key``...) are :class:`~memories.long_term.stored.StoredDocumentMemory`'s.
     """
 
     config_type: ClassVar[str] = "entity"
