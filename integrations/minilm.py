@@ -210,8 +210,7 @@ class MiniLMEmbeddings(Embeddings):
         else:
             # onnxruntime releases the GIL in run(); each batch writes its own rows.
             with ThreadPoolExecutor(workers, thread_name_prefix="minilm") as pool:
-                for _ in pool.map(run, batches):
-                    pass
+                list(pool.map(run, batches))
         if len(ids) == len(texts):
             return out
         return pool_windows(out, owners, [len(i) for i in ids], len(texts))
