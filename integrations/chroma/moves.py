@@ -231,11 +231,9 @@ def other_shard_width(store: ChromaStore, shard: Any, own: Any, ids: list[str]) 
 def demoted_on_open(store: ChromaStore, namespace: str, own: Any) -> bool:
     """Whether a small own collection (a store written before shards) is in the shard now.
 
-    Moved here when it holds at most ``promote_at // 2`` documents: half the
-    promotion threshold, so that a namespace moved out of its shard by a
-    promotion (past ``promote_at``) comes back only after losing over half
-    of its documents, and never goes back and forth. A failure is logged
-    and leaves the namespace in its collection, to be moved at a later look.
+    Moved here when it holds at most ``promote_at // 2`` documents (the two
+    thresholds: :mod:`.store`). A failure is logged and leaves the namespace
+    in its collection, to be moved at a later look.
     """
     if not store.demote_on_open or namespace in store._staying:
         return False
@@ -276,13 +274,11 @@ def demoted_on_open(store: ChromaStore, namespace: str, own: Any) -> bool:
 
 
 def check_size(store: ChromaStore, namespace: str, written: int) -> None:
-    """Promote the namespace if a count, made every so often, finds it past ``promote_at``.
+    """Promote the namespace if a count, made every ``promote_at // 8`` documents this object
+    wrote to it (:mod:`.store`), finds it past ``promote_at``.
 
-    A count is a filtered read of ids (see the module docstring), so it is
-    made only once per ``promote_at // 8`` documents this object wrote to
-    the namespace. The first count comes after a random share of that step,
-    so that short-lived processes, each writing a few documents, still
-    count now and then.
+    The first count comes after a random share of that step, so that
+    short-lived processes, each writing a few documents, still count now and then.
     """
     step = max(1, store.promote_at // 8)
     with store._lock:

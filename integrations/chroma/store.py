@@ -98,7 +98,6 @@ from memories.integrations.chroma.parts import (
     _LOG_TIMEOUT,
     _LOGGED_WRITES,
     _NAMESPACE_META_KEY,
-    _PAGE,
     _PLACEMENT_SECONDS,
     _REMEMBERED,
     _SHARD_KEY,
@@ -111,6 +110,7 @@ from memories.integrations.chroma.parts import (
     LangChainEmbeddingFunction,
     StoredRecord,
     _digest,
+    _pages,
     _Placement,
     _records,
     _shard_of,
@@ -353,20 +353,12 @@ class ChromaStore:
 
         def run(place: _Placement) -> list[StoredRecord]:
             scoped = self._scope(place, namespace, where)
-            keys = None if ids is None else self._ids(place, namespace, ids)
-            records: list[StoredRecord] = []
-            offset = 0
-            while True:
-                if keys is not None:
-                    result = place.collection.get(ids=keys, where=scoped, include=include)
-                else:
-                    result = place.collection.get(
-                        where=scoped, include=include, limit=_PAGE, offset=offset
-                    )
-                records += _records(result, embeddings=embeddings)
-                if keys is not None or len(result["ids"]) < _PAGE:
-                    break
-                offset += _PAGE
+            if ids is None:
+                pages = _pages(place.collection, where=scoped, include=include)
+            else:
+                keys = self._ids(place, namespace, ids)
+                pages = iter([place.collection.get(ids=keys, where=scoped, include=include)])
+            records = [r for page in pages for r in _records(page)]
             return self._own(namespace, place, records)
 
         def missing(records: list[StoredRecord]) -> bool:
@@ -424,12 +416,10 @@ class ChromaStore:
         it an existing id is left as it is (Chroma's add, a third cheaper at
         10,000 documents), which is what a retried write of new ids wants.
 
-        A write into a shard then looks for the namespace's own collection (a
-        promotion under way or done, maybe by another process) and writes the
-        documents there too, so that none is lost; now and then it counts the
-        namespace and promotes it past ``promote_at``. A write into an own
-        collection then looks whether it is being demoted, or is gone, and
-        writes the documents into the shard too.
+        A write repeats itself in the collection a promotion or a demotion
+        (:mod:`.moves`) moves the namespace to, so that none is lost; a write
+        into a shard now and then counts the namespace and promotes it past
+        ``promote_at``.
         """
         ids = list(ids)
         if not ids:
@@ -786,16 +776,12 @@ class ChromaStore:
         return ids
 
     def _shard_namespaces(self, shard: Any) -> set[str]:
-        found: set[str] = set()
-        offset = 0
-        while True:
-            page = shard.get(include=["metadatas"], limit=_PAGE, offset=offset)
-            found.update(
-                str(m[NAMESPACE_KEY]) for m in page["metadatas"] if m and NAMESPACE_KEY in m
-            )
-            if len(page["ids"]) < _PAGE:
-                return found
-            offset += _PAGE
+        return {
+            str(m[NAMESPACE_KEY])
+            for page in _pages(shard, include=["metadatas"])
+            for m in page["metadatas"]
+            if m and NAMESPACE_KEY in m
+        }
 
     # -- plumbing -------------------------------------------------------------------
 

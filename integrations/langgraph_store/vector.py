@@ -58,21 +58,15 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
     Turns a ``VectorMemory`` saved itself show up too, keyed by document id,
     with their text and metadata as the value.
 
-    LangGraph's indexing applies (:mod:`.indexing`): ``index={"fields": [...]}``
-    (and ``put(..., index=[...])``) embeds each text of those fields
-    separately, as one more document of the item (id: the key, ``"\x1f"``
-    and a number), and an item ranks by its best text; ``put(...,
-    index=False)`` keeps the item unembedded: a query search gives it last,
-    with ``score`` None, as LangGraph's stores do.
+    LangGraph's indexing applies (:mod:`.indexing`): each text of an item is
+    one more document of it (id: the key, ``"\x1f"`` and a number), and an
+    item ranks by its best text; an item put with ``index=False`` comes last
+    in a query search, with ``score`` None, as in LangGraph's stores.
 
     Each namespace's recall picks its best ``offset + limit`` items; those are
     ordered by score. The default score is calibrated
-    (:mod:`memories.stores.recall.scores`: recall's score, the best item's about the
-    probability that it answers the query), so scores compare
-    across queries and namespaces and a ``min_score`` means the same
-    everywhere. ``score="cosine"`` gives LangGraph's score instead: the cosine
-    similarity of the query's embedding to the item's nearest text's, ranked
-    by it alone (no lexical recall).
+    (:mod:`memories.stores.recall.scores`), so scores compare across queries
+    and namespaces and a ``min_score`` means the same everywhere.
 
     Args:
         memory: the vector memory whose store, embeddings and recall settings
@@ -82,7 +76,8 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         index: LangGraph's ``IndexConfig``: ``embed`` (embeddings, a function or
             ``"provider:model"``, used instead of the memory's), ``dims``,
             ``fields`` (``text_fields`` as LangGraph's SQLite store names it).
-        score: ``"calibrated"`` (ours) or ``"cosine"`` (LangGraph's).
+        score: ``"calibrated"`` (ours) or ``"cosine"`` (LangGraph's: ranked by it
+            alone, no lexical recall; :mod:`.indexing`).
         min_score: leave out of query searches the items scoring below this;
             default: the memory's ``min_score`` (with ``score="cosine"``: none).
             ``search(..., min_score=...)`` overrides it for one call.
