@@ -257,9 +257,6 @@ class LangChainEmbeddingFunction(EmbeddingFunction[Documents]):
     def default_space(self) -> Any:
         return "cosine"
 
-    def supported_spaces(self) -> Any:
-        return ["cosine", "l2", "ip"]
-
     def _get(self) -> Embeddings:
         if self._embeddings is None:
             try:

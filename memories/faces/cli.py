@@ -484,9 +484,10 @@ def build_parser() -> argparse.ArgumentParser:
         return command
 
     def configured(
-        name: str, help: str, *, dry_run: str = "", confirm: bool = False
+        name: str, help: str, *, dry_run: str = "", confirm: bool = False, llm: bool = False
     ) -> argparse.ArgumentParser:
-        """A command over one session and namespace of a config (the config's by default)."""
+        """A command over one session and namespace of a config (the config's by default);
+        ``llm``: it takes ``--llm``."""
         command = with_config(name, help, dry_run=dry_run, confirm=confirm)
         command.add_argument(
             "--session", help="the session to use (default: the config's history session_id)"
@@ -496,12 +497,13 @@ def build_parser() -> argparse.ArgumentParser:
             help="the namespace of a profile or vector memory, labels joined by '.' "
             "(default: the config's)",
         )
+        if llm:
+            command.add_argument(
+                "--llm", help=f"model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else echo)"
+            )
         return command
 
-    chat = configured("chat", "chat with a configured memory, one line per message")
-    chat.add_argument(
-        "--llm", help=f"model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else echo)"
-    )
+    chat = configured("chat", "chat with a configured memory, one line per message", llm=True)
     chat.add_argument("--system", default="", help="a system prompt")
     chat.set_defaults(run=_chat)
 
@@ -509,9 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
         "usage",
         "run the conversation on stdin (one user line each) on a copy of the stores and print "
         "what each memory's model calls, embeddings and store transactions cost",
-    )
-    usage.add_argument(
-        "--llm", help=f"model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else echo)"
+        llm=True,
     )
     usage.add_argument("--json", action="store_true", help="print the counters as JSON")
     usage.add_argument(
