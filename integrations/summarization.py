@@ -236,9 +236,7 @@ class SummarizationMiddleware(AgentMiddleware[SummaryAgentState, Any]):
 
 def _after(messages: Sequence[BaseMessage], message_id: str | None) -> list[BaseMessage]:
     """The messages after the one with ``message_id`` (all of them when it is absent)."""
-    if message_id is None:
+    ids = [m.id for m in messages]
+    if message_id is None or message_id not in ids:
         return list(messages)
-    for i, message in enumerate(messages):
-        if message.id == message_id:
-            return list(messages[i + 1 :])
-    return list(messages)
+    return list(messages[ids.index(message_id) + 1 :])

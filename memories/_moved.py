@@ -20,19 +20,16 @@ import sys
 from collections.abc import Sequence
 from types import CodeType, ModuleType
 
-__all__ = ["MOVED", "install"]
+__all__ = ["MOVED", "install", "moved_to"]
 
-#: Old module path -> the module it moved to.
+#: Old module path -> the module it moved to. A package that moved whole moves
+#: its modules with it (:func:`moved_to`): only those that went elsewhere are listed.
 MOVED: dict[str, str] = {
     "memories._langchain": "memories.core.langchain",
     "memories.base": "memories.core.base",
     "memories.buffer": "memories.short_term.buffer",
     "memories.cli": "memories.faces.cli",
     "memories.collection": "memories.long_term.collection",
-    "memories.collection.extraction": "memories.long_term.collection.extraction",
-    "memories.collection.memory": "memories.long_term.collection.memory",
-    "memories.collection.records": "memories.long_term.collection.records",
-    "memories.collection.rules": "memories.long_term.collection.rules",
     "memories.combined": "memories.core.combined",
     "memories.commands": "memories.faces.commands",
     "memories.config": "memories.core.config",
@@ -42,17 +39,8 @@ MOVED: dict[str, str] = {
     "memories.exchange": "memories.faces.exchange",
     "memories.extractive": "memories.short_term.summary.extractive",
     "memories.history": "memories.stores.history",
-    "memories.history.base": "memories.stores.history.base",
-    "memories.history.edits": "memories.stores.history.edits",
-    "memories.history.langchain": "memories.stores.history.langchain",
-    "memories.history.memory": "memories.stores.history.memory",
-    "memories.history.readonly": "memories.stores.history.readonly",
-    "memories.history.records": "memories.stores.history.records",
-    "memories.history.sql": "memories.stores.history.sql",
     "memories.imports": "memories.kernel.imports",
     "memories.instructions": "memories.long_term.instructions",
-    "memories.instructions.memory": "memories.long_term.instructions.memory",
-    "memories.instructions.reflection": "memories.long_term.instructions.reflection",
     "memories.kernel.parts": "memories.core.parts",
     "memories.kernel.state": "memories.core.state",
     "memories.keys": "memories.kernel.keys",
@@ -61,23 +49,11 @@ MOVED: dict[str, str] = {
     "memories.namespaces": "memories.kernel.namespaces",
     "memories.paths": "memories.kernel.paths",
     "memories.profile": "memories.long_term.profile",
-    "memories.profile.memory": "memories.long_term.profile.memory",
     "memories.profile.patching": "memories.kernel.patching",
-    "memories.profile.schema": "memories.long_term.profile.schema",
     "memories.profile.store": "memories.stores.documents",
     "memories.profile.stored": "memories.long_term.stored",
-    "memories.profile.update": "memories.long_term.profile.update",
     "memories.prompts": "memories.short_term.summary.prompts",
     "memories.recall": "memories.stores.recall",
-    "memories.recall.config": "memories.stores.recall.config",
-    "memories.recall.fusion": "memories.stores.recall.fusion",
-    "memories.recall.lexical": "memories.stores.recall.lexical",
-    "memories.recall.neighbours": "memories.stores.recall.neighbours",
-    "memories.recall.ranking": "memories.stores.recall.ranking",
-    "memories.recall.scores": "memories.stores.recall.scores",
-    "memories.recall.speakers": "memories.stores.recall.speakers",
-    "memories.recall.text": "memories.stores.recall.text",
-    "memories.recall.types": "memories.stores.recall.types",
     "memories.runnable": "memories.faces.runnable",
     "memories.scoping": "memories.core.config",
     "memories.sql": "memories.stores.sql",
@@ -101,15 +77,21 @@ MOVED: dict[str, str] = {
     "memories.vector.filters": "memories.stores.vector.filters",
     "memories.vector.index": "memories.stores.vector.pending",
     "memories.vector.langchain_backend": "memories.stores.vector.langchain_backend",
-    "memories.vector.memory": "memories.long_term.vector.memory",
     "memories.vector.outbox": "memories.stores.vector.outbox",
     "memories.vector.records": "memories.stores.vector.records",
-    "memories.vector.retriever": "memories.long_term.vector.retriever",
     "memories.vector.scoring": "memories.stores.vector.scoring",
-    "memories.vector.turns": "memories.long_term.vector.turns",
     "memories.vector.writes": "memories.stores.vector.writes",
     "memories.window": "memories.short_term.window",
 }
+
+
+def moved_to(name: str, /) -> str | None:
+    """The module the old path ``name`` moved to: its entry, else its moved package's module."""
+    if name in MOVED:
+        return MOVED[name]
+    package, _, module = name.rpartition(".")
+    parent = moved_to(package) if package else None
+    return None if parent is None else f"{parent}.{module}"
 
 
 class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -121,22 +103,24 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         path: Sequence[str] | None = None,
         target: ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in MOVED:
+        new = moved_to(fullname)
+        if new is None or (fullname not in MOVED and importlib.util.find_spec(new) is None):
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        module = importlib.import_module(MOVED[spec.name])
+        module = importlib.import_module(str(moved_to(spec.name)))
         spec.loader_state = module.__spec__
         return module
 
     def get_code(self, fullname: str) -> CodeType | None:
         """The moved module's code, so ``python -m memories.cli`` runs ``memories.faces.cli``."""
-        spec = importlib.util.find_spec(MOVED[fullname])
+        new = str(moved_to(fullname))
+        spec = importlib.util.find_spec(new)
         loader = None if spec is None else spec.loader
         if not isinstance(loader, importlib.abc.InspectLoader):
             return None
-        return loader.get_code(MOVED[fullname])
+        return loader.get_code(new)
 
     def exec_module(self, module: ModuleType) -> None:
         # Loading set the alias's spec on the real module: give it its own back.

@@ -6,7 +6,7 @@
   (``PersistentClient(path)``, embedded, the default), ``"memory"``
   (``EphemeralClient``, gone with the process) or ``"http"`` (``HttpClient``
   to a server started with ``chroma run``);
-- keeps each namespace in one of two placements (below), and stamps every
+- keeps each namespace in one of two placements (:mod:`.store`), and stamps every
   document with its namespace (see :mod:`memories.stores.vector.filters`);
   every record it returns is checked to belong to the namespace asked for;
 - never lets Chroma embed anything with its default embedding function (which

@@ -128,7 +128,7 @@ def move_into_shard(store: ChromaStore, namespace: str, own: Any) -> bool:
         for start in range(0, len(ids), _PAGE):
             if not marked_by_me(store, name):
                 return False
-            copy_out(store, own, shard, namespace, ids[start : start + _PAGE])
+            copy_page(store, own, shard, namespace, ids[start : start + _PAGE], into_shard=True)
         if not marked_by_me(store, name):
             return False
         store._get_client().delete_collection(name)
@@ -138,39 +138,51 @@ def move_into_shard(store: ChromaStore, namespace: str, own: Any) -> bool:
     return True
 
 
-def copy_out(store: ChromaStore, own: Any, shard: Any, namespace: str, ids: list[str]) -> None:
-    """Copy these documents of the own collection into the shard, keeping newer writes there.
+def copy_page(
+    store: ChromaStore,
+    source: Any,
+    target: Any,
+    namespace: str,
+    ids: list[str],
+    *,
+    into_shard: bool,
+) -> None:
+    """Copy these documents of the namespace from one placement to the other (``ids`` as the
+    source holds them), keeping newer writes there.
 
-    Chroma's ``add`` leaves an id the shard holds as it is: a write made
-    during the copy reached it already (see :meth:`upsert`). A document
-    deleted from the collection while the page was copied is deleted from
-    the copy too: the deleter may have looked at the shard before the copy
-    reached it.
+    Chroma's ``add`` leaves an id the target holds as it is: a write made
+    during the copy reached it already (see :meth:`ChromaStore.upsert`). A
+    document deleted from the source while the page was copied is deleted
+    from the copy too: the deleter may have looked at the target before the
+    copy reached it.
     """
-    page = own.get(ids=ids, include=["documents", "metadatas", "embeddings"])
+    where = None if into_shard else {NAMESPACE_KEY: {"$eq": namespace}}
+    page = source.get(ids=ids, where=where, include=["documents", "metadatas", "embeddings"])
     if not page["ids"]:
         return
     tag = _tag(namespace)
-    tagged = [tag + i for i in page["ids"]]
-    shard.add(
-        ids=tagged,
+    copied = [tag + i if into_shard else i[len(tag) :] for i in page["ids"]]
+    target.add(
+        ids=copied,
         documents=page["documents"],
         embeddings=page["embeddings"],
         metadatas=[{**(m or {}), NAMESPACE_KEY: namespace} for m in page["metadatas"]],
     )
-    kept = set(own.get(ids=page["ids"], include=[])["ids"])
-    gone = [t for i, t in zip(page["ids"], tagged, strict=True) if i not in kept]
-    if gone:
-        shard.delete(ids=gone)
+    kept = set(source.get(ids=page["ids"], include=[])["ids"])
+    gone = [c for i, c in zip(page["ids"], copied, strict=True) if i not in kept]
+    # Into an own collection only while its mark is on: once it is off, the shard is
+    # emptied on purpose.
+    if gone and (
+        into_shard or (store._collection(target.name).metadata or {}).get(_INCOMPLETE_KEY)
+    ):
+        target.delete(ids=gone)
 
 
 def leaving(store: ChromaStore, namespace: str) -> bool:
     """Whether the namespace's own collection is being moved into its shard, or is gone
     (moved): looked up now, after a write or delete landed in it."""
     try:
-        own = store._get_client().get_collection(
-            store.collection_name(namespace), embedding_function=store._embedding_function
-        )
+        own = store._collection(store.collection_name(namespace))
     except NotFoundError:
         return True
     return _LEAVING_KEY in (own.metadata or {})
@@ -178,7 +190,7 @@ def leaving(store: ChromaStore, namespace: str) -> bool:
 
 def marked_by_me(store: ChromaStore, name: str) -> bool:
     """Whether the collection's leaving mark is still this store's (NotFoundError: gone)."""
-    own = store._get_client().get_collection(name, embedding_function=store._embedding_function)
+    own = store._collection(name)
     return (own.metadata or {}).get(_LEAVING_KEY) == store._token
 
 
@@ -200,9 +212,7 @@ def existing_shard(store: ChromaStore, namespace: str) -> Any | None:
     if number in store._shards:
         return store._shards[number]
     try:
-        return store._get_client().get_collection(
-            store._shard_name(number), embedding_function=store._embedding_function
-        )
+        return store._collection(store._shard_name(number))
     except NotFoundError:
         return None
 
@@ -221,11 +231,9 @@ def other_shard_width(store: ChromaStore, shard: Any, own: Any, ids: list[str]) 
 def demoted_on_open(store: ChromaStore, namespace: str, own: Any) -> bool:
     """Whether a small own collection (a store written before shards) is in the shard now.
 
-    Moved here when it holds at most ``promote_at // 2`` documents: half the
-    promotion threshold, so that a namespace moved out of its shard by a
-    promotion (past ``promote_at``) comes back only after losing over half
-    of its documents, and never goes back and forth. A failure is logged
-    and leaves the namespace in its collection, to be moved at a later look.
+    Moved here when it holds at most ``promote_at // 2`` documents (the two
+    thresholds: :mod:`.store`). A failure is logged and leaves the namespace
+    in its collection, to be moved at a later look.
     """
     if not store.demote_on_open or namespace in store._staying:
         return False
@@ -266,13 +274,11 @@ def demoted_on_open(store: ChromaStore, namespace: str, own: Any) -> bool:
 
 
 def check_size(store: ChromaStore, namespace: str, written: int) -> None:
-    """Promote the namespace if a count, made every so often, finds it past ``promote_at``.
+    """Promote the namespace if a count, made every ``promote_at // 8`` documents this object
+    wrote to it (:mod:`.store`), finds it past ``promote_at``.
 
-    A count is a filtered read of ids (see the module docstring), so it is
-    made only once per ``promote_at // 8`` documents this object wrote to
-    the namespace. The first count comes after a random share of that step,
-    so that short-lived processes, each writing a few documents, still
-    count now and then.
+    The first count comes after a random share of that step, so that
+    short-lived processes, each writing a few documents, still count now and then.
     """
     step = max(1, store.promote_at // 8)
     with store._lock:
@@ -300,7 +306,7 @@ def promote(store: ChromaStore, namespace: str) -> None:
         # Documents written from here on reach the own collection from upsert.
         tagged = store._shard_ids(shard, namespace)
         for start in range(0, len(tagged), _PAGE):
-            copy_page(store, shard, own, namespace, tagged[start : start + _PAGE])
+            copy_page(store, shard, own, namespace, tagged[start : start + _PAGE], into_shard=False)
         own.modify(metadata={_NAMESPACE_META_KEY: namespace})
         if store._own_collection(namespace)[0] is None:
             return  # deleted meanwhile (modify does not fail then): the shard is all there is
@@ -316,12 +322,7 @@ def own_collection_made(store: ChromaStore, namespace: str, *, incomplete: bool)
     metadata: dict[str, Any] = {_NAMESPACE_META_KEY: namespace}
     if incomplete:
         metadata[_INCOMPLETE_KEY] = True
-    own = store._get_client().get_or_create_collection(
-        name,
-        metadata=metadata,
-        configuration={"hnsw": {"space": "cosine"}},
-        embedding_function=store._embedding_function,
-    )
+    own = store._made(name, metadata)
     store._check_owner(name, own.metadata or {}, namespace)
     return own
 
@@ -335,37 +336,3 @@ def other_width(store: ChromaStore, place: _Placement, namespace: str, exc: Exce
     if not place.shard or "dimension" not in str(exc).lower():
         return False
     return not store._shard_ids(place.collection, namespace, limit=1)
-
-
-def copy_page(store: ChromaStore, shard: Any, own: Any, namespace: str, tagged: list[str]) -> None:
-    """Copy these documents of the shard into the own collection, keeping newer writes there.
-
-    Chroma's ``add`` leaves an id the own collection holds as it is: a
-    write made during the copy reached it already (see :meth:`upsert`).
-    A document deleted from the shard while the page was copied is deleted
-    from the copy too: the deleter may have looked at the own collection
-    before the copy reached it.
-    """
-    page = shard.get(
-        ids=tagged,
-        where={NAMESPACE_KEY: {"$eq": namespace}},
-        include=["documents", "metadatas", "embeddings"],
-    )
-    if not page["ids"]:
-        return
-    skip = len(_tag(namespace))
-    copied = [i[skip:] for i in page["ids"]]
-    own.add(
-        ids=copied,
-        documents=page["documents"],
-        embeddings=page["embeddings"],
-        metadatas=page["metadatas"],
-    )
-    kept = set(shard.get(ids=page["ids"], include=[])["ids"])
-    gone = [i for i, t in zip(copied, page["ids"], strict=True) if t not in kept]
-    # Only while the mark is on: once it is off, the shard is emptied on purpose.
-    fresh = store._get_client().get_collection(
-        own.name, embedding_function=store._embedding_function
-    )
-    if gone and (fresh.metadata or {}).get(_INCOMPLETE_KEY):
-        own.delete(ids=gone)

@@ -13,7 +13,7 @@ import random
 import re
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import cache, partial
@@ -154,24 +154,36 @@ def _sync_folder(folder: Path) -> None:
         os.close(descriptor)
 
 
-def _embeddings(result: Mapping[str, Any]) -> list[list[float] | None]:
-    """The embeddings of a Chroma ``get`` result, as float lists, one per id (None: not read)."""
+def _records(result: Mapping[str, Any]) -> list[StoredRecord]:
+    """The records of a Chroma ``get`` result (ids as Chroma holds them; embeddings if read)."""
+    count = len(result["ids"])
     vectors = result.get("embeddings")
-    if vectors is None:
-        return [None] * len(result["ids"])
-    return [None if v is None else np.asarray(v, dtype=float).tolist() for v in vectors]
-
-
-def _records(result: Mapping[str, Any], *, embeddings: bool) -> list[StoredRecord]:
-    """The records of a Chroma ``get`` result (ids as Chroma holds them)."""
-    documents = result.get("documents") or [""] * len(result["ids"])
-    vectors = _embeddings(result) if embeddings else [None] * len(result["ids"])
     return [
-        StoredRecord(doc_id, document or "", dict(metadata or {}), embedding=vector)
+        StoredRecord(
+            doc_id,
+            document or "",
+            dict(metadata or {}),
+            embedding=None if vector is None else np.asarray(vector, dtype=float).tolist(),
+        )
         for doc_id, document, metadata, vector in zip(
-            result["ids"], documents, result["metadatas"], vectors, strict=True
+            result["ids"],
+            result.get("documents") or [""] * count,
+            result["metadatas"],
+            [None] * count if vectors is None else vectors,
+            strict=True,
         )
     ]
+
+
+def _pages(collection: Any, **query: Any) -> Iterator[Mapping[str, Any]]:
+    """The results of a Chroma ``get`` of every document that ``query`` asks for, by pages."""
+    offset = 0
+    while True:
+        page = collection.get(**query, limit=_PAGE, offset=offset)
+        yield page
+        if len(page["ids"]) < _PAGE:
+            return
+        offset += _PAGE
 
 
 def _busy(seconds: float) -> str:
@@ -244,9 +256,6 @@ class LangChainEmbeddingFunction(EmbeddingFunction[Documents]):
 
     def default_space(self) -> Any:
         return "cosine"
-
-    def supported_spaces(self) -> Any:
-        return ["cosine", "l2", "ip"]
 
     def _get(self) -> Embeddings:
         if self._embeddings is None:

@@ -98,7 +98,6 @@ from memories.integrations.chroma.parts import (
     _LOG_TIMEOUT,
     _LOGGED_WRITES,
     _NAMESPACE_META_KEY,
-    _PAGE,
     _PLACEMENT_SECONDS,
     _REMEMBERED,
     _SHARD_KEY,
@@ -111,6 +110,7 @@ from memories.integrations.chroma.parts import (
     LangChainEmbeddingFunction,
     StoredRecord,
     _digest,
+    _pages,
     _Placement,
     _records,
     _shard_of,
@@ -353,20 +353,12 @@ class ChromaStore:
 
         def run(place: _Placement) -> list[StoredRecord]:
             scoped = self._scope(place, namespace, where)
-            keys = None if ids is None else self._ids(place, namespace, ids)
-            records: list[StoredRecord] = []
-            offset = 0
-            while True:
-                if keys is not None:
-                    result = place.collection.get(ids=keys, where=scoped, include=include)
-                else:
-                    result = place.collection.get(
-                        where=scoped, include=include, limit=_PAGE, offset=offset
-                    )
-                records += _records(result, embeddings=embeddings)
-                if keys is not None or len(result["ids"]) < _PAGE:
-                    break
-                offset += _PAGE
+            if ids is None:
+                pages = _pages(place.collection, where=scoped, include=include)
+            else:
+                keys = self._ids(place, namespace, ids)
+                pages = iter([place.collection.get(ids=keys, where=scoped, include=include)])
+            records = [r for page in pages for r in _records(page)]
             return self._own(namespace, place, records)
 
         def missing(records: list[StoredRecord]) -> bool:
@@ -424,12 +416,10 @@ class ChromaStore:
         it an existing id is left as it is (Chroma's add, a third cheaper at
         10,000 documents), which is what a retried write of new ids wants.
 
-        A write into a shard then looks for the namespace's own collection (a
-        promotion under way or done, maybe by another process) and writes the
-        documents there too, so that none is lost; now and then it counts the
-        namespace and promotes it past ``promote_at``. A write into an own
-        collection then looks whether it is being demoted, or is gone, and
-        writes the documents into the shard too.
+        A write repeats itself in the collection a promotion or a demotion
+        (:mod:`.moves`) moves the namespace to, so that none is lost; a write
+        into a shard now and then counts the namespace and promotes it past
+        ``promote_at``.
         """
         ids = list(ids)
         if not ids:
@@ -603,14 +593,10 @@ class ChromaStore:
                 connection.close()
 
     def promote(self, namespace: str, /) -> None:
-        """Move a namespace from its shard into a collection of its own.
+        """Move a namespace from its shard into a collection of its own (:mod:`.moves`).
 
-        The own collection is made first, marked incomplete, so that readers
-        keep reading the shard; every document is copied (embedding, text and
-        metadata, :data:`_PAGE` at a time, never over a newer write); the mark
-        is cleared; then the namespace's documents leave the shard. Running it
-        again, after a crash at any point or on a namespace already promoted,
-        finishes the job: a half-copied collection is completed, not trusted.
+        Running it again, after a crash at any point or on a namespace already
+        promoted, finishes the job: a half-copied collection is completed, not trusted.
         """
         with self._promoting, self._translate("move the namespace to its own collection"):
             moves.promote(self, namespace)
@@ -621,15 +607,8 @@ class ChromaStore:
         For stores made before shards, where every namespace has a collection
         (each one kept loaded by Chroma for the life of a process: about 2.5 MB
         and 4 open files). A namespace of at most ``promote_at`` documents is
-        moved while other processes read and write it: its collection is
-        marked as leaving (readers keep reading it, and every write or delete
-        that lands in it repeats itself in the shard); every document is
-        copied into the shard (embedding, text and metadata; ids tagged; by
-        Chroma's ``add``, which never overwrites a newer write); then the
-        collection is deleted, and readers and writers that find it gone look
-        again and find the shard. Running it again after a crash at any point
-        finishes the job; a mark left by another store is taken over once it
-        is :data:`_LEAVING_SECONDS` old.
+        moved while other processes read and write it (:mod:`.moves`); running
+        it again after a crash at any point finishes the job.
 
         A namespace stays where it is, and ``kept`` says why, when it is in
         its shard already, holds more than ``promote_at`` documents, has
@@ -672,9 +651,7 @@ class ChromaStore:
         """The namespace's own collection if it exists, and whether it is complete."""
         name = self.collection_name(namespace)
         try:
-            collection = self._get_client().get_collection(
-                name, embedding_function=self._embedding_function
-            )
+            collection = self._collection(name)
         except NotFoundError:
             return None, False
         metadata = collection.metadata or {}
@@ -685,16 +662,26 @@ class ChromaStore:
         number = _shard_of(namespace)
         shard = self._shards.get(number)
         if shard is None:
-            shard = self._shards[number] = self._get_client().get_or_create_collection(
-                self._shard_name(number),
-                metadata={_SHARD_KEY: number},
-                configuration={"hnsw": {"space": "cosine"}},
-                embedding_function=self._embedding_function,
+            shard = self._shards[number] = self._made(
+                self._shard_name(number), {_SHARD_KEY: number}
             )
         return shard
 
     def _shard_name(self, number: int) -> str:
         return f"{self.collection_prefix}-shard-{number:02d}"
+
+    def _collection(self, name: str) -> Any:
+        """The collection of this name (``NotFoundError`` when there is none)."""
+        return self._get_client().get_collection(name, embedding_function=self._embedding_function)
+
+    def _made(self, name: str, metadata: dict[str, Any]) -> Any:
+        """The collection of this name, made with ``metadata`` (and cosine distance) if missing."""
+        return self._get_client().get_or_create_collection(
+            name,
+            metadata=metadata,
+            configuration={"hnsw": {"space": "cosine"}},
+            embedding_function=self._embedding_function,
+        )
 
     def _call(
         self,
@@ -789,18 +776,12 @@ class ChromaStore:
         return ids
 
     def _shard_namespaces(self, shard: Any) -> set[str]:
-        found: set[str] = set()
-        offset = 0
-        while True:
-            page = shard.get(include=["metadatas"], limit=_PAGE, offset=offset)
-            found.update(
-                str(m[NAMESPACE_KEY]) for m in page["metadatas"] if m and NAMESPACE_KEY in m
-            )
-            if len(page["ids"]) < _PAGE:
-                return found
-            offset += _PAGE
-
-    # -- promotion ------------------------------------------------------------------
+        return {
+            str(m[NAMESPACE_KEY])
+            for page in _pages(shard, include=["metadatas"])
+            for m in page["metadatas"]
+            if m and NAMESPACE_KEY in m
+        }
 
     # -- plumbing -------------------------------------------------------------------
 

@@ -293,9 +293,7 @@ class MemoryStoreAdapter(BaseStore):
             for key in held:
                 self._delete(namespace, key)
 
-    async def asweep_ttl(self, *, batch: int = 500) -> int:
-        """Async :meth:`sweep_ttl`."""
-        return int(await in_thread(lambda: self.sweep_ttl(batch=batch)))
+    asweep_ttl = blocking_twin(sweep_ttl)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
         """Sweep every ``sweep_interval_minutes`` (default: the TTL config's) on a daemon thread."""

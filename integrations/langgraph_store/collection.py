@@ -31,9 +31,7 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
     ``search(query=...)`` ranks with the collection's recall.
 
     ``put(..., index=[fields])`` makes the memory's content of those fields'
-    texts (one a line, LangGraph's paths). ``score="cosine"`` gives LangGraph's
-    score (the cosine similarity of the query's and the memory's embeddings)
-    instead of the calibrated one, ranked by it alone. A collection indexes every memory:
+    texts (one a line, LangGraph's paths). A collection indexes every memory:
     ``put(..., index=False)`` raises ``NotImplementedError`` (a
     :class:`VectorStoreAdapter` keeps unindexed items).
 
@@ -41,7 +39,8 @@ class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
         memory: the collection whose stores and settings every namespace
             uses (its own namespace is only the template's).
         text_field: the value field that becomes the memory's content.
-        score: ``"calibrated"`` (ours, the default) or ``"cosine"`` (LangGraph's).
+        score: ``"calibrated"`` (ours, the default) or ``"cosine"`` (LangGraph's: the
+            cosine similarity of the query's and the memory's embeddings, ranked by it alone).
         ttl, ttl_url, clock: time to live (:class:`MemoryStoreAdapter`'s Args).
     """
 

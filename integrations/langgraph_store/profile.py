@@ -7,7 +7,12 @@ from typing import Any, ClassVar
 
 from langgraph.store.base import Item, SearchItem, SearchOp, TTLConfig
 from memories.integrations.langgraph_store.base import MemoryStoreAdapter
-from memories.integrations.langgraph_store.filters import Namespace, matches_all, timestamp
+from memories.integrations.langgraph_store.filters import (
+    Namespace,
+    matches_all,
+    search_item,
+    timestamp,
+)
 
 from memories.errors import InvalidProfileError
 from memories.kernel.steps import Steps, arun, run, step
@@ -95,15 +100,7 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
 
     @staticmethod
     def _item(found: ProfileItem | None) -> Item | None:
-        if found is None or found.value is None:
-            return None
-        return Item(
-            value=found.value,
-            key=found.key,
-            namespace=found.namespace,
-            created_at=timestamp(found.created_at),
-            updated_at=timestamp(found.updated_at),
-        )
+        return None if found is None or found.value is None else _as_item(found)
 
     @staticmethod
     def _filtered(found: list[ProfileItem], op: SearchOp) -> list[ProfileItem]:
@@ -112,16 +109,7 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
 
     @staticmethod
     def _search_items(found: list[ProfileItem]) -> list[SearchItem]:
-        return [
-            SearchItem(
-                namespace=f.namespace,
-                key=f.key,
-                value=f.value or {},
-                created_at=timestamp(f.created_at),
-                updated_at=timestamp(f.updated_at),
-            )
-            for f in found
-        ]
+        return [search_item(_as_item(f), None) for f in found]
 
     def _get(self, namespace: Namespace, key: str) -> Item | None:
         return self._item(self.store.get(namespace, key))
@@ -164,3 +152,13 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
 
     async def _anamespaces(self) -> list[Namespace]:
         return await self.store.alist_namespaces(limit=2**31)
+
+
+def _as_item(found: ProfileItem) -> Item:
+    return Item(
+        value=found.value or {},
+        key=found.key,
+        namespace=found.namespace,
+        created_at=timestamp(found.created_at),
+        updated_at=timestamp(found.updated_at),
+    )

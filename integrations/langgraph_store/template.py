@@ -46,11 +46,18 @@ class TemplateAdapter(MemoryStoreAdapter, Generic[TemplateMemory]):
         return sum(self.memory.sweep(batch=batch).values())
 
     def _memory(self, namespace: Namespace) -> TemplateMemory:
-        """The template's twin for ``namespace``, built once (see :func:`_of_namespace` below)."""
-        twin: TemplateMemory = _of_namespace(
-            self.memory, namespace, self._memories, omit_expired=self._omit_expired
-        )
-        return twin
+        """The template memory's twin for ``namespace``, built once per namespace.
+
+        Its items' time to live is the adapter's (LangGraph's ``ttl``), stamped
+        before each write: the twin has no ``ttl`` of its own to stamp over it,
+        and hides expired items only under ``omit_expired`` (else they are read
+        until swept, as in LangGraph's stores).
+        """
+        if namespace not in self._memories:
+            self._memories[namespace] = in_namespace(
+                self.memory, namespace, ttl=None, hide_expired=self._omit_expired
+            )
+        return self._memories[namespace]
 
     def _cosines(self, namespace: Namespace, query: str, ids: Sequence[str]) -> dict[str, float]:
         """LangGraph's score of these documents: the cosine of the query's embedding and each's."""
@@ -63,18 +70,3 @@ class TemplateAdapter(MemoryStoreAdapter, Generic[TemplateMemory]):
         """The value's ``text_field``, or the whole value as JSON when it has none."""
         text = value.get(self.text_field)
         return text if isinstance(text, str) else json.dumps(value, sort_keys=True, default=str)
-
-
-def _of_namespace(
-    template: Any, namespace: Namespace, made: dict[Namespace, Any], *, omit_expired: bool
-) -> Any:
-    """The template memory's twin for ``namespace``, built once per namespace.
-
-    Its items' time to live is the adapter's (LangGraph's ``ttl``), stamped
-    before each write: the twin has no ``ttl`` of its own to stamp over it,
-    and hides expired items only under ``omit_expired`` (else they are read
-    until swept, as in LangGraph's stores).
-    """
-    if namespace not in made:
-        made[namespace] = in_namespace(template, namespace, ttl=None, hide_expired=omit_expired)
-    return made[namespace]

@@ -58,21 +58,15 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
     Turns a ``VectorMemory`` saved itself show up too, keyed by document id,
     with their text and metadata as the value.
 
-    LangGraph's indexing applies (:mod:`.indexing`): ``index={"fields": [...]}``
-    (and ``put(..., index=[...])``) embeds each text of those fields
-    separately, as one more document of the item (id: the key, ``"\x1f"``
-    and a number), and an item ranks by its best text; ``put(...,
-    index=False)`` keeps the item unembedded: a query search gives it last,
-    with ``score`` None, as LangGraph's stores do.
+    LangGraph's indexing applies (:mod:`.indexing`): each text of an item is
+    one more document of it (id: the key, ``"\x1f"`` and a number), and an
+    item ranks by its best text; an item put with ``index=False`` comes last
+    in a query search, with ``score`` None, as in LangGraph's stores.
 
     Each namespace's recall picks its best ``offset + limit`` items; those are
     ordered by score. The default score is calibrated
-    (:mod:`memories.stores.recall.scores`: recall's score, the best item's about the
-    probability that it answers the query), so scores compare
-    across queries and namespaces and a ``min_score`` means the same
-    everywhere. ``score="cosine"`` gives LangGraph's score instead: the cosine
-    similarity of the query's embedding to the item's nearest text's, ranked
-    by it alone (no lexical recall).
+    (:mod:`memories.stores.recall.scores`), so scores compare across queries
+    and namespaces and a ``min_score`` means the same everywhere.
 
     Args:
         memory: the vector memory whose store, embeddings and recall settings
@@ -82,7 +76,8 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         index: LangGraph's ``IndexConfig``: ``embed`` (embeddings, a function or
             ``"provider:model"``, used instead of the memory's), ``dims``,
             ``fields`` (``text_fields`` as LangGraph's SQLite store names it).
-        score: ``"calibrated"`` (ours) or ``"cosine"`` (LangGraph's).
+        score: ``"calibrated"`` (ours) or ``"cosine"`` (LangGraph's: ranked by it
+            alone, no lexical recall; :mod:`.indexing`).
         min_score: leave out of query searches the items scoring below this;
             default: the memory's ``min_score`` (with ``score="cosine"``: none).
             ``search(..., min_score=...)`` overrides it for one call.
@@ -150,22 +145,19 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         memory.flush()  # turns waiting in the outbox are part of the store
         return memory.store.get(namespace_key(namespace), ids=ids)
 
-    def _records(self, namespace: Namespace, ids: list[str] | None = None) -> list[Item]:
-        found = self._documents(namespace, ids)
-        return [
-            self._item_of(namespace, r.id, r.text, r.metadata)
-            for r in found
-            if PART not in r.metadata
-        ]
+    def _head(self, namespace: Namespace, key: str) -> StoredRecord | None:
+        """The item's own document (its further texts are documents of their own), or None."""
+        found = [r for r in self._documents(namespace, [key]) if PART not in r.metadata]
+        return found[0] if found else None
 
     def _get(self, namespace: Namespace, key: str) -> Item | None:
-        found = self._records(namespace, [key])
-        return found[0] if found else None
+        head = self._head(namespace, key)
+        return None if head is None else self._item_of(namespace, key, head.text, head.metadata)
 
     def _put(self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any) -> None:
         memory = self._memory(namespace)
-        found = [r for r in self._documents(namespace, [key]) if PART not in r.metadata]
-        old = self._item_of(namespace, key, found[0].text, found[0].metadata) if found else None
+        head = self._head(namespace, key)
+        old = None if head is None else self._item_of(namespace, key, head.text, head.metadata)
         now = time.time()
         texts = texts_of(value, index, self.index.fields)
         if texts is None:
@@ -180,7 +172,7 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         }
         # Texts the old value had past the new one's go first: a crash between the two
         # writes leaves the item found by fewer texts, never by one it no longer has.
-        stale = [part_id(key, n) for n in range(max(len(texts), 1), _parts(found) + 1)]
+        stale = [part_id(key, n) for n in range(max(len(texts), 1), _parts(head) + 1)]
         if stale:
             memory.delete(stale)
         ids = [key, *(part_id(key, n) for n in range(1, len(texts)))]
@@ -188,10 +180,8 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         memory.add(texts or [""], metadatas=[metadata, *parts], ids=ids)
 
     def _delete(self, namespace: Namespace, key: str) -> None:
-        found = [r for r in self._documents(namespace, [key]) if PART not in r.metadata]
-        self._memory(namespace).delete(
-            [key, *(part_id(key, n) for n in range(1, _parts(found) + 1))]
-        )
+        parts = _parts(self._head(namespace, key))
+        self._memory(namespace).delete([key, *(part_id(key, n) for n in range(1, parts + 1))])
 
     def _namespaces(self) -> list[Namespace]:
         listed = self.memory.backend.namespaces()
@@ -317,6 +307,6 @@ def _search_op(
     return SearchOp(namespace_prefix, filter, limit, offset, query, refresh)
 
 
-def _parts(found: list[StoredRecord]) -> int:
-    """How many further texts an item's document (``found``: it, or nothing) says it has."""
-    return int(found[0].metadata.get(PARTS, 0)) if found else 0
+def _parts(head: StoredRecord | None) -> int:
+    """How many further texts an item's own document (or None: no item) says it has."""
+    return 0 if head is None else int(head.metadata.get(PARTS, 0))

@@ -416,15 +416,9 @@ _PROCESS_LOCAL = (type(threading.Lock()), type(threading.RLock()), threading.Con
 
 def _numeric(annotation: Any) -> bool:
     """Whether a field's type is a number (int, float, or one of them or None)."""
-    options = typing.get_args(annotation) if typing.get_origin(annotation) in _UNIONS else ()
-    return annotation in (int, float) or (
-        bool(options)
-        and set(options) - {type(None)}
-        <= {
-            int,
-            float,
-        }
-    )
+    if typing.get_origin(annotation) in _UNIONS:
+        return set(typing.get_args(annotation)) - {type(None)} <= {int, float}
+    return annotation in (int, float)
 
 
 _UNIONS = (typing.Union, types.UnionType)

@@ -173,22 +173,15 @@ _STORE_OPTIONS = ("history", "chat_memory", "entity_store", "kg")
 def sqlite_files(options: Mapping[str, Any]) -> list[str]:
     """The SQLite files a memory config (nested ones too) keeps data in."""
     found: list[str] = []
-
-    def collect(memory: dict[str, Any]) -> dict[str, Any]:
-        for value in (memory, *(memory.get(key) for key in _STORE_OPTIONS)):
-            if not isinstance(value, Mapping):
-                continue
-            url = value.get("url")
-            if value.get("type") == "sqlite" and value is not memory:
-                file = value.get("path") or value.get("db_file")
-                found.append(str(file or default_file(DEFAULT_SQLITE_PATH)))
-            elif isinstance(url, str) and url.startswith(_SQLITE_PREFIX):
-                file = url.removeprefix(_SQLITE_PREFIX)
-                if file and file != ":memory:":
-                    found.append(file)
-        return memory
-
-    each_memory(dict(options), collect)
+    for memory, value in _stores_in(options):
+        url = value.get("url")
+        if value.get("type") == "sqlite" and value is not memory:
+            file = value.get("path") or value.get("db_file")
+            found.append(str(file or default_file(DEFAULT_SQLITE_PATH)))
+        elif isinstance(url, str) and url.startswith(_SQLITE_PREFIX):
+            file = url.removeprefix(_SQLITE_PREFIX)
+            if file and file != ":memory:":
+                found.append(file)
     return found
 
 
@@ -198,23 +191,38 @@ def server_stores(options: Mapping[str, Any]) -> list[str]:
     Each as a message names it (a URL without its password, a Chroma server's address).
     """
     found: list[str] = []
+    for _, value in _stores_in(options):
+        for key in (*_URL_OPTIONS, "vectors"):
+            url = value.get(key)
+            if isinstance(url, str) and url and not url.startswith("sqlite:"):
+                found.append(redacted(url))
+        if value.get("mode") == "http":
+            found.append(
+                f"Chroma server {value.get('host', 'localhost')}:{value.get('port', 8000)}"
+            )
+    return found
+
+
+def _memories_in(options: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A memory config and every memory config nested in it."""
+    found: list[dict[str, Any]] = []
 
     def collect(memory: dict[str, Any]) -> dict[str, Any]:
-        for value in (memory, *(memory.get(key) for key in _STORE_OPTIONS)):
-            if not isinstance(value, Mapping):
-                continue
-            for key in (*_URL_OPTIONS, "vectors"):
-                url = value.get(key)
-                if isinstance(url, str) and url and not url.startswith("sqlite:"):
-                    found.append(redacted(url))
-            if value.get("mode") == "http":
-                found.append(
-                    f"Chroma server {value.get('host', 'localhost')}:{value.get('port', 8000)}"
-                )
+        found.append(memory)
         return memory
 
     each_memory(dict(options), collect)
     return found
+
+
+def _stores_in(options: Mapping[str, Any]) -> list[tuple[dict[str, Any], Mapping[str, Any]]]:
+    """(memory config, store config) for each memory in ``options`` (itself among its stores)."""
+    return [
+        (memory, value)
+        for memory in _memories_in(options)
+        for value in (memory, *(memory.get(key) for key in _STORE_OPTIONS))
+        if isinstance(value, Mapping)
+    ]
 
 
 def with_paths(options: Mapping[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
@@ -445,14 +453,7 @@ def template_fields(options: Mapping[str, Any]) -> set[str]:
 
 def config_templates(options: Mapping[str, Any]) -> set[str]:
     """The ``{field}`` names the namespace templates of a config use, nested memories' too."""
-    found: set[str] = set()
-
-    def collect(memory: dict[str, Any]) -> dict[str, Any]:
-        found.update(template_fields(memory))
-        return memory
-
-    each_memory(dict(options), collect)
-    return found
+    return {name for memory in _memories_in(options) for name in template_fields(memory)}
 
 
 def drop_scope_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -491,8 +492,7 @@ class SessionFactory:
     def __init__(self, config: Mapping[str, Any] | str | Path) -> None:
         self._options = load_config(config)
         found: set[str] = set()
-
-        def check(options: dict[str, Any]) -> dict[str, Any]:
+        for options in _memories_in(self._options):
             scope = capabilities_of(memory_class(options.get("type"))).scope
             fields = template_fields(options)
             if scope == "namespace" and not fields and not options.get(SHARED_KEY):
@@ -504,9 +504,6 @@ class SessionFactory:
                     "run config's configurable fields), or set shared: true to share it on purpose."
                 )
             found.update(fields)
-            return options
-
-        each_memory(self._options, check)
         self.fields = tuple(sorted(found - {"session_id"}))
         probe = self({"session_id": "config-check"} | {f: "config-check" for f in self.fields})
         self.memory_variables: list[str] = list(probe.memory_variables)

@@ -17,6 +17,7 @@ import os
 import shlex
 import sys
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +119,6 @@ def _chat(args: argparse.Namespace) -> int:
 
 def _usage(args: argparse.Namespace) -> int:
     import io
-    import json
-    from contextlib import nullcontext
 
     from memories.faces.commands import chat, format_usage, on_a_copy, open_memory, usage_report
     from memories.testing import ScriptedChatModel
@@ -146,23 +145,17 @@ def _usage(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from memories.core.config import load_config, sqlite_files
     from memories.faces.commands import absent_folders, inspect, open_memory
+    from memories.faces.commands.opening import not_there
 
     # Opening a store that does not exist would make it: inspecting never writes.
     for file in sqlite_files(load_config(args.config)):
         if not Path(file).is_file():
-            raise _nothing_stored(file, "file")
+            raise not_there(file, "file")
     memory = open_memory(args.config, args.session, args.namespace, command="inspect")
     for folder in absent_folders(memory):
-        raise _nothing_stored(folder, "folder")
+        raise not_there(folder, "folder")
     inspect(memory, sys.stdout, last=None if args.all else args.last)
     return 0
-
-
-def _nothing_stored(where: str, kind: str) -> ConfigError:
-    return ConfigError(
-        f"Nothing is stored at {where!r}: the {kind} does not exist. Check the config's paths "
-        "(relative ones are read next to the config file)."
-    )
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -197,22 +190,18 @@ def _import(args: argparse.Namespace) -> int:
     options = load_config(args.config)
     labels = namespace_labels(args.namespace) if args.namespace else None
     stores_of(options, args.session, labels, "import")  # a bad config fails before reading
-    if args.file == "-":
+    stdin = args.file == "-"
+    if not stdin and not Path(args.file).is_file():
+        raise ConfigError(
+            f"Import file {args.file!r} does not exist (give a path, or - for stdin)."
+        )
+    with nullcontext(sys.stdin) if stdin else Path(args.file).open(encoding="utf-8") as handle:
         lines = read_jsonl(
-            _checking(sys.stdin, args.progress), source="<stdin>", session=args.session,
+            _checking(handle, args.progress),
+            source="<stdin>" if stdin else args.file,
+            session=args.session,
             namespace=labels,
-        )  # fmt: skip
-    else:
-        path = Path(args.file)
-        if not path.is_file():
-            raise ConfigError(
-                f"Import file {args.file!r} does not exist (give a path, or - for stdin)."
-            )
-        with path.open(encoding="utf-8") as handle:
-            lines = read_jsonl(
-                _checking(handle, args.progress), source=args.file, session=args.session,
-                namespace=labels,
-            )  # fmt: skip
+        )
     written = import_jsonl(
         lines,
         lambda session: stores_of(options, session, labels, "import")[0],
@@ -495,9 +484,10 @@ def build_parser() -> argparse.ArgumentParser:
         return command
 
     def configured(
-        name: str, help: str, *, dry_run: str = "", confirm: bool = False
+        name: str, help: str, *, dry_run: str = "", confirm: bool = False, llm: bool = False
     ) -> argparse.ArgumentParser:
-        """A command over one session and namespace of a config (the config's by default)."""
+        """A command over one session and namespace of a config (the config's by default);
+        ``llm``: it takes ``--llm``."""
         command = with_config(name, help, dry_run=dry_run, confirm=confirm)
         command.add_argument(
             "--session", help="the session to use (default: the config's history session_id)"
@@ -507,12 +497,13 @@ def build_parser() -> argparse.ArgumentParser:
             help="the namespace of a profile or vector memory, labels joined by '.' "
             "(default: the config's)",
         )
+        if llm:
+            command.add_argument(
+                "--llm", help=f"model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else echo)"
+            )
         return command
 
-    chat = configured("chat", "chat with a configured memory, one line per message")
-    chat.add_argument(
-        "--llm", help=f"model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else echo)"
-    )
+    chat = configured("chat", "chat with a configured memory, one line per message", llm=True)
     chat.add_argument("--system", default="", help="a system prompt")
     chat.set_defaults(run=_chat)
 
@@ -520,9 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
         "usage",
         "run the conversation on stdin (one user line each) on a copy of the stores and print "
         "what each memory's model calls, embeddings and store transactions cost",
-    )
-    usage.add_argument(
-        "--llm", help=f"model, e.g. openai:gpt-4o-mini (default: ${LLM_ENV}, else echo)"
+        llm=True,
     )
     usage.add_argument("--json", action="store_true", help="print the counters as JSON")
     usage.add_argument(

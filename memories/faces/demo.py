@@ -144,8 +144,6 @@ DEMO_INSTRUCTIONS = "You are a friendly assistant."
 
 def scripted_instructions_model() -> BaseLanguageModel:
     """The offline stand-in for the instructions' model: :data:`INSTRUCTION_REVISIONS` in order."""
-    import json
-
     from memories.testing import ScriptedChatModel
 
     replies = [

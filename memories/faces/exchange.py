@@ -80,13 +80,6 @@ def _input_and_answer(exchange: Sequence[BaseMessage]) -> tuple[BaseMessage, Bas
     return human, final
 
 
-def _to_save(exchange: Sequence[BaseMessage], tool_messages: bool) -> list[BaseMessage] | None:
-    pair = _input_and_answer(exchange)
-    if pair is None:
-        return None
-    return list(exchange) if tool_messages else list(pair)
-
-
 def _save_context_args(
     memory: LangChainBaseMemory, human: BaseMessage, final: BaseMessage
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -131,10 +124,10 @@ def saving_exchange(
     memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], tool_messages: bool
 ) -> Steps[bool]:
     """Steps of :func:`save_exchange`."""
-    messages = _to_save(exchange, tool_messages)
-    if messages is None:
+    pair = _input_and_answer(exchange)
+    if pair is None:
         return False
-    yield from saving_messages(memory, messages)
+    yield from saving_messages(memory, list(exchange) if tool_messages else list(pair))
     return True
 
 

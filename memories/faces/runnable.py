@@ -119,7 +119,10 @@ class SessionMemories:
                 return memory
             made = self._made(values, extra)
             if isinstance(made, BaseChatMessageHistory):
-                return _history_memory(made)  # asked for again next time, as LangChain does
+                # asked for again next time, as LangChain does: it is not kept
+                from memories.short_term.buffer import BufferMemory
+
+                return BufferMemory(chat_memory=made, return_messages=True)
             self._by_session[key] = made
             if self._max_sessions is not None and len(self._by_session) > self._max_sessions:
                 self._by_session.popitem(last=False)
@@ -130,12 +133,6 @@ class SessionMemories:
         if len(values) == 1:
             return self._memory(values[0], **extra)
         return self._memory(**dict(zip(self._keys, values, strict=True)), **extra)
-
-
-def _history_memory(history: BaseChatMessageHistory) -> LangChainBaseMemory:
-    from memories.short_term.buffer import BufferMemory
-
-    return BufferMemory(chat_memory=history, return_messages=True)
 
 
 @dataclass

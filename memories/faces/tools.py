@@ -1,15 +1,9 @@
 """Memory tools for agents: the model saves and searches memories in the hot path.
 
-``memory_tools(collection)`` gives ``manage_memory`` and ``search_memory``, with
-langmem's argument names (``content``, ``action``, ``id``; ``query``,
-``limit``), ``profile_tool(profile)`` gives ``update_profile`` (a JSON
-patch), ``read_profile_tool(profile)`` gives ``read_profile``, and
-``entity_tools(memory)`` gives ``manage_entity`` and
-``search_entities`` over a ``ConversationEntityMemory`` (or
-``manage_relation`` and ``entity_knowledge`` over a ``ConversationKGMemory``;
-or ``manage_entity``, ``manage_relation`` and ``search_entities`` over an
-``EntityMemory``'s temporal graph).
-Each works in ``create_agent`` or any LangChain tool-calling loop::
+:func:`memory_tools` (a collection memory, with langmem's argument names),
+:func:`profile_tool` and :func:`read_profile_tool` (a profile) and
+:func:`entity_tools` (an entity, knowledge-graph or entity graph memory) give a
+model its tools; each works in ``create_agent`` or any LangChain tool-calling loop::
 
     memory = CollectionMemory(namespace=("memories", "{user_id}"), path="chroma")
     agent = create_agent(model, memory_tools(memory))

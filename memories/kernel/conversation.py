@@ -282,42 +282,57 @@ def bind_reply_tool(
     return model, False
 
 
-def proposed_items(reply: BaseMessage, tool_name: str, hint: str) -> list[Any]:
+def proposed_items(
+    reply: BaseMessage | str,
+    tool_name: str,
+    hint: str,
+    *,
+    keys: tuple[str, ...] = ("operations",),
+    single: str | None = None,
+) -> list[Any]:
     """The items a reply proposes: from its calls of ``tool_name``, else the JSON list in its text.
 
-    The list may stand alone, sit under ``"operations"``, or come as a JSON
-    string (some models send it so).
+    The list may stand alone, sit under one of ``keys``, or come as a JSON
+    string (some models send it so); an object with a ``single`` key is one item.
 
     Raises:
         LLMError: another tool called, invalid tool arguments, or no list (``hint`` says
             what to reply).
     """
     if isinstance(reply, AIMessage) and reply.invalid_tool_calls:
+        bad = reply.invalid_tool_calls[0]
         raise LLMError(
-            f"The arguments of your {reply.invalid_tool_calls[0]['name']} call are not valid "
-            'JSON. Call it again with arguments {"operations": [...]}.'
+            f"The arguments of your {bad['name']} call are not valid JSON "
+            f"({bad.get('error') or 'unparseable'}). Call {tool_name} again with "
+            'arguments {"operations": [...]}.'
         )
     if isinstance(reply, AIMessage) and reply.tool_calls:
         found: list[Any] = []
         for call in reply.tool_calls:
             if call["name"] != tool_name:
                 raise LLMError(f"You called {call['name']!r}; the only tool is {tool_name!r}.")
-            found.extend(_listed(call["args"], hint))
+            found.extend(_listed(call["args"], hint, keys, single))
         return found
+    named = (*keys, single)
     value = parse_json_reply(
-        str(reply.text),
-        accepts=lambda v: isinstance(v, list) or (isinstance(v, dict) and "operations" in v),
+        reply if isinstance(reply, str) else str(reply.text),
+        accepts=lambda v: (
+            isinstance(v, list) or (isinstance(v, dict) and any(k in v for k in named))
+        ),
         hint=hint,
     )
-    return _listed(value, hint)
+    return _listed(value, hint, keys, single)
 
 
-def _listed(value: Any, hint: str) -> list[Any]:
-    if isinstance(value, dict) and "operations" in value:
-        value = value["operations"]
+def _listed(value: Any, hint: str, keys: tuple[str, ...], single: str | None) -> list[Any]:
+    if isinstance(value, dict):
+        if single is not None and single in value:
+            return [value]
+        value = next((value[key] for key in keys if key in value), value)
     if isinstance(value, str):  # some models send the array as a JSON string
         with contextlib.suppress(ValueError):
             value = json.loads(value)
     if not isinstance(value, list):
-        raise LLMError(hint)
+        shown = json.dumps(value, default=str)[:200]
+        raise LLMError(f"Expected a JSON array of operations, got {shown}. {hint}")
     return value

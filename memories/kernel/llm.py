@@ -349,7 +349,10 @@ def invoke_model(
             model's own exception is the cause.
     """
     if timeout is None:
-        return _guarded(model, lambda: model.invoke(prompt))
+        try:
+            return model.invoke(prompt)
+        except Exception as exc:
+            raise _llm_error(model, exc) from exc
     outcome: list[Any] = []
     context = contextvars.copy_context()
 
@@ -402,13 +405,6 @@ async def ainvoke_text(
 ) -> str:
     """Async :func:`invoke_text`: the same checks, with ``model.ainvoke``."""
     return _text(model, await ainvoke_model(model, prompt, timeout=timeout))
-
-
-def _guarded(model: Runnable[Any, Any], call: Any) -> Any:
-    try:
-        return call()
-    except Exception as exc:
-        raise _llm_error(model, exc) from exc
 
 
 def _llm_error(model: Runnable[Any, Any], exc: BaseException) -> LLMError:

@@ -15,10 +15,10 @@ from typing import Any
 
 import jsonpatch
 import jsonpointer
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import BaseMessage
 
-from memories.errors import InvalidProfileError, LLMError
-from memories.kernel.conversation import operations_tool, parse_json_reply, reply_text
+from memories.errors import InvalidProfileError
+from memories.kernel.conversation import operations_tool, proposed_items, reply_text
 
 __all__ = [
     "OPERATIONS",
@@ -73,66 +73,14 @@ def extract_operations(reply: BaseMessage | str) -> list[Any]:
     """The operations a reply proposes: from its ``update_profile`` tool calls, else its text.
 
     The text may be a bare JSON array (the form small local models produce
-    most reliably), optionally in a code fence or after a sentence, or an
-    object ``{"operations": [...]}``.
+    most reliably), optionally in a code fence or after a sentence, an object
+    ``{"operations": [...]}`` or ``{"patch": [...]}``, or one operation.
 
     Raises:
         LLMError: the reply holds no operations list (prose, another tool).
     """
-    if isinstance(reply, AIMessage):
-        if reply.invalid_tool_calls:
-            bad = reply.invalid_tool_calls[0]
-            raise LLMError(
-                f"The arguments of your {bad['name']} call are not valid JSON "
-                f"({bad.get('error') or 'unparseable'}). Call {PATCH_TOOL_NAME} again with "
-                'arguments {"operations": [...]}.'
-            )
-        if reply.tool_calls:
-            operations: list[Any] = []
-            for call in reply.tool_calls:
-                if call["name"] != PATCH_TOOL_NAME:
-                    raise LLMError(
-                        f"You called a tool named {call['name']!r}; the only tool is "
-                        f"{PATCH_TOOL_NAME!r}."
-                    )
-                operations.extend(_from_value(call["args"]))
-            return operations
-    text = reply if isinstance(reply, str) else str(reply.text)
-    return _from_value(_parse_json_text(text))
-
-
-def _parse_json_text(text: str) -> Any:
-    return parse_json_reply(
-        text,
-        accepts=lambda v: isinstance(v, list) or (isinstance(v, dict) and _holds_operations(v)),
-        hint=_NOT_JSON,
-    )
-
-
-def _holds_operations(value: dict[str, Any]) -> bool:
-    return "op" in value or "operations" in value or "patch" in value
-
-
-def _from_value(value: Any) -> list[Any]:
-    if isinstance(value, dict):
-        if "op" in value:
-            return [value]
-        for name in ("operations", "patch"):
-            if name in value:
-                inner = value[name]
-                if isinstance(inner, str):
-                    # Some models send the array as a JSON string inside the arguments.
-                    try:
-                        inner = json.loads(inner)
-                    except ValueError:
-                        break
-                if isinstance(inner, list):
-                    return inner
-                break
-    if isinstance(value, list):
-        return value
-    raise LLMError(
-        f"Expected a JSON array of operations, got {json.dumps(value)[:200]}. {_NOT_JSON}"
+    return proposed_items(
+        reply, PATCH_TOOL_NAME, _NOT_JSON, keys=("operations", "patch"), single="op"
     )
 
 

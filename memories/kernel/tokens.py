@@ -94,7 +94,7 @@ class TiktokenCounter:
         return f"tiktoken:{self.encoding_name}"
 
     def __call__(self, messages: Sequence[BaseMessage], /) -> int:
-        encode = _encoding(self.encoding_name).encode_ordinary
+        encode = load_encoding(self.encoding_name).encode_ordinary
         total = 0
         for message in messages:
             total += _TOKENS_PER_MESSAGE + _role_tokens(self.encoding_name, message.type)
@@ -102,10 +102,6 @@ class TiktokenCounter:
             if message.name:
                 total += len(encode(message.name))
         return total
-
-
-def _encoding(name: str) -> Any:
-    return load_encoding(name)
 
 
 @functools.cache
@@ -182,7 +178,7 @@ def _bundled_encoding(
 
 @functools.cache
 def _role_tokens(encoding_name: str, role: str) -> int:
-    return len(_encoding(encoding_name).encode_ordinary(role))
+    return len(load_encoding(encoding_name).encode_ordinary(role))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
@@ -24,9 +24,9 @@ from memories.errors import BudgetExceededError
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
 from memories.kernel.retention import Sweeps
-from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.compaction import compactions
-from memories.stores.documents import ProfileStore, default_url
+from memories.stores.documents import PendingTurn, ProfileStore, default_url
 from memories.stores.documents.records import Standing
 from memories.stores.documents.ttl import DocumentTTL
 from memories.stores.erasure import StoreShare
@@ -56,6 +56,15 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         instructions: extra guidance for the model.
         max_retries: how many times an invalid reply is sent back to the model.
         max_turns_per_update: the most queued turns one model call sees.
+        memory_key: the prompt variable the document fills.
+        input_key, output_key: the chain input and output to learn from
+            (default: the only one).
+        return_messages: give ``[SystemMessage]`` instead of a string.
+
+    The model's, the scheduler's and the counter's arguments (``llm``,
+    ``llm_timeout``, ``debounce``, ``scheduler``, ``token_counter``) are
+    :class:`~memories.core.parts.ModelMemory`'s, ``DeferredMemory``'s and
+    ``CountsTokens``'.
     """
 
     namespace: NamespaceField = ("default",)
@@ -171,6 +180,15 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
             "%s %r in %r: update deferred: %s", self.config_type, self.key, self.namespace, waits
         )
         return None
+
+    def _failing(self, turns: Sequence[PendingTurn], error: str, raw: Sequence[str]) -> Steps[None]:
+        """Record a failed update in the history (its turns stay queued) and log it."""
+        store, ns, key = self._store, self.namespace, self.key
+        yield step(store.record_failure, ns, key, error=error, raw=raw, turns=turns)
+        logger.warning(
+            "%s %r in %r: %d queued item(s) not folded in, kept for the next update: %s",
+            *(self.config_type, key, ns, len(turns), error),
+        )
 
     def _standing(self) -> Steps[tuple[Standing, dict[str, Any]]]:
         """The document's standing, and the fields every status of it shows."""
@@ -295,11 +313,7 @@ class ExpiringDocumentMemory(StoredDocumentMemory, Sweeps):
             now=now, namespace=namespace, key=self.key, limit=limit, offset=offset
         )
 
-    async def aexpired_items(
-        self, namespace: Namespace | None = None, /, *, limit: int | None = None, offset: int = 0
-    ) -> list[Expiring]:
-        """Async :meth:`expired_items`."""
-        return await to_thread(self.expired_items, namespace, limit=limit, offset=offset)
+    aexpired_items: ClassVar = blocking_twin(expired_items)
 
     def expired_counts(self, namespace: Namespace | None = None, /) -> dict[Namespace, int]:
         """How many of :meth:`expired_items` each namespace holds (0 or 1): one aggregate query."""
@@ -307,9 +321,7 @@ class ExpiringDocumentMemory(StoredDocumentMemory, Sweeps):
             return {}
         return self.expiry.expired_counts(now=self.clock(), namespace=namespace, key=self.key)
 
-    async def aexpired_counts(self, namespace: Namespace | None = None, /) -> dict[Namespace, int]:
-        """Async :meth:`expired_counts`."""
-        return await to_thread(self.expired_counts, namespace)
+    aexpired_counts: ClassVar = blocking_twin(expired_counts)
 
     def sweep(
         self, *, batch: int = 500, dry_run: bool = False, own: bool = False

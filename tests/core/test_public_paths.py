@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import json
 import pickle
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,18 @@ def test_an_old_path_is_the_moved_module_itself(old: str) -> None:
     # The real module keeps its own identity: its spec and name are the new path's.
     assert new.__name__ == MOVED[old]
     assert new.__spec__ is not None and new.__spec__.name == MOVED[old]
+
+
+def test_a_module_of_a_moved_package_is_never_a_second_copy() -> None:
+    """``memories.history.retained`` (unlisted) is the one ``memories.stores.history.retained``."""
+    copies = []
+    for old, new in sorted(MOVED.items()):
+        package = importlib.import_module(new)
+        for found in pkgutil.iter_modules(getattr(package, "__path__", [])):
+            module = importlib.import_module(f"{new}.{found.name}")
+            if importlib.import_module(f"{old}.{found.name}") is not module:
+                copies.append(f"{old}.{found.name}")
+    assert copies == []
 
 
 def test_every_module_of_the_flat_layout_is_listed_or_still_in_place() -> None:

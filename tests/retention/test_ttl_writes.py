@@ -16,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from memories import ExampleMemory, VectorMemory
+from memories.errors import InvalidInputError
 from memories.stores.expiry import ExpiryLedger
 from tests.retention.conftest import Clock, Make
 
@@ -165,3 +166,11 @@ def test_an_async_vector_turn_failing_after_its_expiry_row_is_absent(
         asyncio.run(memory.asave_context({"input": "my code is 1234"}, {"output": "noted"}))
     monkeypatch.undo()
     assert memory.export_documents() == [] and memory.expiry.count() == 1
+
+
+@pytest.mark.parametrize("ttl", [0, -5, True, "soon"])
+def test_a_bad_ttl_of_a_bulk_add_is_refused_and_nothing_is_stored(tmp_path: Path, ttl: Any) -> None:
+    memory = vector(tmp_path, Clock())
+    with pytest.raises(InvalidInputError, match="ttl must be minutes > 0"):
+        memory.add(["my locker code is 1234"], ttl=ttl)
+    assert memory.export_documents() == [] and memory.expiry.count() == 0

@@ -166,8 +166,8 @@ def crash_after_pages(
     copy = moves.copy_page
     done = [0]
 
-    def copy_then(self: ChromaStore, *args: Any) -> None:
-        copy(self, *args)
+    def copy_then(self: ChromaStore, *args: Any, **kwargs: Any) -> None:
+        copy(self, *args, **kwargs)
         done[0] += 1
         if done[0] == pages:
             if then is None:
@@ -379,18 +379,18 @@ def around_demotion_steps(
     ``"marked"`` (before the first page), ``"page"`` (after the first page) or ``"copied"``
     (every page copied, before the collection is deleted)."""
     monkeypatch.setattr(moves, "_PAGE", 3)
-    copy = moves.copy_out
+    copy = moves.copy_page
     pages = [0]
 
-    def copy_then(self: ChromaStore, *args: Any) -> None:
+    def copy_then(self: ChromaStore, *args: Any, **kwargs: Any) -> None:
         if self is store and step == "marked" and pages[0] == 0:
             then()
-        copy(self, *args)
+        copy(self, *args, **kwargs)
         pages[0] += 1
         if self is store and step == "page" and pages[0] == 1:
             then()
 
-    monkeypatch.setattr(moves, "copy_out", copy_then)
+    monkeypatch.setattr(moves, "copy_page", copy_then)
     client = store._get_client()
     delete_collection = client.delete_collection
 
@@ -776,10 +776,10 @@ def test_a_move_on_first_look_that_fails_is_logged_and_the_namespace_still_reads
     before = snapshot(make_store(demote_on_open=False), "n")
     store = make_store()
 
-    def fail(*args: Any) -> None:
+    def fail(*args: Any, **kwargs: Any) -> None:
         raise ChromaError("the disk is full")
 
-    monkeypatch.setattr(moves, "copy_out", fail)
+    monkeypatch.setattr(moves, "copy_page", fail)
     with caplog.at_level("WARNING", logger=chroma.__name__):
         assert snapshot(store, "n") == before  # read from its collection
     assert "Could not move namespace 'n'" in caplog.text and "the disk is full" in caplog.text

@@ -238,6 +238,8 @@ def test_different_embedding_widths_live_side_by_side_but_never_in_one_namespace
     wide.embedder.dim = 16  # type: ignore[attr-defined]
     with pytest.raises(BackendError, match=r"holds embeddings 64 wide; this embedder gives 16"):
         wide.save_context({"input": "I like cocoa"}, {"output": "ok"})
+    with pytest.raises(BackendError, match=r"gives 16\. Search with the embedder the namespace"):
+        wide.search("cocoa")
     assert wide.backend.count() == 1
     wide.erase_namespace()  # frees the width
     wide.save_context({"input": "I like cocoa"}, {"output": "ok"})

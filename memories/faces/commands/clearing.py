@@ -15,7 +15,6 @@ from memories.core.members import (
     searchable_memories,
 )
 from memories.faces.commands.opening import (
-    documents_of,
     entities_of,
     graph_name,
     graphs_of,
@@ -69,13 +68,13 @@ def clear(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]
         history.clear()
         done.append(f"session {history.session_id!r}: {held} messages and the memories' state")
     for vector in searchable_memories(memory):
-        held = len(documents_of(vector))
+        held = len(vector.export_documents())
         if namespaces:
             vector.erase_namespace()
             done.append(f"vector namespace {'.'.join(vector.namespace)}: {held} documents")
         else:
             vector.clear()
-            left = len(documents_of(vector))
+            left = len(vector.export_documents())
             done.append(
                 f"session {vector.session_id!r} of vector namespace "
                 f"{'.'.join(vector.namespace)}: {held - left} documents ({left} of other "

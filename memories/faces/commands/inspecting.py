@@ -21,7 +21,6 @@ from memories.core.members import (
 from memories.errors import ConfigError
 from memories.faces.commands.chatting import prompt_messages
 from memories.faces.commands.opening import (
-    documents_of,
     entities_of,
     graph_name,
     graphs_of,
@@ -46,6 +45,23 @@ def _describe(message: BaseMessage, width: int = 100) -> str:
     if len(text) > width:
         text = text[: width - 1] + "…"
     return f"{role}: {text}"
+
+
+def _tail(items: list[Any], last: int | None) -> list[Any]:
+    """The last ``last`` of ``items``; all of them when ``last`` is None."""
+    return items if last is None else items[-last:] if last else []
+
+
+def _counted(shown: list[Any], items: list[Any], unit: str = "") -> str:
+    """How many ``items`` there are, and how many of them are shown when not all."""
+    more = f" (last {len(shown)} shown)" if len(shown) < len(items) else ""
+    return f"{len(items)}{unit}{more}\n"
+
+
+def _clipped(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters and marked when cut."""
+    text = text.replace("\n", " | ")
+    return f"{text[:width]}{'…' if len(text) > width else ''}"
 
 
 def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) -> None:
@@ -105,8 +121,7 @@ def _inspect_profile(profile: ProfileMemory, out: TextIO, *, last: int | None) -
     text = json.dumps(document, ensure_ascii=False, indent=2) if document is not None else "(none)"
     out.write("".join(f"  {line}\n" for line in text.splitlines()))
     changes = profile.history()
-    shown = changes if last is None else changes[-last:] if last else []
-    for change in shown:
+    for change in _tail(changes, last):
         detail = change.error if change.error else json.dumps(list(change.patch))
         out.write(f"  change #{change.id} {change.kind} v{change.version}: {detail[:100]}\n")
 
@@ -122,12 +137,10 @@ def _inspect_graph(graph: EntityMemory, out: TextIO, *, last: int | None) -> Non
     if status.last_error is not None:
         out.write(f"  last update failed: {status.last_error}\n")
     lines = [entity_line(e)[2:] for e in entities] + [relation_line(r)[2:] for r in relations]
-    shown = lines if last is None else lines[-last:] if last else []
+    shown = _tail(lines, last)
     if len(shown) < len(lines):
         out.write(f"  (last {len(shown)} shown)\n")
-    for line in shown:
-        text = line.replace("\n", " | ")
-        out.write(f"  {text[:120]}{'…' if len(text) > 120 else ''}\n")
+    out.writelines(f"  {_clipped(line, 120)}\n" for line in shown)
 
 
 def _inspect_knowledge(
@@ -142,28 +155,20 @@ def _inspect_knowledge(
     else:
         items = [f"({s}, {p}, {o})" for s, o, p in store.get_triples()]
         kind = "triples"
-    shown = items if last is None else items[-last:] if last else []
-    out.write(
-        f"\n{kind} of session {session_id!r} in {store!r}: {len(items)}"
-        + (f" (last {len(shown)} shown)\n" if len(shown) < len(items) else "\n")
-    )
-    for item in shown:
-        text = item.replace("\n", " | ")
-        out.write(f"  {text[:120]}{'…' if len(text) > 120 else ''}\n")
+    shown = _tail(items, last)
+    out.write(f"\n{kind} of session {session_id!r} in {store!r}: {_counted(shown, items)}")
+    out.writelines(f"  {_clipped(item, 120)}\n" for item in shown)
 
 
 def _inspect_vector(vector: Any, out: TextIO, *, last: int | None) -> None:
-    documents = documents_of(vector)
-    shown = documents if last is None else documents[-last:] if last else []
+    documents = vector.export_documents()
+    shown = _tail(documents, last)
     out.write(
         f"\nvector namespace {'.'.join(vector.namespace)} in the {vector.store.location}: "
-        f"{len(documents)} documents"
-        + (f" (last {len(shown)} shown)\n" if len(shown) < len(documents) else "\n")
+        f"{_counted(shown, documents, ' documents')}"
     )
     for record in shown:
-        session = record.metadata.get("session", "?")
-        text = record.text.replace("\n", " | ")
-        out.write(f"  [{session}] {text[:100]}{'…' if len(text) > 100 else ''}\n")
+        out.write(f"  [{record.metadata.get('session', '?')}] {_clipped(record.text, 100)}\n")
 
 
 def dead_letters(
@@ -200,7 +205,6 @@ def dead_letters(
         out.write(f"{where}: {len(letters)} documents set aside\n")
         for letter in letters:
             when = datetime.fromtimestamp(letter.created_at, UTC).isoformat(timespec="seconds")
-            text = letter.row.text.replace("\n", " | ")
             out.write(f"  {letter.row.doc_id}  {when}  {letter.error}\n")
-            out.write(f"    {text[:100]}{'…' if len(text) > 100 else ''}\n")
+            out.write(f"    {_clipped(letter.row.text, 100)}\n")
     return remaining

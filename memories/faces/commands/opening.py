@@ -142,6 +142,14 @@ def absent_folders(memory: LangChainBaseMemory) -> list[str]:
     return [folder for folder in chroma_folders(memory) if not Path(folder).is_dir()]
 
 
+def not_there(where: str, kind: str) -> ConfigError:
+    """The error of a command that only reads, for a ``kind`` of store that does not exist."""
+    return ConfigError(
+        f"Nothing is stored at {where!r}: the {kind} does not exist. Check the config's paths "
+        "(relative ones are read next to the config file)."
+    )
+
+
 def nothing_stored(config: str | Path | dict[str, Any]) -> list[str]:
     """The SQLite files and Chroma folders of a config, when not one of them exists yet.
 
@@ -243,9 +251,3 @@ def entities_of(store: EntityStore) -> dict[str, str]:
         return store.entities()
     except NotImplementedError as exc:
         raise ConfigError(str(exc)) from exc
-
-
-def documents_of(vector: Any) -> list[Any]:
-    """Every document of a vector memory's namespace, oldest first (queued ones written first)."""
-    documents: list[Any] = vector.export_documents()
-    return documents

@@ -22,7 +22,6 @@ from memories.core.members import (
 )
 from memories.errors import ConfigError, InvalidInputError
 from memories.faces.commands.opening import (
-    documents_of,
     entities_of,
     graphs_of,
     knowledge_of,
@@ -205,7 +204,7 @@ def export_jsonl(
             out.write(ExportLine(history.session_id, entry.message, entry.seq).to_json() + "\n")
             messages += 1
     for vector in vectors if namespaces else []:
-        for record in documents_of(vector):
+        for record in vector.export_documents():
             metadata = {k: v for k, v in record.metadata.items() if k != "namespace"}
             out.write(DocumentLine(vector.namespace, record.id, record.text, metadata).to_json())
             out.write("\n")

@@ -185,9 +185,6 @@ def _param(request: Request, name: str) -> str:
     return unquote(request.path_params[name])
 
 
-Endpoint = Callable[[Request], Awaitable[Response]]
-
-
 def _int(request: Request, name: str, default: int, highest: int) -> int:
     text = request.query_params.get(name)
     if text is None or text == "":
@@ -456,30 +453,6 @@ def create_app(
 
             routes.append(Route(route_path, endpoint, methods=["POST"]))
 
-    async def overview(request: Request) -> dict[str, Any]:
-        return await call(inspector.overview)
-
-    async def namespaces(request: Request) -> dict[str, Any]:
-        return await call(inspector.namespaces, **_listing(request))
-
-    async def namespace(request: Request) -> dict[str, Any]:
-        return await call(inspector.namespace, _param(request, "namespace"))
-
-    async def erasure(request: Request) -> dict[str, Any]:
-        return await call(inspector.erasure, _param(request, "namespace"))
-
-    async def items(request: Request) -> dict[str, Any]:
-        return await call(inspector.items, *_where(request), **_listing(request))
-
-    async def item(request: Request) -> dict[str, Any]:
-        return await call(inspector.item, *_where(request), _param(request, "item"))
-
-    async def sessions(request: Request) -> dict[str, Any]:
-        return await call(inspector.sessions, **_listing(request))
-
-    async def session(request: Request) -> dict[str, Any]:
-        return await call(inspector.session, _param(request, "session"))
-
     async def search(request: Request) -> dict[str, Any]:
         where, query = _text(request, "namespace"), _text(request, "q")
         if not where:  # a search is within one user's namespace: say so, keep the query
@@ -497,14 +470,22 @@ def create_app(
         memory = _text(request, "memory") or None
         return await call(inspector.search, where, query, memory_id=memory, k=k)
 
-    add("/", "overview.html", overview)
-    add("/namespaces", "namespaces.html", namespaces)
-    add("/namespaces/{namespace}", "namespace.html", namespace)
-    add("/namespaces/{namespace}/erase", "erase.html", erasure)
-    add("/namespaces/{namespace}/memories/{memory}", "items.html", items)
-    add("/namespaces/{namespace}/memories/{memory}/items/{item}", "item.html", item)
-    add("/sessions", "sessions.html", sessions)
-    add("/sessions/{session:path}", "session.html", session)
+    add("/", "overview.html", lambda r: call(inspector.overview))
+    add("/namespaces", "namespaces.html", lambda r: call(inspector.namespaces, **_listing(r)))
+    add(_NAMESPACE, "namespace.html", lambda r: call(inspector.namespace, _param(r, "namespace")))
+    add(
+        _NAMESPACE + "/erase",
+        "erase.html",
+        lambda r: call(inspector.erasure, _param(r, "namespace")),
+    )
+    add(_MEMORY, "items.html", lambda r: call(inspector.items, *_where(r), **_listing(r)))
+    add(_ITEM, "item.html", lambda r: call(inspector.item, *_where(r), _param(r, "item")))
+    add("/sessions", "sessions.html", lambda r: call(inspector.sessions, **_listing(r)))
+    add(
+        "/sessions/{session:path}",
+        "session.html",
+        lambda r: call(inspector.session, _param(r, "session")),
+    )
     add("/search", "search.html", search)
 
     def memory_page(request: Request, done: dict[str, Any]) -> str:

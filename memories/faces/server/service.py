@@ -40,6 +40,7 @@ from memories.core.config import (
 from memories.core.erasure import ErasureReport, erase_user
 from memories.core.members import chat_memories, distinct_histories, read_only
 from memories.errors import ConfigError, InvalidInputError
+from memories.faces.commands.opening import not_there
 from memories.faces.exchange import view_memory
 from memories.faces.server.counts import expired_counts, live_page, recorded_usage, shown_count
 from memories.faces.server.errors import NotFound, ReadOnly
@@ -141,10 +142,7 @@ class Inspector:
         self.options = load_config(config)
         missing = [f for f in sqlite_files(self.options) if not Path(f).is_file()]
         if missing:
-            raise ConfigError(
-                f"Nothing is stored at {missing[0]!r}: the file does not exist. Check the "
-                "config's paths (relative ones are read next to the config file)."
-            )
+            raise not_there(missing[0], "file")
         self.page_size = page_size
         self.allow_writes = allow_writes
         self._templated = bool(config_templates(self.options))

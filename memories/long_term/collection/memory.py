@@ -45,7 +45,7 @@ from memories.long_term.collection import folding, rules, transfer
 from memories.long_term.collection.folding import MAX_CONFLICTS, CollectionUpdate
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
 from memories.long_term.collection.rows import Rows, claim, expire_in, lining_up, memory_id
-from memories.long_term.indexed import TTL, IndexedMemory
+from memories.long_term.indexed import TTL, IndexedMemory, show_progress
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.stored import StoredDocumentMemory, TurnPolicy
 from memories.stores.documents import (
@@ -77,8 +77,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     The store's and the namespace's arguments are
     :class:`~memories.long_term.indexed.DocumentMemory`'s (``mode``, ``path``,
-    ``namespace``, ``embeddings``...); the ledger's (``url``, ``key``,
-    ``debounce``) :class:`~memories.long_term.stored.StoredDocumentMemory`'s.
+    ``namespace``, ``embeddings``...); the ledger's and the policy's (``url``,
+    ``key``, ``policy``, ``every_n``, ``max_retries``, ``memory_key``...)
+    :class:`~memories.long_term.stored.StoredDocumentMemory`'s.
 
     Args:
         llm: the model that proposes the changes (a LangChain model or
@@ -87,35 +88,22 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             (:mod:`~memories.long_term.collection.offline`).
         schema: what a memory is: None or ``str`` (a sentence), a Pydantic
             model class, its ``"module:Class"`` path, or a JSON Schema dict.
-        policy: when queued turns are folded in: ``"turn"`` (every save),
-            ``"every_n"``, ``"background"`` (after ``debounce`` seconds of
-            quiet) or ``"manual"`` (:meth:`refresh`).
-        every_n: turns per update under ``"every_n"``.
         k: how many memories ``load_memory_variables`` and ``search`` show.
         related_k: how many current memories the model is shown per update.
-        instructions: extra guidance for the model (what to remember, what not).
         enable_inserts, enable_updates, enable_deletes: which operations
             the model may make.
         duplicate_threshold: an insert whose embedding has at least this
             cosine similarity with a current memory's (or whose text is the
             same, ignoring case, spacing and punctuation) is not stored; when
             it holds every word of that memory and more, it updates it.
-        max_retries: how many times an invalid reply is sent back.
-        max_turns_per_update: the most queued turns one model call sees.
         update_method: ``"auto"`` (tool calling when the model has it, else
             JSON text), ``"tool"`` or ``"json"``.
-        memory_key: the prompt variable the memories fill.
-        input_key, output_key: the chain input and output to learn from.
-        return_messages: give ``[SystemMessage]`` instead of a string.
         ttl: minutes a new memory lives after it was last written (an edit
             keeps a memory's own; ``put(..., ttl=...)`` sets one's); None: forever.
             An expired memory is hidden from every read at once and deleted
             (ledger rows with its versions, index document) by :meth:`sweep`.
-        refresh_on_read: a memory found by a search, a load or ``get`` starts
-            its time to live again, as LangGraph's ``refresh_on_read``.
-        hide_expired: leave expired memories out of every read (False: read
-            them until the sweep deletes them, as LangGraph's ``omit_expired=False``).
-        clock: the time expiry is reckoned with (Unix seconds; tests inject one).
+            ``refresh_on_read``, ``hide_expired`` and ``clock`` are as in
+            :class:`~memories.long_term.indexed.IndexedMemory`.
     """
 
     config_type: ClassVar[str] = "collection"
@@ -203,6 +191,13 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             raise InvalidInputError(f"metadata sets {clash}, which the collection keeps itself.")
         return given
 
+    def _document(self, content: Any, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+        """What the ledger stores for a memory: its checked content and metadata."""
+        return {
+            "content": self.check_content(content),
+            "metadata": self._checked_metadata(metadata),
+        }
+
     # -- records ------------------------------------------------------------------
 
     def _row(self, item: ProfileItem) -> OutboxRow:
@@ -248,9 +243,6 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         return written
 
     # -- time to live (expiry times in an ExpiryLedger beside the ledger) -------------
-
-    def _expiry_url(self) -> str:
-        return self.url
 
     @cached_property
     def expiry(self) -> ExpiryLedger:
@@ -384,16 +376,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _putting(
         self, content: Any, metadata: Mapping[str, Any] | None, memory_id: str | None, ttl: TTL
     ) -> Steps[str]:
-        document = {
-            "content": self.check_content(content),
-            "metadata": self._checked_metadata(metadata),
-        }
-        if (
-            ttl is not None
-            and ttl != "default"
-            and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0)
-        ):
-            raise InvalidInputError(f"ttl must be minutes > 0, None or 'default', got {ttl!r}.")
+        document = self._document(content, metadata)
         chosen = uuid.uuid4().hex if memory_id is None else rules.checked_id(memory_id)
         yield from self._direct(chosen, lambda item: document, "put", ttl)
         return chosen
@@ -417,18 +400,14 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             raise InvalidInputError(f"Got {len(metadatas)} metadatas for {len(contents)} contents.")
         commits = []
         for i, content in enumerate(contents):
-            document = {
-                "content": self.check_content(content),
-                "metadata": self._checked_metadata(metadatas[i] if metadatas else None),
-            }
-            commits.append(
-                (self.rows.prefix + uuid.uuid4().hex, Change(document, "put", [], ()), 0)
-            )
+            document = self._document(content, metadatas[i] if metadatas else None)
+            key = self.rows.prefix + uuid.uuid4().hex
+            commits.append((key, Change(document, "put", [], ()), 0))
         stamp = run(self._stamp(commits, "default"))
         written = self._store.commit_many(self.namespace, commits, drop_key=self.key, also=stamp)
         assert written is not None  # new ids: nothing to conflict with
         rows = [self._row(item) for item in written if item is not None]
-        self.backend.add(rows, progress=progress if progress is not None else len(rows) > 1_000)
+        self.backend.add(rows, progress=show_progress(progress, rows))
         return [memory_id(key) for key, _, _ in commits]
 
     async def aput_many(self, contents: Sequence[Any], **options: Any) -> builtins.list[str]:

@@ -13,7 +13,6 @@ writer (a thread, a process) is recomputed from a fresh read.
 from __future__ import annotations
 
 import builtins
-import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,7 +51,6 @@ from memories.stores.entities.temporal_graph import (
 
 __all__ = ["EntityMemory", "GraphStatus", "GraphUpdate"]
 
-logger = logging.getLogger(__name__)
 
 # How many times an update is recomputed when another writer changed the graph first.
 _MAX_CONFLICTS = 5
@@ -87,12 +85,6 @@ class EntityMemory(StoredDocumentMemory):
         llm: the model that proposes the changes (a LangChain model or
             ``"provider:model"``). Without one, the rule-based extractor
             (:mod:`memories.long_term.entity_graph.extractor`) proposes them.
-        namespace: whose graph this is; ``url``: where it is stored (SQLite
-            by default, any SQLAlchemy URL).
-        policy: when queued turns are folded in: ``"turn"`` (every save),
-            ``"every_n"``, ``"background"`` (after ``debounce`` seconds of
-            quiet) or ``"manual"`` (:meth:`refresh`).
-        every_n: turns per update under ``"every_n"``.
         user_name: the entity the user is (``I``, ``my`` in their turns).
         single_valued: predicates a subject holds one of at a time (a new
             ``lives_in`` closes the current one even if the model does not say).
@@ -100,12 +92,11 @@ class EntityMemory(StoredDocumentMemory):
         hops: 1 shows the named entities' relations; 2 adds their neighbours'.
         max_tokens: the most tokens the loaded text takes.
         related_k: how many entities (with their relations) the model is shown per update.
-        instructions: extra guidance for the model.
-        max_retries: how many times an invalid reply is sent back.
-        max_turns_per_update: the most queued turns one model call sees.
         update_method: ``"auto"``, ``"tool"`` or ``"json"``.
-        memory_key: the prompt variable the graph fills.
-        return_messages: give ``[SystemMessage]`` instead of a string.
+
+    The store's, the policy's and the model's arguments (``namespace``,
+    ``url``, ``policy``, ``every_n``, ``instructions``, ``max_retries``,
+    ``memory_key``...) are :class:`~memories.long_term.stored.StoredDocumentMemory`'s.
     """
 
     config_type: ClassVar[str] = "entity"
@@ -337,9 +328,10 @@ class EntityMemory(StoredDocumentMemory):
                 return total
 
     def _folding_batch(self) -> Steps[GraphUpdate]:
-        store, ns, key = self.store, self.namespace, self.key
         for _ in range(_MAX_CONFLICTS):
-            turns = yield step(store.pending, ns, key, limit=self.max_turns_per_update)
+            turns = yield step(
+                self.store.pending, self.namespace, self.key, limit=self.max_turns_per_update
+            )
             if not turns:
                 return GraphUpdate("idle")
             graph = yield from self._reading(None)
@@ -354,15 +346,7 @@ class EntityMemory(StoredDocumentMemory):
                 session, caller, model = self._session(graph, turns, when)
                 plan, raw, error = yield from conversing(session, caller, model)
                 if plan is None:
-                    yield step(
-                        store.record_failure, ns, key, error=error, raw=raw, turns=tuple(turns)
-                    )
-                    logger.warning(
-                        "Entity graph %r: %d turn(s) not folded in, kept queued: %s",
-                        ns,
-                        len(turns),
-                        error,
-                    )
+                    yield from self._failing(turns, error or "", raw)
                     return GraphUpdate("failed", error=error)
             assert plan is not None
             if (yield from self._committing(graph, plan, turns)):

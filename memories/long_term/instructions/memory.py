@@ -32,7 +32,6 @@ The document in the store::
 from __future__ import annotations
 
 import difflib
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -69,7 +68,6 @@ __all__ = [
     "ReflectionResult",
 ]
 
-logger = logging.getLogger(__name__)
 
 Policy = Literal["feedback", "every_n", "background", "manual"]
 Outcome = Literal["revised", "proposed", "unchanged", "failed", "idle", "awaiting_approval"]
@@ -140,8 +138,6 @@ class InstructionsMemory(ExpiringDocumentMemory):
             prompts are only written with :meth:`put`.
         namespace: whose instructions these are (an agent, a user).
         key: the name of this set of prompts within the namespace.
-        url: the SQLAlchemy URL of the store; default ``memories.db`` in the
-            data directory (the profile store's file).
         pinned: passages the model may never remove or change (each must be
             in one of the initial prompts).
         max_tokens: the most tokens one prompt may have after a revision.
@@ -152,16 +148,12 @@ class InstructionsMemory(ExpiringDocumentMemory):
             ``"background"`` (after ``debounce`` seconds of quiet) or
             ``"manual"`` (:meth:`refresh`).
         every_n: the queued turns and feedback items per reflection under ``"every_n"``.
-        max_retries: how many times a bad reply is sent back to the model.
-        max_turns_per_update: the most queued items one reflection sees.
-        instructions: extra guidance for the reflecting model.
-        memory_key: the prompt variable the instructions fill.
-        input_key, output_key: which chain input and output to queue.
-        return_messages: give ``[SystemMessage]`` instead of a string.
         ttl: minutes the revised instructions live after their last write (then
-            the base ``prompts`` show again); None: forever (see
-            :class:`~memories.long_term.stored.ExpiringDocumentMemory`, with
-            ``refresh_on_read`` and ``clock``).
+            the base ``prompts`` show again); None: forever.
+
+    The other arguments (``url``, ``max_retries``, ``instructions``,
+    ``memory_key``, ``refresh_on_read``...) are those of
+    :class:`~memories.long_term.stored.ExpiringDocumentMemory` and its parts.
     """
 
     config_type: ClassVar[str] = "instructions"
@@ -497,14 +489,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
             session = self._session(prompts, turns)
             outcome = yield from conversing(session, caller)
             if outcome.error is not None:
-                yield step(
-                    store.record_failure, ns, key, error=outcome.error, raw=outcome.raw, turns=turns
-                )
-                logger.warning(
-                    "Instructions %r in %r were not revised from %d item(s); kept them and the "
-                    "items: %s",
-                    *(key, ns, len(turns), outcome.error),
-                )
+                yield from self._failing(turns, outcome.error, outcome.raw)
                 return ReflectionResult("failed", version, 0, outcome.error)
             if not outcome.revisions:
                 yield step(store.drop_pending, ns, key, [t.id for t in turns])

@@ -76,38 +76,21 @@ class ProfileMemory(ExpiringDocumentMemory):
             ``"provider:model"`` / ``"llamacpp:/path.gguf"`` (resolved at
             construction). Needed unless ``policy="manual"`` and the profile is
             only written with :meth:`put`.
-        namespace: whose profile this is: a tuple of labels (``("users", "maya")``)
-            or the labels joined by ``"."`` (``"users.maya"``).
         key: the profile's name within the namespace; several named profiles
             can share one namespace.
-        url: the SQLAlchemy URL of the store; default: ``memories.db`` in the
-            data directory (:mod:`memories.kernel.paths`), opened on the first use.
-        memory_key: the prompt variable the profile fills.
-        input_key: the chain input to learn from (default: the only one).
-        output_key: the chain output to learn from (default: the only one).
-        return_messages: give a list holding one system message instead of a string.
         format: ``"json"`` (compact JSON) or ``"text"`` (an indented block).
         policy: when queued turns are folded in: ``"turn"`` (every save),
             ``"every_n"``, ``"background"`` (after ``debounce`` seconds of
             quiet), ``"manual"`` (:meth:`refresh`), or ``"once"`` (frozen once
             written; ``clear()`` lets it be written again).
-        every_n: the number of turns per update under ``"every_n"``.
-        debounce: the quiet period under ``"background"``, in seconds.
-        scheduler: the :class:`~memories.kernel.background.Debouncer` that runs
-            background updates (the process-wide one by default).
-        llm_timeout: seconds to wait for one model reply before the update
-            fails (and is recorded); None waits forever.
-        max_retries: how many times an invalid reply is sent back to the model.
         max_document_tokens: the budget of document shown in one model call;
             larger documents are updated section by section.
-        max_turns_per_update: the most queued turns one model call sees.
-        token_counter: how to count tokens (see :mod:`memories.kernel.tokens`).
-        instructions: extra guidance for the model (what to record, what not).
         update_method: ``"auto"`` (tool calling when the model has it, else
             JSON text), ``"tool"`` or ``"json"``.
-        ttl: minutes a new profile lives after its last write (a stored one
-            keeps its own rule); None: forever (see
-            :class:`~memories.long_term.stored.ExpiringDocumentMemory`).
+
+    The other arguments (``namespace``, ``url``, ``every_n``, ``memory_key``,
+    ``ttl``, ``debounce``...) are those of
+    :class:`~memories.long_term.stored.ExpiringDocumentMemory` and its parts.
     """
 
     config_type: ClassVar[str] = "profile"

@@ -5,13 +5,8 @@ and is told the replies (:meth:`~UpdateSession.receive`); it builds the
 prompts, reads the replies, applies the patches to a copy, validates the
 result, and feeds every error back to the model for a bounded number of
 retries. The memory's sync and async paths drive the same session, and differ
-only in whether the model call is awaited.
-
-A document over the token budget is updated section by section
-(:func:`memories.kernel.patching.plan_sections`): one conversation with the
-model per section, each seeing only its part, all applied to one working copy
-and validated against the whole schema. The update is all or nothing: if any
-section fails, nothing is kept.
+only in whether the model call is awaited. A document over the token budget
+is updated section by section (:mod:`memories.long_term.profile`, "Large profiles").
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
 """The default vector backend: Chroma, an outbox in front of it, hybrid recall beside it.
 
-Writes go through an outbox (:mod:`memories.stores.vector.outbox`) first, so a store
-that is down loses nothing. With ``write="background"`` :meth:`ChromaBackend.save`
-returns once the turn is in the outbox and searchable in this process; the
-process's background writer embeds it and writes it to Chroma
-(:mod:`memories.stores.vector.writes`). With ``write="sync"`` it returns once Chroma
-has it. Either way a failure to write is raised as
-:class:`~memories.errors.BackendUnavailableError` (or the embedder's error)
--- in background mode by the next call that needs the store, or by
-:meth:`ChromaBackend.flush` -- and the turn waits in the outbox until a later
-call or ``flush()`` writes it.
-
-Search is hybrid (see :class:`memories.stores.recall.RecallConfig`): Chroma's
-nearest neighbours and a BM25 ranking computed in the outbox's SQL database
-(:mod:`memories.stores.vector.recall_index`) are fused, then each turn borrows
-score from the turns next to it, whose positions come from the same database.
-Nothing is kept per process but the embeddings of the documents it queued
-(:mod:`memories.stores.vector.pending`), so every process sees every other's
-writes at its next search, with no index to rebuild.
+Writes go through an outbox (:mod:`memories.stores.vector.outbox`) first, so a
+store that is down loses nothing: with ``write="background"`` the process's
+background writer (:mod:`memories.stores.vector.writes`) embeds the turn and
+writes it to Chroma, with ``write="sync"`` a save returns once Chroma has it, and
+a failed write is raised by the next call that needs the store or by
+:meth:`ChromaBackend.flush` (docs/memories/vector.md tells both). Search fuses
+Chroma's nearest neighbours with the SQL recall index beside the outbox
+(:mod:`memories.stores.vector.recall_index`); nothing is kept per process but the
+embeddings of the documents it queued (:mod:`memories.stores.vector.pending`).
 """
 
 from __future__ import annotations

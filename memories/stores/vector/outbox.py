@@ -152,23 +152,22 @@ def _delete_copies(
     connection.execute(_COPY, copies)
 
 
-def _letters(target: str, namespace: str) -> sa.Select[Any]:
-    """A namespace's dead letters, oldest first: key, doc_id, row, error, created_at."""
-    return (
-        sa.select(_dead.c.id, _dead.c.doc_id, _dead.c.row, _dead.c.error, _dead.c.created_at)
-        .where(_dead.c.target == target, _dead.c.namespace == namespace)
-        .order_by(_dead.c.id)
-    )
+def _in_order(table: sa.Table, target: str, namespace: str, *columns: Any) -> sa.Select[Any]:
+    """``columns`` of a namespace's rows in ``table`` (the queue or the letters), oldest first."""
+    query = sa.select(*columns).where(table.c.target == target, table.c.namespace == namespace)
+    return query.order_by(table.c.id)
+
+
+#: A dead letter's columns: key, doc_id, row, error, created_at.
+_LETTER = (_dead.c.id, _dead.c.doc_id, _dead.c.row, _dead.c.error, _dead.c.created_at)
 
 
 def _queued_ids(
     connection: sa.Connection, target: str, namespace: str, ids: Sequence[str]
 ) -> set[str]:
     """Which of ``ids`` have a copy waiting in the outbox."""
-    query = sa.select(_outbox.c.doc_id).where(
-        _outbox.c.target == target, _outbox.c.namespace == namespace, _outbox.c.doc_id.in_(ids)
-    )
-    return {doc_id for (doc_id,) in connection.execute(query)}
+    query = _in_order(_outbox, target, namespace, _outbox.c.doc_id)
+    return set(connection.execute(query.where(_outbox.c.doc_id.in_(ids))).scalars())
 
 
 class SQLOutbox:
@@ -247,11 +246,7 @@ class SQLOutbox:
 
     def pending(self, target: str, namespace: str, *, limit: int | None = None) -> list[OutboxRow]:
         """The oldest queued rows of a namespace, in the order they were queued."""
-        query = (
-            sa.select(_outbox.c.doc_id, _outbox.c.row)
-            .where(_outbox.c.target == target, _outbox.c.namespace == namespace)
-            .order_by(_outbox.c.id)
-        )
+        query = _in_order(_outbox, target, namespace, _outbox.c.doc_id, _outbox.c.row)
         if limit is not None:
             query = query.limit(limit)
         with self._reading("read queued turns") as connection:
@@ -261,15 +256,8 @@ class SQLOutbox:
         """The queued copies of documents with these ids (the newest last)."""
         if not ids:
             return []
-        query = (
-            sa.select(_outbox.c.doc_id, _outbox.c.row)
-            .where(
-                _outbox.c.target == target,
-                _outbox.c.namespace == namespace,
-                _outbox.c.doc_id.in_(list(ids)),
-            )
-            .order_by(_outbox.c.id)
-        )
+        query = _in_order(_outbox, target, namespace, _outbox.c.doc_id, _outbox.c.row)
+        query = query.where(_outbox.c.doc_id.in_(list(ids)))
         with self._reading("read queued turns") as connection:
             return [_load(doc_id, data) for doc_id, data in connection.execute(query)]
 
@@ -327,9 +315,7 @@ class SQLOutbox:
         connection: sa.Connection,
     ) -> list[tuple[int, str]]:
         """``(key, doc_id)`` of a namespace's rows in ``table``, of one session's if given."""
-        query = sa.select(table.c.id, table.c.doc_id, table.c.row).where(
-            table.c.target == target, table.c.namespace == namespace
-        )
+        query = _in_order(table, target, namespace, table.c.id, table.c.doc_id, table.c.row)
         return [
             (key, doc_id)
             for key, doc_id, row in connection.execute(query)
@@ -375,7 +361,7 @@ class SQLOutbox:
 
     def dead_letters(self, target: str, namespace: str) -> list[DeadLetter]:
         """The rows of a namespace set aside, oldest first."""
-        query = _letters(target, namespace)
+        query = _in_order(_dead, target, namespace, *_LETTER)
         with self._reading("read set-aside documents") as connection:
             return [
                 DeadLetter(_load(i, row), e, t) for _, i, row, e, t in connection.execute(query)
@@ -387,7 +373,7 @@ class SQLOutbox:
         A letter whose id was queued again since is dropped instead: that newer
         copy is written, and the old one must not overwrite it after.
         """
-        query = _letters(target, namespace)
+        query = _in_order(_dead, target, namespace, *_LETTER)
         now = time.time()
         with self._writing("queue set-aside documents") as connection:
             # Read, queue and delete in one transaction, by the letters' own keys:
@@ -451,11 +437,7 @@ def number_queued(
     for a turn number: they get it now, after the turns the index holds, and
     their outbox rows are rewritten with it, in the caller's transaction.
     """
-    query = (
-        sa.select(_outbox.c.id, _outbox.c.doc_id, _outbox.c.row)
-        .where(_outbox.c.target == target, _outbox.c.namespace == namespace)
-        .order_by(_outbox.c.id)
-    )
+    query = _in_order(_outbox, target, namespace, _outbox.c.id, _outbox.c.doc_id, _outbox.c.row)
     found = [(key, _load(doc_id, data)) for key, doc_id, data in connection.execute(query)]
     rows = numbered(connection, recall, target, namespace, [row for _, row in found])
     renumbered = [

@@ -1,55 +1,34 @@
 """PostgreSQL with pgvector: documents, embeddings and the recall index in one database.
 
-:class:`PgVectorBackend` keeps a namespace's documents in one table, their
-embeddings in a pgvector ``vector`` column beside them, and hybrid recall's
-lexical index (:mod:`memories.stores.vector.recall_index`) in the same
-database. A write embeds first, outside any transaction, then commits the
-documents and their index rows in **one transaction**: a turn, its vector and
-its lexical row are stored together or not at all. There is no outbox, so
-nothing is ever pending and nothing is set aside; ``write="background"``
-writes synchronously too (a save returns once the turn is committed). Every
-process and every host on the database sees a write at its next search, and
-holds nothing of its own but a connection pool.
+What it keeps and how it scales is told in docs/memories/vector.md. A write
+embeds first, outside any transaction, then commits the documents, their
+vectors and their recall index rows (:mod:`memories.stores.vector.recall_index`)
+in one transaction; there is no outbox, so nothing is ever pending and
+``write="background"`` writes synchronously too. A search takes the nearest
+neighbours in SQL (cosine similarity, ``1 - (embedding <=> query)``) and ranks
+and scores them as :class:`~memories.stores.vector.chroma_backend.ChromaBackend`
+does (:meth:`~memories.stores.vector.recall_index.RecallIndex.rank`).
 
-Search takes the nearest neighbours in SQL (cosine similarity,
-``1 - (embedding <=> query)``, through an HNSW index), hands them to
-:meth:`~memories.stores.vector.recall_index.RecallIndex.rank` for the hybrid
-ranking, and scores the results with the same calibration as
-:class:`~memories.stores.vector.chroma_backend.ChromaBackend`.
+Its tables (made on first use, after ``CREATE EXTENSION IF NOT EXISTS vector``)
+are ``memories_pgvector_documents`` and ``memories_pgvector_namespaces`` (each
+namespace's embedding width, so that a namespace never mixes widths).
 
-Tables (made on first use, after ``CREATE EXTENSION IF NOT EXISTS vector``):
+HNSW needs a fixed dimension, so the column is an untyped ``vector`` and each
+width gets a partial expression index, ``USING hnsw ((embedding::vector(D))
+vector_cosine_ops) WHERE dims = D``, made the first time a process writes that
+width (widths over 2,000, pgvector's HNSW limit, are searched exactly). A
+search names its width as a literal (``dims = 64``), so the planner can prove
+the partial index applies, even for a prepared statement. At 10,000 turns of
+64 dimensions the nearest-neighbour query took 1.74 ms median on this layout
+and 1.63 ms on a ``vector(64)`` column with a plain HNSW index
+(``python -m benchmarks.pgvector``): the same within noise, so one table
+serves every width.
 
-- ``memories_pgvector_documents``: ``(namespace, doc_id)`` the primary key,
-  ``text``, ``metadata`` (JSONB), ``dims`` (the embedding's width),
-  ``embedding`` (``vector``, no fixed width) and ``created_at``;
-- ``memories_pgvector_namespaces``: the embedding width of each namespace,
-  so that a namespace never mixes widths (a write of another width is
-  refused, naming both; :meth:`PgVectorBackend.erase_namespace` frees it).
-
-Layout, for embeddings of different widths in one database: HNSW needs a
-fixed dimension, so the column is an untyped ``vector`` and each width gets a
-partial expression index, ``USING hnsw ((embedding::vector(D))
-vector_cosine_ops) WHERE dims = D``, made the first time a process writes
-that width (widths over 2,000, pgvector's HNSW limit, are searched exactly).
-A search names its width as a literal (``dims = 64``), so the planner can
-prove the partial index applies, even for a prepared statement. Measured at
-10,000 turns of 64 dimensions (``python -m benchmarks.pgvector``, LoCoMo
-texts, 300 queries of 100 candidates, this machine): the nearest-neighbour
-query took 1.74 ms median on this layout and 1.63 ms on a table whose column
-is ``vector(64)`` with a plain HNSW index (1.37 and 1.10 ms on generated
-texts): the same within noise, both an HNSW index scan, and under 2 ms of a
-hybrid search's ~130 ms (the rest is the recall index's statements). A table
-per width would multiply the tables, the DDL and every statement by the
-widths in use for no measured gain.
-
-Namespaces are isolated by the key: every statement filters on
-``namespace = :namespace``. An HNSW index serves all namespaces of a width,
-so a filtered scan is what finds a small namespace's neighbours among a large
-table's: with pgvector 0.8 or later each search sets
-``hnsw.iterative_scan = relaxed_order`` (its results are sorted again here),
-so the scan goes on until ``k`` rows pass the filter; and for a namespace
-small enough, the planner reads it through the primary key and sorts it
-exactly instead.
+Every statement filters on ``namespace = :namespace``. An HNSW index serves all
+namespaces of a width: with pgvector 0.8 or later each search sets
+``hnsw.iterative_scan = relaxed_order`` (its results are sorted again here), so
+the scan goes on until ``k`` rows pass the filter; a small namespace the
+planner reads through the primary key and sorts exactly.
 """
 
 from __future__ import annotations
@@ -465,7 +444,7 @@ class PgVectorBackend(RecallBackend):
         store, space = self._store, self._space
         store.index_width(dims)
         with store.transaction("store documents") as connection:
-            self._check_width(connection, dims)
+            self._check_width(connection, dims, writing=True)
             rows = numbered(connection, store.recall, TARGET, self._key, rows)
             stored: list[str] = []
             for flag in (False, True):  # new ids are never replaced (a retried write)
@@ -479,30 +458,26 @@ class PgVectorBackend(RecallBackend):
             documents = [_indexed(row) for row in rows if row.doc_id in written]
             store.recall.add(connection, TARGET, space.namespace, documents)
 
-    def _check_width(self, connection: sa.Connection, dims: int) -> None:
+    def _check_width(self, connection: sa.Connection, dims: int, *, writing: bool) -> None:
         """Refuse embeddings of another width than the namespace's (its first write sets it)."""
-        found = connection.exec_driver_sql(
-            f"INSERT INTO {_NAMESPACES} (namespace, dims) VALUES (%(ns)s, %(d)s) "
-            f"ON CONFLICT (namespace) DO UPDATE SET dims = {_NAMESPACES}.dims RETURNING dims",
-            {"ns": self._key, "d": dims},
-        ).scalar()
-        if found != dims:
-            raise BackendError(
-                f"Namespace {self.namespace!r} in {self.location} holds embeddings {found} wide; "
-                f"this embedder gives {dims}. Use the embedder the namespace was written with, "
-                "another namespace, or erase_namespace() to start it anew; nothing was stored."
+        if writing:
+            statement = (
+                f"INSERT INTO {_NAMESPACES} (namespace, dims) VALUES (%(ns)s, %(d)s) ON CONFLICT "
+                f"(namespace) DO UPDATE SET dims = {_NAMESPACES}.dims RETURNING dims"
             )
-
-    def _check_query_width(self, connection: sa.Connection, dims: int) -> None:
-        """Refuse a query embedding of another width than the namespace's documents."""
-        found = connection.exec_driver_sql(
-            f"SELECT dims FROM {_NAMESPACES} WHERE namespace = %(ns)s", {"ns": self._key}
-        ).scalar()
+        else:
+            statement = f"SELECT dims FROM {_NAMESPACES} WHERE namespace = %(ns)s"
+        found = connection.exec_driver_sql(statement, {"ns": self._key, "d": dims}).scalar()
         if found is not None and found != dims:
+            instead = (
+                "Use the embedder the namespace was written with, another namespace, or "
+                "erase_namespace() to start it anew; nothing was stored."
+                if writing
+                else "Search with the embedder the namespace was written with."
+            )
             raise BackendError(
                 f"Namespace {self.namespace!r} in {self.location} holds embeddings {found} wide; "
-                f"this embedder gives {dims}. Search with the embedder the namespace was written "
-                "with."
+                f"this embedder gives {dims}. {instead}"
             )
 
     def _insert(
@@ -546,19 +521,13 @@ class PgVectorBackend(RecallBackend):
         """Delete by id and/or filter (AND), the documents and their index rows together."""
         if ids is not None and not ids:
             return
-        params = _Params(ns=self._key)
-        condition = ""
-        if ids is not None:
-            condition += f" AND doc_id = ANY({params(list(ids))})"
         if where is not None:
             check_filter(where)
-            condition += f" AND ({_where_sql(where, params)})"
-        self._delete(condition, params)
+        self._delete(ids=ids, where=where)
 
     def forget_session(self) -> None:
         """Delete the documents of this memory's session."""
-        params = _Params(ns=self._key)
-        self._delete(f" AND ({_where_sql({SESSION_KEY: self.session_id}, params)})", params)
+        self._delete(where={SESSION_KEY: self.session_id})
 
     def delete_expired(
         self, namespace: tuple[str, ...], ids: Sequence[str], expiry: ExpiryLedger, *, now: float
@@ -568,8 +537,7 @@ class PgVectorBackend(RecallBackend):
         shared = self._store.documents if expiry.url == self.url else None
         with expiry.sweeping(namespace, ids, expired_at=now, database=shared) as held:
             if held:
-                params = _Params(ns=self._key)
-                self._delete(f" AND doc_id = ANY({params(list(held))})", params, discard=False)
+                self._delete(ids=held, discard=False)
         return held
 
     def erase_namespace(self) -> None:
@@ -597,9 +565,8 @@ class PgVectorBackend(RecallBackend):
 
     def held(self, *, session: bool) -> dict[str, int]:
         """The namespace's (or the session's) documents and their recall index rows."""
-        params = _Params(ns=self._key)
         mine = self.session_id if session else None
-        condition = "" if mine is None else f" AND ({_where_sql({SESSION_KEY: mine}, params)})"
+        condition, params = self._matching(where=None if mine is None else {SESSION_KEY: mine})
         with self._store.transaction("count documents") as connection:
             found = connection.exec_driver_sql(
                 f"SELECT count(*) FROM {_DOCUMENTS} WHERE namespace = %(ns)s{condition}",
@@ -608,10 +575,28 @@ class PgVectorBackend(RecallBackend):
         index = self._store.recall.held(TARGET, self._key, session=mine)
         return {"pgvector documents": int(found or 0), "recall index rows": index}
 
-    def _delete(self, condition: str, params: _Params, *, discard: bool = True) -> None:
-        """Delete the namespace's documents matching ``condition``, their index rows and (with
-        ``discard``) their expiry rows: in the one transaction when the rows are in this
+    def _matching(
+        self, *, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
+    ) -> tuple[str, _Params]:
+        """The condition on ``ids`` and ``where`` (AND) after ``namespace = %(ns)s``, and its
+        parameters."""
+        params = _Params(ns=self._key)
+        condition = "" if ids is None else f" AND doc_id = ANY({params(list(ids))})"
+        if where is not None:
+            condition += f" AND ({_where_sql(where, params)})"
+        return condition, params
+
+    def _delete(
+        self,
+        *,
+        ids: Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        discard: bool = True,
+    ) -> None:
+        """Delete the namespace's documents matching ``ids`` and ``where``, their index rows and
+        (with ``discard``) their expiry rows: in the one transaction when the rows are in this
         database (they always are for a memory: its ``vectors``), else right after."""
+        condition, params = self._matching(ids=ids, where=where)
         store = self._store
         here = self._expiry_here() if discard else None
         discarding = None if here is None else here.discarding(self.namespace)
@@ -638,12 +623,11 @@ class PgVectorBackend(RecallBackend):
     def find(self, where: Mapping[str, Any]) -> list[SearchResult]:
         """The documents whose metadata matches ``where``, oldest first."""
         check_filter(where)
-        params = _Params(ns=self._key)
-        return self._select(f" AND ({_where_sql(where, params)})", params)
+        return self._select(*self._matching(where=where))
 
     def documents(self) -> list[SearchResult]:
         """Every document of the namespace, oldest first."""
-        return self._select("", _Params(ns=self._key))
+        return self._select(*self._matching())
 
     def namespaces(self) -> dict[str, int | None]:
         """The database's namespaces that hold documents, with their counts (the recall index's)."""
@@ -720,7 +704,7 @@ class PgVectorBackend(RecallBackend):
             settings += ", set_config('hnsw.iterative_scan', 'relaxed_order', true)"
         with store.transaction("search") as connection:
             connection.exec_driver_sql(settings, {"ef": str(min(max(n, 40), _EF_SEARCH_MAX))})
-            self._check_query_width(connection, len(vector))
+            self._check_width(connection, len(vector), writing=False)
             found = connection.exec_driver_sql(
                 _nearest_sql(len(vector), filtered), params.values
             ).all()
@@ -729,8 +713,7 @@ class PgVectorBackend(RecallBackend):
         return [ScoredId(doc_id, -negated) for negated, doc_id in best]
 
     def _passing(self, ids: list[str], where: Mapping[str, Any]) -> list[str]:
-        params = _Params(ns=self._key)
-        condition = f" AND doc_id = ANY({params(list(ids))}) AND ({_where_sql(where, params)})"
+        condition, params = self._matching(ids=ids, where=where)
         with self._store.transaction("filter documents") as connection:
             found = connection.exec_driver_sql(
                 f"SELECT doc_id FROM {_DOCUMENTS} WHERE namespace = %(ns)s{condition}",

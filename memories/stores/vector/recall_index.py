@@ -25,39 +25,20 @@ document either queued and indexed or neither.
 Scores are exact Okapi BM25 with Lucene's idf, the formula of
 :class:`~memories.stores.recall.BM25Index`: the same ranking and scores (up to
 the order floats are summed in). A search (:meth:`RecallIndex.lexical`) reads
-the query terms' blocks and fresh rows in one ``UNION ALL`` statement (one
-snapshot on PostgreSQL, so a compaction committing meanwhile is seen whole or
-not at all) and sums BM25 with numpy. A chat query's common terms have tens of
-thousands of postings at 100,000 turns: summing them in the database (GROUP BY
-over one row each) cost 61 ms p50 a search on SQLite and 74 ms on PostgreSQL
-with chat turns as queries; reading their blocks and summing here costs 4.3
-and 7.6 ms (LoCoMo's shorter questions: 16 and 23 ms before, 2.4 and 4.2
-now; ``benchmarks/lexical.py``). Fresh postings are bounded by ``pack_after``,
-so what a search reads does not grow with other processes' recent writes.
+the query terms' blocks and fresh rows in one ``UNION ALL`` statement and sums
+BM25 with numpy: summing a chat query's tens of thousands of postings in the
+database (GROUP BY over one row each) cost 10-14 times more at 100,000 turns
+(``benchmarks/lexical.py``, in docs/performance.md).
 
-Compaction happens in the write path: a write that finds more than
-``pack_after`` (4,096) fresh postings in its space moves them into blocks,
-appending to each term's open block (the latest begun with room) and starting
-new ones, then deletes exactly the rows it read. Writers of a space take turns
-already (:meth:`RecallIndex._spaces_of` locks the space's row on PostgreSQL,
-SQLite has one writer), so it takes no lock of its own. Measured at 100,000
-turns: a compaction costs 60-100 ms (about 0.1 ms a turn); a new turn's write
-costs about what it did (SQLite p50 0.67 ms both; PostgreSQL 2.9 against 2.1). An
-edited or removed turn rewrites the blocks holding its keys, one per term:
-blocks of 1,024 postings keep that small (SQLite p50 1.9-5.8 ms against
-1.0-1.4 in rows; PostgreSQL 4.5-6.9 against 2.5-3.7), and a search reads the
-same whether blocks hold 1,024, 2,048 or 4,096 postings. A first build writes
-its postings straight into blocks. An index an older version wrote (rows only)
-is searched as it is, and packed by the first process that uses it or by its
-first write (logged, with counts and seconds: 1.4 million postings at 100,000
-turns, 9-13 s on SQLite, 7 s on PostgreSQL, once).
-
-Removing documents (replacing, forgetting, erasing a session) rewrites the
-blocks whose key range holds their keys, found from the document's terms; a
-block left empty is deleted, so nothing of an erased document stays.
-A namespace written by an even older version, whose index was kept in each
-process, is indexed once from the store on first use
-(:meth:`RecallIndex.space`), with progress logged.
+A write that finds more than ``pack_after`` (4,096) fresh postings in its space
+packs them into blocks (:meth:`RecallIndex._compact`), so what a search reads
+does not grow with other processes' recent writes. A first build writes its
+postings straight into blocks; an index an older version wrote (rows only) is
+searched as it is and packed by the first process that uses it or by its first
+write. Removing a document rewrites the blocks holding its keys
+(:meth:`RecallIndex._drop_packed`). A namespace written by an even older
+version, whose index was kept in each process, is indexed once from the store
+on first use (:meth:`RecallIndex.space`), with progress logged.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""The recall index's SQL shape: five tables, their statements, and packed postings.
+"""The recall index's SQL shape: its five tables, their statements, and packed postings.
 
-The tables (described with the index, :mod:`memories.stores.vector.recall_index`):
-``memories_recall_spaces``, ``memories_recall_documents``,
-``memories_recall_postings`` (fresh postings, one row each),
-``memories_recall_blocks`` (packed postings: little-endian int32 columns of
-keys, tfs and lengths) and ``memories_recall_speakers``. Here: their
-definitions, the prepared statements that read and rewrite them, the packing
-of a block, and the numpy sums that score a term's postings.
+The tables are described with the index (:mod:`memories.stores.vector.recall_index`).
+Here: their definitions, the prepared statements that read and rewrite them, the
+packing of a block, and the numpy sums that score a term's postings.
 """
 
 from __future__ import annotations
