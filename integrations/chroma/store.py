@@ -74,7 +74,6 @@ Promotion and demotion, the moves between the two placements, are in
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 import threading
@@ -127,8 +126,6 @@ from memories.errors import (
 from memories.kernel.paths import default_file
 from memories.stores.recall import ScoredId
 from memories.stores.vector.filters import NAMESPACE_KEY, scoped_filter
-
-logger = logging.getLogger(__name__)
 
 
 class ChromaStore:
