@@ -1,12 +1,8 @@
 """``DocumentMemory``: what every memory whose data is documents in a vector backend shares.
 
-A vector memory (conversation turns), an example memory (few-shot examples)
-and, later, a collection of small memories all keep documents in one
-namespace of one store, searched by hybrid recall and written through an
-outbox. This base holds what they share: the store's and the namespace's
-fields, the backend built from them (:mod:`memories.stores.vector.backend`), and the
-document API (search, delete, flush, dead letters, status). A subclass says
-what a document is (a turn, an example) and what the prompt shows.
+The vector, example and collection memories keep documents in one namespace
+of one store (:mod:`memories.stores.vector.backend`), searched by hybrid
+recall; a subclass says what a document is and what the prompt shows.
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ from memories.kernel.embeddings import resolve_embeddings
 from memories.kernel.namespaces import Namespace, NamespaceField, in_namespace, namespace_text
 from memories.kernel.paths import default_file
 from memories.kernel.retention import Sweeps
-from memories.kernel.steps import Step, Steps, arun, run, step, to_thread
+from memories.kernel.steps import Step, Steps, arun, blocking_twin, run, step
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import OWN, Expiring, ExpiryLedger, Rule
 from memories.stores.recall import RecallConfig
@@ -353,17 +349,7 @@ class IndexedMemory(BaseMemory, Sweeps):
             now=self.clock(), namespace=namespace, limit=limit, offset=offset, keys=keys
         )
 
-    async def aexpired_items(
-        self,
-        namespace: Namespace | None = None,
-        /,
-        *,
-        limit: int | None = None,
-        offset: int = 0,
-        keys: Sequence[str] | None = None,
-    ) -> builtins.list[Expiring]:
-        """Async :meth:`expired_items`."""
-        return await to_thread(self.expired_items, namespace, limit=limit, offset=offset, keys=keys)
+    aexpired_items: ClassVar = blocking_twin(expired_items)
 
     def expired_counts(
         self, namespace: Namespace | None = None, /, *, keys: Sequence[str] | None = None
@@ -373,11 +359,7 @@ class IndexedMemory(BaseMemory, Sweeps):
             return {}
         return self.expiry.expired_counts(now=self.clock(), namespace=namespace, keys=keys)
 
-    async def aexpired_counts(
-        self, namespace: Namespace | None = None, /, *, keys: Sequence[str] | None = None
-    ) -> dict[Namespace, int]:
-        """Async :meth:`expired_counts`."""
-        return await to_thread(self.expired_counts, namespace, keys=keys)
+    aexpired_counts: ClassVar = blocking_twin(expired_counts)
 
     def unexpired(
         self, namespace: Namespace, /, *, prefix: str = ""
@@ -571,9 +553,7 @@ class DocumentMemory(IndexedMemory):
         run(self._storing(adding, written, ttl, chosen=ids is not None))
         return written
 
-    async def aadd(self, texts: Sequence[str], /, **options: Any) -> list[str]:
-        """Async :meth:`add` (the same arguments)."""
-        return await to_thread(self.add, texts, **options)
+    aadd: ClassVar = blocking_twin(add)
 
     def delete(
         self, ids: Sequence[str] | None = None, /, *, filter: Mapping[str, Any] | None = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
@@ -24,9 +24,9 @@ from memories.errors import BudgetExceededError
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
 from memories.kernel.retention import Sweeps
-from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.compaction import compactions
-from memories.stores.documents import ProfileStore, default_url
+from memories.stores.documents import PendingTurn, ProfileStore, default_url
 from memories.stores.documents.records import Standing
 from memories.stores.documents.ttl import DocumentTTL
 from memories.stores.erasure import StoreShare
@@ -181,6 +181,15 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         )
         return None
 
+    def _failing(self, turns: Sequence[PendingTurn], error: str, raw: Sequence[str]) -> Steps[None]:
+        """Record a failed update in the history (its turns stay queued) and log it."""
+        store, ns, key = self._store, self.namespace, self.key
+        yield step(store.record_failure, ns, key, error=error, raw=raw, turns=turns)
+        logger.warning(
+            "%s %r in %r was not updated from %d queued item(s), kept for the next update: %s",
+            *(self.config_type, key, ns, len(turns), error),
+        )
+
     def _standing(self) -> Steps[tuple[Standing, dict[str, Any]]]:
         """The document's standing, and the fields every status of it shows."""
         standing = yield from self._store.standing(self.namespace, self.key)
@@ -304,11 +313,7 @@ class ExpiringDocumentMemory(StoredDocumentMemory, Sweeps):
             now=now, namespace=namespace, key=self.key, limit=limit, offset=offset
         )
 
-    async def aexpired_items(
-        self, namespace: Namespace | None = None, /, *, limit: int | None = None, offset: int = 0
-    ) -> list[Expiring]:
-        """Async :meth:`expired_items`."""
-        return await to_thread(self.expired_items, namespace, limit=limit, offset=offset)
+    aexpired_items: ClassVar = blocking_twin(expired_items)
 
     def expired_counts(self, namespace: Namespace | None = None, /) -> dict[Namespace, int]:
         """How many of :meth:`expired_items` each namespace holds (0 or 1): one aggregate query."""
@@ -316,9 +321,7 @@ class ExpiringDocumentMemory(StoredDocumentMemory, Sweeps):
             return {}
         return self.expiry.expired_counts(now=self.clock(), namespace=namespace, key=self.key)
 
-    async def aexpired_counts(self, namespace: Namespace | None = None, /) -> dict[Namespace, int]:
-        """Async :meth:`expired_counts`."""
-        return await to_thread(self.expired_counts, namespace)
+    aexpired_counts: ClassVar = blocking_twin(expired_counts)
 
     def sweep(
         self, *, batch: int = 500, dry_run: bool = False, own: bool = False

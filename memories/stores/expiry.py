@@ -436,12 +436,12 @@ class ExpiryLedger:
         removed: dict[str, int] = {}
         while True:
             chunk = self.expired(now=now, limit=None if dry_run else batch, namespace=namespace)
-            for namespace, group in groupby(chunk, key=lambda e: e.namespace):
+            for where, group in groupby(chunk, key=lambda e: e.namespace):
                 expired = list(group)
-                label = "/".join(namespace)
+                label = "/".join(where)
                 removed[label] = removed.get(label, 0) + len(expired)
                 if not dry_run:
-                    expire(namespace, expired, now)
+                    expire(where, expired, now)
             if dry_run or len(chunk) < batch:
                 return removed
 

@@ -24,3 +24,20 @@ def test_discard_removes_the_rows_named_or_the_whole_namespace_only(ledger_url: 
     assert ledger.count() == 101
     ledger.discard(("a",))
     assert [(e.namespace, e.key) for e in ledger.expired(now=100)] == [(("b",), "k0")]
+
+
+def test_a_sweep_of_every_namespace_reads_every_namespace_after_a_full_batch(
+    ledger_url: str,
+) -> None:
+    ledger = ExpiryLedger(ledger_url)
+    ledger.set(("a",), "k1", 1, now=0)
+    ledger.set(("b",), "k1", 1, now=1)
+    ledger.set(("a",), "k2", 1, now=2)
+
+    def expire(namespace: tuple[str, ...], items: list, now: float) -> None:
+        for item in items:
+            ledger.forget(namespace, item.key, expired_at=now)
+
+    # The first batch (a/k1, b/k1) is full and ends on ("b",): the next one still reads ("a",).
+    assert ledger.sweep(expire, now=1000, batch=2) == {"a": 2, "b": 1}
+    assert ledger.count() == 0

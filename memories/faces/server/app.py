@@ -220,29 +220,24 @@ class _Guard:
                 message["headers"] = [*message.get("headers", []), *headers]
             await send(message)
 
+        answer: ASGIApp = self.app
         if len(scope.get("query_string", b"")) > MAX_QUERY:
-            await _error(request, 414, f"The query string is over {MAX_QUERY} bytes.")(
-                scope, receive, secured
-            )
-            return
-        if self.token is not None:
+            answer = _error(request, 414, f"The query string is over {MAX_QUERY} bytes.")
+        elif self.token is not None:
             given = request.query_params.get("token")
             if given is not None and self._matches(given):
                 kept = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
                 target = _own_path(request.url.path) + (f"?{urlencode(kept)}" if kept else "")
-                response = RedirectResponse(target, status_code=303)
-                response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
-                await response(scope, receive, secured)
-                return
-            if not self._allowed(request):
-                await _error(
+                answer = redirect = RedirectResponse(target, status_code=303)
+                redirect.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
+            elif not self._allowed(request):
+                answer = _error(
                     request,
                     401,
                     "This inspector needs its token: open it once with ?token=..., or send "
                     "Authorization: Bearer <token>.",
-                )(scope, receive, secured)
-                return
-        await self.app(scope, receive, secured)
+                )
+        await answer(scope, receive, secured)
 
     def _matches(self, given: str) -> bool:
         assert self.token is not None

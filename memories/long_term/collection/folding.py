@@ -4,7 +4,6 @@ deduplicated, committed to the ledger all or none, redone on a conflict.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +35,6 @@ from memories.stores.vector.records import SearchResult
 if TYPE_CHECKING:
     from memories.long_term.collection.memory import CollectionMemory
 
-logger = logging.getLogger(__name__)
 
 # How many times an update is recomputed when another writer changed its memories first.
 MAX_CONFLICTS = 3
@@ -80,9 +78,10 @@ def allowed(memory: CollectionMemory) -> list[OpKind]:
 
 def folding_batch(memory: CollectionMemory) -> Steps[CollectionUpdate]:
     """One model call's worth of queued turns, redone when another writer got in first."""
-    store, ns, key = memory._store, memory.namespace, memory.key
     for _ in range(MAX_CONFLICTS):
-        turns = yield step(store.pending, ns, key, limit=memory.max_turns_per_update)
+        turns = yield step(
+            memory._store.pending, memory.namespace, memory.key, limit=memory.max_turns_per_update
+        )
         if not turns:
             return CollectionUpdate("idle")
         text = "\n".join(message_text(m) for t in turns for m in t.messages)
@@ -93,20 +92,7 @@ def folding_batch(memory: CollectionMemory) -> Steps[CollectionUpdate]:
         else:
             outcome = yield from conversing(*session(memory, shown, turns))
             if outcome.error is not None:
-                yield step(
-                    store.record_failure,
-                    ns,
-                    key,
-                    error=outcome.error,
-                    raw=outcome.raw,
-                    turns=turns,
-                )
-                logger.warning(
-                    "Collection %r: %d turn(s) not folded in, kept queued: %s",
-                    ns,
-                    len(turns),
-                    outcome.error,
-                )
+                yield from memory._failing(turns, outcome.error, outcome.raw)
                 return CollectionUpdate("failed", error=outcome.error)
             proposed = list(outcome.operations)
         versions = {r.id: rules.version(r) for r in shown}

@@ -13,7 +13,6 @@ writer (a thread, a process) is recomputed from a fresh read.
 from __future__ import annotations
 
 import builtins
-import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,7 +51,6 @@ from memories.stores.entities.temporal_graph import (
 
 __all__ = ["EntityMemory", "GraphStatus", "GraphUpdate"]
 
-logger = logging.getLogger(__name__)
 
 # How many times an update is recomputed when another writer changed the graph first.
 _MAX_CONFLICTS = 5
@@ -330,9 +328,10 @@ class EntityMemory(StoredDocumentMemory):
                 return total
 
     def _folding_batch(self) -> Steps[GraphUpdate]:
-        store, ns, key = self.store, self.namespace, self.key
         for _ in range(_MAX_CONFLICTS):
-            turns = yield step(store.pending, ns, key, limit=self.max_turns_per_update)
+            turns = yield step(
+                self.store.pending, self.namespace, self.key, limit=self.max_turns_per_update
+            )
             if not turns:
                 return GraphUpdate("idle")
             graph = yield from self._reading(None)
@@ -347,15 +346,7 @@ class EntityMemory(StoredDocumentMemory):
                 session, caller, model = self._session(graph, turns, when)
                 plan, raw, error = yield from conversing(session, caller, model)
                 if plan is None:
-                    yield step(
-                        store.record_failure, ns, key, error=error, raw=raw, turns=tuple(turns)
-                    )
-                    logger.warning(
-                        "Entity graph %r: %d turn(s) not folded in, kept queued: %s",
-                        ns,
-                        len(turns),
-                        error,
-                    )
+                    yield from self._failing(turns, error or "", raw)
                     return GraphUpdate("failed", error=error)
             assert plan is not None
             if (yield from self._committing(graph, plan, turns)):

@@ -32,7 +32,6 @@ The document in the store::
 from __future__ import annotations
 
 import difflib
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -69,7 +68,6 @@ __all__ = [
     "ReflectionResult",
 ]
 
-logger = logging.getLogger(__name__)
 
 Policy = Literal["feedback", "every_n", "background", "manual"]
 Outcome = Literal["revised", "proposed", "unchanged", "failed", "idle", "awaiting_approval"]
@@ -491,14 +489,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
             session = self._session(prompts, turns)
             outcome = yield from conversing(session, caller)
             if outcome.error is not None:
-                yield step(
-                    store.record_failure, ns, key, error=outcome.error, raw=outcome.raw, turns=turns
-                )
-                logger.warning(
-                    "Instructions %r in %r were not revised from %d item(s); kept them and the "
-                    "items: %s",
-                    *(key, ns, len(turns), outcome.error),
-                )
+                yield from self._failing(turns, outcome.error, outcome.raw)
                 return ReflectionResult("failed", version, 0, outcome.error)
             if not outcome.revisions:
                 yield step(store.drop_pending, ns, key, [t.id for t in turns])

@@ -343,22 +343,13 @@ class BaseProfileStore(ABC):
         In the same transaction, drops the queued turns ``drop_ids`` of ``drop_key``
         and runs ``also`` (see :data:`Also`).
         """
-        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids), also)
-        return self._one(op)
+        return self._one(_commit_many(namespace, commits, drop_key, drop_ids, also))
 
     async def acommit_many(
-        self,
-        namespace: Namespace,
-        commits: Sequence[tuple[str, Change, int]],
-        /,
-        *,
-        drop_key: str,
-        drop_ids: Sequence[int] = (),
-        also: Also | None = None,
+        self, namespace: Namespace, commits: Sequence[tuple[str, Change, int]], /, **drop: Any
     ) -> list[ProfileItem | None] | None:
-        """Async :meth:`commit_many`."""
-        op = CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids), also)
-        return await self._aone(op)
+        """Async :meth:`commit_many` (the same arguments)."""
+        return await self._aone(_commit_many(namespace, commits, **drop))
 
     def keys(self, namespace: Namespace, prefix: str, /) -> list[ProfileItem]:
         """The documents of exactly ``namespace`` whose key starts with ``prefix``, by key."""
@@ -460,6 +451,16 @@ class BaseProfileStore(ABC):
     async def adrop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
         """Async :meth:`drop_pending`."""
         await self._aone(DropPending(as_namespace(namespace), key, tuple(ids)))
+
+
+def _commit_many(
+    namespace: Namespace,
+    commits: Sequence[tuple[str, Change, int]],
+    drop_key: str,
+    drop_ids: Sequence[int] = (),
+    also: Also | None = None,
+) -> CommitMany:
+    return CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids), also)
 
 
 def _written(

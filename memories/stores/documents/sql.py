@@ -146,9 +146,7 @@ class ProfileStore(BaseProfileStore):
 
     def _load(self, op: records.Load) -> ProfileItem | None:
         t = store_table
-        query = select(t).where(
-            t.c.namespace == namespace_text(op.namespace), t.c.key == op.key, owned(t, self.owner)
-        )
+        query = select(t).where(*self._at(t, namespace_text(op.namespace), op.key))
         with self._db.transaction() as connection:
             row = connection.execute(query).first()
         item = _item(row) if row is not None else None
@@ -172,22 +170,12 @@ class ProfileStore(BaseProfileStore):
         also = self._also(op.namespace, [(key, v) for key, _, v in op.commits], op.also)
         try:
             with self._db.transaction() as connection:
-                if op.drop_ids:
-                    # The turns are this writer's claim, taken first (the delete locks them):
-                    # if another writer folded them in already, this change was computed
-                    # from stale input and would repeat it.
-                    t = pending_table
-                    ids = sorted(set(op.drop_ids))
-                    dropped = connection.execute(
-                        delete(t).where(
-                            t.c.namespace == ns,
-                            t.c.key == op.drop_key,
-                            t.c.id.in_(ids),
-                            owned(t, self.owner),
-                        )
-                    ).rowcount
-                    if dropped != len(ids):
-                        raise _Conflict
+                # The turns are this writer's claim, taken first (the delete locks them):
+                # if another writer folded them in already, this change was computed
+                # from stale input and would repeat it.
+                ids = sorted(set(op.drop_ids))
+                if self._drop(connection, ns, op.drop_key, ids) != len(ids):
+                    raise _Conflict
                 fresh = [(key, change) for key, change, expected in op.commits if expected == 0]
                 self._insert_fresh(connection, ns, fresh, now)
                 for key, change, expected in op.commits:
@@ -257,12 +245,7 @@ class ProfileStore(BaseProfileStore):
         t = store_table  # an unowned row (an older version's) is claimed here
         moved = connection.execute(
             update(t)
-            .where(
-                t.c.namespace == ns,
-                t.c.key == key,
-                t.c.version == expected,
-                owned(t, self.owner),
-            )
+            .where(*self._at(t, ns, key), t.c.version == expected)
             .values(value=text, version=expected + 1, updated_at=now, owner=self.owner)
         ).rowcount
         if moved != 1:
@@ -410,9 +393,7 @@ class ProfileStore(BaseProfileStore):
 
     def _changes(self, op: records.Changes) -> list[ProfileChange]:
         t = changes_table
-        query = select(t).where(
-            t.c.namespace == namespace_text(op.namespace), t.c.key == op.key, owned(t, self.owner)
-        )
+        query = select(t).where(*self._at(t, namespace_text(op.namespace), op.key))
         if op.version is not None:
             query = query.where(t.c.version == op.version)
         if op.failed is not None:
@@ -442,16 +423,8 @@ class ProfileStore(BaseProfileStore):
 
     def _pending(self, op: records.Pending) -> list[PendingTurn]:
         t = pending_table
-        query = (
-            select(t)
-            .where(
-                t.c.namespace == namespace_text(op.namespace),
-                t.c.key == op.key,
-                owned(t, self.owner),
-            )
-            .order_by(t.c.id)
-            .limit(op.limit)
-        )
+        query = select(t).where(*self._at(t, namespace_text(op.namespace), op.key))
+        query = query.order_by(t.c.id).limit(op.limit)
         with self._db.transaction() as connection:
             rows = connection.execute(query).all()
         return [
@@ -465,9 +438,7 @@ class ProfileStore(BaseProfileStore):
 
     def _count_pending(self, op: records.CountPending) -> int:
         t = pending_table
-        query = select(func.count()).where(
-            t.c.namespace == namespace_text(op.namespace), t.c.key == op.key, owned(t, self.owner)
-        )
+        query = select(func.count()).where(*self._at(t, namespace_text(op.namespace), op.key))
         with self._db.transaction() as connection:
             return int(connection.execute(query).scalar_one())
 
@@ -481,24 +452,16 @@ class ProfileStore(BaseProfileStore):
             if op.only_if is not None and not op.only_if(connection):
                 return
             for t in (store_table, changes_table, pending_table):
-                connection.execute(
-                    delete(t).where(t.c.namespace == ns, t.c.key == op.key, owned(t, self.owner))
-                )
+                connection.execute(delete(t).where(*self._at(t, ns, op.key)))
 
     # -- one person's data (for erasure) -------------------------------------------
 
     def held(self, namespace: Namespace, /) -> dict[str, int]:
         """What the store holds under ``namespace`` exactly (every key), by kind."""
         ns = namespace_text(as_namespace(namespace))
+        counts = {kind: select(func.count()).where(t.c.namespace == ns) for kind, t in HELD.items()}
         with self._db.transaction() as connection:
-            return {
-                kind: int(
-                    connection.execute(
-                        select(func.count()).where(table.c.namespace == ns)
-                    ).scalar_one()
-                )
-                for kind, table in HELD.items()
-            }
+            return {kind: int(connection.execute(q).scalar_one()) for kind, q in counts.items()}
 
     def erase_namespace(self, namespace: Namespace, /) -> None:
         """Delete every key of ``namespace`` exactly, every version and queued turn, for good.
@@ -542,19 +505,20 @@ class ProfileStore(BaseProfileStore):
         """The conditions "this store's row of exactly this namespace, its key after ``prefix``"."""
         return (*keyed(table, namespace, prefix), owned(table, self.owner))
 
-    def _drop(self, connection: Connection, ns: str, key: str, ids: Sequence[int]) -> None:
+    def _at(self, table: Any, ns: str, key: str) -> tuple[Any, ...]:
+        """The conditions "this store's row of ``key`` in the namespace ``ns``"."""
+        return (table.c.namespace == ns, table.c.key == key, owned(table, self.owner))
+
+    def _drop(self, connection: Connection, ns: str, key: str, ids: Sequence[int]) -> int:
+        """Remove exactly these queued turns; how many were there."""
         # Exactly these ids, never "up to": on a server database a turn with a
         # smaller id can commit after a larger one and must not be dropped unseen.
-        if ids:
-            t = pending_table
-            connection.execute(
-                delete(t).where(
-                    t.c.namespace == ns,
-                    t.c.key == key,
-                    t.c.id.in_(list(ids)),
-                    owned(t, self.owner),
-                )
-            )
+        if not ids:
+            return 0
+        t = pending_table
+        return connection.execute(
+            delete(t).where(*self._at(t, ns, key), t.c.id.in_(list(ids)))
+        ).rowcount
 
 
 _HANDLERS: dict[type, Callable[[ProfileStore, Any], Any]] = {

@@ -104,10 +104,19 @@ store_table = Table(
     Column("owner", String(32), nullable=True),
 )
 
-changes_table = log_table(
+
+def _key_log(name: str, *columns: Column[Any]) -> Table:
+    """A log_table per document (its namespace and key), each row with its owner."""
+    keys = [
+        Column("namespace", String(512), nullable=False),
+        Column("key", String(255), nullable=False),
+    ]
+    owner = Column("owner", String(32), nullable=True)
+    return log_table(name, metadata, keys, *columns, owner, index=f"ix_{name}_key")
+
+
+changes_table = _key_log(
     "memories_profile_changes",
-    metadata,
-    [Column("namespace", String(512), nullable=False), Column("key", String(255), nullable=False)],
     Column("version", Integer, nullable=True),
     Column("kind", String(16), nullable=False),
     Column("document", Text, nullable=True),
@@ -115,18 +124,8 @@ changes_table = log_table(
     Column("turns", Text, nullable=True),
     Column("error", Text, nullable=True),
     Column("raw", Text, nullable=True),
-    Column("owner", String(32), nullable=True),
-    index="ix_memories_profile_changes_key",
 )
-
-pending_table = log_table(
-    "memories_profile_pending",
-    metadata,
-    [Column("namespace", String(512), nullable=False), Column("key", String(255), nullable=False)],
-    Column("messages", Text, nullable=False),
-    Column("owner", String(32), nullable=True),
-    index="ix_memories_profile_pending_key",
-)
+pending_table = _key_log("memories_profile_pending", Column("messages", Text, nullable=False))
 
 
 #: The documents held now, by namespace, key and owner: a count or a page of a

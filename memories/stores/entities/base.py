@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
 
 from memories.errors import ConfigError
+from memories.kernel.imports import import_object
 from memories.kernel.paths import default_file
-from memories.stores.sql import Database
+from memories.stores.sql import Database, log_table
 
-__all__ = ["EntityLog", "SQLEntityLog"]
+__all__ = ["EntityLog", "SQLEntityLog", "from_config", "session_log"]
 
 
 class EntityLog:
@@ -29,21 +32,47 @@ class EntityLog:
         raise NotImplementedError(f"{type(self).__name__} has no config form")
 
 
+def session_log(name: str, key: str, *columns: Any, index: str) -> sa.Table:
+    """A :func:`~memories.stores.sql.log_table` of its own, read per ``session_id`` and ``key``."""
+    keys = [
+        sa.Column("session_id", sa.String(255), nullable=False),
+        sa.Column(key, sa.String(512), nullable=False),
+    ]
+    return log_table(name, sa.MetaData(), keys, *columns, index=index)
+
+
 class SQLEntityLog(EntityLog):
     """One session's rows of an append-only log in a SQL database (any SQLAlchemy URL).
 
     Args:
         url: the database; by default ``memories.db`` in the data directory.
         session_id: whose rows these are.
-        metadata: the log's tables.
+        table: the log (:func:`session_log`).
     """
 
-    def __init__(self, url: str | None, session_id: str, metadata: sa.MetaData) -> None:
+    def __init__(self, url: str | None, session_id: str, table: sa.Table) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
         self.url = url or f"sqlite:///{default_file('memories.db')}"
         self.session_id = session_id
-        self._db = Database(self.url, metadata)
+        self._table = table
+        self._db = Database(self.url, table.metadata)
+
+    def _mine(self) -> Any:
+        """The condition "a row of this session"."""
+        return self._table.c.session_id == self.session_id
+
+    def _insert(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Append ``rows`` (their columns after ``session_id``), all in one transaction."""
+        now = time.time()
+        rows = [{"session_id": self.session_id, **row, "created_at": now} for row in rows]
+        with self._db.transaction(write=True) as connection:
+            connection.execute(self._table.insert(), rows)
+
+    def _erase(self) -> None:
+        """Delete every row of this session."""
+        with self._db.transaction(write=True) as connection:
+            connection.execute(self._table.delete().where(self._mine()))
 
     @property
     def database(self) -> Database:
@@ -54,3 +83,26 @@ class SQLEntityLog(EntityLog):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._db!r}, session_id={self.session_id!r})"
+
+
+def from_config(config: Mapping[str, Any], types: Mapping[str, Any], what: str) -> Any:
+    """The store ``config`` names: ``types[config["type"]]`` made with the other options.
+
+    A type given as ``(module, class)`` is imported now (an optional dependency).
+
+    Raises:
+        ConfigError: an unknown type (naming the valid ones) or a bad option.
+        MissingDependencyError: the type's optional dependency is not installed.
+    """
+    options = dict(config)
+    type_name = options.pop("type", None)
+    cls = types.get(type_name) if isinstance(type_name, str) else None
+    if cls is None:
+        valid = ", ".join(sorted(types))
+        raise ConfigError(f"Unknown {what} type {type_name!r}; valid types: {valid}.")
+    if isinstance(cls, tuple):
+        cls = import_object(*cls, what=f"{what} type {type_name!r}")
+    try:
+        return cls(**options)
+    except TypeError as exc:
+        raise ConfigError(f"Bad options for {what} type {type_name!r}: {exc}") from exc

@@ -32,11 +32,9 @@ from typing import Any, ClassVar, NamedTuple
 import sqlalchemy as sa
 
 from memories.errors import ConfigError
-from memories.kernel.imports import import_object
 from memories.kernel.paths import default_file
 from memories.kernel.steps import blocking_twin
-from memories.stores.entities.base import EntityLog, SQLEntityLog
-from memories.stores.sql import log_table
+from memories.stores.entities.base import EntityLog, SQLEntityLog, from_config, session_log
 
 __all__ = [
     "DEFAULT_ENTITY_SESSION",
@@ -179,16 +177,10 @@ class InMemoryEntityStore(EntityStore):
         return f"InMemoryEntityStore({len(self.entities())} entities)"
 
 
-_metadata = sa.MetaData()
-
 #: Every version of every entity summary: append-only, read newest first per entity.
-entity_versions_table = log_table(
+entity_versions_table = session_log(
     "memories_entity_versions",
-    _metadata,
-    [
-        sa.Column("session_id", sa.String(255), nullable=False),
-        sa.Column("entity", sa.String(512), nullable=False),
-    ],
+    "entity",
     sa.Column("value", sa.Text, nullable=True),
     index="ix_memories_entity_versions_key",
 )
@@ -205,12 +197,10 @@ class SQLEntityStore(SQLEntityLog, EntityStore):
     config_type: ClassVar[str] = "sql"
 
     def __init__(self, url: str | None = None, *, session_id: str = DEFAULT_ENTITY_SESSION) -> None:
-        super().__init__(url, session_id, _metadata)
+        super().__init__(url, session_id, entity_versions_table)
 
-    def _where(self, entity: str | None = None) -> Any:
-        table = entity_versions_table
-        clause = table.c.session_id == self.session_id
-        return clause if entity is None else clause & (table.c.entity == entity)
+    def _where(self, entity: str) -> Any:
+        return self._mine() & (entity_versions_table.c.entity == entity)
 
     def _latest(self, entity: str, /) -> EntityVersion | None:
         table = entity_versions_table
@@ -225,13 +215,7 @@ class SQLEntityStore(SQLEntityLog, EntityStore):
         return None if row is None else EntityVersion(*row)
 
     def _append(self, versions: Sequence[tuple[str, str | None]], /) -> None:
-        now = time.time()
-        rows = [
-            {"session_id": self.session_id, "entity": e, "value": v, "created_at": now}
-            for e, v in versions
-        ]
-        with self._db.transaction(write=True) as connection:
-            connection.execute(entity_versions_table.insert(), rows)
+        self._insert([{"entity": e, "value": v} for e, v in versions])
 
     def history(self, entity: str, /) -> list[EntityVersion]:
         table = entity_versions_table
@@ -247,7 +231,7 @@ class SQLEntityStore(SQLEntityLog, EntityStore):
         table = entity_versions_table
         newest = (
             sa.select(sa.func.max(table.c.id))
-            .where(self._where())
+            .where(self._mine())
             .group_by(table.c.entity)
             .scalar_subquery()
         )
@@ -260,12 +244,11 @@ class SQLEntityStore(SQLEntityLog, EntityStore):
             return {entity: value for entity, value in connection.execute(query)}
 
     def purge(self) -> None:
-        with self._db.transaction(write=True) as connection:
-            connection.execute(entity_versions_table.delete().where(self._where()))
+        self._erase()
 
     def held(self) -> dict[str, int]:
         """Every version of every entity of the session, deletions included."""
-        query = sa.select(sa.func.count()).where(self._where())
+        query = sa.select(sa.func.count()).where(self._mine())
         with self._db.transaction() as connection:
             return {"entity versions": int(connection.execute(query).scalar_one())}
 
@@ -369,20 +352,8 @@ def create_entity_store(config: Mapping[str, Any]) -> EntityStore:
         ConfigError: an unknown type or a bad option.
         MissingDependencyError: the type's optional dependency is not installed.
     """
-    options = dict(config)
-    type_name = options.pop("type", None)
-    cls = ENTITY_STORE_TYPES.get(type_name) if isinstance(type_name, str) else None
-    if cls is None:
-        raise ConfigError(
-            f"Unknown entity store type {type_name!r}; valid types: "
-            f"{', '.join(sorted(ENTITY_STORE_TYPES))}."
-        )
-    if isinstance(cls, tuple):
-        cls = import_object(*cls, what=f"entity store type {type_name!r}")
-    try:
-        return cls(**options)
-    except TypeError as exc:
-        raise ConfigError(f"Bad options for entity store type {type_name!r}: {exc}") from exc
+    store: EntityStore = from_config(config, ENTITY_STORE_TYPES, "entity store")
+    return store
 
 
 def as_entity_store(value: Any, /) -> EntityStore:

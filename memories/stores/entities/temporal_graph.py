@@ -23,7 +23,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from memories.errors import BackendError
-from memories.kernel.steps import to_thread
+from memories.kernel.steps import blocking_twin
 from memories.stores.documents import (
     MAX_WRITE_TRIES,
     ProfileChange,
@@ -300,10 +300,6 @@ class EntityGraphStore(ProfileStore):
                 return _from_items(entities, relations, head)
         raise BackendError(f"The graph of {namespace!r} kept changing while it was read.")
 
-    async def agraph(self, namespace: tuple[str, ...], head_key: str, /) -> Graph:
-        """Async :meth:`graph`."""
-        return await to_thread(self.graph, namespace, head_key)
-
     def recorded(self, namespace: tuple[str, ...], /, *, as_of: datetime | None = None) -> Graph:
         """The graph as it was recorded at ``as_of`` (None: now), relations with their turns.
 
@@ -323,8 +319,5 @@ class EntityGraphStore(ProfileStore):
             }
         return graph
 
-    async def arecorded(
-        self, namespace: tuple[str, ...], /, *, as_of: datetime | None = None
-    ) -> Graph:
-        """Async :meth:`recorded`."""
-        return await to_thread(self.recorded, namespace, as_of=as_of)
+    agraph = blocking_twin(graph)
+    arecorded = blocking_twin(recorded)

@@ -29,8 +29,7 @@ import sqlalchemy as sa
 from memories.errors import ConfigError, MissingDependencyError
 from memories.kernel.imports import install_hint
 from memories.kernel.steps import blocking_twin
-from memories.stores.entities.base import EntityLog, SQLEntityLog
-from memories.stores.sql import log_table
+from memories.stores.entities.base import EntityLog, SQLEntityLog, from_config, session_log
 
 __all__ = [
     "GRAPH_TYPES",
@@ -196,16 +195,10 @@ class InMemoryEntityGraph(EntityGraph):
         return {"type": self.config_type}
 
 
-_metadata = sa.MetaData()
-
 #: Every change of every graph: append-only, read in order per session and subject.
-graph_changes_table = log_table(
+graph_changes_table = session_log(
     "memories_graph_changes",
-    _metadata,
-    [
-        sa.Column("session_id", sa.String(255), nullable=False),
-        sa.Column("subject", sa.String(512), nullable=False),
-    ],
+    "subject",
     sa.Column("object", sa.String(512), nullable=False),
     sa.Column("predicate", sa.Text, nullable=True),
     sa.Index("ix_memories_graph_changes_object", "session_id", "object"),
@@ -224,11 +217,11 @@ class SQLEntityGraph(SQLEntityLog, EntityGraph):
     config_type: ClassVar[str] = "sql"
 
     def __init__(self, url: str | None = None, *, session_id: str = "default") -> None:
-        super().__init__(url, session_id, _metadata)
+        super().__init__(url, session_id, graph_changes_table)
 
     def _log(self, subject: str | None = None, /) -> list[GraphChange]:
         table = graph_changes_table
-        where = table.c.session_id == self.session_id
+        where = self._mine()
         if subject is not None:
             where = where & (table.c.subject == subject)
         query = (
@@ -240,26 +233,17 @@ class SQLEntityGraph(SQLEntityLog, EntityGraph):
             return [GraphChange(*row) for row in connection.execute(query)]
 
     def _append(self, changes: Sequence[tuple[str, str, str | None]], /) -> None:
-        now = time.time()
-        rows = [
-            {"session_id": self.session_id, "subject": s, "object": o, "predicate": p}
-            | {"created_at": now}
-            for s, o, p in changes
-        ]
-        with self._db.transaction(write=True) as connection:
-            connection.execute(graph_changes_table.insert(), rows)
+        self._insert([{"subject": s, "object": o, "predicate": p} for s, o, p in changes])
 
     def _mentions(self, entity: str, /) -> bool:
         table = graph_changes_table
         named = (table.c.subject == entity) | (table.c.object == entity)
-        query = sa.select(table.c.id).where((table.c.session_id == self.session_id) & named)
+        query = sa.select(table.c.id).where(self._mine() & named)
         with self._db.transaction() as connection:
             return connection.execute(query.limit(1)).first() is not None
 
     def clear(self) -> None:
-        table = graph_changes_table
-        with self._db.transaction(write=True) as connection:
-            connection.execute(table.delete().where(table.c.session_id == self.session_id))
+        self._erase()
 
 
 class LangChainEntityGraph:
@@ -322,22 +306,10 @@ def as_entity_graph(value: Any, /) -> Any:
     if isinstance(value, EntityGraph):
         return value
     if isinstance(value, Mapping):
-        options = dict(value)
-        type_name = options.pop("type", None)
-        if type_name == "networkx":
-            if options:
-                raise ConfigError(
-                    f"The graph type 'networkx' takes no options; got {options!r:.80}"
-                )
-            return networkx_graph()
-        cls = GRAPH_TYPES.get(type_name) if isinstance(type_name, str) else None
-        if cls is None:
-            valid = ", ".join(sorted([*GRAPH_TYPES, "networkx"]))
-            raise ConfigError(f"Unknown graph type {type_name!r}; valid types: {valid}.")
-        try:
-            return cls(**options)
-        except TypeError as exc:
-            raise ConfigError(f"Bad options for graph type {type_name!r}: {exc}") from exc
+        options = {k: v for k, v in value.items() if k != "type"}
+        if value.get("type") == "networkx" and options:
+            raise ConfigError(f"The graph type 'networkx' takes no options; got {options!r:.80}")
+        return from_config(value, {**GRAPH_TYPES, "networkx": networkx_graph}, "graph")
     if all(callable(getattr(value, name, None)) for name in _NETWORKX_METHODS):
         return value
     raise ConfigError(
