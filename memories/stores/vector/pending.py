@@ -88,15 +88,9 @@ class PendingDocuments:
 
     def unembedded(self) -> tuple[set[str], list[str]]:
         """Pending documents without an embedding: (claimed by someone, unclaimed)."""
-        claimed: set[str] = set()
-        free: list[str] = []
-        for doc_id, document in self._documents.items():
-            if document.vector is None:
-                if document.claimed:
-                    claimed.add(doc_id)
-                else:
-                    free.append(doc_id)
-        return claimed, free
+        waiting = [(i, d.claimed) for i, d in self._documents.items() if d.vector is None]
+        free = [i for i, claimed in waiting if not claimed]
+        return {i for i, claimed in waiting if claimed}, free
 
     def publish(self, ids: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
         """Give pending documents their embeddings and wake whoever waits for them."""
@@ -139,16 +133,12 @@ class PendingDocuments:
         One of another width (another embedding model, which the store will
         refuse) is left out.
         """
-        width = len(vector)
-        embedded = [
-            (i, d.vector)
+        embedded = {
+            i: d.vector
             for i, d in self._documents.items()
-            if d.vector is not None and len(d.vector) == width
-        ]
-        if not embedded:
-            return []
-        found = cosines(vector, dict(embedded)).items()
-        ranked = sorted(found, key=lambda item: (-item[1], item[0]))
+            if d.vector is not None and len(d.vector) == len(vector)
+        }
+        ranked = sorted(cosines(vector, embedded).items(), key=lambda item: (-item[1], item[0]))
         return [ScoredId(doc_id, score) for doc_id, score in ranked[:n]]
 
 
