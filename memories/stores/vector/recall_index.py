@@ -706,7 +706,7 @@ class RecallIndex:
         counted here (:func:`_best`); only the best documents' ids are read
         after.
         """
-        terms = Counter(config.analyzer().terms(query))
+        terms = Counter(config.analyzer().query_terms(query))
         if not terms or limit < 1:
             return []
         with self.database.transaction() as connection:
