@@ -3,16 +3,8 @@
 LangChain's ``ConversationEntityMemory`` keeps one running summary per entity
 in a ``BaseEntityStore`` (``get`` / ``set`` / ``delete`` / ``exists`` /
 ``clear``), and its stores overwrite a summary with no trace of the one
-before. The stores here have LangChain's interface and append instead: a
-write is a new version, a deletion a version with no value, and
-:meth:`EntityStore.history` reads an entity's versions back, oldest first.
-
-Implementing a subclass
------------------------
-A backend implements three methods: :meth:`EntityStore._latest` (an
-entity's newest version), :meth:`EntityStore._append` (new versions, in one
-transaction) and :meth:`EntityStore.history`. LangChain's five methods, the
-entity list and the async twins are written once here on top of them.
+before. The stores here have LangChain's interface and append instead
+(:class:`EntityStore`).
 
 :func:`as_entity_store` takes any store with LangChain's interface
 (``InMemoryEntityStore``, ``SQLiteEntityStore``, ``RedisEntityStore``...) and
@@ -67,12 +59,17 @@ class EntityVersion(NamedTuple):
 class EntityStore(EntityLog, ABC):
     """An entity store with LangChain's ``BaseEntityStore`` interface, keeping every version.
 
-    ``set`` with an empty value deletes the entity, as LangChain's SQLite and
-    Redis stores do; ``clear`` records a deletion of every entity, so the
-    versions stay readable (:meth:`purge` erases them).
-    """
+    A write is a new version, a deletion a version with no value, and
+    :meth:`history` reads an entity's versions back, oldest first. ``set``
+    with an empty value deletes the entity, as LangChain's SQLite and Redis
+    stores do; ``clear`` records a deletion of every entity, so the versions
+    stay readable (:meth:`purge` erases them).
 
-    # -- what a backend implements ------------------------------------------------
+    Implementing a subclass
+    -----------------------
+    Implement the five abstract methods below; LangChain's five methods and
+    the async twins are written once here on top of them.
+    """
 
     @abstractmethod
     def _latest(self, entity: str, /) -> EntityVersion | None:
