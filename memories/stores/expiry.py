@@ -436,10 +436,7 @@ class ExpiryLedger:
             if dry_run or len(chunk) < batch:
                 return removed
 
+    # The twins of what memories' loops call (kernel.steps runs them by name).
     aset_many = blocking_twin(set_many)
     astamping = blocking_twin(stamping)
-    aexpired = blocking_twin(expired)
-    aexpired_counts = blocking_twin(expired_counts)
-    aexpires_at = blocking_twin(expires_at)
-    adiscard = blocking_twin(discard)
     arefresh = blocking_twin(refresh)

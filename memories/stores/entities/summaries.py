@@ -196,17 +196,14 @@ class SQLEntityStore(SQLEntityLog, EntityStore):
     def __init__(self, url: str | None = None, *, session_id: str = DEFAULT_ENTITY_SESSION) -> None:
         super().__init__(url, session_id, entity_versions_table)
 
-    def _where(self, entity: str) -> Any:
-        return self._mine() & (entity_versions_table.c.entity == entity)
+    def _versions(self, entity: str) -> Any:
+        """A query of ``entity``'s versions, as :class:`EntityVersion` fields."""
+        t = entity_versions_table
+        query = sa.select(t.c.entity, t.c.value, t.c.created_at)
+        return query.where(self._mine(), t.c.entity == entity)
 
     def _latest(self, entity: str, /) -> EntityVersion | None:
-        table = entity_versions_table
-        query = (
-            sa.select(table.c.entity, table.c.value, table.c.created_at)
-            .where(self._where(entity))
-            .order_by(table.c.id.desc())
-            .limit(1)
-        )
+        query = self._versions(entity).order_by(entity_versions_table.c.id.desc()).limit(1)
         with self._db.transaction() as connection:
             row = connection.execute(query).first()
         return None if row is None else EntityVersion(*row)
@@ -215,12 +212,7 @@ class SQLEntityStore(SQLEntityLog, EntityStore):
         self._insert([{"entity": e, "value": v} for e, v in versions])
 
     def history(self, entity: str, /) -> list[EntityVersion]:
-        table = entity_versions_table
-        query = (
-            sa.select(table.c.entity, table.c.value, table.c.created_at)
-            .where(self._where(entity))
-            .order_by(table.c.id)
-        )
+        query = self._versions(entity).order_by(entity_versions_table.c.id)
         with self._db.transaction() as connection:
             return [EntityVersion(*row) for row in connection.execute(query)]
 
