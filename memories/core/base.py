@@ -94,8 +94,9 @@ class BaseMemory(LangChainBaseMemory):
         # Written once here rather than in each memory: every operation a class
         # defines is counted and traced, and every status it returns says what it cost.
         for name in _OPERATIONS:
-            if name in vars(cls):
-                setattr(cls, name, _traced(vars(cls)[name], name.removeprefix("a")))
+            for method in (name, "a" + name):
+                if method in vars(cls):
+                    setattr(cls, method, _traced(vars(cls)[method], name))
         if "status" in vars(cls):
             setattr(cls, "status", _accounted(vars(cls)["status"]))  # noqa: B010
         if "astatus" in vars(cls):
@@ -335,20 +336,15 @@ class BaseMemory(LangChainBaseMemory):
         )
 
 
-#: The operations that are counted and traced: each is a span with its calls as children.
+#: The operations that are counted and traced (and their async twins): each is a span
+#: with its calls as children.
 _OPERATIONS = (
     "save_context",
-    "asave_context",
     "save_messages",
-    "asave_messages",
     "load_memory_variables",
-    "aload_memory_variables",
     "clear",
-    "aclear",
     "sweep",
-    "asweep",
     "refresh",
-    "arefresh",
 )
 
 
@@ -624,13 +620,9 @@ class ChatMemory(BaseMemory, Sweeps):
     def state_key(self) -> str:
         """Where this memory keeps its derived state in the history.
 
-        It names what the memory is: its type and a digest of the arguments
-        that shape the state (the history and session hold the state table),
-        so changing ``max_token_limit`` starts a fresh state, and renaming
-        ``memory_key`` keeps it. A state an earlier release saved under a key
-        with the ``memory_key`` in it is found and kept where it is
-        (:mod:`memories.core.state_keys`). Computed once per configuration and
-        history (every turn reads it).
+        It names what the memory is (:mod:`memories.core.state_keys`): changing
+        ``max_token_limit`` starts a fresh state, renaming ``memory_key`` keeps it.
+        Computed once per configuration and history (every turn reads it).
         """
         return self._state_keys.of(self.chat_memory)
 

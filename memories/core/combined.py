@@ -161,8 +161,28 @@ class CombinedMemory(BaseMemory):
         return super()._config_value(name, value)
 
 
-class ReadOnlySharedMemory(BaseMemory):
-    """Another memory, readable but not writable: for a tool or sub-chain that must not save."""
+class _WritesNothing(BaseMemory):
+    """A memory whose save and clear do nothing: what it shows is not its own to change."""
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Saves nothing."""
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Saves nothing."""
+
+    def clear(self) -> None:
+        """Clears nothing."""
+
+    async def aclear(self) -> None:
+        """Clears nothing."""
+
+
+class ReadOnlySharedMemory(_WritesNothing):
+    """Another memory, readable but not writable: for a tool or sub-chain that must not save.
+
+    Its save saves nothing (the wrapped memory belongs to another chain), and its
+    clear clears nothing (the shared memory's data stays: LangChain's behaviour).
+    """
 
     config_type: ClassVar[str] = "read_only"
     capabilities: ClassVar[Capabilities] = Capabilities(composite=True)
@@ -183,26 +203,17 @@ class ReadOnlySharedMemory(BaseMemory):
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         return await self.memory.aload_memory_variables(inputs)
 
-    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Saves nothing: the wrapped memory belongs to another chain."""
-
-    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Saves nothing: the wrapped memory belongs to another chain."""
-
-    def clear(self) -> None:
-        """Clears nothing: the shared memory's data stays (LangChain's behaviour)."""
-
-    async def aclear(self) -> None:
-        """Clears nothing (see :meth:`clear`)."""
-
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "memory":
             return _member_config(value)
         return super()._config_value(name, value)
 
 
-class SimpleMemory(BaseMemory):
-    """Fixed values that never change between runs (a persona, a date)."""
+class SimpleMemory(_WritesNothing):
+    """Fixed values that never change between runs (a persona, a date).
+
+    Its save and clear do nothing: the values are configuration, not conversation state.
+    """
 
     config_type: ClassVar[str] = "simple"
     capabilities: ClassVar[Capabilities] = Capabilities()
@@ -218,18 +229,6 @@ class SimpleMemory(BaseMemory):
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         return dict(self.memories)
-
-    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Saves nothing: the values are fixed."""
-
-    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Saves nothing: the values are fixed."""
-
-    def clear(self) -> None:
-        """Clears nothing: the values are configuration, not conversation state."""
-
-    async def aclear(self) -> None:
-        """Clears nothing (see :meth:`clear`)."""
 
     def _config_value(self, name: str, value: Any) -> Any:
         return dict(value) if name == "memories" else super()._config_value(name, value)

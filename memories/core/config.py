@@ -507,7 +507,6 @@ class SessionFactory:
         self.fields = tuple(sorted(found - {"session_id"}))
         probe = self({"session_id": "config-check"} | {f: "config-check" for f in self.fields})
         self.memory_variables: list[str] = list(probe.memory_variables)
-        """The prompt variables its memories fill (as a memory's ``memory_variables``)."""
 
     def __call__(self, session: str | Mapping[str, Any], /, **fields: Any) -> Any:
         """The memory of one session: its histories on ``session_id``, templates filled.

@@ -46,12 +46,10 @@ class ModelMemory(BaseMemory):
         llm_timeout: seconds to wait for one model reply before giving up, or
             None to wait forever.
         budget: a cap on the model calls or tokens of this memory's namespace
-            per period, e.g. ``{"tokens": 50000, "per": "day"}`` (or a
-            :class:`~memories.kernel.accounting.Budget`). Past it no call is
-            made: the work waits, its turns kept, and ``status().deferred``
-            says until when. With a SQL database (a ``url``, a SQL history)
-            the spending is kept there, so the cap holds across processes
-            and restarts; otherwise it is kept in this process.
+            per period, e.g. ``{"tokens": 50000, "per": "day"}`` (a
+            :class:`~memories.kernel.accounting.Budget`, which says where the
+            spending is kept). Past it no call is made: the work waits, its
+            turns kept, and ``status().deferred`` says until when.
     """
 
     llm: LLMField = None

@@ -22,10 +22,7 @@ one check of a module-level flag per operation.
 
 Budgets: a :class:`Budget` caps a namespace's model calls or tokens per
 minute, hour or day; a call past it raises :class:`~memories.errors.BudgetExceededError`
-before reaching the model, so a memory's formation waits (its turns stay
-queued) until the next period. The spending is kept in the memory's SQL
-database when it has one (shared by every process, kept over restarts),
-else in this process (:class:`Spending`).
+before reaching the model, so a memory's formation waits until the next period.
 """
 
 from __future__ import annotations

@@ -190,10 +190,8 @@ def reply_text(reply: BaseMessage | str) -> str:
         return reply
     text = str(reply.text)
     if isinstance(reply, AIMessage) and (reply.tool_calls or reply.invalid_tool_calls):
-        calls: list[dict[str, Any]] = [
-            {"name": c["name"], "args": c["args"]} for c in reply.tool_calls
-        ]
-        calls += [{"name": c["name"], "args": c["args"]} for c in reply.invalid_tool_calls]
+        made = [*reply.tool_calls, *reply.invalid_tool_calls]
+        calls = [{"name": c["name"], "args": c["args"]} for c in made]
         dumped = json.dumps(calls, ensure_ascii=False, default=str)
         return f"{text}\n{dumped}" if text else dumped
     return text

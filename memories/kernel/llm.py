@@ -13,7 +13,6 @@ A memory's ``llm`` field has the type :data:`LLMField` and accepts:
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import threading
 import warnings
@@ -38,7 +37,7 @@ from memories.kernel.accounting import (
     measured,
 )
 from memories.kernel.imports import install_hint
-from memories.kernel.steps import to_thread
+from memories.kernel.steps import bounded_call, to_thread
 
 __all__ = [
     "LLMField",
@@ -118,13 +117,9 @@ class ModelCaller:
         self.model = resolve_llm(spec, **options)
         self.timeout = timeout
         self.ledger = Ledger() if ledger is None else ledger
-        """Where the calls are counted, per namespace (the memory's ledger, if it gave one)."""
         self.budget = budget
-        """The cap on a namespace's calls or tokens per period, or None."""
         self.spending = spending
-        """Where the budget's spending and every call are kept (None: in this process)."""
         self.memory = memory
-        """The memory the calls are recorded under (its ``usage_name``)."""
         self._span = _span_attributes(self.model)
 
     @property
@@ -348,30 +343,15 @@ def invoke_model(
         LLMError: the model raised or took longer than ``timeout``. The
             model's own exception is the cause.
     """
-    if timeout is None:
-        try:
+    try:
+        if timeout is None:
             return model.invoke(prompt)
-        except Exception as exc:
-            raise _llm_error(model, exc) from exc
-    outcome: list[Any] = []
-    context = contextvars.copy_context()
-
-    def call() -> None:
-        try:
-            outcome.append(("ok", context.run(model.invoke, prompt)))
-        except BaseException as exc:  # re-raised in the caller's thread below
-            outcome.append(("error", exc))
-
-    name = f"{threading.current_thread().name}:llm-call"
-    thread = threading.Thread(target=call, name=name, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if not outcome:
-        raise LLMError(f"{_name(model)} gave no answer within {timeout} s; giving up on this call.")
-    kind, value = outcome[0]
-    if kind == "error":
-        raise _llm_error(model, value) from value
-    return value
+        name = f"{threading.current_thread().name}:llm-call"
+        return bounded_call(lambda: model.invoke(prompt), timeout, name=name)
+    except TimeoutError as exc:
+        raise _no_answer(model, timeout) from exc
+    except Exception as exc:
+        raise _llm_error(model, exc) from exc
 
 
 async def ainvoke_model(
@@ -381,9 +361,7 @@ async def ainvoke_model(
     try:
         return await asyncio.wait_for(model.ainvoke(prompt), timeout)
     except TimeoutError as exc:
-        raise LLMError(
-            f"{_name(model)} gave no answer within {timeout} s; giving up on this call."
-        ) from exc
+        raise _no_answer(model, timeout) from exc
     except Exception as exc:
         raise _llm_error(model, exc) from exc
 
@@ -405,6 +383,10 @@ async def ainvoke_text(
 ) -> str:
     """Async :func:`invoke_text`: the same checks, with ``model.ainvoke``."""
     return _text(model, await ainvoke_model(model, prompt, timeout=timeout))
+
+
+def _no_answer(model: Runnable[Any, Any], timeout: float | None) -> LLMError:
+    return LLMError(f"{_name(model)} gave no answer within {timeout} s; giving up on this call.")
 
 
 def _llm_error(model: Runnable[Any, Any], exc: BaseException) -> LLMError:

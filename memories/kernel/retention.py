@@ -74,12 +74,8 @@ class Retention:
 
     def to_config(self) -> dict[str, Any]:
         """The dict :meth:`of` reads back."""
-        config: dict[str, Any] = {}
-        if self.keep_days is not None:
-            config["keep_days"] = self.keep_days
-        if self.keep_messages is not None:
-            config["keep_messages"] = self.keep_messages
-        return config
+        options = {"keep_days": self.keep_days, "keep_messages": self.keep_messages}
+        return {name: value for name, value in options.items() if value is not None}
 
 
 class Sweeps:

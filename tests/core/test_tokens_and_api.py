@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -81,6 +83,25 @@ def test_a_download_that_never_answers_gives_up_within_the_bound(
     finally:
         release.set()
         tokens.load_encoding.cache_clear()
+
+
+def test_a_download_that_never_answers_does_not_hold_up_the_process_exit() -> None:
+    """The abandoned download's thread is a daemon: a worker pool's would be joined at exit."""
+    code = (
+        "import time, tiktoken, memories.kernel.tokens as t\n"
+        "t.DOWNLOAD_TIMEOUT_SECONDS = 0.2\n"
+        "tiktoken.get_encoding = lambda name: time.sleep(60)\n"
+        "try:\n"
+        "    t.load_encoding('o200k_base')\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.split() == ["MissingDependencyError"]
+    assert time.monotonic() - started < 30
 
 
 def test_tiktoken_counter_counts_role_text_tool_calls_and_framing() -> None:

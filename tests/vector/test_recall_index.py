@@ -209,6 +209,18 @@ def test_a_legacy_namespace_in_chroma_is_indexed_on_first_use(make_vector: MakeV
     assert turns == {0, 1, 2}
 
 
+def test_the_index_in_sql_finds_a_compound_asked_open_and_written_closed(
+    make_vector: MakeVector,
+) -> None:
+    """The stored index reads a query as BM25Index does: "ice cream" also asks for "icecream"."""
+    memory = make_vector(namespace="compounds", write="sync", recall={"mode": "bm25"})
+    memory.save_context({"input": "What do you make?"}, {"output": "Coconut milk icecream"})
+    memory.save_context({"input": "Any plans?"}, {"output": "A walk by the river"})
+    assert [r.text for r in memory.search("ice cream", k=3)] == [
+        "input: What do you make?\noutput: Coconut milk icecream"
+    ]
+
+
 def test_a_store_down_at_the_first_save_still_queues_the_turn(tmp_path: Path) -> None:
     from memories.long_term.vector import VectorMemory
 

@@ -144,7 +144,7 @@ def erase(
     """
     if not dry_run and confirm is not None:
         preview = erase_user(config, namespace=namespace, session=session, dry_run=True)
-        lines = [line for line in preview.text().splitlines()[:-1]]
+        lines = preview.text().splitlines()[:-1]
         if not confirm(lines or ["(nothing: no store holds data of it)"]):
             return None
 

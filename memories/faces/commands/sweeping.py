@@ -72,7 +72,6 @@ def sweep(
     done = []
     seen: set[tuple[str, str]] = set()
     for leaf in leaf_memories(memory):
-        caps = capabilities_of(leaf)
         if isinstance(leaf, ChatMemory):
             if namespace and not session:
                 continue
@@ -84,7 +83,7 @@ def sweep(
             seen.add(held)
             rows = leaf.sweep(dry_run=dry_run, own=session) if policy else {}
             done.append(Swept(name, policy, rows, history=True))
-        elif caps.expires and not (session and not namespace):
+        elif capabilities_of(leaf).expires and not (session and not namespace):
             store = redacted(leaf.expiry.url)  # type: ignore[attr-defined]
             name = f"{getattr(leaf, 'config_type', type(leaf).__name__)} on {store}"
             rows = leaf.sweep(dry_run=dry_run, own=namespace)  # type: ignore[attr-defined]

@@ -275,12 +275,9 @@ def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | N
     if not isinstance(record, dict):
         raise TypeError(f"a line must be a JSON object, got {type(record).__name__}")
     if "message" in record:
-        session_id = session or record["session_id"]
-        if not isinstance(session_id, str) or not session_id:
-            raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
         message = messages_from_dict([record["message"]])[0]
         dump_message(check_storable([message])[0])  # what the history will write, checked now
-        return ExportLine(session_id, message, record.get("seq"))
+        return ExportLine(_session_of(record, session), message, record.get("seq"))
     if "entity" in record or "triple" in record:
         return _parse_knowledge(record, session)
     labels = namespace or as_namespace(record["namespace"])
@@ -296,10 +293,16 @@ def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | N
     return DocumentLine(labels, doc_id, text, metadata)
 
 
-def _parse_knowledge(record: dict[str, Any], session: str | None) -> EntityLine | TripleLine:
+def _session_of(record: dict[str, Any], session: str | None) -> str:
+    """The session a line goes to: ``session`` when given, else the line's own."""
     session_id = session or record["session_id"]
     if not isinstance(session_id, str) or not session_id:
         raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+    return session_id
+
+
+def _parse_knowledge(record: dict[str, Any], session: str | None) -> EntityLine | TripleLine:
+    session_id = _session_of(record, session)
     if "entity" in record:
         entity, summary = record["entity"], record["summary"]
         if not isinstance(entity, str) or not entity or not isinstance(summary, str):

@@ -139,12 +139,12 @@ def segment(value: Any) -> str:
 
 
 _TEMPLATES.filters["segment"] = segment
-# JSON shown as text in a page: escaped once, for HTML, by autoescape (Jinja's tojson escapes
-# for a <script> too, and a person would read "user\u0027s")
 # a path or URL may wrap at its slashes, never inside a word
 _TEMPLATES.filters["breakable"] = lambda text: Markup("/<wbr>").join(
     escape(part) for part in str(text).split("/")
 )
+# JSON shown as text in a page: escaped once, for HTML, by autoescape (Jinja's tojson escapes
+# for a <script> too, and a person would read "user\u0027s")
 _TEMPLATES.filters["json_text"] = lambda value, indent=None: json.dumps(
     value, indent=indent, ensure_ascii=False
 )
@@ -220,29 +220,24 @@ class _Guard:
                 message["headers"] = [*message.get("headers", []), *headers]
             await send(message)
 
+        answer: ASGIApp = self.app
         if len(scope.get("query_string", b"")) > MAX_QUERY:
-            await _error(request, 414, f"The query string is over {MAX_QUERY} bytes.")(
-                scope, receive, secured
-            )
-            return
-        if self.token is not None:
+            answer = _error(request, 414, f"The query string is over {MAX_QUERY} bytes.")
+        elif self.token is not None:
             given = request.query_params.get("token")
             if given is not None and self._matches(given):
                 kept = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
                 target = _own_path(request.url.path) + (f"?{urlencode(kept)}" if kept else "")
-                response = RedirectResponse(target, status_code=303)
-                response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
-                await response(scope, receive, secured)
-                return
-            if not self._allowed(request):
-                await _error(
+                answer = redirect = RedirectResponse(target, status_code=303)
+                redirect.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
+            elif not self._allowed(request):
+                answer = _error(
                     request,
                     401,
                     "This inspector needs its token: open it once with ?token=..., or send "
                     "Authorization: Bearer <token>.",
-                )(scope, receive, secured)
-                return
-        await self.app(scope, receive, secured)
+                )
+        await answer(scope, receive, secured)
 
     def _matches(self, given: str) -> bool:
         assert self.token is not None
@@ -428,8 +423,9 @@ def create_app(
             routes.append(Route(route_path, endpoint, methods=["GET"]))
 
     Act = Callable[[Request, dict[str, Any]], Awaitable[dict[str, Any]]]
+    Back = Callable[[Request, dict[str, Any]], str] | str
 
-    def act(path: str, run: Act, back: Callable[[Request, dict[str, Any]], str] | str) -> None:
+    def act(path: str, run: Act, back: Back) -> None:
         """An action: a form route and its JSON twin.
 
         ``back`` gives the page the form redirects to, or names the template
@@ -544,7 +540,6 @@ def create_app(
     async def erase(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
         return await call(inspector.erase, _param(request, "namespace"), fields.get("confirm"))
 
-    Back = Callable[[Request, dict[str, Any]], str] | str
     handlers: dict[str, tuple[Act, Back]] = {
         (_ITEM + "/edit"): (edit, item_page),
         (_MEMORY + "/edit"): (edit, memory_page),

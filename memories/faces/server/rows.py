@@ -207,27 +207,22 @@ def transcript(records: Sequence[Entry | Edit]) -> list[dict[str, Any]]:
                         fate.setdefault(other.seq, "removed")
             else:
                 fate[record.target] = "removed" if record.message is None else "replaced"
-    rows = []
-    for record in records:
-        if isinstance(record, Entry):
-            rows.append(
-                {
-                    "seq": record.seq,
-                    "record": "message",
-                    "state": fate.get(record.seq, "shown"),
-                    "message": jsonable(record.message),
-                }
-            )
-        else:
-            rows.append(
-                {
-                    "seq": record.seq,
-                    "record": record.kind,
-                    "target": record.target,
-                    "message": None if record.message is None else jsonable(record.message),
-                }
-            )
-    return rows
+    return [
+        {
+            "seq": record.seq,
+            "record": "message",
+            "state": fate.get(record.seq, "shown"),
+            "message": jsonable(record.message),
+        }
+        if isinstance(record, Entry)
+        else {
+            "seq": record.seq,
+            "record": record.kind,
+            "target": record.target,
+            "message": jsonable(record.message),
+        }
+        for record in records
+    ]
 
 
 def hit_row(hit: Any) -> dict[str, Any]:

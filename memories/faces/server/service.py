@@ -111,7 +111,6 @@ _KINDS: tuple[tuple[type, str], ...] = (
 
 
 def _kind(memory: Any) -> str:
-    """What the inspector shows of a memory: its data's shape, from its class's family."""
     for family, kind in _KINDS:
         if isinstance(memory, family):
             return kind

@@ -10,7 +10,6 @@ compare-and-set writes come from the store base
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -46,7 +45,6 @@ from memories.stores.documents import (
 
 __all__ = ["Policy", "ProfileMemory", "ProfileStatus", "UpdateResult"]
 
-logger = logging.getLogger(__name__)
 
 Policy = Literal[TurnPolicy, "once"]
 
@@ -314,6 +312,7 @@ class ProfileMemory(ExpiringDocumentMemory):
             max_turns=self.max_turns_per_update,
             count=lambda text: self._counter([HumanMessage(content=text)]),
             once=self.policy == "once",
+            failing=self._failing,
         )
 
     def refresh(self) -> UpdateResult:

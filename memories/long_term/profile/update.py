@@ -12,7 +12,6 @@ is updated section by section (:mod:`memories.long_term.profile`, "Large profile
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -67,8 +66,6 @@ _RANK = {"idle": 0, "frozen": 1, "unchanged": 2, "updated": 3, "failed": 4}
 
 # How many times a model update is recomputed when another writer got in first.
 _MAX_CONFLICTS = 3
-
-logger = logging.getLogger("memories.long_term.profile.memory")
 
 _SYSTEM = """\
 You keep a JSON document up to date: the profile {name}. It must always match this JSON Schema:
@@ -284,6 +281,8 @@ class Updater:
     count: Callable[[str], int]
     once: bool
     """Whether the first stored document is frozen (the ``once`` policy)."""
+    failing: Callable[[Sequence[PendingTurn], str, Sequence[str]], Steps[None]]
+    """Records a failed update in the history and logs it (the memory's)."""
 
     def refreshing(self) -> Steps[UpdateResult]:
         """Fold every queued turn in, stopping at the first failed batch."""
@@ -351,11 +350,5 @@ class Updater:
     ) -> Steps[UpdateResult]:
         """Record a failed update (its turns stay queued) and say so."""
         error = outcome.error or ""
-        store, ns, key = self.store, self.namespace, self.key
-        yield step(store.record_failure, ns, key, error=error, raw=outcome.raw, turns=turns)
-        logger.warning(
-            "Profile %r in %r was not updated from %d turn(s); kept the previous version "
-            "and the turns: %s",
-            *(key, ns, len(turns), error),
-        )
+        yield from self.failing(turns, error, outcome.raw)
         return UpdateResult("failed", version_of(item), 0, error)

@@ -165,28 +165,10 @@ class BM25Index:
             del self._corpora[namespace]
         return True
 
-    def clear(self, namespace: str | None = None, /) -> None:
-        """Forget one namespace, or every namespace when none is given."""
-        if namespace is None:
-            self._corpora.clear()
-        else:
-            self._corpora.pop(namespace, None)
-
     def count(self, namespace: str, /) -> int:
         """Number of documents in ``namespace``."""
         corpus = self._corpora.get(namespace)
         return 0 if corpus is None else len(corpus)
-
-    def __contains__(self, key: object) -> bool:
-        """Whether a ``(namespace, doc_id)`` pair is indexed."""
-        if not (isinstance(key, tuple) and len(key) == 2):
-            return False
-        corpus = self._corpora.get(key[0])
-        return corpus is not None and key[1] in corpus.slot_of
-
-    def namespaces(self) -> list[str]:
-        """The namespaces that hold at least one document, sorted."""
-        return sorted(self._corpora)
 
     def search(self, namespace: str, query: str, /, *, limit: int = 10) -> list[ScoredId]:
         """Return up to ``limit`` documents with a positive score, best first.
@@ -198,7 +180,7 @@ class BM25Index:
         corpus = self._corpora.get(namespace)
         if corpus is None:
             return []
-        scores = self._scores(corpus, self.analyzer.terms(query))
+        scores = self._scores(corpus, self.analyzer.query_terms(query))
         hits = np.flatnonzero(scores > 0)
         if len(hits) > limit:
             # Keep every document tied with the limit-th score, so ties are cut by id below.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any, Literal
 
 from memories.errors import ConfigError, MissingDependencyError
@@ -80,15 +81,30 @@ class Analyzer:
 
     def terms(self, text: str, /) -> list[str]:
         """Return the index terms of ``text`` in order, with repeats."""
-        stop = _STOPWORD_SETS[self.stopwords]
-        shortest = self.min_length
+        return self._analysed(_split(text))
+
+    def query_terms(self, text: str, /) -> list[str]:
+        """A query's :meth:`terms`, then each two adjacent words written as one.
+
+        Chat text spells a compound open or closed ("ice cream", "icecream";
+        "video game", "videogame"), so the query "ice cream" also asks for
+        "icecream"; a pair with a stopword never joins.
+        """
+        words, stop = _split(text), _STOPWORD_SETS[self.stopwords]
+        return self._analysed(words + [a + b for a, b in pairwise(words) if not stop & {a, b}])
+
+    def _analysed(self, words: list[str]) -> list[str]:
         # Comprehensions, not a loop over matches: every turn and every rebuild runs this.
-        lowered = text.lower().replace("\u2019", "'")
-        words = _WORD.findall(lowered)
-        if "'s" in lowered:
-            words = [word[:-2] if word.endswith("'s") else word for word in words]
+        stop, shortest = _STOPWORD_SETS[self.stopwords], self.min_length
         words = [word for word in words if word not in stop and len(word) >= shortest]
         if self.stem and words:
             stems: list[str] = _english_stemmer().stemWords(words)
             return stems
         return words
+
+
+def _split(text: str) -> list[str]:
+    """The lower-cased words of ``text``, a possessive "'s" split off."""
+    lowered = text.lower().replace("\u2019", "'")
+    words = _WORD.findall(lowered)
+    return [word.removesuffix("'s") for word in words] if "'s" in lowered else words

@@ -62,15 +62,10 @@ _DRAIN_BATCH = 256
 # writes in the caller's thread, so a writer that falls behind slows saves
 # down instead of letting the queue grow.
 _MAX_QUEUED = 256
-# While turns come faster than this, the background writer embeds each one at
-# once (a search needs its vector) but writes them to Chroma together, at most
-# once per interval (seconds): an embedded Chroma add holds the GIL and
-# Chroma's lock through about ten fsyncs, 10-20 ms here whatever its size, and
-# every search in the process waits meanwhile. A turn after a quiet interval
-# is written at once. 1 s was tried (fewer turns would meet a write): back to
-# back at 10,000 turns its ratio to the floor was 2.46x and 2.22x in two runs,
-# against 2.40x for 0.25 s, within this machine's noise; not kept, as other
-# processes would see a burst's turns in Chroma up to that late.
+# While turns come faster than this, the background writer embeds each at once but
+# writes them to Chroma together, at most once per interval (seconds; why: in
+# docs/memories/vector.md). 1 s was no faster back to back at 10,000 turns (2.46x and
+# 2.22x the floor, against 2.40x) and would show other processes a burst's turns later.
 _WRITE_INTERVAL = 0.25
 # How long a search waits for the writer to embed a queued turn before doing it itself.
 _EMBED_WAIT_SECONDS = 30.0
@@ -182,7 +177,7 @@ class ChromaBackend(RecallBackend):
     def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """Stored embeddings from the store; a document still queued is embedded now."""
         found = self.store.vectors(self._key, ids)
-        missing = [r for r in self.get([i for i in ids if i not in found])]
+        missing = self.get([i for i in ids if i not in found])
         if missing:
             embedded = run(document_vectors(self.embedder, [(r.text, r.metadata) for r in missing]))
             found.update(zip([r.id for r in missing], embedded, strict=True))
@@ -254,18 +249,15 @@ class ChromaBackend(RecallBackend):
         """The namespace's (or the session's) documents in Chroma, outbox rows, dead letters
         and recall index rows."""
         target, namespace = self.store.target, self._key
-        where = {SESSION_KEY: self.session_id} if session else None
+        mine = self.session_id if session else None
+        where = None if mine is None else {SESSION_KEY: mine}
         if where is None:
             stored = self.store.count(namespace)
         else:
             stored = len(self.store.get(namespace, where=where, text=False))
-        mine = self.session_id if session else None
-        logged = {"Chroma log rows": self.store.logged(namespace, where=where)}
-        return (
-            {"Chroma documents": stored}
-            | logged
-            | self.outbox.held(target, namespace, session=mine)
-        )
+        logged = self.store.logged(namespace, where=where)
+        held = {"Chroma documents": stored, "Chroma log rows": logged}
+        return held | self.outbox.held(target, namespace, session=mine)
 
     def erase_session(self) -> None:
         """Delete the session's documents, queued and set-aside ones too (never written now)."""

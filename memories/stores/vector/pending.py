@@ -1,16 +1,9 @@
 """This process's queued documents: searchable by their embedding before the store has them.
 
-A document is indexed for recall (lexical terms, position, speakers) in SQL
-when it is queued (:mod:`memories.stores.vector.recall_index`), so every process
-finds it lexically at once. Its embedding is the one thing the store does
-not have until it is written: the process that queued it keeps it here, so
-that its own dense searches find the document meanwhile (the other
-processes find it once the background writer has written it, a fraction of
-a second later).
-
-One :class:`PendingDocuments` per namespace of a store, shared by the
-memories of the process (:func:`pending_documents`); whoever embeds a
-document publishes its vector for everyone waiting on :attr:`PendingDocuments.changed`.
+A queued document is in the SQL recall index at once
+(:mod:`memories.stores.vector.recall_index`), so every process finds it
+lexically; its embedding the process that queued it keeps here, so that its own
+dense searches find it before the background writer has written it to the store.
 """
 
 from __future__ import annotations
@@ -88,15 +81,9 @@ class PendingDocuments:
 
     def unembedded(self) -> tuple[set[str], list[str]]:
         """Pending documents without an embedding: (claimed by someone, unclaimed)."""
-        claimed: set[str] = set()
-        free: list[str] = []
-        for doc_id, document in self._documents.items():
-            if document.vector is None:
-                if document.claimed:
-                    claimed.add(doc_id)
-                else:
-                    free.append(doc_id)
-        return claimed, free
+        waiting = [(i, d.claimed) for i, d in self._documents.items() if d.vector is None]
+        free = [i for i, claimed in waiting if not claimed]
+        return {i for i, claimed in waiting if claimed}, free
 
     def publish(self, ids: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
         """Give pending documents their embeddings and wake whoever waits for them."""
@@ -139,16 +126,12 @@ class PendingDocuments:
         One of another width (another embedding model, which the store will
         refuse) is left out.
         """
-        width = len(vector)
-        embedded = [
-            (i, d.vector)
+        embedded = {
+            i: d.vector
             for i, d in self._documents.items()
-            if d.vector is not None and len(d.vector) == width
-        ]
-        if not embedded:
-            return []
-        found = cosines(vector, dict(embedded)).items()
-        ranked = sorted(found, key=lambda item: (-item[1], item[0]))
+            if d.vector is not None and len(d.vector) == len(vector)
+        }
+        ranked = sorted(cosines(vector, embedded).items(), key=lambda item: (-item[1], item[0]))
         return [ScoredId(doc_id, score) for doc_id, score in ranked[:n]]
 
 

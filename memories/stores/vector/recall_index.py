@@ -415,14 +415,10 @@ class RecallIndex:
 
     def clear(self, connection: sa.Connection, target: str, namespace: str) -> None:
         """Forget every document of a namespace (its spaces stay, empty and built)."""
-        for space in self._spaces_of(connection, target, namespace):
-            for table in (_postings, _blocks, _documents, _speakers):
-                connection.execute(sa.delete(table).where(table.c.space == space.id))
-            connection.execute(
-                sa.update(_spaces)
-                .where(_spaces.c.id == space.id)
-                .values(documents=0, total_length=0)
-            )
+        spaces = [space.id for space in self._spaces_of(connection, target, namespace)]
+        _drop_rows(connection, spaces)
+        emptied = sa.update(_spaces).where(_spaces.c.id.in_(spaces))
+        connection.execute(emptied.values(documents=0, total_length=0))
 
     def adopt(self, connection: sa.Connection, former: str, target: str) -> int:
         """File the spaces under ``former`` under ``target``; return how many moved.
@@ -436,13 +432,9 @@ class RecallIndex:
             mine.c.namespace == _spaces.c.namespace,
             mine.c.analysis == _spaces.c.analysis,
         )
-        stale = list(
-            connection.execute(
-                sa.select(_spaces.c.id).where(_spaces.c.target == former, clash)
-            ).scalars()
-        )
-        for table in (_postings, _blocks, _documents, _speakers):
-            connection.execute(sa.delete(table).where(table.c.space.in_(stale)))
+        query = sa.select(_spaces.c.id).where(_spaces.c.target == former, clash)
+        stale = list(connection.execute(query).scalars())
+        _drop_rows(connection, stale)
         connection.execute(sa.delete(_spaces).where(_spaces.c.id.in_(stale)))
         moved = connection.execute(
             sa.update(_spaces).where(_spaces.c.target == former).values(target=target)
@@ -469,19 +461,15 @@ class RecallIndex:
         # One statement for the batch, the new keys returned in the order given.
         inserted = sa.insert(_documents).returning(_documents.c.key, sort_by_parameter_order=True)
         keys = list(connection.execute(inserted, values).scalars())
-        if into is not None:
-            for key, row in zip(keys, rows, strict=True):
-                length = sum(row.terms.values())
-                for term, tf in row.terms.items():
-                    into.setdefault(term, []).append((key, tf, length))
-            self._count(connection, space, rows, +1)
-            return
         postings = [
             {"space": space, "term": term, "key": key, "tf": tf, "length": value["length"]}
             for key, row, value in zip(keys, rows, values, strict=True)
             for term, tf in row.terms.items()
         ]
-        if postings:
+        if into is not None:
+            for p in postings:
+                into.setdefault(p["term"], []).append((p["key"], p["tf"], p["length"]))
+        elif postings:
             connection.execute(sa.insert(_postings), postings)
         self._count(connection, space, rows, +1)
 
@@ -647,13 +635,10 @@ class RecallIndex:
         said = Counter(name for row in rows for name in row.speakers if name)
         if not said:
             return
-        existing = set(
-            connection.execute(
-                sa.select(_speakers.c.speaker).where(
-                    _speakers.c.space == space, _speakers.c.speaker.in_(list(said))
-                )
-            ).scalars()
+        counted = sa.select(_speakers.c.speaker).where(
+            _speakers.c.space == space, _speakers.c.speaker.in_(list(said))
         )
+        existing = set(connection.execute(counted).scalars())
         new = [{"space": space, "speaker": n, "turns": 0} for n in said if n not in existing]
         if new:
             connection.execute(sa.insert(_speakers), new)
@@ -721,7 +706,7 @@ class RecallIndex:
         counted here (:func:`_best`); only the best documents' ids are read
         after.
         """
-        terms = Counter(config.analyzer().terms(query))
+        terms = Counter(config.analyzer().query_terms(query))
         if not terms or limit < 1:
             return []
         with self.database.transaction() as connection:
@@ -844,13 +829,16 @@ class RecallIndex:
 
     def named_speakers(self, space: Space, query: str) -> frozenset[str]:
         """The speakers of the space that ``query`` names (see :func:`named_speakers`)."""
+        speakers = sa.select(_speakers.c.speaker).where(_speakers.c.space == space.id)
         with self.database.transaction() as connection:
-            known = set(
-                connection.execute(
-                    sa.select(_speakers.c.speaker).where(_speakers.c.space == space.id)
-                ).scalars()
-            )
+            known = set(connection.execute(speakers).scalars())
         return named_speakers(query, known)
+
+
+def _drop_rows(connection: sa.Connection, spaces: Sequence[int]) -> None:
+    """Delete every document, posting and speaker count of these spaces."""
+    for table in (_postings, _blocks, _documents, _speakers):
+        connection.execute(sa.delete(table).where(table.c.space.in_(spaces)))
 
 
 def _analyse(document: IndexedDocument, config: RecallConfig) -> _Row:
