@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import logging
 import os
 import random
 import re
@@ -41,12 +40,10 @@ except ImportError as exc:  # pragma: no cover - the chroma extra is installed i
         "Chroma vector memory", "pip install 'chat-memories[chroma]'"
     ) from exc
 
-logger = logging.getLogger(__name__)
-
 
 _CLIENT_CREATION = threading.Lock()
 _clients: dict[tuple[Any, ...], Any] = {}
-#: The random share of a first count's step (:meth:`ChromaStore._check_size`): a generator of
+#: The random share of a first count's step (:func:`.moves.check_size`): a generator of
 #: its own, so the application's global ``random`` sequence is never drawn from.
 _JITTER = random.Random()
 
