@@ -180,13 +180,12 @@ def _relation(
     ended_by: Turns = (),
 ) -> Relation:
     subject_id = graph.canonical(str(document["subject"]))
-    object_id = document.get("object")
-    if object_id is not None:
-        object_id = graph.canonical(str(object_id))
+    given = document.get("object")
+    object_id = None if given is None else graph.canonical(str(given))
     subject = graph.entities.get(subject_id) or graph.former.get(subject_id)
-    target = None
-    if object_id is not None:
-        target = graph.entities.get(object_id) or graph.former.get(object_id)
+    target = (
+        None if object_id is None else graph.entities.get(object_id) or graph.former.get(object_id)
+    )
     ended = document.get("invalid_at")
     return Relation(
         id=relation_id,

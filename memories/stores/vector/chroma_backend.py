@@ -399,25 +399,22 @@ class ChromaBackend(RecallBackend):
         written = 0
         if not lane.lock.acquire(timeout=-1 if timeout is None else timeout):
             return None
-        bar = progress_bar(progress)
         try:
-            try:
-                self._space  # noqa: B018  (made now if the store was down before: it numbers the queue)
-                while rows := self.outbox.pending(target, namespace, limit=_DRAIN_BATCH):
-                    self._write_or_set_aside(rows)
-                    written += len(rows)
-                    if bar is not None:
-                        bar.update(len(rows))
-            except Exception as exc:
-                lane.failed(exc)
-                raise
+            with progress_bar(progress) as advance:
+                try:
+                    self._space  # noqa: B018  (made now if the store was down before: it numbers the queue)
+                    while rows := self.outbox.pending(target, namespace, limit=_DRAIN_BATCH):
+                        self._write_or_set_aside(rows)
+                        written += len(rows)
+                        advance(len(rows))
+                except Exception as exc:
+                    lane.failed(exc)
+                    raise
             lane.succeeded(wrote=written > 0)
         except BackendError as exc:
             raise type(exc)(f"{exc}{self._waiting()}") from exc
         finally:
             lane.lock.release()
-            if bar is not None:
-                bar.close()
         return written
 
     def _waiting(self) -> str:

@@ -419,18 +419,13 @@ class PgVectorBackend(RecallBackend):
         await arun(self._adding(rows, progress))
 
     def _adding(self, rows: Sequence[OutboxRow], progress: bool) -> Steps[None]:
-        bar = progress_bar(len(rows) if progress else None)
-        try:
+        with progress_bar(len(rows) if progress else None) as advance:
             for start in range(0, len(rows), _BATCH):
                 batch = rows[start : start + _BATCH]
                 yield from self._saving(batch)
-                if bar is not None:
-                    bar.update(len(batch))
+                advance(len(batch))
             if len(rows) >= _ANALYZE_FROM:
                 yield step(self._store.analyze)
-        finally:
-            if bar is not None:
-                bar.close()
 
     def _saving(self, rows: Sequence[OutboxRow]) -> Steps[None]:
         if not rows:
