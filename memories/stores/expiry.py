@@ -267,13 +267,9 @@ class ExpiryLedger:
         """Whether an item read at ``now`` has expired; a live one's time starts again if
         ``refresh`` (an item without a row never expires)."""
         expires = self.expires_at(namespace, key)
-        if expires is None:
-            return False
-        if expires <= now:
-            return True
-        if refresh:
+        if refresh and expires is not None and expires > now:
             self.refresh([(namespace, key)], now=now)
-        return False
+        return expires is not None and expires <= now
 
     def renaming(self, namespace: Namespace, renames: Mapping[str, str]) -> Stamp:
         """The rows of ``namespace``'s items keyed anew (``{old: new}``), for a caller's
@@ -401,10 +397,9 @@ class ExpiryLedger:
 
     def count(self) -> int:
         """How many items have a time to live."""
+        query = sa.select(sa.func.count()).select_from(self._table)
         with self._db.transaction() as connection:
-            return int(
-                connection.execute(sa.select(sa.func.count()).select_from(self._table)).scalar_one()
-            )
+            return int(connection.execute(query).scalar_one())
 
     def sweep(
         self,

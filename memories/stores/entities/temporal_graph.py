@@ -278,12 +278,7 @@ def _by_key(
 
 
 class EntityGraphStore(ProfileStore):
-    """Entity graphs in a SQL database (the profile store's tables and its compare-and-set).
-
-    Args:
-        url: a SQLAlchemy URL: ``"sqlite:///memories.db"`` (the default) or
-            ``"postgresql+psycopg://user:pw@host/db"``.
-    """
+    """Entity graphs in a SQL database: a profile store (its tables, arguments, compare-and-set)."""
 
     def graph(self, namespace: tuple[str, ...], head_key: str, /) -> Graph:
         """The namespace's graph now, with the versions a change is planned on.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, replace
+from dataclasses import KW_ONLY, dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,13 +30,12 @@ from memories.stores.recall import ScoredId
 from memories.stores.vector.backend import VectorQuery
 from memories.stores.vector.embedded import Embeddable, document_vectors
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
-from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow
+from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow, unnumbered
 from memories.stores.vector.pending import PendingDocuments, pending_documents
 from memories.stores.vector.recall_backend import RecallBackend
 from memories.stores.vector.recall_index import (
     SESSION_KEY,
     SPEAKERS_KEY,
-    TURN_KEY,
     RecallIndex,
 )
 from memories.stores.vector.records import SearchResult
@@ -124,7 +123,7 @@ class ChromaBackend(RecallBackend):
 
     def save(self, row: OutboxRow) -> None:
         """Queue a turn for the background writer, or write it now (numbered in its session)."""
-        row = replace(row, metadata={k: v for k, v in row.metadata.items() if k != TURN_KEY})
+        row = unnumbered(row)
         if self._queue(row):
             self._writer.schedule()
             return

@@ -60,11 +60,10 @@ from memories.stores.sql import Database, get_engine, redacted
 from memories.stores.vector import recall_tables
 from memories.stores.vector.embedded import document_vectors
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
-from memories.stores.vector.outbox import OutboxRow, numbered
+from memories.stores.vector.outbox import OutboxRow, numbered, unnumbered
 from memories.stores.vector.recall_backend import RecallBackend
 from memories.stores.vector.recall_index import (
     SESSION_KEY,
-    TURN_KEY,
     IndexedDocument,
     RecallIndex,
 )
@@ -404,11 +403,11 @@ class PgVectorBackend(RecallBackend):
 
     def save(self, row: OutboxRow) -> None:
         """Embed the turn, then store it numbered in its session and indexed, in one transaction."""
-        run(self._saving([_unnumbered(row)]))
+        run(self._saving([unnumbered(row)]))
 
     async def asave(self, row: OutboxRow) -> None:
         """Async :meth:`save` (the turn embedded by the embedder's async method)."""
-        await arun(self._saving([_unnumbered(row)]))
+        await arun(self._saving([unnumbered(row)]))
 
     def add(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
         """Store many documents, a transaction per batch of 256 (each batch all or nothing)."""
@@ -450,7 +449,9 @@ class PgVectorBackend(RecallBackend):
                         replace=flag,
                     )  # fmt: skip
             written = set(stored)
-            documents = [_indexed(row) for row in rows if row.doc_id in written]
+            documents = [
+                IndexedDocument(r.doc_id, r.text, r.metadata) for r in rows if r.doc_id in written
+            ]
             store.recall.add(connection, TARGET, space.namespace, documents)
 
     def _check_width(self, connection: sa.Connection, dims: int, *, writing: bool) -> None:
@@ -710,12 +711,3 @@ class PgVectorBackend(RecallBackend):
         return [doc_id for (doc_id,) in found]
 
     _awrite = blocking_twin(_write)
-
-
-def _unnumbered(row: OutboxRow) -> OutboxRow:
-    """A turn without a caller's turn number: the write gives it the next of its session."""
-    return replace(row, metadata={k: v for k, v in row.metadata.items() if k != TURN_KEY})
-
-
-def _indexed(row: OutboxRow) -> IndexedDocument:
-    return IndexedDocument(row.doc_id, row.text, row.metadata)
