@@ -102,9 +102,7 @@ def demote(store: ChromaStore, namespace: str, *, limit: int, dry_run: bool) -> 
     busy = moved_by_another(store, own)
     if busy is not None:
         return Demotion(namespace, len(ids), kept=_busy(busy))
-    if dry_run:
-        return Demotion(namespace, len(ids))
-    if not move_into_shard(store, namespace, own):
+    if not dry_run and not move_into_shard(store, namespace, own):
         return Demotion(namespace, len(ids), kept=_busy(0.0))
     return Demotion(namespace, len(ids))
 

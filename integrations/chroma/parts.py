@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import logging
 import os
 import random
 import re
@@ -30,6 +29,7 @@ from memories.errors import (
     MissingDependencyError,
 )
 from memories.kernel.imports import import_path
+from memories.kernel.steps import bounded_call
 
 try:
     import chromadb
@@ -41,12 +41,10 @@ except ImportError as exc:  # pragma: no cover - the chroma extra is installed i
         "Chroma vector memory", "pip install 'chat-memories[chroma]'"
     ) from exc
 
-logger = logging.getLogger(__name__)
-
 
 _CLIENT_CREATION = threading.Lock()
 _clients: dict[tuple[Any, ...], Any] = {}
-#: The random share of a first count's step (:meth:`ChromaStore._check_size`): a generator of
+#: The random share of a first count's step (:func:`.moves.check_size`): a generator of
 #: its own, so the application's global ``random`` sequence is never drawn from.
 _JITTER = random.Random()
 
@@ -360,23 +358,10 @@ def _within(seconds: float, make: Any, action: str) -> Any:
     chromadb's ``HttpClient()`` calls the server before it returns, with no
     deadline; it runs on a daemon thread so a hung server cannot hang the caller.
     """
-    outcome: list[tuple[bool, Any]] = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, make()))
-        except BaseException as exc:  # handed to the caller below
-            outcome.append((False, exc))
-
-    thread = threading.Thread(target=run, name="memories-chroma-connect", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if not outcome:
+    try:
+        return bounded_call(make, seconds, name="memories-chroma-connect")
+    except TimeoutError as exc:
         raise BackendUnavailableError(
             f"Could not {action}: no answer within {seconds} s. Is `chroma run` running and "
             "answering? Queued documents wait in the outbox."
-        )
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
+        ) from exc

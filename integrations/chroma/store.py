@@ -74,7 +74,6 @@ Promotion and demotion, the moves between the two placements, are in
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 import threading
@@ -127,8 +126,6 @@ from memories.errors import (
 from memories.kernel.paths import default_file
 from memories.stores.recall import ScoredId
 from memories.stores.vector.filters import NAMESPACE_KEY, scoped_filter
-
-logger = logging.getLogger(__name__)
 
 
 class ChromaStore:
@@ -717,15 +714,11 @@ class ChromaStore:
                 return run(again)
             if missing is None or not missing(result):
                 return result
-            if place.shard:
+            # An own collection read while a demotion deleted it: Chroma may answer nothing
+            # rather than NotFoundError then.
+            if place.shard or moves.leaving(self, namespace):
                 again = self._resolve(namespace, fresh=True)
-                if not again.shard:
-                    result = run(again)
-            elif moves.leaving(self, namespace):
-                # Read while a demotion deleted the collection: Chroma may answer nothing
-                # rather than NotFoundError then.
-                again = self._resolve(namespace, fresh=True)
-                if again.shard:
+                if again.shard != place.shard:
                     result = run(again)
             return result
 

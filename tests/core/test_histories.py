@@ -257,3 +257,41 @@ def test_a_sql_history_lists_its_stores_sessions_last_active_first(tmp_path: Pat
 def test_a_history_of_one_session_says_it_cannot_list_others() -> None:
     with pytest.raises(NotImplementedError, match="InMemoryHistory keeps one session"):
         InMemoryHistory(session_id="s").sessions()
+
+
+def test_a_read_only_view_can_do_what_it_says_and_writes_nothing(tmp_path: Path) -> None:
+    """It copied ``lists_sessions`` from its history, yet listing sessions raised."""
+    from memories.stores.history.readonly import ReadOnlyView
+
+    history = SQLiteHistory(tmp_path / "v.db", session_id="a")
+    history.append([HumanMessage("hi"), AIMessage("yo")])
+    view = ReadOnlyView(history)
+    assert view.lists_sessions
+    found, total = view.sessions()
+    assert total == 1 and found[0].session_id == "a"
+    with pytest.raises(PermissionError, match="read-only"):
+        view.purge(2)
+    with pytest.raises(PermissionError, match="read-only"):
+        view.clear()
+    assert history.count() == 2
+
+
+def test_a_turns_own_rows_are_not_parsed_again_when_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window re-read the two rows its save had just written, parsing each (35 µs a turn)."""
+    import memories.stores.history.sql as sql
+    from memories import WindowMemory
+
+    parsed: list[str] = []
+    original = sql.load_message
+    monkeypatch.setattr(sql, "load_message", lambda text: parsed.append(text) or original(text))
+    memory = WindowMemory(k=2, chat_memory=SQLiteHistory(tmp_path / "w.db", session_id="s"))
+    for i in range(3):
+        memory.save_context({"input": f"q{i}"}, {"output": f"a{i}"})
+        assert memory.load_memory_variables({})["history"].endswith(f"AI: a{i}")
+    assert parsed == []
+    mine = HumanMessage("as saved")
+    memory.chat_memory.add_messages([mine])
+    mine.content = "changed by the caller afterwards"
+    assert memory.chat_memory.messages[-1] == HumanMessage("as saved")

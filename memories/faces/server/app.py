@@ -139,12 +139,12 @@ def segment(value: Any) -> str:
 
 
 _TEMPLATES.filters["segment"] = segment
-# JSON shown as text in a page: escaped once, for HTML, by autoescape (Jinja's tojson escapes
-# for a <script> too, and a person would read "user\u0027s")
 # a path or URL may wrap at its slashes, never inside a word
 _TEMPLATES.filters["breakable"] = lambda text: Markup("/<wbr>").join(
     escape(part) for part in str(text).split("/")
 )
+# JSON shown as text in a page: escaped once, for HTML, by autoescape (Jinja's tojson escapes
+# for a <script> too, and a person would read "user\u0027s")
 _TEMPLATES.filters["json_text"] = lambda value, indent=None: json.dumps(
     value, indent=indent, ensure_ascii=False
 )
@@ -423,8 +423,9 @@ def create_app(
             routes.append(Route(route_path, endpoint, methods=["GET"]))
 
     Act = Callable[[Request, dict[str, Any]], Awaitable[dict[str, Any]]]
+    Back = Callable[[Request, dict[str, Any]], str] | str
 
-    def act(path: str, run: Act, back: Callable[[Request, dict[str, Any]], str] | str) -> None:
+    def act(path: str, run: Act, back: Back) -> None:
         """An action: a form route and its JSON twin.
 
         ``back`` gives the page the form redirects to, or names the template
@@ -539,7 +540,6 @@ def create_app(
     async def erase(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
         return await call(inspector.erase, _param(request, "namespace"), fields.get("confirm"))
 
-    Back = Callable[[Request, dict[str, Any]], str] | str
     handlers: dict[str, tuple[Act, Back]] = {
         (_ITEM + "/edit"): (edit, item_page),
         (_MEMORY + "/edit"): (edit, memory_page),

@@ -108,7 +108,7 @@ class ConversationKGMemory(QueuedUpdates):
         return as_entity_graph(value)
 
     @cached_property
-    def _graph(self) -> Any:
+    def _graph(self) -> EntityGraph | LangChainEntityGraph:
         return self.kg if isinstance(self.kg, EntityGraph) else LangChainEntityGraph(self.kg)
 
     def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
@@ -127,8 +127,7 @@ class ConversationKGMemory(QueuedUpdates):
     @property
     def knowledge_store(self) -> EntityGraph | LangChainEntityGraph:
         """The graph as the memory drives it (LangChain's wrapped, with async twins)."""
-        graph: EntityGraph | LangChainEntityGraph = self._graph
-        return graph
+        return self._graph
 
     def _state_parameters(self) -> dict[str, Any]:
         return {"kg_updates": 1}

@@ -7,12 +7,10 @@ each summary (LangChain's summarization prompt). The prompts, the variables
 and their formats are LangChain's.
 
 What differs, on purpose: a failed model call never loses the turn's
-knowledge. The turn is saved first, with the entity updates it owes as a job
-in the history's state (committed together with the turn on SQL); jobs run in
-order, each entity's update saved as it succeeds, and a failed call leaves
-its job queued (logged, counted in :meth:`status`), retried on the next save
-or by :meth:`flush`. A failed extraction at load time is made up for at
-save time. The loop is written once as steps (sync and async).
+knowledge. The entity updates a turn owes are saved with it as a job and
+retried until they succeed (:mod:`memories.long_term.entities.updates`), each
+entity's update saved as it succeeds; a failed extraction at load time is
+made up for at save time.
 """
 
 from __future__ import annotations

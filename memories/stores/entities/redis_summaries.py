@@ -18,11 +18,9 @@ in one order across processes. LangChain's store on the same ``key_prefix``
 and session could hold an entity named like one of these keys (``seq``); a
 write then fails with nothing written (give this store another prefix).
 
-Time to live, as LangChain's: an entity written expires ``ttl`` seconds later
-(its history with it), and reading it with :meth:`RedisEntityStore.get` sets
-its time to ``recall_ttl``; ``ttl=None`` keeps entities until deleted. Unlike
-LangChain's store, ``get`` of an unknown entity returns ``default`` (None),
-as the SQLite and in-memory stores do, not ``""``.
+The times to live are LangChain's (``ttl``, ``recall_ttl``). Unlike its store,
+``get`` of an unknown entity returns ``default`` (None), as the SQLite and
+in-memory stores do, not ``""``.
 """
 
 from __future__ import annotations
@@ -65,7 +63,8 @@ class RedisEntityStore(EntityStore):
         session_id: whose entities these are.
         url: the server (``redis://[:password@]host:port/db``, ``rediss://`` for TLS).
         key_prefix: the first part of every key.
-        ttl: seconds an entity is kept after a write; None keeps it until deleted.
+        ttl: seconds an entity (its history with it) is kept after a write; None:
+            until deleted.
         recall_ttl: seconds an entity is kept after :meth:`get` reads it (``ttl`` if None).
         timeout: seconds a connection or a command may take before it fails
             with :class:`~memories.errors.BackendUnavailableError`.
@@ -287,13 +286,17 @@ class RedisEntityStore(EntityStore):
             stored = self._client.lrange(self._versions_key(entity), 0, -1)
         return [self._version(entity, item) for item in stored]
 
+    def _each(self, command: Callable[[Any, str], None]) -> tuple[list[str], list[Any]]:
+        """The session's entity names, and ``command(pipe, versions key)``'s reply for each."""
+        names = self._client.zrange(self._index_key, 0, -1)
+        with self._client.pipeline(transaction=False) as pipe:
+            for name in names:
+                command(pipe, self._versions_key(name))
+            return names, pipe.execute() if names else []
+
     def entities(self) -> dict[str, str]:
         with self._translated():
-            names = self._client.zrange(self._index_key, 0, -1)
-            with self._client.pipeline(transaction=False) as pipe:
-                for name in names:
-                    pipe.lindex(self._versions_key(name), -1)
-                newest = pipe.execute() if names else []
+            names, newest = self._each(lambda pipe, key: pipe.lindex(key, -1))
         current = {}
         for name, stored in zip(names, newest, strict=True):
             value = None if stored is None else self._version(name, stored).value
@@ -304,11 +307,7 @@ class RedisEntityStore(EntityStore):
     def held(self) -> dict[str, int]:
         """Every version of every entity of the session, and the session's index and counter."""
         with self._translated():
-            names = self._client.zrange(self._index_key, 0, -1)
-            with self._client.pipeline(transaction=False) as pipe:
-                for name in names:
-                    pipe.llen(self._versions_key(name))
-                lengths = pipe.execute() if names else []
+            _, lengths = self._each(lambda pipe, key: pipe.llen(key))
             keys = int(self._client.exists(self._index_key, self._seq_key))
         return {"entity versions": sum(map(int, lengths)), "redis index keys": keys}
 

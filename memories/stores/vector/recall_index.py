@@ -69,23 +69,17 @@ from memories.stores.recall.ranking import rank_parts
 from memories.stores.recall.types import RankParts
 from memories.stores.sql import Database
 from memories.stores.vector.recall_tables import (
-    _BLOCK_SIZE,
     _BLOCKS_AROUND,
-    _BUILD_BATCH,
     _BUILDING,
     _DROP_BLOCK,
     _FRESH,
     _FRESH_ROWS,
     _IDS_OF_KEYS,
-    _KNOWN_SPACES,
-    _LOGGED_PACK,
     _LONGEST,
     _OPEN_BLOCKS,
-    _PACK_AFTER,
     _PLACES_IN_SESSION,
     _PLACES_OF_IDS,
     _REWRITE,
-    _SEPARATOR,
     _STATS,
     _TERM_SIZES,
     _blocks,
@@ -121,6 +115,18 @@ SESSION_KEY = "session"
 TURN_KEY = "turn"
 TIMESTAMP_KEY = "timestamp"
 SPEAKERS_KEY = "speakers"
+
+#: How many spaces a process remembers the ids of (a few hundred bytes each).
+_KNOWN_SPACES = 10_000
+_BUILD_BATCH = 1_000
+#: Between a document's terms, and its speakers, in their columns.
+_SEPARATOR = "\n"
+#: A write packs its space's fresh postings once they are more than this many.
+_PACK_AFTER = 4096
+#: The most postings a block holds.
+_BLOCK_SIZE = 1024
+#: A compaction moving this many postings or more is logged (an older index, a build).
+_LOGGED_PACK = 50_000
 
 
 def analysis_key(config: RecallConfig, /) -> str:
@@ -432,11 +438,8 @@ class RecallIndex:
             mine.c.namespace == _spaces.c.namespace,
             mine.c.analysis == _spaces.c.analysis,
         )
-        stale = list(
-            connection.execute(
-                sa.select(_spaces.c.id).where(_spaces.c.target == former, clash)
-            ).scalars()
-        )
+        query = sa.select(_spaces.c.id).where(_spaces.c.target == former, clash)
+        stale = list(connection.execute(query).scalars())
         _drop_rows(connection, stale)
         connection.execute(sa.delete(_spaces).where(_spaces.c.id.in_(stale)))
         moved = connection.execute(
@@ -547,13 +550,10 @@ class RecallIndex:
         return list(_FRESH_ROWS.execute(connection, space=space).fetchall())
 
     def _compact(self, connection: sa.Connection, space: int) -> int:
-        """Move the space's fresh postings into blocks; return how many moved.
+        """Move the space's fresh postings into blocks (:meth:`_append`); return how many moved.
 
-        A term's postings fill its open block while it has room, then new
-        ones. Exactly the rows read are deleted (by term and key, or on
-        PostgreSQL by their documents' keys: a document's postings are
-        written together, so a row another writer adds meanwhile has another
-        key and stays fresh). Writers of a space take turns already
+        Exactly the rows read are deleted (:func:`_drop_fresh`: a row another writer
+        adds meanwhile stays fresh). Writers of a space take turns already
         (:meth:`_spaces_of`), so no other lock is taken.
         """
         started = time.monotonic()
@@ -638,13 +638,10 @@ class RecallIndex:
         said = Counter(name for row in rows for name in row.speakers if name)
         if not said:
             return
-        existing = set(
-            connection.execute(
-                sa.select(_speakers.c.speaker).where(
-                    _speakers.c.space == space, _speakers.c.speaker.in_(list(said))
-                )
-            ).scalars()
+        counted = sa.select(_speakers.c.speaker).where(
+            _speakers.c.space == space, _speakers.c.speaker.in_(list(said))
         )
+        existing = set(connection.execute(counted).scalars())
         new = [{"space": space, "speaker": n, "turns": 0} for n in said if n not in existing]
         if new:
             connection.execute(sa.insert(_speakers), new)
@@ -835,12 +832,9 @@ class RecallIndex:
 
     def named_speakers(self, space: Space, query: str) -> frozenset[str]:
         """The speakers of the space that ``query`` names (see :func:`named_speakers`)."""
+        speakers = sa.select(_speakers.c.speaker).where(_speakers.c.space == space.id)
         with self.database.transaction() as connection:
-            known = set(
-                connection.execute(
-                    sa.select(_speakers.c.speaker).where(_speakers.c.space == space.id)
-                ).scalars()
-            )
+            known = set(connection.execute(speakers).scalars())
         return named_speakers(query, known)
 
 

@@ -1,16 +1,10 @@
 """Writing queued documents to the vector store: one lane per namespace, one background writer.
 
-Every document goes to the outbox (:mod:`memories.stores.vector.outbox`) first. A
-*drain* then embeds what waits there and writes it to Chroma. Drains of one
-namespace never overlap: each namespace has a :class:`WriteLane` whose lock a
-drain holds, and which remembers the last failure until a drain succeeds.
-
-With ``write="background"`` a memory's ``save_context`` queues the turn and
-asks the process's background writer (:func:`background_writer`, a
-:class:`~memories.kernel.background.Debouncer` with no quiet period and one thread)
-to drain the namespace; bursts of turns collapse into one drain. The writer
-is flushed at interpreter exit (for at most :data:`EXIT_FLUSH_SECONDS`);
-whatever it could not write waits in the outbox for the next process.
+Every document goes to the outbox (:mod:`memories.stores.vector.outbox`) first; a
+*drain* embeds what waits there and writes it to Chroma, holding its namespace's
+:class:`WriteLane`. With ``write="background"`` a save asks the process's
+:func:`background_writer` to drain the namespace (bursts of turns collapse into
+one drain); it is flushed at interpreter exit, for at most :data:`EXIT_FLUSH_SECONDS`.
 """
 
 from __future__ import annotations
@@ -20,7 +14,8 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -194,11 +189,14 @@ def _register_exit_flush() -> None:
 _register_exit_flush()
 
 
-def progress_bar(total: int | None) -> Any:
-    """A progress bar for storing ``total`` documents (None: no bar), closed by the caller."""
+@contextmanager
+def progress_bar(total: int | None) -> Iterator[Callable[[int], object]]:
+    """A progress bar for storing ``total`` documents (None: no bar), as its ``update``."""
     if total is None:
-        return None
+        yield lambda done: None
+        return
     from tqdm.auto import tqdm
 
     bar: Callable[..., Any] = tqdm
-    return bar(total=total, unit="doc", desc="Storing")
+    with bar(total=total, unit="doc", desc="Storing") as shown:
+        yield shown.update
