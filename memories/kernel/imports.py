@@ -93,14 +93,10 @@ INSTALL_COMMANDS: dict[str, str] = {prefix: install_hint(extra) for prefix, extr
 
 def install_command(module: str, /) -> str | None:
     """The command that installs what ``module`` needs, if one is known."""
-    return next(
-        (
-            command
-            for prefix, command in INSTALL_COMMANDS.items()
-            if module == prefix or module.startswith(prefix + ".")
-        ),
-        None,
-    )
+    for prefix, command in INSTALL_COMMANDS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return command
+    return None
 
 
 def import_object(module: str, attribute: str, /, *, what: str) -> Any:
