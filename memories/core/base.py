@@ -239,6 +239,17 @@ class BaseMemory(LangChainBaseMemory):
         per kind and per namespace. Nothing is sent anywhere."""
         return self._ledger.snapshot()
 
+    def _operation(self, name: str, /, *, joins: bool = True) -> operation:
+        """One operation of this memory, counted and traced (see ``accounting.operation``)."""
+        return operation(
+            self._ledger,
+            name,
+            owner=self,
+            namespace=self.usage_namespace(),
+            memory_type=getattr(self, "config_type", type(self).__name__),
+            joins=joins,
+        )
+
     @cached_property
     def _ledger(self) -> Ledger:
         """Where this memory's calls are counted (see :mod:`memories.kernel.accounting`)."""
@@ -351,22 +362,13 @@ _OPERATIONS = (
 def _traced(method: Any, name: str) -> Any:
     """``method`` run as one operation of its memory (see ``accounting.operation``)."""
 
-    def begun(self: BaseMemory) -> Any:
-        return operation(
-            self._ledger,
-            name,
-            owner=self,
-            namespace=self.usage_namespace(),
-            memory_type=getattr(self, "config_type", type(self).__name__),
-        )
-
     if inspect.iscoroutinefunction(method):
 
         @functools.wraps(method)
         async def atraced(self: BaseMemory, *args: Any, **kwargs: Any) -> Any:
             if not self._accounted and tracer() is None:
                 return await method(self, *args, **kwargs)
-            with begun(self):
+            with self._operation(name):
                 return await method(self, *args, **kwargs)
 
         return atraced
@@ -375,7 +377,7 @@ def _traced(method: Any, name: str) -> Any:
     def traced(self: BaseMemory, *args: Any, **kwargs: Any) -> Any:
         if not self._accounted and tracer() is None:
             return method(self, *args, **kwargs)
-        with begun(self):
+        with self._operation(name):
             return method(self, *args, **kwargs)
 
     return traced

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from memories.core.base import BaseMemory
 from memories.errors import BudgetExceededError, ConfigError
-from memories.kernel.accounting import Budget, BudgetField, Spending, operation
+from memories.kernel.accounting import Budget, BudgetField, Spending
 from memories.kernel.background import BackgroundWork, Debouncer, JobStatus
 from memories.kernel.capabilities import capabilities_of
 from memories.kernel.llm import LLMField, ModelCaller, ModelUsage
@@ -215,14 +215,7 @@ class DeferredMemory(BaseMemory):
 
     def _accounted_job(self) -> None:
         """The background job as one operation of this memory (counted and traced)."""
-        with operation(
-            self._ledger,
-            "background_update",
-            owner=self,
-            namespace=self.usage_namespace(),
-            memory_type=self.config_type,
-            joins=False,
-        ):
+        with self._operation("background_update", joins=False):
             self._background_job()
 
     def _background_status(self) -> JobStatus | None:

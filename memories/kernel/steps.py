@@ -84,9 +84,7 @@ class Step:
     def acall(self) -> Awaitable[Any]:
         """Perform the step with the async twin: ``a`` + the method's name, on the same object."""
         owner = getattr(self.method, "__self__", None)
-        name = "a" + self.method.__name__.lstrip("_")
-        if self.method.__name__.startswith("_"):
-            name = "_" + name
+        name = _twin_name(self.method.__name__)
         twin = getattr(owner, name, None)
         if twin is None:
             raise TypeError(
@@ -250,11 +248,14 @@ def inline_twin(
     return _named(twin, name, "inline (it never blocks)")
 
 
+def _twin_name(name: str) -> str:
+    """The async twin's name: ``load`` -> ``aload``, ``_load`` -> ``_aload``."""
+    return "_a" + name[1:] if name.startswith("_") else "a" + name
+
+
 def _named(twin: Callable[..., Any], name: str, how: str) -> Any:
-    """``twin`` named as the async twin of ``name`` (``load`` -> ``aload``, ``_f`` -> ``_af``)."""
-    twin.__name__ = twin.__qualname__ = (
-        "a" + name.lstrip("_") if not name.startswith("_") else "_a" + name[1:]
-    )
+    """``twin`` named as the async twin of ``name``."""
+    twin.__name__ = twin.__qualname__ = _twin_name(name)
     twin.__doc__ = f"Async :meth:`{name}`: the same call, {how}."
     return twin
 

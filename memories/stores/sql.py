@@ -50,6 +50,7 @@ from sqlalchemy.pool import StaticPool
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError
 from memories.kernel.accounting import measured
+from memories.stores.kept import give_back, keep_connections, kept
 
 __all__ = [
     "Database",
@@ -94,6 +95,8 @@ def get_engine(url: str) -> Engine:
         engine = _engines.get(url)
         if engine is None:
             engine = _engines[url] = _create_engine(url)
+            if sqlite_file(url) is not None:
+                keep_connections(engine)
         return engine
 
 
@@ -176,12 +179,21 @@ def transaction(engine: Engine, url: str) -> Iterator[Connection]:
     :class:`BackendError`; both name the URL and keep the cause.
     """
     check_sqlite_file(url, "the database")
+    mine = kept(engine)  # this thread's connection, if it keeps one (memories.stores.kept)
     with (
         measured("store", "transaction", {"db.system.name": engine.dialect.name}),
         _translated(lambda: f"The database {redacted(url)!r} failed"),
-        engine.begin() as c,
     ):
-        yield c
+        if mine is None:
+            with engine.begin() as c:
+                yield c
+            return
+        try:
+            with mine.begin():
+                yield mine
+        except BaseException:
+            give_back(engine)  # it may be unusable now: the next transaction checks out afresh
+            raise
 
 
 class Prepared:

@@ -6,14 +6,11 @@ text; everything between is its backend's, one backend per memory (bound to
 the memory's namespace and session):
 
 - :class:`~memories.stores.vector.chroma_backend.ChromaBackend` (the default):
-  Chroma embedded, in memory or on a server, written through an outbox,
-  searched by hybrid recall (dense + BM25 + neighbours);
-- :class:`~memories.stores.vector.pgvector_backend.PgVectorBackend`: PostgreSQL with
-  pgvector, documents, embeddings and the recall index in one database, each
-  write one transaction (no outbox), searched by the same hybrid recall;
-- :class:`~memories.stores.vector.langchain_backend.VectorStoreBackend`: any LangChain
-  ``VectorStore`` through its retriever, searched as that retriever searches
-  (what LangChain's ``VectorStoreRetrieverMemory`` does).
+  Chroma behind an outbox, searched by hybrid recall (dense + BM25 + neighbours);
+- :class:`~memories.stores.vector.pgvector_backend.PgVectorBackend`: PostgreSQL
+  with pgvector, each write one transaction, searched by the same hybrid recall;
+- :class:`~memories.stores.vector.langchain_backend.VectorStoreBackend`: any
+  LangChain ``VectorStore``, searched by its retriever (as LangChain's memory does).
 
 A backend implements the sync methods; every async twin runs its sync method
 on a worker thread (:func:`~memories.kernel.steps.blocking_twin`) unless the

@@ -1,16 +1,11 @@
 """The outbox: turns written locally before they go to the vector store.
 
 A vector memory writes every document here first, then into Chroma, then
-removes it from here. If Chroma fails in between (a server down, a full disk),
-the document stays and is written by the next call that reaches Chroma, or by
-an explicit ``flush()``; nothing that ``save_context`` accepted is lost.
-
-:class:`SQLOutbox` keeps the rows in a SQLite file (WAL mode, through
-:class:`memories.stores.sql.Database`), shared by every process that opens
-it, or in any SQL database given by URL; the recall index of the documents
-(:mod:`memories.stores.vector.recall_index`) lives beside them and changes in
-the same transactions. The in-memory store's outbox is a SQLite file of the
-process, removed at exit.
+removes it from here: a document Chroma could not take (a server down, a full
+disk) stays, and is written by the next call that reaches Chroma or by
+``flush()``. :class:`SQLOutbox` keeps the rows in a SQLite file shared by every
+process that opens it, or in any SQL database given by URL; the in-memory
+store's outbox is a SQLite file of the process, removed at exit.
 """
 
 from __future__ import annotations
@@ -162,6 +157,18 @@ def _in_order(table: sa.Table, target: str, namespace: str, *columns: Any) -> sa
 _LETTER = (_dead.c.id, _dead.c.doc_id, _dead.c.row, _dead.c.error, _dead.c.created_at)
 
 
+def _enqueue(
+    connection: sa.Connection, target: str, namespace: str, rows: Sequence[tuple[str, str]]
+) -> None:
+    """Queue ``(doc_id, row)`` pairs of a namespace, in this order."""
+    now = time.time()
+    values = [
+        {"target": target, "namespace": namespace, "doc_id": d, "row": r, "created_at": now}
+        for d, r in rows
+    ]
+    connection.execute(sa.insert(_outbox), values)
+
+
 def _queued_ids(
     connection: sa.Connection, target: str, namespace: str, ids: Sequence[str]
 ) -> set[str]:
@@ -234,13 +241,7 @@ class SQLOutbox:
             return []
         with self._writing("queue a turn") as connection:
             rows = numbered(connection, self.recall, target, namespace, rows)
-            now = time.time()
-            values = [
-                {"target": target, "namespace": namespace, "doc_id": r.doc_id, "row": _dump(r),
-                 "created_at": now}
-                for r in rows
-            ]  # fmt: skip
-            connection.execute(sa.insert(_outbox), values)
+            _enqueue(connection, target, namespace, [(r.doc_id, _dump(r)) for r in rows])
             self.recall.add(connection, target, namespace, [_indexed(r) for r in rows])
         return list(rows)
 
@@ -374,7 +375,6 @@ class SQLOutbox:
         copy is written, and the old one must not overwrite it after.
         """
         query = _in_order(_dead, target, namespace, *_LETTER)
-        now = time.time()
         with self._writing("queue set-aside documents") as connection:
             # Read, queue and delete in one transaction, by the letters' own keys:
             # a document set aside meanwhile under the same id stays set aside.
@@ -389,14 +389,7 @@ class SQLOutbox:
             # A copy queued since (an edit) is newer: it stands for the letter.
             revived = [(doc_id, row) for _, doc_id, row in letters if doc_id not in queued]
             if revived:
-                connection.execute(
-                    sa.insert(_outbox),
-                    [
-                        {"target": target, "namespace": namespace, "doc_id": doc_id, "row": row,
-                         "created_at": now}
-                        for doc_id, row in revived
-                    ],
-                )  # fmt: skip
+                _enqueue(connection, target, namespace, revived)
                 documents = [_indexed(_load(doc_id, row)) for doc_id, row in revived]
                 self.recall.add(connection, target, namespace, documents)
             connection.execute(sa.delete(_dead).where(_dead.c.id.in_([k for k, _, _ in letters])))

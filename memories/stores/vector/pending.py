@@ -1,16 +1,9 @@
 """This process's queued documents: searchable by their embedding before the store has them.
 
-A document is indexed for recall (lexical terms, position, speakers) in SQL
-when it is queued (:mod:`memories.stores.vector.recall_index`), so every process
-finds it lexically at once. Its embedding is the one thing the store does
-not have until it is written: the process that queued it keeps it here, so
-that its own dense searches find the document meanwhile (the other
-processes find it once the background writer has written it, a fraction of
-a second later).
-
-One :class:`PendingDocuments` per namespace of a store, shared by the
-memories of the process (:func:`pending_documents`); whoever embeds a
-document publishes its vector for everyone waiting on :attr:`PendingDocuments.changed`.
+A queued document is in the SQL recall index at once
+(:mod:`memories.stores.vector.recall_index`), so every process finds it
+lexically; its embedding the process that queued it keeps here, so that its own
+dense searches find it before the background writer has written it to the store.
 """
 
 from __future__ import annotations

@@ -426,11 +426,8 @@ class RecallIndex:
             mine.c.namespace == _spaces.c.namespace,
             mine.c.analysis == _spaces.c.analysis,
         )
-        stale = list(
-            connection.execute(
-                sa.select(_spaces.c.id).where(_spaces.c.target == former, clash)
-            ).scalars()
-        )
+        query = sa.select(_spaces.c.id).where(_spaces.c.target == former, clash)
+        stale = list(connection.execute(query).scalars())
         _drop_rows(connection, stale)
         connection.execute(sa.delete(_spaces).where(_spaces.c.id.in_(stale)))
         moved = connection.execute(
@@ -632,13 +629,10 @@ class RecallIndex:
         said = Counter(name for row in rows for name in row.speakers if name)
         if not said:
             return
-        existing = set(
-            connection.execute(
-                sa.select(_speakers.c.speaker).where(
-                    _speakers.c.space == space, _speakers.c.speaker.in_(list(said))
-                )
-            ).scalars()
+        counted = sa.select(_speakers.c.speaker).where(
+            _speakers.c.space == space, _speakers.c.speaker.in_(list(said))
         )
+        existing = set(connection.execute(counted).scalars())
         new = [{"space": space, "speaker": n, "turns": 0} for n in said if n not in existing]
         if new:
             connection.execute(sa.insert(_speakers), new)
@@ -829,12 +823,9 @@ class RecallIndex:
 
     def named_speakers(self, space: Space, query: str) -> frozenset[str]:
         """The speakers of the space that ``query`` names (see :func:`named_speakers`)."""
+        speakers = sa.select(_speakers.c.speaker).where(_speakers.c.space == space.id)
         with self.database.transaction() as connection:
-            known = set(
-                connection.execute(
-                    sa.select(_speakers.c.speaker).where(_speakers.c.space == space.id)
-                ).scalars()
-            )
+            known = set(connection.execute(speakers).scalars())
         return named_speakers(query, known)
 
 

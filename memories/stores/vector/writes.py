@@ -1,16 +1,10 @@
 """Writing queued documents to the vector store: one lane per namespace, one background writer.
 
-Every document goes to the outbox (:mod:`memories.stores.vector.outbox`) first. A
-*drain* then embeds what waits there and writes it to Chroma. Drains of one
-namespace never overlap: each namespace has a :class:`WriteLane` whose lock a
-drain holds, and which remembers the last failure until a drain succeeds.
-
-With ``write="background"`` a memory's ``save_context`` queues the turn and
-asks the process's background writer (:func:`background_writer`, a
-:class:`~memories.kernel.background.Debouncer` with no quiet period and one thread)
-to drain the namespace; bursts of turns collapse into one drain. The writer
-is flushed at interpreter exit (for at most :data:`EXIT_FLUSH_SECONDS`);
-whatever it could not write waits in the outbox for the next process.
+Every document goes to the outbox (:mod:`memories.stores.vector.outbox`) first; a
+*drain* embeds what waits there and writes it to Chroma, holding its namespace's
+:class:`WriteLane`. With ``write="background"`` a save asks the process's
+:func:`background_writer` to drain the namespace (bursts of turns collapse into
+one drain); it is flushed at interpreter exit, for at most :data:`EXIT_FLUSH_SECONDS`.
 """
 
 from __future__ import annotations

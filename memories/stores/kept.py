@@ -1,0 +1,136 @@
+"""One connection kept per thread on a SQLite file, instead of a pool checkout per transaction.
+
+Checking a connection out of SQLAlchemy's pool and returning it, twice a
+turn, cost more than SQLite's own work. A thread therefore keeps the
+connection of its first transaction on a SQLite file and begins the next
+ones on it (:func:`kept`), within bounds: at most the pool's size of threads
+keep one (the others check out per transaction, so many threads never
+exhaust the pool); it goes back to the pool when its thread ends or a
+transaction on it fails, and is closed at exit; a forked child never touches
+its parent's. One in a transaction already (a nested one) is not used, nor
+while the engine's statements are logged (a connection reads that when made).
+Only :func:`~memories.stores.sql.get_engine`'s SQLite file engines keep them:
+an in-memory database has one connection anyway, and a server's pool pings
+each checkout, which a kept connection would skip.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import threading
+import weakref
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+__all__ = ["give_back", "keep_connections", "kept"]
+
+_keepers: weakref.WeakKeyDictionary[Engine, _Keeper] = weakref.WeakKeyDictionary()
+#: Connections a forked child inherited: referenced forever, so never closed here.
+_inherited: list[Any] = []
+
+
+class _Kept:
+    """A thread's connection; its thread-local drops it when the thread ends, giving it back."""
+
+    __slots__ = ("__weakref__", "connection", "keeper")
+    connection: Connection | None
+
+    def __init__(self, keeper: _Keeper, connection: Connection) -> None:
+        self.keeper, self.connection = keeper, connection  # None once given back
+
+    def give_back(self) -> None:
+        """Return the connection to the pool (once)."""
+        self.keeper.free(self)
+
+    __del__ = give_back
+
+
+class _Keeper:
+    """The connections of one engine that threads keep, at most the pool's size at a time."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.forget()
+
+    def forget(self) -> None:
+        """Start afresh (in a forked child: the parent's connections left alone)."""
+        for k in getattr(self, "everyone", ()):
+            _inherited.append(k.connection)
+            k.connection = None
+        self.lock, self.local = threading.Lock(), threading.local()
+        self.room: int = self.engine.pool.size()  # type: ignore[attr-defined]
+        self.everyone: weakref.WeakSet[_Kept] = weakref.WeakSet()
+
+    def free(self, kept: _Kept) -> None:
+        with self.lock:
+            connection, kept.connection = kept.connection, None
+            if connection is None:
+                return
+            self.room += 1
+            self.everyone.discard(kept)
+        with contextlib.suppress(Exception):  # at shutdown the pool may be gone already
+            connection.close()
+
+    def take(self) -> _Kept | None:
+        """This thread's free connection: its own, or a new one while there is room."""
+        if self.engine._should_log_info():
+            return None
+        mine: _Kept | None = getattr(self.local, "kept", None)
+        if mine is not None and mine.connection is not None:
+            return None if mine.connection.in_transaction() else mine
+        if self.room <= 0:
+            return None
+        with self.lock:
+            if self.room <= 0:
+                return None
+            self.room -= 1
+        try:
+            mine = self.local.kept = _Kept(self, self.engine.connect())
+        except BaseException:
+            with self.lock:
+                self.room += 1
+            raise
+        with self.lock:
+            self.everyone.add(mine)
+        return mine
+
+
+def keep_connections(engine: Engine) -> None:
+    """Let threads keep a connection of ``engine`` between transactions."""
+    _keepers[engine] = _Keeper(engine)
+
+
+def kept(engine: Engine) -> Connection | None:
+    """This thread's kept connection of ``engine``, free to begin on; None: check one out."""
+    keeper = _keepers.get(engine)
+    mine = None if keeper is None else keeper.take()
+    return None if mine is None else mine.connection
+
+
+def give_back(engine: Engine) -> None:
+    """Return this thread's kept connection of ``engine`` to the pool (one that failed)."""
+    mine = getattr(_keepers[engine].local, "kept", None)
+    if mine is not None:
+        mine.give_back()
+
+
+def _forget_after_fork() -> None:
+    for keeper in list(_keepers.values()):
+        keeper.forget()
+
+
+def _give_back_at_exit() -> None:
+    # One in a transaction belongs to a daemon thread still running: left to it.
+    for keeper in list(_keepers.values()):
+        for k in list(keeper.everyone):
+            if k.connection is not None and not k.connection.in_transaction():
+                k.give_back()
+        keeper.engine.dispose()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+# Imported by memories.stores.sql before it registers its own: this one runs after it (LIFO).
+atexit.register(_give_back_at_exit)
