@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Generic, TypeVar
 
@@ -15,25 +16,18 @@ class LRU(Generic[K, V]):
     """At most ``limit`` values (None: no bound); a put past it drops the least recently used.
 
     ``locked`` makes each call atomic, for a cache threads share with no lock
-    of its own; a site that reads, decides and writes under one lock keeps it
-    and leaves this off. ``None`` is no value: :meth:`get` returns it for a
-    missing key.
+    of its own; a site that reads, decides and writes under one lock leaves it off.
     """
 
-    __slots__ = ("_items", "_lock", "limit")
-
     def __init__(self, limit: int | None, *, locked: bool = False) -> None:
-        if limit is not None and limit < 1:
-            raise ValueError(f"limit={limit!r}: use a limit >= 1, or None for no bound.")
         self.limit = limit
         self._items: OrderedDict[K, V] = OrderedDict()
         self._lock: AbstractContextManager[Any] = threading.Lock() if locked else nullcontext()
 
     def get(self, key: K) -> V | None:
-        """The value of ``key``, used now; None if there is none."""
+        """The value of ``key`` (None if there is none), used now."""
         with self._lock:
-            found = self._items.get(key)
-            if found is not None:
+            if (found := self._items.get(key)) is not None:
                 self._items.move_to_end(key)
             return found
 
@@ -46,7 +40,6 @@ class LRU(Generic[K, V]):
             return [self._items.popitem(last=False)[1] for _ in range(excess)]
 
     def pop(self, key: K) -> V | None:
-        """Forget ``key``; its value, or None if there was none."""
         with self._lock:
             return self._items.pop(key, None)
 
@@ -57,16 +50,12 @@ class LRU(Generic[K, V]):
             self._items.clear()
             return values
 
-    def keys(self) -> list[K]:
-        """The keys now, least recently used first."""
+    def __iter__(self) -> Iterator[K]:  # over the keys now, least recently used first
         with self._lock:
-            return list(self._items)
+            return iter(list(self._items))
 
     def __contains__(self, key: object) -> bool:
         return key in self._items
 
     def __len__(self) -> int:
         return len(self._items)
-
-    def __repr__(self) -> str:
-        return f"LRU({len(self._items)} of {self.limit})"
