@@ -29,6 +29,7 @@ from memories.errors import (
     MissingDependencyError,
 )
 from memories.kernel.imports import import_path
+from memories.kernel.steps import bounded_call
 
 try:
     import chromadb
@@ -357,23 +358,10 @@ def _within(seconds: float, make: Any, action: str) -> Any:
     chromadb's ``HttpClient()`` calls the server before it returns, with no
     deadline; it runs on a daemon thread so a hung server cannot hang the caller.
     """
-    outcome: list[tuple[bool, Any]] = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, make()))
-        except BaseException as exc:  # handed to the caller below
-            outcome.append((False, exc))
-
-    thread = threading.Thread(target=run, name="memories-chroma-connect", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if not outcome:
+    try:
+        return bounded_call(make, seconds, name="memories-chroma-connect")
+    except TimeoutError as exc:
         raise BackendUnavailableError(
             f"Could not {action}: no answer within {seconds} s. Is `chroma run` running and "
             "answering? Queued documents wait in the outbox."
-        )
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
+        ) from exc

@@ -34,17 +34,14 @@ def searchable_memories(memory: LangChainBaseMemory) -> list[Any]:
 
 def distinct_histories(memory: LangChainBaseMemory) -> list[ChatHistory]:
     """The histories of ``memory``'s chat memories, each once (two configs naming one are one)."""
-    found: dict[int, ChatHistory] = {}
-    keys: set[str] = set()
+    found: dict[str, ChatHistory] = {}
     for member in chat_memories(memory):
         history = member.chat_memory
         try:
             key = json.dumps(history.to_config(), sort_keys=True)
         except NotImplementedError:
             key = str(id(history))
-        if key not in keys:
-            keys.add(key)
-            found[id(history)] = history
+        found.setdefault(key, history)
     return list(found.values())
 
 

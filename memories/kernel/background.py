@@ -154,10 +154,8 @@ class Debouncer:
         """
         now = time.monotonic()
         quiet = self.delay if delay is None else delay
-        if max_wait is not None:
-            longest = max_wait
-        else:
-            longest = self.max_wait if delay is None else 10 * quiet
+        default_wait = self.max_wait if delay is None else 10 * quiet
+        longest = default_wait if max_wait is None else max_wait
         inline = False
         with self._changed:
             if self._closed:

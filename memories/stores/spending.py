@@ -98,11 +98,10 @@ def _upsert_usage(module: Any) -> Any:
     )
 
 
+#: The dialects with an upsert, by name.
+_UPSERTING = {"sqlite": sqlite_dialect, "postgresql": postgresql_dialect}
 #: One statement that adds a call to its day's row, made or not, per dialect that has one.
-_UPSERTS_USAGE = {
-    "sqlite": _upsert_usage(sqlite_dialect),
-    "postgresql": _upsert_usage(postgresql_dialect),
-}
+_UPSERTS_USAGE = {name: _upsert_usage(module) for name, module in _UPSERTING.items()}
 
 
 def today() -> str:
@@ -120,10 +119,7 @@ def _insert_missing(module: Any) -> Any:
 
 
 #: One statement that makes a period's row unless it exists, per dialect that has one.
-_INSERTS_MISSING = {
-    "sqlite": _insert_missing(sqlite_dialect),
-    "postgresql": _insert_missing(postgresql_dialect),
-}
+_INSERTS_MISSING = {name: _insert_missing(module) for name, module in _UPSERTING.items()}
 
 
 class SQLSpending(Spending):

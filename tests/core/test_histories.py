@@ -257,3 +257,20 @@ def test_a_sql_history_lists_its_stores_sessions_last_active_first(tmp_path: Pat
 def test_a_history_of_one_session_says_it_cannot_list_others() -> None:
     with pytest.raises(NotImplementedError, match="InMemoryHistory keeps one session"):
         InMemoryHistory(session_id="s").sessions()
+
+
+def test_a_read_only_view_can_do_what_it_says_and_writes_nothing(tmp_path: Path) -> None:
+    """It copied ``lists_sessions`` from its history, yet listing sessions raised."""
+    from memories.stores.history.readonly import ReadOnlyView
+
+    history = SQLiteHistory(tmp_path / "v.db", session_id="a")
+    history.append([HumanMessage("hi"), AIMessage("yo")])
+    view = ReadOnlyView(history)
+    assert view.lists_sessions
+    found, total = view.sessions()
+    assert total == 1 and found[0].session_id == "a"
+    with pytest.raises(PermissionError, match="read-only"):
+        view.purge(2)
+    with pytest.raises(PermissionError, match="read-only"):
+        view.clear()
+    assert history.count() == 2

@@ -156,6 +156,23 @@ def test_close_writes_what_waits_and_later_saves_are_synchronous(
     assert memory.store.count("closing") == 2 + len(TURNS)
 
 
+def test_a_progress_bar_that_cannot_start_leaves_the_namespace_writable(
+    make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch, writer_idle: None
+) -> None:
+    import tqdm.auto
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("no terminal for the bar")
+
+    memory = make_vector(namespace="no-bar")
+    with monkeypatch.context() as patched:
+        patched.setattr(tqdm.auto, "tqdm", broken)
+        with pytest.raises(RuntimeError, match="no terminal"):
+            memory.add(["a fact about tea"], progress=True)
+    assert memory.flush(timeout=5)  # the drain's lane was let go
+    assert memory.store.count("no-bar") == 1
+
+
 def test_a_writer_that_falls_behind_makes_saves_synchronous(
     make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch, writer_idle: None
 ) -> None:

@@ -682,7 +682,6 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         return await arun(self._refreshing())
 
     def _refreshing(self) -> Steps[CollectionUpdate]:
-        """Fold every queued turn in, batch by batch; stop at the first failed batch."""
         return (yield from folding.refreshing(self))
 
     def duplicate_of(self, content: Any) -> MemoryRecord | None:

@@ -105,11 +105,7 @@ class QueuedUpdates(ModelMemory, ChatMemory):
     def _context_saving(
         self, inputs: dict[str, Any], outputs: dict[str, Any], *, appended: bool
     ) -> Steps[None]:
-        """Save the turn, then the model update it owes (entity summaries, triples).
-
-        A failed model call keeps the turn and queues the rest of its update
-        (retried on the next save or :meth:`flush`; see :meth:`status`).
-        """
+        """Save the turn, then the model update it owes (entity summaries, triples)."""
         messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
         return self._saving_turn(messages, self._job(text), appended=appended)
 

@@ -1,10 +1,7 @@
 """One reflection on the instructions: the prompt, the rules a revision must keep, the retries.
 
 :class:`RevisionSession` is a :class:`~memories.kernel.conversation.Conversation`
-with no I/O: it asks the model for revisions of the prompts given the queued
-turns and feedback, checks each revision on its own (the prompt exists, the
-pinned passages it held are kept word for word, the token budget), and sends
-the errors back for a bounded number of retries.
+with no I/O; what it checks is step 2 of :mod:`memories.long_term.instructions.memory`.
 """
 
 from __future__ import annotations

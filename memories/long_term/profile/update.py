@@ -259,11 +259,9 @@ def bind_patch_tool(
 class Updater:
     """One profile's refresh loop, as steps: fold the queued turns in, batch by batch.
 
-    Each batch: read the profile and its oldest queued turns, run an
-    :class:`UpdateSession` against the model (the calls made unlocked),
-    then commit with compare-and-set; a profile changed meanwhile is updated
-    again from the new version (at most three times), a failure is recorded
-    and its turns stay queued.
+    Each batch is an :class:`UpdateSession` (the model calls made unlocked)
+    committed with compare-and-set, redone from the new version when another
+    writer got in first (at most three times).
     """
 
     store: BaseProfileStore

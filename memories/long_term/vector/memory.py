@@ -3,13 +3,8 @@
 Each ``save_context`` stores the turn as one document, ``"input: ...\\noutput: ..."``
 as LangChain's ``VectorStoreRetrieverMemory`` writes it, with metadata:
 namespace, session, turn index, timestamp, speakers, and whatever the caller
-adds. ``load_memory_variables`` searches with the chain's input and joins the
-top ``k`` texts with newlines, as LangChain does (or returns ``Document``
-objects with ``return_docs=True``).
-
-The memory turns runs into documents and results into prompt variables;
-storing and searching are its backend's (:mod:`memories.stores.vector.backend`): by
-default :class:`~memories.stores.vector.chroma_backend.ChromaBackend` (Chroma
+adds. Storing and searching are its backend's (:mod:`memories.stores.vector.backend`):
+by default :class:`~memories.stores.vector.chroma_backend.ChromaBackend` (Chroma
 embedded, in memory or on a server, an outbox that loses nothing when the
 store is down, hybrid recall), built from this memory's fields.
 """

@@ -3,8 +3,7 @@
 LangChain's class shows the newest messages within ``max_token_limit``;
 each exchange pushed out of that window is written to a vector store (the
 AI reply split into chunks of ``split_chunk_size`` characters, each document
-timestamped), and loading shows, before the window, a system message with the
-current time and the documents the retriever finds for the input.
+timestamped), and loading shows them before the window.
 
 This one is our :class:`~memories.short_term.token_buffer.TokenBufferMemory`
 (counting each message once, moving a cursor instead of popping messages,

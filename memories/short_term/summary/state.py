@@ -25,10 +25,7 @@ _MAX_BACKOFF_TURNS = 16
 
 @dataclass(frozen=True)
 class SummaryState:
-    """A running summary and the part of the log it has not absorbed yet.
-
-    Pure data: every method returns a new state and does no I/O.
-    """
+    """A running summary and the part of the log it has not absorbed yet (pure data)."""
 
     summary: str = ""
     """The summary of every message up to and including ``folded``."""

@@ -1,26 +1,17 @@
 """Where profiles live: a store base in the shape of LangGraph's ``BaseStore``, and SQL under it.
 
-:class:`BaseProfileStore` has one abstract method, :meth:`~BaseProfileStore.batch`,
-which performs operations (:class:`Load`, :class:`Commit`, ...); every public
-method (``get``, ``put``, ``delete``, ``search``, ``list_namespaces`` as in
-LangGraph, and the profile's own: ``commit``, ``changes``, the pending queue)
-and the compare-and-set write loop are written once on top of it. The async
-side is :meth:`~BaseProfileStore.abatch`: ``batch`` on a worker thread unless a
-backend overrides it.
-
-Writes are compare-and-set on ``version``: a :class:`Commit` writes only if
-the profile is still at the version the change was computed from, and in the
-same transaction records the change and drops the pending turns it folded in.
-Two processes updating one profile never lose each other's work.
+:class:`BaseProfileStore` writes every public method (``get``, ``put``,
+``delete``, ``search``, ``list_namespaces`` as in LangGraph, and the profile's
+own: ``commit``, ``changes``, the pending queue) and the compare-and-set write
+loop once, on top of one abstract :meth:`~BaseProfileStore.batch`. Two
+processes updating one profile never lose each other's work.
 
 :class:`ProfileStore` keeps profiles in any SQL database (SQLite by default),
-in three tables beside the histories' and on the same engine
-(:mod:`memories.stores.documents`: the current documents, every change, the
-queued turns). Memories that share the database own their rows there: a
-store sees, writes and deletes only its ``owner``'s.
-
-A namespace is a tuple of labels (:mod:`memories.kernel.namespaces`), stored joined
-by ``"."``.
+in three tables beside the histories' and on the same engine: the current
+documents, every change, the queued turns. Memories that share the database
+own their rows there: a store sees, writes and deletes only its ``owner``'s.
+A namespace is a tuple of labels (:mod:`memories.kernel.namespaces`), stored
+joined by ``"."``.
 
 The package: :mod:`.records` (documents, changes, operations), :mod:`.base`
 (the store base), :mod:`.sql` (``ProfileStore``), :mod:`.tables` (the SQL

@@ -216,7 +216,7 @@ class ListNamespaces(NamedTuple):
 
 
 class CommitMany(NamedTuple):
-    """Changes to several keys of one namespace, all or none, and queued turns dropped with them.
+    """Changes to several keys of one namespace, all or none (:meth:`BaseProfileStore.commit_many`).
 
     Result: ``list[ProfileItem | None]`` in order (None where a change cleared
     its key), or None when any key had moved on (nothing written).
@@ -233,21 +233,14 @@ class CommitMany(NamedTuple):
 
 
 class Keys(NamedTuple):
-    """The stored documents of exactly this namespace whose key starts with ``prefix``.
-
-    Result: ``list[ProfileItem]`` by key (cleared ones left out).
-    """
+    """See :meth:`BaseProfileStore.keys`. Result: ``list[ProfileItem]``."""
 
     namespace: Namespace
     prefix: str
 
 
 class KeyNamespaces(NamedTuple):
-    """The namespaces with keys starting with ``prefix`` (held, changed or queued), sorted.
-
-    Only namespaces whose text contains ``contains``. Result: ``tuple[list[KeyCount], int]``,
-    the page and how many namespaces match in all.
-    """
+    """See :meth:`BaseProfileStore.key_namespaces`. Result: ``tuple[list[KeyCount], int]``."""
 
     prefix: str
     contains: str = ""
@@ -256,12 +249,7 @@ class KeyNamespaces(NamedTuple):
 
 
 class KeyPage(NamedTuple):
-    """A page of exactly this namespace's documents under ``prefix``, by key.
-
-    Only those whose key (after ``prefix``) or top-level ``field`` contains
-    ``contains``, ignoring case. Result: ``tuple[list[ProfileItem], int]``,
-    the page and how many match in all.
-    """
+    """See :meth:`BaseProfileStore.key_page`. Result: ``tuple[list[ProfileItem], int]``."""
 
     namespace: Namespace
     prefix: str
@@ -275,10 +263,7 @@ class KeyPage(NamedTuple):
 
 
 class KeyChanges(NamedTuple):
-    """Every accepted change of the keys starting with ``prefix`` in exactly this namespace.
-
-    Result: ``list[tuple[str, ProfileChange]]``, oldest first.
-    """
+    """See :meth:`BaseProfileStore.key_changes`. Result: ``list[tuple[str, ProfileChange]]``."""
 
     namespace: Namespace
     prefix: str

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -54,25 +54,13 @@ from sqlalchemy import (
 
 from memories.errors import InvalidInputError
 from memories.kernel.namespaces import Namespace, namespace_text
+from memories.stores.documents.records import KeyPage
 from memories.stores.sql import EXTRA_DDL, UPGRADES, log_table
-
-
-class Matched(Protocol):
-    """What a text search of a page names (a profile store's ``KeyPage``)."""
-
-    @property
-    def prefix(self) -> str: ...
-    @property
-    def field(self) -> str: ...
-    @property
-    def contains(self) -> str: ...
-
 
 __all__ = [
     "CLAIMS",
     "HELD",
     "OWNER",
-    "Matched",
     "changes_table",
     "claim_legacy",
     "keyed",
@@ -163,7 +151,7 @@ def under(prefix: Namespace) -> Any:
     return or_(namespace == joined, func.substr(namespace, 1, len(joined) + 1) == f"{joined}.")
 
 
-def matching(op: Matched, *, sqlite: bool) -> Any:
+def matching(op: KeyPage, *, sqlite: bool) -> Any:
     """The condition "the key after ``op.prefix``, or the document's ``op.field``, contains
     ``op.contains``", case-insensitively.
 

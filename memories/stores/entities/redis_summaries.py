@@ -287,13 +287,17 @@ class RedisEntityStore(EntityStore):
             stored = self._client.lrange(self._versions_key(entity), 0, -1)
         return [self._version(entity, item) for item in stored]
 
+    def _each(self, command: Callable[[Any, str], None]) -> tuple[list[str], list[Any]]:
+        """The session's entity names, and ``command(pipe, versions key)``'s reply for each."""
+        names = self._client.zrange(self._index_key, 0, -1)
+        with self._client.pipeline(transaction=False) as pipe:
+            for name in names:
+                command(pipe, self._versions_key(name))
+            return names, pipe.execute() if names else []
+
     def entities(self) -> dict[str, str]:
         with self._translated():
-            names = self._client.zrange(self._index_key, 0, -1)
-            with self._client.pipeline(transaction=False) as pipe:
-                for name in names:
-                    pipe.lindex(self._versions_key(name), -1)
-                newest = pipe.execute() if names else []
+            names, newest = self._each(lambda pipe, key: pipe.lindex(key, -1))
         current = {}
         for name, stored in zip(names, newest, strict=True):
             value = None if stored is None else self._version(name, stored).value
@@ -304,11 +308,7 @@ class RedisEntityStore(EntityStore):
     def held(self) -> dict[str, int]:
         """Every version of every entity of the session, and the session's index and counter."""
         with self._translated():
-            names = self._client.zrange(self._index_key, 0, -1)
-            with self._client.pipeline(transaction=False) as pipe:
-                for name in names:
-                    pipe.llen(self._versions_key(name))
-                lengths = pipe.execute() if names else []
+            _, lengths = self._each(lambda pipe, key: pipe.llen(key))
             keys = int(self._client.exists(self._index_key, self._seq_key))
         return {"entity versions": sum(map(int, lengths)), "redis index keys": keys}
 

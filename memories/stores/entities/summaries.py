@@ -3,16 +3,8 @@
 LangChain's ``ConversationEntityMemory`` keeps one running summary per entity
 in a ``BaseEntityStore`` (``get`` / ``set`` / ``delete`` / ``exists`` /
 ``clear``), and its stores overwrite a summary with no trace of the one
-before. The stores here have LangChain's interface and append instead: a
-write is a new version, a deletion a version with no value, and
-:meth:`EntityStore.history` reads an entity's versions back, oldest first.
-
-Implementing a subclass
------------------------
-A backend implements three methods: :meth:`EntityStore._latest` (an
-entity's newest version), :meth:`EntityStore._append` (new versions, in one
-transaction) and :meth:`EntityStore.history`. LangChain's five methods, the
-entity list and the async twins are written once here on top of them.
+before. The stores here have LangChain's interface and append instead
+(:class:`EntityStore`).
 
 :func:`as_entity_store` takes any store with LangChain's interface
 (``InMemoryEntityStore``, ``SQLiteEntityStore``, ``RedisEntityStore``...) and
@@ -67,12 +59,17 @@ class EntityVersion(NamedTuple):
 class EntityStore(EntityLog, ABC):
     """An entity store with LangChain's ``BaseEntityStore`` interface, keeping every version.
 
-    ``set`` with an empty value deletes the entity, as LangChain's SQLite and
-    Redis stores do; ``clear`` records a deletion of every entity, so the
-    versions stay readable (:meth:`purge` erases them).
-    """
+    A write is a new version, a deletion a version with no value, and
+    :meth:`history` reads an entity's versions back, oldest first. ``set``
+    with an empty value deletes the entity, as LangChain's SQLite and Redis
+    stores do; ``clear`` records a deletion of every entity, so the versions
+    stay readable (:meth:`purge` erases them).
 
-    # -- what a backend implements ------------------------------------------------
+    Implementing a subclass
+    -----------------------
+    Implement the five abstract methods below; LangChain's five methods and
+    the async twins are written once here on top of them.
+    """
 
     @abstractmethod
     def _latest(self, entity: str, /) -> EntityVersion | None:
@@ -199,17 +196,14 @@ class SQLEntityStore(SQLEntityLog, EntityStore):
     def __init__(self, url: str | None = None, *, session_id: str = DEFAULT_ENTITY_SESSION) -> None:
         super().__init__(url, session_id, entity_versions_table)
 
-    def _where(self, entity: str) -> Any:
-        return self._mine() & (entity_versions_table.c.entity == entity)
+    def _versions(self, entity: str) -> Any:
+        """A query of ``entity``'s versions, as :class:`EntityVersion` fields."""
+        t = entity_versions_table
+        query = sa.select(t.c.entity, t.c.value, t.c.created_at)
+        return query.where(self._mine(), t.c.entity == entity)
 
     def _latest(self, entity: str, /) -> EntityVersion | None:
-        table = entity_versions_table
-        query = (
-            sa.select(table.c.entity, table.c.value, table.c.created_at)
-            .where(self._where(entity))
-            .order_by(table.c.id.desc())
-            .limit(1)
-        )
+        query = self._versions(entity).order_by(entity_versions_table.c.id.desc()).limit(1)
         with self._db.transaction() as connection:
             row = connection.execute(query).first()
         return None if row is None else EntityVersion(*row)
@@ -218,12 +212,7 @@ class SQLEntityStore(SQLEntityLog, EntityStore):
         self._insert([{"entity": e, "value": v} for e, v in versions])
 
     def history(self, entity: str, /) -> list[EntityVersion]:
-        table = entity_versions_table
-        query = (
-            sa.select(table.c.entity, table.c.value, table.c.created_at)
-            .where(self._where(entity))
-            .order_by(table.c.id)
-        )
+        query = self._versions(entity).order_by(entity_versions_table.c.id)
         with self._db.transaction() as connection:
             return [EntityVersion(*row) for row in connection.execute(query)]
 

@@ -180,13 +180,12 @@ def _relation(
     ended_by: Turns = (),
 ) -> Relation:
     subject_id = graph.canonical(str(document["subject"]))
-    object_id = document.get("object")
-    if object_id is not None:
-        object_id = graph.canonical(str(object_id))
+    given = document.get("object")
+    object_id = None if given is None else graph.canonical(str(given))
     subject = graph.entities.get(subject_id) or graph.former.get(subject_id)
-    target = None
-    if object_id is not None:
-        target = graph.entities.get(object_id) or graph.former.get(object_id)
+    target = (
+        None if object_id is None else graph.entities.get(object_id) or graph.former.get(object_id)
+    )
     ended = document.get("invalid_at")
     return Relation(
         id=relation_id,
@@ -279,12 +278,7 @@ def _by_key(
 
 
 class EntityGraphStore(ProfileStore):
-    """Entity graphs in a SQL database (the profile store's tables and its compare-and-set).
-
-    Args:
-        url: a SQLAlchemy URL: ``"sqlite:///memories.db"`` (the default) or
-            ``"postgresql+psycopg://user:pw@host/db"``.
-    """
+    """Entity graphs in a SQL database: a profile store (its tables, arguments, compare-and-set)."""
 
     def graph(self, namespace: tuple[str, ...], head_key: str, /) -> Graph:
         """The namespace's graph now, with the versions a change is planned on.

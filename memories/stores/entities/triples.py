@@ -8,13 +8,6 @@ results (the order included) and keep every change in an append-only log:
 :class:`SQLEntityGraph` in a SQL database (SQLite, PostgreSQL), so the graph
 survives a restart, and :meth:`EntityGraph.history` tells what a relation was
 before it was overwritten.
-
-Implementing a subclass
------------------------
-A backend implements :meth:`EntityGraph._log` (the changes, in order,
-optionally only those whose subject is one entity), :meth:`EntityGraph._append`
-and :meth:`EntityGraph.clear`. The graph's methods replay the log once here,
-with ``networkx``'s ordering rules, so every backend answers alike.
 """
 
 from __future__ import annotations
@@ -74,9 +67,13 @@ class EntityGraph(EntityLog, ABC):
     ``delete_triple``, ``get_triples``, ``get_entity_knowledge``, ``clear``);
     a new triple for an existing edge overwrites its relation in the graph
     and stays in :meth:`history`.
-    """
 
-    # -- what a backend implements ---------------------------------------------------
+    Implementing a subclass
+    -----------------------
+    Implement the four abstract methods below. The graph's methods replay the
+    log once here, with ``networkx``'s ordering rules, so every backend
+    answers alike.
+    """
 
     @abstractmethod
     def _log(self, subject: str | None = None, /) -> list[GraphChange]:

@@ -45,7 +45,7 @@ from memories.stores.history.records import REMOVE_ALL_MESSAGES, Edit, Entry, It
 if TYPE_CHECKING:
     from memories.stores.sql import Database
 
-__all__ = ["Changes", "ChatHistory", "Edit", "Entry", "MessageRef", "SessionCount"]
+__all__ = ["Changes", "ChatHistory", "Edit", "Entry", "HistoryView", "MessageRef", "SessionCount"]
 
 DEFAULT_SESSION_ID = "default"
 
@@ -519,6 +519,61 @@ class ChatHistory(BaseChatMessageHistory, ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(session_id={self.session_id!r})"
+
+
+class HistoryView(ChatHistory):
+    """Another history seen through this object: every call it does not override goes there."""
+
+    def __init__(self, history: ChatHistory) -> None:
+        self.history = history
+        self.session_id = history.session_id
+        # What the history can do, the view can: list sessions, keep write times.
+        self.lists_sessions = history.lists_sessions  # type: ignore[misc]
+        self.keeps_times = history.keeps_times  # type: ignore[misc]
+
+    # The six a backend implements, written out for the type checker; the rest: below.
+    def record(self, items: Sequence[Item], /) -> list[int]:
+        return self.history.record(items)
+
+    def records(self, *, after: int | None = None) -> list[Entry | Edit]:
+        return self.history.records(after=after)
+
+    def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
+        return self.history.entries(after=after, last=last)
+
+    def clear(self) -> None:
+        self.history.clear()
+
+    def load_state(self, key: str, /) -> dict[str, Any] | None:
+        return self.history.load_state(key)
+
+    def save_state(self, key: str, value: dict[str, Any], /) -> None:
+        self.history.save_state(key, value)
+
+    @property
+    def database(self) -> Database | None:
+        """The history's database."""
+        return self.history.database
+
+    def __repr__(self) -> str:
+        return repr(self.history)
+
+
+def _passed_on(name: str) -> Callable[..., Any]:
+    def call(self: HistoryView, /, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.history, name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"The history's :meth:`ChatHistory.{name}`."
+    return call
+
+
+for _name in (
+    *("edits", "changes", "state_and_changes", "seqs_of", "log_key", "state_keys", "count"),
+    *("sessions", "first_entry", "start_of_last_exchanges", "last_exchanges", "horizon"),
+    *("ahorizon", "expired_through", "purge", "sweep_store", "to_config"),
+):
+    setattr(HistoryView, _name, _passed_on(_name))
 
 
 def later(a: int | None, b: int | None) -> int | None:

@@ -16,22 +16,21 @@ history's, and the policy is the memory's.
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 from memories.kernel.retention import Retention
 from memories.kernel.steps import to_thread
-from memories.stores.history.base import Changes, ChatHistory, Edit, Entry, SessionCount
-from memories.stores.history.records import Item
+from memories.stores.history.base import Changes, ChatHistory, Edit, Entry, HistoryView
 
 if TYPE_CHECKING:
-    from memories.stores.sql import Database
+    pass
 
 __all__ = ["RetainedHistory"]
 
 
-class RetainedHistory(ChatHistory):
+class RetainedHistory(HistoryView):
     """``history`` with every record the ``retention`` expires hidden from reads.
 
     Args:
@@ -46,13 +45,10 @@ class RetainedHistory(ChatHistory):
                 "cannot keep them for a number of days: use keep_messages, or a memories "
                 "history (InMemoryHistory, SQLiteHistory, SQLHistory)."
             )
-        self.history = history
+        super().__init__(history)
         self.retention = retention
-        self.session_id = history.session_id
         # The horizon this thread computed in the current batch: a turn reads it once.
         self._batch = threading.local()
-        self.lists_sessions = history.lists_sessions  # type: ignore[misc]
-        self.keeps_times = history.keeps_times  # type: ignore[misc]
 
     @property
     def clock(self) -> Any:  # type: ignore[override]
@@ -127,35 +123,11 @@ class RetainedHistory(ChatHistory):
         # An exchange that opened before the horizon: what is left of the log is the window.
         return None if start is None or (horizon is not None and start <= horizon) else start
 
-    def sessions(
-        self, *, contains: str = "", limit: int = 50, offset: int = 0
-    ) -> tuple[list[SessionCount], int]:
-        return self.history.sessions(contains=contains, limit=limit, offset=offset)
+    # What expired is hidden from these too: written on the reads above, as any history's.
+    count, first_entry = ChatHistory.count, ChatHistory.first_entry
+    last_exchanges = ChatHistory.last_exchanges
 
-    # -- writes, state and retention: the wrapped history's -------------------
-
-    def record(self, items: Sequence[Item], /) -> list[int]:
-        return self.history.record(items)
-
-    def clear(self) -> None:
-        self.history.clear()
-
-    def load_state(self, key: str, /) -> dict[str, Any] | None:
-        return self.history.load_state(key)
-
-    def save_state(self, key: str, value: dict[str, Any], /) -> None:
-        self.history.save_state(key, value)
-
-    def log_key(self) -> Hashable:
-        return self.history.log_key()
-
-    def state_keys(self, prefix: str = "", /) -> list[str]:
-        return self.history.state_keys(prefix)
-
-    @property
-    def database(self) -> Database | None:
-        """The wrapped history's database."""
-        return self.history.database
+    # -- writes, state and retention: the wrapped history's (HistoryView) ----
 
     def batch(self, *, write: bool) -> AbstractContextManager[None] | None:
         inner = self.history.batch(write=write)
@@ -172,17 +144,6 @@ class RetainedHistory(ChatHistory):
             state.depth -= 1
             if not state.depth:
                 state.__dict__.pop("horizon", None)
-
-    def expired_through(self, retention: Retention, /, *, now: float) -> int | None:
-        return self.history.expired_through(retention, now=now)
-
-    def purge(self, through: int, /, *, batch: int = 500, dry_run: bool = False) -> int:
-        return self.history.purge(through, batch=batch, dry_run=dry_run)
-
-    def sweep_store(
-        self, retention: Retention, /, *, batch: int = 500, dry_run: bool = False
-    ) -> dict[str, int]:
-        return self.history.sweep_store(retention, batch=batch, dry_run=dry_run)
 
     def sweep_session(self, *, batch: int = 500, dry_run: bool = False) -> int:
         """Delete what the retention expires now in this session only; rows deleted.
@@ -201,9 +162,6 @@ class RetainedHistory(ChatHistory):
             Rows deleted (or, with ``dry_run``, that would be) per session.
         """
         return self.history.sweep_store(self.retention, batch=batch, dry_run=dry_run)
-
-    def to_config(self) -> dict[str, Any]:
-        return self.history.to_config()
 
     def __repr__(self) -> str:
         return f"RetainedHistory({self.history!r}, {self.retention!r})"

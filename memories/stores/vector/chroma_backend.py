@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, replace
+from dataclasses import KW_ONLY, dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,13 +30,12 @@ from memories.stores.recall import ScoredId
 from memories.stores.vector.backend import VectorQuery
 from memories.stores.vector.embedded import Embeddable, document_vectors
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
-from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow
+from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow, unnumbered
 from memories.stores.vector.pending import PendingDocuments, pending_documents
 from memories.stores.vector.recall_backend import RecallBackend
 from memories.stores.vector.recall_index import (
     SESSION_KEY,
     SPEAKERS_KEY,
-    TURN_KEY,
     RecallIndex,
 )
 from memories.stores.vector.records import SearchResult
@@ -124,7 +123,7 @@ class ChromaBackend(RecallBackend):
 
     def save(self, row: OutboxRow) -> None:
         """Queue a turn for the background writer, or write it now (numbered in its session)."""
-        row = replace(row, metadata={k: v for k, v in row.metadata.items() if k != TURN_KEY})
+        row = unnumbered(row)
         if self._queue(row):
             self._writer.schedule()
             return
@@ -399,25 +398,22 @@ class ChromaBackend(RecallBackend):
         written = 0
         if not lane.lock.acquire(timeout=-1 if timeout is None else timeout):
             return None
-        bar = progress_bar(progress)
         try:
-            try:
-                self._space  # noqa: B018  (made now if the store was down before: it numbers the queue)
-                while rows := self.outbox.pending(target, namespace, limit=_DRAIN_BATCH):
-                    self._write_or_set_aside(rows)
-                    written += len(rows)
-                    if bar is not None:
-                        bar.update(len(rows))
-            except Exception as exc:
-                lane.failed(exc)
-                raise
+            with progress_bar(progress) as advance:
+                try:
+                    self._space  # noqa: B018  (made now if the store was down before: it numbers the queue)
+                    while rows := self.outbox.pending(target, namespace, limit=_DRAIN_BATCH):
+                        self._write_or_set_aside(rows)
+                        written += len(rows)
+                        advance(len(rows))
+                except Exception as exc:
+                    lane.failed(exc)
+                    raise
             lane.succeeded(wrote=written > 0)
         except BackendError as exc:
             raise type(exc)(f"{exc}{self._waiting()}") from exc
         finally:
             lane.lock.release()
-            if bar is not None:
-                bar.close()
         return written
 
     def _waiting(self) -> str:

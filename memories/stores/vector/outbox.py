@@ -46,6 +46,7 @@ __all__ = [
     "number_queued",
     "numbered",
     "outbox_for",
+    "unnumbered",
 ]
 
 logger = logging.getLogger(__name__)
@@ -473,6 +474,11 @@ def numbered(
             row = replace(row, metadata=metadata, needs_turn=False)
         done.append(row)
     return done
+
+
+def unnumbered(row: OutboxRow) -> OutboxRow:
+    """A turn without a caller's turn number: the write gives it the next of its session."""
+    return replace(row, metadata={k: v for k, v in row.metadata.items() if k != TURN_KEY})
 
 
 def _indexed(row: OutboxRow) -> IndexedDocument:

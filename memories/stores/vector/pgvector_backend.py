@@ -60,11 +60,10 @@ from memories.stores.sql import Database, get_engine, redacted
 from memories.stores.vector import recall_tables
 from memories.stores.vector.embedded import document_vectors
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
-from memories.stores.vector.outbox import OutboxRow, numbered
+from memories.stores.vector.outbox import OutboxRow, numbered, unnumbered
 from memories.stores.vector.recall_backend import RecallBackend
 from memories.stores.vector.recall_index import (
     SESSION_KEY,
-    TURN_KEY,
     IndexedDocument,
     RecallIndex,
 )
@@ -404,11 +403,11 @@ class PgVectorBackend(RecallBackend):
 
     def save(self, row: OutboxRow) -> None:
         """Embed the turn, then store it numbered in its session and indexed, in one transaction."""
-        run(self._saving([_unnumbered(row)]))
+        run(self._saving([unnumbered(row)]))
 
     async def asave(self, row: OutboxRow) -> None:
         """Async :meth:`save` (the turn embedded by the embedder's async method)."""
-        await arun(self._saving([_unnumbered(row)]))
+        await arun(self._saving([unnumbered(row)]))
 
     def add(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
         """Store many documents, a transaction per batch of 256 (each batch all or nothing)."""
@@ -419,18 +418,13 @@ class PgVectorBackend(RecallBackend):
         await arun(self._adding(rows, progress))
 
     def _adding(self, rows: Sequence[OutboxRow], progress: bool) -> Steps[None]:
-        bar = progress_bar(len(rows) if progress else None)
-        try:
+        with progress_bar(len(rows) if progress else None) as advance:
             for start in range(0, len(rows), _BATCH):
                 batch = rows[start : start + _BATCH]
                 yield from self._saving(batch)
-                if bar is not None:
-                    bar.update(len(batch))
+                advance(len(batch))
             if len(rows) >= _ANALYZE_FROM:
                 yield step(self._store.analyze)
-        finally:
-            if bar is not None:
-                bar.close()
 
     def _saving(self, rows: Sequence[OutboxRow]) -> Steps[None]:
         if not rows:
@@ -455,7 +449,9 @@ class PgVectorBackend(RecallBackend):
                         replace=flag,
                     )  # fmt: skip
             written = set(stored)
-            documents = [_indexed(row) for row in rows if row.doc_id in written]
+            documents = [
+                IndexedDocument(r.doc_id, r.text, r.metadata) for r in rows if r.doc_id in written
+            ]
             store.recall.add(connection, TARGET, space.namespace, documents)
 
     def _check_width(self, connection: sa.Connection, dims: int, *, writing: bool) -> None:
@@ -566,14 +562,10 @@ class PgVectorBackend(RecallBackend):
     def held(self, *, session: bool) -> dict[str, int]:
         """The namespace's (or the session's) documents and their recall index rows."""
         mine = self.session_id if session else None
-        condition, params = self._matching(where=None if mine is None else {SESSION_KEY: mine})
-        with self._store.transaction("count documents") as connection:
-            found = connection.exec_driver_sql(
-                f"SELECT count(*) FROM {_DOCUMENTS} WHERE namespace = %(ns)s{condition}",
-                params.values,
-            ).scalar()
+        where = None if mine is None else {SESSION_KEY: mine}
+        [(found,)] = self._read("count(*)", "count documents", where=where)
         index = self._store.recall.held(TARGET, self._key, session=mine)
-        return {"pgvector documents": int(found or 0), "recall index rows": index}
+        return {"pgvector documents": int(found), "recall index rows": index}
 
     def _matching(
         self, *, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
@@ -585,6 +577,25 @@ class PgVectorBackend(RecallBackend):
         if where is not None:
             condition += f" AND ({_where_sql(where, params)})"
         return condition, params
+
+    def _read(
+        self,
+        columns: str,
+        action: str,
+        *,
+        ids: Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        order: str = "",
+        **values: Any,
+    ) -> Sequence[Any]:
+        """``columns`` of the namespace's documents matching ``ids`` and ``where`` (AND), in
+        ``order``; ``values`` are more parameters of ``columns``."""
+        condition, params = self._matching(ids=ids, where=where)
+        with self._store.transaction(action) as connection:
+            return connection.exec_driver_sql(
+                f"SELECT {columns} FROM {_DOCUMENTS} WHERE namespace = %(ns)s{condition}{order}",
+                params.values | values,
+            ).all()
 
     def _delete(
         self,
@@ -623,11 +634,11 @@ class PgVectorBackend(RecallBackend):
     def find(self, where: Mapping[str, Any]) -> list[SearchResult]:
         """The documents whose metadata matches ``where``, oldest first."""
         check_filter(where)
-        return self._select(*self._matching(where=where))
+        return self._select(where)
 
     def documents(self) -> list[SearchResult]:
         """Every document of the namespace, oldest first."""
-        return self._select(*self._matching())
+        return self._select(None)
 
     def namespaces(self) -> dict[str, int | None]:
         """The database's namespaces that hold documents, with their counts (the recall index's)."""
@@ -636,22 +647,14 @@ class PgVectorBackend(RecallBackend):
 
     def count(self) -> int:
         """How many documents the namespace holds."""
-        with self._store.transaction("count documents") as connection:
-            found = connection.exec_driver_sql(
-                f"SELECT count(*) FROM {_DOCUMENTS} WHERE namespace = %(ns)s", {"ns": self._key}
-            ).scalar()
-        return int(found or 0)
+        [(found,)] = self._read("count(*)", "count documents")
+        return int(found)
 
     def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """The stored embeddings of these documents."""
         if not ids:
             return {}
-        with self._store.transaction("read embeddings") as connection:
-            found = connection.exec_driver_sql(
-                f"SELECT doc_id, CAST(embedding AS text) FROM {_DOCUMENTS} "
-                "WHERE namespace = %(ns)s AND doc_id = ANY(%(ids)s)",
-                {"ns": self._key, "ids": list(ids)},
-            ).all()
+        found = self._read("doc_id, CAST(embedding AS text)", "read embeddings", ids=ids)
         return {doc_id: json.loads(text) for doc_id, text in found}
 
     def check_filter(self, where: Mapping[str, Any]) -> None:
@@ -659,13 +662,9 @@ class PgVectorBackend(RecallBackend):
         check_filter(where)
         _where_sql(where, _Params())
 
-    def _select(self, condition: str, params: _Params) -> list[SearchResult]:
-        with self._store.transaction("read documents") as connection:
-            found = connection.exec_driver_sql(
-                f"SELECT {_COLUMNS} FROM {_DOCUMENTS} WHERE namespace = %(ns)s{condition} "
-                "ORDER BY created_at, doc_id",
-                params.values,
-            ).all()
+    def _select(self, where: Mapping[str, Any] | None) -> list[SearchResult]:
+        order = " ORDER BY created_at, doc_id"
+        found = self._read(_COLUMNS, "read documents", where=where, order=order)
         return [self._result(doc_id, text, metadata) for doc_id, text, metadata in found]
 
     def _result(self, doc_id: str, text: str, metadata: dict[str, Any]) -> SearchResult:
@@ -680,12 +679,7 @@ class PgVectorBackend(RecallBackend):
         columns = _COLUMNS
         if embeddings_for:
             columns += ", CASE WHEN doc_id = ANY(%(e)s) THEN CAST(embedding AS text) END"
-        with self._store.transaction("read documents") as connection:
-            found = connection.exec_driver_sql(
-                f"SELECT {columns} FROM {_DOCUMENTS} "
-                "WHERE namespace = %(ns)s AND doc_id = ANY(%(ids)s)",
-                {"ns": self._key, "ids": list(ids), "e": sorted(embeddings_for)},
-            ).all()
+        found = self._read(columns, "read documents", ids=ids, e=sorted(embeddings_for))
         read = {row[0]: self._result(row[0], row[1], row[2]) for row in found}
         vectors = {row[0]: json.loads(row[3]) for row in found if len(row) > 3 and row[3]}
         # deleted meanwhile: left out
@@ -713,21 +707,7 @@ class PgVectorBackend(RecallBackend):
         return [ScoredId(doc_id, -negated) for negated, doc_id in best]
 
     def _passing(self, ids: list[str], where: Mapping[str, Any]) -> list[str]:
-        condition, params = self._matching(ids=ids, where=where)
-        with self._store.transaction("filter documents") as connection:
-            found = connection.exec_driver_sql(
-                f"SELECT doc_id FROM {_DOCUMENTS} WHERE namespace = %(ns)s{condition}",
-                params.values,
-            ).scalars()
-            return list(found)
+        found = self._read("doc_id", "filter documents", ids=ids, where=where)
+        return [doc_id for (doc_id,) in found]
 
     _awrite = blocking_twin(_write)
-
-
-def _unnumbered(row: OutboxRow) -> OutboxRow:
-    """A turn without a caller's turn number: the write gives it the next of its session."""
-    return replace(row, metadata={k: v for k, v in row.metadata.items() if k != TURN_KEY})
-
-
-def _indexed(row: OutboxRow) -> IndexedDocument:
-    return IndexedDocument(row.doc_id, row.text, row.metadata)

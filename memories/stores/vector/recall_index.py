@@ -69,23 +69,17 @@ from memories.stores.recall.ranking import rank_parts
 from memories.stores.recall.types import RankParts
 from memories.stores.sql import Database
 from memories.stores.vector.recall_tables import (
-    _BLOCK_SIZE,
     _BLOCKS_AROUND,
-    _BUILD_BATCH,
     _BUILDING,
     _DROP_BLOCK,
     _FRESH,
     _FRESH_ROWS,
     _IDS_OF_KEYS,
-    _KNOWN_SPACES,
-    _LOGGED_PACK,
     _LONGEST,
     _OPEN_BLOCKS,
-    _PACK_AFTER,
     _PLACES_IN_SESSION,
     _PLACES_OF_IDS,
     _REWRITE,
-    _SEPARATOR,
     _STATS,
     _TERM_SIZES,
     _blocks,
@@ -121,6 +115,18 @@ SESSION_KEY = "session"
 TURN_KEY = "turn"
 TIMESTAMP_KEY = "timestamp"
 SPEAKERS_KEY = "speakers"
+
+#: How many spaces a process remembers the ids of (a few hundred bytes each).
+_KNOWN_SPACES = 10_000
+_BUILD_BATCH = 1_000
+#: Between a document's terms, and its speakers, in their columns.
+_SEPARATOR = "\n"
+#: A write packs its space's fresh postings once they are more than this many.
+_PACK_AFTER = 4096
+#: The most postings a block holds.
+_BLOCK_SIZE = 1024
+#: A compaction moving this many postings or more is logged (an older index, a build).
+_LOGGED_PACK = 50_000
 
 
 def analysis_key(config: RecallConfig, /) -> str:

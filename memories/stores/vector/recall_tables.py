@@ -20,20 +20,10 @@ from sqlalchemy.dialects import postgresql
 from memories.errors import BackendError
 from memories.stores.sql import EXTRA_DDL, Prepared
 
-#: How many spaces a process remembers the ids of (a few hundred bytes each).
-_KNOWN_SPACES = 10_000
-_BUILD_BATCH = 1_000
-_SEPARATOR = "\n"
 #: Terms and speaker keys are cut to this many characters (their columns' width).
 _LONGEST = 200
-#: A write packs its space's fresh postings once they are more than this many.
-_PACK_AFTER = 4096
-#: The most postings a block holds.
-_BLOCK_SIZE = 1024
 #: PostgreSQL deletes up to this many fresh postings one by one (on the primary key).
 _ONE_BY_ONE = 64
-#: A compaction moving this many postings or more is logged (an older index, a build).
-_LOGGED_PACK = 50_000
 
 metadata = sa.MetaData()
 

@@ -14,7 +14,8 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -188,11 +189,14 @@ def _register_exit_flush() -> None:
 _register_exit_flush()
 
 
-def progress_bar(total: int | None) -> Any:
-    """A progress bar for storing ``total`` documents (None: no bar), closed by the caller."""
+@contextmanager
+def progress_bar(total: int | None) -> Iterator[Callable[[int], object]]:
+    """A progress bar for storing ``total`` documents (None: no bar), as its ``update``."""
     if total is None:
-        return None
+        yield lambda done: None
+        return
     from tqdm.auto import tqdm
 
     bar: Callable[..., Any] = tqdm
-    return bar(total=total, unit="doc", desc="Storing")
+    with bar(total=total, unit="doc", desc="Storing") as shown:
+        yield shown.update
