@@ -20,13 +20,10 @@ deleted from is rewritten:
   ``pg_statistic`` (whose old rows sampled the erased values) is rewritten
   too where the role may (a superuser, or the MAINTAIN privilege).
 
-Measured against ``PRAGMA secure_delete`` (zeroing what a delete frees): that
-covers only deletes made with it on, not what a retention sweep, an outbox
-drain or an update freed before, nor a file another program writes
-(Chroma's); a ``VACUUM`` covers everything and costs one rewrite of the file
-(6 to 50 ms per MB here; ``benchmarks/erasure.py``). What a compaction cannot reach is in
-``docs/deployment.md``: backups, copies, PostgreSQL's WAL segments, the disk
-blocks a file no longer uses.
+Not ``PRAGMA secure_delete``: it zeroes only what a delete made with it on
+frees, not what a sweep, an outbox drain or an update freed before, nor
+Chroma's file. What it costs (``benchmarks/erasure.py``) and what no
+compaction reaches (backups, copies, PostgreSQL's WAL): ``docs/deployment.md``.
 """
 
 from __future__ import annotations

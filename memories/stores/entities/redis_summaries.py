@@ -18,11 +18,9 @@ in one order across processes. LangChain's store on the same ``key_prefix``
 and session could hold an entity named like one of these keys (``seq``); a
 write then fails with nothing written (give this store another prefix).
 
-Time to live, as LangChain's: an entity written expires ``ttl`` seconds later
-(its history with it), and reading it with :meth:`RedisEntityStore.get` sets
-its time to ``recall_ttl``; ``ttl=None`` keeps entities until deleted. Unlike
-LangChain's store, ``get`` of an unknown entity returns ``default`` (None),
-as the SQLite and in-memory stores do, not ``""``.
+The times to live are LangChain's (``ttl``, ``recall_ttl``). Unlike its store,
+``get`` of an unknown entity returns ``default`` (None), as the SQLite and
+in-memory stores do, not ``""``.
 """
 
 from __future__ import annotations
@@ -65,7 +63,8 @@ class RedisEntityStore(EntityStore):
         session_id: whose entities these are.
         url: the server (``redis://[:password@]host:port/db``, ``rediss://`` for TLS).
         key_prefix: the first part of every key.
-        ttl: seconds an entity is kept after a write; None keeps it until deleted.
+        ttl: seconds an entity (its history with it) is kept after a write; None:
+            until deleted.
         recall_ttl: seconds an entity is kept after :meth:`get` reads it (``ttl`` if None).
         timeout: seconds a connection or a command may take before it fails
             with :class:`~memories.errors.BackendUnavailableError`.

@@ -544,13 +544,10 @@ class RecallIndex:
         return list(_FRESH_ROWS.execute(connection, space=space).fetchall())
 
     def _compact(self, connection: sa.Connection, space: int) -> int:
-        """Move the space's fresh postings into blocks; return how many moved.
+        """Move the space's fresh postings into blocks (:meth:`_append`); return how many moved.
 
-        A term's postings fill its open block while it has room, then new
-        ones. Exactly the rows read are deleted (by term and key, or on
-        PostgreSQL by their documents' keys: a document's postings are
-        written together, so a row another writer adds meanwhile has another
-        key and stays fresh). Writers of a space take turns already
+        Exactly the rows read are deleted (:func:`_drop_fresh`: a row another writer
+        adds meanwhile stays fresh). Writers of a space take turns already
         (:meth:`_spaces_of`), so no other lock is taken.
         """
         started = time.monotonic()
