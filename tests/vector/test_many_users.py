@@ -12,7 +12,7 @@ import pytest
 
 from memories import VectorMemory
 from memories.kernel import embeddings
-from memories.stores.vector import pending, recall_index, writes
+from memories.stores.vector import outbox, pending, recall_index, writes
 from memories.stores.vector.writes import background_writer
 from tests.vector.conftest import MakeVector, WordEmbeddings
 
@@ -23,7 +23,8 @@ WORDS = WordEmbeddings()
 def test_per_namespace_maps_stay_bounded_when_memories_are_dropped(
     make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(recall_index, "_KNOWN_SPACES", 40)
+    # The in-memory stores share the process's scratch outbox, and its recall index.
+    monkeypatch.setattr(outbox.outbox_for("memory", "", None).recall._known, "limit", 40)
     monkeypatch.setattr(embeddings._query_vectors, "limit", 40)
     target = ""
     for user in range(USERS):
