@@ -61,14 +61,8 @@ def resolve_embeddings(spec: Embeddings | str | None, /) -> Embeddings:
 
 def embedding_batch(embedder: Embeddings, size: int, /) -> AbstractContextManager[Call]:
     """One embedding call of ``size`` texts, counted and traced (GenAI ``embeddings``)."""
-    name = next(
-        (
-            value
-            for attribute in ("model_name", "model", "name")
-            if isinstance(value := getattr(embedder, attribute, None), str) and value
-        ),
-        type(embedder).__name__,
-    )
+    names = (getattr(embedder, attribute, None) for attribute in ("model_name", "model", "name"))
+    name = next((n for n in names if isinstance(n, str) and n), type(embedder).__name__)
     attributes = {
         "gen_ai.operation.name": "embeddings",
         "gen_ai.request.model": name,

@@ -5,18 +5,17 @@ turn, cost more than SQLite's own work. A thread therefore keeps the
 connection of its first transaction on a SQLite file and begins the next
 ones on it (:func:`kept`), within bounds: at most the pool's size of threads
 keep one (the others check out per transaction, so many threads never
-exhaust the pool); it goes back to the pool when its thread ends or a
-transaction on it fails, and is closed at exit; a forked child never touches
-its parent's. One in a transaction already (a nested one) is not used, nor
-while the engine's statements are logged (a connection reads that when made).
-Only :func:`~memories.stores.sql.get_engine`'s SQLite file engines keep them:
-an in-memory database has one connection anyway, and a server's pool pings
-each checkout, which a kept connection would skip.
+exhaust the pool); it goes back to the pool when its thread ends, when a
+transaction on it fails, or at exit (:func:`give_back`); a forked child
+never touches its parent's. One in a transaction already (a nested one) is
+not used, nor while the engine's statements are logged (a connection reads
+that when made). Only :func:`~memories.stores.sql.get_engine`'s SQLite file
+engines keep them: an in-memory database has one connection anyway, and a
+server's pool pings each checkout, which a kept connection would skip.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import threading
@@ -28,22 +27,31 @@ from sqlalchemy import Connection, Engine
 __all__ = ["give_back", "keep_connections", "kept"]
 
 _keepers: weakref.WeakKeyDictionary[Engine, _Keeper] = weakref.WeakKeyDictionary()
-#: Connections a forked child inherited: referenced forever, so never closed here.
+#: Connections a forked child inherited: referenced forever, so never closed there.
 _inherited: list[Any] = []
 
 
 class _Kept:
     """A thread's connection; its thread-local drops it when the thread ends, giving it back."""
 
-    __slots__ = ("__weakref__", "connection", "keeper")
-    connection: Connection | None
+    __slots__ = ("connection", "keeper", "pid")
 
     def __init__(self, keeper: _Keeper, connection: Connection) -> None:
-        self.keeper, self.connection = keeper, connection  # None once given back
+        self.keeper, self.pid = keeper, os.getpid()
+        self.connection: Connection | None = connection  # None once given back
 
     def give_back(self) -> None:
-        """Return the connection to the pool (once)."""
-        self.keeper.free(self)
+        """Return the connection to the pool (once; in a forked child, leave it be)."""
+        connection, self.connection = self.connection, None
+        if connection is None:
+            return
+        if self.pid != os.getpid():
+            _inherited.append(connection)
+            return
+        with self.keeper.lock:
+            self.keeper.room += 1
+        with contextlib.suppress(Exception):  # at shutdown the pool may be gone already
+            connection.close()
 
     __del__ = give_back
 
@@ -56,33 +64,19 @@ class _Keeper:
         self.forget()
 
     def forget(self) -> None:
-        """Start afresh (in a forked child: the parent's connections left alone)."""
-        for k in getattr(self, "everyone", ()):
-            _inherited.append(k.connection)
-            k.connection = None
-        self.lock, self.local = threading.Lock(), threading.local()
+        """Start afresh: in this process no thread keeps a connection yet."""
+        self.pid, self.lock, self.local = os.getpid(), threading.Lock(), threading.local()
         self.room: int = self.engine.pool.size()  # type: ignore[attr-defined]
-        self.everyone: weakref.WeakSet[_Kept] = weakref.WeakSet()
-
-    def free(self, kept: _Kept) -> None:
-        with self.lock:
-            connection, kept.connection = kept.connection, None
-            if connection is None:
-                return
-            self.room += 1
-            self.everyone.discard(kept)
-        with contextlib.suppress(Exception):  # at shutdown the pool may be gone already
-            connection.close()
 
     def take(self) -> _Kept | None:
         """This thread's free connection: its own, or a new one while there is room."""
+        if self.pid != os.getpid():
+            self.forget()  # a forked child: its parent's connections are not its own
         if self.engine._should_log_info():
             return None
         mine: _Kept | None = getattr(self.local, "kept", None)
         if mine is not None and mine.connection is not None:
             return None if mine.connection.in_transaction() else mine
-        if self.room <= 0:
-            return None
         with self.lock:
             if self.room <= 0:
                 return None
@@ -93,8 +87,6 @@ class _Keeper:
             with self.lock:
                 self.room += 1
             raise
-        with self.lock:
-            self.everyone.add(mine)
         return mine
 
 
@@ -111,26 +103,8 @@ def kept(engine: Engine) -> Connection | None:
 
 
 def give_back(engine: Engine) -> None:
-    """Return this thread's kept connection of ``engine`` to the pool (one that failed)."""
-    mine = getattr(_keepers[engine].local, "kept", None)
+    """Return this thread's kept connection of ``engine`` to the pool (it failed, or at exit)."""
+    keeper = _keepers.get(engine)
+    mine = None if keeper is None else getattr(keeper.local, "kept", None)
     if mine is not None:
         mine.give_back()
-
-
-def _forget_after_fork() -> None:
-    for keeper in list(_keepers.values()):
-        keeper.forget()
-
-
-def _give_back_at_exit() -> None:
-    # One in a transaction belongs to a daemon thread still running: left to it.
-    for keeper in list(_keepers.values()):
-        for k in list(keeper.everyone):
-            if k.connection is not None and not k.connection.in_transaction():
-                k.give_back()
-        keeper.engine.dispose()
-
-
-os.register_at_fork(after_in_child=_forget_after_fork)
-# Imported by memories.stores.sql before it registers its own: this one runs after it (LIFO).
-atexit.register(_give_back_at_exit)

@@ -675,6 +675,7 @@ def _close_engines_at_exit() -> None:
     # -shm files beside the database: a process that only read leaves its folder as it was.
     for engine in list(_engines.values()):
         try:
+            give_back(engine)  # this thread's; another one's goes when its thread does
             engine.dispose()
         except Exception as exc:  # the process ends either way: say so, stop nothing
             logger.debug("closing %s at exit failed: %s", redacted(str(engine.url)), exc)

@@ -274,3 +274,24 @@ def test_a_read_only_view_can_do_what_it_says_and_writes_nothing(tmp_path: Path)
     with pytest.raises(PermissionError, match="read-only"):
         view.clear()
     assert history.count() == 2
+
+
+def test_a_turns_own_rows_are_not_parsed_again_when_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window re-read the two rows its save had just written, parsing each (35 µs a turn)."""
+    import memories.stores.history.sql as sql
+    from memories import WindowMemory
+
+    parsed: list[str] = []
+    original = sql.load_message
+    monkeypatch.setattr(sql, "load_message", lambda text: parsed.append(text) or original(text))
+    memory = WindowMemory(k=2, chat_memory=SQLiteHistory(tmp_path / "w.db", session_id="s"))
+    for i in range(3):
+        memory.save_context({"input": f"q{i}"}, {"output": f"a{i}"})
+        assert memory.load_memory_variables({})["history"].endswith(f"AI: a{i}")
+    assert parsed == []
+    mine = HumanMessage("as saved")
+    memory.chat_memory.add_messages([mine])
+    mine.content = "changed by the caller afterwards"
+    assert memory.chat_memory.messages[-1] == HumanMessage("as saved")

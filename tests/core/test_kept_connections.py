@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -138,6 +139,39 @@ def test_a_forked_child_never_uses_its_parents_connection(tmp_path: Path) -> Non
     _turn(memory, 2)  # the parent's connection still works
     assert _driver(memory) is parents
     assert memory.chat_memory.count() == 6
+
+
+def _closed_in_child(connection: Any, answer: multiprocessing.Queue[object]) -> None:
+    answer.put(connection.closed)
+
+
+def test_a_forked_child_never_closes_another_threads_connection(tmp_path: Path) -> None:
+    """The child drops the other threads (and their thread-locals) before any fork hook runs."""
+    memory, ready, done, found = (
+        _memory(tmp_path / "fork2.db"),
+        threading.Event(),
+        threading.Event(),
+        [],
+    )
+
+    def worker() -> None:
+        _turn(memory, 0)
+        found.append(kept(memory.chat_memory.database.engine))  # type: ignore[attr-defined]
+        ready.set()
+        done.wait(timeout=60)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    ready.wait(timeout=60)
+    context = multiprocessing.get_context("fork")
+    answer: multiprocessing.Queue[object] = context.Queue()
+    child = context.Process(target=_closed_in_child, args=(found[0], answer))
+    child.start()
+    got = answer.get(timeout=60)
+    child.join(timeout=60)
+    done.set()
+    thread.join(timeout=60)
+    assert got is False
 
 
 def test_a_failed_transaction_gives_its_connection_back(tmp_path: Path) -> None:

@@ -260,3 +260,13 @@ def test_a_sqlite_file_deleted_under_the_store_fails_with_one_clear_error(tmp_pa
         store.put(NS, "p", {"name": "Grace"})
     with pytest.raises(BackendUnavailableError, match="is gone"):
         store.get(NS, "p")
+
+
+def test_a_text_search_of_a_page_reads_only_the_stores_own_documents(url: str) -> None:
+    mine, theirs = ProfileStore(url, owner="collection"), ProfileStore(url, owner="entity_graph")
+    mine.put(NS, "memory:1", {"content": "tea in Lisbon"})
+    theirs.put(NS, "memory:2", {"content": "coffee in Lisbon"})
+    # The namespace is the whole table: SQLite's page reads the table in its own order.
+    for contains, found in (("lisbon", ["memory:1"]), ("2", [])):
+        page, total = mine.key_page(NS, "memory:", contains=contains, limit=10)
+        assert ([item.key for item in page], total) == (found, len(found))

@@ -319,10 +319,11 @@ class ProfileStore(BaseProfileStore):
         return found, len(every)
 
     def _key_page(self, op: records.KeyPage) -> tuple[list[ProfileItem], int]:
-        t = store_table
-        where = [*self._keyed(t, op.namespace, op.prefix), t.c.value.is_not(None)]
+        t, ns = store_table, namespace_text(op.namespace)
+        mine = [t.c.key.startswith(op.prefix, autoescape=True), owned(t, self.owner)]
         if op.keep is not None:
-            where.append(op.keep(t.c.key))
+            mine.append(op.keep(t.c.key))
+        where = [t.c.namespace == ns, t.c.value.is_not(None), *mine]
         # By key: the primary key's order, read from its index without a sort
         # (a sort on updated_at read every row's document: 0.7 s at 100,000).
         query = select(t).where(*where).order_by(t.c.key)
@@ -334,8 +335,11 @@ class ProfileStore(BaseProfileStore):
                     # The namespace is much of the table: reading the table in its own
                     # order (20 ms at 100,000 documents) beats a lookup per index entry
                     # (120 ms). Conditions written through || '' keep the indexes out.
-                    where[0] = t.c.namespace.concat("") == namespace_text(op.namespace)
-                    where[2] = t.c.value.concat("").is_not(None)
+                    where = [
+                        t.c.namespace.concat("") == ns,
+                        t.c.value.concat("").is_not(None),
+                        *mine,
+                    ]
                 # The total comes with the page instead of from a second scan of the
                 # documents: a window over the matches, or on SQLite a count of the
                 # matches' keys, whose sort then carries keys, not documents (a text in

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from sqlalchemy.dialects import postgresql as postgresql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
@@ -275,6 +276,15 @@ class SQLHistory(ChatHistory):
             }
             for item in items
         ]
+        seqs = self._inserted(rows)
+        if len(_written) > _DECODED_ROWS:  # never read back here: forget them
+            _written.clear()
+        for seq, item, row in zip(seqs, items, rows, strict=True):
+            if type(item) in _PLAIN and not isinstance(item, NewEdit):  # as its row reads back
+                _written[(seq, str(row["message"]))] = Entry(seq, item.model_copy())
+        return seqs
+
+    def _inserted(self, rows: list[dict[str, Any]]) -> list[int]:
         with self._db.transaction(write=True) as connection:
             self._lock_session(connection)
             if connection.dialect.name in _RETURNING:
@@ -288,7 +298,7 @@ class SQLHistory(ChatHistory):
                     found = _insert(len(chunk)).execute(connection, **values).fetchall()
                     seqs.extend(sorted(int(seq) for (seq,) in found))
                 return seqs
-            if self._db.engine.dialect.insert_executemany_returning_sort_by_parameter_order:
+            if connection.dialect.insert_executemany_returning_sort_by_parameter_order:
                 statement = sa.insert(messages_table).returning(
                     messages_table.c.id, sort_by_parameter_order=True
                 )
@@ -602,13 +612,22 @@ def _dump(item: Item) -> str:
     return dump_message(item)
 
 
+#: Rows this process wrote, by ``(seq, text)``, until their first read (see _decoded).
+_written: dict[tuple[int, str], Entry] = {}
+_PLAIN = (HumanMessage, AIMessage, SystemMessage, ToolMessage)
+
+
 @functools.lru_cache(maxsize=_DECODED_ROWS)
 def _decoded(seq: int, kind: str, text: str) -> Entry | Edit:
     """A row as a record, parsed once per process: rows never change (an edit is a new row).
 
     Memories treat messages as immutable, so the parsed objects are shared,
-    as an in-memory history shares the ones it holds.
+    as an in-memory history shares the ones it holds. A row this process wrote
+    is a copy of the message it was given (parsing it again cost a turn 35 µs).
     """
+    written = _written.pop((seq, text), None)
+    if written is not None:
+        return written
     if kind not in EDIT_KINDS:
         return Entry(int(seq), load_message(text))
     try:

@@ -461,16 +461,18 @@ class RecallIndex:
         # One statement for the batch, the new keys returned in the order given.
         inserted = sa.insert(_documents).returning(_documents.c.key, sort_by_parameter_order=True)
         keys = list(connection.execute(inserted, values).scalars())
-        postings = [
-            {"space": space, "term": term, "key": key, "tf": tf, "length": value["length"]}
-            for key, row, value in zip(keys, rows, values, strict=True)
-            for term, tf in row.terms.items()
-        ]
-        if into is not None:
-            for p in postings:
-                into.setdefault(p["term"], []).append((p["key"], p["tf"], p["length"]))
-        elif postings:
-            connection.execute(sa.insert(_postings), postings)
+        if into is not None:  # a build: a tuple per posting, not a dict (millions of them)
+            for key, row, value in zip(keys, rows, values, strict=True):
+                for term, tf in row.terms.items():
+                    into.setdefault(term, []).append((key, tf, value["length"]))
+        else:
+            postings = [
+                {"space": space, "term": term, "key": key, "tf": tf, "length": value["length"]}
+                for key, row, value in zip(keys, rows, values, strict=True)
+                for term, tf in row.terms.items()
+            ]
+            if postings:
+                connection.execute(sa.insert(_postings), postings)
         self._count(connection, space, rows, +1)
 
     def _remove(self, connection: sa.Connection, space: int, ids: Sequence[str]) -> None:
