@@ -462,9 +462,10 @@ class RecallIndex:
         inserted = sa.insert(_documents).returning(_documents.c.key, sort_by_parameter_order=True)
         keys = list(connection.execute(inserted, values).scalars())
         if into is not None:  # a build: a tuple per posting, not a dict (millions of them)
-            for key, row, value in zip(keys, rows, values, strict=True):
+            for key, row in zip(keys, rows, strict=True):
+                length = sum(row.terms.values())
                 for term, tf in row.terms.items():
-                    into.setdefault(term, []).append((key, tf, value["length"]))
+                    into.setdefault(term, []).append((key, tf, length))
         else:
             postings = [
                 {"space": space, "term": term, "key": key, "tf": tf, "length": value["length"]}
