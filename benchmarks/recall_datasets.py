@@ -40,6 +40,10 @@ Run from the repository root::
 
     python benchmarks/recall_datasets.py [--data ../shared/data] [--cache /tmp/...npz]
 
+``--longmemeval FILE`` asks LongMemEval questions that are not in the dev split
+(a ``.json.gz`` list in the same schema), so the defaults chosen on the dev
+split can be scored on questions they were never chosen on.
+
 Embeddings of every text are cached in ``--cache`` between runs (a file
 outside the repository; the data are never copied into it).
 """
@@ -252,9 +256,9 @@ def demo_cases() -> list[Case]:
     return [Case("demo", docs, queries)]
 
 
-def load_cases(data: Path) -> list[Case]:
-    """Every case of every dataset."""
-    with gzip.open(data / "longmemeval" / "longmemeval_s_dev.json.gz", "rt") as f:
+def load_cases(data: Path, longmemeval: Path | None = None) -> list[Case]:
+    """Every case of every dataset (LongMemEval's questions from ``longmemeval`` if given)."""
+    with gzip.open(longmemeval or data / "longmemeval" / "longmemeval_s_dev.json.gz", "rt") as f:
         lme = json.load(f)
     return [
         *locomo_cases(data / "locomo" / "locomo_dev.json"),
@@ -685,6 +689,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="embedding cache (.npz)")
+    parser.add_argument(
+        "--longmemeval", type=Path, default=None,
+        help="LongMemEval questions (.json.gz) to ask instead of the dev split (held out)",
+    )  # fmt: skip
     parser.add_argument("--shipped", action="store_true", help="also run VectorMemory end to end")
     parser.add_argument("--no-choice", action="store_true", help="skip leave-one-dataset-out")
     parser.add_argument(
@@ -714,7 +722,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Embeddings: MiniLM, texts over {MAX_TOKENS} tokens: {args.long_texts}; "
         f"save_context turns: {args.turns}.\n"
     )
-    cases = load_cases(args.data.resolve())
+    cases = load_cases(args.data.resolve(), args.longmemeval)
     started = time.perf_counter()
     prepared = [prepare(c, embed) for c in cases]
     counts = Counter(c.dataset for c in cases)

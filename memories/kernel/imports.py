@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from memories.errors import ConfigError, MissingDependencyError
@@ -18,6 +19,7 @@ __all__ = [
     "DISTRIBUTION",
     "EXTRAS",
     "INSTALL_COMMANDS",
+    "from_config",
     "import_object",
     "import_path",
     "install_command",
@@ -91,14 +93,10 @@ INSTALL_COMMANDS: dict[str, str] = {prefix: install_hint(extra) for prefix, extr
 
 def install_command(module: str, /) -> str | None:
     """The command that installs what ``module`` needs, if one is known."""
-    return next(
-        (
-            command
-            for prefix, command in INSTALL_COMMANDS.items()
-            if module == prefix or module.startswith(prefix + ".")
-        ),
-        None,
-    )
+    for prefix, command in INSTALL_COMMANDS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return command
+    return None
 
 
 def import_object(module: str, attribute: str, /, *, what: str) -> Any:
@@ -135,3 +133,26 @@ def import_path(path: Any, /, *, what: str) -> Any:
     if not sep or not module or not attribute:
         raise ConfigError(f"{what} {path!r:.80} must be an import path 'package.module:Name'.")
     return import_object(module, attribute, what=f"{what} {path!r}")
+
+
+def from_config(config: Mapping[str, Any], types: Mapping[str, Any], what: str) -> Any:
+    """The object ``config`` names: ``types[config["type"]]`` made with the other options.
+
+    A type given as ``(module, class)`` is imported now (an optional dependency).
+
+    Raises:
+        ConfigError: an unknown type (naming the valid ones) or a bad option.
+        MissingDependencyError: the type's optional dependency is not installed.
+    """
+    options = dict(config)
+    type_name = options.pop("type", None)
+    cls = types.get(type_name) if isinstance(type_name, str) else None
+    if cls is None:
+        valid = ", ".join(sorted(types))
+        raise ConfigError(f"Unknown {what} type {type_name!r}; valid types: {valid}.")
+    if isinstance(cls, tuple):
+        cls = import_object(*cls, what=f"{what} type {type_name!r}")
+    try:
+        return cls(**options)
+    except TypeError as exc:
+        raise ConfigError(f"Bad options for {what} type {type_name!r}: {exc}") from exc

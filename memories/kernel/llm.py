@@ -408,11 +408,10 @@ def _span_attributes(model: BaseLanguageModel) -> dict[str, str]:
         reported = model._get_ls_params()
     except Exception:  # a third-party model's own override may fail; the names are optional
         reported = {}
-    name = reported.get("ls_model_name")
-    for attribute in ("model_name", "model", "model_id"):
-        value = getattr(model, attribute, None)
-        if not name and isinstance(value, str) and value:
-            name = value
+    names = (getattr(model, attribute, None) for attribute in ("model_name", "model", "model_id"))
+    name = reported.get("ls_model_name") or next(
+        (n for n in names if isinstance(n, str) and n), None
+    )
     attributes = {
         "gen_ai.operation.name": "chat" if isinstance(model, BaseChatModel) else "text_completion",
         "gen_ai.request.model": str(name or type(model).__name__),

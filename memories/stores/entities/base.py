@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
 
 from memories.errors import ConfigError
-from memories.kernel.imports import import_object
 from memories.kernel.paths import default_file
 from memories.stores.sql import Database, log_table
 
-__all__ = ["EntityLog", "SQLEntityLog", "from_config", "session_log"]
+__all__ = ["EntityLog", "SQLEntityLog", "session_log"]
 
 
 class EntityLog:
@@ -83,26 +82,3 @@ class SQLEntityLog(EntityLog):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._db!r}, session_id={self.session_id!r})"
-
-
-def from_config(config: Mapping[str, Any], types: Mapping[str, Any], what: str) -> Any:
-    """The store ``config`` names: ``types[config["type"]]`` made with the other options.
-
-    A type given as ``(module, class)`` is imported now (an optional dependency).
-
-    Raises:
-        ConfigError: an unknown type (naming the valid ones) or a bad option.
-        MissingDependencyError: the type's optional dependency is not installed.
-    """
-    options = dict(config)
-    type_name = options.pop("type", None)
-    cls = types.get(type_name) if isinstance(type_name, str) else None
-    if cls is None:
-        valid = ", ".join(sorted(types))
-        raise ConfigError(f"Unknown {what} type {type_name!r}; valid types: {valid}.")
-    if isinstance(cls, tuple):
-        cls = import_object(*cls, what=f"{what} type {type_name!r}")
-    try:
-        return cls(**options)
-    except TypeError as exc:
-        raise ConfigError(f"Bad options for {what} type {type_name!r}: {exc}") from exc

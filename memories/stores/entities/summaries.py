@@ -24,9 +24,10 @@ from typing import Any, ClassVar, NamedTuple
 import sqlalchemy as sa
 
 from memories.errors import ConfigError
+from memories.kernel.imports import from_config
 from memories.kernel.paths import default_file
 from memories.kernel.steps import blocking_twin
-from memories.stores.entities.base import EntityLog, SQLEntityLog, from_config, session_log
+from memories.stores.entities.base import EntityLog, SQLEntityLog, session_log
 
 __all__ = [
     "DEFAULT_ENTITY_SESSION",

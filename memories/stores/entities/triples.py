@@ -20,9 +20,9 @@ from typing import Any, ClassVar, NamedTuple
 import sqlalchemy as sa
 
 from memories.errors import ConfigError, MissingDependencyError
-from memories.kernel.imports import install_hint
+from memories.kernel.imports import from_config, install_hint
 from memories.kernel.steps import blocking_twin
-from memories.stores.entities.base import EntityLog, SQLEntityLog, from_config, session_log
+from memories.stores.entities.base import EntityLog, SQLEntityLog, session_log
 
 __all__ = [
     "GRAPH_TYPES",
