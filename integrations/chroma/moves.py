@@ -66,7 +66,6 @@ from memories.integrations.chroma.parts import (
     _NAMESPACE_META_KEY,
     _OTHER_WIDTH,
     _PAGE,
-    _REMEMBERED,
     Demotion,
     _busy,
     _Placement,
@@ -254,10 +253,7 @@ def demoted_on_open(store: ChromaStore, namespace: str, own: Any) -> bool:
         )
         return False
     if done.kept == _OTHER_WIDTH:
-        with store._lock:
-            store._staying[namespace] = None
-            while len(store._staying) > _REMEMBERED:
-                store._staying.popitem(last=False)
+        store._staying.put(namespace, None)
     if done.moved:
         logger.info(
             "Moved namespace %r of the %s (%d documents) from its own collection into %s "
@@ -280,14 +276,12 @@ def check_size(store: ChromaStore, namespace: str, written: int) -> None:
     """
     step = max(1, store.promote_at // 8)
     with store._lock:
-        since = store._written.pop(namespace, None)
+        since = store._written.pop(namespace)
         if since is None:
             since = _JITTER.randrange(step)
         since += written
         due = since >= step
-        store._written[namespace] = 0 if due else since
-        while len(store._written) > _REMEMBERED:
-            store._written.popitem(last=False)
+        store._written.put(namespace, 0 if due else since)
     if not due:
         return
     with store._translate("count documents"):

@@ -79,7 +79,6 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -123,6 +122,7 @@ from memories.errors import (
     BackendUnavailableError,
     ConfigError,
 )
+from memories.kernel.lru import LRU
 from memories.kernel.paths import default_file
 from memories.stores.recall import ScoredId
 from memories.stores.vector.filters import NAMESPACE_KEY, scoped_filter
@@ -201,11 +201,11 @@ class ChromaStore:
         self._id: str | None = None
         self._lock = threading.Lock()
         # Bounded: a process serving many users keeps no per-user state forever.
-        self._placements: OrderedDict[str, _Placement] = OrderedDict()
-        self._written: OrderedDict[str, int] = OrderedDict()
+        self._placements: LRU[str, _Placement] = LRU(_REMEMBERED, locked=True)
+        self._written: LRU[str, int] = LRU(_REMEMBERED)  # under self._lock: read, then written
         self._shards: dict[int, Any] = {}
         # Namespaces whose own collection a first look found to stay (another width).
-        self._staying: OrderedDict[str, None] = OrderedDict()
+        self._staying: LRU[str, None] = LRU(_REMEMBERED, locked=True)
         self._promoting = threading.Lock()
         # Names this object's demotion marks, so that it knows its own from another's.
         self._token = uuid.uuid4().hex
@@ -625,11 +625,9 @@ class ChromaStore:
     def _resolve(self, namespace: str, *, fresh: bool = False) -> _Placement:
         """The namespace's placement: cached for :data:`_PLACEMENT_SECONDS`, else looked up."""
         now = time.monotonic()
-        with self._lock:
-            cached = self._placements.get(namespace)
-            if cached is not None and not fresh and now - cached.checked < _PLACEMENT_SECONDS:
-                self._placements.move_to_end(namespace)
-                return cached
+        cached = self._placements.get(namespace)
+        if cached is not None and not fresh and now - cached.checked < _PLACEMENT_SECONDS:
+            return cached
         own, complete = self._own_collection(namespace)
         if own is None or not complete or moves.demoted_on_open(self, namespace, own):
             return self._remember(namespace, self._shard(namespace), shard=True)
@@ -637,11 +635,7 @@ class ChromaStore:
 
     def _remember(self, namespace: str, collection: Any, *, shard: bool) -> _Placement:
         place = _Placement(collection, shard, time.monotonic())
-        with self._lock:
-            self._placements[namespace] = place
-            self._placements.move_to_end(namespace)
-            while len(self._placements) > _REMEMBERED:
-                self._placements.popitem(last=False)
+        self._placements.put(namespace, place)
         return place
 
     def _own_collection(self, namespace: str) -> tuple[Any | None, bool]:

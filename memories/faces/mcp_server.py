@@ -40,7 +40,6 @@ import inspect
 import json
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +60,7 @@ from memories.core.config import create_memory, load_config, memory_factory, wit
 from memories.errors import ConfigError, MemoriesError
 from memories.faces.mcp_frames import Answering
 from memories.faces.tools import entity_tools, memory_tools, profile_tool, read_profile_tool
+from memories.kernel.lru import LRU
 from memories.kernel.namespaces import as_namespace, namespace_text
 
 __all__ = ["DEFAULT_TIMEOUT", "Answer", "ConfigTools", "create_server", "serve"]
@@ -122,7 +122,7 @@ class ConfigTools:
         options = load_config(config)
         self.user = None if user is None else _checked_user(user, "--user")
         self._lock = threading.Lock()
-        self._open: OrderedDict[str, tuple[Any, dict[str, BaseTool]]] = OrderedDict()
+        self._open: LRU[str, tuple[Any, dict[str, BaseTool]]] = LRU(_OPEN_CALLERS)
         self._factory = None
         if namespace is not None:
             memory = create_memory(with_namespace(options, namespace))
@@ -206,25 +206,20 @@ class ConfigTools:
         if caller is None:
             return self.tools
         with self._lock:  # one build at a time: two first calls of a caller build one memory
-            if caller in self._open:
-                self._open.move_to_end(caller)
-                return self._open[caller][1]
+            if (found := self._open.get(caller)) is not None:
+                return found[1]
             assert self._factory is not None
             memory = self._factory(_SESSION, **{USER_FIELD: caller})
             tools = _tools_of(memory)
-            self._open[caller] = (memory, tools)
-            closing = []
-            while len(self._open) > _OPEN_CALLERS:
-                closing.append(self._open.popitem(last=False)[1][0])
-        for old in closing:
+            closing = self._open.put(caller, (memory, tools))
+        for old, _ in closing:
             old.close(timeout=DEFAULT_TIMEOUT)
         return tools
 
     def close(self, *, timeout: float | None = DEFAULT_TIMEOUT) -> bool:
         """Write what the memories still hold queued, and close them; False if time ran out."""
         with self._lock:
-            memories = [memory for memory, _ in self._open.values()]
-            self._open.clear()
+            memories = [memory for memory, _ in self._open.clear()]
         if self._shared is not None:
             memories.append(self._shared)
         return all([memory.close(timeout=timeout) for memory in memories])

@@ -28,7 +28,6 @@ message history instead of a memory (it is read and written whole, as
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +50,7 @@ from memories.core.config import SessionFactory
 from memories.core.langchain import LangChainBaseMemory
 from memories.errors import ConfigError, InvalidInputError
 from memories.faces.exchange import saving_messages, view_sections
+from memories.kernel.lru import LRU
 from memories.kernel.messages import check_storable
 from memories.kernel.steps import Steps, arun, run, step
 
@@ -90,8 +90,7 @@ class SessionMemories:
         self._memory = memory
         self._keys = (keys,) if isinstance(keys, str) else tuple(keys)
         self._owner = owner
-        self._max_sessions = max_sessions
-        self._by_session: OrderedDict[tuple[str, ...], LangChainBaseMemory] = OrderedDict()
+        self._by_session: LRU[tuple[str, ...], LangChainBaseMemory] = LRU(max_sessions)
         self._lock = threading.Lock()
 
     def get(self, config: RunnableConfig | None) -> LangChainBaseMemory:
@@ -115,7 +114,6 @@ class SessionMemories:
         with self._lock:
             memory = self._by_session.get(key)
             if memory is not None:
-                self._by_session.move_to_end(key)
                 return memory
             made = self._made(values, extra)
             if isinstance(made, BaseChatMessageHistory):
@@ -123,9 +121,7 @@ class SessionMemories:
                 from memories.short_term.buffer import BufferMemory
 
                 return BufferMemory(chat_memory=made, return_messages=True)
-            self._by_session[key] = made
-            if self._max_sessions is not None and len(self._by_session) > self._max_sessions:
-                self._by_session.popitem(last=False)
+            self._by_session.put(key, made)
             return made
 
     def _made(self, values: list[Any], extra: dict[str, Any]) -> Any:

@@ -42,6 +42,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator
 
 from memories.errors import BudgetExceededError, ConfigError
+from memories.kernel.lru import LRU
 
 __all__ = [
     "KINDS",
@@ -596,36 +597,29 @@ class InProcessSpending(Spending):
     """Calls and tokens per namespace in its current period, kept in this process (LRU-bounded)."""
 
     def __init__(self, size: int) -> None:
-        self._size = size
         self._lock = threading.Lock()
-        self._items: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
+        self._items: LRU[str, tuple[int, int, int]] = LRU(size)
 
     def reserve(self, namespace: str, start: int, budget: Budget, /) -> tuple[int, int] | None:
         with self._lock:
             calls, tokens = self._current(namespace, start)
             if not budget.allows(calls, tokens):
                 return calls, tokens
-            self._put(namespace, start, calls + 1, tokens)
+            self._items.put(namespace, (start, calls + 1, tokens))
             return None
 
     def add_tokens(self, namespace: str, start: int, tokens: int, /) -> None:
         with self._lock:
             calls, spent = self._current(namespace, start)
-            self._put(namespace, start, calls, spent + tokens)
+            self._items.put(namespace, (start, calls, spent + tokens))
 
     def spent(self, namespace: str, start: int, /) -> tuple[int, int]:
         with self._lock:
             return self._current(namespace, start)
 
     def _current(self, namespace: str, start: int) -> tuple[int, int]:
-        period, calls, tokens = self._items.get(namespace, (start, 0, 0))
+        period, calls, tokens = self._items.get(namespace) or (start, 0, 0)
         return (calls, tokens) if period == start else (0, 0)
-
-    def _put(self, namespace: str, start: int, calls: int, tokens: int) -> None:
-        self._items[namespace] = (start, calls, tokens)
-        self._items.move_to_end(namespace)
-        while len(self._items) > self._size:
-            self._items.popitem(last=False)
 
 
 #: The spending of budgets whose memory has no SQL database.

@@ -9,8 +9,6 @@ default: MiniLM, bundled and offline (:mod:`memories.integrations.minilm`).
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -20,6 +18,7 @@ from langchain_core.embeddings import Embeddings
 from memories.errors import ConfigError
 from memories.kernel.accounting import Call, measured
 from memories.kernel.imports import import_path
+from memories.kernel.lru import LRU
 from memories.kernel.steps import Steps, step
 
 __all__ = [
@@ -79,49 +78,20 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / norm if norm else 0.0
 
 
-# Query embeddings kept per process (a few hundred KB at 384 floats each).
-_QUERY_VECTORS = 256
-
-
-class _QueryVectors:
-    """The process's last query embeddings, per embedder: a text searched again is embedded once.
-
-    A chain's input is often embedded more than once (the memory's load, a
-    tool's search, the LangGraph store's search of several namespaces with
-    one query, a collection's duplicate check after its search, an example
-    selector's diversity pass). Keyed by the embedder object itself, which an
-    entry holds, so that another embedder never gets its vectors.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[int, str], tuple[Embeddings, list[float]]] = OrderedDict()
-
-    def get(self, embedder: Embeddings, text: str) -> list[float] | None:
-        with self._lock:
-            item = self._items.get((id(embedder), text))
-            if item is None or item[0] is not embedder:
-                return None
-            self._items.move_to_end((id(embedder), text))
-            return item[1]
-
-    def put(self, embedder: Embeddings, text: str, vector: list[float]) -> None:
-        with self._lock:
-            self._items[(id(embedder), text)] = (embedder, vector)
-            self._items.move_to_end((id(embedder), text))
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-
-_query_vectors = _QueryVectors(_QUERY_VECTORS)
+# The process's last query embeddings (a few hundred KB at 384 floats each): a chain's input
+# is often embedded more than once (the memory's load, a tool's search, the LangGraph
+# store's search of several namespaces with one query, a collection's duplicate check after
+# its search, an example selector's diversity pass). Keyed by the embedder object itself,
+# which an entry holds, so that another embedder never gets its vectors.
+_query_vectors: LRU[tuple[int, str], tuple[Embeddings, list[float]]] = LRU(256, locked=True)
 
 
 def query_vector(embedder: Embeddings, text: str, /) -> Steps[list[float]]:
     """``text`` embedded as a query by ``embedder``: a step on first use, then from the cache."""
-    vector = _query_vectors.get(embedder, text)
-    if vector is None:
-        with embedding_batch(embedder, 1):
-            vector = yield step(embedder.embed_query, text)
-        _query_vectors.put(embedder, text, vector)
+    found = _query_vectors.get((id(embedder), text))
+    if found is not None and found[0] is embedder:
+        return found[1]
+    with embedding_batch(embedder, 1):
+        vector = yield step(embedder.embed_query, text)
+    _query_vectors.put((id(embedder), text), (embedder, vector))
     return vector

@@ -33,7 +33,13 @@ from memories import (
     create_memory,
 )
 from memories.errors import BudgetExceededError
-from memories.kernel.accounting import OTHER_NAMESPACES, Budget, Ledger, ModelUsage
+from memories.kernel.accounting import (
+    OTHER_NAMESPACES,
+    Budget,
+    InProcessSpending,
+    Ledger,
+    ModelUsage,
+)
 from memories.testing import ScriptedChatModel
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
@@ -491,3 +497,12 @@ def test_without_a_tracer_provider_no_span_is_started(monkeypatch: pytest.Monkey
     assert memory.load_memory_variables({})["history"] == "Human: Hi\nAI: Hello"
     assert accounting.tracer() is None
     assert started == []
+
+
+def test_in_process_spending_keeps_the_most_recently_counted_namespaces() -> None:
+    spending, budget = InProcessSpending(2), Budget(calls=5)
+    for namespace in ("a", "b", "a", "c"):  # "a" counted again: "b" is the oldest
+        assert spending.reserve(namespace, 0, budget) is None
+    spending.add_tokens("c", 0, 7)
+    assert [spending.spent(n, 0) for n in ("a", "b", "c")] == [(2, 0), (0, 0), (1, 7)]
+    assert spending.spent("a", 60) == (0, 0)  # another period starts from nothing

@@ -15,6 +15,8 @@ mcp = pytest.importorskip("mcp", reason=needs.extra("mcp"))
 from mcp import Client  # noqa: E402
 from mcp.types import Implementation  # noqa: E402
 
+from memories.core.combined import CombinedMemory  # noqa: E402
+from memories.faces import mcp_server  # noqa: E402
 from memories.faces.mcp_server import Answer, ConfigTools, create_server  # noqa: E402
 
 
@@ -78,3 +80,25 @@ async def test_an_unexpected_failure_is_a_tool_error_not_a_crash(
         assert not saved.is_error and text(saved).startswith("created memory ")
     assert tools.close()
     assert stored(config, "users", "alice")[0] == ["Alice reads"]
+
+
+def test_a_caller_past_the_open_limit_closes_the_least_recent_callers_memory(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mcp_server, "_OPEN_CALLERS", 2)
+    tools = ConfigTools(config)
+    closed: list[int] = []
+    close = CombinedMemory.close
+
+    def counted(self: CombinedMemory, *, timeout: float | None = None) -> bool:
+        closed.append(id(self))
+        return close(self, timeout=timeout)
+
+    monkeypatch.setattr(CombinedMemory, "close", counted)
+    opened = {}
+    for user in ("alice", "bob", "alice", "carol"):  # alice used again: bob is the oldest
+        assert not tools.call("manage_memory", {"content": f"{user} reads"}, client=user).error
+        opened[user] = id(tools._open.get(user)[0])
+    assert closed == [opened["bob"]]
+    assert tools.close()
+    assert sorted(closed) == sorted(opened.values())

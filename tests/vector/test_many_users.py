@@ -12,7 +12,7 @@ import pytest
 
 from memories import VectorMemory
 from memories.kernel import embeddings
-from memories.stores.vector import pending, recall_index, writes
+from memories.stores.vector import outbox, pending, recall_index, writes
 from memories.stores.vector.writes import background_writer
 from tests.vector.conftest import MakeVector, WordEmbeddings
 
@@ -23,8 +23,9 @@ WORDS = WordEmbeddings()
 def test_per_namespace_maps_stay_bounded_when_memories_are_dropped(
     make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(recall_index, "_KNOWN_SPACES", 40)
-    monkeypatch.setattr(embeddings._query_vectors, "_size", 40)
+    # The in-memory stores share the process's scratch outbox, and its recall index.
+    monkeypatch.setattr(outbox.outbox_for("memory", "", None).recall._known, "limit", 40)
+    monkeypatch.setattr(embeddings._query_vectors, "limit", 40)
     target = ""
     for user in range(USERS):
         memory = make_vector(namespace=("users", f"u{user}"), write="background")
@@ -37,7 +38,7 @@ def test_per_namespace_maps_stay_bounded_when_memories_are_dropped(
     for kept in (writes._lanes, pending._pending):
         mine = [key for key in kept if key[0] == target]
         assert mine == [], f"{len(mine)} namespaces' state kept for {USERS} dropped memories"
-    assert len(embeddings._query_vectors._items) <= 40
+    assert len(embeddings._query_vectors) <= 40
     indexes = {id(i): i for i in gc.get_objects() if isinstance(i, recall_index.RecallIndex)}
     assert all(len(index._known) <= 40 for index in indexes.values())
 

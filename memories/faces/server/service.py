@@ -21,8 +21,6 @@ whose index entry is older than its ledger (a derived copy, not the data).
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,6 +59,7 @@ from memories.faces.server.rows import (
     when,
 )
 from memories.kernel.capabilities import capabilities_of
+from memories.kernel.lru import LRU
 from memories.kernel.namespaces import (
     Namespace,
     as_namespace,
@@ -84,8 +83,6 @@ DEFAULT_PAGE_SIZE = 50
 MAX_TEXT = 200
 #: Results a search returns at most.
 MAX_RESULTS = 50
-#: Memories built per (namespace, session), kept for the next request.
-_CACHED_MEMORIES = 32
 #: Sessions whose id contains a memory's own read to find it exactly.
 _SESSIONS_CHECKED = 1000
 #: The namespace a template config is built on when no namespace is asked for.
@@ -145,8 +142,8 @@ class Inspector:
         self.page_size = page_size
         self.allow_writes = allow_writes
         self._templated = bool(config_templates(self.options))
-        self._memories: OrderedDict[tuple[Namespace | None, str | None], Any] = OrderedDict()
-        self._lock = threading.Lock()
+        # Memories built per (namespace, session), kept for the next request.
+        self._memories: LRU[tuple[Namespace | None, str | None], Any] = LRU(32, locked=True)
         probe = self._memory(None, None)
         self.leaves: list[Any] = leaves_of(probe)
         self.ids: list[str] = _ids(self.leaves)
@@ -156,10 +153,8 @@ class Inspector:
     def _memory(self, namespace: Namespace | None, session: str | None) -> Any:
         """The config's memory on ``namespace`` and ``session`` (built once, then cached)."""
         key = (namespace, session)
-        with self._lock:
-            if key in self._memories:
-                self._memories.move_to_end(key)
-                return self._memories[key]
+        if (found := self._memories.get(key)) is not None:
+            return found
         options = self.options
         if namespace is None and self._templated:
             namespace = _PROBE
@@ -168,10 +163,7 @@ class Inspector:
         if session is not None:
             options = with_session(options, session)
         memory = create_memory(drop_scope_options(dict(options)))
-        with self._lock:
-            self._memories[key] = memory
-            while len(self._memories) > _CACHED_MEMORIES:
-                self._memories.popitem(last=False)
+        self._memories.put(key, memory)
         return memory
 
     def _leaf(self, memory_id: str, namespace: Namespace | None, session: str | None) -> Any:
@@ -728,9 +720,9 @@ class Inspector:
                 f"To erase {named!r}, type the namespace again to confirm; got {confirm!r:.80}. "
                 "Nothing was erased."
             )
-        with self._lock:  # this user's memories, as built before, hold nothing true any more
-            for key in [key for key in self._memories if key[0] == namespace]:
-                del self._memories[key]
+        for key in self._memories:  # built before, they hold nothing true any more
+            if key[0] == namespace:
+                self._memories.pop(key)
         return _erasure(erase_user(self.options, namespace=namespace))
 
 

@@ -18,11 +18,9 @@ width gets a partial expression index, ``USING hnsw ((embedding::vector(D))
 vector_cosine_ops) WHERE dims = D``, made the first time a process writes that
 width (widths over 2,000, pgvector's HNSW limit, are searched exactly). A
 search names its width as a literal (``dims = 64``), so the planner can prove
-the partial index applies, even for a prepared statement. At 10,000 turns of
-64 dimensions the nearest-neighbour query took 1.74 ms median on this layout
-and 1.63 ms on a ``vector(64)`` column with a plain HNSW index
-(``python -m benchmarks.pgvector``): the same within noise, so one table
-serves every width.
+the partial index applies, even for a prepared statement. One table serves every
+width: a ``vector(64)`` column with a plain HNSW index measured the same
+(docs/memories/vector.md).
 
 Every statement filters on ``namespace = :namespace``. An HNSW index serves all
 namespaces of a width: with pgvector 0.8 or later each search sets

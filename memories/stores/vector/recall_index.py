@@ -45,9 +45,8 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -57,6 +56,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from memories.errors import BackendError
+from memories.kernel.lru import LRU
 from memories.stores.recall import (
     RecallConfig,
     ScoredId,
@@ -242,8 +242,7 @@ class RecallIndex:
         self.queued = queued
         self.pack_after = pack_after
         self.block_size = block_size
-        self._known: OrderedDict[tuple[str, str, str], Space] = OrderedDict()
-        self._known_lock = threading.Lock()
+        self._known: LRU[tuple[str, str, str], Space] = LRU(_KNOWN_SPACES, locked=True)
 
     # -- spaces -----------------------------------------------------------------------
 
@@ -264,20 +263,15 @@ class RecallIndex:
         version wrote it in rows only) is packed then, on this first use.
         """
         key = (target, namespace, analysis_key(config))
-        with self._known_lock:
-            found = self._known.get(key)
-            if found is not None:
-                self._known.move_to_end(key)
-                return found
+        found = self._known.get(key)
+        if found is not None:
+            return found
         found = self._find(*key)
         if found is None:
             found = self._build(*key, stored)
         else:
             self._pack_found(found)
-        with self._known_lock:
-            self._known[key] = found
-            while len(self._known) > _KNOWN_SPACES:
-                self._known.popitem(last=False)
+        self._known.put(key, found)
         return found
 
     def _find(self, target: str, namespace: str, analysis: str) -> Space | None:
@@ -467,16 +461,19 @@ class RecallIndex:
         # One statement for the batch, the new keys returned in the order given.
         inserted = sa.insert(_documents).returning(_documents.c.key, sort_by_parameter_order=True)
         keys = list(connection.execute(inserted, values).scalars())
-        postings = [
-            {"space": space, "term": term, "key": key, "tf": tf, "length": value["length"]}
-            for key, row, value in zip(keys, rows, values, strict=True)
-            for term, tf in row.terms.items()
-        ]
-        if into is not None:
-            for p in postings:
-                into.setdefault(p["term"], []).append((p["key"], p["tf"], p["length"]))
-        elif postings:
-            connection.execute(sa.insert(_postings), postings)
+        if into is not None:  # a build: a tuple per posting, not a dict (millions of them)
+            for key, row in zip(keys, rows, strict=True):
+                length = sum(row.terms.values())
+                for term, tf in row.terms.items():
+                    into.setdefault(term, []).append((key, tf, length))
+        else:
+            postings = [
+                {"space": space, "term": term, "key": key, "tf": tf, "length": value["length"]}
+                for key, row, value in zip(keys, rows, values, strict=True)
+                for term, tf in row.terms.items()
+            ]
+            if postings:
+                connection.execute(sa.insert(_postings), postings)
         self._count(connection, space, rows, +1)
 
     def _remove(self, connection: sa.Connection, space: int, ids: Sequence[str]) -> None:

@@ -74,7 +74,7 @@ class WriteLane:
 
     def __init__(self, outbox: str) -> None:
         self.outbox = outbox
-        """Where the namespace's documents wait (:attr:`SQLiteOutbox.where`), for messages."""
+        """Where the namespace's documents wait (:attr:`SQLOutbox.where`), for messages."""
         self.lock = threading.Lock()
         """Held by a drain for its whole run."""
         self.error: BaseException | None = None

@@ -1,0 +1,76 @@
+"""The one bounded least-recently-used map behind the process's caches."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from memories.kernel.lru import LRU
+
+
+def test_a_put_past_the_limit_drops_the_least_recently_used_and_returns_it() -> None:
+    cache: LRU[str, int] = LRU(2)
+    assert cache.put("a", 1) == []
+    assert cache.put("b", 2) == []
+    assert cache.get("a") == 1  # used: "b" is now the oldest
+    assert cache.put("c", 3) == [2]
+    assert list(cache) == ["a", "c"]
+    assert "b" not in cache
+    assert len(cache) == 2
+
+
+def test_a_put_again_refreshes_the_key_and_drops_nothing() -> None:
+    cache: LRU[str, int] = LRU(2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.put("a", 10) == []
+    assert cache.put("c", 3) == [2]
+    assert cache.get("a") == 10
+
+
+def test_no_limit_keeps_everything() -> None:
+    cache: LRU[int, int] = LRU(None)
+    for i in range(100):
+        assert cache.put(i, i) == []
+    assert len(cache) == 100
+
+
+def test_pop_and_clear_return_what_was_kept() -> None:
+    cache: LRU[str, int] = LRU(3)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.pop("a") == 1
+    assert cache.pop("a") is None
+    assert cache.get("missing") is None
+    assert cache.clear() == [2]
+    assert len(cache) == 0
+
+
+class _SlowKey(int):
+    """A key whose every lookup lets another thread run: a race shows at once."""
+
+    def __hash__(self) -> int:
+        time.sleep(0)
+        return int.__hash__(self)
+
+
+def test_a_locked_map_shared_by_threads_never_loses_a_key_mid_call() -> None:
+    cache: LRU[int, int] = LRU(8, locked=True)
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for i in range(300):
+                cache.put(_SlowKey(i % 16), i)
+                cache.get(_SlowKey((i + 1) % 16))  # unlocked: another pops it before move_to_end
+                cache.pop(_SlowKey((i + 2) % 16))
+        except KeyError as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert failures == []
+    assert len(cache) <= 8
