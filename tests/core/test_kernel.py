@@ -277,3 +277,49 @@ def test_an_inline_twin_runs_on_the_event_loop_and_a_blocking_twin_on_a_worker()
     assert inline == (loop, 1)
     assert blocking[1] == 2 and blocking[0] != loop
     assert _Inline.ahere.__name__ == "ahere" and "inline" in (_Inline.ahere.__doc__ or "")
+
+
+def test_the_buffer_string_is_langchains_and_reads_no_text_property_for_plain_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """LangChain's get_buffer_string read each message's ``text`` property: 80 µs a load."""
+    from langchain_core.messages import (
+        AIMessage,
+        AIMessageChunk,
+        BaseMessage,
+        ChatMessage,
+        FunctionMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+        get_buffer_string,
+    )
+
+    from memories.kernel.messages import format_buffer
+
+    class Named(HumanMessage):
+        pass
+
+    odd = [
+        AIMessage("", tool_calls=[{"name": "f", "args": {"a": 1}, "id": "c1"}]),
+        AIMessage("x", additional_kwargs={"function_call": {"name": "f", "arguments": "{}"}}),
+        HumanMessage([{"type": "text", "text": "blocks"}, "and a string"]),
+        ToolMessage("result", tool_call_id="c1"),
+        ChatMessage("hello", role="critic"),
+        FunctionMessage("out", name="f"),
+        AIMessageChunk("chunk"),
+        Named("a subclass"),
+    ]
+    plain = [SystemMessage("rules"), HumanMessage("hi"), AIMessage("hello"), HumanMessage("")]
+    for prefixes in (("Human", "AI"), ("User", "Bot"), ("", "")):
+        for messages in (plain, odd, plain + odd, []):
+            assert format_buffer(messages, *prefixes) == get_buffer_string(
+                messages, human_prefix=prefixes[0], ai_prefix=prefixes[1]
+            )
+    read: list[str] = []
+    text = BaseMessage.text
+    monkeypatch.setattr(
+        BaseMessage, "text", property(lambda m: read.append(m.type) or text.fget(m))
+    )  # type: ignore[attr-defined]
+    assert format_buffer(plain, "Human", "AI") == "System: rules\nHuman: hi\nAI: hello\nHuman: "
+    assert read == []

@@ -163,26 +163,20 @@ class InMemoryHistory(ChatHistory):
         with self._lock:
             return self._log[0] if self._log else None
 
-    # Nothing here blocks, so the async twins run inline instead of in a thread
-    # (each calls this class's method of the name).
-
-    arecord = inline_twin(ChatHistory.record)
-    aappend = inline_twin(ChatHistory.append)
-    achanges = inline_twin(ChatHistory.changes)
-    aseqs_of = inline_twin(ChatHistory.seqs_of)
-    astate_and_changes = inline_twin(ChatHistory.state_and_changes)
-    aentries = inline_twin(ChatHistory.entries)
-    aload_state = inline_twin(ChatHistory.load_state)
-    asave_state = inline_twin(ChatHistory.save_state)
-    afirst_entry = inline_twin(ChatHistory.first_entry)
-    astart_of_last_exchanges = inline_twin(ChatHistory.start_of_last_exchanges)
-    alast_exchanges = inline_twin(ChatHistory.last_exchanges)
-
     async def aclear(self) -> None:  # LangChain's base class declares it: written out
         self.clear()
 
     def to_config(self) -> dict[str, Any]:
         return {"type": "memory", "session_id": self.session_id}
+
+
+# Nothing here blocks, so the async twins run inline instead of in a thread
+# (each calls this class's method of the name).
+for _name in (
+    *("record", "append", "changes", "seqs_of", "state_and_changes", "entries", "load_state"),
+    *("save_state", "first_entry", "start_of_last_exchanges", "last_exchanges"),
+):
+    setattr(InMemoryHistory, f"a{_name}", inline_twin(getattr(ChatHistory, _name)))
 
 
 def _seq(record: Entry | Edit) -> int:

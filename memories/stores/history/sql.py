@@ -140,6 +140,7 @@ _row_id = messages_table.c.id
 _ROWS_AFTER = Prepared(
     sa.select(*_ROW).where(_MINE, _row_id > sa.bindparam("after")).order_by(_row_id)
 )
+_FIRST = Prepared(sa.select(*_ROW).where(_MINE).order_by(_row_id).limit(1))
 _TAIL = Prepared(
     sa.select(*_ROW)
     .where(_MINE, _row_id > sa.bindparam("after"))
@@ -427,17 +428,9 @@ class SQLHistory(ChatHistory):
 
     def first_entry(self) -> Entry | None:
         if self.edits():
-            shown = self.entries()
-            return shown[0] if shown else None
-        query = (
-            sa.select(messages_table.c.id, messages_table.c.type, messages_table.c.message)
-            .where(messages_table.c.session_id == self.session_id)
-            .order_by(messages_table.c.id)
-            .limit(1)
-        )
-        with self._db.transaction() as connection:
-            row = connection.execute(query).first()
-        return Entry(int(row.id), load_message(row.message)) if row is not None else None
+            return super().first_entry()
+        first = shown(self._rows(_FIRST))  # no edit: the first row is a message
+        return first[0] if first else None
 
     def sessions(
         self, *, contains: str = "", limit: int = 50, offset: int = 0
