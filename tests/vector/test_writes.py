@@ -84,6 +84,34 @@ def test_a_queued_turn_is_searchable_before_the_store_has_it(
     assert [r.score for r in after] == pytest.approx([r.score for r in before], abs=1e-5)
 
 
+def test_a_turn_written_while_a_search_reads_the_store_is_found_as_after(
+    make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch, writer_idle: None
+) -> None:
+    """The writer stores a queued turn, and drops it from the pending ones, in the middle
+    of a search: the search still finds it by its embedding (it lost it, under load)."""
+    memory = make_vector(namespace="mid-search")
+    memory.save_context({"input": "warm up"}, {"output": "ok"})
+    memory.flush()
+    gate = Gate(memory, monkeypatch)
+    memory.save_context({"input": "my dog is called Rex"}, {"output": "nice"})
+    assert gate.entered.wait(30)  # queued and pending, not in the store yet
+    nearest = memory.store.nearest
+
+    def writer_finishes_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        found = nearest(*args, **kwargs)
+        gate.opened.set()
+        assert background_writer().flush(timeout=30)
+        return found
+
+    monkeypatch.setattr(memory.store, "nearest", writer_finishes_meanwhile)
+    during = memory.search("dog Rex", k=2)
+    assert memory.pending() == 0
+    monkeypatch.setattr(memory.store, "nearest", nearest)
+    after = memory.search("dog Rex", k=2)
+    assert [(r.id, r.text) for r in during] == [(r.id, r.text) for r in after]
+    assert [r.score for r in during] == pytest.approx([r.score for r in after], abs=1e-5)
+
+
 def test_background_and_sync_rank_alike(make_vector: MakeVector, writer_idle: None) -> None:
     background = make_vector(namespace="bg")
     sync = make_vector(namespace="sync", write="sync")

@@ -583,12 +583,12 @@ class ChromaBackend(RecallBackend):
     def _nearest(
         self, vector: Sequence[float], n: int, where: Mapping[str, Any] | None
     ) -> list[ScoredId]:
-        dense = self.store.nearest(self._key, vector, n=n, where=where)
+        # The pending documents first: one the writer stores (and drops from them)
+        # after this read, the store's read below finds.
         pending = self._pending
-        if where is None and len(pending):
-            with pending.lock:
-                dense = _merge_nearest(dense, pending.nearest(vector, n=n), n)
-        return dense
+        with pending.lock:
+            queued = pending.nearest(vector, n=n) if where is None else []
+        return _merge_nearest(self.store.nearest(self._key, vector, n=n, where=where), queued, n)
 
     def _passing(self, ids: list[str], where: Mapping[str, Any]) -> list[str]:
         # A document still queued is not in the store: it does not pass.
