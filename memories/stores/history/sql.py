@@ -253,11 +253,9 @@ class SQLHistory(ChatHistory):
     ) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
-        url = default_sqlite_url() if url is None else url
-        self.url = url
-        self.session_id = session_id
-        self.clock = clock
-        self._db = Database(url, metadata)
+        self.url = default_sqlite_url() if url is None else url
+        self.session_id, self.clock = session_id, clock
+        self._db = Database(self.url, metadata)
         # key -> (text, value): the state this process last wrote or read, by its stored text.
         self._states: dict[str, tuple[str, dict[str, Any]]] = {}
 
@@ -477,12 +475,8 @@ class SQLHistory(ChatHistory):
 
     def clear(self) -> None:
         with self._db.transaction(write=True) as connection:
-            connection.execute(
-                sa.delete(messages_table).where(messages_table.c.session_id == self.session_id)
-            )
-            connection.execute(
-                sa.delete(state_table).where(state_table.c.session_id == self.session_id)
-            )
+            for table in (messages_table, state_table):
+                connection.execute(sa.delete(table).where(table.c.session_id == self.session_id))
 
     def held(self) -> dict[str, int]:
         """The session's rows: its log (messages and edit records) and its memories' state."""
