@@ -1,12 +1,9 @@
 """Parts a memory class composes by inheriting: a model to call, work deferred to the background.
 
-:class:`ModelMemory` gives the ``llm`` argument in its one form everywhere
-(a LangChain model, ``"provider:model"`` or ``"llamacpp:/path.gguf"``, with
-``llm_kwargs`` and ``llm_timeout``), resolved at construction into a
-:class:`~memories.kernel.llm.ModelCaller`. :class:`DeferredMemory` gives the
-background mode: one :class:`~memories.kernel.background.BackgroundWork` per
-memory, and ``flush`` / ``close`` written once. The summary memories and the
-profile memory use both::
+:class:`ModelMemory` gives the ``llm`` argument in its one form everywhere,
+resolved at construction; :class:`DeferredMemory` gives the background mode,
+``flush`` / ``close`` written once. The summary memories and the profile memory
+use both::
 
     class SummaryMemory(ModelMemory, DeferredMemory, ChatMemory): ...
 """
