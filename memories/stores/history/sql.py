@@ -390,29 +390,8 @@ class SQLHistory(ChatHistory):
         return current_ids(_in_order([_decoded(*row) for row in rows]), ids)
 
     def start_of_last_exchanges(self, k: int, /) -> int | None:
-        if k <= 0:
-            raise ValueError(f"k must be positive, got {k}")
-        humans = messages_table.alias("humans")
-        edited_since = (
-            sa.select(messages_table.c.id)
-            .where(messages_table.c.session_id == self.session_id, _EDIT_ROW)
-            .where(messages_table.c.id > humans.c.id)
-            .exists()
-        )
-        query = (
-            sa.select(humans.c.id, edited_since.label("edited"))
-            .where(humans.c.session_id == self.session_id)
-            .where(humans.c.type == "human")
-            .order_by(humans.c.id.desc())
-            .offset(k - 1)
-            .limit(1)
-        )
-        with self._db.transaction() as connection:
-            row = connection.execute(query).first()
-        if row is not None and row.edited:
-            # An edit since then may have removed or changed an exchange: count what is shown.
-            return super().start_of_last_exchanges(k)
-        return int(row.id) if row is not None else None
+        humans = [e.seq for e in self.last_exchanges(k) if e.message.type == "human"]
+        return humans[0] if len(humans) >= k else None
 
     def last_exchanges(self, k: int, /) -> list[Entry]:
         """One query: the rows from the ``k``-th last human message on."""
@@ -421,7 +400,8 @@ class SQLHistory(ChatHistory):
         records = self._rows(_LAST_EXCHANGES, human="human", skip=k - 1)
         if any(isinstance(r, Edit) for r in records):
             # An edit since then may have removed or changed an exchange: count what is shown.
-            return super().last_exchanges(k)
+            start = super().start_of_last_exchanges(k)
+            return self.entries(after=None if start is None else start - 1)
         return [r for r in records if isinstance(r, Entry)]
 
     def first_entry(self) -> Entry | None:
