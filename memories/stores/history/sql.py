@@ -10,12 +10,9 @@ An edit is a row of the log too (``type`` is ``replace``, ``remove`` or
 :mod:`memories.stores.history.edits`), folded into what reads return.
 
 ``id`` is the database's autoincrement key, so sequence numbers grow across
-processes and threads without coordination; reads use the
-``(session_id, id)`` index and touch only the rows a memory asks for.
-
-SQLite runs in WAL mode with a busy timeout, so several threads and processes
-can append to one file: every write transaction starts with its write
-statement, so a writer waits for the lock instead of failing.
+processes and threads without coordination (:mod:`memories.stores.sql`: WAL,
+a busy timeout); reads use the ``(session_id, id)`` index and touch only the
+rows a memory asks for.
 """
 
 from __future__ import annotations
@@ -313,14 +310,10 @@ class SQLHistory(ChatHistory):
             return seqs
 
     def _lock_session(self, connection: sa.Connection) -> None:
-        """Serialise appends to this session until the transaction ends.
+        """Serialise appends to this session until the transaction ends (SQLite does already).
 
-        Memories read the log with cursors (``after=seq``). On a server that
-        runs writers in parallel, two transactions could take ids 7 and 8 and
-        commit 8 first; a reader would then move its cursor past 7 and never
-        see it, and one turn's two messages could interleave with another's.
-        Holding a per-session lock while inserting makes ids within a session
-        follow commit order. SQLite serialises writers already.
+        Two PostgreSQL writers could take ids 7 and 8 and commit 8 first: a
+        reader's cursor (``after=seq``) would move past 7 and never see it.
         """
         if connection.dialect.name == "postgresql":
             connection.execute(
