@@ -10,12 +10,9 @@ An edit is a row of the log too (``type`` is ``replace``, ``remove`` or
 :mod:`memories.stores.history.edits`), folded into what reads return.
 
 ``id`` is the database's autoincrement key, so sequence numbers grow across
-processes and threads without coordination; reads use the
-``(session_id, id)`` index and touch only the rows a memory asks for.
-
-SQLite runs in WAL mode with a busy timeout, so several threads and processes
-can append to one file: every write transaction starts with its write
-statement, so a writer waits for the lock instead of failing.
+processes and threads without coordination (:mod:`memories.stores.sql`: WAL,
+a busy timeout); reads use the ``(session_id, id)`` index and touch only the
+rows a memory asks for.
 """
 
 from __future__ import annotations
@@ -253,11 +250,9 @@ class SQLHistory(ChatHistory):
     ) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
-        url = default_sqlite_url() if url is None else url
-        self.url = url
-        self.session_id = session_id
-        self.clock = clock
-        self._db = Database(url, metadata)
+        self.url = default_sqlite_url() if url is None else url
+        self.session_id, self.clock = session_id, clock
+        self._db = Database(self.url, metadata)
         # key -> (text, value): the state this process last wrote or read, by its stored text.
         self._states: dict[str, tuple[str, dict[str, Any]]] = {}
 
@@ -315,14 +310,10 @@ class SQLHistory(ChatHistory):
             return seqs
 
     def _lock_session(self, connection: sa.Connection) -> None:
-        """Serialise appends to this session until the transaction ends.
+        """Serialise appends to this session until the transaction ends (SQLite does already).
 
-        Memories read the log with cursors (``after=seq``). On a server that
-        runs writers in parallel, two transactions could take ids 7 and 8 and
-        commit 8 first; a reader would then move its cursor past 7 and never
-        see it, and one turn's two messages could interleave with another's.
-        Holding a per-session lock while inserting makes ids within a session
-        follow commit order. SQLite serialises writers already.
+        Two PostgreSQL writers could take ids 7 and 8 and commit 8 first: a
+        reader's cursor (``after=seq``) would move past 7 and never see it.
         """
         if connection.dialect.name == "postgresql":
             connection.execute(
@@ -392,29 +383,8 @@ class SQLHistory(ChatHistory):
         return current_ids(_in_order([_decoded(*row) for row in rows]), ids)
 
     def start_of_last_exchanges(self, k: int, /) -> int | None:
-        if k <= 0:
-            raise ValueError(f"k must be positive, got {k}")
-        humans = messages_table.alias("humans")
-        edited_since = (
-            sa.select(messages_table.c.id)
-            .where(messages_table.c.session_id == self.session_id, _EDIT_ROW)
-            .where(messages_table.c.id > humans.c.id)
-            .exists()
-        )
-        query = (
-            sa.select(humans.c.id, edited_since.label("edited"))
-            .where(humans.c.session_id == self.session_id)
-            .where(humans.c.type == "human")
-            .order_by(humans.c.id.desc())
-            .offset(k - 1)
-            .limit(1)
-        )
-        with self._db.transaction() as connection:
-            row = connection.execute(query).first()
-        if row is not None and row.edited:
-            # An edit since then may have removed or changed an exchange: count what is shown.
-            return super().start_of_last_exchanges(k)
-        return int(row.id) if row is not None else None
+        humans = [e.seq for e in self.last_exchanges(k) if e.message.type == "human"]
+        return humans[0] if len(humans) >= k else None
 
     def last_exchanges(self, k: int, /) -> list[Entry]:
         """One query: the rows from the ``k``-th last human message on."""
@@ -423,7 +393,8 @@ class SQLHistory(ChatHistory):
         records = self._rows(_LAST_EXCHANGES, human="human", skip=k - 1)
         if any(isinstance(r, Edit) for r in records):
             # An edit since then may have removed or changed an exchange: count what is shown.
-            return super().last_exchanges(k)
+            start = super().start_of_last_exchanges(k)
+            return self.entries(after=None if start is None else start - 1)
         return [r for r in records if isinstance(r, Entry)]
 
     def first_entry(self) -> Entry | None:
@@ -477,12 +448,8 @@ class SQLHistory(ChatHistory):
 
     def clear(self) -> None:
         with self._db.transaction(write=True) as connection:
-            connection.execute(
-                sa.delete(messages_table).where(messages_table.c.session_id == self.session_id)
-            )
-            connection.execute(
-                sa.delete(state_table).where(state_table.c.session_id == self.session_id)
-            )
+            for table in (messages_table, state_table):
+                connection.execute(sa.delete(table).where(table.c.session_id == self.session_id))
 
     def held(self) -> dict[str, int]:
         """The session's rows: its log (messages and edit records) and its memories' state."""
