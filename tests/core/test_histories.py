@@ -295,3 +295,9 @@ def test_a_turns_own_rows_are_not_parsed_again_when_read(
     memory.chat_memory.add_messages([mine])
     mine.content = "changed by the caller afterwards"
     assert memory.chat_memory.messages[-1] == HumanMessage("as saved")
+
+
+def test_a_read_only_view_tells_its_historys_time() -> None:
+    from memories.stores.history.readonly import ReadOnlyView
+
+    assert ReadOnlyView(InMemoryHistory(session_id="s", clock=lambda: 5.0)).clock() == 5.0

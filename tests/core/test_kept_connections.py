@@ -206,3 +206,17 @@ def test_an_in_memory_database_keeps_no_connection() -> None:
     history = SQLHistory("sqlite://", session_id="s")
     history.add_messages([])
     assert kept(history.database.engine) is None
+
+
+def test_a_listener_added_after_a_connection_was_kept_sees_every_statement(tmp_path: Path) -> None:
+    from sqlalchemy import event
+
+    memory = _memory(tmp_path / "watched.db")
+    _turn(memory, 0)
+    assert kept(memory.chat_memory.database.engine) is not None  # type: ignore[attr-defined]
+    seen: list[str] = []
+    engine = memory.chat_memory.database.engine  # type: ignore[attr-defined]
+    event.listen(engine, "before_cursor_execute", lambda *a: seen.append(a[2].split()[0]))
+    event.listen(engine, "commit", lambda *a: seen.append("COMMIT"))
+    _turn(memory, 1)
+    assert seen == ["BEGIN", "INSERT", "INSERT", "COMMIT", "SELECT", "COMMIT"]

@@ -555,6 +555,11 @@ class HistoryView(ChatHistory):
         """The history's database."""
         return self.history.database
 
+    @property
+    def clock(self) -> Any:  # type: ignore[override]
+        """The history's clock."""
+        return self.history.clock
+
     def __repr__(self) -> str:
         return repr(self.history)
 

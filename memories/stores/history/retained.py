@@ -50,11 +50,6 @@ class RetainedHistory(HistoryView):
         # The horizon this thread computed in the current batch: a turn reads it once.
         self._batch = threading.local()
 
-    @property
-    def clock(self) -> Any:  # type: ignore[override]
-        """The wrapped history's clock."""
-        return self.history.clock
-
     def horizon(self) -> int | None:
         """The last ``seq`` the retention expires now (None: nothing expired).
 
