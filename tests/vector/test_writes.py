@@ -162,6 +162,34 @@ def test_a_failed_background_write_is_logged_reported_and_raised_next(
     assert memory.search("keep me", k=1)[0].text == "input: keep me\noutput: ok"
 
 
+def test_a_write_put_off_by_the_writer_is_still_counted_as_the_memorys(
+    make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch, writer_idle: None
+) -> None:
+    """A write less than ``_WRITE_INTERVAL`` after the last is put off and scheduled again:
+    that job, run outside the save's operation, embedded turns counted nowhere."""
+    import memories.stores.vector.chroma_backend as module
+
+    monkeypatch.setattr(module, "_WRITE_INTERVAL", 60.0)
+    memory = make_vector(namespace="put-off")
+    memory.save_context({"input": "warm up"}, {"output": "ok"})  # written now: the next waits
+    backend, entered, opened = memory.backend, threading.Event(), threading.Event()
+    embed = backend._embed_pending
+
+    def embed_then_hold() -> None:
+        embed()
+        entered.set()
+        assert opened.wait(30), "the test never let the writer go on"
+
+    monkeypatch.setattr(backend, "_embed_pending", embed_then_hold)
+    memory.save_context({"input": "my dog is called Rex"}, {"output": "nice"})
+    assert entered.wait(30)  # the writer has embedded it and is held
+    memory.save_context({"input": "my sister lives in Oslo"}, {"output": "nice city"})
+    backend._lane.wrote_at = float("-inf")  # the write scheduled again runs at once
+    opened.set()
+    assert background_writer().flush(timeout=30) and memory.pending() == 0
+    assert memory.usage().total("embedding").calls == memory.embedder.calls
+
+
 def test_clear_removes_turns_still_queued(make_vector: MakeVector, writer_idle: None) -> None:
     memory = make_vector(namespace="cleared")
     memory.save_context({"input": "warm up"}, {"output": "ok"})

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memories.errors import BackendError, BackendUnavailableError
+from memories.kernel.accounting import carried
 from memories.kernel.background import BackgroundWork, describe_error
 from memories.kernel.steps import Steps, blocking_twin, run, step
 from memories.stores.compaction import Compaction, chroma_compaction, compactions
@@ -33,11 +34,7 @@ from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
 from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow, unnumbered
 from memories.stores.vector.pending import PendingDocuments, pending_documents
 from memories.stores.vector.recall_backend import RecallBackend
-from memories.stores.vector.recall_index import (
-    SESSION_KEY,
-    SPEAKERS_KEY,
-    RecallIndex,
-)
+from memories.stores.vector.recall_index import SESSION_KEY, SPEAKERS_KEY, RecallIndex
 from memories.stores.vector.records import SearchResult
 from memories.stores.vector.writes import (
     EXIT_FLUSH_SECONDS,
@@ -383,9 +380,9 @@ class ChromaBackend(RecallBackend):
             except Exception:  # the drain below records it, and sets a bad turn aside
                 pass
             else:
-                background_writer().schedule(
-                    self._drain_key, self._write_queued, delay=wait, max_wait=wait
-                )
+                # Carried on, as the first run was: its calls are the saving operation's.
+                again = carried(self._write_queued)
+                background_writer().schedule(self._drain_key, again, delay=wait, max_wait=wait)
                 return
         self._drain()
 
