@@ -347,8 +347,7 @@ class BaseMemory(LangChainBaseMemory):
         )
 
 
-#: The operations that are counted and traced (and their async twins): each is a span
-#: with its calls as children.
+#: The operations counted and traced (and their async twins), each a span over its calls.
 _OPERATIONS = (
     "save_context",
     "save_messages",
@@ -356,6 +355,7 @@ _OPERATIONS = (
     "clear",
     "sweep",
     "refresh",
+    "flush",
 )
 
 

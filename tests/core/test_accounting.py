@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -161,6 +162,26 @@ def test_a_traced_conversation_has_spans_whose_tokens_match_the_models_usage(
     store_spans = [s for s in finished if s.name == "transaction"]
     stored = sum(m.usage().total("store").calls for m in memories.values())
     assert stored > 0 and len(store_spans) >= stored
+
+
+def test_a_flush_that_writes_queued_turns_itself_counts_their_cost() -> None:
+    """Under load the background writer had not started when ``flush()`` wrote the queued
+    turn in the caller's thread: its embedding was counted nowhere."""
+    from memories.stores.vector.writes import background_writer
+
+    memory = VectorMemory(
+        mode="memory", collection=f"t{uuid.uuid4().hex[:10]}", embeddings=EMBEDDINGS
+    )
+    memory.save_context({"input": TURNS[0][0]}, {"output": TURNS[0][1]})  # the first is written now
+    busy, release = threading.Event(), threading.Event()
+    background_writer().schedule(("test", "busy"), lambda: busy.set() or release.wait(30), delay=0)
+    try:
+        assert busy.wait(30)  # the writer's one thread is taken: the next turn waits
+        memory.save_context({"input": TURNS[1][0]}, {"output": TURNS[1][1]})
+        assert memory.flush() and memory.status().pending == 0
+    finally:
+        release.set()
+    assert memory.usage().total("embedding").calls == memory.embedder.calls == 2
 
 
 def test_spans_carry_no_memory_text(tmp_path: Path, spans: InMemorySpanExporter) -> None:

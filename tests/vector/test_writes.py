@@ -84,6 +84,34 @@ def test_a_queued_turn_is_searchable_before_the_store_has_it(
     assert [r.score for r in after] == pytest.approx([r.score for r in before], abs=1e-5)
 
 
+def test_a_turn_written_while_a_search_reads_the_store_is_found_as_after(
+    make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch, writer_idle: None
+) -> None:
+    """The writer stores a queued turn, and drops it from the pending ones, in the middle
+    of a search: the search still finds it by its embedding (it lost it, under load)."""
+    memory = make_vector(namespace="mid-search")
+    memory.save_context({"input": "warm up"}, {"output": "ok"})
+    memory.flush()
+    gate = Gate(memory, monkeypatch)
+    memory.save_context({"input": "my dog is called Rex"}, {"output": "nice"})
+    assert gate.entered.wait(30)  # queued and pending, not in the store yet
+    nearest = memory.store.nearest
+
+    def writer_finishes_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        found = nearest(*args, **kwargs)
+        gate.opened.set()
+        assert background_writer().flush(timeout=30)
+        return found
+
+    monkeypatch.setattr(memory.store, "nearest", writer_finishes_meanwhile)
+    during = memory.search("dog Rex", k=2)
+    assert memory.pending() == 0
+    monkeypatch.setattr(memory.store, "nearest", nearest)
+    after = memory.search("dog Rex", k=2)
+    assert [(r.id, r.text) for r in during] == [(r.id, r.text) for r in after]
+    assert [r.score for r in during] == pytest.approx([r.score for r in after], abs=1e-5)
+
+
 def test_background_and_sync_rank_alike(make_vector: MakeVector, writer_idle: None) -> None:
     background = make_vector(namespace="bg")
     sync = make_vector(namespace="sync", write="sync")
@@ -132,6 +160,34 @@ def test_a_failed_background_write_is_logged_reported_and_raised_next(
     assert memory.flush() is True and memory.pending() == 0
     assert memory.status().last_error is None
     assert memory.search("keep me", k=1)[0].text == "input: keep me\noutput: ok"
+
+
+def test_a_write_put_off_by_the_writer_is_still_counted_as_the_memorys(
+    make_vector: MakeVector, monkeypatch: pytest.MonkeyPatch, writer_idle: None
+) -> None:
+    """A write less than ``_WRITE_INTERVAL`` after the last is put off and scheduled again:
+    that job, run outside the save's operation, embedded turns counted nowhere."""
+    import memories.stores.vector.chroma_backend as module
+
+    monkeypatch.setattr(module, "_WRITE_INTERVAL", 60.0)
+    memory = make_vector(namespace="put-off")
+    memory.save_context({"input": "warm up"}, {"output": "ok"})  # written now: the next waits
+    backend, entered, opened = memory.backend, threading.Event(), threading.Event()
+    embed = backend._embed_pending
+
+    def embed_then_hold() -> None:
+        embed()
+        entered.set()
+        assert opened.wait(30), "the test never let the writer go on"
+
+    monkeypatch.setattr(backend, "_embed_pending", embed_then_hold)
+    memory.save_context({"input": "my dog is called Rex"}, {"output": "nice"})
+    assert entered.wait(30)  # the writer has embedded it and is held
+    memory.save_context({"input": "my sister lives in Oslo"}, {"output": "nice city"})
+    backend._lane.wrote_at = float("-inf")  # the write scheduled again runs at once
+    opened.set()
+    assert background_writer().flush(timeout=30) and memory.pending() == 0
+    assert memory.usage().total("embedding").calls == memory.embedder.calls
 
 
 def test_clear_removes_turns_still_queued(make_vector: MakeVector, writer_idle: None) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memories.errors import BackendError, BackendUnavailableError
+from memories.kernel.accounting import carried
 from memories.kernel.background import BackgroundWork, describe_error
 from memories.kernel.steps import Steps, blocking_twin, run, step
 from memories.stores.compaction import Compaction, chroma_compaction, compactions
@@ -33,11 +34,7 @@ from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
 from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow, unnumbered
 from memories.stores.vector.pending import PendingDocuments, pending_documents
 from memories.stores.vector.recall_backend import RecallBackend
-from memories.stores.vector.recall_index import (
-    SESSION_KEY,
-    SPEAKERS_KEY,
-    RecallIndex,
-)
+from memories.stores.vector.recall_index import SESSION_KEY, SPEAKERS_KEY, RecallIndex
 from memories.stores.vector.records import SearchResult
 from memories.stores.vector.writes import (
     EXIT_FLUSH_SECONDS,
@@ -383,9 +380,9 @@ class ChromaBackend(RecallBackend):
             except Exception:  # the drain below records it, and sets a bad turn aside
                 pass
             else:
-                background_writer().schedule(
-                    self._drain_key, self._write_queued, delay=wait, max_wait=wait
-                )
+                # Carried on, as the first run was: its calls are the saving operation's.
+                again = carried(self._write_queued)
+                background_writer().schedule(self._drain_key, again, delay=wait, max_wait=wait)
                 return
         self._drain()
 
@@ -583,12 +580,12 @@ class ChromaBackend(RecallBackend):
     def _nearest(
         self, vector: Sequence[float], n: int, where: Mapping[str, Any] | None
     ) -> list[ScoredId]:
-        dense = self.store.nearest(self._key, vector, n=n, where=where)
+        # The pending documents first: one the writer stores (and drops from them)
+        # after this read, the store's read below finds.
         pending = self._pending
-        if where is None and len(pending):
-            with pending.lock:
-                dense = _merge_nearest(dense, pending.nearest(vector, n=n), n)
-        return dense
+        with pending.lock:
+            queued = pending.nearest(vector, n=n) if where is None else []
+        return _merge_nearest(self.store.nearest(self._key, vector, n=n, where=where), queued, n)
 
     def _passing(self, ids: list[str], where: Mapping[str, Any]) -> list[str]:
         # A document still queued is not in the store: it does not pass.
