@@ -440,9 +440,11 @@ class SQLHistory(ChatHistory):
 
     def count(self) -> int:
         """How many messages the session shows now (edits applied)."""
-        if self.edits():
-            return len(self.entries())
-        query = sa.select(sa.func.count()).where(messages_table.c.session_id == self.session_id)
+        return len(self.entries()) if self.edits() else self._count(messages_table)
+
+    def _count(self, table: sa.Table) -> int:
+        """How many rows of ``table`` the session has."""
+        query = sa.select(sa.func.count()).where(table.c.session_id == self.session_id)
         with self._db.transaction() as connection:
             return int(connection.execute(query).scalar_one())
 
@@ -453,16 +455,10 @@ class SQLHistory(ChatHistory):
 
     def held(self) -> dict[str, int]:
         """The session's rows: its log (messages and edit records) and its memories' state."""
-        kinds = {"chat log rows": messages_table, "derived state rows": state_table}
-        with self._db.transaction() as connection:
-            return {
-                kind: int(
-                    connection.execute(
-                        sa.select(sa.func.count()).where(table.c.session_id == self.session_id)
-                    ).scalar_one()
-                )
-                for kind, table in kinds.items()
-            }
+        return {
+            "chat log rows": self._count(messages_table),
+            "derived state rows": self._count(state_table),
+        }
 
     def expired_through(self, retention: Retention, /, *, now: float) -> int | None:
         t = messages_table
