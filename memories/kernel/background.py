@@ -124,9 +124,7 @@ class Debouncer:
         self._threads: list[threading.Thread] = []
         self._changed = threading.Condition()
         self._order = 0
-        self._completed = 0
-        self._failed = 0
-        self._dropped = 0
+        self._completed = self._failed = self._dropped = 0
         self._last_error: str | None = None
         self._closed = False
 
@@ -321,6 +319,7 @@ class Debouncer:
                         break
                     self._changed.wait(ready)
             self._run(key, job)
+            del job  # while it waits for the next, the thread keeps no job (nor its memory)
 
     def _run(self, key: Hashable, job: Job) -> None:
         """Run one job outside the lock, then record how it went."""

@@ -54,6 +54,21 @@ def test_a_turn_queued_before_its_memory_is_dropped_still_lands(make_vector: Mak
     assert store.count("users/dropped") == 2, f"{queued} queued turn(s) lost with their memory"
 
 
+def test_a_dropped_memory_whose_turn_the_writer_wrote_leaves_no_state(
+    make_vector: MakeVector,
+) -> None:
+    """The writer's thread held its last job (and so its memory) until the next job came."""
+    memory = make_vector(namespace=("users", "written"), write="background")
+    memory.save_context({"input": "first turn"}, {"output": "written at once"})
+    memory.save_context({"input": "my cat is called Tom"}, {"output": "queued"})
+    target = memory.store.target
+    assert background_writer().flush(timeout=30) and memory.pending() == 0
+    del memory
+    gc.collect()
+    for kept in (writes._lanes, pending._pending):
+        assert [key for key in kept if key[0] == target] == []
+
+
 def test_memories_of_one_folder_share_one_chroma_client(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
