@@ -74,7 +74,7 @@ def missing_requirements(extra: str, /) -> list[str]:
         named = ", ".join(sorted(extras))
         raise ConfigError(f"{DISTRIBUTION} has no extra {extra!r}; its extras: {named}.")
     missing = []
-    for requirement in metadata.get_all("Requires-Dist") or []:
+    for requirement in importlib.metadata.requires(DISTRIBUTION) or []:  # egg-info's too
         name, _, marker = requirement.partition(";")
         if not re.search(rf"""extra\s*==\s*['"]{re.escape(extra)}['"]""", marker):
             continue

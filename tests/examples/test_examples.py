@@ -240,6 +240,32 @@ def test_needs_reads_the_extras_requirements_from_the_installed_metadata(
         pass
 
 
+def test_needs_reads_the_requirements_of_an_egg_info_install_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building the wheel (tests/core/test_packaging.py) leaves an ``.egg-info`` in the
+    checkout, found first on ``sys.path``: its requirements are in requires.txt, its
+    PKG-INFO has no ``Requires-Dist``, and ``needs("chroma")`` saw none missing."""
+    info = tmp_path / "chat_memories.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text(
+        "Metadata-Version: 2.1\nName: chat-memories\nVersion: 0.2.0\nProvides-Extra: chroma\n"
+    )
+    (info / "requires.txt").write_text("langchain-core>=0.3\n\n[chroma]\nchromadb>=1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    real = importlib.metadata.version
+
+    def version(distribution: str) -> str:
+        if distribution == "chromadb":
+            raise importlib.metadata.PackageNotFoundError(distribution)
+        return real(distribution)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    assert importlib.metadata.distribution("chat-memories").read_text("requires.txt")
+    with pytest.raises(SystemExit, match=r"chromadb not installed"), needs("chroma"):
+        pytest.fail("the block ran without chromadb")
+
+
 def test_needs_refuses_an_extra_the_library_does_not_have() -> None:
     with pytest.raises(ConfigError, match=r"no extra 'chromadb'.*agents, chroma"):
         needs("chromadb").__enter__()
