@@ -218,10 +218,9 @@ def test_an_example_without_its_extra_stops_with_one_line(
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
-def test_needs_reads_the_extras_requirements_from_the_installed_metadata(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """What a script checks before it starts: chromadb not installed, by the metadata."""
+@pytest.fixture
+def without_chromadb(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The installed metadata says chromadb is not installed."""
     real = importlib.metadata.version
 
     def version(distribution: str) -> str:
@@ -230,6 +229,12 @@ def test_needs_reads_the_extras_requirements_from_the_installed_metadata(
         return real(distribution)
 
     monkeypatch.setattr(importlib.metadata, "version", version)
+
+
+def test_needs_reads_the_extras_requirements_from_the_installed_metadata(
+    without_chromadb: None,
+) -> None:
+    """What a script checks before it starts: chromadb not installed, by the metadata."""
     with pytest.raises(SystemExit) as stopped, needs("mcp", "chroma"):
         pytest.fail("the block ran without chromadb")
     assert str(stopped.value) == (
@@ -241,7 +246,7 @@ def test_needs_reads_the_extras_requirements_from_the_installed_metadata(
 
 
 def test_needs_reads_the_requirements_of_an_egg_info_install_too(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, without_chromadb: None
 ) -> None:
     """Building the wheel (tests/core/test_packaging.py) leaves an ``.egg-info`` in the
     checkout, found first on ``sys.path``: its requirements are in requires.txt, its
@@ -253,14 +258,6 @@ def test_needs_reads_the_requirements_of_an_egg_info_install_too(
     )
     (info / "requires.txt").write_text("langchain-core>=0.3\n\n[chroma]\nchromadb>=1.0\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    real = importlib.metadata.version
-
-    def version(distribution: str) -> str:
-        if distribution == "chromadb":
-            raise importlib.metadata.PackageNotFoundError(distribution)
-        return real(distribution)
-
-    monkeypatch.setattr(importlib.metadata, "version", version)
     assert importlib.metadata.distribution("chat-memories").read_text("requires.txt")
     with pytest.raises(SystemExit, match=r"chromadb not installed"), needs("chroma"):
         pytest.fail("the block ran without chromadb")
