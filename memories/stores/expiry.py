@@ -83,6 +83,12 @@ class Expiring:
     """When it expires (Unix seconds)."""
 
 
+def _chunks(keys: list[str]) -> Iterator[list[str]]:
+    """``keys`` in slices of at most a statement's share."""
+    for start in range(0, len(keys), _KEYS_A_STATEMENT):
+        yield keys[start : start + _KEYS_A_STATEMENT]
+
+
 def _label(namespace: Namespace) -> str:
     # JSON keeps any label intact (periods, slashes) and reads back as the same tuple.
     return json.dumps(list(namespace), ensure_ascii=False)
@@ -149,13 +155,13 @@ class ExpiryLedger:
         ]
 
         def write(connection: sa.Connection) -> None:
-            if given:
-                where = [t.c.namespace == label, t.c.key.in_(list(given))]
-                connection.execute(sa.delete(t).where(*where))
+            # Keys go by the statement's share (PostgreSQL takes 65,535 parameters at most).
+            for chunk in _chunks(list(given)):
+                connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(chunk)))
             if rows:
                 connection.execute(sa.insert(t), rows)
-            if own:  # one statement: no row read, no row for a permanent item
-                restarted = sa.update(t).where(t.c.namespace == label, t.c.key.in_(own))
+            for chunk in _chunks(own):  # no row read, no row for a permanent item
+                restarted = sa.update(t).where(t.c.namespace == label, t.c.key.in_(chunk))
                 connection.execute(restarted.values(expires_at=now + t.c.ttl_minutes * 60))
 
         return write
@@ -353,9 +359,7 @@ class ExpiryLedger:
             if keys is None:
                 connection.execute(sa.delete(t).where(t.c.namespace == label))
                 return
-            listed = list(dict.fromkeys(keys))
-            for start in range(0, len(listed), _KEYS_A_STATEMENT):
-                chunk = listed[start : start + _KEYS_A_STATEMENT]
+            for chunk in _chunks(list(dict.fromkeys(keys))):
                 connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(chunk)))
 
         return discard

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memories.stores.expiry import ExpiryLedger
+from memories.stores.expiry import OWN, ExpiryLedger
 
 
 def test_expired_under_a_prefix_is_the_prefix_and_the_namespaces_below_it(ledger_url: str) -> None:
@@ -41,3 +41,15 @@ def test_a_sweep_of_every_namespace_reads_every_namespace_after_a_full_batch(
     # The first batch (a/k1, b/k1) is full and ends on ("b",): the next one still reads ("a",).
     assert ledger.sweep(expire, now=1000, batch=2) == {"a": 2, "b": 1}
     assert ledger.count() == 0
+
+
+def test_a_bulk_write_of_more_keys_than_a_statement_takes_stamps_them_all(
+    ledger_url: str,
+) -> None:
+    # PostgreSQL takes at most 65,535 parameters a statement: one IN (...) of every key refused it.
+    ledger = ExpiryLedger(ledger_url)
+    many = {f"k{i}": 1 for i in range(70_000)}
+    ledger.set_many(("a",), many, now=0)
+    ledger.set_many(("a",), dict.fromkeys(many, OWN), now=60)  # restarted: one UPDATE ... IN too
+    assert ledger.expired_counts(now=110) == {}
+    assert ledger.expired_counts(now=200) == {("a",): 70_000}
