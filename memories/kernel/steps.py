@@ -186,11 +186,11 @@ async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 def bounded_call(work: Callable[[], T], seconds: float, /, *, name: str) -> T:
     """``work()`` on a daemon thread named ``name`` (context variables kept), waited for
     at most ``seconds``: one that outlives the wait is abandoned, not interrupted, and
-    never holds up the process's exit.
+    never holds up the process's exit. Whatever ``work`` raised is raised again in
+    the caller's thread.
 
     Raises:
         TimeoutError: no answer within ``seconds``.
-        Whatever ``work`` raised, in the caller's thread.
     """
     outcome: list[tuple[bool, Any]] = []
     context = contextvars.copy_context()
