@@ -14,14 +14,15 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import weakref
 from typing import Any
 
 from sqlalchemy import Connection, Engine
 
 __all__ = ["give_back", "keep_connections", "kept"]
 
-_keepers: weakref.WeakKeyDictionary[Engine, _Keeper] = weakref.WeakKeyDictionary()
+#: By engine; engines live as long as the process (``sql.get_engine`` keeps them), and a
+#: keeper holds its engine, so a weak map here would only cost a weakref a lookup.
+_keepers: dict[Engine, _Keeper] = {}
 #: Connections a forked child inherited: referenced forever, so never closed there.
 _inherited: list[Any] = []
 
