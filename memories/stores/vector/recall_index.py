@@ -57,9 +57,11 @@ from memories.stores.vector.recall_tables import (
     _postings_of,
     _rewritten,
     _select_in,
+    _size,
     _spaces,
     _speakers,
     _unpack,
+    _values,
 )
 
 __all__ = [
@@ -676,13 +678,9 @@ class RecallIndex:
                 return []
             n_docs, total = int(stats[0]), int(stats[1])
             wanted = list(terms)[: _TERM_SIZES[-1]]
-            if connection.dialect.name == "postgresql":
-                read = _postings_of(0).execute(connection, space=space.id, terms=wanted)
-            else:
-                size = next(n for n in _TERM_SIZES if n >= len(wanted))
-                named = {f"t{i}": wanted[min(i, len(wanted) - 1)] for i in range(size)}
-                read = _postings_of(size).execute(connection, space=space.id, **named)
-            rows = read.fetchall()
+            size = _size(connection, _TERM_SIZES, len(wanted))
+            named = _values(wanted, size, "t")
+            rows = _postings_of(size).execute(connection, space=space.id, **named).fetchall()
             postings = _Postings.read(rows, {term: i for i, term in enumerate(wanted)})
             if not postings.count:
                 return []
