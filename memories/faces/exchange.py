@@ -1,21 +1,10 @@
 """Agent turns and memories: which messages a turn is, how a memory saves it, how it is shown.
 
-An agent's turn is a list of messages (the user's message, AI messages with
-tool calls, tool results, the final answer), not one input and one output.
-The create_agent middleware, the LangGraph nodes and the ``memories chat``
-command all save turns and show memories through the functions here, so the
-rules live in one place:
-
-- a turn is the last human message of a message list and everything after it
-  (the same "exchange" a window memory counts);
-- a chat memory (buffer, window, token buffer, summaries) stores the turn's
-  messages whole, tool calls included, so its window stays a valid chat
-  sequence; any other memory (vector, profile, a LangChain memory) gets
-  ``save_context`` with the user's text and the final answer's text;
-- what a memory shows splits into conversation messages (a chat log's
-  window) and text sections (a summary, recalled facts, a profile), so a
-  caller can put the first in the model's message list and the second in the
-  system message.
+An agent's turn is a list of messages (the user's, tool calls and results, the answer), not
+one input and one output. The create_agent middleware, the LangGraph nodes and ``memories
+chat`` save turns and show memories through these functions, so the rules live in one
+place: a chat memory stores a turn whole (its window stays a valid chat sequence), any other
+gets ``save_context``; a view splits into conversation messages and text sections.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """Memory for LCEL runnables: load before the call, save after it.
 
-``with_memory`` replaces LangChain's deprecated ``RunnableWithMessageHistory``::
-
-    chain = with_memory(prompt | model, lambda sid: TokenBufferMemory(
-        chat_memory=SQLiteHistory("chat.db", session_id=sid)))
-    chain.invoke({"input": "hi"}, config={"configurable": {"session_id": "user-42"}})
-
-Two ways to feed the runnable, chosen by the input and the arguments:
-
-- **variables** (a dict input, no ``*_messages_key``): the memory's variables
-  are added to the dict, as a classic chain adds them; a variable a prompt's
-  ``MessagesPlaceholder`` takes is given as messages even if the memory
-  renders text. The turn is saved with ``save_context``.
-- **messages** (LangChain's ``RunnableWithMessageHistory`` rules: a string, a
-  message or a list of messages for a runnable that does not take a dict, or
-  ``input_messages_key`` / ``history_messages_key`` given): what the memory
-  shows, as messages, is put under ``history_messages_key``, or before the
-  input messages. The input messages and the output messages are saved.
-
-Either way the input is checked before the runnable runs (a bad turn costs
-no model call), ``stream`` passes the runnable's chunks through and saves
-their sum once the stream ends, and a factory may return a LangChain chat
-message history instead of a memory (it is read and written whole, as
-``RunnableWithMessageHistory`` does).
+``with_memory`` replaces LangChain's deprecated ``RunnableWithMessageHistory``: a dict input
+without ``*_messages_key`` gets the memory's variables (a ``MessagesPlaceholder``'s as
+messages) and is saved with ``save_context``; otherwise, by ``RunnableWithMessageHistory``'s
+rules, what the memory shows goes in as messages and the input and output messages are saved.
+The input is checked before the runnable runs (a bad turn costs no model call); docs/lcel.md
+shows both.
 """
 
 from __future__ import annotations

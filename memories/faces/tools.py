@@ -2,30 +2,12 @@
 
 :func:`memory_tools` (a collection memory, with langmem's argument names),
 :func:`profile_tool` and :func:`read_profile_tool` (a profile) and
-:func:`entity_tools` (an entity, knowledge-graph or entity graph memory) give a
-model its tools; each works in ``create_agent`` or any LangChain tool-calling loop::
-
-    memory = CollectionMemory(namespace=("memories", "{user_id}"), path="chroma")
-    agent = create_agent(model, memory_tools(memory))
-    agent.invoke({"messages": [...]}, {"configurable": {"user_id": "alice"}})
-
-**Whose memories.** Labels of the memory's namespace written as ``{name}``
-are filled from the run's ``configurable`` values, so each user gets their
-own namespace; the model never chooses one (the tools take no namespace
-argument, and an id from another namespace is simply not found). A
-templated label with no value in the run config is an error, never a
-shared fallback.
-
-An ``EntityMemory`` is a long-term memory: its namespace is filled from
-the run's config the same way. The entity and knowledge-graph memories keep
-a session's knowledge: their tools take the memory, or a factory
-``thread_id -> memory`` called with the run's ``configurable.thread_id`` (as
-``MemoryMiddleware`` does); again the model never names a session.
-
-**Errors** go back to the model as the tool's answer (``"Error: ..."``), so it
-can correct itself; they never end the run. Every argument is bounded
-(:data:`MAX_LIMIT`, :data:`MAX_OFFSET`, :data:`MAX_QUERY`, :data:`MAX_CONTENT`,
-:data:`MAX_OPERATIONS`, :data:`MAX_NAME`) and checked before anything is written.
+:func:`entity_tools` (an entity, knowledge-graph or entity graph memory) work in
+``create_agent`` or any tool-calling loop. The model never chooses whose memories: a
+namespace's ``{name}`` labels are filled from the run's ``configurable`` values (one missing
+is an error, never a shared fallback), a session's from ``configurable.thread_id``. Errors go
+back to the model as the tool's answer (``"Error: ..."``); every argument is bounded
+(``MAX_*``) and checked before anything is written.
 """
 
 from __future__ import annotations

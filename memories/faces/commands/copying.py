@@ -1,9 +1,7 @@
 """A config's file stores copied into a temporary folder, for a command that must not write.
 
-``memories usage`` runs a conversation to measure what the memories cost;
-run on the config's own stores, it would save that conversation into them.
-On a copy it measures the same stores with the same data, and the copy goes
-when the command ends.
+``memories usage`` measures a conversation on a copy, so that it is not saved into the
+config's own stores.
 """
 
 from __future__ import annotations

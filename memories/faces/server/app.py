@@ -1,25 +1,11 @@
 """The web inspector: pages and a JSON API over :class:`~memories.faces.server.service.Inspector`.
 
-Every page has a JSON twin under ``/api`` that returns exactly the data the
-page renders (``GET /api`` lists the routes). Read-only by default: the pages
-show no action and every action answers 403. Started with ``allow_writes``,
-the actions (:data:`ACTIONS`: edit, delete, roll back, retry dead letters,
-erase a user) are POST routes, each a form route that redirects back to its
-page (an erasure shows its report) and a JSON twin under ``/api``; both call
-the same :class:`Inspector` method.
-
-Security: a token, when set, is required on every request (the
-``Authorization: Bearer`` or ``X-Memories-Token`` header, or the cookie set by
-opening any page once with ``?token=...``); the Host header must name the
-server (a page on another site cannot reach it through DNS rebinding); a POST
-whose ``Origin`` names another site is refused, a form needs the server's CSRF
-token (a random one per server, in a hidden field of every form), and the
-API's POSTs need ``Content-Type: application/json`` (which a page on another
-site cannot send without a preflight this server never grants); bodies over
-:data:`MAX_BODY` bytes are refused (413); memory content is user text and is
-always escaped (Jinja2 autoescape, JSON as ``application/json``), and the
-Content-Security-Policy allows no script at all.
-Errors are short 4xx/5xx answers, JSON under ``/api``, never a traceback.
+Every page has a JSON twin under ``/api`` (``GET /api`` lists the routes); with
+``allow_writes`` the :data:`ACTIONS` are POST routes, a form and a JSON twin calling the same
+:class:`Inspector` method. This is a security boundary: the token, the Host header, Origin,
+CSRF and the body's size and type are checked here, memory text is always escaped and the
+Content-Security-Policy allows no script (docs/inspector.md, "Security"). Errors are short
+4xx/5xx answers, JSON under ``/api``, never a traceback.
 """
 
 from __future__ import annotations

@@ -23,11 +23,10 @@ from typing import Any, ClassVar, NamedTuple
 
 import sqlalchemy as sa
 
-from memories.errors import ConfigError
 from memories.kernel.imports import from_config
 from memories.kernel.paths import default_file
 from memories.kernel.steps import blocking_twin
-from memories.stores.entities.base import EntityLog, SQLEntityLog, session_log
+from memories.stores.entities.base import EntityLog, SQLEntityLog, coerced, session_log
 
 __all__ = [
     "DEFAULT_ENTITY_SESSION",
@@ -352,15 +351,14 @@ def as_entity_store(value: Any, /) -> EntityStore:
     Raises:
         ConfigError: ``value`` is none of these.
     """
-    if isinstance(value, EntityStore):
-        return value
-    if isinstance(value, Mapping):
-        return create_entity_store(value)
-    if all(callable(getattr(value, name, None)) for name in _LANGCHAIN_METHODS):
-        return LangChainEntityStore(value)
-    raise ConfigError(
+    store: EntityStore = coerced(
+        value,
+        EntityStore,
+        create_entity_store,
+        _LANGCHAIN_METHODS,
+        LangChainEntityStore,
         "entity_store must be an entity store (memories' InMemoryEntityStore, SQLEntityStore, "
         "SQLiteEntityStore, RedisEntityStore, or one of LangChain's with get/set/delete/exists/"
-        "clear) or a config dict such as "
-        f"{{'type': 'sqlite', 'db_file': 'entities.db'}}; got {value!r:.80}"
+        "clear) or a config dict such as {'type': 'sqlite', 'db_file': 'entities.db'}",
     )
+    return store

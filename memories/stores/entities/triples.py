@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from memories.errors import ConfigError, MissingDependencyError
 from memories.kernel.imports import from_config, install_hint
 from memories.kernel.steps import blocking_twin
-from memories.stores.entities.base import EntityLog, SQLEntityLog, session_log
+from memories.stores.entities.base import EntityLog, SQLEntityLog, coerced, session_log
 
 __all__ = [
     "GRAPH_TYPES",
@@ -300,17 +300,20 @@ def as_entity_graph(value: Any, /) -> Any:
     Raises:
         ConfigError: ``value`` is none of these.
     """
-    if isinstance(value, EntityGraph):
-        return value
-    if isinstance(value, Mapping):
-        options = {k: v for k, v in value.items() if k != "type"}
-        if value.get("type") == "networkx" and options:
-            raise ConfigError(f"The graph type 'networkx' takes no options; got {options!r:.80}")
-        return from_config(value, {**GRAPH_TYPES, "networkx": networkx_graph}, "graph")
-    if all(callable(getattr(value, name, None)) for name in _NETWORKX_METHODS):
-        return value
-    raise ConfigError(
+    return coerced(
+        value,
+        EntityGraph,
+        _graph_from_config,
+        _NETWORKX_METHODS,
+        lambda graph: graph,  # the memory keeps LangChain's graph as given
         "kg must be a knowledge graph (memories' InMemoryEntityGraph or SQLEntityGraph, or "
         "LangChain's NetworkxEntityGraph) or a config dict such as {'type': 'sql', 'url': "
-        f"'sqlite:///kg.db'}}; got {value!r:.80}"
+        "'sqlite:///kg.db'}",
     )
+
+
+def _graph_from_config(config: Mapping[str, Any]) -> Any:
+    options = {k: v for k, v in config.items() if k != "type"}
+    if config.get("type") == "networkx" and options:
+        raise ConfigError(f"The graph type 'networkx' takes no options; got {options!r:.80}")
+    return from_config(config, {**GRAPH_TYPES, "networkx": networkx_graph}, "graph")

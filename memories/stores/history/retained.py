@@ -18,14 +18,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from memories.kernel.retention import Retention
 from memories.kernel.steps import to_thread
 from memories.stores.history.base import Changes, ChatHistory, Edit, Entry, HistoryView
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["RetainedHistory"]
 
