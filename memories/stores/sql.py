@@ -1,16 +1,10 @@
 """SQL databases for every store: one engine per URL, tables made once, errors translated.
 
-Histories, profile stores and the vector outbox all keep their rows in SQL
-(a SQLite file by default, or any SQLAlchemy URL). This module is the one
-place that opens a database: one engine and connection pool per URL per
-process (forgotten in a forked child), SQLite in WAL mode with a busy
-timeout, each store's tables created once per engine, and database errors
-turned into the library's own in :func:`transaction`.
-
-An in-memory SQLite URL (``sqlite://``, ``sqlite:///:memory:``) is one
-database per store object instead (:class:`Database`), never shared by URL:
-one connection that every thread and asyncio's worker threads use, one
-transaction at a time.
+The one place that opens a database: one engine and connection pool per URL
+per process (forgotten in a forked child), SQLite in WAL mode with a busy
+timeout, each store's tables made once per engine, database errors turned into
+the library's own in :func:`transaction`. An in-memory SQLite URL is one
+database per :class:`Database` object instead, never shared by URL.
 """
 
 from __future__ import annotations

@@ -2,25 +2,20 @@
 
 Implementing a subclass
 -----------------------
-Implement six methods: :meth:`ChatHistory.record`, :meth:`ChatHistory.records`,
+Implement :meth:`ChatHistory.record`, :meth:`ChatHistory.records`,
 :meth:`ChatHistory.entries`, :meth:`ChatHistory.clear`,
-:meth:`ChatHistory.load_state` and :meth:`ChatHistory.save_state`.
-Everything else (LangChain's ``BaseChatMessageHistory`` surface, edits by id
-with LangGraph's ``add_messages`` semantics, the async twins, exchange
-lookup) is written once here on top of them. Override an async twin only when
-the backend has a native async client; override
+:meth:`ChatHistory.load_state` and :meth:`ChatHistory.save_state`; the rest
+(LangChain's ``BaseChatMessageHistory``, edits by id with LangGraph's
+``add_messages`` semantics, exchange lookup, the async twins) is written once
+here. Override an async twin for a native async client, and
 :meth:`ChatHistory.start_of_last_exchanges`, :meth:`ChatHistory.changes` or
-:meth:`ChatHistory.seqs_of` when the backend can answer them with an index.
+:meth:`ChatHistory.seqs_of` where an index answers them.
 
-Why a log plus state
---------------------
-Memories never delete history to trim it. The log only grows; each memory keeps
-its own derived state (a cursor into the log, token counts, a running summary)
-under its own key beside the log. A restarted process reads that state back and
-sees the same memory, and nothing the user said is destroyed by trimming.
-Editing or deleting a message appends an edit record (:mod:`memories.stores.history.edits`):
-reads show the edited conversation, the log keeps what was said.
-:meth:`ChatHistory.clear` is the one explicit way to erase a session.
+Memories never delete history to trim it: each keeps its derived state (a
+cursor, token counts, a summary) under its own key beside the log, and an edit
+appends a record (:mod:`memories.stores.history.edits`), so a restarted process
+sees the same memory and the log keeps what was said. :meth:`ChatHistory.clear`
+is the one way to erase a session.
 """
 
 from __future__ import annotations

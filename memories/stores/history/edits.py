@@ -1,26 +1,12 @@
-"""Edits by id on an append-only log: replacements and tombstones, folded in on read.
+"""Edits by id on an append-only log: replacements, tombstones and cuts, folded in on read.
 
-A history never rewrites a stored message. Editing one appends an *edit
-record* that names the message by its place in the log (``target``):
-
-- a replacement (``message`` is the new message): the message shows the new
-  content, in its old place;
-- a tombstone (``message`` is None): the message is no longer shown;
-- a cut (``through=True``): every message up to and including ``target`` is
-  no longer shown (``keep_last``, and LangGraph's ``REMOVE_ALL_MESSAGES``).
-
-Reads fold the edits into the log (:func:`fold`), so what every memory sees
-is the edited conversation, while the log keeps what was said and when it was
-changed (:meth:`memories.stores.history.ChatHistory.records`). An edit record always
-comes after its target, so folding the records from any point on gives the
-exact view of the messages from that point on.
-
-:func:`planned` turns a list in LangGraph's ``add_messages`` form (a message
-with a known id replaces that message, ``RemoveMessage`` removes one,
-``REMOVE_ALL_MESSAGES`` removes all) into new messages and edits, and
-:func:`repaired` keeps tool calls and their results together: a removed call
-takes its results with it, and a removed result takes its call out of the
-AI message that made it, so a chat API never receives an orphan.
+A history never rewrites a stored message: an edit appends a record naming its
+target's ``seq`` (a replacement, a tombstone, or a cut of every message through
+it), and reads fold the records in (:func:`fold`): memories see the edited
+conversation, the log keeps what was said. An edit always comes after its
+target, so folding from any point on gives the exact view from there.
+:func:`planned` maps LangGraph's ``add_messages`` onto edits; :func:`repaired`
+keeps tool calls and their results together.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """A history seen through a retention policy: expired messages are hidden at once.
 
 :class:`RetainedHistory` wraps any history. Every read starts after the
-*horizon*, the last ``seq`` the retention expires now (see
-:meth:`ChatHistory.expired_through`), so nothing past the retention is shown,
-found by id, edited or folded into fresh derived state, whether or not a
-sweep has deleted it yet. :meth:`RetainedHistory.sweep` deletes it for real.
-Writes and memory state go to the wrapped history untouched: a running
-summary, a profile or a collection derived from expired messages stays.
-
-A memory takes the policy as ``retention=`` and wraps its history itself
-(:class:`memories.core.base.ChatMemory`); the wrapper's config is the wrapped
-history's, and the policy is the memory's.
+*horizon*, the last ``seq`` the retention expires now, so nothing past it is
+shown, found by id, edited or folded into fresh derived state, swept or not.
+Writes and memory state go to the wrapped history untouched (a summary derived
+from expired messages stays). A memory wraps its own history (``retention=``);
+the wrapper's config is the wrapped history's.
 """
 
 from __future__ import annotations

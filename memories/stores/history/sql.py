@@ -1,18 +1,10 @@
 """History in a SQL database: a SQLite file by default, or any SQLAlchemy URL.
 
-Two tables, shared by every session of a database::
-
-    memories_messages(id, session_id, type, message, created_at)   the append-only log
-    memories_state(session_id, key, value, updated_at)              each memory's derived state
-
-An edit is a row of the log too (``type`` is ``replace``, ``remove`` or
-``remove_through``, ``message`` names its target; see
-:mod:`memories.stores.history.edits`), folded into what reads return.
-
-``id`` is the database's autoincrement key, so sequence numbers grow across
-processes and threads without coordination (:mod:`memories.stores.sql`: WAL,
-a busy timeout); reads use the ``(session_id, id)`` index and touch only the
-rows a memory asks for.
+Every session of a database shares two tables: the append-only log
+(``memories_messages``; an edit is a row of it too, see
+:mod:`memories.stores.history.edits`) and each memory's derived state
+(``memories_state``). The log's autoincrement ``id`` orders it across processes
+and threads without coordination; reads use the ``(session_id, id)`` index.
 """
 
 from __future__ import annotations
