@@ -24,8 +24,7 @@ __all__ = ["current_ids", "fold", "planned", "repaired", "shown"]
 def fold(entries: Iterable[Entry], edits: Iterable[Edit]) -> list[Entry]:
     """The messages as edited: ``entries`` with every edit applied, in log order.
 
-    Edits whose target is not among ``entries`` (removed before, or older than
-    what was read) change nothing.
+    An edit whose target is not among ``entries`` changes nothing.
     """
     shown = {entry.seq: entry for entry in entries}
     for edit in sorted(edits, key=_position):
@@ -50,8 +49,7 @@ def shown(records: Sequence[Entry | Edit]) -> list[Entry]:
 def current_ids(records: Iterable[Entry | Edit], ids: Iterable[str]) -> dict[str, int]:
     """Where each of ``ids`` is now: the ``seq`` of the shown message with that id.
 
-    ``records`` are log records in order: every one that holds one of
-    ``ids``, and every cut (a message that was removed is not found).
+    ``records``: in log order, every record holding one of ``ids`` and every cut.
     """
     wanted = set(ids)
     found: dict[str, int] = {}
@@ -76,11 +74,9 @@ def planned(
     """LangGraph's ``add_messages`` applied to a log: the messages and edits to write.
 
     Args:
-        messages: new messages; one whose id is in ``known`` replaces that
-            message; ``RemoveMessage(id)`` removes one; ``RemoveMessage(id=
-            REMOVE_ALL_MESSAGES)`` removes every message before it (as
-            LangGraph's reducer does). A message added earlier in the same
-            list is edited before anything is written.
+        messages: as :meth:`~memories.stores.history.base.ChatHistory.write` takes
+            them; a message added earlier in the same list is edited before anything
+            is written.
         known: the ``seq`` of each message id already shown in the log.
         last: the ``seq`` of the newest shown message (None: the log shows nothing).
         session: the session's id, for error messages.
@@ -124,14 +120,13 @@ def planned(
 def repaired(items: Sequence[Item], shown: Sequence[Entry]) -> list[Item]:
     """``items`` plus the edits that keep every tool call with its results.
 
+    A removed AI message (or a replacement dropping some of its calls) takes their
+    results with it; a removed result takes its call out of the AI message (which
+    goes too when it had nothing else to say).
+
     Args:
         items: messages and edits about to be written.
         shown: the shown messages from the oldest edit target on, in order.
-
-    A removed AI message (or a replacement that drops some of its tool calls)
-    takes the tool results answering those calls with it; a removed tool
-    result takes its call out of the AI message that made it (the AI message
-    goes too when it had nothing else to say).
     """
     cuts = [i for i in items if isinstance(i, NewEdit) and i.through]
     cut = max((c.target for c in cuts), default=None)
