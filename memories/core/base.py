@@ -1,27 +1,11 @@
 """The memory contract every memory class implements.
 
-``BaseMemory`` is LangChain's classic memory interface (it subclasses
-LangChain's own base class, see :mod:`memories.core.langchain`) plus configuration:
-``to_config()`` describes the memory so :func:`memories.create_memory` can
-rebuild it.
-
-Implementing a subclass
------------------------
-A memory over a chat history subclasses :class:`ChatMemory` and implements one
-method, :meth:`ChatMemory._selection`: a loop of I/O steps (see
-:mod:`memories.kernel.steps`) that returns the messages the memory shows. It
-is written once; the kernel runs it for the sync and the async methods.
-Saving, formatting, key selection, clearing and configuration are written
-once here. A memory that derives state from the log (a cursor, token counts,
-a summary) also implements :meth:`ChatMemory._update`, the steps that bring
-that state up to date after a save, and keeps the state in the history under
-:meth:`ChatMemory.state_key`. ``memories/short_term/window.py`` is the shortest example:
-its ``_selection`` yields two steps (find where the last ``k`` exchanges
-start, read from there) and returns their messages.
-
-A memory that is not a chat log (vector recall, a profile) subclasses
-:class:`BaseMemory` and implements LangChain's four members and their async
-twins; it calls :func:`memories.kernel.keys.select_turn` to pick its input and output.
+:class:`BaseMemory` is LangChain's classic memory interface (see
+:mod:`memories.core.langchain`) plus ``to_config()``. A memory over a chat
+history subclasses :class:`ChatMemory` and writes one loop of steps,
+``_selection`` (and ``_update`` if it derives state): docs/architecture.md,
+"Writing a memory", shows the window memory whole. Any other memory subclasses
+:class:`BaseMemory` and picks its turn with :func:`memories.kernel.keys.select_turn`.
 """
 
 from __future__ import annotations

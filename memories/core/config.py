@@ -1,32 +1,12 @@
 """Building memories and histories from configuration.
 
-A config is a dict (or a YAML / TOML file holding one) that names a ``type``
-and its options::
-
-    type: token_buffer
-    max_token_limit: 500
-    history: {type: sqlite, path: chat.db, session_id: user-42}
-
-``history`` is accepted as a short name for ``chat_memory``. Types map to
-classes through a registry of ``(module, class)`` pairs, imported lazily, so
-naming ``vector`` does not import Chroma until a vector memory is built.
-
-Whose data a memory holds
--------------------------
-
-A per-session factory (``memory_factory``, used by ``with_memory``, the agent
-middleware and the LangGraph nodes) makes one memory per session. A chat log
-is per session by its ``session_id``; a long-term memory (vector, profile) is
-keyed by its ``namespace``, which the session does not change. So in a
-factory's config a namespace-scoped memory must name whose namespace it is,
-with a template filled at run time from the run config's ``configurable``
-fields, as LangGraph's stores do::
-
-    type: vector
-    namespace: [users, "{user_id}"]      # filled from configurable["user_id"]
-
-A namespace that is the same for every session is refused, unless the config
-says so on purpose with ``shared: true``.
+A config is a dict (or a YAML / TOML file holding one) naming a ``type`` and
+its options (``history`` is short for ``chat_memory``). Types map to
+``(module, class)`` pairs imported lazily, so naming ``vector`` does not import
+Chroma until a vector memory is built. A per-session factory
+(:func:`memory_factory`) makes one memory per session; a namespace-scoped
+memory in it names whose namespace it is with a template filled from the run
+config (``namespace: [users, "{user_id}"]``), or says ``shared: true``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """A bounded conversation with a model, written once: ask, read the reply, retry with the error.
 
-A memory that asks a model for a structured change (the profile's patches,
-the instructions' revisions) keeps the rules of the exchange in a small state
-machine with no I/O, a :class:`Conversation`: it says what to send next
-(:meth:`~Conversation.request`), is told each reply
-(:meth:`~Conversation.receive`) or that the call failed
-(:meth:`~Conversation.fail`), and feeds an invalid reply back to the model
-for a bounded number of retries. :func:`conversing` drives any of them as
-steps, so the sync and async paths are the same loop.
+A :class:`Conversation` holds the rules of a structured exchange (the
+profile's patches, the instructions' revisions) with no I/O: what to send
+next, each reply or failure, an invalid reply fed back a bounded number of
+times. :func:`conversing` drives one as steps, for the sync and async paths.
 """
 
 from __future__ import annotations

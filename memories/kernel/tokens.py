@@ -1,16 +1,9 @@
 """Token counting: one number per message, computed once when it is saved.
 
-A counter is anything that turns a list of messages into a token count —
-the shape of LangChain's ``trim_messages(token_counter=...)``:
-
-- ``None`` or ``"tiktoken"`` / ``"tiktoken:<encoding>"``: tiktoken (cl100k_base by
-  default), loaded offline when needed;
-- ``"chars"``: about four characters a token, for tests and rough budgets;
-- a callable ``(list[BaseMessage]) -> int``;
-- a LangChain model: its ``get_num_tokens_from_messages``.
-
-Memories count each message once, alone, when they first see it, and keep the
-number; they never re-count the buffer.
+A counter turns a list of messages into a token count (LangChain's
+``trim_messages(token_counter=...)`` shape): ``None`` / ``"tiktoken[:<encoding>]"``,
+``"chars"``, a callable, or a LangChain model (docs/memories/buffers.md lists
+them). Memories count each message once, alone, and never re-count the buffer.
 """
 
 from __future__ import annotations

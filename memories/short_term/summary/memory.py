@@ -1,14 +1,10 @@
 """Running summaries: LangChain's ``ConversationSummary[Buffer]Memory``.
 
-Both fold older turns into a summary written by ``llm`` (or, with no LLM,
-extractively: :mod:`memories.short_term.summary.summarizer`). The summary and the fold point
-live in the history beside the log (:class:`SummaryState`): a restarted
-process continues the same summary, and folding moves a cursor, deleting
-nothing. A fold is transactional: when the model fails, the summary and the
-turns stay, the failure is counted (:meth:`status`) and retried with backoff.
-Folds run inline or in the background (:class:`~memories.core.parts.DeferredMemory`),
-sync or async from one loop (:mod:`memories.kernel.steps`). The docs page
-``docs/memories/summaries.md`` compares the folding rules with LangChain's.
+Both fold older turns into a summary written by ``llm`` (or extractively with
+none). The summary and the fold point live in the history beside the log
+(:class:`SummaryState`), so a restart continues it and a fold deletes nothing;
+a failed fold keeps summary and turns, is counted (:meth:`status`) and retried
+with backoff. docs/memories/summaries.md compares the rules with LangChain's.
 """
 
 from __future__ import annotations
