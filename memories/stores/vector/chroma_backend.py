@@ -68,7 +68,7 @@ class ChromaBackend(RecallBackend):
 
     Args:
         store: the Chroma store adapter.
-        write: ``"background"`` or ``"sync"`` (see the module's docstring).
+        write: ``"background"`` or ``"sync"`` (docs/memories/vector.md).
         outbox: where writes wait until the store has them.
         namespace, session_id, embedder, recall, k: as :class:`RecallBackend` says.
     """
@@ -153,9 +153,7 @@ class ChromaBackend(RecallBackend):
     def namespaces(self) -> dict[str, int | None]:
         """The store's namespaces: those indexed for recall, with their counts, from SQL.
 
-        Shards only hold namespaces written since the recall index exists, so
-        they are all indexed; a collection of an older version's namespace
-        not used since is listed too (one listing call), its count unknown.
+        An older version's collection not used since (not indexed) is listed too, uncounted.
         """
         found: dict[str, int | None] = dict(self.outbox.recall.namespaces(self.store.target))
         for namespace in self.store.namespaces(shards=False):
@@ -284,9 +282,8 @@ class ChromaBackend(RecallBackend):
     def close(self, *, timeout: float | None = None) -> bool:
         """:meth:`flush` for at most ``timeout`` seconds (default :data:`EXIT_FLUSH_SECONDS`).
 
-        Later saves write synchronously (the writer serves other memories).
-        Nothing is raised: documents that could not be written are logged
-        once, with the outbox they wait in (a later flush or process writes them).
+        Later saves write synchronously. Nothing is raised: what could not be written
+        is logged once, with the outbox it waits in.
         """
         self._writer.closed = True
         limit = EXIT_FLUSH_SECONDS if timeout is None else timeout
@@ -371,10 +368,8 @@ class ChromaBackend(RecallBackend):
         self._drain()
 
     def _drain(self, *, progress: int | None = None, timeout: float | None = None) -> int | None:
-        """Write queued documents to the store, oldest first; return how many.
-
-        None when another drain of the namespace held on for over ``timeout`` seconds.
-        """
+        """Write queued documents to the store, oldest first; return how many (None: another
+        drain of the namespace held on for over ``timeout`` seconds)."""
         target, namespace, lane = self.store.target, self._key, self._lane
         written = 0
         if not lane.lock.acquire(timeout=-1 if timeout is None else timeout):
@@ -467,8 +462,7 @@ class ChromaBackend(RecallBackend):
     def _write_rows(self, rows: Sequence[OutboxRow]) -> None:
         """Embed and store one batch of outbox rows (under the lane's lock), then forget them.
 
-        The rows are pending while this runs, so this process's searches find
-        them by their embedding; embeddings a search already computed are reused.
+        Pending meanwhile, so that searches find them; a search's embeddings are reused.
         """
         target, namespace, pending = self.store.target, self._key, self._pending
         documents = _documents(rows, namespace)
@@ -570,10 +564,8 @@ class ChromaBackend(RecallBackend):
     def _results(
         self, ranked: Sequence[ScoredId], *, embeddings_for: set[str]
     ) -> tuple[list[SearchResult], dict[str, list[float]]]:
-        """The records of the ranked ids: pending ones from the index, the rest from the store.
-
-        The stored embeddings of those in ``embeddings_for`` come in the same read.
-        """
+        """The records of the ranked ids: pending ones from the index, the rest from the store
+        (with the embeddings of those in ``embeddings_for``, in the same read)."""
         known: dict[str, tuple[str, dict[str, Any]]] = {}
         pending = self._pending
         with pending.lock:

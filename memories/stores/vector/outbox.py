@@ -155,16 +155,16 @@ def _in_order(table: sa.Table, target: str, namespace: str, *columns: Any) -> sa
 _LETTER = (_dead.c.id, _dead.c.doc_id, _dead.c.row, _dead.c.error, _dead.c.created_at)
 
 
-def _enqueue(
-    connection: sa.Connection, target: str, namespace: str, rows: Sequence[tuple[str, str]]
+def _append(
+    connection: sa.Connection,
+    table: sa.Table,
+    target: str,
+    namespace: str,
+    rows: list[dict[str, Any]],
 ) -> None:
-    """Queue ``(doc_id, row)`` pairs of a namespace, in this order."""
-    now = time.time()
-    values = [
-        {"target": target, "namespace": namespace, "doc_id": d, "row": r, "created_at": now}
-        for d, r in rows
-    ]
-    connection.execute(sa.insert(_outbox), values)
+    """Append a namespace's rows (``doc_id``, ``row``...) to the queue or the letters, in order."""
+    stamp = {"target": target, "namespace": namespace, "created_at": time.time()}
+    connection.execute(sa.insert(table), [stamp | row for row in rows])
 
 
 def _queued_ids(
@@ -192,16 +192,12 @@ class SQLOutbox:
         file = sqlite_file(url)
         self.where = redacted(url) if file is None else str(file)
         """Where the rows wait, for messages: the file, or the URL without its password."""
-        self._database = Database(url, _metadata)
-        self.recall = RecallIndex(self._database, queued=number_queued)
+        self.database = Database(url, _metadata)
+        """The database the rows and the recall index are in (expiry times may share it)."""
+        self.recall = RecallIndex(self.database, queued=number_queued)
         """The recall index of the store's documents, in the same database."""
         self._adopted: set[tuple[str, str]] = set()
         self._adopting = threading.Lock()
-
-    @property
-    def database(self) -> Database:
-        """The database the rows and the recall index are in (expiry times may share it)."""
-        return self._database
 
     def adopt(self, former: str, target: str) -> None:
         """File the rows kept under a store's former target under its target now.
@@ -234,7 +230,8 @@ class SQLOutbox:
             return []
         with self._writing("queue a turn") as connection:
             rows = numbered(connection, self.recall, target, namespace, rows)
-            _enqueue(connection, target, namespace, [(r.doc_id, _dump(r)) for r in rows])
+            queued = [{"doc_id": r.doc_id, "row": _dump(r)} for r in rows]
+            _append(connection, _outbox, target, namespace, queued)
             self.recall.add(connection, target, namespace, [_indexed(r) for r in rows])
         return list(rows)
 
@@ -330,14 +327,9 @@ class SQLOutbox:
         Exactly these copies, as :meth:`remove`: the same id queued again meanwhile
         (an edit) stays queued and indexed; the others leave the index.
         """
-        now = time.time()
-        values = [
-            {"target": target, "namespace": namespace, "doc_id": row.doc_id, "row": _dump(row),
-             "error": error, "created_at": now}
-            for row, error in failed
-        ]  # fmt: skip
+        letters = [{"doc_id": r.doc_id, "row": _dump(r), "error": e} for r, e in failed]
         with self._writing("set aside a document") as connection:
-            connection.execute(sa.insert(_dead), values)
+            _append(connection, _dead, target, namespace, letters)
             buried = [row for row, _ in failed]
             _delete_copies(connection, target, namespace, buried)
             ids = [row.doc_id for row in buried]
@@ -368,10 +360,10 @@ class SQLOutbox:
             if not letters:
                 return 0
             queued = _queued_ids(connection, target, namespace, [d for _, d, _ in letters])
-            revived = [(doc_id, row) for _, doc_id, row in letters if doc_id not in queued]
+            revived = [{"doc_id": d, "row": row} for _, d, row in letters if d not in queued]
             if revived:
-                _enqueue(connection, target, namespace, revived)
-                documents = [_indexed(_load(doc_id, row)) for doc_id, row in revived]
+                _append(connection, _outbox, target, namespace, revived)
+                documents = [_indexed(_load(r["doc_id"], r["row"])) for r in revived]
                 self.recall.add(connection, target, namespace, documents)
             connection.execute(sa.delete(_dead).where(_dead.c.id.in_([k for k, _, _ in letters])))
         return len(letters)
@@ -379,19 +371,19 @@ class SQLOutbox:
     @contextmanager
     def _writing(self, action: str) -> Iterator[sa.Connection]:
         """One write transaction (SQLite: the write lock taken first), errors as ours."""
-        database = self._database
+        database = self.database
         with self._errors(action), database.batch(write=True), database.transaction() as connection:
             yield connection
 
     @contextmanager
     def _reading(self, action: str) -> Iterator[sa.Connection]:
-        with self._errors(action), self._database.transaction() as connection:
+        with self._errors(action), self.database.transaction() as connection:
             yield connection
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[None]:
         try:
-            self._database.engine  # noqa: B018  (opened, the file made, on first use)
+            self.database.engine  # noqa: B018  (opened, the file made, on first use)
             check_sqlite_file(self.url, f"the vector memory's outbox to {action}")
             yield
         except BackendUnavailableError:
