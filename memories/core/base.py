@@ -184,11 +184,10 @@ class BaseMemory(LangChainBaseMemory):
         return [self]
 
     def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
-        """What this memory keeps of its session's owner (``session``) and of its namespace's
-        (``namespace``), one record per store, for :func:`memories.erase_user`.
+        """What this memory keeps of its session's and its namespace's owner, a record per store.
 
-        A memory that stores nothing has none; a class that stores data says
-        where, and calls ``super()`` so that a class with two stores lists both.
+        For :func:`memories.erase_user`; a class that stores data says where and
+        calls ``super()``, so a class with two stores lists both.
         """
         return []
 
@@ -257,12 +256,10 @@ class BaseMemory(LangChainBaseMemory):
         return "default"
 
     def usage_name(self) -> str:
-        """The memory its calls are recorded under in its database: its type, and
-        the name of its data when that is not the type's default (``"profile:work"``).
+        """The name its calls are recorded under: its type, plus its data's name if not the default.
 
-        Two memories of one type sharing a database (two profile keys, two
-        collections) keep apart rows. A memory with the default name keeps the
-        type alone, so rows recorded before names were kept stay its own.
+        Two memories of one type sharing a database (``"profile:work"``) keep apart
+        rows; the default name keeps the type alone, so older rows stay its own.
         """
         kind = getattr(self, "config_type", type(self).__name__)
         field = type(self).model_fields.get(self.data_name_field)
@@ -636,11 +633,10 @@ class ChatMemory(BaseMemory, Sweeps):
         await self._arun(self._context_saving(inputs, outputs, appended=False), write=True)
 
     def follow_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Take a chain run that another memory sharing this history session saved.
+        """Take a chain run that another memory on this history session saved already.
 
-        The turn is in the log already: only what this memory derives follows
-        (a summary, a cursor, the entity updates it owes). A combined memory
-        saves each turn to a shared history once this way
+        Only what this memory derives follows (a summary, a cursor, owed entity
+        updates): a combined memory saves a turn to a shared history once this way
         (:func:`memories.core.combined.saves_of`).
         """
         self._run(self._context_saving(inputs, outputs, appended=True), write=True)
@@ -660,11 +656,9 @@ class ChatMemory(BaseMemory, Sweeps):
     def save_messages(self, messages: Sequence[BaseMessage], /) -> None:
         """Write whole messages (an agent turn with its tool calls), then update derived state.
 
-        ``save_context`` stores one input and one output; an agent's turn is a
-        human message, AI messages with tool calls, tool results and the final
-        answer, and a window must be able to keep them together. The list has
-        LangGraph's ``add_messages`` semantics: a message whose id is already
-        shown replaces it, ``RemoveMessage(id=...)`` removes one,
+        Unlike ``save_context`` (one input, one output), it keeps a turn's tool calls
+        and results together. The list has LangGraph's ``add_messages`` semantics: a
+        message whose id is shown replaces it, ``RemoveMessage(id=...)`` removes one,
         ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` removes all before it.
 
         Raises:

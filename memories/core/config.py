@@ -292,11 +292,8 @@ def create_memory(config: Mapping[str, Any] | str | Path) -> Any:
 def with_session(config: Mapping[str, Any] | str | Path, session_id: str) -> dict[str, Any]:
     """The same config with every history in it (nested memories too) on ``session_id``.
 
-    A memory with a ``session_id`` of its own (the vector memory) gets it too.
-
-    A config describes where a memory keeps its data; the session is often
-    known only at run time (a user, a thread). This makes one config serve
-    every session.
+    A memory with a ``session_id`` of its own (the vector memory) gets it too, so
+    one config serves every session known only at run time.
 
     Raises:
         ConfigError: ``session_id`` is empty or not a string.
@@ -380,12 +377,11 @@ def each_memory(
 
 
 def memory_factory(config: Mapping[str, Any] | str | Path) -> SessionFactory:
-    """A function ``session_id -> memory`` built from one config, for ``with_memory``,
-    ``MemoryMiddleware`` and the LangGraph nodes: each session gets the config's
-    memory on its own session, and each long-term memory on its owner's namespace
-    (see "Whose data a memory holds" above).
+    """``session_id -> memory`` from one config (``with_memory``, the middleware, LangGraph nodes).
 
-    The config is read and checked once, here, so a bad config fails at start-up.
+    Each session gets the config's memory on its own session and each long-term
+    memory on its owner's namespace (a template, see the module); the config is
+    checked once, here, so a bad config fails at start-up.
 
     Raises:
         ConfigError: a bad config, or a vector or profile memory whose namespace

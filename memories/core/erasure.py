@@ -184,11 +184,8 @@ def erase_user(
 ) -> ErasureReport:
     """Erase a person's data from every store of every memory ``config`` names.
 
-    Counts what each store holds of the session and the namespace, erases it
-    store by store, counts every store again, then compacts each file or
-    database the stores deleted from (:mod:`memories.stores.compaction`), so
-    that no byte of the erased rows stays in them. Running it again finishes
-    a run stopped half-way.
+    Counts, erases store by store, counts again, then compacts the files erased
+    from (see the module); running it again finishes a run stopped half-way.
 
     Args:
         config: a memory config (dict, or a YAML / TOML / JSON file), as
@@ -200,12 +197,12 @@ def erase_user(
         dry_run: only count: the report says what would go.
         progress: called with each store's line as soon as that store is done.
         compaction: compact the files after erasing (the default). False leaves the
-            erased rows' bytes in the files until a later erasure of the same
-            config compacts them: erasing many people, pass False to all but the last.
+            erased bytes in the files until a later erasure of the same config
+            compacts them: erasing many people, pass False to all but the last.
 
     Returns:
-        The report: per store, what was found, removed and is left; per file,
-        how it was compacted and how long that took.
+        Per store, what was found, removed and is left; per file, how it was
+        compacted and how long that took.
 
     Raises:
         ConfigError: neither ``namespace`` nor ``session``, a bad config, or a

@@ -32,7 +32,7 @@ __all__ = ["CountsTokens", "DeferredMemory", "ModelMemory"]
 
 
 class ModelMemory(BaseMemory):
-    """A memory that calls a model: ``llm``, ``llm_kwargs``, ``llm_timeout``.
+    """A memory that calls a model: ``llm``, ``llm_kwargs``, ``llm_timeout``, ``budget``.
 
     Args:
         llm: a LangChain chat model or LLM, ``"provider:model"`` (LangChain's
@@ -40,13 +40,11 @@ class ModelMemory(BaseMemory):
             ``"llamacpp:/path/model.gguf"``, or None.
         llm_kwargs: constructor options for an ``llm`` given as a string
             (``{"temperature": 0}``, ``{"n_ctx": 2048}``).
-        llm_timeout: seconds to wait for one model reply before giving up, or
-            None to wait forever.
-        budget: a cap on the model calls or tokens of this memory's namespace
-            per period, e.g. ``{"tokens": 50000, "per": "day"}`` (a
-            :class:`~memories.kernel.accounting.Budget`, which says where the
-            spending is kept). Past it no call is made: the work waits, its
-            turns kept, and ``status().deferred`` says until when.
+        llm_timeout: seconds to wait for one model reply (None: forever).
+        budget: a cap on the model calls or tokens of this memory's namespace per
+            period, e.g. ``{"tokens": 50000, "per": "day"}``
+            (:class:`~memories.kernel.accounting.Budget`). Past it no call is
+            made: the work waits and ``status().deferred`` says until when.
     """
 
     llm: LLMField = None
@@ -177,10 +175,9 @@ class CountsTokens(BaseMemory):
 class DeferredMemory(BaseMemory):
     """A memory whose work after a save (a fold, an update) may run in the background.
 
-    A subclass says whether it runs in the background now
-    (:attr:`_in_background`), under which key (:meth:`_background_key`: two
-    memories on the same data share one key, so one job) and what the job is
-    (:meth:`_background_job`).
+    A subclass says whether it runs in the background now (:attr:`_in_background`),
+    under which key (:meth:`_background_key`: memories on the same data share one
+    job) and what the job is (:meth:`_background_job`).
 
     Args:
         debounce: the quiet period before the background job runs, in seconds.

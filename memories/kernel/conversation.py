@@ -65,14 +65,13 @@ R = TypeVar("R")
 class CheckedReply(Generic[R]):
     """A :class:`Conversation` that asks once and checks the reply, sending errors back.
 
-    A subclass implements :meth:`_accept` (the reply's value, or
-    :class:`LLMError` saying what is wrong) and :attr:`fix` (what to reply
-    instead); the retries, the tool-call bookkeeping and the record of raw
-    replies are here. After ``max_retries`` rejected replies the exchange fails.
+    A subclass implements :meth:`_accept` (the reply's value, or :class:`LLMError`
+    saying what is wrong) and :attr:`fix` (what to reply instead); the retries,
+    tool-call bookkeeping and raw replies are kept here.
 
     Args:
         opening: the first messages.
-        max_retries: how many times a bad reply is sent back.
+        max_retries: how many times a bad reply is sent back before the exchange fails.
     """
 
     opening: list[BaseMessage]
@@ -161,10 +160,9 @@ def conversing(
 ) -> Steps[R]:
     """Steps running ``session`` against the model (``model``: with tools bound, if any).
 
-    Model calls are made with the runner's lock released (they may take
-    seconds); a provider error or a timeout ends the exchange as failed. A
-    spent budget is no failure: its :class:`~memories.errors.BudgetExceededError`
-    goes up to the memory, which defers the work.
+    Model calls are made with the runner's lock released; a provider error or a
+    timeout fails the exchange, but a spent budget's
+    :class:`~memories.errors.BudgetExceededError` goes up to the memory, which defers the work.
     """
     asked = False
     while (request := session.request()) is not None:
@@ -197,10 +195,7 @@ _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 
 
 def parse_json_reply(text: str, *, accepts: Callable[[Any], bool], hint: str) -> Any:
-    """The JSON value a model's text reply holds.
-
-    The value may stand alone, sit in a code fence, or follow (or precede) a
-    sentence; in prose, the first JSON value that ``accepts`` is taken.
+    """The JSON value a text reply holds: alone, fenced, or the first in prose that ``accepts``.
 
     Raises:
         LLMError: no JSON value found; the message ends with ``hint`` (what to reply).

@@ -194,7 +194,7 @@ class ModelCaller:
                 await self._off_loop(self._spend, reserved, call)
 
     def _reserve(self) -> tuple[str, int] | None:
-        """The one place a budget is checked: the call is counted before it is made.
+        """The one place a budget is checked, counting the call before it is made.
 
         Returns the namespace and period it was counted in (None without a budget).
 

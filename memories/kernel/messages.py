@@ -35,7 +35,7 @@ def to_message(value: Any, role: type[HumanMessage] | type[AIMessage], what: str
     """Make the message one side of a turn is stored as.
 
     Strings and content-block lists become ``role`` messages; a message is kept
-    as it is (so an ``AIMessage`` keeps its tool calls, ids and metadata).
+    as it is (an ``AIMessage`` keeps its tool calls, ids and metadata).
 
     Raises:
         InvalidInputError: ``value`` is None or of a type no chat model accepts.

@@ -1,13 +1,9 @@
 """``EntityMemory``: a temporal graph of entities and typed relations, kept by a model.
 
-The graph lives in SQL (:class:`~memories.stores.entities.temporal_graph.EntityGraphStore`:
-SQLite by default, PostgreSQL for scale). Turns are queued durably first;
-an update reads the graph, asks the model (or the rule-based extractor) for
-operations, checks them all (a bad reply goes back to the model, for a
-bounded number of retries) and commits the plan in one compare-and-set
-transaction that also drops the turns it folded in. A failed update applies
-nothing and keeps the turns queued; an update that lost a race to another
-writer (a thread, a process) is recomputed from a fresh read.
+Turns are queued durably; an update is checked whole and committed with the
+turns it folds in by one compare-and-set transaction, recomputed from a fresh
+read when another writer got in first. A failed update applies nothing and
+keeps the turns queued.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
 """``InstructionsMemory``: procedural memory, the agent's instructions refined from feedback.
 
-The memory guides our users read call it procedural memory: the rules an
-agent follows (its system prompt), revised by reflecting on conversations and
-on the feedback users give ("meta-prompting"). This memory keeps one or
-several named prompts as one versioned document per namespace in the profile
-store (:class:`~memories.stores.documents.ProfileStore`: compare-and-set writes,
-every version and its cause in the history, queued turns), and asks a model
-to revise them:
-
-1. ``save_context`` queues the turn; :meth:`InstructionsMemory.feedback`
-   queues a score or a comment (both durable before the call returns).
-2. When the policy says so, the model sees the prompts, the queued turns and
-   the feedback, reflects, and proposes revisions (a full new text and a
-   reason per prompt it changes). Each revision is checked on its own: the
-   prompt exists, every pinned passage it held is still there word for
-   word, it fits the token budget. A bad reply is sent back with the errors
-   (at most ``max_retries`` times); still bad, nothing changes, the turns
-   and the feedback stay queued and the failure is recorded.
-3. The revisions are applied together as a new version holding their
-   reasons and diffs, and the turns that caused them; or, with
-   ``approval=True``, they wait as a proposal until :meth:`approve` or
-   :meth:`reject`.
-
-The document in the store::
+One or several named prompts, kept as one versioned document per namespace in
+the profile store and revised by a model reflecting on the queued turns and
+feedback (docs/memories/instructions.md). The document in the store::
 
     {"prompts": {"main": "..."},
      "revision": {"reasons": {"main": "..."}, "diffs": {"main": "--- ..."}},

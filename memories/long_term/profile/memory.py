@@ -1,9 +1,7 @@
 """``ProfileMemory``: one JSON document per user, kept current by a model through JSON patches.
 
-What happens when (the update cycle) and how large profiles are updated:
-:mod:`memories.long_term.profile`. The I/O is written once as loops of steps
-(:mod:`memories.kernel.steps`) over the store's methods, run sync or async;
-compare-and-set writes come from the store base
+Its I/O is loops of steps (:mod:`memories.kernel.steps`) over the store's methods, run
+sync or async; compare-and-set writes come from the store base
 (:meth:`~memories.stores.documents.BaseProfileStore.writing`).
 """
 
