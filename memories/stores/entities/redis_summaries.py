@@ -1,26 +1,12 @@
 """Entity summaries in Redis, every version kept: LangChain's ``RedisEntityStore`` on redis-py.
 
-LangChain's store keeps one string per entity (``{key_prefix}:{session_id}:{entity}``),
-overwritten by each write. This one takes the same arguments and keeps, per
-session, three keys:
-
-- ``{key_prefix}:{session}:versions:{entity}``: a list of the entity's
-  versions, oldest first (``[value or null, created_at]`` as JSON);
-- ``{key_prefix}:{session}:entities``: a sorted set of the entity names, scored
-  by the sequence number of their newest version (the order of
-  :meth:`~memories.stores.entities.summaries.EntityStore.entities`);
-- ``{key_prefix}:{session}:seq``: the last sequence number given.
-
-The session is percent-encoded in the keys (no ``:`` in it), so no session id
-can reach another session's keys. A write is one ``MULTI``/``EXEC``
-transaction that ``WATCH``-es the keys it writes: all of its versions or none,
-in one order across processes. LangChain's store on the same ``key_prefix``
-and session could hold an entity named like one of these keys (``seq``); a
-write then fails with nothing written (give this store another prefix).
-
-The times to live are LangChain's (``ttl``, ``recall_ttl``). Unlike its store,
-``get`` of an unknown entity returns ``default`` (None), as the SQLite and
-in-memory stores do, not ``""``.
+Per session (percent-encoded: no session id reaches another's keys) it keeps
+``{key_prefix}:{session}:versions:{entity}`` (a list of ``[value or null,
+created_at]`` as JSON, oldest first), ``...:entities`` (a sorted set of the names,
+scored by their newest version's sequence number) and ``...:seq`` (the last one
+given). A write is one ``MULTI``/``EXEC`` that ``WATCH``-es its keys: all of its
+versions or none, in one order across processes. How it differs from LangChain's
+store: ``docs/memories/langchain-entities.md``.
 """
 
 from __future__ import annotations

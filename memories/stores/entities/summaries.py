@@ -1,16 +1,10 @@
-"""Entity stores: a summary per entity name, every version of it kept.
+"""Entity stores: a summary per entity name, every version kept.
 
-LangChain's ``ConversationEntityMemory`` keeps one running summary per entity
-in a ``BaseEntityStore`` (``get`` / ``set`` / ``delete`` / ``exists`` /
-``clear``), and its stores overwrite a summary with no trace of the one
-before. The stores here have LangChain's interface and append instead
-(:class:`EntityStore`).
-
-:func:`as_entity_store` takes any store with LangChain's interface
-(``InMemoryEntityStore``, ``SQLiteEntityStore``, ``RedisEntityStore``...) and
-gives it the shape the memory drives (:class:`LangChainEntityStore`).
-memories' own Redis store is :class:`~memories.stores.entities.redis_summaries.RedisEntityStore`
-(config type ``redis``; redis-py is imported only then).
+LangChain's ``BaseEntityStore`` (``get`` / ``set`` / ``delete`` / ``exists`` /
+``clear``) overwrites a summary with no trace; the stores here have its
+interface and append instead (:class:`EntityStore`). :func:`as_entity_store`
+drives any store with LangChain's interface (:class:`LangChainEntityStore`);
+the Redis store is :mod:`~memories.stores.entities.redis_summaries`'s.
 """
 
 from __future__ import annotations

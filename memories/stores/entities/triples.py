@@ -1,13 +1,9 @@
 """Knowledge graphs of (subject, predicate, object) triples, in memory or in a SQL database.
 
-LangChain's ``ConversationKGMemory`` keeps its triples in a
-``NetworkxEntityGraph``: a directed graph in the process's memory, one edge
-per (subject, object) whose relation a newer triple overwrites, gone when
-the process ends. The graphs here answer the same methods with the same
-results (the order included) and keep every change in an append-only log:
-:class:`SQLEntityGraph` in a SQL database (SQLite, PostgreSQL), so the graph
-survives a restart, and :meth:`EntityGraph.history` tells what a relation was
-before it was overwritten.
+They answer LangChain's ``NetworkxEntityGraph``'s methods with the same results
+(the order included) and keep every change in an append-only log:
+:class:`SQLEntityGraph` survives a restart, and :meth:`EntityGraph.history`
+tells what a relation was before a newer triple overwrote it.
 """
 
 from __future__ import annotations
