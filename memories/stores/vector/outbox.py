@@ -178,9 +178,8 @@ def _queued_ids(
 class SQLOutbox:
     """Outbox rows, and the recall index of the documents they hold, in one SQL database.
 
-    Every write that queues, sets aside or brings back a document changes the
-    recall index (:mod:`memories.stores.vector.recall_index`) in the same
-    transaction, so the index and the queue never disagree.
+    Every write that queues, sets aside or brings back a document changes the recall
+    index in the same transaction, so the index and the queue never disagree.
 
     Args:
         url: a SQLAlchemy URL (a SQLite file by default; PostgreSQL for hosts

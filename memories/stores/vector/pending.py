@@ -99,10 +99,8 @@ class PendingDocuments:
         self.changed.notify_all()
 
     def stored(self, documents: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
-        """The store has these ``(id, text, metadata)`` documents now: no longer pending.
-
-        One queued again meanwhile with other content stays pending (its newer copy).
-        """
+        """The store has these ``(id, text, metadata)`` documents now: no longer pending
+        (one queued again meanwhile with other content stays)."""
         for doc_id, text, metadata in documents:
             old = self._documents.get(doc_id)
             if old is not None and old.text == text and old.metadata == metadata:
