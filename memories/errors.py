@@ -92,4 +92,4 @@ class LLMError(MemoriesError, RuntimeError):
 
 
 class BudgetExceededError(LLMError):
-    """A namespace has spent its model budget for this period; the call was not made (formation waits)."""
+    """A namespace has spent its model budget this period; no call is made (formation waits)."""
