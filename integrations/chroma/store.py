@@ -250,9 +250,7 @@ class ChromaStore:
                     return []  # nothing of this namespace in a shard of another width
                 raise
             found = zip(result["ids"][0], result["distances"][0], strict=True)
-            if not place.shard:
-                return [ScoredId(i, 1.0 - float(d)) for i, d in found]
-            tag = _tag(namespace)
+            tag = _tag(namespace) if place.shard else ""
             return [ScoredId(i[len(tag) :], 1.0 - float(d)) for i, d in found if i.startswith(tag)]
 
         return self._call(namespace, "query", run, missing=lambda found: not found)
@@ -342,12 +340,10 @@ class ChromaStore:
 
         With ``replace`` an existing id is overwritten (Chroma's upsert); without
         it an existing id is left as it is (Chroma's add, a third cheaper at
-        10,000 documents), which is what a retried write of new ids wants.
-
-        A write repeats itself in the collection a promotion or a demotion
-        (:mod:`.moves`) moves the namespace to, so that none is lost; a write
-        into a shard now and then counts the namespace and promotes it past
-        ``promote_at``.
+        10,000 documents), which is what a retried write of new ids wants. It
+        repeats itself where a promotion or a demotion (:mod:`.moves`) moves the
+        namespace, so that none is lost; into a shard, it now and then counts the
+        namespace and promotes it past ``promote_at``.
         """
         ids = list(ids)
         if not ids:
@@ -404,11 +400,9 @@ class ChromaStore:
         ids: Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
     ) -> None:
-        """Delete documents by id and/or filter.
+        """Delete documents by id and/or filter; with neither, every document of the namespace.
 
-        With neither, every document of the namespace is deleted (in a shard,
-        only that namespace's). Like :meth:`upsert`, a delete repeats itself in
-        the collection a promotion or a demotion moves the namespace to.
+        Like :meth:`upsert`, it repeats itself where a promotion or a demotion moves the namespace.
         """
         if ids is not None:
             ids = list(ids)
@@ -550,17 +544,12 @@ class ChromaStore:
     def demote(self, namespace: str, /, *, dry_run: bool = False) -> Demotion:
         """Move a small namespace from its own collection into its shard (undoes :meth:`promote`).
 
-        For stores made before shards, where every namespace has a collection
-        (each one kept loaded by Chroma for the life of a process: about 2.5 MB
-        and 4 open files). A namespace of at most ``promote_at`` documents is
-        moved while other processes read and write it (:mod:`.moves`); running
-        it again after a crash at any point finishes the job.
-
-        A namespace stays where it is, and ``kept`` says why, when it is in
-        its shard already, holds more than ``promote_at`` documents, has
-        embeddings of another width than its shard's, or is being moved by
-        another store. With ``dry_run`` nothing is written: the result says
-        what a real run would do.
+        For a namespace of at most ``promote_at`` documents of a store made before
+        shards; safe while other processes read and write it, and finished by
+        running it again after a crash (:mod:`.moves`). ``kept`` says why a
+        namespace stays: in its shard already, more than ``promote_at`` documents,
+        embeddings of another width than its shard's, or moved by another store.
+        ``dry_run`` writes nothing: the result says what a real run would do.
         """
         with self._promoting, self._translate("move the namespace into its shard"):
             return moves.demote(self, namespace, limit=self.promote_at, dry_run=dry_run)
@@ -689,9 +678,7 @@ class ChromaStore:
 
     def _ids(self, place: _Placement, namespace: str, ids: Sequence[str]) -> list[str]:
         """Chroma's ids: in a shard, tagged with the namespace (an id is unique per namespace)."""
-        if not place.shard:
-            return list(ids)
-        tag = _tag(namespace)
+        tag = _tag(namespace) if place.shard else ""
         return [tag + i for i in ids]
 
     def _own(
