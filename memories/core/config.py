@@ -340,8 +340,7 @@ def with_namespace(
 ) -> dict[str, Any]:
     """The same config with every memory that keeps a namespace (profile, vector) on ``namespace``.
 
-    ``namespace`` is a tuple of labels, or one string of labels joined by ``"."``
-    (labels never hold a period), as in ``"users.maya"``.
+    ``namespace`` is a tuple of labels, or one string of them joined by ``"."`` (``"users.maya"``).
 
     Raises:
         ConfigError: an empty namespace or label.

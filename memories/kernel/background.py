@@ -115,8 +115,6 @@ class Debouncer:
         self._last_error: str | None = None
         self._closed = False
 
-    # -- public -------------------------------------------------------------------
-
     def schedule(
         self,
         key: Hashable,
@@ -336,11 +334,7 @@ _shared_lock = threading.Lock()
 
 
 def shared_debouncer() -> Debouncer:
-    """The process-wide debouncer memories use unless given their own.
-
-    One worker thread serves every session, so a server with thousands of
-    sessions does not start a thread per memory. Jobs pass their own delay.
-    """
+    """The debouncer memories share unless given their own: one thread, each job its own delay."""
     global _shared
     with _shared_lock:
         if _shared is None or _shared.closed:
