@@ -56,9 +56,7 @@ class ProfileStore(BaseProfileStore):
     """Profiles in a SQL database: a SQLite file by default, or any SQLAlchemy URL.
 
     Args:
-        url: a SQLAlchemy URL, such as ``"sqlite:///memories.db"`` (the
-            default, shared with the SQLite histories) or
-            ``"postgresql+psycopg://user:pw@host/db"``.
+        url: a SQLAlchemy URL; default: ``memories.db``, shared with the SQLite histories.
         ttl: how long the documents written through this object live (its
             ledger on ``url``); None: until deleted.
         owner: whose rows these are (the kind of memory: ``"profile"``,
@@ -91,12 +89,10 @@ class ProfileStore(BaseProfileStore):
     def _also(
         self, namespace: Namespace, commits: Sequence[tuple[str, int]], also: Also | None
     ) -> Also | None:
-        """A commit's other writes: ``also``, and with a ``ttl`` the documents' expiry rows.
+        """A commit's other writes (made before its transaction): ``also``, and the expiry rows.
 
-        Both are made now, before the commit's transaction opens. A document
-        written again after it expired starts anew (the ``ttl`` is for new
-        ones; others keep their own): its earlier versions (what expired) go
-        in the same transaction. ``commits``: each key with its expected version.
+        A document written again after it expired starts anew: the ``ttl`` is for
+        new ones, and its expired versions go. ``commits``: (key, expected version).
         """
         if self.ttl is None:
             return also
@@ -470,9 +466,8 @@ class ProfileStore(BaseProfileStore):
     def erase_namespace(self, namespace: Namespace, /) -> None:
         """Delete every key of ``namespace`` exactly, every version and queued turn, for good.
 
-        Unlike :meth:`~BaseProfileStore.delete` of one key, or a memory's
-        ``clear()`` (a recorded change that a rollback undoes), nothing stays.
-        A namespace under it (``users.maya.work`` for ``users.maya``) is another's.
+        Unlike a memory's ``clear()`` (a change a rollback undoes), nothing stays; a
+        namespace under it (``users.maya.work`` for ``users.maya``) is another's.
         """
         ns = namespace_text(as_namespace(namespace))
         with self._db.transaction(write=True) as connection:
