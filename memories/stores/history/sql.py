@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -581,10 +582,6 @@ def _decoded(seq: int, kind: str, text: str) -> Entry | Edit:
         raise BackendError(f"A stored edit record is not valid: {text!r:.120}") from exc
 
 
-def _seq(record: Entry | Edit) -> int:
-    return record.seq
-
-
 def _horizons(db: Database, retention: Retention, *, now: float) -> dict[str, int]:
     """Each session's last expired ``seq`` under ``retention`` (sessions with none left out)."""
     t = messages_table
@@ -668,7 +665,7 @@ def _with_ids(dialect: str, session_id: str, ids: list[str]) -> sa.CompoundSelec
 
 def _in_order(found: Sequence[Entry | Edit]) -> list[Entry | Edit]:
     """The records two SELECTs found, each once (a row may be in both), in log order."""
-    return sorted({r.seq: r for r in found}.values(), key=_seq)
+    return sorted({r.seq: r for r in found}.values(), key=attrgetter("seq"))
 
 
 def _changes(found: Sequence[Entry | Edit], after: int | None, since: int) -> Changes:
