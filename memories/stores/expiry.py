@@ -20,7 +20,7 @@ from typing import Final, Literal
 import sqlalchemy as sa
 
 from memories.kernel.steps import blocking_twin
-from memories.stores.sql import Database
+from memories.stores.sql import Database, chunks
 
 __all__ = ["DOCUMENTS", "ITEMS", "OWN", "Expiring", "ExpiryLedger", "Rule", "Stamp"]
 
@@ -58,9 +58,6 @@ def _make_table(name: str) -> sa.Table:
 
 _tables = {name: _make_table(name) for name in (ITEMS, DOCUMENTS)}
 
-#: Keys a statement names at most (SQLite allows 32,766 parameters a statement, older builds 999).
-_KEYS_A_STATEMENT = 500
-
 
 @dataclass(frozen=True, slots=True)
 class Expiring:
@@ -72,12 +69,6 @@ class Expiring:
     """Its key in the namespace."""
     expires_at: float
     """When it expires (Unix seconds)."""
-
-
-def _chunks(keys: list[str]) -> Iterator[list[str]]:
-    """``keys`` in slices of at most a statement's share."""
-    for start in range(0, len(keys), _KEYS_A_STATEMENT):
-        yield keys[start : start + _KEYS_A_STATEMENT]
 
 
 def _label(namespace: Namespace) -> str:
@@ -145,11 +136,11 @@ class ExpiryLedger:
 
         def write(connection: sa.Connection) -> None:
             # Keys go by the statement's share (PostgreSQL takes 65,535 parameters at most).
-            for chunk in _chunks(list(given)):
+            for chunk in chunks(list(given)):
                 connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(chunk)))
             if rows:
                 connection.execute(sa.insert(t), rows)
-            for chunk in _chunks(own):  # no row read, no row for a permanent item
+            for chunk in chunks(own):  # no row read, no row for a permanent item
                 restarted = sa.update(t).where(t.c.namespace == label, t.c.key.in_(chunk))
                 connection.execute(restarted.values(expires_at=now + t.c.ttl_minutes * 60))
 
@@ -333,7 +324,7 @@ class ExpiryLedger:
             if keys is None:
                 connection.execute(sa.delete(t).where(t.c.namespace == label))
                 return
-            for chunk in _chunks(list(dict.fromkeys(keys))):
+            for chunk in chunks(list(dict.fromkeys(keys))):
                 connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(chunk)))
 
         return discard

@@ -19,7 +19,6 @@ from memories.stores.documents.base import (
     BaseProfileStore,
 )
 from memories.stores.documents.records import (
-    _KEYS_PER_QUERY,
     Also,
     Change,
     KeyCount,
@@ -45,7 +44,7 @@ from memories.stores.documents.tables import (
 )
 from memories.stores.documents.ttl import DocumentTTL
 from memories.stores.expiry import ExpiryLedger
-from memories.stores.sql import Database, redacted
+from memories.stores.sql import Database, chunks, redacted
 
 
 class _Conflict(Exception):
@@ -222,10 +221,9 @@ class ProfileStore(BaseProfileStore):
         t, ns = store_table, namespace_text(namespace)
         found: dict[str, ProfileItem] = {}
         with self._db.transaction() as connection:
-            for start in range(0, len(keys), _KEYS_PER_QUERY):
-                chunk = list(keys[start : start + _KEYS_PER_QUERY])
+            for chunk in chunks(keys):
                 query = select(t).where(
-                    t.c.namespace == ns, t.c.key.in_(chunk), owned(t, self.owner)
+                    t.c.namespace == ns, t.c.key.in_(list(chunk)), owned(t, self.owner)
                 )
                 found.update((row.key, _item(row)) for row in connection.execute(query))
         return [found.get(key) for key in keys]

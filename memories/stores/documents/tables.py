@@ -42,7 +42,7 @@ from sqlalchemy import (
 from memories.errors import InvalidInputError
 from memories.kernel.namespaces import Namespace, namespace_text
 from memories.stores.documents.records import KeyPage
-from memories.stores.sql import EXTRA_DDL, UPGRADES, log_table
+from memories.stores.sql import EXTRA_DDL, UPGRADES, chunks, log_table
 
 __all__ = [
     "CLAIMS",
@@ -288,11 +288,11 @@ def refuse_others(connection: Connection, ns: str, keys: Sequence[str], owner: s
         InvalidInputError: naming the key, its owner and what to do.
     """
     t = store_table
-    for start in range(0, len(keys), 500):
+    for chunk in chunks(keys):
         taken = connection.execute(
             select(t.c.key, t.c.owner).where(
                 t.c.namespace == ns,
-                t.c.key.in_(list(keys[start : start + 500])),
+                t.c.key.in_(list(chunk)),
                 t.c.owner.is_not(None),
                 t.c.owner != owner,
             )

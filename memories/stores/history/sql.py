@@ -37,7 +37,7 @@ from memories.stores.history.base import (
 )
 from memories.stores.history.edits import current_ids, shown
 from memories.stores.history.records import Edit, Item, NewEdit
-from memories.stores.sql import EXTRA_DDL, Database, Prepared, log_table, redacted
+from memories.stores.sql import EXTRA_DDL, Database, Prepared, chunks, log_table, redacted
 
 __all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory"]
 
@@ -280,8 +280,7 @@ class SQLHistory(ChatHistory):
                 # may list them in any order, but their ids are taken in VALUES
                 # order, one after the other: sorted, they are the rows' ids.
                 seqs = []
-                for start in range(0, len(rows), _ROWS_PER_INSERT):
-                    chunk = rows[start : start + _ROWS_PER_INSERT]
+                for chunk in chunks(rows, _ROWS_PER_INSERT):
                     values = {f"{c}_{i}": row[c] for i, row in enumerate(chunk) for c in _COLUMNS}
                     found = _insert(len(chunk)).execute(connection, **values).fetchall()
                     seqs.extend(sorted(int(seq) for (seq,) in found))
@@ -640,11 +639,9 @@ def _purge(db: Database, session: str, through: int, *, batch: int, dry_run: boo
         removed += gone.rowcount
         if gone.rowcount < batch:
             break
-    for start in range(0, len(orphans), batch):
+    for chunk in chunks(orphans, batch):
         with db.transaction(write=True) as connection:
-            gone = connection.execute(
-                sa.delete(t).where(t.c.id.in_(orphans[start : start + batch]))
-            )
+            gone = connection.execute(sa.delete(t).where(t.c.id.in_(chunk)))
         removed += gone.rowcount
     return removed
 
