@@ -136,11 +136,7 @@ class BaseMemory(LangChainBaseMemory):
     # -- copying and pickling, as LangChain's memories allow ---------------------
 
     def __getstate__(self) -> dict[Any, Any]:
-        """Configuration and private state; what belongs to this process is made anew.
-
-        Derived values (cached properties: a store client, a resolved model)
-        are left out and rebuilt on first use; locks are replaced by new ones.
-        """
+        """Configuration and private state; cached properties and locks are made anew."""
         state = super().__getstate__()
         fields = type(self).model_fields
         state["__dict__"] = {k: v for k, v in state["__dict__"].items() if k in fields}
@@ -167,8 +163,7 @@ class BaseMemory(LangChainBaseMemory):
     def check_turn(self, inputs: Any, outputs: Any) -> None:
         """Raise what :meth:`save_context` would raise for this turn, writing nothing.
 
-        A composite checks every member with this before any member writes, so
-        a turn one member rejects is written by none.
+        A composite checks every member first, so a turn one rejects is written by none.
 
         Raises:
             InvalidInputError: the turn cannot be stored.
@@ -244,10 +239,9 @@ class BaseMemory(LangChainBaseMemory):
 
     @cached_property
     def _accounted(self) -> bool:
-        """Whether an operation of this memory has calls to count (decided once, when built).
+        """Whether an operation of this memory has calls to count, decided once, when built.
 
-        When it has none and no tracer provider is set, a save or a load runs
-        without an operation: nothing to record, no span to start.
+        Without any (and with no tracer provider) a save or a load runs without an operation.
         """
         return self._makes_calls or self._spending_database() is not None
 
@@ -420,7 +414,7 @@ class ChatMemory(BaseMemory, Sweeps):
     """A memory over a chat history: buffer, window, token buffer, summaries.
 
     Args:
-        chat_memory: where the session's messages live. A memories history
+        chat_memory: where the session's messages live: a memories history
             (``InMemoryHistory`` by default, ``SQLiteHistory`` to survive a
             restart), any LangChain ``BaseChatMessageHistory``, or a history
             config dict such as ``{"type": "sqlite", "path": "chat.db", "session_id": "u1"}``.
@@ -429,12 +423,11 @@ class ChatMemory(BaseMemory, Sweeps):
             not a memory variable or ``"stop"``.
         output_key: the chain output to store; by default the only output, or ``"output"``.
         return_messages: give a list of messages instead of one string.
-        human_prefix: the speaker name of human messages in the string form.
-        ai_prefix: the speaker name of AI messages in the string form.
+        human_prefix, ai_prefix: the speaker names of human and AI messages in the string form.
         retention: how much raw history to keep, ``{"keep_days": 7}`` or
             ``{"keep_messages": 200}`` (:class:`~memories.kernel.retention.Retention`):
-            older messages are hidden from every read at once and deleted by
-            :meth:`sweep`; derived state (a summary) stays. None keeps everything.
+            older messages are hidden from every read and deleted by :meth:`sweep`;
+            derived state (a summary) stays. None keeps everything.
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
@@ -539,11 +532,10 @@ class ChatMemory(BaseMemory, Sweeps):
         return run(steps, lock=self._io_lock, batch=self.chat_memory.batch(write=write))
 
     async def _arun(self, steps: Steps[Any], *, write: bool) -> Any:
-        """Async :meth:`_run`.
+        """Async :meth:`_run`: the whole loop on one worker thread for a history that batches (SQL).
 
-        A history that batches (SQL) runs the whole loop on one worker thread,
-        so the async turn is one transaction too; a loop that may call a model
-        runs its async twins (the model's ``ainvoke``) instead.
+        So the async turn is one transaction too; a loop that may call a model runs
+        its async twins (the model's ``ainvoke``) instead.
         """
         batch = self.chat_memory.batch(write=write)
         if batch is not None and not self._calls_models:
@@ -601,11 +593,10 @@ class ChatMemory(BaseMemory, Sweeps):
 
     @property
     def state_key(self) -> str:
-        """Where this memory keeps its derived state in the history.
+        """Where this memory keeps its derived state (:mod:`memories.core.state_keys`).
 
-        It names what the memory is (:mod:`memories.core.state_keys`): changing
-        ``max_token_limit`` starts a fresh state, renaming ``memory_key`` keeps it.
-        Computed once per configuration and history (every turn reads it).
+        Changing ``max_token_limit`` starts a fresh state, renaming ``memory_key``
+        keeps it; computed once per configuration and history (every turn reads it).
         """
         return self._state_keys.of(self.chat_memory)
 
@@ -678,9 +669,8 @@ class ChatMemory(BaseMemory, Sweeps):
     def delete_messages(self, ids: Sequence[MessageRef], /) -> None:
         """Remove messages by id (or log seq); derived state (counts, summary) follows.
 
-        A removed tool call takes its results with it, and a removed result
-        takes its call out of the AI message, so the memory never shows an
-        orphan. The log keeps the removed messages (``chat_memory.records()``).
+        A tool call and its results go together, so the memory never shows an
+        orphan; the log keeps the removed messages (``chat_memory.records()``).
 
         Raises:
             InvalidInputError: an id matches no shown message (nothing is changed).

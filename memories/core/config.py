@@ -340,8 +340,7 @@ def with_namespace(
 ) -> dict[str, Any]:
     """The same config with every memory that keeps a namespace (profile, vector) on ``namespace``.
 
-    ``namespace`` is a tuple of labels, or one string of labels joined by ``"."``
-    (labels never hold a period), as in ``"users.maya"``.
+    ``namespace`` is a tuple of labels, or one string of them joined by ``"."`` (``"users.maya"``).
 
     Raises:
         ConfigError: an empty namespace or label.
@@ -456,13 +455,13 @@ class SessionFactory:
         config: a memory config (dict or file); checked here, once.
 
     Attributes:
-        fields: the ``configurable`` fields its namespace templates need
-            besides ``session_id`` (``SessionMemories`` passes them).
+        fields: the ``configurable`` fields its namespace templates need besides
+            ``session_id`` (``SessionMemories`` passes them).
         memory_variables: the prompt variables its memories fill.
 
     Raises:
         ConfigError: a namespace-scoped memory (vector, profile) whose namespace
-            does not depend on the session or user and is not marked ``shared: true``.
+            is the same for every session and is not marked ``shared: true``.
     """
 
     def __init__(self, config: Mapping[str, Any] | str | Path) -> None:

@@ -1,11 +1,8 @@
 """Parts a memory class composes by inheriting: a model to call, work deferred to the background.
 
-:class:`ModelMemory` gives the ``llm`` argument in its one form everywhere,
-resolved at construction; :class:`DeferredMemory` gives the background mode,
-``flush`` / ``close`` written once. The summary memories and the profile memory
-use both::
-
-    class SummaryMemory(ModelMemory, DeferredMemory, ChatMemory): ...
+:class:`ModelMemory` gives the ``llm`` argument, resolved at construction;
+:class:`DeferredMemory` the background mode with ``flush`` / ``close`` written
+once; :class:`CountsTokens` the ``token_counter``.
 """
 
 from __future__ import annotations
@@ -111,8 +108,8 @@ class ModelMemory(BaseMemory):
     def model_usage(self) -> ModelUsage:
         """What this memory's model calls have cost in this process: calls, tokens, failures, time.
 
-        Tokens are the model's own count (its replies' ``usage_metadata``); a
-        reply without one is counted as ``unmetered``. Nothing is sent anywhere.
+        Tokens are the model's own count (``usage_metadata``); a reply without one
+        counts as ``unmetered``.
         """
         return ModelUsage() if self._caller is None else self._caller.usage
 
@@ -226,9 +223,5 @@ class DeferredMemory(BaseMemory):
         return not self._in_background or self._background.flush(timeout=timeout)
 
     def close(self, *, timeout: float | None = None) -> bool:
-        """Flush, then stop using the scheduler: later turns of this object do their work inline.
-
-        The scheduler itself is left running (it may serve other memories);
-        close a :class:`~memories.kernel.background.Debouncer` you made yourself.
-        """
+        """Flush, then do later turns' work inline; the scheduler (maybe shared) keeps running."""
         return self._background.close(timeout=timeout)

@@ -57,10 +57,8 @@ class SeenState(Generic[D]):
     ) -> Steps[tuple[D | None, Changes | None]]:
         """The state under ``key`` and the log's changes after its ``cursors``; None, None: none.
 
-        One read when the cursors of the state seen last still hold; a second
-        one, with the state's own cursors, when nothing was seen yet or the
-        state read back has others (another process moved it, or a save this
-        process saw was rolled back).
+        One read while the cursors seen last still hold; a second, with the state's
+        own cursors, when nothing was seen yet or another process (or a rollback) moved them.
         """
         seen = self._pair
         if seen is None:

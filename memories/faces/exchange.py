@@ -88,10 +88,7 @@ def _text_only(message: BaseMessage) -> BaseMessage:
 def save_exchange(
     memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], *, tool_messages: bool = True
 ) -> bool:
-    """Save one agent turn to a memory; return whether anything was saved.
-
-    A turn with no human message or no answer after it (an interrupted run) is
-    not saved.
+    """Save one agent turn to a memory; False when it has no human message or no answer.
 
     Args:
         memory: any of our memories, or any LangChain classic memory.
@@ -138,13 +135,8 @@ def saving_messages(memory: LangChainBaseMemory, messages: list[BaseMessage]) ->
 
 
 def editing_messages(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> Steps[int]:
-    """Steps that apply edits in ``add_messages`` form to every chat log in ``memory``.
-
-    ``edits`` are ``RemoveMessage`` items and messages whose id replaces a
-    stored one; each member that keeps a chat log takes them through
-    ``save_messages`` (its derived state follows), once per shared history
-    (the members sharing it follow). Returns how many memories took them.
-    """
+    """Steps of :func:`apply_message_edits`: each chat log takes them through
+    ``save_messages`` (its derived state follows), once per shared history."""
     done = 0
     for save in saves_of(memory):
         member = save.memory
@@ -177,8 +169,7 @@ def _editing_documents(memory: Any, edits: Sequence[BaseMessage]) -> Steps[None]
 def apply_message_edits(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> int:
     """Apply edits (``RemoveMessage``, replacements by id) to every chat log in ``memory``.
 
-    Returns:
-        How many memories took them (0: none keeps a chat log).
+    Returns how many memories took them (0: none keeps a chat log).
 
     Raises:
         InvalidInputError: a ``RemoveMessage`` names an id no message has.

@@ -80,10 +80,8 @@ class ConfigTools:
         user: fills the config's ``{user_id}`` for every call, whatever the client declares.
 
     Raises:
-        ConfigError: the config holds no collection or profile memory, two of one
-            kind, a template field other than ``user_id``, or a namespace that every
-            caller would share without ``shared: true``; or ``user`` is not a label, or
-            is given where no template takes it.
+        ConfigError: a config the server cannot serve safely, or a ``user`` that is
+            not a label or that no template takes (docs/mcp.md lists the cases).
     """
 
     def __init__(
@@ -141,9 +139,7 @@ class ConfigTools:
             )
 
     def caller(self, declared: str | None) -> str | None:
-        """Whose memories a call uses: ``--user``, else the client's declared name.
-
-        None when the namespace does not depend on the caller.
+        """Whose memories a call uses: ``--user``, else the client's declared name (None: any).
 
         Raises:
             ConfigError: the caller is needed, and the client declared no usable name.
@@ -285,8 +281,7 @@ def create_server(tools: ConfigTools, *, timeout: float = DEFAULT_TIMEOUT) -> Se
     """The MCP server (the SDK's low-level ``Server``) answering with ``tools``.
 
     Args:
-        timeout: seconds a call may run before it answers with an error (a
-            write still running then may yet complete).
+        timeout: seconds a call may run before it answers an error (a write may yet complete).
     """
     listed = types.ListToolsResult(
         tools=[

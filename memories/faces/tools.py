@@ -105,6 +105,13 @@ class _PerRun(Generic[M]):
             return self._made[key]
 
 
+def _checked(memory: Any, kind: type[M], function: str) -> M:
+    """``memory``, which ``function`` takes only as a ``kind``."""
+    if not isinstance(memory, kind):
+        raise TypeError(f"{function}() takes a {kind.__name__}, got {type(memory).__name__}.")
+    return memory
+
+
 def _tools(*functions: Callable[..., str]) -> list[BaseTool]:
     """Each function as a tool whose errors go back to the model (:func:`_answer`)."""
     return [StructuredTool.from_function(f, handle_tool_error=_answer) for f in functions]
@@ -141,9 +148,7 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
     """
     from memories.long_term.collection import CollectionMemory
 
-    if not isinstance(memory, CollectionMemory):
-        raise TypeError(f"memory_tools() takes a CollectionMemory, got {type(memory).__name__}.")
-    per_run = _PerRun(memory)
+    per_run = _PerRun(_checked(memory, CollectionMemory, "memory_tools"))
 
     def manage_memory(
         content: str | None = None,
@@ -207,9 +212,7 @@ def profile_tool(profile: Any, /) -> BaseTool:
     """``update_profile``: the model edits a :class:`~memories.ProfileMemory` with a JSON patch."""
     from memories.long_term.profile import ProfileMemory
 
-    if not isinstance(profile, ProfileMemory):
-        raise TypeError(f"profile_tool() takes a ProfileMemory, got {type(profile).__name__}.")
-    per_run = _PerRun(profile)
+    per_run = _PerRun(_checked(profile, ProfileMemory, "profile_tool"))
 
     def update_profile(operations: Sequence[dict[str, Any]], *, config: RunnableConfig) -> str:
         """Change the user's profile with RFC 6902 JSON Patch operations.
@@ -234,9 +237,7 @@ def read_profile_tool(profile: Any, /) -> BaseTool:
     """``read_profile``: the model reads a :class:`~memories.ProfileMemory`'s document."""
     from memories.long_term.profile import ProfileMemory
 
-    if not isinstance(profile, ProfileMemory):
-        raise TypeError(f"read_profile_tool() takes a ProfileMemory, got {type(profile).__name__}.")
-    per_run = _PerRun(profile)
+    per_run = _PerRun(_checked(profile, ProfileMemory, "read_profile_tool"))
 
     def read_profile(*, config: RunnableConfig) -> str:
         """The user's profile as it now stands, a JSON document ({} when nothing is known).
@@ -259,16 +260,11 @@ def entity_tools(
 ) -> list[BaseTool]:
     """Tools that let the model keep an entity or knowledge-graph memory's knowledge.
 
-    Over a :class:`~memories.ConversationEntityMemory`: ``manage_entity``
-    (write or delete an entity's summary: a new version, the old ones kept) and
-    ``search_entities``. Over a :class:`~memories.ConversationKGMemory`:
-    ``manage_relation`` (add or delete a triple) and ``entity_knowledge``.
-    Over an :class:`~memories.EntityMemory`: ``manage_entity`` (add or
-    describe an entity with aliases, rename, merge, undo a merge),
-    ``manage_relation`` (relate, replacing the current ones or not; end a
-    relation) and ``search_entities`` (what the graph recalls for a query,
-    with ids); each call is checked whole and applied all or nothing, and
-    the namespace comes from the run's config (the module's docstring).
+    ``manage_entity`` and ``search_entities`` over a
+    :class:`~memories.ConversationEntityMemory`; ``manage_relation`` and
+    ``entity_knowledge`` over a :class:`~memories.ConversationKGMemory`;
+    ``manage_entity``, ``manage_relation`` and ``search_entities`` over an
+    :class:`~memories.EntityMemory` (each call applied whole or not at all).
 
     Args:
         memory: the memory, or a factory ``session -> memory`` called once per

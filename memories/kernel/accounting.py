@@ -273,9 +273,9 @@ class operation:
 def carried(job: Callable[[], object], /) -> Callable[[], object]:
     """``job``, to run later on another thread as part of the operation in progress now.
 
-    Its calls are then counted in that operation's ledger and namespace, and
-    traced under its span (an OpenTelemetry parent may end before its children).
-    Only these two are carried, not the caller's whole context.
+    Its calls are counted in that operation's ledger and namespace and traced
+    under its span (a parent span may end before its children); only these two
+    are carried, not the caller's whole context.
     """
     current = _current.get()
     if current is None:
@@ -414,8 +414,6 @@ def tracer() -> Any:
     _tracer = provider.get_tracer("memories")
     return _tracer
 
-
-# -- budgets ---------------------------------------------------------------------------
 
 Period = Literal["minute", "hour", "day"]
 _PERIOD_SECONDS: dict[str, int] = {"minute": 60, "hour": 3600, "day": 86400}
@@ -560,9 +558,7 @@ class Spending(ABC):
     def record_call(self, memory: str, namespace: str, usage: ModelUsage, /) -> None:  # noqa: B027
         """Keep one finished model call of ``memory`` (its ``usage_name``) in ``namespace``.
 
-        A store that outlives the process keeps them (per day); by default
-        nothing is kept beyond the ledger.
-        """
+        A store that outlives the process keeps them per day; by default nothing is kept."""
 
 
 class InProcessSpending(Spending):

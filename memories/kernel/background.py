@@ -71,16 +71,13 @@ class Debouncer:
     """Runs one job per key after a quiet period, on background worker threads.
 
     Args:
-        delay: the quiet period in seconds: a job runs this long after the last
-            :meth:`schedule` of its key.
+        delay: the quiet period in seconds after the last :meth:`schedule` of a key.
         max_wait: the longest a job waits from the first schedule of its key,
             however often it is rescheduled (default ``10 * delay``).
-        max_pending: how many keys may have a pending job. When a new key
-            arrives and the queue is full, ``when_full`` decides.
-        when_full: ``"drop_oldest"`` drops the pending job scheduled first,
-            with a warning (a memory reschedules it on its session's next
-            turn, so no turn is lost); ``"run_inline"`` runs the new job in
-            the caller's thread instead.
+        max_pending: how many keys may have a pending job; past it, ``when_full``
+            decides: ``"drop_oldest"`` drops the job scheduled first, with a
+            warning (a memory reschedules it on its session's next turn, so no
+            turn is lost); ``"run_inline"`` runs the new job in the caller's thread.
         workers: worker threads; a key never runs on two at once.
         name: the threads' name prefix, seen in logs and debuggers.
     """
@@ -117,8 +114,6 @@ class Debouncer:
         self._completed = self._failed = self._dropped = 0
         self._last_error: str | None = None
         self._closed = False
-
-    # -- public -------------------------------------------------------------------
 
     def schedule(
         self,
@@ -339,11 +334,7 @@ _shared_lock = threading.Lock()
 
 
 def shared_debouncer() -> Debouncer:
-    """The process-wide debouncer memories use unless given their own.
-
-    One worker thread serves every session, so a server with thousands of
-    sessions does not start a thread per memory. Jobs pass their own delay.
-    """
+    """The debouncer memories share unless given their own: one thread, each job its own delay."""
     global _shared
     with _shared_lock:
         if _shared is None or _shared.closed:

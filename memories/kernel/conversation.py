@@ -281,12 +281,12 @@ def proposed_items(
 ) -> list[Any]:
     """The items a reply proposes: from its calls of ``tool_name``, else the JSON list in its text.
 
-    The list may stand alone, sit under one of ``keys``, or come as a JSON
-    string (some models send it so); an object with a ``single`` key is one item.
+    The list may stand alone, sit under one of ``keys``, or come as a JSON string;
+    an object with a ``single`` key is one item.
 
     Raises:
-        LLMError: another tool called, invalid tool arguments, or no list (``hint`` says
-            what to reply).
+        LLMError: another tool called, invalid tool arguments, or no list (``hint``
+            says what to reply).
     """
     if isinstance(reply, AIMessage) and reply.invalid_tool_calls:
         bad = reply.invalid_tool_calls[0]

@@ -89,11 +89,10 @@ def run(
 ) -> T:
     """Drive a loop with the sync methods; return what the loop returns.
 
-    With ``batch`` (a history's :meth:`~memories.stores.history.ChatHistory.batch`),
-    the steps run inside it: one database transaction for the whole loop. It
-    ends (commits) before an ``unlocked`` step, so no transaction is held
-    while a model answers, and it is rolled back when a step fails; the steps
-    after that run on their own.
+    With ``batch`` (:meth:`~memories.stores.history.ChatHistory.batch`) the loop
+    is one database transaction, committed before an ``unlocked`` step (no
+    transaction is held while a model answers) and rolled back when a step fails
+    (the steps after it then run on their own).
     """
     loop = _Loop(steps)
     # A step is called here, not through a helper: this loop runs every step of every turn.
@@ -162,10 +161,10 @@ async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
 
 def bounded_call(work: Callable[[], T], seconds: float, /, *, name: str) -> T:
-    """``work()`` on a daemon thread named ``name`` (context variables kept), waited for
-    at most ``seconds``: one that outlives the wait is abandoned, not interrupted, and
-    never holds up the process's exit. Whatever ``work`` raised is raised again in
-    the caller's thread.
+    """``work()`` on a daemon thread ``name`` (context kept), waited for at most ``seconds``.
+
+    One that outlives the wait is abandoned, not interrupted, and never holds up
+    the process's exit; what ``work`` raised is raised again here.
 
     Raises:
         TimeoutError: no answer within ``seconds``.
@@ -212,11 +211,7 @@ def blocking_twin(
 def inline_twin(
     method: Callable[Concatenate[S, P], T], /
 ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
-    """The async twin of a method that never blocks (work in memory): the same call, inline.
-
-    A worker thread would cost more than the work. Like :func:`blocking_twin`,
-    the twin calls the method by name.
-    """
+    """The async twin of a method that never blocks: called inline, by name (no thread)."""
     name = method.__name__
 
     async def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:

@@ -117,9 +117,8 @@ _TEMPLATES = Environment(
 def segment(value: Any) -> str:
     """``value`` as one segment of a path: every ``/``, ``%``, ``?``, space... percent-encoded.
 
-    Ids and namespaces are user text: an id holding ``/`` stays one segment
-    (Jinja's ``urlencode`` leaves ``/`` as it is). The routes see segments as
-    sent (:class:`_Segments`) and decode each parameter once (:func:`_param`).
+    An id holding ``/`` stays one segment (Jinja's ``urlencode`` keeps ``/``); the routes
+    decode each parameter once (:func:`_param`).
     """
     return quote(str(value), safe="")
 
@@ -139,11 +138,9 @@ _TEMPLATES.filters["json_text"] = lambda value, indent=None: json.dumps(
 class _Segments:
     """Route on the path's segments as sent: an encoded ``/`` (``%2F``) stays inside its segment.
 
-    An ASGI server decodes the path before routing, so ``/items/a%2Fb`` would
-    reach the router as ``/items/a/b`` and match nothing. This gives the
-    router the path split on the ``/`` actually sent, each segment decoded
-    (UTF-8) and encoded again the one way :func:`segment` does; the routes'
-    parameters are decoded by :func:`_param`.
+    An ASGI server decodes the path before routing (``/items/a%2Fb`` would match
+    nothing as ``/items/a/b``): each segment sent is decoded and encoded again as
+    :func:`segment` does.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -159,6 +156,11 @@ class _Segments:
                 parts = [unquote_to_bytes(part).decode("utf-8", "replace") for part in sent]
             scope = {**scope, "path": "/".join(map(segment, parts))}
         await self.app(scope, receive, send)
+
+
+def _api_path(path: str) -> str:
+    """A page's JSON twin (the overview's is ``/api/overview``: ``/api`` lists the routes)."""
+    return "/api" + (path if path != "/" else "/overview")
 
 
 def _where(request: Request) -> tuple[str, str]:
@@ -368,9 +370,6 @@ def create_app(
 ) -> Starlette:
     """The inspector's ASGI app over ``inspector``: pages, their JSON twins, and its actions.
 
-    The actions write only when ``inspector.allow_writes`` (else 403, and no
-    page shows them).
-
     Args:
         token: required on every request when given.
         hosts: the Host header values accepted (``("*",)``: any, for a served token).
@@ -387,14 +386,13 @@ def create_app(
     routes: list[Route] = []
 
     def add(path: str, template: str, load: Callable[[Request], Awaitable[dict[str, Any]]]) -> None:
-        api_path = "/api" + (path if path != "/" else "/overview")
-        for route_path, kind in ((path, "page"), (api_path, "api")):
+        for route_path, kind in ((path, "page"), (_api_path(path), "api")):
 
             async def endpoint(request: Request, kind: str = kind) -> Response:
                 data = await load(request)
                 if kind == "api":
                     return JSONResponse(data)
-                api_url = "/api" + (request.url.path if request.url.path != "/" else "/overview")
+                api_url = _api_path(request.url.path)
                 if request.url.query:
                     api_url += "?" + request.url.query
                 body = _TEMPLATES.get_template(template).render(
@@ -541,8 +539,7 @@ def create_app(
 
     async def index(request: Request) -> Response:
         documented = [
-            {"page": path, "api": "/api" + (path if path != "/" else "/overview"), "shows": shows}
-            for path, shows in ROUTES
+            {"page": path, "api": _api_path(path), "shows": shows} for path, shows in ROUTES
         ]
         actions = [
             {"form": path, "api": "/api" + path, "fields": fields, "does": does}

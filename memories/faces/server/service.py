@@ -34,6 +34,7 @@ from memories.faces.server.inputs import whole_number
 from memories.faces.server.rows import (
     change_row,
     collection_item,
+    document_row,
     entity_page,
     graph_rows,
     hit_row,
@@ -41,7 +42,6 @@ from memories.faces.server.rows import (
     instructions_row,
     jsonable,
     page_of,
-    public_metadata,
     store_label,
     transcript,
     when,
@@ -363,30 +363,20 @@ class Inspector:
         elif isinstance(leaf, EntityMemory):
             found["status"] = jsonable(leaf.status())
             found.update(graph_rows(leaf.store.recorded(namespace)))
-        elif isinstance(leaf, ProfileMemory):
+        elif isinstance(leaf, ProfileMemory | InstructionsMemory):
             found["document"] = leaf.get()
             found["status"] = jsonable(leaf.status())
-            found["items"] = [change_row(c) for c in reversed(leaf.history())]
-        elif isinstance(leaf, InstructionsMemory):
-            found["document"] = leaf.get()
-            found["status"] = jsonable(leaf.status())
-            found["items"] = [
-                instructions_row(i, v) for i, v in reversed(list(enumerate(leaf.history())))
+            rows = [
+                change_row(v) if isinstance(leaf, ProfileMemory) else instructions_row(i, v)
+                for i, v in enumerate(leaf.history())
             ]
+            found["items"] = rows[::-1]
         elif isinstance(leaf, DocumentMemory):
             records = leaf.backend.stored()  # any backend; what is queued stays queued
             chosen = [r for r in records if q.lower() in r.text.lower() or q in r.id]
             chosen.sort(key=lambda r: -float(r.metadata.get("timestamp", 0.0) or 0.0))
             shown, total = live_page(leaf, namespace, chosen, start, self.page_size)
-            found["items"] = [
-                {
-                    "id": r.id,
-                    "text": r.text,
-                    "metadata": jsonable(public_metadata(r.metadata)),
-                    "at": when(r.metadata.get("timestamp")),
-                }
-                for r in shown
-            ]
+            found["items"] = [document_row(r) for r in shown]
             found["pending"] = leaf.backend.pending()
             found.update(page_of(page, self.page_size, total))
         return found
@@ -433,14 +423,7 @@ class Inspector:
             records = leaf.backend.get([item_id])  # queued too: read, not written
             if not records:
                 raise NotFound(f"No document {item_id!r} in {memory_id!r} of {text!r}.")
-            document = records[0]
-            return {
-                **base,
-                "id": item_id,
-                "text": document.text,
-                "metadata": jsonable(public_metadata(document.metadata)),
-                "at": when(document.metadata.get("timestamp")),
-            }
+            return {**base, **document_row(records[0])}
         raise NotFound(f"Memory {memory_id!r} keeps no items.")
 
     # -- sessions -----------------------------------------------------------------------
@@ -511,10 +494,8 @@ class Inspector:
     def search(self, text: str, query: str, *, memory_id: str | None = None, k: int = 10) -> dict:
         """Each searchable memory's best matches in a namespace, with why each ranked.
 
-        A result's ``score`` is the score recall ordered the results by, on the
-        calibrated scale (the best's ≈ the probability that it answers the query);
-        ``ranking`` holds its dense, lexical and neighbour parts, which add up to
-        it (None from a backend that does not give them).
+        ``score`` is on the calibrated scale; ``ranking`` holds its dense, lexical and
+        neighbour parts (None from a backend that does not give them).
         """
         query = _checked_text(query, "query")
         if not 1 <= k <= MAX_RESULTS:
@@ -591,8 +572,7 @@ class Inspector:
         Args:
             value: a collection memory's content (``item_id`` names it), a
                 profile's whole document, or instructions' prompts by name.
-            expected_version: the version the caller read; required, since a
-                person edits what a page showed.
+            expected_version: the version the caller read (required).
 
         Raises:
             ReadOnly, NotFound, InvalidInputError, VersionConflictError.
@@ -675,11 +655,8 @@ class Inspector:
         return {**done, "retried": retried, "dead_letters": len(leaf.backend.dead_letters())}
 
     def erasure(self, text: str) -> dict[str, Any]:
-        """What erasing the user of namespace ``text`` would remove, store by store.
-
-        A dry run of :func:`~memories.erase_user` over the whole config: it
-        counts and writes nothing, so it is shown read-only too.
-        """
+        """What erasing the user of namespace ``text`` would remove, store by store (a dry
+        run of :func:`~memories.erase_user`, so shown read-only too)."""
         namespace = self._known(text)
         report = erase_user(self.options, namespace=namespace, dry_run=True)
         # a chat memory's model usage is counted under its session, which is no namespace's:
@@ -696,11 +673,10 @@ class Inspector:
         """Erase the user of namespace ``text`` from every store of every memory.
 
         Args:
-            confirm: the namespace typed again by the person (a slip of the
-                mouse erases nothing).
+            confirm: the namespace typed again (a slip of the mouse erases nothing).
 
         Returns:
-            The report: per store, what went and what is left (0 when complete).
+            Per store, what went and what is left (0 when complete).
 
         Raises:
             ReadOnly, NotFound, InvalidInputError: ``confirm`` is not the namespace.

@@ -139,8 +139,6 @@ class ConversationKGMemory(QueuedUpdates):
             return value.to_config()
         return super()._config_value(name, value)
 
-    # -- LangChain's methods --------------------------------------------------------
-
     def get_current_entities(self, input_string: str) -> list[str]:
         """The entities the model finds in ``input_string`` (LangChain's method)."""
         entities: list[str] = self._run(self._entities(input_string), write=False)
@@ -163,8 +161,6 @@ class ConversationKGMemory(QueuedUpdates):
         )
         return parse_triples(output)
 
-    # -- loading --------------------------------------------------------------------------
-
     def _loading(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
         """What the graph knows about the entities the input names (one model call)."""
         try:
@@ -185,8 +181,6 @@ class ConversationKGMemory(QueuedUpdates):
         else:
             context = "\n".join(lines)
         return {self.memory_key: context}
-
-    # -- saving: the turn, then its triples as a queued job ----------------------------
 
     def _job(self, text: str) -> Steps[Job]:
         window = yield from self._window()

@@ -118,8 +118,6 @@ class ConversationEntityMemory(QueuedUpdates):
     def _state_parameters(self) -> dict[str, Any]:
         return {"entity_updates": 1}
 
-    # -- configuration ------------------------------------------------------------
-
     def to_config(self) -> dict[str, Any]:
         """The config, without ``entity_cache`` (state, not configuration)."""
         config = super().to_config()
@@ -140,8 +138,6 @@ class ConversationEntityMemory(QueuedUpdates):
         if name == "entity_cache":
             return list(value)
         return super()._config_value(name, value)
-
-    # -- loading ------------------------------------------------------------------------
 
     def _loading(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
         """The last ``k`` exchanges and the summaries of the entities the input names.
@@ -170,8 +166,6 @@ class ConversationEntityMemory(QueuedUpdates):
         self.__dict__["entity_cache"] = entities  # state: no validation, no cache reset
         shown: Any = messages if self.return_messages else history
         return {self.memory_key: shown, "entities": summaries}
-
-    # -- saving: the turn, then its entity updates as a queued job ---------------------
 
     def _job(self, text: str) -> Steps[Job]:
         """The entity updates a turn just appended owes: the prompts' strings, no progress yet."""
@@ -204,8 +198,6 @@ class ConversationEntityMemory(QueuedUpdates):
         after = {**job, "done": job["done"] + 1}
         finished = after["done"] >= len(job["entities"])
         return (None if finished else after), [step(self._store.set, entity, output.strip())]
-
-    # -- clearing -------------------------------------------------------------------
 
     def _clearing(self) -> Steps[None]:
         yield step(self.chat_memory.clear)

@@ -84,8 +84,6 @@ class QueuedUpdates(ModelMemory, ChatMemory):
         prompts = {name: getattr(self, name) for name in self._prompt_fields()}
         return {**super()._state_writers(), **prompts}
 
-    # -- what a subclass implements -------------------------------------------------
-
     def _advancing(self, job: Job) -> Steps[tuple[Job | None, list[Step]]]:
         """Move ``job`` on: the job after it (None: done) and the steps applying its result.
 
@@ -97,8 +95,6 @@ class QueuedUpdates(ModelMemory, ChatMemory):
     def _job(self, text: str) -> Steps[Job]:
         """The update a turn whose input is ``text`` owes (read after the turn is appended)."""
         raise NotImplementedError(f"{type(self).__name__} must define _job()")
-
-    # -- saving: the turn, then the update it owes, queued until it succeeds ----------
 
     def _context_saving(
         self, inputs: dict[str, Any], outputs: dict[str, Any], *, appended: bool
@@ -118,8 +114,6 @@ class QueuedUpdates(ModelMemory, ChatMemory):
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Async :meth:`load_memory_variables`."""
         return await self._arun(self._loading(inputs), write=False)
-
-    # -- shared steps -----------------------------------------------------------------
 
     def _window(self) -> Steps[list[BaseMessage]]:
         """The last ``k`` exchanges (LangChain: the last ``2 * k`` messages); none for 0."""

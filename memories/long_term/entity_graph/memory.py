@@ -117,8 +117,6 @@ class EntityMemory(StoredDocumentMemory):
         assert isinstance(self._store, EntityGraphStore)
         return self._store
 
-    # -- reading --------------------------------------------------------------------
-
     def _reading(self, as_of: datetime | None) -> Steps[Graph]:
         if as_of is None:
             graph: Graph = yield step(self.store.graph, self.namespace, self.key)
@@ -197,8 +195,6 @@ class EntityMemory(StoredDocumentMemory):
         if self.return_messages:
             return [SystemMessage(text)] if text else []
         return text
-
-    # -- writing --------------------------------------------------------------------
 
     def _committing(self, graph: Graph, plan: Plan, turns: Sequence[PendingTurn]) -> Steps[bool]:
         """One compare-and-set commit of the plan, the head, and the turns it folds in."""
@@ -304,8 +300,6 @@ class EntityMemory(StoredDocumentMemory):
 
     def _planner(self, graph: Graph, aliases: Mapping[str, str], when: float) -> Planner:
         return Planner(graph, aliases, when, self.single_valued)
-
-    # -- updating from conversation ---------------------------------------------------
 
     def refresh(self) -> GraphUpdate:
         """Fold the queued turns in now (at most ``max_turns_per_update`` per model call)."""

@@ -153,8 +153,6 @@ class Planner:
         self.plan = Plan()
         self.problems: list[str] = []
 
-    # -- the working copy ------------------------------------------------------------
-
     def _entity(self, entity_id: str) -> dict[str, Any]:
         return self.documents[ENTITY_PREFIX + entity_id]
 
@@ -216,8 +214,6 @@ class Planner:
         document = {"name": name, "type": kind, "summary": summary, "aliases": aliases}
         self._write(ENTITY_PREFIX + entity_id, document, "insert")
         return entity_id
-
-    # -- the operations ----------------------------------------------------------------
 
     def apply(self, items: Sequence[Any], *, skip_bad: bool = False) -> Plan:
         """The plan of ``items``, or LLMError listing every problem (nothing is planned then).

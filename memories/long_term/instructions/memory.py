@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+import jsonpatch
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import Field
 
@@ -33,11 +34,12 @@ from memories.long_term.instructions.reflection import (
 )
 from memories.long_term.stored import ExpiringDocumentMemory
 from memories.stores.documents import (
-    Change,
     PendingTurn,
     ProfileChange,
     ProfileItem,
+    current,
     expecting,
+    replacing,
     version_of,
 )
 
@@ -182,8 +184,6 @@ class InstructionsMemory(ExpiringDocumentMemory):
             return dict(value)
         return super()._config_value(name, value)
 
-    # -- reading ------------------------------------------------------------------
-
     def _current(self, item: ProfileItem | None) -> dict[str, str]:
         if item is not None and item.value is not None:
             return dict(item.value["prompts"])
@@ -257,8 +257,6 @@ class InstructionsMemory(ExpiringDocumentMemory):
         """Async :meth:`status`."""
         return await arun(self._stating())
 
-    # -- LangChain's interface ----------------------------------------------------
-
     def _render(self, prompts: Mapping[str, str]) -> str | list[BaseMessage]:
         if len(prompts) == 1:
             text = next(iter(prompts.values()))
@@ -286,15 +284,13 @@ class InstructionsMemory(ExpiringDocumentMemory):
         item = yield step(self._store.load, self.namespace, self.key)
         return self._render(self._current(item))
 
-    # -- writing ------------------------------------------------------------------
-
     def _committing(self, plan: Any, kind: str, expected: int | None = None) -> Steps[int]:
         """Compare-and-set: read, plan the new document from it, commit if nobody wrote since."""
         what = f"The instructions {self.key!r} in {self.namespace!r}"
         written = yield from self._store.writing(
             self.namespace,
             self.key,
-            expecting(lambda item: _change(plan(item), kind, item), expected, what),
+            expecting(lambda item: replacing(plan(item), kind)(item), expected, what),
         )
         return version_of(written)
 
@@ -406,7 +402,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
 
     def _deciding(self, *, approve: bool, reason: str | None) -> Steps[int]:
         def plan(item: ProfileItem | None) -> dict[str, Any]:
-            proposal = (item.value or {}).get("proposal") if item is not None else None
+            proposal = current(item).get("proposal")
             if proposal is None:
                 raise InvalidInputError(
                     f"No proposal waits for the instructions {self.key!r} in {self.namespace!r}."
@@ -424,8 +420,6 @@ class InstructionsMemory(ExpiringDocumentMemory):
             return {"prompts": proposal["prompts"], "revision": proposal["revision"]}
 
         return (yield from self._committing(plan, "approve" if approve else "reject"))
-
-    # -- reflecting ---------------------------------------------------------------
 
     def refresh(self) -> ReflectionResult:
         """Reflect on the queued turns and feedback now, and revise (or propose).
@@ -482,13 +476,12 @@ class InstructionsMemory(ExpiringDocumentMemory):
                     "prompts": prompts,
                     "proposal": {**revised, "base_version": version},
                 }
-            change = _change(revised, kind, item, turns)
             written = yield step(
                 store.commit,
-                *(ns, key, change.document),
+                *(ns, key, revised),
                 expected_version=version,
                 kind=kind,
-                patch=change.patch,
+                patch=jsonpatch.make_patch(current(item), revised).patch,
                 turns=turns,
             )
             if written is not None:
@@ -550,21 +543,12 @@ def _document(
 
 def _keeping_proposal(document: dict[str, Any], item: ProfileItem | None) -> dict[str, Any]:
     """``document`` with the proposal waiting in ``item`` (a write by hand does not decide it)."""
-    proposal = (item.value or {}).get("proposal") if item is not None else None
+    proposal = current(item).get("proposal")
     return document if proposal is None else {**document, "proposal": proposal}
 
 
-def _change(
-    document: dict[str, Any], kind: str, item: ProfileItem | None, turns: Sequence[PendingTurn] = ()
-) -> Change:
-    import jsonpatch
-
-    before = item.value if item is not None and item.value is not None else {}
-    return Change(document, kind, jsonpatch.make_patch(before, document).patch, tuple(turns))
-
-
 def _proposal_of(item: ProfileItem | None) -> InstructionsVersion | None:
-    proposal = (item.value or {}).get("proposal") if item is not None else None
+    proposal = current(item).get("proposal")
     if proposal is None or item is None:
         return None
     revision = proposal.get("revision") or {}

@@ -123,8 +123,6 @@ class ProfileMemory(ExpiringDocumentMemory):
             return schema_config(value)
         return super()._config_value(name, value)
 
-    # -- reading ----------------------------------------------------------------
-
     def _document(self, item: ProfileItem | None) -> dict[str, Any] | None:
         """The profile as it stands: the stored document, else the schema's valid defaults."""
         if item is not None and item.value is not None:
@@ -168,8 +166,6 @@ class ProfileMemory(ExpiringDocumentMemory):
     async def astatus(self) -> ProfileStatus:
         """Async :meth:`status`: the same steps, awaited."""
         return await arun(self._stating())
-
-    # -- direct writes: checked here, then the store's compare-and-set steps ----------
 
     def _checked(self, document: Any, what: str) -> Any:
         problems = self._schema.errors(document)
@@ -263,8 +259,6 @@ class ProfileMemory(ExpiringDocumentMemory):
         """Async :meth:`rollback`."""
         return await arun(self._rolling_back(version, expected_version))
 
-    # -- LangChain's interface --------------------------------------------------
-
     def _render(self, document: dict[str, Any] | None) -> str | list[BaseMessage]:
         if not document:
             return [] if self.return_messages else ""
@@ -290,8 +284,6 @@ class ProfileMemory(ExpiringDocumentMemory):
         if self.policy == "once" and self._frozen((yield step(self._store.load, *at))):
             return
         yield from super()._queueing(turn, due=due)
-
-    # -- updating from conversation ---------------------------------------------
 
     @cached_property
     def _updater(self) -> Updater:

@@ -24,7 +24,6 @@ class PendingDocument:
     """A document this process has queued for the store, searchable before the store has it."""
 
     text: str
-    """Its text."""
     metadata: dict[str, Any]
     """Its metadata as the store will return it (namespace and turn included)."""
     vector: list[float] | None = None
@@ -99,10 +98,8 @@ class PendingDocuments:
         self.changed.notify_all()
 
     def stored(self, documents: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
-        """The store has these ``(id, text, metadata)`` documents now: no longer pending.
-
-        One queued again meanwhile with other content stays pending (its newer copy).
-        """
+        """The store has these ``(id, text, metadata)`` documents now: no longer pending
+        (one queued again meanwhile with other content stays)."""
         for doc_id, text, metadata in documents:
             old = self._documents.get(doc_id)
             if old is not None and old.text == text and old.metadata == metadata:

@@ -511,8 +511,7 @@ class PgVectorBackend(RecallBackend):
         return held
 
     def erase_namespace(self) -> None:
-        """Delete every document of the namespace, its index and its expiry rows; its width is
-        free again."""
+        """Delete the namespace's documents, index and expiry rows (its width is free again)."""
         store = self._store
         here = self._expiry_here()
         discarding = None if here is None else here.discarding(self.namespace)
@@ -544,8 +543,7 @@ class PgVectorBackend(RecallBackend):
     def _matching(
         self, *, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
     ) -> tuple[str, _Params]:
-        """The condition on ``ids`` and ``where`` (AND) after ``namespace = %(ns)s``, and its
-        parameters."""
+        """The condition on ``ids`` and ``where`` after ``namespace = %(ns)s``, with its values."""
         params = _Params(ns=self._key)
         condition = "" if ids is None else f" AND doc_id = ANY({params(list(ids))})"
         if where is not None:
@@ -579,8 +577,7 @@ class PgVectorBackend(RecallBackend):
         discard: bool = True,
     ) -> None:
         """Delete the namespace's documents matching ``ids`` and ``where``, their index rows and
-        (with ``discard``) their expiry rows: in the one transaction when the rows are in this
-        database (they always are for a memory: its ``vectors``), else right after."""
+        (with ``discard``) their expiry rows: in one transaction when those are in this database."""
         condition, params = self._matching(ids=ids, where=where)
         store = self._store
         here = self._expiry_here() if discard else None

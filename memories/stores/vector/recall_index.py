@@ -180,8 +180,7 @@ Queued = Callable[[sa.Connection, str, str, "RecallIndex"], list[IndexedDocument
 class RecallIndex:
     """The recall index of the stores whose outbox is in one SQL database.
 
-    Writes take the caller's connection, so that they commit with the
-    outbox's rows; reads open their own.
+    Writes take the caller's connection, to commit with the outbox's rows.
 
     Args:
         database: the database (the outbox's).
@@ -296,8 +295,7 @@ class RecallIndex:
     def _pack_found(self, space: Space) -> None:
         """Pack a space this process meets first with too many fresh postings (rows only).
 
-        Searching it works as it is (both tiers are read), so a database this
-        process cannot write to is only logged: the next write packs it.
+        Searches read it as it is, so a database this process cannot write to is logged.
         """
         with self.database.transaction() as connection:
             fresh = _FRESH.execute(connection, space=space.id, cap=self.pack_after + 1).fetchone()
@@ -327,10 +325,7 @@ class RecallIndex:
     def number(
         self, connection: sa.Connection, target: str, namespace: str, sessions: Iterable[str]
     ) -> dict[str, int] | None:
-        """The next free turn number of each session (one past the highest indexed).
-
-        None when the namespace has no index yet: its stored turns are unknown.
-        """
+        """The next free turn number of each session; None while the namespace has no index."""
         spaces = self._spaces_of(connection, target, namespace)
         wanted = sorted(set(sessions))
         if not spaces:
@@ -362,21 +357,23 @@ class RecallIndex:
             self._settle(connection, space.id)
 
     def remove(
-        self, connection: sa.Connection, target: str, namespace: str, ids: Sequence[str]
+        self,
+        connection: sa.Connection,
+        target: str,
+        namespace: str,
+        ids: Sequence[str],
+        *,
+        session: str | None = None,
     ) -> None:
-        """Forget documents, in every space of their namespace."""
+        """Forget documents (and every one of ``session``), in every space of their namespace."""
         for space in self._spaces_of(connection, target, namespace):
-            self._remove(connection, space.id, ids)
-
-    def remove_session(
-        self, connection: sa.Connection, target: str, namespace: str, session: str
-    ) -> None:
-        """Forget every document of a session."""
-        for space in self._spaces_of(connection, target, namespace):
-            query = sa.select(_documents.c.doc_id).where(
-                _documents.c.space == space.id, _documents.c.session == session
-            )
-            self._remove(connection, space.id, list(connection.execute(query).scalars()))
+            gone = list(ids)
+            if session is not None:
+                query = sa.select(_documents.c.doc_id).where(
+                    _documents.c.space == space.id, _documents.c.session == session
+                )
+                gone += connection.execute(query).scalars()
+            self._remove(connection, space.id, gone)
 
     def clear(self, connection: sa.Connection, target: str, namespace: str) -> None:
         """Forget every document of a namespace (its spaces stay, empty and built)."""
@@ -388,8 +385,7 @@ class RecallIndex:
     def adopt(self, connection: sa.Connection, former: str, target: str) -> int:
         """File the spaces under ``former`` under ``target``; return how many moved.
 
-        A space ``target`` already has for the same namespace and analysis is
-        the one in use: the former's copy of it is dropped instead.
+        A copy of a space ``target`` has already (the one in use) is dropped instead.
         """
         mine = _spaces.alias("mine")
         clash = sa.exists().where(
@@ -472,8 +468,7 @@ class RecallIndex:
     ) -> None:
         """Take the postings ``gone`` (term, key) out of the blocks holding them.
 
-        Only the blocks whose key range meets a term's removed keys are read;
-        a block left empty is deleted, so nothing of a removed document stays.
+        Only blocks whose key range meets them are read; one left empty is deleted.
         """
         keys: dict[str, list[int]] = {}
         for term, key in gone:
@@ -514,9 +509,8 @@ class RecallIndex:
     def _compact(self, connection: sa.Connection, space: int) -> int:
         """Move the space's fresh postings into blocks (:meth:`_append`); return how many moved.
 
-        Exactly the rows read are deleted (:func:`_drop_fresh`: a row another writer
-        adds meanwhile stays fresh). Writers of a space take turns already
-        (:meth:`_spaces_of`), so no other lock is taken.
+        Exactly the rows read are deleted (one added meanwhile stays fresh); writers of
+        a space take turns already (:meth:`_spaces_of`).
         """
         started = time.monotonic()
         rows = self._fresh(connection, space)
@@ -798,12 +792,12 @@ def _drop_rows(connection: sa.Connection, spaces: Sequence[int]) -> None:
 
 
 def _analyse(document: IndexedDocument, config: RecallConfig) -> _Row:
-    position = document.position
+    session, turn = document.position or (None, None)
     text = config.lexical_text(document.text, when=document_date(document.metadata))
     return _Row(
         document.doc_id,
-        None if position is None else position[0],
-        None if position is None else position[1],
+        session,
+        turn,
         Counter(term[:_LONGEST] for term in config.analyzer().terms(text)),
         [name[:_LONGEST] for name in _turn_speakers(document.metadata)],
     )
