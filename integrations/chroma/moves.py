@@ -1,49 +1,10 @@
 """Moves of a namespace between its shard and a collection of its own.
 
-Promotion
----------
-
-Promotion (:meth:`ChromaStore.promote`) moves a namespace out of its shard:
-its own collection is made first, marked incomplete (readers keep reading the
-shard); every document is copied with its embedding, text and metadata, by
-Chroma's ``add``, which never overwrites a newer write; the mark is cleared;
-the namespace's documents are deleted from the shard. A write or delete that
-lands in the shard during or after a promotion looks for the own collection
-afterwards and repeats itself there (moving the documents out of the shard
-when the collection is complete), and the copier undoes its copy of a
-document deleted from the shard while its page was in hand. Re-running a
-promotion after a crash at any point completes it. Known limits: documents
-that a crash left in the shard after the mark was cleared stay there, unread
-(the own collection is read), until :meth:`ChromaStore.promote` runs again;
-a document deleted and written again with the same id during one page's copy
-may be dropped.
-
-Demotion
---------
-
-Demotion (:meth:`ChromaStore.demote`; ``memories reshard`` for a whole
-store; on first look, above) is promotion's mirror, safe while other processes
-read and write: the own collection is marked as leaving (its metadata: the
-demoting store's token and the time); readers keep reading it, as it is
-complete. A write or delete that lands in an own collection looks at it again
-afterwards and, when it is marked as leaving or gone, repeats itself in the
-shard. Every document is copied into the shard by ``add`` (never over a newer
-write), and the copier undoes its copy of a document deleted from the
-collection while its page was in hand. Then the collection is deleted; a reader
-or writer that finds it gone (``NotFoundError``) looks again and finds the
-shard. A write racing that deletion is not lost: it either fails on the
-deleted collection and is made again in the shard, or lands before the
-deletion and finds the collection gone or marked when it looks afterwards, and
-repeats itself in the shard. Re-running after a crash at any step completes
-the move (a half-filled shard is completed; ``add`` duplicates nothing).
-Another store finding a fresh mark (under :data:`_LEAVING_SECONDS`) leaves the
-move to its owner and keeps reading the collection until it is gone; an older
-mark is a crashed move's, and is taken over. Known limits: two stores that
-both marked the collection in the same instant may both copy; one of them
-then stops at its next page, and a document deleted while the other's page
-was in hand, just as the first deleted the collection, may come back; a
-document deleted and written again with ``replace=False`` during one page's
-copy may keep its older text in the shard.
+Promotion fills a collection marked incomplete, then empties the shard;
+demotion marks the collection as leaving, copies it into the shard, then
+deletes it. Both are safe while other processes read and write and finish
+when run again after a crash; the protocol and its known limits are on the
+architecture page ("Chroma: where a namespace lives").
 """
 
 from __future__ import annotations
@@ -147,11 +108,9 @@ def copy_page(
     """Copy these documents of the namespace from one placement to the other (``ids`` as the
     source holds them), keeping newer writes there.
 
-    Chroma's ``add`` leaves an id the target holds as it is: a write made
-    during the copy reached it already (see :meth:`ChromaStore.upsert`). A
-    document deleted from the source while the page was copied is deleted
-    from the copy too: the deleter may have looked at the target before the
-    copy reached it.
+    Chroma's ``add`` leaves an id the target holds as it is: a write made during
+    the copy reached it already. A document deleted from the source meanwhile is
+    deleted from the copy too: its deleter may have looked at the target too early.
     """
     where = None if into_shard else {NAMESPACE_KEY: {"$eq": namespace}}
     page = source.get(ids=ids, where=where, include=["documents", "metadatas", "embeddings"])
@@ -228,9 +187,8 @@ def other_shard_width(store: ChromaStore, shard: Any, own: Any, ids: list[str]) 
 def demoted_on_open(store: ChromaStore, namespace: str, own: Any) -> bool:
     """Whether a small own collection (a store written before shards) is in the shard now.
 
-    Moved here when it holds at most ``promote_at // 2`` documents (the two
-    thresholds: :mod:`.store`). A failure is logged and leaves the namespace
-    in its collection, to be moved at a later look.
+    Moved here when it holds at most ``promote_at // 2`` documents. A failure is
+    logged and leaves the namespace in its collection, to be moved at a later look.
     """
     if not store.demote_on_open or namespace in store._staying:
         return False
@@ -269,7 +227,7 @@ def demoted_on_open(store: ChromaStore, namespace: str, own: Any) -> bool:
 
 def check_size(store: ChromaStore, namespace: str, written: int) -> None:
     """Promote the namespace if a count, made every ``promote_at // 8`` documents this object
-    wrote to it (:mod:`.store`), finds it past ``promote_at``.
+    wrote to it, finds it past ``promote_at``.
 
     The first count comes after a random share of that step, so that
     short-lived processes, each writing a few documents, still count now and then.

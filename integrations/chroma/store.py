@@ -1,75 +1,11 @@
 """ChromaStore: the one class that talks to Chroma, and where each namespace lives.
 
-Placement
----------
-
-Chroma keeps every collection it has opened loaded for the life of the process
-(its HNSW segment: about 2.5 MB and 4 open files each), so a collection per
-user reaches 4.1 GB and 6,026 open files at 1,500 users. Hence two placements:
-
-- **shard**: one of :data:`SHARDS` shared collections,
-  ``{prefix}-shard-{i:02d}``, ``i`` from a SHA-256 of the namespace key.
-  Every read, query and delete is filtered on the namespace, and ids are
-  tagged with a digest of it (an id is unique per namespace only).
-- **own**: a collection of its own, ``{prefix}-{digest}`` (what every
-  namespace had before shards), queried without a filter.
-
-The rule: *a namespace is "own" when its own collection exists and is not
-marked incomplete; otherwise it is in its shard.* A store object caches the
-answer for :data:`_PLACEMENT_SECONDS` for up to :data:`_REMEMBERED`
-namespaces; a read in a cached shard placement that finds nothing (or fewer
-ids than asked) looks again at once, and a collection gone behind its back
-(``NotFoundError``) is looked up again, so another process's promotion is seen
-at the latest when the cache entry expires, and at once by a read that misses.
-Collections of the layout before shards are "own" until they are demoted
-(below): when a store object looks a namespace up and finds a collection of at
-most ``promote_at // 2`` documents, it moves it into the shard then, unless
-made with ``demote_on_open=False``.
-
-
-The two thresholds keep a namespace from going back and forth: it leaves its
-shard past ``promote_at`` documents, and is moved back on opening only at
-``promote_at // 2`` or fewer (an explicit :meth:`ChromaStore.demote` moves
-anything up to ``promote_at``).
-
-A write into a shard counts the namespace (a filtered read of at most
-``promote_at + 1`` ids) once per ``promote_at // 8`` documents it wrote there,
-and promotes past ``promote_at`` (2,000 by default). A namespace whose
-embeddings have another width than its shard's (another embedding model under
-the same prefix) gets its own collection at its first write.
-
-Measured on this machine (Chroma 1.5.9, 2 cores, 384-dimension unit vectors,
-one namespace among about 1,000 in a shard of 50,000 documents, p50):
-
-========================  ===========  ===========  ===========  ===========
-namespace's documents        20           500          2,000        5,000
-========================  ===========  ===========  ===========  ===========
-filtered top-50 query     93 ms        64 ms        63 ms        136 ms
-filtered get of its ids   15 ms        20 ms        30 ms        129 ms
-========================  ===========  ===========  ===========  ===========
-
-An own collection of 2,000 documents answers the same query in 2.7 ms. A
-filter costs in proportion to the shard, not the namespace, so up to a few
-thousand documents a namespace costs its shard little more than a small one
-does, while past that its own queries and counts grow: at 2,000 a namespace
-is worth its 2.5 MB. (With the benchmark's 10,000 users of 5 documents, a
-shard holds about 3,000 documents and a filtered query takes a few ms; see
-``benchmarks/namespaces.py``.) Listing namespaces (:meth:`ChromaStore.namespaces`)
-reads the shards' metadatas whole: 3.2 s at 50,000 sharded documents.
-
-Other details measured on this machine (10,000 documents, 2 cores):
-
-- ``count()`` of an own collection is a scan: 2 ms at 10,000 documents, 25 ms
-  at 100,000. A search never counts: the recall index in SQL
-  (:mod:`memories.stores.vector.recall_index`) knows the count.
-- An embedded write commits Chroma's SQLite file in rollback-journal mode with
-  full sync: about 25 ms of wall time per ``add`` here, 7 ms of it CPU, the rest
-  waiting for the disk. Switching that file to WAL mode brings it to 5 ms, but
-  doing so under a live client makes Chroma's own SQLite fail ("disk I/O
-  error"), so the store leaves Chroma's file alone.
-
-Promotion and demotion, the moves between the two placements, are in
-:mod:`memories.integrations.chroma.moves`.
+Chroma keeps every collection it opened loaded (about 2.5 MB and 4 open files
+each), so small namespaces share one of :data:`SHARDS` shard collections,
+filtered on the namespace, and one past ``promote_at`` documents gets a
+collection of its own. The placement rule, its cache and its thresholds are on
+the architecture page ("Chroma: where a namespace lives"); the measurements
+behind them in docs/performance.md; the moves between placements in :mod:`.moves`.
 """
 
 from __future__ import annotations
@@ -134,8 +70,7 @@ class ChromaStore:
     Every method takes the namespace key (see
     :func:`memories.kernel.namespaces.namespace_key`) first, works on that
     namespace's documents only, ANDs the namespace with any caller filter and
-    drops any record whose metadata names another namespace. Where a
-    namespace lives is the module docstring's placement rule.
+    drops any record whose metadata names another namespace.
 
     Args:
         mode: ``"persistent"``, ``"memory"`` or ``"http"``.
@@ -150,11 +85,9 @@ class ChromaStore:
         timeout: seconds an HTTP request may take.
         promote_at: a namespace holding more documents than this in its shard
             is moved into a collection of its own (:meth:`promote`) by a write.
-        demote_on_open: move a namespace's own collection of at most
-            ``promote_at // 2`` documents (a store written before shards) into its
-            shard when this object first looks the namespace up (:meth:`demote`,
-            safe while other processes write). False leaves such collections as
-            they are, for ``memories reshard`` to move.
+        demote_on_open: move a namespace's own collection of at most ``promote_at // 2``
+            documents (a store written before shards) into its shard when this object
+            first looks the namespace up (:meth:`demote`); False leaves it to ``memories reshard``.
     """
 
     def __init__(
@@ -209,8 +142,6 @@ class ChromaStore:
         self._promoting = threading.Lock()
         # Names this object's demotion marks, so that it knows its own from another's.
         self._token = uuid.uuid4().hex
-
-    # -- identity -------------------------------------------------------------------
 
     @property
     def location(self) -> str:
@@ -273,14 +204,8 @@ class ChromaStore:
         with self._translate("find the namespace's collection"):
             return "shard" if self._resolve(namespace, fresh=True).shard else "own"
 
-    # -- reads ----------------------------------------------------------------------
-
     def count(self, namespace: str, /) -> int:
-        """How many documents the namespace holds.
-
-        In a shard this reads the namespace's ids (a filtered get: see the
-        module docstring for its cost); an own collection counts itself.
-        """
+        """How many documents the namespace holds (in a shard, a filtered get of its ids)."""
 
         def run(place: _Placement) -> int:
             if not place.shard:
@@ -319,9 +244,7 @@ class ChromaStore:
                     return []  # nothing of this namespace in a shard of another width
                 raise
             found = zip(result["ids"][0], result["distances"][0], strict=True)
-            if not place.shard:
-                return [ScoredId(i, 1.0 - float(d)) for i, d in found]
-            tag = _tag(namespace)
+            tag = _tag(namespace) if place.shard else ""
             return [ScoredId(i[len(tag) :], 1.0 - float(d)) for i, d in found if i.startswith(tag)]
 
         return self._call(namespace, "query", run, missing=lambda found: not found)
@@ -373,12 +296,10 @@ class ChromaStore:
     def namespaces(self, *, shards: bool = True) -> list[str]:
         """The namespace keys of this store's own collections and shards, sorted.
 
-        A namespace whose own collection has no documents left keeps the
-        collection, so it is listed; :meth:`count` tells it apart. A sharded
-        namespace is listed while it holds a document. The shards are read
-        whole (their metadatas, in pages): about 3 s at 50,000 sharded
-        documents here, so this is for tools, not for a request's path;
-        ``shards=False`` lists the own collections only (one listing call).
+        An own collection is listed while it exists, empty or not (:meth:`count`
+        tells); a sharded namespace while it holds a document. The shards are read
+        whole (3.2 s at 50,000 sharded documents), so this is for tools, not for a
+        request's path; ``shards=False`` lists the own collections only (one call).
         """
         with self._translate("list collections"):
             collections = self._get_client().list_collections()
@@ -393,8 +314,6 @@ class ChromaStore:
                 elif shards and collection.name in shard_names and _SHARD_KEY in metadata:
                     found.update(self._shard_namespaces(collection))
         return sorted(found)
-
-    # -- writes ---------------------------------------------------------------------
 
     def upsert(
         self,
@@ -411,12 +330,10 @@ class ChromaStore:
 
         With ``replace`` an existing id is overwritten (Chroma's upsert); without
         it an existing id is left as it is (Chroma's add, a third cheaper at
-        10,000 documents), which is what a retried write of new ids wants.
-
-        A write repeats itself in the collection a promotion or a demotion
-        (:mod:`.moves`) moves the namespace to, so that none is lost; a write
-        into a shard now and then counts the namespace and promotes it past
-        ``promote_at``.
+        10,000 documents), which is what a retried write of new ids wants. It
+        repeats itself where a promotion or a demotion (:mod:`.moves`) moves the
+        namespace, so that none is lost; into a shard, it now and then counts the
+        namespace and promotes it past ``promote_at``.
         """
         ids = list(ids)
         if not ids:
@@ -429,9 +346,12 @@ class ChromaStore:
             put = collection.upsert if replace else collection.add
             put(ids=keys, documents=texts, embeddings=vectors, metadatas=stamped)
 
+        def apply(place: _Placement) -> None:
+            write(place.collection, self._ids(place, namespace, ids))
+
         def run(place: _Placement) -> _Placement:
             try:
-                write(place.collection, self._ids(place, namespace, ids))
+                apply(place)
             except ChromaError as exc:
                 if not moves.other_width(self, place, namespace, exc):
                     raise
@@ -442,32 +362,25 @@ class ChromaStore:
                 return self._remember(namespace, own, shard=False)
             return place
 
-        place = self._call(namespace, "write documents", run)
-        with self._translate("write documents"):
-            if place.shard:
-                own, complete = self._own_collection(namespace)
-                if own is None:
-                    moves.check_size(self, namespace, len(ids))
-                    return
-                if _LEAVING_KEY in (own.metadata or {}):
-                    # Moving into the shard: its readers read the collection until it goes
-                    # (a server may answer a write during the deletion with another error).
-                    with suppress(ChromaError):
-                        write(own, ids)
-                    return
+        def into_own(shard: _Placement, own: Any | None, complete: bool) -> bool:
+            if own is not None and _LEAVING_KEY in (own.metadata or {}):
+                # Moving into the shard: its readers read the collection until it goes
+                # (a server may answer a write during the deletion with another error).
+                with suppress(ChromaError):
+                    write(own, ids)
+                return False
+            if own is not None:
                 # A promotion started (here or elsewhere) after this write was routed:
                 # the documents must reach the collection the namespace moves to.
                 write(own, ids)
-                if not complete:
-                    moves.check_size(self, namespace, len(ids))
-                    return
-                place.collection.delete(ids=self._ids(place, namespace, ids))
-                self._remember(namespace, own, shard=False)
-            if moves.leaving(self, namespace):
-                # The documents landed in the own collection, and a demotion started (here
-                # or elsewhere) after this write was routed, or ended: they must reach the
-                # shard the namespace moves to. A demotion's copy never overwrites them.
-                write(self._shard(namespace), [_tag(namespace) + i for i in ids])
+            if own is None or not complete:
+                moves.check_size(self, namespace, len(ids))
+                return False
+            shard.collection.delete(ids=self._ids(shard, namespace, ids))
+            self._remember(namespace, own, shard=False)
+            return True
+
+        self._following(namespace, "write documents", run, apply, into_own)
 
     def delete(
         self,
@@ -477,11 +390,9 @@ class ChromaStore:
         ids: Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
     ) -> None:
-        """Delete documents by id and/or filter.
+        """Delete documents by id and/or filter; with neither, every document of the namespace.
 
-        With neither, every document of the namespace is deleted (in a shard,
-        only that namespace's). Like :meth:`upsert`, a delete repeats itself in
-        the collection a promotion or a demotion moves the namespace to.
+        Like :meth:`upsert`, it repeats itself where a promotion or a demotion moves the namespace.
         """
         if ids is not None:
             ids = list(ids)
@@ -499,18 +410,40 @@ class ChromaStore:
             erase(place)
             return place
 
-        place = self._call(namespace, "delete documents", run)
-        with self._translate("delete documents"):
-            if place.shard:
-                own, _ = self._own_collection(namespace)
-                if own is None:
-                    return
-                # A promotion may have copied them already; a demotion reads it until it goes.
+        def into_own(shard: _Placement, own: Any | None, complete: bool) -> bool:
+            # A promotion may have copied them already; a demotion reads it until it goes.
+            if own is not None:
                 with suppress(NotFoundError):
-                    erase(_Placement(own, False, place.checked))
+                    erase(_Placement(own, False, shard.checked))
+            return own is not None
+
+        self._following(namespace, "delete documents", run, erase, into_own)
+
+    def _following(
+        self,
+        namespace: str,
+        action: str,
+        run: Callable[[_Placement], _Placement],
+        apply: Callable[[_Placement], None],
+        into_own: Callable[[_Placement, Any | None, bool], bool],
+    ) -> None:
+        """A write or delete where the namespace is, then where it moves (:mod:`.moves`).
+
+        ``run`` does it in the namespace's placement and returns the one it wrote to.
+        From a shard, ``into_own(shard, own, complete)`` repeats it in the namespace's
+        own collection (None when there is none) and says whether to go on. Done in an
+        own collection that a demotion marked or deleted meanwhile, ``apply`` repeats it
+        in the shard: a demotion's copy never overwrites it, and may have copied what
+        it deletes.
+        """
+        place = self._call(namespace, action, run)
+        with self._translate(action):
+            if place.shard:
+                own, complete = self._own_collection(namespace)
+                if not into_own(place, own, complete):
+                    return
             if moves.leaving(self, namespace):
-                # A demotion may have copied them into the shard already.
-                erase(_Placement(self._shard(namespace), True, place.checked))
+                apply(_Placement(self._shard(namespace), True, place.checked))
 
     # -- Chroma's write-ahead log (erasure) ---------------------------------------------
 
@@ -601,17 +534,12 @@ class ChromaStore:
     def demote(self, namespace: str, /, *, dry_run: bool = False) -> Demotion:
         """Move a small namespace from its own collection into its shard (undoes :meth:`promote`).
 
-        For stores made before shards, where every namespace has a collection
-        (each one kept loaded by Chroma for the life of a process: about 2.5 MB
-        and 4 open files). A namespace of at most ``promote_at`` documents is
-        moved while other processes read and write it (:mod:`.moves`); running
-        it again after a crash at any point finishes the job.
-
-        A namespace stays where it is, and ``kept`` says why, when it is in
-        its shard already, holds more than ``promote_at`` documents, has
-        embeddings of another width than its shard's, or is being moved by
-        another store. With ``dry_run`` nothing is written: the result says
-        what a real run would do.
+        For a namespace of at most ``promote_at`` documents of a store made before
+        shards; safe while other processes read and write it, and finished by
+        running it again after a crash (:mod:`.moves`). ``kept`` says why a
+        namespace stays: in its shard already, more than ``promote_at`` documents,
+        embeddings of another width than its shard's, or moved by another store.
+        ``dry_run`` writes nothing: the result says what a real run would do.
         """
         with self._promoting, self._translate("move the namespace into its shard"):
             return moves.demote(self, namespace, limit=self.promote_at, dry_run=dry_run)
@@ -619,8 +547,6 @@ class ChromaStore:
     def reshard(self, *, dry_run: bool = False) -> list[Demotion]:
         """:meth:`demote` every namespace that has a collection of its own, in key order."""
         return [self.demote(n, dry_run=dry_run) for n in self.namespaces(shards=False)]
-
-    # -- placement ------------------------------------------------------------------
 
     def _resolve(self, namespace: str, *, fresh: bool = False) -> _Placement:
         """The namespace's placement: cached for :data:`_PLACEMENT_SECONDS`, else looked up."""
@@ -740,9 +666,7 @@ class ChromaStore:
 
     def _ids(self, place: _Placement, namespace: str, ids: Sequence[str]) -> list[str]:
         """Chroma's ids: in a shard, tagged with the namespace (an id is unique per namespace)."""
-        if not place.shard:
-            return list(ids)
-        tag = _tag(namespace)
+        tag = _tag(namespace) if place.shard else ""
         return [tag + i for i in ids]
 
     def _own(
@@ -769,8 +693,6 @@ class ChromaStore:
             for m in page["metadatas"]
             if m and NAMESPACE_KEY in m
         }
-
-    # -- plumbing -------------------------------------------------------------------
 
     def _check_owner(self, name: str, metadata: Mapping[str, Any], namespace: str) -> None:
         owner = metadata.get(_NAMESPACE_META_KEY)

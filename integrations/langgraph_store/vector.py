@@ -50,23 +50,13 @@ __all__ = ["VectorStoreAdapter"]
 class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
     """A vector memory (``memories.long_term.vector.VectorMemory``) as a LangGraph store.
 
-    Each namespace is the vector memory's namespace of the same name (one
-    Chroma collection each); each item is one document whose id is the key.
-    ``put`` embeds the value's ``text_field`` (the whole value as JSON when it
-    has none) and keeps the value beside it; ``search(query=...)`` ranks with
-    the memory's recall (hybrid by default) and gives each item its score.
-    Turns a ``VectorMemory`` saved itself show up too, keyed by document id,
-    with their text and metadata as the value.
-
-    LangGraph's indexing applies (:mod:`.indexing`): each text of an item is
-    one more document of it (id: the key, ``"\x1f"`` and a number), and an
-    item ranks by its best text; an item put with ``index=False`` comes last
-    in a query search, with ``score`` None, as in LangGraph's stores.
-
-    Each namespace's recall picks its best ``offset + limit`` items; those are
-    ordered by score. The default score is calibrated
-    (:mod:`memories.stores.recall.scores`), so scores compare across queries
-    and namespaces and a ``min_score`` means the same everywhere.
+    Each namespace is the vector memory's namespace of the same name; each item
+    is one document whose id is the key, and one more per further text of
+    LangGraph's indexing (:mod:`.indexing`). Turns a ``VectorMemory`` saved itself
+    show up too, keyed by document id, with their text and metadata as the value.
+    A query search takes each namespace's best ``offset + limit`` items by the
+    memory's recall and orders them by score (calibrated by default, so scores
+    compare across namespaces: :mod:`memories.stores.recall.scores`).
 
     Args:
         memory: the vector memory whose store, embeddings and recall settings
@@ -119,8 +109,6 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.memory.store.location})"
 
-    # -- pure helpers ---------------------------------------------------------------
-
     @staticmethod
     def _item_of(namespace: Namespace, doc_id: str, text: str, metadata: Mapping[str, Any]) -> Item:
         if VALUE in metadata:
@@ -136,8 +124,6 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
             created_at=timestamp(float(created)),
             updated_at=timestamp(float(updated)),
         )
-
-    # -- the five methods -------------------------------------------------------------
 
     def _documents(self, namespace: Namespace, ids: list[str] | None = None) -> list[StoredRecord]:
         """The namespace's documents (these ids'), an item's further texts among them."""

@@ -1,27 +1,11 @@
 """The memory contract every memory class implements.
 
-``BaseMemory`` is LangChain's classic memory interface (it subclasses
-LangChain's own base class, see :mod:`memories.core.langchain`) plus configuration:
-``to_config()`` describes the memory so :func:`memories.create_memory` can
-rebuild it.
-
-Implementing a subclass
------------------------
-A memory over a chat history subclasses :class:`ChatMemory` and implements one
-method, :meth:`ChatMemory._selection`: a loop of I/O steps (see
-:mod:`memories.kernel.steps`) that returns the messages the memory shows. It
-is written once; the kernel runs it for the sync and the async methods.
-Saving, formatting, key selection, clearing and configuration are written
-once here. A memory that derives state from the log (a cursor, token counts,
-a summary) also implements :meth:`ChatMemory._update`, the steps that bring
-that state up to date after a save, and keeps the state in the history under
-:meth:`ChatMemory.state_key`. ``memories/short_term/window.py`` is the shortest example:
-its ``_selection`` yields two steps (find where the last ``k`` exchanges
-start, read from there) and returns their messages.
-
-A memory that is not a chat log (vector recall, a profile) subclasses
-:class:`BaseMemory` and implements LangChain's four members and their async
-twins; it calls :func:`memories.kernel.keys.select_turn` to pick its input and output.
+:class:`BaseMemory` is LangChain's classic memory interface (see
+:mod:`memories.core.langchain`) plus ``to_config()``. A memory over a chat
+history subclasses :class:`ChatMemory` and writes one loop of steps,
+``_selection`` (and ``_update`` if it derives state): docs/architecture.md,
+"Writing a memory", shows the window memory whole. Any other memory subclasses
+:class:`BaseMemory` and picks its turn with :func:`memories.kernel.keys.select_turn`.
 """
 
 from __future__ import annotations
@@ -152,11 +136,7 @@ class BaseMemory(LangChainBaseMemory):
     # -- copying and pickling, as LangChain's memories allow ---------------------
 
     def __getstate__(self) -> dict[Any, Any]:
-        """Configuration and private state; what belongs to this process is made anew.
-
-        Derived values (cached properties: a store client, a resolved model)
-        are left out and rebuilt on first use; locks are replaced by new ones.
-        """
+        """Configuration and private state; cached properties and locks are made anew."""
         state = super().__getstate__()
         fields = type(self).model_fields
         state["__dict__"] = {k: v for k, v in state["__dict__"].items() if k in fields}
@@ -183,8 +163,7 @@ class BaseMemory(LangChainBaseMemory):
     def check_turn(self, inputs: Any, outputs: Any) -> None:
         """Raise what :meth:`save_context` would raise for this turn, writing nothing.
 
-        A composite checks every member with this before any member writes, so
-        a turn one member rejects is written by none.
+        A composite checks every member first, so a turn one rejects is written by none.
 
         Raises:
             InvalidInputError: the turn cannot be stored.
@@ -200,11 +179,10 @@ class BaseMemory(LangChainBaseMemory):
         return [self]
 
     def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
-        """What this memory keeps of its session's owner (``session``) and of its namespace's
-        (``namespace``), one record per store, for :func:`memories.erase_user`.
+        """What this memory keeps of its session's and its namespace's owner, a record per store.
 
-        A memory that stores nothing has none; a class that stores data says
-        where, and calls ``super()`` so that a class with two stores lists both.
+        For :func:`memories.erase_user`; a class that stores data says where and
+        calls ``super()``, so a class with two stores lists both.
         """
         return []
 
@@ -261,10 +239,9 @@ class BaseMemory(LangChainBaseMemory):
 
     @cached_property
     def _accounted(self) -> bool:
-        """Whether an operation of this memory has calls to count (decided once, when built).
+        """Whether an operation of this memory has calls to count, decided once, when built.
 
-        When it has none and no tracer provider is set, a save or a load runs
-        without an operation: nothing to record, no span to start.
+        Without any (and with no tracer provider) a save or a load runs without an operation.
         """
         return self._makes_calls or self._spending_database() is not None
 
@@ -273,12 +250,10 @@ class BaseMemory(LangChainBaseMemory):
         return "default"
 
     def usage_name(self) -> str:
-        """The memory its calls are recorded under in its database: its type, and
-        the name of its data when that is not the type's default (``"profile:work"``).
+        """The name its calls are recorded under: its type, plus its data's name if not the default.
 
-        Two memories of one type sharing a database (two profile keys, two
-        collections) keep apart rows. A memory with the default name keeps the
-        type alone, so rows recorded before names were kept stay its own.
+        Two memories of one type sharing a database (``"profile:work"``) keep apart
+        rows; the default name keeps the type alone, so older rows stay its own.
         """
         kind = getattr(self, "config_type", type(self).__name__)
         field = type(self).model_fields.get(self.data_name_field)
@@ -439,7 +414,7 @@ class ChatMemory(BaseMemory, Sweeps):
     """A memory over a chat history: buffer, window, token buffer, summaries.
 
     Args:
-        chat_memory: where the session's messages live. A memories history
+        chat_memory: where the session's messages live: a memories history
             (``InMemoryHistory`` by default, ``SQLiteHistory`` to survive a
             restart), any LangChain ``BaseChatMessageHistory``, or a history
             config dict such as ``{"type": "sqlite", "path": "chat.db", "session_id": "u1"}``.
@@ -448,12 +423,11 @@ class ChatMemory(BaseMemory, Sweeps):
             not a memory variable or ``"stop"``.
         output_key: the chain output to store; by default the only output, or ``"output"``.
         return_messages: give a list of messages instead of one string.
-        human_prefix: the speaker name of human messages in the string form.
-        ai_prefix: the speaker name of AI messages in the string form.
+        human_prefix, ai_prefix: the speaker names of human and AI messages in the string form.
         retention: how much raw history to keep, ``{"keep_days": 7}`` or
             ``{"keep_messages": 200}`` (:class:`~memories.kernel.retention.Retention`):
-            older messages are hidden from every read at once and deleted by
-            :meth:`sweep`; derived state (a summary) stays. None keeps everything.
+            older messages are hidden from every read and deleted by :meth:`sweep`;
+            derived state (a summary) stays. None keeps everything.
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
@@ -558,11 +532,10 @@ class ChatMemory(BaseMemory, Sweeps):
         return run(steps, lock=self._io_lock, batch=self.chat_memory.batch(write=write))
 
     async def _arun(self, steps: Steps[Any], *, write: bool) -> Any:
-        """Async :meth:`_run`.
+        """Async :meth:`_run`: the whole loop on one worker thread for a history that batches (SQL).
 
-        A history that batches (SQL) runs the whole loop on one worker thread,
-        so the async turn is one transaction too; a loop that may call a model
-        runs its async twins (the model's ``ainvoke``) instead.
+        So the async turn is one transaction too; a loop that may call a model runs
+        its async twins (the model's ``ainvoke``) instead.
         """
         batch = self.chat_memory.batch(write=write)
         if batch is not None and not self._calls_models:
@@ -620,11 +593,10 @@ class ChatMemory(BaseMemory, Sweeps):
 
     @property
     def state_key(self) -> str:
-        """Where this memory keeps its derived state in the history.
+        """Where this memory keeps its derived state (:mod:`memories.core.state_keys`).
 
-        It names what the memory is (:mod:`memories.core.state_keys`): changing
-        ``max_token_limit`` starts a fresh state, renaming ``memory_key`` keeps it.
-        Computed once per configuration and history (every turn reads it).
+        Changing ``max_token_limit`` starts a fresh state, renaming ``memory_key``
+        keeps it; computed once per configuration and history (every turn reads it).
         """
         return self._state_keys.of(self.chat_memory)
 
@@ -652,11 +624,10 @@ class ChatMemory(BaseMemory, Sweeps):
         await self._arun(self._context_saving(inputs, outputs, appended=False), write=True)
 
     def follow_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Take a chain run that another memory sharing this history session saved.
+        """Take a chain run that another memory on this history session saved already.
 
-        The turn is in the log already: only what this memory derives follows
-        (a summary, a cursor, the entity updates it owes). A combined memory
-        saves each turn to a shared history once this way
+        Only what this memory derives follows (a summary, a cursor, owed entity
+        updates): a combined memory saves a turn to a shared history once this way
         (:func:`memories.core.combined.saves_of`).
         """
         self._run(self._context_saving(inputs, outputs, appended=True), write=True)
@@ -676,11 +647,9 @@ class ChatMemory(BaseMemory, Sweeps):
     def save_messages(self, messages: Sequence[BaseMessage], /) -> None:
         """Write whole messages (an agent turn with its tool calls), then update derived state.
 
-        ``save_context`` stores one input and one output; an agent's turn is a
-        human message, AI messages with tool calls, tool results and the final
-        answer, and a window must be able to keep them together. The list has
-        LangGraph's ``add_messages`` semantics: a message whose id is already
-        shown replaces it, ``RemoveMessage(id=...)`` removes one,
+        Unlike ``save_context`` (one input, one output), it keeps a turn's tool calls
+        and results together. The list has LangGraph's ``add_messages`` semantics: a
+        message whose id is shown replaces it, ``RemoveMessage(id=...)`` removes one,
         ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` removes all before it.
 
         Raises:
@@ -700,9 +669,8 @@ class ChatMemory(BaseMemory, Sweeps):
     def delete_messages(self, ids: Sequence[MessageRef], /) -> None:
         """Remove messages by id (or log seq); derived state (counts, summary) follows.
 
-        A removed tool call takes its results with it, and a removed result
-        takes its call out of the AI message, so the memory never shows an
-        orphan. The log keeps the removed messages (``chat_memory.records()``).
+        A tool call and its results go together, so the memory never shows an
+        orphan; the log keeps the removed messages (``chat_memory.records()``).
 
         Raises:
             InvalidInputError: an id matches no shown message (nothing is changed).

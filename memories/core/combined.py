@@ -22,12 +22,10 @@ __all__ = ["CombinedMemory", "ReadOnlySharedMemory", "Save", "SimpleMemory", "sa
 class CombinedMemory(BaseMemory):
     """Several memories at once; each fills its own prompt variables.
 
-    Unlike LangChain's, each member saves the run with the other members'
-    variables removed from the inputs, so members need no ``input_key`` to
-    find the user's input. Members that keep their chat log in one history
-    session (a window and a summary over ``history: {type: sqlite, path:
-    chat.db, session_id: u42}``) share it: the first writes each turn, the
-    others follow it (:func:`saves_of`), so the log holds every turn once.
+    Unlike LangChain's, each member saves the run without the other members'
+    variables in the inputs, so members need no ``input_key``. Members whose chat
+    log is one history session share it: the first writes each turn, the others
+    follow it (:func:`saves_of`), so the log holds every turn once.
     """
 
     config_type: ClassVar[str] = "combined"
@@ -261,11 +259,10 @@ class Save(NamedTuple):
 def saves_of(memory: LangChainBaseMemory, /) -> list[Save]:
     """The memories a save of ``memory`` reaches, in order, each writing or following.
 
-    Nested combined memories are flattened; a read-only member is reached
-    (its save does nothing) but writes no history. Of the chat memories that
-    keep their log in one history session (:meth:`ChatHistory.log_key
-    <memories.stores.history.base.ChatHistory.log_key>`), the first writes
-    the turn and the others follow it, so the log holds each turn once.
+    Nested combined memories are flattened; a read-only member is reached but
+    writes nothing. Of the chat memories on one history session
+    (:meth:`~memories.stores.history.base.ChatHistory.log_key`), the first writes
+    the turn and the others follow it.
     """
     written: set[Hashable] = set()
     saves = []

@@ -1,32 +1,12 @@
 """Building memories and histories from configuration.
 
-A config is a dict (or a YAML / TOML file holding one) that names a ``type``
-and its options::
-
-    type: token_buffer
-    max_token_limit: 500
-    history: {type: sqlite, path: chat.db, session_id: user-42}
-
-``history`` is accepted as a short name for ``chat_memory``. Types map to
-classes through a registry of ``(module, class)`` pairs, imported lazily, so
-naming ``vector`` does not import Chroma until a vector memory is built.
-
-Whose data a memory holds
--------------------------
-
-A per-session factory (``memory_factory``, used by ``with_memory``, the agent
-middleware and the LangGraph nodes) makes one memory per session. A chat log
-is per session by its ``session_id``; a long-term memory (vector, profile) is
-keyed by its ``namespace``, which the session does not change. So in a
-factory's config a namespace-scoped memory must name whose namespace it is,
-with a template filled at run time from the run config's ``configurable``
-fields, as LangGraph's stores do::
-
-    type: vector
-    namespace: [users, "{user_id}"]      # filled from configurable["user_id"]
-
-A namespace that is the same for every session is refused, unless the config
-says so on purpose with ``shared: true``.
+A config is a dict (or a YAML / TOML file holding one) naming a ``type`` and
+its options (``history`` is short for ``chat_memory``). Types map to
+``(module, class)`` pairs imported lazily, so naming ``vector`` does not import
+Chroma until a vector memory is built. A per-session factory
+(:func:`memory_factory`) makes one memory per session; a namespace-scoped
+memory in it names whose namespace it is with a template filled from the run
+config (``namespace: [users, "{user_id}"]``), or says ``shared: true``.
 """
 
 from __future__ import annotations
@@ -312,11 +292,8 @@ def create_memory(config: Mapping[str, Any] | str | Path) -> Any:
 def with_session(config: Mapping[str, Any] | str | Path, session_id: str) -> dict[str, Any]:
     """The same config with every history in it (nested memories too) on ``session_id``.
 
-    A memory with a ``session_id`` of its own (the vector memory) gets it too.
-
-    A config describes where a memory keeps its data; the session is often
-    known only at run time (a user, a thread). This makes one config serve
-    every session.
+    A memory with a ``session_id`` of its own (the vector memory) gets it too, so
+    one config serves every session known only at run time.
 
     Raises:
         ConfigError: ``session_id`` is empty or not a string.
@@ -363,8 +340,7 @@ def with_namespace(
 ) -> dict[str, Any]:
     """The same config with every memory that keeps a namespace (profile, vector) on ``namespace``.
 
-    ``namespace`` is a tuple of labels, or one string of labels joined by ``"."``
-    (labels never hold a period), as in ``"users.maya"``.
+    ``namespace`` is a tuple of labels, or one string of them joined by ``"."`` (``"users.maya"``).
 
     Raises:
         ConfigError: an empty namespace or label.
@@ -400,12 +376,11 @@ def each_memory(
 
 
 def memory_factory(config: Mapping[str, Any] | str | Path) -> SessionFactory:
-    """A function ``session_id -> memory`` built from one config, for ``with_memory``,
-    ``MemoryMiddleware`` and the LangGraph nodes: each session gets the config's
-    memory on its own session, and each long-term memory on its owner's namespace
-    (see "Whose data a memory holds" above).
+    """``session_id -> memory`` from one config (``with_memory``, the middleware, LangGraph nodes).
 
-    The config is read and checked once, here, so a bad config fails at start-up.
+    Each session gets the config's memory on its own session and each long-term
+    memory on its owner's namespace (a template, see the module); the config is
+    checked once, here, so a bad config fails at start-up.
 
     Raises:
         ConfigError: a bad config, or a vector or profile memory whose namespace
@@ -480,13 +455,13 @@ class SessionFactory:
         config: a memory config (dict or file); checked here, once.
 
     Attributes:
-        fields: the ``configurable`` fields its namespace templates need
-            besides ``session_id`` (``SessionMemories`` passes them).
+        fields: the ``configurable`` fields its namespace templates need besides
+            ``session_id`` (``SessionMemories`` passes them).
         memory_variables: the prompt variables its memories fill.
 
     Raises:
         ConfigError: a namespace-scoped memory (vector, profile) whose namespace
-            does not depend on the session or user and is not marked ``shared: true``.
+            is the same for every session and is not marked ``shared: true``.
     """
 
     def __init__(self, config: Mapping[str, Any] | str | Path) -> None:

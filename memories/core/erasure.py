@@ -1,27 +1,11 @@
 """Erasing a person everywhere: every store of every memory a config names.
 
-An erasure request names a person, not a memory: a chat session (their
-histories, their entities, the documents their turns became) and a namespace
-(their vector documents of every session, with the outbox rows, dead letters
-and recall index rows that hold the same text; their profile, collection and
-instructions with every version). :func:`erase_user` builds the config's
-memory on that session and namespace, asks each member where it keeps that
-person's data (:meth:`~memories.core.base.BaseMemory.erasure_shares`), counts
-it, erases it, and counts again::
-
-    report = erase_user("memory.yaml", namespace="users.maya", session="maya-1")
-    assert report.complete, report.text()
-
-Exact in both directions: a store erases only rows of that session or of
-that namespace exactly (never a prefix; ``users.maya`` leaves ``users.mayan``
-and ``users.maya.work``). Each store's erase is idempotent, so a run stopped
-half-way (a crash, a kill) is finished by running it again.
-
-Physical too: a deleted row's bytes stay in the file until its space is
-reused, so each file or database the stores deleted from is then rewritten
-(:mod:`memories.stores.compaction`: SQLite files, Chroma's own included,
-vacuumed and their WAL emptied; PostgreSQL tables ``VACUUM FULL``), and the
-report says per file what was done and how long it took.
+:func:`erase_user` builds the config's memory on a session and a namespace,
+asks each member where it keeps that person's data
+(:meth:`~memories.core.base.BaseMemory.erasure_shares`), counts it, erases it,
+counts again, then compacts each file erased from
+(:mod:`memories.stores.compaction`). Exact (a namespace, never a prefix) and
+idempotent, as docs/deployment.md ("Erasing a person") tells.
 """
 
 from __future__ import annotations
@@ -200,11 +184,8 @@ def erase_user(
 ) -> ErasureReport:
     """Erase a person's data from every store of every memory ``config`` names.
 
-    Counts what each store holds of the session and the namespace, erases it
-    store by store, counts every store again, then compacts each file or
-    database the stores deleted from (:mod:`memories.stores.compaction`), so
-    that no byte of the erased rows stays in them. Running it again finishes
-    a run stopped half-way.
+    Counts, erases store by store, counts again, then compacts the files erased
+    from (see the module); running it again finishes a run stopped half-way.
 
     Args:
         config: a memory config (dict, or a YAML / TOML / JSON file), as
@@ -216,12 +197,12 @@ def erase_user(
         dry_run: only count: the report says what would go.
         progress: called with each store's line as soon as that store is done.
         compaction: compact the files after erasing (the default). False leaves the
-            erased rows' bytes in the files until a later erasure of the same
-            config compacts them: erasing many people, pass False to all but the last.
+            erased bytes in the files until a later erasure of the same config
+            compacts them: erasing many people, pass False to all but the last.
 
     Returns:
-        The report: per store, what was found, removed and is left; per file,
-        how it was compacted and how long that took.
+        Per store, what was found, removed and is left; per file, how it was
+        compacted and how long that took.
 
     Raises:
         ConfigError: neither ``namespace`` nor ``session``, a bad config, or a

@@ -1,13 +1,9 @@
 """The one place that imports LangChain's classic memory base class.
 
-LangChain's classic chains (``ConversationChain``, ``LLMChain``) validate their
-``memory`` field as a pydantic instance of ``langchain_classic.base_memory.BaseMemory``.
-A virtual subclass (``BaseMemory.register``) does not pass that check; a real
-subclass does, and emits no deprecation warning. So our base class inherits it.
-
-Only its public surface is used: the four abstract members and the pydantic
-model machinery. The day LangChain drops the class, this file changes and
-nothing else does.
+LangChain's classic chains validate ``memory`` as a pydantic instance of
+``langchain_classic.base_memory.BaseMemory``, which a virtual subclass does
+not pass, so our base class inherits it (using only its four abstract members
+and pydantic machinery): the day LangChain drops it, only this file changes.
 """
 
 from __future__ import annotations

@@ -49,9 +49,8 @@ def distinct_histories(memory: LangChainBaseMemory) -> list[ChatHistory]:
 def read_only(memory: LangChainBaseMemory) -> Iterator[None]:
     """Within the block, the memory's chat memories see their histories read-only.
 
-    What a memory shows brings its derived state up to date (a token buffer
-    saves its window); in the block that state stays in the views, so looking
-    never writes to the store.
+    Showing a memory brings its derived state up to date (a token buffer saves its
+    window); in the block that state stays in the views, so looking never writes.
     """
     members = [(m, m.chat_memory) for m in chat_memories(memory)]
     try:

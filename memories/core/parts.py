@@ -1,11 +1,8 @@
 """Parts a memory class composes by inheriting: a model to call, work deferred to the background.
 
-:class:`ModelMemory` gives the ``llm`` argument in its one form everywhere,
-resolved at construction; :class:`DeferredMemory` gives the background mode,
-``flush`` / ``close`` written once. The summary memories and the profile memory
-use both::
-
-    class SummaryMemory(ModelMemory, DeferredMemory, ChatMemory): ...
+:class:`ModelMemory` gives the ``llm`` argument, resolved at construction;
+:class:`DeferredMemory` the background mode with ``flush`` / ``close`` written
+once; :class:`CountsTokens` the ``token_counter``.
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ __all__ = ["CountsTokens", "DeferredMemory", "ModelMemory"]
 
 
 class ModelMemory(BaseMemory):
-    """A memory that calls a model: ``llm``, ``llm_kwargs``, ``llm_timeout``.
+    """A memory that calls a model: ``llm``, ``llm_kwargs``, ``llm_timeout``, ``budget``.
 
     Args:
         llm: a LangChain chat model or LLM, ``"provider:model"`` (LangChain's
@@ -40,13 +37,11 @@ class ModelMemory(BaseMemory):
             ``"llamacpp:/path/model.gguf"``, or None.
         llm_kwargs: constructor options for an ``llm`` given as a string
             (``{"temperature": 0}``, ``{"n_ctx": 2048}``).
-        llm_timeout: seconds to wait for one model reply before giving up, or
-            None to wait forever.
-        budget: a cap on the model calls or tokens of this memory's namespace
-            per period, e.g. ``{"tokens": 50000, "per": "day"}`` (a
-            :class:`~memories.kernel.accounting.Budget`, which says where the
-            spending is kept). Past it no call is made: the work waits, its
-            turns kept, and ``status().deferred`` says until when.
+        llm_timeout: seconds to wait for one model reply (None: forever).
+        budget: a cap on the model calls or tokens of this memory's namespace per
+            period, e.g. ``{"tokens": 50000, "per": "day"}``
+            (:class:`~memories.kernel.accounting.Budget`). Past it no call is
+            made: the work waits and ``status().deferred`` says until when.
     """
 
     llm: LLMField = None
@@ -113,8 +108,8 @@ class ModelMemory(BaseMemory):
     def model_usage(self) -> ModelUsage:
         """What this memory's model calls have cost in this process: calls, tokens, failures, time.
 
-        Tokens are the model's own count (its replies' ``usage_metadata``); a
-        reply without one is counted as ``unmetered``. Nothing is sent anywhere.
+        Tokens are the model's own count (``usage_metadata``); a reply without one
+        counts as ``unmetered``.
         """
         return ModelUsage() if self._caller is None else self._caller.usage
 
@@ -177,10 +172,9 @@ class CountsTokens(BaseMemory):
 class DeferredMemory(BaseMemory):
     """A memory whose work after a save (a fold, an update) may run in the background.
 
-    A subclass says whether it runs in the background now
-    (:attr:`_in_background`), under which key (:meth:`_background_key`: two
-    memories on the same data share one key, so one job) and what the job is
-    (:meth:`_background_job`).
+    A subclass says whether it runs in the background now (:attr:`_in_background`),
+    under which key (:meth:`_background_key`: memories on the same data share one
+    job) and what the job is (:meth:`_background_job`).
 
     Args:
         debounce: the quiet period before the background job runs, in seconds.
@@ -229,9 +223,5 @@ class DeferredMemory(BaseMemory):
         return not self._in_background or self._background.flush(timeout=timeout)
 
     def close(self, *, timeout: float | None = None) -> bool:
-        """Flush, then stop using the scheduler: later turns of this object do their work inline.
-
-        The scheduler itself is left running (it may serve other memories);
-        close a :class:`~memories.kernel.background.Debouncer` you made yourself.
-        """
+        """Flush, then do later turns' work inline; the scheduler (maybe shared) keeps running."""
         return self._background.close(timeout=timeout)

@@ -1,14 +1,9 @@
 """A memory's derived state as this process last saw it: decoded once, read in one statement.
 
-A memory that keeps state beside the log (a token window, a running summary)
-reads, every turn, its state and the log's changes since the state's cursors.
-On a SQL history that is one statement when the cursors are known before the
-read: :class:`SeenState` guesses them from the state this process saw last
-(saved or read), and reads the changes again with the right ones when the
-state read back has other cursors (another process moved them). It also
-decodes a state dict once: a history that hands back the same dict while the
-stored state is unchanged (in memory, or SQL's parsed states) costs no
-decoding at all.
+:class:`SeenState` guesses the state's cursors from the state this process
+saw last, so a SQL history reads the state and the log's changes in one
+statement, reading again only when another process moved them; a history
+that hands back the same dict for an unchanged state costs no decoding.
 """
 
 from __future__ import annotations
@@ -62,10 +57,8 @@ class SeenState(Generic[D]):
     ) -> Steps[tuple[D | None, Changes | None]]:
         """The state under ``key`` and the log's changes after its ``cursors``; None, None: none.
 
-        One read when the cursors of the state seen last still hold; a second
-        one, with the state's own cursors, when nothing was seen yet or the
-        state read back has others (another process moved it, or a save this
-        process saw was rolled back).
+        One read while the cursors seen last still hold; a second, with the state's
+        own cursors, when nothing was seen yet or another process (or a rollback) moved them.
         """
         seen = self._pair
         if seen is None:

@@ -1,17 +1,10 @@
 """Where a memory keeps its derived state: a key named by what the memory is.
 
-A memory's derived state (a running summary, a token window's cursors, the
-entity updates it owes) follows from its history and session, its type and
-the options that shape the state (``_state_parameters``), and its key names
-exactly these: the state table is per session, and the key is
-``"{type}:{digest of the options}"``. The prompt variable the memory fills
-(``memory_key``) is presentation: renaming it keeps the summary and the cursor.
-
-Releases up to 0.2 put ``memory_key`` in the middle
-(``"summary:history:<digest>"``). A memory whose current key holds nothing
-looks once for such a key and keeps using it, so a database written then
-keeps its summaries and cursors under any ``memory_key``, and finding them
-writes nothing (a read-only look stays read-only).
+The key is ``"{type}:{digest of _state_parameters()}"`` in the session's state
+table, never the prompt variable (``memory_key``): renaming it keeps the
+summary and the cursor. Releases up to 0.2 saved under
+``"summary:history:<digest>"``; a memory whose key holds nothing looks once
+for such a key and keeps using it, writing nothing to find it.
 """
 
 from __future__ import annotations

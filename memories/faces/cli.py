@@ -468,9 +468,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_demo)
 
     def with_config(
-        name: str, help: str, *, dry_run: str = "", confirm: bool = False
+        name: str, help: str, *, dry_run: str = "", confirm: bool = False, timeout: int = 0
     ) -> argparse.ArgumentParser:
-        """A command over a config file; ``dry_run``: that flag's help; ``confirm``: ``--yes``."""
+        """A command over a config file; ``dry_run``: that flag's help; ``confirm``: ``--yes``;
+        ``timeout``: ``--timeout``'s default (0: no such option)."""
         command = commands.add_parser(name, help=help)
         command.add_argument(
             "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
@@ -480,6 +481,13 @@ def build_parser() -> argparse.ArgumentParser:
         if confirm:
             command.add_argument(
                 "-y", "--yes", action="store_true", help="do not ask for confirmation"
+            )
+        if timeout:
+            command.add_argument(
+                "--timeout",
+                type=_positive,
+                default=timeout,
+                help=f"seconds to wait for the stores, then an error (default {timeout})",
             )
         return command
 
@@ -601,19 +609,15 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.set_defaults(run=_sweep)
 
     serve = with_config(
-        "serve", "a web inspector and JSON API over a config, read-only by default (server extra)"
+        "serve",
+        "a web inspector and JSON API over a config, read-only by default (server extra)",
+        timeout=15,
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=_positive, default=8765, help="port (default 8765)")
     serve.add_argument(
         "--token",
         help=f"required on every request (default: ${TOKEN_ENV}); needed beyond 127.0.0.1",
-    )
-    serve.add_argument(
-        "--timeout",
-        type=_positive,
-        default=15,
-        help="seconds a request may wait for the stores before a 504 (default 15)",
     )
     serve.add_argument(
         "--allow-writes",
@@ -623,7 +627,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
 
     mcp = with_config(
-        "mcp", "an MCP server over stdio: the memory tools of a config (the mcp extra)"
+        "mcp",
+        "an MCP server over stdio: the memory tools of a config (the mcp extra)",
+        timeout=30,
     )
     mcp.add_argument(
         "--namespace",
@@ -632,12 +638,6 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument(
         "--user",
         help=f"fills the config's {{user_id}} (default: ${USER_ENV}, else the client's name)",
-    )
-    mcp.add_argument(
-        "--timeout",
-        type=_positive,
-        default=30,
-        help="seconds a call may wait for the stores before it answers an error (default 30)",
     )
     mcp.set_defaults(run=_mcp)
     return parser

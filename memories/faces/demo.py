@@ -81,13 +81,8 @@ DEMO_NAMESPACE: tuple[str, ...] = ("users", "maya")
 
 @dataclass(frozen=True)
 class DemoModel:
-    """A config value the demo replaces with a model.
-
-    With ``--llm`` it becomes that model (a copy whose calls are counted).
-    Without, it becomes ``offline()`` when given, a scripted stand-in, or the
-    option is left out so the memory uses its offline default (extractive
-    summaries).
-    """
+    """A config value the demo replaces with a model: ``--llm``'s (its calls counted), else
+    ``offline()``'s stand-in, else none (the memory's offline default)."""
 
     offline: Callable[[], BaseLanguageModel] | None = None
     """Makes the offline stand-in, once per demo row."""
@@ -235,10 +230,8 @@ def run_demo(
     """Run the sessions through a ``ConversationChain`` once per memory config.
 
     Args:
-        db_path: the SQLite file of the histories; the vector memory's Chroma
-            folder goes beside it (``demo.chroma``), and a config naming every
-            memory that ran, placed on that data (:func:`config_path`,
-            :func:`demo_config`), which ``memories serve --config`` opens.
+        db_path: the SQLite file of the histories; the Chroma folder and the
+            config of every memory that ran (:func:`demo_config`) go beside it.
             Default: a temporary folder, removed when the demo ends.
         llm: a real model for the replies and for memories that take one;
             None gives scripted replies and each memory's offline default.
@@ -325,13 +318,9 @@ def config_path(db_path: Path) -> Path:
 def demo_config(memories: dict[str, dict[str, Any]], db_name: str = "demo.db") -> dict[str, Any]:
     """One ``combined`` config of the demo's ``memories``, placed where the demo put their data.
 
-    Paths are relative (to the config file, which sits beside ``db_name``), so
-    it opens from any working directory. Each memory gets its own ``memory_key`` (its row's
-    name; the demo's chain needed them all on ``history``, a combined memory
-    refuses a key twice). The demo's models are left out: a memory whose
-    model had an offline stand-in (the profile, the instructions) cannot be
-    built without one unless its ``policy`` is ``manual``, which is what an
-    inspector needs: it reads what they stored and calls no model.
+    Paths are relative to the config beside ``db_name``; each memory gets its own
+    ``memory_key`` (a combined memory refuses one twice). The models are left out, so a
+    memory that needs one gets ``policy: manual``: an inspector calls no model.
     """
     leaves: list[dict[str, Any]] = []
     keys: set[str] = set()
@@ -465,10 +454,8 @@ def format_results(
 ) -> str:
     """The comparison table a person reads at a glance (rich, wrapped to the terminal).
 
-    Each row says whether the memory's last injection holds the user's current
-    drink (:func:`preference_verdict`), its tokens, the memory's own model
-    calls and time, and the injection itself, wrapped, its first
-    ``lines_per_row`` lines (``memories demo --show NAME`` prints it whole).
+    A row per memory: :func:`preference_verdict`, tokens, its own model calls and time,
+    and the first ``lines_per_row`` lines of what it injects.
     """
     from rich.console import Console
     from rich.markup import escape

@@ -1,21 +1,10 @@
 """Agent turns and memories: which messages a turn is, how a memory saves it, how it is shown.
 
-An agent's turn is a list of messages (the user's message, AI messages with
-tool calls, tool results, the final answer), not one input and one output.
-The create_agent middleware, the LangGraph nodes and the ``memories chat``
-command all save turns and show memories through the functions here, so the
-rules live in one place:
-
-- a turn is the last human message of a message list and everything after it
-  (the same "exchange" a window memory counts);
-- a chat memory (buffer, window, token buffer, summaries) stores the turn's
-  messages whole, tool calls included, so its window stays a valid chat
-  sequence; any other memory (vector, profile, a LangChain memory) gets
-  ``save_context`` with the user's text and the final answer's text;
-- what a memory shows splits into conversation messages (a chat log's
-  window) and text sections (a summary, recalled facts, a profile), so a
-  caller can put the first in the model's message list and the second in the
-  system message.
+An agent's turn is a list of messages (the user's, tool calls and results, the answer), not
+one input and one output. The create_agent middleware, the LangGraph nodes and ``memories
+chat`` save turns and show memories through these functions, so the rules live in one
+place: a chat memory stores a turn whole (its window stays a valid chat sequence), any other
+gets ``save_context``; a view splits into conversation messages and text sections.
 """
 
 from __future__ import annotations
@@ -99,10 +88,7 @@ def _text_only(message: BaseMessage) -> BaseMessage:
 def save_exchange(
     memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], *, tool_messages: bool = True
 ) -> bool:
-    """Save one agent turn to a memory; return whether anything was saved.
-
-    A turn with no human message or no answer after it (an interrupted run) is
-    not saved.
+    """Save one agent turn to a memory; False when it has no human message or no answer.
 
     Args:
         memory: any of our memories, or any LangChain classic memory.
@@ -149,13 +135,8 @@ def saving_messages(memory: LangChainBaseMemory, messages: list[BaseMessage]) ->
 
 
 def editing_messages(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> Steps[int]:
-    """Steps that apply edits in ``add_messages`` form to every chat log in ``memory``.
-
-    ``edits`` are ``RemoveMessage`` items and messages whose id replaces a
-    stored one; each member that keeps a chat log takes them through
-    ``save_messages`` (its derived state follows), once per shared history
-    (the members sharing it follow). Returns how many memories took them.
-    """
+    """Steps of :func:`apply_message_edits`: each chat log takes them through
+    ``save_messages`` (its derived state follows), once per shared history."""
     done = 0
     for save in saves_of(memory):
         member = save.memory
@@ -188,8 +169,7 @@ def _editing_documents(memory: Any, edits: Sequence[BaseMessage]) -> Steps[None]
 def apply_message_edits(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> int:
     """Apply edits (``RemoveMessage``, replacements by id) to every chat log in ``memory``.
 
-    Returns:
-        How many memories took them (0: none keeps a chat log).
+    Returns how many memories took them (0: none keeps a chat log).
 
     Raises:
         InvalidInputError: a ``RemoveMessage`` names an id no message has.

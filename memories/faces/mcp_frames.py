@@ -1,13 +1,9 @@
 """Every frame an MCP client sends gets an answer: a JSON-RPC error for one the server cannot read.
 
-The SDK's stdio transport reads a line, and when the line is not a JSON-RPC
-message (not JSON, nested deeper than its parser reads, a lone surrogate, the
-wrong shape) it hands the server the exception, which the server drops: the
-client waits for its own timeout. :class:`Answering` sits between the
-transport and the server and answers each such frame with the JSON-RPC error
-the specification names: ``-32700`` (parse error) when the line is not JSON,
-``-32600`` (invalid request) when it is, with the request's id when one can be
-read. A frame that reads costs nothing more.
+The SDK's stdio transport hands the server the exception of a line that is not a JSON-RPC
+message, and the server drops it: the client would wait for its own timeout. :class:`Answering`
+answers such a frame with ``-32700`` (not JSON) or ``-32600`` (JSON, not a request; with
+its id when one can be read). A frame that reads costs nothing more.
 """
 
 from __future__ import annotations

@@ -1,36 +1,10 @@
 """The MCP server: a config's memory tools for MCP clients, ``memories mcp --config memories.yaml``.
 
-An MCP client (a desktop assistant, an IDE) starts the server as a subprocess
-and talks to it over stdio (the official ``mcp`` SDK, the ``mcp`` extra). It
-serves the tools agents get from :mod:`memories.faces.tools` for the memories
-of the config: ``search_memory`` and ``manage_memory`` for a collection
-memory, ``read_profile`` and ``update_profile`` for a profile memory,
-``manage_entity``, ``manage_relation`` and ``search_entities`` for an entity
-graph (``type: entity``). Their
-own code runs, with its checks and bounds, so a tool answers here as it does
-in an agent.
-
-**Whose memories.** Never a tool argument: the tools take none, and a call
-that passes an argument a tool does not take is refused. In order:
-
-1. ``--namespace`` (or ``$MEMORIES_NAMESPACE``): every call uses that one
-   namespace.
-2. A config whose namespace is a template (``[users, "{user_id}"]``) has
-   ``{user_id}`` filled with ``--user`` (or ``$MEMORIES_USER``), else with the
-   name the client declares (``clientInfo.name``), call by call: two clients
-   that declare two names never see each other's memories.
-3. A namespace written out in the config is served only if the config shares
-   it on purpose (``shared: true``), as :func:`~memories.core.config.memory_factory`
-   requires.
-
-A client's name tells users apart; it proves nothing: over stdio the server
-runs as the person who started it, with their access to the files.
-
-**Errors** (an unknown tool, a bad or oversize argument, a memory's own
-refusal, a store that does not answer within the timeout) come back as tool
-errors (``isError``) naming the bad value; a frame that is not a JSON-RPC
-message (not JSON, nested too deep, a lone surrogate) gets a JSON-RPC error
-(:mod:`memories.faces.mcp_frames`); the server carries on.
+It serves, over stdio (the ``mcp`` extra), the tools of :mod:`memories.faces.tools` for the
+config's collection, profile and entity memories: their own code runs, so a tool answers here
+as in an agent. Whose memories a call uses is never a tool argument: ``--namespace``, else the
+template's ``{user_id}`` filled with ``--user`` or the client's declared name, else a namespace
+the config shares (``shared: true``); docs/mcp.md has the rules and the errors.
 """
 
 from __future__ import annotations
@@ -106,10 +80,8 @@ class ConfigTools:
         user: fills the config's ``{user_id}`` for every call, whatever the client declares.
 
     Raises:
-        ConfigError: the config holds no collection or profile memory, two of one
-            kind, a template field other than ``user_id``, or a namespace that every
-            caller would share without ``shared: true``; or ``user`` is not a label, or
-            is given where no template takes it.
+        ConfigError: a config the server cannot serve safely, or a ``user`` that is
+            not a label or that no template takes (docs/mcp.md lists the cases).
     """
 
     def __init__(
@@ -167,9 +139,7 @@ class ConfigTools:
             )
 
     def caller(self, declared: str | None) -> str | None:
-        """Whose memories a call uses: ``--user``, else the client's declared name.
-
-        None when the namespace does not depend on the caller.
+        """Whose memories a call uses: ``--user``, else the client's declared name (None: any).
 
         Raises:
             ConfigError: the caller is needed, and the client declared no usable name.
@@ -311,8 +281,7 @@ def create_server(tools: ConfigTools, *, timeout: float = DEFAULT_TIMEOUT) -> Se
     """The MCP server (the SDK's low-level ``Server``) answering with ``tools``.
 
     Args:
-        timeout: seconds a call may run before it answers with an error (a
-            write still running then may yet complete).
+        timeout: seconds a call may run before it answers an error (a write may yet complete).
     """
     listed = types.ListToolsResult(
         tools=[

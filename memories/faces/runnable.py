@@ -1,28 +1,11 @@
 """Memory for LCEL runnables: load before the call, save after it.
 
-``with_memory`` replaces LangChain's deprecated ``RunnableWithMessageHistory``::
-
-    chain = with_memory(prompt | model, lambda sid: TokenBufferMemory(
-        chat_memory=SQLiteHistory("chat.db", session_id=sid)))
-    chain.invoke({"input": "hi"}, config={"configurable": {"session_id": "user-42"}})
-
-Two ways to feed the runnable, chosen by the input and the arguments:
-
-- **variables** (a dict input, no ``*_messages_key``): the memory's variables
-  are added to the dict, as a classic chain adds them; a variable a prompt's
-  ``MessagesPlaceholder`` takes is given as messages even if the memory
-  renders text. The turn is saved with ``save_context``.
-- **messages** (LangChain's ``RunnableWithMessageHistory`` rules: a string, a
-  message or a list of messages for a runnable that does not take a dict, or
-  ``input_messages_key`` / ``history_messages_key`` given): what the memory
-  shows, as messages, is put under ``history_messages_key``, or before the
-  input messages. The input messages and the output messages are saved.
-
-Either way the input is checked before the runnable runs (a bad turn costs
-no model call), ``stream`` passes the runnable's chunks through and saves
-their sum once the stream ends, and a factory may return a LangChain chat
-message history instead of a memory (it is read and written whole, as
-``RunnableWithMessageHistory`` does).
+``with_memory`` replaces LangChain's deprecated ``RunnableWithMessageHistory``: a dict input
+without ``*_messages_key`` gets the memory's variables (a ``MessagesPlaceholder``'s as
+messages) and is saved with ``save_context``; otherwise, by ``RunnableWithMessageHistory``'s
+rules, what the memory shows goes in as messages and the input and output messages are saved.
+The input is checked before the runnable runs (a bad turn costs no model call); docs/lcel.md
+shows both.
 """
 
 from __future__ import annotations
@@ -70,11 +53,9 @@ class SessionMemories:
             call, as ``RunnableWithMessageHistory`` asks).
         keys: the ``configurable`` fields that identify a session.
         owner: names the caller in error messages.
-        max_sessions: keep at most this many memories, dropping the least
-            recently used (None: keep all). A dropped memory is made again by the
-            factory on its next use, so this suits memories whose data lives in a
-            database (SQLite, PostgreSQL, Chroma); with in-memory histories a
-            dropped session's conversation would be gone.
+        max_sessions: keep at most this many memories, the least recently used
+            dropped (None: all). A dropped memory is made again on its next use, so
+            this suits data in a database; an in-memory history's would be gone.
     """
 
     def __init__(
@@ -175,9 +156,7 @@ class _Sum:
 class MemoryRunnable(Runnable[Any, Any]):
     """A runnable that loads a memory before each call and saves the turn after it.
 
-    Made by :func:`with_memory` (its arguments are described there): the
-    wrapped runnable, the session memories, the ``configurable`` fields that
-    name a session, and the keys of the input and output.
+    Made by :func:`with_memory`, whose arguments it holds.
     """
 
     def __init__(
@@ -340,12 +319,11 @@ def with_memory(
             that takes a dict (variables mode).
         output_key: the output key saved in variables mode.
         session_key: the ``configurable`` field holding the session id.
-        max_sessions: keep at most this many per-session memories, least recently
-            used dropped first (see :class:`SessionMemories`); None keeps all.
+        max_sessions: keep at most this many per-session memories (see
+            :class:`SessionMemories`); None keeps all.
 
-    The wrapped runnable's output is returned unchanged. A message output is
-    saved as the message (tool calls kept); a dict output saves its
-    ``output_messages_key`` / ``output_key`` entry, or its only one.
+    The output is returned unchanged; a message is saved whole (tool calls kept), a
+    dict's ``output_messages_key`` / ``output_key`` entry, or its only one.
     """
     specs = list(history_factory_config or [_session_spec(session_key)])
     sessions = SessionMemories(memory, [s.id for s in specs], max_sessions=max_sessions)
@@ -404,15 +382,7 @@ def _one_message_list(value: Any) -> bool:
 
 def _input_messages(value: Any, key: str | None) -> list[BaseMessage]:
     """The new messages of a call, by RunnableWithMessageHistory's rules."""
-    if isinstance(value, Mapping):
-        if key is None:
-            key = next(iter(value)) if len(value) == 1 else "input"
-        if key not in value:
-            raise InvalidInputError(
-                f"The input has no {key!r} key (keys: {sorted(value)}); pass "
-                "input_messages_key=<the key holding the new messages> to with_memory."
-            )
-        value = value[key]
+    value = _entry(value, key, "input", "the new messages")
     if isinstance(value, str):
         return [HumanMessage(value)]
     if isinstance(value, BaseMessage):
@@ -422,32 +392,39 @@ def _input_messages(value: Any, key: str | None) -> list[BaseMessage]:
             value = value[0]  # a batch of one, as chat models take it
         if all(isinstance(m, BaseMessage) for m in value):
             return list(value)
-    raise InvalidInputError(
-        f"Expected str, BaseMessage, list[BaseMessage], or tuple[BaseMessage]. Got {value!r:.80}."
-    )
+    raise _not_messages(value)
 
 
 def _output_messages(value: Any, key: str | None) -> list[BaseMessage]:
     """The answer's messages, by RunnableWithMessageHistory's rules."""
-    if isinstance(value, Mapping):
-        if key is None:
-            key = next(iter(value)) if len(value) == 1 else "output"
-        if key not in value and "generations" in value:
-            value = value["generations"][0][0]["message"]
-        elif key not in value:
-            raise InvalidInputError(
-                f"The output has no {key!r} key (keys: {sorted(value)}); pass "
-                "output_messages_key=<the key holding the answer> to with_memory."
-            )
-        else:
-            value = value[key]
+    value = _entry(value, key, "output", "the answer")
     if isinstance(value, str):
         return [AIMessage(value)]
     if isinstance(value, BaseMessage):
         return [message_chunk_to_message(value)]  # a stream's sum is stored as a message
     if isinstance(value, list | tuple) and all(isinstance(m, BaseMessage) for m in value):
         return [message_chunk_to_message(m) for m in value]
-    raise InvalidInputError(
+    raise _not_messages(value)
+
+
+def _entry(value: Any, key: str | None, side: str, holding: str) -> Any:
+    """A mapping's entry under ``key`` (its only one, else ``side``); anything else as it is."""
+    if not isinstance(value, Mapping):
+        return value
+    if key is None:
+        key = next(iter(value)) if len(value) == 1 else side
+    if key not in value and side == "output" and "generations" in value:
+        return value["generations"][0][0]["message"]
+    if key not in value:
+        raise InvalidInputError(
+            f"The {side} has no {key!r} key (keys: {sorted(value)}); pass "
+            f"{side}_messages_key=<the key holding {holding}> to with_memory."
+        )
+    return value[key]
+
+
+def _not_messages(value: Any) -> InvalidInputError:
+    return InvalidInputError(
         f"Expected str, BaseMessage, list[BaseMessage], or tuple[BaseMessage]. Got {value!r:.80}."
     )
 

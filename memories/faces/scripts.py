@@ -1,20 +1,8 @@
 """For runnable scripts (``examples/``): a missing extra ends them with one line, not a traceback.
 
-A script run from the repository's checkout says which extras it needs::
-
-    with needs("agents"):
-        from langchain.agents import create_agent
-
-and, where the library imports an extra only when a memory is built, around
-the call that builds it::
-
-    if __name__ == "__main__":
-        with needs("chroma"), tempfile.TemporaryDirectory() as folder:
-            main(Path(folder))
-
-Without the extra the script stops with one line on stderr naming it and the
-command that installs it (from the checkout: the distribution is not on the
-package registry yet), and exit status 1.
+``with needs("agents"): from langchain.agents import create_agent``, or around the call that
+builds a memory whose extra the library imports late: without the extra the script stops
+with one line on stderr naming the command that installs it from the checkout, status 1.
 """
 
 from __future__ import annotations

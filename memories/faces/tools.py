@@ -2,30 +2,12 @@
 
 :func:`memory_tools` (a collection memory, with langmem's argument names),
 :func:`profile_tool` and :func:`read_profile_tool` (a profile) and
-:func:`entity_tools` (an entity, knowledge-graph or entity graph memory) give a
-model its tools; each works in ``create_agent`` or any LangChain tool-calling loop::
-
-    memory = CollectionMemory(namespace=("memories", "{user_id}"), path="chroma")
-    agent = create_agent(model, memory_tools(memory))
-    agent.invoke({"messages": [...]}, {"configurable": {"user_id": "alice"}})
-
-**Whose memories.** Labels of the memory's namespace written as ``{name}``
-are filled from the run's ``configurable`` values, so each user gets their
-own namespace; the model never chooses one (the tools take no namespace
-argument, and an id from another namespace is simply not found). A
-templated label with no value in the run config is an error, never a
-shared fallback.
-
-An ``EntityMemory`` is a long-term memory: its namespace is filled from
-the run's config the same way. The entity and knowledge-graph memories keep
-a session's knowledge: their tools take the memory, or a factory
-``thread_id -> memory`` called with the run's ``configurable.thread_id`` (as
-``MemoryMiddleware`` does); again the model never names a session.
-
-**Errors** go back to the model as the tool's answer (``"Error: ..."``), so it
-can correct itself; they never end the run. Every argument is bounded
-(:data:`MAX_LIMIT`, :data:`MAX_OFFSET`, :data:`MAX_QUERY`, :data:`MAX_CONTENT`,
-:data:`MAX_OPERATIONS`, :data:`MAX_NAME`) and checked before anything is written.
+:func:`entity_tools` (an entity, knowledge-graph or entity graph memory) work in
+``create_agent`` or any tool-calling loop. The model never chooses whose memories: a
+namespace's ``{name}`` labels are filled from the run's ``configurable`` values (one missing
+is an error, never a shared fallback), a session's from ``configurable.thread_id``. Errors go
+back to the model as the tool's answer (``"Error: ..."``); every argument is bounded
+(``MAX_*``) and checked before anything is written.
 """
 
 from __future__ import annotations
@@ -123,6 +105,13 @@ class _PerRun(Generic[M]):
             return self._made[key]
 
 
+def _checked(memory: Any, kind: type[M], function: str) -> M:
+    """``memory``, which ``function`` takes only as a ``kind``."""
+    if not isinstance(memory, kind):
+        raise TypeError(f"{function}() takes a {kind.__name__}, got {type(memory).__name__}.")
+    return memory
+
+
 def _tools(*functions: Callable[..., str]) -> list[BaseTool]:
     """Each function as a tool whose errors go back to the model (:func:`_answer`)."""
     return [StructuredTool.from_function(f, handle_tool_error=_answer) for f in functions]
@@ -159,9 +148,7 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
     """
     from memories.long_term.collection import CollectionMemory
 
-    if not isinstance(memory, CollectionMemory):
-        raise TypeError(f"memory_tools() takes a CollectionMemory, got {type(memory).__name__}.")
-    per_run = _PerRun(memory)
+    per_run = _PerRun(_checked(memory, CollectionMemory, "memory_tools"))
 
     def manage_memory(
         content: str | None = None,
@@ -225,9 +212,7 @@ def profile_tool(profile: Any, /) -> BaseTool:
     """``update_profile``: the model edits a :class:`~memories.ProfileMemory` with a JSON patch."""
     from memories.long_term.profile import ProfileMemory
 
-    if not isinstance(profile, ProfileMemory):
-        raise TypeError(f"profile_tool() takes a ProfileMemory, got {type(profile).__name__}.")
-    per_run = _PerRun(profile)
+    per_run = _PerRun(_checked(profile, ProfileMemory, "profile_tool"))
 
     def update_profile(operations: Sequence[dict[str, Any]], *, config: RunnableConfig) -> str:
         """Change the user's profile with RFC 6902 JSON Patch operations.
@@ -252,9 +237,7 @@ def read_profile_tool(profile: Any, /) -> BaseTool:
     """``read_profile``: the model reads a :class:`~memories.ProfileMemory`'s document."""
     from memories.long_term.profile import ProfileMemory
 
-    if not isinstance(profile, ProfileMemory):
-        raise TypeError(f"read_profile_tool() takes a ProfileMemory, got {type(profile).__name__}.")
-    per_run = _PerRun(profile)
+    per_run = _PerRun(_checked(profile, ProfileMemory, "read_profile_tool"))
 
     def read_profile(*, config: RunnableConfig) -> str:
         """The user's profile as it now stands, a JSON document ({} when nothing is known).
@@ -277,16 +260,11 @@ def entity_tools(
 ) -> list[BaseTool]:
     """Tools that let the model keep an entity or knowledge-graph memory's knowledge.
 
-    Over a :class:`~memories.ConversationEntityMemory`: ``manage_entity``
-    (write or delete an entity's summary: a new version, the old ones kept) and
-    ``search_entities``. Over a :class:`~memories.ConversationKGMemory`:
-    ``manage_relation`` (add or delete a triple) and ``entity_knowledge``.
-    Over an :class:`~memories.EntityMemory`: ``manage_entity`` (add or
-    describe an entity with aliases, rename, merge, undo a merge),
-    ``manage_relation`` (relate, replacing the current ones or not; end a
-    relation) and ``search_entities`` (what the graph recalls for a query,
-    with ids); each call is checked whole and applied all or nothing, and
-    the namespace comes from the run's config (the module's docstring).
+    ``manage_entity`` and ``search_entities`` over a
+    :class:`~memories.ConversationEntityMemory`; ``manage_relation`` and
+    ``entity_knowledge`` over a :class:`~memories.ConversationKGMemory`;
+    ``manage_entity``, ``manage_relation`` and ``search_entities`` over an
+    :class:`~memories.EntityMemory` (each call applied whole or not at all).
 
     Args:
         memory: the memory, or a factory ``session -> memory`` called once per

@@ -1,28 +1,11 @@
 """What a memory's work costs: model calls, embedding batches, store operations; counted, traced.
 
-Counting: each memory holds a :class:`Ledger`. Its model calls (with the
-model's own token counts), the embedding batches and the database
-transactions made inside its operations are recorded there, per kind and per
-namespace. A ledger keeps at most ``max_namespaces`` namespaces (1,000 by
-default, 0.7 KB each with all three kinds counted, so 0.7 MB at most); past
-that the least recently used one is folded into :data:`OTHER_NAMESPACES`, so
-totals stay exact and memory stays bounded however many users one process
-serves.
-
-Tracing: with ``opentelemetry-api`` installed (``pip install
-'chat-memories[otel]'``), each memory operation (``save_context``,
-``load_memory_variables``, ``clear``, ``sweep``, ``refresh``, their async twins, a
-background update) is a span, with a child span for each model call (named and attributed after
-the OpenTelemetry GenAI conventions: ``gen_ai.operation.name``,
-``gen_ai.request.model``, ``gen_ai.usage.input_tokens``...), embedding batch
-and database transaction. Spans carry no memory text and no namespace. They go
-to the tracer provider the application set up; with none, the API drops them:
-nothing is ever sent anywhere by this library. Without the package the cost is
-one check of a module-level flag per operation.
-
-Budgets: a :class:`Budget` caps a namespace's model calls or tokens per
-minute, hour or day; a call past it raises :class:`~memories.errors.BudgetExceededError`
-before reaching the model, so a memory's formation waits until the next period.
+Each memory holds a :class:`Ledger` counting its work per kind and namespace,
+bounded at ``max_namespaces`` (the least recently used fold into
+:data:`OTHER_NAMESPACES`). With ``opentelemetry-api`` installed each operation
+is a span with a child per call, carrying no memory text and no namespace; a
+:class:`Budget` caps a namespace's model calls or tokens per period. The
+figures and span names are in docs/deployment.md ("Accounting, tracing and budgets").
 """
 
 from __future__ import annotations
@@ -238,11 +221,10 @@ def current_namespace() -> str:
 class operation:
     """A memory's operation: the calls inside are recorded in ``ledger`` and traced under it.
 
-    A memory's method called from another of the same memory is part of the
-    outer operation (no second span), unless ``joins`` is False (a background
-    update carried from the save that scheduled it is a span of its own). A
-    class rather than a generator: it wraps every save and load, and a span is
-    started only when a tracer provider is set (see :func:`tracer`).
+    A method called from another of the same memory joins the outer operation
+    (no second span) unless ``joins`` is False (a carried background update). A
+    class, not a generator: it wraps every save and load, and starts a span only
+    when a tracer provider is set (:func:`tracer`).
     """
 
     __slots__ = ("_memory_type", "_name", "_operation", "_span", "_token")
@@ -291,9 +273,9 @@ class operation:
 def carried(job: Callable[[], object], /) -> Callable[[], object]:
     """``job``, to run later on another thread as part of the operation in progress now.
 
-    Its calls are then counted in that operation's ledger and namespace, and
-    traced under its span (an OpenTelemetry parent may end before its children).
-    Only these two are carried, not the caller's whole context.
+    Its calls are counted in that operation's ledger and namespace and traced
+    under its span (a parent span may end before its children); only these two
+    are carried, not the caller's whole context.
     """
     current = _current.get()
     if current is None:
@@ -405,12 +387,10 @@ _provider_by_env = False
 
 
 def tracer() -> Any:
-    """This library's OpenTelemetry tracer, or None while no tracer provider is set.
+    """This library's OpenTelemetry tracer; None with no tracer provider set or no API installed.
 
-    None too when ``opentelemetry-api`` is missing. Until the application sets a
-    provider, OpenTelemetry's spans record nothing, so none are started: a
-    memory pays for tracing only once someone listens. The provider is looked
-    up on each call until one is set (it cannot be unset afterwards).
+    Until a provider is set, spans record nothing, so none are started; the
+    provider is looked up on each call until one is set (it cannot be unset).
     """
     global _tracer, _trace_api, _tracer_checked, _provider_by_env
     if _tracer is not None:
@@ -435,26 +415,19 @@ def tracer() -> Any:
     return _tracer
 
 
-# -- budgets ---------------------------------------------------------------------------
-
 Period = Literal["minute", "hour", "day"]
 _PERIOD_SECONDS: dict[str, int] = {"minute": 60, "hour": 3600, "day": 86400}
 
 
 @dataclass(frozen=True)
 class Budget:
-    """A cap on one namespace's model calls or tokens per period.
+    """A cap on one namespace's model calls or tokens per period (aligned on the clock, UTC).
 
-    Periods are aligned on the clock (a day runs from midnight UTC). Where the
-    spending is kept is a :class:`Spending`: a memory with a SQL database keeps
-    it there (:class:`memories.stores.spending.SQLSpending`), so the cap holds
-    across processes and restarts; otherwise it is kept in this process, for
-    the 10,000 namespaces used last (one forgotten starts again at zero).
-
-    A call is counted when it is allowed, before it reaches the model (a
-    failed call counts); its tokens are added when it answers. Tokens are
-    known only then, so the call that crosses a token cap is allowed: the
-    next one is refused.
+    The spending is kept in a :class:`Spending`: a SQL database's
+    (:class:`memories.stores.spending.SQLSpending`) holds across processes, else
+    this process keeps the 10,000 namespaces used last. A call is counted when
+    allowed, before it is made; its tokens when it answers, so the call that
+    crosses a token cap is allowed and the next one refused.
 
     Args:
         tokens: input plus output tokens allowed per period (None: no cap).
@@ -517,10 +490,7 @@ class Budget:
             raise self._exceeded(namespace, start, calls, tokens)
 
     def reserve(self, namespace: str, /, *, spending: Spending | None = None) -> int:
-        """Count one call of ``namespace`` if this period's allowance has room for it.
-
-        Two processes sharing ``spending`` (a SQL database) cannot both take the
-        last call: the check and the count are one atomic step.
+        """Count one call of ``namespace`` if the period has room (checked and counted atomically).
 
         Returns:
             The start of the period the call is counted in (give it to :meth:`spend`).
@@ -588,9 +558,7 @@ class Spending(ABC):
     def record_call(self, memory: str, namespace: str, usage: ModelUsage, /) -> None:  # noqa: B027
         """Keep one finished model call of ``memory`` (its ``usage_name``) in ``namespace``.
 
-        A store that outlives the process keeps them (per day); by default
-        nothing is kept beyond the ledger.
-        """
+        A store that outlives the process keeps them per day; by default nothing is kept."""
 
 
 class InProcessSpending(Spending):

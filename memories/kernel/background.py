@@ -1,22 +1,12 @@
 """Debounced background jobs: run work for a key once things have gone quiet.
 
-A memory that derives expensive state (a summary, a profile) schedules the
-work after each turn under the session's key. A new turn on the same key
-before the quiet period ends cancels the pending job and schedules the new
-one, so a burst of turns costs one job. The work runs on a small pool of
-worker threads (one by default), never on the caller's thread, and never
-twice at once for the same key.
-
-Errors are never swallowed: a failing job is logged and counted in
-:meth:`Debouncer.status`, which also keeps the last error. The library's own
-errors (:class:`~memories.errors.MemoriesError`, which say what failed and
-what to do) are logged as one line; anything else with its traceback.
-
-Shutdown: :meth:`Debouncer.flush` runs every pending job now and waits for
-it; :meth:`Debouncer.close` flushes and stops the workers. Workers are daemon
-threads: a process that exits without ``close()`` drops pending jobs, which is
-safe for memories because the turns are in the history and the next turn
-schedules the work again.
+A memory that derives expensive state (a summary, a profile) schedules work
+under the session's key after each turn; a new turn before the quiet period
+ends replaces the pending job, so a burst costs one job. Jobs run on daemon
+worker threads, never twice at once for a key; a failure is logged and counted
+in :meth:`Debouncer.status`, never swallowed. A process that exits without
+``close()`` drops pending jobs, which is safe: the turns are in the history
+and the next turn schedules the work again.
 """
 
 from __future__ import annotations
@@ -81,16 +71,13 @@ class Debouncer:
     """Runs one job per key after a quiet period, on background worker threads.
 
     Args:
-        delay: the quiet period in seconds: a job runs this long after the last
-            :meth:`schedule` of its key.
+        delay: the quiet period in seconds after the last :meth:`schedule` of a key.
         max_wait: the longest a job waits from the first schedule of its key,
             however often it is rescheduled (default ``10 * delay``).
-        max_pending: how many keys may have a pending job. When a new key
-            arrives and the queue is full, ``when_full`` decides.
-        when_full: ``"drop_oldest"`` drops the pending job scheduled first,
-            with a warning (a memory reschedules it on its session's next
-            turn, so no turn is lost); ``"run_inline"`` runs the new job in
-            the caller's thread instead.
+        max_pending: how many keys may have a pending job; past it, ``when_full``
+            decides: ``"drop_oldest"`` drops the job scheduled first, with a
+            warning (a memory reschedules it on its session's next turn, so no
+            turn is lost); ``"run_inline"`` runs the new job in the caller's thread.
         workers: worker threads; a key never runs on two at once.
         name: the threads' name prefix, seen in logs and debuggers.
     """
@@ -128,8 +115,6 @@ class Debouncer:
         self._last_error: str | None = None
         self._closed = False
 
-    # -- public -------------------------------------------------------------------
-
     def schedule(
         self,
         key: Hashable,
@@ -141,11 +126,9 @@ class Debouncer:
     ) -> None:
         """Run ``job`` once ``key`` has been quiet for ``delay`` seconds.
 
-        A job still pending for ``key`` is replaced (its first-schedule time,
-        and so its ``max_wait`` deadline, is kept). A job of ``key`` that is
-        already running is not interrupted; the new one runs after it.
-        ``delay`` and ``max_wait`` override the debouncer's for this job; a
-        ``delay`` given alone comes with a ``max_wait`` of ten times it.
+        A pending job of ``key`` is replaced, keeping its ``max_wait`` deadline; a
+        running one is not interrupted (the new one runs after it). ``delay`` and
+        ``max_wait`` override the debouncer's for this job (``delay`` alone: ten times it).
 
         Raises:
             RuntimeError: the debouncer is closed.
@@ -351,11 +334,7 @@ _shared_lock = threading.Lock()
 
 
 def shared_debouncer() -> Debouncer:
-    """The process-wide debouncer memories use unless given their own.
-
-    One worker thread serves every session, so a server with thousands of
-    sessions does not start a thread per memory. Jobs pass their own delay.
-    """
+    """The debouncer memories share unless given their own: one thread, each job its own delay."""
     global _shared
     with _shared_lock:
         if _shared is None or _shared.closed:
@@ -365,11 +344,7 @@ def shared_debouncer() -> Debouncer:
 
 @dataclass(frozen=True)
 class MemoryStatus:
-    """Where a memory's deferred work stands: the one status record every memory returns.
-
-    A memory with more to say (a summary's text, a profile's version) returns
-    a subclass that adds fields; these four mean the same in every memory.
-    """
+    """Where a memory's deferred work stands: every memory's status (subclasses add fields)."""
 
     pending: int = 0
     """Units of work saved but not processed yet (turns to fold, documents to write)."""
@@ -411,12 +386,7 @@ UPDATE_RANK = {"idle": 0, "unchanged": 1, "updated": 2, "failed": 3}
 
 
 def merged_batches(before: B, after: B, rank: Mapping[str, int] = UPDATE_RANK) -> B:
-    """Two batches of deferred work as one result.
-
-    The most telling status (the higher in ``rank``), the later ``version`` and
-    error (the earlier one if the later batch has none), the other fields (the
-    counts) added up.
-    """
+    """Two deferred batches as one: higher ``rank``, later version and error, counts summed."""
     counts = {
         f.name: getattr(before, f.name) + getattr(after, f.name)
         for f in fields(after)
@@ -428,14 +398,10 @@ def merged_batches(before: B, after: B, rank: Mapping[str, int] = UPDATE_RANK) -
 
 @dataclass(eq=False)
 class BackgroundWork:
-    """One memory's deferred job: scheduled under one key, flushed, cancelled, closed.
-
-    Summary folds, profile updates and vector writes all defer through this;
-    a memory composes one and forwards its ``flush`` / ``close`` / ``status``.
+    """One memory's deferred job (a summary fold, a profile update, vector writes).
 
     Args:
-        key: the job's key on the scheduler: two memories on the same data
-            (a profile, a session's summary) share one key and so one job.
+        key: the job's key on the scheduler: two memories on the same data share one job.
         job: what to run (on a worker thread, never twice at once for a key).
         scheduler: the :class:`Debouncer`; by default the process's shared one.
         delay: the quiet period before the job runs, in seconds.

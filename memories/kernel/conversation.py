@@ -1,13 +1,9 @@
 """A bounded conversation with a model, written once: ask, read the reply, retry with the error.
 
-A memory that asks a model for a structured change (the profile's patches,
-the instructions' revisions) keeps the rules of the exchange in a small state
-machine with no I/O, a :class:`Conversation`: it says what to send next
-(:meth:`~Conversation.request`), is told each reply
-(:meth:`~Conversation.receive`) or that the call failed
-(:meth:`~Conversation.fail`), and feeds an invalid reply back to the model
-for a bounded number of retries. :func:`conversing` drives any of them as
-steps, so the sync and async paths are the same loop.
+A :class:`Conversation` holds the rules of a structured exchange (the
+profile's patches, the instructions' revisions) with no I/O: what to send
+next, each reply or failure, an invalid reply fed back a bounded number of
+times. :func:`conversing` drives one as steps, for the sync and async paths.
 """
 
 from __future__ import annotations
@@ -69,14 +65,13 @@ R = TypeVar("R")
 class CheckedReply(Generic[R]):
     """A :class:`Conversation` that asks once and checks the reply, sending errors back.
 
-    A subclass implements :meth:`_accept` (the reply's value, or
-    :class:`LLMError` saying what is wrong) and :attr:`fix` (what to reply
-    instead); the retries, the tool-call bookkeeping and the record of raw
-    replies are here. After ``max_retries`` rejected replies the exchange fails.
+    A subclass implements :meth:`_accept` (the reply's value, or :class:`LLMError`
+    saying what is wrong) and :attr:`fix` (what to reply instead); the retries,
+    tool-call bookkeeping and raw replies are kept here.
 
     Args:
         opening: the first messages.
-        max_retries: how many times a bad reply is sent back.
+        max_retries: how many times a bad reply is sent back before the exchange fails.
     """
 
     opening: list[BaseMessage]
@@ -165,10 +160,9 @@ def conversing(
 ) -> Steps[R]:
     """Steps running ``session`` against the model (``model``: with tools bound, if any).
 
-    Model calls are made with the runner's lock released (they may take
-    seconds); a provider error or a timeout ends the exchange as failed. A
-    spent budget is no failure: its :class:`~memories.errors.BudgetExceededError`
-    goes up to the memory, which defers the work.
+    Model calls are made with the runner's lock released; a provider error or a
+    timeout fails the exchange, but a spent budget's
+    :class:`~memories.errors.BudgetExceededError` goes up to the memory, which defers the work.
     """
     asked = False
     while (request := session.request()) is not None:
@@ -201,10 +195,7 @@ _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 
 
 def parse_json_reply(text: str, *, accepts: Callable[[Any], bool], hint: str) -> Any:
-    """The JSON value a model's text reply holds.
-
-    The value may stand alone, sit in a code fence, or follow (or precede) a
-    sentence; in prose, the first JSON value that ``accepts`` is taken.
+    """The JSON value a text reply holds: alone, fenced, or the first in prose that ``accepts``.
 
     Raises:
         LLMError: no JSON value found; the message ends with ``hint`` (what to reply).
@@ -290,12 +281,12 @@ def proposed_items(
 ) -> list[Any]:
     """The items a reply proposes: from its calls of ``tool_name``, else the JSON list in its text.
 
-    The list may stand alone, sit under one of ``keys``, or come as a JSON
-    string (some models send it so); an object with a ``single`` key is one item.
+    The list may stand alone, sit under one of ``keys``, or come as a JSON string;
+    an object with a ``single`` key is one item.
 
     Raises:
-        LLMError: another tool called, invalid tool arguments, or no list (``hint`` says
-            what to reply).
+        LLMError: another tool called, invalid tool arguments, or no list (``hint``
+            says what to reply).
     """
     if isinstance(reply, AIMessage) and reply.invalid_tool_calls:
         bad = reply.invalid_tool_calls[0]

@@ -58,9 +58,8 @@ def install_hint(extra: str, /) -> str:
 def missing_requirements(extra: str, /) -> list[str]:
     """The distributions this library's ``extra`` requires that are not installed.
 
-    Read from the installed distribution's metadata (setup.cfg, the one list);
-    empty when that metadata is absent (a source tree on ``PYTHONPATH``: the
-    imports themselves will tell).
+    Read from the installed metadata (setup.cfg's list); empty without it (a
+    source tree on ``PYTHONPATH``: the imports themselves will tell).
 
     Raises:
         ConfigError: the library declares no such extra.
@@ -136,9 +135,7 @@ def import_path(path: Any, /, *, what: str) -> Any:
 
 
 def from_config(config: Mapping[str, Any], types: Mapping[str, Any], what: str) -> Any:
-    """The object ``config`` names: ``types[config["type"]]`` made with the other options.
-
-    A type given as ``(module, class)`` is imported now (an optional dependency).
+    """``types[config["type"]]`` (a ``(module, class)`` imported now) made with the other options.
 
     Raises:
         ConfigError: an unknown type (naming the valid ones) or a bad option.

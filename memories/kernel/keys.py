@@ -119,10 +119,7 @@ class TurnKeys(Protocol):
 def turn_messages_for(
     memory: TurnKeys, inputs: Mapping[str, Any], outputs: Mapping[str, Any]
 ) -> list[BaseMessage]:
-    """The human and AI messages a chain run is stored as, by ``memory``'s key settings.
-
-    Raises before anything is written when the keys or the values are unusable.
-    """
+    """The human and AI messages a chain run is stored as (raises before anything is written)."""
     input_value, output_value = select_turn(
         inputs,
         outputs,
@@ -135,10 +132,7 @@ def turn_messages_for(
 
 
 def input_text_for(memory: TurnKeys, inputs: Mapping[str, Any]) -> str:
-    """The text of a chain run's input, by ``memory``'s key settings (what a memory searches with).
-
-    Only the input is read: a load has no outputs, so ``output_key`` plays no part.
-    """
+    """The text of a chain run's input, what a memory searches with (a load has no outputs)."""
     value = inputs[select_input_key(inputs, memory.memory_variables, memory.input_key)]
     if isinstance(value, str):
         return value

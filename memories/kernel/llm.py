@@ -1,13 +1,9 @@
 """The model layer: language models by name, resolved at construction, called with a timeout.
 
-A memory's ``llm`` field has the type :data:`LLMField` and accepts:
-
-- a langchain-core ``BaseLanguageModel`` (chat model or LLM) is used as it is;
-- ``"llamacpp:/path/to/model.gguf"`` runs a local GGUF model through
-  llama-cpp-python (``pip install 'chat-memories[local]'``);
-- any other ``"provider:model"`` goes to langchain's ``init_chat_model``
-  (``"openai:gpt-4o-mini"``, ``"ollama:llama3.2"``), which names the provider
-  package to install when it is missing.
+A memory's ``llm`` (:data:`LLMField`) is a langchain-core model as it is,
+``"llamacpp:/path/to/model.gguf"`` (``pip install 'chat-memories[local]'``), or
+any other ``"provider:model"`` for langchain's ``init_chat_model``, which names
+the provider package to install when it is missing.
 """
 
 from __future__ import annotations
@@ -85,9 +81,8 @@ LLMField = Annotated[Any, BeforeValidator(check_llm_spec)]
 class ModelCaller:
     """A memory's model: resolved once (at construction), called with a timeout, metered.
 
-    Its methods are the steps a memory's loop yields (``invoke_text`` and its
-    async twin ``ainvoke_text``), so one loop serves sync and async. Every
-    call, its tokens, its time and its failure are counted in :attr:`usage`.
+    Its methods (``invoke_text`` and ``ainvoke_text``) are the steps a memory's
+    loop yields; every call, its tokens, time and failure are counted in :attr:`usage`.
 
     Args:
         spec: what the ``llm`` field holds (a model or ``"provider:model"``).
@@ -95,8 +90,7 @@ class ModelCaller:
         timeout: seconds to wait for one answer (None: no limit).
         ledger: where the calls are counted (a new one if None).
         budget: the cap on a namespace's calls or tokens per period, or None.
-        spending: where the budget's spending is kept (None: in this process);
-            every call is also recorded there (:meth:`Spending.record_call`).
+        spending: where the budget's spending and every call are kept (None: in this process).
         memory: the memory the calls are recorded under (its ``usage_name``).
 
     Raises:
@@ -200,7 +194,7 @@ class ModelCaller:
                 await self._off_loop(self._spend, reserved, call)
 
     def _reserve(self) -> tuple[str, int] | None:
-        """The one place a budget is checked: the call is counted before it is made.
+        """The one place a budget is checked, counting the call before it is made.
 
         Returns the namespace and period it was counted in (None without a budget).
 
@@ -213,11 +207,7 @@ class ModelCaller:
         return namespace, self.budget.reserve(namespace, spending=self.spending)
 
     def _spend(self, reserved: tuple[str, int] | None, call: Call) -> None:
-        """Add a reserved call's tokens to its period (the one place a budget is spent).
-
-        Then record the call where the spending is kept; a failure to record
-        is logged, never raised (the memory's work goes on).
-        """
+        """Add a reserved call's tokens to its period, then record it (a failure is only logged)."""
         if reserved is not None and self.budget is not None:
             namespace, start = reserved
             self.budget.spend(namespace, call.usage, start=start, spending=self.spending)
@@ -335,13 +325,11 @@ def invoke_model(
     Args:
         model: a chat model, an LLM, or a runnable wrapping one.
         prompt: what ``model.invoke`` takes (a string, messages, a prompt value).
-        timeout: seconds to wait for the answer. The call runs on a daemon
-            thread so the wait can end; a call that outlives it is abandoned
-            (its result discarded), not interrupted.
+        timeout: seconds to wait; the call runs on a daemon thread and one that
+            outlives it is abandoned, not interrupted.
 
     Raises:
-        LLMError: the model raised or took longer than ``timeout``. The
-            model's own exception is the cause.
+        LLMError: the model raised or took longer than ``timeout`` (its exception is the cause).
     """
     try:
         if timeout is None:

@@ -35,7 +35,7 @@ def to_message(value: Any, role: type[HumanMessage] | type[AIMessage], what: str
     """Make the message one side of a turn is stored as.
 
     Strings and content-block lists become ``role`` messages; a message is kept
-    as it is (so an ``AIMessage`` keeps its tool calls, ids and metadata).
+    as it is (an ``AIMessage`` keeps its tool calls, ids and metadata).
 
     Raises:
         InvalidInputError: ``value`` is None or of a type no chat model accepts.
@@ -75,17 +75,14 @@ def message_text(message: BaseMessage) -> str:
 def check_storable(messages: Sequence[BaseMessage], /) -> list[BaseMessage]:
     """``messages``, after checking that every text in them can be stored as UTF-8.
 
-    A lone surrogate (``"\\ud800"``, from a bad decode upstream) cannot be
-    written to SQLite, Chroma or a file; it is refused here, before anything
-    is written, on every backend alike.
-
-    A list content must be content blocks as LangChain defines them: strings,
-    or dicts with a ``"type"`` (``{"type": "text", "text": "..."}``); anything
-    else would be stored and shown as an empty turn.
+    A lone surrogate (``"\\ud800"``, from a bad decode upstream) cannot be written
+    to SQLite, Chroma or a file, and a list content that is not LangChain content
+    blocks (strings, dicts with a ``"type"``) would show as an empty turn: both
+    are refused here, before anything is written, on every backend alike.
 
     Raises:
-        InvalidInputError: a message's text or name holds a lone surrogate, or
-            its content list holds something that is not a content block.
+        InvalidInputError: a lone surrogate in a text or name, or a content list
+            holding something that is not a content block.
     """
     for message in messages:
         _check_blocks(message)

@@ -66,15 +66,12 @@ _NOT_JSON = (
 )
 
 
-# -- reading a reply ----------------------------------------------------------
-
-
 def extract_operations(reply: BaseMessage | str) -> list[Any]:
     """The operations a reply proposes: from its ``update_profile`` tool calls, else its text.
 
-    The text may be a bare JSON array (the form small local models produce
-    most reliably), optionally in a code fence or after a sentence, an object
-    ``{"operations": [...]}`` or ``{"patch": [...]}``, or one operation.
+    The text may be a bare JSON array (what small local models produce most
+    reliably), in a code fence or after a sentence, ``{"operations": [...]}`` or
+    ``{"patch": [...]}``, or one operation.
 
     Raises:
         LLMError: the reply holds no operations list (prose, another tool).
@@ -82,9 +79,6 @@ def extract_operations(reply: BaseMessage | str) -> list[Any]:
     return proposed_items(
         reply, PATCH_TOOL_NAME, _NOT_JSON, keys=("operations", "patch"), single="op"
     )
-
-
-# -- checking and applying ----------------------------------------------------
 
 
 def check_operations(
@@ -202,12 +196,11 @@ def _within(path: str, pointer: str) -> bool:
 def plan_sections(
     document: dict[str, Any], budget: int, count: Callable[[str], int]
 ) -> list[Section] | None:
-    """Split a document that is over ``budget`` tokens into sections that each fit.
+    """Split a document over ``budget`` tokens into sections that each fit (None: the whole fits).
 
-    Objects over budget are split into their fields, recursively; the parts
-    are then packed in document order into as few sections as fit. A part
-    that cannot be split (a long array or string) gets a section of its own
-    even though it is over budget. Returns None when the whole document fits.
+    Objects over budget split into their fields, recursively, packed in document
+    order into as few sections as fit; a part that cannot split (a long array or
+    string) gets a section of its own even over budget.
     """
     if count(_dump(document)) <= budget:
         return None

@@ -1,12 +1,9 @@
 """Where memories keep files when the user gives no path: a data and a cache directory.
 
-Constructing a memory writes nothing; a memory's first write creates its
-files, and, unless a path, URL or folder is given, they live in
-:func:`data_dir`: ``$MEMORIES_DATA_DIR`` when set, else the platform's user
-data folder (``~/.local/share/memories`` on Linux, ``~/Library/Application
-Support/memories`` on macOS, ``%LOCALAPPDATA%\\memories`` on Windows). The
-working directory is never written to by default. What can be rebuilt (a
-rewritten model) goes to :func:`cache_dir` instead.
+Constructing a memory writes nothing; files a memory creates with no path
+given go to :func:`data_dir` (``$MEMORIES_DATA_DIR``, else the platform's user
+data folder), never the working directory; what can be rebuilt (a rewritten
+model) goes to :func:`cache_dir`.
 """
 
 from __future__ import annotations

@@ -1,34 +1,12 @@
 """I/O loops written once, run sync or async.
 
-A memory's loop that reads state, reads the log, calls a model and commits is
-a generator: it ``yield``s each I/O operation as a :class:`Step` and receives
-its result back. :func:`run` performs the steps with the sync methods,
-:func:`arun` with their async twins (the same name with an ``a`` in front,
-LangChain's convention: ``load_state`` / ``aload_state``). The policy between
-the steps (what to fold, what to save) is plain code that exists once, so the
-two paths cannot drift::
-
-    def _fold_steps(self) -> Steps[SummaryState]:
-        state = yield step(self.chat_memory.load_state, self.state_key)
-        ...
-        yield step(self.chat_memory.save_state, self.state_key, new.to_state())
-        return new
-
-    def fold(self) -> SummaryState:
-        return run(self._fold_steps(), lock=self._lock)
-
-    async def afold(self) -> SummaryState:
-        return await arun(self._fold_steps(), lock=self._lock)
-
-Locking lives here too, so no path can drop it: with ``lock=``, a runner
-holds the lock while it runs the loop, and lets go of it only around steps
-made with ``unlocked=True`` (a model call that may take seconds). The lock is
-a plain :class:`threading.Lock`, shared by threads and event loops: the async
-runner waits for it on a worker thread, so the event loop never blocks on it.
-
-Work that is only blocking (a Chroma call, a file read) has no loop to
-share; its async twin delegates with :func:`to_thread`, the one way this
-library moves blocking work off the event loop.
+A loop is a generator that ``yield``s each I/O operation as a :class:`Step`
+and receives its result; :func:`run` performs the steps with the sync methods,
+:func:`arun` with their async twins (``load_state`` / ``aload_state``), so the
+policy between steps exists once. With ``lock=`` a runner holds that plain
+:class:`threading.Lock` (the async runner waits for it on a worker thread) and
+lets go only around ``unlocked=True`` steps, such as a model call. Blocking
+work with no loop to share leaves the event loop through :func:`to_thread`.
 """
 
 from __future__ import annotations
@@ -115,11 +93,10 @@ def run(
 ) -> T:
     """Drive a loop with the sync methods; return what the loop returns.
 
-    With ``batch`` (a history's :meth:`~memories.stores.history.ChatHistory.batch`),
-    the steps run inside it: one database transaction for the whole loop. It
-    ends (commits) before an ``unlocked`` step, so no transaction is held
-    while a model answers, and it is rolled back when a step fails; the steps
-    after that run on their own.
+    With ``batch`` (:meth:`~memories.stores.history.ChatHistory.batch`) the loop
+    is one database transaction, committed before an ``unlocked`` step (no
+    transaction is held while a model answers) and rolled back when a step fails
+    (the steps after it then run on their own).
     """
     loop = _Loop(steps)
     # A step is called here, not through a helper: this loop runs every step of every turn.
@@ -188,10 +165,10 @@ async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
 
 def bounded_call(work: Callable[[], T], seconds: float, /, *, name: str) -> T:
-    """``work()`` on a daemon thread named ``name`` (context variables kept), waited for
-    at most ``seconds``: one that outlives the wait is abandoned, not interrupted, and
-    never holds up the process's exit. Whatever ``work`` raised is raised again in
-    the caller's thread.
+    """``work()`` on a daemon thread ``name`` (context kept), waited for at most ``seconds``.
+
+    One that outlives the wait is abandoned, not interrupted, and never holds up
+    the process's exit; what ``work`` raised is raised again here.
 
     Raises:
         TimeoutError: no answer within ``seconds``.
@@ -238,11 +215,7 @@ def blocking_twin(
 def inline_twin(
     method: Callable[Concatenate[S, P], T], /
 ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
-    """The async twin of a method that never blocks (work in memory): the same call, inline.
-
-    A worker thread would cost more than the work. Like :func:`blocking_twin`,
-    the twin calls the method by name.
-    """
+    """The async twin of a method that never blocks: called inline, by name (no thread)."""
     name = method.__name__
 
     async def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:

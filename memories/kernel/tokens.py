@@ -1,16 +1,9 @@
 """Token counting: one number per message, computed once when it is saved.
 
-A counter is anything that turns a list of messages into a token count —
-the shape of LangChain's ``trim_messages(token_counter=...)``:
-
-- ``None`` or ``"tiktoken"`` / ``"tiktoken:<encoding>"``: tiktoken (cl100k_base by
-  default), loaded offline when needed;
-- ``"chars"``: about four characters a token, for tests and rough budgets;
-- a callable ``(list[BaseMessage]) -> int``;
-- a LangChain model: its ``get_num_tokens_from_messages``.
-
-Memories count each message once, alone, when they first see it, and keep the
-number; they never re-count the buffer.
+A counter turns a list of messages into a token count (LangChain's
+``trim_messages(token_counter=...)`` shape): ``None`` / ``"tiktoken[:<encoding>]"``,
+``"chars"``, a callable, or a LangChain model (docs/memories/buffers.md lists
+them). Memories count each message once, alone, and never re-count the buffer.
 """
 
 from __future__ import annotations
@@ -107,9 +100,8 @@ class TiktokenCounter:
 def load_encoding(name: str = "cl100k_base") -> Any:
     """The named tiktoken encoding, loaded without waiting on the network.
 
-    An encoding with a bundled copy (``cl100k_base``) is loaded from it: the
-    same ranks, and no download. Any other name goes to tiktoken (its cache,
-    else a download), which may wait at most :data:`DOWNLOAD_TIMEOUT_SECONDS`.
+    One with a bundled copy (``cl100k_base``) loads from it; any other goes to
+    tiktoken (its cache, else a download bounded by :data:`DOWNLOAD_TIMEOUT_SECONDS`).
 
     Raises:
         MissingDependencyError: the bundled copy is missing, or the download
@@ -139,8 +131,8 @@ def _bundled_encoding(
 ) -> Any:
     """An encoding from its bundled ranks, read here.
 
-    ``tiktoken.get_encoding`` would copy even this local file into its
-    download cache ($TMPDIR/data-gym-cache, 1.7 MB) on every new machine.
+    ``tiktoken.get_encoding`` would copy the file into its cache ($TMPDIR/data-gym-cache,
+    1.7 MB) on every new machine.
 
     Raises:
         MissingDependencyError: the file is missing or its hash does not match.
@@ -240,11 +232,10 @@ def resolve_token_counter(spec: TokenCounterSpec) -> TokenCounter:
 
 
 def stable_id(counter: TokenCounter, /) -> str:
-    """A name for ``counter`` that is the same in every process (no memory addresses).
+    """A name for ``counter``, the same in every process (persisted counts are keyed on it).
 
-    Memories key persisted token counts on it, so a restarted process reuses
-    them, and a different counter starts over. A named counter is its name; a
-    callable is its module and qualified name (a bound method: its class's).
+    A named counter is its name; a callable its module and qualified name (a
+    bound method: its class's).
     """
     if counter.name is not None:
         return counter.name
@@ -266,11 +257,9 @@ _warned_models: set[str] = set()
 def counter_for(spec: TokenCounterSpec, llm: Any = None) -> TokenCounter:
     """The counter a memory counts with, as LangChain chooses it.
 
-    ``spec`` when given. Otherwise, when the memory has a model (LangChain's
-    ``llm=``), the model's own ``get_num_tokens_from_messages``, as LangChain's
-    memories count, provided it works here: it is tried once, for at most
-    :data:`PROBE_SECONDS`. A counter that fails (most download a tokenizer at
-    run time) gives way to tiktoken, with a warning logged once per model class.
+    ``spec`` when given; else the memory's model's own ``get_num_tokens_from_messages``
+    (LangChain's ``llm=``) if it works here, tried once for at most
+    :data:`PROBE_SECONDS`; else tiktoken, with a warning logged once per model class.
     """
     if spec is not None or llm is None or isinstance(llm, str):
         return resolve_token_counter(spec)

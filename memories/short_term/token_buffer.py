@@ -1,10 +1,8 @@
 """The most recent messages within a token budget: LangChain's ``ConversationTokenBufferMemory``.
 
-LangChain's version re-counts the whole buffer once per message it prunes,
-every turn, and prunes with ``list.pop(0)`` on a copy when the history is
-persistent, so the prune does nothing there. This one counts each message
-once, when it first sees it, keeps the counts in the history beside the log
-(:class:`TokenWindow`), and moves a cursor instead of deleting anything.
+Each message is counted once, when first seen, and the counts are kept beside
+the log (:class:`TokenWindow`); the window moves a cursor and deletes nothing
+(docs/memories/buffers.md compares it with LangChain's).
 """
 
 from __future__ import annotations
@@ -126,30 +124,21 @@ class TokenWindow:
 class TokenBufferMemory(CountsTokens, ChatMemory):
     """Shows the most recent messages whose tokens fit in ``max_token_limit``.
 
-    The window follows ``langchain_core.messages.trim_messages`` with
-    ``strategy="last"``: it starts on a human message (``start_on="human"``)
-    or at least never on a tool result (``"any"``), so a chat API never gets
-    an orphan reply or a tool result without its call; ``end_on`` drops
-    trailing messages of other types; ``include_system`` keeps the log's
-    leading system message and counts it against the limit.
+    The window follows ``trim_messages(strategy="last")``, so a chat API never
+    gets an orphan reply or a tool result without its call (docs/memories/buffers.md).
 
     Args:
         max_token_limit: the token budget of what the memory shows.
-        token_counter: ``None``/``"tiktoken"`` (cl100k_base, offline-safe),
-            ``"tiktoken:<encoding>"``, ``"chars"``, a callable
-            ``(list[BaseMessage]) -> int``, or a LangChain model.
-        llm: LangChain's argument: without ``token_counter``, tokens are counted
-            by the model's own ``get_num_tokens_from_messages``, as LangChain's
-            class counts, when it works here (tried once, for at most 5 s; most
-            download a tokenizer at run time, which fails offline); otherwise by
-            tiktoken, with a warning logged once.
+        token_counter: as :class:`~memories.core.parts.CountsTokens`.
+        llm: LangChain's argument: without ``token_counter``, tokens are counted by
+            the model's own counter when it works here
+            (:func:`~memories.kernel.tokens.counter_for`), else by tiktoken.
         start_on: ``"human"`` or ``"any"`` (any message but a tool result).
         end_on: drop trailing messages until the last one has this type.
-        include_system: keep a leading system message of the log.
-        oversize: what to show when the newest exchange alone is over the limit:
-            ``"empty"`` (nothing, as LangChain's class; a warning is logged once
-            per session) or ``"truncate"`` (the newest human message, its
-            beginning cut to fit, marked ``[...]``).
+        include_system: keep a leading system message of the log, counted against the limit.
+        oversize: when the newest exchange alone is over the limit, ``"empty"``
+            shows nothing (as LangChain's class; warned once per session),
+            ``"truncate"`` the newest human message cut to fit, marked ``[...]``.
     """
 
     config_type: ClassVar[str] = "token_buffer"
@@ -246,8 +235,8 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
         """Bring the window up to date with the log and persist it.
 
         With ``showing``, the one read of the log starts at the window's first
-        message, so that it also gives the entries to show (None when a
-        rebuild made them unknown): a load is then one statement on SQL.
+        message so it also gives the entries to show (None after a rebuild): a load
+        is then one statement on SQL.
         """
         history = self.chat_memory
         horizon = yield from self._horizon()
@@ -358,12 +347,10 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
 
 
 class ConversationTokenBufferMemory(TokenBufferMemory):
-    """LangChain's ``ConversationTokenBufferMemory``, trimming exactly as LangChain's does.
+    """LangChain's ``ConversationTokenBufferMemory``: ``start_on="any"``, trimming as LangChain.
 
-    A :class:`TokenBufferMemory` whose window may start on any message but a
-    tool result (``start_on="any"``): the oldest messages are dropped one by
-    one until the rest fits, so an AI message may open it, as in LangChain.
-    The short name starts on a human message, which every chat API accepts.
+    Its window may open on any message but a tool result (an AI message too, as in
+    LangChain); the short name starts on a human message, which every chat API accepts.
     """
 
     config_type: ClassVar[str] = "conversation_token_buffer"

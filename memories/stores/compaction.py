@@ -1,29 +1,11 @@
 """Rewriting the files an erasure deleted from, so that no byte of the deleted rows stays.
 
-A ``DELETE`` unlinks rows; their bytes stay. SQLite keeps them in free pages,
-in the unused space of live pages and in its write-ahead log (``-wal``) until
-the space is reused; an FTS index keeps a deleted document's terms until its
-segments are merged. PostgreSQL keeps dead tuples until a ``VACUUM``, and a
-plain ``VACUUM`` only marks their space free: the bytes stay in the page. So
-after an erasure (:func:`memories.erase_user`) each file or database it
-deleted from is rewritten:
-
-- a SQLite file: its FTS indexes merged (``optimize``), ``VACUUM`` (the file
-  rebuilt from its live rows), then ``PRAGMA wal_checkpoint(TRUNCATE)`` (the
-  rebuilt pages written into the file, the WAL emptied to 0 bytes);
-- a Chroma folder: its ``chroma.sqlite3`` as any SQLite file, then, with that
-  file locked, the unused capacity of its vector index files zeroed
-  (:mod:`memories.stores.vector.hnsw_files`: it holds leftover memory);
-- PostgreSQL: ``VACUUM (FULL, ANALYZE)`` of each table the stores use: each
-  table, its TOAST table and its indexes are rewritten into new files and the
-  old ones truncated; the statistics are taken again from the rows left, and
-  ``pg_statistic`` (whose old rows sampled the erased values) is rewritten
-  too where the role may (a superuser, or the MAINTAIN privilege).
-
-Not ``PRAGMA secure_delete``: it zeroes only what a delete made with it on
-frees, not what a sweep, an outbox drain or an update freed before, nor
-Chroma's file. What it costs (``benchmarks/erasure.py``) and what no
-compaction reaches (backups, copies, PostgreSQL's WAL): ``docs/deployment.md``.
+A ``DELETE`` leaves the rows' bytes in the file (SQLite's free pages and WAL,
+an FTS index's segments, PostgreSQL's dead tuples) until the space is reused,
+so after an erasure (:func:`memories.erase_user`) each SQLite file, Chroma
+folder or PostgreSQL database it deleted from is rewritten. What each one gets,
+what it costs, why not ``PRAGMA secure_delete`` and what no compaction reaches:
+``docs/deployment.md`` ("Erased from the files too").
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
-"""When stored items expire: one SQL table beside any store, for item time-to-live.
+"""When stored items expire: one SQL table beside any store, for item time to live.
 
-An item store (a vector namespace, a profile, a collection) knows nothing of
-time; the :class:`ExpiryLedger` keeps, per ``(namespace, key)``, the item's
-time to live and the moment it expires::
-
-    memories_item_expiry(namespace, key, ttl_minutes, expires_at)
-
-(``memories_document_expiry`` for profile store documents: each kind its own
-table, so a sweep deletes only its own kind). Items without a row never expire.
-
-A store on the same SQL database writes and deletes the rows in its own
-transactions (:meth:`ExpiryLedger.stamping`, :meth:`ExpiryLedger.discarding`).
-Any other store writes the ledger before its item and deletes the row after
-the item, as a sweep does: a crash in between leaves a row without its item,
-which is harmless (the sweep deletes nothing and drops it). Times are Unix
-seconds from the caller's clock, so tests move time by hand.
+:class:`ExpiryLedger` keeps each ``(namespace, key)``'s time to live and when it
+expires, in :data:`ITEMS` or :data:`DOCUMENTS` (each kind its own table, so a sweep
+deletes only its own kind); an item without a row never expires. A store on the
+same database writes the rows in its own transactions (:meth:`ExpiryLedger.stamping`);
+any other writes the row before its item and deletes it after, so a crash leaves
+at most a row without its item (harmless). Times are the caller's clock's seconds.
 """
 
 from __future__ import annotations

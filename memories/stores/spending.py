@@ -1,28 +1,11 @@
-"""A budget's spending in a SQL database: one row per namespace and period, shared by processes.
+"""A budget's spending and each model call's usage in a SQL database, shared by processes.
 
-A :class:`~memories.kernel.accounting.Budget` kept in each process's memory
-lets a web app with four workers spend four times its cap, and a restart
-starts it again at zero. A memory with a SQL database keeps it here instead,
-in one small table of that database::
-
-    memories_budget_spending(namespace, period_start, calls, tokens)
-
-A call is reserved by one conditional ``UPDATE ... SET calls = calls + 1
-WHERE ... AND calls + 1 <= cap`` (the row made first by an insert that does
-nothing when it exists): the database runs it atomically, so of two
-processes after the last call allowed, exactly one passes. The call's
-tokens are added when it answers. A namespace keeps only its current
-period's row: the first reservation of a new period deletes the older ones.
-
-Every model call of a memory with a SQL database, budget or not, is also
-added to its day's row of a second table, by one upsert after the call::
-
-    memories_model_usage(memory, namespace, day, calls, failures, input_tokens, output_tokens)
-
-``memory`` is :meth:`~memories.core.base.BaseMemory.usage_name` (the type,
-and its data's name when not the default: ``"profile:work"``). The inspector
-reads it (:meth:`SQLSpending.usage_totals`, one aggregate query): a memory's
-calls and tokens across its processes, all time and today.
+``memories_budget_spending`` holds one row per namespace, for its current period
+only (the first reservation of a new period deletes the older rows): a call is
+reserved by one conditional ``UPDATE ... SET calls = calls + 1 WHERE ... AND
+calls + 1 <= cap``, atomic in the database, and its tokens are added when it
+answers. ``memories_model_usage`` adds every call to its day's row by one upsert
+(:meth:`SQLSpending.usage_totals` reads it). What the cap covers: ``docs/deployment.md``.
 """
 
 from __future__ import annotations

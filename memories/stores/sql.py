@@ -1,16 +1,10 @@
 """SQL databases for every store: one engine per URL, tables made once, errors translated.
 
-Histories, profile stores and the vector outbox all keep their rows in SQL
-(a SQLite file by default, or any SQLAlchemy URL). This module is the one
-place that opens a database: one engine and connection pool per URL per
-process (forgotten in a forked child), SQLite in WAL mode with a busy
-timeout, each store's tables created once per engine, and database errors
-turned into the library's own in :func:`transaction`.
-
-An in-memory SQLite URL (``sqlite://``, ``sqlite:///:memory:``) is one
-database per store object instead (:class:`Database`), never shared by URL:
-one connection that every thread and asyncio's worker threads use, one
-transaction at a time.
+The one place that opens a database: one engine and connection pool per URL
+per process (forgotten in a forked child), SQLite in WAL mode with a busy
+timeout, each store's tables made once per engine, database errors turned into
+the library's own in :func:`transaction`. An in-memory SQLite URL is one
+database per :class:`Database` object instead, never shared by URL.
 """
 
 from __future__ import annotations
@@ -113,9 +107,8 @@ UPGRADES = "memories_upgrades"
 def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
     """Create ``metadata``'s tables on ``engine`` unless this process already did.
 
-    Then run its extra DDL for the engine's dialect (see :data:`EXTRA_DDL`),
-    which also brings tables an older version made up to date. A statement
-    that fails is logged, not raised: it adds speed, never correctness.
+    Then its :data:`EXTRA_DDL` for the dialect: a statement that fails is logged,
+    not raised (it adds speed, never correctness).
 
     Raises:
         BackendUnavailableError: the database cannot be opened or written.
@@ -150,15 +143,12 @@ _DDL_LOCK = 0x6D656D6F72696573  # "memories"
 
 
 def _create_all(engine: Engine, metadata: MetaData) -> None:
-    """Make ``metadata``'s missing tables; on PostgreSQL one process at a time.
+    """Make ``metadata``'s missing tables and run its upgrades, one process at a time.
 
-    Two PostgreSQL sessions creating one table at once both pass the
-    existence check, and the second fails on the catalog's unique index
-    (``pg_type_typname_nsp_index``): a transaction-level advisory lock makes
-    the second wait, then find the table made. On SQLite each ``CREATE
-    TABLE`` would commit on its own, so a second process could find the
-    first table made and the next one not yet: ``BEGIN IMMEDIATE`` makes the
-    whole set one transaction that the second process waits for.
+    Two PostgreSQL sessions making one table both pass the existence check, and
+    the second fails on ``pg_type_typname_nsp_index``: an advisory lock makes it
+    wait. On SQLite, ``BEGIN IMMEDIATE`` makes the set one transaction, so no
+    process finds some tables made and the rest not yet.
     """
     with engine.begin() as connection:
         if engine.dialect.name == "postgresql":
@@ -174,9 +164,8 @@ def _create_all(engine: Engine, metadata: MetaData) -> None:
 def transaction(engine: Engine, url: str) -> Iterator[Connection]:
     """A transaction on ``engine``; database errors come out as the library's own.
 
-    An operational error (database unreachable, locked past the busy timeout,
-    disk full) is a :class:`BackendUnavailableError`; any other one a
-    :class:`BackendError`; both name the URL and keep the cause.
+    An operational error (unreachable, locked past the busy timeout, disk full)
+    is a :class:`BackendUnavailableError`, any other a :class:`BackendError`.
     """
     check_sqlite_file(url, "the database")
     mine = kept(engine)  # this thread's connection, if it keeps one (memories.stores.kept)
@@ -199,19 +188,13 @@ def transaction(engine: Engine, url: str) -> Iterator[Connection]:
 class Prepared:
     """A statement compiled once per dialect and run through the driver with plain parameters.
 
-    SQLAlchemy builds, caches and compiles a statement object on every call;
-    on a memory's turn that costs more than the database's own work. A
-    prepared statement is written once with ``sa.bindparam`` names, compiled
-    on first use on each dialect, and then runs as its SQL string
-    (``Connection.exec_driver_sql``). It must not need SQLAlchemy's type
-    processing (plain integers, floats and strings) nor expanding ``IN``.
-
-    On SQLite, unless someone watches the engine's statements (a cursor
-    event listener, ``echo`` or the ``sqlalchemy.engine`` log at INFO), it
-    runs on the driver's own connection, in the same transaction: SQLAlchemy's
-    execution context costs several times the statement itself there. Its
-    errors are raised as SQLAlchemy's, as through ``exec_driver_sql``. The
-    result is then the driver's cursor: use ``fetchone`` / ``fetchall``.
+    SQLAlchemy's handling of a statement object on every call costs a turn more
+    than the database's own work. Written with ``sa.bindparam`` names, it takes
+    no type processing (plain ints, floats, strings) and no expanding ``IN``. On
+    SQLite, unless someone watches the engine's statements (:func:`_observed`),
+    it runs on the driver's own connection in the same transaction (SQLAlchemy's
+    execution context costs several times the statement there), errors raised as
+    SQLAlchemy's; the result is the driver's cursor (``fetchone`` / ``fetchall``).
     """
 
     def __init__(self, statement: Any) -> None:
@@ -259,9 +242,8 @@ def log_table(
 ) -> Table:
     """An append-only table: ``id``, the ``keys`` that pick one log, ``columns``, ``created_at``.
 
-    ``id`` is the database's autoincrement key (never reused, on SQLite too),
-    so a log is read in order through the index ``index`` on ``keys`` + ``id``.
-    Extra indexes may be given among ``columns``.
+    ``id`` is the autoincrement key (never reused, on SQLite too): a log is read
+    in order through the index ``index`` on ``keys`` + ``id``.
     """
     return Table(
         name,
@@ -286,9 +268,8 @@ class _Batch:
 class _MemoryDatabase:
     """A private in-memory SQLite database: one connection for every thread, one turn at a time.
 
-    SQLite's in-memory database lives and dies with its connection, so the
-    engine keeps exactly one (``StaticPool``) and lets any thread use it; the
-    ``turn`` lock makes each transaction whole before the next begins.
+    It lives and dies with its connection, so the engine keeps exactly one
+    (``StaticPool``); the ``turn`` lock makes each transaction whole before the next.
     """
 
     def __init__(self, url: str) -> None:
@@ -313,17 +294,14 @@ class _MemoryDatabase:
 class Database:
     """A store's handle on one database: its URL, engine and tables, ready for transactions.
 
-    Copies and pickles carry the URL only; the copy takes this process's
-    engine for it (a connection pool never crosses a copy or a fork). An
-    in-memory SQLite URL is a database of this object's own (a copy shares
-    it; a pickle opens a new, empty one).
+    Copies and pickles carry the URL only (a pool never crosses a copy or a
+    fork). An in-memory SQLite URL is this object's own database: a copy shares
+    it, a pickle opens a new, empty one.
 
     Args:
         url: a SQLAlchemy URL.
         metadata: the tables the store needs (created once per engine).
-        like: on an in-memory SQLite URL, share this database's (a store's
-            expiry times in the store's own database); ignored for others,
-            which one URL shares anyway.
+        like: on an in-memory SQLite URL, share this database's (others share by URL).
     """
 
     def __init__(self, url: str, metadata: MetaData, *, like: Database | None = None) -> None:
@@ -363,11 +341,8 @@ class Database:
         return nullcontext() if self._memory is None else self._memory.held()
 
     def transaction(self, *, write: bool = False) -> AbstractContextManager[Connection]:
-        """A transaction, errors translated (see :func:`transaction`).
-
-        Inside this thread's :meth:`batch` it is the batch's transaction (a
-        write only joins a write batch; in a read batch it commits on its own).
-        """
+        """A transaction, errors translated (:func:`transaction`); inside this thread's
+        :meth:`batch`, the batch's (a write joins only a write batch)."""
         current: _Batch | None = getattr(self._batches, "current", None)
         if current is not None and (current.write or not write):
             return nullcontext(current.connection)
@@ -382,13 +357,11 @@ class Database:
 
     @contextmanager
     def batch(self, *, write: bool) -> Iterator[None]:
-        """Run this thread's transactions on this database as one, until the block ends.
+        """Run this thread's transactions on this database as one (a turn: one commit).
 
-        A memory's turn (the messages and every piece of derived state) is
-        then one transaction and one commit. A write batch on SQLite starts
-        with ``BEGIN IMMEDIATE``, so it waits for the write lock up front
-        (busy timeout) instead of failing when a read inside it is
-        overtaken by another writer. Nested batches join the outer one.
+        A SQLite write batch takes the write lock up front (``BEGIN IMMEDIATE``,
+        within the busy timeout) rather than fail when another writer overtakes
+        a read inside it. Nested batches join the outer one.
         """
         if getattr(self._batches, "current", None) is not None:
             yield
@@ -424,13 +397,11 @@ _BEGIN_IMMEDIATE = Prepared(text("BEGIN IMMEDIATE"))
 
 
 def _check_reachable(url: str) -> None:
-    """Fail now, writing nothing, for a database that cannot be used.
+    """Fail now, writing nothing, for a database that cannot be used (the first use makes it).
 
     A bad URL or a missing driver raises :class:`ConfigError`; a server that
-    cannot be reached (a connection is opened and closed, no table made) or a
-    SQLite file whose folder cannot be created raises
-    :class:`BackendUnavailableError`. The file, its folder and the tables are
-    made by the first use.
+    cannot be reached (a connection opened and closed) or a SQLite file whose
+    folder cannot be made, :class:`BackendUnavailableError`.
     """
     if in_memory_sqlite(url):
         return
@@ -509,11 +480,10 @@ def in_memory_sqlite(url: str) -> bool:
 
 
 def check_sqlite_file(url: str, what: str) -> None:
-    """Raise if the SQLite file ``url`` names was deleted while this process used it.
+    """Raise if the SQLite file ``url`` names was deleted while this process used it (a ``stat``).
 
-    SQLite goes on writing into a deleted file through the connections it
-    holds, so a turn saved after the deletion would be lost without a word.
-    One ``stat`` per call; nothing for other databases.
+    SQLite goes on writing into a deleted file through its open connections: a
+    turn saved after the deletion would be lost without a word.
 
     Raises:
         BackendUnavailableError: the file is gone.
@@ -595,9 +565,8 @@ def _create_engine(url: str, *, memory: bool = False) -> Engine:
 def _postgres_bounds(url: URL) -> dict[str, Any]:
     """Connection arguments that bound every wait on a PostgreSQL server, unless the URL sets them.
 
-    ``connect_timeout`` for opening a connection; with a libpq driver, also
-    :data:`STATEMENT_TIMEOUT_SECONDS` for a statement (a lock wait included)
-    and :data:`SOCKET_BOUNDS` for a server that vanished mid-query.
+    ``connect_timeout``; with a libpq driver, also :data:`STATEMENT_TIMEOUT_SECONDS`
+    and :data:`SOCKET_BOUNDS`.
     """
     given = url.query
     bounds: dict[str, Any] = {}
@@ -641,13 +610,10 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _switch_to_wal(cursor: Any) -> None:
-    """``PRAGMA journal_mode = WAL``, waiting (up to the busy timeout) for another process.
+    """``PRAGMA journal_mode = WAL``, retried for up to the busy timeout.
 
-    Switching a new file to WAL needs a lock that SQLite does not wait for:
-    when two processes open a new file together, the second one's switch
-    fails at once with "database is locked" instead of waiting the busy
-    timeout. It is tried again after short sleeps, for as long as a busy
-    timeout would have waited.
+    The switch takes a lock SQLite does not wait for: of two processes opening a
+    new file, the second fails at once with "database is locked".
     """
     deadline = time.monotonic() + _SQLITE_BUSY_TIMEOUT_MS / 1000
     delay = 0.005

@@ -10,6 +10,7 @@ package of its own, the ordinary Django app layout that broke the first wave.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -26,6 +27,9 @@ from memories.kernel.imports import DISTRIBUTION
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
+
+# What a checkout may hold that the wheel is not built from.
+LEFT_BEHIND = (".git", "build", "*.egg-info", "site", "__pycache__", ".*_cache", ".hypothesis")
 
 PROBE = """
 import json, sys
@@ -79,9 +83,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The python of a fresh venv holding this checkout's wheel."""
     work = tmp_path_factory.mktemp("packaging")
     wheels = work / "wheels"
+    # Built from a copy: setuptools writes build/ and an egg-info into the tree it builds.
+    source = work / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*LEFT_BEHIND))
     shown(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-         "-w", str(wheels), str(ROOT)],
+         "-w", str(wheels), str(source)],
         timeout=300,
     )  # fmt: skip
     (wheel,) = wheels.glob("*.whl")

@@ -228,6 +228,29 @@ def test_concurrent_writers_lose_nothing(redis_store: MakeStore) -> None:
     assert entities["Jane"] == history[-1]  # the newest version is the current summary
 
 
+def test_sixteen_writers_of_one_session_all_get_through(redis_store: MakeStore) -> None:
+    """Each write watches the session's sequence; the losers back off instead of spinning."""
+    session, writers, writes = f"w-{uuid.uuid4().hex[:8]}", 16, 25
+    stores = [redis_store(session_id=session) for _ in range(writers)]
+    start, failed = threading.Barrier(writers), []
+
+    def write(number: int) -> None:
+        start.wait()
+        for i in range(writes):
+            try:
+                stores[number].set("Jane", f"{number}-{i}")
+            except BackendError as exc:
+                failed.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failed == []
+    assert len(stores[0].history("Jane")) == writers * writes
+
+
 def test_held_counts_every_version_that_purge_erases(redis_store: MakeStore) -> None:
     store = redis_store()
     store.set("Jane", "one")

@@ -1,15 +1,9 @@
 """What the ``memories`` subcommands do, apart from argument parsing.
 
-Each command works on a memory built from a config file. A config names the
-memory's history (``history: {type: sqlite, path: chat.db, session_id: u1}``);
-``--session`` moves every history of the config to another session, so one
-config serves every user.
-
-One module per family of commands: :mod:`.opening` (the config's memory and
-its parts, shared by all), :mod:`.chatting` (chat, usage), :mod:`.copying`
-(a config's files copied, so that usage writes nothing), :mod:`.inspecting`
-(inspect, dead-letters), :mod:`.transfer` (export, import), :mod:`.clearing`
-(clear, erase), :mod:`.sweeping` (sweep, reshard).
+Each works on a memory built from a config file (``--session`` moves its histories to
+another session, so one config serves every user). One module per family: :mod:`.opening`
+(the config's memory and its parts), :mod:`.chatting`, :mod:`.copying`, :mod:`.inspecting`,
+:mod:`.transfer`, :mod:`.clearing`, :mod:`.sweeping`.
 """
 
 from __future__ import annotations

@@ -40,11 +40,7 @@ def chat(
     system: str = "",
     prompt: str = "",
 ) -> int:
-    """Chat line by line: each line is a user message; replies go to ``out``.
-
-    Lines starting with ``/`` are commands, answered here and never sent or
-    saved (:data:`CHAT_HELP`); ``//`` sends a line that starts with ``/``.
-    ``/quit`` or the end of the input ends the chat. Returns the number of turns.
+    """Chat line by line (a ``/`` command is answered here: :data:`CHAT_HELP`); the turns.
 
     Raises:
         LLMError: the model call failed.
@@ -78,10 +74,8 @@ def chat(
 def usage_report(memory: LangChainBaseMemory) -> list[dict[str, Any]]:
     """What each memory of ``memory`` has cost in this process, as plain data for JSON.
 
-    One entry per memory that holds data: its config type (with its data's name
-    when not the default, :meth:`~memories.core.base.BaseMemory.usage_name`), the namespace it
-    counts under, and its counters per kind and per namespace (see
-    :meth:`~memories.core.base.BaseMemory.usage`).
+    Per memory: :meth:`~memories.core.base.BaseMemory.usage_name`, its namespace and
+    :meth:`~memories.core.base.BaseMemory.usage`'s counters.
     """
     return [
         {"memory": leaf.usage_name(), "namespace": leaf.usage_namespace(), **leaf.usage().as_dict()}

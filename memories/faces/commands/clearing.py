@@ -56,11 +56,8 @@ def clear_targets(memory: LangChainBaseMemory, *, namespaces: bool = False) -> l
 def clear(memory: LangChainBaseMemory, *, namespaces: bool = False) -> list[str]:
     """Erase what the memory holds for its session; return a line per thing erased.
 
-    With ``namespaces=True`` the long-term memories are erased whole too: every
-    session's vector documents of the namespace, and the profile (emptied as a
-    recorded change, so ``ProfileMemory.rollback`` can undo it). Memories under
-    a read-only memory are erased too: the command is an explicit request to
-    erase, not a chain saving by accident.
+    ``namespaces``: the long-term memories whole too (a profile emptied as a change a
+    rollback undoes). Members of a read-only memory are erased too: this is a request.
     """
     done = []
     for history in distinct_histories(memory):
@@ -136,11 +133,8 @@ def erase(
 ) -> ErasureReport | None:
     """Erase a person's data in every store of a config (see :func:`~memories.erase_user`).
 
-    Without ``dry_run``, first counts what will go and asks ``confirm`` with a
-    line per store (None: do not ask); returns None when it says no. Each
-    store's line is written to ``out`` as soon as that store is done (a dry
-    run writes none), so the report's text names each store once with
-    ``stores=dry_run``.
+    ``confirm`` is asked first with a line per store (None: not asked; no: returns
+    None); each store's line goes to ``out`` once it is done.
     """
     if not dry_run and confirm is not None:
         preview = erase_user(config, namespace=namespace, session=session, dry_run=True)

@@ -1,9 +1,7 @@
 """A config's file stores copied into a temporary folder, for a command that must not write.
 
-``memories usage`` runs a conversation to measure what the memories cost;
-run on the config's own stores, it would save that conversation into them.
-On a copy it measures the same stores with the same data, and the copy goes
-when the command ends.
+``memories usage`` measures a conversation on a copy, so that it is not saved into the
+config's own stores.
 """
 
 from __future__ import annotations
@@ -28,15 +26,12 @@ __all__ = ["on_a_copy"]
 def on_a_copy(config: str | Path | dict[str, Any], *, command: str) -> Iterator[dict[str, Any]]:
     """The config's options on copies of its files, in a temporary folder removed at the end.
 
-    Each SQLite file is copied with SQLite's backup (a consistent copy while
-    another process writes), each folder (a Chroma store) as it is; a file
-    or folder that does not exist yet stays absent in the copy. A store the
-    config leaves at its default place (no path) is in the data directory,
-    which is copied whole as the copy's own data directory.
+    A SQLite file is copied with its backup API (consistent while another process
+    writes), a folder as it is, and the data directory (stores at their default place)
+    whole; what does not exist yet stays absent.
 
     Raises:
-        ConfigError: the config keeps data on a server (PostgreSQL, a Chroma
-            server), which cannot be copied.
+        ConfigError: the config keeps data on a server, which cannot be copied.
     """
     options = load_config(config)
     servers = server_stores(options)

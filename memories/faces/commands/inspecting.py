@@ -174,14 +174,12 @@ def _inspect_vector(vector: Any, out: TextIO, *, last: int | None) -> None:
 def dead_letters(
     memory: LangChainBaseMemory, out: TextIO, *, retry: list[str] | None = None
 ) -> int:
-    """Print the documents each vector memory's store refused and set aside; return how many.
+    """Print the documents each vector memory's store set aside; return how many.
 
-    With ``retry``, first queue them again (an empty list: all of them) and
-    write them now: one the store refuses again is set aside again.
+    ``retry``: first queue those again (``[]``: all) and write them now.
 
     Raises:
-        ConfigError: the memory has no vector memory, or keeps it in this
-            process only (another process's letters are not there to see).
+        ConfigError: no vector memory, or one in this process only.
     """
     vectors = searchable_memories(memory)
     if not vectors:

@@ -58,14 +58,11 @@ def open_memory(
     *,
     command: str = "",
 ) -> Any:
-    """The memory a config describes, on ``session`` and ``namespace`` when given.
-
-    ``namespace`` is labels joined by ``"."`` (``"users.maya"``).
+    """The memory a config describes, on ``session`` and ``namespace`` (``"users.maya"``).
 
     Raises:
-        ConfigError: the config's namespace is a template (``[users,
-            "{user_id}"]``) and no ``namespace`` is given: the message says
-            which namespaces its stores hold, to give one with ``--namespace``.
+        ConfigError: the config's namespace is a template and no ``namespace`` is
+            given (the message lists the namespaces its stores hold).
     """
     options = _options(config, session, namespace)
     fields = config_templates(options)
@@ -88,11 +85,10 @@ def open_stores(
     session: str | None = None,
     namespace: str | tuple[str, ...] | None = None,
 ) -> Any:
-    """The memory a config describes, for a command that works on its stores whole.
+    """As :func:`open_memory`, an unfilled namespace template filled with :data:`STAND_IN`.
 
-    As :func:`open_memory`, but a namespace template left unfilled is filled
-    with :data:`STAND_IN`: sweep and reshard work on every namespace of the
-    stores, and import writes each document to its own.
+    For a command that works on the stores whole: every namespace (sweep, reshard), or
+    each document's own (import).
     """
     options = _options(config, session, namespace)
     if config_templates(options):
@@ -105,12 +101,8 @@ def per_namespace(
     session: str | None = None,
     namespace: str | tuple[str, ...] | None = None,
 ) -> Iterator[Any]:
-    """The config's memory on each namespace a command that covers them all works on.
-
-    On ``namespace`` when given, on the config's own when it names one; a
-    config whose namespace is a template, on each namespace its stores hold
-    (:func:`held_namespaces`), one after the other.
-    """
+    """The config's memory on ``namespace``, or its own, or (a template) on each one its
+    stores hold (:func:`held_namespaces`), one after the other."""
     options = _options(config, session, namespace)
     if not config_templates(options):
         yield create_memory(options)
@@ -153,9 +145,8 @@ def not_there(where: str, kind: str) -> ConfigError:
 def nothing_stored(config: str | Path | dict[str, Any]) -> list[str]:
     """The SQLite files and Chroma folders of a config, when not one of them exists yet.
 
-    Empty when one exists, or when the config keeps data on a server: a sweep
-    or a reshard then has something to look at. Otherwise opening the stores
-    would only make them, empty.
+    Empty when one exists, or the config keeps data on a server (opening would not only
+    make the stores, empty).
     """
     options = load_config(config)
     if server_stores(options):
@@ -192,8 +183,7 @@ def histories_of(memory: LangChainBaseMemory, command: str) -> list[ChatHistory]
     """The distinct persistent histories of a memory's chat memories.
 
     Raises:
-        ConfigError: the memory keeps no messages, or keeps them only in this
-            process (then a command run on its own would see nothing).
+        ConfigError: it keeps no messages, or only in this process (a command sees none).
     """
     histories = distinct_histories(memory)
     if not histories:

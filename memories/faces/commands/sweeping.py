@@ -62,12 +62,9 @@ def sweep(
 ) -> list[Swept]:
     """Delete what each member's retention or time to live expired, in every session or namespace.
 
-    With ``session`` (or ``namespace``) only the memory's own session (or
-    namespace) is swept, and the members kept per namespace (or per session)
-    are left out. Members that declare nothing can expire are left out; a chat
-    memory without a retention is listed with an empty policy and nothing
-    deleted. Derived state (summaries, profiles) is never touched; a crash
-    mid-way leaves a shorter sweep for the next run.
+    ``session`` (``namespace``): only the memory's own, and only the members kept so. A
+    chat memory without a retention is listed with an empty policy. Derived state is
+    never touched; a crash mid-way leaves a shorter sweep for the next run.
     """
     done = []
     seen: set[tuple[str, str]] = set()
@@ -152,10 +149,8 @@ def history_name(history: ChatHistory) -> str:
 def reshard(memory: LangChainBaseMemory, *, dry_run: bool = False) -> list[Demotion]:
     """Move the small namespaces of the memory's Chroma stores from collections into shards.
 
-    Each Chroma store its searchable members use (once per folder or server and
-    collection prefix) is resharded whole, every namespace it holds, not only
-    the config's: see :meth:`ChromaStore.demote`. Stores on PostgreSQL have no
-    collections and are skipped.
+    Each store is resharded once and whole, every namespace, not only the config's
+    (:meth:`ChromaStore.demote`); pgvector has no collections and is skipped.
     """
     done: list[Demotion] = []
     seen: set[tuple[str, str]] = set()

@@ -161,8 +161,7 @@ def stores_of(
 ) -> tuple[list[ChatHistory], list[Any]]:
     """The persistent histories and vector memories of a config, on a session and namespace.
 
-    A namespace template left unfilled is filled with a stand-in
-    (:func:`~memories.faces.commands.opening.open_stores`): each document is
+    As :func:`~memories.faces.commands.opening.open_stores` opens them: each document is
     imported into the namespace its line names.
     """
     return _stored(open_stores(config, session, namespace), command)
@@ -171,12 +170,7 @@ def stores_of(
 def export_jsonl(
     memory: LangChainBaseMemory, out: TextIO, *, sessions: bool = True, namespaces: bool = True
 ) -> tuple[int, int]:
-    """Write a memory's messages, vector documents, entity summaries, triples and entity
-    graphs as JSON Lines.
-
-    ``sessions=False`` leaves out what is kept per session (messages, entity
-    summaries, triples), ``namespaces=False`` what is kept per namespace
-    (documents, entity graphs): :func:`export_config` writes each once.
+    """Write what a memory keeps per session (``sessions``) and per namespace as JSON Lines.
 
     Returns:
         How many messages, and how many other lines (documents, entities, triples, graphs).
@@ -240,14 +234,12 @@ def read_jsonl(
     """Parse an export, checking every line before anything is written.
 
     Args:
-        lines: the file's lines.
         source: the file's name, for error messages.
         session: put every message in this session instead of the line's own.
         namespace: put every document in this namespace instead of the line's own.
 
     Raises:
-        InvalidInputError: a line is neither an exported message nor an exported
-            document (the message names the line).
+        InvalidInputError: a line is not a line of an export (the message names it).
     """
     parsed: list[Line] = []
     number = 0
@@ -366,17 +358,11 @@ def import_jsonl(
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: bool | None = None,
 ) -> int:
-    """Append messages to their sessions' histories and documents to their namespaces.
+    """Append each line to its session's or namespace's store, in batches; how many were written.
 
-    Works in batches (one transaction, or one vector ``add``, each); returns
-    how many lines were written. Importing is idempotent: a document keeps its
-    id (a second import replaces it), and a session's messages that its log
-    already holds as a run (an export imported into its own session, or
-    imported twice) are skipped; when the log ends with the beginning of them
-    (an import that stopped half-way), the rest is appended. An entity summary
-    is written as a new version unless it is the entity's summary already; a
-    triple is added unless the graph holds it already; an entity graph's
-    entity or relation is written under its id unless the graph holds it so.
+    Idempotent: what a store holds already is skipped (a session's run of messages, a
+    summary, a triple, a graph's record by id), a document is replaced by id, and an
+    import that stopped half-way is finished (:func:`_held`).
 
     Args:
         lines: from :func:`read_jsonl`.

@@ -1,25 +1,11 @@
 """The web inspector: pages and a JSON API over :class:`~memories.faces.server.service.Inspector`.
 
-Every page has a JSON twin under ``/api`` that returns exactly the data the
-page renders (``GET /api`` lists the routes). Read-only by default: the pages
-show no action and every action answers 403. Started with ``allow_writes``,
-the actions (:data:`ACTIONS`: edit, delete, roll back, retry dead letters,
-erase a user) are POST routes, each a form route that redirects back to its
-page (an erasure shows its report) and a JSON twin under ``/api``; both call
-the same :class:`Inspector` method.
-
-Security: a token, when set, is required on every request (the
-``Authorization: Bearer`` or ``X-Memories-Token`` header, or the cookie set by
-opening any page once with ``?token=...``); the Host header must name the
-server (a page on another site cannot reach it through DNS rebinding); a POST
-whose ``Origin`` names another site is refused, a form needs the server's CSRF
-token (a random one per server, in a hidden field of every form), and the
-API's POSTs need ``Content-Type: application/json`` (which a page on another
-site cannot send without a preflight this server never grants); bodies over
-:data:`MAX_BODY` bytes are refused (413); memory content is user text and is
-always escaped (Jinja2 autoescape, JSON as ``application/json``), and the
-Content-Security-Policy allows no script at all.
-Errors are short 4xx/5xx answers, JSON under ``/api``, never a traceback.
+Every page has a JSON twin under ``/api`` (``GET /api`` lists the routes); with
+``allow_writes`` the :data:`ACTIONS` are POST routes, a form and a JSON twin calling the same
+:class:`Inspector` method. This is a security boundary: the token, the Host header, Origin,
+CSRF and the body's size and type are checked here, memory text is always escaped and the
+Content-Security-Policy allows no script (docs/inspector.md, "Security"). Errors are short
+4xx/5xx answers, JSON under ``/api``, never a traceback.
 """
 
 from __future__ import annotations
@@ -131,9 +117,8 @@ _TEMPLATES = Environment(
 def segment(value: Any) -> str:
     """``value`` as one segment of a path: every ``/``, ``%``, ``?``, space... percent-encoded.
 
-    Ids and namespaces are user text: an id holding ``/`` stays one segment
-    (Jinja's ``urlencode`` leaves ``/`` as it is). The routes see segments as
-    sent (:class:`_Segments`) and decode each parameter once (:func:`_param`).
+    An id holding ``/`` stays one segment (Jinja's ``urlencode`` keeps ``/``); the routes
+    decode each parameter once (:func:`_param`).
     """
     return quote(str(value), safe="")
 
@@ -153,11 +138,9 @@ _TEMPLATES.filters["json_text"] = lambda value, indent=None: json.dumps(
 class _Segments:
     """Route on the path's segments as sent: an encoded ``/`` (``%2F``) stays inside its segment.
 
-    An ASGI server decodes the path before routing, so ``/items/a%2Fb`` would
-    reach the router as ``/items/a/b`` and match nothing. This gives the
-    router the path split on the ``/`` actually sent, each segment decoded
-    (UTF-8) and encoded again the one way :func:`segment` does; the routes'
-    parameters are decoded by :func:`_param`.
+    An ASGI server decodes the path before routing (``/items/a%2Fb`` would match
+    nothing as ``/items/a/b``): each segment sent is decoded and encoded again as
+    :func:`segment` does.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -173,6 +156,11 @@ class _Segments:
                 parts = [unquote_to_bytes(part).decode("utf-8", "replace") for part in sent]
             scope = {**scope, "path": "/".join(map(segment, parts))}
         await self.app(scope, receive, send)
+
+
+def _api_path(path: str) -> str:
+    """A page's JSON twin (the overview's is ``/api/overview``: ``/api`` lists the routes)."""
+    return "/api" + (path if path != "/" else "/overview")
 
 
 def _where(request: Request) -> tuple[str, str]:
@@ -382,9 +370,6 @@ def create_app(
 ) -> Starlette:
     """The inspector's ASGI app over ``inspector``: pages, their JSON twins, and its actions.
 
-    The actions write only when ``inspector.allow_writes`` (else 403, and no
-    page shows them).
-
     Args:
         token: required on every request when given.
         hosts: the Host header values accepted (``("*",)``: any, for a served token).
@@ -401,14 +386,13 @@ def create_app(
     routes: list[Route] = []
 
     def add(path: str, template: str, load: Callable[[Request], Awaitable[dict[str, Any]]]) -> None:
-        api_path = "/api" + (path if path != "/" else "/overview")
-        for route_path, kind in ((path, "page"), (api_path, "api")):
+        for route_path, kind in ((path, "page"), (_api_path(path), "api")):
 
             async def endpoint(request: Request, kind: str = kind) -> Response:
                 data = await load(request)
                 if kind == "api":
                     return JSONResponse(data)
-                api_url = "/api" + (request.url.path if request.url.path != "/" else "/overview")
+                api_url = _api_path(request.url.path)
                 if request.url.query:
                     api_url += "?" + request.url.query
                 body = _TEMPLATES.get_template(template).render(
@@ -555,8 +539,7 @@ def create_app(
 
     async def index(request: Request) -> Response:
         documented = [
-            {"page": path, "api": "/api" + (path if path != "/" else "/overview"), "shows": shows}
-            for path, shows in ROUTES
+            {"page": path, "api": _api_path(path), "shows": shows} for path, shows in ROUTES
         ]
         actions = [
             {"form": path, "api": "/api" + path, "fields": fields, "does": does}

@@ -1,8 +1,7 @@
 """How many items a memory's reads show: the store's counts less what expired, model usage.
 
-A store counts what it holds; a memory's reads leave out what expired and is
-not swept yet. These helpers subtract the expired (counted in SQL, a page of
-ids at a time) so that the inspector's counts match what its pages list.
+The expired and not yet swept are subtracted (counted in SQL, a page of ids at a time),
+so that the inspector's counts match what its pages list.
 """
 
 from __future__ import annotations
@@ -82,12 +81,8 @@ def expired_counts(leaf: Any, namespace: Namespace | None = None) -> dict[Namesp
 def shown_count(leaf: Any, namespace: Namespace, counted: int | None, expired: int) -> int:
     """A namespace's documents as ``leaf`` reads them: ``counted`` (the store's) less the expired.
 
-    ``expired``: how many expiry rows of the namespace have expired. A
-    collection's row goes with its memory (one transaction) and a profile's
-    with its one document, so those are subtracted as they are; a vector or
-    example document's row may outlive it (a crash between its deletion and
-    the row's, a LangChain retriever's store), so those still stored are
-    counted, ``EXPIRED_PAGE`` ids a read.
+    ``expired``: its expired expiry rows. A vector or example document's row may outlive
+    the document (a crash between the two deletions), so only those still stored count.
     """
     if not counted or not expired:
         return counted or 0

@@ -1,10 +1,7 @@
 """What a request may send the inspector: whole numbers in ASCII digits, JSON bounded.
 
-``str.isdigit`` takes ``"²"`` (which ``int`` then refuses) and ``"٣"``
-(which ``int`` reads as 3): a page number, a ``k`` or a version is read here,
-in one place, from ASCII digits only. A JSON body or a profile document typed
-in a form is read by :func:`~memories.kernel.bounded_json.read_json`, at most
-:data:`MAX_NESTING` deep.
+``str.isdigit`` takes ``"²"`` (which ``int`` refuses) and ``"٣"`` (which ``int`` reads as 3):
+a page, a ``k`` or a version is read here, from ASCII digits only.
 """
 
 from __future__ import annotations

@@ -59,6 +59,16 @@ def public_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if k not in ("namespace", "content_json")}
 
 
+def document_row(record: Any) -> dict[str, Any]:
+    """A vector or example document: its id, text, own metadata and time."""
+    return {
+        "id": record.id,
+        "text": record.text,
+        "metadata": jsonable(public_metadata(record.metadata)),
+        "at": when(record.metadata.get("timestamp")),
+    }
+
+
 def collection_item(leaf: CollectionMemory, item: Any) -> dict[str, Any]:
     value = item.value or {}
     content = value.get("content")

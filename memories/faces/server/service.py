@@ -1,21 +1,9 @@
 """What the inspector shows, read from the stores a config names; the few writes it allows.
 
-:class:`Inspector` opens a config (a dict, or the YAML / TOML file that
-``create_memory`` reads) and answers in plain JSON-ready dicts: the web pages
-render them and the JSON API returns them as they are, so everything a page
-shows a script can fetch.
-
-Nothing here writes unless the inspector is opened with ``allow_writes=True``;
-then :meth:`Inspector.edit`, :meth:`~Inspector.delete`,
-:meth:`~Inspector.rollback` and :meth:`~Inspector.retry` write through the
-memories' own methods (the same checks, one transaction each, a
-compare-and-set on the version the caller read). Chat memories are looked at through read-only views
-(:func:`memories.core.members.read_only`); documents are read through each
-memory's backend (Chroma or pgvector) as they are, so queued writes stay
-queued and are counted as pending. Two reads
-touch an index: a search catches the namespace's queued documents up in
-memory, as every search does, and a collection's search re-indexes a memory
-whose index entry is older than its ledger (a derived copy, not the data).
+:class:`Inspector` answers in plain JSON-ready dicts: the web pages render them and the JSON
+API returns them as they are. It writes only when opened with ``allow_writes=True``, through
+the memories' own methods, a compare-and-set on the version the caller read. What reading
+touches (queued writes, indexes): the inspector page of the docs.
 """
 
 from __future__ import annotations
@@ -46,6 +34,7 @@ from memories.faces.server.inputs import whole_number
 from memories.faces.server.rows import (
     change_row,
     collection_item,
+    document_row,
     entity_page,
     graph_rows,
     hit_row,
@@ -53,7 +42,6 @@ from memories.faces.server.rows import (
     instructions_row,
     jsonable,
     page_of,
-    public_metadata,
     store_label,
     transcript,
     when,
@@ -375,30 +363,20 @@ class Inspector:
         elif isinstance(leaf, EntityMemory):
             found["status"] = jsonable(leaf.status())
             found.update(graph_rows(leaf.store.recorded(namespace)))
-        elif isinstance(leaf, ProfileMemory):
+        elif isinstance(leaf, ProfileMemory | InstructionsMemory):
             found["document"] = leaf.get()
             found["status"] = jsonable(leaf.status())
-            found["items"] = [change_row(c) for c in reversed(leaf.history())]
-        elif isinstance(leaf, InstructionsMemory):
-            found["document"] = leaf.get()
-            found["status"] = jsonable(leaf.status())
-            found["items"] = [
-                instructions_row(i, v) for i, v in reversed(list(enumerate(leaf.history())))
+            rows = [
+                change_row(v) if isinstance(leaf, ProfileMemory) else instructions_row(i, v)
+                for i, v in enumerate(leaf.history())
             ]
+            found["items"] = rows[::-1]
         elif isinstance(leaf, DocumentMemory):
             records = leaf.backend.stored()  # any backend; what is queued stays queued
             chosen = [r for r in records if q.lower() in r.text.lower() or q in r.id]
             chosen.sort(key=lambda r: -float(r.metadata.get("timestamp", 0.0) or 0.0))
             shown, total = live_page(leaf, namespace, chosen, start, self.page_size)
-            found["items"] = [
-                {
-                    "id": r.id,
-                    "text": r.text,
-                    "metadata": jsonable(public_metadata(r.metadata)),
-                    "at": when(r.metadata.get("timestamp")),
-                }
-                for r in shown
-            ]
+            found["items"] = [document_row(r) for r in shown]
             found["pending"] = leaf.backend.pending()
             found.update(page_of(page, self.page_size, total))
         return found
@@ -445,14 +423,7 @@ class Inspector:
             records = leaf.backend.get([item_id])  # queued too: read, not written
             if not records:
                 raise NotFound(f"No document {item_id!r} in {memory_id!r} of {text!r}.")
-            document = records[0]
-            return {
-                **base,
-                "id": item_id,
-                "text": document.text,
-                "metadata": jsonable(public_metadata(document.metadata)),
-                "at": when(document.metadata.get("timestamp")),
-            }
+            return {**base, **document_row(records[0])}
         raise NotFound(f"Memory {memory_id!r} keeps no items.")
 
     # -- sessions -----------------------------------------------------------------------
@@ -523,10 +494,8 @@ class Inspector:
     def search(self, text: str, query: str, *, memory_id: str | None = None, k: int = 10) -> dict:
         """Each searchable memory's best matches in a namespace, with why each ranked.
 
-        A result's ``score`` is the score recall ordered the results by, on the
-        calibrated scale (the best's ≈ the probability that it answers the query);
-        ``ranking`` holds its dense, lexical and neighbour parts, which add up to
-        it (None from a backend that does not give them).
+        ``score`` is on the calibrated scale; ``ranking`` holds its dense, lexical and
+        neighbour parts (None from a backend that does not give them).
         """
         query = _checked_text(query, "query")
         if not 1 <= k <= MAX_RESULTS:
@@ -550,10 +519,8 @@ class Inspector:
             )
         return {"namespace": ".".join(namespace), "query": query, "k": k, "memories": results}
 
-    # -- writes (allow_writes only) ----------------------------------------------------
-    # Each checks the namespace, the memory and the item as the pages read them (404),
-    # then writes through the memory's own method, compare-and-set on the version the
-    # caller read (VersionConflictError: 409). Erasing a user is one more action here.
+    # -- writes (allow_writes only): checked as the pages read them (404), then a
+    # compare-and-set through the memory's own method (VersionConflictError: 409)
 
     def _writable(self, action: str, text: str, memory_id: str) -> tuple[Any, dict[str, Any]]:
         """The memory ``action`` writes, and the answer's first fields (what, where)."""
@@ -564,6 +531,22 @@ class Inspector:
         if capabilities_of(leaf).scope != "namespace":
             raise NotFound(f"Memory {memory_id!r} keeps nothing per namespace.")
         return leaf, {"action": action, "namespace": ".".join(namespace), "memory": memory_id}
+
+    def _versioned(
+        self, action: str, text: str, memory_id: str, item_id: str | None, expected: Any
+    ) -> tuple[Any, dict[str, Any], int]:
+        """As :meth:`_writable`, with the version read; a collection memory's item is named."""
+        leaf, done = self._writable(action, text, memory_id)
+        verb = "roll back" if action == "rollback" else action
+        if isinstance(leaf, CollectionMemory):
+            if item_id is None:
+                raise InvalidInputError(f"Name the memory to {verb} (its item id).")
+            done["item"] = item_id
+        elif item_id is not None:
+            raise NotFound(
+                f"Memory {memory_id!r} is one document: {verb} it, not item {item_id!r}."
+            )
+        return leaf, done, _expected(expected)
 
     def _current(self, leaf: Any, item_id: str, text: str) -> Any:
         """A collection memory as it stands; NotFound when the namespace holds no such memory."""
@@ -589,22 +572,16 @@ class Inspector:
         Args:
             value: a collection memory's content (``item_id`` names it), a
                 profile's whole document, or instructions' prompts by name.
-            expected_version: the version the caller read; required, since a
-                person edits what a page showed.
+            expected_version: the version the caller read (required).
 
         Raises:
             ReadOnly, NotFound, InvalidInputError, VersionConflictError.
         """
-        leaf, done = self._writable("edit", text, memory_id)
-        expected = _expected(expected_version)
+        leaf, done, expected = self._versioned("edit", text, memory_id, item_id, expected_version)
         if isinstance(leaf, CollectionMemory):
-            if item_id is None:
-                raise InvalidInputError("Name the memory to edit (its item id).")
-            self._current(leaf, item_id, text)
-            record = leaf.update(item_id, value, expected_version=expected)
-            return {**done, "item": item_id, "version": record.version}
-        if item_id is not None:
-            raise NotFound(f"Memory {memory_id!r} is one document: edit it, not item {item_id!r}.")
+            self._current(leaf, done["item"], text)
+            record = leaf.update(done["item"], value, expected_version=expected)
+            return {**done, "version": record.version}
         if isinstance(leaf, ProfileMemory):
             return {**done, "version": leaf.put(value, expected_version=expected)}
         if isinstance(leaf, InstructionsMemory):
@@ -647,22 +624,19 @@ class Inspector:
         expected_version: int | None,
     ) -> dict[str, Any]:
         """Restore what a memory said at ``version``, as a new version; returns the new one."""
-        leaf, done = self._writable("rollback", text, memory_id)
-        expected = _expected(expected_version)
+        leaf, done, expected = self._versioned(
+            "rollback", text, memory_id, item_id, expected_version
+        )
         version = _expected(version, "version")
         if isinstance(leaf, CollectionMemory):
-            if item_id is None:
-                raise InvalidInputError("Name the memory to roll back (its item id).")
             try:
-                known = bool(leaf.history(_checked_text(item_id, "item id")))
+                known = bool(leaf.history(_checked_text(done["item"], "item id")))
             except InvalidInputError as exc:
                 raise NotFound(f"No memory {item_id!r} in {text!r}: {exc}") from exc
             if not known:
                 raise NotFound(f"No memory {item_id!r} in {memory_id!r} of {text!r}.")
-            record = leaf.rollback(item_id, version, expected_version=expected)
-            return {**done, "item": item_id, "version": record.version}
-        if item_id is not None:
-            raise NotFound(f"Memory {memory_id!r} is one document: roll it back, not {item_id!r}.")
+            record = leaf.rollback(done["item"], version, expected_version=expected)
+            return {**done, "version": record.version}
         if isinstance(leaf, ProfileMemory | InstructionsMemory):
             return {**done, "version": leaf.rollback(version, expected_version=expected)}
         raise InvalidInputError(f"Memory {memory_id!r} ({leaf.config_type}) keeps no versions.")
@@ -681,11 +655,8 @@ class Inspector:
         return {**done, "retried": retried, "dead_letters": len(leaf.backend.dead_letters())}
 
     def erasure(self, text: str) -> dict[str, Any]:
-        """What erasing the user of namespace ``text`` would remove, store by store.
-
-        A dry run of :func:`~memories.erase_user` over the whole config: it
-        counts and writes nothing, so it is shown read-only too.
-        """
+        """What erasing the user of namespace ``text`` would remove, store by store (a dry
+        run of :func:`~memories.erase_user`, so shown read-only too)."""
         namespace = self._known(text)
         report = erase_user(self.options, namespace=namespace, dry_run=True)
         # a chat memory's model usage is counted under its session, which is no namespace's:
@@ -702,11 +673,10 @@ class Inspector:
         """Erase the user of namespace ``text`` from every store of every memory.
 
         Args:
-            confirm: the namespace typed again by the person (a slip of the
-                mouse erases nothing).
+            confirm: the namespace typed again (a slip of the mouse erases nothing).
 
         Returns:
-            The report: per store, what went and what is left (0 when complete).
+            Per store, what went and what is left (0 when complete).
 
         Raises:
             ReadOnly, NotFound, InvalidInputError: ``confirm`` is not the namespace.

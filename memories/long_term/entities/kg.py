@@ -1,16 +1,8 @@
 """Knowledge triples: LangChain's ``ConversationKGMemory`` (langchain-community).
 
-Saving asks the model for the (subject, predicate, object) triples of the
-input (LangChain's knowledge triple prompt, over the last ``k`` exchanges)
-and adds them to a graph; loading asks it which entities the input names and
-shows what the graph knows about each (``"On Jane: Jane lives in Oslo."``).
-The prompts, the parsing and the output are LangChain's.
-
-What differs, on purpose: the graph can live in a SQL database
-(:class:`~memories.stores.entities.triples.SQLEntityGraph`: it survives a restart,
-and an overwritten relation stays in its history) instead of the process's
-memory, and a failed model call loses no turn: the triple extraction it owes
-is queued with the turn and retried (:mod:`memories.long_term.entities.updates`).
+LangChain's prompts, parsing and output, over a graph that can live in SQL
+(:class:`~memories.stores.entities.triples.SQLEntityGraph`); a failed model call
+loses no turn (:mod:`memories.long_term.entities.updates`).
 """
 
 from __future__ import annotations
@@ -19,7 +11,7 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import SystemMessage
 from pydantic import Field, field_validator
 
 from memories.errors import ConfigError, LLMError
@@ -91,10 +83,6 @@ class ConversationKGMemory(QueuedUpdates):
 
     config_type: ClassVar[str] = "conversation_kg"
     session_stores: ClassVar[tuple[str, ...]] = ("kg",)
-    _prompt_fields: ClassVar[tuple[str, ...]] = (
-        "knowledge_extraction_prompt",
-        "entity_extraction_prompt",
-    )
 
     k: int = Field(default=2, ge=0)
     kg: Any = Field(default_factory=InMemoryEntityGraph)
@@ -151,8 +139,6 @@ class ConversationKGMemory(QueuedUpdates):
             return value.to_config()
         return super()._config_value(name, value)
 
-    # -- LangChain's methods --------------------------------------------------------
-
     def get_current_entities(self, input_string: str) -> list[str]:
         """The entities the model finds in ``input_string`` (LangChain's method)."""
         entities: list[str] = self._run(self._entities(input_string), write=False)
@@ -164,18 +150,16 @@ class ConversationKGMemory(QueuedUpdates):
         return triples
 
     def _entities(self, text: str) -> Steps[list[str]]:
-        history = self._buffer((yield from self._window(self.k)))
+        history = self._buffer((yield from self._window()))
         output = yield from self._asking(self.entity_extraction_prompt, history=history, input=text)
         return parse_entities(output)
 
     def _triples(self, text: str) -> Steps[list[KnowledgeTriple]]:
-        history = self._buffer((yield from self._window(self.k)))
+        history = self._buffer((yield from self._window()))
         output = yield from self._asking(
             self.knowledge_extraction_prompt, history=history, input=text
         )
         return parse_triples(output)
-
-    # -- loading --------------------------------------------------------------------------
 
     def _loading(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
         """What the graph knows about the entities the input names (one model call)."""
@@ -198,13 +182,8 @@ class ConversationKGMemory(QueuedUpdates):
             context = "\n".join(lines)
         return {self.memory_key: context}
 
-    def _selection(self) -> Steps[list[BaseMessage]]:
-        return (yield from self._window(self.k))
-
-    # -- saving: the turn, then its triples as a queued job ----------------------------
-
     def _job(self, text: str) -> Steps[Job]:
-        window = yield from self._window(self.k)
+        window = yield from self._window()
         return {"input": text, "history": self._buffer(window)}
 
     def _advancing(self, job: Job) -> Steps[tuple[Job | None, list[Step]]]:

@@ -1,16 +1,9 @@
 """A running summary per entity: LangChain's ``ConversationEntityMemory``.
 
-Loading asks the model which entities the input names (LangChain's
-extraction prompt, over the last ``k`` exchanges) and shows their summaries
-beside the last ``k`` exchanges; saving asks it, entity by entity, to update
-each summary (LangChain's summarization prompt). The prompts, the variables
-and their formats are LangChain's.
-
-What differs, on purpose: a failed model call never loses the turn's
-knowledge. The entity updates a turn owes are saved with it as a job and
-retried until they succeed (:mod:`memories.long_term.entities.updates`), each
-entity's update saved as it succeeds; a failed extraction at load time is
-made up for at save time.
+LangChain's prompts, variables and formats; a failed model call loses no turn:
+the entity updates a turn owes are queued with it and retried
+(:mod:`memories.long_term.entities.updates`), and a failed extraction at load
+time is made up for at save time.
 """
 
 from __future__ import annotations
@@ -78,16 +71,11 @@ class ConversationEntityMemory(QueuedUpdates):
 
     config_type: ClassVar[str] = "conversation_entity"
     session_stores: ClassVar[tuple[str, ...]] = ("entity_store",)
-    _prompt_fields: ClassVar[tuple[str, ...]] = (
-        "entity_extraction_prompt",
-        "entity_summarization_prompt",
-    )
     langchain_names: ClassVar[dict[str, str]] = {"chat_history_key": "memory_key"}
 
     entity_extraction_prompt: PromptField = ENTITY_EXTRACTION_PROMPT
     entity_summarization_prompt: PromptField = ENTITY_SUMMARIZATION_PROMPT
     entity_cache: list[str] = Field(default_factory=list)
-    k: int = Field(default=3, ge=0)
     entity_store: Any = Field(default_factory=InMemoryEntityStore)
 
     #: ``(input, history)`` of a load whose extraction failed: the save extracts again.
@@ -130,8 +118,6 @@ class ConversationEntityMemory(QueuedUpdates):
     def _state_parameters(self) -> dict[str, Any]:
         return {"entity_updates": 1}
 
-    # -- configuration ------------------------------------------------------------
-
     def to_config(self) -> dict[str, Any]:
         """The config, without ``entity_cache`` (state, not configuration)."""
         config = super().to_config()
@@ -153,15 +139,13 @@ class ConversationEntityMemory(QueuedUpdates):
             return list(value)
         return super()._config_value(name, value)
 
-    # -- loading ------------------------------------------------------------------------
-
     def _loading(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
         """The last ``k`` exchanges and the summaries of the entities the input names.
 
         Calls the model once (entity extraction) and updates :attr:`entity_cache`.
         """
         text = input_text_for(self, inputs)
-        messages = yield from self._window(self.k)
+        messages = yield from self._window()
         history = self._buffer(messages)
         try:
             output = yield from self._asking(
@@ -183,14 +167,9 @@ class ConversationEntityMemory(QueuedUpdates):
         shown: Any = messages if self.return_messages else history
         return {self.memory_key: shown, "entities": summaries}
 
-    def _selection(self) -> Steps[list[BaseMessage]]:
-        return (yield from self._window(self.k))
-
-    # -- saving: the turn, then its entity updates as a queued job ---------------------
-
     def _job(self, text: str) -> Steps[Job]:
         """The entity updates a turn just appended owes: the prompts' strings, no progress yet."""
-        window = yield from self._window(self.k)
+        window = yield from self._window()
         job: Job = {"input": text, "history": self._buffer(window), "done": 0}
         job["entities"] = list(self.entity_cache)
         if self._unextracted is not None and self._unextracted[0] == text:
@@ -219,8 +198,6 @@ class ConversationEntityMemory(QueuedUpdates):
         after = {**job, "done": job["done"] + 1}
         finished = after["done"] >= len(job["entities"])
         return (None if finished else after), [step(self._store.set, entity, output.strip())]
-
-    # -- clearing -------------------------------------------------------------------
 
     def _clearing(self) -> Steps[None]:
         yield step(self.chat_memory.clear)

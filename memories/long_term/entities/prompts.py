@@ -22,6 +22,7 @@ __all__ = [
     "ENTITY_EXTRACTION_PROMPT",
     "ENTITY_SUMMARIZATION_PROMPT",
     "KNOWLEDGE_TRIPLE_EXTRACTION_PROMPT",
+    "PROMPT_CHECK",
     "PromptField",
 ]
 
@@ -36,5 +37,8 @@ def _prompt(value: Any) -> Any:
     return value
 
 
+#: Marks a field as a prompt: :class:`~memories.long_term.entities.updates.QueuedUpdates`
+#: finds its prompt fields by it.
+PROMPT_CHECK = BeforeValidator(_prompt)
 #: A prompt: a LangChain prompt template, or its template string (as in a config).
-PromptField = Annotated[BasePromptTemplate, BeforeValidator(_prompt)]
+PromptField = Annotated[BasePromptTemplate, PROMPT_CHECK]

@@ -1,23 +1,10 @@
 """Model updates owed by saved turns, queued in the history's state and run in order.
 
-LangChain's entity and knowledge-graph memories call the model after saving
-a turn (entity summaries, knowledge triples); when that call fails the
-turn's knowledge is lost. Here a save writes the turn and the update it owes
-(a *job*: the strings the prompts need) together, then runs the queue: jobs
-in order, each one's model calls unlocked, its writes applied only if the
-job is still first and unchanged (nobody cleared the session or ran it
-meanwhile). A failed call leaves the job queued, logged and counted in
-:meth:`QueuedUpdates.status`, and retried on the next save or by
-:meth:`QueuedUpdates.flush`. A call the budget refuses is no failure: the
-job waits, uncounted, and ``status().deferred`` says until when. Written once
-as steps, so sync and async share it.
-
-Implementing a subclass
------------------------
-Implement :meth:`QueuedUpdates._advancing`: the steps that move one job on
-(model calls through :meth:`QueuedUpdates._asking`), returning the job as it
-stands after them (None when it is done) and the steps that apply the result;
-and :meth:`QueuedUpdates._loading`: the steps of a load.
+A save writes the turn and the update it owes (a *job*: the strings the prompts
+need) together, then runs the queue: jobs in order, each one's model calls
+unlocked, its writes applied only if the job is still first and unchanged. A
+failed call leaves the job queued and counted in ``status()``; a call the budget
+refuses waits, uncounted. Written once as steps, so sync and async share it.
 """
 
 from __future__ import annotations
@@ -29,7 +16,7 @@ from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
 from langchain_core.prompts import BasePromptTemplate
-from pydantic import PrivateAttr
+from pydantic import Field, PrivateAttr
 
 from memories.core.base import ChatMemory
 from memories.core.parts import ModelMemory
@@ -39,6 +26,7 @@ from memories.kernel.capabilities import Capabilities
 from memories.kernel.keys import input_text_for
 from memories.kernel.messages import format_buffer
 from memories.kernel.steps import Step, Steps, arun, run, step
+from memories.long_term.entities.prompts import PROMPT_CHECK
 from memories.short_term.summary.prompts import prompt_config
 
 __all__ = ["Job", "QueuedUpdates"]
@@ -50,16 +38,21 @@ Job = dict[str, Any]
 
 
 class QueuedUpdates(ModelMemory, ChatMemory):
-    """A chat memory whose saves owe model updates, queued until they succeed."""
+    """A chat memory whose saves owe model updates, queued until they succeed.
+
+    Implementing a subclass: :meth:`_job` (the update a turn owes),
+    :meth:`_advancing` (the steps moving one job on, its model calls through
+    :meth:`_asking`) and :meth:`_loading` (the steps of a load).
+    """
 
     #: A session's chat log, with what the model made of it kept beside (entities, a graph).
     capabilities: ClassVar[Capabilities] = Capabilities(
         scope="session", chat_log=True, exportable=True
     )
     _calls_models: ClassVar[bool] = True
-    #: The fields holding LangChain prompts, written in a config as their template strings.
-    _prompt_fields: ClassVar[tuple[str, ...]] = ()
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    k: int = Field(default=3, ge=0)
 
     def model_post_init(self, context: Any, /) -> None:
         if self.llm is None:
@@ -73,8 +66,13 @@ class QueuedUpdates(ModelMemory, ChatMemory):
     def _io_lock(self) -> threading.Lock:
         return self._lock
 
+    @classmethod
+    def _prompt_fields(cls) -> list[str]:
+        """The fields typed :data:`~memories.long_term.entities.prompts.PromptField`."""
+        return [name for name, field in cls.model_fields.items() if PROMPT_CHECK in field.metadata]
+
     def _config_value(self, name: str, value: Any) -> Any:
-        if name in self._prompt_fields:
+        if name in self._prompt_fields():
             template = prompt_config(value)
             if not isinstance(template, str):
                 raise ConfigError(f"{name} = {value!r:.60} has no config form; give its template.")
@@ -83,10 +81,8 @@ class QueuedUpdates(ModelMemory, ChatMemory):
 
     def _state_writers(self) -> dict[str, Any]:
         """The model and the prompts that write the entities (and the queue of updates)."""
-        prompts = {name: getattr(self, name) for name in self._prompt_fields}
+        prompts = {name: getattr(self, name) for name in self._prompt_fields()}
         return {**super()._state_writers(), **prompts}
-
-    # -- what a subclass implements -------------------------------------------------
 
     def _advancing(self, job: Job) -> Steps[tuple[Job | None, list[Step]]]:
         """Move ``job`` on: the job after it (None: done) and the steps applying its result.
@@ -99,8 +95,6 @@ class QueuedUpdates(ModelMemory, ChatMemory):
     def _job(self, text: str) -> Steps[Job]:
         """The update a turn whose input is ``text`` owes (read after the turn is appended)."""
         raise NotImplementedError(f"{type(self).__name__} must define _job()")
-
-    # -- saving: the turn, then the update it owes, queued until it succeeds ----------
 
     def _context_saving(
         self, inputs: dict[str, Any], outputs: dict[str, Any], *, appended: bool
@@ -121,14 +115,15 @@ class QueuedUpdates(ModelMemory, ChatMemory):
         """Async :meth:`load_memory_variables`."""
         return await self._arun(self._loading(inputs), write=False)
 
-    # -- shared steps -----------------------------------------------------------------
-
-    def _window(self, k: int) -> Steps[list[BaseMessage]]:
+    def _window(self) -> Steps[list[BaseMessage]]:
         """The last ``k`` exchanges (LangChain: the last ``2 * k`` messages); none for 0."""
-        if k == 0:
+        if self.k == 0:
             return []
-        entries = yield step(self.chat_memory.last_exchanges, k)
+        entries = yield step(self.chat_memory.last_exchanges, self.k)
         return [entry.message for entry in entries]
+
+    def _selection(self) -> Steps[list[BaseMessage]]:
+        return (yield from self._window())
 
     def _buffer(self, messages: list[BaseMessage]) -> str:
         return format_buffer(messages, self.human_prefix, self.ai_prefix)

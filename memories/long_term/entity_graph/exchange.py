@@ -1,11 +1,8 @@
 """An entity graph as export records, and the changes that import them: no I/O.
 
-One record per entity (merged ones too, and cleared ones, ``"cleared":
-true``, which ended relations still name) and per relation (ended ones too,
-with ``valid_at``, ``invalid_at``, why it ended and the turns that caused
-and ended it), as ``memories export`` writes them (JSON Lines). An import
-writes only what the graph lacks or holds differently, under the exported
-ids, so importing twice writes nothing.
+The records are those ``memories export`` writes (docs/memories/entity-graph.md);
+an import writes only what the graph lacks or holds differently, under the
+exported ids, so importing twice writes nothing.
 """
 
 from __future__ import annotations

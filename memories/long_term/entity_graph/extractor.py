@@ -1,27 +1,8 @@
 """The rule-based extractor: entities and relations from patterns, when no model is given.
 
-It reads what the human says, sentence by sentence, and proposes the same
-operations a model would (:mod:`memories.long_term.entity_graph.operations`):
-
-- capitalised names (``Melanie``, ``New York``) become entities (a single
-  word opening a sentence only once it is known from elsewhere, or a short
-  form of a known name); the
-  sentences naming one make its summary (the last three);
-- ``my X is Y`` / ``Y is my X`` relate the user to Y by ``X``; ``my X is Y``
-  replaces the user's earlier ``X`` (one sister at a time, one favourite
-  colour...); ``my X Y`` (``my sister Melanie``) adds one; ``Melanie's X is
-  Y`` and ``Melanie's X Y`` do the same for Melanie;
-- ``I live in / moved to Y``, ``I work at / for Y`` (or ``Melanie lives in
-  Y``...) relate the user (or Melanie) to Y, replacing the earlier place;
-- ``I no longer live in / work at Y``, ``my X is not Y anymore`` end the
-  relation;
-- a new name that starts an entity's name (``Mel`` and ``Melanie``) or that an
-  entity's name starts is merged into the longer one, with the reason.
-
-What it misses (a model catches these): pronouns (``she`` is not resolved),
-anything not phrased by the patterns above (``I've been living in Paris``), names
-written in lower case, negations other than the two above, and dates (a fact
-is true from the turn that said it).
+It reads what the human says, sentence by sentence, and proposes the operations
+a model would (:mod:`memories.long_term.entity_graph.operations`). Its patterns
+and what they miss: docs/memories/entity-graph.md, "Without a model".
 """
 
 from __future__ import annotations

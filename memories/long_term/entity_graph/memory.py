@@ -1,13 +1,9 @@
 """``EntityMemory``: a temporal graph of entities and typed relations, kept by a model.
 
-The graph lives in SQL (:class:`~memories.stores.entities.temporal_graph.EntityGraphStore`:
-SQLite by default, PostgreSQL for scale). Turns are queued durably first;
-an update reads the graph, asks the model (or the rule-based extractor) for
-operations, checks them all (a bad reply goes back to the model, for a
-bounded number of retries) and commits the plan in one compare-and-set
-transaction that also drops the turns it folded in. A failed update applies
-nothing and keeps the turns queued; an update that lost a race to another
-writer (a thread, a process) is recomputed from a fresh read.
+Turns are queued durably; an update is checked whole and committed with the
+turns it folds in by one compare-and-set transaction, recomputed from a fresh
+read when another writer got in first. A failed update applies nothing and
+keeps the turns queued.
 """
 
 from __future__ import annotations
@@ -121,8 +117,6 @@ class EntityMemory(StoredDocumentMemory):
         assert isinstance(self._store, EntityGraphStore)
         return self._store
 
-    # -- reading --------------------------------------------------------------------
-
     def _reading(self, as_of: datetime | None) -> Steps[Graph]:
         if as_of is None:
             graph: Graph = yield step(self.store.graph, self.namespace, self.key)
@@ -201,8 +195,6 @@ class EntityMemory(StoredDocumentMemory):
         if self.return_messages:
             return [SystemMessage(text)] if text else []
         return text
-
-    # -- writing --------------------------------------------------------------------
 
     def _committing(self, graph: Graph, plan: Plan, turns: Sequence[PendingTurn]) -> Steps[bool]:
         """One compare-and-set commit of the plan, the head, and the turns it folds in."""
@@ -308,8 +300,6 @@ class EntityMemory(StoredDocumentMemory):
 
     def _planner(self, graph: Graph, aliases: Mapping[str, str], when: float) -> Planner:
         return Planner(graph, aliases, when, self.single_valued)
-
-    # -- updating from conversation ---------------------------------------------------
 
     def refresh(self) -> GraphUpdate:
         """Fold the queued turns in now (at most ``max_turns_per_update`` per model call)."""

@@ -1,23 +1,9 @@
 """Changes to an entity graph as checked operations: the model's, the rule-based extractor's, yours.
 
-Every change to the graph is a list of operations, whoever proposes it:
-
-- ``entity`` (``name``; optional ``id`` to rename or describe a shown entity,
-  ``type``, ``summary``, ``aliases``): creates the entity, or updates the one
-  of that name (a rename keeps the old name as an alias);
-- ``relate`` (``subject``, ``predicate``, ``object`` (an entity) or ``value``;
-  optional ``replaces`` (relations it contradicts, or ``"all"``: every
-  current one of that subject and predicate), ``valid_at``): adds a relation,
-  closing the ones it replaces (never overwriting them);
-- ``end`` (``id``, or ``subject``, ``predicate`` and ``object`` / ``value``):
-  a relation stopped being true (a retraction);
-- ``merge`` (``id``, ``into``, ``reason``): two entities are one;
-  ``unmerge`` (``id``) undoes that.
-
-:class:`Planner` applies operations to a read of the graph with no I/O and
-collects every problem; :class:`GraphSession` feeds the problems of a model's
-reply back to it (the kernel's :class:`~memories.kernel.conversation.CheckedReply`).
-A plan is taken whole or not at all.
+The operations (``entity``, ``relate``, ``end``, ``merge``, ``unmerge``) are
+those of docs/memories/entity-graph.md. :class:`Planner` applies them to a read
+of the graph with no I/O and collects every problem; :class:`GraphSession`
+feeds the problems of a model's reply back to it. A plan is taken whole or not at all.
 """
 
 from __future__ import annotations
@@ -167,8 +153,6 @@ class Planner:
         self.plan = Plan()
         self.problems: list[str] = []
 
-    # -- the working copy ------------------------------------------------------------
-
     def _entity(self, entity_id: str) -> dict[str, Any]:
         return self.documents[ENTITY_PREFIX + entity_id]
 
@@ -230,8 +214,6 @@ class Planner:
         document = {"name": name, "type": kind, "summary": summary, "aliases": aliases}
         self._write(ENTITY_PREFIX + entity_id, document, "insert")
         return entity_id
-
-    # -- the operations ----------------------------------------------------------------
 
     def apply(self, items: Sequence[Any], *, skip_bad: bool = False) -> Plan:
         """The plan of ``items``, or LLMError listing every problem (nothing is planned then).

@@ -1,19 +1,7 @@
 """What an entity graph shows for an input: the entities it names, their facts, one more hop.
 
-No I/O: a read of the graph in, lines out, in the order they matter:
-
-1. the entities the input names (a name or an alias, as whole words; the
-   user when it says I, me or my), each with its current relations;
-2. the entities a BM25 search of names, aliases and summaries finds, with
-   theirs (when the input names and matches nothing, the user, with theirs);
-3. the relations of their neighbours (the entities on the other side of those
-   relations): the second hop a question such as "where does my sister live?"
-   needs (the user -> sister -> lives_in).
-
-An entity's relations come in order of how well their words match the input
-(BM25), then oldest first, so a much-related entity shows the relevant ones.
-
-Lines are taken in that order until the token budget is spent.
+No I/O: a read of the graph in, lines out in the order they matter
+(docs/memories/entity-graph.md, "Recall"), until the token budget is spent.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
 """``InstructionsMemory``: procedural memory, the agent's instructions refined from feedback.
 
-The memory guides our users read call it procedural memory: the rules an
-agent follows (its system prompt), revised by reflecting on conversations and
-on the feedback users give ("meta-prompting"). This memory keeps one or
-several named prompts as one versioned document per namespace in the profile
-store (:class:`~memories.stores.documents.ProfileStore`: compare-and-set writes,
-every version and its cause in the history, queued turns), and asks a model
-to revise them:
-
-1. ``save_context`` queues the turn; :meth:`InstructionsMemory.feedback`
-   queues a score or a comment (both durable before the call returns).
-2. When the policy says so, the model sees the prompts, the queued turns and
-   the feedback, reflects, and proposes revisions (a full new text and a
-   reason per prompt it changes). Each revision is checked on its own: the
-   prompt exists, every pinned passage it held is still there word for
-   word, it fits the token budget. A bad reply is sent back with the errors
-   (at most ``max_retries`` times); still bad, nothing changes, the turns
-   and the feedback stay queued and the failure is recorded.
-3. The revisions are applied together as a new version holding their
-   reasons and diffs, and the turns that caused them; or, with
-   ``approval=True``, they wait as a proposal until :meth:`approve` or
-   :meth:`reject`.
-
-The document in the store::
+One or several named prompts, kept as one versioned document per namespace in
+the profile store and revised by a model reflecting on the queued turns and
+feedback (docs/memories/instructions.md). The document in the store::
 
     {"prompts": {"main": "..."},
      "revision": {"reasons": {"main": "..."}, "diffs": {"main": "--- ..."}},
@@ -36,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+import jsonpatch
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import Field
 
@@ -53,11 +34,12 @@ from memories.long_term.instructions.reflection import (
 )
 from memories.long_term.stored import ExpiringDocumentMemory
 from memories.stores.documents import (
-    Change,
     PendingTurn,
     ProfileChange,
     ProfileItem,
+    current,
     expecting,
+    replacing,
     version_of,
 )
 
@@ -202,8 +184,6 @@ class InstructionsMemory(ExpiringDocumentMemory):
             return dict(value)
         return super()._config_value(name, value)
 
-    # -- reading ------------------------------------------------------------------
-
     def _current(self, item: ProfileItem | None) -> dict[str, str]:
         if item is not None and item.value is not None:
             return dict(item.value["prompts"])
@@ -277,8 +257,6 @@ class InstructionsMemory(ExpiringDocumentMemory):
         """Async :meth:`status`."""
         return await arun(self._stating())
 
-    # -- LangChain's interface ----------------------------------------------------
-
     def _render(self, prompts: Mapping[str, str]) -> str | list[BaseMessage]:
         if len(prompts) == 1:
             text = next(iter(prompts.values()))
@@ -306,15 +284,13 @@ class InstructionsMemory(ExpiringDocumentMemory):
         item = yield step(self._store.load, self.namespace, self.key)
         return self._render(self._current(item))
 
-    # -- writing ------------------------------------------------------------------
-
     def _committing(self, plan: Any, kind: str, expected: int | None = None) -> Steps[int]:
         """Compare-and-set: read, plan the new document from it, commit if nobody wrote since."""
         what = f"The instructions {self.key!r} in {self.namespace!r}"
         written = yield from self._store.writing(
             self.namespace,
             self.key,
-            expecting(lambda item: _change(plan(item), kind, item), expected, what),
+            expecting(lambda item: replacing(plan(item), kind)(item), expected, what),
         )
         return version_of(written)
 
@@ -426,7 +402,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
 
     def _deciding(self, *, approve: bool, reason: str | None) -> Steps[int]:
         def plan(item: ProfileItem | None) -> dict[str, Any]:
-            proposal = (item.value or {}).get("proposal") if item is not None else None
+            proposal = current(item).get("proposal")
             if proposal is None:
                 raise InvalidInputError(
                     f"No proposal waits for the instructions {self.key!r} in {self.namespace!r}."
@@ -444,8 +420,6 @@ class InstructionsMemory(ExpiringDocumentMemory):
             return {"prompts": proposal["prompts"], "revision": proposal["revision"]}
 
         return (yield from self._committing(plan, "approve" if approve else "reject"))
-
-    # -- reflecting ---------------------------------------------------------------
 
     def refresh(self) -> ReflectionResult:
         """Reflect on the queued turns and feedback now, and revise (or propose).
@@ -502,13 +476,12 @@ class InstructionsMemory(ExpiringDocumentMemory):
                     "prompts": prompts,
                     "proposal": {**revised, "base_version": version},
                 }
-            change = _change(revised, kind, item, turns)
             written = yield step(
                 store.commit,
-                *(ns, key, change.document),
+                *(ns, key, revised),
                 expected_version=version,
                 kind=kind,
-                patch=change.patch,
+                patch=jsonpatch.make_patch(current(item), revised).patch,
                 turns=turns,
             )
             if written is not None:
@@ -570,21 +543,12 @@ def _document(
 
 def _keeping_proposal(document: dict[str, Any], item: ProfileItem | None) -> dict[str, Any]:
     """``document`` with the proposal waiting in ``item`` (a write by hand does not decide it)."""
-    proposal = (item.value or {}).get("proposal") if item is not None else None
+    proposal = current(item).get("proposal")
     return document if proposal is None else {**document, "proposal": proposal}
 
 
-def _change(
-    document: dict[str, Any], kind: str, item: ProfileItem | None, turns: Sequence[PendingTurn] = ()
-) -> Change:
-    import jsonpatch
-
-    before = item.value if item is not None and item.value is not None else {}
-    return Change(document, kind, jsonpatch.make_patch(before, document).patch, tuple(turns))
-
-
 def _proposal_of(item: ProfileItem | None) -> InstructionsVersion | None:
-    proposal = (item.value or {}).get("proposal") if item is not None else None
+    proposal = current(item).get("proposal")
     if proposal is None or item is None:
         return None
     revision = proposal.get("revision") or {}

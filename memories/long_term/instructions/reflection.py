@@ -1,7 +1,8 @@
 """One reflection on the instructions: the prompt, the rules a revision must keep, the retries.
 
 :class:`RevisionSession` is a :class:`~memories.kernel.conversation.Conversation`
-with no I/O; what it checks is step 2 of :mod:`memories.long_term.instructions.memory`.
+with no I/O: each revision must name a prompt, keep its pinned passages word
+for word and fit the token budget.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``ProfileMemory``: one JSON document per user, kept current by a model through JSON patches.
 
-What happens when (the update cycle) and how large profiles are updated:
-:mod:`memories.long_term.profile`. The I/O is written once as loops of steps
-(:mod:`memories.kernel.steps`) over the store's methods, run sync or async;
-compare-and-set writes come from the store base
+Its I/O is loops of steps (:mod:`memories.kernel.steps`) over the store's methods, run
+sync or async; compare-and-set writes come from the store base
 (:meth:`~memories.stores.documents.BaseProfileStore.writing`).
 """
 
@@ -125,8 +123,6 @@ class ProfileMemory(ExpiringDocumentMemory):
             return schema_config(value)
         return super()._config_value(name, value)
 
-    # -- reading ----------------------------------------------------------------
-
     def _document(self, item: ProfileItem | None) -> dict[str, Any] | None:
         """The profile as it stands: the stored document, else the schema's valid defaults."""
         if item is not None and item.value is not None:
@@ -170,8 +166,6 @@ class ProfileMemory(ExpiringDocumentMemory):
     async def astatus(self) -> ProfileStatus:
         """Async :meth:`status`: the same steps, awaited."""
         return await arun(self._stating())
-
-    # -- direct writes: checked here, then the store's compare-and-set steps ----------
 
     def _checked(self, document: Any, what: str) -> Any:
         problems = self._schema.errors(document)
@@ -265,8 +259,6 @@ class ProfileMemory(ExpiringDocumentMemory):
         """Async :meth:`rollback`."""
         return await arun(self._rolling_back(version, expected_version))
 
-    # -- LangChain's interface --------------------------------------------------
-
     def _render(self, document: dict[str, Any] | None) -> str | list[BaseMessage]:
         if not document:
             return [] if self.return_messages else ""
@@ -292,8 +284,6 @@ class ProfileMemory(ExpiringDocumentMemory):
         if self.policy == "once" and self._frozen((yield step(self._store.load, *at))):
             return
         yield from super()._queueing(turn, due=due)
-
-    # -- updating from conversation ---------------------------------------------
 
     @cached_property
     def _updater(self) -> Updater:

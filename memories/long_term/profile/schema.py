@@ -86,11 +86,10 @@ class ProfileSchema:
 
     def __init__(self, spec: Any) -> None:
         self.model: type[BaseModel] | None = None
+        if isinstance(spec, str):
+            spec = import_model(spec)
         if spec is None:
             schema: Any = FREE_FORM_SCHEMA
-        elif isinstance(spec, str):
-            self.model = import_model(spec)
-            schema = self.model.model_json_schema()
         elif isinstance(spec, type) and issubclass(spec, BaseModel):
             self.model = spec
             schema = spec.model_json_schema()

@@ -1,12 +1,9 @@
 """One update of a profile from conversation turns, as a state machine with no I/O.
 
-:class:`UpdateSession` asks for model calls (:meth:`~UpdateSession.request`)
-and is told the replies (:meth:`~UpdateSession.receive`); it builds the
-prompts, reads the replies, applies the patches to a copy, validates the
-result, and feeds every error back to the model for a bounded number of
-retries. The memory's sync and async paths drive the same session, and differ
-only in whether the model call is awaited. A document over the token budget
-is updated section by section (:mod:`memories.long_term.profile`, "Large profiles").
+:class:`UpdateSession` builds the prompts, applies each reply's patch to a copy,
+validates it and sends every error back (bounded); the memory's sync and async
+paths drive the same session. A document over the token budget is updated
+section by section (docs/memories/profile.md, "Large profiles").
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """An offline summarizer that needs no model: it extracts, it does not write.
 
-Summary memories use it when no ``llm`` is given. It splits the running
-summary and the turns being folded into sentences, scores each sentence by
-the rarity of its content words across all of them (TF-IDF with a small
-boost for numbers and names, a mild one for newer and for human sentences),
-then keeps the best sentences that fit in a token budget, skipping near
-duplicates, in their original order. Every kept sentence is quoted as it
-was said, in a line that says who said it, in the style of LangChain's
-summaries (``The human said: "I live in Lyon."``), so the summary reads as a
-summary and not as a transcript.
-
-It is deterministic: the same input gives the same summary, on any machine.
-It cannot paraphrase, merge or resolve "it" and "she"; use an LLM for that.
+Used when no ``llm`` is given: it scores the sentences of the summary and the
+folded turns by TF-IDF (a small boost for numbers and names, a mild one for
+newer and human sentences) and keeps the best that fit the token budget,
+skipping near duplicates, in order, each quoted with its speaker
+(``The human said: "I live in Lyon."``). Deterministic; it cannot paraphrase
+or resolve "it" and "she" (use an LLM for that).
 """
 
 from __future__ import annotations

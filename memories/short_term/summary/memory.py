@@ -1,14 +1,10 @@
 """Running summaries: LangChain's ``ConversationSummary[Buffer]Memory``.
 
-Both fold older turns into a summary written by ``llm`` (or, with no LLM,
-extractively: :mod:`memories.short_term.summary.summarizer`). The summary and the fold point
-live in the history beside the log (:class:`SummaryState`): a restarted
-process continues the same summary, and folding moves a cursor, deleting
-nothing. A fold is transactional: when the model fails, the summary and the
-turns stay, the failure is counted (:meth:`status`) and retried with backoff.
-Folds run inline or in the background (:class:`~memories.core.parts.DeferredMemory`),
-sync or async from one loop (:mod:`memories.kernel.steps`). The docs page
-``docs/memories/summaries.md`` compares the folding rules with LangChain's.
+Both fold older turns into a summary written by ``llm`` (or extractively with
+none). The summary and the fold point live in the history beside the log
+(:class:`SummaryState`), so a restart continues it and a fold deletes nothing;
+a failed fold keeps summary and turns, is counted (:meth:`status`) and retried
+with backoff. docs/memories/summaries.md compares the rules with LangChain's.
 """
 
 from __future__ import annotations
@@ -65,9 +61,6 @@ logger = logging.getLogger(__name__)
 SummarizeMode = Literal["inline", "background"]
 
 
-# -- the memories ---------------------------------------------------------------
-
-
 class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemory):
     """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
 
@@ -89,8 +82,6 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _epoch: int = PrivateAttr(default=0)
     _llm_calls: int = PrivateAttr(default=0)
-
-    # -- configuration ------------------------------------------------------------
 
     def model_post_init(self, context: Any, /) -> None:
         # Resolve now, so a bad counter or model fails at construction, not on a later turn.
@@ -166,8 +157,6 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
 
     def _extractive_budget(self) -> int:
         return self.max_summary_tokens or self.max_token_limit
-
-    # -- summarizing ----------------------------------------------------------------
 
     def _state_writers(self) -> dict[str, Any]:
         """The model and the prompt that write the summary."""
@@ -270,11 +259,10 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
         self._seen.saw(stored, state)
 
     def _folding(self, *, force: bool = False, raise_errors: bool = False) -> Steps[SummaryState]:
-        """Fold what is over the limit (several calls if it is far over); save as it goes.
+        """Fold what is over the limit (several calls if far over), saving as it goes.
 
-        The lock is let go only during the model call. Its result is saved only
-        if nobody folded or cleared in the meantime; a failure saves the
-        backoff and leaves summary and log alone.
+        The lock is let go only around the model call, whose result is saved only if
+        nobody folded or cleared meanwhile; a failure saves the backoff alone.
         """
         while True:
             epoch = self._epoch
@@ -325,8 +313,6 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
         if self._in_background:
             self._background.cancel()
         yield from super()._clearing()
-
-    # -- background mode ------------------------------------------------------------
 
     def _schedule(self) -> bool:
         """(Re)schedule this session's background fold; False once closed (fold inline then)."""
@@ -384,21 +370,17 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
 class SummaryBufferMemory(_RunningSummaryMemory):
     """The newest turns verbatim, and a running summary of the older ones.
 
-    When the turns shown verbatim pass ``max_token_limit`` tokens, the oldest
-    whole exchanges are folded into the summary, down to ``low_water`` of the
-    limit, so one LLM call absorbs several turns instead of one per turn.
-    :class:`ConversationSummaryBufferMemory` (LangChain's name) folds as
-    LangChain's does instead: ``low_water=None``.
-
-    The value is ``[summary message, *turns]``, or with ``return_messages=False``
-    ``"System: <summary>\\nHuman: ...\\nAI: ..."``; no summary message while the
-    summary is empty.
+    When the verbatim turns pass ``max_token_limit`` tokens, the oldest whole
+    exchanges are folded into the summary down to ``low_water`` of the limit, so
+    one LLM call absorbs several turns. The value is ``[summary message, *turns]``
+    (``"System: <summary>\\nHuman: ...\\nAI: ..."`` as a string), with no summary
+    message while the summary is empty.
 
     Args:
-        low_water: after a fold the verbatim turns hold at most this fraction
-            of ``max_token_limit``. Lower means fewer LLM calls and fewer
-            verbatim turns. None: LangChain's rule, the oldest messages one
-            by one until the rest fits, and no further (one call per prune).
+        low_water: after a fold the verbatim turns hold at most this fraction of
+            ``max_token_limit`` (lower: fewer LLM calls, fewer verbatim turns).
+            None: LangChain's rule, the oldest messages one by one until the rest
+            fits (one call per prune), as :class:`ConversationSummaryBufferMemory`.
         moving_summary_buffer: LangChain's name for ``initial_summary`` in this class.
         (and the arguments of :class:`SummaryMemory`, but ``buffer``.)
     """
@@ -441,12 +423,7 @@ class SummaryBufferMemory(_RunningSummaryMemory):
 
 
 class ConversationSummaryBufferMemory(SummaryBufferMemory):
-    """LangChain's ``ConversationSummaryBufferMemory``, folding exactly as LangChain's does.
-
-    A :class:`SummaryBufferMemory` whose ``low_water`` defaults to None: when
-    the buffer passes ``max_token_limit``, its oldest messages go into the
-    summary one by one until the rest fits, in one summary call, whole.
-    """
+    """LangChain's ``ConversationSummaryBufferMemory``: ``low_water=None`` by default."""
 
     config_type: ClassVar[str] = "conversation_summary_buffer"
 
@@ -454,33 +431,27 @@ class ConversationSummaryBufferMemory(SummaryBufferMemory):
 
 
 class SummaryMemory(_RunningSummaryMemory):
-    """A running summary of the whole conversation.
+    """A running summary of the whole conversation (LangChain's ``ConversationSummaryMemory``).
 
-    LangChain's ``ConversationSummaryMemory``: every turn is folded into the
-    summary as it is saved (after the quiet period in background mode). The
-    value is the summary (``[summary message]`` with ``return_messages``).
-    Turns not folded yet, because a fold is pending or the LLM failed, follow
+    Every turn is folded into the summary as it is saved (after the quiet period
+    in background mode); turns not folded yet (a fold pending or failed) follow
     the summary verbatim, the newest within ``max_token_limit`` tokens.
 
     Args:
         llm, llm_kwargs, llm_timeout: the summarizer, as
-            :class:`~memories.core.parts.ModelMemory` takes it (a timed-out
-            fold is retried later); None: the offline extractive summarizer.
-        prompt: the summary prompt, with the variables ``summary`` and
-            ``new_lines`` (a prompt template or its template string).
+            :class:`~memories.core.parts.ModelMemory` takes it (a timed-out fold
+            is retried later); None: the offline extractive summarizer.
+        prompt: the summary prompt (template or template string) with ``summary`` and ``new_lines``.
         summary_message_cls: the message class the summary is shown as.
         max_token_limit: the token budget of the turns shown verbatim.
-        token_counter: how tokens are counted (:class:`~memories.core.parts.CountsTokens`);
-            by default the ``llm``'s own counter when it works here, else tiktoken.
-        max_summary_tokens: with no ``llm``, the extractive summary's budget (it
-            quotes the most informative sentences; default ``max_token_limit``).
-        summarize: ``"inline"`` folds while saving; ``"background"`` folds
-            on a worker thread once the session has been quiet for
-            ``debounce`` seconds, so saving and loading make no LLM call.
+        token_counter: as :class:`~memories.core.parts.CountsTokens`.
+        max_summary_tokens: with no ``llm``, the extractive summary's budget
+            (default ``max_token_limit``).
+        summarize: ``"inline"`` folds while saving; ``"background"`` on a worker
+            thread once the session has been quiet for ``debounce`` seconds.
         debounce, scheduler: background mode's quiet period and worker
             (:class:`~memories.core.parts.DeferredMemory`).
-        initial_summary: the summary a new session starts with (a session
-            that has a saved summary keeps it).
+        initial_summary: the summary a new session starts with (a saved one is kept).
         buffer: LangChain's name for ``initial_summary`` in this class.
     """
 
@@ -523,9 +494,8 @@ class SummaryMemory(_RunningSummaryMemory):
     ) -> SummaryMemory:
         """A memory over an existing history, its messages summarized now (LangChain's method).
 
-        Summarizes ``summarize_step`` messages per call, as LangChain does,
-        starting from the history's saved summary if it has one; each step is
-        saved, so an LLM failure keeps the steps done so far.
+        As LangChain, ``summarize_step`` messages per call from the saved summary;
+        each step is saved, so an LLM failure keeps the steps done so far.
 
         Raises:
             LLMError: a summary call failed.

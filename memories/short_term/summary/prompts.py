@@ -1,10 +1,8 @@
 """Prompt arguments as LangChain's memories take them, checked when the memory is built.
 
-The summary memories take ``prompt`` (a template with exactly the variables
-``summary`` and ``new_lines``, refused with LangChain's own message) and
-``summary_message_cls`` (a message class, or its name in a config:
-``"system"``, ``"human"``, ``"ai"``, ``"chat"``). Both are declarative field
-types here, with the config forms that write them back.
+``prompt`` (a template with exactly ``summary`` and ``new_lines``, refused with
+LangChain's own message) and ``summary_message_cls`` (a message class, or
+``"system"``, ``"human"``, ``"ai"``, ``"chat"`` in a config) as field types.
 """
 
 from __future__ import annotations

@@ -122,10 +122,7 @@ class SummaryState:
         return target
 
     def window(self, budget: int) -> int:
-        """Index of the oldest unfolded message that loading shows within ``budget``.
-
-        Whole exchanges only: the newest exchanges whose tokens fit.
-        """
+        """Index of the oldest unfolded message shown: the newest exchanges within ``budget``."""
         if self.total <= budget:
             return 0
         suffix = self.total
@@ -308,11 +305,7 @@ class SummaryState:
 
 @dataclass(frozen=True)
 class SummaryStatus(MemoryStatus):
-    """Where a summary memory stands: what is folded, what is not, what went wrong.
-
-    ``pending`` counts the unfolded messages; ``failures`` and ``last_error``
-    are the consecutive failed folds and the last one's reason.
-    """
+    """A summary memory's status: ``pending`` unfolded messages, consecutive ``failures``."""
 
     summary: str = ""
     """The current summary."""

@@ -1,11 +1,8 @@
 """Extending a running summary: by a model with LangChain's prompt, or extractively offline.
 
-The one piece of the model layer the summary memories need beyond
-:class:`~memories.kernel.llm.ModelCaller`: format the new lines as LangChain does
-(``get_buffer_string`` with the memory's prefixes), fill the prompt's
-``summary`` and ``new_lines``, call the model with the runner's lock let go;
-with no model, quote the most informative sentences
-(:class:`~memories.short_term.summary.extractive.ExtractiveSummarizer`).
+It formats the new lines as LangChain does, fills the prompt's ``summary`` and
+``new_lines`` and calls the model with the runner's lock let go; with no model
+it uses :class:`~memories.short_term.summary.extractive.ExtractiveSummarizer`.
 """
 
 from __future__ import annotations

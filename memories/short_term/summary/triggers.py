@@ -1,20 +1,11 @@
 """When a running summary folds, and how much stays verbatim: ``trigger=`` and ``keep=``.
 
-The forms are those of LangChain's ``SummarizationMiddleware``: a size is a
-pair ``(kind, value)``:
-
-- ``("tokens", N)``: the unfolded messages hold more than ``N`` tokens;
-- ``("messages", N)``: there are more than ``N`` unfolded messages;
-- ``("fraction", f)``: the unfolded tokens pass ``f`` of the model's context
-  window (its ``profile["max_input_tokens"]``);
-- ``("topic", t)`` (trigger only): the newest exchange drifts from the ones
-  before it: the cosine similarity of its embedding to theirs (the mean of
-  up to three) falls below ``t``.
-
-``trigger`` is one pair or a list of them (any fires); ``keep`` is one pair,
-what stays verbatim after the fold (whole exchanges, so a tool call is never
-separated from its results). This module is pure: it decides from the
-summary state and, for ``topic``, from a similarity the memory computes.
+A size is a pair ``(kind, value)`` as in LangChain's ``SummarizationMiddleware``:
+``tokens`` and ``messages`` of the unfolded turns, ``fraction`` of the model's
+context window, and (trigger only) ``topic``: the newest exchange's embedding
+falls below cosine ``t`` to the mean of up to three before it. The forms are
+listed in docs/memories/summaries.md. This module is pure: it decides from the
+summary state and, for ``topic``, a similarity the memory computes.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
-"""Where profiles live: a store base in the shape of LangGraph's ``BaseStore``, and SQL under it.
+"""The versioned document store: profiles, instructions, a collection's ledger, entity graphs.
 
-:class:`BaseProfileStore` writes every public method (``get``, ``put``,
-``delete``, ``search``, ``list_namespaces`` as in LangGraph, and the profile's
-own: ``commit``, ``changes``, the pending queue) and the compare-and-set write
-loop once, on top of one abstract :meth:`~BaseProfileStore.batch`. Two
-processes updating one profile never lose each other's work.
-
-:class:`ProfileStore` keeps profiles in any SQL database (SQLite by default),
-in three tables beside the histories' and on the same engine: the current
-documents, every change, the queued turns. Memories that share the database
-own their rows there: a store sees, writes and deletes only its ``owner``'s.
-A namespace is a tuple of labels (:mod:`memories.kernel.namespaces`), stored
-joined by ``"."``.
-
-The package: :mod:`.records` (documents, changes, operations), :mod:`.base`
-(the store base), :mod:`.sql` (``ProfileStore``), :mod:`.tables` (the SQL
-tables and who owns each row), :mod:`.ttl` (items' expiry).
+:class:`BaseProfileStore` (:mod:`.base`, in the shape of LangGraph's ``BaseStore``)
+writes every method and the compare-and-set write loop once over one abstract
+``batch``, so two processes updating one document never lose each other's work.
+:class:`ProfileStore` (:mod:`.sql`) keeps the documents in any SQL database; its
+tables and who owns each row are in :mod:`.tables`, the records in :mod:`.records`,
+the documents' expiry in :mod:`.ttl`.
 """
 
 from __future__ import annotations

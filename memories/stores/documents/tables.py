@@ -1,24 +1,11 @@
 """The SQL shape of the versioned documents: three tables, who owns each row, shared conditions.
 
-Profiles, instructions, a collection's ledger and an entity graph keep their
-documents in the same three tables (:mod:`memories.stores.documents`)::
-
-    memories_store(namespace, key, value, version, created_at, updated_at, owner)
-        the current document of each key; value is NULL once cleared
-    memories_profile_changes(id, namespace, key, version, kind, document, patch,
-                             turns, error, raw, created_at, owner)
-        every accepted change and every failed update: the history, append-only
-    memories_profile_pending(id, namespace, key, messages, created_at, owner)
-        turns saved but not folded into a document yet
-
-Memories that share a database own their rows: each row names its ``owner``,
-the kind of store that wrote it (``"profile"``, ``"instructions"``,
-``"collection"``, ``"entity_graph"``). A store reads, writes and deletes only
-its own rows, however a caller spells a key, and refuses to create a key
-another kind holds (:func:`refuse_others`). Rows an older version wrote
-without an owner are claimed when the tables are opened by what their key
-says (:data:`CLAIMS`); any left unowned are read by every kind and taken by
-the first that writes them.
+Profiles, instructions, a collection's ledger and an entity graph share the
+tables, each row naming its ``owner`` (the kind of store that wrote it): a store
+reads, writes and deletes only its own rows, and refuses to create a key another
+kind holds (:func:`refuse_others`). Rows an older version wrote without an owner
+are claimed on opening by their key (:data:`CLAIMS`); any left are read by every
+kind and taken by the first that writes them.
 """
 
 from __future__ import annotations

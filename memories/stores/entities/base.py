@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
@@ -12,7 +12,7 @@ from memories.errors import ConfigError
 from memories.kernel.paths import default_file
 from memories.stores.sql import Database, log_table
 
-__all__ = ["EntityLog", "SQLEntityLog", "session_log"]
+__all__ = ["EntityLog", "SQLEntityLog", "coerced", "session_log"]
 
 
 class EntityLog:
@@ -29,6 +29,28 @@ class EntityLog:
     def to_config(self) -> dict[str, Any]:
         """The config this store is rebuilt from (by ``as_entity_store`` or ``as_entity_graph``)."""
         raise NotImplementedError(f"{type(self).__name__} has no config form")
+
+
+def coerced(
+    value: Any,
+    ours: type,
+    build: Callable[[Mapping[str, Any]], Any],
+    methods: Sequence[str],
+    wrap: Callable[[Any], Any],
+    wanted: str,
+) -> Any:
+    """``value`` as a store: one of ``ours`` as is, a config built, another library's wrapped.
+
+    Raises:
+        ConfigError: ``value`` is none of these (the message: ``wanted`` and the value).
+    """
+    if isinstance(value, ours):
+        return value
+    if isinstance(value, Mapping):
+        return build(value)
+    if all(callable(getattr(value, name, None)) for name in methods):
+        return wrap(value)
+    raise ConfigError(f"{wanted}; got {value!r:.80}")
 
 
 def session_log(name: str, key: str, *columns: Any, index: str) -> sa.Table:

@@ -1,16 +1,10 @@
-"""Entity stores: a summary per entity name, every version of it kept.
+"""Entity stores: a summary per entity name, every version kept.
 
-LangChain's ``ConversationEntityMemory`` keeps one running summary per entity
-in a ``BaseEntityStore`` (``get`` / ``set`` / ``delete`` / ``exists`` /
-``clear``), and its stores overwrite a summary with no trace of the one
-before. The stores here have LangChain's interface and append instead
-(:class:`EntityStore`).
-
-:func:`as_entity_store` takes any store with LangChain's interface
-(``InMemoryEntityStore``, ``SQLiteEntityStore``, ``RedisEntityStore``...) and
-gives it the shape the memory drives (:class:`LangChainEntityStore`).
-memories' own Redis store is :class:`~memories.stores.entities.redis_summaries.RedisEntityStore`
-(config type ``redis``; redis-py is imported only then).
+LangChain's ``BaseEntityStore`` (``get`` / ``set`` / ``delete`` / ``exists`` /
+``clear``) overwrites a summary with no trace; the stores here have its
+interface and append instead (:class:`EntityStore`). :func:`as_entity_store`
+drives any store with LangChain's interface (:class:`LangChainEntityStore`);
+the Redis store is :mod:`~memories.stores.entities.redis_summaries`'s.
 """
 
 from __future__ import annotations
@@ -23,11 +17,10 @@ from typing import Any, ClassVar, NamedTuple
 
 import sqlalchemy as sa
 
-from memories.errors import ConfigError
 from memories.kernel.imports import from_config
 from memories.kernel.paths import default_file
 from memories.kernel.steps import blocking_twin
-from memories.stores.entities.base import EntityLog, SQLEntityLog, session_log
+from memories.stores.entities.base import EntityLog, SQLEntityLog, coerced, session_log
 
 __all__ = [
     "DEFAULT_ENTITY_SESSION",
@@ -352,15 +345,14 @@ def as_entity_store(value: Any, /) -> EntityStore:
     Raises:
         ConfigError: ``value`` is none of these.
     """
-    if isinstance(value, EntityStore):
-        return value
-    if isinstance(value, Mapping):
-        return create_entity_store(value)
-    if all(callable(getattr(value, name, None)) for name in _LANGCHAIN_METHODS):
-        return LangChainEntityStore(value)
-    raise ConfigError(
+    store: EntityStore = coerced(
+        value,
+        EntityStore,
+        create_entity_store,
+        _LANGCHAIN_METHODS,
+        LangChainEntityStore,
         "entity_store must be an entity store (memories' InMemoryEntityStore, SQLEntityStore, "
         "SQLiteEntityStore, RedisEntityStore, or one of LangChain's with get/set/delete/exists/"
-        "clear) or a config dict such as "
-        f"{{'type': 'sqlite', 'db_file': 'entities.db'}}; got {value!r:.80}"
+        "clear) or a config dict such as {'type': 'sqlite', 'db_file': 'entities.db'}",
     )
+    return store

@@ -1,16 +1,11 @@
 """A temporal entity graph in SQL: entities, typed relations, merges, every version kept.
 
-The graph of a namespace lives in the profile store's tables
-(:class:`~memories.stores.documents.ProfileStore`: SQLite by default,
-PostgreSQL for scale), one document per entity (``entity:<id>``) and per
-relation (``relation:<id>``), plus a head document whose version every change
-of the graph moves on. A change is one compare-and-set commit of the head and
-the documents it touches (and of the queued turns it folds in), so two
-writers of one namespace never both apply changes computed from the same read.
-
-A relation is never overwritten: a contradicted or retracted one gets an
-``invalid_at`` and stays, so :meth:`EntityGraphStore.graph` can read the graph
-as it stood at any past time (``as_of``), with the turns that caused each fact.
+A namespace's graph lives in the profile store's tables: a document per entity
+(``entity:<id>``) and per relation (``relation:<id>``), and a head document
+that every change moves on. A change is one compare-and-set commit of the head
+and what it touches, so two writers never both apply changes computed from one
+read. An ended relation gets an ``invalid_at`` and stays, so
+:meth:`EntityGraphStore.recorded` reads the graph as it stood at any past time.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Knowledge graphs of (subject, predicate, object) triples, in memory or in a SQL database.
 
-LangChain's ``ConversationKGMemory`` keeps its triples in a
-``NetworkxEntityGraph``: a directed graph in the process's memory, one edge
-per (subject, object) whose relation a newer triple overwrites, gone when
-the process ends. The graphs here answer the same methods with the same
-results (the order included) and keep every change in an append-only log:
-:class:`SQLEntityGraph` in a SQL database (SQLite, PostgreSQL), so the graph
-survives a restart, and :meth:`EntityGraph.history` tells what a relation was
-before it was overwritten.
+They answer LangChain's ``NetworkxEntityGraph``'s methods with the same results
+(the order included) and keep every change in an append-only log:
+:class:`SQLEntityGraph` survives a restart, and :meth:`EntityGraph.history`
+tells what a relation was before a newer triple overwrote it.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ import sqlalchemy as sa
 from memories.errors import ConfigError, MissingDependencyError
 from memories.kernel.imports import from_config, install_hint
 from memories.kernel.steps import blocking_twin
-from memories.stores.entities.base import EntityLog, SQLEntityLog, session_log
+from memories.stores.entities.base import EntityLog, SQLEntityLog, coerced, session_log
 
 __all__ = [
     "GRAPH_TYPES",
@@ -300,17 +296,20 @@ def as_entity_graph(value: Any, /) -> Any:
     Raises:
         ConfigError: ``value`` is none of these.
     """
-    if isinstance(value, EntityGraph):
-        return value
-    if isinstance(value, Mapping):
-        options = {k: v for k, v in value.items() if k != "type"}
-        if value.get("type") == "networkx" and options:
-            raise ConfigError(f"The graph type 'networkx' takes no options; got {options!r:.80}")
-        return from_config(value, {**GRAPH_TYPES, "networkx": networkx_graph}, "graph")
-    if all(callable(getattr(value, name, None)) for name in _NETWORKX_METHODS):
-        return value
-    raise ConfigError(
+    return coerced(
+        value,
+        EntityGraph,
+        _graph_from_config,
+        _NETWORKX_METHODS,
+        lambda graph: graph,  # the memory keeps LangChain's graph as given
         "kg must be a knowledge graph (memories' InMemoryEntityGraph or SQLEntityGraph, or "
         "LangChain's NetworkxEntityGraph) or a config dict such as {'type': 'sql', 'url': "
-        f"'sqlite:///kg.db'}}; got {value!r:.80}"
+        "'sqlite:///kg.db'}",
     )
+
+
+def _graph_from_config(config: Mapping[str, Any]) -> Any:
+    options = {k: v for k, v in config.items() if k != "type"}
+    if config.get("type") == "networkx" and options:
+        raise ConfigError(f"The graph type 'networkx' takes no options; got {options!r:.80}")
+    return from_config(config, {**GRAPH_TYPES, "networkx": networkx_graph}, "graph")

@@ -2,25 +2,20 @@
 
 Implementing a subclass
 -----------------------
-Implement six methods: :meth:`ChatHistory.record`, :meth:`ChatHistory.records`,
+Implement :meth:`ChatHistory.record`, :meth:`ChatHistory.records`,
 :meth:`ChatHistory.entries`, :meth:`ChatHistory.clear`,
-:meth:`ChatHistory.load_state` and :meth:`ChatHistory.save_state`.
-Everything else (LangChain's ``BaseChatMessageHistory`` surface, edits by id
-with LangGraph's ``add_messages`` semantics, the async twins, exchange
-lookup) is written once here on top of them. Override an async twin only when
-the backend has a native async client; override
+:meth:`ChatHistory.load_state` and :meth:`ChatHistory.save_state`; the rest
+(LangChain's ``BaseChatMessageHistory``, edits by id with LangGraph's
+``add_messages`` semantics, exchange lookup, the async twins) is written once
+here. Override an async twin for a native async client, and
 :meth:`ChatHistory.start_of_last_exchanges`, :meth:`ChatHistory.changes` or
-:meth:`ChatHistory.seqs_of` when the backend can answer them with an index.
+:meth:`ChatHistory.seqs_of` where an index answers them.
 
-Why a log plus state
---------------------
-Memories never delete history to trim it. The log only grows; each memory keeps
-its own derived state (a cursor into the log, token counts, a running summary)
-under its own key beside the log. A restarted process reads that state back and
-sees the same memory, and nothing the user said is destroyed by trimming.
-Editing or deleting a message appends an edit record (:mod:`memories.stores.history.edits`):
-reads show the edited conversation, the log keeps what was said.
-:meth:`ChatHistory.clear` is the one explicit way to erase a session.
+Memories never delete history to trim it: each keeps its derived state (a
+cursor, token counts, a summary) under its own key beside the log, and an edit
+appends a record (:mod:`memories.stores.history.edits`), so a restarted process
+sees the same memory and the log keeps what was said. :meth:`ChatHistory.clear`
+is the one way to erase a session.
 """
 
 from __future__ import annotations
@@ -93,8 +88,7 @@ class SessionCount:
 class ChatHistory(BaseChatMessageHistory, ABC):
     """An append-only log of one session's messages, with per-memory state beside it.
 
-    It is also a LangChain ``BaseChatMessageHistory``, so it works wherever
-    LangChain expects one (``RunnableWithMessageHistory``, classic memories).
+    Also a LangChain ``BaseChatMessageHistory`` (``RunnableWithMessageHistory``, classic memories).
     """
 
     session_id: str
@@ -117,10 +111,7 @@ class ChatHistory(BaseChatMessageHistory, ABC):
 
     @abstractmethod
     def records(self, *, after: int | None = None) -> list[Entry | Edit]:
-        """The log as written: every message as first stored and every edit record, in order.
-
-        This is the audit trail; memories read :meth:`entries`.
-        """
+        """The log as written (the audit trail): every message as first stored and every edit."""
 
     @abstractmethod
     def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
@@ -147,26 +138,22 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     def save_state(self, key: str, value: dict[str, Any], /) -> None:
         """Replace the state saved under ``key`` (a JSON-serialisable dict).
 
-        Callers treat state as immutable: they save a new dict and never mutate
-        one they loaded, so an in-process backend may keep it by reference.
+        Callers never mutate a state they loaded, so a backend may keep it by reference.
         """
 
     def log_key(self) -> Hashable:
         """What names this session's log: histories with equal keys read and write one log.
 
-        By default the object itself (an in-process log is its own); a database
-        backend names its database and session, so two configs naming one
-        file and session are one log.
+        By default the object itself; a database backend names its database and session.
         """
         return ("object", id(self), self.session_id)
 
     def state_keys(self, prefix: str = "", /) -> list[str]:
         """The keys of this session's saved states that start with ``prefix``, sorted.
 
-        A memory looks here once for a state saved under an older form of its
-        key (:mod:`memories.core.state_keys`). A backend that cannot list its
-        states raises :class:`NotImplementedError` (the memory then uses its
-        current key).
+        A memory looks here once for a state under an older form of its key
+        (:mod:`memories.core.state_keys`); a backend that cannot list raises
+        :class:`NotImplementedError`, and the memory uses its current key.
         """
         raise NotImplementedError(f"{type(self).__name__} cannot list its saved states")
 
@@ -192,8 +179,8 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     def changes(self, *, after: int | None, edits_after: int | None) -> Changes:
         """The shown messages after ``after`` and the edit records after ``edits_after``.
 
-        A memory keeps both cursors in its state: new messages extend it, and
-        an edit of a message it already folded in makes it rebuild.
+        A memory keeps both cursors: new messages extend its state, an edit of a
+        message it folded in makes it rebuild.
         """
         return Changes(self.entries(after=after), self.edits(after=edits_after))
 
@@ -202,9 +189,8 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     ) -> tuple[dict[str, Any] | None, Changes]:
         """:meth:`load_state` and :meth:`changes` together (one read on a database).
 
-        A memory passes the cursors of the state it saw last; when the state
-        read back has others (another process moved it), it reads the
-        changes again with those.
+        The cursors are of the state the memory saw last; if the state read back
+        has others (another process moved it), the memory reads the changes again.
         """
         return self.load_state(key), self.changes(after=after, edits_after=edits_after)
 
@@ -213,18 +199,16 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         return current_ids(self.entries(), ids)
 
     def batch(self, *, write: bool) -> AbstractContextManager[None] | None:
-        """Make this thread's work on the history until the block ends one unit.
+        """Make this thread's work on the history until the block ends one unit (None: no gain).
 
-        A database backend runs it as one transaction (one commit per turn,
-        see :meth:`memories.stores.sql.Database.batch`); None (the default) when
-        there is nothing to gain. ``write`` says the block starts by writing.
+        A database backend runs it as one transaction (:meth:`memories.stores.sql.Database.batch`);
+        ``write`` says the block starts by writing.
         """
         return None
 
     @property
     def database(self) -> Database | None:
-        """The SQL database the log is kept in (None: none; a budget's spending is then kept
-        in this process)."""
+        """The SQL database of the log (None: none; a budget's spending is then in-process)."""
         return None
 
     def count(self) -> int:
@@ -234,11 +218,9 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     def sessions(
         self, *, contains: str = "", limit: int = 50, offset: int = 0
     ) -> tuple[list[SessionCount], int]:
-        """The sessions of this history's store, last active first: a page and the total.
+        """The sessions whose id contains ``contains``, last active first: a page and the total.
 
-        Only sessions whose id contains ``contains``. Declared by
-        :attr:`lists_sessions`; a store of one session (in memory, a LangChain
-        history) cannot list others.
+        Declared by :attr:`lists_sessions` (a store of one session cannot list others).
         """
         raise NotImplementedError(
             f"{type(self).__name__} keeps one session and cannot list the others."
@@ -251,18 +233,12 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     # -- retention (see memories.kernel.retention) ------------------------------
 
     def horizon(self) -> int | None:
-        """The ``seq`` through which this view hides the log (None: it hides nothing).
-
-        A plain history hides nothing; a history seen through a retention
-        (:class:`memories.stores.history.retained.RetainedHistory`) hides what expired.
-        """
+        """The ``seq`` through which this view hides the log (None: nothing; a
+        :class:`~memories.stores.history.retained.RetainedHistory` hides what expired)."""
         return None
 
     async def ahorizon(self) -> int | None:
-        """Async :meth:`horizon`: inline, as a plain history reads nothing to answer it.
-
-        A subclass whose :meth:`horizon` reads the store overrides this too.
-        """
+        """Async :meth:`horizon`, inline (a subclass whose horizon reads the store overrides it)."""
         return self.horizon()
 
     def expired_through(self, retention: Retention, /, *, now: float) -> int | None:
@@ -283,9 +259,8 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     def purge(self, through: int, /, *, batch: int = 500, dry_run: bool = False) -> int:
         """Delete every record up to ``through`` and the edits that target them; how many went.
 
-        Deletes at most ``batch`` rows per transaction, so a long purge holds
-        no lock for long and a crash leaves a shorter purge to run again.
-        Memory state stays. With ``dry_run`` it deletes nothing and counts.
+        At most ``batch`` rows per transaction: no lock held long, and a crash leaves
+        a shorter purge to run again. Memory state stays; ``dry_run`` only counts.
         """
         raise NotImplementedError(f"{type(self).__name__} cannot delete part of its log.")
 
@@ -294,8 +269,7 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     ) -> dict[str, int]:
         """Purge what ``retention`` expires now in every session of this store: rows per session.
 
-        A store of one session sweeps that session; a shared database
-        (:attr:`lists_sessions`) sweeps all of its sessions, since one
+        A shared database (:attr:`lists_sessions`) sweeps all of its sessions: one
         config's retention covers every session it is opened on.
         """
         through = self.expired_through(retention, now=self.clock())
@@ -311,10 +285,9 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     def start_of_last_exchanges(self, k: int, /) -> int | None:
         """The ``seq`` of the human message that opens the ``k``-th last exchange.
 
-        An exchange is a human message and everything after it up to the next
-        human message. Returns None when the log holds fewer than ``k`` human
-        messages (then the window is the whole log). Reads the tail in growing
-        chunks, so a long log is not read whole.
+        An exchange is a human message and what follows up to the next one. None
+        when the log holds fewer than ``k`` (the window is the whole log). Reads
+        the tail in growing chunks, so a long log is not read whole.
         """
         if k <= 0:
             raise ValueError(f"k must be positive, got {k}")
@@ -438,11 +411,10 @@ class ChatHistory(BaseChatMessageHistory, ABC):
     def write(self, messages: Sequence[BaseMessage], /) -> list[int]:
         """Write messages with LangGraph's ``add_messages`` semantics, atomically.
 
-        A message whose id is already shown replaces that message (in its
-        place); ``RemoveMessage(id=...)`` removes one;
-        ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` removes every message
-        before it; any other message is appended. Tool calls and their
-        results stay together (see :func:`memories.stores.history.edits.repaired`).
+        A message whose id is shown replaces it in place; ``RemoveMessage(id=...)``
+        removes one, ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` every one before it;
+        others are appended. Tool calls and their results stay together
+        (:func:`memories.stores.history.edits.repaired`).
 
         Returns:
             The ``seq`` of every record written (messages and edits).
@@ -589,8 +561,7 @@ def later(a: int | None, b: int | None) -> int | None:
 def nth_last(records: Sequence[Entry | Edit], retention: Retention) -> int | None:
     """The ``seq`` before the newest ``keep_messages`` messages of ``records`` (in log order).
 
-    Walks back from the newest record, so a turn's horizon reads ``keep_messages``
-    records, not the whole log.
+    Walks back from the newest, so a turn reads ``keep_messages`` records, not the log.
     """
     keep, seen = retention.keep_messages, 0
     for record in reversed(records) if keep is not None else ():
@@ -607,10 +578,8 @@ def _humans(tail: Sequence[Entry]) -> list[int]:
 
 
 def _kept_from(tail: Sequence[Entry], keep: int) -> int:
-    """Where keeping the last ``keep`` of ``tail`` starts, moved back past tool results.
-
-    A tool result is never kept without the AI message that called it.
-    """
+    """Where keeping the last ``keep`` of ``tail`` starts, moved back past tool results
+    (never one kept without the AI message that called it)."""
     start = len(tail) - keep
     while 0 < start < len(tail) and isinstance(tail[start].message, ToolMessage):
         start -= 1

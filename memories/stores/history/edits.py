@@ -1,26 +1,12 @@
-"""Edits by id on an append-only log: replacements and tombstones, folded in on read.
+"""Edits by id on an append-only log: replacements, tombstones and cuts, folded in on read.
 
-A history never rewrites a stored message. Editing one appends an *edit
-record* that names the message by its place in the log (``target``):
-
-- a replacement (``message`` is the new message): the message shows the new
-  content, in its old place;
-- a tombstone (``message`` is None): the message is no longer shown;
-- a cut (``through=True``): every message up to and including ``target`` is
-  no longer shown (``keep_last``, and LangGraph's ``REMOVE_ALL_MESSAGES``).
-
-Reads fold the edits into the log (:func:`fold`), so what every memory sees
-is the edited conversation, while the log keeps what was said and when it was
-changed (:meth:`memories.stores.history.ChatHistory.records`). An edit record always
-comes after its target, so folding the records from any point on gives the
-exact view of the messages from that point on.
-
-:func:`planned` turns a list in LangGraph's ``add_messages`` form (a message
-with a known id replaces that message, ``RemoveMessage`` removes one,
-``REMOVE_ALL_MESSAGES`` removes all) into new messages and edits, and
-:func:`repaired` keeps tool calls and their results together: a removed call
-takes its results with it, and a removed result takes its call out of the
-AI message that made it, so a chat API never receives an orphan.
+A history never rewrites a stored message: an edit appends a record naming its
+target's ``seq`` (a replacement, a tombstone, or a cut of every message through
+it), and reads fold the records in (:func:`fold`): memories see the edited
+conversation, the log keeps what was said. An edit always comes after its
+target, so folding from any point on gives the exact view from there.
+:func:`planned` maps LangGraph's ``add_messages`` onto edits; :func:`repaired`
+keeps tool calls and their results together.
 """
 
 from __future__ import annotations
@@ -38,8 +24,7 @@ __all__ = ["current_ids", "fold", "planned", "repaired", "shown"]
 def fold(entries: Iterable[Entry], edits: Iterable[Edit]) -> list[Entry]:
     """The messages as edited: ``entries`` with every edit applied, in log order.
 
-    Edits whose target is not among ``entries`` (removed before, or older than
-    what was read) change nothing.
+    An edit whose target is not among ``entries`` changes nothing.
     """
     shown = {entry.seq: entry for entry in entries}
     for edit in sorted(edits, key=_position):
@@ -64,8 +49,7 @@ def shown(records: Sequence[Entry | Edit]) -> list[Entry]:
 def current_ids(records: Iterable[Entry | Edit], ids: Iterable[str]) -> dict[str, int]:
     """Where each of ``ids`` is now: the ``seq`` of the shown message with that id.
 
-    ``records`` are log records in order: every one that holds one of
-    ``ids``, and every cut (a message that was removed is not found).
+    ``records``: in log order, every record holding one of ``ids`` and every cut.
     """
     wanted = set(ids)
     found: dict[str, int] = {}
@@ -90,11 +74,9 @@ def planned(
     """LangGraph's ``add_messages`` applied to a log: the messages and edits to write.
 
     Args:
-        messages: new messages; one whose id is in ``known`` replaces that
-            message; ``RemoveMessage(id)`` removes one; ``RemoveMessage(id=
-            REMOVE_ALL_MESSAGES)`` removes every message before it (as
-            LangGraph's reducer does). A message added earlier in the same
-            list is edited before anything is written.
+        messages: as :meth:`~memories.stores.history.base.ChatHistory.write` takes
+            them; a message added earlier in the same list is edited before anything
+            is written.
         known: the ``seq`` of each message id already shown in the log.
         last: the ``seq`` of the newest shown message (None: the log shows nothing).
         session: the session's id, for error messages.
@@ -138,14 +120,13 @@ def planned(
 def repaired(items: Sequence[Item], shown: Sequence[Entry]) -> list[Item]:
     """``items`` plus the edits that keep every tool call with its results.
 
+    A removed AI message (or a replacement dropping some of its calls) takes their
+    results with it; a removed result takes its call out of the AI message (which
+    goes too when it had nothing else to say).
+
     Args:
         items: messages and edits about to be written.
         shown: the shown messages from the oldest edit target on, in order.
-
-    A removed AI message (or a replacement that drops some of its tool calls)
-    takes the tool results answering those calls with it; a removed tool
-    result takes its call out of the AI message that made it (the AI message
-    goes too when it had nothing else to say).
     """
     cuts = [i for i in items if isinstance(i, NewEdit) and i.through]
     cut = max((c.target for c in cuts), default=None)

@@ -1,16 +1,11 @@
 """Any LangChain ``BaseChatMessageHistory`` used as a memories history.
 
-A migrating user passes ``chat_memory=SomeLangChainHistory(...)``; the memory
-wraps it here. Sequence numbers are list positions (1-based). LangChain's
-histories have no place for derived state, so memory state lives in this
-object only: a restarted process rebuilds it from the log (correct, but it
-re-reads and, for a token buffer, re-counts the tail once). Use
-:class:`~memories.stores.history.sql.SQLiteHistory` to keep that state too.
-
-An edit is stored in the wrapped history as a ``RemoveMessage`` whose
-``additional_kwargs["memories_edit"]`` holds the edit (target position, cut
-flag, replacement): LangChain's histories store any message, and LangGraph's
-readers know a ``RemoveMessage``.
+Sequence numbers are list positions (1-based). LangChain's histories have no
+place for derived state, so it lives in this object only: a restarted process
+rebuilds it from the log (:class:`~memories.stores.history.sql.SQLiteHistory`
+keeps it). An edit is stored as a ``RemoveMessage`` holding it in
+``additional_kwargs["memories_edit"]``: LangChain's histories store any
+message, and LangGraph's readers know a ``RemoveMessage``.
 """
 
 from __future__ import annotations

@@ -27,11 +27,10 @@ __all__ = ["InMemoryHistory"]
 class InMemoryHistory(ChatHistory):
     """A session's log in a Python list; gone when the process ends.
 
-    Thread-safe. It keeps the message objects it is given, like LangChain's
-    ``InMemoryChatMessageHistory`` (memories hand it fresh objects: they copy
-    any message a caller passes in); copying on every read or write would
-    cost more than the rest of a turn. The shown messages are kept edited
-    (an edit is folded in once, when written) beside the log as written.
+    Thread-safe. It keeps the message objects it is given, as LangChain's
+    ``InMemoryChatMessageHistory`` does (memories copy a caller's messages; a copy
+    on every read would cost more than the turn), and the shown log beside the
+    written one (an edit folded in once, when written).
     """
 
     keeps_times = True
@@ -139,9 +138,8 @@ class InMemoryHistory(ChatHistory):
             self._state.clear()
 
     def load_state(self, key: str, /) -> dict[str, Any] | None:
-        # Stored by reference: memories treat state as immutable (they save a
-        # new dict, never mutate a loaded one), and copying it on every turn
-        # would cost more than the rest of a token buffer's work.
+        # By reference: states are immutable (ChatHistory.save_state), and a copy
+        # every turn would cost more than the rest of a token buffer's work.
         with self._lock:
             return self._state.get(key)
 

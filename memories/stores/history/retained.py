@@ -1,16 +1,11 @@
 """A history seen through a retention policy: expired messages are hidden at once.
 
 :class:`RetainedHistory` wraps any history. Every read starts after the
-*horizon*, the last ``seq`` the retention expires now (see
-:meth:`ChatHistory.expired_through`), so nothing past the retention is shown,
-found by id, edited or folded into fresh derived state, whether or not a
-sweep has deleted it yet. :meth:`RetainedHistory.sweep` deletes it for real.
-Writes and memory state go to the wrapped history untouched: a running
-summary, a profile or a collection derived from expired messages stays.
-
-A memory takes the policy as ``retention=`` and wraps its history itself
-(:class:`memories.core.base.ChatMemory`); the wrapper's config is the wrapped
-history's, and the policy is the memory's.
+*horizon*, the last ``seq`` the retention expires now, so nothing past it is
+shown, found by id, edited or folded into fresh derived state, swept or not.
+Writes and memory state go to the wrapped history untouched (a summary derived
+from expired messages stays). A memory wraps its own history (``retention=``);
+the wrapper's config is the wrapped history's.
 """
 
 from __future__ import annotations
@@ -18,14 +13,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from memories.kernel.retention import Retention
 from memories.kernel.steps import to_thread
 from memories.stores.history.base import Changes, ChatHistory, Edit, Entry, HistoryView
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["RetainedHistory"]
 
@@ -53,8 +45,7 @@ class RetainedHistory(HistoryView):
     def horizon(self) -> int | None:
         """The last ``seq`` the retention expires now (None: nothing expired).
 
-        Inside a :meth:`batch` (one turn of a memory, one transaction) it is
-        computed once: the turn sees one consistent view.
+        Computed once inside a :meth:`batch`, so a turn sees one consistent view.
         """
         known = getattr(self._batch, "horizon", _UNKNOWN)
         if known is not _UNKNOWN:
@@ -143,9 +134,8 @@ class RetainedHistory(HistoryView):
     def sweep_session(self, *, batch: int = 500, dry_run: bool = False) -> int:
         """Delete what the retention expires now in this session only; rows deleted.
 
-        A memory's background job runs this after its own work: bounded by
-        one session, where :meth:`sweep` covers a whole shared store. With
-        ``dry_run`` it only counts.
+        A memory's background job runs it (:meth:`sweep` covers a whole shared
+        store); ``dry_run`` only counts.
         """
         through = self.horizon()
         return 0 if through is None else self.history.purge(through, batch=batch, dry_run=dry_run)
@@ -166,11 +156,8 @@ _UNKNOWN = object()
 
 
 def _live(edits: list[Edit], horizon: int | None) -> list[Edit]:
-    """The edits that change a message still shown (an expired target's edit changes nothing).
-
-    Left in, an edit of an expired message written after the horizon would
-    tell a summary that a message it folded changed, and it would start over.
-    """
+    """The edits that change a message still shown (an expired target's edit changes nothing:
+    left in, it would make a summary that folded the message start over)."""
     return edits if horizon is None else [e for e in edits if e.target > horizon]
 
 

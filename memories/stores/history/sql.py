@@ -1,18 +1,10 @@
 """History in a SQL database: a SQLite file by default, or any SQLAlchemy URL.
 
-Two tables, shared by every session of a database::
-
-    memories_messages(id, session_id, type, message, created_at)   the append-only log
-    memories_state(session_id, key, value, updated_at)              each memory's derived state
-
-An edit is a row of the log too (``type`` is ``replace``, ``remove`` or
-``remove_through``, ``message`` names its target; see
-:mod:`memories.stores.history.edits`), folded into what reads return.
-
-``id`` is the database's autoincrement key, so sequence numbers grow across
-processes and threads without coordination (:mod:`memories.stores.sql`: WAL,
-a busy timeout); reads use the ``(session_id, id)`` index and touch only the
-rows a memory asks for.
+Every session of a database shares two tables: the append-only log
+(``memories_messages``; an edit is a row of it too, see
+:mod:`memories.stores.history.edits`) and each memory's derived state
+(``memories_state``). The log's autoincrement ``id`` orders it across processes
+and threads without coordination; reads use the ``(session_id, id)`` index.
 """
 
 from __future__ import annotations
@@ -88,11 +80,10 @@ _LARGEST_INDEXED_ON_OPEN = 100_000
 def _id_index_ddl(largest: int) -> dict[str, list[str]]:
     """The statements that make the message-id index, per dialect (see ``EXTRA_DDL``).
 
-    Partial: a chain's turns carry no ids, and skipping them halves what the
-    index adds to a 2-message commit (7 µs instead of 16 on SQLite).
-    PostgreSQL locks the table against writes before CREATE INDEX even sees
-    that the index exists, and for as long as a build takes: the statement
-    looks first, and builds only on a table under ``largest`` rows.
+    Partial: a chain's turns carry no ids, and skipping them halves what the index
+    adds to a 2-message commit (7 µs instead of 16 on SQLite). PostgreSQL locks out
+    writers before CREATE INDEX sees the index exists, for the whole build: the
+    statement looks first, and builds only on a table under ``largest`` rows.
     """
     create = {
         dialect: f"CREATE INDEX IF NOT EXISTS {_ID_INDEX} "
@@ -312,8 +303,8 @@ class SQLHistory(ChatHistory):
     def _lock_session(self, connection: sa.Connection) -> None:
         """Serialise appends to this session until the transaction ends (SQLite does already).
 
-        Two PostgreSQL writers could take ids 7 and 8 and commit 8 first: a
-        reader's cursor (``after=seq``) would move past 7 and never see it.
+        Two PostgreSQL writers could take ids 7 and 8 and commit 8 first: a reader's
+        cursor would move past 7 and never see it.
         """
         if connection.dialect.name == "postgresql":
             connection.execute(
@@ -523,9 +514,8 @@ class SQLHistory(ChatHistory):
     def _state_from(self, key: str, text: str) -> dict[str, Any]:
         """The state stored as ``text``, parsed once: the same dict while the text is the same.
 
-        States are immutable (see :meth:`ChatHistory.save_state`), so the dict
-        this process last wrote or read under ``key`` stands for equal text; a
-        memory then knows its own state by identity and decodes nothing.
+        States are immutable (:meth:`ChatHistory.save_state`), so a memory knows its
+        own state by identity and decodes nothing.
         """
         known = self._states.get(key)
         if known is not None and known[0] == text:
@@ -577,9 +567,8 @@ _PLAIN = (HumanMessage, AIMessage, SystemMessage, ToolMessage)
 def _decoded(seq: int, kind: str, text: str) -> Entry | Edit:
     """A row as a record, parsed once per process: rows never change (an edit is a new row).
 
-    Memories treat messages as immutable, so the parsed objects are shared,
-    as an in-memory history shares the ones it holds. A row this process wrote
-    is a copy of the message it was given (parsing it again cost a turn 35 µs).
+    Memories treat messages as immutable, so the parsed objects are shared; a row
+    this process wrote is a copy of its message (parsing it again cost a turn 35 µs).
     """
     written = _written.pop((seq, text), None)
     if written is not None:
@@ -626,10 +615,8 @@ def _horizons(db: Database, retention: Retention, *, now: float) -> dict[str, in
 def _purge(db: Database, session: str, through: int, *, batch: int, dry_run: bool) -> int:
     """Delete a session's records up to ``through`` and the edits targeting them, in batches.
 
-    Each batch is its own transaction, so a crash loses at most the batch in
-    flight and a second run finishes the rest (the rows are chosen by
-    condition, never by a list made before). SQLite puts the freed pages on
-    its free list and reuses them for the next rows; ``VACUUM`` shrinks the file.
+    Each batch is its own transaction, its rows chosen by condition, so a second
+    run after a crash finishes the rest.
     """
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
@@ -695,10 +682,8 @@ class SQLiteHistory(SQLHistory):
     """:class:`SQLHistory` on a SQLite file: the embedded default for anything persistent.
 
     Args:
-        path: the database file (created with its folder on the first write);
-            default: ``memories.db`` in the data directory (:mod:`memories.kernel.paths`).
-        session_id: the conversation this history reads and writes.
-        clock: the time rows are stamped with (Unix seconds; a test injects its own).
+        path: the database file (made with its folder on the first write); default:
+            ``memories.db`` in the data directory. Otherwise as :class:`SQLHistory`.
     """
 
     def __init__(

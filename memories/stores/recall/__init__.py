@@ -1,11 +1,7 @@
 """Storage-independent recall: lexical BM25, rank fusion, neighbour smoothing, speaker keys.
 
-A vector memory gathers two candidate lists for a query -- its store's nearest
-neighbours and :class:`BM25Index` hits -- plus the positions of those turns and
-their neighbours and the speakers of its turns, and hands them to
-:func:`rank_candidates` with a :class:`RecallConfig`; :func:`rank_parts` says
-why each result ranked (its dense, lexical and neighbour parts). What a result's score
-means is :mod:`memories.stores.recall.scores`'s: the rank score on a calibrated scale.
+A store hands its nearest neighbours and :class:`BM25Index` hits, with their turns'
+positions and speakers, to :func:`rank_candidates`; :func:`rank_parts` says why each ranked.
 """
 
 from memories.stores.recall.config import RecallConfig, RecallMode

@@ -4,13 +4,7 @@ Scores are exact Okapi BM25 with Lucene's idf, ``log(1 + (N - df + 0.5) / (df + 
 computed from the statistics at query time. Adding or deleting a document
 touches only that document's postings, so there is no rebuild, and a sequence
 of adds and deletes ranks exactly as a fresh build of the same documents.
-
-Each term's postings are two packed arrays (slots and frequencies, 4 bytes
-each) that an add appends to and a query reads as numpy arrays without
-copying, so scoring is vectorised and an add costs only its own terms. A
-document keeps only the tuple of its distinct (interned) terms, for its
-delete: about 500 bytes per chat turn in all, against 2 KB when postings were
-dicts and each document kept a ``Counter``.
+Its layout and size: docs/architecture.md, "The recall index".
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """No buried matches: what a turn borrows never carries it past a turn that matches the query.
 
-Neighbour smoothing and speaker keys add to a turn's score what it did not
-earn itself. Between *utterances* (one speaker's document, as LoCoMo's
-friends talk) lending finds evidence that shares no word with the question;
-between *exchanges* (both sides in one document, as ``save_context`` writes
-it) it buries the turns that match, so an exchange neither lends nor borrows.
-A turn that no ranker found, nor one beside it (its exchange's other half,
-between utterances), is held just below the lowest found turn
-(docs/performance.md, "Recall across datasets").
+An exchange (both sides in one document) neither lends nor borrows, and a turn no ranker
+found, nor one beside it, is held just below the lowest found turn (docs/performance.md,
+"Recall across datasets", says why).
 """
 
 from __future__ import annotations

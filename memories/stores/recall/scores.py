@@ -1,19 +1,9 @@
 """What a search result's ``score`` means: the score recall ranked it by, on a calibrated scale.
 
-Recall orders results by fused, per-query rescaled scores (:func:`rank_candidates`:
-dense and BM25 shares, what neighbours lent, a named speaker's boost). How
-good a search's best match is comes from a calibration of the query and a
-document alone: ``cosine``, the cosine similarity of their embeddings, and
-``coverage``, the share of the query's distinct lexical terms (as BM25 sees
-them) in the document's lexical text, through a fixed logistic fitted on
-the LoCoMo dev split (every turn against every question; a turn is relevant
-when the question's answer cites it; ``benchmarks/locomo.py`` refits it): about
-the probability that the document answers the query. A result's score is its
-rank score times one factor per search (:func:`calibrated_scale`): the best
-calibrated result of the search sets the top of the scale. So the scores come
-in the results' order, their parts add up to them, an unrelated query scores
-near 0 and a ``min_score`` means the same in every search and namespace. The
-probability reading holds for the bundled MiniLM embeddings only.
+A result's score is its rank score times one factor per search (:func:`calibrated_scale`),
+set by the best result's calibrated score: a logistic of the query's and document's cosine
+and term coverage (:data:`DEFAULT_CALIBRATION`), about the probability that it answers the
+query (docs/memories/vector.md, "Scores").
 """
 
 from __future__ import annotations
@@ -55,7 +45,8 @@ class ScoreCalibration:
         return 1.0 / (1.0 + math.exp(-logit))
 
 
-#: Fitted on the LoCoMo dev split with the bundled MiniLM embeddings (``benchmarks/locomo.py``).
+#: Fitted on the LoCoMo dev split, every turn against every question (relevant when the answer
+#: cites it), with the bundled MiniLM embeddings (``benchmarks/locomo.py`` refits it).
 DEFAULT_CALIBRATION = ScoreCalibration(
     bias=-10.64, cosine=6.80, coverage=6.74, lexical_bias=-8.87, lexical_coverage=8.67
 )

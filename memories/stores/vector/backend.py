@@ -1,20 +1,8 @@
 """The vector backend protocol: where a vector memory's documents live and how they are found.
 
-A :class:`~memories.long_term.vector.VectorMemory` turns chain runs into documents
-(:class:`~memories.stores.vector.outbox.OutboxRow`) and search results into prompt
-text; everything between is its backend's, one backend per memory (bound to
-the memory's namespace and session):
-
-- :class:`~memories.stores.vector.chroma_backend.ChromaBackend` (the default):
-  Chroma behind an outbox, searched by hybrid recall (dense + BM25 + neighbours);
-- :class:`~memories.stores.vector.pgvector_backend.PgVectorBackend`: PostgreSQL
-  with pgvector, each write one transaction, searched by the same hybrid recall;
-- :class:`~memories.stores.vector.langchain_backend.VectorStoreBackend`: any
-  LangChain ``VectorStore``, searched by its retriever (as LangChain's memory does).
-
-A backend implements the sync methods; every async twin runs its sync method
-on a worker thread (:func:`~memories.kernel.steps.blocking_twin`) unless the
-backend overrides it with native async.
+A memory turns chain runs into documents and results into prompt text; everything
+between is its backend's (Chroma's, pgvector's, a LangChain ``VectorStore``'s), one per
+memory. Each async twin runs its sync method on a worker thread unless overridden.
 """
 
 from __future__ import annotations
@@ -87,12 +75,9 @@ class VectorBackend(ABC):
     ) -> list[str]:
         """Delete those of ``ids`` still expired at ``now`` with their expiry rows; return them.
 
-        A sweep read the expired rows earlier: a document written again since
-        (its new row first) is kept, and one written while this deletes waits
-        for it (:meth:`ExpiryLedger.sweeping`). A backend whose writes go to
-        the expiry rows' database overrides this to delete in that transaction,
-        as does one whose :meth:`delete` discards expiry rows (:attr:`expiry`):
-        here they are held by the sweep's transaction, which a discard would wait for.
+        A document written again since the sweep read it is kept
+        (:meth:`ExpiryLedger.sweeping`). A backend whose writes or :meth:`delete` touch
+        the expiry rows' database overrides this to delete in the sweep's transaction.
         """
         with expiry.sweeping(namespace, ids, expired_at=now) as held:
             if held:
@@ -102,8 +87,7 @@ class VectorBackend(ABC):
     def _discard_expiry(self, namespace: tuple[str, ...], ids: Sequence[str] | None) -> None:
         """Discard the expiry rows of documents just deleted (``ids``; None: the namespace's).
 
-        Called after the deletion: a crash between the two leaves rows whose
-        documents are gone, which the sweep drops (deleting nothing).
+        After the deletion: a crash between leaves rows the sweep drops, deleting nothing.
         """
         if self.expiry is not None and (ids is None or ids):
             self.expiry.discard(namespace, ids)
@@ -158,11 +142,8 @@ class VectorBackend(ABC):
     adocuments = blocking_twin(documents)
 
     def stored(self) -> list[SearchResult]:
-        """Every document of the namespace written to the store: what is queued stays queued.
-
-        A read that writes nothing, for tools that must not (the inspector).
-        By default :meth:`documents`, for a backend that never queues.
-        """
+        """Every document written to the store, writing nothing (the inspector): as
+        :meth:`documents` for a backend that never queues."""
         return self.documents()
 
     astored = blocking_twin(stored)
@@ -174,10 +155,8 @@ class VectorBackend(ABC):
     acount = blocking_twin(count)
 
     def namespaces(self) -> dict[str, int | None]:
-        """Every namespace key of the store that holds documents, with its count (None: unknown).
-
-        The store's, not only this memory's namespace: for tools (an inspector, an erasure).
-        """
+        """Every namespace key of the store (not only the memory's) holding documents, with
+        its count (None: unknown)."""
         raise NotImplementedError(f"{type(self).__name__} cannot list its namespaces.")
 
     def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:

@@ -1,14 +1,9 @@
 """The default vector backend: Chroma, an outbox in front of it, hybrid recall beside it.
 
-Writes go through an outbox (:mod:`memories.stores.vector.outbox`) first, so a
-store that is down loses nothing: with ``write="background"`` the process's
-background writer (:mod:`memories.stores.vector.writes`) embeds the turn and
-writes it to Chroma, with ``write="sync"`` a save returns once Chroma has it, and
-a failed write is raised by the next call that needs the store or by
-:meth:`ChromaBackend.flush` (docs/memories/vector.md tells both). Search fuses
-Chroma's nearest neighbours with the SQL recall index beside the outbox
-(:mod:`memories.stores.vector.recall_index`); nothing is kept per process but the
-embeddings of the documents it queued (:mod:`memories.stores.vector.pending`).
+Writes go to the outbox first (:mod:`~memories.stores.vector.outbox`), so a store that
+is down loses nothing; with ``write="background"`` the process's writer
+(:mod:`~memories.stores.vector.writes`) takes them to Chroma (docs/memories/vector.md).
+A search fuses Chroma's nearest neighbours with the SQL recall index beside the outbox.
 """
 
 from __future__ import annotations
@@ -54,14 +49,12 @@ __all__ = ["SPEAKERS_KEY", "ChromaBackend"]
 logger = logging.getLogger(__name__)
 
 _DRAIN_BATCH = 256
-# Turns of a namespace that background mode lets wait; past this, a save
-# writes in the caller's thread, so a writer that falls behind slows saves
-# down instead of letting the queue grow.
+# Turns of a namespace that background mode lets wait; past this, saves write in the
+# caller's thread: a writer that falls behind slows saves down, the queue does not grow.
 _MAX_QUEUED = 256
-# While turns come faster than this, the background writer embeds each at once but
-# writes them to Chroma together, at most once per interval (seconds; why: in
-# docs/memories/vector.md). 1 s was no faster back to back at 10,000 turns (2.46x and
-# 2.22x the floor, against 2.40x) and would show other processes a burst's turns later.
+# While turns come faster, the writer embeds each at once but writes them to Chroma
+# together, at most once per interval (seconds; why: docs/memories/vector.md). 1 s was no
+# faster at 10,000 turns (2.46x and 2.22x the floor, against 2.40x) and shows bursts later.
 _WRITE_INTERVAL = 0.25
 # How long a search waits for the writer to embed a queued turn before doing it itself.
 _EMBED_WAIT_SECONDS = 30.0
@@ -69,14 +62,13 @@ _EMBED_WAIT_SECONDS = 30.0
 _OUTAGES = (BackendUnavailableError, OSError)
 
 
-# The memory's fields that describe its store, and its backend.
 @dataclass(eq=False)
 class ChromaBackend(RecallBackend):
     """One namespace of a Chroma store, written through an outbox, searched by hybrid recall.
 
     Args:
         store: the Chroma store adapter.
-        write: ``"background"`` or ``"sync"`` (see the module's docstring).
+        write: ``"background"`` or ``"sync"`` (docs/memories/vector.md).
         outbox: where writes wait until the store has them.
         namespace, session_id, embedder, recall, k: as :class:`RecallBackend` says.
     """
@@ -161,9 +153,7 @@ class ChromaBackend(RecallBackend):
     def namespaces(self) -> dict[str, int | None]:
         """The store's namespaces: those indexed for recall, with their counts, from SQL.
 
-        Shards only hold namespaces written since the recall index exists, so
-        they are all indexed; a collection of an older version's namespace
-        not used since is listed too (one listing call), its count unknown.
+        An older version's collection not used since (not indexed) is listed too, uncounted.
         """
         found: dict[str, int | None] = dict(self.outbox.recall.namespaces(self.store.target))
         for namespace in self.store.namespaces(shards=False):
@@ -195,10 +185,8 @@ class ChromaBackend(RecallBackend):
     ) -> list[str]:
         """:meth:`VectorBackend.delete_expired`, the index rows in the expiry rows' transaction.
 
-        The expiry rows are in the outbox's database: the recall index's rows
-        are deleted in their transaction, on its connection (on another, they
-        would wait for the lock it holds). What is queued is written first,
-        and no drain of the namespace runs meanwhile (as :meth:`erase_namespace`).
+        On its connection, when the expiry rows share the outbox's database (another
+        would wait for its lock); what is queued is written first, and no drain runs.
         """
         self._drain()
         shared = self.outbox.database if expiry.database.shares(self.outbox.database) else None
@@ -294,9 +282,8 @@ class ChromaBackend(RecallBackend):
     def close(self, *, timeout: float | None = None) -> bool:
         """:meth:`flush` for at most ``timeout`` seconds (default :data:`EXIT_FLUSH_SECONDS`).
 
-        Later saves write synchronously (the writer serves other memories).
-        Nothing is raised: documents that could not be written are logged
-        once, with the outbox they wait in (a later flush or process writes them).
+        Later saves write synchronously. Nothing is raised: what could not be written
+        is logged once, with the outbox it waits in.
         """
         self._writer.closed = True
         limit = EXIT_FLUSH_SECONDS if timeout is None else timeout
@@ -333,12 +320,10 @@ class ChromaBackend(RecallBackend):
     def _queue(self, row: OutboxRow) -> bool:
         """In background mode, queue the turn (numbered and indexed) and hold it as pending.
 
-        Returns False (nothing done) when the turn should be written now instead:
-        in sync mode, after :meth:`close`, before a write of the namespace
-        has worked in this process (so that a store or an embedder that
-        cannot work is reported by the first save), while the last write of
-        the namespace has failed (so that the failure is raised), or when too
-        many turns wait.
+        False (nothing done) when it should be written now: in sync mode, after
+        :meth:`close`, before a write has worked in this process (so that the first
+        save reports a broken store or embedder), after a failed write (so that it
+        is raised), or when too many turns wait.
         """
         if self.write != "background" or self._writer.closed or self._lane.error is not None:
             return False
@@ -352,10 +337,8 @@ class ChromaBackend(RecallBackend):
     def _put(self, rows: Sequence[OutboxRow]) -> None:
         """Queue rows in the outbox (numbered and indexed there), and hold them as pending.
 
-        The namespace's recall index is made first (an older store's namespace
-        is indexed from the store). When the store cannot be read for that,
-        the rows are queued all the same, unnumbered and unindexed: the index,
-        made by the first call that reaches the store, numbers and indexes them.
+        With the store down (the namespace's index not made yet), they are queued
+        unnumbered and unindexed: the index, once made, numbers and indexes them.
         """
         try:
             self._space  # noqa: B018
@@ -369,9 +352,7 @@ class ChromaBackend(RecallBackend):
     def _write_queued(self) -> None:
         """The background writer's job: write what waits, or embed it now and write it soon.
 
-        The write is put off (see :data:`_WRITE_INTERVAL`) only when the last
-        one was less than an interval ago and it went well; the turns are
-        embedded meanwhile, so a search never has to embed them itself.
+        Put off (:data:`_WRITE_INTERVAL`) only after a recent write that went well.
         """
         wait = self._lane.wrote_at + _WRITE_INTERVAL - time.monotonic()
         if wait > 0 and self._lane.error is None and not self._writer.closed:
@@ -387,10 +368,8 @@ class ChromaBackend(RecallBackend):
         self._drain()
 
     def _drain(self, *, progress: int | None = None, timeout: float | None = None) -> int | None:
-        """Write queued documents to the store, oldest first; return how many.
-
-        None when another drain of the namespace held on for over ``timeout`` seconds.
-        """
+        """Write queued documents to the store, oldest first; return how many (None: another
+        drain of the namespace held on for over ``timeout`` seconds)."""
         target, namespace, lane = self.store.target, self._key, self._lane
         written = 0
         if not lane.lock.acquire(timeout=-1 if timeout is None else timeout):
@@ -428,14 +407,10 @@ class ChromaBackend(RecallBackend):
     def _write_or_set_aside(self, rows: Sequence[OutboxRow]) -> None:
         """Write a batch; documents refused while others of it go through are set aside.
 
-        An outage (the store unreachable, a network or disk error) raises, and
-        everything waits in the outbox. Any other failure of a batch of several
-        documents is retried one document at a time: when some are written and
-        some still fail, the failing ones are a document's own fault (Chroma
-        refuses its metadata, an embedder its length) and go to the dead
-        letters (:meth:`dead_letters`), so one bad document never blocks its
-        namespace. When all fail (an embedder of another width, a crashed
-        model), nothing is set aside and the error is raised.
+        An outage raises, and everything waits. Another failure is retried a
+        document at a time: those that still fail while others are written are
+        their own fault (Chroma refuses the metadata, an embedder the length) and
+        go to :meth:`dead_letters`; when all fail, the error is raised.
         """
         try:
             self._write_rows(rows)
@@ -487,8 +462,7 @@ class ChromaBackend(RecallBackend):
     def _write_rows(self, rows: Sequence[OutboxRow]) -> None:
         """Embed and store one batch of outbox rows (under the lane's lock), then forget them.
 
-        The rows are pending while this runs, so this process's searches find
-        them by their embedding; embeddings a search already computed are reused.
+        Pending meanwhile, so that searches find them; a search's embeddings are reused.
         """
         target, namespace, pending = self.store.target, self._key, self._pending
         documents = _documents(rows, namespace)
@@ -530,20 +504,16 @@ class ChromaBackend(RecallBackend):
     def _catch_up(self, request: VectorQuery) -> None:
         """Before a search: write what waits, where the search needs it written.
 
-        In sync mode, every queued document (as ever). In background mode
-        only after a failed write (which retries it, or raises) or for a
-        filtered search, whose filter Chroma evaluates; an unfiltered search
-        reads queued turns from the index instead.
+        Always in sync mode; in background mode after a failed write (retried) or
+        for a filter (Chroma evaluates it): otherwise the index holds queued turns.
         """
         if self.write == "sync" or self._lane.error is not None or request.where is not None:
             self._drain()
 
     def _embed_pending(self) -> None:
-        """Make sure every pending document has its embedding before a dense search.
+        """Embed every pending document before a dense search (the writer reuses them).
 
-        Those a writer is embedding now are waited for (up to
-        :data:`_EMBED_WAIT_SECONDS`, then embedded here too); the others are
-        embedded here (and the writer reuses them).
+        Those a writer is embedding are waited for, up to :data:`_EMBED_WAIT_SECONDS`.
         """
         pending = self._pending
         with pending.lock:
@@ -594,10 +564,8 @@ class ChromaBackend(RecallBackend):
     def _results(
         self, ranked: Sequence[ScoredId], *, embeddings_for: set[str]
     ) -> tuple[list[SearchResult], dict[str, list[float]]]:
-        """The records of the ranked ids: pending ones from the index, the rest from the store.
-
-        The stored embeddings of those in ``embeddings_for`` come in the same read.
-        """
+        """The records of the ranked ids: pending ones from the index, the rest from the store
+        (with the embeddings of those in ``embeddings_for``, in the same read)."""
         known: dict[str, tuple[str, dict[str, Any]]] = {}
         pending = self._pending
         with pending.lock:

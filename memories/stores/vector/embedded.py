@@ -1,12 +1,8 @@
 """What a document is embedded as: its text, and a turn's input part beside it.
 
-An embedder reads a bounded window (MiniLM: 256 word pieces), so a turn with a
-long reply was embedded from its first sentences. A turn's vector is the mean
-direction of its whole text's and its input part's (the text before its
-metadata's ``output_at``), both from the write's one batch call. It is read
-from what an outbox row holds: a row replayed after a crash, queued by an
-older version (no ``output_at``: its text alone) or imported embeds as when
-saved, and no second text is stored. Measured in docs/performance.md.
+An embedder reads a bounded window (MiniLM: 256 word pieces), so a turn's vector is
+the mean direction of its whole text's and its input part's, decided from an outbox
+row alone (a replayed or imported row embeds as when saved): docs/performance.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """Chroma's vector index files: the capacity they write from memory that was never set.
 
-A persistent Chroma keeps each collection's HNSW index in a folder named for
-its segment, beside ``chroma.sqlite3``: ``header.bin`` (the index's
-parameters, and how many elements it holds), ``data_level0.bin`` (each
-element's links, vector and label, for the index's whole capacity),
-``length.bin`` (a float per element, for the whole capacity) and
-``link_lists.bin``. Chroma's hnswlib allocates the capacity with ``malloc``
-and writes all of it when it creates the files, so the slots past the element
-count hold whatever the process's memory held before: text the process
-handled, an erased person's documents and SQL pages included (28 copies of
-one user's marker word in one such file, measured). Nothing reads those
-slots (a loader reads the count from the header, and an element is zeroed
-before it is written), so :func:`blank_unused` zeroes them.
-
-It runs holding Chroma's SQLite file's write lock (no Chroma write can log
-meanwhile), and reads the header again before each block it zeroes: a
-segment whose count grew meanwhile (Chroma writes the header before the
-elements) is left as it is and said so.
-
-Erased documents' vectors stay in the used slots, marked deleted (they hold
-no text), until the index reuses the slots.
+Chroma's hnswlib writes a segment's whole capacity when it makes its files, so the
+slots past the element count hold whatever the process's memory held (an erased
+person's text included); nothing reads them, and :func:`blank_unused` zeroes them.
+Why and how safely: docs/architecture.md, "Chroma's index files".
 """
 
 from __future__ import annotations

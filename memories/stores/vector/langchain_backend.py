@@ -1,11 +1,7 @@
 """A LangChain ``VectorStore`` as a vector backend, through its retriever.
 
-What LangChain's ``VectorStoreRetrieverMemory`` does: a turn is one
-``Document`` added with ``add_documents``, a search is ``retriever.invoke``
-(so the retriever's ``search_type`` and ``search_kwargs`` apply), both with
-native async. The store is the user's: its documents are not namespaced or
-numbered, a filter is passed to the retriever in the store's own syntax, and
-nothing is queued.
+As LangChain's ``VectorStoreRetrieverMemory``: a turn is one ``add_documents``, a search
+``retriever.invoke``. The store is the user's: nothing is namespaced, numbered or queued.
 """
 
 from __future__ import annotations
@@ -133,9 +129,6 @@ class VectorStoreBackend(VectorBackend):
 def _kept(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """What the user's store keeps of a document's metadata: all but where its output starts.
 
-    The mark tells our embedding which part is the input; the store embeds the
-    whole text itself, and this backend never reads a document back by filter
-    (no edits to follow), so a turn is added with the metadata it was given, as
-    LangChain's memory adds it.
+    That mark is for our embedding; the store embeds the whole text itself, as LangChain's.
     """
     return {key: value for key, value in metadata.items() if key != OUTPUT_AT_KEY}

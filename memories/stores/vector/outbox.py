@@ -1,11 +1,8 @@
-"""The outbox: turns written locally before they go to the vector store.
+"""The outbox: documents kept in SQL until the vector store has them.
 
-A vector memory writes every document here first, then into Chroma, then
-removes it from here: a document Chroma could not take (a server down, a full
-disk) stays, and is written by the next call that reaches Chroma or by
-``flush()``. :class:`SQLOutbox` keeps the rows in a SQLite file shared by every
-process that opens it, or in any SQL database given by URL; the in-memory
-store's outbox is a SQLite file of the process, removed at exit.
+A document Chroma could not take (a server down, a full disk) stays, and is written
+by the next call that reaches Chroma or by ``flush()``. The rows are in a SQLite file
+shared by every process that opens it, or any SQL database given by URL.
 """
 
 from __future__ import annotations
@@ -62,7 +59,6 @@ class OutboxRow:
     doc_id: str
     """The id it will have in the store (chosen before it is queued, so a retry is idempotent)."""
     text: str
-    """Its text."""
     metadata: dict[str, Any]
     """Its metadata, without the namespace (the store stamps that)."""
     needs_turn: bool
@@ -158,16 +154,16 @@ def _in_order(table: sa.Table, target: str, namespace: str, *columns: Any) -> sa
 _LETTER = (_dead.c.id, _dead.c.doc_id, _dead.c.row, _dead.c.error, _dead.c.created_at)
 
 
-def _enqueue(
-    connection: sa.Connection, target: str, namespace: str, rows: Sequence[tuple[str, str]]
+def _append(
+    connection: sa.Connection,
+    table: sa.Table,
+    target: str,
+    namespace: str,
+    rows: list[dict[str, Any]],
 ) -> None:
-    """Queue ``(doc_id, row)`` pairs of a namespace, in this order."""
-    now = time.time()
-    values = [
-        {"target": target, "namespace": namespace, "doc_id": d, "row": r, "created_at": now}
-        for d, r in rows
-    ]
-    connection.execute(sa.insert(_outbox), values)
+    """Append a namespace's rows (``doc_id``, ``row``...) to the queue or the letters, in order."""
+    stamp = {"target": target, "namespace": namespace, "created_at": time.time()}
+    connection.execute(sa.insert(table), [stamp | row for row in rows])
 
 
 def _queued_ids(
@@ -181,9 +177,8 @@ def _queued_ids(
 class SQLOutbox:
     """Outbox rows, and the recall index of the documents they hold, in one SQL database.
 
-    Every write that queues, sets aside or brings back a document changes the
-    recall index (:mod:`memories.stores.vector.recall_index`) in the same
-    transaction, so the index and the queue never disagree.
+    Every write that queues, sets aside or brings back a document changes the recall
+    index in the same transaction, so the index and the queue never disagree.
 
     Args:
         url: a SQLAlchemy URL (a SQLite file by default; PostgreSQL for hosts
@@ -195,26 +190,19 @@ class SQLOutbox:
         file = sqlite_file(url)
         self.where = redacted(url) if file is None else str(file)
         """Where the rows wait, for messages: the file, or the URL without its password."""
-        self._database = Database(url, _metadata)
-        self.recall = RecallIndex(self._database, queued=number_queued)
+        self.database = Database(url, _metadata)
+        """The database the rows and the recall index are in (expiry times may share it)."""
+        self.recall = RecallIndex(self.database, queued=number_queued)
         """The recall index of the store's documents, in the same database."""
         self._adopted: set[tuple[str, str]] = set()
         self._adopting = threading.Lock()
 
-    @property
-    def database(self) -> Database:
-        """The database the rows and the recall index are in (expiry times may share it)."""
-        return self._database
-
     def adopt(self, former: str, target: str) -> None:
         """File the rows kept under a store's former target under its target now.
 
-        A persistent store was named by its folder's path before it kept an id
-        in the folder (:attr:`ChromaStore.target`): its queued rows, dead
-        letters and recall index move to the new name in one transaction, the
-        first time a process uses the store. Only rows under ``former`` move,
-        so stores sharing this database keep theirs; a crash before the commit
-        leaves them to the next process, and once moved there is nothing to move.
+        A persistent store was named by its folder's path before it kept an id in
+        the folder (:attr:`ChromaStore.target`): its queued rows, dead letters and
+        recall index move in one transaction, the first time a process uses it.
         """
         with self._adopting:
             if (former, target) in self._adopted:
@@ -234,15 +222,14 @@ class SQLOutbox:
     def put(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> list[OutboxRow]:
         """Queue rows and index them, durably, in one transaction; return them as queued.
 
-        A row that wants a turn number gets the next one of its session
-        (numbers are taken under the database's write lock, so two processes
-        never give out the same one).
+        A row that wants a turn number gets its session's next, under the write lock.
         """
         if not rows:
             return []
         with self._writing("queue a turn") as connection:
             rows = numbered(connection, self.recall, target, namespace, rows)
-            _enqueue(connection, target, namespace, [(r.doc_id, _dump(r)) for r in rows])
+            queued = [{"doc_id": r.doc_id, "row": _dump(r)} for r in rows]
+            _append(connection, _outbox, target, namespace, queued)
             self.recall.add(connection, target, namespace, [_indexed(r) for r in rows])
         return list(rows)
 
@@ -264,11 +251,7 @@ class SQLOutbox:
             return [_load(doc_id, data) for doc_id, data in connection.execute(query)]
 
     def remove(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
-        """Forget these rows, now in the store: exactly these copies.
-
-        A row queued again under the same id meanwhile (new metadata, a new
-        text) is a different copy and stays queued, to be written next.
-        """
+        """Forget these rows, now in the store: exactly these copies (a newer one stays)."""
         if not rows:
             return
         with self._writing("forget written turns") as connection:
@@ -293,19 +276,14 @@ class SQLOutbox:
         return counts | {"recall index rows": self.recall.held(target, namespace, session=session)}
 
     def erase_session(self, target: str, namespace: str, session: str) -> list[str]:
-        """Forget a session's queued rows, rows set aside and index entries; return their ids.
-
-        A namespace's rows are read and their metadata's session compared here:
-        the queue does not keep the session in a column of its own.
-        """
+        """Forget a session's queued rows, rows set aside and index entries; return their ids."""
         with self._writing("erase a session") as connection:
             gone: list[str] = []
             for table in (_outbox, _dead):
                 rows = self._rows_of(table, target, namespace, session, connection)
                 connection.execute(sa.delete(table).where(table.c.id.in_([k for k, _ in rows])))
                 gone += [doc_id for _, doc_id in rows]
-            self.recall.remove(connection, target, namespace, gone)
-            self.recall.remove_session(connection, target, namespace, session)
+            self.recall.remove(connection, target, namespace, gone, session=session)
         return gone
 
     def _rows_of(
@@ -336,25 +314,17 @@ class SQLOutbox:
                 if session is not None or doc_id in gone
             ]
             connection.execute(sa.delete(_dead).where(_dead.c.id.in_(letters)))
-            self.recall.remove(connection, target, namespace, ids)
-            if session is not None:
-                self.recall.remove_session(connection, target, namespace, session)
+            self.recall.remove(connection, target, namespace, ids, session=session)
 
     def bury(self, target: str, namespace: str, failed: Sequence[tuple[OutboxRow, str]]) -> None:
         """Move rows out of the queue into the dead letters, with their errors, atomically.
 
-        Exactly these copies leave the queue, as in :meth:`remove`: the same id
-        queued again meanwhile (an edit made while the store refused the
-        first) stays queued, and indexed; the others leave the index.
+        Exactly these copies, as :meth:`remove`: the same id queued again meanwhile
+        (an edit) stays queued and indexed; the others leave the index.
         """
-        now = time.time()
-        values = [
-            {"target": target, "namespace": namespace, "doc_id": row.doc_id, "row": _dump(row),
-             "error": error, "created_at": now}
-            for row, error in failed
-        ]  # fmt: skip
+        letters = [{"doc_id": r.doc_id, "row": _dump(r), "error": e} for r, e in failed]
         with self._writing("set aside a document") as connection:
-            connection.execute(sa.insert(_dead), values)
+            _append(connection, _dead, target, namespace, letters)
             buried = [row for row, _ in failed]
             _delete_copies(connection, target, namespace, buried)
             ids = [row.doc_id for row in buried]
@@ -372,13 +342,11 @@ class SQLOutbox:
     def revive(self, target: str, namespace: str, ids: Sequence[str] | None) -> int:
         """Queue dead letters again (all, or those with ``ids``); return how many left the letters.
 
-        A letter whose id was queued again since is dropped instead: that newer
-        copy is written, and the old one must not overwrite it after.
+        One whose id was queued again since is dropped: the newer copy stands for it.
         """
         query = _in_order(_dead, target, namespace, *_LETTER)
         with self._writing("queue set-aside documents") as connection:
-            # Read, queue and delete in one transaction, by the letters' own keys:
-            # a document set aside meanwhile under the same id stays set aside.
+            # By the letters' own keys: one set aside meanwhile under the same id stays.
             letters = [
                 (key, doc_id, row)
                 for key, doc_id, row, _, _ in connection.execute(query)
@@ -387,11 +355,10 @@ class SQLOutbox:
             if not letters:
                 return 0
             queued = _queued_ids(connection, target, namespace, [d for _, d, _ in letters])
-            # A copy queued since (an edit) is newer: it stands for the letter.
-            revived = [(doc_id, row) for _, doc_id, row in letters if doc_id not in queued]
+            revived = [{"doc_id": d, "row": row} for _, d, row in letters if d not in queued]
             if revived:
-                _enqueue(connection, target, namespace, revived)
-                documents = [_indexed(_load(doc_id, row)) for doc_id, row in revived]
+                _append(connection, _outbox, target, namespace, revived)
+                documents = [_indexed(_load(r["doc_id"], r["row"])) for r in revived]
                 self.recall.add(connection, target, namespace, documents)
             connection.execute(sa.delete(_dead).where(_dead.c.id.in_([k for k, _, _ in letters])))
         return len(letters)
@@ -399,19 +366,19 @@ class SQLOutbox:
     @contextmanager
     def _writing(self, action: str) -> Iterator[sa.Connection]:
         """One write transaction (SQLite: the write lock taken first), errors as ours."""
-        database = self._database
+        database = self.database
         with self._errors(action), database.batch(write=True), database.transaction() as connection:
             yield connection
 
     @contextmanager
     def _reading(self, action: str) -> Iterator[sa.Connection]:
-        with self._errors(action), self._database.transaction() as connection:
+        with self._errors(action), self.database.transaction() as connection:
             yield connection
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[None]:
         try:
-            self._database.engine  # noqa: B018  (opened, the file made, on first use)
+            self.database.engine  # noqa: B018  (opened, the file made, on first use)
             check_sqlite_file(self.url, f"the vector memory's outbox to {action}")
             yield
         except BackendUnavailableError:
@@ -427,9 +394,8 @@ def number_queued(
 ) -> list[IndexedDocument]:
     """The documents of a namespace waiting in the outbox, for the recall index being made.
 
-    Rows queued before the namespace had an index (the store was down) wait
-    for a turn number: they get it now, after the turns the index holds, and
-    their outbox rows are rewritten with it, in the caller's transaction.
+    Rows queued before it (the store was down) get their turn numbers now, after
+    the turns the index holds, and are rewritten with them, in the caller's transaction.
     """
     query = _in_order(_outbox, target, namespace, _outbox.c.id, _outbox.c.doc_id, _outbox.c.row)
     found = [(key, _load(doc_id, data)) for key, doc_id, data in connection.execute(query)]
@@ -458,8 +424,7 @@ def numbered(
 ) -> list[OutboxRow]:
     """``rows``, each that wants a turn number given the next one of its session.
 
-    Left as they are while the namespace has no recall index (its stored
-    turns are unknown until it is made).
+    Left as they are while the namespace has no recall index (its turns are unknown).
     """
     sessions = [str(r.metadata.get(SESSION_KEY)) for r in rows if r.needs_turn]
     next_turn = recall.number(connection, target, namespace, sessions) if sessions else None
@@ -495,12 +460,10 @@ _scratch: list[str] = []
 
 
 def outbox_for(mode: str, path: str, outbox: str | None) -> Outbox:
-    """The process's outbox for a store: ``outbox`` if given, else beside the store.
+    """The process's outbox for a store: ``outbox`` (a file or URL) if given, else beside it.
 
-    ``outbox`` is a SQLite file or a SQLAlchemy URL. One object per database,
-    shared by every memory of the process. The in-memory store's outbox is a
-    file in a temporary folder of this process, removed at exit: its rows,
-    like the store's, live as long as the process.
+    One per database and process. The in-memory store's is a file in a folder of
+    the process, removed at exit: its rows live as long as the store's.
     """
     if outbox is None and mode == "memory":
         url = _scratch_url()
@@ -522,8 +485,7 @@ def outbox_for(mode: str, path: str, outbox: str | None) -> Outbox:
 def _scratch_url() -> str:
     """The in-memory stores' outbox: a SQLite file in a folder of this process, gone at exit.
 
-    A process killed before its exit leaves its folder, with its turns' text in
-    it: the next process to make one removes the folders of processes no longer running.
+    A killed process leaves its folder (its turns' text): the next one removes it.
     """
     with _outboxes_lock:
         if not _scratch:

@@ -1,9 +1,7 @@
 """This process's queued documents: searchable by their embedding before the store has them.
 
-A queued document is in the SQL recall index at once
-(:mod:`memories.stores.vector.recall_index`), so every process finds it
-lexically; its embedding the process that queued it keeps here, so that its own
-dense searches find it before the background writer has written it to the store.
+Every process finds a queued document lexically (it is in the recall index at once);
+the one that queued it keeps its embedding here, for its own dense searches.
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ class PendingDocument:
     """A document this process has queued for the store, searchable before the store has it."""
 
     text: str
-    """Its text."""
     metadata: dict[str, Any]
     """Its metadata as the store will return it (namespace and turn included)."""
     vector: list[float] | None = None
@@ -64,8 +61,7 @@ class PendingDocuments:
     def claim(self, ids: Iterable[str]) -> dict[str, list[float]]:
         """Take the embedding work of pending ``ids``; return the embeddings already known.
 
-        The other pending ids are now claimed by the caller (even if someone
-        else claimed them: the caller needs them and may not wait), who must
+        The caller claims the others (even claimed ones: it may not wait), and must
         :meth:`publish` or :meth:`release` them.
         """
         known = {}
@@ -102,10 +98,8 @@ class PendingDocuments:
         self.changed.notify_all()
 
     def stored(self, documents: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
-        """The store has these ``(id, text, metadata)`` documents now: no longer pending.
-
-        One queued again meanwhile with other content stays pending (its newer copy).
-        """
+        """The store has these ``(id, text, metadata)`` documents now: no longer pending
+        (one queued again meanwhile with other content stays)."""
         for doc_id, text, metadata in documents:
             old = self._documents.get(doc_id)
             if old is not None and old.text == text and old.metadata == metadata:
@@ -123,8 +117,7 @@ class PendingDocuments:
     def nearest(self, vector: Sequence[float], *, n: int) -> list[ScoredId]:
         """The ``n`` embedded pending documents most similar to ``vector``, by cosine.
 
-        One of another width (another embedding model, which the store will
-        refuse) is left out.
+        One of another width (another model's, which the store will refuse) is left out.
         """
         embedded = {
             i: d.vector
@@ -145,10 +138,8 @@ _pending_lock = threading.Lock()
 def pending_documents(target: str, namespace: str, outbox: str) -> PendingDocuments:
     """The process's pending documents of a namespace of a store, queued in ``outbox``.
 
-    The outbox is part of the key: copies of a store's folder have one
-    :attr:`~memories.integrations.chroma.ChromaStore.target`, and each its own queue.
-    Kept while the caller holds them: documents left when every memory of the
-    namespace is gone wait in the outbox (found lexically) until a write takes them.
+    Keyed and kept as :func:`~memories.stores.vector.writes.write_lane`: those left when
+    every memory of the namespace is gone wait in the outbox until a write takes them.
     """
     with _pending_lock:
         found = _pending.get((target, namespace, outbox))

@@ -1,32 +1,10 @@
 """PostgreSQL with pgvector: documents, embeddings and the recall index in one database.
 
-What it keeps and how it scales is told in docs/memories/vector.md. A write
-embeds first, outside any transaction, then commits the documents, their
-vectors and their recall index rows (:mod:`memories.stores.vector.recall_index`)
-in one transaction; there is no outbox, so nothing is ever pending and
-``write="background"`` writes synchronously too. A search takes the nearest
-neighbours in SQL (cosine similarity, ``1 - (embedding <=> query)``) and ranks
-and scores them as :class:`~memories.stores.vector.chroma_backend.ChromaBackend`
-does (:meth:`~memories.stores.vector.recall_index.RecallIndex.rank`).
-
-Its tables (made on first use, after ``CREATE EXTENSION IF NOT EXISTS vector``)
-are ``memories_pgvector_documents`` and ``memories_pgvector_namespaces`` (each
-namespace's embedding width, so that a namespace never mixes widths).
-
-HNSW needs a fixed dimension, so the column is an untyped ``vector`` and each
-width gets a partial expression index, ``USING hnsw ((embedding::vector(D))
-vector_cosine_ops) WHERE dims = D``, made the first time a process writes that
-width (widths over 2,000, pgvector's HNSW limit, are searched exactly). A
-search names its width as a literal (``dims = 64``), so the planner can prove
-the partial index applies, even for a prepared statement. One table serves every
-width: a ``vector(64)`` column with a plain HNSW index measured the same
-(docs/memories/vector.md).
-
-Every statement filters on ``namespace = :namespace``. An HNSW index serves all
-namespaces of a width: with pgvector 0.8 or later each search sets
-``hnsw.iterative_scan = relaxed_order`` (its results are sorted again here), so
-the scan goes on until ``k`` rows pass the filter; a small namespace the
-planner reads through the primary key and sorts exactly.
+A write embeds first, outside any transaction, then commits the documents, their
+vectors and their recall index rows in one transaction (no outbox: nothing is ever
+pending). A search takes the nearest neighbours in SQL and ranks them as Chroma's
+backend does (:class:`~memories.stores.vector.recall_backend.RecallBackend`). What it
+keeps: docs/memories/vector.md; its indexes: docs/architecture.md, "pgvector".
 """
 
 from __future__ import annotations
@@ -185,11 +163,9 @@ class _Store:
     def analyze(self) -> None:
         """Refresh the planner's statistics of the documents and the recall index (ANALYZE).
 
-        After a bulk add into a table the planner knew small, it reads a
-        namespace through its key and sorts every document exactly instead of
-        using the HNSW index, until autovacuum's next pass (a minute or more):
-        a search took 76 ms p50 instead of 14 right after adding 10,000 turns.
-        A failure is logged: the documents are stored, only searches wait.
+        Until then the planner sorts a bulk-added namespace exactly instead of using
+        HNSW (76 ms p50 searches instead of 14 after adding 10,000 turns), until
+        autovacuum's next pass. A failure is logged: the documents are stored.
         """
         tables = ", ".join([_DOCUMENTS, *(t.name for t in recall_tables.metadata.sorted_tables)])
         try:
@@ -535,8 +511,7 @@ class PgVectorBackend(RecallBackend):
         return held
 
     def erase_namespace(self) -> None:
-        """Delete every document of the namespace, its index and its expiry rows; its width is
-        free again."""
+        """Delete the namespace's documents, index and expiry rows (its width is free again)."""
         store = self._store
         here = self._expiry_here()
         discarding = None if here is None else here.discarding(self.namespace)
@@ -568,8 +543,7 @@ class PgVectorBackend(RecallBackend):
     def _matching(
         self, *, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
     ) -> tuple[str, _Params]:
-        """The condition on ``ids`` and ``where`` (AND) after ``namespace = %(ns)s``, and its
-        parameters."""
+        """The condition on ``ids`` and ``where`` after ``namespace = %(ns)s``, with its values."""
         params = _Params(ns=self._key)
         condition = "" if ids is None else f" AND doc_id = ANY({params(list(ids))})"
         if where is not None:
@@ -603,8 +577,7 @@ class PgVectorBackend(RecallBackend):
         discard: bool = True,
     ) -> None:
         """Delete the namespace's documents matching ``ids`` and ``where``, their index rows and
-        (with ``discard``) their expiry rows: in the one transaction when the rows are in this
-        database (they always are for a memory: its ``vectors``), else right after."""
+        (with ``discard``) their expiry rows: in one transaction when those are in this database."""
         condition, params = self._matching(ids=ids, where=where)
         store = self._store
         here = self._expiry_here() if discard else None

@@ -122,9 +122,8 @@ class RecallBackend(VectorBackend):
         yield from ()
 
     def _candidates(self, limit: int) -> int:
-        """How many candidates each ranker gives: at least ``limit`` (a search for more
-        results than ``candidates`` gets every document up to ``limit``, not only the
-        rankers' lists)."""
+        """How many candidates each ranker gives: at least ``limit`` (a search for more results
+        than ``candidates`` gets every document up to ``limit``)."""
         return max(self.recall.candidates, limit)
 
     def _search(self, request: VectorQuery, vector: Sequence[float] | None) -> list[SearchResult]:

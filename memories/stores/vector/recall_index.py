@@ -1,44 +1,10 @@
 """The recall index in SQL: every document's lexical terms, turn position and speakers.
 
-Hybrid recall needs three things beside the embeddings: BM25 postings, the
-position of each turn in its session (neighbour smoothing) and who said it
-(speaker keys). They live in the SQL database that already holds the vector
-outbox (:mod:`memories.stores.vector.outbox`), in five tables, and are written
-in the same transaction as the outbox row of the document. So every process
-(and every host sharing the database) reads the same index at its next
-search: nothing is rebuilt, nothing is held per process, and a crash leaves a
-document either queued and indexed or neither.
-
-- ``memories_recall_spaces``: one row per namespace of a store and *lexical
-  analysis* (stopwords, stemming, dates: see :func:`analysis_key`), with the
-  BM25 statistics (documents, total length) kept by every write;
-- ``memories_recall_documents``: one row per document: its session and turn
-  (indexed, for neighbours and for numbering a session's next turn), its
-  length, distinct terms and speakers;
-- ``memories_recall_postings``: the *fresh* postings, ``(space, term, key, tf,
-  length)``, one row each: what writes add, cheaply, in their transaction;
-- ``memories_recall_blocks``: the *packed* postings: per space and term, blocks
-  of at most ``block_size`` (1,024) postings, each one binary value (the keys,
-  then the tfs, then the documents' lengths, as little-endian int32 columns);
-- ``memories_recall_speakers``: how many turns each speaker said, per space.
-
-Scores are exact Okapi BM25 with Lucene's idf, the formula of
-:class:`~memories.stores.recall.BM25Index`: the same ranking and scores (up to
-the order floats are summed in). A search (:meth:`RecallIndex.lexical`) reads
-the query terms' blocks and fresh rows in one ``UNION ALL`` statement and sums
-BM25 with numpy: summing a chat query's tens of thousands of postings in the
-database (GROUP BY over one row each) cost 10-14 times more at 100,000 turns
-(``benchmarks/lexical.py``, in docs/performance.md).
-
-A write that finds more than ``pack_after`` (4,096) fresh postings in its space
-packs them into blocks (:meth:`RecallIndex._compact`), so what a search reads
-does not grow with other processes' recent writes. A first build writes its
-postings straight into blocks; an index an older version wrote (rows only) is
-searched as it is and packed by the first process that uses it or by its first
-write. Removing a document rewrites the blocks holding its keys
-(:meth:`RecallIndex._drop_packed`). A namespace written by an even older
-version, whose index was kept in each process, is indexed once from the store
-on first use (:meth:`RecallIndex.space`), with progress logged.
+Hybrid recall's BM25 postings, neighbour positions and speaker keys, in five
+``memories_recall_*`` tables (:mod:`~memories.stores.vector.recall_tables`) in the
+outbox's database, written in the transaction of the document's outbox row: every
+process reads the same index, none rebuilds it, and a crash leaves a document queued
+and indexed or neither. Its layout and costs: docs/architecture.md, "The recall index".
 """
 
 from __future__ import annotations
@@ -91,9 +57,11 @@ from memories.stores.vector.recall_tables import (
     _postings_of,
     _rewritten,
     _select_in,
+    _size,
     _spaces,
     _speakers,
     _unpack,
+    _values,
 )
 
 __all__ = [
@@ -144,8 +112,7 @@ def _analysis_config(key: str) -> RecallConfig:
 def bookkeeping(session_id: str, /, *, turn: bool) -> dict[str, Any]:
     """What a recall backend keeps on a new document: session and time (and a turn's speakers).
 
-    Neighbour smoothing reads the session (and the turn number given when it
-    is written), calibrated scores the date, speaker keys the speakers.
+    Read by neighbour smoothing, calibrated scores (the date) and speaker keys.
     """
     stamp: dict[str, Any] = {SESSION_KEY: session_id, TIMESTAMP_KEY: time.time()}
     return {**stamp, SPEAKERS_KEY: ["human", "ai"]} if turn else stamp
@@ -213,8 +180,7 @@ Queued = Callable[[sa.Connection, str, str, "RecallIndex"], list[IndexedDocument
 class RecallIndex:
     """The recall index of the stores whose outbox is in one SQL database.
 
-    Writes take the caller's connection, so that they commit with the
-    outbox's rows; reads open their own.
+    Writes take the caller's connection, to commit with the outbox's rows.
 
     Args:
         database: the database (the outbox's).
@@ -256,11 +222,9 @@ class RecallIndex:
     ) -> Space:
         """The space of a namespace under ``config``'s analysis, indexed first if it is new.
 
-        A new space is filled from ``stored`` (the documents the store holds)
-        and the rows waiting in the outbox, once, in one write transaction: a
-        process that asks meanwhile waits for it and then finds it built. A
-        space found with more fresh postings than ``pack_after`` (an older
-        version wrote it in rows only) is packed then, on this first use.
+        A new space is filled from ``stored`` and the outbox's rows in one write
+        transaction (a process asking meanwhile waits, then finds it built); one
+        an older version wrote in rows only is packed on this first use.
         """
         key = (target, namespace, analysis_key(config))
         found = self._known.get(key)
@@ -331,8 +295,7 @@ class RecallIndex:
     def _pack_found(self, space: Space) -> None:
         """Pack a space this process meets first with too many fresh postings (rows only).
 
-        Searching it works as it is (both tiers are read), so a database this
-        process cannot write to is only logged: the next write packs it.
+        Searches read it as it is, so a database this process cannot write to is logged.
         """
         with self.database.transaction() as connection:
             fresh = _FRESH.execute(connection, space=space.id, cap=self.pack_after + 1).fetchone()
@@ -362,10 +325,7 @@ class RecallIndex:
     def number(
         self, connection: sa.Connection, target: str, namespace: str, sessions: Iterable[str]
     ) -> dict[str, int] | None:
-        """The next free turn number of each session (one past the highest indexed).
-
-        None when the namespace has no index yet: its stored turns are unknown.
-        """
+        """The next free turn number of each session; None while the namespace has no index."""
         spaces = self._spaces_of(connection, target, namespace)
         wanted = sorted(set(sessions))
         if not spaces:
@@ -397,21 +357,23 @@ class RecallIndex:
             self._settle(connection, space.id)
 
     def remove(
-        self, connection: sa.Connection, target: str, namespace: str, ids: Sequence[str]
+        self,
+        connection: sa.Connection,
+        target: str,
+        namespace: str,
+        ids: Sequence[str],
+        *,
+        session: str | None = None,
     ) -> None:
-        """Forget documents, in every space of their namespace."""
+        """Forget documents (and every one of ``session``), in every space of their namespace."""
         for space in self._spaces_of(connection, target, namespace):
-            self._remove(connection, space.id, ids)
-
-    def remove_session(
-        self, connection: sa.Connection, target: str, namespace: str, session: str
-    ) -> None:
-        """Forget every document of a session."""
-        for space in self._spaces_of(connection, target, namespace):
-            query = sa.select(_documents.c.doc_id).where(
-                _documents.c.space == space.id, _documents.c.session == session
-            )
-            self._remove(connection, space.id, list(connection.execute(query).scalars()))
+            gone = list(ids)
+            if session is not None:
+                query = sa.select(_documents.c.doc_id).where(
+                    _documents.c.space == space.id, _documents.c.session == session
+                )
+                gone += connection.execute(query).scalars()
+            self._remove(connection, space.id, gone)
 
     def clear(self, connection: sa.Connection, target: str, namespace: str) -> None:
         """Forget every document of a namespace (its spaces stay, empty and built)."""
@@ -423,8 +385,7 @@ class RecallIndex:
     def adopt(self, connection: sa.Connection, former: str, target: str) -> int:
         """File the spaces under ``former`` under ``target``; return how many moved.
 
-        A space ``target`` already has for the same namespace and analysis is
-        the one in use: the former's copy of it is dropped instead.
+        A copy of a space ``target`` has already (the one in use) is dropped instead.
         """
         mine = _spaces.alias("mine")
         clash = sa.exists().where(
@@ -507,8 +468,7 @@ class RecallIndex:
     ) -> None:
         """Take the postings ``gone`` (term, key) out of the blocks holding them.
 
-        Only the blocks whose key range meets a term's removed keys are read;
-        a block left empty is deleted, so nothing of a removed document stays.
+        Only blocks whose key range meets them are read; one left empty is deleted.
         """
         keys: dict[str, list[int]] = {}
         for term, key in gone:
@@ -549,9 +509,8 @@ class RecallIndex:
     def _compact(self, connection: sa.Connection, space: int) -> int:
         """Move the space's fresh postings into blocks (:meth:`_append`); return how many moved.
 
-        Exactly the rows read are deleted (:func:`_drop_fresh`: a row another writer
-        adds meanwhile stays fresh). Writers of a space take turns already
-        (:meth:`_spaces_of`), so no other lock is taken.
+        Exactly the rows read are deleted (one added meanwhile stays fresh); writers of
+        a space take turns already (:meth:`_spaces_of`).
         """
         started = time.monotonic()
         rows = self._fresh(connection, space)
@@ -701,10 +660,8 @@ class RecallIndex:
     ) -> list[ScoredId]:
         """BM25 top ``limit`` for ``query``: Lucene's idf, ``config``'s k1 and b, ties by id.
 
-        One statement prepared once per number of terms reads the terms'
-        postings, packed and fresh; document frequencies and scores are
-        counted here (:func:`_best`); only the best documents' ids are read
-        after.
+        One prepared statement reads the terms' postings, packed and fresh;
+        scores are summed here (:meth:`_Postings.best`), then the best ids read.
         """
         terms = Counter(config.analyzer().query_terms(query))
         if not terms or limit < 1:
@@ -715,13 +672,9 @@ class RecallIndex:
                 return []
             n_docs, total = int(stats[0]), int(stats[1])
             wanted = list(terms)[: _TERM_SIZES[-1]]
-            if connection.dialect.name == "postgresql":
-                read = _postings_of(0).execute(connection, space=space.id, terms=wanted)
-            else:
-                size = next(n for n in _TERM_SIZES if n >= len(wanted))
-                named = {f"t{i}": wanted[min(i, len(wanted) - 1)] for i in range(size)}
-                read = _postings_of(size).execute(connection, space=space.id, **named)
-            rows = read.fetchall()
+            size = _size(connection, _TERM_SIZES, len(wanted))
+            named = _values(wanted, size, "t")
+            rows = _postings_of(size).execute(connection, space=space.id, **named).fetchall()
             postings = _Postings.read(rows, {term: i for i, term in enumerate(wanted)})
             if not postings.count:
                 return []
@@ -790,14 +743,11 @@ class RecallIndex:
     ) -> list[ScoredId]:
         """Hybrid recall's final ranking: ``dense`` hits fused with BM25's, neighbours, speakers.
 
-        ``parts``, when given, receives each result's dense, lexical and
-        neighbour parts (:func:`~memories.stores.recall.ranking.rank_parts`).
-
-        Any vector backend calls this with its nearest neighbours (cosine
-        similarities): the lexical candidates, positions and speakers come
-        from this index, read on one connection. With a metadata filter,
-        ``passing`` says which of some ids pass it in the store; the dense
-        hits were filtered there already, so only the others are asked about.
+        Args:
+            dense: the backend's nearest neighbours (cosine similarities).
+            passing: which of some ids pass the metadata filter, in the store (the
+                dense hits passed it there already, so only the others are asked).
+            parts: receives each result's dense, lexical and neighbour parts.
         """
         with self.database.batch(write=False):
             lexical = (
@@ -842,12 +792,12 @@ def _drop_rows(connection: sa.Connection, spaces: Sequence[int]) -> None:
 
 
 def _analyse(document: IndexedDocument, config: RecallConfig) -> _Row:
-    position = document.position
+    session, turn = document.position or (None, None)
     text = config.lexical_text(document.text, when=document_date(document.metadata))
     return _Row(
         document.doc_id,
-        None if position is None else position[0],
-        None if position is None else position[1],
+        session,
+        turn,
         Counter(term[:_LONGEST] for term in config.analyzer().terms(text)),
         [name[:_LONGEST] for name in _turn_speakers(document.metadata)],
     )

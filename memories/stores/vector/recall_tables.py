@@ -120,28 +120,39 @@ def _lock_key(*parts: str) -> int:
 _TERM_SIZES = (4, 16, 64)
 
 
+def _size(connection: sa.Connection, sizes: Sequence[int], count: int) -> int:
+    """The statement size for ``count`` values: the first of ``sizes`` holding them; 0
+    (one array) on PostgreSQL, where a long ``IN`` list costs more to plan than to run."""
+    return 0 if connection.dialect.name == "postgresql" else next(n for n in sizes if n >= count)
+
+
+def _among(column: sa.ColumnElement[Any], size: int, name: str) -> sa.ColumnElement[bool]:
+    """``column`` among the parameters ``name0``... of a size; size 0: the array ``name``."""
+    if not size:
+        return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(column.type)))
+    return column.in_([sa.bindparam(f"{name}{i}") for i in range(size)])
+
+
+def _values(values: Sequence[Any], size: int, name: str) -> dict[str, Any]:
+    """:func:`_among`'s parameters: ``values`` (at most ``size``) padded with the last."""
+    if not size:
+        return {name: list(values)}
+    return {f"{name}{i}": values[min(i, len(values) - 1)] for i in range(size)}
+
+
 @functools.cache
 def _postings_of(size: int) -> Prepared:
-    """Every posting of ``size`` terms (``t0``...; repeats allowed) in a space, both tiers.
+    """Every posting of ``size`` terms (:func:`_among`'s ``t``) in a space, both tiers.
 
-    Rows ``(term, data, key, tf, length)``: a block has ``data`` and no key, a
-    fresh posting the reverse. One statement, so one snapshot on PostgreSQL:
-    a compaction committing meanwhile is seen whole or not at all.
-
-    Size 0: the terms are one array, ``terms`` (PostgreSQL). The driver
-    prepares a statement run often, and the generic plan of a 64-term ``IN``
-    list scanned every block: 200 ms at 100,000 turns, against 4 ms.
+    Rows ``(term, data, key, tf, length)``: a block has ``data``, a fresh posting a key.
+    One statement, so one snapshot: a compaction committing meanwhile is seen whole or
+    not at all. On PostgreSQL the generic plan of a prepared 64-term ``IN`` list
+    scanned every block (200 ms at 100,000 turns, against 4 ms as an array).
     """
     space: Any = sa.bindparam("space")
-
-    def among(column: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
-        if not size:
-            return column == sa.any_(sa.bindparam("terms", type_=postgresql.ARRAY(sa.String)))
-        return column.in_([sa.bindparam(f"t{i}") for i in range(size)])
-
     none = sa.cast(sa.null(), sa.Integer)
     packed = sa.select(_blocks.c.term, _blocks.c.data, none, none, none).where(
-        _blocks.c.space == space, among(_blocks.c.term)
+        _blocks.c.space == space, _among(_blocks.c.term, size, "t")
     )
     fresh = sa.select(
         _postings.c.term,
@@ -149,7 +160,7 @@ def _postings_of(size: int) -> Prepared:
         _postings.c.key,
         _postings.c.tf,
         _postings.c.length,
-    ).where(_postings.c.space == space, among(_postings.c.term))
+    ).where(_postings.c.space == space, _among(_postings.c.term, size, "t"))
     return Prepared(sa.union_all(packed, fresh))
 
 
@@ -209,9 +220,8 @@ def _pack(keys: np.ndarray, tfs: np.ndarray, lengths: np.ndarray) -> bytes:
     """A block's value: its keys (ascending), then their tfs, then their lengths.
 
     Raises:
-        BackendError: a value past int32 (a key after 2**31 - 1 documents were
-            ever indexed in the database), which the cast would wrap silently;
-            the caller's transaction, and so the write, is rolled back.
+        BackendError: a value past int32 (a key after 2**31 - 1 documents ever
+            indexed), which the cast would wrap silently; the write is rolled back.
     """
     largest = int(max(keys.max(initial=0), tfs.max(initial=0), lengths.max(initial=0)))
     if largest > _LARGEST_PACKED:
@@ -238,11 +248,9 @@ _PLACES_IN_SESSION = sa.select(*_PLACE).where(
 def _drop_fresh(connection: sa.Connection, space: int, postings: Sequence[tuple[str, int]]) -> None:
     """Delete these fresh postings (term, key) of a space: every posting of some documents.
 
-    A document's postings are written in one transaction and moved or removed
-    together, so on PostgreSQL many are deleted by their keys alone, in one
-    statement that reads the space's fresh rows once (their pairs as arrays
-    got a plan comparing every row with every pair in a table not yet analysed:
-    2.4 ms for one edited turn). A few go one by one on the primary key.
+    On PostgreSQL many go by their keys alone (a document's postings move together),
+    in one statement reading the space's fresh rows once: pairs as arrays got a plan
+    comparing every row with every pair (2.4 ms for one edited turn).
     """
     if not postings:
         return
@@ -339,28 +347,18 @@ def _select_in(
 ) -> list[Any]:
     """``select`` restricted to rows whose ``column`` is among ``values``, on the driver.
 
-    A statement is prepared once per size of ``IN`` list (8, 32, 128, 512: the
-    values padded with the last of them), so a search never compiles SQL. On
-    PostgreSQL the values are one array parameter (``= ANY``): a long ``IN``
-    list costs it more to plan than to run (208 keys: 1.7 ms, as an array 0.4).
+    Prepared once per :func:`_size` (8, 32, 128, 512 values), so a search never
+    compiles SQL; PostgreSQL's one array (208 keys: 0.4 ms, as an ``IN`` list 1.7).
     """
-    if connection.dialect.name == "postgresql":
-        key = (id(select), id(column), 0)
-        prepared = _in_statements.get(key)
-        if prepared is None:
-            array = sa.bindparam("in_", type_=postgresql.ARRAY(column.type))
-            prepared = _in_statements[key] = Prepared(select.where(column == sa.any_(array)))
-        return list(prepared.execute(connection, **params, in_=list(values)).fetchall())
     rows: list[Any] = []
-    largest = _IN_SIZES[-1]
+    postgres = connection.dialect.name == "postgresql"
+    largest = max(len(values), 1) if postgres else _IN_SIZES[-1]
     for start in range(0, len(values), largest):
-        chunk = list(values[start : start + largest])
-        size = next(n for n in _IN_SIZES if n >= len(chunk))
+        chunk = values[start : start + largest]
+        size = _size(connection, _IN_SIZES, len(chunk))
         key = (id(select), id(column), size)
         prepared = _in_statements.get(key)
         if prepared is None:
-            names: list[Any] = [sa.bindparam(f"in{i}") for i in range(size)]
-            prepared = _in_statements[key] = Prepared(select.where(column.in_(names)))
-        padded = {f"in{i}": chunk[min(i, len(chunk) - 1)] for i in range(size)}
-        rows += prepared.execute(connection, **params, **padded).fetchall()
+            prepared = _in_statements[key] = Prepared(select.where(_among(column, size, "in")))
+        rows += prepared.execute(connection, **params, **_values(chunk, size, "in")).fetchall()
     return rows

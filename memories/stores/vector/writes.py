@@ -1,10 +1,8 @@
 """Writing queued documents to the vector store: one lane per namespace, one background writer.
 
-Every document goes to the outbox (:mod:`memories.stores.vector.outbox`) first; a
-*drain* embeds what waits there and writes it to Chroma, holding its namespace's
-:class:`WriteLane`. With ``write="background"`` a save asks the process's
-:func:`background_writer` to drain the namespace (bursts of turns collapse into
-one drain); it is flushed at interpreter exit, for at most :data:`EXIT_FLUSH_SECONDS`.
+A *drain* embeds what waits in the outbox and writes it to Chroma, holding its
+namespace's :class:`WriteLane`; the process's :func:`background_writer` drains for
+background saves (a burst in one drain), and is flushed at exit (:data:`EXIT_FLUSH_SECONDS`).
 """
 
 from __future__ import annotations
@@ -112,9 +110,8 @@ _lanes_lock = threading.Lock()
 def write_lane(target: str, namespace: str, outbox: str) -> WriteLane:
     """The process's lane for a namespace of a store (see :attr:`ChromaStore.target`).
 
-    ``outbox`` says where its documents wait: copies of a store's folder have
-    one target, and each its own outbox and lane. A namespace used again after
-    its memories were dropped gets a new lane (its first write is synchronous again).
+    ``outbox`` is in the key: copies of a store's folder share a target, not a queue.
+    A namespace used again after its memories were dropped gets a new lane.
     """
     with _lanes_lock:
         lane = _lanes.get((target, namespace, outbox))
@@ -130,9 +127,8 @@ _writer_lock = threading.Lock()
 def background_writer() -> Debouncer:
     """The process's background writer of vector documents.
 
-    Its own thread rather than :func:`~memories.kernel.background.shared_debouncer`'s,
-    where a summary's LLM call would hold writes up for seconds. When 1,000
-    namespaces wait already, a new one drains in the caller's thread.
+    Its own thread (a summary's LLM call on the shared one would hold writes up for
+    seconds); when 1,000 namespaces wait already, a new one drains in the caller's.
     """
     global _writer
     with _writer_lock:
@@ -148,12 +144,7 @@ def background_writer() -> Debouncer:
 
 
 def _flush_at_exit() -> None:
-    """Write what the background writer has queued; say once where what it could not write waits.
-
-    A write that fails is logged by the writer, once, with where its
-    documents wait; one still running after :data:`EXIT_FLUSH_SECONDS` is
-    logged here.
-    """
+    """Write what the background writer has queued; say once where what it could not write waits."""
     writer = _writer
     if writer is None or writer.closed or writer.flush(timeout=EXIT_FLUSH_SECONDS):
         return
@@ -170,12 +161,9 @@ def _flush_at_exit() -> None:
 def _register_exit_flush() -> None:
     """Flush the writer at exit while worker pools still take work.
 
-    ``atexit`` runs after ``threading`` has shut down ``concurrent.futures``'
-    pools, so an embedder that uses a thread pool (MiniLM does) refuses the
-    exit-time writes ("cannot schedule new futures after interpreter
-    shutdown"). ``threading``'s own exit hooks run in reverse order of
-    registration, so registering after ``concurrent.futures.thread`` runs this
-    first. Where that hook is missing (another Python), ``atexit`` serves.
+    ``atexit`` runs after ``concurrent.futures``' pools shut down, so an embedder's pool
+    (MiniLM's) would refuse the writes; ``threading``'s exit hooks run in reverse order,
+    so one registered after ``concurrent.futures.thread``'s runs first.
     """
     import concurrent.futures.thread  # noqa: F401  (its exit hook must be registered first)
 
