@@ -156,8 +156,6 @@ class MiniLMEmbeddings(Embeddings):
         shown = (f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({', '.join(shown)})"
 
-    # -- public API ----------------------------------------------------------------
-
     def load(self) -> None:
         """Find, check and load the model and tokenizer now instead of on first use.
 
@@ -214,8 +212,6 @@ class MiniLMEmbeddings(Embeddings):
     # onnxruntime releases the GIL, so async work runs on a worker thread: aembed here,
     # and LangChain's aembed_documents / aembed_query run the sync methods on one already.
     aembed = blocking_twin(embed)
-
-    # -- loading -------------------------------------------------------------------
 
     def _get_runtime(self) -> _Runtime:
         runtime = self._runtime
@@ -318,9 +314,6 @@ def _usable_cores() -> int:
     return max(1, min(cores, _MAX_DEFAULT_WORKERS))
 
 
-# -- input checks -----------------------------------------------------------------------
-
-
 def _check_count(name: str, value: object, least: int, hint: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ConfigError(f"{name} must be an int >= {least} ({hint}), got {value!r}.")
@@ -345,9 +338,6 @@ def _check_query(text: object) -> None:
             f"the query must be a str, got {type(text).__name__} {text!r:.80}; "
             "use embed_documents for a list of texts."
         )
-
-
-# -- finding, checking and loading files -----------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -85,11 +85,9 @@ class ChromaStore:
         timeout: seconds an HTTP request may take.
         promote_at: a namespace holding more documents than this in its shard
             is moved into a collection of its own (:meth:`promote`) by a write.
-        demote_on_open: move a namespace's own collection of at most
-            ``promote_at // 2`` documents (a store written before shards) into its
-            shard when this object first looks the namespace up (:meth:`demote`,
-            safe while other processes write). False leaves such collections as
-            they are, for ``memories reshard`` to move.
+        demote_on_open: move a namespace's own collection of at most ``promote_at // 2``
+            documents (a store written before shards) into its shard when this object
+            first looks the namespace up (:meth:`demote`); False leaves it to ``memories reshard``.
     """
 
     def __init__(
@@ -144,8 +142,6 @@ class ChromaStore:
         self._promoting = threading.Lock()
         # Names this object's demotion marks, so that it knows its own from another's.
         self._token = uuid.uuid4().hex
-
-    # -- identity -------------------------------------------------------------------
 
     @property
     def location(self) -> str:
@@ -208,8 +204,6 @@ class ChromaStore:
         with self._translate("find the namespace's collection"):
             return "shard" if self._resolve(namespace, fresh=True).shard else "own"
 
-    # -- reads ----------------------------------------------------------------------
-
     def count(self, namespace: str, /) -> int:
         """How many documents the namespace holds (in a shard, a filtered get of its ids)."""
 
@@ -250,9 +244,7 @@ class ChromaStore:
                     return []  # nothing of this namespace in a shard of another width
                 raise
             found = zip(result["ids"][0], result["distances"][0], strict=True)
-            if not place.shard:
-                return [ScoredId(i, 1.0 - float(d)) for i, d in found]
-            tag = _tag(namespace)
+            tag = _tag(namespace) if place.shard else ""
             return [ScoredId(i[len(tag) :], 1.0 - float(d)) for i, d in found if i.startswith(tag)]
 
         return self._call(namespace, "query", run, missing=lambda found: not found)
@@ -304,12 +296,10 @@ class ChromaStore:
     def namespaces(self, *, shards: bool = True) -> list[str]:
         """The namespace keys of this store's own collections and shards, sorted.
 
-        A namespace whose own collection has no documents left keeps the
-        collection, so it is listed; :meth:`count` tells it apart. A sharded
-        namespace is listed while it holds a document. The shards are read
-        whole (their metadatas, in pages): about 3 s at 50,000 sharded
-        documents here, so this is for tools, not for a request's path;
-        ``shards=False`` lists the own collections only (one listing call).
+        An own collection is listed while it exists, empty or not (:meth:`count`
+        tells); a sharded namespace while it holds a document. The shards are read
+        whole (3.2 s at 50,000 sharded documents), so this is for tools, not for a
+        request's path; ``shards=False`` lists the own collections only (one call).
         """
         with self._translate("list collections"):
             collections = self._get_client().list_collections()
@@ -324,8 +314,6 @@ class ChromaStore:
                 elif shards and collection.name in shard_names and _SHARD_KEY in metadata:
                     found.update(self._shard_namespaces(collection))
         return sorted(found)
-
-    # -- writes ---------------------------------------------------------------------
 
     def upsert(
         self,
@@ -342,12 +330,10 @@ class ChromaStore:
 
         With ``replace`` an existing id is overwritten (Chroma's upsert); without
         it an existing id is left as it is (Chroma's add, a third cheaper at
-        10,000 documents), which is what a retried write of new ids wants.
-
-        A write repeats itself in the collection a promotion or a demotion
-        (:mod:`.moves`) moves the namespace to, so that none is lost; a write
-        into a shard now and then counts the namespace and promotes it past
-        ``promote_at``.
+        10,000 documents), which is what a retried write of new ids wants. It
+        repeats itself where a promotion or a demotion (:mod:`.moves`) moves the
+        namespace, so that none is lost; into a shard, it now and then counts the
+        namespace and promotes it past ``promote_at``.
         """
         ids = list(ids)
         if not ids:
@@ -404,11 +390,9 @@ class ChromaStore:
         ids: Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
     ) -> None:
-        """Delete documents by id and/or filter.
+        """Delete documents by id and/or filter; with neither, every document of the namespace.
 
-        With neither, every document of the namespace is deleted (in a shard,
-        only that namespace's). Like :meth:`upsert`, a delete repeats itself in
-        the collection a promotion or a demotion moves the namespace to.
+        Like :meth:`upsert`, it repeats itself where a promotion or a demotion moves the namespace.
         """
         if ids is not None:
             ids = list(ids)
@@ -550,17 +534,12 @@ class ChromaStore:
     def demote(self, namespace: str, /, *, dry_run: bool = False) -> Demotion:
         """Move a small namespace from its own collection into its shard (undoes :meth:`promote`).
 
-        For stores made before shards, where every namespace has a collection
-        (each one kept loaded by Chroma for the life of a process: about 2.5 MB
-        and 4 open files). A namespace of at most ``promote_at`` documents is
-        moved while other processes read and write it (:mod:`.moves`); running
-        it again after a crash at any point finishes the job.
-
-        A namespace stays where it is, and ``kept`` says why, when it is in
-        its shard already, holds more than ``promote_at`` documents, has
-        embeddings of another width than its shard's, or is being moved by
-        another store. With ``dry_run`` nothing is written: the result says
-        what a real run would do.
+        For a namespace of at most ``promote_at`` documents of a store made before
+        shards; safe while other processes read and write it, and finished by
+        running it again after a crash (:mod:`.moves`). ``kept`` says why a
+        namespace stays: in its shard already, more than ``promote_at`` documents,
+        embeddings of another width than its shard's, or moved by another store.
+        ``dry_run`` writes nothing: the result says what a real run would do.
         """
         with self._promoting, self._translate("move the namespace into its shard"):
             return moves.demote(self, namespace, limit=self.promote_at, dry_run=dry_run)
@@ -568,8 +547,6 @@ class ChromaStore:
     def reshard(self, *, dry_run: bool = False) -> list[Demotion]:
         """:meth:`demote` every namespace that has a collection of its own, in key order."""
         return [self.demote(n, dry_run=dry_run) for n in self.namespaces(shards=False)]
-
-    # -- placement ------------------------------------------------------------------
 
     def _resolve(self, namespace: str, *, fresh: bool = False) -> _Placement:
         """The namespace's placement: cached for :data:`_PLACEMENT_SECONDS`, else looked up."""
@@ -689,9 +666,7 @@ class ChromaStore:
 
     def _ids(self, place: _Placement, namespace: str, ids: Sequence[str]) -> list[str]:
         """Chroma's ids: in a shard, tagged with the namespace (an id is unique per namespace)."""
-        if not place.shard:
-            return list(ids)
-        tag = _tag(namespace)
+        tag = _tag(namespace) if place.shard else ""
         return [tag + i for i in ids]
 
     def _own(
@@ -718,8 +693,6 @@ class ChromaStore:
             for m in page["metadatas"]
             if m and NAMESPACE_KEY in m
         }
-
-    # -- plumbing -------------------------------------------------------------------
 
     def _check_owner(self, name: str, metadata: Mapping[str, Any], namespace: str) -> None:
         owner = metadata.get(_NAMESPACE_META_KEY)

@@ -1,12 +1,8 @@
 """What an item is found by: LangGraph's index configuration and the texts of a value's fields.
 
-LangGraph's stores take ``index={"dims", "embed", "fields"}`` (``"text_fields"``
-in its SQLite store) and embed each text a value's fields hold separately: an
-item is as near a query as its nearest text ("best field wins"). ``put(...,
-index=False)`` stores an item unembedded, ``put(..., index=[fields])`` embeds
-those fields instead of the store's. The fields are LangGraph's paths
-(``"title"``, ``"sections[*].text"``, ``"$"`` for the whole value as JSON),
-read with LangGraph's own helpers.
+Each text a value's fields hold is embedded separately, and an item is as near a
+query as its nearest text, as in LangGraph's stores; the fields are LangGraph's
+paths, read with its own helpers (the docs' "LangGraph store: indexing and scores").
 """
 
 from __future__ import annotations

@@ -26,20 +26,14 @@ __all__ = ["ProfileStoreAdapter"]
 class ProfileStoreAdapter(MemoryStoreAdapter):
     """Profiles (``memories.long_term.profile.ProfileStore``) as a LangGraph store.
 
-    Expiry times go to the profile store's document table (``memories_document_expiry``),
-    which a ``ProfileMemory(ttl=...)`` on the same store uses too. A store with a
-    ``ttl`` of its own (a profile memory's) hides its expired profiles from every
-    read, so ``search`` and ``list_namespaces`` leave out what ``get`` hides.
-
-    The adapter sees only the store's own rows (its ``owner``'s: a profile
-    memory's store, or ``ProfileStore(url)``): a collection, instructions or an
-    entity graph on the same database is not listed, and a ``put`` of a key one
-    of them holds is refused (:mod:`memories.stores.documents`).
-
     Each item is a profile document: ``namespace`` is the profile's namespace
-    (a user), ``key`` its name (``"profile"`` by default). ``put`` records a
-    ``put`` change in the profile's history, so ``ProfileMemory.rollback``
-    can undo it; ``delete`` erases the profile with its history.
+    (a user), ``key`` its name (``"profile"`` by default). ``put`` is recorded in
+    the profile's history (``ProfileMemory.rollback`` undoes it); ``delete`` erases
+    the profile with its history. Only the store's own rows are seen: a collection,
+    instructions or an entity graph on the same database is not listed, and a
+    ``put`` of a key one of them holds is refused (:mod:`memories.stores.documents`).
+    Expiry times go to the store's ``memories_document_expiry`` table, shared with a
+    ``ProfileMemory(ttl=...)``, whose expired profiles every read hides.
 
     Args:
         store: the profile store (``ProfileStore(url)``).

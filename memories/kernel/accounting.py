@@ -415,8 +415,6 @@ def tracer() -> Any:
     return _tracer
 
 
-# -- budgets ---------------------------------------------------------------------------
-
 Period = Literal["minute", "hour", "day"]
 _PERIOD_SECONDS: dict[str, int] = {"minute": 60, "hour": 3600, "day": 86400}
 

@@ -59,7 +59,6 @@ class OutboxRow:
     doc_id: str
     """The id it will have in the store (chosen before it is queued, so a retry is idempotent)."""
     text: str
-    """Its text."""
     metadata: dict[str, Any]
     """Its metadata, without the namespace (the store stamps that)."""
     needs_turn: bool
@@ -284,8 +283,7 @@ class SQLOutbox:
                 rows = self._rows_of(table, target, namespace, session, connection)
                 connection.execute(sa.delete(table).where(table.c.id.in_([k for k, _ in rows])))
                 gone += [doc_id for _, doc_id in rows]
-            self.recall.remove(connection, target, namespace, gone)
-            self.recall.remove_session(connection, target, namespace, session)
+            self.recall.remove(connection, target, namespace, gone, session=session)
         return gone
 
     def _rows_of(
@@ -316,9 +314,7 @@ class SQLOutbox:
                 if session is not None or doc_id in gone
             ]
             connection.execute(sa.delete(_dead).where(_dead.c.id.in_(letters)))
-            self.recall.remove(connection, target, namespace, ids)
-            if session is not None:
-                self.recall.remove_session(connection, target, namespace, session)
+            self.recall.remove(connection, target, namespace, ids, session=session)
 
     def bury(self, target: str, namespace: str, failed: Sequence[tuple[OutboxRow, str]]) -> None:
         """Move rows out of the queue into the dead letters, with their errors, atomically.

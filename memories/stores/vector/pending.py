@@ -24,7 +24,6 @@ class PendingDocument:
     """A document this process has queued for the store, searchable before the store has it."""
 
     text: str
-    """Its text."""
     metadata: dict[str, Any]
     """Its metadata as the store will return it (namespace and turn included)."""
     vector: list[float] | None = None

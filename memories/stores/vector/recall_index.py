@@ -357,21 +357,23 @@ class RecallIndex:
             self._settle(connection, space.id)
 
     def remove(
-        self, connection: sa.Connection, target: str, namespace: str, ids: Sequence[str]
+        self,
+        connection: sa.Connection,
+        target: str,
+        namespace: str,
+        ids: Sequence[str],
+        *,
+        session: str | None = None,
     ) -> None:
-        """Forget documents, in every space of their namespace."""
+        """Forget documents (and every one of ``session``), in every space of their namespace."""
         for space in self._spaces_of(connection, target, namespace):
-            self._remove(connection, space.id, ids)
-
-    def remove_session(
-        self, connection: sa.Connection, target: str, namespace: str, session: str
-    ) -> None:
-        """Forget every document of a session."""
-        for space in self._spaces_of(connection, target, namespace):
-            query = sa.select(_documents.c.doc_id).where(
-                _documents.c.space == space.id, _documents.c.session == session
-            )
-            self._remove(connection, space.id, list(connection.execute(query).scalars()))
+            gone = list(ids)
+            if session is not None:
+                query = sa.select(_documents.c.doc_id).where(
+                    _documents.c.space == space.id, _documents.c.session == session
+                )
+                gone += connection.execute(query).scalars()
+            self._remove(connection, space.id, gone)
 
     def clear(self, connection: sa.Connection, target: str, namespace: str) -> None:
         """Forget every document of a namespace (its spaces stay, empty and built)."""
