@@ -1,26 +1,11 @@
 """``ExampleMemory``: episodic memory, past interactions recalled as few-shot examples.
 
-The memory guides our users read call it episodic memory: an agent recalls
-how a task was done well before and is shown those interactions as examples.
-Each example is a document in one namespace of the vector store (the same
-store, outbox and hybrid recall as :class:`~memories.long_term.vector.VectorMemory`,
-through :class:`~memories.long_term.indexed.DocumentMemory`):
-
-- its **text** is what a new input is matched against: the values of
-  ``input_keys`` (all values but ``"output"`` by default), as LangChain's
-  example selectors embed them;
-- its **metadata** holds the example's values (``"example"``, as JSON), the
-  turn's messages when it came from an agent run (``"messages"``, tool calls
-  kept whole), the feedback score once given (``"feedback"``), and the
-  caller's own keys.
-
-Examples come from ``save_context`` / ``save_messages`` (every turn; rate
-them later with :meth:`ExampleMemory.feedback` and show only the good ones
-with ``min_feedback``), from :meth:`ExampleMemory.add_example`, or in bulk
-from :meth:`ExampleMemory.add_examples`.
-
-The memory is also a LangChain example selector, so it drops into
-``FewShotPromptTemplate`` and ``FewShotChatMessagePromptTemplate``.
+Each example is a document of the vector store (through
+:class:`~memories.long_term.indexed.DocumentMemory`): its text, matched against
+a new input, is the values of ``input_keys``, as LangChain's selectors embed
+them; its metadata holds the values (``"example"``, JSON), an agent turn's
+messages (``"messages"``), the feedback score (``"feedback"``) and the caller's
+keys. The memory is also a LangChain example selector.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """``CollectionMemory``: many small memories that a model inserts, updates and deletes.
 
-Two stores, each doing what it is good at, composed from the kernel's parts:
-
-- the **ledger** is the profile store (:class:`~memories.stores.documents.ProfileStore`,
-  SQL): one key per memory (``memory:<id>``), every version with the turns
-  that caused it, the queue of turns not yet folded in, and compare-and-set
-  writes of several memories in one transaction
-  (:meth:`~memories.stores.documents.BaseProfileStore.commit_many`), so
-  concurrent updaters (threads, processes) lose nothing;
-- the **index** is the vector backend (Chroma embedded by default, through
-  :class:`~memories.long_term.indexed.DocumentMemory`): the current memories,
-  searched by hybrid recall.
-
-A change is committed to the ledger first, then written to the index. If a
-process dies between the two, the index is stale for that memory until the
-next update that touches it (a stale version makes that update conflict,
-and a conflict re-indexes what it read).
+The ledger (a :class:`~memories.stores.documents.ProfileStore`: every version,
+the queued turns, compare-and-set writes of several memories at once) holds
+them; the vector index searches the current ones. A change is committed to the
+ledger first: if a process dies before the index write, the next update touching
+that memory conflicts on its stale version, and a conflict re-indexes what it read.
 """
 
 from __future__ import annotations
