@@ -49,11 +49,9 @@ class MemoryMiddleware(AgentMiddleware):
             chat memory's window holds whole, valid tool-calling turns; False
             saves only the user's message and the final answer.
         header: the line above the memory's text in the system message.
-        name: the middleware's name in the agent graph; two memory middlewares
-            in one agent need different names. Default: ``MemoryMiddleware``
-            with the variables of the memory or of a ``memory_factory``
-            (``MemoryMiddleware[history]``), so two memories with different
-            keys need no names; give ``name=`` for a factory function.
+        name: the middleware's name in the agent graph, different for each memory
+            middleware of an agent. Default: ``MemoryMiddleware[history]``, the
+            memory's (or a ``memory_factory``'s) variables; give one for a factory function.
         max_sessions: keep at most this many per-thread memories in the process,
             least recently used dropped first (None keeps all; see
             :class:`memories.faces.runnable.SessionMemories` for when that is safe).
@@ -98,8 +96,6 @@ class MemoryMiddleware(AgentMiddleware):
     def _current_memory(self) -> LangChainBaseMemory:
         return self._memories.get(get_config())
 
-    # -- before each model call -------------------------------------------------
-
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
@@ -133,8 +129,6 @@ class MemoryMiddleware(AgentMiddleware):
         if self.inject == "messages" and view.conversation:
             overrides["messages"] = [*view.messages, *last_exchange(request.messages)]
         return request.override(**overrides) if overrides else request
-
-    # -- after the run ----------------------------------------------------------
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         exchange = last_exchange(state["messages"])

@@ -156,8 +156,6 @@ class MiniLMEmbeddings(Embeddings):
         shown = (f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({', '.join(shown)})"
 
-    # -- public API ----------------------------------------------------------------
-
     def load(self) -> None:
         """Find, check and load the model and tokenizer now instead of on first use.
 
@@ -207,15 +205,13 @@ class MiniLMEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         """Embed one query text into a list of 384 floats."""
-        _check_query(text)
+        _check_text(text, "the query", "; use embed_documents for a list of texts")
         vector: list[float] = self.embed([text])[0].tolist()
         return vector
 
     # onnxruntime releases the GIL, so async work runs on a worker thread: aembed here,
     # and LangChain's aembed_documents / aembed_query run the sync methods on one already.
     aembed = blocking_twin(embed)
-
-    # -- loading -------------------------------------------------------------------
 
     def _get_runtime(self) -> _Runtime:
         runtime = self._runtime
@@ -318,9 +314,6 @@ def _usable_cores() -> int:
     return max(1, min(cores, _MAX_DEFAULT_WORKERS))
 
 
-# -- input checks -----------------------------------------------------------------------
-
-
 def _check_count(name: str, value: object, least: int, hint: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ConfigError(f"{name} must be an int >= {least} ({hint}), got {value!r}.")
@@ -333,21 +326,14 @@ def _check_texts(texts: object) -> None:
             "wrap a single text in a list, or call embed_query."
         )
     for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InvalidInputError(
-                f"texts[{i}] must be a str, got {type(text).__name__} {text!r:.80}."
-            )
+        _check_text(text, f"texts[{i}]")
 
 
-def _check_query(text: object) -> None:
+def _check_text(text: object, what: str, hint: str = "") -> None:
     if not isinstance(text, str):
         raise InvalidInputError(
-            f"the query must be a str, got {type(text).__name__} {text!r:.80}; "
-            "use embed_documents for a list of texts."
+            f"{what} must be a str, got {type(text).__name__} {text!r:.80}{hint}."
         )
-
-
-# -- finding, checking and loading files -----------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -138,8 +138,6 @@ class SummarizationMiddleware(AgentMiddleware[SummaryAgentState, Any]):
     def name(self) -> str:
         return "MemoriesSummarization"
 
-    # -- the fold, before each model call ------------------------------------------
-
     def _plan(self, state: dict[str, Any]) -> tuple[list[BaseMessage], SummaryState] | None:
         """The messages to fold now and the state they extend, or None (no fold)."""
         if not self.trigger:
@@ -192,8 +190,6 @@ class SummarizationMiddleware(AgentMiddleware[SummaryAgentState, Any]):
         self, state: SummaryAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         return await arun(self._folding(dict(state)))
-
-    # -- what the model sees ----------------------------------------------------------
 
     def _shown(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         state: dict[str, Any] = dict(request.state)

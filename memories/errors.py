@@ -92,7 +92,4 @@ class LLMError(MemoriesError, RuntimeError):
 
 
 class BudgetExceededError(LLMError):
-    """A namespace has spent its model budget for this period; the call was not made.
-
-    A memory's formation waits (its turns stay queued) and says so in ``status()``.
-    """
+    """A namespace has spent its model budget this period; no call is made (formation waits)."""

@@ -23,10 +23,9 @@ __all__ = ["ScriptedChatModel", "echo_reply"]
 class ScriptedChatModel(BaseChatModel):
     """An offline chat model: replies from a script, then echoes; records every prompt.
 
-    What ``memories chat``, the demo and the examples use when no model is
-    configured, and what the tests drive agents with. It accepts tools
-    (``bind_tools`` returns the model itself), so a script may hold AI
-    messages with tool calls.
+    ``memories chat``, the demo and the examples use it when no model is
+    configured, the tests to drive agents; ``bind_tools`` returns the model
+    itself, so a script may hold AI messages with tool calls.
 
     Args:
         responses: replies in order: strings or ``AIMessage`` objects.

@@ -108,11 +108,9 @@ def copy_page(
     """Copy these documents of the namespace from one placement to the other (``ids`` as the
     source holds them), keeping newer writes there.
 
-    Chroma's ``add`` leaves an id the target holds as it is: a write made
-    during the copy reached it already (see :meth:`ChromaStore.upsert`). A
-    document deleted from the source while the page was copied is deleted
-    from the copy too: the deleter may have looked at the target before the
-    copy reached it.
+    Chroma's ``add`` leaves an id the target holds as it is: a write made during
+    the copy reached it already. A document deleted from the source meanwhile is
+    deleted from the copy too: its deleter may have looked at the target too early.
     """
     where = None if into_shard else {NAMESPACE_KEY: {"$eq": namespace}}
     page = source.get(ids=ids, where=where, include=["documents", "metadatas", "embeddings"])

@@ -85,11 +85,9 @@ class ChromaStore:
         timeout: seconds an HTTP request may take.
         promote_at: a namespace holding more documents than this in its shard
             is moved into a collection of its own (:meth:`promote`) by a write.
-        demote_on_open: move a namespace's own collection of at most
-            ``promote_at // 2`` documents (a store written before shards) into its
-            shard when this object first looks the namespace up (:meth:`demote`,
-            safe while other processes write). False leaves such collections as
-            they are, for ``memories reshard`` to move.
+        demote_on_open: move a namespace's own collection of at most ``promote_at // 2``
+            documents (a store written before shards) into its shard when this object
+            first looks the namespace up (:meth:`demote`); False leaves it to ``memories reshard``.
     """
 
     def __init__(
@@ -144,8 +142,6 @@ class ChromaStore:
         self._promoting = threading.Lock()
         # Names this object's demotion marks, so that it knows its own from another's.
         self._token = uuid.uuid4().hex
-
-    # -- identity -------------------------------------------------------------------
 
     @property
     def location(self) -> str:
@@ -207,8 +203,6 @@ class ChromaStore:
         """Where the namespace's documents are read from now (looked up, not cached)."""
         with self._translate("find the namespace's collection"):
             return "shard" if self._resolve(namespace, fresh=True).shard else "own"
-
-    # -- reads ----------------------------------------------------------------------
 
     def count(self, namespace: str, /) -> int:
         """How many documents the namespace holds (in a shard, a filtered get of its ids)."""
@@ -302,12 +296,10 @@ class ChromaStore:
     def namespaces(self, *, shards: bool = True) -> list[str]:
         """The namespace keys of this store's own collections and shards, sorted.
 
-        A namespace whose own collection has no documents left keeps the
-        collection, so it is listed; :meth:`count` tells it apart. A sharded
-        namespace is listed while it holds a document. The shards are read
-        whole (their metadatas, in pages): about 3 s at 50,000 sharded
-        documents here, so this is for tools, not for a request's path;
-        ``shards=False`` lists the own collections only (one listing call).
+        An own collection is listed while it exists, empty or not (:meth:`count`
+        tells); a sharded namespace while it holds a document. The shards are read
+        whole (3.2 s at 50,000 sharded documents), so this is for tools, not for a
+        request's path; ``shards=False`` lists the own collections only (one call).
         """
         with self._translate("list collections"):
             collections = self._get_client().list_collections()
@@ -322,8 +314,6 @@ class ChromaStore:
                 elif shards and collection.name in shard_names and _SHARD_KEY in metadata:
                     found.update(self._shard_namespaces(collection))
         return sorted(found)
-
-    # -- writes ---------------------------------------------------------------------
 
     def upsert(
         self,
@@ -558,8 +548,6 @@ class ChromaStore:
         """:meth:`demote` every namespace that has a collection of its own, in key order."""
         return [self.demote(n, dry_run=dry_run) for n in self.namespaces(shards=False)]
 
-    # -- placement ------------------------------------------------------------------
-
     def _resolve(self, namespace: str, *, fresh: bool = False) -> _Placement:
         """The namespace's placement: cached for :data:`_PLACEMENT_SECONDS`, else looked up."""
         now = time.monotonic()
@@ -705,8 +693,6 @@ class ChromaStore:
             for m in page["metadatas"]
             if m and NAMESPACE_KEY in m
         }
-
-    # -- plumbing -------------------------------------------------------------------
 
     def _check_owner(self, name: str, metadata: Mapping[str, Any], namespace: str) -> None:
         owner = metadata.get(_NAMESPACE_META_KEY)

@@ -139,8 +139,6 @@ class MemoryStoreAdapter(BaseStore):
     _asearch = blocking_twin(_search)
     _anamespaces = blocking_twin(_namespaces)
 
-    # -- BaseStore ------------------------------------------------------------------
-
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         return run(self._batching(ops))
 

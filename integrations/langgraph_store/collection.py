@@ -22,18 +22,14 @@ __all__ = ["CollectionStoreAdapter"]
 class CollectionStoreAdapter(TemplateAdapter["CollectionMemory"]):
     """A collection memory (:class:`~memories.long_term.collection.CollectionMemory`) as a store.
 
-    Each namespace is the collection's namespace of the same name; each item
-    is one memory whose id is the key. ``put`` stores the value's
-    ``text_field`` as the memory's content (the whole value as JSON when it
-    has none) and keeps the value beside it, as a new version when the key
-    exists (the collection's history and rollback apply). Memories the
-    collection made itself show up as ``{"content": ..., **metadata}``.
-    ``search(query=...)`` ranks with the collection's recall.
-
-    ``put(..., index=[fields])`` makes the memory's content of those fields'
-    texts (one a line, LangGraph's paths). A collection indexes every memory:
-    ``put(..., index=False)`` raises ``NotImplementedError`` (a
-    :class:`VectorStoreAdapter` keeps unindexed items).
+    Each namespace is the collection's namespace of the same name; each item is
+    one memory whose id is the key, its content the value's ``text_field`` (the
+    whole value as JSON when it has none; with ``put(..., index=[fields])``, those
+    fields' texts, one a line), the value kept beside it. A put of a key that
+    exists is a new version (the collection's history and rollback apply). Memories
+    the collection made itself show up as ``{"content": ..., **metadata}``. A
+    collection indexes every memory: ``put(..., index=False)`` raises
+    ``NotImplementedError`` (a :class:`VectorStoreAdapter` keeps unindexed items).
 
     Args:
         memory: the collection whose stores and settings every namespace

@@ -109,8 +109,6 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.memory.store.location})"
 
-    # -- pure helpers ---------------------------------------------------------------
-
     @staticmethod
     def _item_of(namespace: Namespace, doc_id: str, text: str, metadata: Mapping[str, Any]) -> Item:
         if VALUE in metadata:
@@ -126,8 +124,6 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
             created_at=timestamp(float(created)),
             updated_at=timestamp(float(updated)),
         )
-
-    # -- the five methods -------------------------------------------------------------
 
     def _documents(self, namespace: Namespace, ids: list[str] | None = None) -> list[StoredRecord]:
         """The namespace's documents (these ids'), an item's further texts among them."""

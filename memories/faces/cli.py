@@ -143,14 +143,10 @@ def _usage(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from memories.core.config import load_config, sqlite_files
     from memories.faces.commands import absent_folders, inspect, open_memory
-    from memories.faces.commands.opening import not_there
+    from memories.faces.commands.opening import made_options, not_there
 
-    # Opening a store that does not exist would make it: inspecting never writes.
-    for file in sqlite_files(load_config(args.config)):
-        if not Path(file).is_file():
-            raise not_there(file, "file")
+    made_options(args.config)
     memory = open_memory(args.config, args.session, args.namespace, command="inspect")
     for folder in absent_folders(memory):
         raise not_there(folder, "folder")

@@ -193,10 +193,8 @@ class MemoryView:
     conversation: bool = False
     """Whether a memory gave its view of the conversation as messages (even an empty one).
 
-    When True, ``messages`` stands for the past conversation and a caller
-    replaces its own message history with it; when False the memory said
-    nothing about the conversation (a profile, fixed values), and the caller's
-    messages stay as they are.
+    True: ``messages`` replaces the caller's message history; False: the memory said nothing
+    about the conversation (a profile), and the caller's messages stay.
     """
 
     def __add__(self, other: MemoryView) -> MemoryView:

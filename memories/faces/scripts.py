@@ -34,10 +34,7 @@ def _missing(extras: tuple[str, ...], why: str) -> SystemExit:
 def needs(*extras: str) -> Iterator[None]:
     """Exit with one line naming the install command when an extra is missing.
 
-    On entry, every distribution the extras require must be installed (read
-    from the library's metadata); inside, an import that fails (the script's
-    own, or the library's :class:`~memories.errors.MissingDependencyError`)
-    ends the script the same way.
+    Checked on entry (the library's metadata) and for any import that fails inside.
 
     Raises:
         SystemExit: an extra is missing; its message is the one line.

@@ -68,8 +68,7 @@ M = TypeVar("M", bound=BaseMemory)
 class _PerRun(Generic[M]):
     """The memory a run's tools use: ``template`` in the namespace the run's config fills.
 
-    Labels written ``{name}`` take the run's ``configurable`` values; one
-    memory per filled namespace is built (:func:`~memories.kernel.namespaces.in_namespace`)
+    One memory per filled namespace is built (:func:`~memories.kernel.namespaces.in_namespace`)
     and kept for later runs.
     """
 
@@ -142,10 +141,7 @@ def _told_to_the_model() -> Iterator[None]:
 
 
 def memory_tools(memory: Any, /) -> list[BaseTool]:
-    """``manage_memory`` and ``search_memory`` over a collection memory.
-
-    The tools answer for the namespace of each run (see the module's docstring).
-    """
+    """``manage_memory`` and ``search_memory`` over a collection memory, in each run's namespace."""
     from memories.long_term.collection import CollectionMemory
 
     per_run = _PerRun(_checked(memory, CollectionMemory, "memory_tools"))

@@ -115,8 +115,6 @@ class Debouncer:
         self._last_error: str | None = None
         self._closed = False
 
-    # -- public -------------------------------------------------------------------
-
     def schedule(
         self,
         key: Hashable,

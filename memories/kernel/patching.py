@@ -66,9 +66,6 @@ _NOT_JSON = (
 )
 
 
-# -- reading a reply ----------------------------------------------------------
-
-
 def extract_operations(reply: BaseMessage | str) -> list[Any]:
     """The operations a reply proposes: from its ``update_profile`` tool calls, else its text.
 
@@ -82,9 +79,6 @@ def extract_operations(reply: BaseMessage | str) -> list[Any]:
     return proposed_items(
         reply, PATCH_TOOL_NAME, _NOT_JSON, keys=("operations", "patch"), single="op"
     )
-
-
-# -- checking and applying ----------------------------------------------------
 
 
 def check_operations(

@@ -27,6 +27,7 @@ from memories.faces.commands.opening import (
     histories_of,
     knowledge_of,
     leaf_memories,
+    outliving,
 )
 from memories.kernel.messages import message_text
 from memories.kernel.tokens import TiktokenCounter
@@ -182,16 +183,8 @@ def dead_letters(
         ConfigError: no vector memory, or one in this process only.
     """
     vectors = searchable_memories(memory)
-    if not vectors:
-        raise ConfigError(
-            "`memories dead-letters` works on vector memories (vector, collection, examples), "
-            f"and a {type(memory).__name__} has none."
-        )
-    if any(v.mode == "memory" for v in vectors):
-        raise ConfigError(
-            "`memories dead-letters` needs a store that outlives the process; this config's "
-            "vector memory is in memory (mode: memory)."
-        )
+    what = "vector memories (vector, collection, examples)"
+    outliving(memory, "dead-letters", what, vectors, vectors, "Give it mode: persistent.")
     remaining = 0
     for vector in vectors:
         where = f"vector namespace {'.'.join(vector.namespace)} in the {vector.backend.location}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +38,12 @@ STAND_IN: Namespace = ("any-namespace",)
 _NAMED = 10
 
 
-def _options(
-    config: str | Path | dict[str, Any],
+def options_on(
+    config: str | Path | Mapping[str, Any],
     session: str | None,
     namespace: str | tuple[str, ...] | None,
 ) -> dict[str, Any]:
+    """The config's options, moved to ``session`` and ``namespace`` when given."""
     options = load_config(config)
     if session:
         options = with_session(options, session)
@@ -64,10 +65,10 @@ def open_memory(
         ConfigError: the config's namespace is a template and no ``namespace`` is
             given (the message lists the namespaces its stores hold).
     """
-    options = _options(config, session, namespace)
+    options = options_on(config, session, namespace)
     fields = config_templates(options)
     if fields:
-        held = held_namespaces(open_stores(options)) if _made(options) else []
+        held = held_namespaces(open_stores(options)) if not _missing(options) else []
         names = ", ".join(".".join(n) for n in held[:_NAMED])
         more = f" and {len(held) - _NAMED} more" if len(held) > _NAMED else ""
         example = ".".join(held[0]) if held else "users.maya"
@@ -90,7 +91,7 @@ def open_stores(
     For a command that works on the stores whole: every namespace (sweep, reshard), or
     each document's own (import).
     """
-    options = _options(config, session, namespace)
+    options = options_on(config, session, namespace)
     if config_templates(options):
         options = with_namespace(options, STAND_IN)
     return create_memory(options)
@@ -103,7 +104,7 @@ def per_namespace(
 ) -> Iterator[Any]:
     """The config's memory on ``namespace``, or its own, or (a template) on each one its
     stores hold (:func:`held_namespaces`), one after the other."""
-    options = _options(config, session, namespace)
+    options = options_on(config, session, namespace)
     if not config_templates(options):
         yield create_memory(options)
         return
@@ -111,9 +112,21 @@ def per_namespace(
         yield create_memory(with_namespace(options, held))
 
 
-def _made(options: dict[str, Any]) -> bool:
-    """Whether every SQLite file of the config exists (opening one that does not makes it)."""
-    return all(Path(file).is_file() for file in sqlite_files(options))
+def made_options(config: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """The config's options, when every SQLite file it names exists (opening one would make it).
+
+    Raises:
+        ConfigError: one does not exist (a command that only reads writes nothing).
+    """
+    options = load_config(config)
+    if missing := _missing(options):
+        raise not_there(missing[0], "file")
+    return options
+
+
+def _missing(options: dict[str, Any]) -> list[str]:
+    """The SQLite files of the config that do not exist (opening one would make it)."""
+    return [file for file in sqlite_files(options) if not Path(file).is_file()]
 
 
 def chroma_folders(memory: LangChainBaseMemory) -> list[str]:
@@ -186,17 +199,34 @@ def histories_of(memory: LangChainBaseMemory, command: str) -> list[ChatHistory]
         ConfigError: it keeps no messages, or only in this process (a command sees none).
     """
     histories = distinct_histories(memory)
-    if not histories:
-        raise ConfigError(
-            f"`memories {command}` works on message histories, and a {type(memory).__name__} "
-            "keeps none. Use a config whose memory has a `history`."
-        )
-    if any(isinstance(h, InMemoryHistory) for h in histories):
-        raise ConfigError(
-            f"`memories {command}` needs a history that outlives the process; this config's "
-            "history is in memory. Add e.g. `history: {type: sqlite, path: chat.db}`."
-        )
+    outliving(memory, command, "message histories", histories, histories)
     return histories
+
+
+#: How to give a config a history that outlives the process.
+HISTORY_HINT = "Add e.g. `history: {type: sqlite, path: chat.db}`."
+
+
+def outliving(
+    memory: LangChainBaseMemory,
+    command: str,
+    what: str,
+    found: list[Any],
+    stores: list[Any],
+    hint: str = HISTORY_HINT,
+) -> None:
+    """Refuse ``command`` when ``memory`` keeps no ``what`` (none ``found``), or keeps its
+    ``stores`` only in this process: a command run on its own would see nothing there."""
+    if not found:
+        raise ConfigError(
+            f"`memories {command}` works on {what}, and a {type(memory).__name__} keeps none. "
+            + hint
+        )
+    if any(isinstance(s, InMemoryHistory) or getattr(s, "mode", "") == "memory" for s in stores):
+        raise ConfigError(
+            f"`memories {command}` needs a store that outlives the process; this config keeps "
+            f"its data in memory. {hint}"
+        )
 
 
 def flush(memory: LangChainBaseMemory) -> None:

@@ -22,10 +22,12 @@ from memories.core.members import (
 )
 from memories.errors import ConfigError, InvalidInputError
 from memories.faces.commands.opening import (
+    HISTORY_HINT,
     entities_of,
     graphs_of,
     knowledge_of,
     open_stores,
+    outliving,
     per_namespace,
 )
 from memories.kernel.messages import check_storable, dump_message
@@ -35,7 +37,6 @@ from memories.long_term.entity_graph.exchange import check_record
 from memories.stores.entities.summaries import EntityStore
 from memories.stores.entities.triples import EntityGraph, KnowledgeTriple
 from memories.stores.history.base import ChatHistory
-from memories.stores.history.memory import InMemoryHistory
 
 #: Messages appended per transaction by ``import``.
 DEFAULT_BATCH_SIZE = 500
@@ -136,20 +137,10 @@ def _stored(memory: LangChainBaseMemory, command: str) -> tuple[list[ChatHistory
     """
     histories = distinct_histories(memory)
     vectors = searchable_memories(memory)
-    if not histories and not vectors and not graphs_of(memory):
-        raise ConfigError(
-            f"`memories {command}` works on message histories, vector memories and entity "
-            f"graphs, and a {type(memory).__name__} keeps none. Use a config whose memory has "
-            "a `history`."
-        )
-    if any(isinstance(h, InMemoryHistory) for h in histories) or any(
-        v.mode == "memory" for v in vectors
-    ):
-        raise ConfigError(
-            f"`memories {command}` needs a store that outlives the process; this config keeps "
-            "its data in memory. Add e.g. `history: {type: sqlite, path: chat.db}`, or use a "
-            "persistent vector memory."
-        )
+    stores = [*histories, *vectors]
+    what = "message histories, vector memories and entity graphs"
+    hint = HISTORY_HINT + " Or use a persistent vector memory."
+    outliving(memory, command, what, [*stores, *graphs_of(memory)], stores, hint)
     return histories, vectors
 
 
@@ -374,9 +365,7 @@ def import_jsonl(
         progress: show a progress bar on stderr; None shows it on a terminal.
 
     Raises:
-        ConfigError: the file holds messages (or documents) and the config's
-            memory has no history (or vector memory) to take them; checked
-            before anything is written.
+        ConfigError: a line has no store to take it (checked before any write).
     """
     from tqdm import tqdm
 
@@ -479,11 +468,8 @@ def _already_there(
 
 
 def _held(log: list[dict[str, Any]], incoming: list[dict[str, Any]]) -> int:
-    """How many leading ``incoming`` messages ``log`` already holds.
-
-    All of them when the log holds them as a contiguous run; the beginning of
-    them when the log ends with it (an import that stopped half-way); else none.
-    """
+    """How many leading ``incoming`` messages ``log`` already holds: all of them as a run, or
+    the beginning of them the log ends with (an import that stopped half-way)."""
     found = 0
     for start, message in enumerate(log):
         if not incoming or message != incoming[0]:

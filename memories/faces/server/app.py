@@ -410,11 +410,8 @@ def create_app(
     Back = Callable[[Request, dict[str, Any]], str] | str
 
     def act(path: str, run: Act, back: Back) -> None:
-        """An action: a form route and its JSON twin.
-
-        ``back`` gives the page the form redirects to, or names the template
-        that shows what the action did (an erasure's report).
-        """
+        """An action: a form route and its JSON twin; ``back`` gives the page the form
+        redirects to, or names the template that shows what it did (an erasure's report)."""
         for route_path, kind in ((path, "page"), ("/api" + path, "api")):
 
             async def endpoint(request: Request, kind: str = kind) -> Response:

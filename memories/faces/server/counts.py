@@ -51,8 +51,8 @@ def live_page(
 ) -> tuple[list[SearchResult], int]:
     """The page of ``records`` from ``start`` its reads show (the expired left out), and the total.
 
-    The ledger is asked about ``EXPIRED_PAGE`` ids at a time: their expired
-    rows up to the page's end, then only how many (an aggregate) for the total.
+    The ledger is asked about ``EXPIRED_PAGE`` ids at a time: their rows up to the page's
+    end, then only how many, for the total.
     """
     if not expired_counts(leaf, namespace).get(namespace):
         return records[start : start + size], len(records)

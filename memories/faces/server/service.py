@@ -18,15 +18,11 @@ from memories.core.config import (
     config_templates,
     create_memory,
     drop_scope_options,
-    load_config,
-    sqlite_files,
-    with_namespace,
-    with_session,
 )
 from memories.core.erasure import ErasureReport, erase_user
 from memories.core.members import chat_memories, distinct_histories, read_only
 from memories.errors import ConfigError, InvalidInputError
-from memories.faces.commands.opening import not_there
+from memories.faces.commands.opening import made_options, options_on
 from memories.faces.exchange import view_memory
 from memories.faces.server.counts import expired_counts, live_page, recorded_usage, shown_count
 from memories.faces.server.errors import NotFound, ReadOnly
@@ -123,10 +119,7 @@ class Inspector:
         page_size: int = DEFAULT_PAGE_SIZE,
         allow_writes: bool = False,
     ) -> None:
-        self.options = load_config(config)
-        missing = [f for f in sqlite_files(self.options) if not Path(f).is_file()]
-        if missing:
-            raise not_there(missing[0], "file")
+        self.options = made_options(config)
         self.page_size = page_size
         self.allow_writes = allow_writes
         self._templated = bool(config_templates(self.options))
@@ -143,14 +136,9 @@ class Inspector:
         key = (namespace, session)
         if (found := self._memories.get(key)) is not None:
             return found
-        options = self.options
-        if namespace is None and self._templated:
-            namespace = _PROBE
-        if namespace is not None:
-            options = with_namespace(options, namespace)
-        if session is not None:
-            options = with_session(options, session)
-        memory = create_memory(drop_scope_options(dict(options)))
+        probe = _PROBE if self._templated else None
+        options = options_on(self.options, session, namespace or probe)
+        memory = create_memory(drop_scope_options(options))
         self._memories.put(key, memory)
         return memory
 
@@ -482,12 +470,7 @@ class Inspector:
         return [(m, self.ids[leaves.index(m)]) for m in members]
 
     def _holds(self, session_id: str) -> bool:
-        for history in self._histories():
-            if history.lists_sessions:
-                found, _ = history.sessions(contains=session_id, limit=10**9)
-                if any(s.session_id == session_id for s in found):
-                    return True
-        return False
+        return any(_held(h, session_id, 10**9) for h in self._histories() if h.lists_sessions)
 
     # -- search ------------------------------------------------------------------------
 
@@ -710,8 +693,14 @@ def _sessions_of(history: ChatHistory, *, own: bool) -> int | None:
         return None
     if not own:
         return history.sessions(limit=1)[1]
-    found, _ = history.sessions(contains=history.session_id, limit=_SESSIONS_CHECKED)
-    return sum(s.session_id == history.session_id for s in found)
+    return _held(history, history.session_id, _SESSIONS_CHECKED)
+
+
+def _held(history: ChatHistory, session_id: str, limit: int) -> int:
+    """Whether (1) or not (0) ``history``'s table holds ``session_id``, among ``limit`` whose id
+    contains it."""
+    found, _ = history.sessions(contains=session_id, limit=limit)
+    return sum(s.session_id == session_id for s in found)
 
 
 def _whole_id(leaf: CollectionMemory, namespace: Namespace, given: str) -> str:

@@ -61,9 +61,6 @@ logger = logging.getLogger(__name__)
 SummarizeMode = Literal["inline", "background"]
 
 
-# -- the memories ---------------------------------------------------------------
-
-
 class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemory):
     """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
 
@@ -85,8 +82,6 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _epoch: int = PrivateAttr(default=0)
     _llm_calls: int = PrivateAttr(default=0)
-
-    # -- configuration ------------------------------------------------------------
 
     def model_post_init(self, context: Any, /) -> None:
         # Resolve now, so a bad counter or model fails at construction, not on a later turn.
@@ -162,8 +157,6 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
 
     def _extractive_budget(self) -> int:
         return self.max_summary_tokens or self.max_token_limit
-
-    # -- summarizing ----------------------------------------------------------------
 
     def _state_writers(self) -> dict[str, Any]:
         """The model and the prompt that write the summary."""
@@ -320,8 +313,6 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
         if self._in_background:
             self._background.cancel()
         yield from super()._clearing()
-
-    # -- background mode ------------------------------------------------------------
 
     def _schedule(self) -> bool:
         """(Re)schedule this session's background fold; False once closed (fold inline then)."""

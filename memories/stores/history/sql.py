@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,7 +37,7 @@ from memories.stores.history.base import (
 )
 from memories.stores.history.edits import current_ids, shown
 from memories.stores.history.records import Edit, Item, NewEdit
-from memories.stores.sql import EXTRA_DDL, Database, Prepared, log_table, redacted
+from memories.stores.sql import EXTRA_DDL, Database, Prepared, chunks, log_table, redacted
 
 __all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory"]
 
@@ -279,8 +280,7 @@ class SQLHistory(ChatHistory):
                 # may list them in any order, but their ids are taken in VALUES
                 # order, one after the other: sorted, they are the rows' ids.
                 seqs = []
-                for start in range(0, len(rows), _ROWS_PER_INSERT):
-                    chunk = rows[start : start + _ROWS_PER_INSERT]
+                for chunk in chunks(rows, _ROWS_PER_INSERT):
                     values = {f"{c}_{i}": row[c] for i, row in enumerate(chunk) for c in _COLUMNS}
                     found = _insert(len(chunk)).execute(connection, **values).fetchall()
                     seqs.extend(sorted(int(seq) for (seq,) in found))
@@ -581,10 +581,6 @@ def _decoded(seq: int, kind: str, text: str) -> Entry | Edit:
         raise BackendError(f"A stored edit record is not valid: {text!r:.120}") from exc
 
 
-def _seq(record: Entry | Edit) -> int:
-    return record.seq
-
-
 def _horizons(db: Database, retention: Retention, *, now: float) -> dict[str, int]:
     """Each session's last expired ``seq`` under ``retention`` (sessions with none left out)."""
     t = messages_table
@@ -643,11 +639,9 @@ def _purge(db: Database, session: str, through: int, *, batch: int, dry_run: boo
         removed += gone.rowcount
         if gone.rowcount < batch:
             break
-    for start in range(0, len(orphans), batch):
+    for chunk in chunks(orphans, batch):
         with db.transaction(write=True) as connection:
-            gone = connection.execute(
-                sa.delete(t).where(t.c.id.in_(orphans[start : start + batch]))
-            )
+            gone = connection.execute(sa.delete(t).where(t.c.id.in_(chunk)))
         removed += gone.rowcount
     return removed
 
@@ -668,7 +662,7 @@ def _with_ids(dialect: str, session_id: str, ids: list[str]) -> sa.CompoundSelec
 
 def _in_order(found: Sequence[Entry | Edit]) -> list[Entry | Edit]:
     """The records two SELECTs found, each once (a row may be in both), in log order."""
-    return sorted({r.seq: r for r in found}.values(), key=_seq)
+    return sorted({r.seq: r for r in found}.values(), key=attrgetter("seq"))
 
 
 def _changes(found: Sequence[Entry | Edit], after: int | None, since: int) -> Changes:
