@@ -558,7 +558,8 @@ class Spending(ABC):
     def record_call(self, memory: str, namespace: str, usage: ModelUsage, /) -> None:  # noqa: B027
         """Keep one finished model call of ``memory`` (its ``usage_name``) in ``namespace``.
 
-        A store that outlives the process keeps them per day; by default nothing is kept."""
+        A store that outlives the process keeps them per day; by default nothing is kept.
+        """
 
 
 class InProcessSpending(Spending):

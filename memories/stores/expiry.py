@@ -20,7 +20,7 @@ from typing import Final, Literal
 import sqlalchemy as sa
 
 from memories.kernel.steps import blocking_twin
-from memories.stores.sql import Database
+from memories.stores.sql import Database, chunks
 
 __all__ = ["DOCUMENTS", "ITEMS", "OWN", "Expiring", "ExpiryLedger", "Rule", "Stamp"]
 
@@ -58,9 +58,6 @@ def _make_table(name: str) -> sa.Table:
 
 _tables = {name: _make_table(name) for name in (ITEMS, DOCUMENTS)}
 
-#: Keys a statement names at most (SQLite allows 32,766 parameters a statement, older builds 999).
-_KEYS_A_STATEMENT = 500
-
 
 @dataclass(frozen=True, slots=True)
 class Expiring:
@@ -72,12 +69,6 @@ class Expiring:
     """Its key in the namespace."""
     expires_at: float
     """When it expires (Unix seconds)."""
-
-
-def _chunks(keys: list[str]) -> Iterator[list[str]]:
-    """``keys`` in slices of at most a statement's share."""
-    for start in range(0, len(keys), _KEYS_A_STATEMENT):
-        yield keys[start : start + _KEYS_A_STATEMENT]
 
 
 def _label(namespace: Namespace) -> str:
@@ -123,11 +114,9 @@ class ExpiryLedger:
                 write(connection)
 
     def stamping(self, namespace: Namespace, ttls: Mapping[str, Rule], *, now: float) -> Stamp:
-        """:meth:`set_many` to run in another store's transaction on this database.
+        """:meth:`set_many` to run in another store's transaction on this database (its ``also``).
 
-        The store writes an item and its time to live in one transaction: pass
-        what this returns to its write (the profile store's ``also``). The
-        table is made now, before that transaction holds the database.
+        The table is made now, before that transaction holds the database.
         """
         self._db.engine  # noqa: B018  (the table, made outside the store's transaction)
         t = self._table
@@ -147,11 +136,11 @@ class ExpiryLedger:
 
         def write(connection: sa.Connection) -> None:
             # Keys go by the statement's share (PostgreSQL takes 65,535 parameters at most).
-            for chunk in _chunks(list(given)):
+            for chunk in chunks(list(given)):
                 connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(chunk)))
             if rows:
                 connection.execute(sa.insert(t), rows)
-            for chunk in _chunks(own):  # no row read, no row for a permanent item
+            for chunk in chunks(own):  # no row read, no row for a permanent item
                 restarted = sa.update(t).where(t.c.namespace == label, t.c.key.in_(chunk))
                 connection.execute(restarted.values(expires_at=now + t.c.ttl_minutes * 60))
 
@@ -170,9 +159,8 @@ class ExpiryLedger:
     ) -> list[Expiring]:
         """The items expired at ``now`` and not swept yet, soonest expired first.
 
-        Only those of ``namespace``, of ``key``, among ``keys`` (a page's:
-        few) and of the namespaces ``under`` a prefix (itself included) when
-        given; a page of ``limit`` from ``offset`` when given.
+        Only those of ``namespace``, of ``key``, among ``keys`` (few) and ``under`` a
+        namespace prefix (itself included) when given; a page of ``limit`` from ``offset``.
         """
         t = self._table
         query = sa.select(t.c.namespace, t.c.key, t.c.expires_at).where(
@@ -192,11 +180,7 @@ class ExpiryLedger:
         keys: Sequence[str] | None = None,
         under: Namespace | None = None,
     ) -> dict[Namespace, int]:
-        """How many items of each namespace are expired at ``now`` and not swept yet.
-
-        One aggregate query: a row per namespace, however many items expired.
-        Only those :meth:`expired` would read with the same arguments.
-        """
+        """How many items of each namespace :meth:`expired` would read (one aggregate query)."""
         t = self._table
         query = (
             sa.select(t.c.namespace, sa.func.count())
@@ -240,9 +224,8 @@ class ExpiryLedger:
     ) -> sa.ColumnElement[bool]:
         """A condition for a query on another table of this database: ``key`` is not expired.
 
-        ``key`` is the other table's column of the items' keys, written
-        ``prefix`` + the key this ledger has after ``mark``. A NOT EXISTS on this table's
-        primary key: one indexed lookup a row, no expired row read here.
+        ``key`` is that table's column, ``prefix`` + the key this ledger has after
+        ``mark``: a NOT EXISTS on the primary key, one indexed lookup a row.
         """
         self._db.engine  # noqa: B018  (the table, made before the query's transaction)
         t = self._table
@@ -309,9 +292,8 @@ class ExpiryLedger:
     ) -> Callable[[sa.Connection], bool]:
         """:meth:`forget` to run in another store's transaction on this database.
 
-        A sweep deletes an item only when this removed its row (still expired),
-        both in one transaction: a write since the sweep read the row keeps the
-        item. The table is made now, before that transaction holds the database.
+        A sweep deletes an item only when this removed its (still expired) row in the
+        same transaction, so a write since the sweep read the row keeps the item.
         """
         self._db.engine  # noqa: B018  (the table, made outside the store's transaction)
         t = self._table
@@ -325,10 +307,7 @@ class ExpiryLedger:
         return forget
 
     def discard(self, namespace: Namespace, keys: Sequence[str] | None = None) -> None:
-        """Remove the rows of ``keys`` (None: every row of the namespace), expired or not.
-
-        For a deletion: the items are gone, so are their times to live.
-        """
+        """Remove the rows of ``keys`` (None: every row of the namespace), expired or not."""
         discarding = self.discarding(namespace)
         with self._db.transaction(write=True) as connection:
             discarding(connection, keys)
@@ -336,12 +315,7 @@ class ExpiryLedger:
     def discarding(
         self, namespace: Namespace
     ) -> Callable[[sa.Connection, Sequence[str] | None], None]:
-        """:meth:`discard` to run in another store's transaction on this database.
-
-        The store deletes items and, with the keys it deleted, their rows in
-        one transaction. The table is made now, before that transaction holds
-        the database.
-        """
+        """:meth:`discard` to run in another store's transaction on this database."""
         self._db.engine  # noqa: B018  (the table, made outside the store's transaction)
         t = self._table
         label = _label(namespace)
@@ -350,7 +324,7 @@ class ExpiryLedger:
             if keys is None:
                 connection.execute(sa.delete(t).where(t.c.namespace == label))
                 return
-            for chunk in _chunks(list(dict.fromkeys(keys))):
+            for chunk in chunks(list(dict.fromkeys(keys))):
                 connection.execute(sa.delete(t).where(t.c.namespace == label, t.c.key.in_(chunk)))
 
         return discard
@@ -366,17 +340,12 @@ class ExpiryLedger:
     ) -> Iterator[list[str]]:
         """Hold the rows of ``keys`` still expired at ``expired_at``; forget them at the end.
 
-        For a store whose deletes cannot join this database's transaction (a
-        vector store): the block deletes the items given to it, and their
-        rows go in the same transaction, which holds them meanwhile (SQLite's
-        write lock, PostgreSQL's row locks). A write of one of them writes its
-        row first (:meth:`set_many`), so it waits for the block and then writes
-        its item again; a row written since the sweep read it (a new time to
-        live) is not held and its item is kept. An error in the block keeps
-        every row (the next sweep tries again).
-
-        ``database``: the store's own, when this table is in it (the block's
-        writes there then join this transaction instead of waiting for it).
+        For a store whose deletes cannot join this transaction (a vector store): the
+        block deletes the items given to it while their rows are held (SQLite's write
+        lock, PostgreSQL's row locks). A write of one writes its row first, so it waits
+        and then writes its item again; a row written since the sweep read it is not
+        held, its item kept. An error in the block keeps every row for the next sweep.
+        ``database``: the store's own, when this table is in it (its writes join).
         """
         self._db.engine  # noqa: B018  (the table, made before the transaction holds the database)
         db = self._db if database is None else database
@@ -405,14 +374,11 @@ class ExpiryLedger:
         dry_run: bool = False,
         namespace: Namespace | None = None,
     ) -> dict[str, int]:
-        """Hand the items expired at ``now`` to ``expire``, a namespace at a time; how many went.
+        """Hand the items expired at ``now`` (of ``namespace`` when given) to ``expire``; how many.
 
-        Every namespace's, or only ``namespace``'s when given.
-
-        ``expire(namespace, items, now)`` deletes them from their store, then forgets their rows
-        (:meth:`forget` with ``expired_at=now``), so a crash mid-way leaves
-        the rest to the next sweep. With ``dry_run`` it only counts. Returns
-        the count per namespace, its labels joined by ``/``.
+        ``expire(namespace, items, now)`` deletes them from their store, then forgets
+        their rows (:meth:`forget` with ``expired_at=now``): a crash leaves the rest to
+        the next sweep. ``dry_run`` only counts. Counts by namespace, labels joined by ``/``.
         """
         removed: dict[str, int] = {}
         while True:

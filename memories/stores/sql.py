@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Column,
@@ -37,6 +37,7 @@ from sqlalchemy import (
     event,
     text,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.exc import OperationalError as SAOperationalError
@@ -47,9 +48,11 @@ from memories.kernel.accounting import measured
 from memories.stores.kept import give_back, keep_connections, kept
 
 __all__ = [
+    "UPSERTING",
     "Database",
     "Prepared",
     "check_sqlite_file",
+    "chunks",
     "ensure_tables",
     "get_engine",
     "in_memory_sqlite",
@@ -61,6 +64,9 @@ __all__ = [
 ]
 
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: The dialects with an upsert (``INSERT ... ON CONFLICT``), by name: their module.
+UPSERTING = {"sqlite": sqlite, "postgresql": postgresql}
+_T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
@@ -235,6 +241,17 @@ def _on_driver(connection: Connection, sql: str, args: Any) -> Any:
         return connection.connection.driver_connection.execute(sql, args)  # type: ignore[union-attr]
     except dbapi.Error as exc:
         raise DBAPIError.instance(sql, args, exc, dbapi.Error, dialect=connection.dialect) from exc
+
+
+#: Keys a statement names at most: under every engine's limit on bound parameters
+#: (SQLite's 32,766, 999 in older builds; PostgreSQL's 65,535).
+KEYS_PER_STATEMENT = 500
+
+
+def chunks(items: Sequence[_T], size: int = KEYS_PER_STATEMENT) -> Iterator[Sequence[_T]]:
+    """``items`` in slices of at most ``size`` (by default a statement's share of keys)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def log_table(

@@ -20,6 +20,7 @@ from memories.stores.entities.temporal_graph import ENTITY_PREFIX, RELATION_PREF
 __all__ = ["check_record", "checked", "graph_records", "import_commits"]
 
 _ENTITY_FIELDS = ("name", "type", "summary", "aliases", "merged_into", "merge_reason")
+_RELATION_FIELDS = ("subject", "predicate", "object", "value", "valid_at", "invalid_at", "ended")
 
 
 def graph_records(graph: Graph, recorded: Graph) -> list[dict[str, Any]]:
@@ -31,8 +32,7 @@ def graph_records(graph: Graph, recorded: Graph) -> list[dict[str, Any]]:
             records.append({"graph": "entity", "id": entity_id, **_entity_document(document)})
     for entity_id, entity in sorted(recorded.former.items()):
         if ENTITY_PREFIX + entity_id not in graph.documents:
-            fields = {name: getattr(entity, name) for name in _ENTITY_FIELDS}
-            document = _entity_document({**fields, "aliases": list(entity.aliases)})
+            document = _entity_document({name: getattr(entity, name) for name in _ENTITY_FIELDS})
             records.append({"graph": "entity", "id": entity_id, **document, "cleared": True})
     relations = [
         (key.removeprefix(RELATION_PREFIX), document)
@@ -156,19 +156,11 @@ def _entity_document(document: Mapping[str, Any]) -> dict[str, Any]:
 
 def _relation_document(document: Mapping[str, Any], *, iso: bool) -> dict[str, Any]:
     """The stored fields of a relation, its times as ISO text (``iso``) or Unix time."""
-    return {
-        "subject": document.get("subject"),
-        "predicate": document.get("predicate"),
-        "object": document.get("object"),
-        "value": document.get("value"),
-        "valid_at": _time(document.get("valid_at"), iso=iso, what="valid_at"),
-        "invalid_at": (
-            None
-            if document.get("invalid_at") is None
-            else _time(document["invalid_at"], iso=iso, what="invalid_at")
-        ),
-        "ended": document.get("ended"),
-    }
+    found = {name: document.get(name) for name in _RELATION_FIELDS}
+    found["valid_at"] = _time(found["valid_at"], iso=iso, what="valid_at")
+    if found["invalid_at"] is not None:
+        found["invalid_at"] = _time(found["invalid_at"], iso=iso, what="invalid_at")
+    return found
 
 
 def _time(value: Any, *, iso: bool, what: str) -> Any:

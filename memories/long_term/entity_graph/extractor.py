@@ -145,7 +145,8 @@ def _entity(
 ) -> list[dict[str, Any]]:
     key = name_key(name)
     if key in known:
-        said = " ".join([*_sentences_of(summaries.get(known[key], "")), sentence][-3:])
+        earlier = [s for s in SENTENCES.split(summaries.get(known[key], "")) if s]
+        said = " ".join([*earlier, sentence][-3:])
         summaries[known[key]] = said
         return [{"op": "entity", "name": known[key], "summary": said}]
     longer = next((n for k, n in known.items() if k != key and _short_form(key, k)), None)
@@ -168,12 +169,6 @@ def _short_form(short: str, long: str) -> bool:
     )
 
 
-def _sentences_of(summary: str) -> list[str]:
-    return [s for s in SENTENCES.split(summary) if s]
-
-
 def _ordered(operations: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Entities first (a relation may name them), then the rest in order."""
-    return [o for o in operations if o["op"] == "entity"] + [
-        o for o in operations if o["op"] != "entity"
-    ]
+    return sorted(operations, key=lambda o: o["op"] != "entity")

@@ -362,19 +362,17 @@ class EntityMemory(StoredDocumentMemory):
             max_tokens=10**9,
             count=len,
         )
-        entity_aliases = {f"e{i + 1}": e.id for i, e in enumerate(shown.entities)}
-        relation_aliases = {f"r{i + 1}": r.id for i, r in enumerate(shown.relations)}
+        entities = {f"e{i + 1}": e for i, e in enumerate(shown.entities)}
+        relations = {f"r{i + 1}": r for i, r in enumerate(shown.relations)}
         opening = graph_prompt(
-            [(a, entity_line(e)[2:]) for a, e in zip(entity_aliases, shown.entities, strict=True)],
-            [
-                (a, relation_line(r)[2:])
-                for a, r in zip(relation_aliases, shown.relations, strict=True)
-            ],
+            {alias: entity_line(e)[2:] for alias, e in entities.items()},
+            {alias: relation_line(r)[2:] for alias, r in relations.items()},
             [t.messages for t in turns],
             instructions=self.instructions,
             tools=tools,
         )
-        aliases = {**entity_aliases, **relation_aliases}
+        aliases = {alias: e.id for alias, e in entities.items()}
+        aliases.update((alias, r.id) for alias, r in relations.items())
         session = GraphSession(
             opening, self.max_retries, tools, lambda: self._planner(graph, aliases, when)
         )

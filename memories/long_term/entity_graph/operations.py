@@ -86,8 +86,8 @@ _NOT_JSON = f"Your reply is not a JSON array of operations. {_TEXT_FORMAT}"
 
 
 def graph_prompt(
-    entities: Sequence[tuple[str, str]],
-    relations: Sequence[tuple[str, str]],
+    entities: Mapping[str, str],
+    relations: Mapping[str, str],
     turns: Sequence[Sequence[BaseMessage]],
     *,
     instructions: str | None,
@@ -98,8 +98,8 @@ def graph_prompt(
         instructions=f"\n\n{instructions.strip()}" if instructions else "",
         reply_format=_TOOL_FORMAT if tools else _TEXT_FORMAT,
     )
-    listed = "\n".join(f"{alias}: {text}" for alias, text in entities) or "(none yet)"
-    facts = "\n".join(f"{alias}: {text}" for alias, text in relations) or "(none yet)"
+    listed = "\n".join(f"{alias}: {text}" for alias, text in entities.items()) or "(none yet)"
+    facts = "\n".join(f"{alias}: {text}" for alias, text in relations.items()) or "(none yet)"
     transcript = "\n---\n".join(format_buffer(list(turn), "Human", "AI") for turn in turns)
     body = f"Entities:\n{listed}\n\nRelations:\n{facts}\n\nNew conversation turns:\n{transcript}"
     return [SystemMessage(system), HumanMessage(body)]

@@ -117,8 +117,7 @@ def recall(
     me = graph.named(user)
     if not first and not found and me is not None:
         first = [me.id]  # an input about nothing known: what is known about the user
-    by_time = sorted(graph.current(), key=lambda r: (r.valid_at, r.text()))
-    current = by_relevance(by_time, text)
+    current = by_relevance(sorted(graph.current(), key=lambda r: (r.valid_at, r.text())), text)
     chosen_entities: list[Entity] = []
     chosen_relations: dict[str, Relation] = {}
     seen_facts: set[str] = set()
@@ -131,10 +130,6 @@ def recall(
         budget[0] -= cost
         return True
 
-    def facts_of(entity_ids: list[str]) -> list[Relation]:
-        wanted = set(entity_ids)
-        return [r for r in current if r.subject_id in wanted or r.object_id in wanted]
-
     def show(entity_ids: list[str], with_entities: bool) -> list[str]:
         """Show these entities and their facts; return the neighbours they lead to."""
         neighbours: list[str] = []
@@ -144,7 +139,7 @@ def recall(
                 continue
             if with_entities and entity not in chosen_entities and take(entity_line(entity)):
                 chosen_entities.append(entity)
-            for relation in facts_of([entity_id]):
+            for relation in (r for r in current if entity_id in (r.subject_id, r.object_id)):
                 line = relation.text()
                 if relation.id in chosen_relations or line in seen_facts:
                     continue

@@ -185,9 +185,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
         return super()._config_value(name, value)
 
     def _current(self, item: ProfileItem | None) -> dict[str, str]:
-        if item is not None and item.value is not None:
-            return dict(item.value["prompts"])
-        return dict(self.prompts)
+        return dict(current(item).get("prompts") or self.prompts)
 
     def get(self) -> dict[str, str]:
         """The prompts as they stand, by name."""

@@ -55,14 +55,12 @@ class BaseProfileStore(ABC):
 
     Implementing a subclass
     -----------------------
-    Implement :meth:`batch`: perform each operation (:class:`Load`,
-    :class:`Commit`, ... ; each one's docstring says what it returns) and
-    return the results in order. A :class:`Commit` must be atomic: it writes
-    only if the profile is still at ``expected_version``, and in the same
-    transaction records the change and drops the turns it folded in. Every
-    other method is written once here on top of :meth:`batch`. The async
-    side is :meth:`abatch`, which runs :meth:`batch` on a worker thread; a
-    backend with a native async client overrides it.
+    Implement :meth:`batch`: perform each operation (:class:`Load`, :class:`Commit`,
+    ...: each one's docstring says what it returns) and return the results in order.
+    A :class:`Commit` is atomic: it writes only if the profile is still at
+    ``expected_version``, recording the change and dropping the turns it folded in.
+    The rest is written once here; a backend with a native async client overrides
+    :meth:`abatch` (by default :meth:`batch` on a worker thread).
     """
 
     @abstractmethod
@@ -116,12 +114,9 @@ class BaseProfileStore(ABC):
     ) -> list[str]:
         """Erase those of ``keys`` whose row in ``ledger`` is still expired at ``now``; return them.
 
-        A sweep read the expired rows earlier: a document written again since
-        (its row first, a new time to live) is kept. The rows are held while
-        the documents go and forgotten in the same transaction
-        (:meth:`ExpiryLedger.sweeping <memories.stores.expiry.ExpiryLedger.sweeping>`),
-        so a write of one of them waits; on the store's own database the
-        erasures join that transaction.
+        A document written since the sweep read its row is kept: the rows are held
+        while the documents go (:meth:`ExpiryLedger.sweeping
+        <memories.stores.expiry.ExpiryLedger.sweeping>`), so such a write waits.
         """
         joined = self._joined(ledger)
         with ledger.sweeping(namespace, keys, expired_at=now, database=joined) as held:
@@ -188,8 +183,7 @@ class BaseProfileStore(ABC):
     ) -> ProfileItem | None:
         """Write a change if the profile is still at ``expected_version``; None if it moved on.
 
-        In the same transaction, records the change in the history and drops
-        ``turns`` from the pending queue.
+        The same transaction records the change and drops ``turns`` from the queue.
 
         Args:
             document: the new document, or None to clear the profile.
@@ -214,9 +208,7 @@ class BaseProfileStore(ABC):
     def writing(self, namespace: Namespace, key: str, plan: Plan, /) -> Steps[ProfileItem | None]:
         """Compare-and-set as steps: read, plan on what was read, commit if nobody wrote since.
 
-        Returns the written item, or the item as read when ``plan`` returns
-        None (nothing to write). Run it with :func:`~memories.kernel.steps.run`
-        or :func:`~memories.kernel.steps.arun`, or ``yield from`` it in a loop.
+        Returns the written item, or the item as read when ``plan`` returns None.
 
         Raises:
             BackendError: other writers got in first :data:`MAX_WRITE_TRIES` times.
@@ -393,11 +385,8 @@ class BaseProfileStore(ABC):
     ) -> tuple[list[ProfileItem], int]:
         """A page of ``namespace``'s documents under ``prefix`` by key, and the total.
 
-        Only the documents whose key (after ``prefix``) or top-level ``field``
-        (a string) contains ``contains``, ignoring case: the text in other
-        fields, in field names or in the JSON's syntax is not a match. The
-        documents whose key column fails ``keep`` (a SQL condition made from it)
-        are left out of both.
+        Only those whose key (after ``prefix``) or string ``field`` contains
+        ``contains``, ignoring case, and whose key column meets ``keep`` (a SQL condition).
         """
         page = KeyPage(as_namespace(namespace), prefix, contains, limit, offset, field, keep)
         return self._one(page)

@@ -290,8 +290,6 @@ Op = (
 
 # How many times a write is recomputed when another writer got in first.
 MAX_WRITE_TRIES = 100
-# Keys per IN (...) list: under every SQL engine's limit on bound parameters.
-_KEYS_PER_QUERY = 500
 
 
 class Standing(NamedTuple):

@@ -19,7 +19,6 @@ from memories.stores.documents.base import (
     BaseProfileStore,
 )
 from memories.stores.documents.records import (
-    _KEYS_PER_QUERY,
     Also,
     Change,
     KeyCount,
@@ -45,7 +44,7 @@ from memories.stores.documents.tables import (
 )
 from memories.stores.documents.ttl import DocumentTTL
 from memories.stores.expiry import ExpiryLedger
-from memories.stores.sql import Database, redacted
+from memories.stores.sql import Database, chunks, redacted
 
 
 class _Conflict(Exception):
@@ -56,9 +55,7 @@ class ProfileStore(BaseProfileStore):
     """Profiles in a SQL database: a SQLite file by default, or any SQLAlchemy URL.
 
     Args:
-        url: a SQLAlchemy URL, such as ``"sqlite:///memories.db"`` (the
-            default, shared with the SQLite histories) or
-            ``"postgresql+psycopg://user:pw@host/db"``.
+        url: a SQLAlchemy URL; default: ``memories.db``, shared with the SQLite histories.
         ttl: how long the documents written through this object live (its
             ledger on ``url``); None: until deleted.
         owner: whose rows these are (the kind of memory: ``"profile"``,
@@ -91,12 +88,10 @@ class ProfileStore(BaseProfileStore):
     def _also(
         self, namespace: Namespace, commits: Sequence[tuple[str, int]], also: Also | None
     ) -> Also | None:
-        """A commit's other writes: ``also``, and with a ``ttl`` the documents' expiry rows.
+        """A commit's other writes (made before its transaction): ``also``, and the expiry rows.
 
-        Both are made now, before the commit's transaction opens. A document
-        written again after it expired starts anew (the ``ttl`` is for new
-        ones; others keep their own): its earlier versions (what expired) go
-        in the same transaction. ``commits``: each key with its expected version.
+        A document written again after it expired starts anew: the ``ttl`` is for
+        new ones, and its expired versions go. ``commits``: (key, expected version).
         """
         if self.ttl is None:
             return also
@@ -226,10 +221,9 @@ class ProfileStore(BaseProfileStore):
         t, ns = store_table, namespace_text(namespace)
         found: dict[str, ProfileItem] = {}
         with self._db.transaction() as connection:
-            for start in range(0, len(keys), _KEYS_PER_QUERY):
-                chunk = list(keys[start : start + _KEYS_PER_QUERY])
+            for chunk in chunks(keys):
                 query = select(t).where(
-                    t.c.namespace == ns, t.c.key.in_(chunk), owned(t, self.owner)
+                    t.c.namespace == ns, t.c.key.in_(list(chunk)), owned(t, self.owner)
                 )
                 found.update((row.key, _item(row)) for row in connection.execute(query))
         return [found.get(key) for key in keys]
@@ -458,8 +452,6 @@ class ProfileStore(BaseProfileStore):
             for t in (store_table, changes_table, pending_table):
                 connection.execute(delete(t).where(*self._at(t, ns, op.key)))
 
-    # -- one person's data (for erasure) -------------------------------------------
-
     def held(self, namespace: Namespace, /) -> dict[str, int]:
         """What the store holds under ``namespace`` exactly (every key), by kind."""
         ns = namespace_text(as_namespace(namespace))
@@ -470,9 +462,8 @@ class ProfileStore(BaseProfileStore):
     def erase_namespace(self, namespace: Namespace, /) -> None:
         """Delete every key of ``namespace`` exactly, every version and queued turn, for good.
 
-        Unlike :meth:`~BaseProfileStore.delete` of one key, or a memory's
-        ``clear()`` (a recorded change that a rollback undoes), nothing stays.
-        A namespace under it (``users.maya.work`` for ``users.maya``) is another's.
+        Unlike a memory's ``clear()`` (a change a rollback undoes), nothing stays; a
+        namespace under it (``users.maya.work`` for ``users.maya``) is another's.
         """
         ns = namespace_text(as_namespace(namespace))
         with self._db.transaction(write=True) as connection:
@@ -502,8 +493,6 @@ class ProfileStore(BaseProfileStore):
         if op.max_depth is not None:
             found = {ns[: op.max_depth] for ns in found}
         return sorted(found)[op.offset : op.offset + op.limit]
-
-    # -- statements -------------------------------------------------------------
 
     def _keyed(self, table: Any, namespace: Namespace, prefix: str) -> tuple[Any, ...]:
         """The conditions "this store's row of exactly this namespace, its key after ``prefix``"."""

@@ -42,7 +42,7 @@ from sqlalchemy import (
 from memories.errors import InvalidInputError
 from memories.kernel.namespaces import Namespace, namespace_text
 from memories.stores.documents.records import KeyPage
-from memories.stores.sql import EXTRA_DDL, UPGRADES, log_table
+from memories.stores.sql import EXTRA_DDL, UPGRADES, chunks, log_table
 
 __all__ = [
     "CLAIMS",
@@ -128,8 +128,7 @@ HELD = {
 def under(prefix: Namespace) -> Any:
     """The condition "the namespace is ``prefix`` or below it", by whole labels and their case.
 
-    A comparison of the leading characters, not LIKE: SQLite's LIKE ignores the
-    case of ASCII letters, so ``("Foo", "x")`` was found under ``("foo",)``.
+    Not LIKE: SQLite's ignores ASCII case (``("Foo", "x")`` was found under ``("foo",)``).
     """
     if not prefix:
         return store_table.c.namespace.is_not(None)
@@ -142,9 +141,8 @@ def matching(op: KeyPage, *, sqlite: bool) -> Any:
     """The condition "the key after ``op.prefix``, or the document's ``op.field``, contains
     ``op.contains``", case-insensitively.
 
-    Matching the stored JSON alone would also find the text in field names, in
-    other fields and in JSON's own quotes and escapes. So the JSON is searched
-    first for the text as JSON writes it (escaped: cheap, and true of every
+    The JSON alone would also match field names, other fields and JSON's escapes:
+    it is searched first for the text as JSON writes it (cheap, true of every
     match), and only the documents found there have their field read out.
     """
     t = store_table
@@ -245,8 +243,8 @@ metadata.info[UPGRADES] = [_own_rows, _note_legacy]
 def claim_legacy(connection: Connection, ns: str, prefix: str) -> list[str]:
     """Move ``ns``'s collection rows an older version wrote to ``prefix``; their ids.
 
-    Only while no collection wrote there since this version opened the database
-    (they are then the default key's) and the claimer has no rows of its own yet.
+    Only while no collection wrote there since this version opened the database and
+    the claimer has no rows of its own yet.
     """
     note = connection.execute(select(legacy_table).where(legacy_table.c.namespace == ns)).first()
     if note is None:
@@ -290,11 +288,11 @@ def refuse_others(connection: Connection, ns: str, keys: Sequence[str], owner: s
         InvalidInputError: naming the key, its owner and what to do.
     """
     t = store_table
-    for start in range(0, len(keys), 500):
+    for chunk in chunks(keys):
         taken = connection.execute(
             select(t.c.key, t.c.owner).where(
                 t.c.namespace == ns,
-                t.c.key.in_(list(keys[start : start + 500])),
+                t.c.key.in_(list(chunk)),
                 t.c.owner.is_not(None),
                 t.c.owner != owner,
             )

@@ -1,10 +1,4 @@
-"""How long a profile store's documents live: the ``ttl`` of a profile, of instructions.
-
-A document's time to live is its own: a commit gives the store's ``minutes``
-to a new document (and to one written again after it expired) and restarts an
-existing one's own rule (:data:`~memories.stores.expiry.OWN`), so a document
-saved without a time to live stays permanent whatever a later writer's ``ttl``.
-"""
+"""How long a profile store's documents live: the ``ttl`` of a profile, of instructions."""
 
 from __future__ import annotations
 
@@ -26,10 +20,12 @@ Namespace = tuple[str, ...]
 class DocumentTTL:
     """How long a store's documents live after their last write (a profile's ``ttl``).
 
-    A store given one writes each commit's expiry row in the commit's own
-    transaction (the ledger is on the store's database) and shows an expired
-    document as cleared (``value`` None, its version kept, so compare-and-set
-    still holds) until a sweep deletes it with every version.
+    A store given one writes each expiry row in its commit's transaction, and shows
+    an expired document as cleared (its version kept, so compare-and-set holds)
+    until a sweep deletes it. A document's time to live is its own: a commit gives
+    :attr:`minutes` to a new document (or one expired) and restarts an existing
+    one's own rule (:data:`~memories.stores.expiry.OWN`), so one saved without a
+    time to live stays permanent whatever a later writer's ``ttl``.
     """
 
     ledger: ExpiryLedger
@@ -42,11 +38,8 @@ class DocumentTTL:
     """The time expiry is reckoned with (Unix seconds)."""
 
     def stamping(self, namespace: Namespace, keys: Sequence[str], anew: Collection[str]) -> Stamp:
-        """The expiry rows of a commit of ``keys``, for its transaction.
-
-        ``anew``: the new documents (none stored, or expired): they get
-        ``minutes``; the others keep their own rule, restarted.
-        """
+        """The expiry rows of a commit of ``keys``, for its transaction (``anew``: the new
+        or expired documents, which get :attr:`minutes`)."""
         ttls: dict[str, Rule] = {key: self.minutes if key in anew else OWN for key in keys}
         return self.ledger.stamping(namespace, ttls, now=self.clock())
 

@@ -55,9 +55,9 @@ class RedisEntityStore(EntityStore):
         recall_ttl: seconds an entity is kept after :meth:`get` reads it (``ttl`` if None).
         timeout: seconds a connection or a command may take before it fails
             with :class:`~memories.errors.BackendUnavailableError`.
-        redis_client: a ``redis.Redis`` client (made with ``decode_responses=True``)
-            to use instead of one made from ``url`` and ``timeout``; None makes one.
-            LangChain's store requires this argument and then replaces it.
+        redis_client: a ``redis.Redis`` client (``decode_responses=True``) to use
+            instead of one made from ``url`` and ``timeout`` (LangChain's store
+            requires this argument, then replaces it).
 
     Raises:
         ConfigError: a bad argument.
@@ -105,14 +105,10 @@ class RedisEntityStore(EntityStore):
             )
         self._errors = redis.exceptions
         #: The server, as errors and the repr name it (no password).
-        self._where = (
-            redacted(url)
-            if not self._given
-            else (
-                f"redis://{pool_options.get('host', '?')}:{pool_options.get('port', '?')}"
-                f"/{pool_options.get('db', 0)}"
-            )
-        )
+        self._where = redacted(url)
+        if self._given:
+            host, port = pool_options.get("host", "?"), pool_options.get("port", "?")
+            self._where = f"redis://{host}:{port}/{pool_options.get('db', 0)}"
         base = f"{key_prefix}:{quote(session_id, safe='')}"
         self._index_key, self._seq_key = f"{base}:entities", f"{base}:seq"
         self._versions_prefix = f"{base}:versions:"
@@ -128,8 +124,6 @@ class RedisEntityStore(EntityStore):
                 f"url {redacted(url)!r} is not a Redis URL ({exc}); write it as "
                 "redis://[:password@]host:port/db"
             ) from exc
-
-    # -- keys and errors -----------------------------------------------------------------
 
     def _versions_key(self, entity: str) -> str:
         return self._versions_prefix + entity
@@ -166,8 +160,6 @@ class RedisEntityStore(EntityStore):
     def _version(entity: str, stored: str) -> EntityVersion:
         value, created_at = json.loads(stored)
         return EntityVersion(entity, value, created_at)
-
-    # -- the store ----------------------------------------------------------------------
 
     def _latest(self, entity: str, /) -> EntityVersion | None:
         with self._translated():
@@ -212,14 +204,10 @@ class RedisEntityStore(EntityStore):
     ) -> None:
         """Run ``queue(pipe, last sequence number, entity names)``'s commands in one transaction.
 
-        One ``MULTI``/``EXEC``, the sequence key ``WATCH``-ed: if another client
-        wrote to the session between the reads and ``EXEC``, nothing is applied
-        and it runs again.
-        The entity names (every name of the index) are read only if ``names``.
-
-        Redis applies the rest of a transaction when one command fails (a key of
-        another type), so the types of the keys written (``keys``, the index,
-        the sequence) are checked first, the keys watched meanwhile.
+        One ``MULTI``/``EXEC``, the keys ``WATCH``-ed: if another client wrote them
+        meanwhile, nothing is applied and it runs again. The names are read only if
+        ``names``. Redis applies the rest of a transaction when one command fails, so
+        the written keys' types are checked first.
 
         Raises:
             BackendError: a key holds another program's data, or it lost to

@@ -53,16 +53,13 @@ class EntityVersion(NamedTuple):
 class EntityStore(EntityLog, ABC):
     """An entity store with LangChain's ``BaseEntityStore`` interface, keeping every version.
 
-    A write is a new version, a deletion a version with no value, and
-    :meth:`history` reads an entity's versions back, oldest first. ``set``
-    with an empty value deletes the entity, as LangChain's SQLite and Redis
-    stores do; ``clear`` records a deletion of every entity, so the versions
-    stay readable (:meth:`purge` erases them).
+    A write is a new version, a deletion (or ``set`` of an empty value, as LangChain's
+    SQLite and Redis stores do) a version with no value; ``clear`` deletes every
+    entity and :meth:`purge` erases the versions too.
 
     Implementing a subclass
     -----------------------
-    Implement the five abstract methods below; LangChain's five methods and
-    the async twins are written once here on top of them.
+    Implement the five abstract methods; LangChain's and the async twins are written here.
     """
 
     @abstractmethod
@@ -263,9 +260,8 @@ _LANGCHAIN_METHODS = ("get", "set", "delete", "exists", "clear")
 class LangChainEntityStore(EntityStore):
     """Any store with LangChain's ``BaseEntityStore`` interface, as the memory drives it.
 
-    LangChain's stores keep one value per entity: :meth:`history` gives the
-    current one only, and :meth:`entities` is not available (their interface
-    cannot list keys).
+    LangChain's stores keep one value per entity (:meth:`history` gives it) and
+    cannot list their keys (:meth:`entities` is not available).
     """
 
     config_type: ClassVar[str] = "langchain"

@@ -59,16 +59,13 @@ class GraphChange(NamedTuple):
 class EntityGraph(EntityLog, ABC):
     """A directed graph of entities with one relation per (subject, object) edge.
 
-    The methods are ``NetworkxEntityGraph``'s (``add_triple``,
-    ``delete_triple``, ``get_triples``, ``get_entity_knowledge``, ``clear``);
-    a new triple for an existing edge overwrites its relation in the graph
-    and stays in :meth:`history`.
+    ``NetworkxEntityGraph``'s methods; a new triple for an existing edge overwrites
+    its relation in the graph and stays in :meth:`history`.
 
     Implementing a subclass
     -----------------------
-    Implement the four abstract methods below. The graph's methods replay the
-    log once here, with ``networkx``'s ordering rules, so every backend
-    answers alike.
+    Implement the four abstract methods. The graph's methods replay the log here,
+    with ``networkx``'s ordering rules, so every backend answers alike.
     """
 
     @abstractmethod
@@ -275,8 +272,7 @@ def networkx_graph() -> Any:
     """LangChain's ``NetworkxEntityGraph``, the graph config ``{"type": "networkx"}``.
 
     Raises:
-        MissingDependencyError: langchain-community or networkx is not
-            installed (the message names the ``kg`` extra's pip command).
+        MissingDependencyError: langchain-community or networkx is not installed.
     """
     try:
         from langchain_community.graphs import NetworkxEntityGraph

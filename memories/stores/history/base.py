@@ -26,7 +26,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, ToolMessage
@@ -47,6 +48,7 @@ DEFAULT_SESSION_ID = "default"
 #: How a message is named in an edit: its ``id``, or its ``seq`` in the log
 #: (messages saved by ``save_context`` have no id).
 MessageRef = str | int
+_Record = TypeVar("_Record", bound=Entry | Edit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -586,18 +588,14 @@ def _kept_from(tail: Sequence[Entry], keep: int) -> int:
     return start
 
 
-def _seq(entry: Entry) -> int:
-    return entry.seq
-
-
-def select_entries(log: Sequence[Entry], after: int | None, last: int | None) -> list[Entry]:
-    """Apply :meth:`ChatHistory.entries`' filters to a log held in order in memory."""
+def select_entries(log: Sequence[_Record], after: int | None, last: int | None) -> list[_Record]:
+    """Apply :meth:`ChatHistory.entries`' filters to log records held in order in memory."""
     if last is not None and last < 0:
         raise ValueError(f"last must be >= 0, got {last}")
     start = 0
     if after is not None:
         # seqs are increasing: binary search for the first entry past `after`.
-        start = bisect.bisect_right(log, after, key=_seq)
+        start = bisect.bisect_right(log, after, key=attrgetter("seq"))
     if last is not None:
         start = max(start, len(log) - last)
     return list(log[start:])

@@ -12,6 +12,7 @@ keeps tool calls and their results together.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
 
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 
@@ -27,7 +28,7 @@ def fold(entries: Iterable[Entry], edits: Iterable[Edit]) -> list[Entry]:
     An edit whose target is not among ``entries`` changes nothing.
     """
     shown = {entry.seq: entry for entry in entries}
-    for edit in sorted(edits, key=_position):
+    for edit in sorted(edits, key=attrgetter("seq")):
         if edit.through:
             for seq in [s for s in shown if s <= edit.target]:
                 del shown[seq]
@@ -36,7 +37,7 @@ def fold(entries: Iterable[Entry], edits: Iterable[Edit]) -> list[Entry]:
                 del shown[edit.target]
             else:
                 shown[edit.target] = Entry(edit.target, edit.message)
-    return sorted(shown.values(), key=_position)
+    return sorted(shown.values(), key=attrgetter("seq"))
 
 
 def shown(records: Sequence[Entry | Edit]) -> list[Entry]:
@@ -169,7 +170,3 @@ def _call_ids(message: BaseMessage | None) -> set[str]:
     if not isinstance(message, AIMessage):
         return set()
     return {call["id"] for call in message.tool_calls if call["id"] is not None}
-
-
-def _position(record: Entry | Edit) -> int:
-    return record.seq

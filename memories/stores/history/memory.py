@@ -112,8 +112,7 @@ class InMemoryHistory(ChatHistory):
 
     def records(self, *, after: int | None = None) -> list[Entry | Edit]:
         with self._lock:
-            start = 0 if after is None else bisect.bisect_right(self._records, after, key=_seq)
-            return self._records[start:]
+            return select_entries(self._records, after, None)
 
     def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
         with self._lock:
@@ -175,10 +174,6 @@ for _name in (
     *("save_state", "first_entry", "start_of_last_exchanges", "last_exchanges"),
 ):
     setattr(InMemoryHistory, f"a{_name}", inline_twin(getattr(ChatHistory, _name)))
-
-
-def _seq(record: Entry | Edit) -> int:
-    return record.seq
 
 
 def _expired(record: Entry | Edit, through: int) -> bool:

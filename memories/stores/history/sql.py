@@ -14,13 +14,12 @@ import json
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from sqlalchemy.dialects import postgresql as postgresql_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from memories.errors import BackendError, ConfigError
 from memories.kernel.messages import dump_message, load_message
@@ -36,7 +35,15 @@ from memories.stores.history.base import (
 )
 from memories.stores.history.edits import current_ids, shown
 from memories.stores.history.records import Edit, Item, NewEdit
-from memories.stores.sql import EXTRA_DDL, Database, Prepared, log_table, redacted
+from memories.stores.sql import (
+    EXTRA_DDL,
+    UPSERTING,
+    Database,
+    Prepared,
+    chunks,
+    log_table,
+    redacted,
+)
 
 __all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory"]
 
@@ -213,7 +220,7 @@ def _upsert(module: Any) -> Prepared:
 
 
 #: One statement that inserts a state row or replaces its value, per dialect that has one.
-_UPSERTS = {"sqlite": _upsert(sqlite_dialect), "postgresql": _upsert(postgresql_dialect)}
+_UPSERTS = {name: _upsert(module) for name, module in UPSERTING.items()}
 # No seq is below 1: "after nothing" is after 0.
 _START = 0
 
@@ -279,8 +286,7 @@ class SQLHistory(ChatHistory):
                 # may list them in any order, but their ids are taken in VALUES
                 # order, one after the other: sorted, they are the rows' ids.
                 seqs = []
-                for start in range(0, len(rows), _ROWS_PER_INSERT):
-                    chunk = rows[start : start + _ROWS_PER_INSERT]
+                for chunk in chunks(rows, _ROWS_PER_INSERT):
                     values = {f"{c}_{i}": row[c] for i, row in enumerate(chunk) for c in _COLUMNS}
                     found = _insert(len(chunk)).execute(connection, **values).fetchall()
                     seqs.extend(sorted(int(seq) for (seq,) in found))
@@ -581,10 +587,6 @@ def _decoded(seq: int, kind: str, text: str) -> Entry | Edit:
         raise BackendError(f"A stored edit record is not valid: {text!r:.120}") from exc
 
 
-def _seq(record: Entry | Edit) -> int:
-    return record.seq
-
-
 def _horizons(db: Database, retention: Retention, *, now: float) -> dict[str, int]:
     """Each session's last expired ``seq`` under ``retention`` (sessions with none left out)."""
     t = messages_table
@@ -643,11 +645,9 @@ def _purge(db: Database, session: str, through: int, *, batch: int, dry_run: boo
         removed += gone.rowcount
         if gone.rowcount < batch:
             break
-    for start in range(0, len(orphans), batch):
+    for chunk in chunks(orphans, batch):
         with db.transaction(write=True) as connection:
-            gone = connection.execute(
-                sa.delete(t).where(t.c.id.in_(orphans[start : start + batch]))
-            )
+            gone = connection.execute(sa.delete(t).where(t.c.id.in_(chunk)))
         removed += gone.rowcount
     return removed
 
@@ -668,7 +668,7 @@ def _with_ids(dialect: str, session_id: str, ids: list[str]) -> sa.CompoundSelec
 
 def _in_order(found: Sequence[Entry | Edit]) -> list[Entry | Edit]:
     """The records two SELECTs found, each once (a row may be in both), in log order."""
-    return sorted({r.seq: r for r in found}.values(), key=_seq)
+    return sorted({r.seq: r for r in found}.values(), key=attrgetter("seq"))
 
 
 def _changes(found: Sequence[Entry | Edit], after: int | None, since: int) -> Changes:
