@@ -62,8 +62,9 @@ def sweep(
 ) -> list[Swept]:
     """Delete what each member's retention or time to live expired, in every session or namespace.
 
-    ``session`` (``namespace``): only the memory's own, and only the members kept so. A
-    chat memory without a retention is listed with an empty policy. Derived state is
+    ``session`` (``namespace``): only the memory's own, and only the members kept so.
+    Members that nothing can expire are left out; a chat memory without a retention is
+    listed with an empty policy. Derived state is
     never touched; a crash mid-way leaves a shorter sweep for the next run.
     """
     done = []
