@@ -134,7 +134,8 @@ def erase(
     """Erase a person's data in every store of a config (see :func:`~memories.erase_user`).
 
     ``confirm`` is asked first with a line per store (None: not asked; no: returns
-    None); each store's line goes to ``out`` once it is done.
+    None); each store's line goes to ``out`` once it is done (so the report's
+    ``text(stores=dry_run)`` names each store once).
     """
     if not dry_run and confirm is not None:
         preview = erase_user(config, namespace=namespace, session=session, dry_run=True)

@@ -147,6 +147,14 @@ class Inspector:
             raise NotFound(f"No memory {memory_id!r} in this config; it has {self.ids}.")
         return leaves_of(self._memory(namespace, session))[self.ids.index(memory_id)]
 
+    def _kept(self, text: str, memory_id: str) -> tuple[Namespace, Any]:
+        """Namespace ``text``, and memory ``memory_id`` on it; NotFound if it keeps none."""
+        namespace = self._known(text)
+        leaf = self._leaf(memory_id, namespace, None)
+        if capabilities_of(leaf).scope != "namespace":
+            raise NotFound(f"Memory {memory_id!r} keeps nothing per namespace.")
+        return namespace, leaf
+
     def _namespaced(self) -> list[tuple[str, Any]]:
         return [
             (i, m)
@@ -322,10 +330,7 @@ class Inspector:
 
     def items(self, text: str, memory_id: str, *, q: str = "", page: int = 1) -> dict[str, Any]:
         """What one memory holds in a namespace: a document with its versions, or its items."""
-        namespace = self._known(text)
-        leaf = self._leaf(memory_id, namespace, None)
-        if capabilities_of(leaf).scope != "namespace":
-            raise NotFound(f"Memory {memory_id!r} keeps nothing per namespace.")
+        namespace, leaf = self._kept(text, memory_id)
         q = _checked_text(q, "q")
         kind = _kind(leaf)
         found: dict[str, Any] = {
@@ -509,10 +514,7 @@ class Inspector:
         """The memory ``action`` writes, and the answer's first fields (what, where)."""
         if not self.allow_writes:
             raise ReadOnly()
-        namespace = self._known(text)
-        leaf = self._leaf(memory_id, namespace, None)
-        if capabilities_of(leaf).scope != "namespace":
-            raise NotFound(f"Memory {memory_id!r} keeps nothing per namespace.")
+        namespace, leaf = self._kept(text, memory_id)
         return leaf, {"action": action, "namespace": ".".join(namespace), "memory": memory_id}
 
     def _versioned(
