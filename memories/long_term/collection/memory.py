@@ -613,15 +613,13 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _refreshing(self) -> Steps[CollectionUpdate]:
         return (yield from folding.refreshing(self))
 
-    def duplicate_of(self, content: Any) -> MemoryRecord | None:
+    def _duplicate_of_steps(self, content: Any) -> Steps[MemoryRecord | None]:
         """The current memory that already says ``content`` (``duplicate_threshold``), or None."""
-        found, _ = run(folding.matching(self, self._text(self.check_content(content)), ()))
+        found, _ = yield from folding.matching(self, self._text(self.check_content(content)), ())
         return None if found is None else rules.found(found)
 
-    async def aduplicate_of(self, content: Any) -> MemoryRecord | None:
-        """Async :meth:`duplicate_of`."""
-        found, _ = await arun(folding.matching(self, self._text(self.check_content(content)), ()))
-        return None if found is None else rules.found(found)
+    duplicate_of: ClassVar = sync_twin(_duplicate_of_steps)
+    aduplicate_of: ClassVar = async_twin(_duplicate_of_steps)
 
     # -- export and import (the command line's) -------------------------------------
 
