@@ -114,8 +114,6 @@ def _clear_knowledge(session_id: str, store: EntityStore | EntityGraph, *, erase
     )
 
 
-# -- erase ----------------------------------------------------------------------
-
 #: For crash tests: after erasing this many stores, ``erase`` writes ``paused`` and waits
 #: (at most :data:`_PAUSE_SECONDS`) to be killed half-way, at a known point.
 ERASE_PAUSE_ENV = "MEMORIES_ERASE_PAUSE_AFTER"

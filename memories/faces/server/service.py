@@ -129,8 +129,6 @@ class Inspector:
         self.leaves: list[Any] = leaves_of(probe)
         self.ids: list[str] = _ids(self.leaves)
 
-    # -- building memories ------------------------------------------------------------
-
     def _memory(self, namespace: Namespace | None, session: str | None) -> Any:
         """The config's memory on ``namespace`` and ``session`` (built once, then cached)."""
         key = (namespace, session)
@@ -161,8 +159,6 @@ class Inspector:
             for i, m in zip(self.ids, self.leaves, strict=True)
             if capabilities_of(m).scope == "namespace"
         ]
-
-    # -- the overview -------------------------------------------------------------------
 
     def overview(self) -> dict[str, Any]:
         """Every memory of the config: its type, store, scope, and what its stores hold."""
@@ -213,8 +209,6 @@ class Inspector:
 
     def _histories(self) -> list[ChatHistory]:
         return distinct_histories(self._memory(None, None))
-
-    # -- namespaces ------------------------------------------------------------------------
 
     def _namespace_count(self, leaf: Any) -> int:
         if isinstance(leaf, CollectionMemory):
@@ -326,8 +320,6 @@ class Inspector:
             for letter in leaf.backend.dead_letters()
         ]
 
-    # -- one memory's items -------------------------------------------------------------
-
     def items(self, text: str, memory_id: str, *, q: str = "", page: int = 1) -> dict[str, Any]:
         """What one memory holds in a namespace: a document with its versions, or its items."""
         namespace, leaf = self._kept(text, memory_id)
@@ -419,8 +411,6 @@ class Inspector:
             return {**base, **document_row(records[0])}
         raise NotFound(f"Memory {memory_id!r} keeps no items.")
 
-    # -- sessions -----------------------------------------------------------------------
-
     def sessions(self, *, q: str = "", page: int = 1) -> dict[str, Any]:
         """The sessions of the config's histories, last active first, a page at a time."""
         q = _checked_text(q, "q")
@@ -476,8 +466,6 @@ class Inspector:
 
     def _holds(self, session_id: str) -> bool:
         return any(_held(h, session_id, 10**9) for h in self._histories() if h.lists_sessions)
-
-    # -- search ------------------------------------------------------------------------
 
     def search(self, text: str, query: str, *, memory_id: str | None = None, k: int = 10) -> dict:
         """Each searchable memory's best matches in a namespace, with why each ranked.
@@ -679,9 +667,6 @@ class Inspector:
             if key[0] == namespace:
                 self._memories.pop(key)
         return _erasure(erase_user(self.options, namespace=namespace))
-
-
-# -- pure helpers -----------------------------------------------------------------------
 
 
 def _erasure(report: ErasureReport) -> dict[str, Any]:
