@@ -21,6 +21,7 @@ import yaml
 
 from memories.errors import ConfigError
 from memories.kernel.capabilities import capabilities_of
+from memories.kernel.checks import non_empty_text
 from memories.kernel.imports import INSTALL_COMMANDS, import_object
 from memories.kernel.namespaces import as_namespace
 from memories.kernel.paths import default_file
@@ -298,8 +299,7 @@ def with_session(config: Mapping[str, Any] | str | Path, session_id: str) -> dic
     Raises:
         ConfigError: ``session_id`` is empty or not a string.
     """
-    if not isinstance(session_id, str) or not session_id:
-        raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
+    non_empty_text(session_id, "session_id")
 
     def on_session(options: dict[str, Any]) -> dict[str, Any]:
         for key in ("history", "chat_memory"):
@@ -495,9 +495,7 @@ class SessionFactory:
         """
         values = dict(session) if isinstance(session, Mapping) else {"session_id": session}
         values.update(fields)
-        session_id = values.get("session_id")
-        if not isinstance(session_id, str) or not session_id:
-            raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
+        session_id = non_empty_text(values.get("session_id"), "session_id")
 
         def fill(options: dict[str, Any]) -> dict[str, Any]:
             if template_fields(options):

@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator
 
 from memories.errors import BudgetExceededError, ConfigError
+from memories.kernel.checks import whole_number
 from memories.kernel.lru import LRU
 
 __all__ = [
@@ -132,9 +133,7 @@ class Ledger:
     """
 
     def __init__(self, *, max_namespaces: int = 1000) -> None:
-        if max_namespaces < 1:
-            raise ConfigError(f"max_namespaces must be >= 1, got {max_namespaces}")
-        self.max_namespaces = max_namespaces
+        self.max_namespaces = whole_number(max_namespaces, "max_namespaces", least=1)
         # Mutable counters in ModelUsage's field order: a call adds in place.
         self._totals: dict[str, list[Any]] = {}
         self._namespaces: OrderedDict[str, dict[str, list[Any]]] = OrderedDict()
@@ -448,12 +447,9 @@ class Budget:
             )
         if self.tokens is None and self.calls is None:
             raise ConfigError("A budget caps tokens or calls: give 'tokens' or 'calls' (or both).")
-        for name in ("tokens", "calls"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ConfigError(f"budget {name} must be a whole number, got {value!r}")
-            if value is not None and value < 0:
-                raise ConfigError(f"budget {name} must be >= 0, got {value}")
+        for name, value in (("tokens", self.tokens), ("calls", self.calls)):
+            if value is not None:
+                whole_number(value, f"budget {name}")
 
     def to_config(self) -> dict[str, Any]:
         """The config form: ``{"tokens": 50000, "per": "day"}``."""

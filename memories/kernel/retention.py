@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memories.errors import ConfigError
+from memories.kernel.checks import positive_number, whole_number
 from memories.kernel.steps import blocking_twin
 
 __all__ = ["DAY", "Retention", "Sweeps"]
@@ -36,16 +37,10 @@ class Retention:
             raise ConfigError(
                 "A retention needs keep_days or keep_messages (or both), e.g. {'keep_days': 7}."
             )
-        if days is not None and (
-            isinstance(days, bool) or not isinstance(days, int | float) or not days > 0
-        ):
-            raise ConfigError(f"retention keep_days must be a number of days > 0, got {days!r}.")
-        if count is not None and (
-            isinstance(count, bool) or not isinstance(count, int) or count < 1
-        ):
-            raise ConfigError(
-                f"retention keep_messages must be a whole number >= 1, got {count!r}."
-            )
+        if days is not None:
+            positive_number(days, "retention keep_days", hint="days")
+        if count is not None:
+            whole_number(count, "retention keep_messages", least=1)
 
     @classmethod
     def of(cls, value: Any, /) -> Retention | None:

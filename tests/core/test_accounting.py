@@ -388,7 +388,7 @@ def test_a_budget_round_trips_through_config_and_bad_ones_are_refused() -> None:
     for bad, said in [
         ({"tokens": 10, "per": "week"}, "per must be one of"),
         ({"per": "day"}, "give 'tokens' or 'calls'"),
-        ({"tokens": -1}, "must be >= 0"),
+        ({"tokens": -1}, "must be a whole number >= 0, got -1"),
         ({"tokens": 10, "dollars": 3}, "Unknown budget option"),
         ("50000", "must be a dict"),
     ]:

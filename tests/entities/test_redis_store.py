@@ -303,7 +303,9 @@ def test_bad_arguments_say_what_to_do() -> None:
         RedisEntityStore(session_id="")
     with pytest.raises(ConfigError, match="key_prefix"):
         RedisEntityStore(key_prefix="")
-    with pytest.raises(ConfigError, match="ttl must be a positive number"):
+    with pytest.raises(
+        ConfigError, match=r"ttl must be a whole number >= 1 \(seconds, or None\), got 0"
+    ):
         RedisEntityStore(ttl=0)
     with pytest.raises(ConfigError, match="recall_ttl must be"):
         RedisEntityStore(recall_ttl=1.5)  # type: ignore[arg-type]

@@ -26,6 +26,7 @@ from memories.core.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.core.state import Cursors, SeenState
 from memories.errors import BudgetExceededError, ConfigError, LLMError
 from memories.kernel.capabilities import Capabilities
+from memories.kernel.checks import whole_number
 from memories.kernel.messages import format_buffer
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.short_term.summary.prompts import (
@@ -500,8 +501,7 @@ class SummaryMemory(_RunningSummaryMemory):
         Raises:
             LLMError: a summary call failed.
         """
-        if summarize_step <= 0:
-            raise ConfigError(f"summarize_step must be positive, got {summarize_step}")
+        whole_number(summarize_step, "summarize_step", least=1)
         memory = cls(llm=llm, chat_memory=chat_memory, **kwargs)
         run(memory._summarizing_log(summarize_step), lock=memory._lock)
         return memory

@@ -25,6 +25,7 @@ from memories.errors import (
     ConfigError,
     MissingDependencyError,
 )
+from memories.kernel.checks import non_empty_text, positive_number, whole_number
 from memories.kernel.imports import install_hint
 from memories.stores.entities.summaries import DEFAULT_ENTITY_SESSION, EntityStore, EntityVersion
 from memories.stores.sql import redacted
@@ -36,11 +37,7 @@ WRITE_ATTEMPTS = 50
 
 
 def _seconds(name: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{name} must be a positive number of seconds or None, got {value!r}")
-    return value
+    return None if value is None else whole_number(value, name, least=1, hint="seconds, or None")
 
 
 class RedisEntityStore(EntityStore):
@@ -81,18 +78,12 @@ class RedisEntityStore(EntityStore):
             import redis
         except ImportError as exc:
             raise MissingDependencyError("RedisEntityStore", install_hint("redis")) from exc
-        if not isinstance(session_id, str) or not session_id:
-            raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
-        if not isinstance(key_prefix, str) or not key_prefix:
-            raise ConfigError(f"key_prefix must be a non-empty string, got {key_prefix!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        self.session_id = session_id
+        self.session_id = non_empty_text(session_id, "session_id")
         self.url = url
-        self.key_prefix = key_prefix
+        self.key_prefix = non_empty_text(key_prefix, "key_prefix")
         self.ttl = _seconds("ttl", ttl)
         self.recall_ttl = _seconds("recall_ttl", recall_ttl) or self.ttl  # LangChain's rule
-        self.timeout = timeout
+        self.timeout = positive_number(timeout, "timeout", hint="seconds")
         self._given = redis_client is not None
         self._client = redis_client if self._given else self._connect(redis, url, timeout)
         pool_options = getattr(

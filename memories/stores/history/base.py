@@ -33,6 +33,7 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 
 from memories.errors import InvalidInputError
+from memories.kernel.checks import whole_number
 from memories.kernel.retention import Retention
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.history.edits import current_ids, planned, repaired
@@ -352,8 +353,7 @@ class ChatHistory(BaseChatMessageHistory, ABC):
 
     def cutting(self, keep: int, /) -> Steps[list[int]]:
         """Steps of :meth:`keep_last`."""
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
-            raise InvalidInputError(f"keep_last takes a count of messages >= 0, got {keep!r}.")
+        whole_number(keep, "keep_last's count", hint="messages", error=InvalidInputError)
         tail = yield from self._reading_tail(keep + 8, lambda tail: _kept_from(tail, keep) > 0)
         start = _kept_from(tail, keep)
         if start <= 0:

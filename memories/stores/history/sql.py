@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from memories.errors import BackendError, ConfigError
+from memories.errors import BackendError
+from memories.kernel.checks import non_empty_text
 from memories.kernel.messages import dump_message, load_message
 from memories.kernel.paths import default_file
 from memories.kernel.retention import Retention
@@ -246,10 +247,8 @@ class SQLHistory(ChatHistory):
         session_id: str = DEFAULT_SESSION_ID,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
         self.url = default_sqlite_url() if url is None else url
-        self.session_id, self.clock = session_id, clock
+        self.session_id, self.clock = non_empty_text(session_id, "session_id"), clock
         self._db = Database(self.url, metadata)
         # key -> (text, value): the state this process last wrote or read, by its stored text.
         self._states: dict[str, tuple[str, dict[str, Any]]] = {}
