@@ -493,15 +493,13 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     get: ClassVar = sync_twin(_get_steps)
     aget: ClassVar = async_twin(_get_steps)
 
-    def history(self, memory_id: str) -> list[MemoryVersion]:
+    def _history_steps(self, memory_id: str) -> Steps[list[MemoryVersion]]:
         """Every version of a memory, oldest first, each with when it held and what caused it."""
         key = self.rows.prefix + rules.checked_id(memory_id)
-        return rules.versions(self._store.changes(self.namespace, key))
+        return rules.versions((yield step(self._store.changes, self.namespace, key)))
 
-    async def ahistory(self, memory_id: str) -> list[MemoryVersion]:
-        """Async :meth:`history`."""
-        key = self.rows.prefix + rules.checked_id(memory_id)
-        return rules.versions(await self._store.achanges(self.namespace, key))
+    history: ClassVar = sync_twin(_history_steps)
+    ahistory: ClassVar = async_twin(_history_steps)
 
     def _search_steps(
         self,
