@@ -84,8 +84,8 @@ class ConversationEntityMemory(QueuedUpdates):
     @field_validator("entity_store", mode="before")
     @classmethod
     def _check_store(cls, value: Any) -> Any:
-        as_entity_store(value)  # raises ConfigError for what is not a store
-        return as_entity_store(value) if isinstance(value, Mapping) else value
+        store = as_entity_store(value)  # raises ConfigError for what is not a store
+        return store if isinstance(value, Mapping) else value
 
     @property
     def chat_history_key(self) -> str:
