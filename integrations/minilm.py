@@ -205,7 +205,7 @@ class MiniLMEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         """Embed one query text into a list of 384 floats."""
-        _check_query(text)
+        _check_text(text, "the query", "; use embed_documents for a list of texts")
         vector: list[float] = self.embed([text])[0].tolist()
         return vector
 
@@ -326,17 +326,13 @@ def _check_texts(texts: object) -> None:
             "wrap a single text in a list, or call embed_query."
         )
     for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InvalidInputError(
-                f"texts[{i}] must be a str, got {type(text).__name__} {text!r:.80}."
-            )
+        _check_text(text, f"texts[{i}]")
 
 
-def _check_query(text: object) -> None:
+def _check_text(text: object, what: str, hint: str = "") -> None:
     if not isinstance(text, str):
         raise InvalidInputError(
-            f"the query must be a str, got {type(text).__name__} {text!r:.80}; "
-            "use embed_documents for a list of texts."
+            f"{what} must be a str, got {type(text).__name__} {text!r:.80}{hint}."
         )
 
 

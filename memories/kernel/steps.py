@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
+import inspect
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -22,11 +24,13 @@ __all__ = [
     "Step",
     "Steps",
     "arun",
+    "async_twin",
     "blocking_twin",
     "bounded_call",
     "inline_twin",
     "run",
     "step",
+    "sync_twin",
     "to_thread",
 ]
 
@@ -219,6 +223,85 @@ def inline_twin(
         return result
 
     return _named(twin, name, "inline (it never blocks)")
+
+
+def sync_twin(steps: Callable[Concatenate[S, P], Steps[T]], /) -> Callable[Concatenate[S, P], T]:
+    """The public method that runs the loop ``steps`` with :func:`run`.
+
+    Written in a class body as ``search: ClassVar = sync_twin(_search_steps)``
+    beside ``asearch: ClassVar = async_twin(_search_steps)``, so the signature and
+    docstring are written once, on the steps function. The bare ``ClassVar`` keeps
+    the pydantic mypy plugin from reading a field, and mypy infers the method's
+    exact signature; the API pages show both as methods (``docs/twins.py``). The
+    twin calls the steps function by name, so a subclass's override is the one run.
+    """
+    twin: Callable[Concatenate[S, P], T] = _of_steps(steps, asynchronous=False)
+    return twin
+
+
+def async_twin(
+    steps: Callable[Concatenate[S, P], Steps[T]], /
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
+    """The async twin of :func:`sync_twin`'s method: the same loop, run with :func:`arun`.
+
+    A step's async method (a model's ``aembed_query``) is awaited, not run on a thread.
+    """
+    twin: Callable[Concatenate[S, P], Coroutine[Any, Any, T]] = _of_steps(steps, asynchronous=True)
+    return twin
+
+
+def _of_steps(steps: Callable[..., Any], *, asynchronous: bool) -> Any:
+    """A method with the parameters of ``steps`` that runs ``self.<steps>(...)``.
+
+    Its code is generated with those parameters written out, as dataclasses
+    writes an ``__init__``: a call costs what a hand-written twin's does, no
+    ``*args``/``**kwargs`` packed and forwarded on each call.
+    """
+    called = steps.__name__
+    name = called.removeprefix("_").removesuffix("_steps")
+    if called != f"_{name}_steps":
+        raise TypeError(f"A steps function is named _<method>_steps, got {called!r}.")
+    parameters = list(inspect.signature(steps).parameters.values())
+    defaults = {f"_steps_{p.name}": p.default for p in parameters if p.default is not p.empty}
+    head = inspect.Signature(
+        [
+            p.replace(
+                annotation=p.empty,
+                default=p.empty if p.default is p.empty else _Source(f"_steps_{p.name}"),
+            )
+            for p in parameters
+        ]
+    )
+    passed = ", ".join(_FORWARDED[p.kind].format(p.name) for p in parameters[1:])
+    call = f"_steps_run({parameters[0].name}.{called}({passed}))"
+    source = f"def twin{head}:\n    return {call}"
+    if asynchronous:
+        source = f"async {source.replace('_steps_run(', 'await _steps_arun(', 1)}"
+    namespace: dict[str, Any] = {"_steps_run": run, "_steps_arun": arun, **defaults}
+    exec(source, namespace)
+    twin = functools.update_wrapper(namespace["twin"], steps)
+    twin.__name__ = ("a" if asynchronous else "") + name
+    twin.__qualname__ = steps.__qualname__.removesuffix(steps.__name__) + twin.__name__
+    if asynchronous:
+        twin.__doc__ = f"Async :meth:`{name}`."
+    return twin
+
+
+class _Source(str):
+    """A default written into a generated signature as the name it is bound to."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+#: How a generated twin passes each kind of parameter on.
+_FORWARDED = {
+    inspect.Parameter.POSITIONAL_ONLY: "{}",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD: "{}",
+    inspect.Parameter.VAR_POSITIONAL: "*{}",
+    inspect.Parameter.KEYWORD_ONLY: "{0}={0}",
+    inspect.Parameter.VAR_KEYWORD: "**{}",
+}
 
 
 def _twin_name(name: str) -> str:

@@ -1,26 +1,11 @@
 """``ExampleMemory``: episodic memory, past interactions recalled as few-shot examples.
 
-The memory guides our users read call it episodic memory: an agent recalls
-how a task was done well before and is shown those interactions as examples.
-Each example is a document in one namespace of the vector store (the same
-store, outbox and hybrid recall as :class:`~memories.long_term.vector.VectorMemory`,
-through :class:`~memories.long_term.indexed.DocumentMemory`):
-
-- its **text** is what a new input is matched against: the values of
-  ``input_keys`` (all values but ``"output"`` by default), as LangChain's
-  example selectors embed them;
-- its **metadata** holds the example's values (``"example"``, as JSON), the
-  turn's messages when it came from an agent run (``"messages"``, tool calls
-  kept whole), the feedback score once given (``"feedback"``), and the
-  caller's own keys.
-
-Examples come from ``save_context`` / ``save_messages`` (every turn; rate
-them later with :meth:`ExampleMemory.feedback` and show only the good ones
-with ``min_feedback``), from :meth:`ExampleMemory.add_example`, or in bulk
-from :meth:`ExampleMemory.add_examples`.
-
-The memory is also a LangChain example selector, so it drops into
-``FewShotPromptTemplate`` and ``FewShotChatMessagePromptTemplate``.
+Each example is a document of the vector store (through
+:class:`~memories.long_term.indexed.DocumentMemory`): its text, matched against
+a new input, is the values of ``input_keys``, as LangChain's selectors embed
+them; its metadata holds the values (``"example"``, JSON), an agent turn's
+messages (``"messages"``), the feedback score (``"feedback"``) and the caller's
+keys. The memory is also a LangChain example selector.
 """
 
 from __future__ import annotations
@@ -51,7 +36,7 @@ from memories.kernel.messages import (
     load_message,
     message_text,
 )
-from memories.kernel.steps import Steps, arun, run, step
+from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin
 from memories.long_term.indexed import DocumentMemory, show_progress
 from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
@@ -226,14 +211,14 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         await arun(self._storing(step(self.backend.add, [row], progress=False), [row.doc_id]))
         return row.doc_id
 
-    def add_examples(
+    def _add_examples_steps(
         self,
         examples: Sequence[Mapping[str, Any]],
         /,
         *,
         metadatas: Sequence[Mapping[str, Any] | None] | None = None,
         progress: bool | None = None,
-    ) -> list[str]:
+    ) -> Steps[list[str]]:
         """Store many examples at once (a bulk import, in batches); returns their ids.
 
         Every example is checked before any is stored. ``progress`` shows a
@@ -241,22 +226,11 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         """
         rows = self._example_rows(examples, metadatas)
         adding = step(self.backend.add, rows, progress=show_progress(progress, rows))
-        run(self._storing(adding, [row.doc_id for row in rows]))
+        yield from self._storing(adding, [row.doc_id for row in rows])
         return [row.doc_id for row in rows]
 
-    async def aadd_examples(
-        self,
-        examples: Sequence[Mapping[str, Any]],
-        /,
-        *,
-        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
-        progress: bool | None = None,
-    ) -> list[str]:
-        """Async :meth:`add_examples`."""
-        rows = self._example_rows(examples, metadatas)
-        adding = step(self.backend.add, rows, progress=show_progress(progress, rows))
-        await arun(self._storing(adding, [row.doc_id for row in rows]))
-        return [row.doc_id for row in rows]
+    add_examples: ClassVar = sync_twin(_add_examples_steps)
+    aadd_examples: ClassVar = async_twin(_add_examples_steps)
 
     # -- feedback ---------------------------------------------------------------
 
@@ -265,7 +239,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         """The id of the example the last ``save_context`` in this thread (or task) stored."""
         return _last_turn.get()
 
-    def feedback(self, example_id: str, score: float) -> Example:
+    def _feedback_steps(self, example_id: str, score: float) -> Steps[Example]:
         """Rate an example (a turn's id, or an added example's); returns it as now stored.
 
         With ``min_feedback`` set, only examples rated at least that are shown.
@@ -275,13 +249,6 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
             InvalidInputError: the score is not a finite number, or no example
                 of this namespace has that id.
         """
-        return run(self._rating(example_id, score))
-
-    async def afeedback(self, example_id: str, score: float) -> Example:
-        """Async :meth:`feedback`."""
-        return await arun(self._rating(example_id, score))
-
-    def _rating(self, example_id: str, score: float) -> Steps[Example]:
         if (
             isinstance(score, bool)
             or not isinstance(score, int | float)
@@ -301,6 +268,9 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         yield step(self.backend.add, [row], progress=False)
         return Example.of(SearchResult(stored.text, meta, 0.0, stored.id))
 
+    feedback: ClassVar = sync_twin(_feedback_steps)
+    afeedback: ClassVar = async_twin(_feedback_steps)
+
     def get(self, ids: Sequence[str], /) -> list[Example]:
         """The examples of this namespace with these ids (unknown ids are left out)."""
         expired = run(self._expired_ids())
@@ -309,7 +279,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
 
     # -- selecting --------------------------------------------------------------
 
-    def select(
+    def _select_steps(
         self,
         query: str,
         /,
@@ -317,7 +287,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         k: int | None = None,
         filter: Mapping[str, Any] | None = None,
         min_feedback: float | None = None,
-    ) -> list[Example]:
+    ) -> Steps[list[Example]]:
         """The ``k`` examples that best match ``query``, best first.
 
         Args:
@@ -326,19 +296,26 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
             filter: a metadata filter, applied with ``self.filter``.
             min_feedback: the lowest feedback score shown; default ``self.min_feedback``.
         """
-        return run(self._selecting(self._selection(query, k, filter, min_feedback)))
+        request = self._request(query, k, filter)
+        floor = self.min_feedback if min_feedback is None else min_feedback
+        clauses = [c for c in (self.filter, request.where) if c]
+        if floor is not None:
+            clauses.append({FEEDBACK_KEY: {"$gte": float(floor)}})
+        combined = clauses[0] if len(clauses) == 1 else {"$and": clauses} if clauses else None
+        wanted = request.k or self.k
+        wide = self.mmr or self.max_tokens is not None
+        found: list[SearchResult] = yield from self._live_search(
+            VectorQuery(request.text, max(wanted, self.fetch_k) if wide else wanted, combined)
+        )
+        examples = [Example.of(r) for r in found]
+        if self.mmr and len(examples) > 1:
+            target = yield from query_vector(self.embedder, request.text)
+            vectors = yield step(self.backend.vectors, [e.id for e in examples])
+            examples = _diverse(examples, target, vectors, self.lambda_mult)
+        return self._within_budget(examples, wanted)
 
-    async def aselect(
-        self,
-        query: str,
-        /,
-        *,
-        k: int | None = None,
-        filter: Mapping[str, Any] | None = None,
-        min_feedback: float | None = None,
-    ) -> list[Example]:
-        """Async :meth:`select`."""
-        return await arun(self._selecting(self._selection(query, k, filter, min_feedback)))
+    select: ClassVar = sync_twin(_select_steps)
+    aselect: ClassVar = async_twin(_select_steps)
 
     def select_examples(self, input_variables: dict[str, Any]) -> list[dict[str, Any]]:
         """LangChain's selector method: the examples' values for a prompt's input variables."""
@@ -349,33 +326,6 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         """Async :meth:`select_examples`."""
         examples = await self.aselect(self._query_text(input_variables))
         return [self._returned(e) for e in examples]
-
-    def _selection(
-        self,
-        query: Any,
-        k: int | None,
-        where: Mapping[str, Any] | None,
-        min_feedback: float | None,
-    ) -> _Selection:
-        request = self._request(query, k, where)
-        floor = self.min_feedback if min_feedback is None else min_feedback
-        clauses = [c for c in (self.filter, request.where) if c]
-        if floor is not None:
-            clauses.append({FEEDBACK_KEY: {"$gte": float(floor)}})
-        combined = clauses[0] if len(clauses) == 1 else {"$and": clauses} if clauses else None
-        return _Selection(request.text, request.k or self.k, combined)
-
-    def _selecting(self, selection: _Selection) -> Steps[list[Example]]:
-        wide = self.mmr or self.max_tokens is not None
-        fetch = max(selection.k, self.fetch_k) if wide else selection.k
-        query = VectorQuery(selection.text, fetch, selection.where)
-        found: list[SearchResult] = yield from self._live_search(query)
-        examples = [Example.of(r) for r in found]
-        if self.mmr and len(examples) > 1:
-            target = yield from query_vector(self.embedder, selection.text)
-            vectors = yield step(self.backend.vectors, [e.id for e in examples])
-            examples = _diverse(examples, target, vectors, self.lambda_mult)
-        return self._within_budget(examples, selection.k)
 
     def _within_budget(self, examples: list[Example], k: int) -> list[Example]:
         """The first ``k`` examples that fit ``max_tokens`` together, in their order."""
@@ -428,29 +378,20 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         turn = turn_messages_for(self, inputs, outputs)
         await arun(self._recording(self._turn_row(turn, turn_id, metadata), turn_id))
 
-    def save_messages(
+    def _save_messages_steps(
         self,
         messages: Sequence[BaseMessage],
         /,
         *,
         turn_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
-    ) -> None:
+    ) -> Steps[None]:
         """Store an agent turn whole (human message, tool calls, results, answer) as an example."""
-        run(self._recording(self._turn_row(_agent_turn(messages), turn_id, metadata), turn_id))
+        row = self._turn_row(_agent_turn(messages), turn_id, metadata)
+        yield from self._recording(row, turn_id)
 
-    async def asave_messages(
-        self,
-        messages: Sequence[BaseMessage],
-        /,
-        *,
-        turn_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Async :meth:`save_messages`."""
-        await arun(
-            self._recording(self._turn_row(_agent_turn(messages), turn_id, metadata), turn_id)
-        )
+    save_messages: ClassVar = sync_twin(_save_messages_steps)
+    asave_messages: ClassVar = async_twin(_save_messages_steps)
 
     def _recording(self, row: OutboxRow | None, turn_id: str | None) -> Steps[None]:
         if row is not None:  # None: record_turns is off
@@ -573,13 +514,6 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         return "\n\n".join(
             format_buffer(e.as_messages(), self.human_prefix, self.ai_prefix) for e in examples
         )
-
-
-@dataclass(frozen=True)
-class _Selection:
-    text: str
-    k: int
-    where: dict[str, Any] | None
 
 
 def _diverse(

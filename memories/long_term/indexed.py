@@ -24,7 +24,7 @@ from memories.kernel.embeddings import resolve_embeddings
 from memories.kernel.namespaces import Namespace, NamespaceField, in_namespace, namespace_text
 from memories.kernel.paths import default_file
 from memories.kernel.retention import Sweeps
-from memories.kernel.steps import Step, Steps, arun, blocking_twin, run, step
+from memories.kernel.steps import Step, Steps, async_twin, blocking_twin, run, step, sync_twin
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import OWN, Expiring, ExpiryLedger, Rule
 from memories.stores.recall import RecallConfig
@@ -480,7 +480,7 @@ class DocumentMemory(IndexedMemory):
 
     # -- the document API ----------------------------------------------------------
 
-    def search(
+    def _search_steps(
         self,
         query: str,
         /,
@@ -488,7 +488,7 @@ class DocumentMemory(IndexedMemory):
         k: int | None = None,
         filter: Mapping[str, Any] | None = None,
         min_score: float | None = None,
-    ) -> list[SearchResult]:
+    ) -> Steps[list[SearchResult]]:
         """The ``k`` documents of this namespace that best match ``query``, best first.
 
         Args:
@@ -509,20 +509,11 @@ class DocumentMemory(IndexedMemory):
         evaluates the filter).
         """
         floor = self._floor(min_score)
-        return passing(run(self._live_search(self._request(query, k, filter))), floor)
+        found = yield from self._live_search(self._request(query, k, filter))
+        return passing(found, floor)
 
-    async def asearch(
-        self,
-        query: str,
-        /,
-        *,
-        k: int | None = None,
-        filter: Mapping[str, Any] | None = None,
-        min_score: float | None = None,
-    ) -> list[SearchResult]:
-        """Async :meth:`search`."""
-        floor = self._floor(min_score)
-        return passing(await arun(self._live_search(self._request(query, k, filter))), floor)
+    search: ClassVar = sync_twin(_search_steps)
+    asearch: ClassVar = async_twin(_search_steps)
 
     def add(
         self,

@@ -16,11 +16,9 @@ import time
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql as postgresql_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from memories.kernel.accounting import Budget, ModelUsage, Spending
-from memories.stores.sql import Database, ensure_tables
+from memories.stores.sql import UPSERTING, Database, ensure_tables
 
 __all__ = ["SQLSpending"]
 
@@ -81,10 +79,8 @@ def _upsert_usage(module: Any) -> Any:
     )
 
 
-#: The dialects with an upsert, by name.
-_UPSERTING = {"sqlite": sqlite_dialect, "postgresql": postgresql_dialect}
 #: One statement that adds a call to its day's row, made or not, per dialect that has one.
-_UPSERTS_USAGE = {name: _upsert_usage(module) for name, module in _UPSERTING.items()}
+_UPSERTS_USAGE = {name: _upsert_usage(module) for name, module in UPSERTING.items()}
 
 
 def today() -> str:
@@ -102,7 +98,7 @@ def _insert_missing(module: Any) -> Any:
 
 
 #: One statement that makes a period's row unless it exists, per dialect that has one.
-_INSERTS_MISSING = {name: _insert_missing(module) for name, module in _UPSERTING.items()}
+_INSERTS_MISSING = {name: _insert_missing(module) for name, module in UPSERTING.items()}
 
 
 class SQLSpending(Spending):

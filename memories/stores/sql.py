@@ -37,6 +37,7 @@ from sqlalchemy import (
     event,
     text,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.exc import OperationalError as SAOperationalError
@@ -47,6 +48,7 @@ from memories.kernel.accounting import measured
 from memories.stores.kept import give_back, keep_connections, kept
 
 __all__ = [
+    "UPSERTING",
     "Database",
     "Prepared",
     "check_sqlite_file",
@@ -62,6 +64,8 @@ __all__ = [
 ]
 
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: The dialects with an upsert (``INSERT ... ON CONFLICT``), by name: their module.
+UPSERTING = {"sqlite": sqlite, "postgresql": postgresql}
 _T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)

@@ -5,11 +5,21 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import ClassVar
 
 import pytest
 
 from memories.kernel.background import BackgroundWork, Debouncer, MemoryStatus, merged_batches
-from memories.kernel.steps import Steps, arun, blocking_twin, inline_twin, run, step
+from memories.kernel.steps import (
+    Steps,
+    arun,
+    async_twin,
+    blocking_twin,
+    inline_twin,
+    run,
+    step,
+    sync_twin,
+)
 
 
 class Store:
@@ -277,6 +287,72 @@ def test_an_inline_twin_runs_on_the_event_loop_and_a_blocking_twin_on_a_worker()
     assert inline == (loop, 1)
     assert blocking[1] == 2 and blocking[0] != loop
     assert _Inline.ahere.__name__ == "ahere" and "inline" in (_Inline.ahere.__doc__ or "")
+
+
+class _Reader:
+    """Twins made from one loop of steps, as a memory's public methods are."""
+
+    def __init__(self) -> None:
+        self.store = Store()
+
+    def _read_steps(
+        self,
+        key: str,
+        /,
+        *,
+        suffix: str = "",
+        seen: list[str] = [],  # noqa: B006 (identity)
+    ) -> Steps[tuple[str, list[str]]]:
+        """Read ``key`` twice."""
+        value = yield from reading(self.store, key + suffix)
+        return value, seen
+
+    read: ClassVar = sync_twin(_read_steps)
+    aread: ClassVar = async_twin(_read_steps)
+
+
+class _Shouting(_Reader):
+    def _read_steps(
+        self,
+        key: str,
+        /,
+        *,
+        suffix: str = "",
+        seen: list[str] = [],  # noqa: B006
+    ) -> Steps[tuple[str, list[str]]]:
+        value, seen = yield from super()._read_steps(key.upper(), suffix=suffix, seen=seen)
+        return value, seen
+
+
+def test_a_sync_and_an_async_twin_run_one_loop_each_with_its_own_methods() -> None:
+    reader = _Reader()
+    value, seen = reader.read("k", suffix="!")
+    assert (value, seen) == asyncio.run(reader.aread("k", suffix="!"))
+    assert value == "value of k! / value of k!!"
+    # The async twin awaits the async methods on the event loop: no thread, no sync call.
+    assert reader.store.calls == ["read", "read", "aread", "aread"]
+    # A default is the steps function's own object, as in a written-out method.
+    assert seen is (_Reader._read_steps.__kwdefaults__ or {})["seen"]
+
+
+def test_a_twin_has_its_own_name_the_loops_docstring_and_runs_a_subclasss_loop() -> None:
+    assert (_Reader.read.__name__, _Reader.aread.__name__) == ("read", "aread")
+    assert _Reader.aread.__qualname__ == "_Reader.aread"
+    assert _Reader.read.__doc__ == "Read ``key`` twice."
+    assert _Reader.aread.__doc__ == "Async :meth:`read`."
+    assert asyncio.iscoroutinefunction(_Reader.aread)
+    assert _Shouting().read("k")[0] == "value of K / value of K!"
+    assert asyncio.run(_Shouting().aread("k"))[0] == "value of K / value of K!"
+    with pytest.raises(TypeError, match=r"read\(\) got an unexpected keyword argument 'k'"):
+        _Reader().read("k", k=1)  # type: ignore[call-arg]
+
+
+def test_a_twin_of_a_loop_not_named_for_its_method_says_how_to_name_it() -> None:
+    def reading_twice(self: object) -> Steps[None]:
+        yield step(print)
+
+    with pytest.raises(TypeError, match="_<method>_steps, got 'reading_twice'"):
+        sync_twin(reading_twice)
 
 
 def test_the_buffer_string_is_langchains_and_reads_no_text_property_for_plain_messages(

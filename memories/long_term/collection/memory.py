@@ -1,21 +1,10 @@
 """``CollectionMemory``: many small memories that a model inserts, updates and deletes.
 
-Two stores, each doing what it is good at, composed from the kernel's parts:
-
-- the **ledger** is the profile store (:class:`~memories.stores.documents.ProfileStore`,
-  SQL): one key per memory (``memory:<id>``), every version with the turns
-  that caused it, the queue of turns not yet folded in, and compare-and-set
-  writes of several memories in one transaction
-  (:meth:`~memories.stores.documents.BaseProfileStore.commit_many`), so
-  concurrent updaters (threads, processes) lose nothing;
-- the **index** is the vector backend (Chroma embedded by default, through
-  :class:`~memories.long_term.indexed.DocumentMemory`): the current memories,
-  searched by hybrid recall.
-
-A change is committed to the ledger first, then written to the index. If a
-process dies between the two, the index is stale for that memory until the
-next update that touches it (a stale version makes that update conflict,
-and a conflict re-indexes what it read).
+The ledger (a :class:`~memories.stores.documents.ProfileStore`: every version,
+the queued turns, compare-and-set writes of several memories at once) holds
+them; the vector index searches the current ones. A change is committed to the
+ledger first: if a process dies before the index write, the next update touching
+that memory conflicts on its stale version, and a conflict re-indexes what it read.
 """
 
 from __future__ import annotations
@@ -24,7 +13,7 @@ import builtins
 import json
 import logging
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -40,7 +29,7 @@ from memories.kernel.conversation import UpdateMethod
 from memories.kernel.embeddings import embedding_batch, query_vector
 from memories.kernel.keys import input_text_for
 from memories.kernel.messages import check_storable
-from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin, to_thread
 from memories.long_term.collection import folding, rules, transfer
 from memories.long_term.collection.folding import MAX_CONFLICTS, CollectionUpdate
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
@@ -340,14 +329,14 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 return None if after is None or after.value is None else rules.record(after)
         raise InvalidInputError(f"The memory {memory_id!r} kept changing; try again.")
 
-    def put(
+    def _put_steps(
         self,
         content: Any,
         *,
         metadata: Mapping[str, Any] | None = None,
         memory_id: str | None = None,
         ttl: TTL = "default",
-    ) -> str:
+    ) -> Steps[str]:
         """Store a memory now (durable when this returns); returns its id.
 
         Args:
@@ -360,26 +349,13 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         Raises:
             InvalidInputError: the content or the metadata is invalid; nothing is stored.
         """
-        return run(self._putting(content, metadata, memory_id, ttl))
-
-    async def aput(
-        self,
-        content: Any,
-        *,
-        metadata: Mapping[str, Any] | None = None,
-        memory_id: str | None = None,
-        ttl: TTL = "default",
-    ) -> str:
-        """Async :meth:`put`."""
-        return await arun(self._putting(content, metadata, memory_id, ttl))
-
-    def _putting(
-        self, content: Any, metadata: Mapping[str, Any] | None, memory_id: str | None, ttl: TTL
-    ) -> Steps[str]:
         document = self._document(content, metadata)
         chosen = uuid.uuid4().hex if memory_id is None else rules.checked_id(memory_id)
         yield from self._direct(chosen, lambda item: document, "put", ttl)
         return chosen
+
+    put: ClassVar = sync_twin(_put_steps)
+    aput: ClassVar = async_twin(_put_steps)
 
     def put_many(
         self,
@@ -414,14 +390,14 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         """Async :meth:`put_many` (the same arguments)."""
         return await to_thread(self.put_many, contents, **options)
 
-    def update(
+    def _update_steps(
         self,
         memory_id: str,
         content: Any,
         *,
         metadata: Mapping[str, Any] | None = None,
         expected_version: int | None = None,
-    ) -> MemoryRecord:
+    ) -> Steps[MemoryRecord]:
         """Give a memory new content (its old version stays in :meth:`history`).
 
         Args:
@@ -433,33 +409,13 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             InvalidInputError: no such memory in this namespace, or the content is invalid.
             VersionConflictError: it moved past ``expected_version``.
         """
-        return run(self._updating(memory_id, content, metadata, expected_version))
-
-    async def aupdate(
-        self,
-        memory_id: str,
-        content: Any,
-        *,
-        metadata: Mapping[str, Any] | None = None,
-        expected_version: int | None = None,
-    ) -> MemoryRecord:
-        """Async :meth:`update`."""
-        return await arun(self._updating(memory_id, content, metadata, expected_version))
-
-    def _updating(
-        self,
-        memory_id: str,
-        content: Any,
-        metadata: Mapping[str, Any] | None,
-        expected: int | None,
-    ) -> Steps[MemoryRecord]:
         checked = self.check_content(content)
         given = None if metadata is None else self._checked_metadata(metadata)
 
         def plan(item: ProfileItem | None) -> dict[str, Any]:
             if item is None or item.value is None:
                 raise InvalidInputError(rules.missing(memory_id, self.namespace))
-            check_version(item, expected, f"The memory {memory_id!r}")
+            check_version(item, expected_version, f"The memory {memory_id!r}")
             return {
                 "content": checked,
                 "metadata": given if given is not None else item.value["metadata"],
@@ -469,47 +425,36 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         assert record is not None
         return record
 
-    def delete(self, memory_id: str, *, expected_version: int | None = None) -> None:
+    update: ClassVar = sync_twin(_update_steps)
+    aupdate: ClassVar = async_twin(_update_steps)
+
+    def _delete_steps(self, memory_id: str, *, expected_version: int | None = None) -> Steps[None]:
         """Delete a memory (its versions stay in :meth:`history`; :meth:`rollback` restores one).
 
         Raises:
             InvalidInputError: no such memory in this namespace.
             VersionConflictError: it moved past ``expected_version`` (as in :meth:`update`).
         """
-        run(self._deleting(memory_id, expected_version))
 
-    async def adelete(self, memory_id: str, *, expected_version: int | None = None) -> None:
-        """Async :meth:`delete`."""
-        await arun(self._deleting(memory_id, expected_version))
-
-    def _deleting(self, memory_id: str, expected: int | None = None) -> Steps[None]:
         def plan(item: ProfileItem | None) -> None:
             if item is None or item.value is None:
                 raise InvalidInputError(rules.missing(memory_id, self.namespace))
-            check_version(item, expected, f"The memory {memory_id!r}")
+            check_version(item, expected_version, f"The memory {memory_id!r}")
 
         yield from self._direct(memory_id, plan, "delete")
 
-    def rollback(
+    delete: ClassVar = sync_twin(_delete_steps)
+    adelete: ClassVar = async_twin(_delete_steps)
+
+    def _rollback_steps(
         self, memory_id: str, version: int, *, expected_version: int | None = None
-    ) -> MemoryRecord:
+    ) -> Steps[MemoryRecord]:
         """Make a memory say what it said at ``version`` again, as a new version.
 
         Raises:
             InvalidInputError: no such memory or version, or that version was a delete.
             VersionConflictError: it moved past ``expected_version`` (as in :meth:`update`).
         """
-        return run(self._rolling_back(memory_id, version, expected_version))
-
-    async def arollback(
-        self, memory_id: str, version: int, *, expected_version: int | None = None
-    ) -> MemoryRecord:
-        """Async :meth:`rollback`."""
-        return await arun(self._rolling_back(memory_id, version, expected_version))
-
-    def _rolling_back(
-        self, memory_id: str, version: int, expected: int | None = None
-    ) -> Steps[MemoryRecord]:
         key = self.rows.prefix + rules.checked_id(memory_id)
         found = yield step(self._store.changes, self.namespace, key, version=version)
         if not found or found[0].document is None:
@@ -522,24 +467,20 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         def plan(item: ProfileItem | None) -> dict[str, Any]:
             if item is None:
                 raise InvalidInputError(rules.missing(memory_id, self.namespace))
-            check_version(item, expected, f"The memory {memory_id!r}")
+            check_version(item, expected_version, f"The memory {memory_id!r}")
             return document
 
         record = yield from self._direct(memory_id, plan, "rollback")
         assert record is not None
         return record
 
+    rollback: ClassVar = sync_twin(_rollback_steps)
+    arollback: ClassVar = async_twin(_rollback_steps)
+
     # -- reading --------------------------------------------------------------------
 
-    def get(self, memory_id: str) -> MemoryRecord | None:
+    def _get_steps(self, memory_id: str) -> Steps[MemoryRecord | None]:
         """The memory with this id in this namespace, or None (also once it expired)."""
-        return run(self._getting(memory_id))
-
-    async def aget(self, memory_id: str) -> MemoryRecord | None:
-        """Async :meth:`get`."""
-        return await arun(self._getting(memory_id))
-
-    def _getting(self, memory_id: str) -> Steps[MemoryRecord | None]:
         checked = rules.checked_id(memory_id)
         item = yield step(self._store.load, self.namespace, self.rows.prefix + checked)
         if item is None or item.value is None:
@@ -548,6 +489,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             return None
         yield from self._touching([checked])
         return rules.record(item)
+
+    get: ClassVar = sync_twin(_get_steps)
+    aget: ClassVar = async_twin(_get_steps)
 
     def history(self, memory_id: str) -> list[MemoryVersion]:
         """Every version of a memory, oldest first, each with when it held and what caused it."""
@@ -559,7 +503,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         key = self.rows.prefix + rules.checked_id(memory_id)
         return rules.versions(await self._store.achanges(self.namespace, key))
 
-    def search(
+    def _search_steps(
         self,
         query: str,
         /,
@@ -567,7 +511,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         k: int | None = None,
         filter: Mapping[str, Any] | None = None,
         as_of: datetime | None = None,
-    ) -> list[MemoryRecord]:
+    ) -> Steps[list[MemoryRecord]]:
         """The memories that best match ``query``, best first (current ones, or those of ``as_of``).
 
         Args:
@@ -577,31 +521,14 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 timezone-aware datetime); ranked by the memory's recall as current
                 ones are, embedded now, so it costs an embedding per version.
         """
-        return run(self._searching(query, k, filter, as_of))
-
-    async def asearch(
-        self,
-        query: str,
-        /,
-        *,
-        k: int | None = None,
-        filter: Mapping[str, Any] | None = None,
-        as_of: datetime | None = None,
-    ) -> list[MemoryRecord]:
-        """Async :meth:`search`."""
-        return await arun(self._searching(query, k, filter, as_of))
-
-    def _searching(
-        self, query: Any, k: int | None, where: Mapping[str, Any] | None, as_of: datetime | None
-    ) -> Steps[list[MemoryRecord]]:
         if as_of is None:
-            request = self._request(query, k, where)
+            request = self._request(query, k, filter)
             yield from lining_up(self)
             found = yield from self._live_search(request)
             return [rules.found(r) for r in found]
         request = self._request(query, k, None)
         when = rules.timestamp(as_of)
-        wanted = rules.equality(where)
+        wanted = rules.equality(filter)
         changes = yield step(self._store.key_changes, self.namespace, self.rows.prefix)
         then = [r for r in rules.current_at(changes, when) if rules.matches(r.metadata, wanted)]
         if not then:
@@ -617,6 +544,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         by_id = {r.id: r for r in then}
         return [rules.with_score(by_id[f.id], f.score) for f in found]
 
+    search: ClassVar = sync_twin(_search_steps)
+    asearch: ClassVar = async_twin(_search_steps)
+
     # -- LangChain's interface ------------------------------------------------------
 
     def _shown(self, records: list[MemoryRecord]) -> str | list[BaseMessage]:
@@ -626,7 +556,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         return text
 
     def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
-        found = yield from self._searching(input_text_for(self, inputs), None, None, None)
+        found = yield from self._search_steps(input_text_for(self, inputs))
         return self._shown(found)
 
     def clear(self) -> None:
@@ -649,17 +579,16 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 return
         raise InvalidInputError("The collection kept changing while it was cleared; try again.")
 
-    def status(self) -> CollectionStatus:
+    def _status_steps(self) -> Steps[CollectionStatus]:
         """The queued turns, and the last failed update if none succeeded since."""
-        return run(self._stating())
-
-    async def astatus(self) -> CollectionStatus:
-        """Async :meth:`status`."""
-        return await arun(self._stating())
-
-    def _stating(self) -> Steps[CollectionStatus]:
         _, shown = yield from self._standing()
         return CollectionStatus(**shown)
+
+    # Typed in full: mypy would read a bare ClassVar against BaseMemory.status's signature.
+    status: ClassVar[Callable[[CollectionMemory], CollectionStatus]] = sync_twin(_status_steps)
+    astatus: ClassVar[Callable[[CollectionMemory], Coroutine[Any, Any, CollectionStatus]]] = (
+        async_twin(_status_steps)
+    )
 
     def flush(self, *, timeout: float | None = None) -> bool:
         """Run a pending background update now, then write what the index has queued."""
@@ -727,19 +656,15 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     # -- listing (last: the name ``list`` shadows the builtin in the class body) -------
 
-    def list(self, *, filter: Mapping[str, Any] | None = None) -> builtins.list[MemoryRecord]:
-        """Every current memory of the namespace (whose metadata equals ``filter``'s values)."""
-        return run(self._listing(filter))
-
-    async def alist(
+    def _list_steps(
         self, *, filter: Mapping[str, Any] | None = None
-    ) -> builtins.list[MemoryRecord]:
-        """Async :meth:`list`."""
-        return await arun(self._listing(filter))
-
-    def _listing(self, where: Mapping[str, Any] | None) -> Steps[builtins.list[MemoryRecord]]:
-        wanted = rules.equality(where)
+    ) -> Steps[builtins.list[MemoryRecord]]:
+        """Every current memory of the namespace (whose metadata equals ``filter``'s values)."""
+        wanted = rules.equality(filter)
         items = yield step(self._store.keys, self.namespace, self.rows.prefix)
         expired = yield from self._expired_ids()
         records = [rules.record(i) for i in items]
         return [r for r in records if r.id not in expired and rules.matches(r.metadata, wanted)]
+
+    list: ClassVar = sync_twin(_list_steps)
+    alist: ClassVar = async_twin(_list_steps)

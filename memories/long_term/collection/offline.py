@@ -1,21 +1,10 @@
 """What a collection keeps from the user's messages when it has no model: statements, by rules.
 
-Without an ``llm`` a collection still has to remember facts, not the
-conversation. Each of the user's messages is split into sentences, and:
-
-- a question or a request ("What do you know about me?", "Can you remind me
-  ...?") is not a memory, nor a greeting or thanks on its own ("Hi!");
-- a sentence that corrects an earlier one (it says "actually", "now",
-  "switched", "instead", "moved", "no longer", "these days"...) updates the
-  related memory it shares a topic word with, the memory with most of them,
-  instead of standing beside it: "I prefer tea" then "Actually I've switched
-  to coffee" is one memory with two versions;
-- any other sentence is inserted, less an opening "Actually," or "Oh,"
-  (the collection then drops one that a current memory already says).
-
-The related memories are those the collection's search found for the turns
-(what a model would be shown). A correction of a sentence inserted in the same
-batch replaces that insert: there is no stored version yet to keep.
+Each sentence of the user's is inserted, unless it is a question, a request or
+a greeting, or it corrects an earlier one ("actually", "switched"...): then it
+updates the related memory sharing most topic words with it (the rules, in
+docs/memories/collection.md). The related memories are those a model would be
+shown; a correction of a sentence inserted in the same batch replaces that insert.
 """
 
 from __future__ import annotations

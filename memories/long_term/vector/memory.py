@@ -22,7 +22,7 @@ from memories.kernel.capabilities import Capabilities
 from memories.kernel.embeddings import default_embeddings
 from memories.kernel.keys import input_text_for, select_input_key, select_output_key
 from memories.kernel.messages import check_storable, message_text, turn_messages
-from memories.kernel.steps import Steps, arun, run, step
+from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin
 from memories.long_term.indexed import DocumentMemory
 from memories.long_term.vector.turns import TurnParts, checked_message, edited, of_messages
 from memories.stores.vector.backend import VectorQuery
@@ -169,19 +169,16 @@ class VectorMemory(DocumentMemory):
         """Async :meth:`delete_messages`."""
         await self.adelete(filter=of_messages(ids))
 
-    def edit_message(self, id: str, new_message: BaseMessage, /) -> None:
+    def _edit_message_steps(self, id: str, new_message: BaseMessage, /) -> Steps[None]:
         """Re-index the turn made of message ``id`` with ``new_message``'s text in its place."""
-        run(self._editing(id, checked_message(new_message)))
-
-    async def aedit_message(self, id: str, new_message: BaseMessage, /) -> None:
-        """Async :meth:`edit_message`."""
-        await arun(self._editing(id, checked_message(new_message)))
-
-    def _editing(self, id: str, new_message: BaseMessage) -> Steps[None]:
+        checked = checked_message(new_message)
         found = yield step(self.backend.find, of_messages([id]))
-        rows = [edited(doc, id, new_message) for doc in found]
+        rows = [edited(doc, id, checked) for doc in found]
         if rows:
             yield step(self.backend.add, rows, progress=False)
+
+    edit_message: ClassVar = sync_twin(_edit_message_steps)
+    aedit_message: ClassVar = async_twin(_edit_message_steps)
 
     def _load_query(self, inputs: Mapping[str, Any]) -> VectorQuery:
         """The search a chain run makes: its input, the backend's default ``k``."""

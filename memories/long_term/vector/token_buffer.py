@@ -1,17 +1,10 @@
 """A token buffer whose overflow goes to a vector store (LangChain's vector token buffer).
 
-LangChain's class shows the newest messages within ``max_token_limit``;
-each exchange pushed out of that window is written to a vector store (the
-AI reply split into chunks of ``split_chunk_size`` characters, each document
-timestamped), and loading shows them before the window.
-
-This one is our :class:`~memories.short_term.token_buffer.TokenBufferMemory`
-(counting each message once, moving a cursor instead of popping messages,
-which on a persistent history LangChain's class does on a copy and so
-stores the same exchanges again every turn) with our
-:class:`~memories.long_term.vector.retriever.VectorStoreRetrieverMemory`
-over the ``retriever`` (LangChain's documents and format). What was written
-to the store and each turn's timestamp live in the history's state, so a
+Our :class:`~memories.short_term.token_buffer.TokenBufferMemory` (a cursor moves
+past the overflow: LangChain's class pops a persistent history's copy, so it
+stores the same exchanges again every turn) over our
+:class:`~memories.long_term.vector.retriever.VectorStoreRetrieverMemory`. What
+was written and each turn's timestamp live in the history's state, so a
 restarted process neither loses the timestamps nor writes an exchange twice.
 """
 

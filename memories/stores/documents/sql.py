@@ -452,8 +452,6 @@ class ProfileStore(BaseProfileStore):
             for t in (store_table, changes_table, pending_table):
                 connection.execute(delete(t).where(*self._at(t, ns, op.key)))
 
-    # -- one person's data (for erasure) -------------------------------------------
-
     def held(self, namespace: Namespace, /) -> dict[str, int]:
         """What the store holds under ``namespace`` exactly (every key), by kind."""
         ns = namespace_text(as_namespace(namespace))
@@ -495,8 +493,6 @@ class ProfileStore(BaseProfileStore):
         if op.max_depth is not None:
             found = {ns[: op.max_depth] for ns in found}
         return sorted(found)[op.offset : op.offset + op.limit]
-
-    # -- statements -------------------------------------------------------------
 
     def _keyed(self, table: Any, namespace: Namespace, prefix: str) -> tuple[Any, ...]:
         """The conditions "this store's row of exactly this namespace, its key after ``prefix``"."""

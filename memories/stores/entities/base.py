@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 
 from memories.errors import ConfigError
-from memories.kernel.paths import default_file
+from memories.stores.history.sql import default_sqlite_url
 from memories.stores.sql import Database, log_table
 
 __all__ = ["EntityLog", "SQLEntityLog", "coerced", "session_log"]
@@ -74,7 +74,7 @@ class SQLEntityLog(EntityLog):
     def __init__(self, url: str | None, session_id: str, table: sa.Table) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise ConfigError(f"session_id must be a non-empty string, got {session_id!r}")
-        self.url = url or f"sqlite:///{default_file('memories.db')}"
+        self.url = url or default_sqlite_url()
         self.session_id = session_id
         self._table = table
         self._db = Database(self.url, table.metadata)

@@ -105,14 +105,10 @@ class RedisEntityStore(EntityStore):
             )
         self._errors = redis.exceptions
         #: The server, as errors and the repr name it (no password).
-        self._where = (
-            redacted(url)
-            if not self._given
-            else (
-                f"redis://{pool_options.get('host', '?')}:{pool_options.get('port', '?')}"
-                f"/{pool_options.get('db', 0)}"
-            )
-        )
+        self._where = redacted(url)
+        if self._given:
+            host, port = pool_options.get("host", "?"), pool_options.get("port", "?")
+            self._where = f"redis://{host}:{port}/{pool_options.get('db', 0)}"
         base = f"{key_prefix}:{quote(session_id, safe='')}"
         self._index_key, self._seq_key = f"{base}:entities", f"{base}:seq"
         self._versions_prefix = f"{base}:versions:"
@@ -128,8 +124,6 @@ class RedisEntityStore(EntityStore):
                 f"url {redacted(url)!r} is not a Redis URL ({exc}); write it as "
                 "redis://[:password@]host:port/db"
             ) from exc
-
-    # -- keys and errors -----------------------------------------------------------------
 
     def _versions_key(self, entity: str) -> str:
         return self._versions_prefix + entity
@@ -166,8 +160,6 @@ class RedisEntityStore(EntityStore):
     def _version(entity: str, stored: str) -> EntityVersion:
         value, created_at = json.loads(stored)
         return EntityVersion(entity, value, created_at)
-
-    # -- the store ----------------------------------------------------------------------
 
     def _latest(self, entity: str, /) -> EntityVersion | None:
         with self._translated():

@@ -20,8 +20,6 @@ from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from sqlalchemy.dialects import postgresql as postgresql_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from memories.errors import BackendError, ConfigError
 from memories.kernel.messages import dump_message, load_message
@@ -37,7 +35,15 @@ from memories.stores.history.base import (
 )
 from memories.stores.history.edits import current_ids, shown
 from memories.stores.history.records import Edit, Item, NewEdit
-from memories.stores.sql import EXTRA_DDL, Database, Prepared, chunks, log_table, redacted
+from memories.stores.sql import (
+    EXTRA_DDL,
+    UPSERTING,
+    Database,
+    Prepared,
+    chunks,
+    log_table,
+    redacted,
+)
 
 __all__ = ["DEFAULT_SQLITE_PATH", "SQLHistory", "SQLiteHistory"]
 
@@ -214,7 +220,7 @@ def _upsert(module: Any) -> Prepared:
 
 
 #: One statement that inserts a state row or replaces its value, per dialect that has one.
-_UPSERTS = {"sqlite": _upsert(sqlite_dialect), "postgresql": _upsert(postgresql_dialect)}
+_UPSERTS = {name: _upsert(module) for name, module in UPSERTING.items()}
 # No seq is below 1: "after nothing" is after 0.
 _START = 0
 

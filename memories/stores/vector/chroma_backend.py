@@ -27,7 +27,7 @@ from memories.stores.vector.backend import VectorQuery
 from memories.stores.vector.embedded import Embeddable, document_vectors
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
 from memories.stores.vector.outbox import DeadLetter, Outbox, OutboxRow, unnumbered
-from memories.stores.vector.pending import PendingDocuments, pending_documents
+from memories.stores.vector.pending import PendingDocuments
 from memories.stores.vector.recall_backend import RecallBackend
 from memories.stores.vector.recall_index import SESSION_KEY, SPEAKERS_KEY, RecallIndex
 from memories.stores.vector.records import SearchResult
@@ -87,9 +87,9 @@ class ChromaBackend(RecallBackend):
             self._drain_key, self._write_queued, scheduler=background_writer()
         )
 
-    @cached_property
+    @property
     def _pending(self) -> PendingDocuments:
-        return pending_documents(self.store.target, self._key, self.outbox.where)
+        return self._lane.pending
 
     @property
     def _index(self) -> RecallIndex:

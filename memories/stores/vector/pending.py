@@ -7,7 +7,6 @@ the one that queued it keeps its embedding here, for its own dense searches.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,7 @@ from memories.stores.recall import ScoredId
 from memories.stores.vector.recall_index import document_date
 from memories.stores.vector.scoring import cosines
 
-__all__ = ["PendingDocument", "PendingDocuments", "document_date", "pending_documents"]
+__all__ = ["PendingDocument", "PendingDocuments", "document_date"]
 
 
 @dataclass
@@ -126,23 +125,3 @@ class PendingDocuments:
         }
         ranked = sorted(cosines(vector, embedded).items(), key=lambda item: (-item[1], item[0]))
         return [ScoredId(doc_id, score) for doc_id, score in ranked[:n]]
-
-
-# Weak, as the write lanes: kept while a memory holds them (a queued write holds its memory).
-_pending: weakref.WeakValueDictionary[tuple[str, str, str], PendingDocuments] = (
-    weakref.WeakValueDictionary()
-)
-_pending_lock = threading.Lock()
-
-
-def pending_documents(target: str, namespace: str, outbox: str) -> PendingDocuments:
-    """The process's pending documents of a namespace of a store, queued in ``outbox``.
-
-    Keyed and kept as :func:`~memories.stores.vector.writes.write_lane`: those left when
-    every memory of the namespace is gone wait in the outbox until a write takes them.
-    """
-    with _pending_lock:
-        found = _pending.get((target, namespace, outbox))
-        if found is None:
-            found = _pending[(target, namespace, outbox)] = PendingDocuments()
-        return found

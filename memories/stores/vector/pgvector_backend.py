@@ -163,9 +163,9 @@ class _Store:
     def analyze(self) -> None:
         """Refresh the planner's statistics of the documents and the recall index (ANALYZE).
 
-        Until then the planner sorts a bulk-added namespace exactly instead of using
-        HNSW (76 ms p50 searches instead of 14 after adding 10,000 turns), until
-        autovacuum's next pass. A failure is logged: the documents are stored.
+        Else the planner sorts a bulk-added namespace exactly instead of using HNSW until
+        autovacuum's next pass (76 ms p50 searches instead of 14 after adding 10,000 turns).
+        A failure is logged: the documents are stored.
         """
         tables = ", ".join([_DOCUMENTS, *(t.name for t in recall_tables.metadata.sorted_tables)])
         try:

@@ -1,8 +1,7 @@
 """The recall index's SQL shape: its five tables, their statements, and packed postings.
 
-The tables are described with the index (:mod:`memories.stores.vector.recall_index`).
-Here: their definitions, the prepared statements that read and rewrite them, the
-packing of a block, and the numpy sums that score a term's postings.
+Also a block's packing and the numpy sums that score a term's postings; the layout is
+described in docs/architecture.md, "The recall index".
 """
 
 from __future__ import annotations

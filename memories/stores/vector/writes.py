@@ -21,6 +21,7 @@ from pydantic import BeforeValidator
 
 from memories.errors import ConfigError
 from memories.kernel.background import Debouncer, MemoryStatus
+from memories.stores.vector.pending import PendingDocuments
 
 __all__ = [
     "EXIT_FLUSH_SECONDS",
@@ -83,6 +84,8 @@ class WriteLane:
         """When a drain last wrote documents to the store (``time.monotonic()``)."""
         self.proven = False
         """Whether a drain has written documents in this process (background saves wait for it)."""
+        self.pending = PendingDocuments()
+        """Its documents this process queued and the store does not have yet."""
 
     def failed(self, error: BaseException) -> None:
         """Record a failed drain."""
@@ -111,7 +114,8 @@ def write_lane(target: str, namespace: str, outbox: str) -> WriteLane:
     """The process's lane for a namespace of a store (see :attr:`ChromaStore.target`).
 
     ``outbox`` is in the key: copies of a store's folder share a target, not a queue.
-    A namespace used again after its memories were dropped gets a new lane.
+    A namespace used again after its memories were dropped gets a new lane; its pending
+    documents left then wait in the outbox until a write takes them.
     """
     with _lanes_lock:
         lane = _lanes.get((target, namespace, outbox))
