@@ -115,11 +115,8 @@ class ConfigTools:
                 )
             if self._factory.fields:
                 memory = self._factory(_SESSION, **{USER_FIELD: _PROBE})
-                self.whose = (
-                    f"{{{USER_FIELD}}} = {self.user!r}"
-                    if self.user
-                    else f"{{{USER_FIELD}}} = each client's declared name"
-                )
+                who = repr(self.user) if self.user else "each client's declared name"
+                self.whose = f"{{{USER_FIELD}}} = {who}"
             else:
                 memory = self._factory(_SESSION)
                 self.whose = "the namespace the config shares (shared: true)"

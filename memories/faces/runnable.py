@@ -223,8 +223,6 @@ class MemoryRunnable(Runnable[Any, Any]):
             yield chunk
         await arun(self._saving(turn, total.value))
 
-    # -- one turn -----------------------------------------------------------------
-
     def _turn(self, value: Any, config: RunnableConfig) -> _Turn:
         """The session's memory and the checked input, before anything runs."""
         memory = self._memories.get(config)

@@ -2,7 +2,8 @@
 
 ``with needs("agents"): from langchain.agents import create_agent``, or around the call that
 builds a memory whose extra the library imports late: without the extra the script stops
-with one line on stderr naming the command that installs it from the checkout, status 1.
+with one line on stderr naming the command that installs it from the checkout (the
+distribution is not on the package registry yet), status 1.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from memories.core.base import BaseMemory
 from memories.core.langchain import LangChainBaseMemory
 from memories.errors import MemoriesError
 from memories.faces.runnable import MemoryFactory, SessionMemories
+from memories.kernel.lru import LRU
 from memories.kernel.namespaces import in_namespace
 from memories.stores.entities.triples import KnowledgeTriple
 
@@ -64,18 +65,24 @@ MAX_NAME = 500
 
 M = TypeVar("M", bound=BaseMemory)
 
+#: Namespaces whose memories a tool keeps built (a process serving many users stays bounded).
+_KEPT_NAMESPACES = 256
+#: How long closing a dropped memory may wait for its deferred work.
+_CLOSE_SECONDS = 30.0
+
 
 class _PerRun(Generic[M]):
     """The memory a run's tools use: ``template`` in the namespace the run's config fills.
 
     One memory per filled namespace is built (:func:`~memories.kernel.namespaces.in_namespace`)
-    and kept for later runs.
+    and kept for later runs, those of the :data:`_KEPT_NAMESPACES` most recent namespaces:
+    past that the least recent is closed (its deferred work written) and built again when used.
     """
 
     def __init__(self, template: M) -> None:
         self.template = template
         self._lock = threading.Lock()
-        self._made: dict[tuple[str, ...], M] = {}
+        self._made: LRU[tuple[str, ...], M] = LRU(_KEPT_NAMESPACES)
 
     def memory(self, config: RunnableConfig | None) -> M:
         """The run's memory.
@@ -97,11 +104,15 @@ class _PerRun(Generic[M]):
                     "configurable values (e.g. config={'configurable': {'user_id': ...}})."
                 )
             filled.append(label.format(**{n: values[n] for n in names}))
+        key = tuple(filled)
         with self._lock:
-            key = tuple(filled)
-            if key not in self._made:
-                self._made[key] = in_namespace(self.template, key)
-            return self._made[key]
+            if (found := self._made.get(key)) is not None:
+                return found
+            made = in_namespace(self.template, key)
+            dropped = self._made.put(key, made)
+        for memory in dropped:  # a closed memory stays usable: a run still holding it works inline
+            memory.close(timeout=_CLOSE_SECONDS)
+        return made
 
 
 def _checked(memory: Any, kind: type[M], function: str) -> M:

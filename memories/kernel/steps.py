@@ -18,9 +18,10 @@ import functools
 import inspect
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
 __all__ = [
+    "Method",
     "Step",
     "Steps",
     "arun",
@@ -35,7 +36,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 S = TypeVar("S")
+S_contra = TypeVar("S_contra", contravariant=True)
 P = ParamSpec("P")
 
 #: A loop of I/O steps that ends by returning a ``T``.
@@ -225,7 +228,22 @@ def inline_twin(
     return _named(twin, name, "inline (it never blocks)")
 
 
-def sync_twin(steps: Callable[Concatenate[S, P], Steps[T]], /) -> Callable[Concatenate[S, P], T]:
+class Method(Protocol[S_contra, P, T_co]):
+    """A method made by :func:`sync_twin` or :func:`async_twin`, as mypy sees it.
+
+    A protocol with ``__get__`` rather than a ``Callable``: mypy reads a ``Callable``
+    against the base class's signature of an overridden method (``status``,
+    ``save_context``) and rejects the narrower ``self``. A plain function is one.
+    """
+
+    @overload
+    def __get__(self, obj: None, owner: Any, /) -> Method[S_contra, P, T_co]: ...
+    @overload
+    def __get__(self, obj: S_contra, owner: Any, /) -> Callable[P, T_co]: ...
+    def __call__(self, obj: S_contra, /, *args: P.args, **kwargs: P.kwargs) -> T_co: ...
+
+
+def sync_twin(steps: Callable[Concatenate[S, P], Steps[T]], /) -> Method[S, P, T]:
     """The public method that runs the loop ``steps`` with :func:`run`.
 
     Written in a class body as ``search: ClassVar = sync_twin(_search_steps)``
@@ -235,18 +253,18 @@ def sync_twin(steps: Callable[Concatenate[S, P], Steps[T]], /) -> Callable[Conca
     exact signature; the API pages show both as methods (``docs/twins.py``). The
     twin calls the steps function by name, so a subclass's override is the one run.
     """
-    twin: Callable[Concatenate[S, P], T] = _of_steps(steps, asynchronous=False)
+    twin: Method[S, P, T] = _of_steps(steps, asynchronous=False)
     return twin
 
 
 def async_twin(
     steps: Callable[Concatenate[S, P], Steps[T]], /
-) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
+) -> Method[S, P, Coroutine[Any, Any, T]]:
     """The async twin of :func:`sync_twin`'s method: the same loop, run with :func:`arun`.
 
     A step's async method (a model's ``aembed_query``) is awaited, not run on a thread.
     """
-    twin: Callable[Concatenate[S, P], Coroutine[Any, Any, T]] = _of_steps(steps, asynchronous=True)
+    twin: Method[S, P, Coroutine[Any, Any, T]] = _of_steps(steps, asynchronous=True)
     return twin
 
 

@@ -36,7 +36,7 @@ from memories.kernel.messages import (
     load_message,
     message_text,
 )
-from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin
+from memories.kernel.steps import Steps, async_twin, run, step, sync_twin
 from memories.long_term.indexed import DocumentMemory, show_progress
 from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
@@ -190,9 +190,9 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
 
     # -- adding examples ------------------------------------------------------
 
-    def add_example(
-        self, example: Mapping[str, Any], /, *, metadata: Mapping[str, Any] | None = None
-    ) -> str:
+    def _add_example_steps(
+        self, example: Mapping[str, Any], *, metadata: Mapping[str, Any] | None = None
+    ) -> Steps[str]:
         """Store one example (a dict of its values); returns its id.
 
         Raises:
@@ -200,16 +200,11 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
                 text under its input keys; nothing is stored.
         """
         row = self._example_row(example, metadata, what="example")
-        run(self._storing(step(self.backend.add, [row], progress=False), [row.doc_id]))
+        yield from self._storing(step(self.backend.add, [row], progress=False), [row.doc_id])
         return row.doc_id
 
-    async def aadd_example(
-        self, example: Mapping[str, Any], /, *, metadata: Mapping[str, Any] | None = None
-    ) -> str:
-        """Async :meth:`add_example`."""
-        row = self._example_row(example, metadata, what="example")
-        await arun(self._storing(step(self.backend.add, [row], progress=False), [row.doc_id]))
-        return row.doc_id
+    add_example: ClassVar = sync_twin(_add_example_steps)
+    aadd_example: ClassVar = async_twin(_add_example_steps)
 
     def _add_examples_steps(
         self,
@@ -348,14 +343,14 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         """Raise what :meth:`save_context` would raise for this turn, writing nothing."""
         turn_messages_for(self, inputs, outputs)
 
-    def save_context(
+    def _save_context_steps(
         self,
         inputs: dict[str, Any],
         outputs: dict[str, Any],
         *,
         turn_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
-    ) -> None:
+    ) -> Steps[None]:
         """Store the run as an example (unless ``record_turns`` is off).
 
         Args:
@@ -364,19 +359,10 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
             metadata: metadata for this example.
         """
         turn = turn_messages_for(self, inputs, outputs)
-        run(self._recording(self._turn_row(turn, turn_id, metadata), turn_id))
+        yield from self._recording(self._turn_row(turn, turn_id, metadata), turn_id)
 
-    async def asave_context(
-        self,
-        inputs: dict[str, Any],
-        outputs: dict[str, Any],
-        *,
-        turn_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Async :meth:`save_context`."""
-        turn = turn_messages_for(self, inputs, outputs)
-        await arun(self._recording(self._turn_row(turn, turn_id, metadata), turn_id))
+    save_context: ClassVar = sync_twin(_save_context_steps)
+    asave_context: ClassVar = async_twin(_save_context_steps)
 
     def _save_messages_steps(
         self,
@@ -398,13 +384,13 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
             saving = step(self.backend.save, row)
             yield from self._storing(saving, [row.doc_id], chosen=turn_id is not None)
 
-    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    def _load_memory_variables_steps(self, inputs: dict[str, Any]) -> Steps[dict[str, Any]]:
         """``{memory_key: examples}``: few-shot exchanges as a string, or as messages."""
-        return {self.memory_key: self._shown(self.select(input_text_for(self, inputs)))}
+        found = yield from self._select_steps(input_text_for(self, inputs))
+        return {self.memory_key: self._shown(found)}
 
-    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`load_memory_variables`."""
-        return {self.memory_key: self._shown(await self.aselect(input_text_for(self, inputs)))}
+    load_memory_variables: ClassVar = sync_twin(_load_memory_variables_steps)
+    aload_memory_variables: ClassVar = async_twin(_load_memory_variables_steps)
 
     # -- building documents and prompt values (pure) ----------------------------
 

@@ -157,14 +157,9 @@ class IndexedMemory(BaseMemory, Sweeps):
         super().model_post_init(context)
 
     def _import_backend(self) -> None:
-        """Import the client library of the backend in use now, at construction.
-
-        Connecting waits for the first use, but importing Chroma and its
-        client costs about 0.5 s once per process (its classes check their
-        overrides as they are defined): paid here, it is not a restarted
-        process's first search, and a missing ``chroma`` extra is a
-        MissingDependencyError at once rather than at the first save or search.
-        """
+        """Import the backend's client library now: about 0.5 s once per process for Chroma,
+        paid at construction rather than by the first search, and a missing ``chroma``
+        extra is a MissingDependencyError at once."""
         if self.vectors is None:
             from memories.integrations.chroma import import_client_code
 

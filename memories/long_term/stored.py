@@ -24,7 +24,7 @@ from memories.errors import BudgetExceededError
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
 from memories.kernel.retention import Sweeps
-from memories.kernel.steps import Steps, arun, blocking_twin, run, step
+from memories.kernel.steps import Steps, arun, async_twin, blocking_twin, run, step, sync_twin
 from memories.stores.compaction import compactions
 from memories.stores.documents import PendingTurn, ProfileStore, default_url
 from memories.stores.documents.records import Standing
@@ -139,25 +139,23 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         """Raise what :meth:`save_context` would raise for this turn, writing nothing."""
         turn_messages_for(self, inputs, outputs)
 
-    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+    def _save_context_steps(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> Steps[None]:
         """Queue the turn (durable when this returns), then update if the policy says so.
 
         A failing model never raises here: the failure is recorded (``status()``)
         and the turn stays queued for the next update.
         """
-        run(self._queueing(turn_messages_for(self, inputs, outputs)))
+        yield from self._queueing(turn_messages_for(self, inputs, outputs))
 
-    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`save_context`: the same steps, awaited."""
-        await arun(self._queueing(turn_messages_for(self, inputs, outputs)))
+    save_context: ClassVar = sync_twin(_save_context_steps)
+    asave_context: ClassVar = async_twin(_save_context_steps)
 
-    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    def _load_memory_variables_steps(self, inputs: dict[str, Any]) -> Steps[dict[str, Any]]:
         """``{memory_key: what the document shows for the input}``."""
-        return {self.memory_key: run(self._showing(inputs))}
+        return {self.memory_key: (yield from self._showing(inputs))}
 
-    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`load_memory_variables`: the same steps, awaited."""
-        return {self.memory_key: await arun(self._showing(inputs))}
+    load_memory_variables: ClassVar = sync_twin(_load_memory_variables_steps)
+    aload_memory_variables: ClassVar = async_twin(_load_memory_variables_steps)
 
     def _refreshing(self) -> Steps[Any]:
         """The steps of one update from the queued turns (the subclass's model loop)."""

@@ -567,9 +567,8 @@ def _create_engine(url: str, *, memory: bool = False) -> Engine:
             options = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
         if parsed.get_backend_name() == "postgresql":
             options["connect_args"] = _postgres_bounds(parsed)
-            # A server restarted (or a connection cut by a proxy) leaves the pool's
-            # connections dead; each checkout pings first, so the first call after a
-            # restart works instead of failing once per pooled connection.
+            # A restarted server (or a proxy's cut) leaves pooled connections dead: a ping
+            # at each checkout keeps the first calls after it from failing, one per connection.
             options["pool_pre_ping"] = True
         engine = create_engine(url, **options)
     except (ArgumentError, NoSuchModuleError) as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import uuid
 from pathlib import Path
@@ -166,3 +167,21 @@ def test_read_profile_tool_reads_the_users_own_profile(tmp_path: Path) -> None:
     assert read.invoke({}, {"configurable": {}}).startswith("Error: ")
     with pytest.raises(TypeError, match="takes a ProfileMemory"):
         read_profile_tool(object())
+
+
+def test_a_tool_keeps_a_bounded_number_of_users_memories_and_loses_none_of_their_data(
+    tmp_path: Path,
+) -> None:
+    profile = ProfileMemory(
+        namespace=("profiles", "{user_id}"), url=f"sqlite:///{tmp_path / 'p.db'}", policy="manual"
+    )
+    tool = profile_tool(profile)
+    users = 300
+    for n in range(users):
+        patch = [{"op": "add", "path": "/n", "value": n}]
+        assert json.loads(tool.invoke({"operations": patch}, user(f"u{n}", "t"))) == {"n": n}
+    gc.collect()
+    built = [m for m in gc.get_objects() if isinstance(m, ProfileMemory) and m is not profile]
+    assert len(built) <= 256  # one a user before: 300
+    read = read_profile_tool(profile)
+    assert json.loads(read.invoke({}, user("u0", "t"))) == {"n": 0}  # dropped, built again

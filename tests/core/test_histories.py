@@ -301,3 +301,14 @@ def test_a_read_only_view_tells_its_historys_time() -> None:
     from memories.stores.history.readonly import ReadOnlyView
 
     assert ReadOnlyView(InMemoryHistory(session_id="s", clock=lambda: 5.0)).clock() == 5.0
+
+
+def test_an_in_memory_history_never_reuses_a_seq_after_clear() -> None:
+    history = InMemoryHistory(session_id="s")
+    [first] = history.append([HumanMessage("hi")])
+    history.save_state("k", {"v": 1})
+    history.clear()
+    assert history.records() == [] and history.load_state("k") is None
+    [again] = history.append([HumanMessage("again")])
+    assert again > first
+    assert [e.seq for e in history.entries()] == [again]

@@ -178,6 +178,16 @@ def test_it_is_a_langchain_example_selector_in_few_shot_prompts(
     ) == few_shot.format_messages(input="convert miles")
 
 
+def test_add_example_takes_its_example_by_keyword_as_langchains_selector_does(
+    make_examples: Callable[..., ExampleMemory],
+) -> None:
+    """``BaseExampleSelector.add_example(example)`` names its argument: a caller may too."""
+    memory = make_examples(k=1)
+    first = memory.add_example(example=EXAMPLES[0])
+    second = asyncio.run(memory.aadd_example(example=EXAMPLES[1], metadata={"kind": "unit"}))
+    assert [e.values for e in memory.get([first, second])] == EXAMPLES[:2]
+
+
 def test_selection_matches_langchains_selectors_on_the_same_embeddings(
     make_examples: Callable[..., ExampleMemory],
 ) -> None:

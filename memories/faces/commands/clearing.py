@@ -114,8 +114,6 @@ def _clear_knowledge(session_id: str, store: EntityStore | EntityGraph, *, erase
     )
 
 
-# -- erase ----------------------------------------------------------------------
-
 #: For crash tests: after erasing this many stores, ``erase`` writes ``paused`` and waits
 #: (at most :data:`_PAUSE_SECONDS`) to be killed half-way, at a known point.
 ERASE_PAUSE_ENV = "MEMORIES_ERASE_PAUSE_AFTER"
@@ -134,7 +132,8 @@ def erase(
     """Erase a person's data in every store of a config (see :func:`~memories.erase_user`).
 
     ``confirm`` is asked first with a line per store (None: not asked; no: returns
-    None); each store's line goes to ``out`` once it is done.
+    None); each store's line goes to ``out`` once it is done (so the report's
+    ``text(stores=dry_run)`` names each store once).
     """
     if not dry_run and confirm is not None:
         preview = erase_user(config, namespace=namespace, session=session, dry_run=True)

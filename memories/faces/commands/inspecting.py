@@ -184,7 +184,7 @@ def dead_letters(
     """
     vectors = searchable_memories(memory)
     what = "vector memories (vector, collection, examples)"
-    outliving(memory, "dead-letters", what, vectors, vectors, "Give it mode: persistent.")
+    outliving(memory, "dead-letters", what, vectors, vectors, "Use one with mode: persistent.")
     remaining = 0
     for vector in vectors:
         where = f"vector namespace {'.'.join(vector.namespace)} in the {vector.backend.location}"

@@ -62,8 +62,9 @@ def sweep(
 ) -> list[Swept]:
     """Delete what each member's retention or time to live expired, in every session or namespace.
 
-    ``session`` (``namespace``): only the memory's own, and only the members kept so. A
-    chat memory without a retention is listed with an empty policy. Derived state is
+    ``session`` (``namespace``): only the memory's own, and only the members kept so.
+    Members that nothing can expire are left out; a chat memory without a retention is
+    listed with an empty policy. Derived state is
     never touched; a crash mid-way leaves a shorter sweep for the next run.
     """
     done = []
@@ -120,14 +121,9 @@ def sweep_report(
         lines.append(f"{swept.memory}: {swept.describe()}; {verb} {total} {unit} ({scope})")
         lines += [f"  {where} {place}: {count}" for place, count in sorted(swept.rows.items())]
     notes = []
-    if (
-        session
-        and not namespace
-        and any(
-            capabilities_of(leaf).expires and not isinstance(leaf, ChatMemory)
-            for leaf in leaf_memories(memory)
-        )
-    ):
+    leaves = leaf_memories(memory)
+    items_expire = any(capabilities_of(m).expires and not isinstance(m, ChatMemory) for m in leaves)
+    if session and not namespace and items_expire:
         notes.append(f"--session {session} sweeps histories only; --namespace sweeps the rest.")
     if not any(swept.policy for swept in found) and not notes:
         notes.append("no memory of this config has a retention or a time to live.")

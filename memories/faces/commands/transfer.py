@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -328,15 +329,11 @@ def _batches(lines: list[Line], size: int) -> Iterator[list[Line]]:
 
     An entity graph's lines are one batch (one transaction): its relations name its entities.
     """
-    start = 0
-    while start < len(lines):
-        target = _target(lines[start])
-        most = len(lines) if isinstance(lines[start], GraphLine) else size
-        end = start
-        while end < len(lines) and end - start < most and _target(lines[end]) == target:
-            end += 1
-        yield lines[start:end]
-        start = end
+    for _, group in groupby(lines, _target):
+        run = list(group)
+        most = len(run) if isinstance(run[0], GraphLine) else size
+        for start in range(0, len(run), most):
+            yield run[start : start + most]
 
 
 def import_jsonl(

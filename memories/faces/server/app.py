@@ -295,9 +295,6 @@ async def _on_error(request: Request, exc: Exception) -> Response:
     return _error(request, 500, f"The inspector failed ({type(exc).__name__}); see its log.")
 
 
-# -- the actions' requests: where they come from, their bodies ------------------------------
-
-
 def _media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
 

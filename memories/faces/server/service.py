@@ -129,8 +129,6 @@ class Inspector:
         self.leaves: list[Any] = leaves_of(probe)
         self.ids: list[str] = _ids(self.leaves)
 
-    # -- building memories ------------------------------------------------------------
-
     def _memory(self, namespace: Namespace | None, session: str | None) -> Any:
         """The config's memory on ``namespace`` and ``session`` (built once, then cached)."""
         key = (namespace, session)
@@ -147,14 +145,20 @@ class Inspector:
             raise NotFound(f"No memory {memory_id!r} in this config; it has {self.ids}.")
         return leaves_of(self._memory(namespace, session))[self.ids.index(memory_id)]
 
+    def _kept(self, text: str, memory_id: str) -> tuple[Namespace, Any]:
+        """Namespace ``text``, and memory ``memory_id`` on it; NotFound if it keeps none."""
+        namespace = self._known(text)
+        leaf = self._leaf(memory_id, namespace, None)
+        if capabilities_of(leaf).scope != "namespace":
+            raise NotFound(f"Memory {memory_id!r} keeps nothing per namespace.")
+        return namespace, leaf
+
     def _namespaced(self) -> list[tuple[str, Any]]:
         return [
             (i, m)
             for i, m in zip(self.ids, self.leaves, strict=True)
             if capabilities_of(m).scope == "namespace"
         ]
-
-    # -- the overview -------------------------------------------------------------------
 
     def overview(self) -> dict[str, Any]:
         """Every memory of the config: its type, store, scope, and what its stores hold."""
@@ -205,8 +209,6 @@ class Inspector:
 
     def _histories(self) -> list[ChatHistory]:
         return distinct_histories(self._memory(None, None))
-
-    # -- namespaces ------------------------------------------------------------------------
 
     def _namespace_count(self, leaf: Any) -> int:
         if isinstance(leaf, CollectionMemory):
@@ -318,14 +320,9 @@ class Inspector:
             for letter in leaf.backend.dead_letters()
         ]
 
-    # -- one memory's items -------------------------------------------------------------
-
     def items(self, text: str, memory_id: str, *, q: str = "", page: int = 1) -> dict[str, Any]:
         """What one memory holds in a namespace: a document with its versions, or its items."""
-        namespace = self._known(text)
-        leaf = self._leaf(memory_id, namespace, None)
-        if capabilities_of(leaf).scope != "namespace":
-            raise NotFound(f"Memory {memory_id!r} keeps nothing per namespace.")
+        namespace, leaf = self._kept(text, memory_id)
         q = _checked_text(q, "q")
         kind = _kind(leaf)
         found: dict[str, Any] = {
@@ -414,8 +411,6 @@ class Inspector:
             return {**base, **document_row(records[0])}
         raise NotFound(f"Memory {memory_id!r} keeps no items.")
 
-    # -- sessions -----------------------------------------------------------------------
-
     def sessions(self, *, q: str = "", page: int = 1) -> dict[str, Any]:
         """The sessions of the config's histories, last active first, a page at a time."""
         q = _checked_text(q, "q")
@@ -472,8 +467,6 @@ class Inspector:
     def _holds(self, session_id: str) -> bool:
         return any(_held(h, session_id, 10**9) for h in self._histories() if h.lists_sessions)
 
-    # -- search ------------------------------------------------------------------------
-
     def search(self, text: str, query: str, *, memory_id: str | None = None, k: int = 10) -> dict:
         """Each searchable memory's best matches in a namespace, with why each ranked.
 
@@ -509,10 +502,7 @@ class Inspector:
         """The memory ``action`` writes, and the answer's first fields (what, where)."""
         if not self.allow_writes:
             raise ReadOnly()
-        namespace = self._known(text)
-        leaf = self._leaf(memory_id, namespace, None)
-        if capabilities_of(leaf).scope != "namespace":
-            raise NotFound(f"Memory {memory_id!r} keeps nothing per namespace.")
+        namespace, leaf = self._kept(text, memory_id)
         return leaf, {"action": action, "namespace": ".".join(namespace), "memory": memory_id}
 
     def _versioned(
@@ -677,9 +667,6 @@ class Inspector:
             if key[0] == namespace:
                 self._memories.pop(key)
         return _erasure(erase_user(self.options, namespace=namespace))
-
-
-# -- pure helpers -----------------------------------------------------------------------
 
 
 def _erasure(report: ErasureReport) -> dict[str, Any]:

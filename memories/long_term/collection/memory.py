@@ -13,7 +13,7 @@ import builtins
 import json
 import logging
 import uuid
-from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -559,15 +559,8 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         found = yield from self._search_steps(input_text_for(self, inputs))
         return self._shown(found)
 
-    def clear(self) -> None:
+    def _clear_steps(self) -> Steps[None]:
         """Delete every memory (each kept in its history) and drop the queued turns."""
-        run(self._clearing())
-
-    async def aclear(self) -> None:
-        """Async :meth:`clear`."""
-        await arun(self._clearing())
-
-    def _clearing(self) -> Steps[None]:
         if self._in_background:
             self._background.cancel()
         for _ in range(MAX_CONFLICTS * 10):
@@ -579,16 +572,16 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 return
         raise InvalidInputError("The collection kept changing while it was cleared; try again.")
 
+    clear: ClassVar = sync_twin(_clear_steps)
+    aclear: ClassVar = async_twin(_clear_steps)
+
     def _status_steps(self) -> Steps[CollectionStatus]:
         """The queued turns, and the last failed update if none succeeded since."""
         _, shown = yield from self._standing()
         return CollectionStatus(**shown)
 
-    # Typed in full: mypy would read a bare ClassVar against BaseMemory.status's signature.
-    status: ClassVar[Callable[[CollectionMemory], CollectionStatus]] = sync_twin(_status_steps)
-    astatus: ClassVar[Callable[[CollectionMemory], Coroutine[Any, Any, CollectionStatus]]] = (
-        async_twin(_status_steps)
-    )
+    status: ClassVar = sync_twin(_status_steps)
+    astatus: ClassVar = async_twin(_status_steps)
 
     def flush(self, *, timeout: float | None = None) -> bool:
         """Run a pending background update now, then write what the index has queued."""
@@ -613,15 +606,13 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     def _refreshing(self) -> Steps[CollectionUpdate]:
         return (yield from folding.refreshing(self))
 
-    def duplicate_of(self, content: Any) -> MemoryRecord | None:
+    def _duplicate_of_steps(self, content: Any) -> Steps[MemoryRecord | None]:
         """The current memory that already says ``content`` (``duplicate_threshold``), or None."""
-        found, _ = run(folding.matching(self, self._text(self.check_content(content)), ()))
+        found, _ = yield from folding.matching(self, self._text(self.check_content(content)), ())
         return None if found is None else rules.found(found)
 
-    async def aduplicate_of(self, content: Any) -> MemoryRecord | None:
-        """Async :meth:`duplicate_of`."""
-        found, _ = await arun(folding.matching(self, self._text(self.check_content(content)), ()))
-        return None if found is None else rules.found(found)
+    duplicate_of: ClassVar = sync_twin(_duplicate_of_steps)
+    aduplicate_of: ClassVar = async_twin(_duplicate_of_steps)
 
     # -- export and import (the command line's) -------------------------------------
 

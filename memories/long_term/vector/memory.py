@@ -22,7 +22,7 @@ from memories.kernel.capabilities import Capabilities
 from memories.kernel.embeddings import default_embeddings
 from memories.kernel.keys import input_text_for, select_input_key, select_output_key
 from memories.kernel.messages import check_storable, message_text, turn_messages
-from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin
+from memories.kernel.steps import Steps, async_twin, step, sync_twin
 from memories.long_term.indexed import DocumentMemory
 from memories.long_term.vector.turns import TurnParts, checked_message, edited, of_messages
 from memories.stores.vector.backend import VectorQuery
@@ -73,13 +73,13 @@ class VectorMemory(DocumentMemory):
 
     # -- LangChain's interface ------------------------------------------------------
 
-    def save_context(
+    def _save_context_steps(
         self,
         inputs: dict[str, Any],
         outputs: dict[str, Any],
         *,
         metadata: Mapping[str, Any] | None = None,
-    ) -> None:
+    ) -> Steps[None]:
         """Store the run's input and output as one document (``metadata``: extra metadata for it).
 
         With ``write="background"`` the turn is queued in the outbox, searchable
@@ -94,37 +94,25 @@ class VectorMemory(DocumentMemory):
                 written by the next call that reaches the store, or by ``flush()``.
         """
         row = self._turn_row(inputs, outputs, metadata)
-        run(self._storing(step(self.backend.save, row), [row.doc_id]))
+        yield from self._storing(step(self.backend.save, row), [row.doc_id])
 
-    async def asave_context(
-        self,
-        inputs: dict[str, Any],
-        outputs: dict[str, Any],
-        *,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Async :meth:`save_context`."""
-        row = self._turn_row(inputs, outputs, metadata)
-        await arun(self._storing(step(self.backend.save, row), [row.doc_id]))
+    save_context: ClassVar = sync_twin(_save_context_steps)
+    asave_context: ClassVar = async_twin(_save_context_steps)
 
-    def load_memory_variables(
+    def _load_memory_variables_steps(
         self, inputs: dict[str, Any], *, min_score: float | None = None
-    ) -> dict[str, Any]:
+    ) -> Steps[dict[str, Any]]:
         """``{memory_key: text}``: the top ``k`` documents for the input, joined by newlines.
 
         With ``return_docs=True`` the value is a list of LangChain ``Document``.
         Documents scoring below ``min_score`` (default ``self.min_score``) are left out.
         """
         floor = self._floor(min_score)
-        return self._variables(passing(run(self._live_search(self._load_query(inputs))), floor))
-
-    async def aload_memory_variables(
-        self, inputs: dict[str, Any], *, min_score: float | None = None
-    ) -> dict[str, Any]:
-        """Async :meth:`load_memory_variables`."""
-        floor = self._floor(min_score)
-        found = await arun(self._live_search(self._load_query(inputs)))
+        found = yield from self._live_search(self._load_query(inputs))
         return self._variables(passing(found, floor))
+
+    load_memory_variables: ClassVar = sync_twin(_load_memory_variables_steps)
+    aload_memory_variables: ClassVar = async_twin(_load_memory_variables_steps)
 
     # -- building documents and queries (pure) ----------------------------------------
 

@@ -165,7 +165,7 @@ class ConversationVectorStoreTokenBufferMemory(TokenBufferMemory):
 
     # -- loading -----------------------------------------------------------------------
 
-    def _shown_now(self) -> Steps[list[BaseMessage]]:
+    def _selection(self) -> Steps[list[BaseMessage]]:
         messages = yield from super()._selection()
         state = yield from self._reading_overflow()
         if state["stored"] is None or not messages:
@@ -179,13 +179,10 @@ class ConversationVectorStoreTokenBufferMemory(TokenBufferMemory):
         previous = found[self.memory_retriever.memory_key]
         template = SystemMessagePromptTemplate.from_template(self.previous_history_template)
         system = template.format(previous_history=previous, current_time=_now())
-        messages = [system, *(yield from self._shown_now())]
+        messages = [system, *(yield from self._selection())]
         if self.return_messages:
             return {self.memory_key: messages}
         return {self.memory_key: format_buffer(messages, self.human_prefix, self.ai_prefix)}
-
-    def _selection(self) -> Steps[list[BaseMessage]]:
-        return (yield from self._shown_now())
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """The system message (time, documents found for the input) and the recent messages."""

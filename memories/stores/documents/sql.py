@@ -165,9 +165,8 @@ class ProfileStore(BaseProfileStore):
         also = self._also(op.namespace, [(key, v) for key, _, v in op.commits], op.also)
         try:
             with self._db.transaction() as connection:
-                # The turns are this writer's claim, taken first (the delete locks them):
-                # if another writer folded them in already, this change was computed
-                # from stale input and would repeat it.
+                # The turns are this writer's claim, taken first (the delete locks them): if
+                # another writer folded them in already, this change would repeat it.
                 ids = sorted(set(op.drop_ids))
                 if self._drop(connection, ns, op.drop_key, ids) != len(ids):
                     raise _Conflict
@@ -334,10 +333,9 @@ class ProfileStore(BaseProfileStore):
                         t.c.value.concat("").is_not(None),
                         *mine,
                     ]
-                # The total comes with the page instead of from a second scan of the
-                # documents: a window over the matches, or on SQLite a count of the
-                # matches' keys, whose sort then carries keys, not documents (a text in
-                # all 100,000: 135 to 80 ms).
+                # The total comes with the page, not from a second scan: a window over the
+                # matches, or on SQLite a count of their keys, whose sort then carries keys,
+                # not documents (a text in all 100,000: 135 to 80 ms).
                 if connection.dialect.name == "sqlite":
                     query = sqlite_page(where, matched, op.limit, op.offset)
                 else:

@@ -40,6 +40,12 @@ class InMemoryHistory(ChatHistory):
     ) -> None:
         self.session_id = session_id
         self.clock = clock
+        self._next_seq = 1  # never reset: a seq is not reused within a session
+        self._lock = threading.Lock()
+        self._empty()
+
+    def _empty(self) -> None:
+        """No records and no state, as built (:meth:`clear` under the lock)."""
         self._records: list[Entry | Edit] = []  # the log as written
         self._times: list[float] = []  # when each record was written
         self._log: list[Entry] = []  # the messages shown: edits applied
@@ -47,8 +53,6 @@ class InMemoryHistory(ChatHistory):
         self._state: dict[str, dict[str, Any]] = {}
         self._humans: list[int] = []  # seqs of shown human messages: exchange starts, for windows
         self._ids: dict[str, int] = {}  # message id -> seq of the shown message
-        self._next_seq = 1
-        self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         # A lock is this process's; a copy or an unpickled history gets its own.
@@ -128,13 +132,7 @@ class InMemoryHistory(ChatHistory):
 
     def clear(self) -> None:
         with self._lock:
-            self._records.clear()
-            self._times.clear()
-            self._log.clear()
-            self._edits.clear()
-            self._humans.clear()
-            self._ids.clear()
-            self._state.clear()
+            self._empty()
 
     def load_state(self, key: str, /) -> dict[str, Any] | None:
         # By reference: states are immutable (ChatHistory.save_state), and a copy

@@ -1,11 +1,7 @@
-"""A history seen through a retention policy: expired messages are hidden at once.
+"""A history seen through a retention policy: what expired is hidden at once, swept or not.
 
-:class:`RetainedHistory` wraps any history. Every read starts after the
-*horizon*, the last ``seq`` the retention expires now, so nothing past it is
-shown, found by id, edited or folded into fresh derived state, swept or not.
-Writes and memory state go to the wrapped history untouched (a summary derived
-from expired messages stays). A memory wraps its own history (``retention=``);
-the wrapper's config is the wrapped history's.
+What a retention hides, deletes and keeps: ``docs/retention.md``. Writes and memory
+state go to the wrapped history untouched; the wrapper's config is the wrapped history's.
 """
 
 from __future__ import annotations

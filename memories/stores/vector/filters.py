@@ -1,11 +1,8 @@
 """Namespaces and metadata filters: the one place where isolation is enforced.
 
-A namespace is a tuple of labels such as ``("user-42", "chat")``. Every stored
-document carries it, encoded by :func:`memories.kernel.namespaces.namespace_key`, under the reserved
-metadata key ``"namespace"``. Whatever filter a caller passes is checked by
-:func:`check_filter` (it may not name the reserved key) and then combined with
-the namespace by :func:`scoped_filter`, so a search, get or delete for one
-namespace can never touch another's documents.
+Every stored document carries its namespace's key under the reserved metadata key
+``"namespace"``; a caller's filter may not name it (:func:`check_filter`) and is ANDed
+with it (:func:`scoped_filter`), so no search, get or delete reaches another namespace.
 """
 
 from __future__ import annotations

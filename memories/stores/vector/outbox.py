@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -207,7 +207,7 @@ class SQLOutbox:
         with self._adopting:
             if (former, target) in self._adopted:
                 return
-            with self._writing("file the store's rows under its id") as connection:
+            with self._transaction("file the store's rows under its id", write=True) as connection:
                 moved = sum(
                     connection.execute(
                         sa.update(table).where(table.c.target == former).values(target=target)
@@ -226,7 +226,7 @@ class SQLOutbox:
         """
         if not rows:
             return []
-        with self._writing("queue a turn") as connection:
+        with self._transaction("queue a turn", write=True) as connection:
             rows = numbered(connection, self.recall, target, namespace, rows)
             queued = [{"doc_id": r.doc_id, "row": _dump(r)} for r in rows]
             _append(connection, _outbox, target, namespace, queued)
@@ -238,7 +238,7 @@ class SQLOutbox:
         query = _in_order(_outbox, target, namespace, _outbox.c.doc_id, _outbox.c.row)
         if limit is not None:
             query = query.limit(limit)
-        with self._reading("read queued turns") as connection:
+        with self._transaction("read queued turns") as connection:
             return [_load(doc_id, data) for doc_id, data in connection.execute(query)]
 
     def queued(self, target: str, namespace: str, ids: Sequence[str]) -> list[OutboxRow]:
@@ -247,19 +247,19 @@ class SQLOutbox:
             return []
         query = _in_order(_outbox, target, namespace, _outbox.c.doc_id, _outbox.c.row)
         query = query.where(_outbox.c.doc_id.in_(list(ids)))
-        with self._reading("read queued turns") as connection:
+        with self._transaction("read queued turns") as connection:
             return [_load(doc_id, data) for doc_id, data in connection.execute(query)]
 
     def remove(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
         """Forget these rows, now in the store: exactly these copies (a newer one stays)."""
         if not rows:
             return
-        with self._writing("forget written turns") as connection:
+        with self._transaction("forget written turns", write=True) as connection:
             _delete_copies(connection, target, namespace, rows)
 
     def clear(self, target: str, namespace: str) -> None:
         """Forget every queued row of a namespace, every row set aside, and its index."""
-        with self._writing("clear queued turns") as connection:
+        with self._transaction("clear queued turns", write=True) as connection:
             for table in (_outbox, _dead):
                 connection.execute(
                     sa.delete(table).where(table.c.target == target, table.c.namespace == namespace)
@@ -268,7 +268,7 @@ class SQLOutbox:
 
     def held(self, target: str, namespace: str, *, session: str | None = None) -> dict[str, int]:
         """A namespace's (or one session's) rows: queued, set aside, and in the recall index."""
-        with self._reading("read queued turns") as connection:
+        with self._transaction("read queued turns") as connection:
             counts = {
                 kind: len(self._rows_of(table, target, namespace, session, connection))
                 for kind, table in (("outbox rows", _outbox), ("dead letters", _dead))
@@ -277,7 +277,7 @@ class SQLOutbox:
 
     def erase_session(self, target: str, namespace: str, session: str) -> list[str]:
         """Forget a session's queued rows, rows set aside and index entries; return their ids."""
-        with self._writing("erase a session") as connection:
+        with self._transaction("erase a session", write=True) as connection:
             gone: list[str] = []
             for table in (_outbox, _dead):
                 rows = self._rows_of(table, target, namespace, session, connection)
@@ -306,7 +306,7 @@ class SQLOutbox:
         self, target: str, namespace: str, *, ids: Sequence[str] = (), session: str | None = None
     ) -> None:
         """Take deleted documents out of the index and the dead letters (by id, or a session)."""
-        with self._writing("forget deleted documents") as connection:
+        with self._transaction("forget deleted documents", write=True) as connection:
             gone = set(ids)
             letters = [
                 key
@@ -323,7 +323,7 @@ class SQLOutbox:
         (an edit) stays queued and indexed; the others leave the index.
         """
         letters = [{"doc_id": r.doc_id, "row": _dump(r), "error": e} for r, e in failed]
-        with self._writing("set aside a document") as connection:
+        with self._transaction("set aside a document", write=True) as connection:
             _append(connection, _dead, target, namespace, letters)
             buried = [row for row, _ in failed]
             _delete_copies(connection, target, namespace, buried)
@@ -334,7 +334,7 @@ class SQLOutbox:
     def dead_letters(self, target: str, namespace: str) -> list[DeadLetter]:
         """The rows of a namespace set aside, oldest first."""
         query = _in_order(_dead, target, namespace, *_LETTER)
-        with self._reading("read set-aside documents") as connection:
+        with self._transaction("read set-aside documents") as connection:
             return [
                 DeadLetter(_load(i, row), e, t) for _, i, row, e, t in connection.execute(query)
             ]
@@ -345,7 +345,7 @@ class SQLOutbox:
         One whose id was queued again since is dropped: the newer copy stands for it.
         """
         query = _in_order(_dead, target, namespace, *_LETTER)
-        with self._writing("queue set-aside documents") as connection:
+        with self._transaction("queue set-aside documents", write=True) as connection:
             # By the letters' own keys: one set aside meanwhile under the same id stays.
             letters = [
                 (key, doc_id, row)
@@ -364,23 +364,15 @@ class SQLOutbox:
         return len(letters)
 
     @contextmanager
-    def _writing(self, action: str) -> Iterator[sa.Connection]:
-        """One write transaction (SQLite: the write lock taken first), errors as ours."""
+    def _transaction(self, action: str, *, write: bool = False) -> Iterator[sa.Connection]:
+        """One transaction (a write takes SQLite's write lock first), errors as ours."""
         database = self.database
-        with self._errors(action), database.batch(write=True), database.transaction() as connection:
-            yield connection
-
-    @contextmanager
-    def _reading(self, action: str) -> Iterator[sa.Connection]:
-        with self._errors(action), self.database.transaction() as connection:
-            yield connection
-
-    @contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
         try:
-            self.database.engine  # noqa: B018  (opened, the file made, on first use)
+            database.engine  # noqa: B018  (opened, the file made, on first use)
             check_sqlite_file(self.url, f"the vector memory's outbox to {action}")
-            yield
+            batch = database.batch(write=True) if write else nullcontext()
+            with batch, database.transaction() as connection:
+                yield connection
         except BackendUnavailableError:
             raise  # it names the file or the server already
         except BackendError as exc:
