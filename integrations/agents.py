@@ -25,6 +25,7 @@ from memories.faces.exchange import (
     aview_memory,
     last_exchange,
     save_exchange,
+    turn_query,
     view_memory,
 )
 from memories.faces.runnable import MemoryFactory, SessionMemories
@@ -102,7 +103,7 @@ class MemoryMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> Any:
         view = view_memory(
-            self._current_memory(), _query(request.messages), as_messages=self._as_messages
+            self._current_memory(), turn_query(request.messages), as_messages=self._as_messages
         )
         return handler(self._shown(request, view))
 
@@ -112,7 +113,7 @@ class MemoryMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> Any:
         view = await aview_memory(
-            self._current_memory(), _query(request.messages), as_messages=self._as_messages
+            self._current_memory(), turn_query(request.messages), as_messages=self._as_messages
         )
         return await handler(self._shown(request, view))
 
@@ -144,11 +145,6 @@ class MemoryMiddleware(AgentMiddleware):
 
     def __repr__(self) -> str:
         return f"MemoryMiddleware({self.memory!r:.80}, inject={self.inject!r})"
-
-
-def _query(messages: list[Any]) -> str:
-    exchange = last_exchange(messages)
-    return exchange[0].text if exchange else ""
 
 
 def _extend_system(system: SystemMessage | None, text: str) -> SystemMessage:

@@ -107,8 +107,7 @@ class MemoryNodes:
         return update
 
     def _query(self, state: Mapping[str, Any]) -> str:
-        exchange = turns.last_exchange(self._messages(state))
-        return exchange[0].text if exchange else ""
+        return turns.turn_query(self._messages(state))
 
     def _load(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         memory = self._memories.get(config)

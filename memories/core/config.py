@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ __all__ = [
     "create_history",
     "create_memory",
     "drop_scope_options",
+    "filled_namespace",
     "load_config",
     "memory_class",
     "memory_factory",
@@ -499,17 +500,24 @@ class SessionFactory:
 
         def fill(options: dict[str, Any]) -> dict[str, Any]:
             if template_fields(options):
-                labels = [
-                    _PLACEHOLDER.sub(lambda m: _value(values, m[1]), label)
-                    for label in _labels(options)
-                ]
-                options["namespace"] = list(as_namespace(labels))
+                options["namespace"] = list(filled_namespace(_labels(options), values))
             return options
 
         return create_memory(with_session(each_memory(dict(self._options), fill), session_id))
 
     def __repr__(self) -> str:
         return f"SessionFactory(type={self._options.get('type')!r}, fields={self.fields})"
+
+
+def filled_namespace(labels: Sequence[str], values: Mapping[str, Any]) -> tuple[str, ...]:
+    """``labels`` with each ``{field}`` template filled from ``values`` (``configurable``).
+
+    Raises:
+        ConfigError: a field has no value, or not a non-empty string without '.'.
+    """
+    return as_namespace(
+        [_PLACEHOLDER.sub(lambda m: _value(values, m[1]), label) for label in labels]
+    )
 
 
 def _value(values: Mapping[str, Any], name: str) -> str:

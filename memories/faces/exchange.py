@@ -41,6 +41,7 @@ __all__ = [
     "save_exchange",
     "saving_exchange",
     "saving_messages",
+    "turn_query",
     "view_memory",
     "view_sections",
 ]
@@ -55,6 +56,12 @@ def last_exchange(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         if isinstance(messages[index], HumanMessage):
             return list(messages[index:])
     return list(messages)
+
+
+def turn_query(messages: Sequence[BaseMessage]) -> str:
+    """The text of the turn's user message (of :func:`last_exchange`), for a memory to search."""
+    exchange = last_exchange(messages)
+    return exchange[0].text if exchange else ""
 
 
 def _input_and_answer(exchange: Sequence[BaseMessage]) -> tuple[BaseMessage, BaseMessage] | None:

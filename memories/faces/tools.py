@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import string
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -24,6 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
 from memories.core.base import BaseMemory
+from memories.core.config import filled_namespace
 from memories.core.langchain import LangChainBaseMemory
 from memories.errors import MemoriesError
 from memories.faces.runnable import MemoryFactory, SessionMemories
@@ -91,20 +91,10 @@ class _PerRun(Generic[M]):
             ToolException: a templated label has no value in ``configurable``.
         """
         namespace: tuple[str, ...] = self.template.namespace  # type: ignore[attr-defined]
-        if not any(_fields(label) for label in namespace):
+        with _told_to_the_model():
+            key = filled_namespace(namespace, (config or {}).get("configurable") or {})
+        if key == namespace:
             return self.template
-        values = (config or {}).get("configurable") or {}
-        filled = []
-        for label in namespace:
-            names = _fields(label)
-            missing = [n for n in names if not isinstance(values.get(n), str) or not values.get(n)]
-            if missing:
-                raise ToolException(
-                    f"The memory's namespace {namespace!r} needs {missing} in the run's "
-                    "configurable values (e.g. config={'configurable': {'user_id': ...}})."
-                )
-            filled.append(label.format(**{n: values[n] for n in names}))
-        key = tuple(filled)
         with self._lock:
             if (found := self._made.get(key)) is not None:
                 return found
@@ -136,10 +126,6 @@ def _bounded(text: str, what: str, most: int) -> str:
     if len(text) > most:
         raise ToolException(f"{what} is {len(text):,} characters; at most {most:,}.")
     return text
-
-
-def _fields(label: str) -> list[str]:
-    return [name for _, name, _, _ in string.Formatter().parse(label) if name]
 
 
 @contextlib.contextmanager

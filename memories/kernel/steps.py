@@ -5,8 +5,10 @@ and receives its result; :func:`run` performs the steps with the sync methods,
 :func:`arun` with their async twins (``load_state`` / ``aload_state``), so the
 policy between steps exists once. With ``lock=`` a runner holds that plain
 :class:`threading.Lock` (the async runner waits for it on a worker thread) and
-lets go only around ``unlocked=True`` steps, such as a model call. Blocking
-work with no loop to share leaves the event loop through :func:`to_thread`.
+lets go only around ``unlocked=True`` steps, such as a model call.
+:func:`sync_twin` and :func:`async_twin` make a public method and its async twin
+from one loop. Blocking work with no loop to share leaves the event loop
+through :func:`to_thread`.
 """
 
 from __future__ import annotations

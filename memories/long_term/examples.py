@@ -312,15 +312,15 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
     select: ClassVar = sync_twin(_select_steps)
     aselect: ClassVar = async_twin(_select_steps)
 
-    def select_examples(self, input_variables: dict[str, Any]) -> list[dict[str, Any]]:
+    def _select_examples_steps(
+        self, input_variables: dict[str, Any]
+    ) -> Steps[list[dict[str, Any]]]:
         """LangChain's selector method: the examples' values for a prompt's input variables."""
-        examples = self.select(self._query_text(input_variables))
+        examples = yield from self._select_steps(self._query_text(input_variables))
         return [self._returned(e) for e in examples]
 
-    async def aselect_examples(self, input_variables: dict[str, Any]) -> list[dict[str, Any]]:
-        """Async :meth:`select_examples`."""
-        examples = await self.aselect(self._query_text(input_variables))
-        return [self._returned(e) for e in examples]
+    select_examples: ClassVar = sync_twin(_select_examples_steps)
+    aselect_examples: ClassVar = async_twin(_select_examples_steps)
 
     def _within_budget(self, examples: list[Example], k: int) -> list[Example]:
         """The first ``k`` examples that fit ``max_tokens`` together, in their order."""

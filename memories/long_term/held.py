@@ -29,20 +29,18 @@ def namespaces_held(memory: Any, contains: str = "") -> dict[Namespace, int | No
     Only those whose labels, joined by ``"."``, contain ``contains``. A memory
     kept per session (a chat memory) holds no namespace: ``{}``.
     """
-    found: dict[Namespace, int | None] = {}
+
+    def counted(prefix: str) -> dict[Namespace, int | None]:
+        counts, _ = memory.ledger.key_namespaces(prefix, contains=contains, limit=_ALL)
+        return {c.namespace: c.documents for c in counts}
+
     if isinstance(memory, CollectionMemory):
-        counts, _ = memory.ledger.key_namespaces(memory.rows.prefix, contains=contains, limit=_ALL)
-        found.update((c.namespace, c.documents) for c in counts)
-    elif isinstance(memory, StoredDocumentMemory):
-        counts, _ = memory.ledger.key_namespaces(memory.key, contains=contains, limit=_ALL)
-        found.update((c.namespace, c.documents) for c in counts)
-        if isinstance(memory, EntityMemory):  # a graph's count is its entities, not its head
-            found = dict.fromkeys(found, 0)
-            counts, _ = memory.ledger.key_namespaces(ENTITY_PREFIX, contains=contains, limit=_ALL)
-            found.update((c.namespace, c.documents) for c in counts)
-    elif isinstance(memory, DocumentMemory):
-        for key, count in memory.backend.namespaces().items():
-            namespace = namespace_from_key(key)
-            if contains in ".".join(namespace):
-                found[namespace] = count
-    return found
+        return counted(memory.rows.prefix)
+    if isinstance(memory, EntityMemory):  # a graph's count is its entities, not its head
+        return {**dict.fromkeys(counted(memory.key), 0), **counted(ENTITY_PREFIX)}
+    if isinstance(memory, StoredDocumentMemory):
+        return counted(memory.key)
+    if isinstance(memory, DocumentMemory):
+        held = [(namespace_from_key(key), n) for key, n in memory.backend.namespaces().items()]
+        return {namespace: n for namespace, n in held if contains in ".".join(namespace)}
+    return {}

@@ -541,21 +541,18 @@ class DocumentMemory(IndexedMemory):
 
     aadd: ClassVar = blocking_twin(add)
 
-    def delete(
+    def _delete_steps(
         self, ids: Sequence[str] | None = None, /, *, filter: Mapping[str, Any] | None = None
-    ) -> None:
+    ) -> Steps[None]:
         """Delete documents of this namespace by id, by metadata filter, or both (AND).
 
         Raises:
             InvalidInputError: neither ids nor a filter given (use :meth:`clear`).
         """
-        self.backend.delete(*self._deletion(ids, filter))
+        yield step(self.backend.delete, *self._deletion(ids, filter))
 
-    async def adelete(
-        self, ids: Sequence[str] | None = None, /, *, filter: Mapping[str, Any] | None = None
-    ) -> None:
-        """Async :meth:`delete`."""
-        await self.backend.adelete(*self._deletion(ids, filter))
+    delete: ClassVar = sync_twin(_delete_steps)
+    adelete: ClassVar = async_twin(_delete_steps)
 
     def flush(self, *, timeout: float | None = None) -> bool:
         """Write every queued document to the store now and wait for it.
@@ -600,7 +597,7 @@ class DocumentMemory(IndexedMemory):
         """The write mode, the documents waiting, and the last failed write if none worked since."""
         return self.backend.status()
 
-    def clear(self) -> None:
+    def _clear_steps(self) -> Steps[None]:
         """Delete the documents this memory's session wrote (queued ones are written first).
 
         Other sessions' documents in the namespace stay: a "new chat" that
@@ -610,19 +607,17 @@ class DocumentMemory(IndexedMemory):
         Raises:
             BackendUnavailableError: the store cannot be reached (nothing is deleted).
         """
-        self.backend.forget_session()
+        yield step(self.backend.forget_session)
 
-    async def aclear(self) -> None:
-        """Async :meth:`clear`."""
-        await self.backend.aforget_session()
+    clear: ClassVar = sync_twin(_clear_steps)
+    aclear: ClassVar = async_twin(_clear_steps)
 
-    def erase_namespace(self) -> None:
+    def _erase_namespace_steps(self) -> Steps[None]:
         """Delete every document of this memory's namespace, every session's, queued ones too."""
-        self.backend.erase_namespace()
+        yield step(self.backend.erase_namespace)
 
-    async def aerase_namespace(self) -> None:
-        """Async :meth:`erase_namespace`."""
-        await self.backend.aerase_namespace()
+    erase_namespace: ClassVar = sync_twin(_erase_namespace_steps)
+    aerase_namespace: ClassVar = async_twin(_erase_namespace_steps)
 
     # -- export and import (the command line's) -------------------------------------
 

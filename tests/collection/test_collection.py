@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -396,6 +397,31 @@ def test_put_many_checks_everything_before_writing_anything(
     assert len(set(ids)) == 50 and len(memory.list()) == 50
     assert memory.search("fact 7", k=1)[0].metadata == {"n": 7}
     assert len(asyncio.run(memory.aput_many(["one more"]))) == 1
+
+
+def test_aput_many_awaits_the_ledgers_async_commit_on_the_event_loop(
+    make_collection: Callable[..., CollectionMemory],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As ``put_many``'s loop, not the sync method on a worker thread."""
+    memory = make_collection()
+    store = memory.ledger
+    threads: list[int] = []
+    original = store.acommit_many
+
+    async def commit(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(store, "acommit_many", commit)
+
+    async def put() -> tuple[int, list[str]]:
+        ids = await memory.aput_many(["User likes tea"], metadatas=[{"n": 1}])
+        return threading.get_ident(), ids
+
+    loop, ids = asyncio.run(put())
+    assert threads == [loop]
+    assert [r.metadata for r in memory.list()] == [{"n": 1}] and len(ids) == 1
 
 
 def test_an_index_lost_with_its_process_is_rebuilt_from_the_ledger(

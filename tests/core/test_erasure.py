@@ -106,8 +106,8 @@ def fill(config: dict[str, Any]) -> None:
         leaves["EntityMemory"].save_context({"input": f"Jane met {word}"}, {"output": "ok"})
         leaves["ExampleMemory"].add_example({"input": f"hi {word}", "output": "hello"})
         if "ConversationEntityMemory" in leaves:
-            leaves["ConversationEntityMemory"]._store.set("Jane", f"Jane knows {word}")
-            leaves["ConversationKGMemory"]._graph.add_triple(("Jane", word, "knows"))
+            leaves["ConversationEntityMemory"].knowledge_store.set("Jane", f"Jane knows {word}")
+            leaves["ConversationKGMemory"].knowledge_store.add_triple(("Jane", word, "knows"))
         vector = leaves["VectorMemory"]
         vector.save_context({"input": f"{user} plays chess {word}"}, {"output": "good"})
         backend = vector.backend
@@ -144,8 +144,8 @@ def reads(config: dict[str, Any], user: str) -> dict[str, Any]:
         "dead letters": [d.row.text for d in leaves["VectorMemory"].dead_letters()],
     }
     if "ConversationEntityMemory" in leaves:
-        found["entities"] = leaves["ConversationEntityMemory"]._store.entities()
-        found["graph"] = leaves["ConversationKGMemory"]._graph.get_triples()
+        found["entities"] = leaves["ConversationEntityMemory"].knowledge_store.entities()
+        found["graph"] = leaves["ConversationKGMemory"].knowledge_store.get_triples()
     return found
 
 

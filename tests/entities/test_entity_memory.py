@@ -334,6 +334,19 @@ def test_a_config_builds_it_with_a_sql_store(tmp_path: Path) -> None:
     assert config["k"] == 2 and "entity_cache" not in config
 
 
+def test_a_store_config_builds_one_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memories.stores.entities import summaries
+
+    built: list[Any] = []
+    real = summaries.create_entity_store
+    monkeypatch.setattr(
+        summaries, "create_entity_store", lambda config: built.append(config) or real(config)
+    )
+    memory = ConversationEntityMemory(llm=RuleModel(), entity_store={"type": "memory"})
+    assert isinstance(memory.entity_store, InMemoryEntityStore)
+    assert built == [{"type": "memory"}]  # not a second store built and dropped
+
+
 def test_its_prompts_are_written_as_templates_and_a_chat_prompt_is_refused() -> None:
     from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 

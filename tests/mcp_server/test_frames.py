@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests import needs
@@ -207,13 +207,19 @@ _arguments = st.one_of(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@example(garbage="\ud800{", arguments="1")
 @given(garbage=st.none() | _garbage, arguments=_arguments)
 def test_fuzzed_frames_each_get_one_answer_and_the_server_carries_on(
     client: RawClient, garbage: str | None, arguments: str
 ) -> None:
     client.next_id += 1
     request_id = None if garbage is not None else client.next_id
-    line = garbage.encode() if garbage is not None else call(client.next_id, arguments)
+    # A lone surrogate goes out as the invalid UTF-8 bytes a broken client would send.
+    line = (
+        garbage.encode("utf-8", "surrogatepass")
+        if garbage is not None
+        else call(client.next_id, arguments)
+    )
     (answer,) = client.answers_to(line)  # one answer, never silence, none left from before
     if "error" in answer:
         assert answer["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS), answer

@@ -29,7 +29,7 @@ from memories.kernel.conversation import UpdateMethod
 from memories.kernel.embeddings import embedding_batch, query_vector
 from memories.kernel.keys import input_text_for
 from memories.kernel.messages import check_storable
-from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin, to_thread
+from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin
 from memories.long_term.collection import folding, rules, transfer
 from memories.long_term.collection.folding import MAX_CONFLICTS, CollectionUpdate
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
@@ -357,13 +357,13 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     put: ClassVar = sync_twin(_put_steps)
     aput: ClassVar = async_twin(_put_steps)
 
-    def put_many(
+    def _put_many_steps(
         self,
         contents: Sequence[Any],
         *,
         metadatas: Sequence[Mapping[str, Any] | None] | None = None,
         progress: bool | None = None,
-    ) -> builtins.list[str]:
+    ) -> Steps[builtins.list[str]]:
         """Store many new memories at once (one transaction, then the index in batches).
 
         Every content and metadata is checked before anything is written.
@@ -379,16 +379,17 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             document = self._document(content, metadatas[i] if metadatas else None)
             key = self.rows.prefix + uuid.uuid4().hex
             commits.append((key, Change(document, "put", [], ()), 0))
-        stamp = run(self._stamp(commits, "default"))
-        written = self._store.commit_many(self.namespace, commits, drop_key=self.key, also=stamp)
+        stamp = yield from self._stamp(commits, "default")
+        written = yield step(
+            self._store.commit_many, self.namespace, commits, drop_key=self.key, also=stamp
+        )
         assert written is not None  # new ids: nothing to conflict with
         rows = [self._row(item) for item in written if item is not None]
-        self.backend.add(rows, progress=show_progress(progress, rows))
+        yield step(self.backend.add, rows, progress=show_progress(progress, rows))
         return [memory_id(key) for key, _, _ in commits]
 
-    async def aput_many(self, contents: Sequence[Any], **options: Any) -> builtins.list[str]:
-        """Async :meth:`put_many` (the same arguments)."""
-        return await to_thread(self.put_many, contents, **options)
+    put_many: ClassVar = sync_twin(_put_many_steps)
+    aput_many: ClassVar = async_twin(_put_many_steps)
 
     def _update_steps(
         self,
@@ -493,15 +494,13 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     get: ClassVar = sync_twin(_get_steps)
     aget: ClassVar = async_twin(_get_steps)
 
-    def history(self, memory_id: str) -> list[MemoryVersion]:
+    def _history_steps(self, memory_id: str) -> Steps[list[MemoryVersion]]:
         """Every version of a memory, oldest first, each with when it held and what caused it."""
         key = self.rows.prefix + rules.checked_id(memory_id)
-        return rules.versions(self._store.changes(self.namespace, key))
+        return rules.versions((yield step(self._store.changes, self.namespace, key)))
 
-    async def ahistory(self, memory_id: str) -> list[MemoryVersion]:
-        """Async :meth:`history`."""
-        key = self.rows.prefix + rules.checked_id(memory_id)
-        return rules.versions(await self._store.achanges(self.namespace, key))
+    history: ClassVar = sync_twin(_history_steps)
+    ahistory: ClassVar = async_twin(_history_steps)
 
     def _search_steps(
         self,

@@ -95,27 +95,23 @@ class ConversationKGMemory(QueuedUpdates):
     def _check_graph(cls, value: Any) -> Any:
         return as_entity_graph(value)
 
-    @cached_property
-    def _graph(self) -> EntityGraph | LangChainEntityGraph:
-        return self.kg if isinstance(self.kg, EntityGraph) else LangChainEntityGraph(self.kg)
-
     def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
         """The session's log, and its graph's every change, when erasing a session.
 
         A LangChain graph cannot be counted: erasing names it as not erasable.
         """
         found = super().erasure_shares(session=session, namespace=namespace)
-        graph = self._graph
+        graph = self.knowledge_store
         if session:
             held = graph.held if isinstance(graph, EntityGraph) else _uncountable(graph)
             files = compactions(graph.database) if isinstance(graph, EntityGraph) else ()
             found.append(StoreShare(repr(self.kg), held, graph.clear, files))
         return found
 
-    @property
+    @cached_property
     def knowledge_store(self) -> EntityGraph | LangChainEntityGraph:
         """The graph as the memory drives it (LangChain's wrapped, with async twins)."""
-        return self._graph
+        return self.kg if isinstance(self.kg, EntityGraph) else LangChainEntityGraph(self.kg)
 
     def _state_parameters(self) -> dict[str, Any]:
         return {"kg_updates": 1}
@@ -172,7 +168,7 @@ class ConversationKGMemory(QueuedUpdates):
             entities = []
         lines = []
         for entity in entities:
-            knowledge = yield step(self._graph.get_entity_knowledge, entity)
+            knowledge = yield step(self.knowledge_store.get_entity_knowledge, entity)
             if knowledge:
                 lines.append(f"On {entity}: {'. '.join(knowledge)}.")
         context: Any
@@ -190,11 +186,11 @@ class ConversationKGMemory(QueuedUpdates):
         output = yield from self._asking(
             self.knowledge_extraction_prompt, history=job["history"], input=job["input"]
         )
-        return None, [step(self._graph.add_triple, t) for t in parse_triples(output)]
+        return None, [step(self.knowledge_store.add_triple, t) for t in parse_triples(output)]
 
     def _clearing(self) -> Steps[None]:
         yield step(self.chat_memory.clear)
-        yield step(self._graph.clear)
+        yield step(self.knowledge_store.clear)
 
 
 def _uncountable(graph: Any) -> Callable[[], Counts]:

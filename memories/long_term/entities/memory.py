@@ -84,31 +84,27 @@ class ConversationEntityMemory(QueuedUpdates):
     @field_validator("entity_store", mode="before")
     @classmethod
     def _check_store(cls, value: Any) -> Any:
-        as_entity_store(value)  # raises ConfigError for what is not a store
-        return as_entity_store(value) if isinstance(value, Mapping) else value
+        store = as_entity_store(value)  # raises ConfigError for what is not a store
+        return store if isinstance(value, Mapping) else value
 
     @property
     def chat_history_key(self) -> str:
         """LangChain's name for :attr:`memory_key` in this class."""
         return self.memory_key
 
-    @cached_property
-    def _store(self) -> EntityStore:
-        return as_entity_store(self.entity_store)
-
     def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
         """The session's log, and its entities' every version, when erasing a session."""
         found = super().erasure_shares(session=session, namespace=namespace)
         if session:
-            store = self._store
+            store = self.knowledge_store
             files = compactions(store.database)
             found.append(StoreShare(repr(store), store.held, store.purge, files))
         return found
 
-    @property
+    @cached_property
     def knowledge_store(self) -> EntityStore:
         """The entity store as the memory drives it (LangChain's wrapped in ours)."""
-        return self._store
+        return as_entity_store(self.entity_store)
 
     @property
     def memory_variables(self) -> list[str]:
@@ -129,7 +125,7 @@ class ConversationEntityMemory(QueuedUpdates):
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "entity_store":
             try:
-                return self._store.to_config()
+                return self.knowledge_store.to_config()
             except NotImplementedError as exc:
                 raise ConfigError(
                     f"entity_store {value!r:.60} has no config form; use memories' "
@@ -162,7 +158,7 @@ class ConversationEntityMemory(QueuedUpdates):
             entities, self._unextracted = parse_entities(output), None
         summaries: dict[str, str | None] = {}
         for entity in entities:
-            summaries[entity] = yield step(self._store.get, entity, "")
+            summaries[entity] = yield step(self.knowledge_store.get, entity, "")
         self.__dict__["entity_cache"] = entities  # state: no validation, no cache reset
         shown: Any = messages if self.return_messages else history
         return {self.memory_key: shown, "entities": summaries}
@@ -187,7 +183,8 @@ class ConversationEntityMemory(QueuedUpdates):
         if job["done"] >= len(job["entities"]):
             return None, []
         entity = job["entities"][job["done"]]
-        existing = yield step(self._store.get, entity, "")
+        store = self.knowledge_store
+        existing = yield step(store.get, entity, "")
         output = yield from self._asking(
             self.entity_summarization_prompt,
             summary=existing,
@@ -197,11 +194,11 @@ class ConversationEntityMemory(QueuedUpdates):
         )
         after = {**job, "done": job["done"] + 1}
         finished = after["done"] >= len(job["entities"])
-        return (None if finished else after), [step(self._store.set, entity, output.strip())]
+        return (None if finished else after), [step(store.set, entity, output.strip())]
 
     def _clearing(self) -> Steps[None]:
         yield step(self.chat_memory.clear)
-        yield step(self._store.clear)
+        yield step(self.knowledge_store.clear)
         self.__dict__["entity_cache"] = []
         self._unextracted = None
 

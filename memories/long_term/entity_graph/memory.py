@@ -23,7 +23,7 @@ from memories.kernel.background import MemoryStatus, merged_batches
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
 from memories.kernel.keys import input_text_for
-from memories.kernel.steps import Steps, arun, run, step
+from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin
 from memories.long_term.entity_graph.exchange import checked, graph_records, import_commits
 from memories.long_term.entity_graph.extractor import extract
 from memories.long_term.entity_graph.operations import (
@@ -125,51 +125,48 @@ class EntityMemory(StoredDocumentMemory):
             graph = yield step(self.store.recorded, self.namespace, as_of=as_of)
         return graph
 
-    def entities(self, *, as_of: datetime | None = None) -> builtins.list[Entity]:
+    def _entities_steps(self, *, as_of: datetime | None = None) -> Steps[builtins.list[Entity]]:
         """The entities that stand on their own (not merged into another), now or at ``as_of``."""
-        return sorted(run(self._reading(as_of)).standing(), key=lambda e: e.name)
+        graph = yield from self._reading(as_of)
+        return sorted(graph.standing(), key=lambda e: e.name)
 
-    async def aentities(self, *, as_of: datetime | None = None) -> builtins.list[Entity]:
-        """Async :meth:`entities`."""
-        return sorted((await arun(self._reading(as_of))).standing(), key=lambda e: e.name)
+    entities: ClassVar = sync_twin(_entities_steps)
+    aentities: ClassVar = async_twin(_entities_steps)
 
-    def merges(self) -> builtins.list[Entity]:
+    def _merges_steps(self) -> Steps[builtins.list[Entity]]:
         """The entities merged into another, each with ``merged_into`` and ``merge_reason``."""
-        return _merged_entities(run(self._reading(None)))
+        graph = yield from self._reading(None)
+        return sorted((e for e in graph.entities.values() if e.merged_into), key=lambda e: e.name)
 
-    async def amerges(self) -> builtins.list[Entity]:
-        """Async :meth:`merges`."""
-        return _merged_entities(await arun(self._reading(None)))
+    merges: ClassVar = sync_twin(_merges_steps)
+    amerges: ClassVar = async_twin(_merges_steps)
 
-    def entity(self, name: str, /) -> Entity | None:
+    def _entity_steps(self, name: str, /) -> Steps[Entity | None]:
         """The entity called ``name`` (its name or an alias, merges followed), or None."""
-        return run(self._reading(None)).named(name)
+        graph = yield from self._reading(None)
+        return graph.named(name)
 
-    async def aentity(self, name: str, /) -> Entity | None:
-        """Async :meth:`entity`."""
-        return (await arun(self._reading(None))).named(name)
+    entity: ClassVar = sync_twin(_entity_steps)
+    aentity: ClassVar = async_twin(_entity_steps)
 
-    def relations(self, *, as_of: datetime | None = None) -> builtins.list[Relation]:
+    def _relations_steps(self, *, as_of: datetime | None = None) -> Steps[builtins.list[Relation]]:
         """The relations true now (or at ``as_of``), oldest first, with the turns behind them."""
-        graph = self.store.recorded(self.namespace, as_of=as_of and _check_time(as_of))
+        graph = yield step(self.store.recorded, self.namespace, as_of=as_of and _check_time(as_of))
         return _by_time(graph.current() if as_of is None else list(graph.relations.values()))
 
-    async def arelations(self, *, as_of: datetime | None = None) -> builtins.list[Relation]:
-        """Async :meth:`relations`."""
-        graph = await self.store.arecorded(self.namespace, as_of=as_of and _check_time(as_of))
-        return _by_time(graph.current() if as_of is None else list(graph.relations.values()))
+    relations: ClassVar = sync_twin(_relations_steps)
+    arelations: ClassVar = async_twin(_relations_steps)
 
-    def history(self) -> builtins.list[Relation]:
+    def _history_steps(self) -> Steps[builtins.list[Relation]]:
         """The closed relations (contradicted or retracted), oldest first, with their turns."""
-        graph = self.store.recorded(self.namespace)
+        graph = yield step(self.store.recorded, self.namespace)
         return _by_time([r for r in graph.relations.values() if r.invalid_at is not None])
 
-    async def ahistory(self) -> builtins.list[Relation]:
-        """Async :meth:`history`."""
-        graph = await self.store.arecorded(self.namespace)
-        return _by_time([r for r in graph.relations.values() if r.invalid_at is not None])
+    history: ClassVar = sync_twin(_history_steps)
+    ahistory: ClassVar = async_twin(_history_steps)
 
-    def _recalling(self, text: str, as_of: datetime | None) -> Steps[Recalled]:
+    def _recall_steps(self, text: str, /, *, as_of: datetime | None = None) -> Steps[Recalled]:
+        """The entities ``text`` names or is about, and their relations (``hops`` deep)."""
         graph = yield from self._reading(as_of)
         return recall(
             graph,
@@ -181,16 +178,11 @@ class EntityMemory(StoredDocumentMemory):
             count=lambda line: self._counter([SystemMessage(line)]),
         )
 
-    def recall(self, text: str, /, *, as_of: datetime | None = None) -> Recalled:
-        """The entities ``text`` names or is about, and their relations (``hops`` deep)."""
-        return run(self._recalling(text, as_of))
-
-    async def arecall(self, text: str, /, *, as_of: datetime | None = None) -> Recalled:
-        """Async :meth:`recall`."""
-        return await arun(self._recalling(text, as_of))
+    recall: ClassVar = sync_twin(_recall_steps)
+    arecall: ClassVar = async_twin(_recall_steps)
 
     def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | builtins.list[BaseMessage]]:
-        found = yield from self._recalling(input_text_for(self, inputs), None)
+        found = yield from self._recall_steps(input_text_for(self, inputs))
         text = found.text()
         if self.return_messages:
             return [SystemMessage(text)] if text else []
@@ -211,7 +203,7 @@ class EntityMemory(StoredDocumentMemory):
         )
         return written is not None
 
-    def apply(self, operations: Sequence[Mapping[str, Any]], /) -> GraphUpdate:
+    def _apply_steps(self, operations: Sequence[Mapping[str, Any]], /) -> Steps[GraphUpdate]:
         """Apply operations now, all or none (references: entity names, or entity and relation ids).
 
         The operations are the model's (:mod:`memories.long_term.entity_graph.operations`):
@@ -220,13 +212,6 @@ class EntityMemory(StoredDocumentMemory):
         Raises:
             InvalidInputError: an operation is invalid (every problem listed; nothing written).
         """
-        return run(self._applying(operations))
-
-    async def aapply(self, operations: Sequence[Mapping[str, Any]], /) -> GraphUpdate:
-        """Async :meth:`apply`."""
-        return await arun(self._applying(operations))
-
-    def _applying(self, operations: Sequence[Mapping[str, Any]]) -> Steps[GraphUpdate]:
         if isinstance(operations, str | Mapping) or not isinstance(operations, Sequence):
             raise InvalidInputError(f"operations must be a list of dicts, got {operations!r:.80}.")
         for _ in range(_MAX_DIRECT_TRIES):
@@ -240,34 +225,26 @@ class EntityMemory(StoredDocumentMemory):
                 return GraphUpdate("updated" if plan else "unchanged", changes=len(plan))
         raise InvalidInputError("The graph kept changing during the update; try again.")
 
-    def export_records(self) -> builtins.list[dict[str, Any]]:
+    apply: ClassVar = sync_twin(_apply_steps)
+    aapply: ClassVar = async_twin(_apply_steps)
+
+    def _export_records_steps(self) -> Steps[builtins.list[dict[str, Any]]]:
         """Every entity (merged ones too) and relation (ended ones too, with their turns), as
         ``memories export`` writes them; :meth:`import_records` takes them back."""
-        return run(self._exporting())
-
-    async def aexport_records(self) -> builtins.list[dict[str, Any]]:
-        """Async :meth:`export_records`."""
-        return await arun(self._exporting())
-
-    def _exporting(self) -> Steps[builtins.list[dict[str, Any]]]:
         graph = yield from self._reading(None)
         recorded = yield step(self.store.recorded, self.namespace)
         return graph_records(graph, recorded)
 
-    def import_records(self, records: Sequence[Mapping[str, Any]], /) -> int:
+    export_records: ClassVar = sync_twin(_export_records_steps)
+    aexport_records: ClassVar = async_twin(_export_records_steps)
+
+    def _import_records_steps(self, records: Sequence[Mapping[str, Any]], /) -> Steps[int]:
         """Write the exported entities and relations this graph lacks (or holds otherwise),
         under their ids, all or none; return how many were written (0 the second time).
 
         Raises:
             InvalidInputError: a record is not an entity or relation record (nothing written).
         """
-        return run(self._importing(records))
-
-    async def aimport_records(self, records: Sequence[Mapping[str, Any]], /) -> int:
-        """Async :meth:`import_records`."""
-        return await arun(self._importing(records))
-
-    def _importing(self, records: Sequence[Mapping[str, Any]]) -> Steps[int]:
         wanted = checked(records)
         for _ in range(_MAX_DIRECT_TRIES):
             graph = yield from self._reading(None)
@@ -282,21 +259,23 @@ class EntityMemory(StoredDocumentMemory):
                 return len({key for key, _, _ in commits[:-1]})
         raise InvalidInputError("The graph kept changing during the import; try again.")
 
-    def merge(self, name: str, into: str, /, *, reason: str) -> GraphUpdate:
+    import_records: ClassVar = sync_twin(_import_records_steps)
+    aimport_records: ClassVar = async_twin(_import_records_steps)
+
+    def _merge_steps(self, name: str, into: str, /, *, reason: str) -> Steps[GraphUpdate]:
         """Make ``name`` the same entity as ``into`` (undone by :meth:`undo_merge`)."""
-        return self.apply([{"op": "merge", "id": name, "into": into, "reason": reason}])
+        operation = {"op": "merge", "id": name, "into": into, "reason": reason}
+        return (yield from self._apply_steps([operation]))
 
-    async def amerge(self, name: str, into: str, /, *, reason: str) -> GraphUpdate:
-        """Async :meth:`merge`."""
-        return await self.aapply([{"op": "merge", "id": name, "into": into, "reason": reason}])
+    merge: ClassVar = sync_twin(_merge_steps)
+    amerge: ClassVar = async_twin(_merge_steps)
 
-    def undo_merge(self, name: str, /) -> GraphUpdate:
+    def _undo_merge_steps(self, name: str, /) -> Steps[GraphUpdate]:
         """Make the merged entity called ``name`` stand on its own again, its relations with it."""
-        return self.apply([{"op": "unmerge", "id": name}])
+        return (yield from self._apply_steps([{"op": "unmerge", "id": name}]))
 
-    async def aundo_merge(self, name: str, /) -> GraphUpdate:
-        """Async :meth:`undo_merge`."""
-        return await self.aapply([{"op": "unmerge", "id": name}])
+    undo_merge: ClassVar = sync_twin(_undo_merge_steps)
+    aundo_merge: ClassVar = async_twin(_undo_merge_steps)
 
     def _planner(self, graph: Graph, aliases: Mapping[str, str], when: float) -> Planner:
         return Planner(graph, aliases, when, self.single_valued)
@@ -419,10 +398,6 @@ def _check_time(when: Any) -> datetime:
             f"as_of must be a timezone-aware datetime (datetime.now(UTC)), got {when!r:.80}."
         )
     return when
-
-
-def _merged_entities(graph: Graph) -> builtins.list[Entity]:
-    return sorted((e for e in graph.entities.values() if e.merged_into), key=lambda e: e.name)
 
 
 def _by_time(relations: builtins.list[Relation]) -> builtins.list[Relation]:

@@ -24,7 +24,7 @@ from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.background import MemoryStatus, merged_batches
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import conversing
-from memories.kernel.steps import Steps, arun, run, step
+from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin
 from memories.long_term.instructions.reflection import (
     Feedback,
     RevisionSession,
@@ -187,13 +187,12 @@ class InstructionsMemory(ExpiringDocumentMemory):
     def _current(self, item: ProfileItem | None) -> dict[str, str]:
         return dict(current(item).get("prompts") or self.prompts)
 
-    def get(self) -> dict[str, str]:
+    def _get_steps(self) -> Steps[dict[str, str]]:
         """The prompts as they stand, by name."""
-        return self._current(self._store.load(self.namespace, self.key))
+        return self._current((yield step(self._store.load, self.namespace, self.key)))
 
-    async def aget(self) -> dict[str, str]:
-        """Async :meth:`get`."""
-        return self._current(await self._store.aload(self.namespace, self.key))
+    get: ClassVar = sync_twin(_get_steps)
+    aget: ClassVar = async_twin(_get_steps)
 
     def prompt(self, name: str = "main", /) -> str:
         """One prompt's current text.
@@ -210,16 +209,14 @@ class InstructionsMemory(ExpiringDocumentMemory):
         """The revision waiting for :meth:`approve`, or None."""
         return _proposal_of(self._store.load(self.namespace, self.key))
 
-    def history(self, *, failures: bool = True) -> list[InstructionsVersion]:
+    def _history_steps(self, *, failures: bool = True) -> Steps[list[InstructionsVersion]]:
         """Every version (and failed reflection, unless ``failures=False``), oldest first."""
-        changes = self._store.changes(self.namespace, self.key, failed=None if failures else False)
+        failed = None if failures else False
+        changes = yield step(self._store.changes, self.namespace, self.key, failed=failed)
         return [self._version(c) for c in changes]
 
-    async def ahistory(self, *, failures: bool = True) -> list[InstructionsVersion]:
-        """Async :meth:`history`."""
-        failed = None if failures else False
-        changes = await self._store.achanges(self.namespace, self.key, failed=failed)
-        return [self._version(c) for c in changes]
+    history: ClassVar = sync_twin(_history_steps)
+    ahistory: ClassVar = async_twin(_history_steps)
 
     def _version(self, change: ProfileChange) -> InstructionsVersion:
         document = change.document or {}
@@ -264,23 +261,21 @@ class InstructionsMemory(ExpiringDocumentMemory):
             return [SystemMessage(text)] if text else []
         return text
 
-    def feedback(self, score: float | None = None, comment: str | None = None) -> None:
+    def _feedback_steps(
+        self, score: float | None = None, comment: str | None = None
+    ) -> Steps[None]:
         """Queue feedback on the agent's recent conversations (then reflect under ``"feedback"``).
 
         Raises:
             InvalidInputError: neither a finite score nor a comment was given.
         """
-        run(self._queueing([feedback_message(score, comment)], due=self.policy == "feedback"))
+        return self._queueing([feedback_message(score, comment)], due=self.policy == "feedback")
 
-    async def afeedback(self, score: float | None = None, comment: str | None = None) -> None:
-        """Async :meth:`feedback`."""
-        await arun(
-            self._queueing([feedback_message(score, comment)], due=self.policy == "feedback")
-        )
+    feedback: ClassVar = sync_twin(_feedback_steps)
+    afeedback: ClassVar = async_twin(_feedback_steps)
 
     def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
-        item = yield step(self._store.load, self.namespace, self.key)
-        return self._render(self._current(item))
+        return self._render((yield from self._get_steps()))
 
     def _committing(self, plan: Any, kind: str, expected: int | None = None) -> Steps[int]:
         """Compare-and-set: read, plan the new document from it, commit if nobody wrote since."""
@@ -292,13 +287,13 @@ class InstructionsMemory(ExpiringDocumentMemory):
         )
         return version_of(written)
 
-    def put(
+    def _put_steps(
         self,
         prompts: Mapping[str, str] | str,
         *,
         reason: str | None = None,
         expected_version: int | None = None,
-    ) -> int:
+    ) -> Steps[int]:
         """Replace the prompts (a dict by name, or one text for ``"main"``); returns the version.
 
         Pins and the budget bind the model, not you; an unknown name adds a prompt.
@@ -311,20 +306,6 @@ class InstructionsMemory(ExpiringDocumentMemory):
             InvalidInputError: not a dict of texts.
             VersionConflictError: they moved past ``expected_version``.
         """
-        return run(self._committing(self._putting(prompts, reason), "put", expected_version))
-
-    async def aput(
-        self,
-        prompts: Mapping[str, str] | str,
-        *,
-        reason: str | None = None,
-        expected_version: int | None = None,
-    ) -> int:
-        """Async :meth:`put`."""
-        plan = self._putting(prompts, reason)
-        return await arun(self._committing(plan, "put", expected_version))
-
-    def _putting(self, prompts: Mapping[str, str] | str, reason: str | None) -> Any:
         given = {"main": prompts} if isinstance(prompts, str) else prompts
         if not isinstance(given, Mapping) or not all(
             isinstance(n, str) and n and isinstance(t, str) for n, t in given.items()
@@ -339,22 +320,18 @@ class InstructionsMemory(ExpiringDocumentMemory):
             document = _document(old, new, dict.fromkeys(given, reason or "set by hand"))
             return _keeping_proposal(document, item)
 
-        return plan
+        return self._committing(plan, "put", expected_version)
 
-    def rollback(self, version: int, *, expected_version: int | None = None) -> int:
+    put: ClassVar = sync_twin(_put_steps)
+    aput: ClassVar = async_twin(_put_steps)
+
+    def _rollback_steps(self, version: int, *, expected_version: int | None = None) -> Steps[int]:
         """Restore the prompts of ``version`` as a new version; returns that new version.
 
         Raises:
             InvalidInputError: there is no such version.
             VersionConflictError: they moved past ``expected_version`` (as in :meth:`put`).
         """
-        return run(self._rolling_back(version, expected_version))
-
-    async def arollback(self, version: int, *, expected_version: int | None = None) -> int:
-        """Async :meth:`rollback`."""
-        return await arun(self._rolling_back(version, expected_version))
-
-    def _rolling_back(self, version: int, expected: int | None = None) -> Steps[int]:
         if version == 0:
             target = dict(self.prompts)
         else:
@@ -371,32 +348,33 @@ class InstructionsMemory(ExpiringDocumentMemory):
             reasons = dict.fromkeys(target, f"rollback to version {version}")
             return _keeping_proposal(_document(old, target, reasons), item)
 
-        return (yield from self._committing(plan, "rollback", expected))
+        return (yield from self._committing(plan, "rollback", expected_version))
 
-    def approve(self) -> int:
+    rollback: ClassVar = sync_twin(_rollback_steps)
+    arollback: ClassVar = async_twin(_rollback_steps)
+
+    def _approve_steps(self) -> Steps[int]:
         """Apply the waiting proposal; returns the new version.
 
         Raises:
             InvalidInputError: no proposal waits, or the prompts changed since
                 it was made (reject it; the next reflection proposes anew).
         """
-        return run(self._deciding(approve=True, reason=None))
+        return self._deciding(approve=True, reason=None)
 
-    async def aapprove(self) -> int:
-        """Async :meth:`approve`."""
-        return await arun(self._deciding(approve=True, reason=None))
+    approve: ClassVar = sync_twin(_approve_steps)
+    aapprove: ClassVar = async_twin(_approve_steps)
 
-    def reject(self, reason: str | None = None) -> int:
+    def _reject_steps(self, reason: str | None = None) -> Steps[int]:
         """Discard the waiting proposal (kept in the history with ``reason``); returns the version.
 
         Raises:
             InvalidInputError: no proposal waits.
         """
-        return run(self._deciding(approve=False, reason=reason))
+        return self._deciding(approve=False, reason=reason)
 
-    async def areject(self, reason: str | None = None) -> int:
-        """Async :meth:`reject`."""
-        return await arun(self._deciding(approve=False, reason=reason))
+    reject: ClassVar = sync_twin(_reject_steps)
+    areject: ClassVar = async_twin(_reject_steps)
 
     def _deciding(self, *, approve: bool, reason: str | None) -> Steps[int]:
         def plan(item: ProfileItem | None) -> dict[str, Any]:

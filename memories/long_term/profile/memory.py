@@ -22,7 +22,7 @@ from memories.errors import ConfigError, InvalidProfileError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.patching import json_copy, parse_patch
-from memories.kernel.steps import Steps, arun, run, step
+from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.profile.update import (
     UpdateMethod,
@@ -132,22 +132,20 @@ class ProfileMemory(ExpiringDocumentMemory):
     def _frozen(self, item: ProfileItem | None) -> bool:
         return self.policy == "once" and item is not None and item.value is not None
 
-    def get(self) -> dict[str, Any] | None:
+    def _get_steps(self) -> Steps[dict[str, Any] | None]:
         """The profile document, or None when nothing valid has been written yet."""
-        return self._document(self._store.load(self.namespace, self.key))
+        return self._document((yield step(self._store.load, self.namespace, self.key)))
 
-    async def aget(self) -> dict[str, Any] | None:
-        """Async :meth:`get`."""
-        return self._document(await self._store.aload(self.namespace, self.key))
+    get: ClassVar = sync_twin(_get_steps)
+    aget: ClassVar = async_twin(_get_steps)
 
-    def history(self, *, failures: bool = True) -> list[ProfileChange]:
+    def _history_steps(self, *, failures: bool = True) -> Steps[list[ProfileChange]]:
         """Every accepted change (and failed update, unless ``failures=False``), oldest first."""
-        return self._store.changes(self.namespace, self.key, failed=None if failures else False)
-
-    async def ahistory(self, *, failures: bool = True) -> list[ProfileChange]:
-        """Async :meth:`history`."""
         failed = None if failures else False
-        return await self._store.achanges(self.namespace, self.key, failed=failed)
+        return (yield step(self._store.changes, self.namespace, self.key, failed=failed))
+
+    history: ClassVar = sync_twin(_history_steps)
+    ahistory: ClassVar = async_twin(_history_steps)
 
     def _stating(self) -> Steps[ProfileStatus]:
         (item, _, last), shown = yield from self._standing()
@@ -179,29 +177,9 @@ class ProfileMemory(ExpiringDocumentMemory):
         plan = expecting(plan, expected, f"The profile {self.key!r} in {self.namespace!r}")
         return version_of((yield from self._store.writing(self.namespace, self.key, plan)))
 
-    def _putting(self, document: Any, expected: int | None = None) -> Steps[int]:
-        if not isinstance(document, Mapping):
-            raise InvalidProfileError(
-                f"A profile is a JSON object (a dict); got {type(document).__name__}."
-            )
-        target = self._checked(json_copy(document, "document"), "The document")
-        return self._writing(replacing(target, "put", self._schema.initial()), expected)
-
-    def _patch_plan(self, patch: Any) -> Plan:
-        return patching(parse_patch(patch), self._checked, self._schema.initial())
-
-    def _rolling_back(self, version: int, expected: int | None = None) -> Steps[int]:
-        steps = self._store.rolling_back(
-            self.namespace,
-            self.key,
-            version,
-            check=self._checked,
-            initial=self._schema.initial(),
-            expected_version=expected,
-        )
-        return version_of((yield from steps))
-
-    def put(self, document: Mapping[str, Any], *, expected_version: int | None = None) -> int:
+    def _put_steps(
+        self, document: Mapping[str, Any], *, expected_version: int | None = None
+    ) -> Steps[int]:
         """Replace the profile with ``document``; returns the new version.
 
         Args:
@@ -213,20 +191,22 @@ class ProfileMemory(ExpiringDocumentMemory):
             InvalidProfileError: the document does not match the schema.
             VersionConflictError: the profile moved past ``expected_version``.
         """
-        return run(self._putting(document, expected_version))
+        if not isinstance(document, Mapping):
+            raise InvalidProfileError(
+                f"A profile is a JSON object (a dict); got {type(document).__name__}."
+            )
+        target = self._checked(json_copy(document, "document"), "The document")
+        return self._writing(replacing(target, "put", self._schema.initial()), expected_version)
 
-    async def aput(
-        self, document: Mapping[str, Any], *, expected_version: int | None = None
-    ) -> int:
-        """Async :meth:`put`."""
-        return await arun(self._putting(document, expected_version))
+    put: ClassVar = sync_twin(_put_steps)
+    aput: ClassVar = async_twin(_put_steps)
 
-    def update(
+    def _update_steps(
         self,
         patch: Sequence[Mapping[str, Any]] | str | jsonpatch.JsonPatch,
         *,
         expected_version: int | None = None,
-    ) -> int:
+    ) -> Steps[int]:
         """Apply RFC 6902 operations to the profile; returns the new version.
 
         Raises:
@@ -234,18 +214,13 @@ class ProfileMemory(ExpiringDocumentMemory):
                 does not match the schema; the profile is unchanged.
             VersionConflictError: the profile moved past ``expected_version`` (as in :meth:`put`).
         """
-        return run(self._writing(self._patch_plan(patch), expected_version))
+        plan = patching(parse_patch(patch), self._checked, self._schema.initial())
+        return self._writing(plan, expected_version)
 
-    async def aupdate(
-        self,
-        patch: Sequence[Mapping[str, Any]] | str | jsonpatch.JsonPatch,
-        *,
-        expected_version: int | None = None,
-    ) -> int:
-        """Async :meth:`update`."""
-        return await arun(self._writing(self._patch_plan(patch), expected_version))
+    update: ClassVar = sync_twin(_update_steps)
+    aupdate: ClassVar = async_twin(_update_steps)
 
-    def rollback(self, version: int, *, expected_version: int | None = None) -> int:
+    def _rollback_steps(self, version: int, *, expected_version: int | None = None) -> Steps[int]:
         """Restore the document of ``version`` as a new version; returns that new version.
 
         Raises:
@@ -253,11 +228,18 @@ class ProfileMemory(ExpiringDocumentMemory):
             InvalidProfileError: that document does not match the current schema.
             VersionConflictError: the profile moved past ``expected_version`` (as in :meth:`put`).
         """
-        return run(self._rolling_back(version, expected_version))
+        steps = self._store.rolling_back(
+            self.namespace,
+            self.key,
+            version,
+            check=self._checked,
+            initial=self._schema.initial(),
+            expected_version=expected_version,
+        )
+        return version_of((yield from steps))
 
-    async def arollback(self, version: int, *, expected_version: int | None = None) -> int:
-        """Async :meth:`rollback`."""
-        return await arun(self._rolling_back(version, expected_version))
+    rollback: ClassVar = sync_twin(_rollback_steps)
+    arollback: ClassVar = async_twin(_rollback_steps)
 
     def _render(self, document: dict[str, Any] | None) -> str | list[BaseMessage]:
         if not document:
@@ -276,8 +258,7 @@ class ProfileMemory(ExpiringDocumentMemory):
         return self._render(self.get())
 
     def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
-        item = yield step(self._store.load, self.namespace, self.key)
-        return self._render(self._document(item))
+        return self._render((yield from self._get_steps()))
 
     def _queueing(self, turn: list[BaseMessage], *, due: bool = False) -> Steps[None]:
         at = (self.namespace, self.key)

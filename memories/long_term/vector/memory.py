@@ -143,7 +143,7 @@ class VectorMemory(DocumentMemory):
 
     # -- following edits of the messages a turn was made of ---------------------------
 
-    def delete_messages(self, ids: Sequence[str], /) -> None:
+    def _delete_messages_steps(self, ids: Sequence[str], /) -> Steps[None]:
         """Delete the documents of turns made of these messages (by message id).
 
         A turn's document knows its messages' ids when they had ids: messages
@@ -151,11 +151,10 @@ class VectorMemory(DocumentMemory):
         nodes) or passed as message objects to ``save_context``. Ids of no
         document delete nothing.
         """
-        self.delete(filter=of_messages(ids))
+        yield from self._delete_steps(filter=of_messages(ids))
 
-    async def adelete_messages(self, ids: Sequence[str], /) -> None:
-        """Async :meth:`delete_messages`."""
-        await self.adelete(filter=of_messages(ids))
+    delete_messages: ClassVar = sync_twin(_delete_messages_steps)
+    adelete_messages: ClassVar = async_twin(_delete_messages_steps)
 
     def _edit_message_steps(self, id: str, new_message: BaseMessage, /) -> Steps[None]:
         """Re-index the turn made of message ``id`` with ``new_message``'s text in its place."""

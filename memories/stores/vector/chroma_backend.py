@@ -300,19 +300,20 @@ class ChromaBackend(RecallBackend):
 
     def pending(self) -> int:
         """How many documents of the namespace wait in the outbox (queued or failed)."""
-        return len(self.outbox.pending(self.store.target, self._key))
+        return self.outbox.counts(self.store.target, self._key)[0]
 
     def status(self) -> VectorStatus:
         """The write mode, the documents waiting, and the last failed write if none worked since."""
         lane = self._lane
+        pending, dead = self.outbox.counts(self.store.target, self._key)
         return VectorStatus(
-            pending=self.pending(),
+            pending=pending,
             failures=0 if lane.error is None else 1,
             last_error=lane.last_error,
             background=self._writer.status() if self.write == "background" else None,
             write=self.write,
             failed_at=lane.failed_at,
-            dead_letters=len(self.dead_letters()),
+            dead_letters=dead,
         )
 
     # -- writing --------------------------------------------------------------------

@@ -241,6 +241,19 @@ class SQLOutbox:
         with self._transaction("read queued turns") as connection:
             return [_load(doc_id, data) for doc_id, data in connection.execute(query)]
 
+    def counts(self, target: str, namespace: str) -> tuple[int, int]:
+        """How many rows of a namespace are queued, and how many set aside (none parsed)."""
+        with self._transaction("count queued turns") as connection:
+            queued, dead = (
+                connection.execute(
+                    sa.select(sa.func.count()).where(
+                        t.c.target == target, t.c.namespace == namespace
+                    )
+                ).scalar_one()
+                for t in (_outbox, _dead)
+            )
+            return queued, dead
+
     def queued(self, target: str, namespace: str, ids: Sequence[str]) -> list[OutboxRow]:
         """The queued copies of documents with these ids (the newest last)."""
         if not ids:
