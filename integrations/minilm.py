@@ -31,6 +31,7 @@ from memories.errors import (
     MissingDependencyError,
     ModelFileError,
 )
+from memories.kernel.checks import whole_number
 from memories.kernel.file_cache import cached_bytes
 from memories.kernel.steps import blocking_twin
 
@@ -137,10 +138,10 @@ class MiniLMEmbeddings(Embeddings):
     ) -> None:
         if long_texts not in ("pool", "truncate"):
             raise ConfigError(f"long_texts must be 'pool' or 'truncate', got {long_texts!r}.")
-        _check_count("batch_size", batch_size, 1, f"the default is {_DEFAULT_BATCH_SIZE}")
-        _check_count("intra_op_threads", intra_op_threads, 0, "0 lets onnxruntime choose")
+        whole_number(batch_size, "batch_size", least=1, hint=f"default {_DEFAULT_BATCH_SIZE}")
+        whole_number(intra_op_threads, "intra_op_threads", hint="0 lets onnxruntime choose")
         if workers is not None:
-            _check_count("workers", workers, 1, "or None: one per CPU core")
+            whole_number(workers, "workers", least=1, hint="or None: one per CPU core")
         self.model_path = model_path
         self.tokenizer_path = tokenizer_path
         self.model_sha256 = model_sha256
@@ -312,11 +313,6 @@ def _usable_cores() -> int:
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
     return max(1, min(cores, _MAX_DEFAULT_WORKERS))
-
-
-def _check_count(name: str, value: object, least: int, hint: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ConfigError(f"{name} must be an int >= {least} ({hint}), got {value!r}.")
 
 
 def _check_texts(texts: object) -> None:

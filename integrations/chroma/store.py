@@ -58,6 +58,7 @@ from memories.errors import (
     BackendUnavailableError,
     ConfigError,
 )
+from memories.kernel.checks import whole_number
 from memories.kernel.lru import LRU
 from memories.kernel.paths import default_file
 from memories.stores.recall import ScoredId
@@ -114,10 +115,7 @@ class ChromaStore:
                 f"collection {collection!r} is not a usable Chroma collection name prefix: use "
                 "3 to 200 characters from A-Z a-z 0-9 . _ - starting with a letter or digit."
             )
-        if isinstance(promote_at, bool) or not isinstance(promote_at, int) or promote_at < 1:
-            raise ConfigError(
-                f"promote_at must be a whole number of documents, at least 1; got {promote_at!r}."
-            )
+        whole_number(promote_at, "promote_at", least=1, hint="documents")
         if not isinstance(demote_on_open, bool):
             raise ConfigError(f"demote_on_open must be True or False; got {demote_on_open!r}.")
         self.mode = mode

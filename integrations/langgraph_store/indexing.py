@@ -14,6 +14,7 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
 from memories.errors import InvalidInputError
+from memories.kernel.checks import whole_number
 
 __all__ = ["SCORES", "Index", "Score", "checked_index", "checked_score", "part_id", "texts_of"]
 
@@ -52,8 +53,8 @@ def checked_index(index: Mapping[str, Any] | None) -> Index:
             f"{sorted(_INDEX_KEYS)}; got {index!r:.80}."
         )
     dims = index.get("dims")
-    if dims is not None and (not isinstance(dims, int) or isinstance(dims, bool) or dims < 1):
-        raise InvalidInputError(f"index['dims'] must be a positive int; got {dims!r:.80}.")
+    if dims is not None:
+        whole_number(dims, "index['dims']", least=1, error=InvalidInputError)
     if index.get("distance_type", "cosine") != "cosine":
         raise InvalidInputError(
             f"index['distance_type']={index['distance_type']!r:.40}: the memory's store ranks "

@@ -33,6 +33,7 @@ from memories.core.config import SessionFactory
 from memories.core.langchain import LangChainBaseMemory
 from memories.errors import ConfigError, InvalidInputError
 from memories.faces.exchange import saving_messages, view_sections
+from memories.kernel.checks import whole_number
 from memories.kernel.lru import LRU
 from memories.kernel.messages import check_storable
 from memories.kernel.steps import Steps, arun, run, step
@@ -66,8 +67,8 @@ class SessionMemories:
         *,
         max_sessions: int | None = None,
     ) -> None:
-        if max_sessions is not None and max_sessions < 1:
-            raise ConfigError(f"max_sessions must be >= 1 or None, got {max_sessions!r}.")
+        if max_sessions is not None:
+            whole_number(max_sessions, "max_sessions", least=1, hint="or None: keep all")
         self._memory = memory
         self._keys = (keys,) if isinstance(keys, str) else tuple(keys)
         self._owner = owner

@@ -88,7 +88,7 @@ class _PerRun(Generic[M]):
         """The run's memory.
 
         Raises:
-            ToolException: a templated label has no value in ``configurable``.
+            ToolException: a templated label's field is missing from ``configurable``, or no label.
         """
         namespace: tuple[str, ...] = self.template.namespace  # type: ignore[attr-defined]
         with _told_to_the_model():

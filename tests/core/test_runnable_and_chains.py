@@ -126,5 +126,6 @@ def test_max_sessions_drops_the_least_recently_used_memory() -> None:
         chain.invoke({"input": "x"}, config={"configurable": {"session_id": session}})
     # "b" was least recently used when "c" arrived, so it was dropped and made again.
     assert made == ["a", "b", "c", "b"]
-    with pytest.raises(ConfigError, match="max_sessions"):
-        with_memory(RunnableLambda(echo_history), factory, max_sessions=0)
+    for bad in (0, "2", True, 2.0):
+        with pytest.raises(ConfigError, match=f"max_sessions must be a whole number .*{bad!r}"):
+            with_memory(RunnableLambda(echo_history), factory, max_sessions=bad)  # type: ignore[arg-type]

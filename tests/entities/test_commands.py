@@ -229,3 +229,10 @@ def test_relative_store_paths_are_read_next_to_the_config_file(
     assert main(["inspect", "--config", str(path)]) == 2
     assert "Nothing is stored at" in capsys.readouterr().err
     assert not (folder / "entities.db").exists() and not (folder / "graph.db").exists()
+
+
+@pytest.mark.parametrize("bad", [0, True, "500", 2.5])
+def test_import_refuses_a_batch_size_that_is_not_a_whole_number_of_lines(bad: Any) -> None:
+    lines = read_jsonl(['{"session_id": "u1", "entity": "Jane", "summary": "x"}'], source="f")
+    with pytest.raises(ConfigError, match=f"batch_size must be a whole number >= 1, got {bad!r}"):
+        import_jsonl(lines, lambda s: [], batch_size=bad)

@@ -31,6 +31,7 @@ from memories.faces.commands.opening import (
     outliving,
     per_namespace,
 )
+from memories.kernel.checks import whole_number
 from memories.kernel.messages import check_storable, dump_message
 from memories.kernel.namespaces import as_namespace
 from memories.long_term.entity_graph import EntityMemory
@@ -366,8 +367,7 @@ def import_jsonl(
     """
     from tqdm import tqdm
 
-    if batch_size <= 0:
-        raise ConfigError(f"batch_size must be positive, got {batch_size}")
+    whole_number(batch_size, "batch_size", least=1)
     targets: dict[tuple[str, Any], list[Any]] = {}
     for line in lines:
         target = _target(line)
