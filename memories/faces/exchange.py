@@ -262,17 +262,17 @@ def view_memory(memory: LangChainBaseMemory, query: str, *, as_messages: bool) -
         as_messages: give a chat memory's window as messages; False renders it
             as text in a section (``"Human: ...\\nAI: ..."``).
     """
-    return run(_viewing(memory, query, as_messages))
+    return run(_viewing(leaves_of(memory), query, as_messages))
 
 
 async def aview_memory(memory: LangChainBaseMemory, query: str, *, as_messages: bool) -> MemoryView:
     """Async :func:`view_memory`: the same steps, awaited."""
-    return await arun(_viewing(memory, query, as_messages))
+    return await arun(_viewing(leaves_of(memory), query, as_messages))
 
 
-def _viewing(memory: LangChainBaseMemory, query: str, as_messages: bool) -> Steps[MemoryView]:
+def _viewing(leaves: list[LangChainBaseMemory], query: str, as_messages: bool) -> Steps[MemoryView]:
     view = MemoryView()
-    for leaf in leaves_of(memory):
+    for leaf in leaves:
         if as_messages and keeps_chat_log(leaf):
             view += _from_messages(leaf.memory_key, (yield step(leaf.load_messages)))
         else:
@@ -283,9 +283,5 @@ def _viewing(memory: LangChainBaseMemory, query: str, as_messages: bool) -> Step
 
 def view_sections(memory: LangChainBaseMemory, query: str) -> Steps[str]:
     """Steps giving what the memories without a chat log show, as one block of text."""
-    view = MemoryView()
-    for leaf in leaves_of(memory):
-        if not keeps_chat_log(leaf):
-            variables = yield step(leaf.load_memory_variables, _query_inputs(leaf, query))
-            view += _from_variables(variables, False, *_prefixes(leaf))
-    return view.system_text()
+    others = [leaf for leaf in leaves_of(memory) if not keeps_chat_log(leaf)]
+    return (yield from _viewing(others, query, False)).system_text()

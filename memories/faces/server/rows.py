@@ -18,7 +18,6 @@ from langchain_core.messages import BaseMessage
 from memories.faces.server.errors import NotFound
 from memories.kernel.messages import message_text
 from memories.kernel.namespaces import Namespace
-from memories.long_term.collection import CollectionMemory
 from memories.long_term.collection.rows import memory_id
 from memories.long_term.entity_graph import Entity, EntityMemory, Relation
 from memories.stores.entities.temporal_graph import ENTITY_PREFIX, Graph
@@ -69,7 +68,7 @@ def document_row(record: Any) -> dict[str, Any]:
     }
 
 
-def collection_item(leaf: CollectionMemory, item: Any) -> dict[str, Any]:
+def collection_item(item: Any) -> dict[str, Any]:
     value = item.value or {}
     content = value.get("content")
     return {

@@ -343,7 +343,7 @@ class Inspector:
                 offset=start,
                 keep=leaf.unexpired(namespace, prefix=leaf.rows.prefix) if hiding else None,
             )
-            found["items"] = [collection_item(leaf, item) for item in items]
+            found["items"] = [collection_item(item) for item in items]
             found.update(page_of(page, self.page_size, total))
         elif isinstance(leaf, EntityMemory):
             found["status"] = jsonable(leaf.status())
