@@ -482,18 +482,16 @@ class ChromaBackend(RecallBackend):
         self.outbox.remove(target, namespace, rows)
 
     def _write(self, rows: Sequence[OutboxRow], vectors: list[list[float]]) -> None:
-        # New ids go in with Chroma's cheaper add; caller-chosen ids may replace.
-        for flag in (False, True):
-            chosen = [i for i, row in enumerate(rows) if row.replace is flag]
-            if chosen:
-                self.store.upsert(
-                    self._key,
-                    ids=[rows[i].doc_id for i in chosen],
-                    texts=[rows[i].text for i in chosen],
-                    embeddings=[vectors[i] for i in chosen],
-                    metadatas=[rows[i].metadata for i in chosen],
-                    replace=flag,
-                )
+        # New ids go in with Chroma's cheaper add.
+        for flag, chosen, embeddings in self._by_replace(rows, vectors):
+            self.store.upsert(
+                self._key,
+                ids=[row.doc_id for row in chosen],
+                texts=[row.text for row in chosen],
+                embeddings=embeddings,
+                metadatas=[row.metadata for row in chosen],
+                replace=flag,
+            )
 
     def _delete(self, ids: Sequence[str]) -> None:
         """Delete documents from the store, then from the index (a search skips what is gone)."""
