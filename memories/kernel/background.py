@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from memories.errors import MemoriesError
 from memories.kernel.accounting import Accounts, ModelUsage, carried
+from memories.kernel.checks import whole_number
 
 __all__ = [
     "UPDATE_RANK",
@@ -94,10 +95,8 @@ class Debouncer:
     ) -> None:
         if delay < 0:
             raise ValueError(f"delay must be >= 0 seconds, got {delay}")
-        if max_pending < 1:
-            raise ValueError(f"max_pending must be >= 1, got {max_pending}")
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
+        whole_number(max_pending, "max_pending", least=1)
+        whole_number(workers, "workers", least=1)
         if when_full not in ("drop_oldest", "run_inline"):
             raise ValueError(f"when_full must be 'drop_oldest' or 'run_inline', got {when_full!r}")
         self.delay = delay

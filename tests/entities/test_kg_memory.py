@@ -262,6 +262,20 @@ def test_add_triples_adds_each_as_add_triple_does(kind: str, tmp_path: Path) -> 
     assert [c.predicate for c in at_once.history("A", "B")] == ["knows", "hates"]
 
 
+def test_held_counts_every_change_of_the_session_deletions_included(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'kg.db'}"
+    graphs = [InMemoryEntityGraph(), SQLEntityGraph(url, session_id="s")]
+    SQLEntityGraph(url, session_id="other").add_triples([("X", "r", "Y")] * 5)
+    for graph in graphs:
+        graph.add_triples([("A", "knows", "B"), ("A", "hates", "B"), ("B", "likes", "C")])
+        graph.delete_triple(("A", "", "B"))
+        graph.delete_triple(("A", "", "Z"))  # no such edge: nothing written
+        assert graph.held() == {"graph changes": 4}
+        graph.clear()
+        assert graph.held() == {"graph changes": 0}
+    assert SQLEntityGraph(url, session_id="other").held() == {"graph changes": 5}
+
+
 def test_the_sql_graph_survives_a_restart_and_keeps_overwritten_relations(
     tmp_path: Path,
 ) -> None:

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage
 
 from memories import InMemoryHistory
 from memories.errors import ConfigError, InvalidInputError
@@ -51,3 +52,14 @@ def test_budgets_retentions_and_keep_last_say_the_bad_count() -> None:
         Retention(keep_days=math.nan)
     with pytest.raises(InvalidInputError, match=r">= 0 \(messages\), got True"):
         InMemoryHistory().keep_last(True)
+
+
+def test_histories_refuse_a_bool_or_a_float_where_a_count_of_messages_goes(tmp_path: Any) -> None:
+    from memories import SQLiteHistory
+
+    for history in (InMemoryHistory(), SQLiteHistory(tmp_path / "h.db")):
+        history.add_messages([HumanMessage("hi"), AIMessage("hello")])
+        with pytest.raises(InvalidInputError, match="last must be a whole number >= 0, got True"):
+            history.entries(last=True)
+        with pytest.raises(InvalidInputError, match=r"k must be a whole number >= 1, got 0\.5"):
+            history.start_of_last_exchanges(0.5)  # type: ignore[arg-type]

@@ -89,6 +89,13 @@ class SQLEntityLog(EntityLog):
         with self._db.transaction(write=True) as connection:
             connection.execute(self._table.insert(), rows)
 
+    def _count(self) -> int:
+        """How many rows this session has (a COUNT: the log is not read)."""
+        with self._db.transaction() as connection:
+            return int(
+                connection.execute(sa.select(sa.func.count()).where(self._mine())).scalar_one()
+            )
+
     def _erase(self) -> None:
         """Delete every row of this session."""
         with self._db.transaction(write=True) as connection:

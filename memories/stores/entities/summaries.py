@@ -228,9 +228,7 @@ class SQLEntityStore(SQLEntityLog, EntityStore):
 
     def held(self) -> dict[str, int]:
         """Every version of every entity of the session, deletions included."""
-        query = sa.select(sa.func.count()).where(self._mine())
-        with self._db.transaction() as connection:
-            return {"entity versions": int(connection.execute(query).scalar_one())}
+        return {"entity versions": self._count()}
 
 
 class SQLiteEntityStore(SQLEntityStore):

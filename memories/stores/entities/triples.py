@@ -235,6 +235,9 @@ class SQLEntityGraph(SQLEntityLog, EntityGraph):
     def clear(self) -> None:
         self._erase()
 
+    def held(self) -> dict[str, int]:
+        return {"graph changes": self._count()}
+
 
 class LangChainEntityGraph:
     """LangChain's ``NetworkxEntityGraph`` (or any graph with its methods), with async twins."""

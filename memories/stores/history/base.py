@@ -292,8 +292,7 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         when the log holds fewer than ``k`` (the window is the whole log). Reads
         the tail in growing chunks, so a long log is not read whole.
         """
-        if k <= 0:
-            raise ValueError(f"k must be positive, got {k}")
+        whole_number(k, "k", least=1, error=InvalidInputError)
         tail = run(self._reading_tail(max(8, 4 * k), lambda tail: len(_humans(tail)) >= k))
         humans = _humans(tail)
         return humans[-k] if len(humans) >= k else None
@@ -590,8 +589,8 @@ def _kept_from(tail: Sequence[Entry], keep: int) -> int:
 
 def select_entries(log: Sequence[_Record], after: int | None, last: int | None) -> list[_Record]:
     """Apply :meth:`ChatHistory.entries`' filters to log records held in order in memory."""
-    if last is not None and last < 0:
-        raise ValueError(f"last must be >= 0, got {last}")
+    if last is not None:
+        whole_number(last, "last", error=InvalidInputError)
     start = 0
     if after is not None:
         # seqs are increasing: binary search for the first entry past `after`.

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from memories.errors import InvalidInputError
+from memories.kernel.checks import whole_number
 from memories.kernel.retention import Retention
 from memories.kernel.steps import inline_twin
 from memories.stores.history.base import (
@@ -149,8 +151,7 @@ class InMemoryHistory(ChatHistory):
             return sorted(k for k in self._state if k.startswith(prefix))
 
     def start_of_last_exchanges(self, k: int, /) -> int | None:
-        if k <= 0:
-            raise ValueError(f"k must be positive, got {k}")
+        whole_number(k, "k", least=1, error=InvalidInputError)
         with self._lock:
             return self._humans[-k] if len(self._humans) >= k else None
 

@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from memories.errors import BackendError
-from memories.kernel.checks import non_empty_text
+from memories.errors import BackendError, InvalidInputError
+from memories.kernel.checks import non_empty_text, whole_number
 from memories.kernel.messages import dump_message, load_message
 from memories.kernel.paths import default_file
 from memories.kernel.retention import Retention
@@ -327,8 +327,8 @@ class SQLHistory(ChatHistory):
         return self._rows(_ROWS_AFTER, after=_START if after is None else after)
 
     def entries(self, *, after: int | None = None, last: int | None = None) -> list[Entry]:
-        if last is not None and last < 0:
-            raise ValueError(f"last must be >= 0, got {last}")
+        if last is not None:
+            whole_number(last, "last", error=InvalidInputError)
         start = _START if after is None else after
         if last is None:
             return shown(self._rows(_ROWS_AFTER, after=start))
@@ -384,8 +384,7 @@ class SQLHistory(ChatHistory):
 
     def last_exchanges(self, k: int, /) -> list[Entry]:
         """One query: the rows from the ``k``-th last human message on."""
-        if k <= 0:
-            raise ValueError(f"k must be positive, got {k}")
+        whole_number(k, "k", least=1, error=InvalidInputError)
         records = self._rows(_LAST_EXCHANGES, human="human", skip=k - 1)
         if any(isinstance(r, Edit) for r in records):
             # An edit since then may have removed or changed an exchange: count what is shown.
@@ -619,8 +618,7 @@ def _purge(db: Database, session: str, through: int, *, batch: int, dry_run: boo
     Each batch is its own transaction, its rows chosen by condition, so a second
     run after a crash finishes the rest.
     """
-    if batch < 1:
-        raise ValueError(f"batch must be >= 1, got {batch}")
+    whole_number(batch, "batch", least=1, error=InvalidInputError)
     t = messages_table
     mine = t.c.session_id == session
     with db.transaction() as connection:
