@@ -122,10 +122,11 @@ def _in_range(value: int, what: str, most: int, *, least: int = 1) -> None:
         raise ToolException(f"{what} must be between {least} and {most}, got {value}.")
 
 
-def _bounded(text: str, what: str, most: int) -> str:
-    if len(text) > most:
-        raise ToolException(f"{what} is {len(text):,} characters; at most {most:,}.")
-    return text
+def _bounded(most: int, /, **texts: str | None) -> None:
+    """Refuse a text over ``most`` characters, by its name (None: not given)."""
+    for what, text in texts.items():
+        if text is not None and len(text) > most:
+            raise ToolException(f"{what} is {len(text):,} characters; at most {most:,}.")
 
 
 @contextlib.contextmanager
@@ -157,8 +158,7 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
         longer true. Give the id (from search_memory) to update or delete.
         """
         target = per_run.memory(config)
-        if content is not None:
-            _bounded(content, "content", MAX_CONTENT)
+        _bounded(MAX_CONTENT, content=content)
         with _told_to_the_model():
             if action == "create":
                 if not content:
@@ -187,7 +187,7 @@ def memory_tools(memory: Any, /) -> list[BaseTool]:
         target = per_run.memory(config)
         _in_range(limit, "limit", MAX_LIMIT)
         _in_range(offset, "offset", MAX_OFFSET, least=0)
-        _bounded(query, "query", MAX_QUERY)
+        _bounded(MAX_QUERY, query=query)
         with _told_to_the_model():
             found = target.search(query, k=limit + offset)[offset:]
         return json.dumps(
@@ -218,7 +218,7 @@ def profile_tool(profile: Any, /) -> BaseTool:
             raise ToolException(
                 f"{len(operations)} operations in one patch; at most {MAX_OPERATIONS}."
             )
-        _bounded(json.dumps(list(operations), default=str), "the patch", MAX_CONTENT)
+        _bounded(MAX_CONTENT, **{"the patch": json.dumps(list(operations), default=str)})
         with _told_to_the_model():
             target.update(list(operations))
             return json.dumps(target.get(), ensure_ascii=False)
@@ -321,8 +321,8 @@ def _entity_summary_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[B
         """
         if not name.strip():
             raise ToolException("name must name the entity (e.g. 'Jane').")
-        _bounded(name, "name", MAX_NAME)
-        _bounded(summary or "", "summary", MAX_CONTENT)
+        _bounded(MAX_NAME, name=name)
+        _bounded(MAX_CONTENT, summary=summary)
         store = memory_for(config).knowledge_store
         with _told_to_the_model():
             if action == "delete":
@@ -341,7 +341,7 @@ def _entity_summary_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[B
         An empty query lists them all (the most recently written last).
         """
         _in_range(limit, "limit", MAX_LIMIT)
-        _bounded(query, "query", MAX_QUERY)
+        _bounded(MAX_QUERY, query=query)
         store = memory_for(config).knowledge_store
         with _told_to_the_model():
             try:
@@ -378,8 +378,7 @@ def _relation_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[BaseToo
         empty = [name for name, value in parts.items() if not value.strip()]
         if empty:
             raise ToolException(f"{', '.join(empty)} must not be empty.")
-        for part, value in parts.items():
-            _bounded(value, part, MAX_NAME)
+        _bounded(MAX_NAME, **parts)
         triple = KnowledgeTriple(subject.strip(), predicate.strip(), object.strip())
         graph = memory_for(config).knowledge_store
         with _told_to_the_model():
@@ -393,7 +392,7 @@ def _relation_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[BaseToo
         """The facts known about an entity, and up to ``depth`` hops beyond it."""
         if not 1 <= depth <= 3:
             raise ToolException("depth must be 1, 2 or 3.")
-        _bounded(entity, "entity", MAX_NAME)
+        _bounded(MAX_NAME, entity=entity)
         graph = memory_for(config).knowledge_store
         with _told_to_the_model():
             facts = graph.get_entity_knowledge(entity.strip(), depth=depth)
@@ -428,15 +427,11 @@ def _graph_tools(per_run: _PerRun[EntityMemory]) -> list[BaseTool]:
         name stays an alias). ``merge`` makes ``name`` the same entity as
         ``into``, with a ``reason``; ``unmerge`` undoes a merge.
         """
-        texts = {"name": name, "type": type, "new_name": new_name, "into": into}
-        for part, value in texts.items():
-            _bounded(value or "", part, MAX_NAME)
-        _bounded(summary or "", "summary", MAX_CONTENT)
-        _bounded(reason or "", "reason", MAX_CONTENT)
+        _bounded(MAX_NAME, name=name, type=type, new_name=new_name, into=into)
+        _bounded(MAX_CONTENT, summary=summary, reason=reason)
         if len(aliases or []) > MAX_OPERATIONS:
             raise ToolException(f"{len(aliases or [])} aliases; at most {MAX_OPERATIONS}.")
-        for alias in aliases or []:
-            _bounded(alias, "an alias", MAX_NAME)
+        _bounded(MAX_NAME, **{f"aliases[{i}]": alias for i, alias in enumerate(aliases or [])})
         if not name.strip():
             raise ToolException("name must name the entity (e.g. 'Melanie').")
         if action == "merge":
@@ -475,10 +470,7 @@ def _graph_tools(per_run: _PerRun[EntityMemory]) -> list[BaseTool]:
         subject, predicate and object or value). Ended relations are kept in
         the history, never deleted.
         """
-        parts = {"subject": subject, "predicate": predicate, "object": object, "value": value}
-        for part, text in parts.items():
-            _bounded(text or "", part, MAX_NAME)
-        _bounded(id or "", "id", MAX_NAME)
+        _bounded(MAX_NAME, subject=subject, predicate=predicate, object=object, value=value, id=id)
         if action == "end" and id:
             return applied(config, [{"op": "end", "id": id}], f"ended relation {id}")
         if not subject.strip() or not predicate.strip():
@@ -498,7 +490,7 @@ def _graph_tools(per_run: _PerRun[EntityMemory]) -> list[BaseTool]:
         """What the graph knows about ``query``: the entities it names or is about, their
         current relations and one more hop, with ids (for manage_relation's end)."""
         _in_range(limit, "limit", MAX_LIMIT)
-        _bounded(query, "query", MAX_QUERY)
+        _bounded(MAX_QUERY, query=query)
         with _told_to_the_model():
             found = per_run.memory(config).recall(query)
         entities = [

@@ -5,7 +5,7 @@ document per namespace and key in a :class:`~memories.stores.documents.ProfileSt
 (compare-and-set writes, every version in the history, queued turns), updated
 by a model under a policy. This part holds the fields and the plumbing they
 share; a subclass says what the document is and how the model updates it
-(``_refreshing``).
+(``_refresh_steps``).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from memories.errors import BudgetExceededError
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
 from memories.kernel.retention import Sweeps
-from memories.kernel.steps import Steps, arun, async_twin, blocking_twin, run, step, sync_twin
+from memories.kernel.steps import Steps, async_twin, blocking_twin, run, step, sync_twin
 from memories.stores.compaction import compactions
 from memories.stores.documents import PendingTurn, ProfileStore, default_url
-from memories.stores.documents.records import Standing
+from memories.stores.documents.records import Also, Change, ProfileItem, Standing
 from memories.stores.documents.ttl import DocumentTTL
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import DOCUMENTS, Expiring, ExpiryLedger
@@ -157,9 +157,9 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
     load_memory_variables: ClassVar = sync_twin(_load_memory_variables_steps)
     aload_memory_variables: ClassVar = async_twin(_load_memory_variables_steps)
 
-    def _refreshing(self) -> Steps[Any]:
+    def _refresh_steps(self) -> Steps[Any]:
         """The steps of one update from the queued turns (the subclass's model loop)."""
-        raise NotImplementedError(f"{type(self).__name__} must define _refreshing()")
+        raise NotImplementedError(f"{type(self).__name__} must define _refresh_steps()")
 
     def _forming(self) -> Steps[Any]:
         """The update a policy starts: none while the budget is spent (the turns stay queued).
@@ -171,7 +171,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         waits = self._deferred_reason()
         if waits is None:
             try:
-                return (yield from self._refreshing())
+                return (yield from self._refresh_steps())
             except BudgetExceededError as exc:
                 waits = str(exc)
         logger.info(
@@ -188,6 +188,26 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
             *(self.config_type, key, ns, len(turns), error),
         )
 
+    def _committing_many(
+        self,
+        commits: list[tuple[str, Change, int]],
+        turns: Sequence[PendingTurn] = (),
+        also: Also | None = None,
+    ) -> Steps[list[ProfileItem | None] | None]:
+        """Commit changes of several keys all or none, dropping the queued ``turns`` they fold in.
+
+        Returns what was written, or None when a key moved on (a conflict: read again).
+        """
+        written: list[ProfileItem | None] | None = yield step(
+            self._store.commit_many,
+            self.namespace,
+            commits,
+            drop_key=self.key,
+            drop_ids=[t.id for t in turns],
+            also=also,
+        )
+        return written
+
     def _standing(self) -> Steps[tuple[Standing, dict[str, Any]]]:
         """The document's standing, and the fields every status of it shows."""
         standing = yield from self._store.standing(self.namespace, self.key)
@@ -200,23 +220,19 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
             "background": self._background_status(),
         }
 
-    def _clearing(self) -> Steps[None]:
-        if self._in_background:
-            self._background.cancel()
-        yield from self._store.clearing(self.namespace, self.key)
-
-    def clear(self) -> None:
+    def _clear_steps(self) -> Steps[None]:
         """Empty the document and drop its queued turns, as a recorded change.
 
         The history keeps every version (and the dropped turns), so a
         rollback can bring one back. To erase the document and its history
         for good, use ``memory.store.delete(namespace, key)``.
         """
-        run(self._clearing())
+        if self._in_background:
+            self._background.cancel()
+        yield from self._store.clearing(self.namespace, self.key)
 
-    async def aclear(self) -> None:
-        """Async :meth:`clear`: the same steps, awaited."""
-        await arun(self._clearing())
+    clear: ClassVar = sync_twin(_clear_steps)
+    aclear: ClassVar = async_twin(_clear_steps)
 
     def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
         """Every key of the namespace in the store, every version, when erasing a namespace."""

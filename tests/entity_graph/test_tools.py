@@ -151,6 +151,9 @@ def test_bad_calls_come_back_as_answers_and_write_nothing(memory: EntityMemory) 
             {"subject": "Ana", "predicate": "x", "action": "end", "id": "nope"}, user("ana")
         ),
         "a long name": manage.invoke({"name": "A" * (MAX_NAME + 1)}, user("ana")),
+        "a long alias": manage.invoke(
+            {"name": "Ana", "aliases": ["A", "B" * (MAX_NAME + 1)]}, user("ana")
+        ),
         "a long query": search.invoke({"query": "q" * (MAX_QUERY + 1)}, user("ana")),
         "a big limit": search.invoke({"query": "Ana", "limit": MAX_LIMIT + 1}, user("ana")),
         "no user": search.invoke({"query": "Ana"}, {"configurable": {}}),
@@ -159,6 +162,8 @@ def test_bad_calls_come_back_as_answers_and_write_nothing(memory: EntityMemory) 
         assert answer.startswith("Error: "), case
     assert "user_id" in refused["no user"]
     assert "another entity" in refused["an alias of another"]
+    long_alias = f"Error: aliases[1] is {MAX_NAME + 1:,} characters; at most {MAX_NAME:,}."
+    assert refused["a long alias"] == long_alias
     graph = of(memory, "ana")
     assert [e.name for e in graph.entities()] == ["Ana", "Tom"]
     assert graph.relations() == [] and graph.history() == [] and graph.merges() == []

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -226,6 +227,12 @@ async def test_async_twins_do_the_same_work(store: BaseProfileStore) -> None:
     assert len(await store.asearch(NS)) == 1
     await store.adelete(NS, "p")
     assert await store.aload(NS, "p") is None
+
+
+def test_each_async_twin_takes_the_arguments_its_sync_method_takes() -> None:
+    for name in ["search", "list_namespaces", "commit", "changes", "commit_many", "record_failure"]:
+        sync, twin = getattr(ProfileStore, name), getattr(ProfileStore, f"a{name}")
+        assert inspect.signature(twin).parameters == inspect.signature(sync).parameters, name
 
 
 async def test_async_methods_go_through_abatch_so_a_native_async_backend_serves_them() -> None:

@@ -29,7 +29,7 @@ from memories.kernel.conversation import UpdateMethod
 from memories.kernel.embeddings import embedding_batch, query_vector
 from memories.kernel.keys import input_text_for
 from memories.kernel.messages import check_storable
-from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin
+from memories.kernel.steps import Steps, async_twin, step, sync_twin
 from memories.long_term.collection import folding, rules, transfer
 from memories.long_term.collection.folding import MAX_CONFLICTS, CollectionUpdate
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
@@ -219,14 +219,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
     ) -> Steps[list[ProfileItem | None] | None]:
         keys = [key for key, _, _ in commits]
         stamp = yield from self._stamp(commits, ttl, anew)
-        written = yield step(
-            self._store.commit_many,
-            self.namespace,
-            commits,
-            drop_key=self.key,
-            drop_ids=[t.id for t in turns],
-            also=stamp,
-        )
+        written = yield from self._committing_many(commits, turns, stamp)
         if written is not None:
             yield from self._indexing(keys, written)
         return written
@@ -380,9 +373,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             key = self.rows.prefix + uuid.uuid4().hex
             commits.append((key, Change(document, "put", [], ()), 0))
         stamp = yield from self._stamp(commits, "default")
-        written = yield step(
-            self._store.commit_many, self.namespace, commits, drop_key=self.key, also=stamp
-        )
+        written = yield from self._committing_many(commits, also=stamp)
         assert written is not None  # new ids: nothing to conflict with
         rows = [self._row(item) for item in written if item is not None]
         yield step(self.backend.add, rows, progress=show_progress(progress, rows))
@@ -594,16 +585,12 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     # -- updating from conversation ---------------------------------------------------
 
-    def refresh(self) -> CollectionUpdate:
+    def _refresh_steps(self) -> Steps[CollectionUpdate]:
         """Fold the queued turns in now (at most ``max_turns_per_update`` per model call)."""
-        return run(self._refreshing())
-
-    async def arefresh(self) -> CollectionUpdate:
-        """Async :meth:`refresh`."""
-        return await arun(self._refreshing())
-
-    def _refreshing(self) -> Steps[CollectionUpdate]:
         return (yield from folding.refreshing(self))
+
+    refresh: ClassVar = sync_twin(_refresh_steps)
+    arefresh: ClassVar = async_twin(_refresh_steps)
 
     def _duplicate_of_steps(self, content: Any) -> Steps[MemoryRecord | None]:
         """The current memory that already says ``content`` (``duplicate_threshold``), or None."""

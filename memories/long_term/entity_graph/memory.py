@@ -23,7 +23,7 @@ from memories.kernel.background import MemoryStatus, merged_batches
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
 from memories.kernel.keys import input_text_for
-from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin
+from memories.kernel.steps import Steps, async_twin, step, sync_twin
 from memories.long_term.entity_graph.exchange import checked, graph_records, import_commits
 from memories.long_term.entity_graph.extractor import extract
 from memories.long_term.entity_graph.operations import (
@@ -194,14 +194,7 @@ class EntityMemory(StoredDocumentMemory):
         if commits:
             head = Change({"revision": graph.head + 1}, "graph", [], tuple(turns))
             commits.append((self.key, head, graph.head))
-        written = yield step(
-            self.store.commit_many,
-            self.namespace,
-            commits,
-            drop_key=self.key,
-            drop_ids=[t.id for t in turns],
-        )
-        return written is not None
+        return (yield from self._committing_many(commits, turns)) is not None
 
     def _apply_steps(self, operations: Sequence[Mapping[str, Any]], /) -> Steps[GraphUpdate]:
         """Apply operations now, all or none (references: entity names, or entity and relation ids).
@@ -254,8 +247,7 @@ class EntityMemory(StoredDocumentMemory):
                 return 0
             head = Change({"revision": graph.head + 1}, "graph", [])
             commits.append((self.key, head, graph.head))
-            written = yield step(self.store.commit_many, self.namespace, commits, drop_key=self.key)
-            if written is not None:
+            if (yield from self._committing_many(commits)) is not None:
                 return len({key for key, _, _ in commits[:-1]})
         raise InvalidInputError("The graph kept changing during the import; try again.")
 
@@ -280,21 +272,17 @@ class EntityMemory(StoredDocumentMemory):
     def _planner(self, graph: Graph, aliases: Mapping[str, str], when: float) -> Planner:
         return Planner(graph, aliases, when, self.single_valued)
 
-    def refresh(self) -> GraphUpdate:
+    def _refresh_steps(self) -> Steps[GraphUpdate]:
         """Fold the queued turns in now (at most ``max_turns_per_update`` per model call)."""
-        return run(self._refreshing())
-
-    async def arefresh(self) -> GraphUpdate:
-        """Async :meth:`refresh`."""
-        return await arun(self._refreshing())
-
-    def _refreshing(self) -> Steps[GraphUpdate]:
         total = GraphUpdate("idle")
         while True:
             batch = yield from self._folding_batch()
             total = merged_batches(total, batch)
             if batch.status in ("idle", "failed"):
                 return total
+
+    refresh: ClassVar = sync_twin(_refresh_steps)
+    arefresh: ClassVar = async_twin(_refresh_steps)
 
     def _folding_batch(self) -> Steps[GraphUpdate]:
         for _ in range(_MAX_CONFLICTS):
@@ -357,7 +345,7 @@ class EntityMemory(StoredDocumentMemory):
         )
         return session, self._caller, model
 
-    def _clearing(self) -> Steps[None]:
+    def _clear_steps(self) -> Steps[None]:
         """End every current relation, clear every entity, drop the queued turns.
 
         The history keeps the relations (ended) and every version of the entities.
@@ -376,19 +364,15 @@ class EntityMemory(StoredDocumentMemory):
                 return
         raise InvalidInputError("The graph kept changing while it was cleared; try again.")
 
-    def status(self) -> GraphStatus:
+    def _status_steps(self) -> Steps[GraphStatus]:
         """The queued turns, and the last failed update if none succeeded since."""
-        return run(self._stating())
-
-    async def astatus(self) -> GraphStatus:
-        """Async :meth:`status`."""
-        return await arun(self._stating())
-
-    def _stating(self) -> Steps[GraphStatus]:
         _, shown = yield from self._standing()
         if self._caller is None:  # the rule-based extractor calls no model
             shown["model"] = None
         return GraphStatus(**shown)
+
+    status: ClassVar = sync_twin(_status_steps)
+    astatus: ClassVar = async_twin(_status_steps)
 
 
 def _check_time(when: Any) -> datetime:

@@ -24,7 +24,7 @@ from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.background import MemoryStatus, merged_batches
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import conversing
-from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin
+from memories.kernel.steps import Steps, async_twin, step, sync_twin
 from memories.long_term.instructions.reflection import (
     Feedback,
     RevisionSession,
@@ -236,7 +236,8 @@ class InstructionsMemory(ExpiringDocumentMemory):
             error=change.error,
         )
 
-    def _stating(self) -> Steps[InstructionsStatus]:
+    def _status_steps(self) -> Steps[InstructionsStatus]:
+        """The version, the queued items, a waiting proposal, the last failure if unresolved."""
         (item, _, _), shown = yield from self._standing()
         return InstructionsStatus(
             **shown,
@@ -244,13 +245,8 @@ class InstructionsMemory(ExpiringDocumentMemory):
             proposal=_proposal_of(item) is not None,
         )
 
-    def status(self) -> InstructionsStatus:
-        """The version, the queued items, a waiting proposal, the last failure if unresolved."""
-        return run(self._stating())
-
-    async def astatus(self) -> InstructionsStatus:
-        """Async :meth:`status`."""
-        return await arun(self._stating())
+    status: ClassVar = sync_twin(_status_steps)
+    astatus: ClassVar = async_twin(_status_steps)
 
     def _render(self, prompts: Mapping[str, str]) -> str | list[BaseMessage]:
         if len(prompts) == 1:
@@ -397,26 +393,23 @@ class InstructionsMemory(ExpiringDocumentMemory):
 
         return (yield from self._committing(plan, "approve" if approve else "reject"))
 
-    def refresh(self) -> ReflectionResult:
+    def _refresh_steps(self) -> Steps[ReflectionResult]:
         """Reflect on the queued turns and feedback now, and revise (or propose).
+
+        Batch by batch; stops at a failure or a proposal.
 
         Raises:
             ConfigError: the memory has no llm.
         """
-        return run(self._refreshing())
-
-    async def arefresh(self) -> ReflectionResult:
-        """Async :meth:`refresh`."""
-        return await arun(self._refreshing())
-
-    def _refreshing(self) -> Steps[ReflectionResult]:
-        """Reflect on every queued item, batch by batch; stop at a failure or a proposal."""
         total = ReflectionResult("idle", 0)
         while True:
             batch = yield from self._reflecting_batch()
             total = merged_batches(total, batch, _RANK)
             if batch.status not in ("revised", "unchanged"):
                 return total
+
+    refresh: ClassVar = sync_twin(_refresh_steps)
+    arefresh: ClassVar = async_twin(_refresh_steps)
 
     def _reflecting_batch(self) -> Steps[ReflectionResult]:
         """One reflection on at most ``max_turns_per_update`` queued items."""

@@ -22,7 +22,7 @@ from memories.errors import ConfigError, InvalidProfileError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.patching import json_copy, parse_patch
-from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin
+from memories.kernel.steps import Steps, async_twin, step, sync_twin
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.profile.update import (
     UpdateMethod,
@@ -147,7 +147,8 @@ class ProfileMemory(ExpiringDocumentMemory):
     history: ClassVar = sync_twin(_history_steps)
     ahistory: ClassVar = async_twin(_history_steps)
 
-    def _stating(self) -> Steps[ProfileStatus]:
+    def _status_steps(self) -> Steps[ProfileStatus]:
+        """The version, the queued turns, and the last failure if nothing was accepted since."""
         (item, _, last), shown = yield from self._standing()
         return ProfileStatus(
             **shown,
@@ -157,13 +158,8 @@ class ProfileMemory(ExpiringDocumentMemory):
             last_failure=last,
         )
 
-    def status(self) -> ProfileStatus:
-        """The version, the queued turns, and the last failure if nothing was accepted since."""
-        return run(self._stating())
-
-    async def astatus(self) -> ProfileStatus:
-        """Async :meth:`status`: the same steps, awaited."""
-        return await arun(self._stating())
+    status: ClassVar = sync_twin(_status_steps)
+    astatus: ClassVar = async_twin(_status_steps)
 
     def _checked(self, document: Any, what: str) -> Any:
         problems = self._schema.errors(document)
@@ -286,7 +282,7 @@ class ProfileMemory(ExpiringDocumentMemory):
             failing=self._failing,
         )
 
-    def refresh(self) -> UpdateResult:
+    def _refresh_steps(self) -> Steps[UpdateResult]:
         """Fold the queued turns into the profile now, in batches of ``max_turns_per_update``.
 
         Stops at the first failed batch (recorded in the history, its turns
@@ -296,11 +292,7 @@ class ProfileMemory(ExpiringDocumentMemory):
             ConfigError: the memory has no llm, or its model has no tool
                 calling under ``update_method="tool"``.
         """
-        return run(self._refreshing())
-
-    async def arefresh(self) -> UpdateResult:
-        """Async :meth:`refresh`: the same steps, with the model call awaited."""
-        return await arun(self._refreshing())
-
-    def _refreshing(self) -> Steps[UpdateResult]:
         return self._updater.refreshing()
+
+    refresh: ClassVar = sync_twin(_refresh_steps)
+    arefresh: ClassVar = async_twin(_refresh_steps)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
 
 from memories.errors import BackendError, InvalidInputError
 from memories.kernel.namespaces import Namespace, as_namespace
-from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin, to_thread
 from memories.stores.documents.records import (
     MAX_WRITE_TRIES,
     AddPending,
@@ -96,18 +96,17 @@ class BaseProfileStore(ABC):
         written = await arun(self.writing(namespace, key, replacing(value)))
         return _written(written, self, namespace, key)
 
-    def delete(self, namespace: Namespace, key: str, /, *, only_if: Guard | None = None) -> None:
+    def _delete_steps(
+        self, namespace: Namespace, key: str, /, *, only_if: Guard | None = None
+    ) -> Steps[None]:
         """Erase a profile completely: its document, its history and its pending turns.
 
         With ``only_if``, only when it returns True in the same transaction.
         """
-        self._one(Delete(as_namespace(namespace), key, only_if))
+        yield step(self._one, Delete(as_namespace(namespace), key, only_if))
 
-    async def adelete(
-        self, namespace: Namespace, key: str, /, *, only_if: Guard | None = None
-    ) -> None:
-        """Async :meth:`delete`."""
-        await self._aone(Delete(as_namespace(namespace), key, only_if))
+    delete: ClassVar = sync_twin(_delete_steps)
+    adelete: ClassVar = async_twin(_delete_steps)
 
     def delete_expired(
         self, namespace: Namespace, keys: Sequence[str], ledger: ExpiryLedger, /, *, now: float
@@ -134,42 +133,37 @@ class BaseProfileStore(ABC):
         """This store's database when ``ledger``'s table is in it (None: elsewhere, or not SQL)."""
         return None
 
-    def search(
+    def _search_steps(
         self, namespace_prefix: Namespace, /, *, limit: int = 10, offset: int = 0
-    ) -> list[ProfileItem]:
+    ) -> Steps[list[ProfileItem]]:
         """The documents in ``namespace_prefix`` and the namespaces below it, sorted."""
-        return self._one(Search(_prefix(namespace_prefix), limit, offset))
+        return (yield step(self._one, Search(_prefix(namespace_prefix), limit, offset)))
 
-    async def asearch(self, namespace_prefix: Namespace, /, **page: Any) -> list[ProfileItem]:
-        """Async :meth:`search` (the same arguments)."""
-        return await self._aone(Search(_prefix(namespace_prefix), **page))
+    search: ClassVar = sync_twin(_search_steps)
+    asearch: ClassVar = async_twin(_search_steps)
 
-    def list_namespaces(
+    def _list_namespaces_steps(
         self,
         *,
         prefix: Namespace | None = None,
         max_depth: int | None = None,
         limit: int = 100,
         offset: int = 0,
-    ) -> list[Namespace]:
+    ) -> Steps[list[Namespace]]:
         """The namespaces that hold documents, sorted, optionally cut to ``max_depth`` labels."""
-        return self._one(ListNamespaces(_prefix(prefix), max_depth, limit, offset))
+        return (yield step(self._one, ListNamespaces(_prefix(prefix), max_depth, limit, offset)))
 
-    async def alist_namespaces(
-        self, *, prefix: Namespace | None = None, **page: Any
-    ) -> list[Namespace]:
-        """Async :meth:`list_namespaces` (the same arguments)."""
-        return await self._aone(ListNamespaces(_prefix(prefix), **page))
+    list_namespaces: ClassVar = sync_twin(_list_namespaces_steps)
+    alist_namespaces: ClassVar = async_twin(_list_namespaces_steps)
 
-    def load(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
+    def _load_steps(self, namespace: Namespace, key: str, /) -> Steps[ProfileItem | None]:
         """The stored row, cleared profiles included (with ``value`` None)."""
-        return self._one(Load(as_namespace(namespace), key))
+        return (yield step(self._one, Load(as_namespace(namespace), key)))
 
-    async def aload(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
-        """Async :meth:`load`."""
-        return await self._aone(Load(as_namespace(namespace), key))
+    load: ClassVar = sync_twin(_load_steps)
+    aload: ClassVar = async_twin(_load_steps)
 
-    def commit(
+    def _commit_steps(
         self,
         namespace: Namespace,
         key: str,
@@ -180,7 +174,7 @@ class BaseProfileStore(ABC):
         kind: str,
         patch: Sequence[dict[str, Any]],
         turns: Sequence[PendingTurn] = (),
-    ) -> ProfileItem | None:
+    ) -> Steps[ProfileItem | None]:
         """Write a change if the profile is still at ``expected_version``; None if it moved on.
 
         The same transaction records the change and drops ``turns`` from the queue.
@@ -193,17 +187,12 @@ class BaseProfileStore(ABC):
             turns: the pending turns that caused the change (folded in, so dropped).
         """
         change = Change(document, kind, list(patch), tuple(turns))
-        return self._one(Commit(as_namespace(namespace), key, change, expected_version))
-
-    async def acommit(
-        self, namespace: Namespace, key: str, document: dict[str, Any] | None, /, **change: Any
-    ) -> ProfileItem | None:
-        """Async :meth:`commit` (the same arguments)."""
-        parts = Change(
-            document, change["kind"], list(change["patch"]), tuple(change.get("turns", ()))
+        return (
+            yield step(self._one, Commit(as_namespace(namespace), key, change, expected_version))
         )
-        op = Commit(as_namespace(namespace), key, parts, change["expected_version"])
-        return await self._aone(op)
+
+    commit: ClassVar = sync_twin(_commit_steps)
+    acommit: ClassVar = async_twin(_commit_steps)
 
     def writing(self, namespace: Namespace, key: str, plan: Plan, /) -> Steps[ProfileItem | None]:
         """Compare-and-set as steps: read, plan on what was read, commit if nobody wrote since.
@@ -277,7 +266,7 @@ class BaseProfileStore(ABC):
         pending = yield step(self.pending, namespace, key)
         return (yield from self.writing(namespace, key, _clearing(pending)))
 
-    def record_failure(
+    def _record_failure_steps(
         self,
         namespace: Namespace,
         key: str,
@@ -286,16 +275,15 @@ class BaseProfileStore(ABC):
         error: str,
         raw: Sequence[str] = (),
         turns: Sequence[PendingTurn] = (),
-    ) -> None:
+    ) -> Steps[None]:
         """Add a failed update to the history, with its error, replies and turns."""
-        self._one(RecordFailure(as_namespace(namespace), key, error, tuple(raw), tuple(turns)))
+        failure = RecordFailure(as_namespace(namespace), key, error, tuple(raw), tuple(turns))
+        yield step(self._one, failure)
 
-    async def arecord_failure(self, namespace: Namespace, key: str, /, **failure: Any) -> None:
-        """Async :meth:`record_failure` (the same arguments)."""
-        raw, turns = tuple(failure.get("raw", ())), tuple(failure.get("turns", ()))
-        await self._aone(RecordFailure(as_namespace(namespace), key, failure["error"], raw, turns))
+    record_failure: ClassVar = sync_twin(_record_failure_steps)
+    arecord_failure: ClassVar = async_twin(_record_failure_steps)
 
-    def changes(
+    def _changes_steps(
         self,
         namespace: Namespace,
         key: str,
@@ -304,7 +292,7 @@ class BaseProfileStore(ABC):
         version: int | None = None,
         failed: bool | None = None,
         last: int | None = None,
-    ) -> list[ProfileChange]:
+    ) -> Steps[list[ProfileChange]]:
         """A profile's history, oldest first.
 
         Args:
@@ -312,15 +300,12 @@ class BaseProfileStore(ABC):
             failed: only failed updates (True) or only accepted changes (False).
             last: only the last ``last`` of those.
         """
-        return self._one(Changes(as_namespace(namespace), key, version, failed, last))
+        return (yield step(self._one, Changes(as_namespace(namespace), key, version, failed, last)))
 
-    async def achanges(
-        self, namespace: Namespace, key: str, /, **filters: Any
-    ) -> list[ProfileChange]:
-        """Async :meth:`changes` (the same arguments)."""
-        return await self._aone(Changes(as_namespace(namespace), key, **filters))
+    changes: ClassVar = sync_twin(_changes_steps)
+    achanges: ClassVar = async_twin(_changes_steps)
 
-    def commit_many(
+    def _commit_many_steps(
         self,
         namespace: Namespace,
         commits: Sequence[tuple[str, Change, int]],
@@ -329,37 +314,33 @@ class BaseProfileStore(ABC):
         drop_key: str,
         drop_ids: Sequence[int] = (),
         also: Also | None = None,
-    ) -> list[ProfileItem | None] | None:
+    ) -> Steps[list[ProfileItem | None] | None]:
         """Write several changes of one namespace, all or none; None when any key moved on.
 
         In the same transaction, drops the queued turns ``drop_ids`` of ``drop_key``
         and runs ``also`` (see :data:`Also`).
         """
-        return self._one(_commit_many(namespace, commits, drop_key, drop_ids, also))
+        ns, many = as_namespace(namespace), tuple(commits)
+        return (yield step(self._one, CommitMany(ns, many, drop_key, tuple(drop_ids), also)))
 
-    async def acommit_many(
-        self, namespace: Namespace, commits: Sequence[tuple[str, Change, int]], /, **drop: Any
-    ) -> list[ProfileItem | None] | None:
-        """Async :meth:`commit_many` (the same arguments)."""
-        return await self._aone(_commit_many(namespace, commits, **drop))
+    commit_many: ClassVar = sync_twin(_commit_many_steps)
+    acommit_many: ClassVar = async_twin(_commit_many_steps)
 
-    def keys(self, namespace: Namespace, prefix: str, /) -> list[ProfileItem]:
+    def _keys_steps(self, namespace: Namespace, prefix: str, /) -> Steps[list[ProfileItem]]:
         """The documents of exactly ``namespace`` whose key starts with ``prefix``, by key."""
-        return self._one(Keys(as_namespace(namespace), prefix))
+        return (yield step(self._one, Keys(as_namespace(namespace), prefix)))
 
-    async def akeys(self, namespace: Namespace, prefix: str, /) -> list[ProfileItem]:
-        """Async :meth:`keys`."""
-        return await self._aone(Keys(as_namespace(namespace), prefix))
+    keys: ClassVar = sync_twin(_keys_steps)
+    akeys: ClassVar = async_twin(_keys_steps)
 
-    def key_changes(self, namespace: Namespace, prefix: str, /) -> list[tuple[str, ProfileChange]]:
-        """Every accepted change of the keys under ``prefix`` in ``namespace``, oldest first."""
-        return self._one(KeyChanges(as_namespace(namespace), prefix))
-
-    async def akey_changes(
+    def _key_changes_steps(
         self, namespace: Namespace, prefix: str, /
-    ) -> list[tuple[str, ProfileChange]]:
-        """Async :meth:`key_changes`."""
-        return await self._aone(KeyChanges(as_namespace(namespace), prefix))
+    ) -> Steps[list[tuple[str, ProfileChange]]]:
+        """Every accepted change of the keys under ``prefix`` in ``namespace``, oldest first."""
+        return (yield step(self._one, KeyChanges(as_namespace(namespace), prefix)))
+
+    key_changes: ClassVar = sync_twin(_key_changes_steps)
+    akey_changes: ClassVar = async_twin(_key_changes_steps)
 
     def key_namespaces(
         self, prefix: str, /, *, contains: str = "", limit: int = 50, offset: int = 0
@@ -401,55 +382,39 @@ class BaseProfileStore(ABC):
             last = None  # a later accepted change resolved it
         return Standing(item, pending, last)
 
-    def add_pending(
+    def _add_pending_steps(
         self, namespace: Namespace, key: str, messages: Sequence[BaseMessage], /
-    ) -> int:
+    ) -> Steps[int]:
         """Queue a turn to fold in later; returns its id."""
-        return self._one(AddPending(as_namespace(namespace), key, tuple(messages)))
+        return (yield step(self._one, AddPending(as_namespace(namespace), key, tuple(messages))))
 
-    async def aadd_pending(
-        self, namespace: Namespace, key: str, messages: Sequence[BaseMessage], /
-    ) -> int:
-        """Async :meth:`add_pending`."""
-        return await self._aone(AddPending(as_namespace(namespace), key, tuple(messages)))
+    add_pending: ClassVar = sync_twin(_add_pending_steps)
+    aadd_pending: ClassVar = async_twin(_add_pending_steps)
 
-    def pending(
+    def _pending_steps(
         self, namespace: Namespace, key: str, /, *, limit: int | None = None
-    ) -> list[PendingTurn]:
+    ) -> Steps[list[PendingTurn]]:
         """The queued turns, oldest first (at most ``limit``)."""
-        return self._one(Pending(as_namespace(namespace), key, limit))
+        return (yield step(self._one, Pending(as_namespace(namespace), key, limit)))
 
-    async def apending(
-        self, namespace: Namespace, key: str, /, *, limit: int | None = None
-    ) -> list[PendingTurn]:
-        """Async :meth:`pending`."""
-        return await self._aone(Pending(as_namespace(namespace), key, limit))
+    pending: ClassVar = sync_twin(_pending_steps)
+    apending: ClassVar = async_twin(_pending_steps)
 
-    def count_pending(self, namespace: Namespace, key: str, /) -> int:
+    def _count_pending_steps(self, namespace: Namespace, key: str, /) -> Steps[int]:
         """How many turns are queued."""
-        return self._one(CountPending(as_namespace(namespace), key))
+        return (yield step(self._one, CountPending(as_namespace(namespace), key)))
 
-    async def acount_pending(self, namespace: Namespace, key: str, /) -> int:
-        """Async :meth:`count_pending`."""
-        return await self._aone(CountPending(as_namespace(namespace), key))
+    count_pending: ClassVar = sync_twin(_count_pending_steps)
+    acount_pending: ClassVar = async_twin(_count_pending_steps)
 
-    def drop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
+    def _drop_pending_steps(
+        self, namespace: Namespace, key: str, ids: Sequence[int], /
+    ) -> Steps[None]:
         """Remove these queued turns (the model saw them and changed nothing)."""
-        self._one(DropPending(as_namespace(namespace), key, tuple(ids)))
+        yield step(self._one, DropPending(as_namespace(namespace), key, tuple(ids)))
 
-    async def adrop_pending(self, namespace: Namespace, key: str, ids: Sequence[int], /) -> None:
-        """Async :meth:`drop_pending`."""
-        await self._aone(DropPending(as_namespace(namespace), key, tuple(ids)))
-
-
-def _commit_many(
-    namespace: Namespace,
-    commits: Sequence[tuple[str, Change, int]],
-    drop_key: str,
-    drop_ids: Sequence[int] = (),
-    also: Also | None = None,
-) -> CommitMany:
-    return CommitMany(as_namespace(namespace), tuple(commits), drop_key, tuple(drop_ids), also)
+    drop_pending: ClassVar = sync_twin(_drop_pending_steps)
+    adrop_pending: ClassVar = async_twin(_drop_pending_steps)
 
 
 def _written(
