@@ -133,8 +133,7 @@ class ChromaBackend(RecallBackend):
     def find(self, where: Mapping[str, Any]) -> list[SearchResult]:
         """Write what is queued, then read the documents matching ``where``."""
         self._drain()
-        found = self.store.get(self._key, where=where, text=False)
-        return self.get([record.id for record in found])
+        return self.get(self._passing(None, where))
 
     def documents(self) -> list[SearchResult]:
         """Write what is queued, then read every document of the namespace from the store."""
@@ -174,8 +173,7 @@ class ChromaBackend(RecallBackend):
         then their expiry rows (after: Chroma is not in their transaction)."""
         self._drain()
         if where is not None:
-            matching = self.store.get(self._key, ids=ids, where=where, text=False)
-            ids = [record.id for record in matching]
+            ids = self._passing(ids, where)
         if ids:
             self._delete(ids)
             self._discard_expiry(self.namespace, ids)
@@ -211,8 +209,7 @@ class ChromaBackend(RecallBackend):
         """The ids of the session's stored documents (whose expiry rows a deletion discards)."""
         if self.expiry is None:
             return []
-        where = {SESSION_KEY: self.session_id}
-        return [record.id for record in self.store.get(self._key, where=where, text=False)]
+        return self._passing(None, {SESSION_KEY: self.session_id})
 
     def erase_namespace(self) -> None:
         """Delete every document of the namespace, queued ones too, and blank Chroma's log
@@ -221,9 +218,7 @@ class ChromaBackend(RecallBackend):
         self._writer.cancel()
         with self._lane.lock:  # not while a drain writes what is being deleted
             self.outbox.clear(target, namespace)
-            pending = self._pending
-            with pending.lock:
-                pending.forget()
+            self._pending.forget()
             self.store.delete(namespace)
             self.store.scrub_log(namespace)
             self._lane.succeeded()
@@ -235,10 +230,7 @@ class ChromaBackend(RecallBackend):
         target, namespace = self.store.target, self._key
         mine = self.session_id if session else None
         where = None if mine is None else {SESSION_KEY: mine}
-        if where is None:
-            stored = self.store.count(namespace)
-        else:
-            stored = len(self.store.get(namespace, where=where, text=False))
+        stored = self.store.count(namespace) if where is None else len(self._passing(None, where))
         logged = self.store.logged(namespace, where=where)
         held = {"Chroma documents": stored, "Chroma log rows": logged}
         return held | self.outbox.held(target, namespace, session=mine)
@@ -249,9 +241,7 @@ class ChromaBackend(RecallBackend):
         self._writer.cancel()
         with self._lane.lock:  # not while a drain writes what is being deleted
             gone = self.outbox.erase_session(target, namespace, self.session_id)
-            pending = self._pending
-            with pending.lock:
-                pending.forget(gone)
+            self._pending.forget(gone)
             stored = self._session_ids()
             self.store.delete(namespace, where={SESSION_KEY: self.session_id})
             self.store.scrub_log(namespace, where={SESSION_KEY: self.session_id})
@@ -346,9 +336,7 @@ class ChromaBackend(RecallBackend):
         except _OUTAGES as exc:
             logger.debug("Queued without indexing: %s", describe_error(exc))
         queued = self.outbox.put(self.store.target, self._key, rows)
-        pending = self._pending
-        with pending.lock:
-            pending.add(_documents(queued, self._key))
+        self._pending.add(_documents(queued, self._key))
 
     def _write_queued(self) -> None:
         """The background writer's job: write what waits, or embed it now and write it soon.
@@ -437,9 +425,7 @@ class ChromaBackend(RecallBackend):
 
     def _set_aside(self, refused: list[tuple[OutboxRow, str]]) -> None:
         self.outbox.bury(self.store.target, self._key, refused)
-        pending = self._pending
-        with pending.lock:
-            pending.forget([row.doc_id for row, _ in refused])
+        self._pending.forget([row.doc_id for row, _ in refused])
         logger.warning(
             "%d document(s) of namespace %r were refused (%s) and set aside; the others were "
             "written. memory.dead_letters() or `memories dead-letters --config ...` lists them; "
@@ -477,23 +463,20 @@ class ChromaBackend(RecallBackend):
             embedded = self._embed_claimed(todo_ids, [(row.text, row.metadata) for row in todo])
             vectors.update(zip(todo_ids, embedded, strict=True))
         self._write(rows, [vectors[i] for i in ids])
-        with pending.lock:
-            pending.stored(documents)
+        pending.stored(documents)
         self.outbox.remove(target, namespace, rows)
 
     def _write(self, rows: Sequence[OutboxRow], vectors: list[list[float]]) -> None:
-        # New ids go in with Chroma's cheaper add; caller-chosen ids may replace.
-        for flag in (False, True):
-            chosen = [i for i, row in enumerate(rows) if row.replace is flag]
-            if chosen:
-                self.store.upsert(
-                    self._key,
-                    ids=[rows[i].doc_id for i in chosen],
-                    texts=[rows[i].text for i in chosen],
-                    embeddings=[vectors[i] for i in chosen],
-                    metadatas=[rows[i].metadata for i in chosen],
-                    replace=flag,
-                )
+        # New ids go in with Chroma's cheaper add.
+        for flag, chosen, embeddings in self._by_replace(rows, vectors):
+            self.store.upsert(
+                self._key,
+                ids=[row.doc_id for row in chosen],
+                texts=[row.text for row in chosen],
+                embeddings=embeddings,
+                metadatas=[row.metadata for row in chosen],
+                replace=flag,
+            )
 
     def _delete(self, ids: Sequence[str]) -> None:
         """Delete documents from the store, then from the index (a search skips what is gone)."""
@@ -533,15 +516,12 @@ class ChromaBackend(RecallBackend):
 
     def _embed_claimed(self, ids: list[str], documents: list[Embeddable]) -> list[list[float]]:
         """Embed documents claimed in the index; publish the vectors, or release them on failure."""
-        pending = self._pending
         try:
             vectors = run(document_vectors(self.embedder, documents))
         except Exception:
-            with pending.lock:
-                pending.release(ids)
+            self._pending.release(ids)
             raise
-        with pending.lock:
-            pending.publish(ids, vectors)
+        self._pending.publish(ids, vectors)
         return vectors
 
     def _candidates(self, limit: int) -> int:
@@ -553,13 +533,11 @@ class ChromaBackend(RecallBackend):
     ) -> list[ScoredId]:
         # The pending documents first: one the writer stores (and drops from them)
         # after this read, the store's read below finds.
-        pending = self._pending
-        with pending.lock:
-            queued = pending.nearest(vector, n=n) if where is None else []
+        queued = self._pending.nearest(vector, n=n) if where is None else []
         return _merge_nearest(self.store.nearest(self._key, vector, n=n, where=where), queued, n)
 
-    def _passing(self, ids: list[str], where: Mapping[str, Any]) -> list[str]:
-        # A document still queued is not in the store: it does not pass.
+    def _passing(self, ids: Sequence[str] | None, where: Mapping[str, Any]) -> list[str]:
+        """The stored documents (of ``ids``, if given) passing ``where``; a queued one does not."""
         return [r.id for r in self.store.get(self._key, ids=ids, where=where, text=False)]
 
     def _results(

@@ -34,8 +34,9 @@ class PendingDocument:
 class PendingDocuments:
     """The documents of one namespace that this process queued and the store does not have yet.
 
-    Use under :attr:`lock`; :attr:`changed` (on the same lock) is notified
-    when embeddings arrive or claims are given up.
+    Each change takes :attr:`lock` (re-entrant: hold it over several calls that must be
+    one step); :attr:`changed`, on that lock, is notified when embeddings arrive or
+    claims are given up.
     """
 
     def __init__(self) -> None:
@@ -48,10 +49,11 @@ class PendingDocuments:
 
     def add(self, documents: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
         """Hold documents about to be written (one held already with the same content stays)."""
-        for doc_id, text, metadata in documents:
-            old = self._documents.get(doc_id)
-            if old is None or old.text != text or old.metadata != metadata:
-                self._documents[doc_id] = PendingDocument(text, metadata)
+        with self.lock:
+            for doc_id, text, metadata in documents:
+                old = self._documents.get(doc_id)
+                if old is None or old.text != text or old.metadata != metadata:
+                    self._documents[doc_id] = PendingDocument(text, metadata)
 
     def get(self, doc_id: str) -> PendingDocument | None:
         """The pending document with that id, if it is one."""
@@ -64,14 +66,15 @@ class PendingDocuments:
         :meth:`publish` or :meth:`release` them.
         """
         known = {}
-        for doc_id in ids:
-            document = self._documents.get(doc_id)
-            if document is None:
-                continue
-            if document.vector is not None:
-                known[doc_id] = document.vector
-            else:
-                document.claimed = True
+        with self.lock:
+            for doc_id in ids:
+                document = self._documents.get(doc_id)
+                if document is None:
+                    continue
+                if document.vector is not None:
+                    known[doc_id] = document.vector
+                else:
+                    document.claimed = True
         return known
 
     def unembedded(self) -> tuple[set[str], list[str]]:
@@ -82,46 +85,50 @@ class PendingDocuments:
 
     def publish(self, ids: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
         """Give pending documents their embeddings and wake whoever waits for them."""
-        for doc_id, vector in zip(ids, vectors, strict=True):
-            document = self._documents.get(doc_id)
-            if document is not None:
-                document.vector, document.claimed = list(vector), False
-        self.changed.notify_all()
+        with self.lock:
+            for doc_id, vector in zip(ids, vectors, strict=True):
+                document = self._documents.get(doc_id)
+                if document is not None:
+                    document.vector, document.claimed = list(vector), False
+            self.changed.notify_all()
 
     def release(self, ids: Iterable[str]) -> None:
         """Give up claims (the embedding failed) so that someone else may try."""
-        for doc_id in ids:
-            document = self._documents.get(doc_id)
-            if document is not None:
-                document.claimed = False
-        self.changed.notify_all()
+        with self.lock:
+            for doc_id in ids:
+                document = self._documents.get(doc_id)
+                if document is not None:
+                    document.claimed = False
+            self.changed.notify_all()
 
     def stored(self, documents: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
         """The store has these ``(id, text, metadata)`` documents now: no longer pending
         (one queued again meanwhile with other content stays)."""
-        for doc_id, text, metadata in documents:
-            old = self._documents.get(doc_id)
-            if old is not None and old.text == text and old.metadata == metadata:
-                del self._documents[doc_id]
+        with self.lock:
+            for doc_id, text, metadata in documents:
+                old = self._documents.get(doc_id)
+                if old is not None and old.text == text and old.metadata == metadata:
+                    del self._documents[doc_id]
 
     def forget(self, ids: Iterable[str] | None = None) -> None:
         """Forget pending documents that will not be written (all when ``ids`` is None)."""
-        if ids is None:
-            self._documents.clear()
-        else:
-            for doc_id in ids:
+        with self.lock:
+            if ids is None:
+                self._documents.clear()
+            for doc_id in ids or ():
                 self._documents.pop(doc_id, None)
-        self.changed.notify_all()
+            self.changed.notify_all()
 
     def nearest(self, vector: Sequence[float], *, n: int) -> list[ScoredId]:
         """The ``n`` embedded pending documents most similar to ``vector``, by cosine.
 
         One of another width (another model's, which the store will refuse) is left out.
         """
-        embedded = {
-            i: d.vector
-            for i, d in self._documents.items()
-            if d.vector is not None and len(d.vector) == len(vector)
-        }
+        with self.lock:
+            embedded = {
+                i: d.vector
+                for i, d in self._documents.items()
+                if d.vector is not None and len(d.vector) == len(vector)
+            }
         ranked = sorted(cosines(vector, embedded).items(), key=lambda item: (-item[1], item[0]))
         return [ScoredId(doc_id, score) for doc_id, score in ranked[:n]]

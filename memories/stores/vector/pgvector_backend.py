@@ -414,15 +414,11 @@ class PgVectorBackend(RecallBackend):
         with store.transaction("store documents") as connection:
             self._check_width(connection, dims, writing=True)
             rows = numbered(connection, store.recall, TARGET, self._key, rows)
-            stored: list[str] = []
-            for flag in (False, True):  # new ids are never replaced (a retried write)
-                chosen = [i for i, row in enumerate(rows) if row.replace is flag]
-                if chosen:
-                    stored += self._insert(
-                        connection, [rows[i] for i in chosen], [vectors[i] for i in chosen], dims,
-                        replace=flag,
-                    )  # fmt: skip
-            written = set(stored)
+            written = {
+                doc_id
+                for flag, chosen, embeddings in self._by_replace(rows, vectors)
+                for doc_id in self._insert(connection, chosen, embeddings, dims, replace=flag)
+            }
             documents = [
                 IndexedDocument(r.doc_id, r.text, r.metadata) for r in rows if r.doc_id in written
             ]

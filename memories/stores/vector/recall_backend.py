@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from functools import cached_property, partial
 from typing import Any
@@ -16,6 +16,7 @@ from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.recall import RecallConfig, ScoredId
 from memories.stores.recall.types import RankParts
 from memories.stores.vector.backend import VectorBackend, VectorQuery
+from memories.stores.vector.outbox import OutboxRow
 from memories.stores.vector.recall_index import IndexedDocument, RecallIndex, Space, bookkeeping
 from memories.stores.vector.records import SearchResult
 from memories.stores.vector.scoring import calibrated, read_first
@@ -90,6 +91,17 @@ class RecallBackend(VectorBackend):
     ) -> tuple[list[SearchResult], dict[str, list[float]]]:
         """The records of the ranked ids that exist, in order, with their scores, and the
         stored embeddings of those in ``embeddings_for`` (read in the same query)."""
+
+    @staticmethod
+    def _by_replace(
+        rows: Sequence[OutboxRow], vectors: Sequence[Sequence[float]]
+    ) -> Iterator[tuple[bool, list[OutboxRow], list[Sequence[float]]]]:
+        """``(replace, rows, vectors)``: the new ids first, never replaced (a retried write
+        keeps what is stored), then the caller-chosen ids, which may replace."""
+        for flag in (False, True):
+            chosen = [i for i, row in enumerate(rows) if row.replace is flag]
+            if chosen:
+                yield flag, [rows[i] for i in chosen], [vectors[i] for i in chosen]
 
     def bookkeeping(self, *, turn: bool) -> dict[str, Any]:
         """Session and time of a new document (and a turn's speakers): neighbours need them."""

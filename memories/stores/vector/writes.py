@@ -171,11 +171,7 @@ def _register_exit_flush() -> None:
     """
     import concurrent.futures.thread  # noqa: F401  (its exit hook must be registered first)
 
-    register = getattr(threading, "_register_atexit", None)
-    if register is None:
-        atexit.register(_flush_at_exit)
-    else:
-        register(_flush_at_exit)
+    getattr(threading, "_register_atexit", atexit.register)(_flush_at_exit)
 
 
 _register_exit_flush()
