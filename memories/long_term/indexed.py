@@ -20,6 +20,7 @@ from pydantic import Field
 
 from memories.core.base import BaseMemory
 from memories.errors import InvalidInputError
+from memories.kernel.checks import whole_number
 from memories.kernel.embeddings import resolve_embeddings
 from memories.kernel.namespaces import Namespace, NamespaceField, in_namespace, namespace_text
 from memories.kernel.paths import default_file
@@ -246,8 +247,8 @@ class IndexedMemory(BaseMemory, Sweeps):
     def _request(self, query: Any, k: int | None, where: Mapping[str, Any] | None) -> VectorQuery:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a str, got {type(query).__name__}.")
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-            raise InvalidInputError(f"k must be a positive int, got {k!r}.")
+        if k is not None:
+            whole_number(k, "k", least=1, error=InvalidInputError)
         if where is not None:
             self.backend.check_filter(where)
         return VectorQuery(query, k, None if where is None else dict(where))

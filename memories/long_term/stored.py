@@ -14,13 +14,14 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from functools import cached_property
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import Field, PrivateAttr
 
 from memories.core.parts import CountsTokens, DeferredMemory, ModelMemory
 from memories.errors import BudgetExceededError
+from memories.kernel.background import UPDATE_RANK, BatchResult, merged_batches
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
 from memories.kernel.retention import Sweeps
@@ -33,12 +34,30 @@ from memories.stores.erasure import StoreShare
 from memories.stores.expiry import DOCUMENTS, Expiring, ExpiryLedger
 from memories.stores.sql import Database, redacted
 
-__all__ = ["ExpiringDocumentMemory", "StoredDocumentMemory", "TurnPolicy"]
+__all__ = ["ExpiringDocumentMemory", "StoredDocumentMemory", "TurnPolicy", "batches_until"]
 
 logger = logging.getLogger(__name__)
 
 #: When queued turns are folded in: every save, every ``every_n``, in the background, on call.
 TurnPolicy = Literal["turn", "every_n", "background", "manual"]
+
+B = TypeVar("B", bound=BatchResult)
+
+
+def batches_until(
+    batch: Callable[[], Steps[B]],
+    first: B,
+    *,
+    going: tuple[str, ...] = ("updated", "unchanged"),
+    rank: Mapping[str, int] = UPDATE_RANK,
+) -> Steps[B]:
+    """Run ``batch`` while it ends in a status of ``going``; the results merged into ``first``."""
+    total = first
+    while True:
+        result = yield from batch()
+        total = merged_batches(total, result, rank)
+        if result.status not in going:
+            return total
 
 
 class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
@@ -124,9 +143,15 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         ):
             yield from self._forming()
 
-    def _showing(self, inputs: Mapping[str, Any]) -> Steps[Any]:
-        """The steps that read what the prompt gets for ``inputs`` (the subclass's)."""
+    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str]:
+        """The steps that read the text the prompt gets for ``inputs`` (the subclass's)."""
         raise NotImplementedError(f"{type(self).__name__} must define _showing()")
+
+    def _prompt_value(self, text: str) -> str | list[BaseMessage]:
+        """``text`` as the prompt gets it: a string, or one system message (none when empty)."""
+        if self.return_messages:
+            return [SystemMessage(text)] if text else []
+        return text
 
     # -- LangChain's interface, written once for the three ------------------------
 
@@ -152,7 +177,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
 
     def _load_memory_variables_steps(self, inputs: dict[str, Any]) -> Steps[dict[str, Any]]:
         """``{memory_key: what the document shows for the input}``."""
-        return {self.memory_key: (yield from self._showing(inputs))}
+        return {self.memory_key: self._prompt_value((yield from self._showing(inputs)))}
 
     load_memory_variables: ClassVar = sync_twin(_load_memory_variables_steps)
     aload_memory_variables: ClassVar = async_twin(_load_memory_variables_steps)

@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from memories.kernel.background import merged_batches
 from memories.kernel.conversation import bind_reply_tool, conversing
 from memories.kernel.embeddings import cosine, query_vector
 from memories.kernel.messages import message_text
@@ -25,6 +24,7 @@ from memories.long_term.collection.extraction import (
 )
 from memories.long_term.collection.offline import offline_operations
 from memories.long_term.collection.rows import lining_up
+from memories.long_term.stored import batches_until
 from memories.stores.documents import (
     Change,
     PendingTurn,
@@ -59,12 +59,7 @@ class CollectionUpdate:
 def refreshing(memory: CollectionMemory) -> Steps[CollectionUpdate]:
     """Fold every queued turn in, batch by batch; stop at the first failed batch."""
     yield from lining_up(memory)
-    total = CollectionUpdate("idle")
-    while True:
-        batch = yield from folding_batch(memory)
-        total = merged_batches(total, batch)
-        if batch.status in ("idle", "failed"):
-            return total
+    return (yield from batches_until(lambda: folding_batch(memory), CollectionUpdate("idle")))
 
 
 def allowed(memory: CollectionMemory) -> list[OpKind]:

@@ -19,7 +19,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, ClassVar
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import HumanMessage
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from memories.errors import ConfigError, InvalidInputError
@@ -539,15 +539,9 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     # -- LangChain's interface ------------------------------------------------------
 
-    def _shown(self, records: list[MemoryRecord]) -> str | list[BaseMessage]:
-        text = "\n".join(f"- {self._text(r.content)}" for r in records)
-        if self.return_messages:
-            return [SystemMessage(text)] if text else []
-        return text
-
-    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
+    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str]:
         found = yield from self._search_steps(input_text_for(self, inputs))
-        return self._shown(found)
+        return "\n".join(f"- {self._text(r.content)}" for r in found)
 
     def _clear_steps(self) -> Steps[None]:
         """Delete every memory (each kept in its history) and drop the queued turns."""

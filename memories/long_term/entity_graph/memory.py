@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Literal
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import SystemMessage
 from pydantic import Field
 
 from memories.errors import InvalidInputError, LLMError
-from memories.kernel.background import MemoryStatus, merged_batches
+from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
 from memories.kernel.keys import input_text_for
@@ -35,7 +35,7 @@ from memories.long_term.entity_graph.operations import (
     graph_prompt,
 )
 from memories.long_term.entity_graph.recall import Recalled, entity_line, recall, relation_line
-from memories.long_term.stored import StoredDocumentMemory, TurnPolicy
+from memories.long_term.stored import StoredDocumentMemory, TurnPolicy, batches_until
 from memories.stores.documents import Change, PendingTurn
 from memories.stores.entities.temporal_graph import (
     ENTITY_PREFIX,
@@ -181,12 +181,9 @@ class EntityMemory(StoredDocumentMemory):
     recall: ClassVar = sync_twin(_recall_steps)
     arecall: ClassVar = async_twin(_recall_steps)
 
-    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | builtins.list[BaseMessage]]:
+    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str]:
         found = yield from self._recall_steps(input_text_for(self, inputs))
-        text = found.text()
-        if self.return_messages:
-            return [SystemMessage(text)] if text else []
-        return text
+        return found.text()
 
     def _committing(self, graph: Graph, plan: Plan, turns: Sequence[PendingTurn]) -> Steps[bool]:
         """One compare-and-set commit of the plan, the head, and the turns it folds in."""
@@ -274,12 +271,7 @@ class EntityMemory(StoredDocumentMemory):
 
     def _refresh_steps(self) -> Steps[GraphUpdate]:
         """Fold the queued turns in now (at most ``max_turns_per_update`` per model call)."""
-        total = GraphUpdate("idle")
-        while True:
-            batch = yield from self._folding_batch()
-            total = merged_batches(total, batch)
-            if batch.status in ("idle", "failed"):
-                return total
+        return (yield from batches_until(self._folding_batch, GraphUpdate("idle")))
 
     refresh: ClassVar = sync_twin(_refresh_steps)
     arefresh: ClassVar = async_twin(_refresh_steps)

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import jsonpatch
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from pydantic import Field
 
 from memories.errors import ConfigError, InvalidInputError
-from memories.kernel.background import MemoryStatus, merged_batches
+from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import conversing
 from memories.kernel.steps import Steps, async_twin, step, sync_twin
@@ -32,7 +32,7 @@ from memories.long_term.instructions.reflection import (
     feedback_of,
     reflection_prompt,
 )
-from memories.long_term.stored import ExpiringDocumentMemory
+from memories.long_term.stored import ExpiringDocumentMemory, batches_until
 from memories.stores.documents import (
     PendingTurn,
     ProfileChange,
@@ -248,14 +248,10 @@ class InstructionsMemory(ExpiringDocumentMemory):
     status: ClassVar = sync_twin(_status_steps)
     astatus: ClassVar = async_twin(_status_steps)
 
-    def _render(self, prompts: Mapping[str, str]) -> str | list[BaseMessage]:
+    def _render(self, prompts: Mapping[str, str]) -> str:
         if len(prompts) == 1:
-            text = next(iter(prompts.values()))
-        else:
-            text = "\n\n".join(f"## {name}\n{body}" for name, body in prompts.items() if body)
-        if self.return_messages:
-            return [SystemMessage(text)] if text else []
-        return text
+            return next(iter(prompts.values()))
+        return "\n\n".join(f"## {name}\n{body}" for name, body in prompts.items() if body)
 
     def _feedback_steps(
         self, score: float | None = None, comment: str | None = None
@@ -270,7 +266,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
     feedback: ClassVar = sync_twin(_feedback_steps)
     afeedback: ClassVar = async_twin(_feedback_steps)
 
-    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
+    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str]:
         return self._render((yield from self._get_steps()))
 
     def _committing(self, plan: Any, kind: str, expected: int | None = None) -> Steps[int]:
@@ -401,12 +397,9 @@ class InstructionsMemory(ExpiringDocumentMemory):
         Raises:
             ConfigError: the memory has no llm.
         """
-        total = ReflectionResult("idle", 0)
-        while True:
-            batch = yield from self._reflecting_batch()
-            total = merged_batches(total, batch, _RANK)
-            if batch.status not in ("revised", "unchanged"):
-                return total
+        first = ReflectionResult("idle", 0)
+        going = ("revised", "unchanged")
+        return (yield from batches_until(self._reflecting_batch, first, going=going, rank=_RANK))
 
     refresh: ClassVar = sync_twin(_refresh_steps)
     arefresh: ClassVar = async_twin(_refresh_steps)

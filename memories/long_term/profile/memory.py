@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 
 import jsonpatch
 import yaml
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from memories.errors import ConfigError, InvalidProfileError
@@ -237,23 +237,21 @@ class ProfileMemory(ExpiringDocumentMemory):
     rollback: ClassVar = sync_twin(_rollback_steps)
     arollback: ClassVar = async_twin(_rollback_steps)
 
-    def _render(self, document: dict[str, Any] | None) -> str | list[BaseMessage]:
+    def _render(self, document: dict[str, Any] | None) -> str:
         if not document:
-            return [] if self.return_messages else ""
+            return ""
         if self.format == "text":
-            text = yaml.safe_dump(
+            return yaml.safe_dump(
                 document, sort_keys=False, allow_unicode=True, default_flow_style=False
             ).strip()
-        else:
-            text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
-        return [SystemMessage(content=text)] if self.return_messages else text
+        return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
 
     @property
     def buffer(self) -> str | list[BaseMessage]:
         """The profile as the prompt shows it."""
-        return self._render(self.get())
+        return self._prompt_value(self._render(self.get()))
 
-    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str | list[BaseMessage]]:
+    def _showing(self, inputs: Mapping[str, Any]) -> Steps[str]:
         return self._render((yield from self._get_steps()))
 
     def _queueing(self, turn: list[BaseMessage], *, due: bool = False) -> Steps[None]:
