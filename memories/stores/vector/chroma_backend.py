@@ -199,17 +199,18 @@ class ChromaBackend(RecallBackend):
     def forget_session(self) -> None:
         """Write what is queued, then delete the session's documents, then their expiry rows."""
         self.flush()
-        target, namespace = self.store.target, self._key
-        gone = self._session_ids()
-        self.store.delete(namespace, where={SESSION_KEY: self.session_id})
-        self.outbox.unindex(target, namespace, session=self.session_id)
-        self._discard_expiry(self.namespace, gone)
+        self._discard_expiry(self.namespace, self._delete_session(scrub=False))
 
-    def _session_ids(self) -> list[str]:
-        """The ids of the session's stored documents (whose expiry rows a deletion discards)."""
-        if self.expiry is None:
-            return []
-        return self._passing(None, {SESSION_KEY: self.session_id})
+    def _delete_session(self, *, scrub: bool) -> list[str]:
+        """Delete the session's stored documents (``scrub``: and Chroma's log copies) and index
+        rows; return their ids when expiry rows are kept (a deletion discards those)."""
+        mine = {SESSION_KEY: self.session_id}
+        gone = [] if self.expiry is None else self._passing(None, mine)
+        self.store.delete(self._key, where=mine)
+        if scrub:
+            self.store.scrub_log(self._key, where=mine)
+        self.outbox.unindex(self.store.target, self._key, session=self.session_id)
+        return gone
 
     def erase_namespace(self) -> None:
         """Delete every document of the namespace, queued ones too, and blank Chroma's log
@@ -237,15 +238,11 @@ class ChromaBackend(RecallBackend):
 
     def erase_session(self) -> None:
         """Delete the session's documents, queued and set-aside ones too (never written now)."""
-        target, namespace = self.store.target, self._key
         self._writer.cancel()
         with self._lane.lock:  # not while a drain writes what is being deleted
-            gone = self.outbox.erase_session(target, namespace, self.session_id)
+            gone = self.outbox.erase_session(self.store.target, self._key, self.session_id)
             self._pending.forget(gone)
-            stored = self._session_ids()
-            self.store.delete(namespace, where={SESSION_KEY: self.session_id})
-            self.store.scrub_log(namespace, where={SESSION_KEY: self.session_id})
-            self.outbox.unindex(target, namespace, session=self.session_id)
+            stored = self._delete_session(scrub=True)
         self._discard_expiry(self.namespace, [*gone, *stored])
 
     def compactions(self) -> tuple[Compaction, ...]:
@@ -581,7 +578,6 @@ def _documents(rows: Sequence[OutboxRow], namespace: str) -> list[tuple[str, str
 
 def _merge_nearest(stored: list[ScoredId], pending: list[ScoredId], n: int) -> list[ScoredId]:
     """The ``n`` nearest of the store's and the pending documents' (the store's score wins)."""
-    scores = {item.id: item.score for item in pending}
-    scores.update((item.id, item.score) for item in stored)
+    scores = {item.id: item.score for item in [*pending, *stored]}  # the store's last: it wins
     best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:n]
     return [ScoredId(doc_id, score) for doc_id, score in best]

@@ -69,11 +69,9 @@ class PendingDocuments:
         with self.lock:
             for doc_id in ids:
                 document = self._documents.get(doc_id)
-                if document is None:
-                    continue
-                if document.vector is not None:
+                if document is not None and document.vector is not None:
                     known[doc_id] = document.vector
-                else:
+                elif document is not None:
                     document.claimed = True
         return known
 

@@ -28,6 +28,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlche
 from sqlalchemy.types import UserDefinedType
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError, InvalidInputError
+from memories.kernel.background import describe_error
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.compaction import Compaction, compactions
 from memories.stores.expiry import ExpiryLedger
@@ -251,7 +252,7 @@ def _ensure_extension(database: Database, url: str) -> tuple[int, ...]:
         cause = exc.orig if isinstance(exc, DBAPIError) else exc
         raise BackendError(
             f"The PostgreSQL database {redacted(url)!r} has no pgvector extension and this user "
-            f"could not create it ({type(cause).__name__}: {cause}). Install pgvector on the "
+            f"could not create it ({describe_error(cause)}). Install pgvector on the "
             "server (e.g. apt install postgresql-16-pgvector, or see "
             "https://github.com/pgvector/pgvector#installation), then run "
             "CREATE EXTENSION vector; in that database as a user allowed to."

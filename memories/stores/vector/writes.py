@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator
 
 from memories.errors import ConfigError
-from memories.kernel.background import Debouncer, MemoryStatus
+from memories.kernel.background import Debouncer, MemoryStatus, describe_error
 from memories.stores.vector.pending import PendingDocuments
 
 __all__ = [
@@ -101,8 +101,7 @@ class WriteLane:
     @property
     def last_error(self) -> str | None:
         """The last failure as ``"ExceptionType: message"``, or None."""
-        error = self.error
-        return None if error is None else f"{type(error).__name__}: {error}"
+        return None if self.error is None else describe_error(self.error)
 
 
 # Weak: a lane lives while a memory holds it (a queued write holds its memory), no longer.
