@@ -27,7 +27,14 @@ from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
 from memories.kernel.retention import Sweeps
 from memories.kernel.steps import Steps, async_twin, blocking_twin, run, step, sync_twin
 from memories.stores.compaction import compactions
-from memories.stores.documents import PendingTurn, ProfileStore, default_url
+from memories.stores.documents import (
+    PendingTurn,
+    Plan,
+    ProfileStore,
+    default_url,
+    expecting,
+    version_of,
+)
 from memories.stores.documents.records import Also, Change, ProfileItem, Standing
 from memories.stores.documents.ttl import DocumentTTL
 from memories.stores.erasure import StoreShare
@@ -212,6 +219,13 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
             "%s %r in %r was not updated from %d queued item(s), kept for the next update: %s",
             *(self.config_type, key, ns, len(turns), error),
         )
+
+    def _writing_document(self, plan: Plan, expected: int | None = None) -> Steps[int]:
+        """Write the document ``plan`` makes from the stored one, if still at ``expected``."""
+        plan = expecting(
+            plan, expected, f"The {self.config_type} {self.key!r} in {self.namespace!r}"
+        )
+        return version_of((yield from self._store.writing(self.namespace, self.key, plan)))
 
     def _committing_many(
         self,

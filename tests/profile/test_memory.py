@@ -342,6 +342,21 @@ def test_an_update_that_keeps_losing_races_is_recorded_not_raised(url: str) -> N
     assert memory.status().pending == 1 and memory.get() == {"likes": ["tea"] * 3}
 
 
+def test_each_batch_of_a_refresh_gets_its_own_tries_against_other_writers(url: str) -> None:
+    other = ProfileMemory(url=url, namespace=("user-1",), schema=USER_SCHEMA, policy="manual")
+
+    def race(prompt: list[BaseMessage]) -> AIMessage:
+        other.update([{"op": "add", "path": "/likes/-", "value": "tea"}])
+        return tool_reply(NAME)
+
+    memory, model = make(url, [race, tool_reply(NAME)] * 3, policy="manual", max_turns_per_update=1)
+    for _ in range(3):
+        memory.save_context(*TURN)
+    result = memory.refresh()
+    assert len(model.prompts) == 6
+    assert (result.status, result.turns, memory.status().pending) == ("updated", 3, 0)
+
+
 def test_concurrent_direct_writes_all_land(url: str) -> None:
     memory = ProfileMemory(url=url, schema=USER_SCHEMA, policy="manual")
 

@@ -1,14 +1,10 @@
 """One update of a collection from conversation turns: the model proposes operations on memories.
 
-:class:`ExtractionSession` is a :class:`~memories.kernel.conversation.Conversation`
-with no I/O. The model sees the new turns and the current memories most
-related to them, each under a short alias (``m1``, ``m2``...; never a stored
-id, so it cannot invent one that happens to exist), and answers with
-operations: ``insert`` (content), ``update`` (alias, content), ``delete``
-(alias). Every operation of a reply is checked (a known alias, an enabled
-operation, content valid against the schema); a reply with any error goes
-back to the model with all of them, for a bounded number of retries. The
-reply is taken whole or not at all.
+:class:`ExtractionSession` (no I/O) shows the model the new turns and the related
+memories under short aliases (``m1``...: never a stored id, so it cannot invent one
+that exists). Every operation of a reply is checked (a known alias, an enabled
+operation, valid content); a reply with any error goes back with all of them (bounded
+retries), and a reply is taken whole or not at all.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """A collection's own rows: its ledger keys, expiry keys and index namespace, by its ``key``.
 
-Collections of one namespace on one database are told apart by their ``key``
-(:class:`~memories.long_term.stored.StoredDocumentMemory`'s). The default
-key's rows are where every collection kept them before keys were told apart
-(``memory:<id>``, expiry rows keyed by the id, the namespace's index), so an
-existing single-collection database reads back unchanged; another key's are
-``memory.<key>:<id>``, ``<key>:<id>`` and an index namespace with one more
-label, ``collection:<key>`` (the key quoted: ``%``, ``.``, ``:``, ``/``...).
-A memory id has no ``:``, so no key's rows are a prefix of another's.
+Collections of one namespace on one database are told apart by their ``key``. The
+default key's rows are where every collection kept them before keys were told apart,
+so an existing single-collection database reads back unchanged; another key's carry
+the key, quoted (:class:`Rows`). A memory id has no ``:``, so no key's rows are a
+prefix of another's.
 """
 
 from __future__ import annotations
@@ -70,7 +67,7 @@ class Rows:
         return "" if self.key == DEFAULT_KEY else f"{_quoted(self.key)}:"
 
     def index_namespace(self, namespace: Namespace) -> Namespace:
-        """The namespace of the collection's index documents."""
+        """The namespace of the collection's index documents: one more label for another key."""
         own = () if self.key == DEFAULT_KEY else (f"collection:{_quoted(self.key)}",)
         return (*namespace, *own)
 

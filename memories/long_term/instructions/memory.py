@@ -38,7 +38,6 @@ from memories.stores.documents import (
     ProfileChange,
     ProfileItem,
     current,
-    expecting,
     replacing,
     version_of,
 )
@@ -270,14 +269,8 @@ class InstructionsMemory(ExpiringDocumentMemory):
         return self._render((yield from self._get_steps()))
 
     def _committing(self, plan: Any, kind: str, expected: int | None = None) -> Steps[int]:
-        """Compare-and-set: read, plan the new document from it, commit if nobody wrote since."""
-        what = f"The instructions {self.key!r} in {self.namespace!r}"
-        written = yield from self._store.writing(
-            self.namespace,
-            self.key,
-            expecting(lambda item: replacing(plan(item), kind)(item), expected, what),
-        )
-        return version_of(written)
+        """Write the prompts ``plan`` makes from the stored document, as a change of ``kind``."""
+        return self._writing_document(lambda item: replacing(plan(item), kind)(item), expected)
 
     def _put_steps(
         self,

@@ -32,10 +32,8 @@ from memories.long_term.profile.update import (
 )
 from memories.long_term.stored import ExpiringDocumentMemory, TurnPolicy
 from memories.stores.documents import (
-    Plan,
     ProfileChange,
     ProfileItem,
-    expecting,
     patching,
     replacing,
     version_of,
@@ -169,10 +167,6 @@ class ProfileMemory(ExpiringDocumentMemory):
             )
         return document
 
-    def _writing(self, plan: Plan, expected: int | None = None) -> Steps[int]:
-        plan = expecting(plan, expected, f"The profile {self.key!r} in {self.namespace!r}")
-        return version_of((yield from self._store.writing(self.namespace, self.key, plan)))
-
     def _put_steps(
         self, document: Mapping[str, Any], *, expected_version: int | None = None
     ) -> Steps[int]:
@@ -192,7 +186,9 @@ class ProfileMemory(ExpiringDocumentMemory):
                 f"A profile is a JSON object (a dict); got {type(document).__name__}."
             )
         target = self._checked(json_copy(document, "document"), "The document")
-        return self._writing(replacing(target, "put", self._schema.initial()), expected_version)
+        return self._writing_document(
+            replacing(target, "put", self._schema.initial()), expected_version
+        )
 
     put: ClassVar = sync_twin(_put_steps)
     aput: ClassVar = async_twin(_put_steps)
@@ -211,7 +207,7 @@ class ProfileMemory(ExpiringDocumentMemory):
             VersionConflictError: the profile moved past ``expected_version`` (as in :meth:`put`).
         """
         plan = patching(parse_patch(patch), self._checked, self._schema.initial())
-        return self._writing(plan, expected_version)
+        return self._writing_document(plan, expected_version)
 
     update: ClassVar = sync_twin(_update_steps)
     aupdate: ClassVar = async_twin(_update_steps)

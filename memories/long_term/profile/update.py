@@ -39,6 +39,7 @@ from memories.kernel.patching import (
 )
 from memories.kernel.steps import Steps, step
 from memories.long_term.profile.schema import ProfileSchema
+from memories.long_term.stored import batches_until
 from memories.stores.documents import (
     BaseProfileStore,
     PendingTurn,
@@ -258,7 +259,7 @@ class Updater:
 
     Each batch is an :class:`UpdateSession` (the model calls made unlocked)
     committed with compare-and-set, redone from the new version when another
-    writer got in first (at most three times).
+    writer got in first (at most three times a batch).
     """
 
     store: BaseProfileStore
@@ -281,24 +282,24 @@ class Updater:
 
     def refreshing(self) -> Steps[UpdateResult]:
         """Fold every queued turn in, stopping at the first failed batch."""
+        return (yield from batches_until(self._batch, UpdateResult("idle", 0), rank=_RANK))
+
+    def _batch(self) -> Steps[UpdateResult]:
+        """One model call's worth of queued turns, redone when another writer got in first."""
         store, ns, key = self.store, self.namespace, self.key
-        result, conflicts = UpdateResult("idle", 0), 0
-        while True:
+        for _ in range(_MAX_CONFLICTS):
             item = yield step(store.load, ns, key)
             if self.once and item is not None and item.value is not None:
-                return merge_results(result, UpdateResult("frozen", version_of(item)))
+                return UpdateResult("frozen", version_of(item))
             turns = yield step(store.pending, ns, key, limit=self.max_turns)
             if not turns:
-                return merge_results(result, UpdateResult("idle", version_of(item)))
+                return UpdateResult("idle", version_of(item))
             outcome = yield from conversing(self._session(item, turns), self.caller, self.model)
             if not outcome.ok:
-                return merge_results(result, (yield from self._giving_up(item, turns, outcome)))
+                return (yield from self._giving_up(item, turns, outcome))
             if not outcome.operations:
                 yield step(store.drop_pending, ns, key, [t.id for t in turns])
-                result = merge_results(
-                    result, UpdateResult("unchanged", version_of(item), len(turns))
-                )
-                continue
+                return UpdateResult("unchanged", version_of(item), len(turns))
             written = yield step(
                 store.commit,
                 *(ns, key, outcome.document),
@@ -308,16 +309,13 @@ class Updater:
                 turns=turns,
             )
             if written is not None:
-                result = merge_results(result, UpdateResult("updated", written.version, len(turns)))
-                continue
-            conflicts += 1
-            if conflicts >= _MAX_CONFLICTS:
-                contended = replace(
-                    outcome,
-                    error=f"Other writers changed the profile {_MAX_CONFLICTS} times while it "
-                    "was being updated; the turns are kept for the next update.",
-                )
-                return merge_results(result, (yield from self._giving_up(item, turns, contended)))
+                return UpdateResult("updated", written.version, len(turns))
+        contended = replace(
+            outcome,
+            error=f"Other writers changed the profile {_MAX_CONFLICTS} times while it "
+            "was being updated; the turns are kept for the next update.",
+        )
+        return (yield from self._giving_up(item, turns, contended))
 
     def _session(self, item: ProfileItem | None, turns: Sequence[PendingTurn]) -> UpdateSession:
         document = current(item, self.schema.initial())

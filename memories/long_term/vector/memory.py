@@ -1,12 +1,10 @@
 """``VectorMemory``: every turn a document, recalled by relevance to the input.
 
 Each ``save_context`` stores the turn as one document, ``"input: ...\\noutput: ..."``
-as LangChain's ``VectorStoreRetrieverMemory`` writes it, with metadata:
-namespace, session, turn index, timestamp, speakers, and whatever the caller
-adds. Storing and searching are its backend's (:mod:`memories.stores.vector.backend`):
-by default :class:`~memories.stores.vector.chroma_backend.ChromaBackend` (Chroma
-embedded, in memory or on a server, an outbox that loses nothing when the
-store is down, hybrid recall), built from this memory's fields.
+as LangChain's ``VectorStoreRetrieverMemory`` writes it, with its namespace, session,
+turn index, timestamp, speakers and the caller's metadata. Storing and searching are
+its backend's (:mod:`memories.stores.vector.backend`; Chroma by default, built from
+this memory's fields: :class:`~memories.long_term.indexed.IndexedMemory`).
 """
 
 from __future__ import annotations
@@ -48,10 +46,8 @@ class VectorMemory(DocumentMemory):
         k: how many documents ``load_memory_variables`` and ``search`` return.
         recall: how documents are ranked (a :class:`~memories.stores.recall.RecallConfig`
             or a dict of its fields); the default is the best measured on LoCoMo.
-        write: ``"background"`` (default): ``save_context`` returns once the turn is in
-            the outbox, and a background thread embeds and stores it; searches see it
-            at once. ``"sync"``: ``save_context`` returns once Chroma has the turn.
-            See :meth:`save_context` for how failures surface in each mode.
+        write: ``"background"`` (default) or ``"sync"``, as in ``DocumentMemory``;
+            :meth:`save_context` says how failures surface in each mode.
         memory_key: the prompt variable this memory fills.
         input_key: the chain input to store and search with; by default the
             only input that is not a memory variable.

@@ -1,12 +1,10 @@
 """LangChain's ``VectorStoreRetrieverMemory``, with its arguments and its document format.
 
-Each run becomes one ``"key: value"`` line per input (less the memory key
-and ``exclude_input_keys``) and per output. With ``retriever=`` the memory's
-backend is :class:`~memories.stores.vector.langchain_backend.VectorStoreBackend`,
-which does exactly what LangChain's class does: documents go in with
-``add_documents``, loading returns ``retriever.invoke(input)``. Without a
-retriever it is a :class:`~memories.long_term.vector.VectorMemory` (Chroma, hybrid
-recall, namespaces, outbox) that writes LangChain's document format.
+Each run becomes one ``"key: value"`` line per input (less the memory key and
+``exclude_input_keys``) and per output. With ``retriever=`` the backend is
+:class:`~memories.stores.vector.langchain_backend.VectorStoreBackend`, doing what
+LangChain's class does (``add_documents``, then ``retriever.invoke(input)``); without,
+a :class:`~memories.long_term.vector.VectorMemory` writing LangChain's document format.
 """
 
 from __future__ import annotations
