@@ -38,10 +38,7 @@ class RankParts(NamedTuple):
 
 
 def best_first(scores: Mapping[str, float], limit: int | None = None, /) -> list[ScoredId]:
-    """Scored ids from best to worst, ties broken by id (only the best ``limit`` if given).
-
-    By id, so the order never depends on the order of the inputs.
-    """
+    """Scored ids best first, ties by id (not input order); only the best ``limit`` if given."""
     items = scores.items()
     if limit is None or limit >= len(scores):
         ranked = sorted(items, key=_order)
