@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memories.stores.recall.types import ScoredId
+from memories.stores.recall.types import ScoredId, best_first
 
 __all__ = ["min_max_fusion", "reciprocal_rank_fusion"]
 
@@ -19,11 +19,6 @@ def _weights(n_lists: int, weights: Sequence[float] | None) -> Sequence[float]:
     if any(w < 0 for w in weights):
         raise ValueError(f"Fusion weights must be >= 0, got {list(weights)!r}.")
     return weights
-
-
-def _sorted(scores: dict[str, float]) -> list[ScoredId]:
-    # Ties go to the smaller id, so the order never depends on the order of the inputs.
-    return [ScoredId(i, s) for i, s in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
 
 
 def min_max_fusion(
@@ -65,7 +60,7 @@ def min_max_fusion(
         for item in ranking:
             unit = max(0.0, (item.score - low) / span) if span > 0 else 1.0
             fused[item.id] = fused.get(item.id, 0.0) + weight * unit
-    return _sorted(fused)
+    return best_first(fused)
 
 
 def reciprocal_rank_fusion(
@@ -93,4 +88,4 @@ def reciprocal_rank_fusion(
     for ranking, weight in zip(rankings, _weights(len(rankings), weights), strict=True):
         for rank, item in enumerate(ranking, start=1):
             fused[item.id] = fused.get(item.id, 0.0) + weight / (k + rank)
-    return _sorted(fused)
+    return best_first(fused)

@@ -7,11 +7,10 @@ so each turn's score gains a share of its neighbours' scores.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from memories.stores.recall.types import ScoredId
+from memories.stores.recall.types import ScoredId, best_first
 
 __all__ = ["TurnPosition", "beside", "neighbour_positions", "smooth_neighbours"]
 
@@ -114,17 +113,3 @@ def position_map(positions: Mapping[str, TurnPosition], doc_at: _DocAt | None, /
     """``doc_at`` if given, else the document at each ``(session, index)`` of ``positions``."""
     # Plain (session, index) keys: tuples hash and compare in C.
     return doc_at if doc_at is not None else {(p.session, p.index): i for i, p in positions.items()}
-
-
-def best_first(scores: Mapping[str, float], limit: int | None = None, /) -> list[ScoredId]:
-    """Scored ids from best to worst, ties broken by id (only the best ``limit`` if given)."""
-    items = scores.items()
-    if limit is None or limit >= len(scores):
-        ranked = sorted(items, key=_order)
-    else:
-        ranked = heapq.nsmallest(limit, items, key=_order)
-    return [ScoredId(doc_id, score) for doc_id, score in ranked]
-
-
-def _order(item: tuple[str, float]) -> tuple[float, str]:
-    return -item[1], item[0]

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from memories.stores.recall.config import RecallConfig
 from memories.stores.recall.fusion import min_max_fusion, reciprocal_rank_fusion
 from memories.stores.recall.matches import exchange_ids, matches_first
-from memories.stores.recall.neighbours import TurnPosition, beside, best_first, smooth_neighbours
+from memories.stores.recall.neighbours import TurnPosition, beside, smooth_neighbours
 from memories.stores.recall.speakers import boost_speakers
-from memories.stores.recall.types import RankParts, ScoredId
+from memories.stores.recall.types import RankParts, ScoredId, best_first
 
 __all__ = ["rank_candidates", "rank_parts"]
 

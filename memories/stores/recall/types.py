@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Mapping
 from typing import NamedTuple
 
-__all__ = ["RankParts", "ScoredId"]
+__all__ = ["RankParts", "ScoredId", "best_first"]
 
 
 class ScoredId(NamedTuple):
@@ -33,3 +35,20 @@ class RankParts(NamedTuple):
     """From BM25, the same way."""
     neighbours: float
     """Lent by the turns around it in its session (and a boost when the query named its speaker)."""
+
+
+def best_first(scores: Mapping[str, float], limit: int | None = None, /) -> list[ScoredId]:
+    """Scored ids from best to worst, ties broken by id (only the best ``limit`` if given).
+
+    By id, so the order never depends on the order of the inputs.
+    """
+    items = scores.items()
+    if limit is None or limit >= len(scores):
+        ranked = sorted(items, key=_order)
+    else:
+        ranked = heapq.nsmallest(limit, items, key=_order)
+    return [ScoredId(doc_id, score) for doc_id, score in ranked]
+
+
+def _order(item: tuple[str, float]) -> tuple[float, str]:
+    return -item[1], item[0]

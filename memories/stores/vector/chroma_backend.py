@@ -22,7 +22,7 @@ from memories.kernel.background import BackgroundWork, describe_error
 from memories.kernel.steps import Steps, blocking_twin, run, step
 from memories.stores.compaction import Compaction, chroma_compaction, compactions
 from memories.stores.expiry import ExpiryLedger
-from memories.stores.recall import ScoredId
+from memories.stores.recall.types import ScoredId, best_first
 from memories.stores.vector.backend import VectorQuery
 from memories.stores.vector.embedded import Embeddable, document_vectors
 from memories.stores.vector.filters import NAMESPACE_KEY, check_filter
@@ -578,6 +578,4 @@ def _documents(rows: Sequence[OutboxRow], namespace: str) -> list[tuple[str, str
 
 def _merge_nearest(stored: list[ScoredId], pending: list[ScoredId], n: int) -> list[ScoredId]:
     """The ``n`` nearest of the store's and the pending documents' (the store's score wins)."""
-    scores = {item.id: item.score for item in [*pending, *stored]}  # the store's last: it wins
-    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:n]
-    return [ScoredId(doc_id, score) for doc_id, score in best]
+    return best_first({item.id: item.score for item in [*pending, *stored]}, n)  # stored last

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memories.stores.recall import ScoredId
+from memories.stores.recall.types import ScoredId, best_first
 from memories.stores.vector.recall_index import document_date
 from memories.stores.vector.scoring import cosines
 
@@ -128,5 +128,4 @@ class PendingDocuments:
                 for i, d in self._documents.items()
                 if d.vector is not None and len(d.vector) == len(vector)
             }
-        ranked = sorted(cosines(vector, embedded).items(), key=lambda item: (-item[1], item[0]))
-        return [ScoredId(doc_id, score) for doc_id, score in ranked[:n]]
+        return best_first(cosines(vector, embedded), n)

@@ -32,7 +32,7 @@ from memories.kernel.background import describe_error
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step
 from memories.stores.compaction import Compaction, compactions
 from memories.stores.expiry import ExpiryLedger
-from memories.stores.recall import ScoredId
+from memories.stores.recall.types import ScoredId, best_first
 from memories.stores.sql import Database, get_engine, redacted
 from memories.stores.vector import recall_tables
 from memories.stores.vector.embedded import document_vectors
@@ -671,8 +671,7 @@ class PgVectorBackend(RecallBackend):
                 _nearest_sql(len(vector), filtered), params.values
             ).all()
         # A relaxed iterative scan may give neighbours slightly out of order.
-        best = sorted((-float(score), doc_id) for doc_id, score in found)  # best first, then by id
-        return [ScoredId(doc_id, -negated) for negated, doc_id in best]
+        return best_first({doc_id: float(score) for doc_id, score in found})
 
     def _passing(self, ids: list[str], where: Mapping[str, Any]) -> list[str]:
         found = self._read("doc_id", "filter documents", ids=ids, where=where)

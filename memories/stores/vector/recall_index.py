@@ -32,7 +32,7 @@ from memories.stores.recall import (
     speaker_key,
 )
 from memories.stores.recall.ranking import rank_parts
-from memories.stores.recall.types import RankParts
+from memories.stores.recall.types import RankParts, best_first
 from memories.stores.sql import Database
 from memories.stores.vector.recall_tables import (
     _BLOCKS_AROUND,
@@ -688,9 +688,7 @@ class RecallIndex:
             # Twice the limit, so that ties at the cut are settled by id below, as BM25Index does.
             best = postings.best(weights, c=k1 * (1.0 - b), slope=slope, n=2 * limit + 8)
             ids = dict(_select_in(connection, _IDS_OF_KEYS, _documents.c.key, list(best)))
-        found_ids = [(ids[key], score) for key, score in best.items() if key in ids]
-        found_ids.sort(key=lambda item: (-item[1], item[0]))
-        return [ScoredId(doc_id, score) for doc_id, score in found_ids[:limit]]
+        return best_first({ids[key]: score for key, score in best.items() if key in ids}, limit)
 
     def positions(
         self, space: Space, ids: Iterable[str], *, window: int

@@ -16,7 +16,7 @@ import numpy as np
 from memories.errors import InvalidInputError
 from memories.stores.recall import RecallConfig, ScoredId, rank_candidates, scores
 from memories.stores.recall.scores import DEFAULT_CALIBRATION, term_coverage
-from memories.stores.recall.types import RankParts
+from memories.stores.recall.types import RankParts, best_first
 from memories.stores.vector.recall_index import document_date
 from memories.stores.vector.records import SearchResult
 
@@ -106,7 +106,7 @@ def search_texts(
     """The best ``k`` of a few (text, embedding) pairs held in hand, ranked as a live search."""
     n = max(config.candidates, k)
     cos = cosines(vector, {i: v for i, (_, v) in held.items()}) if config.uses_dense else {}
-    dense = sorted((ScoredId(*item) for item in cos.items()), key=lambda s: (-s.score, s.id))
+    dense = best_first(cos)
     index = config.lexical_index()
     index.add_many("held", ((i, text) for i, (text, _) in held.items()))
     lexical = index.search("held", query, limit=n) if config.uses_lexical else []
