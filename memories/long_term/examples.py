@@ -286,7 +286,6 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         """The ``k`` examples that best match ``query``, best first.
 
         Args:
-            query: the text to match.
             k: how many; default ``self.k``.
             filter: a metadata filter, applied with ``self.filter``.
             min_feedback: the lowest feedback score shown; default ``self.min_feedback``.

@@ -488,7 +488,6 @@ class DocumentMemory(IndexedMemory):
         """The ``k`` documents of this namespace that best match ``query``, best first.
 
         Args:
-            query: the text to match.
             k: how many to return at most; default ``self.k``.
             filter: a Chroma ``where`` clause on metadata, e.g.
                 ``{"session": "s1"}`` or ``{"$and": [...]}``. It may not name
@@ -528,7 +527,6 @@ class DocumentMemory(IndexedMemory):
         ``timestamp`` (seconds since the epoch) for when it was said.
 
         Args:
-            texts: the documents.
             metadatas: one dict (or None) per text.
             ids: one id per text; an existing id is replaced. Default: new ids.
             progress: show a progress bar; default: for more than 1,000 texts.
