@@ -542,13 +542,8 @@ class ChromaBackend(RecallBackend):
     ) -> tuple[list[SearchResult], dict[str, list[float]]]:
         """The records of the ranked ids: pending ones from the index, the rest from the store
         (with the embeddings of those in ``embeddings_for``, in the same read)."""
-        known: dict[str, tuple[str, dict[str, Any]]] = {}
-        pending = self._pending
-        with pending.lock:
-            for item in ranked:
-                document = pending.get(item.id)
-                if document is not None:
-                    known[item.id] = (document.text, dict(document.metadata))
+        held = {s.id: d for s in ranked if (d := self._pending.get(s.id)) is not None}
+        known = {i: (d.text, dict(d.metadata)) for i, d in held.items()}
         missing = [s.id for s in ranked if s.id not in known]
         fetched: dict[str, list[float]] = {}
         with_embeddings = not embeddings_for.isdisjoint(missing)
