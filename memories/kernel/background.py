@@ -93,8 +93,10 @@ class Debouncer:
         workers: int = 1,
         name: str = "memories-background",
     ) -> None:
-        if delay < 0:
-            raise ValueError(f"delay must be >= 0 seconds, got {delay}")
+        for what, seconds in (("delay", delay), ("max_wait", max_wait)):
+            number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+            if seconds is not None and not (number and 0 <= seconds < float("inf")):
+                raise ValueError(f"{what} must be a number of seconds >= 0, got {seconds!r:.80}")
         whole_number(max_pending, "max_pending", least=1)
         whole_number(workers, "workers", least=1)
         if when_full not in ("drop_oldest", "run_inline"):

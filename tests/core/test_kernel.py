@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
@@ -399,3 +399,12 @@ def test_the_buffer_string_is_langchains_and_reads_no_text_property_for_plain_me
     )  # type: ignore[attr-defined]
     assert format_buffer(plain, "Human", "AI") == "System: rules\nHuman: hi\nAI: hello\nHuman: "
     assert read == []
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"delay": "1"}, {"delay": -1}, {"delay": float("nan")}, {"max_wait": float("inf")}],
+)
+def test_a_debouncer_refuses_a_wait_that_is_not_seconds(options: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="must be a number of seconds >= 0"):
+        Debouncer(**options)

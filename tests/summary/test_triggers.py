@@ -135,6 +135,9 @@ def test_a_summary_memory_with_a_trigger_folds_only_when_it_fires() -> None:
         ({"trigger": []}, "empty list"),
         ({"keep": ("topic", 0.5)}, "not one of"),
         ({"trigger": ("messages", True)}, "needs a number"),
+        ({"trigger": ("tokens", float("inf"))}, "whole number"),
+        ({"keep": ("messages", float("nan"))}, "whole number"),
+        ({"trigger": ("tokens", 2.5)}, "whole number"),
     ],
 )
 def test_bad_triggers_and_keeps_are_refused_by_name(options: dict[str, Any], message: str) -> None:

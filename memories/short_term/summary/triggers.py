@@ -70,7 +70,7 @@ def _size(value: Any, kinds: Sequence[str], what: str) -> Size:
         raise ConfigError(f"{what} kind {kind!r} is not one of {', '.join(kinds)}.")
     if isinstance(number, bool) or not isinstance(number, int | float):
         raise ConfigError(f"{what} ({kind!r}, ...) needs a number, got {number!r:.40}.")
-    if kind in ("tokens", "messages") and (number != int(number) or number < 1):
+    if kind in ("tokens", "messages") and (not float(number).is_integer() or number < 1):
         raise ConfigError(f"{what} ({kind!r}, {number!r}) needs a whole number of at least 1.")
     if kind in ("fraction", "topic") and not 0 < number <= 1:
         raise ConfigError(f"{what} ({kind!r}, {number!r}) needs a number in (0, 1].")
