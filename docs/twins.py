@@ -1,50 +1,68 @@
-"""A griffe extension: the API pages show a twin made from a loop of steps as the method it is.
+"""A griffe extension: the API pages show twins made from a loop of steps as the methods they are.
 
-``search: ClassVar = sync_twin(_search_steps)`` (:mod:`memories.kernel.steps`) reads,
-to griffe, as an attribute. At run time it is a method with the steps function's
-signature and docstring, returning what the loop returns; this gives the page that.
+``search, asearch = twins(_search_steps)`` (:mod:`memories.kernel.steps`) is, to
+griffe, an assignment it does not record. At run time it makes two methods with
+the steps function's signature, returning what the loop returns; this gives the
+page those.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 from typing import Any
 
 import griffe
 
-#: The makers of twins, and whether the twin they make is async.
-MAKERS = {"sync_twin": False, "async_twin": True}
-
 
 class Twins(griffe.Extension):
-    """Turns each ``name = sync_twin(f)`` / ``async_twin(f)`` of a class into a method."""
+    """Turns each ``name, aname = twins(_name_steps)`` of a class body into two methods."""
 
-    def on_class_members(self, *, cls: griffe.Class, **kwargs: Any) -> None:
-        for name, member in list(cls.members.items()):
-            value = getattr(member, "value", None)
-            if not isinstance(value, griffe.ExprCall) or str(value.function) not in MAKERS:
+    def on_class_members(self, *, node: ast.AST | Any, cls: griffe.Class, **kwargs: Any) -> None:
+        for statement in getattr(node, "body", ()):
+            made = _twins_made(statement)
+            if made is None:
                 continue
-            steps = cls.members[str(value.arguments[0])]
-            returns = steps.returns  # Steps[T]: the method returns T
-            if isinstance(returns, griffe.ExprSubscript):
-                returns = returns.slice
-            asynchronous = MAKERS[str(value.function)]
-            text = f"Async :meth:`{name[1:]}`." if asynchronous else steps.docstring.value
-            twin = griffe.Function(
-                name,
-                lineno=member.lineno,
-                endlineno=member.endlineno,
-                parameters=griffe.Parameters(*(copy.copy(p) for p in steps.parameters)),
-                returns=returns,
-                parent=cls,
-            )
-            twin.docstring = griffe.Docstring(
-                text,
-                lineno=member.lineno,
-                parent=twin,
-                parser=steps.docstring.parser,
-                parser_options=steps.docstring.parser_options,
-            )
-            if asynchronous:
-                twin.labels.add("async")
-            cls.set_member(name, twin)
+            names, steps_name = made
+            steps = cls.members[steps_name]
+            for name, asynchronous in zip(names, (False, True), strict=True):
+                cls.set_member(name, _method(cls, steps, name, statement, asynchronous))
+
+
+def _twins_made(statement: ast.stmt) -> tuple[list[str], str] | None:
+    """``([name, aname], "_name_steps")`` of a ``name, aname = twins(_name_steps)`` line."""
+    if not isinstance(statement, ast.Assign) or not isinstance(statement.value, ast.Call):
+        return None
+    call, (target,) = statement.value, statement.targets
+    if not (isinstance(call.func, ast.Name) and call.func.id == "twins"):
+        return None
+    assert isinstance(target, ast.Tuple) and isinstance(call.args[0], ast.Name)
+    return [str(getattr(e, "id", "")) for e in target.elts], call.args[0].id
+
+
+def _method(
+    cls: griffe.Class, steps: Any, name: str, statement: ast.stmt, asynchronous: bool
+) -> griffe.Function:
+    """The method ``name`` made from ``steps``, documented as ``steps`` is."""
+    returns = steps.returns  # Steps[T]: the method returns T
+    if isinstance(returns, griffe.ExprSubscript):
+        returns = returns.slice
+    method = griffe.Function(
+        name,
+        lineno=statement.lineno,
+        endlineno=statement.end_lineno,
+        parameters=griffe.Parameters(*(copy.copy(p) for p in steps.parameters)),
+        returns=returns,
+        parent=cls,
+    )
+    text = f"Async :meth:`{name.removeprefix('a')}`." if asynchronous else steps.docstring.value
+    method.docstring = griffe.Docstring(
+        text,
+        lineno=statement.lineno,
+        parent=method,
+        parser=steps.docstring.parser,
+        parser_options=steps.docstring.parser_options,
+    )
+    if asynchronous:
+        method.labels.add("async")
+    return method

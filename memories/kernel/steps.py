@@ -6,9 +6,8 @@ and receives its result; :func:`run` performs the steps with the sync methods,
 policy between steps exists once. With ``lock=`` a runner holds that plain
 :class:`threading.Lock` (the async runner waits for it on a worker thread) and
 lets go only around ``unlocked=True`` steps, such as a model call.
-:func:`sync_twin` and :func:`async_twin` make a public method and its async twin
-from one loop. Blocking work with no loop to share leaves the event loop
-through :func:`to_thread`.
+:func:`twins` makes a public method and its async twin from one loop. Blocking
+work with no loop to share leaves the event loop through :func:`to_thread`.
 """
 
 from __future__ import annotations
@@ -27,14 +26,13 @@ __all__ = [
     "Step",
     "Steps",
     "arun",
-    "async_twin",
     "blocking_twin",
     "bounded_call",
     "inline_twin",
     "run",
     "step",
-    "sync_twin",
     "to_thread",
+    "twins",
 ]
 
 T = TypeVar("T")
@@ -231,7 +229,7 @@ def inline_twin(
 
 
 class Method(Protocol[S_contra, P, T_co]):
-    """A method made by :func:`sync_twin` or :func:`async_twin`, as mypy sees it.
+    """A method made by :func:`twins`, as mypy sees it.
 
     A protocol with ``__get__`` rather than a ``Callable``: mypy reads a ``Callable``
     against the base class's signature of an overridden method (``status``,
@@ -245,29 +243,21 @@ class Method(Protocol[S_contra, P, T_co]):
     def __call__(self, obj: S_contra, /, *args: P.args, **kwargs: P.kwargs) -> T_co: ...
 
 
-def sync_twin(steps: Callable[Concatenate[S, P], Steps[T]], /) -> Method[S, P, T]:
-    """The public method that runs the loop ``steps`` with :func:`run`.
-
-    Written in a class body as ``search: ClassVar = sync_twin(_search_steps)``
-    beside ``asearch: ClassVar = async_twin(_search_steps)``, so the signature and
-    docstring are written once, on the steps function. The bare ``ClassVar`` keeps
-    the pydantic mypy plugin from reading a field, and mypy infers the method's
-    exact signature; the API pages show both as methods (``docs/twins.py``). The
-    twin calls the steps function by name, so a subclass's override is the one run.
-    """
-    twin: Method[S, P, T] = _of_steps(steps, asynchronous=False)
-    return twin
-
-
-def async_twin(
+def twins(
     steps: Callable[Concatenate[S, P], Steps[T]], /
-) -> Method[S, P, Coroutine[Any, Any, T]]:
-    """The async twin of :func:`sync_twin`'s method: the same loop, run with :func:`arun`.
+) -> tuple[Method[S, P, T], Method[S, P, Coroutine[Any, Any, T]]]:
+    """A public method that runs the loop ``steps`` with :func:`run`, and its async twin.
 
-    A step's async method (a model's ``aembed_query``) is awaited, not run on a thread.
+    Written in a class body as ``search, asearch = twins(_search_steps)``, so the
+    signature and docstring are written once, on the steps function; mypy infers
+    each method's exact signature and the API pages show both as methods
+    (``docs/twins.py``). Each calls the steps function by name, so a subclass's
+    override is the one run. The async twin runs the loop with :func:`arun`: a
+    step's async method (a model's ``aembed_query``) is awaited, not run on a thread.
     """
+    method: Method[S, P, T] = _of_steps(steps, asynchronous=False)
     twin: Method[S, P, Coroutine[Any, Any, T]] = _of_steps(steps, asynchronous=True)
-    return twin
+    return method, twin
 
 
 def _of_steps(steps: Callable[..., Any], *, asynchronous: bool) -> Any:

@@ -36,7 +36,7 @@ from memories.kernel.messages import (
     load_message,
     message_text,
 )
-from memories.kernel.steps import Steps, async_twin, run, step, sync_twin
+from memories.kernel.steps import Steps, run, step, twins
 from memories.long_term.indexed import DocumentMemory, show_progress
 from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
@@ -203,8 +203,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         yield from self._storing(step(self.backend.add, [row], progress=False), [row.doc_id])
         return row.doc_id
 
-    add_example: ClassVar = sync_twin(_add_example_steps)
-    aadd_example: ClassVar = async_twin(_add_example_steps)
+    add_example, aadd_example = twins(_add_example_steps)
 
     def _add_examples_steps(
         self,
@@ -224,8 +223,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         yield from self._storing(adding, [row.doc_id for row in rows])
         return [row.doc_id for row in rows]
 
-    add_examples: ClassVar = sync_twin(_add_examples_steps)
-    aadd_examples: ClassVar = async_twin(_add_examples_steps)
+    add_examples, aadd_examples = twins(_add_examples_steps)
 
     # -- feedback ---------------------------------------------------------------
 
@@ -263,8 +261,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         yield step(self.backend.add, [row], progress=False)
         return Example.of(SearchResult(stored.text, meta, 0.0, stored.id))
 
-    feedback: ClassVar = sync_twin(_feedback_steps)
-    afeedback: ClassVar = async_twin(_feedback_steps)
+    feedback, afeedback = twins(_feedback_steps)
 
     def get(self, ids: Sequence[str], /) -> list[Example]:
         """The examples of this namespace with these ids (unknown ids are left out)."""
@@ -308,8 +305,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
             examples = _diverse(examples, target, vectors, self.lambda_mult)
         return self._within_budget(examples, wanted)
 
-    select: ClassVar = sync_twin(_select_steps)
-    aselect: ClassVar = async_twin(_select_steps)
+    select, aselect = twins(_select_steps)
 
     def _select_examples_steps(
         self, input_variables: dict[str, Any]
@@ -318,8 +314,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         examples = yield from self._select_steps(self._query_text(input_variables))
         return [self._returned(e) for e in examples]
 
-    select_examples: ClassVar = sync_twin(_select_examples_steps)
-    aselect_examples: ClassVar = async_twin(_select_examples_steps)
+    select_examples, aselect_examples = twins(_select_examples_steps)
 
     def _within_budget(self, examples: list[Example], k: int) -> list[Example]:
         """The first ``k`` examples that fit ``max_tokens`` together, in their order."""
@@ -360,8 +355,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         turn = turn_messages_for(self, inputs, outputs)
         yield from self._recording(self._turn_row(turn, turn_id, metadata), turn_id)
 
-    save_context: ClassVar = sync_twin(_save_context_steps)
-    asave_context: ClassVar = async_twin(_save_context_steps)
+    save_context, asave_context = twins(_save_context_steps)
 
     def _save_messages_steps(
         self,
@@ -375,8 +369,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         row = self._turn_row(_agent_turn(messages), turn_id, metadata)
         yield from self._recording(row, turn_id)
 
-    save_messages: ClassVar = sync_twin(_save_messages_steps)
-    asave_messages: ClassVar = async_twin(_save_messages_steps)
+    save_messages, asave_messages = twins(_save_messages_steps)
 
     def _recording(self, row: OutboxRow | None, turn_id: str | None) -> Steps[None]:
         if row is not None:  # None: record_turns is off
@@ -388,8 +381,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         found = yield from self._select_steps(input_text_for(self, inputs))
         return {self.memory_key: self._shown(found)}
 
-    load_memory_variables: ClassVar = sync_twin(_load_memory_variables_steps)
-    aload_memory_variables: ClassVar = async_twin(_load_memory_variables_steps)
+    load_memory_variables, aload_memory_variables = twins(_load_memory_variables_steps)
 
     # -- building documents and prompt values (pure) ----------------------------
 

@@ -25,7 +25,7 @@ from memories.kernel.embeddings import resolve_embeddings
 from memories.kernel.namespaces import Namespace, NamespaceField, in_namespace, namespace_text
 from memories.kernel.paths import default_file
 from memories.kernel.retention import Sweeps
-from memories.kernel.steps import Step, Steps, async_twin, blocking_twin, run, step, sync_twin
+from memories.kernel.steps import Step, Steps, blocking_twin, run, step, twins
 from memories.stores.erasure import StoreShare
 from memories.stores.expiry import OWN, Expiring, ExpiryLedger, Rule
 from memories.stores.recall import RecallConfig
@@ -507,8 +507,7 @@ class DocumentMemory(IndexedMemory):
         found = yield from self._live_search(self._request(query, k, filter))
         return passing(found, floor)
 
-    search: ClassVar = sync_twin(_search_steps)
-    asearch: ClassVar = async_twin(_search_steps)
+    search, asearch = twins(_search_steps)
 
     def add(
         self,
@@ -550,8 +549,7 @@ class DocumentMemory(IndexedMemory):
         """
         yield step(self.backend.delete, *self._deletion(ids, filter))
 
-    delete: ClassVar = sync_twin(_delete_steps)
-    adelete: ClassVar = async_twin(_delete_steps)
+    delete, adelete = twins(_delete_steps)
 
     def flush(self, *, timeout: float | None = None) -> bool:
         """Write every queued document to the store now and wait for it.
@@ -608,15 +606,13 @@ class DocumentMemory(IndexedMemory):
         """
         yield step(self.backend.forget_session)
 
-    clear: ClassVar = sync_twin(_clear_steps)
-    aclear: ClassVar = async_twin(_clear_steps)
+    clear, aclear = twins(_clear_steps)
 
     def _erase_namespace_steps(self) -> Steps[None]:
         """Delete every document of this memory's namespace, every session's, queued ones too."""
         yield step(self.backend.erase_namespace)
 
-    erase_namespace: ClassVar = sync_twin(_erase_namespace_steps)
-    aerase_namespace: ClassVar = async_twin(_erase_namespace_steps)
+    erase_namespace, aerase_namespace = twins(_erase_namespace_steps)
 
     # -- export and import (the command line's) -------------------------------------
 

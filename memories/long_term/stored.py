@@ -25,7 +25,7 @@ from memories.kernel.background import UPDATE_RANK, BatchResult, merged_batches
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.namespaces import Namespace, NamespaceField, namespace_text
 from memories.kernel.retention import Sweeps
-from memories.kernel.steps import Steps, async_twin, blocking_twin, run, step, sync_twin
+from memories.kernel.steps import Steps, blocking_twin, run, step, twins
 from memories.stores.compaction import compactions
 from memories.stores.documents import (
     PendingTurn,
@@ -179,15 +179,13 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
         """
         yield from self._queueing(turn_messages_for(self, inputs, outputs))
 
-    save_context: ClassVar = sync_twin(_save_context_steps)
-    asave_context: ClassVar = async_twin(_save_context_steps)
+    save_context, asave_context = twins(_save_context_steps)
 
     def _load_memory_variables_steps(self, inputs: dict[str, Any]) -> Steps[dict[str, Any]]:
         """``{memory_key: what the document shows for the input}``."""
         return {self.memory_key: self._prompt_value((yield from self._showing(inputs)))}
 
-    load_memory_variables: ClassVar = sync_twin(_load_memory_variables_steps)
-    aload_memory_variables: ClassVar = async_twin(_load_memory_variables_steps)
+    load_memory_variables, aload_memory_variables = twins(_load_memory_variables_steps)
 
     def _refresh_steps(self) -> Steps[Any]:
         """The steps of one update from the queued turns (the subclass's model loop)."""
@@ -270,8 +268,7 @@ class StoredDocumentMemory(ModelMemory, CountsTokens, DeferredMemory):
             self._background.cancel()
         yield from self._store.clearing(self.namespace, self.key)
 
-    clear: ClassVar = sync_twin(_clear_steps)
-    aclear: ClassVar = async_twin(_clear_steps)
+    clear, aclear = twins(_clear_steps)
 
     def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
         """Every key of the namespace in the store, every version, when erasing a namespace."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -13,12 +13,11 @@ from memories.kernel.background import BackgroundWork, Debouncer, MemoryStatus, 
 from memories.kernel.steps import (
     Steps,
     arun,
-    async_twin,
     blocking_twin,
     inline_twin,
     run,
     step,
-    sync_twin,
+    twins,
 )
 
 
@@ -307,8 +306,7 @@ class _Reader:
         value = yield from reading(self.store, key + suffix)
         return value, seen
 
-    read: ClassVar = sync_twin(_read_steps)
-    aread: ClassVar = async_twin(_read_steps)
+    read, aread = twins(_read_steps)
 
 
 class _Shouting(_Reader):
@@ -352,7 +350,7 @@ def test_a_twin_of_a_loop_not_named_for_its_method_says_how_to_name_it() -> None
         yield step(print)
 
     with pytest.raises(TypeError, match="_<method>_steps, got 'reading_twice'"):
-        sync_twin(reading_twice)
+        twins(reading_twice)
 
 
 def test_the_buffer_string_is_langchains_and_reads_no_text_property_for_plain_messages(

@@ -29,7 +29,7 @@ from memories.kernel.conversation import UpdateMethod
 from memories.kernel.embeddings import embedding_batch, query_vector
 from memories.kernel.keys import input_text_for
 from memories.kernel.messages import check_storable
-from memories.kernel.steps import Steps, async_twin, step, sync_twin
+from memories.kernel.steps import Steps, step, twins
 from memories.long_term.collection import folding, rules, transfer
 from memories.long_term.collection.folding import MAX_CONFLICTS, CollectionUpdate
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
@@ -347,8 +347,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         yield from self._direct(chosen, lambda item: document, "put", ttl)
         return chosen
 
-    put: ClassVar = sync_twin(_put_steps)
-    aput: ClassVar = async_twin(_put_steps)
+    put, aput = twins(_put_steps)
 
     def _put_many_steps(
         self,
@@ -379,8 +378,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         yield step(self.backend.add, rows, progress=show_progress(progress, rows))
         return [memory_id(key) for key, _, _ in commits]
 
-    put_many: ClassVar = sync_twin(_put_many_steps)
-    aput_many: ClassVar = async_twin(_put_many_steps)
+    put_many, aput_many = twins(_put_many_steps)
 
     def _update_steps(
         self,
@@ -417,8 +415,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         assert record is not None
         return record
 
-    update: ClassVar = sync_twin(_update_steps)
-    aupdate: ClassVar = async_twin(_update_steps)
+    update, aupdate = twins(_update_steps)
 
     def _delete_steps(self, memory_id: str, *, expected_version: int | None = None) -> Steps[None]:
         """Delete a memory (its versions stay in :meth:`history`; :meth:`rollback` restores one).
@@ -435,8 +432,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
         yield from self._direct(memory_id, plan, "delete")
 
-    delete: ClassVar = sync_twin(_delete_steps)
-    adelete: ClassVar = async_twin(_delete_steps)
+    delete, adelete = twins(_delete_steps)
 
     def _rollback_steps(
         self, memory_id: str, version: int, *, expected_version: int | None = None
@@ -466,8 +462,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         assert record is not None
         return record
 
-    rollback: ClassVar = sync_twin(_rollback_steps)
-    arollback: ClassVar = async_twin(_rollback_steps)
+    rollback, arollback = twins(_rollback_steps)
 
     # -- reading --------------------------------------------------------------------
 
@@ -482,16 +477,14 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         yield from self._touching([checked])
         return rules.record(item)
 
-    get: ClassVar = sync_twin(_get_steps)
-    aget: ClassVar = async_twin(_get_steps)
+    get, aget = twins(_get_steps)
 
     def _history_steps(self, memory_id: str) -> Steps[list[MemoryVersion]]:
         """Every version of a memory, oldest first, each with when it held and what caused it."""
         key = self.rows.prefix + rules.checked_id(memory_id)
         return rules.versions((yield step(self._store.changes, self.namespace, key)))
 
-    history: ClassVar = sync_twin(_history_steps)
-    ahistory: ClassVar = async_twin(_history_steps)
+    history, ahistory = twins(_history_steps)
 
     def _search_steps(
         self,
@@ -534,8 +527,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         by_id = {r.id: r for r in then}
         return [rules.with_score(by_id[f.id], f.score) for f in found]
 
-    search: ClassVar = sync_twin(_search_steps)
-    asearch: ClassVar = async_twin(_search_steps)
+    search, asearch = twins(_search_steps)
 
     # -- LangChain's interface ------------------------------------------------------
 
@@ -556,16 +548,14 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 return
         raise InvalidInputError("The collection kept changing while it was cleared; try again.")
 
-    clear: ClassVar = sync_twin(_clear_steps)
-    aclear: ClassVar = async_twin(_clear_steps)
+    clear, aclear = twins(_clear_steps)
 
     def _status_steps(self) -> Steps[CollectionStatus]:
         """The queued turns, and the last failed update if none succeeded since."""
         _, shown = yield from self._standing()
         return CollectionStatus(**shown)
 
-    status: ClassVar = sync_twin(_status_steps)
-    astatus: ClassVar = async_twin(_status_steps)
+    status, astatus = twins(_status_steps)
 
     def flush(self, *, timeout: float | None = None) -> bool:
         """Run a pending background update now, then write what the index has queued."""
@@ -583,16 +573,14 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         """Fold the queued turns in now (at most ``max_turns_per_update`` per model call)."""
         return (yield from folding.refreshing(self))
 
-    refresh: ClassVar = sync_twin(_refresh_steps)
-    arefresh: ClassVar = async_twin(_refresh_steps)
+    refresh, arefresh = twins(_refresh_steps)
 
     def _duplicate_of_steps(self, content: Any) -> Steps[MemoryRecord | None]:
         """The current memory that already says ``content`` (``duplicate_threshold``), or None."""
         found, _ = yield from folding.matching(self, self._text(self.check_content(content)), ())
         return None if found is None else rules.found(found)
 
-    duplicate_of: ClassVar = sync_twin(_duplicate_of_steps)
-    aduplicate_of: ClassVar = async_twin(_duplicate_of_steps)
+    duplicate_of, aduplicate_of = twins(_duplicate_of_steps)
 
     # -- export and import (the command line's) -------------------------------------
 
@@ -637,5 +625,4 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         records = [rules.record(i) for i in items]
         return [r for r in records if r.id not in expired and rules.matches(r.metadata, wanted)]
 
-    list: ClassVar = sync_twin(_list_steps)
-    alist: ClassVar = async_twin(_list_steps)
+    list, alist = twins(_list_steps)

@@ -23,7 +23,7 @@ from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
 from memories.kernel.keys import input_text_for
-from memories.kernel.steps import Steps, async_twin, step, sync_twin
+from memories.kernel.steps import Steps, step, twins
 from memories.long_term.entity_graph.exchange import checked, graph_records, import_commits
 from memories.long_term.entity_graph.extractor import extract
 from memories.long_term.entity_graph.operations import (
@@ -130,40 +130,35 @@ class EntityMemory(StoredDocumentMemory):
         graph = yield from self._reading(as_of)
         return sorted(graph.standing(), key=lambda e: e.name)
 
-    entities: ClassVar = sync_twin(_entities_steps)
-    aentities: ClassVar = async_twin(_entities_steps)
+    entities, aentities = twins(_entities_steps)
 
     def _merges_steps(self) -> Steps[builtins.list[Entity]]:
         """The entities merged into another, each with ``merged_into`` and ``merge_reason``."""
         graph = yield from self._reading(None)
         return sorted((e for e in graph.entities.values() if e.merged_into), key=lambda e: e.name)
 
-    merges: ClassVar = sync_twin(_merges_steps)
-    amerges: ClassVar = async_twin(_merges_steps)
+    merges, amerges = twins(_merges_steps)
 
     def _entity_steps(self, name: str, /) -> Steps[Entity | None]:
         """The entity called ``name`` (its name or an alias, merges followed), or None."""
         graph = yield from self._reading(None)
         return graph.named(name)
 
-    entity: ClassVar = sync_twin(_entity_steps)
-    aentity: ClassVar = async_twin(_entity_steps)
+    entity, aentity = twins(_entity_steps)
 
     def _relations_steps(self, *, as_of: datetime | None = None) -> Steps[builtins.list[Relation]]:
         """The relations true now (or at ``as_of``), oldest first, with the turns behind them."""
         graph = yield step(self.store.recorded, self.namespace, as_of=as_of and _check_time(as_of))
         return _by_time(graph.current() if as_of is None else list(graph.relations.values()))
 
-    relations: ClassVar = sync_twin(_relations_steps)
-    arelations: ClassVar = async_twin(_relations_steps)
+    relations, arelations = twins(_relations_steps)
 
     def _history_steps(self) -> Steps[builtins.list[Relation]]:
         """The closed relations (contradicted or retracted), oldest first, with their turns."""
         graph = yield step(self.store.recorded, self.namespace)
         return _by_time([r for r in graph.relations.values() if r.invalid_at is not None])
 
-    history: ClassVar = sync_twin(_history_steps)
-    ahistory: ClassVar = async_twin(_history_steps)
+    history, ahistory = twins(_history_steps)
 
     def _recall_steps(self, text: str, /, *, as_of: datetime | None = None) -> Steps[Recalled]:
         """The entities ``text`` names or is about, and their relations (``hops`` deep)."""
@@ -178,8 +173,7 @@ class EntityMemory(StoredDocumentMemory):
             count=lambda line: self._counter([SystemMessage(line)]),
         )
 
-    recall: ClassVar = sync_twin(_recall_steps)
-    arecall: ClassVar = async_twin(_recall_steps)
+    recall, arecall = twins(_recall_steps)
 
     def _showing(self, inputs: Mapping[str, Any]) -> Steps[str]:
         found = yield from self._recall_steps(input_text_for(self, inputs))
@@ -215,8 +209,7 @@ class EntityMemory(StoredDocumentMemory):
                 return GraphUpdate("updated" if plan else "unchanged", changes=len(plan))
         raise InvalidInputError("The graph kept changing during the update; try again.")
 
-    apply: ClassVar = sync_twin(_apply_steps)
-    aapply: ClassVar = async_twin(_apply_steps)
+    apply, aapply = twins(_apply_steps)
 
     def _export_records_steps(self) -> Steps[builtins.list[dict[str, Any]]]:
         """Every entity (merged ones too) and relation (ended ones too, with their turns), as
@@ -225,8 +218,7 @@ class EntityMemory(StoredDocumentMemory):
         recorded = yield step(self.store.recorded, self.namespace)
         return graph_records(graph, recorded)
 
-    export_records: ClassVar = sync_twin(_export_records_steps)
-    aexport_records: ClassVar = async_twin(_export_records_steps)
+    export_records, aexport_records = twins(_export_records_steps)
 
     def _import_records_steps(self, records: Sequence[Mapping[str, Any]], /) -> Steps[int]:
         """Write the exported entities and relations this graph lacks (or holds otherwise),
@@ -248,23 +240,20 @@ class EntityMemory(StoredDocumentMemory):
                 return len({key for key, _, _ in commits[:-1]})
         raise InvalidInputError("The graph kept changing during the import; try again.")
 
-    import_records: ClassVar = sync_twin(_import_records_steps)
-    aimport_records: ClassVar = async_twin(_import_records_steps)
+    import_records, aimport_records = twins(_import_records_steps)
 
     def _merge_steps(self, name: str, into: str, /, *, reason: str) -> Steps[GraphUpdate]:
         """Make ``name`` the same entity as ``into`` (undone by :meth:`undo_merge`)."""
         operation = {"op": "merge", "id": name, "into": into, "reason": reason}
         return (yield from self._apply_steps([operation]))
 
-    merge: ClassVar = sync_twin(_merge_steps)
-    amerge: ClassVar = async_twin(_merge_steps)
+    merge, amerge = twins(_merge_steps)
 
     def _undo_merge_steps(self, name: str, /) -> Steps[GraphUpdate]:
         """Make the merged entity called ``name`` stand on its own again, its relations with it."""
         return (yield from self._apply_steps([{"op": "unmerge", "id": name}]))
 
-    undo_merge: ClassVar = sync_twin(_undo_merge_steps)
-    aundo_merge: ClassVar = async_twin(_undo_merge_steps)
+    undo_merge, aundo_merge = twins(_undo_merge_steps)
 
     def _planner(self, graph: Graph, aliases: Mapping[str, str], when: float) -> Planner:
         return Planner(graph, aliases, when, self.single_valued)
@@ -273,8 +262,7 @@ class EntityMemory(StoredDocumentMemory):
         """Fold the queued turns in now (at most ``max_turns_per_update`` per model call)."""
         return (yield from batches_until(self._folding_batch, GraphUpdate("idle")))
 
-    refresh: ClassVar = sync_twin(_refresh_steps)
-    arefresh: ClassVar = async_twin(_refresh_steps)
+    refresh, arefresh = twins(_refresh_steps)
 
     def _folding_batch(self) -> Steps[GraphUpdate]:
         for _ in range(_MAX_CONFLICTS):
@@ -363,8 +351,7 @@ class EntityMemory(StoredDocumentMemory):
             shown["model"] = None
         return GraphStatus(**shown)
 
-    status: ClassVar = sync_twin(_status_steps)
-    astatus: ClassVar = async_twin(_status_steps)
+    status, astatus = twins(_status_steps)
 
 
 def _check_time(when: Any) -> datetime:

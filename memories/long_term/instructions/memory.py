@@ -24,7 +24,7 @@ from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import conversing
-from memories.kernel.steps import Steps, async_twin, step, sync_twin
+from memories.kernel.steps import Steps, step, twins
 from memories.long_term.instructions.reflection import (
     Feedback,
     RevisionSession,
@@ -190,8 +190,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
         """The prompts as they stand, by name."""
         return self._current((yield step(self._store.load, self.namespace, self.key)))
 
-    get: ClassVar = sync_twin(_get_steps)
-    aget: ClassVar = async_twin(_get_steps)
+    get, aget = twins(_get_steps)
 
     def prompt(self, name: str = "main", /) -> str:
         """One prompt's current text.
@@ -214,8 +213,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
         changes = yield step(self._store.changes, self.namespace, self.key, failed=failed)
         return [self._version(c) for c in changes]
 
-    history: ClassVar = sync_twin(_history_steps)
-    ahistory: ClassVar = async_twin(_history_steps)
+    history, ahistory = twins(_history_steps)
 
     def _version(self, change: ProfileChange) -> InstructionsVersion:
         document = change.document or {}
@@ -244,8 +242,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
             proposal=_proposal_of(item) is not None,
         )
 
-    status: ClassVar = sync_twin(_status_steps)
-    astatus: ClassVar = async_twin(_status_steps)
+    status, astatus = twins(_status_steps)
 
     def _render(self, prompts: Mapping[str, str]) -> str:
         if len(prompts) == 1:
@@ -262,8 +259,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
         """
         return self._queueing([feedback_message(score, comment)], due=self.policy == "feedback")
 
-    feedback: ClassVar = sync_twin(_feedback_steps)
-    afeedback: ClassVar = async_twin(_feedback_steps)
+    feedback, afeedback = twins(_feedback_steps)
 
     def _showing(self, inputs: Mapping[str, Any]) -> Steps[str]:
         return self._render((yield from self._get_steps()))
@@ -307,8 +303,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
 
         return self._committing(plan, "put", expected_version)
 
-    put: ClassVar = sync_twin(_put_steps)
-    aput: ClassVar = async_twin(_put_steps)
+    put, aput = twins(_put_steps)
 
     def _rollback_steps(self, version: int, *, expected_version: int | None = None) -> Steps[int]:
         """Restore the prompts of ``version`` as a new version; returns that new version.
@@ -335,8 +330,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
 
         return (yield from self._committing(plan, "rollback", expected_version))
 
-    rollback: ClassVar = sync_twin(_rollback_steps)
-    arollback: ClassVar = async_twin(_rollback_steps)
+    rollback, arollback = twins(_rollback_steps)
 
     def _approve_steps(self) -> Steps[int]:
         """Apply the waiting proposal; returns the new version.
@@ -347,8 +341,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
         """
         return self._deciding(approve=True, reason=None)
 
-    approve: ClassVar = sync_twin(_approve_steps)
-    aapprove: ClassVar = async_twin(_approve_steps)
+    approve, aapprove = twins(_approve_steps)
 
     def _reject_steps(self, reason: str | None = None) -> Steps[int]:
         """Discard the waiting proposal (kept in the history with ``reason``); returns the version.
@@ -358,8 +351,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
         """
         return self._deciding(approve=False, reason=reason)
 
-    reject: ClassVar = sync_twin(_reject_steps)
-    areject: ClassVar = async_twin(_reject_steps)
+    reject, areject = twins(_reject_steps)
 
     def _deciding(self, *, approve: bool, reason: str | None) -> Steps[int]:
         def plan(item: ProfileItem | None) -> dict[str, Any]:
@@ -394,8 +386,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
         going = ("revised", "unchanged")
         return (yield from batches_until(self._reflecting_batch, first, going=going, rank=_RANK))
 
-    refresh: ClassVar = sync_twin(_refresh_steps)
-    arefresh: ClassVar = async_twin(_refresh_steps)
+    refresh, arefresh = twins(_refresh_steps)
 
     def _reflecting_batch(self) -> Steps[ReflectionResult]:
         """One reflection on at most ``max_turns_per_update`` queued items."""

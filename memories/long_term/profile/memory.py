@@ -22,7 +22,7 @@ from memories.errors import ConfigError, InvalidProfileError
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.patching import json_copy, parse_patch
-from memories.kernel.steps import Steps, async_twin, step, sync_twin
+from memories.kernel.steps import Steps, step, twins
 from memories.long_term.profile.schema import ProfileSchema, schema_config
 from memories.long_term.profile.update import (
     UpdateMethod,
@@ -134,16 +134,14 @@ class ProfileMemory(ExpiringDocumentMemory):
         """The profile document, or None when nothing valid has been written yet."""
         return self._document((yield step(self._store.load, self.namespace, self.key)))
 
-    get: ClassVar = sync_twin(_get_steps)
-    aget: ClassVar = async_twin(_get_steps)
+    get, aget = twins(_get_steps)
 
     def _history_steps(self, *, failures: bool = True) -> Steps[list[ProfileChange]]:
         """Every accepted change (and failed update, unless ``failures=False``), oldest first."""
         failed = None if failures else False
         return (yield step(self._store.changes, self.namespace, self.key, failed=failed))
 
-    history: ClassVar = sync_twin(_history_steps)
-    ahistory: ClassVar = async_twin(_history_steps)
+    history, ahistory = twins(_history_steps)
 
     def _status_steps(self) -> Steps[ProfileStatus]:
         """The version, the queued turns, and the last failure if nothing was accepted since."""
@@ -156,8 +154,7 @@ class ProfileMemory(ExpiringDocumentMemory):
             last_failure=last,
         )
 
-    status: ClassVar = sync_twin(_status_steps)
-    astatus: ClassVar = async_twin(_status_steps)
+    status, astatus = twins(_status_steps)
 
     def _checked(self, document: Any, what: str) -> Any:
         problems = self._schema.errors(document)
@@ -190,8 +187,7 @@ class ProfileMemory(ExpiringDocumentMemory):
             replacing(target, "put", self._schema.initial()), expected_version
         )
 
-    put: ClassVar = sync_twin(_put_steps)
-    aput: ClassVar = async_twin(_put_steps)
+    put, aput = twins(_put_steps)
 
     def _update_steps(
         self,
@@ -209,8 +205,7 @@ class ProfileMemory(ExpiringDocumentMemory):
         plan = patching(parse_patch(patch), self._checked, self._schema.initial())
         return self._writing_document(plan, expected_version)
 
-    update: ClassVar = sync_twin(_update_steps)
-    aupdate: ClassVar = async_twin(_update_steps)
+    update, aupdate = twins(_update_steps)
 
     def _rollback_steps(self, version: int, *, expected_version: int | None = None) -> Steps[int]:
         """Restore the document of ``version`` as a new version; returns that new version.
@@ -230,8 +225,7 @@ class ProfileMemory(ExpiringDocumentMemory):
         )
         return version_of((yield from steps))
 
-    rollback: ClassVar = sync_twin(_rollback_steps)
-    arollback: ClassVar = async_twin(_rollback_steps)
+    rollback, arollback = twins(_rollback_steps)
 
     def _render(self, document: dict[str, Any] | None) -> str:
         if not document:
@@ -288,5 +282,4 @@ class ProfileMemory(ExpiringDocumentMemory):
         """
         return self._updater.refreshing()
 
-    refresh: ClassVar = sync_twin(_refresh_steps)
-    arefresh: ClassVar = async_twin(_refresh_steps)
+    refresh, arefresh = twins(_refresh_steps)

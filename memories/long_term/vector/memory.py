@@ -20,7 +20,7 @@ from memories.kernel.capabilities import Capabilities
 from memories.kernel.embeddings import default_embeddings
 from memories.kernel.keys import input_text_for, select_input_key, select_output_key
 from memories.kernel.messages import check_storable, message_text, turn_messages
-from memories.kernel.steps import Steps, async_twin, step, sync_twin
+from memories.kernel.steps import Steps, step, twins
 from memories.long_term.indexed import DocumentMemory
 from memories.long_term.vector.turns import TurnParts, checked_message, edited, of_messages
 from memories.stores.vector.backend import VectorQuery
@@ -92,8 +92,7 @@ class VectorMemory(DocumentMemory):
         row = self._turn_row(inputs, outputs, metadata)
         yield from self._storing(step(self.backend.save, row), [row.doc_id])
 
-    save_context: ClassVar = sync_twin(_save_context_steps)
-    asave_context: ClassVar = async_twin(_save_context_steps)
+    save_context, asave_context = twins(_save_context_steps)
 
     def _load_memory_variables_steps(
         self, inputs: dict[str, Any], *, min_score: float | None = None
@@ -107,8 +106,7 @@ class VectorMemory(DocumentMemory):
         found = yield from self._live_search(self._load_query(inputs))
         return self._variables(passing(found, floor))
 
-    load_memory_variables: ClassVar = sync_twin(_load_memory_variables_steps)
-    aload_memory_variables: ClassVar = async_twin(_load_memory_variables_steps)
+    load_memory_variables, aload_memory_variables = twins(_load_memory_variables_steps)
 
     # -- building documents and queries (pure) ----------------------------------------
 
@@ -149,8 +147,7 @@ class VectorMemory(DocumentMemory):
         """
         yield from self._delete_steps(filter=of_messages(ids))
 
-    delete_messages: ClassVar = sync_twin(_delete_messages_steps)
-    adelete_messages: ClassVar = async_twin(_delete_messages_steps)
+    delete_messages, adelete_messages = twins(_delete_messages_steps)
 
     def _edit_message_steps(self, id: str, new_message: BaseMessage, /) -> Steps[None]:
         """Re-index the turn made of message ``id`` with ``new_message``'s text in its place."""
@@ -160,8 +157,7 @@ class VectorMemory(DocumentMemory):
         if rows:
             yield step(self.backend.add, rows, progress=False)
 
-    edit_message: ClassVar = sync_twin(_edit_message_steps)
-    aedit_message: ClassVar = async_twin(_edit_message_steps)
+    edit_message, aedit_message = twins(_edit_message_steps)
 
     def _load_query(self, inputs: Mapping[str, Any]) -> VectorQuery:
         """The search a chain run makes: its input, the backend's default ``k``."""

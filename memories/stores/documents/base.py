@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 
 from memories.errors import BackendError, InvalidInputError
 from memories.kernel.namespaces import Namespace, as_namespace
-from memories.kernel.steps import Steps, arun, async_twin, run, step, sync_twin, to_thread
+from memories.kernel.steps import Steps, arun, run, step, to_thread, twins
 from memories.stores.documents.records import (
     MAX_WRITE_TRIES,
     AddPending,
@@ -105,8 +105,7 @@ class BaseProfileStore(ABC):
         """
         yield step(self._one, Delete(as_namespace(namespace), key, only_if))
 
-    delete: ClassVar = sync_twin(_delete_steps)
-    adelete: ClassVar = async_twin(_delete_steps)
+    delete, adelete = twins(_delete_steps)
 
     def delete_expired(
         self, namespace: Namespace, keys: Sequence[str], ledger: ExpiryLedger, /, *, now: float
@@ -139,8 +138,7 @@ class BaseProfileStore(ABC):
         """The documents in ``namespace_prefix`` and the namespaces below it, sorted."""
         return (yield step(self._one, Search(_prefix(namespace_prefix), limit, offset)))
 
-    search: ClassVar = sync_twin(_search_steps)
-    asearch: ClassVar = async_twin(_search_steps)
+    search, asearch = twins(_search_steps)
 
     def _list_namespaces_steps(
         self,
@@ -153,15 +151,13 @@ class BaseProfileStore(ABC):
         """The namespaces that hold documents, sorted, optionally cut to ``max_depth`` labels."""
         return (yield step(self._one, ListNamespaces(_prefix(prefix), max_depth, limit, offset)))
 
-    list_namespaces: ClassVar = sync_twin(_list_namespaces_steps)
-    alist_namespaces: ClassVar = async_twin(_list_namespaces_steps)
+    list_namespaces, alist_namespaces = twins(_list_namespaces_steps)
 
     def _load_steps(self, namespace: Namespace, key: str, /) -> Steps[ProfileItem | None]:
         """The stored row, cleared profiles included (with ``value`` None)."""
         return (yield step(self._one, Load(as_namespace(namespace), key)))
 
-    load: ClassVar = sync_twin(_load_steps)
-    aload: ClassVar = async_twin(_load_steps)
+    load, aload = twins(_load_steps)
 
     def _commit_steps(
         self,
@@ -191,8 +187,7 @@ class BaseProfileStore(ABC):
             yield step(self._one, Commit(as_namespace(namespace), key, change, expected_version))
         )
 
-    commit: ClassVar = sync_twin(_commit_steps)
-    acommit: ClassVar = async_twin(_commit_steps)
+    commit, acommit = twins(_commit_steps)
 
     def writing(self, namespace: Namespace, key: str, plan: Plan, /) -> Steps[ProfileItem | None]:
         """Compare-and-set as steps: read, plan on what was read, commit if nobody wrote since.
@@ -280,8 +275,7 @@ class BaseProfileStore(ABC):
         failure = RecordFailure(as_namespace(namespace), key, error, tuple(raw), tuple(turns))
         yield step(self._one, failure)
 
-    record_failure: ClassVar = sync_twin(_record_failure_steps)
-    arecord_failure: ClassVar = async_twin(_record_failure_steps)
+    record_failure, arecord_failure = twins(_record_failure_steps)
 
     def _changes_steps(
         self,
@@ -302,8 +296,7 @@ class BaseProfileStore(ABC):
         """
         return (yield step(self._one, Changes(as_namespace(namespace), key, version, failed, last)))
 
-    changes: ClassVar = sync_twin(_changes_steps)
-    achanges: ClassVar = async_twin(_changes_steps)
+    changes, achanges = twins(_changes_steps)
 
     def _commit_many_steps(
         self,
@@ -323,15 +316,13 @@ class BaseProfileStore(ABC):
         ns, many = as_namespace(namespace), tuple(commits)
         return (yield step(self._one, CommitMany(ns, many, drop_key, tuple(drop_ids), also)))
 
-    commit_many: ClassVar = sync_twin(_commit_many_steps)
-    acommit_many: ClassVar = async_twin(_commit_many_steps)
+    commit_many, acommit_many = twins(_commit_many_steps)
 
     def _keys_steps(self, namespace: Namespace, prefix: str, /) -> Steps[list[ProfileItem]]:
         """The documents of exactly ``namespace`` whose key starts with ``prefix``, by key."""
         return (yield step(self._one, Keys(as_namespace(namespace), prefix)))
 
-    keys: ClassVar = sync_twin(_keys_steps)
-    akeys: ClassVar = async_twin(_keys_steps)
+    keys, akeys = twins(_keys_steps)
 
     def _key_changes_steps(
         self, namespace: Namespace, prefix: str, /
@@ -339,8 +330,7 @@ class BaseProfileStore(ABC):
         """Every accepted change of the keys under ``prefix`` in ``namespace``, oldest first."""
         return (yield step(self._one, KeyChanges(as_namespace(namespace), prefix)))
 
-    key_changes: ClassVar = sync_twin(_key_changes_steps)
-    akey_changes: ClassVar = async_twin(_key_changes_steps)
+    key_changes, akey_changes = twins(_key_changes_steps)
 
     def key_namespaces(
         self, prefix: str, /, *, contains: str = "", limit: int = 50, offset: int = 0
@@ -388,8 +378,7 @@ class BaseProfileStore(ABC):
         """Queue a turn to fold in later; returns its id."""
         return (yield step(self._one, AddPending(as_namespace(namespace), key, tuple(messages))))
 
-    add_pending: ClassVar = sync_twin(_add_pending_steps)
-    aadd_pending: ClassVar = async_twin(_add_pending_steps)
+    add_pending, aadd_pending = twins(_add_pending_steps)
 
     def _pending_steps(
         self, namespace: Namespace, key: str, /, *, limit: int | None = None
@@ -397,15 +386,13 @@ class BaseProfileStore(ABC):
         """The queued turns, oldest first (at most ``limit``)."""
         return (yield step(self._one, Pending(as_namespace(namespace), key, limit)))
 
-    pending: ClassVar = sync_twin(_pending_steps)
-    apending: ClassVar = async_twin(_pending_steps)
+    pending, apending = twins(_pending_steps)
 
     def _count_pending_steps(self, namespace: Namespace, key: str, /) -> Steps[int]:
         """How many turns are queued."""
         return (yield step(self._one, CountPending(as_namespace(namespace), key)))
 
-    count_pending: ClassVar = sync_twin(_count_pending_steps)
-    acount_pending: ClassVar = async_twin(_count_pending_steps)
+    count_pending, acount_pending = twins(_count_pending_steps)
 
     def _drop_pending_steps(
         self, namespace: Namespace, key: str, ids: Sequence[int], /
@@ -413,8 +400,7 @@ class BaseProfileStore(ABC):
         """Remove these queued turns (the model saw them and changed nothing)."""
         yield step(self._one, DropPending(as_namespace(namespace), key, tuple(ids)))
 
-    drop_pending: ClassVar = sync_twin(_drop_pending_steps)
-    adrop_pending: ClassVar = async_twin(_drop_pending_steps)
+    drop_pending, adrop_pending = twins(_drop_pending_steps)
 
 
 def _written(
