@@ -16,7 +16,7 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,9 @@ from typing import Any
 from memories._version import __version__
 from memories.errors import ConfigError, MemoriesError
 from memories.kernel.imports import DISTRIBUTION
+
+#: What a command runs: its parsed arguments to an exit status.
+Run = Callable[[argparse.Namespace], int]
 
 __all__ = ["LLM_ENV", "NAMESPACE_ENV", "TOKEN_ENV", "USER_ENV", "main"]
 
@@ -37,9 +40,14 @@ NAMESPACE_ENV = "MEMORIES_NAMESPACE"
 USER_ENV = "MEMORIES_USER"
 
 
-def _model(spec: str | None) -> tuple[Any, str]:
-    """The model ``--llm`` or ``$MEMORIES_LLM`` names, and where replies come from."""
+def _model(spec: str | None, offline: str = "") -> tuple[Any, str]:
+    """The model ``--llm`` or ``$MEMORIES_LLM`` names, and where replies come from; naming
+    neither, an echo model when ``offline`` (its source) is given, else None."""
     spec = spec or os.environ.get(LLM_ENV) or None
+    if spec is None and offline:
+        from memories.testing import ScriptedChatModel
+
+        return ScriptedChatModel(), offline
     if spec is None:
         return None, f"scripted (no --llm or ${LLM_ENV}: offline, no LLM)"
     from memories.kernel.llm import resolve_llm
@@ -101,13 +109,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _chat(args: argparse.Namespace) -> int:
     from memories.faces.commands import chat, open_memory
-    from memories.testing import ScriptedChatModel
 
     memory = open_memory(args.config, args.session, args.namespace, command="chat")
-    model, source = _model(args.llm)
-    if model is None:
-        model = ScriptedChatModel()
-        source = f"an offline echo model (no --llm or ${LLM_ENV} given)"
+    model, source = _model(args.llm, f"an offline echo model (no --llm or ${LLM_ENV} given)")
     print(f"memories chat: {type(memory).__name__}, replies {source}.", file=sys.stderr)
     print("Type a message per line; /help lists the commands, /quit ends.", file=sys.stderr)
     prompt = "you> " if sys.stdin.isatty() else ""
@@ -121,11 +125,8 @@ def _usage(args: argparse.Namespace) -> int:
     import io
 
     from memories.faces.commands import chat, format_usage, on_a_copy, open_memory, usage_report
-    from memories.testing import ScriptedChatModel
 
-    model, source = _model(args.llm)
-    if model is None:
-        model, source = ScriptedChatModel(), "an offline echo model"
+    model, source = _model(args.llm, "an offline echo model")
     # On a copy of the stores unless --save: measuring must not save the conversation.
     where = nullcontext(args.config) if args.save else on_a_copy(args.config, command="usage")
     with where as config:
@@ -464,11 +465,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_demo)
 
     def with_config(
-        name: str, help: str, *, dry_run: str = "", confirm: bool = False, timeout: int = 0
+        run: Run, help: str, *, dry_run: str = "", confirm: bool = False, timeout: int = 0
     ) -> argparse.ArgumentParser:
-        """A command over a config file; ``dry_run``: that flag's help; ``confirm``: ``--yes``;
-        ``timeout``: ``--timeout``'s default (0: no such option)."""
-        command = commands.add_parser(name, help=help)
+        """The command ``run`` runs (``_dead_letters``: ``dead-letters``) over a config file;
+        ``dry_run``: that flag's help; ``confirm``: ``--yes``; ``timeout``: ``--timeout``'s
+        default (0: no such option)."""
+        command = commands.add_parser(run.__name__[1:].replace("_", "-"), help=help)
+        command.set_defaults(run=run)
         command.add_argument(
             "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
         )
@@ -488,11 +491,11 @@ def build_parser() -> argparse.ArgumentParser:
         return command
 
     def configured(
-        name: str, help: str, *, dry_run: str = "", confirm: bool = False, llm: bool = False
+        run: Run, help: str, *, dry_run: str = "", confirm: bool = False, llm: bool = False
     ) -> argparse.ArgumentParser:
         """A command over one session and namespace of a config (the config's by default);
         ``llm``: it takes ``--llm``."""
-        command = with_config(name, help, dry_run=dry_run, confirm=confirm)
+        command = with_config(run, help, dry_run=dry_run, confirm=confirm)
         command.add_argument(
             "--session", help="the session to use (default: the config's history session_id)"
         )
@@ -507,12 +510,11 @@ def build_parser() -> argparse.ArgumentParser:
             )
         return command
 
-    chat = configured("chat", "chat with a configured memory, one line per message", llm=True)
+    chat = configured(_chat, "chat with a configured memory, one line per message", llm=True)
     chat.add_argument("--system", default="", help="a system prompt")
-    chat.set_defaults(run=_chat)
 
     usage = configured(
-        "usage",
+        _usage,
         "run the conversation on stdin (one user line each) on a copy of the stores and print "
         "what each memory's model calls, embeddings and store transactions cost",
         llm=True,
@@ -524,18 +526,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="run on the config's own stores, saving the conversation there (default: on a "
         "temporary copy of its files, removed at the end; a server store needs --save)",
     )
-    usage.set_defaults(run=_usage)
 
-    inspect = configured("inspect", "show a session's messages, memory state and what it injects")
+    inspect = configured(_inspect, "show a session's messages, memory state and what it injects")
     inspect.add_argument("--last", type=_positive, default=20, help="messages to show (default 20)")
     inspect.add_argument("--all", action="store_true", help="show every message")
-    inspect.set_defaults(run=_inspect)
 
-    export = configured("export", "write a session's messages as JSON Lines")
+    export = configured(_export, "write a session's messages as JSON Lines")
     export.add_argument("-o", "--output", help="output file (default: stdout)")
-    export.set_defaults(run=_export)
 
-    import_ = configured("import", "append messages from a JSON Lines export")
+    import_ = configured(_import, "append messages from a JSON Lines export")
     import_.add_argument("file", help="the export file, or - for stdin")
     import_.add_argument(
         "--batch-size", type=_positive, default=500, help="messages per transaction (default 500)"
@@ -546,10 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="progress bar on stderr (default: on a terminal)",
     )
-    import_.set_defaults(run=_import)
 
     clear = configured(
-        "clear",
+        _clear,
         "erase a session: its messages, its vector documents and the memory's state",
         confirm=True,
     )
@@ -559,21 +557,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="also erase the long-term memories whole: every session's vector documents of "
         "the namespace, the profile and the entity graph",
     )
-    clear.set_defaults(run=_clear)
 
-    letters = configured(
-        "dead-letters", "list the vector documents the store refused and set aside"
-    )
+    letters = configured(_dead_letters, "list the vector documents the store refused and set aside")
     letters.add_argument(
         "--retry",
         nargs="*",
         metavar="ID",
         help="queue these set-aside documents again (no ID: all of them) and write them now",
     )
-    letters.set_defaults(run=_dead_letters)
 
     erase = with_config(
-        "erase",
+        _erase,
         "erase a person's data in every store of a config (a namespace, a session or "
         "both), then count again: the report shows 0 remaining",
         dry_run="count what would go; erase nothing",
@@ -584,28 +578,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     erase.add_argument("--session", help="the person's chat session")
     erase.add_argument("--json", action="store_true", help="print the report as JSON")
-    erase.set_defaults(run=_erase)
 
-    reshard = with_config(
-        "reshard",
+    with_config(
+        _reshard,
         "move small namespaces of a Chroma store made before shards into shared "
         "collections (safe while the application runs; re-run after a crash)",
         dry_run="say what would move; move nothing",
         confirm=True,
     )
-    reshard.set_defaults(run=_reshard)
 
-    sweep = configured(
-        "sweep",
+    configured(
+        _sweep,
         "delete the raw history past each memory's retention and the items past their time to "
         "live, in every session and namespace of the stores (only --session's or --namespace's "
         "when given)",
         dry_run="count what would go; delete nothing",
     )
-    sweep.set_defaults(run=_sweep)
 
     serve = with_config(
-        "serve",
+        _serve,
         "a web inspector and JSON API over a config, read-only by default (server extra)",
         timeout=15,
     )
@@ -620,10 +611,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="show and allow the actions: edit, delete, roll back, retry dead letters",
     )
-    serve.set_defaults(run=_serve)
 
     mcp = with_config(
-        "mcp",
+        _mcp,
         "an MCP server over stdio: the memory tools of a config (the mcp extra)",
         timeout=30,
     )
@@ -635,7 +625,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--user",
         help=f"fills the config's {{user_id}} (default: ${USER_ENV}, else the client's name)",
     )
-    mcp.set_defaults(run=_mcp)
     return parser
 
 

@@ -28,6 +28,8 @@ from memories.faces.commands.opening import (
     knowledge_of,
     leaf_memories,
     outliving,
+    triples_of,
+    vector_name,
 )
 from memories.kernel.messages import message_text
 from memories.kernel.tokens import TiktokenCounter
@@ -154,7 +156,7 @@ def _inspect_knowledge(
         ]
         kind = "entities"
     else:
-        items = [f"({s}, {p}, {o})" for s, o, p in store.get_triples()]
+        items = [f"({s}, {p}, {o})" for s, p, o in triples_of(store)]
         kind = "triples"
     shown = _tail(items, last)
     out.write(f"\n{kind} of session {session_id!r} in {store!r}: {_counted(shown, items)}")
@@ -164,10 +166,7 @@ def _inspect_knowledge(
 def _inspect_vector(vector: Any, out: TextIO, *, last: int | None) -> None:
     documents = vector.export_documents()
     shown = _tail(documents, last)
-    out.write(
-        f"\nvector namespace {'.'.join(vector.namespace)} in the {vector.store.location}: "
-        f"{_counted(shown, documents, ' documents')}"
-    )
+    out.write(f"\n{vector_name(vector)}: {_counted(shown, documents, ' documents')}")
     for record in shown:
         out.write(f"  [{record.metadata.get('session', '?')}] {_clipped(record.text, 100)}\n")
 
@@ -187,7 +186,7 @@ def dead_letters(
     outliving(memory, "dead-letters", what, vectors, vectors, "Use one with mode: persistent.")
     remaining = 0
     for vector in vectors:
-        where = f"vector namespace {'.'.join(vector.namespace)} in the {vector.backend.location}"
+        where = vector_name(vector)
         if retry is not None:
             queued = vector.retry_dead_letters(retry or None)
             out.write(f"{where}: {queued} set-aside documents queued again and written\n")

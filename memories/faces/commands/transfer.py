@@ -30,6 +30,7 @@ from memories.faces.commands.opening import (
     open_stores,
     outliving,
     per_namespace,
+    triples_of,
 )
 from memories.kernel.checks import whole_number
 from memories.kernel.messages import check_storable, dump_message
@@ -181,9 +182,7 @@ def export_jsonl(
                 for name, summary in entities_of(store).items()
             ]
         else:
-            lines = [
-                TripleLine(session_id, KnowledgeTriple(s, p, o)) for s, o, p in store.get_triples()
-            ]
+            lines = [TripleLine(session_id, triple) for triple in triples_of(store)]
         out.writelines(line.to_json() + "\n" for line in lines)
         documents += len(lines)
     for history in histories if sessions else []:
@@ -435,12 +434,12 @@ def _import_knowledge(store: EntityStore | EntityGraph, batch: list[Line]) -> in
         }
         store.set_many(new)
         return len(new)
-    held = {(s, p, o) for s, o, p in store.get_triples()}
+    held = set(triples_of(store))
     triples = list(
         dict.fromkeys(
             line.triple
             for line in batch
-            if isinstance(line, TripleLine) and tuple(line.triple) not in held
+            if isinstance(line, TripleLine) and line.triple not in held
         )
     )
     store.add_triples(triples)
