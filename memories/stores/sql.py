@@ -35,6 +35,8 @@ from sqlalchemy import (
     Table,
     create_engine,
     event,
+    func,
+    select,
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -51,8 +53,10 @@ __all__ = [
     "UPSERTING",
     "Database",
     "Prepared",
+    "add_counts",
     "check_sqlite_file",
     "chunks",
+    "count_rows",
     "ensure_tables",
     "get_engine",
     "in_memory_sqlite",
@@ -252,6 +256,34 @@ def chunks(items: Sequence[_T], size: int = KEYS_PER_STATEMENT) -> Iterator[Sequ
     """``items`` in slices of at most ``size`` (by default a statement's share of keys)."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def count_rows(connection: Connection, table: Table, *where: Any) -> int:
+    """How many rows of ``table`` meet the conditions ``where`` (one COUNT)."""
+    query = select(func.count()).select_from(table).where(*where)
+    return int(connection.execute(query).scalar_one())
+
+
+def add_counts(
+    connection: Connection, table: Table, rows: Sequence[dict[str, Any]], counters: Sequence[str]
+) -> None:
+    """Add each of ``rows``' ``counters`` to the row of ``table`` with its key, made if missing.
+
+    One upsert where the dialect has one (:data:`UPSERTING`), else per row an update
+    and, when it found no row, an insert.
+    """
+    module = UPSERTING.get(connection.dialect.name)
+    key = list(table.primary_key.columns)
+    if module is not None:
+        insert = module.insert(table)
+        added = {c: table.c[c] + insert.excluded[c] for c in counters}
+        connection.execute(insert.on_conflict_do_update(index_elements=key, set_=added), rows)
+        return
+    for row in rows:
+        mine = [column == row[column.name] for column in key]
+        update = table.update().where(*mine).values({c: table.c[c] + row[c] for c in counters})
+        if connection.execute(update).rowcount == 0:
+            connection.execute(table.insert().values(row))
 
 
 def log_table(

@@ -9,20 +9,16 @@ touches (queued writes, indexes): the inspector page of the docs.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from memories.core.combined import leaves_of
-from memories.core.config import (
-    config_templates,
-    create_memory,
-    drop_scope_options,
-)
+from memories.core.config import config_templates
 from memories.core.erasure import ErasureReport, erase_user
 from memories.core.members import chat_memories, distinct_histories, read_only
 from memories.errors import ConfigError, InvalidInputError
-from memories.faces.commands.opening import made_options, options_on
+from memories.faces.commands.opening import made_options, open_stores
 from memories.faces.exchange import view_memory
 from memories.faces.server.counts import expired_counts, live_page, recorded_usage, shown_count
 from memories.faces.server.errors import NotFound, ReadOnly
@@ -69,8 +65,6 @@ MAX_TEXT = 200
 MAX_RESULTS = 50
 #: Sessions whose id contains a memory's own read to find it exactly.
 _SESSIONS_CHECKED = 1000
-#: The namespace a template config is built on when no namespace is asked for.
-_PROBE = ("inspector-probe",)
 
 
 def _checked_text(value: str, what: str) -> str:
@@ -134,9 +128,7 @@ class Inspector:
         key = (namespace, session)
         if (found := self._memories.get(key)) is not None:
             return found
-        probe = _PROBE if self._templated else None
-        options = options_on(self.options, session, namespace or probe)
-        memory = create_memory(drop_scope_options(options))
+        memory = open_stores(self.options, session, namespace)
         self._memories.put(key, memory)
         return memory
 
@@ -376,18 +368,12 @@ class Inspector:
             raise NotFound(f"No memory {item_id!r} in {memory_id!r} of {text!r}: it expired.")
         if isinstance(leaf, CollectionMemory):
             item_id = _whole_id(leaf, namespace, item_id)
-            try:
-                record = leaf.get(item_id)
-                versions = leaf.history(item_id)
-            except (InvalidInputError, ConfigError) as exc:
-                raise NotFound(f"No memory {item_id!r} in {memory_id!r}: {exc}") from exc
-            if not versions:
-                raise NotFound(f"No memory {item_id!r} in {memory_id!r} of {text!r}.")
+            versions = self._current(leaf, item_id, text, leaf.history)
             return {
                 **base,
                 "id": item_id,
                 "version": versions[-1].version,
-                "current": jsonable(record),
+                "current": jsonable(leaf.get(item_id)),
                 "versions": [jsonable(v) for v in reversed(versions)],
             }
         if isinstance(leaf, EntityMemory):
@@ -521,15 +507,18 @@ class Inspector:
             )
         return leaf, done, _expected(expected)
 
-    def _current(self, leaf: Any, item_id: str, text: str) -> Any:
-        """A collection memory as it stands; NotFound when the namespace holds no such memory."""
+    def _current(
+        self, leaf: Any, item_id: str, text: str, read: Callable[[str], Any] | None = None
+    ) -> Any:
+        """A collection memory's ``read`` of an item (its ``get``: as it stands; ``history``:
+        its versions); NotFound when the namespace holds no such memory."""
         try:
-            record = leaf.get(_checked_text(item_id, "item id"))
-        except InvalidInputError as exc:
+            found = (read or leaf.get)(_checked_text(item_id, "item id"))
+        except (InvalidInputError, ConfigError) as exc:
             raise NotFound(f"No memory {item_id!r} in {text!r}: {exc}") from exc
-        if record is None:
+        if not found:
             raise NotFound(f"No memory {item_id!r} in {text!r} (deleted, or never there).")
-        return record
+        return found
 
     def edit(
         self,
@@ -602,12 +591,7 @@ class Inspector:
         )
         version = _expected(version, "version")
         if isinstance(leaf, CollectionMemory):
-            try:
-                known = bool(leaf.history(_checked_text(done["item"], "item id")))
-            except InvalidInputError as exc:
-                raise NotFound(f"No memory {item_id!r} in {text!r}: {exc}") from exc
-            if not known:
-                raise NotFound(f"No memory {item_id!r} in {memory_id!r} of {text!r}.")
+            self._current(leaf, done["item"], text, leaf.history)
             record = leaf.rollback(done["item"], version, expected_version=expected)
             return {**done, "version": record.version}
         if isinstance(leaf, ProfileMemory | InstructionsMemory):

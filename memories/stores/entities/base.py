@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from memories.errors import ConfigError
 from memories.kernel.checks import non_empty_text
 from memories.stores.history.sql import default_sqlite_url
-from memories.stores.sql import Database, log_table
+from memories.stores.sql import Database, count_rows, log_table
 
 __all__ = ["EntityLog", "SQLEntityLog", "coerced", "session_log"]
 
@@ -92,9 +92,7 @@ class SQLEntityLog(EntityLog):
     def _count(self) -> int:
         """How many rows this session has (a COUNT: the log is not read)."""
         with self._db.transaction() as connection:
-            return int(
-                connection.execute(sa.select(sa.func.count()).where(self._mine())).scalar_one()
-            )
+            return count_rows(connection, self._table, self._mine())
 
     def _erase(self) -> None:
         """Delete every row of this session."""

@@ -42,6 +42,7 @@ from memories.stores.sql import (
     Database,
     Prepared,
     chunks,
+    count_rows,
     log_table,
     redacted,
 )
@@ -439,9 +440,8 @@ class SQLHistory(ChatHistory):
 
     def _count(self, table: sa.Table) -> int:
         """How many rows of ``table`` the session has."""
-        query = sa.select(sa.func.count()).where(table.c.session_id == self.session_id)
         with self._db.transaction() as connection:
-            return int(connection.execute(query).scalar_one())
+            return count_rows(connection, table, table.c.session_id == self.session_id)
 
     def clear(self) -> None:
         with self._db.transaction(write=True) as connection:
@@ -626,14 +626,12 @@ def _purge(db: Database, session: str, through: int, *, batch: int, dry_run: boo
         later_edits = connection.execute(
             sa.select(t.c.id, t.c.message).where(mine, t.c.type.in_(EDIT_KINDS), t.c.id > through)
         ).all()
-        head = connection.execute(
-            sa.select(sa.func.count()).where(mine, t.c.id <= through)
-        ).scalar_one()
+        head = count_rows(connection, t, mine, t.c.id <= through)
     orphans = [
         int(row.id) for row in later_edits if int(json.loads(row.message)["target"]) <= through
     ]
     if dry_run:
-        return int(head) + len(orphans)
+        return head + len(orphans)
     removed = 0
     while True:
         with db.transaction(write=True) as connection:

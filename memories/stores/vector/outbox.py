@@ -25,7 +25,14 @@ import sqlalchemy as sa
 
 from memories.errors import BackendError, BackendUnavailableError
 from memories.kernel.paths import default_file
-from memories.stores.sql import Database, check_sqlite_file, log_table, redacted, sqlite_file
+from memories.stores.sql import (
+    Database,
+    check_sqlite_file,
+    count_rows,
+    log_table,
+    redacted,
+    sqlite_file,
+)
 from memories.stores.vector import recall_tables
 from memories.stores.vector.recall_index import (
     SESSION_KEY,
@@ -245,11 +252,7 @@ class SQLOutbox:
         """How many rows of a namespace are queued, and how many set aside (none parsed)."""
         with self._transaction("count queued turns") as connection:
             queued, dead = (
-                connection.execute(
-                    sa.select(sa.func.count()).where(
-                        t.c.target == target, t.c.namespace == namespace
-                    )
-                ).scalar_one()
+                count_rows(connection, t, t.c.target == target, t.c.namespace == namespace)
                 for t in (_outbox, _dead)
             )
             return queued, dead
