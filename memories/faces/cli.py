@@ -112,8 +112,10 @@ def _chat(args: argparse.Namespace) -> int:
 
     memory = open_memory(args.config, args.session, args.namespace, command="chat")
     model, source = _model(args.llm, f"an offline echo model (no --llm or ${LLM_ENV} given)")
-    print(f"memories chat: {type(memory).__name__}, replies {source}.", file=sys.stderr)
-    print("Type a message per line; /help lists the commands, /quit ends.", file=sys.stderr)
+    _say(
+        f"memories chat: {type(memory).__name__}, replies {source}.",
+        "Type a message per line; /help lists the commands, /quit ends.",
+    )
     prompt = "you> " if sys.stdin.isatty() else ""
     chat(memory, model, sys.stdin, sys.stdout, system=args.system, prompt=prompt)
     if prompt:  # Ctrl-D at the prompt: end the line it left
@@ -138,7 +140,7 @@ def _usage(args: argparse.Namespace) -> int:
         print()
     else:
         stores = "the config's stores" if args.save else "a copy of the stores, now removed"
-        print(f"{turns} turns on {stores}, replies by {source}:", file=sys.stderr)
+        _say(f"{turns} turns on {stores}, replies by {source}:")
         sys.stdout.write(format_usage(report))
     return 0
 
@@ -164,10 +166,7 @@ def _export(args: argparse.Namespace) -> int:
     else:
         with open(args.output, "w", encoding="utf-8") as out:
             messages, documents = export_config(args.config, out, **whose)
-    print(
-        f"memories export: {messages} messages, {documents} documents, entities and triples",
-        file=sys.stderr,
-    )
+    _say(f"memories export: {messages} messages, {documents} documents, entities and triples")
     return 0
 
 
@@ -210,12 +209,11 @@ def _import(args: argparse.Namespace) -> int:
     )
     messages = sum(isinstance(line, ExportLine) for line in lines)
     sessions = len({line.session_id for line in lines if isinstance(line, ExportLine)})
-    print(
+    _say(
         f"memories import: {messages} messages into {sessions} session(s), "
         f"{len(lines) - messages} documents, entities and triples; {written} written "
         "(messages a session already holds are skipped, documents replaced by id, summaries "
-        "and triples the store holds already skipped)",
-        file=sys.stderr,
+        "and triples the store holds already skipped)"
     )
     return 0
 
@@ -233,7 +231,7 @@ def _dead_letters(args: argparse.Namespace) -> int:
 
     memories = per_namespace(args.config, args.session, args.namespace)
     if not sum(1 for memory in memories if dead_letters(memory, sys.stdout, retry=args.retry) >= 0):
-        print("memories dead-letters: the stores hold no namespace yet.", file=sys.stderr)
+        _say("memories dead-letters: the stores hold no namespace yet.")
     return 0
 
 
@@ -249,10 +247,10 @@ def _clear(args: argparse.Namespace) -> int:
             "namespaces."
         )
     if not args.yes and not _confirmed("This erases:", targets):
-        print("memories clear: nothing erased.", file=sys.stderr)
+        _say("memories clear: nothing erased.")
         return 1
     for line in clear(memory, namespaces=args.erase_namespace):
-        print(f"memories clear: erased {line}.", file=sys.stderr)
+        _say(f"memories clear: erased {line}.")
     return 0
 
 
@@ -272,7 +270,7 @@ def _erase(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
     )
     if report is None:
-        print("memories erase: nothing erased.", file=sys.stderr)
+        _say("memories erase: nothing erased.")
         return 1
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
@@ -293,7 +291,7 @@ def _reshard(args: argparse.Namespace) -> int:
         if not demotion.moved:
             print(f"keep {demotion.namespace}: {demotion.kept}")
     if not movable:
-        print("memories reshard: no namespace to move.", file=sys.stderr)
+        _say("memories reshard: no namespace to move.")
         return 0
     verb = "would move" if args.dry_run else "move"
     for demotion in movable:
@@ -301,14 +299,11 @@ def _reshard(args: argparse.Namespace) -> int:
     if args.dry_run:
         return 0
     if not args.yes and not _confirmed(f"Move {len(movable)} namespaces?"):
-        print("memories reshard: nothing moved.", file=sys.stderr)
+        _say("memories reshard: nothing moved.")
         return 1
     moved = [d for d in reshard(memory) if d.moved]
     documents = sum(d.documents for d in moved)
-    print(
-        f"memories reshard: {len(moved)} namespaces ({documents} documents) moved into shards.",
-        file=sys.stderr,
-    )
+    _say(f"memories reshard: {len(moved)} namespaces ({documents} documents) moved into shards.")
     return 0
 
 
@@ -325,14 +320,19 @@ def _sweep(args: argparse.Namespace) -> int:
         namespace=bool(args.namespace),
     )
     if args.dry_run:
-        print("memories sweep: a dry run, nothing is deleted.", file=sys.stderr)
+        _say("memories sweep: a dry run, nothing is deleted.")
     lines, notes = sweep_report(
         memory, found, dry_run=args.dry_run, session=args.session, namespace=args.namespace
     )
     print(*lines, sep="\n")
     for note in notes:
-        print(f"memories sweep: {note}", file=sys.stderr)
+        _say(f"memories sweep: {note}")
     return 0
+
+
+def _say(*lines: str) -> None:
+    """What a command tells the person running it, on stderr (its output goes to stdout)."""
+    print(*lines, sep="\n", file=sys.stderr)
 
 
 def _confirmed(question: str, lines: Sequence[str] = ()) -> bool:
@@ -349,7 +349,7 @@ def _nothing_to_do(command: str, unmade: list[str]) -> bool:
     """Say so when none of the config's stores exists (opening them would only make them)."""
     if unmade:
         where = ", ".join(repr(place) for place in unmade)
-        print(f"memories {command}: nothing is stored yet ({where} do not exist).", file=sys.stderr)
+        _say(f"memories {command}: nothing is stored yet ({where} do not exist).")
     return bool(unmade)
 
 
@@ -388,9 +388,9 @@ def _serve(args: argparse.Namespace) -> int:
     )
     where = f"http://{args.host}:{args.port}/"
     mode = "inspector (writes allowed)" if args.allow_writes else "read-only inspector"
-    print(f"memories serve: {mode} of {args.config} at {where}", file=sys.stderr)
+    _say(f"memories serve: {mode} of {args.config} at {where}")
     if token is not None:
-        print(f"Open {where}?token=... once (the token you set) in your browser.", file=sys.stderr)
+        _say(f"Open {where}?token=... once (the token you set) in your browser.")
     run(
         app,
         host=args.host,
@@ -415,10 +415,7 @@ def _mcp(args: argparse.Namespace) -> int:
         namespace=args.namespace or os.environ.get(NAMESPACE_ENV) or None,
         user=args.user or os.environ.get(USER_ENV) or None,
     )
-    print(
-        f"memories mcp: {', '.join(tools.tools)} over stdio, for {tools.whose}",
-        file=sys.stderr,
-    )
+    _say(f"memories mcp: {', '.join(tools.tools)} over stdio, for {tools.whose}")
     serve(tools, timeout=args.timeout)
     return 0
 
@@ -634,14 +631,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except MemoriesError as exc:
-        print(f"memories: {exc}", file=sys.stderr)
+        _say(f"memories: {exc}")
         return 2
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):  # `memories export | head`: the reader left
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (stdout closes at exit)
             return 0
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"memories: {exc.strerror or exc}{where}", file=sys.stderr)
+        _say(f"memories: {exc.strerror or exc}{where}")
         return 2
     except KeyboardInterrupt:
         print(file=sys.stderr)  # Ctrl-C left the cursor after the prompt

@@ -41,21 +41,18 @@ class VectorStoreBackend(VectorBackend):
 
     def _save_steps(self, row: OutboxRow) -> Steps[None]:
         """Add the turn with ``add_documents``, as LangChain's memory does."""
-        return self._adding([row])
+        yield from self._add_steps([row], progress=False)
 
     save, asave = twins(_save_steps)
 
     def _add_steps(self, rows: Sequence[OutboxRow], *, progress: bool) -> Steps[None]:
         """Add the documents in one ``add_documents`` call (the store batches as it does)."""
-        return self._adding(rows)
-
-    add, aadd = twins(_add_steps)
-
-    def _adding(self, rows: Sequence[OutboxRow]) -> Steps[None]:
         documents = [Document(r.text, metadata=_kept(r.metadata), id=r.doc_id) for r in rows]
         ids = [r.doc_id for r in rows]
         yield step(self.retriever.vectorstore.add_documents, documents, ids=ids)
         self.written.extend(ids)
+
+    add, aadd = twins(_add_steps)
 
     def _search_steps(self, query: VectorQuery) -> Steps[list[SearchResult]]:
         """``retriever.invoke(text)``, with ``k`` and ``filter`` only when the query gives them."""
@@ -73,13 +70,13 @@ class VectorStoreBackend(VectorBackend):
         self, ids: Sequence[str] | None, where: Mapping[str, Any] | None
     ) -> Steps[None]:
         """Delete by id with the store's ``delete``; a LangChain store has no delete by filter."""
-        return self._deleting(ids, where, quiet=False)
+        yield from self._deleting(ids, where, quiet=False)
 
     delete, adelete = twins(_delete_steps)
 
     def _forget_session_steps(self) -> Steps[None]:
         """Delete the documents this memory added (a store that cannot delete: warn, keep them)."""
-        return self._deleting(list(self.written), None, quiet=True)
+        yield from self._deleting(list(self.written), None, quiet=True)
 
     forget_session, aforget_session = twins(_forget_session_steps)
 

@@ -378,7 +378,7 @@ class PgVectorBackend(RecallBackend):
 
     def _save_steps(self, row: OutboxRow) -> Steps[None]:
         """Embed the turn, then store it numbered in its session and indexed, in one transaction."""
-        return self._saving([unnumbered(row)])
+        yield from self._saving([unnumbered(row)])
 
     save, asave = twins(_save_steps)
 
