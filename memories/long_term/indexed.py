@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from memories.integrations.chroma import ChromaStore
 
-__all__ = ["DocumentMemory", "IndexedMemory", "show_progress"]
+__all__ = ["DocumentMemory", "IndexedMemory", "checked_ids", "show_progress"]
 
 #: The fields that say which Chroma store, and which part of it, the default backend uses.
 _STORE_FIELDS = ("mode", "path", "host", "port", "ssl", "collection", "timeout")
@@ -663,11 +663,16 @@ class DocumentMemory(IndexedMemory):
             raise InvalidInputError(
                 "delete() needs ids or a filter; to delete everything, call clear()."
             )
-        if ids is not None and (isinstance(ids, str) or not all(isinstance(i, str) for i in ids)):
-            raise InvalidInputError(f"ids must be a list of strings, got {ids!r:.80}.")
         if where is not None:
             self.backend.check_filter(where)
-        return ids, None if where is None else dict(where)
+        return None if ids is None else checked_ids(ids), None if where is None else dict(where)
+
+
+def checked_ids(ids: Sequence[str]) -> list[str]:
+    """``ids`` as a list, if it is a list of strings (InvalidInputError naming it if not)."""
+    if isinstance(ids, str) or not all(isinstance(i, str) for i in ids):
+        raise InvalidInputError(f"ids must be a list of strings, got {ids!r:.80}.")
+    return list(ids)
 
 
 def _document_order(result: SearchResult) -> tuple[float, int]:

@@ -355,15 +355,15 @@ class Database:
 
     def __init__(self, url: str, metadata: MetaData, *, like: Database | None = None) -> None:
         _check_reachable(url)
-        self.url = url
-        self.metadata = metadata
+        self._start(url, metadata, None if like is None else like._memory)
+
+    def _start(self, url: str, metadata: MetaData, memory: _MemoryDatabase | None) -> None:
+        """Ready for ``url``, opening nothing (in memory: on ``memory``, else a new database)."""
+        self.url, self.metadata = url, metadata
         self._engine: Engine | None = None
         self._opening = threading.Lock()
         self._batches = threading.local()
-        self._memory: _MemoryDatabase | None = None
-        if in_memory_sqlite(url):
-            shared = like._memory if like is not None else None
-            self._memory = shared if shared is not None else _MemoryDatabase(url)
+        self._memory = (memory or _MemoryDatabase(url)) if in_memory_sqlite(url) else None
 
     @property
     def engine(self) -> Engine:
@@ -434,11 +434,7 @@ class Database:
         return {"url": self.url, "metadata": self.metadata}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.url, self.metadata = state["url"], state["metadata"]
-        self._engine = None
-        self._opening = threading.Lock()
-        self._batches = threading.local()
-        self._memory = _MemoryDatabase(self.url) if in_memory_sqlite(self.url) else None
+        self._start(state["url"], state["metadata"], None)
 
 
 #: A SQLite write batch takes the write lock up front (see :meth:`Database.batch`).

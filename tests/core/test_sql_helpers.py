@@ -1,12 +1,15 @@
-"""The shared SQL helpers of memories.stores.sql: counting rows, adding to counters."""
+"""The shared SQL layer (memories.stores.sql): its databases, counting rows, adding to counters."""
 
 from __future__ import annotations
+
+import copy
+import pickle
 
 import pytest
 import sqlalchemy as sa
 
 from memories.stores import sql
-from memories.stores.sql import add_counts, count_rows
+from memories.stores.sql import Database, add_counts, count_rows
 
 metadata = sa.MetaData()
 counters = sa.Table(
@@ -56,3 +59,14 @@ def test_count_rows_counts_the_rows_meeting_every_condition() -> None:
         assert count_rows(connection, counters) == 4
         assert count_rows(connection, counters, counters.c.name == "a") == 2
         assert count_rows(connection, counters, counters.c.name == "a", counters.c.day == "d2") == 1
+
+
+def test_an_in_memory_database_is_shared_by_a_copy_and_not_by_a_pickle() -> None:
+    database = Database("sqlite://", metadata)
+    with database.transaction(write=True) as connection:
+        connection.execute(sa.insert(counters).values(name="a", day="d1", calls=1, tokens=0))
+    copied, unpickled = copy.deepcopy(database), pickle.loads(pickle.dumps(database))
+    assert copied.shares(database) and not unpickled.shares(database)
+    for other, rows in ((copied, 1), (unpickled, 0)):
+        with other.transaction() as connection:
+            assert count_rows(connection, counters) == rows

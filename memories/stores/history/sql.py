@@ -461,20 +461,14 @@ class SQLHistory(ChatHistory):
         old = nth = None
         with self._db.transaction() as connection:
             cutoff = retention.cutoff(now)
-            oldest = None
             if cutoff is not None:
-                oldest = connection.execute(
-                    sa.select(t.c.created_at).where(mine).order_by(t.c.id).limit(1)
-                ).scalar()
-            if oldest is not None and cutoff is not None and oldest < cutoff:
-                # Something expired. Newest first on the (session_id, id) index: the
-                # scan stops at the first expired row, so it reads the kept rows only.
-                old = connection.execute(
-                    sa.select(t.c.id)
-                    .where(mine, t.c.created_at < cutoff)
-                    .order_by(t.c.id.desc())
-                    .limit(1)
-                ).scalar()
+                first = sa.select(t.c.created_at).where(mine).order_by(t.c.id).limit(1)
+                oldest = connection.execute(first).scalar()
+                if oldest is not None and oldest < cutoff:
+                    # Something expired. Newest first on the (session_id, id) index: the
+                    # scan stops at the first expired row, so it reads the kept rows only.
+                    newest = sa.select(t.c.id).where(mine, t.c.created_at < cutoff)
+                    old = connection.execute(newest.order_by(t.c.id.desc()).limit(1)).scalar()
             if retention.keep_messages is not None:
                 nth = connection.execute(
                     sa.select(t.c.id)
