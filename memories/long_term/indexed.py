@@ -201,24 +201,18 @@ class IndexedMemory(BaseMemory, Sweeps):
         """The namespace's documents (or, erasing only a session, the session's), everywhere
         the backend keeps them."""
         found = super().erasure_shares(session=session, namespace=namespace)
-        if not (session or namespace):
+        if not namespace and not (session and self.session_documents):
             return found
         backend = self.backend
         where = backend.location
         if self.vectors is None:
             where += f" (collections {self.collection!r})"
         where += f", namespace {'.'.join(self.namespace)}"
-        files = backend.compactions()
-        if namespace:
-            held = partial(backend.held, session=False)
-            share = StoreShare(where, held, backend.erase_namespace, files)
-        elif not self.session_documents:
-            return found
-        else:
+        if not namespace:
             where += f", session {self.session_id!r}"
-            held = partial(backend.held, session=True)
-            share = StoreShare(where, held, backend.erase_session, files)
-        return [*found, share]
+        held = partial(backend.held, session=not namespace)
+        erase = backend.erase_namespace if namespace else backend.erase_session
+        return [*found, StoreShare(where, held, erase, backend.compactions())]
 
     @property
     def store(self) -> ChromaStore:

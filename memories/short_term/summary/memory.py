@@ -359,8 +359,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
 
     def _setting_summary(self, summary: str) -> Steps[None]:
         state, _ = yield from self._reading()
-        state = replace(state, summary=summary)
-        yield from self._storing(state)
+        yield from self._storing(replace(state, summary=summary))
 
     def _set_summary(self, summary: str) -> None:
         run(self._setting_summary(summary), lock=self._lock)
