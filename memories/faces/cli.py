@@ -146,13 +146,11 @@ def _usage(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from memories.faces.commands import absent_folders, inspect, open_memory
-    from memories.faces.commands.opening import made_options, not_there
+    from memories.faces.commands import inspect, open_memory
+    from memories.faces.commands.opening import made_memory, made_options
 
     made_options(args.config)
-    memory = open_memory(args.config, args.session, args.namespace, command="inspect")
-    for folder in absent_folders(memory):
-        raise not_there(folder, "folder")
+    memory = made_memory(open_memory(args.config, args.session, args.namespace, command="inspect"))
     inspect(memory, sys.stdout, last=None if args.all else args.last)
     return 0
 

@@ -147,6 +147,17 @@ def absent_folders(memory: LangChainBaseMemory) -> list[str]:
     return [folder for folder in chroma_folders(memory) if not Path(folder).is_dir()]
 
 
+def made_memory(memory: LangChainBaseMemory) -> LangChainBaseMemory:
+    """``memory``, when each of its embedded Chroma folders exists.
+
+    Raises:
+        ConfigError: one does not (reading would make it; a command that only reads writes nothing).
+    """
+    if absent := absent_folders(memory):
+        raise not_there(absent[0], "folder")
+    return memory
+
+
 def not_there(where: str, kind: str) -> ConfigError:
     """The error of a command that only reads, for a ``kind`` of store that does not exist."""
     return ConfigError(

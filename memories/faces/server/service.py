@@ -18,7 +18,7 @@ from memories.core.config import config_templates
 from memories.core.erasure import ErasureReport, erase_user
 from memories.core.members import chat_memories, distinct_histories, read_only
 from memories.errors import ConfigError, InvalidInputError
-from memories.faces.commands.opening import made_options, open_stores
+from memories.faces.commands.opening import made_memory, made_options, open_stores
 from memories.faces.exchange import view_memory
 from memories.faces.server.counts import expired_counts, live_page, recorded_usage, shown_count
 from memories.faces.server.errors import NotFound, ReadOnly
@@ -102,8 +102,8 @@ class Inspector:
             :meth:`retry` (otherwise they raise :class:`ReadOnly`).
 
     Raises:
-        ConfigError: a bad config, or a SQLite file it names does not exist
-            (opening it would create it: inspecting never writes).
+        ConfigError: a bad config, or a SQLite file or Chroma folder it names does not
+            exist (opening it would create it: inspecting never writes).
     """
 
     def __init__(
@@ -119,7 +119,7 @@ class Inspector:
         self._templated = bool(config_templates(self.options))
         # Memories built per (namespace, session), kept for the next request.
         self._memories: LRU[tuple[Namespace | None, str | None], Any] = LRU(32, locked=True)
-        probe = self._memory(None, None)
+        probe = made_memory(self._memory(None, None))
         self.leaves: list[Any] = leaves_of(probe)
         self.ids: list[str] = _ids(self.leaves)
 
