@@ -198,6 +198,9 @@ def _insert(rows: int) -> Prepared:
 
 #: Dialects whose INSERT ... RETURNING the prepared insert uses.
 _RETURNING = ("sqlite", "postgresql")
+#: Appends to a session take turns until their transaction ends: two PostgreSQL writers
+#: could take ids 7 and 8 and commit 8 first, and a reader's cursor pass 7 for good.
+_LOCK_SESSION = sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:session, 0))")
 _STATE = Prepared(
     sa.select(state_table.c.value).where(
         state_table.c.session_id == sa.bindparam("session"),
@@ -280,7 +283,8 @@ class SQLHistory(ChatHistory):
 
     def _inserted(self, rows: list[dict[str, Any]]) -> list[int]:
         with self._db.transaction(write=True) as connection:
-            self._lock_session(connection)
+            if connection.dialect.name == "postgresql":  # SQLite's writers take turns already
+                connection.execute(_LOCK_SESSION, {"session": self.session_id})
             if connection.dialect.name in _RETURNING:
                 # One statement for the rows (a round trip on a server). RETURNING
                 # may list them in any order, but their ids are taken in VALUES
@@ -305,18 +309,6 @@ class SQLHistory(ChatHistory):
                 assert key is not None  # an INSERT into a table with a primary key has one
                 seqs.append(int(key[0]))
             return seqs
-
-    def _lock_session(self, connection: sa.Connection) -> None:
-        """Serialise appends to this session until the transaction ends (SQLite does already).
-
-        Two PostgreSQL writers could take ids 7 and 8 and commit 8 first: a reader's
-        cursor would move past 7 and never see it.
-        """
-        if connection.dialect.name == "postgresql":
-            connection.execute(
-                sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:session, 0))"),
-                {"session": self.session_id},
-            )
 
     def _rows(self, statement: Prepared, **values: Any) -> list[Entry | Edit]:
         """The records a prepared statement of this session reads, in the order it gives."""
