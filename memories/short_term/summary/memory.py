@@ -307,11 +307,11 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
             return
         yield from self._folding()
 
-    def _clearing(self) -> Steps[None]:
+    def _clear_steps(self) -> Steps[None]:
         self._epoch += 1
         if self._in_background:
             self._background.cancel()
-        yield from super()._clearing()
+        yield from super()._clear_steps()
 
     def _schedule(self) -> bool:
         """(Re)schedule this session's background fold; False once closed (fold inline then)."""
