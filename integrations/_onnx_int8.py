@@ -68,8 +68,10 @@ def quantize_activations_per_token(onnx: Any, model_bytes: bytes) -> tuple[bytes
         columns = stored.dims[1] if stored is not None else 0
         if stored is None or scale_dims(scale_name) not in ([1, columns], [columns], [1], []):
             return None  # not one scale per output column: leave this MatMul alone
-        # Stored weights use the full int8 range: halve them to 7 bits (and double the scale).
-        halved = np.round(numpy_helper.to_array(stored).astype(np.int16) / 2).astype(np.int8)
+        # Stored weights use the full int8 range: halve them to 7 bits (and double the scale),
+        # rounding half to even as np.round does, in int8 (4 ms, not a float copy's 60).
+        q = numpy_helper.to_array(stored)
+        halved = (q >> 1) + (q >> 1 & q & 1)
         scale = numpy_helper.to_array(initializers[scale_name]).astype(np.float32) * 2
         return const(stored.name + "/q7", halved), const(scale_name + "/x2", scale)
 
@@ -138,9 +140,12 @@ def quantize_activations_per_token(onnx: Any, model_bytes: bytes) -> tuple[bytes
         ]
         rewritten += 1
 
-    _replace(graph.node, _live(nodes, {out.name for out in graph.output}))
+    del graph.node[:]
+    graph.node.extend(_live(nodes, {out.name for out in graph.output}))
     used = {name for node in graph.node for name in node.input}
-    _replace(graph.initializer, [init for init in graph.initializer if init.name in used])
+    for i in reversed(range(len(graph.initializer))):  # in place: copying them costs 0.04 s
+        if graph.initializer[i].name not in used:
+            del graph.initializer[i]
     return model.SerializeToString(), rewritten
 
 
@@ -153,8 +158,3 @@ def _live(nodes: list[Any], outputs: set[str]) -> list[Any]:
             live.append(node)
             needed.update(node.input)
     return live[::-1]
-
-
-def _replace(field: Any, items: list[Any]) -> None:
-    del field[:]
-    field.extend(items)

@@ -127,3 +127,16 @@ def test_an_int8_lookup_table_is_read_in_int8_and_only_its_rows_dequantized() ->
     )
     for old, new in zip(before, after, strict=True):
         np.testing.assert_array_equal(old, new)
+
+
+def test_int8_weights_are_halved_rounding_half_to_even_for_every_value() -> None:
+    # The halving runs in int8 arithmetic; it must give what np.round(w / 2) gives.
+    every = np.arange(-128, 128, dtype=np.int8).reshape(32, 8)
+    model = two_layer_model(np.eye(16, 32, dtype=np.float32), every, np.ones((1, 8), np.float32))
+    rewritten, _ = quantize_activations_per_token(onnx, model)
+    graph = onnx.load_from_string(rewritten).graph
+    (stored,) = [i for i in graph.initializer if i.name.endswith("/q7")]
+    halved = onnx.numpy_helper.to_array(stored)
+    np.testing.assert_array_equal(halved, np.round(every / 2).astype(np.int8))
+    (scale,) = [i for i in graph.initializer if i.name.endswith("/x2")]
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(scale), np.full((1, 8), 2.0))
