@@ -35,7 +35,7 @@ from memories.kernel.capabilities import Capabilities, capabilities_of
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.messages import check_storable, format_buffer
 from memories.kernel.retention import Retention, Sweeps
-from memories.kernel.steps import Steps, arun, run, step, to_thread
+from memories.kernel.steps import Steps, arun, run, step, to_thread, twins
 from memories.stores.compaction import compactions
 from memories.stores.erasure import StoreShare
 from memories.stores.history.base import ChatHistory, MessageRef
@@ -615,36 +615,30 @@ class ChatMemory(BaseMemory, Sweeps):
         """Raise what :meth:`save_context` would raise for this turn, writing nothing."""
         self._turn(inputs, outputs)
 
-    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+    def _save_context_steps(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> Steps[None]:
         """Append the run's input and output to the history, then update derived state."""
-        self._run(self._context_saving(inputs, outputs, appended=False), write=True)
+        return self._context_saving(inputs, outputs, appended=False)
 
-    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`save_context`: the same steps, awaited."""
-        await self._arun(self._context_saving(inputs, outputs, appended=False), write=True)
+    save_context, asave_context = twins(_save_context_steps, runner="_run", write=True)
 
-    def follow_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+    def _follow_context_steps(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> Steps[None]:
         """Take a chain run that another memory on this history session saved already.
 
         Only what this memory derives follows (a summary, a cursor, owed entity
         updates): a combined memory saves a turn to a shared history once this way
         (:func:`memories.core.combined.saves_of`).
         """
-        self._run(self._context_saving(inputs, outputs, appended=True), write=True)
+        return self._context_saving(inputs, outputs, appended=True)
 
-    async def afollow_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`follow_context`."""
-        await self._arun(self._context_saving(inputs, outputs, appended=True), write=True)
+    follow_context, afollow_context = twins(_follow_context_steps, runner="_run", write=True)
 
-    def follow_history(self) -> None:
+    def _follow_history_steps(self) -> Steps[None]:
         """Bring derived state up to date with messages or edits another memory wrote here."""
-        self._run(self._update(), write=True)
+        return self._update()
 
-    async def afollow_history(self) -> None:
-        """Async :meth:`follow_history`."""
-        await self._arun(self._update(), write=True)
+    follow_history, afollow_history = twins(_follow_history_steps, runner="_run", write=True)
 
-    def save_messages(self, messages: Sequence[BaseMessage], /) -> None:
+    def _save_messages_steps(self, messages: Sequence[BaseMessage], /) -> Steps[None]:
         """Write whole messages (an agent turn with its tool calls), then update derived state.
 
         Unlike ``save_context`` (one input, one output), it keeps a turn's tool calls
@@ -656,17 +650,13 @@ class ChatMemory(BaseMemory, Sweeps):
             InvalidInputError: an item is not a LangChain message, or a
                 ``RemoveMessage`` names an unknown id (nothing is written).
         """
-        writing = self.chat_memory.writing(_checked_messages(messages))
-        self._run(self._editing(writing), write=True)
+        return self._editing(self.chat_memory.writing(_checked_messages(messages)))
 
-    async def asave_messages(self, messages: Sequence[BaseMessage], /) -> None:
-        """Async :meth:`save_messages`: the same steps, awaited."""
-        writing = self.chat_memory.writing(_checked_messages(messages))
-        await self._arun(self._editing(writing), write=True)
+    save_messages, asave_messages = twins(_save_messages_steps, runner="_run", write=True)
 
     # -- edits by id (see memories.stores.history.edits) ------------------------------
 
-    def delete_messages(self, ids: Sequence[MessageRef], /) -> None:
+    def _delete_messages_steps(self, ids: Sequence[MessageRef], /) -> Steps[None]:
         """Remove messages by id (or log seq); derived state (counts, summary) follows.
 
         A tool call and its results go together, so the memory never shows an
@@ -675,49 +665,38 @@ class ChatMemory(BaseMemory, Sweeps):
         Raises:
             InvalidInputError: an id matches no shown message (nothing is changed).
         """
-        self._run(self._editing(self.chat_memory.deleting(ids)), write=True)
+        return self._editing(self.chat_memory.deleting(ids))
 
-    async def adelete_messages(self, ids: Sequence[MessageRef], /) -> None:
-        """Async :meth:`delete_messages`."""
-        await self._arun(self._editing(self.chat_memory.deleting(ids)), write=True)
+    delete_messages, adelete_messages = twins(_delete_messages_steps, runner="_run", write=True)
 
-    def edit_message(self, id: MessageRef, new_message: BaseMessage, /) -> None:
+    def _edit_message_steps(self, id: MessageRef, new_message: BaseMessage, /) -> Steps[None]:
         """Show ``new_message`` in place of the message with ``id`` (or log seq).
 
         Raises:
             InvalidInputError: no shown message has that id, or ``new_message``
                 is not a message (nothing is changed).
         """
-        replacing = self.chat_memory.replacing(id, *_checked_messages([new_message]))
-        self._run(self._editing(replacing), write=True)
+        return self._editing(self.chat_memory.replacing(id, *_checked_messages([new_message])))
 
-    async def aedit_message(self, id: MessageRef, new_message: BaseMessage, /) -> None:
-        """Async :meth:`edit_message`."""
-        replacing = self.chat_memory.replacing(id, *_checked_messages([new_message]))
-        await self._arun(self._editing(replacing), write=True)
+    edit_message, aedit_message = twins(_edit_message_steps, runner="_run", write=True)
 
-    def keep_last(self, n: int, /) -> None:
+    def _keep_last_steps(self, n: int, /) -> Steps[None]:
         """Remove every message but the last ``n`` (never splitting a tool call from its results).
 
         Raises:
             InvalidInputError: ``n`` is not a count >= 0.
         """
-        self._run(self._editing(self.chat_memory.cutting(n)), write=True)
+        return self._editing(self.chat_memory.cutting(n))
 
-    async def akeep_last(self, n: int, /) -> None:
-        """Async :meth:`keep_last`."""
-        await self._arun(self._editing(self.chat_memory.cutting(n)), write=True)
+    keep_last, akeep_last = twins(_keep_last_steps, runner="_run", write=True)
 
-    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    def _load_memory_variables_steps(self, inputs: dict[str, Any]) -> Steps[dict[str, Any]]:
         """``{memory_key: buffer}``: a string, or messages with ``return_messages=True``."""
-        return {self.memory_key: self._format(self._select())}
+        return {self.memory_key: self._format((yield from self._selection()))}
 
-    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`load_memory_variables`: the same work, awaited."""
-        return {self.memory_key: self._format(await self._aselect())}
-
-    def _clearing(self) -> Steps[None]:
-        yield step(self.chat_memory.clear)
+    load_memory_variables, aload_memory_variables = twins(
+        _load_memory_variables_steps, runner="_run", write=False
+    )
 
     def erasure_shares(self, *, session: bool, namespace: bool) -> list[StoreShare]:
         """The session's log and state in the history, when erasing a session."""
@@ -730,13 +709,11 @@ class ChatMemory(BaseMemory, Sweeps):
             found.append(StoreShare(repr(history), history.held, history.clear, files))
         return found
 
-    def clear(self) -> None:
+    def _clear_steps(self) -> Steps[None]:
         """Erase the session: its messages and every memory's state in the history."""
-        run(self._clearing(), lock=self._io_lock)
+        yield step(self.chat_memory.clear)
 
-    async def aclear(self) -> None:
-        """Async :meth:`clear`: the same steps, awaited."""
-        await arun(self._clearing(), lock=self._io_lock)
+    clear, aclear = twins(_clear_steps, lock="_io_lock")
 
     def _format(self, messages: list[BaseMessage]) -> str | list[BaseMessage]:
         if self.return_messages:

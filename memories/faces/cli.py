@@ -16,7 +16,7 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,9 @@ from typing import Any
 from memories._version import __version__
 from memories.errors import ConfigError, MemoriesError
 from memories.kernel.imports import DISTRIBUTION
+
+#: What a command runs: its parsed arguments to an exit status.
+Run = Callable[[argparse.Namespace], int]
 
 __all__ = ["LLM_ENV", "NAMESPACE_ENV", "TOKEN_ENV", "USER_ENV", "main"]
 
@@ -37,9 +40,14 @@ NAMESPACE_ENV = "MEMORIES_NAMESPACE"
 USER_ENV = "MEMORIES_USER"
 
 
-def _model(spec: str | None) -> tuple[Any, str]:
-    """The model ``--llm`` or ``$MEMORIES_LLM`` names, and where replies come from."""
+def _model(spec: str | None, offline: str = "") -> tuple[Any, str]:
+    """The model ``--llm`` or ``$MEMORIES_LLM`` names, and where replies come from; naming
+    neither, an echo model when ``offline`` (its source) is given, else None."""
     spec = spec or os.environ.get(LLM_ENV) or None
+    if spec is None and offline:
+        from memories.testing import ScriptedChatModel
+
+        return ScriptedChatModel(), offline
     if spec is None:
         return None, f"scripted (no --llm or ${LLM_ENV}: offline, no LLM)"
     from memories.kernel.llm import resolve_llm
@@ -101,15 +109,13 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _chat(args: argparse.Namespace) -> int:
     from memories.faces.commands import chat, open_memory
-    from memories.testing import ScriptedChatModel
 
     memory = open_memory(args.config, args.session, args.namespace, command="chat")
-    model, source = _model(args.llm)
-    if model is None:
-        model = ScriptedChatModel()
-        source = f"an offline echo model (no --llm or ${LLM_ENV} given)"
-    print(f"memories chat: {type(memory).__name__}, replies {source}.", file=sys.stderr)
-    print("Type a message per line; /help lists the commands, /quit ends.", file=sys.stderr)
+    model, source = _model(args.llm, f"an offline echo model (no --llm or ${LLM_ENV} given)")
+    _say(
+        f"memories chat: {type(memory).__name__}, replies {source}.",
+        "Type a message per line; /help lists the commands, /quit ends.",
+    )
     prompt = "you> " if sys.stdin.isatty() else ""
     chat(memory, model, sys.stdin, sys.stdout, system=args.system, prompt=prompt)
     if prompt:  # Ctrl-D at the prompt: end the line it left
@@ -121,11 +127,8 @@ def _usage(args: argparse.Namespace) -> int:
     import io
 
     from memories.faces.commands import chat, format_usage, on_a_copy, open_memory, usage_report
-    from memories.testing import ScriptedChatModel
 
-    model, source = _model(args.llm)
-    if model is None:
-        model, source = ScriptedChatModel(), "an offline echo model"
+    model, source = _model(args.llm, "an offline echo model")
     # On a copy of the stores unless --save: measuring must not save the conversation.
     where = nullcontext(args.config) if args.save else on_a_copy(args.config, command="usage")
     with where as config:
@@ -137,19 +140,17 @@ def _usage(args: argparse.Namespace) -> int:
         print()
     else:
         stores = "the config's stores" if args.save else "a copy of the stores, now removed"
-        print(f"{turns} turns on {stores}, replies by {source}:", file=sys.stderr)
+        _say(f"{turns} turns on {stores}, replies by {source}:")
         sys.stdout.write(format_usage(report))
     return 0
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from memories.faces.commands import absent_folders, inspect, open_memory
-    from memories.faces.commands.opening import made_options, not_there
+    from memories.faces.commands import inspect, open_memory
+    from memories.faces.commands.opening import made_memory, made_options
 
     made_options(args.config)
-    memory = open_memory(args.config, args.session, args.namespace, command="inspect")
-    for folder in absent_folders(memory):
-        raise not_there(folder, "folder")
+    memory = made_memory(open_memory(args.config, args.session, args.namespace, command="inspect"))
     inspect(memory, sys.stdout, last=None if args.all else args.last)
     return 0
 
@@ -163,10 +164,7 @@ def _export(args: argparse.Namespace) -> int:
     else:
         with open(args.output, "w", encoding="utf-8") as out:
             messages, documents = export_config(args.config, out, **whose)
-    print(
-        f"memories export: {messages} messages, {documents} documents, entities and triples",
-        file=sys.stderr,
-    )
+    _say(f"memories export: {messages} messages, {documents} documents, entities and triples")
     return 0
 
 
@@ -209,12 +207,11 @@ def _import(args: argparse.Namespace) -> int:
     )
     messages = sum(isinstance(line, ExportLine) for line in lines)
     sessions = len({line.session_id for line in lines if isinstance(line, ExportLine)})
-    print(
+    _say(
         f"memories import: {messages} messages into {sessions} session(s), "
         f"{len(lines) - messages} documents, entities and triples; {written} written "
         "(messages a session already holds are skipped, documents replaced by id, summaries "
-        "and triples the store holds already skipped)",
-        file=sys.stderr,
+        "and triples the store holds already skipped)"
     )
     return 0
 
@@ -232,7 +229,7 @@ def _dead_letters(args: argparse.Namespace) -> int:
 
     memories = per_namespace(args.config, args.session, args.namespace)
     if not sum(1 for memory in memories if dead_letters(memory, sys.stdout, retry=args.retry) >= 0):
-        print("memories dead-letters: the stores hold no namespace yet.", file=sys.stderr)
+        _say("memories dead-letters: the stores hold no namespace yet.")
     return 0
 
 
@@ -248,10 +245,10 @@ def _clear(args: argparse.Namespace) -> int:
             "namespaces."
         )
     if not args.yes and not _confirmed("This erases:", targets):
-        print("memories clear: nothing erased.", file=sys.stderr)
+        _say("memories clear: nothing erased.")
         return 1
     for line in clear(memory, namespaces=args.erase_namespace):
-        print(f"memories clear: erased {line}.", file=sys.stderr)
+        _say(f"memories clear: erased {line}.")
     return 0
 
 
@@ -271,7 +268,7 @@ def _erase(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
     )
     if report is None:
-        print("memories erase: nothing erased.", file=sys.stderr)
+        _say("memories erase: nothing erased.")
         return 1
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
@@ -292,7 +289,7 @@ def _reshard(args: argparse.Namespace) -> int:
         if not demotion.moved:
             print(f"keep {demotion.namespace}: {demotion.kept}")
     if not movable:
-        print("memories reshard: no namespace to move.", file=sys.stderr)
+        _say("memories reshard: no namespace to move.")
         return 0
     verb = "would move" if args.dry_run else "move"
     for demotion in movable:
@@ -300,14 +297,11 @@ def _reshard(args: argparse.Namespace) -> int:
     if args.dry_run:
         return 0
     if not args.yes and not _confirmed(f"Move {len(movable)} namespaces?"):
-        print("memories reshard: nothing moved.", file=sys.stderr)
+        _say("memories reshard: nothing moved.")
         return 1
     moved = [d for d in reshard(memory) if d.moved]
     documents = sum(d.documents for d in moved)
-    print(
-        f"memories reshard: {len(moved)} namespaces ({documents} documents) moved into shards.",
-        file=sys.stderr,
-    )
+    _say(f"memories reshard: {len(moved)} namespaces ({documents} documents) moved into shards.")
     return 0
 
 
@@ -324,14 +318,19 @@ def _sweep(args: argparse.Namespace) -> int:
         namespace=bool(args.namespace),
     )
     if args.dry_run:
-        print("memories sweep: a dry run, nothing is deleted.", file=sys.stderr)
+        _say("memories sweep: a dry run, nothing is deleted.")
     lines, notes = sweep_report(
         memory, found, dry_run=args.dry_run, session=args.session, namespace=args.namespace
     )
     print(*lines, sep="\n")
     for note in notes:
-        print(f"memories sweep: {note}", file=sys.stderr)
+        _say(f"memories sweep: {note}")
     return 0
+
+
+def _say(*lines: str) -> None:
+    """What a command tells the person running it, on stderr (its output goes to stdout)."""
+    print(*lines, sep="\n", file=sys.stderr)
 
 
 def _confirmed(question: str, lines: Sequence[str] = ()) -> bool:
@@ -348,7 +347,7 @@ def _nothing_to_do(command: str, unmade: list[str]) -> bool:
     """Say so when none of the config's stores exists (opening them would only make them)."""
     if unmade:
         where = ", ".join(repr(place) for place in unmade)
-        print(f"memories {command}: nothing is stored yet ({where} do not exist).", file=sys.stderr)
+        _say(f"memories {command}: nothing is stored yet ({where} do not exist).")
     return bool(unmade)
 
 
@@ -387,9 +386,9 @@ def _serve(args: argparse.Namespace) -> int:
     )
     where = f"http://{args.host}:{args.port}/"
     mode = "inspector (writes allowed)" if args.allow_writes else "read-only inspector"
-    print(f"memories serve: {mode} of {args.config} at {where}", file=sys.stderr)
+    _say(f"memories serve: {mode} of {args.config} at {where}")
     if token is not None:
-        print(f"Open {where}?token=... once (the token you set) in your browser.", file=sys.stderr)
+        _say(f"Open {where}?token=... once (the token you set) in your browser.")
     run(
         app,
         host=args.host,
@@ -414,10 +413,7 @@ def _mcp(args: argparse.Namespace) -> int:
         namespace=args.namespace or os.environ.get(NAMESPACE_ENV) or None,
         user=args.user or os.environ.get(USER_ENV) or None,
     )
-    print(
-        f"memories mcp: {', '.join(tools.tools)} over stdio, for {tools.whose}",
-        file=sys.stderr,
-    )
+    _say(f"memories mcp: {', '.join(tools.tools)} over stdio, for {tools.whose}")
     serve(tools, timeout=args.timeout)
     return 0
 
@@ -464,11 +460,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_demo)
 
     def with_config(
-        name: str, help: str, *, dry_run: str = "", confirm: bool = False, timeout: int = 0
+        run: Run, help: str, *, dry_run: str = "", confirm: bool = False, timeout: int = 0
     ) -> argparse.ArgumentParser:
-        """A command over a config file; ``dry_run``: that flag's help; ``confirm``: ``--yes``;
-        ``timeout``: ``--timeout``'s default (0: no such option)."""
-        command = commands.add_parser(name, help=help)
+        """The command ``run`` runs (``_dead_letters``: ``dead-letters``) over a config file;
+        ``dry_run``: that flag's help; ``confirm``: ``--yes``; ``timeout``: ``--timeout``'s
+        default (0: no such option)."""
+        command = commands.add_parser(run.__name__[1:].replace("_", "-"), help=help)
+        command.set_defaults(run=run)
         command.add_argument(
             "--config", required=True, help="memory config file (.yaml, .yml, .toml, .json)"
         )
@@ -488,11 +486,11 @@ def build_parser() -> argparse.ArgumentParser:
         return command
 
     def configured(
-        name: str, help: str, *, dry_run: str = "", confirm: bool = False, llm: bool = False
+        run: Run, help: str, *, dry_run: str = "", confirm: bool = False, llm: bool = False
     ) -> argparse.ArgumentParser:
         """A command over one session and namespace of a config (the config's by default);
         ``llm``: it takes ``--llm``."""
-        command = with_config(name, help, dry_run=dry_run, confirm=confirm)
+        command = with_config(run, help, dry_run=dry_run, confirm=confirm)
         command.add_argument(
             "--session", help="the session to use (default: the config's history session_id)"
         )
@@ -507,12 +505,11 @@ def build_parser() -> argparse.ArgumentParser:
             )
         return command
 
-    chat = configured("chat", "chat with a configured memory, one line per message", llm=True)
+    chat = configured(_chat, "chat with a configured memory, one line per message", llm=True)
     chat.add_argument("--system", default="", help="a system prompt")
-    chat.set_defaults(run=_chat)
 
     usage = configured(
-        "usage",
+        _usage,
         "run the conversation on stdin (one user line each) on a copy of the stores and print "
         "what each memory's model calls, embeddings and store transactions cost",
         llm=True,
@@ -524,18 +521,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="run on the config's own stores, saving the conversation there (default: on a "
         "temporary copy of its files, removed at the end; a server store needs --save)",
     )
-    usage.set_defaults(run=_usage)
 
-    inspect = configured("inspect", "show a session's messages, memory state and what it injects")
+    inspect = configured(_inspect, "show a session's messages, memory state and what it injects")
     inspect.add_argument("--last", type=_positive, default=20, help="messages to show (default 20)")
     inspect.add_argument("--all", action="store_true", help="show every message")
-    inspect.set_defaults(run=_inspect)
 
-    export = configured("export", "write a session's messages as JSON Lines")
+    export = configured(_export, "write a session's messages as JSON Lines")
     export.add_argument("-o", "--output", help="output file (default: stdout)")
-    export.set_defaults(run=_export)
 
-    import_ = configured("import", "append messages from a JSON Lines export")
+    import_ = configured(_import, "append messages from a JSON Lines export")
     import_.add_argument("file", help="the export file, or - for stdin")
     import_.add_argument(
         "--batch-size", type=_positive, default=500, help="messages per transaction (default 500)"
@@ -546,10 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="progress bar on stderr (default: on a terminal)",
     )
-    import_.set_defaults(run=_import)
 
     clear = configured(
-        "clear",
+        _clear,
         "erase a session: its messages, its vector documents and the memory's state",
         confirm=True,
     )
@@ -559,21 +552,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="also erase the long-term memories whole: every session's vector documents of "
         "the namespace, the profile and the entity graph",
     )
-    clear.set_defaults(run=_clear)
 
-    letters = configured(
-        "dead-letters", "list the vector documents the store refused and set aside"
-    )
+    letters = configured(_dead_letters, "list the vector documents the store refused and set aside")
     letters.add_argument(
         "--retry",
         nargs="*",
         metavar="ID",
         help="queue these set-aside documents again (no ID: all of them) and write them now",
     )
-    letters.set_defaults(run=_dead_letters)
 
     erase = with_config(
-        "erase",
+        _erase,
         "erase a person's data in every store of a config (a namespace, a session or "
         "both), then count again: the report shows 0 remaining",
         dry_run="count what would go; erase nothing",
@@ -584,28 +573,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     erase.add_argument("--session", help="the person's chat session")
     erase.add_argument("--json", action="store_true", help="print the report as JSON")
-    erase.set_defaults(run=_erase)
 
-    reshard = with_config(
-        "reshard",
+    with_config(
+        _reshard,
         "move small namespaces of a Chroma store made before shards into shared "
         "collections (safe while the application runs; re-run after a crash)",
         dry_run="say what would move; move nothing",
         confirm=True,
     )
-    reshard.set_defaults(run=_reshard)
 
-    sweep = configured(
-        "sweep",
+    configured(
+        _sweep,
         "delete the raw history past each memory's retention and the items past their time to "
         "live, in every session and namespace of the stores (only --session's or --namespace's "
         "when given)",
         dry_run="count what would go; delete nothing",
     )
-    sweep.set_defaults(run=_sweep)
 
     serve = with_config(
-        "serve",
+        _serve,
         "a web inspector and JSON API over a config, read-only by default (server extra)",
         timeout=15,
     )
@@ -620,10 +606,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="show and allow the actions: edit, delete, roll back, retry dead letters",
     )
-    serve.set_defaults(run=_serve)
 
     mcp = with_config(
-        "mcp",
+        _mcp,
         "an MCP server over stdio: the memory tools of a config (the mcp extra)",
         timeout=30,
     )
@@ -635,7 +620,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--user",
         help=f"fills the config's {{user_id}} (default: ${USER_ENV}, else the client's name)",
     )
-    mcp.set_defaults(run=_mcp)
     return parser
 
 
@@ -645,14 +629,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except MemoriesError as exc:
-        print(f"memories: {exc}", file=sys.stderr)
+        _say(f"memories: {exc}")
         return 2
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):  # `memories export | head`: the reader left
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (stdout closes at exit)
             return 0
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"memories: {exc.strerror or exc}{where}", file=sys.stderr)
+        _say(f"memories: {exc.strerror or exc}{where}")
         return 2
     except KeyboardInterrupt:
         print(file=sys.stderr)  # Ctrl-C left the cursor after the prompt

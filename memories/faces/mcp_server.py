@@ -13,7 +13,6 @@ import functools
 import inspect
 import json
 import logging
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from memories.core.config import create_memory, load_config, memory_factory, wit
 from memories.errors import ConfigError, MemoriesError
 from memories.faces.mcp_frames import Answering
 from memories.faces.tools import entity_tools, memory_tools, profile_tool, read_profile_tool
-from memories.kernel.lru import LRU
+from memories.kernel.lru import Built
 from memories.kernel.namespaces import as_namespace, namespace_text
 
 __all__ = ["DEFAULT_TIMEOUT", "Answer", "ConfigTools", "create_server", "serve"]
@@ -93,8 +92,9 @@ class ConfigTools:
     ) -> None:
         options = load_config(config)
         self.user = None if user is None else _checked_user(user, "--user")
-        self._lock = threading.Lock()
-        self._open: LRU[str, tuple[Any, dict[str, BaseTool]]] = LRU(_OPEN_CALLERS)
+        self._open: Built[str, tuple[Any, dict[str, BaseTool]]] = Built(
+            _OPEN_CALLERS, close=lambda kept: kept[0].close(timeout=DEFAULT_TIMEOUT)
+        )
         self._factory = None
         if namespace is not None:
             memory = create_memory(with_namespace(options, namespace))
@@ -172,21 +172,17 @@ class ConfigTools:
     def _tools_for(self, caller: str | None) -> dict[str, BaseTool]:
         if caller is None:
             return self.tools
-        with self._lock:  # one build at a time: two first calls of a caller build one memory
-            if (found := self._open.get(caller)) is not None:
-                return found[1]
-            assert self._factory is not None
-            memory = self._factory(_SESSION, **{USER_FIELD: caller})
-            tools = _tools_of(memory)
-            closing = self._open.put(caller, (memory, tools))
-        for old, _ in closing:
-            old.close(timeout=DEFAULT_TIMEOUT)
-        return tools
+        return self._open.built(caller, functools.partial(self._opened, caller))[1]
+
+    def _opened(self, caller: str) -> tuple[Any, dict[str, BaseTool]]:
+        """The caller's memory and its tools."""
+        assert self._factory is not None
+        memory = self._factory(_SESSION, **{USER_FIELD: caller})
+        return memory, _tools_of(memory)
 
     def close(self, *, timeout: float | None = DEFAULT_TIMEOUT) -> bool:
         """Write what the memories still hold queued, and close them; False if time ran out."""
-        with self._lock:
-            memories = [memory for memory, _ in self._open.clear()]
+        memories = [memory for memory, _ in self._open.clear()]
         if self._shared is not None:
             memories.append(self._shared)
         return all([memory.close(timeout=timeout) for memory in memories])

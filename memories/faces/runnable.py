@@ -10,9 +10,9 @@ shows both.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -34,13 +34,15 @@ from memories.core.langchain import LangChainBaseMemory
 from memories.errors import ConfigError, InvalidInputError
 from memories.faces.exchange import saving_messages, view_sections
 from memories.kernel.checks import whole_number
-from memories.kernel.lru import LRU
+from memories.kernel.lru import Built
 from memories.kernel.messages import check_storable
 from memories.kernel.steps import Steps, arun, run, step
 
 __all__ = ["MemoryFactory", "MemoryRunnable", "SessionMemories", "with_memory"]
 
 MemoryFactory = Callable[..., LangChainBaseMemory | BaseChatMessageHistory]
+#: How long closing a dropped memory may wait for its deferred work.
+_CLOSE_SECONDS = 30.0
 
 
 class SessionMemories:
@@ -55,8 +57,9 @@ class SessionMemories:
         keys: the ``configurable`` fields that identify a session.
         owner: names the caller in error messages.
         max_sessions: keep at most this many memories, the least recently used
-            dropped (None: all). A dropped memory is made again on its next use, so
-            this suits data in a database; an in-memory history's would be gone.
+            dropped (None: all) and closed, its deferred work written. A dropped memory
+            is made again on its next use, so this suits data in a database; an
+            in-memory history's would be gone.
     """
 
     def __init__(
@@ -72,8 +75,8 @@ class SessionMemories:
         self._memory = memory
         self._keys = (keys,) if isinstance(keys, str) else tuple(keys)
         self._owner = owner
-        self._by_session: LRU[tuple[str, ...], LangChainBaseMemory] = LRU(max_sessions)
-        self._lock = threading.Lock()
+        self._by_session: Built[tuple[str, ...], LangChainBaseMemory | BaseChatMessageHistory]
+        self._by_session = Built(max_sessions, close=close_dropped, keeps=_kept)
 
     def get(self, config: RunnableConfig | None) -> LangChainBaseMemory:
         """The memory of the session the run config names."""
@@ -93,24 +96,29 @@ class SessionMemories:
         wanted = self._memory.fields if isinstance(self._memory, SessionFactory) else ()
         extra = {name: configurable.get(name) for name in wanted}
         key = (*map(str, values), *(str(extra[name]) for name in wanted))
-        with self._lock:
-            memory = self._by_session.get(key)
-            if memory is not None:
-                return memory
-            made = self._made(values, extra)
-            if isinstance(made, BaseChatMessageHistory):
-                # asked for again next time, as LangChain does: it is not kept
-                from memories.short_term.buffer import BufferMemory
+        made = self._by_session.built(key, partial(self._made, values, extra))
+        if isinstance(made, BaseChatMessageHistory):  # asked for again next time, as LangChain
+            from memories.short_term.buffer import BufferMemory
 
-                return BufferMemory(chat_memory=made, return_messages=True)
-            self._by_session.put(key, made)
-            return made
+            return BufferMemory(chat_memory=made, return_messages=True)
+        return made
 
     def _made(self, values: list[Any], extra: dict[str, Any]) -> Any:
         assert not isinstance(self._memory, LangChainBaseMemory)
         if len(values) == 1:
             return self._memory(values[0], **extra)
         return self._memory(**dict(zip(self._keys, values, strict=True)), **extra)
+
+
+def close_dropped(memory: Any) -> None:
+    """Close a memory dropped from a cache: ours write their deferred work (at most 30 s)."""
+    if isinstance(memory, BaseMemory):
+        memory.close(timeout=_CLOSE_SECONDS)
+
+
+def _kept(made: Any) -> bool:
+    """A factory's chat message history is not kept: the factory is asked again, as LangChain."""
+    return not isinstance(made, BaseChatMessageHistory)
 
 
 @dataclass

@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import threading
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -26,8 +26,8 @@ from memories.core.base import BaseMemory
 from memories.core.config import filled_namespace
 from memories.core.langchain import LangChainBaseMemory
 from memories.errors import MemoriesError
-from memories.faces.runnable import MemoryFactory, SessionMemories
-from memories.kernel.lru import LRU
+from memories.faces.runnable import MemoryFactory, SessionMemories, close_dropped
+from memories.kernel.lru import Built
 from memories.kernel.namespaces import in_namespace
 from memories.stores.entities.triples import KnowledgeTriple
 
@@ -67,8 +67,6 @@ M = TypeVar("M", bound=BaseMemory)
 
 #: Namespaces whose memories a tool keeps built (a process serving many users stays bounded).
 _KEPT_NAMESPACES = 256
-#: How long closing a dropped memory may wait for its deferred work.
-_CLOSE_SECONDS = 30.0
 
 
 class _PerRun(Generic[M]):
@@ -81,8 +79,7 @@ class _PerRun(Generic[M]):
 
     def __init__(self, template: M) -> None:
         self.template = template
-        self._lock = threading.Lock()
-        self._made: LRU[tuple[str, ...], M] = LRU(_KEPT_NAMESPACES)
+        self._made: Built[tuple[str, ...], M] = Built(_KEPT_NAMESPACES, close=close_dropped)
 
     def memory(self, config: RunnableConfig | None) -> M:
         """The run's memory.
@@ -95,14 +92,8 @@ class _PerRun(Generic[M]):
             key = filled_namespace(namespace, (config or {}).get("configurable") or {})
         if key == namespace:
             return self.template
-        with self._lock:
-            if (found := self._made.get(key)) is not None:
-                return found
-            made = in_namespace(self.template, key)
-            dropped = self._made.put(key, made)
-        for memory in dropped:  # a closed memory stays usable: a run still holding it works inline
-            memory.close(timeout=_CLOSE_SECONDS)
-        return made
+        # A dropped memory is closed; one a run still holds stays usable, working inline.
+        return self._made.built(key, partial(in_namespace, self.template, key))
 
 
 def _checked(memory: Any, kind: type[M], function: str) -> M:

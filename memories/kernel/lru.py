@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Generic, TypeVar
 
@@ -59,3 +59,39 @@ class LRU(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+class Built(LRU[K, V]):
+    """An :class:`LRU` of values built on first use; one dropped past the limit is closed.
+
+    Builds run one at a time (two first uses of a key build one value); ``close``
+    (a memory's, writing its deferred work) runs after, outside the lock. A value
+    ``keeps`` refuses is handed out and not kept.
+    """
+
+    def __init__(
+        self,
+        limit: int | None,
+        *,
+        close: Callable[[V], object],
+        keeps: Callable[[V], bool] = lambda value: True,
+    ) -> None:
+        super().__init__(limit, locked=True)
+        self._close, self._keeps = close, keeps
+        self._building = threading.Lock()
+
+    def built(self, key: K, build: Callable[[], V]) -> V:
+        """The value of ``key``, built now if it has none."""
+        with self._building:
+            if (found := self.get(key)) is not None:
+                return found
+            value = build()
+            dropped = self.put(key, value) if self._keeps(value) else []
+        for old in dropped:
+            self._close(old)
+        return value
+
+    def clear(self) -> list[V]:
+        """Forget every key once no build runs; the values that were kept (not closed)."""
+        with self._building:
+            return super().clear()

@@ -244,7 +244,12 @@ class Method(Protocol[S_contra, P, T_co]):
 
 
 def twins(
-    steps: Callable[Concatenate[S, P], Steps[T]], /
+    steps: Callable[Concatenate[S, P], Steps[T]],
+    /,
+    *,
+    lock: str | None = None,
+    runner: str | None = None,
+    **options: object,
 ) -> tuple[Method[S, P, T], Method[S, P, Coroutine[Any, Any, T]]]:
     """A public method that runs the loop ``steps`` with :func:`run`, and its async twin.
 
@@ -254,13 +259,25 @@ def twins(
     (``docs/twins.py``). Each calls the steps function by name, so a subclass's
     override is the one run. The async twin runs the loop with :func:`arun`: a
     step's async method (a model's ``aembed_query``) is awaited, not run on a thread.
+    ``lock="_lock"`` runs the loop holding the object's lock: ``run(loop, lock=self._lock)``.
+    ``runner="_run"`` runs it with the object's runner and its async twin, given
+    ``options``: ``self._run(loop, write=True)``, ``await self._arun(loop, write=True)``.
     """
-    method: Method[S, P, T] = _of_steps(steps, asynchronous=False)
-    twin: Method[S, P, Coroutine[Any, Any, T]] = _of_steps(steps, asynchronous=True)
+    method: Method[S, P, T] = _of_steps(steps, lock, runner, options, asynchronous=False)
+    twin: Method[S, P, Coroutine[Any, Any, T]] = _of_steps(
+        steps, lock, runner, options, asynchronous=True
+    )
     return method, twin
 
 
-def _of_steps(steps: Callable[..., Any], *, asynchronous: bool) -> Any:
+def _of_steps(
+    steps: Callable[..., Any],
+    lock: str | None,
+    runner: str | None,
+    options: dict[str, object],
+    *,
+    asynchronous: bool,
+) -> Any:
     """A method with the parameters of ``steps`` that runs ``self.<steps>(...)``.
 
     Its code is generated with those parameters written out, as dataclasses
@@ -282,12 +299,19 @@ def _of_steps(steps: Callable[..., Any], *, asynchronous: bool) -> Any:
             for p in parameters
         ]
     )
+    this = parameters[0].name
     passed = ", ".join(_FORWARDED[p.kind].format(p.name) for p in parameters[1:])
-    call = f"_steps_run({parameters[0].name}.{called}({passed}))"
-    source = f"def twin{head}:\n    return {call}"
-    if asynchronous:
-        source = f"async {source.replace('_steps_run(', 'await _steps_arun(', 1)}"
+    given = "".join(f", {name}=_option_{name}" for name in options)
+    given += "" if lock is None else f", lock={this}.{lock}"
+    if runner is None:
+        runner = "await _steps_arun" if asynchronous else "_steps_run"
+    else:
+        runner = f"await {this}.{_twin_name(runner)}" if asynchronous else f"{this}.{runner}"
+    source = f"def twin{head}:\n    return {runner}({this}.{called}({passed}){given})"
     namespace: dict[str, Any] = {"_steps_run": run, "_steps_arun": arun, **defaults}
+    namespace.update({f"_option_{name}": value for name, value in options.items()})
+    if asynchronous:
+        source = f"async {source}"
     exec(source, namespace)
     twin = functools.update_wrapper(namespace["twin"], steps)
     twin.__name__ = ("a" if asynchronous else "") + name

@@ -37,7 +37,7 @@ from memories.kernel.messages import (
     message_text,
 )
 from memories.kernel.steps import Steps, run, step, twins
-from memories.long_term.indexed import DocumentMemory, show_progress
+from memories.long_term.indexed import DocumentMemory, checked_ids, show_progress
 from memories.stores.recall import RecallConfig
 from memories.stores.recall.config import RecallField
 from memories.stores.vector.backend import VectorQuery
@@ -266,7 +266,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
     def get(self, ids: Sequence[str], /) -> list[Example]:
         """The examples of this namespace with these ids (unknown ids are left out)."""
         expired = run(self._expired_ids())
-        found = self.backend.get(_checked_ids(ids))
+        found = self.backend.get(checked_ids(ids))
         return [Example.of(r) for r in found if r.id not in expired]
 
     # -- selecting --------------------------------------------------------------
@@ -530,9 +530,3 @@ def _agent_turn(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 
 def _has_tool_calls(messages: Sequence[BaseMessage]) -> bool:
     return any(isinstance(m, AIMessage) and m.tool_calls for m in messages)
-
-
-def _checked_ids(ids: Sequence[str]) -> list[str]:
-    if isinstance(ids, str) or not all(isinstance(i, str) for i in ids):
-        raise InvalidInputError(f"ids must be a list of strings, got {ids!r:.80}.")
-    return list(ids)

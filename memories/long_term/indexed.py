@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from memories.integrations.chroma import ChromaStore
 
-__all__ = ["DocumentMemory", "IndexedMemory", "show_progress"]
+__all__ = ["DocumentMemory", "IndexedMemory", "checked_ids", "show_progress"]
 
 #: The fields that say which Chroma store, and which part of it, the default backend uses.
 _STORE_FIELDS = ("mode", "path", "host", "port", "ssl", "collection", "timeout")
@@ -201,24 +201,18 @@ class IndexedMemory(BaseMemory, Sweeps):
         """The namespace's documents (or, erasing only a session, the session's), everywhere
         the backend keeps them."""
         found = super().erasure_shares(session=session, namespace=namespace)
-        if not (session or namespace):
+        if not namespace and not (session and self.session_documents):
             return found
         backend = self.backend
         where = backend.location
         if self.vectors is None:
             where += f" (collections {self.collection!r})"
         where += f", namespace {'.'.join(self.namespace)}"
-        files = backend.compactions()
-        if namespace:
-            held = partial(backend.held, session=False)
-            share = StoreShare(where, held, backend.erase_namespace, files)
-        elif not self.session_documents:
-            return found
-        else:
+        if not namespace:
             where += f", session {self.session_id!r}"
-            held = partial(backend.held, session=True)
-            share = StoreShare(where, held, backend.erase_session, files)
-        return [*found, share]
+        held = partial(backend.held, session=not namespace)
+        erase = backend.erase_namespace if namespace else backend.erase_session
+        return [*found, StoreShare(where, held, erase, backend.compactions())]
 
     @property
     def store(self) -> ChromaStore:
@@ -663,11 +657,16 @@ class DocumentMemory(IndexedMemory):
             raise InvalidInputError(
                 "delete() needs ids or a filter; to delete everything, call clear()."
             )
-        if ids is not None and (isinstance(ids, str) or not all(isinstance(i, str) for i in ids)):
-            raise InvalidInputError(f"ids must be a list of strings, got {ids!r:.80}.")
         if where is not None:
             self.backend.check_filter(where)
-        return ids, None if where is None else dict(where)
+        return None if ids is None else checked_ids(ids), None if where is None else dict(where)
+
+
+def checked_ids(ids: Sequence[str]) -> list[str]:
+    """``ids`` as a list, if it is a list of strings (InvalidInputError naming it if not)."""
+    if isinstance(ids, str) or not all(isinstance(i, str) for i in ids):
+        raise InvalidInputError(f"ids must be a list of strings, got {ids!r:.80}.")
+    return list(ids)
 
 
 def _document_order(result: SearchResult) -> tuple[float, int]:

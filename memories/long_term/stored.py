@@ -48,6 +48,9 @@ logger = logging.getLogger(__name__)
 #: When queued turns are folded in: every save, every ``every_n``, in the background, on call.
 TurnPolicy = Literal["turn", "every_n", "background", "manual"]
 
+#: How many times a model update is recomputed when another writer got in first.
+MAX_CONFLICTS = 3
+
 B = TypeVar("B", bound=BatchResult)
 
 

@@ -120,13 +120,11 @@ def compact(found: Iterable[Compaction], *, wait: float | None = None) -> list[C
     :data:`WAIT_SECONDS`).
     """
     wait = WAIT_SECONDS if wait is None else wait
-    merged: dict[tuple[str, str], Compaction] = {}
+    tables: dict[tuple[Any, str], frozenset[str]] = {}
     for item in found:
         key = (item.kind, item.where)
-        before = merged.get(key)
-        tables = item.tables if before is None else before.tables | item.tables
-        merged[key] = Compaction(item.kind, item.where, tables)
-    return [_compacted(item, wait) for item in merged.values()]
+        tables[key] = tables.get(key, frozenset()) | item.tables
+    return [_compacted(Compaction(*key, merged), wait) for key, merged in tables.items()]
 
 
 def _compacted(item: Compaction, wait: float) -> Compacted:

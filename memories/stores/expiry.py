@@ -20,7 +20,7 @@ from typing import Final, Literal
 import sqlalchemy as sa
 
 from memories.kernel.steps import blocking_twin
-from memories.stores.sql import Database, chunks
+from memories.stores.sql import Database, chunks, count_rows
 
 __all__ = ["DOCUMENTS", "ITEMS", "OWN", "Expiring", "ExpiryLedger", "Rule", "Stamp"]
 
@@ -361,9 +361,8 @@ class ExpiryLedger:
 
     def count(self) -> int:
         """How many items have a time to live."""
-        query = sa.select(sa.func.count()).select_from(self._table)
         with self._db.transaction() as connection:
-            return int(connection.execute(query).scalar_one())
+            return count_rows(connection, self._table)
 
     def sweep(
         self,

@@ -11,14 +11,13 @@ answers. ``memories_model_usage`` adds every call to its day's row by one upsert
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from typing import Any
 
 import sqlalchemy as sa
 
 from memories.kernel.accounting import Budget, ModelUsage, Spending
-from memories.stores.sql import UPSERTING, Database, ensure_tables
+from memories.stores.sql import UPSERTING, Database, add_counts, count_rows, ensure_tables
 
 __all__ = ["SQLSpending"]
 
@@ -54,33 +53,6 @@ usage_table = sa.Table(
 
 #: The counters of a usage row, added to on each call.
 _COUNTERS = ("calls", "failures", "input_tokens", "output_tokens")
-_USAGE_KEY = (
-    (usage_table.c.memory == sa.bindparam("memory"))
-    & (usage_table.c.namespace == sa.bindparam("ns"))
-    & (usage_table.c.day == sa.bindparam("day"))
-)
-_ADD_USAGE = (
-    usage_table.update()
-    .where(_USAGE_KEY)
-    .values({c: usage_table.c[c] + sa.bindparam(f"add_{c}") for c in _COUNTERS})
-)
-
-
-def _upsert_usage(module: Any) -> Any:
-    insert = module.insert(usage_table).values(
-        memory=sa.bindparam("memory"),
-        namespace=sa.bindparam("ns"),
-        day=sa.bindparam("day"),
-        **{c: sa.bindparam(f"add_{c}") for c in _COUNTERS},
-    )
-    return insert.on_conflict_do_update(
-        index_elements=[usage_table.c.memory, usage_table.c.namespace, usage_table.c.day],
-        set_={c: usage_table.c[c] + insert.excluded[c] for c in _COUNTERS},
-    )
-
-
-#: One statement that adds a call to its day's row, made or not, per dialect that has one.
-_UPSERTS_USAGE = {name: _upsert_usage(module) for name, module in UPSERTING.items()}
 
 
 def today() -> str:
@@ -110,8 +82,6 @@ class SQLSpending(Spending):
 
     def __init__(self, database: Database) -> None:
         self.database = database
-        self._ready = False
-        self._lock = threading.Lock()
 
     def reserve(self, namespace: str, start: int, budget: Budget, /) -> tuple[int, int] | None:
         """Count one call if ``budget`` allows it, atomically (see the module's docstring)."""
@@ -143,28 +113,14 @@ class SQLSpending(Spending):
 
     def record_call(self, memory: str, namespace: str, usage: ModelUsage, /) -> None:
         """Add one finished call to its day's usage row (one upsert; joins a write batch)."""
-        key: dict[str, Any] = {"memory": memory, "ns": namespace, "day": today()}
-        key.update({f"add_{c}": int(getattr(usage, c)) for c in _COUNTERS})
+        row: dict[str, Any] = {"memory": memory, "namespace": namespace, "day": today()}
+        row.update({c: int(getattr(usage, c)) for c in _COUNTERS})
         with self._transaction() as outer:
             # On PostgreSQL a failed statement aborts its whole transaction, which may be a
             # chat memory's turn: a savepoint keeps a failed count from losing the turn.
             nested = outer.begin_nested() if outer.dialect.name == "postgresql" else None
             with nested or contextlib.nullcontext():
-                self._add_usage(outer, key, memory, namespace)
-
-    @staticmethod
-    def _add_usage(
-        connection: sa.Connection, key: dict[str, Any], memory: str, namespace: str
-    ) -> None:
-        statement = _UPSERTS_USAGE.get(connection.dialect.name)
-        if statement is not None:
-            connection.execute(statement, key)
-        elif connection.execute(_ADD_USAGE, key).rowcount == 0:
-            values = {c: key[f"add_{c}"] for c in _COUNTERS}
-            connection.execute(
-                usage_table.insert().values(memory=memory, namespace=namespace, day=key["day"]),
-                values,
-            )
+                add_counts(outer, usage_table, [row], _COUNTERS)
 
     def held(self, namespace: str, /) -> dict[str, int]:
         """The rows naming ``namespace``: its budget periods and its days of model usage."""
@@ -172,11 +128,7 @@ class SQLSpending(Spending):
         with self.database.transaction() as connection:
             inspector = sa.inspect(connection)
             return {
-                kind: int(
-                    connection.execute(
-                        sa.select(sa.func.count()).where(t.c.namespace == namespace)
-                    ).scalar_one()
-                )
+                kind: count_rows(connection, t, t.c.namespace == namespace)
                 if inspector.has_table(t.name)
                 else 0
                 for kind, t in kinds.items()
@@ -228,10 +180,7 @@ class SQLSpending(Spending):
         return True
 
     def _transaction(self) -> Any:
-        if not self._ready:
-            with self._lock:
-                ensure_tables(self.database.engine, self.database.url, _metadata)
-                self._ready = True
+        ensure_tables(self.database.engine, self.database.url, _metadata)  # once per engine
         return self.database.transaction(write=True)
 
     def __repr__(self) -> str:

@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +35,8 @@ from sqlalchemy import (
     Table,
     create_engine,
     event,
+    func,
+    select,
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -51,8 +53,10 @@ __all__ = [
     "UPSERTING",
     "Database",
     "Prepared",
+    "add_counts",
     "check_sqlite_file",
     "chunks",
+    "count_rows",
     "ensure_tables",
     "get_engine",
     "in_memory_sqlite",
@@ -254,22 +258,51 @@ def chunks(items: Sequence[_T], size: int = KEYS_PER_STATEMENT) -> Iterator[Sequ
         yield items[start : start + size]
 
 
+def count_rows(connection: Connection, table: Table, *where: Any) -> int:
+    """How many rows of ``table`` meet the conditions ``where`` (one COUNT)."""
+    query = select(func.count()).select_from(table).where(*where)
+    return int(connection.execute(query).scalar_one())
+
+
+def add_counts(
+    connection: Connection, table: Table, rows: Sequence[dict[str, Any]], counters: Sequence[str]
+) -> None:
+    """Add each of ``rows``' ``counters`` to the row of ``table`` with its key, made if missing.
+
+    One upsert where the dialect has one (:data:`UPSERTING`), else per row an update
+    and, when it found no row, an insert.
+    """
+    module = UPSERTING.get(connection.dialect.name)
+    key = list(table.primary_key.columns)
+    if module is not None:
+        insert = module.insert(table)
+        added = {c: table.c[c] + insert.excluded[c] for c in counters}
+        connection.execute(insert.on_conflict_do_update(index_elements=key, set_=added), rows)
+        return
+    for row in rows:
+        mine = [column == row[column.name] for column in key]
+        update = table.update().where(*mine).values({c: table.c[c] + row[c] for c in counters})
+        if connection.execute(update).rowcount == 0:
+            connection.execute(table.insert().values(row))
+
+
 def log_table(
-    name: str, metadata: MetaData, keys: Sequence[Column[Any]], *columns: Any, index: str
+    name: str, metadata: MetaData, keys: Mapping[str, Any], *columns: Any, index: str
 ) -> Table:
     """An append-only table: ``id``, the ``keys`` that pick one log, ``columns``, ``created_at``.
 
-    ``id`` is the autoincrement key (never reused, on SQLite too): a log is read
-    in order through the index ``index`` on ``keys`` + ``id``.
+    ``keys`` are the key columns' names and types (never null). ``id`` is the
+    autoincrement key (never reused, on SQLite too): a log is read in order
+    through the index ``index`` on ``keys`` + ``id``.
     """
     return Table(
         name,
         metadata,
         Column("id", Integer, primary_key=True, autoincrement=True),
-        *keys,
+        *(Column(key, kind, nullable=False) for key, kind in keys.items()),
         *columns,
         Column("created_at", Float, nullable=False),
-        Index(index, *(key.name for key in keys), "id"),
+        Index(index, *keys, "id"),
         sqlite_autoincrement=True,
     )
 
@@ -323,15 +356,15 @@ class Database:
 
     def __init__(self, url: str, metadata: MetaData, *, like: Database | None = None) -> None:
         _check_reachable(url)
-        self.url = url
-        self.metadata = metadata
+        self._start(url, metadata, None if like is None else like._memory)
+
+    def _start(self, url: str, metadata: MetaData, memory: _MemoryDatabase | None) -> None:
+        """Ready for ``url``, opening nothing (in memory: on ``memory``, else a new database)."""
+        self.url, self.metadata = url, metadata
         self._engine: Engine | None = None
         self._opening = threading.Lock()
         self._batches = threading.local()
-        self._memory: _MemoryDatabase | None = None
-        if in_memory_sqlite(url):
-            shared = like._memory if like is not None else None
-            self._memory = shared if shared is not None else _MemoryDatabase(url)
+        self._memory = (memory or _MemoryDatabase(url)) if in_memory_sqlite(url) else None
 
     @property
     def engine(self) -> Engine:
@@ -402,11 +435,7 @@ class Database:
         return {"url": self.url, "metadata": self.metadata}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.url, self.metadata = state["url"], state["metadata"]
-        self._engine = None
-        self._opening = threading.Lock()
-        self._batches = threading.local()
-        self._memory = _MemoryDatabase(self.url) if in_memory_sqlite(self.url) else None
+        self._start(state["url"], state["metadata"], None)
 
 
 #: A SQLite write batch takes the write lock up front (see :meth:`Database.batch`).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
 from typing import Any
@@ -351,6 +352,53 @@ def test_a_twin_of_a_loop_not_named_for_its_method_says_how_to_name_it() -> None
 
     with pytest.raises(TypeError, match="_<method>_steps, got 'reading_twice'"):
         twins(reading_twice)
+
+
+class _Locked:
+    """Twins that hold the object's lock, and twins run by the object's own runner."""
+
+    def __init__(self) -> None:
+        self.store = Store()
+        self._lock = threading.Lock()
+        self.ran: list[tuple[str, dict[str, Any]]] = []
+
+    def _held_steps(self, key: str) -> Steps[tuple[str, bool]]:
+        """Read ``key`` twice, holding the lock."""
+        value = yield from reading(self.store, key)
+        return value, self._lock.locked()
+
+    held, aheld = twins(_held_steps, lock="_lock")
+
+    def _run(self, steps: Steps[Any], **options: Any) -> Any:
+        self.ran.append(("_run", options))
+        return run(steps)
+
+    async def _arun(self, steps: Steps[Any], **options: Any) -> Any:
+        self.ran.append(("_arun", options))
+        return await arun(steps)
+
+    def _own_steps(self, key: str, /) -> Steps[str]:
+        """Read ``key`` twice, through the object's runner."""
+        return (yield from reading(self.store, key))
+
+    own, aown = twins(_own_steps, runner="_run", write=True)
+
+
+def test_twins_given_a_lock_hold_it_and_twins_given_a_runner_run_through_it() -> None:
+    locked = _Locked()
+    assert locked.held("k") == ("value of k / value of k!", True)
+    assert asyncio.run(locked.aheld("k")) == ("value of k / value of k!", True)
+    assert not locked._lock.locked()
+    assert locked.own("k") == asyncio.run(locked.aown("k")) == "value of k / value of k!"
+    assert locked.ran == [("_run", {"write": True}), ("_arun", {"write": True})]
+    assert locked.store.calls == ["read", "read", "aread", "aread"] * 2
+
+
+def test_a_twin_given_a_lock_or_runner_is_written_out_code_packing_no_arguments() -> None:
+    """As cheap as a written-out method: its own parameters, no ``*args``/``**kwargs``."""
+    for made in (_Locked.held, _Locked.aheld, _Locked.own, _Locked.aown):
+        assert not made.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+        assert made.__code__.co_argcount == 2
 
 
 def test_the_buffer_string_is_langchains_and_reads_no_text_property_for_plain_messages(

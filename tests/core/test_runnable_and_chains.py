@@ -129,3 +129,22 @@ def test_max_sessions_drops_the_least_recently_used_memory() -> None:
     for bad in (0, "2", True, 2.0):
         with pytest.raises(ConfigError, match=f"max_sessions must be a whole number .*{bad!r}"):
             with_memory(RunnableLambda(echo_history), factory, max_sessions=bad)  # type: ignore[arg-type]
+
+
+def test_max_sessions_closes_the_memory_it_drops_so_its_deferred_work_is_written() -> None:
+    made: dict[str, BufferMemory] = {}
+    closed: list[BufferMemory] = []
+
+    class Closing(BufferMemory):
+        def close(self, *, timeout: float | None = None) -> bool:
+            closed.append(self)
+            return super().close(timeout=timeout)
+
+    def factory(session_id: str) -> BufferMemory:
+        made[session_id] = Closing()
+        return made[session_id]
+
+    chain = with_memory(RunnableLambda(echo_history), factory, max_sessions=1)
+    for session in ("a", "a", "b"):
+        chain.invoke({"input": "x"}, config={"configurable": {"session_id": session}})
+    assert closed == [made["a"]]

@@ -377,3 +377,17 @@ def test_the_inspector_never_creates_a_missing_database(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         Inspector(config)
     assert not (tmp_path / "no.db").exists()
+
+
+def test_the_inspector_never_creates_a_missing_chroma_folder(tmp_path: Path) -> None:
+    """As `memories inspect`: its overview made the folder of a vector memory never written."""
+    folder = tmp_path / "vectors.chroma"
+    config = {
+        "type": "vector",
+        "path": str(folder),
+        "embeddings": "tests.vector.conftest:WordEmbeddings",
+        "namespace": ["users", "ada"],
+    }
+    with pytest.raises(ConfigError, match="the folder does not exist"):
+        Inspector(config).overview()
+    assert not folder.exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from memories.kernel.lru import LRU
+from memories.kernel.lru import LRU, Built
 
 
 def test_a_put_past_the_limit_drops_the_least_recently_used_and_returns_it() -> None:
@@ -74,3 +74,26 @@ def test_a_locked_map_shared_by_threads_never_loses_a_key_mid_call() -> None:
         thread.join(timeout=30)
     assert failures == []
     assert len(cache) <= 8
+
+
+def test_built_values_are_built_once_and_the_dropped_one_closed_after_the_build() -> None:
+    closed: list[str] = []
+    builds: list[str] = []
+    cache: Built[str, str] = Built(1, close=closed.append, keeps=lambda value: value != "skip")
+
+    def build(key: str) -> str:
+        time.sleep(0.01)  # two first uses of a key at once: one build
+        builds.append(key)
+        return key
+
+    threads = [threading.Thread(target=cache.built, args=("a", lambda: build("a"))) for _ in "12"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert builds == ["a"]
+    assert cache.built("skip", lambda: build("skip")) == "skip"  # handed out, not kept
+    assert (list(cache), closed) == (["a"], [])
+    assert cache.built("b", lambda: build("b")) == "b"
+    assert (list(cache), closed) == (["b"], ["a"])
+    assert cache.clear() == ["b"] and closed == ["a"]  # cleared values are the caller's to close

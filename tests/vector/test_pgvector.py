@@ -454,3 +454,20 @@ def test_a_bulk_add_refreshes_the_planners_statistics(
 def test_deletions_discard_the_expiry_rows_of_what_they_deleted(make_pg_vector: MakeVector) -> None:
     clock = Clock()
     check_deletions_discard_expiry_rows(lambda **options: make_pg_vector(clock=clock, **options))
+
+
+def test_the_commands_name_a_pgvector_memory_by_its_database(make_pg_vector: MakeVector) -> None:
+    """`memories inspect` and `clear` read a pgvector memory's place from its backend (they
+    raised NotImplementedError: ``memory.store`` is Chroma's only)."""
+    import io
+
+    from memories.faces.commands import clear_targets, inspect
+
+    memory = make_pg_vector(session_id="s1")
+    memory.save_context({"input": "I collect stamps."}, {"output": "Fun."})
+    out = io.StringIO()
+    inspect(memory, out)
+    assert f"in the {memory.backend.location}: 1 documents" in out.getvalue()
+    assert "PostgreSQL (pgvector)" in memory.backend.location
+    [target] = clear_targets(memory, namespaces=True)
+    assert target.endswith(f"(every session) in the {memory.backend.location}")

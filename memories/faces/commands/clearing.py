@@ -20,6 +20,7 @@ from memories.faces.commands.opening import (
     graphs_of,
     knowledge_of,
     leaf_memories,
+    vector_name,
 )
 from memories.long_term.profile import ProfileMemory
 from memories.stores.entities.summaries import EntityStore
@@ -36,10 +37,7 @@ def clear_targets(memory: LangChainBaseMemory, *, namespaces: bool = False) -> l
             for p in leaf_memories(memory)
             if isinstance(p, ProfileMemory)
         ]
-        targets += [
-            f"vector namespace {'.'.join(v.namespace)} (every session) in the {v.store.location}"
-            for v in vectors
-        ]
+        targets += [vector_name(v, every_session=True) for v in vectors]
         targets += [graph_name(graph) for graph in graphs_of(memory)]
     else:
         targets += [

@@ -28,6 +28,8 @@ from memories.faces.commands.opening import (
     knowledge_of,
     leaf_memories,
     outliving,
+    triples_of,
+    vector_name,
 )
 from memories.kernel.messages import message_text
 from memories.kernel.tokens import TiktokenCounter
@@ -42,10 +44,7 @@ def _describe(message: BaseMessage, width: int = 100) -> str:
     role = message.type
     if isinstance(message, ToolMessage) and message.name:
         role = f"tool[{message.name}]"
-    text = message_text(message).replace("\n", " | ")
-    if len(text) > width:
-        text = text[: width - 1] + "…"
-    return f"{role}: {text}"
+    return f"{role}: {_clipped(message_text(message), width)}"
 
 
 def _tail(items: list[Any], last: int | None) -> list[Any]:
@@ -53,16 +52,16 @@ def _tail(items: list[Any], last: int | None) -> list[Any]:
     return items if last is None else items[-last:] if last else []
 
 
-def _counted(shown: list[Any], items: list[Any], unit: str = "") -> str:
-    """How many ``items`` there are, and how many of them are shown when not all."""
-    more = f" (last {len(shown)} shown)" if len(shown) < len(items) else ""
-    return f"{len(items)}{unit}{more}\n"
+def _counted(shown: int, total: int, unit: str = "") -> str:
+    """How many items there are, and how many of them are shown when not all."""
+    more = f" (last {shown} shown)" if shown < total else ""
+    return f"{total}{unit}{more}\n"
 
 
 def _clipped(text: str, width: int) -> str:
     """``text`` on one line, cut to ``width`` characters and marked when cut."""
     text = text.replace("\n", " | ")
-    return f"{text[:width]}{'…' if len(text) > width else ''}"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) -> None:
@@ -81,8 +80,8 @@ def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) 
     for history in histories:
         entries = history.entries(last=last)
         total = history.count() if last is not None else len(entries)
-        out.write(f"\nsession {history.session_id!r} in {history!r}: {total} messages")
-        out.write(f" (last {len(entries)} shown)\n" if len(entries) < total else "\n")
+        counted = _counted(len(entries), total, " messages")
+        out.write(f"\nsession {history.session_id!r} in {history!r}: {counted}")
         for entry in entries:
             out.write(f"  #{entry.seq} {_describe(entry.message)}\n")
     with read_only(memory):
@@ -92,8 +91,7 @@ def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) 
         for member in chat_memories(memory):
             state = member.chat_memory.load_state(member.state_key)
             if state is not None:
-                text = json.dumps(state, ensure_ascii=False, default=str)
-                shown = text if len(text) <= 400 else text[:399] + "…"
+                shown = _clipped(json.dumps(state, ensure_ascii=False, default=str), 400)
                 out.write(f"\nstate of {type(member).__name__} ({member.state_key}): {shown}\n")
     for profile in leaf_memories(memory):
         if isinstance(profile, ProfileMemory):
@@ -154,20 +152,19 @@ def _inspect_knowledge(
         ]
         kind = "entities"
     else:
-        items = [f"({s}, {p}, {o})" for s, o, p in store.get_triples()]
+        items = [f"({s}, {p}, {o})" for s, p, o in triples_of(store)]
         kind = "triples"
     shown = _tail(items, last)
-    out.write(f"\n{kind} of session {session_id!r} in {store!r}: {_counted(shown, items)}")
+    out.write(
+        f"\n{kind} of session {session_id!r} in {store!r}: {_counted(len(shown), len(items))}"
+    )
     out.writelines(f"  {_clipped(item, 120)}\n" for item in shown)
 
 
 def _inspect_vector(vector: Any, out: TextIO, *, last: int | None) -> None:
     documents = vector.export_documents()
     shown = _tail(documents, last)
-    out.write(
-        f"\nvector namespace {'.'.join(vector.namespace)} in the {vector.store.location}: "
-        f"{_counted(shown, documents, ' documents')}"
-    )
+    out.write(f"\n{vector_name(vector)}: {_counted(len(shown), len(documents), ' documents')}")
     for record in shown:
         out.write(f"  [{record.metadata.get('session', '?')}] {_clipped(record.text, 100)}\n")
 
@@ -187,7 +184,7 @@ def dead_letters(
     outliving(memory, "dead-letters", what, vectors, vectors, "Use one with mode: persistent.")
     remaining = 0
     for vector in vectors:
-        where = f"vector namespace {'.'.join(vector.namespace)} in the {vector.backend.location}"
+        where = vector_name(vector)
         if retry is not None:
             queued = vector.retry_dead_letters(retry or None)
             out.write(f"{where}: {queued} set-aside documents queued again and written\n")

@@ -27,7 +27,7 @@ from memories.long_term.entity_graph import EntityMemory
 from memories.long_term.held import namespaces_held
 from memories.long_term.indexed import IndexedMemory
 from memories.stores.entities.summaries import EntityStore, InMemoryEntityStore
-from memories.stores.entities.triples import EntityGraph, InMemoryEntityGraph
+from memories.stores.entities.triples import EntityGraph, InMemoryEntityGraph, KnowledgeTriple
 from memories.stores.history.base import ChatHistory
 from memories.stores.history.memory import InMemoryHistory
 
@@ -147,6 +147,17 @@ def absent_folders(memory: LangChainBaseMemory) -> list[str]:
     return [folder for folder in chroma_folders(memory) if not Path(folder).is_dir()]
 
 
+def made_memory(memory: LangChainBaseMemory) -> LangChainBaseMemory:
+    """``memory``, when each of its embedded Chroma folders exists.
+
+    Raises:
+        ConfigError: one does not (reading would make it; a command that only reads writes nothing).
+    """
+    if absent := absent_folders(memory):
+        raise not_there(absent[0], "folder")
+    return memory
+
+
 def not_there(where: str, kind: str) -> ConfigError:
     """The error of a command that only reads, for a ``kind`` of store that does not exist."""
     return ConfigError(
@@ -244,6 +255,14 @@ def graph_name(graph: EntityMemory) -> str:
     return f"entity graph {'.'.join(graph.namespace)} in {graph.store!r}"
 
 
+def vector_name(vector: Any, every_session: bool = False) -> str:
+    """A vector memory's namespace and where it lives (any backend's, pgvector's too)."""
+    sessions = " (every session)" if every_session else ""
+    return (
+        f"vector namespace {'.'.join(vector.namespace)}{sessions} in the {vector.backend.location}"
+    )
+
+
 def knowledge_of(memory: LangChainBaseMemory) -> list[tuple[str, EntityStore | EntityGraph]]:
     """The entity stores and knowledge graphs of a memory's entity and KG members, by session.
 
@@ -263,6 +282,11 @@ def knowledge_of(memory: LangChainBaseMemory) -> list[tuple[str, EntityStore | E
         if all(store is not seen for _, seen in found):
             found.append((session_id, store))
     return found
+
+
+def triples_of(graph: EntityGraph) -> list[KnowledgeTriple]:
+    """A knowledge graph's triples, in (subject, predicate, object) order."""
+    return [KnowledgeTriple(s, p, o) for s, o, p in graph.get_triples()]
 
 
 def entities_of(store: EntityStore) -> dict[str, str]:

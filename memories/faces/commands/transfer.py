@@ -30,6 +30,7 @@ from memories.faces.commands.opening import (
     open_stores,
     outliving,
     per_namespace,
+    triples_of,
 )
 from memories.kernel.checks import whole_number
 from memories.kernel.messages import check_storable, dump_message
@@ -181,9 +182,7 @@ def export_jsonl(
                 for name, summary in entities_of(store).items()
             ]
         else:
-            lines = [
-                TripleLine(session_id, KnowledgeTriple(s, p, o)) for s, o, p in store.get_triples()
-            ]
+            lines = [TripleLine(session_id, triple) for triple in triples_of(store)]
         out.writelines(line.to_json() + "\n" for line in lines)
         documents += len(lines)
     for history in histories if sessions else []:
@@ -303,26 +302,23 @@ def _parse_knowledge(record: dict[str, Any], session: str | None) -> EntityLine 
     return TripleLine(session_id, KnowledgeTriple(*triple))
 
 
-def _target(line: Line) -> tuple[str, Any]:
-    if isinstance(line, ExportLine):
-        return ("session", line.session_id)
-    if isinstance(line, EntityLine):
-        return ("entities", line.session_id)
-    if isinstance(line, TripleLine):
-        return ("graph", line.session_id)
-    if isinstance(line, GraphLine):
-        return ("entity graph", line.namespace)
-    return ("namespace", line.namespace)
+def _target(line: Line) -> tuple[type, Any]:
+    """A line's kind, and the session or namespace whose store takes it."""
+    if isinstance(line, DocumentLine | GraphLine):
+        return type(line), line.namespace
+    return type(line), line.session_id
 
 
 #: What holds each kind of line, as the import's errors name it.
 _HOLDERS = {
-    "session": ("messages", "history"),
-    "namespace": ("documents", "vector memory"),
-    "entities": ("entity summaries", "entity store that outlives the process"),
-    "graph": ("knowledge triples", "knowledge graph that outlives the process"),
-    "entity graph": ("entities and relations", "entity graph (type: entity)"),
+    ExportLine: ("messages", "history"),
+    DocumentLine: ("documents", "vector memory"),
+    EntityLine: ("entity summaries", "entity store that outlives the process"),
+    TripleLine: ("knowledge triples", "knowledge graph that outlives the process"),
+    GraphLine: ("entities and relations", "entity graph (type: entity)"),
 }
+#: The kind of knowledge store that takes an entity's or a triple's line.
+_KNOWLEDGE: dict[type, type] = {EntityLine: EntityStore, TripleLine: EntityGraph}
 
 
 def _batches(lines: list[Line], size: int) -> Iterator[list[Line]]:
@@ -368,29 +364,27 @@ def import_jsonl(
     from tqdm import tqdm
 
     whole_number(batch_size, "batch_size", least=1)
-    targets: dict[tuple[str, Any], list[Any]] = {}
+    finders: dict[type, Callable[[Any], list[Any]] | None] = {
+        ExportLine: histories_for,
+        DocumentLine: vectors_for,
+        EntityLine: knowledge_for,
+        TripleLine: knowledge_for,
+        GraphLine: graphs_for,
+    }
+    targets: dict[tuple[type, Any], list[Any]] = {}
     for line in lines:
-        target = _target(line)
-        if target not in targets:
-            kind, where = target
-            if kind == "session":
-                found: list[Any] = histories_for(where)
-            elif kind == "namespace":
-                found = vectors_for(where) if vectors_for is not None else []
-            elif kind == "entity graph":
-                found = graphs_for(where) if graphs_for is not None else []
-            else:
-                holds = EntityStore if kind == "entities" else EntityGraph
-                stores = knowledge_for(where) if knowledge_for is not None else []
-                found = [store for store in stores if isinstance(store, holds)]
-            if not found:
-                what, holder = _HOLDERS[kind]
-                where_kind = "session" if kind in ("session", "entities", "graph") else "namespace"
-                raise ConfigError(
-                    f"The file holds {what} (for {where_kind} {where!r}) and the config's "
-                    f"memory has no {holder} to take them. Nothing was imported."
-                )
-            targets[target] = found
+        kind, where = target = _target(line)
+        if target in targets:
+            continue
+        find, holds = finders[kind], _KNOWLEDGE.get(kind, object)
+        targets[target] = [s for s in (find(where) if find else []) if isinstance(s, holds)]
+        if not targets[target]:
+            what, holder = _HOLDERS[kind]
+            scope = "namespace" if isinstance(where, tuple) else "session"
+            raise ConfigError(
+                f"The file holds {what} (for {scope} {where!r}) and the config's "
+                f"memory has no {holder} to take them. Nothing was imported."
+            )
     disable = None if progress is None else not progress  # None: only on a terminal
     skip = _already_there(lines, targets)
     written = 0
@@ -435,12 +429,12 @@ def _import_knowledge(store: EntityStore | EntityGraph, batch: list[Line]) -> in
         }
         store.set_many(new)
         return len(new)
-    held = {(s, p, o) for s, o, p in store.get_triples()}
+    held = set(triples_of(store))
     triples = list(
         dict.fromkeys(
             line.triple
             for line in batch
-            if isinstance(line, TripleLine) and tuple(line.triple) not in held
+            if isinstance(line, TripleLine) and line.triple not in held
         )
     )
     store.add_triples(triples)
@@ -448,7 +442,7 @@ def _import_knowledge(store: EntityStore | EntityGraph, batch: list[Line]) -> in
 
 
 def _already_there(
-    lines: list[Line], targets: dict[tuple[str, Any], list[Any]]
+    lines: list[Line], targets: dict[tuple[type, Any], list[Any]]
 ) -> dict[int, set[int]]:
     """For each history (by ``id``), the lines (by ``id``) its session's log already holds."""
     skip: dict[int, set[int]] = {}

@@ -476,21 +476,20 @@ def create_app(
     def namespace_page(request: Request, done: dict[str, Any]) -> str:
         return f"/namespaces/{segment(_param(request, 'namespace'))}"
 
-    def item_of(request: Request) -> dict[str, str]:
-        """``item_id`` on an item's route (a collection memory's); none on a memory's."""
-        return {"item_id": _param(request, "item")} if "item" in request.path_params else {}
+    async def versioned(
+        method: Callable[..., dict[str, Any]], request: Request, fields: dict[str, Any], value: Any
+    ) -> dict[str, Any]:
+        """``method`` (edit, rollback) on an item's route (a collection memory's) or a memory's,
+        naming the version the caller read."""
+        item = {"item_id": _param(request, "item")} if "item" in request.path_params else {}
+        expected = fields.get("expected_version")
+        return await call(method, *_where(request), value, **item, expected_version=expected)
 
     async def edit(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
         # an item's content; on a memory's route a profile's document or instructions' prompts
         named = "document" if "document" in fields else "prompts"
         named = "content" if "item" in request.path_params else named
-        return await call(
-            inspector.edit,
-            *_where(request),
-            fields.get(named),
-            **item_of(request),
-            expected_version=fields.get("expected_version"),
-        )
+        return await versioned(inspector.edit, request, fields, fields.get(named))
 
     async def delete_item(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
         return await call(
@@ -501,13 +500,7 @@ def create_app(
         )
 
     async def rollback(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
-        return await call(
-            inspector.rollback,
-            *_where(request),
-            fields.get("version"),
-            **item_of(request),
-            expected_version=fields.get("expected_version"),
-        )
+        return await versioned(inspector.rollback, request, fields, fields.get("version"))
 
     async def retry(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
         ids = fields.get("ids")

@@ -17,6 +17,8 @@ from memories.stores.vector.records import SearchResult
 
 #: Expired ids a namespace listing checks against a vector store per read.
 EXPIRED_PAGE = 500
+#: The counters of a memory's recorded model usage the inspector shows.
+_USAGE_SHOWN = ("calls", "failures", "input_tokens", "output_tokens")
 
 
 def recorded_usage(
@@ -35,14 +37,8 @@ def recorded_usage(
         totals[key] = store.usage_totals(namespace)
     usage = totals[key].get(leaf.usage_name(), {})
     return {
-        when: {
-            "calls": u.calls,
-            "failures": u.failures,
-            "input_tokens": u.input_tokens,
-            "output_tokens": u.output_tokens,
-        }
+        when: {name: getattr(usage.get(when) or ModelUsage(), name) for name in _USAGE_SHOWN}
         for when in ("all", "today")
-        for u in [usage.get(when) or ModelUsage()]
     }
 
 

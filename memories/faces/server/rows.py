@@ -68,12 +68,16 @@ def document_row(record: Any) -> dict[str, Any]:
     }
 
 
+def _text(content: Any) -> str:
+    """A collection memory's content as text: a string as it is, anything else as JSON."""
+    return content if isinstance(content, str) else json.dumps(content, sort_keys=True)
+
+
 def collection_item(item: Any) -> dict[str, Any]:
     value = item.value or {}
-    content = value.get("content")
     return {
         "id": memory_id(item.key),
-        "content": content if isinstance(content, str) else json.dumps(content, sort_keys=True),
+        "content": _text(value.get("content")),
         "metadata": jsonable(value.get("metadata") or {}),
         "version": item.version,
         "created_at": when(item.created_at),
@@ -235,15 +239,12 @@ def transcript(records: Sequence[Entry | Edit]) -> list[dict[str, Any]]:
 
 
 def hit_row(hit: Any) -> dict[str, Any]:
-    content = getattr(hit, "content", None)
     text = getattr(hit, "text", None)
-    if text is None:
-        text = content if isinstance(content, str) else json.dumps(content, sort_keys=True)
     score = getattr(hit, "score", None)
     parts = getattr(hit, "ranking", None)
     return {
         "id": hit.id,
-        "text": text,
+        "text": _text(getattr(hit, "content", None)) if text is None else text,
         "score": None if score is None else round(float(score), 4),
         "ranking": None if parts is None else {k: round(v, 4) for k, v in parts._asdict().items()},
     }

@@ -9,20 +9,16 @@ touches (queued writes, indexes): the inspector page of the docs.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from memories.core.combined import leaves_of
-from memories.core.config import (
-    config_templates,
-    create_memory,
-    drop_scope_options,
-)
+from memories.core.config import config_templates
 from memories.core.erasure import ErasureReport, erase_user
 from memories.core.members import chat_memories, distinct_histories, read_only
 from memories.errors import ConfigError, InvalidInputError
-from memories.faces.commands.opening import made_options, options_on
+from memories.faces.commands.opening import made_memory, made_options, open_stores
 from memories.faces.exchange import view_memory
 from memories.faces.server.counts import expired_counts, live_page, recorded_usage, shown_count
 from memories.faces.server.errors import NotFound, ReadOnly
@@ -69,8 +65,6 @@ MAX_TEXT = 200
 MAX_RESULTS = 50
 #: Sessions whose id contains a memory's own read to find it exactly.
 _SESSIONS_CHECKED = 1000
-#: The namespace a template config is built on when no namespace is asked for.
-_PROBE = ("inspector-probe",)
 
 
 def _checked_text(value: str, what: str) -> str:
@@ -108,8 +102,8 @@ class Inspector:
             :meth:`retry` (otherwise they raise :class:`ReadOnly`).
 
     Raises:
-        ConfigError: a bad config, or a SQLite file it names does not exist
-            (opening it would create it: inspecting never writes).
+        ConfigError: a bad config, or a SQLite file or Chroma folder it names does not
+            exist (opening it would create it: inspecting never writes).
     """
 
     def __init__(
@@ -125,7 +119,7 @@ class Inspector:
         self._templated = bool(config_templates(self.options))
         # Memories built per (namespace, session), kept for the next request.
         self._memories: LRU[tuple[Namespace | None, str | None], Any] = LRU(32, locked=True)
-        probe = self._memory(None, None)
+        probe = made_memory(self._memory(None, None))
         self.leaves: list[Any] = leaves_of(probe)
         self.ids: list[str] = _ids(self.leaves)
 
@@ -134,9 +128,7 @@ class Inspector:
         key = (namespace, session)
         if (found := self._memories.get(key)) is not None:
             return found
-        probe = _PROBE if self._templated else None
-        options = options_on(self.options, session, namespace or probe)
-        memory = create_memory(drop_scope_options(options))
+        memory = open_stores(self.options, session, namespace)
         self._memories.put(key, memory)
         return memory
 
@@ -292,20 +284,17 @@ class Inspector:
     def _count(self, leaf: Any) -> int:
         if isinstance(leaf, EntityMemory):  # every entity stored, merged ones too
             return leaf.ledger.key_page(leaf.namespace, ENTITY_PREFIX, limit=0)[1]
-        if isinstance(leaf, StoredDocumentMemory) and not isinstance(leaf, CollectionMemory):
+        if isinstance(leaf, CollectionMemory):  # the store's count, expired ones too
+            counted = leaf.ledger.key_page(leaf.namespace, leaf.rows.prefix, limit=0)[1]
+        elif isinstance(leaf, StoredDocumentMemory):
             # the store's read shows an expired document as cleared (its ttl)
             return 0 if leaf.ledger.get(leaf.namespace, leaf.key) is None else 1
-        counted = self._store_count(leaf)
+        elif isinstance(leaf, DocumentMemory):
+            counted = int(leaf.backend.count())
+        else:
+            return 0
         expired = expired_counts(leaf, leaf.namespace).get(leaf.namespace, 0) if counted else 0
         return shown_count(leaf, leaf.namespace, counted, expired)
-
-    def _store_count(self, leaf: Any) -> int:
-        """A collection's or a vector memory's documents in its namespace, expired ones too."""
-        if isinstance(leaf, CollectionMemory):
-            return leaf.ledger.key_page(leaf.namespace, leaf.rows.prefix, limit=0)[1]
-        if isinstance(leaf, DocumentMemory):
-            return int(leaf.backend.count())
-        return 0
 
     def _letters(self, leaf: Any) -> list[dict[str, Any]]:
         if not isinstance(leaf, DocumentMemory | CollectionMemory):
@@ -376,18 +365,12 @@ class Inspector:
             raise NotFound(f"No memory {item_id!r} in {memory_id!r} of {text!r}: it expired.")
         if isinstance(leaf, CollectionMemory):
             item_id = _whole_id(leaf, namespace, item_id)
-            try:
-                record = leaf.get(item_id)
-                versions = leaf.history(item_id)
-            except (InvalidInputError, ConfigError) as exc:
-                raise NotFound(f"No memory {item_id!r} in {memory_id!r}: {exc}") from exc
-            if not versions:
-                raise NotFound(f"No memory {item_id!r} in {memory_id!r} of {text!r}.")
+            versions = self._current(leaf, item_id, text, leaf.history)
             return {
                 **base,
                 "id": item_id,
                 "version": versions[-1].version,
-                "current": jsonable(record),
+                "current": jsonable(leaf.get(item_id)),
                 "versions": [jsonable(v) for v in reversed(versions)],
             }
         if isinstance(leaf, EntityMemory):
@@ -521,15 +504,18 @@ class Inspector:
             )
         return leaf, done, _expected(expected)
 
-    def _current(self, leaf: Any, item_id: str, text: str) -> Any:
-        """A collection memory as it stands; NotFound when the namespace holds no such memory."""
+    def _current(
+        self, leaf: Any, item_id: str, text: str, read: Callable[[str], Any] | None = None
+    ) -> Any:
+        """A collection memory's ``read`` of an item (its ``get``: as it stands; ``history``:
+        its versions); NotFound when the namespace holds no such memory."""
         try:
-            record = leaf.get(_checked_text(item_id, "item id"))
-        except InvalidInputError as exc:
+            found = (read or leaf.get)(_checked_text(item_id, "item id"))
+        except (InvalidInputError, ConfigError) as exc:
             raise NotFound(f"No memory {item_id!r} in {text!r}: {exc}") from exc
-        if record is None:
+        if not found:
             raise NotFound(f"No memory {item_id!r} in {text!r} (deleted, or never there).")
-        return record
+        return found
 
     def edit(
         self,
@@ -602,12 +588,7 @@ class Inspector:
         )
         version = _expected(version, "version")
         if isinstance(leaf, CollectionMemory):
-            try:
-                known = bool(leaf.history(_checked_text(done["item"], "item id")))
-            except InvalidInputError as exc:
-                raise NotFound(f"No memory {item_id!r} in {text!r}: {exc}") from exc
-            if not known:
-                raise NotFound(f"No memory {item_id!r} in {memory_id!r} of {text!r}.")
+            self._current(leaf, done["item"], text, leaf.history)
             record = leaf.rollback(done["item"], version, expected_version=expected)
             return {**done, "version": record.version}
         if isinstance(leaf, ProfileMemory | InstructionsMemory):

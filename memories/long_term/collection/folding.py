@@ -24,7 +24,7 @@ from memories.long_term.collection.extraction import (
 )
 from memories.long_term.collection.offline import offline_operations
 from memories.long_term.collection.rows import lining_up
-from memories.long_term.stored import batches_until
+from memories.long_term.stored import MAX_CONFLICTS, batches_until
 from memories.stores.documents import (
     Change,
     PendingTurn,
@@ -34,10 +34,6 @@ from memories.stores.vector.records import SearchResult
 
 if TYPE_CHECKING:
     from memories.long_term.collection.memory import CollectionMemory
-
-
-# How many times an update is recomputed when another writer changed its memories first.
-MAX_CONFLICTS = 3
 
 
 @dataclass(frozen=True)

@@ -31,12 +31,12 @@ from memories.kernel.keys import input_text_for
 from memories.kernel.messages import check_storable
 from memories.kernel.steps import Steps, step, twins
 from memories.long_term.collection import folding, rules, transfer
-from memories.long_term.collection.folding import MAX_CONFLICTS, CollectionUpdate
+from memories.long_term.collection.folding import CollectionUpdate
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
 from memories.long_term.collection.rows import Rows, claim, expire_in, lining_up, memory_id
 from memories.long_term.indexed import TTL, IndexedMemory, show_progress
 from memories.long_term.profile.schema import ProfileSchema, schema_config
-from memories.long_term.stored import StoredDocumentMemory, TurnPolicy
+from memories.long_term.stored import MAX_CONFLICTS, StoredDocumentMemory, TurnPolicy
 from memories.stores.documents import (
     Change,
     PendingTurn,

@@ -35,30 +35,8 @@ _ASKING = re.compile(
 )
 #: Words of greetings, thanks and acknowledgements, which are not facts alone.
 _SMALL_TALK = frozenset(
-    {
-        "hi",
-        "hello",
-        "hey",
-        "hiya",
-        "thanks",
-        "thank",
-        "you",
-        "ok",
-        "okay",
-        "bye",
-        "goodbye",
-        "good",
-        "morning",
-        "evening",
-        "night",
-        "great",
-        "cool",
-        "yes",
-        "no",
-        "sure",
-        "nice",
-        "wow",
-    }
+    """hi hello hey hiya thanks thank you ok okay bye goodbye good morning evening night great
+    cool yes no sure nice wow""".split()  # noqa: SIM905
 )
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 

@@ -157,7 +157,7 @@ class ConversationKGMemory(QueuedUpdates):
         )
         return parse_triples(output)
 
-    def _loading(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
+    def _load_memory_variables_steps(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
         """What the graph knows about the entities the input names (one model call)."""
         try:
             entities = yield from self._entities(input_text_for(self, inputs))
@@ -188,7 +188,7 @@ class ConversationKGMemory(QueuedUpdates):
         )
         return None, [step(self.knowledge_store.add_triple, t) for t in parse_triples(output)]
 
-    def _clearing(self) -> Steps[None]:
+    def _clear_steps(self) -> Steps[None]:
         yield step(self.chat_memory.clear)
         yield step(self.knowledge_store.clear)
 

@@ -135,7 +135,7 @@ class ConversationEntityMemory(QueuedUpdates):
             return list(value)
         return super()._config_value(name, value)
 
-    def _loading(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
+    def _load_memory_variables_steps(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
         """The last ``k`` exchanges and the summaries of the entities the input names.
 
         Calls the model once (entity extraction) and updates :attr:`entity_cache`.
@@ -196,7 +196,7 @@ class ConversationEntityMemory(QueuedUpdates):
         finished = after["done"] >= len(job["entities"])
         return (None if finished else after), [step(store.set, entity, output.strip())]
 
-    def _clearing(self) -> Steps[None]:
+    def _clear_steps(self) -> Steps[None]:
         yield step(self.chat_memory.clear)
         yield step(self.knowledge_store.clear)
         self.__dict__["entity_cache"] = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
@@ -25,7 +24,7 @@ from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.keys import input_text_for
 from memories.kernel.messages import format_buffer
-from memories.kernel.steps import Step, Steps, arun, run, step
+from memories.kernel.steps import Step, Steps, step, twins
 from memories.long_term.entities.prompts import PROMPT_CHECK
 from memories.short_term.summary.prompts import prompt_config
 
@@ -42,7 +41,7 @@ class QueuedUpdates(ModelMemory, ChatMemory):
 
     Implementing a subclass: :meth:`_job` (the update a turn owes),
     :meth:`_advancing` (the steps moving one job on, its model calls through
-    :meth:`_asking`) and :meth:`_loading` (the steps of a load).
+    :meth:`_asking`) and :meth:`_load_memory_variables_steps` (the steps of a load).
     """
 
     #: A session's chat log, with what the model made of it kept beside (entities, a graph).
@@ -103,17 +102,15 @@ class QueuedUpdates(ModelMemory, ChatMemory):
         messages, text = self._turn(inputs, outputs), input_text_for(self, inputs)
         return self._saving_turn(messages, self._job(text), appended=appended)
 
-    def _loading(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
-        """The steps of a load: the prompt's variables for ``inputs`` (the subclass's)."""
-        raise NotImplementedError(f"{type(self).__name__} must define _loading()")
-
-    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    def _load_memory_variables_steps(self, inputs: dict[str, Any]) -> Steps[dict[str, Any]]:
         """The prompt's variables: what the model knows of what the input names (one call)."""
-        return self._run(self._loading(inputs), write=False)
+        raise NotImplementedError(
+            f"{type(self).__name__} must define _load_memory_variables_steps()"
+        )
 
-    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`load_memory_variables`."""
-        return await self._arun(self._loading(inputs), write=False)
+    load_memory_variables, aload_memory_variables = twins(
+        _load_memory_variables_steps, runner="_run", write=False
+    )
 
     def _window(self) -> Steps[list[BaseMessage]]:
         """The last ``k`` exchanges (LangChain: the last ``2 * k`` messages); none for 0."""
@@ -217,28 +214,20 @@ class QueuedUpdates(ModelMemory, ChatMemory):
         else:
             logger.warning("%s (session %r): %s failed (%s); %s.", name, session, what, error, then)
 
-    def flush(self, *, timeout: float | None = None) -> bool:
+    def _flush_steps(self, *, timeout: float | None = None) -> Steps[bool]:
         """Retry the queued updates now. True when none is left."""
-        left: int = run(self._working(), lock=self._lock)
-        return left == 0
+        return (yield from self._working()) == 0
 
-    async def aflush(self, *, timeout: float | None = None) -> bool:
-        """Async :meth:`flush`."""
-        left: int = await arun(self._working(), lock=self._lock)
-        return left == 0
+    flush, aflush = twins(_flush_steps, lock="_lock")
 
-    def status(self) -> MemoryStatus:
+    def _status_steps(self) -> Steps[MemoryStatus]:
         """The updates still queued, and the failures that keep them there."""
-        return self._status_of(run(self._reading_state(), lock=self._lock))
-
-    async def astatus(self) -> MemoryStatus:
-        """Async :meth:`status`."""
-        return self._status_of(await arun(self._reading_state(), lock=self._lock))
-
-    def _status_of(self, state: dict[str, Any]) -> MemoryStatus:
+        state = yield from self._reading_state()
         return MemoryStatus(
             pending=len(state["jobs"]),
             failures=state["failures"],
             last_error=state["last_error"],
             model=self.model_usage(),
         )
+
+    status, astatus = twins(_status_steps, lock="_lock")

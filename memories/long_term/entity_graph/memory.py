@@ -179,12 +179,13 @@ class EntityMemory(StoredDocumentMemory):
         found = yield from self._recall_steps(input_text_for(self, inputs))
         return found.text()
 
-    def _committing(self, graph: Graph, plan: Plan, turns: Sequence[PendingTurn]) -> Steps[bool]:
-        """One compare-and-set commit of the plan, the head, and the turns it folds in."""
-        commits = plan.commits(turns)
+    def _committing(
+        self, graph: Graph, commits: list[tuple[str, Change, int]], turns: Sequence[PendingTurn]
+    ) -> Steps[bool]:
+        """One compare-and-set commit of ``commits``, the head, and the turns they fold in."""
         if commits:
             head = Change({"revision": graph.head + 1}, "graph", [], tuple(turns))
-            commits.append((self.key, head, graph.head))
+            commits = [*commits, (self.key, head, graph.head)]
         return (yield from self._committing_many(commits, turns)) is not None
 
     def _apply_steps(self, operations: Sequence[Mapping[str, Any]], /) -> Steps[GraphUpdate]:
@@ -205,7 +206,7 @@ class EntityMemory(StoredDocumentMemory):
                 plan = self._planner(graph, ids, time.time()).apply(list(operations))
             except LLMError as exc:
                 raise InvalidInputError(f"Nothing applied: {exc}.") from exc
-            if (yield from self._committing(graph, plan, ())):
+            if (yield from self._committing(graph, plan.commits(()), ())):
                 return GraphUpdate("updated" if plan else "unchanged", changes=len(plan))
         raise InvalidInputError("The graph kept changing during the update; try again.")
 
@@ -234,10 +235,8 @@ class EntityMemory(StoredDocumentMemory):
             commits = import_commits(graph, recorded, wanted)
             if not commits:
                 return 0
-            head = Change({"revision": graph.head + 1}, "graph", [])
-            commits.append((self.key, head, graph.head))
-            if (yield from self._committing_many(commits)) is not None:
-                return len({key for key, _, _ in commits[:-1]})
+            if (yield from self._committing(graph, commits, ())):
+                return len({key for key, _, _ in commits})
         raise InvalidInputError("The graph kept changing during the import; try again.")
 
     import_records, aimport_records = twins(_import_records_steps)
@@ -286,7 +285,7 @@ class EntityMemory(StoredDocumentMemory):
                     yield from self._failing(turns, error or "", raw)
                     return GraphUpdate("failed", error=error)
             assert plan is not None
-            if (yield from self._committing(graph, plan, turns)):
+            if (yield from self._committing(graph, plan.commits(turns), turns)):
                 return GraphUpdate(
                     "updated" if plan else "unchanged", turns=len(turns), changes=len(plan)
                 )
@@ -340,7 +339,7 @@ class EntityMemory(StoredDocumentMemory):
             plan = self._planner(graph, ids, time.time()).apply(ends)
             for entity in graph.entities.values():
                 plan.changed[ENTITY_PREFIX + entity.id] = (None, "clear", entity.version)
-            if (yield from self._committing(graph, plan, turns)):
+            if (yield from self._committing(graph, plan.commits(turns), turns)):
                 return
         raise InvalidInputError("The graph kept changing while it was cleared; try again.")
 

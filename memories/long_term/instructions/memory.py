@@ -32,7 +32,7 @@ from memories.long_term.instructions.reflection import (
     feedback_of,
     reflection_prompt,
 )
-from memories.long_term.stored import ExpiringDocumentMemory, batches_until
+from memories.long_term.stored import MAX_CONFLICTS, ExpiringDocumentMemory, batches_until
 from memories.stores.documents import (
     PendingTurn,
     ProfileChange,
@@ -52,9 +52,6 @@ __all__ = [
 
 Policy = Literal["feedback", "every_n", "background", "manual"]
 Outcome = Literal["revised", "proposed", "unchanged", "failed", "idle", "awaiting_approval"]
-
-# How many times a reflection is redone when another writer changed the prompts first.
-_MAX_CONFLICTS = 3
 
 
 @dataclass(frozen=True)
@@ -397,7 +394,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
                 "write the prompts with put()."
             )
         store, ns, key = self._store, self.namespace, self.key
-        for _ in range(_MAX_CONFLICTS):
+        for _ in range(MAX_CONFLICTS):
             item = yield step(store.load, ns, key)
             version = version_of(item)
             if _proposal_of(item) is not None:
@@ -433,7 +430,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
             if written is not None:
                 done: Outcome = "proposed" if self.approval else "revised"
                 return ReflectionResult(done, written.version, len(turns))
-        error = f"the instructions changed {_MAX_CONFLICTS} times during reflection"
+        error = f"the instructions changed {MAX_CONFLICTS} times during reflection"
         return ReflectionResult("failed", version, 0, error)
 
     def _session(self, prompts: dict[str, str], turns: Sequence[PendingTurn]) -> RevisionSession:

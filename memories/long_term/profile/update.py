@@ -39,7 +39,7 @@ from memories.kernel.patching import (
 )
 from memories.kernel.steps import Steps, step
 from memories.long_term.profile.schema import ProfileSchema
-from memories.long_term.stored import batches_until
+from memories.long_term.stored import MAX_CONFLICTS, batches_until
 from memories.stores.documents import (
     BaseProfileStore,
     PendingTurn,
@@ -61,9 +61,6 @@ __all__ = [
 
 
 _RANK = {"idle": 0, "frozen": 1, "unchanged": 2, "updated": 3, "failed": 4}
-
-# How many times a model update is recomputed when another writer got in first.
-_MAX_CONFLICTS = 3
 
 _SYSTEM = """\
 You keep a JSON document up to date: the profile {name}. It must always match this JSON Schema:
@@ -287,7 +284,7 @@ class Updater:
     def _batch(self) -> Steps[UpdateResult]:
         """One model call's worth of queued turns, redone when another writer got in first."""
         store, ns, key = self.store, self.namespace, self.key
-        for _ in range(_MAX_CONFLICTS):
+        for _ in range(MAX_CONFLICTS):
             item = yield step(store.load, ns, key)
             if self.once and item is not None and item.value is not None:
                 return UpdateResult("frozen", version_of(item))
@@ -312,7 +309,7 @@ class Updater:
                 return UpdateResult("updated", written.version, len(turns))
         contended = replace(
             outcome,
-            error=f"Other writers changed the profile {_MAX_CONFLICTS} times while it "
+            error=f"Other writers changed the profile {MAX_CONFLICTS} times while it "
             "was being updated; the turns are kept for the next update.",
         )
         return (yield from self._giving_up(item, turns, contended))

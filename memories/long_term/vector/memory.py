@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from memories.kernel.capabilities import Capabilities
@@ -23,11 +22,8 @@ from memories.kernel.messages import check_storable, message_text, turn_messages
 from memories.kernel.steps import Steps, step, twins
 from memories.long_term.indexed import DocumentMemory
 from memories.long_term.vector.turns import TurnParts, checked_message, edited, of_messages
-from memories.stores.vector.backend import VectorQuery
 from memories.stores.vector.filters import check_metadata
 from memories.stores.vector.outbox import OutboxRow
-from memories.stores.vector.records import SearchResult
-from memories.stores.vector.scoring import passing
 
 __all__ = ["VectorMemory", "default_embeddings"]
 
@@ -102,9 +98,10 @@ class VectorMemory(DocumentMemory):
         With ``return_docs=True`` the value is a list of LangChain ``Document``.
         Documents scoring below ``min_score`` (default ``self.min_score``) are left out.
         """
-        floor = self._floor(min_score)
-        found = yield from self._live_search(self._load_query(inputs))
-        return self._variables(passing(found, floor))
+        found = yield from self._search_steps(input_text_for(self, inputs), min_score=min_score)
+        if self.return_docs:
+            return {self.memory_key: [r.to_document() for r in found]}
+        return {self.memory_key: "\n".join(r.text for r in found)}
 
     load_memory_variables, aload_memory_variables = twins(_load_memory_variables_steps)
 
@@ -158,15 +155,3 @@ class VectorMemory(DocumentMemory):
             yield step(self.backend.add, rows, progress=False)
 
     edit_message, aedit_message = twins(_edit_message_steps)
-
-    def _load_query(self, inputs: Mapping[str, Any]) -> VectorQuery:
-        """The search a chain run makes: its input, the backend's default ``k``."""
-        return VectorQuery(input_text_for(self, inputs), None, None)
-
-    def _variables(self, results: list[SearchResult]) -> dict[str, Any]:
-        value: str | list[Document]
-        if self.return_docs:
-            value = [r.to_document() for r in results]
-        else:
-            value = "\n".join(r.text for r in results)
-        return {self.memory_key: value}

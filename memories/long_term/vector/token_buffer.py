@@ -10,7 +10,6 @@ restarted process neither loses the timestamps nor writes an exchange twice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from functools import cached_property
 from typing import Any, ClassVar
@@ -28,7 +27,7 @@ from pydantic import Field
 from memories.errors import ConfigError
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.messages import format_buffer, message_text
-from memories.kernel.steps import Steps, step
+from memories.kernel.steps import Steps, step, twins
 from memories.long_term.vector.retriever import VectorStoreRetrieverMemory
 from memories.short_term.token_buffer import TokenBufferMemory
 from memories.stores.history.base import Entry
@@ -174,7 +173,8 @@ class ConversationVectorStoreTokenBufferMemory(TokenBufferMemory):
         hidden = sum(1 for seq in window.seqs if seq <= state["stored"])
         return messages[hidden:]
 
-    def _loading(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
+    def _load_memory_variables_steps(self, inputs: dict[str, Any]) -> Steps[dict[str, Any]]:
+        """The system message (time, documents found for the input) and the recent messages."""
         found = yield step(self.memory_retriever.load_memory_variables, dict(inputs))
         previous = found[self.memory_retriever.memory_key]
         template = SystemMessagePromptTemplate.from_template(self.previous_history_template)
@@ -184,15 +184,9 @@ class ConversationVectorStoreTokenBufferMemory(TokenBufferMemory):
             return {self.memory_key: messages}
         return {self.memory_key: format_buffer(messages, self.human_prefix, self.ai_prefix)}
 
-    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """The system message (time, documents found for the input) and the recent messages."""
-        result: dict[str, Any] = self._run(self._loading(inputs), write=True)
-        return result
-
-    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`load_memory_variables`."""
-        result: dict[str, Any] = await self._arun(self._loading(inputs), write=True)
-        return result
+    load_memory_variables, aload_memory_variables = twins(
+        _load_memory_variables_steps, runner="_run", write=True
+    )
 
 
 def _exchanges(entries: list[Entry]) -> list[list[Entry]]:

@@ -28,7 +28,7 @@ from memories.errors import BudgetExceededError, ConfigError, LLMError
 from memories.kernel.capabilities import Capabilities
 from memories.kernel.checks import whole_number
 from memories.kernel.messages import format_buffer
-from memories.kernel.steps import Steps, arun, blocking_twin, run, step
+from memories.kernel.steps import Steps, arun, blocking_twin, run, step, twins
 from memories.short_term.summary.prompts import (
     MessageClassField,
     SummaryPromptField,
@@ -163,8 +163,16 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
         """The model and the prompt that write the summary."""
         return {**super()._state_writers(), "prompt": self.prompt}
 
-    def _summarizing(self, messages: Sequence[BaseMessage], existing_summary: str) -> Steps[str]:
-        """The summary of ``existing_summary`` then ``messages``: the model's, or extractive."""
+    def _predict_new_summary_steps(
+        self, messages: Sequence[BaseMessage], existing_summary: str
+    ) -> Steps[str]:
+        """The summary of ``existing_summary`` followed by ``messages`` (LangChain's method).
+
+        The model's, or extractive without one.
+
+        Raises:
+            LLMError: the LLM raised, timed out or returned empty text.
+        """
         if self._caller is not None:
             self._llm_calls += 1
         summarizer = Summarizer(
@@ -173,17 +181,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
         )  # fmt: skip
         return (yield from summarizer.summarizing(messages, existing_summary))
 
-    def predict_new_summary(self, messages: list[BaseMessage], existing_summary: str) -> str:
-        """The summary of ``existing_summary`` followed by ``messages`` (LangChain's method).
-
-        Raises:
-            LLMError: the LLM raised, timed out or returned empty text.
-        """
-        return run(self._summarizing(messages, existing_summary))
-
-    async def apredict_new_summary(self, messages: list[BaseMessage], existing_summary: str) -> str:
-        """Async :meth:`predict_new_summary`."""
-        return await arun(self._summarizing(messages, existing_summary))
+    predict_new_summary, apredict_new_summary = twins(_predict_new_summary_steps)
 
     @property
     def llm_calls(self) -> int:
@@ -275,7 +273,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
                 return state
             try:
                 messages = state.fold_input(unfolded, cut, cap=self._clip_cap())
-                summary = yield from self._summarizing(messages, state.summary)
+                summary = yield from self._predict_new_summary_steps(messages, state.summary)
             except BudgetExceededError as exc:
                 # Not a failure: no backoff; the turns stay unfolded until the next period.
                 logger.info("%s: fold deferred: %s", self, exc)
@@ -309,11 +307,11 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
             return
         yield from self._folding()
 
-    def _clearing(self) -> Steps[None]:
+    def _clear_steps(self) -> Steps[None]:
         self._epoch += 1
         if self._in_background:
             self._background.cancel()
-        yield from super()._clearing()
+        yield from super()._clear_steps()
 
     def _schedule(self) -> bool:
         """(Re)schedule this session's background fold; False once closed (fold inline then)."""
@@ -361,8 +359,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
 
     def _setting_summary(self, summary: str) -> Steps[None]:
         state, _ = yield from self._reading()
-        state = replace(state, summary=summary)
-        yield from self._storing(state)
+        yield from self._storing(replace(state, summary=summary))
 
     def _set_summary(self, summary: str) -> None:
         run(self._setting_summary(summary), lock=self._lock)
@@ -510,7 +507,8 @@ class SummaryMemory(_RunningSummaryMemory):
         state, unfolded = yield from self._reading()
         for i in range(0, len(unfolded), summarize_step):
             chunk = unfolded[i : i + summarize_step]
-            summary = yield from self._summarizing([e.message for e in chunk], state.summary)
+            messages = [e.message for e in chunk]
+            summary = yield from self._predict_new_summary_steps(messages, state.summary)
             state = state.folded_through(chunk[-1].seq, summary)
             yield from self._storing(state)
 

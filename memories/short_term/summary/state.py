@@ -102,37 +102,22 @@ class SummaryState:
         return len(self.counts)
 
     def _fold_target(self, low: int, chunk: int) -> int:
-        suffix = self.total
-        prefix = 0
-        target = len(self.seqs)
-        within_chunk = 0
-        position = 0
+        """The first cut leaving ``low`` tokens or fewer, unless it folds over ``chunk`` tokens:
+        then the last cut within ``chunk`` (the first cut when none is)."""
+        total, prefix, position, within_chunk = self.total, 0, 0, 0
         for cut in self.boundaries():
-            moved = sum(self.counts[position:cut])
-            prefix += moved
-            suffix -= moved
+            prefix += sum(self.counts[position:cut])
             position = cut
-            if prefix <= chunk:
-                within_chunk = cut
-            if suffix <= low:
-                target = cut
-                break
-        if prefix > chunk:
-            return within_chunk or self.boundaries()[0]
-        return target
+            if prefix > chunk:
+                return within_chunk or cut
+            within_chunk = cut
+            if total - prefix <= low:
+                return cut
+        return len(self.seqs)
 
     def window(self, budget: int) -> int:
         """Index of the oldest unfolded message shown: the newest exchanges within ``budget``."""
-        if self.total <= budget:
-            return 0
-        suffix = self.total
-        position = 0
-        for cut in self.boundaries():
-            suffix -= sum(self.counts[position:cut])
-            position = cut
-            if suffix <= budget:
-                return cut
-        return len(self.seqs)
+        return 0 if self.total <= budget else self._fold_target(budget, chunk=self.total)
 
     def forgotten(self, horizon: int | None) -> SummaryState:
         """The state once a retention expired every message through ``horizon``.

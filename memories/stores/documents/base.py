@@ -10,7 +10,7 @@ from langchain_core.messages import BaseMessage
 
 from memories.errors import BackendError, InvalidInputError
 from memories.kernel.namespaces import Namespace, as_namespace
-from memories.kernel.steps import Steps, arun, run, step, to_thread, twins
+from memories.kernel.steps import Steps, step, to_thread, twins
 from memories.stores.documents.records import (
     MAX_WRITE_TRIES,
     AddPending,
@@ -79,22 +79,20 @@ class BaseProfileStore(ABC):
 
     # -- LangGraph-shaped access ------------------------------------------------
 
-    def get(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
+    def _get_steps(self, namespace: Namespace, key: str, /) -> Steps[ProfileItem | None]:
         """The document stored under ``namespace`` / ``key``, or None (never stored, or cleared)."""
-        return _visible(self.load(namespace, key))
+        return _visible((yield step(self.load, namespace, key)))
 
-    async def aget(self, namespace: Namespace, key: str, /) -> ProfileItem | None:
-        """Async :meth:`get`."""
-        return _visible(await self.aload(namespace, key))
+    get, aget = twins(_get_steps)
 
-    def put(self, namespace: Namespace, key: str, value: dict[str, Any], /) -> ProfileItem:
+    def _put_steps(
+        self, namespace: Namespace, key: str, value: dict[str, Any], /
+    ) -> Steps[ProfileItem]:
         """Store ``value`` whatever the current version, and record it as a ``put`` change."""
-        return _written(run(self.writing(namespace, key, replacing(value))), self, namespace, key)
-
-    async def aput(self, namespace: Namespace, key: str, value: dict[str, Any], /) -> ProfileItem:
-        """Async :meth:`put`."""
-        written = await arun(self.writing(namespace, key, replacing(value)))
+        written = yield from self.writing(namespace, key, replacing(value))
         return _written(written, self, namespace, key)
+
+    put, aput = twins(_put_steps)
 
     def _delete_steps(
         self, namespace: Namespace, key: str, /, *, only_if: Guard | None = None

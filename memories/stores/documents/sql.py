@@ -44,7 +44,7 @@ from memories.stores.documents.tables import (
 )
 from memories.stores.documents.ttl import DocumentTTL
 from memories.stores.expiry import ExpiryLedger
-from memories.stores.sql import Database, chunks, redacted
+from memories.stores.sql import Database, chunks, count_rows, redacted
 
 
 class _Conflict(Exception):
@@ -434,9 +434,8 @@ class ProfileStore(BaseProfileStore):
 
     def _count_pending(self, op: records.CountPending) -> int:
         t = pending_table
-        query = select(func.count()).where(*self._at(t, namespace_text(op.namespace), op.key))
         with self._db.transaction() as connection:
-            return int(connection.execute(query).scalar_one())
+            return count_rows(connection, t, *self._at(t, namespace_text(op.namespace), op.key))
 
     def _drop_pending(self, op: records.DropPending) -> None:
         with self._db.transaction() as connection:
@@ -453,9 +452,10 @@ class ProfileStore(BaseProfileStore):
     def held(self, namespace: Namespace, /) -> dict[str, int]:
         """What the store holds under ``namespace`` exactly (every key), by kind."""
         ns = namespace_text(as_namespace(namespace))
-        counts = {kind: select(func.count()).where(t.c.namespace == ns) for kind, t in HELD.items()}
         with self._db.transaction() as connection:
-            return {kind: int(connection.execute(q).scalar_one()) for kind, q in counts.items()}
+            return {
+                kind: count_rows(connection, t, t.c.namespace == ns) for kind, t in HELD.items()
+            }
 
     def erase_namespace(self, namespace: Namespace, /) -> None:
         """Delete every key of ``namespace`` exactly, every version and queued turn, for good.

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from memories.errors import ConfigError
 from memories.kernel.checks import non_empty_text
 from memories.stores.history.sql import default_sqlite_url
-from memories.stores.sql import Database, log_table
+from memories.stores.sql import Database, count_rows, log_table
 
 __all__ = ["EntityLog", "SQLEntityLog", "coerced", "session_log"]
 
@@ -56,10 +56,7 @@ def coerced(
 
 def session_log(name: str, key: str, *columns: Any, index: str) -> sa.Table:
     """A :func:`~memories.stores.sql.log_table` of its own, read per ``session_id`` and ``key``."""
-    keys = [
-        sa.Column("session_id", sa.String(255), nullable=False),
-        sa.Column(key, sa.String(512), nullable=False),
-    ]
+    keys = {"session_id": sa.String(255), key: sa.String(512)}
     return log_table(name, sa.MetaData(), keys, *columns, index=index)
 
 
@@ -92,9 +89,7 @@ class SQLEntityLog(EntityLog):
     def _count(self) -> int:
         """How many rows this session has (a COUNT: the log is not read)."""
         with self._db.transaction() as connection:
-            return int(
-                connection.execute(sa.select(sa.func.count()).where(self._mine())).scalar_one()
-            )
+            return count_rows(connection, self._table, self._mine())
 
     def _erase(self) -> None:
         """Delete every row of this session."""

@@ -35,7 +35,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, To
 from memories.errors import InvalidInputError
 from memories.kernel.checks import whole_number
 from memories.kernel.retention import Retention
-from memories.kernel.steps import Steps, arun, blocking_twin, run, step
+from memories.kernel.steps import Steps, blocking_twin, run, step, twins
 from memories.stores.history.edits import current_ids, planned, repaired
 from memories.stores.history.records import REMOVE_ALL_MESSAGES, Edit, Entry, Item, NewEdit
 
@@ -409,7 +409,7 @@ class ChatHistory(BaseChatMessageHistory, ABC):
             items = repaired(items, tail)
         return (yield step(self.record, items))
 
-    def write(self, messages: Sequence[BaseMessage], /) -> list[int]:
+    def _write_steps(self, messages: Sequence[BaseMessage], /) -> Steps[list[int]]:
         """Write messages with LangGraph's ``add_messages`` semantics, atomically.
 
         A message whose id is shown replaces it in place; ``RemoveMessage(id=...)``
@@ -423,48 +423,40 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         Raises:
             InvalidInputError: a ``RemoveMessage`` names an unknown id (nothing is written).
         """
-        return run(self.writing(messages))
+        return self.writing(messages)
 
-    def delete(self, refs: Sequence[MessageRef], /) -> list[int]:
+    write, awrite = twins(_write_steps)
+
+    def _delete_steps(self, refs: Sequence[MessageRef], /) -> Steps[list[int]]:
         """Remove messages named by id or seq, and the tool results or calls they would orphan.
 
         Raises:
             InvalidInputError: a name matches no shown message (nothing is written).
         """
-        return run(self.deleting(refs))
+        return self.deleting(refs)
 
-    def replace(self, ref: MessageRef, message: BaseMessage, /) -> list[int]:
+    delete, adelete = twins(_delete_steps)
+
+    def _replace_steps(self, ref: MessageRef, message: BaseMessage, /) -> Steps[list[int]]:
         """Show ``message`` in place of the message named by id or seq (it keeps the old id).
 
         Raises:
             InvalidInputError: the name matches no shown message, or ``message``
                 is not a message (nothing is written).
         """
-        return run(self.replacing(ref, message))
+        return self.replacing(ref, message)
 
-    def keep_last(self, keep: int, /) -> list[int]:
+    replace, areplace = twins(_replace_steps)
+
+    def _keep_last_steps(self, keep: int, /) -> Steps[list[int]]:
         """Remove every message but the last ``keep`` (more when the oldest kept is a tool result).
 
         Raises:
             InvalidInputError: ``keep`` is not a count >= 0.
         """
-        return run(self.cutting(keep))
+        return self.cutting(keep)
 
-    async def awrite(self, messages: Sequence[BaseMessage], /) -> list[int]:
-        """Async :meth:`write`."""
-        return await arun(self.writing(messages))
-
-    async def adelete(self, refs: Sequence[MessageRef], /) -> list[int]:
-        """Async :meth:`delete`."""
-        return await arun(self.deleting(refs))
-
-    async def areplace(self, ref: MessageRef, message: BaseMessage, /) -> list[int]:
-        """Async :meth:`replace`."""
-        return await arun(self.replacing(ref, message))
-
-    async def akeep_last(self, keep: int, /) -> list[int]:
-        """Async :meth:`keep_last`."""
-        return await arun(self.cutting(keep))
+    keep_last, akeep_last = twins(_keep_last_steps)
 
     # -- async twins: a thread by default; a native async backend overrides -----
 

@@ -42,6 +42,7 @@ from memories.stores.sql import (
     Database,
     Prepared,
     chunks,
+    count_rows,
     log_table,
     redacted,
 )
@@ -65,7 +66,7 @@ metadata = sa.MetaData()
 messages_table = log_table(
     "memories_messages",
     metadata,
-    [sa.Column("session_id", sa.String(255), nullable=False)],
+    {"session_id": sa.String(255)},
     sa.Column("type", sa.String(32), nullable=False),
     sa.Column("message", sa.Text, nullable=False),
     sa.Index("ix_memories_messages_session_type", "session_id", "type", "id"),
@@ -197,6 +198,9 @@ def _insert(rows: int) -> Prepared:
 
 #: Dialects whose INSERT ... RETURNING the prepared insert uses.
 _RETURNING = ("sqlite", "postgresql")
+#: Appends to a session take turns until their transaction ends: two PostgreSQL writers
+#: could take ids 7 and 8 and commit 8 first, and a reader's cursor pass 7 for good.
+_LOCK_SESSION = sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:session, 0))")
 _STATE = Prepared(
     sa.select(state_table.c.value).where(
         state_table.c.session_id == sa.bindparam("session"),
@@ -279,7 +283,8 @@ class SQLHistory(ChatHistory):
 
     def _inserted(self, rows: list[dict[str, Any]]) -> list[int]:
         with self._db.transaction(write=True) as connection:
-            self._lock_session(connection)
+            if connection.dialect.name == "postgresql":  # SQLite's writers take turns already
+                connection.execute(_LOCK_SESSION, {"session": self.session_id})
             if connection.dialect.name in _RETURNING:
                 # One statement for the rows (a round trip on a server). RETURNING
                 # may list them in any order, but their ids are taken in VALUES
@@ -304,18 +309,6 @@ class SQLHistory(ChatHistory):
                 assert key is not None  # an INSERT into a table with a primary key has one
                 seqs.append(int(key[0]))
             return seqs
-
-    def _lock_session(self, connection: sa.Connection) -> None:
-        """Serialise appends to this session until the transaction ends (SQLite does already).
-
-        Two PostgreSQL writers could take ids 7 and 8 and commit 8 first: a reader's
-        cursor would move past 7 and never see it.
-        """
-        if connection.dialect.name == "postgresql":
-            connection.execute(
-                sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:session, 0))"),
-                {"session": self.session_id},
-            )
 
     def _rows(self, statement: Prepared, **values: Any) -> list[Entry | Edit]:
         """The records a prepared statement of this session reads, in the order it gives."""
@@ -422,14 +415,8 @@ class SQLHistory(ChatHistory):
             rows = connection.execute(page).all()
             count = int(connection.execute(total).scalar_one())
         found = [
-            SessionCount(
-                row.session_id,
-                int(row.records) - int(row.edits or 0),
-                int(row.edits or 0),
-                float(row.first_at),
-                float(row.last_at),
-            )
-            for row in rows
+            SessionCount(session, int(n) - int(edits or 0), int(edits or 0), float(at), float(last))
+            for session, n, edits, at, last, _ in rows
         ]
         return found, count
 
@@ -439,9 +426,8 @@ class SQLHistory(ChatHistory):
 
     def _count(self, table: sa.Table) -> int:
         """How many rows of ``table`` the session has."""
-        query = sa.select(sa.func.count()).where(table.c.session_id == self.session_id)
         with self._db.transaction() as connection:
-            return int(connection.execute(query).scalar_one())
+            return count_rows(connection, table, table.c.session_id == self.session_id)
 
     def clear(self) -> None:
         with self._db.transaction(write=True) as connection:
@@ -461,20 +447,14 @@ class SQLHistory(ChatHistory):
         old = nth = None
         with self._db.transaction() as connection:
             cutoff = retention.cutoff(now)
-            oldest = None
             if cutoff is not None:
-                oldest = connection.execute(
-                    sa.select(t.c.created_at).where(mine).order_by(t.c.id).limit(1)
-                ).scalar()
-            if oldest is not None and cutoff is not None and oldest < cutoff:
-                # Something expired. Newest first on the (session_id, id) index: the
-                # scan stops at the first expired row, so it reads the kept rows only.
-                old = connection.execute(
-                    sa.select(t.c.id)
-                    .where(mine, t.c.created_at < cutoff)
-                    .order_by(t.c.id.desc())
-                    .limit(1)
-                ).scalar()
+                first = sa.select(t.c.created_at).where(mine).order_by(t.c.id).limit(1)
+                oldest = connection.execute(first).scalar()
+                if oldest is not None and oldest < cutoff:
+                    # Something expired. Newest first on the (session_id, id) index: the
+                    # scan stops at the first expired row, so it reads the kept rows only.
+                    newest = sa.select(t.c.id).where(mine, t.c.created_at < cutoff)
+                    old = connection.execute(newest.order_by(t.c.id.desc()).limit(1)).scalar()
             if retention.keep_messages is not None:
                 nth = connection.execute(
                     sa.select(t.c.id)
@@ -626,14 +606,12 @@ def _purge(db: Database, session: str, through: int, *, batch: int, dry_run: boo
         later_edits = connection.execute(
             sa.select(t.c.id, t.c.message).where(mine, t.c.type.in_(EDIT_KINDS), t.c.id > through)
         ).all()
-        head = connection.execute(
-            sa.select(sa.func.count()).where(mine, t.c.id <= through)
-        ).scalar_one()
+        head = count_rows(connection, t, mine, t.c.id <= through)
     orphans = [
         int(row.id) for row in later_edits if int(json.loads(row.message)["target"]) <= through
     ]
     if dry_run:
-        return int(head) + len(orphans)
+        return head + len(orphans)
     removed = 0
     while True:
         with db.transaction(write=True) as connection:

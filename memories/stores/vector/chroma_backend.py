@@ -531,7 +531,8 @@ class ChromaBackend(RecallBackend):
         # The pending documents first: one the writer stores (and drops from them)
         # after this read, the store's read below finds.
         queued = self._pending.nearest(vector, n=n) if where is None else []
-        return _merge_nearest(self.store.nearest(self._key, vector, n=n, where=where), queued, n)
+        stored = self.store.nearest(self._key, vector, n=n, where=where)
+        return best_first({s.id: s.score for s in [*queued, *stored]}, n)  # the store's wins
 
     def _passing(self, ids: Sequence[str] | None, where: Mapping[str, Any]) -> list[str]:
         """The stored documents (of ``ids``, if given) passing ``where``; a queued one does not."""
@@ -569,8 +570,3 @@ class ChromaBackend(RecallBackend):
 def _documents(rows: Sequence[OutboxRow], namespace: str) -> list[tuple[str, str, dict[str, Any]]]:
     """Outbox rows as ``(id, text, metadata)``, the metadata as the store returns it."""
     return [(row.doc_id, row.text, {**row.metadata, NAMESPACE_KEY: namespace}) for row in rows]
-
-
-def _merge_nearest(stored: list[ScoredId], pending: list[ScoredId], n: int) -> list[ScoredId]:
-    """The ``n`` nearest of the store's and the pending documents' (the store's score wins)."""
-    return best_first({item.id: item.score for item in [*pending, *stored]}, n)  # stored last

@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStoreRetriever
 
 from memories.errors import InvalidInputError
-from memories.kernel.steps import Steps, arun, run, step
+from memories.kernel.steps import Steps, step, twins
 from memories.stores.vector.backend import VectorBackend, VectorQuery
 from memories.stores.vector.embedded import OUTPUT_AT_KEY
 from memories.stores.vector.outbox import OutboxRow
@@ -39,37 +39,23 @@ class VectorStoreBackend(VectorBackend):
         self.written = written
         self.location = f"{type(retriever.vectorstore).__name__} (a LangChain vector store)"
 
-    def save(self, row: OutboxRow) -> None:
+    def _save_steps(self, row: OutboxRow) -> Steps[None]:
         """Add the turn with ``add_documents``, as LangChain's memory does."""
-        run(self._adding([row]))
+        yield from self._add_steps([row], progress=False)
 
-    async def asave(self, row: OutboxRow) -> None:
-        """Async :meth:`save` (``aadd_documents``)."""
-        await arun(self._adding([row]))
+    save, asave = twins(_save_steps)
 
-    def add(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
+    def _add_steps(self, rows: Sequence[OutboxRow], *, progress: bool) -> Steps[None]:
         """Add the documents in one ``add_documents`` call (the store batches as it does)."""
-        run(self._adding(rows))
-
-    async def aadd(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
-        """Async :meth:`add`."""
-        await arun(self._adding(rows))
-
-    def _adding(self, rows: Sequence[OutboxRow]) -> Steps[None]:
         documents = [Document(r.text, metadata=_kept(r.metadata), id=r.doc_id) for r in rows]
         ids = [r.doc_id for r in rows]
         yield step(self.retriever.vectorstore.add_documents, documents, ids=ids)
         self.written.extend(ids)
 
-    def search(self, query: VectorQuery) -> list[SearchResult]:
+    add, aadd = twins(_add_steps)
+
+    def _search_steps(self, query: VectorQuery) -> Steps[list[SearchResult]]:
         """``retriever.invoke(text)``, with ``k`` and ``filter`` only when the query gives them."""
-        return run(self._searching(query))
-
-    async def asearch(self, query: VectorQuery) -> list[SearchResult]:
-        """Async :meth:`search` (``retriever.ainvoke``)."""
-        return await arun(self._searching(query))
-
-    def _searching(self, query: VectorQuery) -> Steps[list[SearchResult]]:
         options: dict[str, Any] = {}
         if query.k is not None:
             options["k"] = query.k
@@ -78,21 +64,21 @@ class VectorStoreBackend(VectorBackend):
         documents: list[Document] = yield step(self.retriever.invoke, query.text, **options)
         return [SearchResult(d.page_content, dict(d.metadata), 0.0, d.id or "") for d in documents]
 
-    def delete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
+    search, asearch = twins(_search_steps)
+
+    def _delete_steps(
+        self, ids: Sequence[str] | None, where: Mapping[str, Any] | None
+    ) -> Steps[None]:
         """Delete by id with the store's ``delete``; a LangChain store has no delete by filter."""
-        run(self._deleting(ids, where, quiet=False))
+        yield from self._deleting(ids, where, quiet=False)
 
-    async def adelete(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
-        """Async :meth:`delete`."""
-        await arun(self._deleting(ids, where, quiet=False))
+    delete, adelete = twins(_delete_steps)
 
-    def forget_session(self) -> None:
+    def _forget_session_steps(self) -> Steps[None]:
         """Delete the documents this memory added (a store that cannot delete: warn, keep them)."""
-        run(self._deleting(list(self.written), None, quiet=True))
+        yield from self._deleting(list(self.written), None, quiet=True)
 
-    async def aforget_session(self) -> None:
-        """Async :meth:`forget_session`."""
-        await arun(self._deleting(list(self.written), None, quiet=True))
+    forget_session, aforget_session = twins(_forget_session_steps)
 
     def _deleting(
         self, ids: Sequence[str] | None, where: Mapping[str, Any] | None, *, quiet: bool

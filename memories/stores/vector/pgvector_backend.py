@@ -29,7 +29,7 @@ from sqlalchemy.types import UserDefinedType
 
 from memories.errors import BackendError, BackendUnavailableError, ConfigError, InvalidInputError
 from memories.kernel.background import describe_error
-from memories.kernel.steps import Steps, arun, blocking_twin, run, step
+from memories.kernel.steps import Steps, blocking_twin, step, twins
 from memories.stores.compaction import Compaction, compactions
 from memories.stores.expiry import ExpiryLedger
 from memories.stores.recall.types import ScoredId, best_first
@@ -376,23 +376,14 @@ class PgVectorBackend(RecallBackend):
 
     # -- writing ----------------------------------------------------------------------
 
-    def save(self, row: OutboxRow) -> None:
+    def _save_steps(self, row: OutboxRow) -> Steps[None]:
         """Embed the turn, then store it numbered in its session and indexed, in one transaction."""
-        run(self._saving([unnumbered(row)]))
+        yield from self._saving([unnumbered(row)])
 
-    async def asave(self, row: OutboxRow) -> None:
-        """Async :meth:`save` (the turn embedded by the embedder's async method)."""
-        await arun(self._saving([unnumbered(row)]))
+    save, asave = twins(_save_steps)
 
-    def add(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
+    def _add_steps(self, rows: Sequence[OutboxRow], *, progress: bool) -> Steps[None]:
         """Store many documents, a transaction per batch of 256 (each batch all or nothing)."""
-        run(self._adding(rows, progress))
-
-    async def aadd(self, rows: Sequence[OutboxRow], *, progress: bool) -> None:
-        """Async :meth:`add`."""
-        await arun(self._adding(rows, progress))
-
-    def _adding(self, rows: Sequence[OutboxRow], progress: bool) -> Steps[None]:
         with progress_bar(len(rows) if progress else None) as advance:
             for start in range(0, len(rows), _BATCH):
                 batch = rows[start : start + _BATCH]
@@ -400,6 +391,8 @@ class PgVectorBackend(RecallBackend):
                 advance(len(batch))
             if len(rows) >= _ANALYZE_FROM:
                 yield step(self._store.analyze)
+
+    add, aadd = twins(_add_steps)
 
     def _saving(self, rows: Sequence[OutboxRow]) -> Steps[None]:
         if not rows:

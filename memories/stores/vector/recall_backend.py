@@ -12,7 +12,7 @@ from langchain_core.embeddings import Embeddings
 
 from memories.kernel.embeddings import query_vector
 from memories.kernel.namespaces import namespace_key
-from memories.kernel.steps import Steps, arun, blocking_twin, run, step
+from memories.kernel.steps import Steps, blocking_twin, step, twins
 from memories.stores.recall import RecallConfig, ScoredId
 from memories.stores.recall.types import RankParts
 from memories.stores.vector.backend import VectorBackend, VectorQuery
@@ -113,21 +113,16 @@ class RecallBackend(VectorBackend):
         results, _ = self._results(wanted, embeddings_for=set())
         return results
 
-    def search(self, query: VectorQuery) -> list[SearchResult]:
+    def _search_steps(self, query: VectorQuery) -> Steps[list[SearchResult]]:
         """Hybrid recall: the dense candidates ranked with the namespace's recall index."""
-        return run(self._searching(query))
-
-    async def asearch(self, query: VectorQuery) -> list[SearchResult]:
-        """Async :meth:`search` (the query embedded by the embedder's async method)."""
-        return await arun(self._searching(query))
-
-    def _searching(self, query: VectorQuery) -> Steps[list[SearchResult]]:
         yield from self._preparing(query)
         vector = None
         if self.recall.uses_dense:
             vector = yield from query_vector(self.embedder, query.text)
         found: list[SearchResult] = yield step(self._search, query, vector)
         return found
+
+    search, asearch = twins(_search_steps)
 
     def _preparing(self, query: VectorQuery) -> Steps[None]:
         """The steps a search takes first (none here; Chroma writes what is queued)."""

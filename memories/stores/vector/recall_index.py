@@ -33,7 +33,7 @@ from memories.stores.recall import (
 )
 from memories.stores.recall.ranking import rank_parts
 from memories.stores.recall.types import RankParts, best_first
-from memories.stores.sql import Database
+from memories.stores.sql import Database, add_counts, count_rows
 from memories.stores.vector.recall_tables import (
     _BLOCKS_AROUND,
     _BUILDING,
@@ -594,20 +594,8 @@ class RecallIndex:
         said = Counter(name for row in rows for name in row.speakers if name)
         if not said:
             return
-        counted = sa.select(_speakers.c.speaker).where(
-            _speakers.c.space == space, _speakers.c.speaker.in_(list(said))
-        )
-        existing = set(connection.execute(counted).scalars())
-        new = [{"space": space, "speaker": n, "turns": 0} for n in said if n not in existing]
-        if new:
-            connection.execute(sa.insert(_speakers), new)
-        change = sa.update(_speakers).where(
-            _speakers.c.space == space, _speakers.c.speaker == sa.bindparam("name")
-        )
-        connection.execute(
-            change.values(turns=_speakers.c.turns + sa.bindparam("delta")),
-            [{"name": n, "delta": sign * c} for n, c in said.items()],
-        )
+        turns = [{"space": space, "speaker": n, "turns": sign * c} for n, c in said.items()]
+        add_counts(connection, _speakers, turns, ["turns"])
         connection.execute(
             sa.delete(_speakers).where(_speakers.c.space == space, _speakers.c.turns <= 0)
         )
@@ -634,16 +622,13 @@ class RecallIndex:
             with self.database.transaction() as connection:
                 found = connection.execute(terms).scalars().all()
             return len(found) + sum(len([t for t in held.split(_SEPARATOR) if t]) for held in found)
-        counts = [
-            sa.select(sa.func.count()).where(_documents.c.space.in_(spaces)),
-            sa.select(sa.func.count()).where(_postings.c.space.in_(spaces)),
-            sa.select(sa.func.coalesce(sa.func.sum(_blocks.c.count), 0)).where(
-                _blocks.c.space.in_(spaces)
-            ),
-            sa.select(sa.func.count()).where(_speakers.c.space.in_(spaces)),
-        ]
+        packed = sa.select(sa.func.sum(_blocks.c.count)).where(_blocks.c.space.in_(spaces))
         with self.database.transaction() as connection:
-            return sum(int(connection.execute(query).scalar_one()) for query in counts)
+            rows = [
+                count_rows(connection, t, t.c.space.in_(spaces))
+                for t in (_documents, _postings, _speakers)
+            ]
+            return sum(rows) + int(connection.execute(packed).scalar() or 0)
 
     def namespaces(self, target: str) -> dict[str, int]:
         """The namespaces of a store that have an index, with their document counts."""
