@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -287,21 +287,22 @@ def add_counts(
 
 
 def log_table(
-    name: str, metadata: MetaData, keys: Sequence[Column[Any]], *columns: Any, index: str
+    name: str, metadata: MetaData, keys: Mapping[str, Any], *columns: Any, index: str
 ) -> Table:
     """An append-only table: ``id``, the ``keys`` that pick one log, ``columns``, ``created_at``.
 
-    ``id`` is the autoincrement key (never reused, on SQLite too): a log is read
-    in order through the index ``index`` on ``keys`` + ``id``.
+    ``keys`` are the key columns' names and types (never null). ``id`` is the
+    autoincrement key (never reused, on SQLite too): a log is read in order
+    through the index ``index`` on ``keys`` + ``id``.
     """
     return Table(
         name,
         metadata,
         Column("id", Integer, primary_key=True, autoincrement=True),
-        *keys,
+        *(Column(key, kind, nullable=False) for key, kind in keys.items()),
         *columns,
         Column("created_at", Float, nullable=False),
-        Index(index, *(key.name for key in keys), "id"),
+        Index(index, *keys, "id"),
         sqlite_autoincrement=True,
     )
 
