@@ -406,16 +406,8 @@ class Inspector:
             found, count = history.sessions(contains=q, limit=self.page_size, offset=start)
             total = max(total, count)
             for s in found:
-                rows.setdefault(
-                    s.session_id,
-                    {
-                        "session_id": s.session_id,
-                        "messages": s.messages,
-                        "edits": s.edits,
-                        "first_at": when(s.first_at),
-                        "last_at": when(s.last_at),
-                    },
-                )
+                times = {"first_at": when(s.first_at), "last_at": when(s.last_at)}
+                rows.setdefault(s.session_id, {**jsonable(s), **times})
         return {"q": q, "sessions": list(rows.values()), **page_of(page, self.page_size, total)}
 
     def session(self, session_id: str) -> dict[str, Any]:

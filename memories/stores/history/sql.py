@@ -66,7 +66,7 @@ metadata = sa.MetaData()
 messages_table = log_table(
     "memories_messages",
     metadata,
-    [sa.Column("session_id", sa.String(255), nullable=False)],
+    {"session_id": sa.String(255)},
     sa.Column("type", sa.String(32), nullable=False),
     sa.Column("message", sa.Text, nullable=False),
     sa.Index("ix_memories_messages_session_type", "session_id", "type", "id"),
@@ -415,14 +415,8 @@ class SQLHistory(ChatHistory):
             rows = connection.execute(page).all()
             count = int(connection.execute(total).scalar_one())
         found = [
-            SessionCount(
-                row.session_id,
-                int(row.records) - int(row.edits or 0),
-                int(row.edits or 0),
-                float(row.first_at),
-                float(row.last_at),
-            )
-            for row in rows
+            SessionCount(session, int(n) - int(edits or 0), int(edits or 0), float(at), float(last))
+            for session, n, edits, at, last, _ in rows
         ]
         return found, count
 
