@@ -177,11 +177,11 @@ _FRESH_ROWS = Prepared(
         _postings.c.space == sa.bindparam("space")
     )
 )
-#: The blocks of some terms with room (``count`` under ``size``), read by ``_select_in``.
-_OPEN_BLOCKS = sa.select(_blocks.c.term, _blocks.c.block, _blocks.c.data).where(
-    _blocks.c.space == sa.bindparam("space"),
-    _blocks.c.count < sa.bindparam("size", type_=sa.Integer),
+_BLOCKS = sa.select(_blocks.c.term, _blocks.c.block, _blocks.c.data).where(
+    _blocks.c.space == sa.bindparam("space")
 )
+#: The blocks of some terms with room (``count`` under ``size``), read by ``_select_in``.
+_OPEN_BLOCKS = _BLOCKS.where(_blocks.c.count < sa.bindparam("size", type_=sa.Integer))
 #: PostgreSQL: the fresh postings of some documents of a space (their keys, one array).
 _DROP_KEYS_PG = Prepared(
     sa.delete(_postings).where(
@@ -190,8 +190,7 @@ _DROP_KEYS_PG = Prepared(
     )
 )
 #: The blocks of some terms that may hold keys between ``lo`` and ``hi``, by ``_select_in``.
-_BLOCKS_AROUND = sa.select(_blocks.c.term, _blocks.c.block, _blocks.c.data).where(
-    _blocks.c.space == sa.bindparam("space"),
+_BLOCKS_AROUND = _BLOCKS.where(
     _blocks.c.low <= sa.bindparam("hi", type_=sa.Integer),
     _blocks.c.high >= sa.bindparam("lo", type_=sa.Integer),
 )
@@ -239,9 +238,7 @@ def _unpack(data: bytes) -> np.ndarray:
 
 _IDS_OF_KEYS = sa.select(_documents.c.key, _documents.c.doc_id)
 _PLACES_OF_IDS = sa.select(*_PLACE).where(_documents.c.space == sa.bindparam("space"))
-_PLACES_IN_SESSION = sa.select(*_PLACE).where(
-    _documents.c.space == sa.bindparam("space"), _documents.c.session == sa.bindparam("session")
-)
+_PLACES_IN_SESSION = _PLACES_OF_IDS.where(_documents.c.session == sa.bindparam("session"))
 
 
 def _drop_fresh(connection: sa.Connection, space: int, postings: Sequence[tuple[str, int]]) -> None:
