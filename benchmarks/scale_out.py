@@ -40,7 +40,8 @@ It fills a persistent store with ``--turns`` turns once (MiniLM; ``--store``
 reuses a folder filled before), then starts ``--runs`` fresh processes per
 implementation and model cache state: *cold* (an empty ``MEMORIES_CACHE_DIR``:
 the model is rewritten in the process) and *warm* (a cache filled by an
-untimed process). Each imports the library and Chroma's client (timed apart),
+untimed process); since issue 37's fourth pass nothing is cached, so the two
+differ only for an older ``--baseline``. Each imports the library and Chroma's client (timed apart),
 builds ``VectorMemory`` and runs one search: "build -> first result" is that
 span, in wall and process CPU seconds, split into the model's load (the
 imports of onnxruntime, tokenizers and onnx; the session; the model bytes

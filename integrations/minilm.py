@@ -32,7 +32,6 @@ from memories.errors import (
     ModelFileError,
 )
 from memories.kernel.checks import whole_number
-from memories.kernel.file_cache import cached_bytes
 from memories.kernel.steps import blocking_twin
 
 __all__ = [
@@ -87,6 +86,8 @@ class _Runtime:
     """The ``onnxruntime.InferenceSession``."""
     tokenizer: Any
     """The ``tokenizers.Tokenizer``, set to truncate at :data:`MAX_TOKENS` and not pad."""
+    tensors: dict[str, Any]
+    """The int8 model's large weights, which the session reads in place: kept alive with it."""
 
 
 _RUNTIMES: dict[tuple[Path, str | None, Path, str | None, int, bool], _Runtime] = {}
@@ -120,7 +121,7 @@ class MiniLMEmbeddings(Embeddings):
         int8_activations: Also quantize the activations (one scale per token) so the
             matrix products run in int8: about 2x faster, at a cosine to the fp32
             model of ~0.996 on average instead of ~0.999 (worst seen: 0.980 on a
-            two-word text). The graph is rewritten (with the ``onnx`` package) once per cache.
+            two-word text). The graph is rewritten (with the ``onnx`` package) once per process.
     """
 
     def __init__(
@@ -423,15 +424,15 @@ def _load_runtime(
             os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
             ort = _import("onnxruntime", "pip install onnxruntime")
             tokenizers = _import("tokenizers", "pip install tokenizers")
-            model_bytes = (
-                _int8_model(model, model_sha256)
-                if int8_activations
-                else _read_checked(model, model_sha256, "MiniLM model file")
-            )
+            model_bytes = _read_checked(model, model_sha256, "MiniLM model file")
+            tensors: dict[str, Any] = {}
+            if int8_activations:
+                model_bytes, tensors = _quantize_activations(model, model_bytes)
             tokenizer_bytes = _read_checked(tokenizer, tokenizer_sha256, "MiniLM tokenizer file")
             runtime = _Runtime(
-                session=_make_session(ort, model, model_bytes, threads),
+                session=_make_session(ort, model, model_bytes, threads, tensors),
                 tokenizer=_make_tokenizer(tokenizers, tokenizer, tokenizer_bytes),
+                tensors=tensors,
             )
             _RUNTIMES[key] = runtime
             _return_freed_memory()
@@ -452,38 +453,12 @@ def _import(module: str, pip_command: str, feature: str = "MiniLMEmbeddings") ->
         raise MissingDependencyError(feature, pip_command) from exc
 
 
-def _int8_model(source: _Source, expected_sha256: str | None) -> bytes:
-    """The model rewritten by ``_onnx_int8``, cached under a hash of the rewriter and of the
-    model: its sha256, or its pinned one with the file (path, size, time) it was checked as, so
-    a cached file is not read again and another or a changed one is read and checked."""
-    import memories.integrations._onnx_int8 as _onnx_int8
-
-    what, data = "MiniLM model file", None
-    if expected_sha256:
-        try:
-            seen = source.path.stat()
-        except OSError:
-            _read_checked(source, expected_sha256, what)  # raises, naming the file
-            raise
-        model = f"{expected_sha256.lower()} {source.path.resolve()} {seen.st_size}"
-        model += f" {seen.st_mtime_ns}"
-    else:
-        data = _read_checked(source, None, what)
-        model = hashlib.sha256(data).hexdigest()
-    rewriter = hashlib.sha256(Path(_onnx_int8.__file__).read_bytes()).hexdigest()
-    key = hashlib.sha256(f"{model} {rewriter}".encode()).hexdigest()
-    return cached_bytes(
-        f"minilm-int8-{key[:32]}.onnx",
-        lambda: _quantize_activations(source, data or _read_checked(source, expected_sha256, what)),
-    )
-
-
-def _quantize_activations(source: _Source, data: bytes) -> bytes:
+def _quantize_activations(source: _Source, data: bytes) -> tuple[bytes, dict[str, Any]]:
     onnx = _import("onnx", "pip install onnx", feature="MiniLMEmbeddings(int8_activations=True)")
     from memories.integrations._onnx_int8 import quantize_activations_per_token
 
     try:
-        rewritten, count = quantize_activations_per_token(onnx, data)
+        rewritten, count, tensors = quantize_activations_per_token(onnx, data)
     except Exception as exc:  # onnx raises DecodeError and others on a bad file
         raise ModelFileError(
             f"MiniLM model file {str(source.path)!r} (from {source.origin}) cannot be "
@@ -494,11 +469,15 @@ def _quantize_activations(source: _Source, data: bytes) -> bytes:
             f"MiniLM model file {str(source.path)!r} (from {source.origin}) has no MatMul "
             "with constant weights to run in int8; use int8_activations=False."
         )
-    return rewritten
+    return rewritten, tensors
 
 
-def _make_session(ort: Any, source: _Source, data: bytes, threads: int) -> Any:
+def _make_session(
+    ort: Any, source: _Source, data: bytes, threads: int, tensors: dict[str, Any]
+) -> Any:
     options = ort.SessionOptions()
+    values = [ort.OrtValue.ortvalue_from_numpy(tensor) for tensor in tensors.values()]
+    options.add_external_initializers(list(tensors), values)
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from langchain_core.chat_history import InMemoryChatMessageHistory
 
-from memories.kernel.paths import CACHE_DIR_ENV, DATA_DIR_ENV
+from memories.kernel.paths import DATA_DIR_ENV
 from memories.stores.history import ChatHistory, InMemoryHistory, LangChainHistory, SQLiteHistory
 from tests import needs
 from tests.postgres import find_pg_bin, postgres_server
@@ -18,11 +18,10 @@ HistoryFactory = Callable[[str], ChatHistory]
 
 @pytest.fixture(autouse=True, scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Default files (and cached ones) go to temporary folders, never the user's (nor the cwd)."""
+    """Default files go to a temporary folder, never the user's (nor the cwd)."""
     folder = tmp_path_factory.mktemp("data")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(DATA_DIR_ENV, str(folder))
-        patch.setenv(CACHE_DIR_ENV, str(tmp_path_factory.mktemp("cache")))
         yield folder
 
 

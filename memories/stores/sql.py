@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,7 +127,7 @@ def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
         if id(metadata) in _ready.get(engine, ()):
             return
         try:
-            with _translated(f"Cannot open the database {redacted(url)!r}"):
+            with _translated(lambda: f"Cannot open the database {redacted(url)!r}"):
                 _create_all(engine, metadata)
         except BackendUnavailableError as exc:
             # Two processes opening a new file race to CREATE TABLE; the loser
@@ -287,21 +287,22 @@ def add_counts(
 
 
 def log_table(
-    name: str, metadata: MetaData, keys: Sequence[Column[Any]], *columns: Any, index: str
+    name: str, metadata: MetaData, keys: Mapping[str, Any], *columns: Any, index: str
 ) -> Table:
     """An append-only table: ``id``, the ``keys`` that pick one log, ``columns``, ``created_at``.
 
-    ``id`` is the autoincrement key (never reused, on SQLite too): a log is read
-    in order through the index ``index`` on ``keys`` + ``id``.
+    ``keys`` are the key columns' names and types (never null). ``id`` is the
+    autoincrement key (never reused, on SQLite too): a log is read in order
+    through the index ``index`` on ``keys`` + ``id``.
     """
     return Table(
         name,
         metadata,
         Column("id", Integer, primary_key=True, autoincrement=True),
-        *keys,
+        *(Column(key, kind, nullable=False) for key, kind in keys.items()),
         *columns,
         Column("created_at", Float, nullable=False),
-        Index(index, *(key.name for key in keys), "id"),
+        Index(index, *keys, "id"),
         sqlite_autoincrement=True,
     )
 
@@ -453,7 +454,7 @@ def _check_reachable(url: str) -> None:
     engine = get_engine(url)
     file = sqlite_file(url)
     if engine.url.get_backend_name() != "sqlite":
-        with _translated(f"Cannot open the database {redacted(url)!r}"):
+        with _translated(lambda: f"Cannot open the database {redacted(url)!r}"):
             engine.connect().close()
     elif file is not None:
         if file.is_file():
@@ -543,18 +544,14 @@ def check_sqlite_file(url: str, what: str) -> None:
 
 
 @contextmanager
-def _translated(what: str | Callable[[], str]) -> Iterator[None]:
-    """Database errors as the library's own, named by ``what`` (a callable: made on error only)."""
+def _translated(what: Callable[[], str]) -> Iterator[None]:
+    """Database errors as the library's own, named by ``what()`` (made on error only)."""
     try:
         yield
     except SAOperationalError as exc:
-        raise BackendUnavailableError(f"{_said(what)}: {exc}") from exc
+        raise BackendUnavailableError(f"{what()}: {exc}") from exc
     except SQLAlchemyError as exc:
-        raise BackendError(f"{_said(what)}: {exc}") from exc
-
-
-def _said(what: str | Callable[[], str]) -> str:
-    return what if isinstance(what, str) else what()
+        raise BackendError(f"{what()}: {exc}") from exc
 
 
 def _bad_url(url: str, exc: Exception) -> str:

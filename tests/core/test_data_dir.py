@@ -15,7 +15,7 @@ from memories import (
     TokenBufferMemory,
     VectorMemory,
 )
-from memories.kernel.paths import CACHE_DIR_ENV, DATA_DIR_ENV, cache_dir, data_dir
+from memories.kernel.paths import DATA_DIR_ENV, data_dir
 
 
 @pytest.fixture
@@ -57,18 +57,3 @@ def test_the_platform_folder_is_the_default(monkeypatch: pytest.MonkeyPatch) -> 
     assert data_dir() == Path("/xdg/memories")
     monkeypatch.delenv("XDG_DATA_HOME")
     assert data_dir() == Path.home() / ".local" / "share" / "memories"
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux rule (XDG)")
-def test_the_cache_folder_is_the_platform_one_unless_moved_or_off(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.delenv(CACHE_DIR_ENV, raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", "/xdg-cache")
-    assert cache_dir() == Path("/xdg-cache/memories")
-    monkeypatch.delenv("XDG_CACHE_HOME")
-    assert cache_dir() == Path.home() / ".cache" / "memories"
-    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
-    assert cache_dir() == tmp_path
-    monkeypatch.setenv(CACHE_DIR_ENV, "off")
-    assert cache_dir() is None

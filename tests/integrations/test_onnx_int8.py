@@ -38,9 +38,19 @@ def two_layer_model(w1: np.ndarray, w2_q: np.ndarray, w2_scale: np.ndarray) -> b
     return bytes(model.SerializeToString())
 
 
-def run(model: bytes, x: np.ndarray) -> list[np.ndarray]:
-    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    return list(session.run(None, {"x": x}))
+def session(model: bytes, tensors: dict[str, np.ndarray] | None = None) -> ort.InferenceSession:
+    """A session of ``model``, given the tensors the rewrite left out of it to read in place."""
+    options = ort.SessionOptions()
+    tensors = tensors or {}
+    values = [ort.OrtValue.ortvalue_from_numpy(t) for t in tensors.values()]
+    options.add_external_initializers(list(tensors), values)
+    return ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def run(
+    model: bytes, x: np.ndarray, tensors: dict[str, np.ndarray] | None = None
+) -> list[np.ndarray]:
+    return list(session(model, tensors).run(None, {"x": x}))
 
 
 def test_weight_matmuls_become_int8_and_match_fp32_closely() -> None:
@@ -51,7 +61,7 @@ def test_weight_matmuls_become_int8_and_match_fp32_closely() -> None:
     model = two_layer_model(w1, w2_q, w2_scale)
     x = rng.normal(size=(3, 5, 16)).astype(np.float32)
 
-    rewritten, count = quantize_activations_per_token(onnx, model)
+    rewritten, count, tensors = quantize_activations_per_token(onnx, model)
 
     assert count == 2
     ops = [node.op_type for node in onnx.load_from_string(rewritten).graph.node]
@@ -62,10 +72,9 @@ def test_weight_matmuls_become_int8_and_match_fp32_closely() -> None:
     assert "int8act/w2_q/q7" in initializers and "w2_q" not in initializers
     graph = onnx.load_from_string(rewritten).graph
     (stored,) = [i for i in graph.initializer if i.name.endswith("/q7")]
-    halved = onnx.numpy_helper.to_array(stored)
-    assert np.abs(halved).max() <= 64
+    assert np.abs(tensors[stored.name]).max() <= 64
     assert "w1" not in initializers, "fp32 weights are replaced by int8 ones"
-    for fp32, int8 in zip(run(model, x), run(rewritten, x), strict=True):
+    for fp32, int8 in zip(run(model, x), run(rewritten, x, tensors), strict=True):
         assert np.linalg.norm(int8 - fp32) / np.linalg.norm(fp32) < 0.02
 
 
@@ -76,11 +85,11 @@ def test_a_row_gives_the_same_result_whatever_else_is_in_the_batch() -> None:
         rng.integers(-127, 128, size=(32, 8)).astype(np.int8),
         np.full((1, 8), 0.005, dtype=np.float32),
     )
-    rewritten, _ = quantize_activations_per_token(onnx, model)
+    rewritten, _, tensors = quantize_activations_per_token(onnx, model)
     row = rng.normal(size=(1, 5, 16)).astype(np.float32)
     loud_neighbour = 100 * rng.normal(size=(1, 5, 16)).astype(np.float32)
-    alone = run(rewritten, row)[0]
-    together = run(rewritten, np.concatenate([row, loud_neighbour]))[0][:1]
+    alone = run(rewritten, row, tensors)[0]
+    together = run(rewritten, np.concatenate([row, loud_neighbour]), tensors)[0][:1]
     np.testing.assert_array_equal(alone, together)
 
 
@@ -111,7 +120,7 @@ def test_an_int8_lookup_table_is_read_in_int8_and_only_its_rows_dequantized() ->
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
     original = model.SerializeToString()
 
-    rewritten, _ = quantize_activations_per_token(onnx, original)
+    rewritten, _, tensors = quantize_activations_per_token(onnx, original)
 
     gathered = [
         n.input[0] for n in onnx.load_from_string(rewritten).graph.node if n.op_type == "Gather"
@@ -119,11 +128,16 @@ def test_an_int8_lookup_table_is_read_in_int8_and_only_its_rows_dequantized() ->
     # Rows of int8 and their scales; a table scaled per column is left as it was.
     assert sorted(gathered) == ["per_column_table", "per_row", "table"]
     ids = rng.integers(0, 50, size=(3, 7)).astype(np.int64)
-    before = ort.InferenceSession(original, providers=["CPUExecutionProvider"]).run(
-        None, {"ids": ids}
-    )
-    after = ort.InferenceSession(rewritten, providers=["CPUExecutionProvider"]).run(
-        None, {"ids": ids}
-    )
+    before = session(original).run(None, {"ids": ids})
+    after = session(rewritten, tensors).run(None, {"ids": ids})
     for old, new in zip(before, after, strict=True):
         np.testing.assert_array_equal(old, new)
+
+
+def test_int8_weights_are_halved_rounding_half_to_even_for_every_value() -> None:
+    # The halving runs in int8 arithmetic; it must give what np.round(w / 2) gives.
+    every = np.arange(-128, 128, dtype=np.int8).reshape(32, 8)
+    model = two_layer_model(np.eye(16, 32, dtype=np.float32), every, np.ones((1, 8), np.float32))
+    _, _, tensors = quantize_activations_per_token(onnx, model)
+    np.testing.assert_array_equal(tensors["int8act/w2_q/q7"], np.round(every / 2).astype(np.int8))
+    np.testing.assert_array_equal(tensors["int8act/w2_scale/x2"], np.full((1, 8), 2.0))

@@ -284,20 +284,17 @@ class Inspector:
     def _count(self, leaf: Any) -> int:
         if isinstance(leaf, EntityMemory):  # every entity stored, merged ones too
             return leaf.ledger.key_page(leaf.namespace, ENTITY_PREFIX, limit=0)[1]
-        if isinstance(leaf, StoredDocumentMemory) and not isinstance(leaf, CollectionMemory):
+        if isinstance(leaf, CollectionMemory):  # the store's count, expired ones too
+            counted = leaf.ledger.key_page(leaf.namespace, leaf.rows.prefix, limit=0)[1]
+        elif isinstance(leaf, StoredDocumentMemory):
             # the store's read shows an expired document as cleared (its ttl)
             return 0 if leaf.ledger.get(leaf.namespace, leaf.key) is None else 1
-        counted = self._store_count(leaf)
+        elif isinstance(leaf, DocumentMemory):
+            counted = int(leaf.backend.count())
+        else:
+            return 0
         expired = expired_counts(leaf, leaf.namespace).get(leaf.namespace, 0) if counted else 0
         return shown_count(leaf, leaf.namespace, counted, expired)
-
-    def _store_count(self, leaf: Any) -> int:
-        """A collection's or a vector memory's documents in its namespace, expired ones too."""
-        if isinstance(leaf, CollectionMemory):
-            return leaf.ledger.key_page(leaf.namespace, leaf.rows.prefix, limit=0)[1]
-        if isinstance(leaf, DocumentMemory):
-            return int(leaf.backend.count())
-        return 0
 
     def _letters(self, leaf: Any) -> list[dict[str, Any]]:
         if not isinstance(leaf, DocumentMemory | CollectionMemory):
@@ -409,16 +406,8 @@ class Inspector:
             found, count = history.sessions(contains=q, limit=self.page_size, offset=start)
             total = max(total, count)
             for s in found:
-                rows.setdefault(
-                    s.session_id,
-                    {
-                        "session_id": s.session_id,
-                        "messages": s.messages,
-                        "edits": s.edits,
-                        "first_at": when(s.first_at),
-                        "last_at": when(s.last_at),
-                    },
-                )
+                times = {"first_at": when(s.first_at), "last_at": when(s.last_at)}
+                rows.setdefault(s.session_id, {**jsonable(s), **times})
         return {"q": q, "sessions": list(rows.values()), **page_of(page, self.page_size, total)}
 
     def session(self, session_id: str) -> dict[str, Any]:

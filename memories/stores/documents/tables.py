@@ -82,10 +82,7 @@ store_table = Table(
 
 def _key_log(name: str, *columns: Column[Any]) -> Table:
     """A log_table per document (its namespace and key), each row with its owner."""
-    keys = [
-        Column("namespace", String(512), nullable=False),
-        Column("key", String(255), nullable=False),
-    ]
+    keys = {"namespace": String(512), "key": String(255)}
     owner = Column("owner", String(32), nullable=True)
     return log_table(name, metadata, keys, *columns, owner, index=f"ix_{name}_key")
 

@@ -56,10 +56,7 @@ def coerced(
 
 def session_log(name: str, key: str, *columns: Any, index: str) -> sa.Table:
     """A :func:`~memories.stores.sql.log_table` of its own, read per ``session_id`` and ``key``."""
-    keys = [
-        sa.Column("session_id", sa.String(255), nullable=False),
-        sa.Column(key, sa.String(512), nullable=False),
-    ]
+    keys = {"session_id": sa.String(255), key: sa.String(512)}
     return log_table(name, sa.MetaData(), keys, *columns, index=index)
 
 

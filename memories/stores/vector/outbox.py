@@ -82,10 +82,7 @@ _metadata = recall_tables.metadata
 
 def _queue_table(name: str, *columns: sa.Column[Any]) -> sa.Table:
     """A log of documents per store target and namespace (the outbox and its dead letters)."""
-    keys = [
-        sa.Column("target", sa.String(1024), nullable=False),
-        sa.Column("namespace", sa.Text, nullable=False),
-    ]
+    keys = {"target": sa.String(1024), "namespace": sa.Text}
     document = [
         sa.Column("doc_id", sa.String(64), nullable=False),
         sa.Column("row", sa.Text, nullable=False),
@@ -240,13 +237,15 @@ class SQLOutbox:
             self.recall.add(connection, target, namespace, [_indexed(r) for r in rows])
         return list(rows)
 
-    def pending(self, target: str, namespace: str, *, limit: int | None = None) -> list[OutboxRow]:
-        """The oldest queued rows of a namespace, in the order they were queued."""
+    def pending(
+        self, target: str, namespace: str, *, limit: int | None = None, ids: Sequence[str] = ()
+    ) -> list[OutboxRow]:
+        """The oldest queued rows of a namespace (with one of ``ids``, if given), in queue order."""
         query = _in_order(_outbox, target, namespace, _outbox.c.doc_id, _outbox.c.row)
-        if limit is not None:
-            query = query.limit(limit)
+        if ids:
+            query = query.where(_outbox.c.doc_id.in_(list(ids)))
         with self._transaction("read queued turns") as connection:
-            return [_load(doc_id, data) for doc_id, data in connection.execute(query)]
+            return [_load(doc_id, data) for doc_id, data in connection.execute(query.limit(limit))]
 
     def counts(self, target: str, namespace: str) -> tuple[int, int]:
         """How many rows of a namespace are queued, and how many set aside (none parsed)."""
@@ -259,12 +258,7 @@ class SQLOutbox:
 
     def queued(self, target: str, namespace: str, ids: Sequence[str]) -> list[OutboxRow]:
         """The queued copies of documents with these ids (the newest last)."""
-        if not ids:
-            return []
-        query = _in_order(_outbox, target, namespace, _outbox.c.doc_id, _outbox.c.row)
-        query = query.where(_outbox.c.doc_id.in_(list(ids)))
-        with self._transaction("read queued turns") as connection:
-            return [_load(doc_id, data) for doc_id, data in connection.execute(query)]
+        return self.pending(target, namespace, ids=ids) if ids else []
 
     def remove(self, target: str, namespace: str, rows: Sequence[OutboxRow]) -> None:
         """Forget these rows, now in the store: exactly these copies (a newer one stays)."""
