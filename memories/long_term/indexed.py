@@ -285,13 +285,8 @@ class IndexedMemory(BaseMemory, Sweeps):
             ):
                 raise InvalidInputError(f"ttl must be minutes > 0, None or 'default', got {ttl!r}.")
             return dict.fromkeys(ids, ttl)
-        found: dict[str, Rule] = {}
-        for i in ids:
-            if i in existing:
-                found[i] = OWN
-            elif self.ttl is not None or i in anew:
-                found[i] = self.ttl
-        return found
+        kept = (i for i in ids if i in existing or self.ttl is not None or i in anew)
+        return {i: OWN if i in existing else self.ttl for i in kept}
 
     def _storing(
         self, write: Step, ids: Sequence[str], ttl: TTL = "default", *, chosen: bool = False

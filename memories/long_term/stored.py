@@ -361,9 +361,8 @@ class ExpiringDocumentMemory(StoredDocumentMemory, Sweeps):
         """
         if self.ttl is None:
             return []
-        now = self.clock()
         return self.expiry.expired(
-            now=now, namespace=namespace, key=self.key, limit=limit, offset=offset
+            now=self.clock(), namespace=namespace, key=self.key, limit=limit, offset=offset
         )
 
     aexpired_items: ClassVar = blocking_twin(expired_items)

@@ -127,7 +127,7 @@ def ensure_tables(engine: Engine, url: str, metadata: MetaData) -> None:
         if id(metadata) in _ready.get(engine, ()):
             return
         try:
-            with _translated(f"Cannot open the database {redacted(url)!r}"):
+            with _translated(lambda: f"Cannot open the database {redacted(url)!r}"):
                 _create_all(engine, metadata)
         except BackendUnavailableError as exc:
             # Two processes opening a new file race to CREATE TABLE; the loser
@@ -454,7 +454,7 @@ def _check_reachable(url: str) -> None:
     engine = get_engine(url)
     file = sqlite_file(url)
     if engine.url.get_backend_name() != "sqlite":
-        with _translated(f"Cannot open the database {redacted(url)!r}"):
+        with _translated(lambda: f"Cannot open the database {redacted(url)!r}"):
             engine.connect().close()
     elif file is not None:
         if file.is_file():
@@ -544,18 +544,14 @@ def check_sqlite_file(url: str, what: str) -> None:
 
 
 @contextmanager
-def _translated(what: str | Callable[[], str]) -> Iterator[None]:
-    """Database errors as the library's own, named by ``what`` (a callable: made on error only)."""
+def _translated(what: Callable[[], str]) -> Iterator[None]:
+    """Database errors as the library's own, named by ``what()`` (made on error only)."""
     try:
         yield
     except SAOperationalError as exc:
-        raise BackendUnavailableError(f"{_said(what)}: {exc}") from exc
+        raise BackendUnavailableError(f"{what()}: {exc}") from exc
     except SQLAlchemyError as exc:
-        raise BackendError(f"{_said(what)}: {exc}") from exc
-
-
-def _said(what: str | Callable[[], str]) -> str:
-    return what if isinstance(what, str) else what()
+        raise BackendError(f"{what()}: {exc}") from exc
 
 
 def _bad_url(url: str, exc: Exception) -> str:

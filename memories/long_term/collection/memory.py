@@ -504,12 +504,11 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
                 timezone-aware datetime); ranked by the memory's recall as current
                 ones are, embedded now, so it costs an embedding per version.
         """
+        request = self._request(query, k, filter if as_of is None else None)
         if as_of is None:
-            request = self._request(query, k, filter)
             yield from lining_up(self)
             found = yield from self._live_search(request)
             return [rules.found(r) for r in found]
-        request = self._request(query, k, None)
         when = rules.timestamp(as_of)
         wanted = rules.equality(filter)
         changes = yield step(self._store.key_changes, self.namespace, self.rows.prefix)

@@ -49,14 +49,8 @@ def parse_triples(knowledge: str) -> list[KnowledgeTriple]:
     knowledge = knowledge.strip()
     if not knowledge or knowledge == "NONE":
         return []
-    triples = []
-    for text in knowledge.split(KG_TRIPLE_DELIMITER):
-        parts = text.strip().split(", ")
-        if len(parts) != 3:
-            continue
-        subject, predicate, object_ = parts
-        triples.append(KnowledgeTriple(subject[1:], predicate, object_[:-1]))
-    return triples
+    found = [text.strip().split(", ") for text in knowledge.split(KG_TRIPLE_DELIMITER)]
+    return [KnowledgeTriple(s[1:], p, o[:-1]) for s, p, o in (f for f in found if len(f) == 3)]
 
 
 class ConversationKGMemory(QueuedUpdates):

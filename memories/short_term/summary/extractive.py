@@ -120,13 +120,8 @@ _SAID = re.compile(r'^The (?P<speaker>.+?) said: "(?P<text>.*)"$')
 
 
 def _split(text: str) -> list[str]:
-    parts = []
-    for piece in _SENTENCE_END.split(text):
-        words = piece.split()
-        if words:
-            clipped = " ".join(words[:_MAX_WORDS])
-            parts.append(clipped if len(words) <= _MAX_WORDS else f"{clipped} ...")
-    return parts
+    pieces = [piece.split() for piece in _SENTENCE_END.split(text)]
+    return [" ".join(w[:_MAX_WORDS]) + (" ..." if len(w) > _MAX_WORDS else "") for w in pieces if w]
 
 
 def _summary_sentences(summary: str, human_prefix: str) -> list[_Sentence]:

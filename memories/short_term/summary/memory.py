@@ -466,11 +466,8 @@ class SummaryMemory(_RunningSummaryMemory):
     def _format(self, messages: list[BaseMessage]) -> str | list[BaseMessage]:
         if self.return_messages:
             return messages
-        summary, turns = str(messages[0].text), messages[1:]
-        if not turns:
-            return summary
-        lines = format_buffer(turns, self.human_prefix, self.ai_prefix)
-        return f"{summary}\n{lines}" if summary else lines
+        lines = format_buffer(messages[1:], self.human_prefix, self.ai_prefix)
+        return "\n".join(part for part in (str(messages[0].text), lines) if part)
 
     @property
     def buffer(self) -> str:

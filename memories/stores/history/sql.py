@@ -133,23 +133,21 @@ _MINE = messages_table.c.session_id == sa.bindparam("session")
 _EDIT_ROW = sa.text(f"memories_messages.type IN ({', '.join(repr(kind) for kind in EDIT_KINDS)})")
 _row_id = messages_table.c.id
 
+_NEW_ROWS = sa.select(*_ROW).where(_MINE, _row_id > sa.bindparam("after"))
 #: The hot statements of a turn, compiled once per dialect (see memories.stores.sql.Prepared).
-_ROWS_AFTER = Prepared(
-    sa.select(*_ROW).where(_MINE, _row_id > sa.bindparam("after")).order_by(_row_id)
-)
+_ROWS_AFTER = Prepared(_NEW_ROWS.order_by(_row_id))
 _FIRST = Prepared(sa.select(*_ROW).where(_MINE).order_by(_row_id).limit(1))
-_TAIL = Prepared(
-    sa.select(*_ROW)
-    .where(_MINE, _row_id > sa.bindparam("after"))
-    .order_by(_row_id.desc())
-    .limit(sa.bindparam("limit"))
-)
+_TAIL = Prepared(_NEW_ROWS.order_by(_row_id.desc()).limit(sa.bindparam("limit")))
 # Two SELECTs, so each uses its own index: (session_id, id) for the new rows,
 # (session_id, type, id) for the edits (an OR of the two scans the session).
-_NEW_ROWS = sa.select(*_ROW).where(_MINE, _row_id > sa.bindparam("after"))
 _NEW_EDITS = sa.select(*_ROW).where(_MINE, _EDIT_ROW, _row_id > sa.bindparam("edits_after"))
 _CHANGES = Prepared(sa.union_all(_NEW_ROWS, _NEW_EDITS))
 _EDITS_AFTER = Prepared(_NEW_EDITS.order_by(_row_id))
+_STATE_KEY = (
+    state_table.c.session_id == sa.bindparam("session"),
+    state_table.c.key == sa.bindparam("key"),
+)
+_STATE = Prepared(sa.select(state_table.c.value).where(*_STATE_KEY))
 _STATE_AND_CHANGES = Prepared(
     sa.union_all(
         _NEW_ROWS,
@@ -159,10 +157,7 @@ _STATE_AND_CHANGES = Prepared(
             sa.literal_column("-1").label("id"),
             sa.literal_column("'state'").label("type"),
             state_table.c.value.label("message"),
-        ).where(
-            state_table.c.session_id == sa.bindparam("session"),
-            state_table.c.key == sa.bindparam("key"),
-        ),
+        ).where(*_STATE_KEY),
     )
 )
 _LAST_EXCHANGES = Prepared(
@@ -201,12 +196,6 @@ _RETURNING = ("sqlite", "postgresql")
 #: Appends to a session take turns until their transaction ends: two PostgreSQL writers
 #: could take ids 7 and 8 and commit 8 first, and a reader's cursor pass 7 for good.
 _LOCK_SESSION = sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:session, 0))")
-_STATE = Prepared(
-    sa.select(state_table.c.value).where(
-        state_table.c.session_id == sa.bindparam("session"),
-        state_table.c.key == sa.bindparam("key"),
-    )
-)
 
 
 def _upsert(module: Any) -> Prepared:

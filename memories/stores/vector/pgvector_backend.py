@@ -366,13 +366,11 @@ class PgVectorBackend(RecallBackend):
     def _store(self) -> _Store:
         return _store_for(self.url)
 
+    _target = TARGET
+
     @property
     def _index(self) -> RecallIndex:
         return self._store.recall
-
-    @property
-    def _target(self) -> str:
-        return TARGET
 
     # -- writing ----------------------------------------------------------------------
 

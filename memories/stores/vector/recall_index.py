@@ -313,11 +313,9 @@ class RecallIndex:
             )  # fmt: skip
 
     def _spaces_of(self, connection: sa.Connection, target: str, namespace: str) -> list[Space]:
-        query = sa.select(_spaces.c.id, _spaces.c.analysis).where(
-            _spaces.c.target == target, _spaces.c.namespace == namespace
-        )
-        if connection.dialect.name == "postgresql":
-            query = query.with_for_update()  # writers of a namespace take turns
+        mine = (_spaces.c.target == target, _spaces.c.namespace == namespace)
+        # Writers of a namespace take turns: FOR UPDATE (SQLite's write lock does it there).
+        query = sa.select(_spaces.c.id, _spaces.c.analysis).where(*mine).with_for_update()
         return [Space(i, target, namespace, a) for i, a in connection.execute(query)]
 
     # -- writes (in the caller's transaction) --------------------------------------------

@@ -177,21 +177,20 @@ _FRESH_ROWS = Prepared(
         _postings.c.space == sa.bindparam("space")
     )
 )
-#: The blocks of some terms with room (``count`` under ``size``), read by ``_select_in``.
-_OPEN_BLOCKS = sa.select(_blocks.c.term, _blocks.c.block, _blocks.c.data).where(
-    _blocks.c.space == sa.bindparam("space"),
-    _blocks.c.count < sa.bindparam("size", type_=sa.Integer),
+_BLOCKS = sa.select(_blocks.c.term, _blocks.c.block, _blocks.c.data).where(
+    _blocks.c.space == sa.bindparam("space")
 )
+#: The blocks of some terms with room (``count`` under ``size``), read by ``_select_in``.
+_OPEN_BLOCKS = _BLOCKS.where(_blocks.c.count < sa.bindparam("size", type_=sa.Integer))
+_DROP_FRESH = sa.delete(_postings).where(_postings.c.space == sa.bindparam("s"))
 #: PostgreSQL: the fresh postings of some documents of a space (their keys, one array).
 _DROP_KEYS_PG = Prepared(
-    sa.delete(_postings).where(
-        _postings.c.space == sa.bindparam("s"),
-        _postings.c.key == sa.any_(sa.bindparam("keys", type_=postgresql.ARRAY(sa.Integer))),
+    _DROP_FRESH.where(
+        _postings.c.key == sa.any_(sa.bindparam("keys", type_=postgresql.ARRAY(sa.Integer)))
     )
 )
 #: The blocks of some terms that may hold keys between ``lo`` and ``hi``, by ``_select_in``.
-_BLOCKS_AROUND = sa.select(_blocks.c.term, _blocks.c.block, _blocks.c.data).where(
-    _blocks.c.space == sa.bindparam("space"),
+_BLOCKS_AROUND = _BLOCKS.where(
     _blocks.c.low <= sa.bindparam("hi", type_=sa.Integer),
     _blocks.c.high >= sa.bindparam("lo", type_=sa.Integer),
 )
@@ -205,10 +204,8 @@ _REWRITE = sa.update(_blocks).where(*_BLOCK_KEY).values(
     data=sa.bindparam("d"),
 )  # fmt: skip
 _DROP_BLOCK = sa.delete(_blocks).where(*_BLOCK_KEY)
-_DROP_POSTING = sa.delete(_postings).where(
-    _postings.c.space == sa.bindparam("s"),
-    _postings.c.term == sa.bindparam("t"),
-    _postings.c.key == sa.bindparam("k"),
+_DROP_POSTING = _DROP_FRESH.where(
+    _postings.c.term == sa.bindparam("t"), _postings.c.key == sa.bindparam("k")
 )
 #: A packed posting's columns: key, tf, its document's length (little-endian int32).
 _PACKED = np.dtype("<i4")
@@ -239,9 +236,7 @@ def _unpack(data: bytes) -> np.ndarray:
 
 _IDS_OF_KEYS = sa.select(_documents.c.key, _documents.c.doc_id)
 _PLACES_OF_IDS = sa.select(*_PLACE).where(_documents.c.space == sa.bindparam("space"))
-_PLACES_IN_SESSION = sa.select(*_PLACE).where(
-    _documents.c.space == sa.bindparam("space"), _documents.c.session == sa.bindparam("session")
-)
+_PLACES_IN_SESSION = _PLACES_OF_IDS.where(_documents.c.session == sa.bindparam("session"))
 
 
 def _drop_fresh(connection: sa.Connection, space: int, postings: Sequence[tuple[str, int]]) -> None:
