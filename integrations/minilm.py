@@ -422,8 +422,8 @@ def _load_runtime(
             # ~/.cache/Microsoft when it is imported; offline embeddings send nothing
             # (ORT_DISABLE_TELEMETRY=0 set by the user keeps it on).
             os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-            ort = _import("onnxruntime", "pip install onnxruntime")
-            tokenizers = _import("tokenizers", "pip install tokenizers")
+            ort = _import("onnxruntime")
+            tokenizers = _import("tokenizers")
             model_bytes = _read_checked(model, model_sha256, "MiniLM model file")
             tensors: dict[str, Any] = {}
             if int8_activations:
@@ -446,11 +446,11 @@ def _return_freed_memory() -> None:
         trim(0)
 
 
-def _import(module: str, pip_command: str, feature: str = "MiniLMEmbeddings") -> Any:
+def _import(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingDependencyError(feature, pip_command) from exc
+        raise MissingDependencyError("MiniLMEmbeddings", f"pip install {module}") from exc
 
 
 def _onnx_messages() -> Any:
