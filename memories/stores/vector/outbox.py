@@ -106,16 +106,12 @@ class DeadLetter:
     """When it was set aside (seconds since the epoch)."""
 
 
+#: What the outbox keeps of a row, as JSON, in this order (an older version's has no replace).
+_KEPT = ("text", "metadata", "needs_turn", "replace")
+
+
 def _dump(row: OutboxRow) -> str:
-    return json.dumps(
-        {
-            "text": row.text,
-            "metadata": row.metadata,
-            "needs_turn": row.needs_turn,
-            "replace": row.replace,
-        },
-        ensure_ascii=False,
-    )
+    return json.dumps({name: getattr(row, name) for name in _KEPT}, ensure_ascii=False)
 
 
 def _load(doc_id: str, data: str) -> OutboxRow:
