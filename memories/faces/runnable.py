@@ -76,7 +76,11 @@ class SessionMemories:
         self._keys = (keys,) if isinstance(keys, str) else tuple(keys)
         self._owner = owner
         self._by_session: Built[tuple[str, ...], LangChainBaseMemory | BaseChatMessageHistory]
-        self._by_session = Built(max_sessions, close=close_dropped, keeps=_kept)
+        self._by_session = Built(
+            max_sessions,
+            close=close_dropped,
+            keeps=lambda made: not isinstance(made, BaseChatMessageHistory),
+        )
 
     def get(self, config: RunnableConfig | None) -> LangChainBaseMemory:
         """The memory of the session the run config names."""
@@ -114,11 +118,6 @@ def close_dropped(memory: Any) -> None:
     """Close a memory dropped from a cache: ours write their deferred work (at most 30 s)."""
     if isinstance(memory, BaseMemory):
         memory.close(timeout=_CLOSE_SECONDS)
-
-
-def _kept(made: Any) -> bool:
-    """A factory's chat message history is not kept: the factory is asked again, as LangChain."""
-    return not isinstance(made, BaseChatMessageHistory)
 
 
 @dataclass
