@@ -42,30 +42,53 @@ def quantize_activations_per_token(
     """Return the rewritten model, how many MatMuls were rewritten, and its large tensors.
 
     Args:
-        onnx: The imported ``onnx`` module (optional dependency, passed in by the caller).
+        onnx: ``onnx`` or its message classes alone (``onnx.onnx_ml_pb2``), passed in by
+            the caller: ``ModelProto``, ``NodeProto``, ``AttributeProto`` and ``TensorProto``.
         model_bytes: A serialized ONNX model.
 
     Returns:
         The model without the data of its large tensors (marked external), the count, and
         those tensors by name, for ``SessionOptions.add_external_initializers``.
     """
-    helper, numpy_helper, tensor_proto = onnx.helper, onnx.numpy_helper, onnx.TensorProto
-    model = onnx.load_from_string(model_bytes)
+    tensor_proto, attribute = onnx.TensorProto, onnx.AttributeProto
+    model = onnx.ModelProto.FromString(model_bytes)
     graph = model.graph
     initializers = {init.name: init for init in graph.initializer}
     producers = {out: node for node in graph.node for out in node.output}
     tensors: dict[str, np.ndarray] = {}
+    # The types read and written here; ONNX stores raw data little-endian.
+    dtypes = {tensor_proto.FLOAT: "<f4", tensor_proto.INT8: "i1", tensor_proto.UINT8: "u1"}
+
+    def array(init: Any) -> np.ndarray | None:
+        """A tensor's data, if it is of one of ``dtypes`` and in the model (else None)."""
+        dtype = dtypes.get(init.data_type)
+        if dtype is None or init.data_location == tensor_proto.EXTERNAL:
+            return None
+        if init.HasField("raw_data"):
+            return np.frombuffer(init.raw_data, dtype).reshape(init.dims)
+        stored = init.float_data if init.data_type == tensor_proto.FLOAT else init.int32_data
+        return np.asarray(stored).astype(dtype).reshape(init.dims)
+
+    def make_node(op: str, inputs: list[str], outputs: list[str], **ints: int | list[int]) -> Any:
+        made = onnx.NodeProto(op_type=op, input=inputs, output=outputs)
+        for name, value in ints.items():
+            if isinstance(value, list):
+                made.attribute.add(name=name, type=attribute.INTS, ints=value)
+            else:
+                made.attribute.add(name=name, type=attribute.INT, i=value)
+        return made
 
     def in_place(init: Any, value: np.ndarray) -> None:
         """Leave ``value`` out of the model, for onnxruntime to read where it is."""
         tensors[init.name] = value
-        init.ClearField("raw_data")
+        for stored in ("raw_data", "float_data", "int32_data"):
+            init.ClearField(stored)
         init.data_location = tensor_proto.EXTERNAL
 
     def const(name: str, value: np.ndarray) -> str:
         full = _PREFIX + name
         if full not in initializers:
-            data_type = helper.np_dtype_to_tensor_dtype(value.dtype)
+            data_type = next(k for k, v in dtypes.items() if v == value.dtype)
             initializers[full] = graph.initializer.add(
                 name=full, data_type=data_type, dims=value.shape
             )
@@ -75,8 +98,8 @@ def quantize_activations_per_token(
     def int8_weight(name: str) -> tuple[str, str] | None:
         """(int8 weight, per-column scale) initializer names for MatMul input B, if constant."""
         if name in initializers:
-            weight = numpy_helper.to_array(initializers[name])
-            if weight.ndim != 2 or weight.dtype != np.float32:
+            weight = array(initializers[name])
+            if weight is None or weight.ndim != 2 or weight.dtype != np.float32:
                 return None
             scale = np.maximum(np.abs(weight).max(axis=0, keepdims=True), 1e-12) / _WEIGHT_MAX
             quantized = np.clip(np.round(weight / scale), -_WEIGHT_MAX, _WEIGHT_MAX)
@@ -90,10 +113,11 @@ def quantize_activations_per_token(
             return None  # not one scale per output column: leave this MatMul alone
         # Stored weights use the full int8 range: halve them to 7 bits (and double the scale),
         # rounding half to even as np.round does, in int8 (4 ms, not a float copy's 60).
-        q = numpy_helper.to_array(stored)
+        q, scale = array(stored), array(initializers[scale_name])
+        if q is None or scale is None:
+            return None
         halved = (q >> 1) + (q >> 1 & q & 1)
-        scale = numpy_helper.to_array(initializers[scale_name]).astype(np.float32) * 2
-        return const(stored.name + "/q7", halved), const(scale_name + "/x2", scale)
+        return const(stored.name + "/q7", halved), const(scale_name + "/x2", scale * 2)
 
     def dequantized(name: str) -> tuple[Any, str]:
         """(int8 initializer, scale name) if ``name`` is ``Cast(int8 matrix) * constant``."""
@@ -125,10 +149,10 @@ def quantize_activations_per_token(
             # fp32 table (47 MB for MiniLM's words) cost 0.08 s of every session's start.
             p, ids = f"{_PREFIX}{node.output[0]}/", node.input[1]
             nodes += [
-                helper.make_node("Gather", [table.name, ids], [p + "q"]),
-                helper.make_node("Gather", [scale, ids], [p + "scale"]),
-                helper.make_node("Cast", [p + "q"], [p + "f32"], to=tensor_proto.FLOAT),
-                helper.make_node("Mul", [p + "f32", p + "scale"], list(node.output)),
+                make_node("Gather", [table.name, ids], [p + "q"]),
+                make_node("Gather", [scale, ids], [p + "scale"]),
+                make_node("Cast", [p + "q"], [p + "f32"], to=tensor_proto.FLOAT),
+                make_node("Mul", [p + "f32", p + "scale"], list(node.output)),
             ]
             continue
         weight = int8_weight(node.input[1]) if node.op_type == "MatMul" else None
@@ -139,24 +163,24 @@ def quantize_activations_per_token(
         if x not in quantized_inputs:  # Q, K and V share one quantized input
             p = f"{_PREFIX}{x}/"
             nodes += [
-                helper.make_node("Abs", [x], [p + "abs"]),
-                helper.make_node("ReduceMax", [p + "abs"], [p + "max"], axes=[-1], keepdims=1),
-                helper.make_node("Max", [p + "max", eps], [p + "max_eps"]),
-                helper.make_node("Mul", [p + "max_eps", inv_127], [p + "scale"]),
-                helper.make_node("Div", [x, p + "scale"], [p + "div"]),
-                helper.make_node("Round", [p + "div"], [p + "round"]),
-                helper.make_node("Add", [p + "round", offset], [p + "shift"]),
-                helper.make_node("Cast", [p + "shift"], [p + "q"], to=tensor_proto.UINT8),
+                make_node("Abs", [x], [p + "abs"]),
+                make_node("ReduceMax", [p + "abs"], [p + "max"], axes=[-1], keepdims=1),
+                make_node("Max", [p + "max", eps], [p + "max_eps"]),
+                make_node("Mul", [p + "max_eps", inv_127], [p + "scale"]),
+                make_node("Div", [x, p + "scale"], [p + "div"]),
+                make_node("Round", [p + "div"], [p + "round"]),
+                make_node("Add", [p + "round", offset], [p + "shift"]),
+                make_node("Cast", [p + "shift"], [p + "q"], to=tensor_proto.UINT8),
             ]
             quantized_inputs[x] = (p + "q", p + "scale")
         xq, x_scale = quantized_inputs[x]
         y = node.output[0]
         p = f"{_PREFIX}{y}/"
         nodes += [
-            helper.make_node("MatMulInteger", [xq, weight[0], zero_point], [p + "i32"]),
-            helper.make_node("Cast", [p + "i32"], [p + "f32"], to=tensor_proto.FLOAT),
-            helper.make_node("Mul", [p + "f32", x_scale], [p + "x_scaled"]),
-            helper.make_node("Mul", [p + "x_scaled", weight[1]], [y]),
+            make_node("MatMulInteger", [xq, weight[0], zero_point], [p + "i32"]),
+            make_node("Cast", [p + "i32"], [p + "f32"], to=tensor_proto.FLOAT),
+            make_node("Mul", [p + "f32", x_scale], [p + "x_scaled"]),
+            make_node("Mul", [p + "x_scaled", weight[1]], [y]),
         ]
         rewritten += 1
 
@@ -169,7 +193,9 @@ def quantize_activations_per_token(
             del graph.initializer[i]
             tensors.pop(init.name, None)
         elif init.name not in tensors and math.prod(init.dims) >= _IN_PLACE:
-            in_place(init, numpy_helper.to_array(init))
+            value = array(init)
+            if value is not None:
+                in_place(init, value)
     return model.SerializeToString(), rewritten, tensors
 
 

@@ -24,7 +24,7 @@ from langgraph.store.base import (
 from memories.integrations.langgraph_store.filters import Namespace, select_namespaces
 
 from memories.errors import InvalidInputError
-from memories.kernel.steps import Steps, arun, blocking_twin, run, step
+from memories.kernel.steps import Steps, blocking_twin, step, twins
 from memories.stores.expiry import ITEMS, Expiring, ExpiryLedger
 from memories.stores.history.sql import default_sqlite_url
 
@@ -139,13 +139,7 @@ class MemoryStoreAdapter(BaseStore):
     _asearch = blocking_twin(_search)
     _anamespaces = blocking_twin(_namespaces)
 
-    def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return run(self._batching(ops))
-
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await arun(self._batching(ops))
-
-    def _batching(self, ops: Iterable[Op]) -> Steps[list[Result]]:
+    def _batch_steps(self, ops: Iterable[Op]) -> Steps[list[Result]]:
         """The ops, each as its store methods' steps (the expiry ledger's only when timed)."""
         results: list[Result] = []
         for op in map(_tupled, ops):
@@ -174,6 +168,8 @@ class MemoryStoreAdapter(BaseStore):
             else:
                 raise ValueError(f"{type(self).__name__} cannot run the operation {op!r:.80}")
         return results
+
+    batch, abatch = twins(_batch_steps)
 
     # -- time to live: written once, on top of the five methods ----------------------
 

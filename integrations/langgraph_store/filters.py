@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from langgraph.store.base import (
@@ -13,6 +12,8 @@ from langgraph.store.base import (
     MatchCondition,
     SearchItem,
 )
+
+from memories.kernel.times import utc as timestamp
 
 __all__ = [
     "Namespace",
@@ -102,10 +103,6 @@ def select_namespaces(namespaces: Iterable[Namespace], op: ListNamespacesOp) -> 
     if op.max_depth is not None:
         found = [ns[: op.max_depth] for ns in found]
     return sorted(set(found))[op.offset : op.offset + op.limit]
-
-
-def timestamp(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, tz=UTC)
 
 
 def check_labels(namespace: Namespace) -> None:

@@ -15,6 +15,7 @@ from memories.errors import ConfigError
 from memories.kernel.accounting import Accounts
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities
+from memories.kernel.steps import Steps, step, twins
 
 __all__ = ["CombinedMemory", "ReadOnlySharedMemory", "Save", "SimpleMemory", "saves_of"]
 
@@ -122,7 +123,7 @@ class CombinedMemory(BaseMemory):
             if isinstance(memory, BaseMemory):
                 memory.check_turn(own_inputs, outputs)
 
-    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+    def _save_context_steps(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> Steps[None]:
         """Save the turn to every member, each shared history once.
 
         A turn any member rejects is written by none.
@@ -131,27 +132,18 @@ class CombinedMemory(BaseMemory):
         own_inputs = self._inputs_for(inputs)
         for save in saves_of(self):
             if save.follower is not None:
-                save.follower.follow_context(own_inputs, outputs)
+                yield step(save.follower.follow_context, own_inputs, outputs)
             else:
-                save.memory.save_context(own_inputs, outputs)
+                yield step(save.memory.save_context, own_inputs, outputs)
 
-    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`save_context`."""
-        self.check_turn(inputs, outputs)
-        own_inputs = self._inputs_for(inputs)
-        for save in saves_of(self):
-            if save.follower is not None:
-                await save.follower.afollow_context(own_inputs, outputs)
-            else:
-                await save.memory.asave_context(own_inputs, outputs)
+    save_context, asave_context = twins(_save_context_steps)
 
-    def clear(self) -> None:
+    def _clear_steps(self) -> Steps[None]:
+        """Clear every member."""
         for memory in self.memories:
-            memory.clear()
+            yield step(memory.clear)
 
-    async def aclear(self) -> None:
-        for memory in self.memories:
-            await memory.aclear()
+    clear, aclear = twins(_clear_steps)
 
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "memories":

@@ -36,7 +36,7 @@ from memories.faces.exchange import saving_messages, view_sections
 from memories.kernel.checks import whole_number
 from memories.kernel.lru import Built
 from memories.kernel.messages import check_storable
-from memories.kernel.steps import Steps, arun, run, step
+from memories.kernel.steps import Steps, arun, run, step, twins
 
 __all__ = ["MemoryFactory", "MemoryRunnable", "SessionMemories", "with_memory"]
 
@@ -193,21 +193,18 @@ class MemoryRunnable(Runnable[Any, Any]):
 
     # -- the runnable interface: each call is load, run, save ---------------------
 
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+    def _invoke_steps(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Steps[Any]:
         """Load the memory, run the runnable, save the turn; return the runnable's output."""
         config = ensure_config(config)
         turn = self._turn(input, config)
-        output = self.runnable.invoke(run(self._loading(turn)), config, **kwargs)
-        run(self._saving(turn, output))
+        prepared = yield from self._loading(turn)
+        output = yield step(self.runnable.invoke, prepared, config, **kwargs)
+        yield from self._saving(turn, output)
         return output
 
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """Async :meth:`invoke`."""
-        config = ensure_config(config)
-        turn = self._turn(input, config)
-        output = await self.runnable.ainvoke(await arun(self._loading(turn)), config, **kwargs)
-        await arun(self._saving(turn, output))
-        return output
+    invoke, ainvoke = twins(_invoke_steps)
 
     def stream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any

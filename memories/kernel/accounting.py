@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator
@@ -27,6 +26,7 @@ from pydantic import BeforeValidator
 from memories.errors import BudgetExceededError, ConfigError
 from memories.kernel.checks import whole_number
 from memories.kernel.lru import LRU
+from memories.kernel.times import utc
 
 __all__ = [
     "KINDS",
@@ -523,7 +523,7 @@ class Budget:
     def _exceeded(self, namespace: str, start: int, calls: int, tokens: int) -> BudgetExceededError:
         limits = (("tokens", tokens, self.token_cap), ("calls", calls, self.call_cap))
         over = [f"{used} of {cap} {name}" for name, used, cap in limits if cap and used >= cap]
-        resumes = datetime.fromtimestamp(start + _PERIOD_SECONDS[self.per], UTC)
+        resumes = utc(start + _PERIOD_SECONDS[self.per])
         return BudgetExceededError(
             f"The budget of namespace {namespace!r} for this {self.per} is spent "
             f"({', '.join(over)}); memory formation waits until "

@@ -53,12 +53,18 @@ def run(
     return list(session(model, tensors).run(None, {"x": x}))
 
 
+def random_model(rng: np.random.Generator) -> bytes:
+    """The two-layer model with random weights, its int8 ones over the whole range."""
+    return two_layer_model(
+        rng.normal(size=(16, 32)).astype(np.float32),
+        rng.integers(-127, 128, size=(32, 8)).astype(np.int8),
+        rng.uniform(0.001, 0.01, size=(1, 8)).astype(np.float32),
+    )
+
+
 def test_weight_matmuls_become_int8_and_match_fp32_closely() -> None:
     rng = np.random.default_rng(0)
-    w1 = rng.normal(size=(16, 32)).astype(np.float32)
-    w2_q = rng.integers(-127, 128, size=(32, 8)).astype(np.int8)
-    w2_scale = rng.uniform(0.001, 0.01, size=(1, 8)).astype(np.float32)
-    model = two_layer_model(w1, w2_q, w2_scale)
+    model = random_model(rng)
     x = rng.normal(size=(3, 5, 16)).astype(np.float32)
 
     rewritten, count, tensors = quantize_activations_per_token(onnx, model)
@@ -141,3 +147,27 @@ def test_int8_weights_are_halved_rounding_half_to_even_for_every_value() -> None
     _, _, tensors = quantize_activations_per_token(onnx, model)
     np.testing.assert_array_equal(tensors["int8act/w2_q/q7"], np.round(every / 2).astype(np.int8))
     np.testing.assert_array_equal(tensors["int8act/w2_scale/x2"], np.full((1, 8), 2.0))
+
+
+def test_weights_stored_as_typed_fields_are_rewritten_like_raw_bytes() -> None:
+    # The rewrite reads tensors itself (no onnx.numpy_helper): float_data and int32_data too.
+    rng = np.random.default_rng(3)
+    raw = random_model(rng)
+    typed = onnx.load_from_string(raw)
+    for init in typed.graph.initializer:
+        value = onnx.numpy_helper.to_array(init)
+        init.ClearField("raw_data")
+        if value.dtype == np.float32:
+            init.float_data.extend(value.ravel().tolist())
+        else:
+            init.int32_data.extend(value.ravel().tolist())
+    x = rng.normal(size=(2, 5, 16)).astype(np.float32)
+
+    from_raw = quantize_activations_per_token(onnx, raw)
+    from_typed = quantize_activations_per_token(onnx, typed.SerializeToString())
+
+    assert from_raw[1] == from_typed[1] == 2
+    for a, b in zip(
+        run(from_raw[0], x, from_raw[2]), run(from_typed[0], x, from_typed[2]), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)

@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-import memories.short_term.summary.memory
 from memories import InMemoryHistory, SummaryBufferMemory
 from memories.kernel.background import Debouncer
+from memories.kernel.steps import arun
 from memories.stores.history.base import Entry
 from tests.summary.fakes import ScriptedLLM
 
@@ -114,12 +113,11 @@ def test_the_check_fails_when_the_async_path_drops_the_lock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The overlap counter above can fail: with the async runner unlocked, calls interleave."""
-    real_arun = memories.short_term.summary.memory.arun
 
-    def unlocked(steps: Any, /, *, lock: Sequence[Any] | None = None) -> Any:
-        return real_arun(steps)
+    async def unlocked(self: SummaryBufferMemory) -> None:
+        await arun(self._prune_steps())
 
-    monkeypatch.setattr(memories.short_term.summary.memory, "arun", unlocked)
+    monkeypatch.setattr(SummaryBufferMemory, "aprune", unlocked)
     with Debouncer(delay=3600) as scheduler:
         history = WatchedHistory()
         memory = over_the_limit(history, scheduler)

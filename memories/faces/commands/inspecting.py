@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from langchain_core.messages import (
@@ -31,6 +30,7 @@ from memories.faces.commands.opening import (
     triples_of,
     vector_name,
 )
+from memories.faces.server.rows import when
 from memories.kernel.messages import message_text
 from memories.kernel.tokens import TiktokenCounter
 from memories.long_term.entity_graph import EntityMemory
@@ -192,7 +192,6 @@ def dead_letters(
         remaining += len(letters)
         out.write(f"{where}: {len(letters)} documents set aside\n")
         for letter in letters:
-            when = datetime.fromtimestamp(letter.created_at, UTC).isoformat(timespec="seconds")
-            out.write(f"  {letter.row.doc_id}  {when}  {letter.error}\n")
+            out.write(f"  {letter.row.doc_id}  {when(letter.created_at)}  {letter.error}\n")
             out.write(f"    {_clipped(letter.row.text, 100)}\n")
     return remaining

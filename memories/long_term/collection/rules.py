@@ -6,10 +6,11 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from memories.errors import InvalidInputError
+from memories.kernel.times import utc
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
 from memories.long_term.collection.rows import memory_id
 from memories.stores.documents import ProfileChange, ProfileItem
@@ -23,10 +24,6 @@ OWN_KEYS = frozenset({"created_at", "updated_at", "version", "content_json"})
 def version(result: SearchResult) -> int:
     """A memory's version as the index holds it (the ledger's compare-and-set checks it)."""
     return int(result.metadata.get("version") or 1)
-
-
-def utc(timestamp: float) -> datetime:
-    return datetime.fromtimestamp(timestamp, tz=UTC)
 
 
 def timestamp(when: Any) -> float:

@@ -342,17 +342,15 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
 
     # -- LangChain's extras -----------------------------------------------------------
 
-    def prune(self) -> None:
+    def _prune_steps(self) -> Steps[None]:
         """Fold now what is over the limit, even during backoff (LangChain's method).
 
         Raises:
             LLMError: the LLM failed (the summary and the log are unchanged).
         """
-        run(self._folding(force=True, raise_errors=True), lock=self._lock)
+        yield from self._folding(force=True, raise_errors=True)
 
-    async def aprune(self) -> None:
-        """Async :meth:`prune`: the same steps, awaited."""
-        await arun(self._folding(force=True, raise_errors=True), lock=self._lock)
+    prune, aprune = twins(_prune_steps, lock="_lock")
 
     def _current_summary(self) -> str:
         return run(self._reading(), lock=self._lock)[0].summary

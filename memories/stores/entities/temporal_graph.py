@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
 from memories.errors import BackendError
 from memories.kernel.steps import blocking_twin
+from memories.kernel.times import utc
 from memories.stores.documents import (
     MAX_WRITE_TRIES,
     ProfileChange,
@@ -35,10 +36,6 @@ ENTITY_PREFIX = "entity:"
 RELATION_PREFIX = "relation:"
 
 Turns = tuple[tuple[BaseMessage, ...], ...]
-
-
-def utc(timestamp: float) -> datetime:
-    return datetime.fromtimestamp(timestamp, tz=UTC)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import sys
 from array import array
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from memories.errors import ConfigError, MissingDependencyError
 
@@ -26,13 +27,20 @@ except ImportError as exc:  # pragma: no cover - numpy comes with the chroma ext
     ) from exc
 
 from memories.stores.recall.text import Analyzer
-from memories.stores.recall.types import ScoredId
+from memories.stores.recall.types import ScoredId, best_first
 
-__all__ = ["BM25Index"]
+__all__ = ["BM25Index", "at_least_nth"]
 
 _FloatArray = npt.NDArray[np.float64]
 # Packed array type codes: slots and term frequencies both fit 32 bits unsigned.
 _UINT32 = "I" if array("I").itemsize == 4 else "L"
+
+
+def at_least_nth(scores: npt.NDArray[Any], n: int) -> npt.NDArray[np.bool_]:
+    """Which ``scores`` are at least the ``n``-th highest: the best ``n`` and the last's ties."""
+    if len(scores) <= n:
+        return np.ones(len(scores), dtype=bool)
+    return scores >= np.partition(scores, len(scores) - n)[len(scores) - n]
 
 
 class _Postings:
@@ -176,13 +184,9 @@ class BM25Index:
             return []
         scores = self._scores(corpus, self.analyzer.query_terms(query))
         hits = np.flatnonzero(scores > 0)
-        if len(hits) > limit:
-            # Keep every document tied with the limit-th score, so ties are cut by id below.
-            threshold = np.partition(scores[hits], len(hits) - limit)[len(hits) - limit]
-            hits = hits[scores[hits] >= threshold]
-        found = [(corpus.id_at[slot], float(scores[slot])) for slot in hits.tolist()]
-        found.sort(key=lambda item: (-item[1], item[0]))
-        return [ScoredId(doc_id, score) for doc_id, score in found[:limit] if doc_id is not None]
+        hits = hits[at_least_nth(scores[hits], limit)]  # the ties too: cut by id below
+        found = {i: float(scores[s]) for s in hits.tolist() if (i := corpus.id_at[s]) is not None}
+        return best_first(found, limit)
 
     def _scores(self, corpus: _Corpus, query_terms: list[str]) -> _FloatArray:
         """BM25 score of every slot (0 for empty slots and non-matching documents)."""

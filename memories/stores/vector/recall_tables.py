@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from memories.errors import BackendError
+from memories.stores.recall.lexical import at_least_nth
 from memories.stores.sql import EXTRA_DDL, Prepared
 
 #: Terms and speaker keys are cut to this many characters (their columns' width).
@@ -310,10 +311,8 @@ class _Postings:
             scores = np.bincount(inverse, weights=parts, minlength=len(keys))
             scored = scores > 0
             keys, scores = keys[scored], scores[scored]
-        if len(keys) > n:  # the n-th score, then every key scoring at least it (ties)
-            cut = np.partition(scores, len(scores) - n)[len(scores) - n]
-            near = scores >= cut
-            keys, scores = keys[near], scores[near]
+        near = at_least_nth(scores, n)  # the ties too: cut by key below
+        keys, scores = keys[near], scores[near]
         order = np.lexsort((keys, -scores))[:n]
         return {int(keys[i]): float(scores[i]) for i in order}
 
