@@ -19,12 +19,11 @@ from typing import Final, Literal
 
 import sqlalchemy as sa
 
+from memories.kernel.namespaces import Namespace
 from memories.kernel.steps import blocking_twin
 from memories.stores.sql import Database, chunks, count_rows
 
 __all__ = ["DOCUMENTS", "ITEMS", "OWN", "Expiring", "ExpiryLedger", "Rule", "Stamp"]
-
-Namespace = tuple[str, ...]
 
 #: A write's rule for an item that exists: it keeps its own, its time restarted from the
 #: write (an item without a row keeps none: it never expires). A memory's default ttl is

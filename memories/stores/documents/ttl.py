@@ -6,14 +6,13 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from memories.kernel.namespaces import Namespace
 from memories.stores.expiry import OWN, ExpiryLedger, Rule, Stamp
 
 if TYPE_CHECKING:
     from memories.stores.documents import ProfileItem
 
 __all__ = ["DocumentTTL"]
-
-Namespace = tuple[str, ...]
 
 
 @dataclass(frozen=True)
