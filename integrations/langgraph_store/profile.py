@@ -97,11 +97,6 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
         return None if found is None or found.value is None else _as_item(found)
 
     @staticmethod
-    def _filtered(found: list[ProfileItem], op: SearchOp) -> list[ProfileItem]:
-        chosen = [f for f in found if f.value is not None and matches_all(f.value, op.filter)]
-        return chosen[op.offset : op.offset + op.limit]
-
-    @staticmethod
     def _search_items(found: list[ProfileItem]) -> list[SearchItem]:
         return [search_item(_as_item(f), None) for f in found]
 
@@ -128,7 +123,8 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
         found: list[ProfileItem] = []
         while page := (yield step(search, prefix, limit=500, offset=len(found))):
             found.extend(page)
-        return self._search_items(self._filtered(found, op))
+        found = [f for f in found if f.value is not None and matches_all(f.value, op.filter)]
+        return self._search_items(found[op.offset : op.offset + op.limit])
 
     def _namespaces(self) -> list[Namespace]:
         return self.store.list_namespaces(limit=2**31)
