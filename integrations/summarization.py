@@ -24,7 +24,7 @@ from langgraph.runtime import Runtime
 
 from memories.errors import ConfigError, LLMError
 from memories.kernel.llm import ModelCaller, resolve_llm
-from memories.kernel.steps import Steps, arun, run
+from memories.kernel.steps import Steps, twins
 from memories.kernel.tokens import counter_for
 from memories.short_term.summary.state import SummaryState
 from memories.short_term.summary.summarizer import Summarizer
@@ -156,9 +156,11 @@ class SummarizationMiddleware(AgentMiddleware[SummaryAgentState, Any]):
         cut = kept_count(pending, self.keep, window=self.window)
         return (unfolded[:cut], pending) if cut > 0 else None
 
-    def _folding(self, state: dict[str, Any]) -> Steps[dict[str, Any] | None]:
+    def _before_model_steps(
+        self, state: SummaryAgentState, runtime: Runtime[Any]
+    ) -> Steps[dict[str, Any] | None]:
         """The steps of one fold: the state update, or None (no fold)."""
-        plan = self._plan(state)
+        plan = self._plan(dict(state))
         if plan is None:
             return None
         folded, pending = plan
@@ -181,15 +183,7 @@ class SummarizationMiddleware(AgentMiddleware[SummaryAgentState, Any]):
             done.update(summary_failures=0, summary_retry_in=0)
         return done
 
-    def before_model(
-        self, state: SummaryAgentState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        return run(self._folding(dict(state)))
-
-    async def abefore_model(
-        self, state: SummaryAgentState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        return await arun(self._folding(dict(state)))
+    before_model, abefore_model = twins(_before_model_steps)
 
     def _shown(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         state: dict[str, Any] = dict(request.state)

@@ -28,7 +28,7 @@ from memories.kernel.steps import Steps, blocking_twin, step, twins
 from memories.stores.expiry import ITEMS, Expiring, ExpiryLedger
 from memories.stores.history.sql import default_sqlite_url
 
-__all__ = ["MemoryStoreAdapter", "in_thread"]
+__all__ = ["MemoryStoreAdapter"]
 
 logger = logging.getLogger(__name__)
 
@@ -333,10 +333,3 @@ def _tupled(op: Op) -> Op:
     if isinstance(op, GetOp | PutOp) and not isinstance(op.namespace, tuple):
         return op._replace(namespace=tuple(op.namespace))
     return op
-
-
-async def in_thread(func: Any, *args: Any) -> Any:
-    """``func(*args)`` on the event loop's executor (for a backend with no async calls)."""
-    from langchain_core.runnables import run_in_executor
-
-    return await run_in_executor(None, func, *args)

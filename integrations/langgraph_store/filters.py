@@ -6,7 +6,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langgraph.store.base import (
-    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     MatchCondition,
@@ -17,7 +16,6 @@ from memories.kernel.times import utc as timestamp
 
 __all__ = [
     "Namespace",
-    "check_labels",
     "matches_all",
     "matches_filter",
     "namespace_tuple",
@@ -103,16 +101,6 @@ def select_namespaces(namespaces: Iterable[Namespace], op: ListNamespacesOp) -> 
     if op.max_depth is not None:
         found = [ns[: op.max_depth] for ns in found]
     return sorted(set(found))[op.offset : op.offset + op.limit]
-
-
-def check_labels(namespace: Namespace) -> None:
-    """LangGraph's rules for namespace labels, as ``BaseStore.search`` applies them."""
-    for label in namespace:
-        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
-            raise InvalidNamespaceError(
-                f"Invalid namespace label {label!r} in {namespace!r}: labels are non-empty "
-                "strings without '.' or NUL bytes."
-            )
 
 
 def search_item(item: Item, score: float | None) -> SearchItem:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import IndexConfig, Item, SearchItem, SearchOp, TTLConfig
-from memories.integrations.langgraph_store.base import in_thread
 from memories.integrations.langgraph_store.filters import (
     Namespace,
-    check_labels,
     matches_all,
     namespace_tuple,
     search_item,
@@ -45,6 +45,9 @@ if TYPE_CHECKING:
     from memories.long_term.vector import VectorMemory
 
 __all__ = ["VectorStoreAdapter"]
+
+#: The ``min_score`` of the :meth:`VectorStoreAdapter.search` running in this context.
+_ASKED_MIN_SCORE: ContextVar[float | None] = ContextVar("asked_min_score", default=None)
 
 
 class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
@@ -183,24 +186,19 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         ``min_score`` defaults to the adapter's; it needs a query (without one
         nothing is scored).
         """
-        if min_score is None:
+        with _scored(min_score, page):
             return super().search(namespace_prefix, **page)
-        return self._search_above(_search_op(namespace_prefix, min_score, **page), min_score)
 
     async def asearch(
         self, namespace_prefix: Namespace, /, *, min_score: float | None = None, **page: Any
     ) -> list[SearchItem]:
         """Async :meth:`search`."""
-        if min_score is None:
+        with _scored(min_score, page):
             return await super().asearch(namespace_prefix, **page)
-        op = _search_op(namespace_prefix, min_score, **page)
-        found: list[SearchItem] = await in_thread(self._search_above, op, min_score)
-        return found
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
-        return self._search_above(op, self.min_score)
-
-    def _search_above(self, op: SearchOp, min_score: float | None) -> list[SearchItem]:
+        asked = _ASKED_MIN_SCORE.get()
+        min_score = self.min_score if asked is None else asked
         prefix = tuple(op.namespace_prefix)
         namespaces = [ns for ns in self._namespaces() if ns[: len(prefix)] == prefix]
         wanted = op.offset + op.limit
@@ -265,32 +263,18 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         return {key: score for key, score in best.items() if score >= min_score}
 
 
-def _search_op(
-    namespace_prefix: Namespace,
-    min_score: float,
-    /,
-    *,
-    query: str | None = None,
-    filter: dict[str, Any] | None = None,
-    limit: int = 10,
-    offset: int = 0,
-    refresh_ttl: bool | None = None,
-) -> SearchOp:
-    """The operation ``BaseStore.search`` would batch, once ``min_score`` is checked.
-
-    The prefix is checked as ``BaseStore.search`` checks it (labels are
-    non-empty strings without ``.`` or NUL), so a ``min_score`` never opens a
-    way around LangGraph's namespace rules.
-    """
-    check_min_score(min_score)
-    namespace_prefix = tuple(namespace_prefix)
-    check_labels(namespace_prefix)
-    if query is None:
+@contextmanager
+def _scored(min_score: float | None, page: Mapping[str, Any]) -> Iterator[None]:
+    """The searches made within floored at ``min_score`` (None: the adapter's), once checked."""
+    if min_score is not None and page.get("query") is None:
         raise InvalidInputError(
             f"min_score={min_score!r} needs a query: a search without one scores nothing."
         )
-    refresh = True if refresh_ttl is None else refresh_ttl  # what BaseStore does without TTLs
-    return SearchOp(namespace_prefix, filter, limit, offset, query, refresh)
+    token = _ASKED_MIN_SCORE.set(None if min_score is None else check_min_score(min_score))
+    try:
+        yield
+    finally:
+        _ASKED_MIN_SCORE.reset(token)
 
 
 def _parts(head: StoredRecord | None) -> int:

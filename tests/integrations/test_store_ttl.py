@@ -367,3 +367,19 @@ def test_omit_expired_reads_only_the_expired_rows_of_the_items_found(
     reads.clear()
     assert store.list_namespaces(prefix=(top,)) == [mine]
     assert store.search(stale) == []
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_min_score_search_refreshes_and_hides_as_any_search(
+    tmp_path: Path, clock: Clock, asynchronous: bool
+) -> None:
+    memory = VectorMemory(path=str(tmp_path / "chroma"), namespace=("template",), clock=clock)
+    store = VectorStoreAdapter(memory, clock=clock, ttl={"default_ttl": TTL, "omit_expired": True})
+    ns = ("scored",)
+    store.put(ns, "expired", {"text": "black coffee"}, ttl=TTL / 5)
+    store.put(ns, "live", {"text": "black coffee"}, ttl=TTL)
+    clock.minutes(TTL / 2)
+    search = dict(query="black coffee", min_score=0.0, refresh_ttl=True)
+    found = asyncio.run(store.asearch(ns, **search)) if asynchronous else store.search(ns, **search)
+    assert keys(found) == ["live"]
+    assert store.ledger.expires_at(ns, "live") == clock.now + TTL * 60

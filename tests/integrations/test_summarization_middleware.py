@@ -140,3 +140,26 @@ def test_a_summariser_that_is_down_is_tried_with_backoff_not_before_every_model_
     state = agent.get_state(config).values
     assert state["summary"] == "the user counted to twelve"
     assert state["summary_failures"] == 0 and state["summary_retry_in"] == 0
+
+
+def test_an_async_run_folds_as_a_sync_one() -> None:
+    import asyncio
+
+    def middleware() -> SummarizationMiddleware:
+        summaries = ScriptedChatModel(responses=["asked Lyon's weather: 18C"], echo=True)
+        return SummarizationMiddleware(summaries, trigger=("messages", 5), keep=("messages", 3))
+
+    _, ours = converse(middleware(), agent_model())
+    agent = create_agent(
+        agent_model(), [weather], middleware=[middleware()], checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "t"}}
+
+    async def conversed() -> dict[str, Any]:
+        for question in QUESTIONS:
+            await agent.ainvoke({"messages": [HumanMessage(question)]}, config)
+        return (await agent.aget_state(config)).values
+
+    theirs = asyncio.run(conversed())
+    assert theirs["summary"] == ours["summary"] and theirs["summary"].startswith("asked Lyon")
+    assert [m.text for m in theirs["messages"]] == [m.text for m in ours["messages"]]
