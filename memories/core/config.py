@@ -22,7 +22,7 @@ import yaml
 from memories.errors import ConfigError
 from memories.kernel.capabilities import capabilities_of
 from memories.kernel.checks import non_empty_text
-from memories.kernel.imports import INSTALL_COMMANDS, import_object
+from memories.kernel.imports import INSTALL_COMMANDS, from_config, import_object
 from memories.kernel.namespaces import as_namespace
 from memories.kernel.paths import default_file
 from memories.stores.history.sql import DEFAULT_SQLITE_PATH
@@ -392,18 +392,7 @@ def memory_factory(config: Mapping[str, Any] | str | Path) -> SessionFactory:
 
 def create_history(config: Mapping[str, Any]) -> Any:
     """Build a history backend from ``{"type": "memory" | "sqlite" | "sql", ...}``."""
-    options = dict(config)
-    type_name = options.pop("type", None)
-    if type_name not in HISTORY_TYPES:
-        raise ConfigError(
-            f"Unknown history type {type_name!r}; valid types: {', '.join(sorted(HISTORY_TYPES))}."
-        )
-    module, class_name = HISTORY_TYPES[type_name]
-    cls = import_object(module, class_name, what=f"history type {type_name!r}")
-    try:
-        return cls(**options)
-    except TypeError as exc:
-        raise ConfigError(f"Bad options for history type {type_name!r}: {exc}") from exc
+    return from_config(config, HISTORY_TYPES, "history")
 
 
 #: The config key that shares a namespace-scoped memory between sessions on purpose.

@@ -150,6 +150,7 @@ class Debouncer:
                 entry.due = min(now + quiet, entry.deadline)
             elif len(self._pending) >= self.max_pending and self.when_full == "run_inline":
                 inline = True
+                self._running.add(key)
             else:
                 if len(self._pending) >= self.max_pending:
                     self._drop_oldest()
@@ -167,8 +168,6 @@ class Debouncer:
                 self.max_pending,
                 key,
             )
-            with self._changed:
-                self._running.add(key)
             self._run(key, job)
 
     def cancel(self, key: Hashable, /) -> bool:

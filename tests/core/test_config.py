@@ -250,3 +250,8 @@ def test_relative_paths_in_a_config_file_mean_next_to_the_file(
     assert (folder / "chat.db").is_file() and (folder / "profiles.db").is_file()
     assert list(here.iterdir()) == []
     assert create_memory(str(config)).load_memory_variables({})["history"] == "Human: hi\nAI: hello"
+
+
+def test_a_history_type_that_is_not_a_name_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"Unknown history type \['sqlite'\]"):
+        create_memory({"type": "buffer", "history": {"type": ["sqlite"]}})
