@@ -134,6 +134,7 @@ class MemoryMiddleware(AgentMiddleware):
     def _after_agent_steps(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> Steps[dict[str, Any] | None]:
+        """Save the run's turn (its messages since the last human one) to the thread's memory."""
         exchange = last_exchange(state["messages"])
         yield from saving_exchange(self._current_memory(), exchange, self.tool_messages)
         return None
