@@ -16,17 +16,25 @@ import griffe
 
 
 class Twins(griffe.Extension):
-    """Turns each ``name, aname = twins(_name_steps)`` of a class body into two methods."""
+    """Turns each ``name, aname = twins(_name_steps)`` of a class or module body into two."""
 
     def on_class_members(self, *, node: ast.AST | Any, cls: griffe.Class, **kwargs: Any) -> None:
-        for statement in getattr(node, "body", ()):
-            made = _twins_made(statement)
-            if made is None:
-                continue
-            names, steps_name = made
-            steps = cls.members[steps_name]
-            for name, asynchronous in zip(names, (False, True), strict=True):
-                cls.set_member(name, _method(cls, steps, name, statement, asynchronous))
+        _add_twins(node, cls)
+
+    def on_module_members(self, *, node: ast.AST | Any, mod: griffe.Module, **kwargs: Any) -> None:
+        _add_twins(node, mod)
+
+
+def _add_twins(node: ast.AST | Any, owner: griffe.Class | griffe.Module) -> None:
+    """The methods (or a module's functions) the ``twins`` lines of ``node`` make."""
+    for statement in getattr(node, "body", ()):
+        made = _twins_made(statement)
+        if made is None:
+            continue
+        names, steps_name = made
+        steps = owner.members[steps_name]
+        for name, asynchronous in zip(names, (False, True), strict=True):
+            owner.set_member(name, _method(owner, steps, name, statement, asynchronous))
 
 
 def _twins_made(statement: ast.stmt) -> tuple[list[str], str] | None:
@@ -41,7 +49,11 @@ def _twins_made(statement: ast.stmt) -> tuple[list[str], str] | None:
 
 
 def _method(
-    cls: griffe.Class, steps: Any, name: str, statement: ast.stmt, asynchronous: bool
+    owner: griffe.Class | griffe.Module,
+    steps: Any,
+    name: str,
+    statement: ast.stmt,
+    asynchronous: bool,
 ) -> griffe.Function:
     """The method ``name`` made from ``steps``, documented as ``steps`` is."""
     returns = steps.returns  # Steps[T]: the method returns T
@@ -53,9 +65,10 @@ def _method(
         endlineno=statement.end_lineno,
         parameters=griffe.Parameters(*(copy.copy(p) for p in steps.parameters)),
         returns=returns,
-        parent=cls,
+        parent=owner,
     )
-    text = f"Async :meth:`{name.removeprefix('a')}`." if asynchronous else steps.docstring.value
+    role = "meth" if isinstance(owner, griffe.Class) else "func"
+    text = f"Async :{role}:`{name.removeprefix('a')}`." if asynchronous else steps.docstring.value
     method.docstring = griffe.Docstring(
         text,
         lineno=statement.lineno,

@@ -21,14 +21,14 @@ from memories.errors import ConfigError
 from memories.faces.exchange import (
     DEFAULT_HEADER,
     MemoryView,
-    asave_exchange,
     aview_memory,
     last_exchange,
-    save_exchange,
+    saving_exchange,
     turn_query,
     view_memory,
 )
 from memories.faces.runnable import MemoryFactory, SessionMemories
+from memories.kernel.steps import Steps, twins
 
 __all__ = ["DEFAULT_HEADER", "Inject", "MemoryMiddleware"]
 
@@ -131,17 +131,15 @@ class MemoryMiddleware(AgentMiddleware):
             overrides["messages"] = [*view.messages, *last_exchange(request.messages)]
         return request.override(**overrides) if overrides else request
 
-    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def _after_agent_steps(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> Steps[dict[str, Any] | None]:
+        """Save the run's turn (its messages since the last human one) to the thread's memory."""
         exchange = last_exchange(state["messages"])
-        save_exchange(self._current_memory(), exchange, tool_messages=self.tool_messages)
+        yield from saving_exchange(self._current_memory(), exchange, self.tool_messages)
         return None
 
-    async def aafter_agent(
-        self, state: AgentState[Any], runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        exchange = last_exchange(state["messages"])
-        await asave_exchange(self._current_memory(), exchange, tool_messages=self.tool_messages)
-        return None
+    after_agent, aafter_agent = twins(_after_agent_steps)
 
     def __repr__(self) -> str:
         return f"MemoryMiddleware({self.memory!r:.80}, inject={self.inject!r})"

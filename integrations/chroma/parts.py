@@ -327,7 +327,14 @@ def shared_client(
             client = chromadb.EphemeralClient(settings=settings)
         elif mode == "http":
             make = partial(chromadb.HttpClient, host=host, port=port, ssl=ssl, settings=settings)
-            client = _within(timeout, make, f"connect to the Chroma server at {location}")
+            try:  # HttpClient() calls the server before it returns, with no deadline
+                client = bounded_call(make, timeout, name="memories-chroma-connect")
+            except TimeoutError as exc:
+                raise BackendUnavailableError(
+                    f"Could not connect to the {location}: no answer within "
+                    f"{timeout} s. Is `chroma run` running and answering? Queued documents "
+                    "wait in the outbox."
+                ) from exc
             _bound_waits(client, timeout)
         else:
             Path(path).mkdir(parents=True, exist_ok=True)
@@ -350,18 +357,3 @@ def _bound_waits(client: Any, timeout: float) -> None:
             "version whose client keeps an httpx session (1.x)."
         )
     session.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
-
-
-def _within(seconds: float, make: Any, action: str) -> Any:
-    """``make()``, or :class:`BackendUnavailableError` when it takes over ``seconds``.
-
-    chromadb's ``HttpClient()`` calls the server before it returns, with no
-    deadline; it runs on a daemon thread so a hung server cannot hang the caller.
-    """
-    try:
-        return bounded_call(make, seconds, name="memories-chroma-connect")
-    except TimeoutError as exc:
-        raise BackendUnavailableError(
-            f"Could not {action}: no answer within {seconds} s. Is `chroma run` running and "
-            "answering? Queued documents wait in the outbox."
-        ) from exc

@@ -310,7 +310,9 @@ class ChromaStore:
                 if namespace and self.collection_name(str(namespace)) == collection.name:
                     found.add(str(namespace))
                 elif shards and collection.name in shard_names and _SHARD_KEY in metadata:
-                    found.update(self._shard_namespaces(collection))
+                    pages = _pages(collection, include=["metadatas"])
+                    metadatas = [m for page in pages for m in page["metadatas"] if m]
+                    found.update(str(m[NAMESPACE_KEY]) for m in metadatas if NAMESPACE_KEY in m)
         return sorted(found)
 
     def upsert(
@@ -684,14 +686,6 @@ class ChromaStore:
         ids: list[str] = shard.get(where=where, include=[], limit=limit)["ids"]
         return ids
 
-    def _shard_namespaces(self, shard: Any) -> set[str]:
-        return {
-            str(m[NAMESPACE_KEY])
-            for page in _pages(shard, include=["metadatas"])
-            for m in page["metadatas"]
-            if m and NAMESPACE_KEY in m
-        }
-
     def _check_owner(self, name: str, metadata: Mapping[str, Any], namespace: str) -> None:
         owner = metadata.get(_NAMESPACE_META_KEY)
         if owner != namespace:
@@ -723,12 +717,10 @@ class ChromaStore:
                 "folder; to go on, make the memory again on a folder that exists, in a new "
                 "process."
             )
-        if isinstance(exc, (httpx.TransportError, ConnectionError)):
+        # A ValueError naming "connect": HttpClient() when no server answers.
+        connecting = isinstance(exc, ValueError) and "connect" in str(exc).lower()
+        if connecting or isinstance(exc, (httpx.TransportError, ConnectionError)):
             return self._unavailable(action, exc)
-        if isinstance(exc, ValueError):
-            if "connect" in str(exc).lower():  # HttpClient() when no server answers
-                return self._unavailable(action, exc)
-            return BackendError(f"Chroma could not {action} in the {self.location}: {exc}")
         hint = ""
         if "dimension" in str(exc).lower():
             hint = (

@@ -174,12 +174,10 @@ class MemoryStoreAdapter(BaseStore):
     # -- time to live: written once, on top of the five methods ----------------------
 
     def _stamp(self, op: PutOp) -> None:
-        """Record a put's time to live (None: it never expires; a delete forgets it)."""
+        """Record a timed put's time to live (None: it never expires; a delete forgets it)."""
         if op.value is None:
             if self._timed:
                 self.ledger.forget(op.namespace, self.ttl_mark + op.key)
-            return
-        if op.ttl is None and not self._timed:
             return
         self.ledger.set(op.namespace, self.ttl_mark + op.key, op.ttl, now=self.clock())
 

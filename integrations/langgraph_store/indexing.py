@@ -34,8 +34,6 @@ class Index(NamedTuple):
     """The embeddings ``embed`` names (None: the memory's own)."""
     fields: tuple[str, ...] | None
     """The value fields embedded by default (None: the adapter's ``text_field``)."""
-    dims: int | None
-    """The embeddings' width, as given."""
 
 
 def checked_index(index: Mapping[str, Any] | None) -> Index:
@@ -46,7 +44,7 @@ def checked_index(index: Mapping[str, Any] | None) -> Index:
             ``distance_type`` other than ``"cosine"`` (the memory's store is cosine).
     """
     if index is None:
-        return Index(None, None, None)
+        return Index(None, None)
     if not isinstance(index, Mapping) or set(index) - _INDEX_KEYS:
         raise InvalidInputError(
             f"index must be LangGraph's IndexConfig, a dict with keys among "
@@ -65,7 +63,6 @@ def checked_index(index: Mapping[str, Any] | None) -> Index:
     return Index(
         ensure_embeddings(embed) if embed is not None else None,
         _checked_fields(fields, "index['fields']") if fields is not None else None,
-        dims,
     )
 
 

@@ -96,15 +96,6 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
     def _item(found: ProfileItem | None) -> Item | None:
         return None if found is None or found.value is None else _as_item(found)
 
-    @staticmethod
-    def _filtered(found: list[ProfileItem], op: SearchOp) -> list[ProfileItem]:
-        chosen = [f for f in found if f.value is not None and matches_all(f.value, op.filter)]
-        return chosen[op.offset : op.offset + op.limit]
-
-    @staticmethod
-    def _search_items(found: list[ProfileItem]) -> list[SearchItem]:
-        return [search_item(_as_item(f), None) for f in found]
-
     def _get(self, namespace: Namespace, key: str) -> Item | None:
         return self._item(self.store.get(namespace, key))
 
@@ -122,13 +113,15 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
 
     def _searching(self, op: SearchOp) -> Steps[list[SearchItem]]:
         prefix, search = op.namespace_prefix, self.store.search
-        if not op.filter:  # the store pages itself
-            page = yield step(search, prefix, limit=op.limit, offset=op.offset)
-            return self._search_items(page)
         found: list[ProfileItem] = []
-        while page := (yield step(search, prefix, limit=500, offset=len(found))):
-            found.extend(page)
-        return self._search_items(self._filtered(found, op))
+        if not op.filter:  # the store pages itself
+            found = yield step(search, prefix, limit=op.limit, offset=op.offset)
+        else:
+            while page := (yield step(search, prefix, limit=500, offset=len(found))):
+                found.extend(page)
+            kept = [f for f in found if f.value is not None and matches_all(f.value, op.filter)]
+            found = kept[op.offset : op.offset + op.limit]
+        return [search_item(_as_item(f), None) for f in found]
 
     def _namespaces(self) -> list[Namespace]:
         return self.store.list_namespaces(limit=2**31)

@@ -99,7 +99,7 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         self.text_field = text_field
         self.score = checked_score(score)
         self.min_score: float | None = (
-            check_min_score(min_score)
+            check_min_score(min_score, cosine=self.score == "cosine")
             if min_score is not None
             else (memory.min_score if self.score == "calibrated" else None)
         )
@@ -186,14 +186,14 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
         ``min_score`` defaults to the adapter's; it needs a query (without one
         nothing is scored).
         """
-        with _scored(min_score, page):
+        with _scored(min_score, page, cosine=self.score == "cosine"):
             return super().search(namespace_prefix, **page)
 
     async def asearch(
         self, namespace_prefix: Namespace, /, *, min_score: float | None = None, **page: Any
     ) -> list[SearchItem]:
         """Async :meth:`search`."""
-        with _scored(min_score, page):
+        with _scored(min_score, page, cosine=self.score == "cosine"):
             return await super().asearch(namespace_prefix, **page)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
@@ -264,13 +264,14 @@ class VectorStoreAdapter(TemplateAdapter["VectorMemory"]):
 
 
 @contextmanager
-def _scored(min_score: float | None, page: Mapping[str, Any]) -> Iterator[None]:
+def _scored(min_score: float | None, page: Mapping[str, Any], *, cosine: bool) -> Iterator[None]:
     """The searches made within floored at ``min_score`` (None: the adapter's), once checked."""
     if min_score is not None and page.get("query") is None:
         raise InvalidInputError(
             f"min_score={min_score!r} needs a query: a search without one scores nothing."
         )
-    token = _ASKED_MIN_SCORE.set(None if min_score is None else check_min_score(min_score))
+    checked = None if min_score is None else check_min_score(min_score, cosine=cosine)
+    token = _ASKED_MIN_SCORE.set(checked)
     try:
         yield
     finally:

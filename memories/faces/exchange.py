@@ -26,7 +26,7 @@ from memories.core.combined import leaves_of, saves_of
 from memories.core.langchain import LangChainBaseMemory
 from memories.kernel.capabilities import capabilities_of
 from memories.kernel.messages import format_buffer
-from memories.kernel.steps import Steps, arun, run, step
+from memories.kernel.steps import Steps, step, twins
 from memories.stores.history.records import REMOVE_ALL_MESSAGES
 
 __all__ = [
@@ -92,9 +92,9 @@ def _text_only(message: BaseMessage) -> BaseMessage:
     return type(message)(content=message.text, id=message.id) if message.id else message
 
 
-def save_exchange(
+def _save_exchange_steps(
     memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], *, tool_messages: bool = True
-) -> bool:
+) -> Steps[bool]:
     """Save one agent turn to a memory; False when it has no human message or no answer.
 
     Args:
@@ -103,14 +103,10 @@ def save_exchange(
         tool_messages: store AI tool calls and tool results in chat memories too;
             False keeps only the user's message and the final answer.
     """
-    return run(saving_exchange(memory, exchange, tool_messages))
+    return saving_exchange(memory, exchange, tool_messages)
 
 
-async def asave_exchange(
-    memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], *, tool_messages: bool = True
-) -> bool:
-    """Async :func:`save_exchange`: the same steps, awaited."""
-    return await arun(saving_exchange(memory, exchange, tool_messages))
+save_exchange, asave_exchange = twins(_save_exchange_steps)
 
 
 def saving_exchange(
@@ -173,7 +169,9 @@ def _editing_documents(memory: Any, edits: Sequence[BaseMessage]) -> Steps[None]
             yield step(memory.edit_message, message.id, message)
 
 
-def apply_message_edits(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> int:
+def _apply_message_edits_steps(
+    memory: LangChainBaseMemory, edits: Sequence[BaseMessage]
+) -> Steps[int]:
     """Apply edits (``RemoveMessage``, replacements by id) to every chat log in ``memory``.
 
     Returns how many memories took them (0: none keeps a chat log).
@@ -181,12 +179,10 @@ def apply_message_edits(memory: LangChainBaseMemory, edits: Sequence[BaseMessage
     Raises:
         InvalidInputError: a ``RemoveMessage`` names an id no message has.
     """
-    return run(editing_messages(memory, edits))
+    return editing_messages(memory, edits)
 
 
-async def aapply_message_edits(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> int:
-    """Async :func:`apply_message_edits`."""
-    return await arun(editing_messages(memory, edits))
+apply_message_edits, aapply_message_edits = twins(_apply_message_edits_steps)
 
 
 @dataclass(frozen=True)
@@ -253,7 +249,9 @@ def _query_inputs(memory: LangChainBaseMemory, query: str) -> dict[str, Any]:
     return {getattr(memory, "input_key", None) or "input": query}
 
 
-def view_memory(memory: LangChainBaseMemory, query: str, *, as_messages: bool) -> MemoryView:
+def _view_memory_steps(
+    memory: LangChainBaseMemory, query: str, *, as_messages: bool
+) -> Steps[MemoryView]:
     """What ``memory`` shows for a turn whose user message is ``query``.
 
     Args:
@@ -262,12 +260,10 @@ def view_memory(memory: LangChainBaseMemory, query: str, *, as_messages: bool) -
         as_messages: give a chat memory's window as messages; False renders it
             as text in a section (``"Human: ...\\nAI: ..."``).
     """
-    return run(_viewing(leaves_of(memory), query, as_messages))
+    return _viewing(leaves_of(memory), query, as_messages)
 
 
-async def aview_memory(memory: LangChainBaseMemory, query: str, *, as_messages: bool) -> MemoryView:
-    """Async :func:`view_memory`: the same steps, awaited."""
-    return await arun(_viewing(leaves_of(memory), query, as_messages))
+view_memory, aview_memory = twins(_view_memory_steps)
 
 
 def _viewing(leaves: list[LangChainBaseMemory], query: str, as_messages: bool) -> Steps[MemoryView]:

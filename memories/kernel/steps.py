@@ -262,6 +262,7 @@ def twins(
     ``lock="_lock"`` runs the loop holding the object's lock: ``run(loop, lock=self._lock)``.
     ``runner="_run"`` runs it with the object's runner and its async twin, given
     ``options``: ``self._run(loop, write=True)``, ``await self._arun(loop, write=True)``.
+    A module's steps function makes a function and its twin the same way.
     """
     method: Method[S, P, T] = _of_steps(steps, lock, runner, options, asynchronous=False)
     twin: Method[S, P, Coroutine[Any, Any, T]] = _of_steps(
@@ -278,7 +279,7 @@ def _of_steps(
     *,
     asynchronous: bool,
 ) -> Any:
-    """A method with the parameters of ``steps`` that runs ``self.<steps>(...)``.
+    """A method with the parameters of ``steps`` that runs ``self.<steps>(...)`` (or a function).
 
     Its code is generated with those parameters written out, as dataclasses
     writes an ``__init__``: a call costs what a hand-written twin's does, no
@@ -300,24 +301,27 @@ def _of_steps(
         ]
     )
     this = parameters[0].name
-    passed = ", ".join(_FORWARDED[p.kind].format(p.name) for p in parameters[1:])
-    given = "".join(f", {name}=_option_{name}" for name in options)
+    passed = [_FORWARDED[p.kind].format(p.name) for p in parameters]
+    # A module's function is called itself; a method by name, so a subclass's override runs.
+    function = steps.__qualname__ == called
+    loop = (
+        f"_steps({', '.join(passed)})" if function else f"{this}.{called}({', '.join(passed[1:])})"
+    )
+    given = "".join(f", {option}=_option_{option}" for option in options)
     given += "" if lock is None else f", lock={this}.{lock}"
     if runner is None:
         runner = "await _steps_arun" if asynchronous else "_steps_run"
     else:
         runner = f"await {this}.{_twin_name(runner)}" if asynchronous else f"{this}.{runner}"
-    source = f"def twin{head}:\n    return {runner}({this}.{called}({passed}){given})"
-    namespace: dict[str, Any] = {"_steps_run": run, "_steps_arun": arun, **defaults}
-    namespace.update({f"_option_{name}": value for name, value in options.items()})
-    if asynchronous:
-        source = f"async {source}"
-    exec(source, namespace)
+    source = f"def twin{head}:\n    return {runner}({loop}{given})"
+    namespace: dict[str, Any] = {"_steps_run": run, "_steps_arun": arun, "_steps": steps}
+    namespace.update(defaults, **{f"_option_{k}": v for k, v in options.items()})
+    exec(f"async {source}" if asynchronous else source, namespace)
     twin = functools.update_wrapper(namespace["twin"], steps)
     twin.__name__ = ("a" if asynchronous else "") + name
     twin.__qualname__ = steps.__qualname__.removesuffix(steps.__name__) + twin.__name__
     if asynchronous:
-        twin.__doc__ = f"Async :meth:`{name}`."
+        twin.__doc__ = f"Async :{'func' if function else 'meth'}:`{name}`."
     return twin
 
 

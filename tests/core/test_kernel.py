@@ -346,6 +346,25 @@ def test_a_twin_has_its_own_name_the_loops_docstring_and_runs_a_subclasss_loop()
         _Reader().read("k", k=1)  # type: ignore[call-arg]
 
 
+def _read_twice_steps(store: Store, key: str, /, *, suffix: str = "") -> Steps[str]:
+    """Read ``key`` twice from ``store``."""
+    return reading(store, key + suffix)
+
+
+read_twice, aread_twice = twins(_read_twice_steps)
+
+
+def test_twins_of_a_modules_function_call_it_and_say_so() -> None:
+    store = Store()
+    assert read_twice(store, "k", suffix="!") == "value of k! / value of k!!"
+    assert asyncio.run(aread_twice(store, "k")) == "value of k / value of k!"
+    assert store.calls == ["read", "read", "aread", "aread"]
+    assert (read_twice.__doc__, aread_twice.__doc__) == (
+        "Read ``key`` twice from ``store``.",
+        "Async :func:`read_twice`.",
+    )
+
+
 def test_a_twin_of_a_loop_not_named_for_its_method_says_how_to_name_it() -> None:
     def reading_twice(self: object) -> Steps[None]:
         yield step(print)

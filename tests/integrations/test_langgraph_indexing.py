@@ -45,6 +45,18 @@ def test_an_unknown_score_is_refused(tmp_path: Path) -> None:
         vector_store(tmp_path, score="dot")
 
 
+def test_a_cosine_floor_may_be_negative_and_a_calibrated_one_may_not(tmp_path: Path) -> None:
+    embeddings = CharacterEmbeddings(dims=64)
+    index = {"embed": embeddings, "dims": 64, "fields": ["a"]}
+    cosines = vector_store(tmp_path, index=index, score="cosine", min_score=-0.5)
+    cosines.put(("n",), "k", {"a": "xxx"})
+    assert [i.key for i in cosines.search(("n",), query="qqq", min_score=-1.0)] == ["k"]
+    with pytest.raises(InvalidInputError, match=r"from -1 to 1 \(a cosine similarity\), got -1.5"):
+        cosines.search(("n",), query="qqq", min_score=-1.5)
+    with pytest.raises(InvalidInputError, match=r"from 0 to 1 \(a calibrated score\), got -0.5"):
+        vector_store(tmp_path / "calibrated", min_score=-0.5)
+
+
 def test_a_put_again_drops_the_texts_its_old_value_had(tmp_path: Path) -> None:
     embeddings = CharacterEmbeddings(dims=64)
     index = {"embed": embeddings, "dims": 64, "fields": ["a", "b", "c"]}

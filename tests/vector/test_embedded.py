@@ -148,3 +148,26 @@ def test_only_a_position_after_a_newline_splits_a_text(at: object, split: bool) 
     # Caller metadata may hold anything under the key: it never cuts a text mid-line.
     text = "input: a\noutput: b"
     assert embedded_texts(text, {OUTPUT_AT_KEY: at}) == ((text, "input: a") if split else (text,))
+
+
+def test_a_server_that_never_answers_the_connect_is_named_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    import chromadb
+    from memories.integrations.chroma import ChromaStore
+
+    from memories import BackendUnavailableError
+
+    answer = threading.Event()
+    monkeypatch.setattr(chromadb, "HttpClient", lambda **_: answer.wait(5))
+    store = ChromaStore(mode="http", host="hung.invalid", port=1, timeout=0.05)
+    try:
+        with pytest.raises(BackendUnavailableError) as raised:
+            store._get_client()
+    finally:
+        answer.set()
+    assert str(raised.value).startswith(
+        "Could not connect to the Chroma server at http://hung.invalid:1: no answer within 0.05 s."
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from memories.core.members import chat_memories, distinct_histories, read_only
 from memories.errors import ConfigError, InvalidInputError
 from memories.faces.commands.opening import made_memory, made_options, open_stores
 from memories.faces.exchange import view_memory
+from memories.faces.runnable import close_dropped
 from memories.faces.server.counts import expired_counts, live_page, recorded_usage, shown_count
 from memories.faces.server.errors import NotFound, ReadOnly
 from memories.faces.server.inputs import whole_number
@@ -39,7 +41,7 @@ from memories.faces.server.rows import (
     when,
 )
 from memories.kernel.capabilities import capabilities_of
-from memories.kernel.lru import LRU
+from memories.kernel.lru import Built
 from memories.kernel.namespaces import (
     Namespace,
     as_namespace,
@@ -118,19 +120,17 @@ class Inspector:
         self.allow_writes = allow_writes
         self._templated = bool(config_templates(self.options))
         # Memories built per (namespace, session), kept for the next request.
-        self._memories: LRU[tuple[Namespace | None, str | None], Any] = LRU(32, locked=True)
+        self._memories: Built[tuple[Namespace | None, str | None], Any] = Built(
+            32, close=close_dropped
+        )
         probe = made_memory(self._memory(None, None))
         self.leaves: list[Any] = leaves_of(probe)
         self.ids: list[str] = _ids(self.leaves)
 
     def _memory(self, namespace: Namespace | None, session: str | None) -> Any:
         """The config's memory on ``namespace`` and ``session`` (built once, then cached)."""
-        key = (namespace, session)
-        if (found := self._memories.get(key)) is not None:
-            return found
-        memory = open_stores(self.options, session, namespace)
-        self._memories.put(key, memory)
-        return memory
+        opening = partial(open_stores, self.options, session, namespace)
+        return self._memories.built((namespace, session), opening)
 
     def _leaf(self, memory_id: str, namespace: Namespace | None, session: str | None) -> Any:
         if memory_id not in self.ids:

@@ -115,15 +115,16 @@ def search_texts(
     return calibrated(found, query, config, vector=vector if cos else None, dense=dense)
 
 
-def check_min_score(value: object, /) -> float:
-    """``value`` as a score floor.
+def check_min_score(value: object, /, *, cosine: bool = False) -> float:
+    """``value`` as a score floor: of a calibrated score, or with ``cosine`` a cosine similarity.
 
     Raises:
-        InvalidInputError: not a number from 0 to 1.
+        InvalidInputError: not a number from 0 to 1 (from -1 to 1 with ``cosine``).
     """
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+    low, scale = (-1.0, "a cosine similarity") if cosine else (0.0, "a calibrated score")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= 1.0:
         raise InvalidInputError(
-            f"min_score must be a number from 0 to 1 (a calibrated score), got {value!r}."
+            f"min_score must be a number from {low:g} to 1 ({scale}), got {value!r}."
         )
     return float(value)
 
