@@ -145,8 +145,6 @@ def load_config(source: Mapping[str, Any] | str | Path) -> dict[str, Any]:
 
 #: Options that name a file or folder, in memory and history configs.
 _PATH_OPTIONS = ("path", "outbox", "db_file")
-#: Options that hold a database URL, whose SQLite file may be relative.
-_URL_OPTIONS = ("url",)
 _SQLITE_PREFIX = "sqlite:///"
 #: Options that hold a store's config dict inside a memory config.
 _STORE_OPTIONS = ("history", "chat_memory", "entity_store", "kg")
@@ -174,7 +172,7 @@ def server_stores(options: Mapping[str, Any]) -> list[str]:
     """
     found: list[str] = []
     for _, value in _stores_in(options):
-        for key in (*_URL_OPTIONS, "vectors"):
+        for key in ("url", "vectors"):
             url = value.get(key)
             if isinstance(url, str) and url and not url.startswith("sqlite:"):
                 found.append(redacted(url))
@@ -220,12 +218,11 @@ def _paths_changed(options: dict[str, Any], change: Callable[[str], str]) -> dic
         value = options.get(key)
         if isinstance(value, str) and value:
             options[key] = change(value)
-    for key in _URL_OPTIONS:
-        value = options.get(key)
-        if isinstance(value, str) and value.startswith(_SQLITE_PREFIX):
-            file = value.removeprefix(_SQLITE_PREFIX)
-            if file and file != ":memory:":
-                options[key] = _SQLITE_PREFIX + change(file)
+    url = options.get("url")  # a database URL, whose SQLite file may be relative
+    if isinstance(url, str) and url.startswith(_SQLITE_PREFIX):
+        file = url.removeprefix(_SQLITE_PREFIX)
+        if file and file != ":memory:":
+            options["url"] = _SQLITE_PREFIX + change(file)
     for key in _STORE_OPTIONS:
         if isinstance(options.get(key), Mapping):
             options[key] = _paths_changed(dict(options[key]), change)

@@ -302,24 +302,17 @@ def carried(job: Callable[[], object], /) -> Callable[[], object]:
     return carried_job
 
 
+@dataclass(slots=True)
 class Call:
     """One call in progress: what it reports (tokens, a retry) before it ends, and its span."""
 
-    __slots__ = (
-        "failures",
-        "input_tokens",
-        "output_tokens",
-        "retries",
-        "seconds",
-        "span",
-        "unmetered",
-    )
-
-    def __init__(self, span: Any) -> None:
-        self.span = span
-        self.failures = self.input_tokens = self.output_tokens = 0
-        self.unmetered = self.retries = 0
-        self.seconds = 0.0
+    span: Any
+    failures: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    unmetered: int = 0
+    seconds: float = 0.0
+    retries: int = 0
 
     def set(self, **counters: float) -> None:
         """Set counters of this call's record (``input_tokens=``, ``retries=``...)."""

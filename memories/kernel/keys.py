@@ -25,8 +25,6 @@ __all__ = [
     "turn_messages_for",
 ]
 
-_IGNORED_INPUT_KEYS = ("stop",)
-
 
 def get_prompt_input_key(inputs: Mapping[str, Any], memory_variables: Sequence[str]) -> str:
     """Return the only input key that is neither a memory variable nor ``"stop"``.
@@ -34,7 +32,7 @@ def get_prompt_input_key(inputs: Mapping[str, Any], memory_variables: Sequence[s
     Raises:
         InvalidInputError: zero or several candidate keys (LangChain's message).
     """
-    candidates = sorted(set(inputs).difference([*memory_variables, *_IGNORED_INPUT_KEYS]))
+    candidates = sorted(set(inputs).difference([*memory_variables, "stop"]))
     if len(candidates) != 1:
         raise InvalidInputError(
             f"One input key expected got {candidates}. "

@@ -171,27 +171,23 @@ class ModelCaller:
     def _measured(self, retry: bool) -> Iterator[Call]:
         """The call's span and counters; refused first when the budget is spent."""
         reserved = self._reserve()
-        with self._recorded(retry) as call:
-            try:
+        call: Call | None = None
+        try:
+            with self._recorded(retry) as call:
                 yield call
-            except BaseException:
-                call.set(failures=1)  # as the ledger will count it, for the record below
-                raise
-            finally:
-                self._spend(reserved, call)
+        finally:
+            self._spend(reserved, call)
 
     @asynccontextmanager
     async def _ameasured(self, retry: bool) -> AsyncIterator[Call]:
         """Async :meth:`_measured`: a budget's database is reached from a worker thread."""
         reserved = await self._off_loop(self._reserve)
-        with self._recorded(retry) as call:
-            try:
+        call: Call | None = None
+        try:
+            with self._recorded(retry) as call:
                 yield call
-            except BaseException:
-                call.set(failures=1)
-                raise
-            finally:
-                await self._off_loop(self._spend, reserved, call)
+        finally:
+            await self._off_loop(self._spend, reserved, call)
 
     def _reserve(self) -> tuple[str, int] | None:
         """The one place a budget is checked, counting the call before it is made.
@@ -206,8 +202,10 @@ class ModelCaller:
         namespace = current_namespace()
         return namespace, self.budget.reserve(namespace, spending=self.spending)
 
-    def _spend(self, reserved: tuple[str, int] | None, call: Call) -> None:
-        """Add a reserved call's tokens to its period, then record it (a failure is only logged)."""
+    def _spend(self, reserved: tuple[str, int] | None, call: Call | None) -> None:
+        """Add an ended call's tokens to its period, then record it (a failure is only logged)."""
+        if call is None:
+            return
         if reserved is not None and self.budget is not None:
             namespace, start = reserved
             self.budget.spend(namespace, call.usage, start=start, spending=self.spending)

