@@ -6,11 +6,10 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 from memories.errors import InvalidInputError
-from memories.kernel.times import utc
+from memories.kernel.times import aware, utc
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
 from memories.long_term.collection.rows import memory_id
 from memories.stores.documents import ProfileChange, ProfileItem
@@ -27,11 +26,7 @@ def version(result: SearchResult) -> int:
 
 
 def timestamp(when: Any) -> float:
-    if not isinstance(when, datetime) or when.tzinfo is None:
-        raise InvalidInputError(
-            f"as_of must be a timezone-aware datetime (datetime.now(UTC)), got {when!r:.80}."
-        )
-    return when.timestamp()
+    return aware(when).timestamp()
 
 
 def checked_id(memory_id: Any) -> str:
@@ -78,22 +73,19 @@ def with_score(record: MemoryRecord, score: float) -> MemoryRecord:
 
 
 def versions(changes: Sequence[ProfileChange]) -> list[MemoryVersion]:
-    versions = []
-    for i, change in enumerate(changes):
-        ended = changes[i + 1].created_at if i + 1 < len(changes) else None
-        document = change.document or {}
-        versions.append(
-            MemoryVersion(
-                version=change.version or 0,
-                kind=change.kind,
-                content=document.get("content"),
-                metadata=dict(document.get("metadata") or {}),
-                valid_from=utc(change.created_at),
-                invalid_at=None if ended is None else utc(ended),
-                turns=change.turns,
-            )
+    """Each change as a version, valid until the next one."""
+    return [
+        MemoryVersion(
+            version=change.version or 0,
+            kind=change.kind,
+            content=(change.document or {}).get("content"),
+            metadata=dict((change.document or {}).get("metadata") or {}),
+            valid_from=utc(change.created_at),
+            invalid_at=None if after is None else utc(after.created_at),
+            turns=change.turns,
         )
-    return versions
+        for change, after in zip(changes, [*changes[1:], None], strict=True)
+    ]
 
 
 def current_at(changes: Sequence[tuple[str, ProfileChange]], when: float) -> list[MemoryRecord]:
