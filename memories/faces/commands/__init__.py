@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from memories.core.members import chat_memories
 from memories.faces.commands.chatting import CHAT_HELP, chat, format_usage, usage_report
-from memories.faces.commands.clearing import ERASE_PAUSE_ENV, clear, clear_targets, erase
+from memories.faces.commands.clearing import clear, clear_targets, erase
 from memories.faces.commands.copying import on_a_copy
 from memories.faces.commands.inspecting import dead_letters, inspect
 from memories.faces.commands.opening import (
-    absent_folders,
     flush,
     graphs_of,
-    held_namespaces,
     histories_of,
     knowledge_of,
     leaf_memories,
@@ -26,14 +24,11 @@ from memories.faces.commands.opening import (
     open_stores,
     per_namespace,
 )
-from memories.faces.commands.sweeping import Swept, history_name, reshard, sweep, sweep_report
+from memories.faces.commands.sweeping import reshard, sweep, sweep_report
 from memories.faces.commands.transfer import (
-    DEFAULT_BATCH_SIZE,
     DocumentLine,
     EntityLine,
     ExportLine,
-    GraphLine,
-    Line,
     TripleLine,
     export_config,
     export_jsonl,
@@ -44,16 +39,10 @@ from memories.faces.commands.transfer import (
 
 __all__ = [
     "CHAT_HELP",
-    "DEFAULT_BATCH_SIZE",
-    "ERASE_PAUSE_ENV",
     "DocumentLine",
     "EntityLine",
     "ExportLine",
-    "GraphLine",
-    "Line",
-    "Swept",
     "TripleLine",
-    "absent_folders",
     "chat",
     "chat_memories",
     "clear",
@@ -65,9 +54,7 @@ __all__ = [
     "flush",
     "format_usage",
     "graphs_of",
-    "held_namespaces",
     "histories_of",
-    "history_name",
     "import_jsonl",
     "inspect",
     "knowledge_of",

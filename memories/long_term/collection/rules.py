@@ -6,11 +6,10 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 from memories.errors import InvalidInputError
-from memories.kernel.times import utc
+from memories.kernel.times import aware, utc
 from memories.long_term.collection.records import MemoryRecord, MemoryVersion
 from memories.long_term.collection.rows import memory_id
 from memories.stores.documents import ProfileChange, ProfileItem
@@ -27,11 +26,7 @@ def version(result: SearchResult) -> int:
 
 
 def timestamp(when: Any) -> float:
-    if not isinstance(when, datetime) or when.tzinfo is None:
-        raise InvalidInputError(
-            f"as_of must be a timezone-aware datetime (datetime.now(UTC)), got {when!r:.80}."
-        )
-    return when.timestamp()
+    return aware(when).timestamp()
 
 
 def checked_id(memory_id: Any) -> str:

@@ -24,6 +24,7 @@ from memories.kernel.capabilities import Capabilities
 from memories.kernel.conversation import UpdateMethod, bind_reply_tool, conversing
 from memories.kernel.keys import input_text_for
 from memories.kernel.steps import Steps, step, twins
+from memories.kernel.times import aware
 from memories.long_term.entity_graph.exchange import checked, graph_records, import_commits
 from memories.long_term.entity_graph.extractor import extract
 from memories.long_term.entity_graph.operations import (
@@ -121,8 +122,7 @@ class EntityMemory(StoredDocumentMemory):
         if as_of is None:
             graph: Graph = yield step(self.store.graph, self.namespace, self.key)
         else:
-            _check_time(as_of)
-            graph = yield step(self.store.recorded, self.namespace, as_of=as_of)
+            graph = yield step(self.store.recorded, self.namespace, as_of=aware(as_of))
         return graph
 
     def _entities_steps(self, *, as_of: datetime | None = None) -> Steps[builtins.list[Entity]]:
@@ -148,7 +148,7 @@ class EntityMemory(StoredDocumentMemory):
 
     def _relations_steps(self, *, as_of: datetime | None = None) -> Steps[builtins.list[Relation]]:
         """The relations true now (or at ``as_of``), oldest first, with the turns behind them."""
-        graph = yield step(self.store.recorded, self.namespace, as_of=as_of and _check_time(as_of))
+        graph = yield step(self.store.recorded, self.namespace, as_of=as_of and aware(as_of))
         return _by_time(graph.current() if as_of is None else list(graph.relations.values()))
 
     relations, arelations = twins(_relations_steps)
@@ -351,15 +351,6 @@ class EntityMemory(StoredDocumentMemory):
         return GraphStatus(**shown)
 
     status, astatus = twins(_status_steps)
-
-
-def _check_time(when: Any) -> datetime:
-    # Not the collection's rules.timestamp: importing the collection needs the chroma extra.
-    if not isinstance(when, datetime) or when.tzinfo is None:
-        raise InvalidInputError(
-            f"as_of must be a timezone-aware datetime (datetime.now(UTC)), got {when!r:.80}."
-        )
-    return when
 
 
 def _by_time(relations: builtins.list[Relation]) -> builtins.list[Relation]:

@@ -311,53 +311,7 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         """LangChain's interface: append messages."""
         self.append(messages)
 
-    # -- edits by id: steps written once, run sync or async ---------------------
-
-    def writing(self, messages: Sequence[BaseMessage], /) -> Steps[list[int]]:
-        """Steps of :meth:`write`."""
-        ids = {m.id for m in messages if m.id is not None}
-        if not ids:
-            return (yield step(self.record, messages))
-        known = yield step(self.seqs_of, ids - {REMOVE_ALL_MESSAGES})
-        last = None
-        if REMOVE_ALL_MESSAGES in ids:
-            newest = yield step(self.entries, last=1)
-            last = newest[-1].seq if newest else None
-        items = planned(messages, known, last=last, session=self.session_id)
-        return (yield from self._recording(items))
-
-    def deleting(self, refs: Sequence[MessageRef], /) -> Steps[list[int]]:
-        """Steps of :meth:`delete`."""
-        targets = yield from self._resolving(refs)
-        return (yield from self._recording([NewEdit(seq) for seq in sorted(set(targets))]))
-
-    def replacing(self, ref: MessageRef, message: BaseMessage, /) -> Steps[list[int]]:
-        """Steps of :meth:`replace`."""
-        if not isinstance(message, BaseMessage) or isinstance(message, RemoveMessage):
-            raise InvalidInputError(
-                f"The new message must be a LangChain message (not RemoveMessage); got "
-                f"{message!r:.80}. Use delete_messages to remove one."
-            )
-        [target] = yield from self._resolving([ref])
-        if message.id is None:
-            # The replacement keeps the id it replaces (named by it, or read by seq).
-            old_id = (
-                ref
-                if isinstance(ref, str)
-                else (yield step(self.entries, after=target - 1))[0].message.id
-            )
-            if old_id is not None:
-                message = message.model_copy(update={"id": old_id})
-        return (yield from self._recording([NewEdit(target, message)]))
-
-    def cutting(self, keep: int, /) -> Steps[list[int]]:
-        """Steps of :meth:`keep_last`."""
-        whole_number(keep, "keep_last's count", hint="messages", error=InvalidInputError)
-        tail = yield from self._reading_tail(keep + 8, lambda tail: _kept_from(tail, keep) > 0)
-        start = _kept_from(tail, keep)
-        if start <= 0:
-            return []
-        return (yield step(self.record, [NewEdit(tail[start - 1].seq, through=True)]))
+    # -- edits by id: steps written once, run sync or async (or in a memory's loop) --
 
     def _reading_tail(
         self, chunk: int, enough: Callable[[list[Entry]], bool]
@@ -423,9 +377,19 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         Raises:
             InvalidInputError: a ``RemoveMessage`` names an unknown id (nothing is written).
         """
-        return self.writing(messages)
+        ids = {m.id for m in messages if m.id is not None}
+        if not ids:
+            return (yield step(self.record, messages))
+        known = yield step(self.seqs_of, ids - {REMOVE_ALL_MESSAGES})
+        last = None
+        if REMOVE_ALL_MESSAGES in ids:
+            newest = yield step(self.entries, last=1)
+            last = newest[-1].seq if newest else None
+        items = planned(messages, known, last=last, session=self.session_id)
+        return (yield from self._recording(items))
 
     write, awrite = twins(_write_steps)
+    writing = _write_steps  # the steps, for a memory's own loop
 
     def _delete_steps(self, refs: Sequence[MessageRef], /) -> Steps[list[int]]:
         """Remove messages named by id or seq, and the tool results or calls they would orphan.
@@ -433,9 +397,11 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         Raises:
             InvalidInputError: a name matches no shown message (nothing is written).
         """
-        return self.deleting(refs)
+        targets = yield from self._resolving(refs)
+        return (yield from self._recording([NewEdit(seq) for seq in sorted(set(targets))]))
 
     delete, adelete = twins(_delete_steps)
+    deleting = _delete_steps  # the steps, for a memory's own loop
 
     def _replace_steps(self, ref: MessageRef, message: BaseMessage, /) -> Steps[list[int]]:
         """Show ``message`` in place of the message named by id or seq (it keeps the old id).
@@ -444,9 +410,25 @@ class ChatHistory(BaseChatMessageHistory, ABC):
             InvalidInputError: the name matches no shown message, or ``message``
                 is not a message (nothing is written).
         """
-        return self.replacing(ref, message)
+        if not isinstance(message, BaseMessage) or isinstance(message, RemoveMessage):
+            raise InvalidInputError(
+                f"The new message must be a LangChain message (not RemoveMessage); got "
+                f"{message!r:.80}. Use delete_messages to remove one."
+            )
+        [target] = yield from self._resolving([ref])
+        if message.id is None:
+            # The replacement keeps the id it replaces (named by it, or read by seq).
+            old_id = (
+                ref
+                if isinstance(ref, str)
+                else (yield step(self.entries, after=target - 1))[0].message.id
+            )
+            if old_id is not None:
+                message = message.model_copy(update={"id": old_id})
+        return (yield from self._recording([NewEdit(target, message)]))
 
     replace, areplace = twins(_replace_steps)
+    replacing = _replace_steps  # the steps, for a memory's own loop
 
     def _keep_last_steps(self, keep: int, /) -> Steps[list[int]]:
         """Remove every message but the last ``keep`` (more when the oldest kept is a tool result).
@@ -454,9 +436,15 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         Raises:
             InvalidInputError: ``keep`` is not a count >= 0.
         """
-        return self.cutting(keep)
+        whole_number(keep, "keep_last's count", hint="messages", error=InvalidInputError)
+        tail = yield from self._reading_tail(keep + 8, lambda tail: _kept_from(tail, keep) > 0)
+        start = _kept_from(tail, keep)
+        if start <= 0:
+            return []
+        return (yield step(self.record, [NewEdit(tail[start - 1].seq, through=True)]))
 
     keep_last, akeep_last = twins(_keep_last_steps)
+    cutting = _keep_last_steps  # the steps, for a memory's own loop
 
     # -- async twins: a thread by default; a native async backend overrides -----
 
