@@ -93,7 +93,7 @@ def _text_only(message: BaseMessage) -> BaseMessage:
 
 
 def _save_exchange_steps(
-    memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], *, tool_messages: bool = True
+    memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], tool_messages: bool = True
 ) -> Steps[bool]:
     """Save one agent turn to a memory; False when it has no human message or no answer.
 
@@ -103,21 +103,16 @@ def _save_exchange_steps(
         tool_messages: store AI tool calls and tool results in chat memories too;
             False keeps only the user's message and the final answer.
     """
-    return saving_exchange(memory, exchange, tool_messages)
-
-
-save_exchange, asave_exchange = twins(_save_exchange_steps)
-
-
-def saving_exchange(
-    memory: LangChainBaseMemory, exchange: Sequence[BaseMessage], tool_messages: bool
-) -> Steps[bool]:
-    """Steps of :func:`save_exchange`."""
     pair = _input_and_answer(exchange)
     if pair is None:
         return False
     yield from saving_messages(memory, list(exchange) if tool_messages else list(pair))
     return True
+
+
+save_exchange, asave_exchange = twins(_save_exchange_steps)
+saving_exchange = _save_exchange_steps
+"""The steps of :func:`save_exchange`, for a loop of one's own."""
 
 
 def saving_messages(memory: LangChainBaseMemory, messages: list[BaseMessage]) -> Steps[None]:
@@ -137,9 +132,17 @@ def saving_messages(memory: LangChainBaseMemory, messages: list[BaseMessage]) ->
             yield step(member.save_context, *_save_context_args(member, messages[0], messages[-1]))
 
 
-def editing_messages(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) -> Steps[int]:
-    """Steps of :func:`apply_message_edits`: each chat log takes them through
-    ``save_messages`` (its derived state follows), once per shared history."""
+def _apply_message_edits_steps(
+    memory: LangChainBaseMemory, edits: Sequence[BaseMessage]
+) -> Steps[int]:
+    """Apply edits (``RemoveMessage``, replacements by id) to every chat log in ``memory``.
+
+    Each takes them through ``save_messages`` (its derived state follows), once per shared
+    history. Returns how many memories took them (0: none keeps a chat log).
+
+    Raises:
+        InvalidInputError: a ``RemoveMessage`` names an id no message has.
+    """
     done = 0
     for save in saves_of(memory):
         member = save.memory
@@ -155,6 +158,11 @@ def editing_messages(memory: LangChainBaseMemory, edits: Sequence[BaseMessage]) 
     return done
 
 
+apply_message_edits, aapply_message_edits = twins(_apply_message_edits_steps)
+editing_messages = _apply_message_edits_steps
+"""The steps of :func:`apply_message_edits`, for a loop of one's own."""
+
+
 def _editing_documents(memory: Any, edits: Sequence[BaseMessage]) -> Steps[None]:
     """Edits for a memory that keeps documents of messages (a vector memory).
 
@@ -167,22 +175,6 @@ def _editing_documents(memory: Any, edits: Sequence[BaseMessage]) -> Steps[None]
     for message in edits:
         if not isinstance(message, RemoveMessage) and message.id is not None:
             yield step(memory.edit_message, message.id, message)
-
-
-def _apply_message_edits_steps(
-    memory: LangChainBaseMemory, edits: Sequence[BaseMessage]
-) -> Steps[int]:
-    """Apply edits (``RemoveMessage``, replacements by id) to every chat log in ``memory``.
-
-    Returns how many memories took them (0: none keeps a chat log).
-
-    Raises:
-        InvalidInputError: a ``RemoveMessage`` names an id no message has.
-    """
-    return editing_messages(memory, edits)
-
-
-apply_message_edits, aapply_message_edits = twins(_apply_message_edits_steps)
 
 
 @dataclass(frozen=True)
@@ -241,14 +233,6 @@ def _from_variables(
     return view
 
 
-def _prefixes(memory: LangChainBaseMemory) -> tuple[str, str]:
-    return getattr(memory, "human_prefix", "Human"), getattr(memory, "ai_prefix", "AI")
-
-
-def _query_inputs(memory: LangChainBaseMemory, query: str) -> dict[str, Any]:
-    return {getattr(memory, "input_key", None) or "input": query}
-
-
 def _view_memory_steps(
     memory: LangChainBaseMemory, query: str, *, as_messages: bool
 ) -> Steps[MemoryView]:
@@ -272,8 +256,10 @@ def _viewing(leaves: list[LangChainBaseMemory], query: str, as_messages: bool) -
         if as_messages and keeps_chat_log(leaf):
             view += _from_messages(leaf.memory_key, (yield step(leaf.load_messages)))
         else:
-            variables = yield step(leaf.load_memory_variables, _query_inputs(leaf, query))
-            view += _from_variables(variables, as_messages, *_prefixes(leaf))
+            inputs = {getattr(leaf, "input_key", None) or "input": query}
+            variables = yield step(leaf.load_memory_variables, inputs)
+            prefixes = getattr(leaf, "human_prefix", "Human"), getattr(leaf, "ai_prefix", "AI")
+            view += _from_variables(variables, as_messages, *prefixes)
     return view
 
 

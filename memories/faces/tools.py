@@ -381,8 +381,7 @@ def _relation_tools(memory_for: Callable[[RunnableConfig], Any]) -> list[BaseToo
 
     def entity_knowledge(entity: str, depth: int = 1, *, config: RunnableConfig) -> str:
         """The facts known about an entity, and up to ``depth`` hops beyond it."""
-        if not 1 <= depth <= 3:
-            raise ToolException("depth must be 1, 2 or 3.")
+        _in_range(depth, "depth", 3)
         _bounded(MAX_NAME, entity=entity)
         graph = memory_for(config).knowledge_store
         with _told_to_the_model():

@@ -391,3 +391,13 @@ def test_the_inspector_never_creates_a_missing_chroma_folder(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match="the folder does not exist"):
         Inspector(config).overview()
     assert not folder.exists()
+
+
+@pytest.mark.parametrize("k", [2.5, True, None])
+def test_a_search_from_python_takes_k_as_a_whole_number_only(inspector: Inspector, k: Any) -> None:
+    # the page parses k from digits; from Python, 2.5 and True reached the stores and None
+    # was a TypeError
+    from memories.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match=r"^k must be a whole number from 1 to 50"):
+        inspector.search("users.maya", "tea", k=k)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -18,6 +18,7 @@ from langchain_core.messages import BaseMessage
 from memories.faces.server.errors import NotFound
 from memories.kernel.messages import message_text
 from memories.kernel.namespaces import Namespace
+from memories.kernel.times import utc
 from memories.long_term.collection.rows import memory_id
 from memories.long_term.entity_graph import Entity, EntityMemory, Relation
 from memories.stores.entities.temporal_graph import ENTITY_PREFIX, Graph
@@ -46,7 +47,7 @@ def when(seconds: float | None) -> str | None:
     """A Unix time as an ISO string (UTC), for people and scripts alike."""
     if seconds is None:
         return None
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
+    return utc(seconds).isoformat(timespec="seconds")
 
 
 def page_of(number: int, size: int, total: int) -> dict[str, Any]:

@@ -449,8 +449,7 @@ class Inspector:
         neighbour parts (None from a backend that does not give them).
         """
         query = _checked_text(query, "query")
-        if not 1 <= k <= MAX_RESULTS:
-            raise InvalidInputError(f"k must be between 1 and {MAX_RESULTS}, got {k}.")
+        k = whole_number(k, "k", lowest=1, highest=MAX_RESULTS)
         namespace = self._known(text)
         chosen = [(i, m) for i, m in self._namespaced() if capabilities_of(m).searchable]
         if memory_id is not None:

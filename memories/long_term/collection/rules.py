@@ -73,22 +73,19 @@ def with_score(record: MemoryRecord, score: float) -> MemoryRecord:
 
 
 def versions(changes: Sequence[ProfileChange]) -> list[MemoryVersion]:
-    versions = []
-    for i, change in enumerate(changes):
-        ended = changes[i + 1].created_at if i + 1 < len(changes) else None
-        document = change.document or {}
-        versions.append(
-            MemoryVersion(
-                version=change.version or 0,
-                kind=change.kind,
-                content=document.get("content"),
-                metadata=dict(document.get("metadata") or {}),
-                valid_from=utc(change.created_at),
-                invalid_at=None if ended is None else utc(ended),
-                turns=change.turns,
-            )
+    """Each change as a version, valid until the next one."""
+    return [
+        MemoryVersion(
+            version=change.version or 0,
+            kind=change.kind,
+            content=(change.document or {}).get("content"),
+            metadata=dict((change.document or {}).get("metadata") or {}),
+            valid_from=utc(change.created_at),
+            invalid_at=None if after is None else utc(after.created_at),
+            turns=change.turns,
         )
-    return versions
+        for change, after in zip(changes, [*changes[1:], None], strict=True)
+    ]
 
 
 def current_at(changes: Sequence[tuple[str, ProfileChange]], when: float) -> list[MemoryRecord]:

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from langchain_core.messages import SystemMessage
+from langchain_core.prompts import BasePromptTemplate
 from pydantic import Field, field_validator
 
 from memories.errors import ConfigError, LLMError
@@ -110,13 +111,6 @@ class ConversationKGMemory(QueuedUpdates):
     def _state_parameters(self) -> dict[str, Any]:
         return {"kg_updates": 1}
 
-    def to_config(self) -> dict[str, Any]:
-        """The config; an in-memory graph is the default and not written."""
-        config = super().to_config()
-        if config.get("kg") == {"type": "memory"}:
-            del config["kg"]
-        return config
-
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "summary_message_cls":
             return super()._config_value(name, message_class_config(value))
@@ -131,30 +125,23 @@ class ConversationKGMemory(QueuedUpdates):
 
     def get_current_entities(self, input_string: str) -> list[str]:
         """The entities the model finds in ``input_string`` (LangChain's method)."""
-        entities: list[str] = self._run(self._entities(input_string), write=False)
-        return entities
+        asked = self._asked(self.entity_extraction_prompt, input_string)
+        return parse_entities(self._run(asked, write=False))
 
     def get_knowledge_triplets(self, input_string: str) -> list[KnowledgeTriple]:
         """The triples the model finds in ``input_string`` (LangChain's method; nothing stored)."""
-        triples: list[KnowledgeTriple] = self._run(self._triples(input_string), write=False)
-        return triples
+        asked = self._asked(self.knowledge_extraction_prompt, input_string)
+        return parse_triples(self._run(asked, write=False))
 
-    def _entities(self, text: str) -> Steps[list[str]]:
-        history = self._buffer((yield from self._window()))
-        output = yield from self._asking(self.entity_extraction_prompt, history=history, input=text)
-        return parse_entities(output)
-
-    def _triples(self, text: str) -> Steps[list[KnowledgeTriple]]:
-        history = self._buffer((yield from self._window()))
-        output = yield from self._asking(
-            self.knowledge_extraction_prompt, history=history, input=text
-        )
-        return parse_triples(output)
+    def _asked(self, prompt: BasePromptTemplate, text: str) -> Steps[str]:
+        """The model's reply to ``prompt`` on ``text``, the window as history."""
+        return (yield from self._asking(prompt, **(yield from self._job(text))))
 
     def _load_memory_variables_steps(self, inputs: Mapping[str, Any]) -> Steps[dict[str, Any]]:
         """What the graph knows about the entities the input names (one model call)."""
         try:
-            entities = yield from self._entities(input_text_for(self, inputs))
+            text = input_text_for(self, inputs)
+            entities = parse_entities((yield from self._asked(self.entity_extraction_prompt, text)))
         except LLMError as exc:
             self._unanswered(
                 "extracting the entities of the input", exc, "showing no knowledge this turn"
@@ -173,13 +160,11 @@ class ConversationKGMemory(QueuedUpdates):
         return {self.memory_key: context}
 
     def _job(self, text: str) -> Steps[Job]:
-        window = yield from self._window()
-        return {"input": text, "history": self._buffer(window)}
+        """The prompts' values: ``text`` as ``input``, the window as ``history``."""
+        return {"input": text, "history": self._buffer((yield from self._window()))}
 
     def _advancing(self, job: Job) -> Steps[tuple[Job | None, list[Step]]]:
-        output = yield from self._asking(
-            self.knowledge_extraction_prompt, history=job["history"], input=job["input"]
-        )
+        output = yield from self._asking(self.knowledge_extraction_prompt, **job)
         return None, [step(self.knowledge_store.add_triple, t) for t in parse_triples(output)]
 
     def _clear_steps(self) -> Steps[None]:

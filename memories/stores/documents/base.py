@@ -10,7 +10,7 @@ from langchain_core.messages import BaseMessage
 
 from memories.errors import BackendError, InvalidInputError
 from memories.kernel.namespaces import Namespace, as_namespace
-from memories.kernel.steps import Steps, step, to_thread, twins
+from memories.kernel.steps import Steps, blocking_twin, step, twins
 from memories.stores.documents.records import (
     MAX_WRITE_TRIES,
     AddPending,
@@ -67,9 +67,7 @@ class BaseProfileStore(ABC):
     def batch(self, ops: Sequence[Op], /) -> list[Any]:
         """Perform ``ops`` in order; their results, in the same order."""
 
-    async def abatch(self, ops: Sequence[Op], /) -> list[Any]:
-        """Async :meth:`batch`: by default the same call on a worker thread."""
-        return await to_thread(self.batch, ops)
+    abatch = blocking_twin(batch)
 
     def _one(self, op: Op) -> Any:
         return self.batch([op])[0]
@@ -120,11 +118,7 @@ class BaseProfileStore(ABC):
                 self.delete(namespace, key)
         return held
 
-    async def adelete_expired(
-        self, namespace: Namespace, keys: Sequence[str], ledger: ExpiryLedger, /, *, now: float
-    ) -> list[str]:
-        """Async :meth:`delete_expired`."""
-        return await to_thread(self.delete_expired, namespace, keys, ledger, now=now)
+    adelete_expired = blocking_twin(delete_expired)
 
     def _joined(self, ledger: ExpiryLedger) -> Database | None:
         """This store's database when ``ledger``'s table is in it (None: elsewhere, or not SQL)."""

@@ -119,12 +119,12 @@ class RedisEntityStore(EntityStore):
     def _versions_key(self, entity: str) -> str:
         return self._versions_prefix + entity
 
-    @property
-    def _kept(self) -> int | None:
-        """How long the session's index must be kept: as long as its longest-kept entity."""
-        if self.ttl is None:  # entities written are kept until deleted: so is the index
-            return None
-        return max(self.ttl, self.recall_ttl or self.ttl)
+    def _keep_session(self, pipe: Any) -> None:
+        """Queue the time to live of the session's index and counter: its longest-kept
+        entity's (none while entities written are kept until deleted)."""
+        kept = None if self.ttl is None else max(self.ttl, self.recall_ttl or self.ttl)
+        for key in (self._index_key, self._seq_key):
+            self._keep(pipe, key, kept)
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -165,8 +165,7 @@ class RedisEntityStore(EntityStore):
         with self._translated(), self._client.pipeline(transaction=True) as pipe:
             pipe.lindex(versions, -1)
             pipe.expire(versions, self.recall_ttl)
-            self._keep(pipe, self._index_key, self._kept)
-            self._keep(pipe, self._seq_key, self._kept)
+            self._keep_session(pipe)
             stored = pipe.execute()[0]
         value = None if stored is None else self._version(key, stored).value
         return default if value is None else value
@@ -181,8 +180,7 @@ class RedisEntityStore(EntityStore):
                 pipe.zadd(self._index_key, {entity: number})
                 self._keep(pipe, key, self.ttl)
             pipe.set(self._seq_key, seq + len(versions))
-            self._keep(pipe, self._index_key, self._kept)
-            self._keep(pipe, self._seq_key, self._kept)
+            self._keep_session(pipe)
 
         self._transaction(queue, keys=[self._versions_key(entity) for entity, _ in versions])
 

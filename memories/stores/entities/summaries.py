@@ -252,9 +252,6 @@ class SQLiteEntityStore(SQLEntityStore):
         return {"type": self.config_type, "db_file": db_file, "session_id": self.session_id}
 
 
-_LANGCHAIN_METHODS = ("get", "set", "delete", "exists", "clear")
-
-
 class LangChainEntityStore(EntityStore):
     """Any store with LangChain's ``BaseEntityStore`` interface, as the memory drives it.
 
@@ -343,7 +340,7 @@ def as_entity_store(value: Any, /) -> EntityStore:
         value,
         EntityStore,
         create_entity_store,
-        _LANGCHAIN_METHODS,
+        ("get", "set", "delete", "exists", "clear"),
         LangChainEntityStore,
         "entity_store must be an entity store (memories' InMemoryEntityStore, SQLEntityStore, "
         "SQLiteEntityStore, RedisEntityStore, or one of LangChain's with get/set/delete/exists/"

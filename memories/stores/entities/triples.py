@@ -268,8 +268,6 @@ GRAPH_TYPES: dict[str, type[EntityGraph]] = {
     "sql": SQLEntityGraph,
 }
 
-_NETWORKX_METHODS = ("add_triple", "get_entity_knowledge", "clear")
-
 
 def networkx_graph() -> Any:
     """LangChain's ``NetworkxEntityGraph``, the graph config ``{"type": "networkx"}``.
@@ -299,7 +297,7 @@ def as_entity_graph(value: Any, /) -> Any:
         value,
         EntityGraph,
         _graph_from_config,
-        _NETWORKX_METHODS,
+        ("add_triple", "get_entity_knowledge", "clear"),
         lambda graph: graph,  # the memory keeps LangChain's graph as given
         "kg must be a knowledge graph (memories' InMemoryEntityGraph or SQLEntityGraph, or "
         "LangChain's NetworkxEntityGraph) or a config dict such as {'type': 'sql', 'url': "
