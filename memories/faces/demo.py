@@ -425,26 +425,25 @@ class _Timing:
         self.tokens_per_load: list[int] = []
 
     def wrap(self, memory: BaseMemory) -> BaseMemory:
-        save, load = memory.save_context, memory.load_memory_variables
+        def timed(method: Callable[..., Any]) -> Callable[..., Any]:
+            def call(*args: Any) -> Any:
+                start = time.perf_counter()
+                try:
+                    return method(*args)
+                finally:
+                    self.seconds += time.perf_counter() - start
 
-        def timed_save(inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-            start = time.perf_counter()
-            try:
-                save(inputs, outputs)
-            finally:
-                self.seconds += time.perf_counter() - start
+            return call
+
+        load = timed(memory.load_memory_variables)
 
         def timed_load(inputs: dict[str, Any]) -> dict[str, Any]:
-            start = time.perf_counter()
-            try:
-                self.last_loaded = load(inputs)
-            finally:
-                self.seconds += time.perf_counter() - start
+            self.last_loaded = load(inputs)
             text = _injected_text(self.last_loaded)
             self.tokens_per_load.append(self.counter([HumanMessage(text)]) if text else 0)
             return self.last_loaded
 
-        object.__setattr__(memory, "save_context", timed_save)
+        object.__setattr__(memory, "save_context", timed(memory.save_context))
         object.__setattr__(memory, "load_memory_variables", timed_load)
         return memory
 

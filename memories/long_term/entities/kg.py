@@ -111,13 +111,6 @@ class ConversationKGMemory(QueuedUpdates):
     def _state_parameters(self) -> dict[str, Any]:
         return {"kg_updates": 1}
 
-    def to_config(self) -> dict[str, Any]:
-        """The config; an in-memory graph is the default and not written."""
-        config = super().to_config()
-        if config.get("kg") == {"type": "memory"}:
-            del config["kg"]
-        return config
-
     def _config_value(self, name: str, value: Any) -> Any:
         if name == "summary_message_cls":
             return super()._config_value(name, message_class_config(value))

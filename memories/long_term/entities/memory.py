@@ -118,8 +118,6 @@ class ConversationEntityMemory(QueuedUpdates):
         """The config, without ``entity_cache`` (state, not configuration)."""
         config = super().to_config()
         config.pop("entity_cache", None)
-        if config.get("entity_store") == {"type": "memory"}:
-            del config["entity_store"]
         return config
 
     def _config_value(self, name: str, value: Any) -> Any:

@@ -70,6 +70,14 @@ class QueuedUpdates(ModelMemory, ChatMemory):
         """The fields typed :data:`~memories.long_term.entities.prompts.PromptField`."""
         return [name for name, field in cls.model_fields.items() if PROMPT_CHECK in field.metadata]
 
+    def to_config(self) -> dict[str, Any]:
+        """The config; an in-memory store or graph (the default) is not written."""
+        config = super().to_config()
+        for name in self.session_stores:
+            if config.get(name) == {"type": "memory"}:
+                del config[name]
+        return config
+
     def _config_value(self, name: str, value: Any) -> Any:
         if name in self._prompt_fields():
             template = prompt_config(value)
