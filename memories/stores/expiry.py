@@ -187,8 +187,7 @@ class ExpiryLedger:
             .group_by(t.c.namespace)
         )
         with self._db.transaction() as connection:
-            rows = connection.execute(query).all()
-        return {tuple(json.loads(row[0])): int(row[1]) for row in rows}
+            return {tuple(json.loads(ns)): int(n) for ns, n in connection.execute(query)}
 
     def _expired_where(
         self,

@@ -474,8 +474,7 @@ class ProfileStore(BaseProfileStore):
             .offset(op.offset)
         )
         with self._db.transaction() as connection:
-            rows = connection.execute(query).all()
-        return [_item(row) for row in rows]
+            return [_item(row) for row in connection.execute(query)]
 
     def _list_namespaces(self, op: records.ListNamespaces) -> list[Namespace]:
         t = store_table
