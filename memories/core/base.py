@@ -81,10 +81,9 @@ class BaseMemory(LangChainBaseMemory):
             for method in (name, "a" + name):
                 if method in vars(cls):
                     setattr(cls, method, _traced(vars(cls)[method], name))
-        if "status" in vars(cls):
-            setattr(cls, "status", _accounted(vars(cls)["status"]))  # noqa: B010
-        if "astatus" in vars(cls):
-            setattr(cls, "astatus", _aaccounted(vars(cls)["astatus"]))  # noqa: B010
+        for name in ("status", "astatus"):
+            if name in vars(cls):
+                setattr(cls, name, _accounted(vars(cls)[name]))
 
     @model_validator(mode="before")
     @classmethod
@@ -359,23 +358,22 @@ def _traced(method: Any, name: str) -> Any:
 
 
 def _accounted(method: Any) -> Any:
-    """``status`` with the memory's usage, and why its pending work waits (a spent budget)."""
+    """``status`` (or ``astatus``) with the memory's usage, and why its pending work waits."""
+
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def astatus(self: BaseMemory) -> Any:
+            # The budget's look may reach a database: on a worker thread.
+            return await to_thread(_with_accounts, self, await method(self))
+
+        return astatus
 
     @functools.wraps(method)
     def status(self: BaseMemory) -> Any:
         return _with_accounts(self, method(self))
 
     return status
-
-
-def _aaccounted(method: Any) -> Any:
-    """Async :func:`_accounted` (the budget's look may reach a database: on a worker thread)."""
-
-    @functools.wraps(method)
-    async def astatus(self: BaseMemory) -> Any:
-        return await to_thread(_with_accounts, self, await method(self))
-
-    return astatus
 
 
 def _with_accounts(memory: BaseMemory, result: Any) -> Any:

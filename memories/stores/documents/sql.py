@@ -394,15 +394,11 @@ class ProfileStore(BaseProfileStore):
             query = query.where(t.c.version == op.version)
         if op.failed is not None:
             query = query.where(t.c.version.is_(None) if op.failed else t.c.version.is_not(None))
-        if op.last is not None:
-            query = query.order_by(t.c.id.desc()).limit(op.last)
-        else:
-            query = query.order_by(t.c.id)
+        newest = op.last is not None  # the last ones: read newest first, then put in order
+        query = query.order_by(t.c.id.desc() if newest else t.c.id).limit(op.last)
         with self._db.transaction() as connection:
-            rows = list(connection.execute(query).all())
-        if op.last is not None:
-            rows.reverse()
-        return [_change(row) for row in rows]
+            rows = connection.execute(query).all()
+        return [_change(row) for row in (rows[::-1] if newest else rows)]
 
     def _add_pending(self, op: records.AddPending) -> int:
         row = {

@@ -69,6 +69,9 @@ class SQLEntityLog(EntityLog):
         table: the log (:func:`session_log`).
     """
 
+    #: What :meth:`held` calls the log's rows.
+    rows_held: ClassVar[str]
+
     def __init__(self, url: str | None, session_id: str, table: sa.Table) -> None:
         self.url = url or default_sqlite_url()
         self.session_id = non_empty_text(session_id, "session_id")
@@ -86,10 +89,10 @@ class SQLEntityLog(EntityLog):
         with self._db.transaction(write=True) as connection:
             connection.execute(self._table.insert(), rows)
 
-    def _count(self) -> int:
-        """How many rows this session has (a COUNT: the log is not read)."""
+    def held(self) -> dict[str, int]:
+        """Every row of the session's log, deletions included (a COUNT: the log is not read)."""
         with self._db.transaction() as connection:
-            return count_rows(connection, self._table, self._mine())
+            return {self.rows_held: count_rows(connection, self._table, self._mine())}
 
     def _erase(self) -> None:
         """Delete every row of this session."""

@@ -183,6 +183,7 @@ class SQLEntityStore(SQLEntityLog, EntityStore):
     """
 
     config_type: ClassVar[str] = "sql"
+    rows_held: ClassVar[str] = "entity versions"
 
     def __init__(self, url: str | None = None, *, session_id: str = DEFAULT_ENTITY_SESSION) -> None:
         super().__init__(url, session_id, entity_versions_table)
@@ -225,10 +226,6 @@ class SQLEntityStore(SQLEntityLog, EntityStore):
 
     def purge(self) -> None:
         self._erase()
-
-    def held(self) -> dict[str, int]:
-        """Every version of every entity of the session, deletions included."""
-        return {"entity versions": self._count()}
 
 
 class SQLiteEntityStore(SQLEntityStore):

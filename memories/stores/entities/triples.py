@@ -205,6 +205,7 @@ class SQLEntityGraph(SQLEntityLog, EntityGraph):
     """
 
     config_type: ClassVar[str] = "sql"
+    rows_held: ClassVar[str] = "graph changes"
 
     def __init__(self, url: str | None = None, *, session_id: str = "default") -> None:
         super().__init__(url, session_id, graph_changes_table)
@@ -234,9 +235,6 @@ class SQLEntityGraph(SQLEntityLog, EntityGraph):
 
     def clear(self) -> None:
         self._erase()
-
-    def held(self) -> dict[str, int]:
-        return {"graph changes": self._count()}
 
 
 class LangChainEntityGraph:

@@ -571,10 +571,8 @@ def select_entries(log: Sequence[_Record], after: int | None, last: int | None) 
     """Apply :meth:`ChatHistory.entries`' filters to log records held in order in memory."""
     if last is not None:
         whole_number(last, "last", error=InvalidInputError)
-    start = 0
-    if after is not None:
-        # seqs are increasing: binary search for the first entry past `after`.
-        start = bisect.bisect_right(log, after, key=attrgetter("seq"))
+    # seqs are increasing: binary search for the first entry past `after`.
+    start = 0 if after is None else bisect.bisect_right(log, after, key=attrgetter("seq"))
     if last is not None:
         start = max(start, len(log) - last)
     return list(log[start:])

@@ -30,8 +30,7 @@ def fold(entries: Iterable[Entry], edits: Iterable[Edit]) -> list[Entry]:
     shown = {entry.seq: entry for entry in entries}
     for edit in sorted(edits, key=attrgetter("seq")):
         if edit.through:
-            for seq in [s for s in shown if s <= edit.target]:
-                del shown[seq]
+            shown = {seq: entry for seq, entry in shown.items() if seq > edit.target}
         elif edit.target in shown:
             if edit.message is None:
                 del shown[edit.target]
@@ -59,13 +58,10 @@ def current_ids(records: Iterable[Entry | Edit], ids: Iterable[str]) -> dict[str
             if record.message.id in wanted:
                 found[record.message.id] = record.seq
             continue
-        changed = {i for i, seq in found.items() if seq == record.target}
-        if record.through:
-            changed = {i for i, seq in found.items() if seq <= record.target}
-        for message_id in changed:
-            del found[message_id]
-        if record.message is not None and record.message.id in wanted and not record.through:
-            found[record.message.id] = record.target
+        through, target = record.through, record.target
+        found = {i: seq for i, seq in found.items() if (seq > target if through else seq != target)}
+        if record.message is not None and record.message.id in wanted and not through:
+            found[record.message.id] = target
     return found
 
 

@@ -129,11 +129,7 @@ class RecallConfig:
     def overrides(self) -> dict[str, Any]:
         """The settings that differ from the defaults (a config's short form)."""
         defaults = RecallConfig()
-        return {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if getattr(self, f.name) != getattr(defaults, f.name)
-        }
+        return {name: v for name, v in self.to_dict().items() if v != getattr(defaults, name)}
 
     @classmethod
     def coerce(cls, value: Any, /) -> RecallConfig:
