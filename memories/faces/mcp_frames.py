@@ -58,15 +58,12 @@ class Answering:
             item = await take()
             if not isinstance(item, Exception):
                 return item
-            await self._answer(item)
+            error = refusal(item)
+            _log.warning("memories mcp: refused a frame: %s", error.error.message)
+            await self._write.send(SessionMessage(error))
 
     def __aiter__(self) -> Answering:
         return self
-
-    async def _answer(self, problem: Exception) -> None:
-        error = refusal(problem)
-        _log.warning("memories mcp: refused a frame: %s", error.error.message)
-        await self._write.send(SessionMessage(error))
 
     async def aclose(self) -> None:
         await self._read.aclose()

@@ -104,8 +104,11 @@ def _checked(memory: Any, kind: type[M], function: str) -> M:
 
 
 def _tools(*functions: Callable[..., str]) -> list[BaseTool]:
-    """Each function as a tool whose errors go back to the model (:func:`_answer`)."""
-    return [StructuredTool.from_function(f, handle_tool_error=_answer) for f in functions]
+    """Each function as a tool whose errors go back to the model, as ``"Error: ..."``."""
+    return [
+        StructuredTool.from_function(f, handle_tool_error=lambda error: f"Error: {error}")
+        for f in functions
+    ]
 
 
 def _in_range(value: int, what: str, most: int, *, least: int = 1) -> None:
@@ -500,7 +503,3 @@ def _graph_tools(per_run: _PerRun[EntityMemory]) -> list[BaseTool]:
         return json.dumps({"entities": entities, "relations": relations}, ensure_ascii=False)
 
     return _tools(manage_entity, manage_relation, search_entities)
-
-
-def _answer(error: ToolException) -> str:
-    return f"Error: {error}"

@@ -302,35 +302,26 @@ def carried(job: Callable[[], object], /) -> Callable[[], object]:
     return carried_job
 
 
-@dataclass(slots=True)
 class Call:
     """One call in progress: what it reports (tokens, a retry) before it ends, and its span."""
 
-    span: Any
-    failures: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    unmetered: int = 0
-    seconds: float = 0.0
-    retries: int = 0
+    __slots__ = ("counters", "span")
+
+    def __init__(self, span: Any) -> None:
+        self.span = span
+        self.counters: dict[str, Any] = {"calls": 1}
+        """This call's :class:`ModelUsage` counters set so far, by name."""
 
     def set(self, **counters: float) -> None:
         """Set counters of this call's record (``input_tokens=``, ``retries=``...)."""
-        for name, value in counters.items():
-            setattr(self, name, value)
+        if unknown := counters.keys() - _USAGE_FIELDS:
+            raise TypeError(f"A call has no counter {sorted(unknown)}; it has {_USAGE_FIELDS}.")
+        self.counters.update(counters)
 
     @property
     def usage(self) -> ModelUsage:
         """This call's record so far."""
-        return ModelUsage(
-            1,
-            self.failures,
-            self.input_tokens,
-            self.output_tokens,
-            self.unmetered,
-            self.seconds,
-            self.retries,
-        )
+        return ModelUsage(**self.counters)
 
     def attribute(self, name: str, value: Any) -> None:
         """Set an attribute of this call's span (nothing without tracing)."""
@@ -361,11 +352,11 @@ def measured(
     try:
         yield call
     except BaseException as exc:
-        call.failures = 1
+        call.counters["failures"] = 1
         call.attribute("error.type", type(exc).__qualname__)
         raise
     finally:
-        call.seconds = time.perf_counter() - started
+        call.counters["seconds"] = time.perf_counter() - started
         if target is not None:
             target.record(kind, current_namespace(), call.usage)
         if span is not None:

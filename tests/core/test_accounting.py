@@ -41,6 +41,7 @@ from memories.kernel.accounting import (
     InProcessSpending,
     Ledger,
     ModelUsage,
+    measured,
 )
 from memories.testing import ScriptedChatModel
 
@@ -556,3 +557,14 @@ def test_in_process_spending_keeps_the_most_recently_counted_namespaces() -> Non
     spending.add_tokens("c", 0, 7)
     assert [spending.spent(n, 0) for n in ("a", "b", "c")] == [(2, 0), (0, 0), (1, 7)]
     assert spending.spent("a", 60) == (0, 0)  # another period starts from nothing
+
+
+def test_a_call_records_what_it_sets_and_refuses_a_counter_it_has_not() -> None:
+    ledger = Ledger()
+    with measured("model", "chat", ledger=ledger) as call:
+        call.set(input_tokens=3, output_tokens=4, retries=1)
+        with pytest.raises(TypeError, match=r"no counter \['tokens'\]"):
+            call.set(tokens=7)
+    usage = ledger.total("model")
+    assert (usage.calls, usage.input_tokens, usage.output_tokens, usage.retries) == (1, 3, 4, 1)
+    assert usage.failures == 0 and usage.seconds > 0

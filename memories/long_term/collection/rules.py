@@ -84,7 +84,7 @@ def versions(changes: Sequence[ProfileChange]) -> list[MemoryVersion]:
             invalid_at=None if after is None else utc(after.created_at),
             turns=change.turns,
         )
-        for change, after in zip(changes, [*changes[1:], None], strict=True)
+        for change, after in zip(changes, [*changes[1:], None], strict=False)
     ]
 
 
