@@ -315,6 +315,8 @@ class BaseMemory(LangChainBaseMemory):
             return value
         if isinstance(value, list | tuple) and all(isinstance(v, str | int | float) for v in value):
             return list(value)
+        if isinstance(value, Mapping):  # a dict of options (llm_kwargs, filter, metadata, prompts)
+            return dict(value)
         raise ConfigError(
             f"{type(self).__name__}.{name} = {value!r:.80} has no config form. "
             "Give it by name (a string) or build this memory in code."

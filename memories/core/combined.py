@@ -220,9 +220,6 @@ class SimpleMemory(_WritesNothing):
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         return dict(self.memories)
 
-    def _config_value(self, name: str, value: Any) -> Any:
-        return dict(value) if name == "memories" else super()._config_value(name, value)
-
 
 def _member_config(memory: LangChainBaseMemory) -> dict[str, Any]:
     if isinstance(memory, BaseMemory):

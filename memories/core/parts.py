@@ -133,8 +133,6 @@ class ModelMemory(BaseMemory):
                 "Pass the model by name, e.g. llm='openai:gpt-4o-mini' with llm_kwargs or "
                 "'llamacpp:/path.gguf', or build this memory in code."
             )
-        if name == "llm_kwargs":
-            return dict(value)
         return super()._config_value(name, value)
 
 

@@ -183,11 +183,6 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
         memory.add_examples(examples, progress=progress)
         return memory
 
-    def _config_value(self, name: str, value: Any) -> Any:
-        if name == "filter":
-            return dict(value)
-        return super()._config_value(name, value)
-
     # -- adding examples ------------------------------------------------------
 
     def _add_example_steps(

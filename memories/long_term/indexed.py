@@ -149,8 +149,6 @@ class IndexedMemory(BaseMemory, Sweeps):
     def _config_value(self, name: str, value: Any) -> Any:
         if isinstance(value, RecallConfig):
             return value.overrides()
-        if name == "metadata":
-            return dict(value)
         return super()._config_value(name, value)
 
     def model_post_init(self, context: Any, /) -> None:

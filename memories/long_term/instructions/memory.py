@@ -175,11 +175,6 @@ class InstructionsMemory(ExpiringDocumentMemory):
                 )
         super().model_post_init(context)
 
-    def _config_value(self, name: str, value: Any) -> Any:
-        if name == "prompts":
-            return dict(value)
-        return super()._config_value(name, value)
-
     def _current(self, item: ProfileItem | None) -> dict[str, str]:
         return dict(current(item).get("prompts") or self.prompts)
 
