@@ -64,9 +64,11 @@ class LRU(Generic[K, V]):
 class Built(LRU[K, V]):
     """An :class:`LRU` of values built on first use; one dropped past the limit is closed.
 
-    Builds run one at a time (two first uses of a key build one value); ``close``
-    (a memory's, writing its deferred work) runs after, outside the lock. A value
-    ``keeps`` refuses is handed out and not kept.
+    Two first uses of a key build one value; a build holds up only the uses of
+    its own key, never a kept value or another key's build (a factory waiting on
+    a server blocks nobody else). ``close`` (a memory's, writing its deferred
+    work) runs after the build, outside any lock. A value ``keeps`` refuses is
+    handed out and not kept.
     """
 
     def __init__(
@@ -78,20 +80,34 @@ class Built(LRU[K, V]):
     ) -> None:
         super().__init__(limit, locked=True)
         self._close, self._keeps = close, keeps
-        self._building = threading.Lock()
+        self._guard = threading.Lock()
+        self._building: dict[K, threading.Lock] = {}
 
     def built(self, key: K, build: Callable[[], V]) -> V:
         """The value of ``key``, built now if it has none."""
-        with self._building:
-            if (found := self.get(key)) is not None:
-                return found
-            value = build()
-            dropped = self.put(key, value) if self._keeps(value) else []
+        if (found := self.get(key)) is not None:
+            return found
+        with self._guard:
+            building = self._building.setdefault(key, threading.Lock())
+        try:
+            with building:
+                if (found := self.get(key)) is not None:
+                    return found
+                value = build()
+                dropped = self.put(key, value) if self._keeps(value) else []
+        finally:
+            with self._guard:
+                if self._building.get(key) is building and not building.locked():
+                    del self._building[key]
         for old in dropped:
             self._close(old)
         return value
 
     def clear(self) -> list[V]:
-        """Forget every key once no build runs; the values that were kept (not closed)."""
-        with self._building:
-            return super().clear()
+        """Forget every key once the builds running now are done; the values kept (not closed)."""
+        with self._guard:
+            running = list(self._building.values())
+        for building in running:
+            with building:
+                pass
+        return super().clear()

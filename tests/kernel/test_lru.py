@@ -97,3 +97,33 @@ def test_built_values_are_built_once_and_the_dropped_one_closed_after_the_build(
     assert cache.built("b", lambda: build("b")) == "b"
     assert (list(cache), closed) == (["b"], ["a"])
     assert cache.clear() == ["b"] and closed == ["a"]  # cleared values are the caller's to close
+
+
+def test_a_slow_build_holds_up_neither_a_kept_value_nor_another_keys_build() -> None:
+    cache: Built[str, str] = Built(8, close=lambda value: None)
+    cache.built("kept", lambda: "kept")
+    started, release = threading.Event(), threading.Event()
+
+    def hung() -> str:  # a factory waiting on a server that does not answer
+        started.set()
+        release.wait(timeout=30)
+        return "hung"
+
+    slow = threading.Thread(target=cache.built, args=("hung", hung))
+    slow.start()
+    try:
+        assert started.wait(timeout=10)
+        answers: list[str] = []
+        other = threading.Thread(
+            target=lambda: answers.extend(
+                [cache.built("kept", lambda: "again"), cache.built("new", lambda: "new")]
+            )
+        )
+        other.start()
+        other.join(timeout=5)
+        assert answers == ["kept", "new"]  # neither waited for the hung build
+    finally:
+        release.set()
+        slow.join(timeout=30)
+    assert cache.built("hung", lambda: "twice") == "hung"
+    assert cache.clear() == ["kept", "new", "hung"]
