@@ -81,7 +81,7 @@ def _runnable(bin_dir: Path) -> Path:
     """
     if os.geteuid() != 0:
         return bin_dir
-    check = subprocess.run(_as_postgres_user(["test", "-x", str(bin_dir / "initdb")]))
+    check = subprocess.run(_as_postgres_user(["test", "-x", str(bin_dir / "initdb")]), timeout=60)
     if check.returncode == 0:
         return bin_dir
     install = bin_dir.parent  # .../<package>/pginstall

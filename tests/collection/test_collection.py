@@ -362,7 +362,7 @@ def test_two_processes_updating_one_namespace_lose_nothing(tmp_path: Path) -> No
     memory.put("0", metadata={"role": "counter"})
     context = multiprocessing.get_context("spawn")
     with context.Pool(2) as pool:
-        pool.map(_count_to, [(url, "shared", 20)] * 2)
+        pool.map_async(_count_to, [(url, "shared", 20)] * 2).get(timeout=300)
     records = memory.list()
     (counter,) = [r for r in records if r.metadata.get("role") == "counter"]
     assert counter.content == "40" and counter.version == 41

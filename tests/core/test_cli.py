@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ from memories.faces.cli import main
 from memories.faces.demo import DEMO_NAMESPACE, INSTRUCTION_REVISIONS, SCRIPT, run_demo
 from memories.long_term.profile import ProfileStore
 from memories.stores.history import SQLiteHistory
+from tests.probes import python
 
 
 def test_demo_runs_every_memory_and_keeps_histories_in_sqlite(tmp_path: Path) -> None:
@@ -68,10 +67,4 @@ def test_bad_llm_string_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_console_script_entry_point_runs() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "memories.faces.cli", "--help"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0 and "demo" in result.stdout
+    assert "demo" in python("-m", "memories.faces.cli", "--help").stdout

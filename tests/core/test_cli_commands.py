@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from memories import SQLiteHistory
 from memories.faces.cli import LLM_ENV, main
 from tests.contract.history_contract import rich_messages
+from tests.probes import killed_after, python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,15 +53,11 @@ def run(
 
 
 def test_chat_reads_piped_lines_saves_turns_and_says_it_is_offline(config: Path, db: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "memories.faces.cli", "chat", "--config", str(config)],
+    result = python(
+        "-m", "memories.faces.cli", "chat", "--config", str(config),
         input="Hi, I'm Ada.\n\nI like tea.\n",
-        capture_output=True,
-        text=True,
         cwd=ROOT,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    )  # fmt: skip
     replies = result.stdout.splitlines()
     assert len(replies) == 2 and all(r.startswith("assistant> (offline echo)") for r in replies)
     assert "I was shown 2 earlier messages" in replies[1]  # the memory reached the model
@@ -583,18 +580,16 @@ def test_importing_an_export_twice_or_into_its_own_session_changes_nothing(
 
 def test_a_reader_that_leaves_early_gets_no_traceback(config: Path, db: Path) -> None:
     """Issue 10, item 11: `memories export | head` ended in a BrokenPipeError traceback."""
-    import subprocess
-
     SQLiteHistory(db, session_id="u1").append([HumanMessage(f"message {i}") for i in range(5000)])
     process = subprocess.Popen(
         [sys.executable, "-m", "memories.faces.cli", "export", "--config", str(config)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-    assert process.stdout is not None and process.stderr is not None
-    first = process.stdout.readline()
+    assert process.stdout is not None
+    with killed_after(process, 60):  # a hung export ends the readline: the test fails
+        first = process.stdout.readline()
     process.stdout.close()  # as `head -1` does
-    error = process.stderr.read().decode()
-    process.wait(timeout=60)
+    error = process.communicate(timeout=60)[1].decode()
     assert b"message 0" in first
     assert "Traceback" not in error and "BrokenPipeError" not in error
 

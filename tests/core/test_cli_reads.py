@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from memories import SQLiteHistory
 from memories.faces.cli import build_parser, main
 from tests.core.test_cli_commands import run
+from tests.probes import python
 from tests.retention.conftest import EMBEDDINGS
 
 
@@ -155,22 +155,19 @@ def _rows(db: Path) -> int:
 
 def test_inspect_leaves_the_folder_as_it_found_it(tmp_path: Path) -> None:
     """SQLite's -wal and -shm files of a read stayed beside the database after inspect exited."""
-    import subprocess
-
     root = Path(__file__).resolve().parents[2]
     write = (
         "from memories import SQLiteHistory; from langchain_core.messages import HumanMessage; "
         "SQLiteHistory('chat.db', session_id='u1').append([HumanMessage('hi')])"
     )
-    subprocess.run([sys.executable, "-c", write], cwd=tmp_path, check=True, timeout=120)
+    python("-c", write, cwd=tmp_path)
     (tmp_path / "m.yaml").write_text(
         "type: buffer\nhistory: {type: sqlite, path: chat.db, session_id: u1}\n"
     )
     before = sorted(p.name for p in tmp_path.iterdir())
-    inspect = [sys.executable, "-m", "memories.faces.cli", "inspect", "--config", "m.yaml"]
-    result = subprocess.run(
-        inspect, cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env={**__import__("os").environ, "PYTHONPATH": str(root)},
+    result = python(
+        "-m", "memories.faces.cli", "inspect", "--config", "m.yaml",
+        cwd=tmp_path, env={**__import__("os").environ, "PYTHONPATH": str(root)},
     )  # fmt: skip
-    assert result.returncode == 0 and "human: hi" in result.stdout, result.stderr
+    assert "human: hi" in result.stdout, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before == ["chat.db", "m.yaml"]

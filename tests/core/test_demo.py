@@ -11,6 +11,7 @@ from langchain_core.language_models import FakeListChatModel
 from memories import BufferMemory, ConfigError, register_memory
 from memories.core.config import MEMORY_TYPES
 from memories.faces.demo import DEMO_LLM, DEMO_MEMORIES, SCRIPT, SESSIONS, run_demo
+from tests.probes import python
 
 
 class CallingMemory(BufferMemory):
@@ -185,8 +186,6 @@ def test_the_demo_command_ends_clean_and_leaves_nothing_behind(tmp_path: Path) -
     onnxruntime's `.ses` and tiktoken's `data-gym-cache` in $TMPDIR.
     """
     import os
-    import subprocess
-    import sys
 
     import memories
     from memories.kernel.paths import DATA_DIR_ENV
@@ -208,11 +207,7 @@ def test_the_demo_command_ends_clean_and_leaves_nothing_behind(tmp_path: Path) -
         PYTHONPATH=os.pathsep.join([tree, env.get("PYTHONPATH", "")]),
         **{DATA_DIR_ENV: str(folders["data"])},
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "memories.faces.cli", "demo"],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    done = python("-m", "memories.faces.cli", "demo", timeout=600, cwd=tmp_path, env=env)
     assert "The last question" in done.stdout
     noise = [line for line in done.stderr.splitlines() if "Traceback" in line or "failed" in line]
     assert noise == [], done.stderr

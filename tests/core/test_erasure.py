@@ -33,6 +33,7 @@ from memories.stores.vector.outbox import OutboxRow
 from memories.testing import ScriptedChatModel
 from tests import needs
 from tests.entities.fakes import RuleModel
+from tests.probes import killed_after, python
 from tests.redis_server import find_redis_server, redis_server
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
@@ -225,11 +226,7 @@ def _searched_in_a_new_process(folder: Path, user: str, query: str) -> list[str]
         f"print(json.dumps([r.text for r in memory.search({query!r}, k=1)]))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, text=True, capture_output=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
-    found: list[str] = json.loads(done.stdout)
+    found: list[str] = json.loads(python("-c", code, env=env, timeout=300).stdout)
     return found
 
 
@@ -368,12 +365,12 @@ def test_memories_erase_killed_half_way_finishes_on_the_next_run(tmp_path: Path)
     path = _file(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
-    command = [sys.executable, "-m", "memories.faces.cli", "erase", "--config", str(path)]
+    command = ["-m", "memories.faces.cli", "erase", "--config", str(path)]
 
     def erase(*options: str, **extra: str) -> subprocess.Popen[str]:
         user = ["--namespace", "users.maya", "--session", "maya-chat", "--json"]
         return subprocess.Popen(
-            [*command, *user, *options],
+            [sys.executable, *command, *user, *options],
             env={**env, **extra},
             text=True,
             stdout=subprocess.PIPE,
@@ -382,9 +379,7 @@ def test_memories_erase_killed_half_way_finishes_on_the_next_run(tmp_path: Path)
 
     def counted(user: str) -> dict[str, Any]:
         whose = ["--namespace", f"users.{user}", "--session", f"{user}-chat"]
-        argv = [*command, *whose, "--dry-run", "--json"]
-        done = subprocess.run(argv, env=env, text=True, capture_output=True, timeout=300)
-        assert done.returncode == 0, done.stderr
+        done = python(*command, *whose, "--dry-run", "--json", env=env, timeout=300)
         return {s["store"]: s["found"] for s in json.loads(done.stdout)["stores"]}
 
     omar = counted("omar")
@@ -393,9 +388,10 @@ def test_memories_erase_killed_half_way_finishes_on_the_next_run(tmp_path: Path)
     process = erase("-y", MEMORIES_ERASE_PAUSE_AFTER="2")
     assert process.stderr is not None
     lines = []
-    while not (line := process.stderr.readline()).startswith("paused"):
-        assert line, f"the erase ended before pausing: {''.join(lines)}"
-        lines.append(line)
+    with killed_after(process, 300):  # a hung erase ends the readline: the test fails
+        while not (line := process.stderr.readline()).startswith("paused"):
+            assert line, f"the erase ended before pausing: {''.join(lines)}"
+            lines.append(line)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=60)
     assert process.returncode == -signal.SIGKILL

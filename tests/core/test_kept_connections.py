@@ -12,8 +12,6 @@ import asyncio
 import gc
 import multiprocessing
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ import pytest
 
 from memories import SQLiteHistory, TokenBufferMemory
 from memories.stores.kept import kept
+from tests.probes import python
 
 needs_proc = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
 
@@ -110,7 +109,7 @@ def test_no_wal_file_is_left_after_the_process_exits(tmp_path: Path) -> None:
         "done.wait(60); turn('main')\n"
     )
     database = tmp_path / "exit.db"
-    subprocess.run([sys.executable, "-c", script, str(database)], check=True, timeout=120)
+    python("-c", script, str(database))
     assert database.is_file()
     assert not Path(f"{database}-wal").exists()
 

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import sysconfig
 import venv
 from pathlib import Path
 from site import getsitepackages
-from typing import Any
 
 import pytest
 
 import memories
 from memories.kernel.imports import DISTRIBUTION
+from tests.probes import python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,15 +49,6 @@ print(json.dumps({
 """
 
 
-def shown(command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
-    """Run ``command``; when it fails, the failure shows its output (pytest hides a bare check)."""
-    result = subprocess.run(command, capture_output=True, text=True, **options)
-    assert result.returncode == 0, (
-        f"{command[:4]} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
-    )
-    return result
-
-
 def borrowing_venv(env_dir: Path) -> Path:
     """A venv at ``env_dir`` that sees this environment's packages; its python.
 
@@ -67,15 +57,15 @@ def borrowing_venv(env_dir: Path) -> Path:
     adds this environment's site folders after the new venv's own.
     """
     venv.create(env_dir, system_site_packages=True, with_pip=False)
-    python = env_dir / "bin" / "python"
-    purelib = shown(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+    venv_python = env_dir / "bin" / "python"
+    purelib = python(
+        "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", interpreter=venv_python
     )
     ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     ours.update(getsitepackages())
     lent = Path(purelib.stdout.strip()) / "_borrowed_from_the_test_environment.pth"
     lent.write_text("".join(f"{folder}\n" for folder in sorted(ours)))
-    return python
+    return venv_python
 
 
 @pytest.fixture(scope="module")
@@ -86,26 +76,24 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # Built from a copy: setuptools writes build/ and an egg-info into the tree it builds.
     source = work / "source"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*LEFT_BEHIND))
-    shown(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-         "-w", str(wheels), str(source)],
-        timeout=300,
+    python(
+        "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels),
+        str(source), timeout=300,
     )  # fmt: skip
     (wheel,) = wheels.glob("*.whl")
     assert wheel.name.startswith(DISTRIBUTION.replace("-", "_") + "-")
-    python = borrowing_venv(work / "venv")
-    shown(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-         str(wheel)],
+    venv_python = borrowing_venv(work / "venv")
+    python(
+        "-m", "pip", "--python", str(venv_python), "install", "-q", "--no-deps", str(wheel),
         timeout=300,
     )  # fmt: skip
-    return python
+    return venv_python
 
 
 def test_the_wheel_has_one_top_level_package_and_ships_py_typed(installed: Path) -> None:
     site = Path(
-        shown(
-            [str(installed), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+        python(
+            "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", interpreter=installed
         ).stdout.strip()
     )
     record = next(site.glob("chat_memories-*.dist-info")) / "RECORD"
@@ -135,7 +123,7 @@ def test_a_project_with_its_own_integrations_package_keeps_it(
     (project / "integrations").mkdir(parents=True)
     (project / "integrations" / "__init__.py").write_text("")
     (project / "integrations" / "models.py").write_text('VALUE = "the project\'s own"\n')
-    result = shown([str(installed), "-c", PROBE], cwd=project, timeout=120)
+    result = python("-c", PROBE, interpreter=installed, cwd=project)
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     site = str(installed.parents[1])
     assert seen["memories"].startswith(site) and seen["adapters"].startswith(site)
@@ -148,18 +136,15 @@ def test_a_project_with_its_own_integrations_package_keeps_it(
 def test_import_integrations_outside_the_repository_finds_nothing_of_ours(
     installed: Path, tmp_path: Path
 ) -> None:
-    result = subprocess.run(
-        [str(installed), "-c", "import integrations"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    result = python(
+        "-c", "import integrations", interpreter=installed, cwd=tmp_path, timeout=60, check=False
+    )
     assert result.returncode != 0
     assert "No module named 'integrations'" in result.stderr
 
 
 def test_the_command_reports_its_version(installed: Path, tmp_path: Path) -> None:
-    result = subprocess.run(
-        [str(installed), "-m", "memories.faces.cli", "--version"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    result = python(
+        "-m", "memories.faces.cli", "--version", interpreter=installed, cwd=tmp_path, timeout=60
+    )
     assert memories.__version__ in result.stdout and DISTRIBUTION in result.stdout

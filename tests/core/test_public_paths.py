@@ -14,13 +14,12 @@ import importlib.util
 import json
 import pickle
 import pkgutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from memories._moved import MOVED
+from tests.probes import python
 
 PUBLIC_PATHS: dict[str, list[str]] = json.loads(
     (Path(__file__).with_name("public_paths.json")).read_text(encoding="utf-8")
@@ -86,20 +85,12 @@ def test_a_pickle_naming_an_old_module_loads_in_a_fresh_process() -> None:
         "import pickle, sys; r = pickle.loads(sys.stdin.buffer.read()); "
         "print(type(r).__module__, r.text)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], input=data, capture_output=True, check=True, timeout=60
-    )
-    assert out.stdout.decode().split() == ["memories.stores.vector.records", "a", "turn"]
+    out = python("-c", code, input=data.decode("ascii"), timeout=60)  # protocol 0 is ASCII
+    assert out.stdout.split() == ["memories.stores.vector.records", "a", "turn"]
 
 
 def test_an_old_module_path_runs_with_python_dash_m() -> None:
     """``python -m memories.cli`` (the CLI's module before the move) still runs the CLI."""
-    out = subprocess.run(
-        [sys.executable, "-m", "memories.cli", "--version"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
+    out = python("-m", "memories.cli", "--version", timeout=60)
     assert out.stdout.split()[0] == "memories"
     assert out.stderr == ""

@@ -34,6 +34,7 @@ from memories.kernel.tokens import CharCounter, TiktokenCounter, stable_id
 from memories.stores.history import ChatHistory
 from tests.contract.memory_contract import TURNS, MakeMemory, MemoryContract, run_turns
 from tests.helpers import fill_history_fast
+from tests.probes import python
 
 
 class TestBufferMemoryContract(MemoryContract):
@@ -258,9 +259,6 @@ def count_words(messages: list[BaseMessage]) -> int:
 
 def test_a_callable_counter_keys_the_same_state_in_another_process(tmp_path: Path) -> None:
     """The state key names the counter without a memory address, so a restart reuses the state."""
-    import subprocess
-    import sys
-
     path = tmp_path / "chat.db"
     script = (
         "from memories import SQLiteHistory, TokenBufferMemory\n"
@@ -272,9 +270,7 @@ def test_a_callable_counter_keys_the_same_state_in_another_process(tmp_path: Pat
         "print(memory.state_key)\n"
     )
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, check=True
-    )
+    done = python("-c", script, cwd=root)
     history = SQLiteHistory(path, session_id="u1")
     here = TokenBufferMemory(chat_memory=history, max_token_limit=40, token_counter=count_words)
     assert here.state_key == done.stdout.strip()

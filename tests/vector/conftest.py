@@ -103,7 +103,7 @@ class ChromaServer:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-                self.process.wait()
+                self.process.wait(timeout=10)
         self.process = None
 
 

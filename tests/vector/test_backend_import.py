@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+
+from tests.probes import python
 
 _PROBE = """
 import json, sys
@@ -30,9 +30,7 @@ print(json.dumps(found))
 
 
 def _probe() -> dict[str, str]:
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120, check=True
-    )
+    done = python("-c", _PROBE)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -51,8 +49,6 @@ def test_importing_memories_does_not_import_chroma_making_a_chroma_memory_does()
         "embedded = 'chromadb.api.rust' in sys.modules\nVectorMemory(mode='http')\n"
         "print(before, embedded, 'chromadb.api.fastapi' in sys.modules)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
-    )
+    done = python("-c", probe)
     # Chroma, and the module of each mode's client, before any client is made.
     assert done.stdout.split() == ["False", "True", "True"]

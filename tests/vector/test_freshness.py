@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +9,7 @@ import pytest
 
 from memories.long_term.vector import VectorMemory
 from memories.stores.vector import chroma_backend as backend_module
+from tests.probes import python
 from tests.vector.conftest import ChromaServer, MakeVector
 
 
@@ -75,9 +74,7 @@ def test_a_turn_saved_by_another_process_is_found_by_the_next_search(
     memory.save_context({"input": "first"}, {"output": "turn"})
     memory.search("first")
     root = Path(__file__).resolve().parents[2]
-    command = [sys.executable, "-c", _OTHER_PROCESS, str(chroma_server.port), outbox]
-    command.append(memory.collection)
-    subprocess.run(command, check=True, cwd=root, timeout=120, capture_output=True)
+    python("-c", _OTHER_PROCESS, str(chroma_server.port), outbox, memory.collection, cwd=root)
     found = memory.search("zebra", k=1)
     assert [r.text for r in found] == ["input: a zebra crossing\noutput: stripes"]
     assert found[0].metadata["turn"] == 1  # numbered after this process's turn 0

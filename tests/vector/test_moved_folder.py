@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +23,7 @@ from memories import BackendUnavailableError, ConfigError, VectorMemory
 from memories.stores.recall import RecallConfig
 from memories.stores.vector.outbox import OUTBOX_FILE, OutboxRow, SQLOutbox
 from tests.postgres import find_pg_bin, postgres_server
+from tests.probes import python
 
 # Fills a store in a process of its own, as a user's earlier session did: turns
 # written, one the embedder refused (a dead letter), one queued while the store
@@ -70,10 +69,7 @@ print(json.dumps([memory.pending(), len(memory.dead_letters())]))
 def _fill(folder: Path, *, outbox: str = "", legacy: bool = False) -> None:
     root = Path(__file__).resolve().parents[2]
     args = [str(folder), outbox, "legacy" if legacy else "current"]
-    done = subprocess.run(
-        [sys.executable, "-c", _FILL, *args], cwd=root, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
+    done = python("-c", _FILL, *args, cwd=root)
     assert json.loads(done.stdout) == [1, 1]  # one queued, one set aside
 
 
@@ -246,8 +242,7 @@ def test_reshard_reaches_a_folder_and_its_copy(tmp_path: Path) -> None:
     _fill(original)
     promote = "import sys; from memories.integrations.chroma import ChromaStore; "
     promote += "ChromaStore(path=sys.argv[1]).promote('moving')"
-    done = subprocess.run([sys.executable, "-c", promote, str(original)], capture_output=True)
-    assert done.returncode == 0, done.stderr
+    python("-c", promote, str(original))
     shutil.copytree(original, copy)
     leaves = [
         {"type": "vector", "path": str(folder), "namespace": ["moving"], "memory_key": name,

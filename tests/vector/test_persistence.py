@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from memories import BackendUnavailableError, VectorMemory
+from tests.probes import python
 
 _SCRIPT = """
 import json, sys
@@ -28,11 +27,7 @@ else:
 
 def _run(*args: str) -> str:
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, *args], cwd=root, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return python("-c", _SCRIPT, *args, cwd=root).stdout
 
 
 def test_documents_survive_a_restart(tmp_path: Path) -> None:
@@ -121,10 +116,7 @@ def test_turns_a_stopped_process_left_queued_are_searchable_then_written(
     tmp_path: Path,
 ) -> None:
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, "-c", _STOPPED, str(tmp_path)], cwd=root, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
+    python("-c", _STOPPED, str(tmp_path), cwd=root)
     memory = VectorMemory(
         path=str(tmp_path), namespace="stopped", embeddings="tests.vector.conftest:WordEmbeddings"
     )
@@ -166,11 +158,7 @@ print(memory.pending())
 def test_turn_numbers_stay_distinct_after_an_outage_and_a_restart(tmp_path: Path) -> None:
     """Issue 10, item 5: a turn queued unnumbered after an outage took a number already given."""
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, "-c", _OUTAGE, str(tmp_path)],
-        cwd=root, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    done = python("-c", _OUTAGE, str(tmp_path), cwd=root)
     assert done.stdout.strip() == "4"
     memory = VectorMemory(
         path=str(tmp_path), namespace="outage", embeddings="tests.vector.conftest:WordEmbeddings"

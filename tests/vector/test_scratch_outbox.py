@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from memories.stores.vector.outbox import remove_orphaned_scratch
+from tests.probes import python
 
 SAVE = """
 import os, sys
@@ -26,7 +25,7 @@ if sys.argv[1] == "killed":
 
 def _run(how: str, tmp: Path) -> None:
     env = {**os.environ, "TMPDIR": str(tmp)}
-    subprocess.run([sys.executable, "-c", SAVE, how], env=env, check=True, timeout=120)
+    python("-c", SAVE, how, env=env)
 
 
 def _scratch(tmp: Path) -> list[Path]:

@@ -14,6 +14,7 @@ import pytest
 from memories import BackendUnavailableError, VectorMemory
 from memories.long_term.vector import VectorStatus
 from memories.stores.vector.writes import background_writer
+from tests.probes import python
 from tests.vector.conftest import MakeVector
 
 TURNS = [
@@ -258,9 +259,6 @@ def test_a_queued_turn_stays_in_its_namespace(
 
 def test_a_normal_exit_writes_what_the_background_writer_queued(tmp_path: Path) -> None:
     """Issue 10, item 7: MiniLM's thread pool refused the exit-time writes; turns stayed queued."""
-    import subprocess
-    import sys
-
     script = (
         "import sys\n"
         "from memories import VectorMemory\n"
@@ -270,11 +268,7 @@ def test_a_normal_exit_writes_what_the_background_writer_queued(tmp_path: Path) 
         "print(memory.pending())\n"
     )
     store = tmp_path / "store"
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(store)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    done = python("-c", script, str(store), cwd=tmp_path, timeout=300)
     assert int(done.stdout.strip()) > 0  # the process exited with turns still queued
     assert "cannot schedule new futures" not in done.stderr
     reopened = VectorMemory(path=str(store), namespace="exit", write="sync")
