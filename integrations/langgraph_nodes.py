@@ -111,9 +111,8 @@ class MemoryNodes:
 
     def _load(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         memory = self._memories.get(config)
-        return self._update(
-            turns.view_memory(memory, self._query(state), as_messages=self.as_messages)
-        )
+        view = turns.view_memory(memory, self._query(state), as_messages=self.as_messages)
+        return self._update(view)
 
     async def _aload(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         memory = self._memories.get(config)
