@@ -29,7 +29,7 @@ def _add_twins(node: ast.AST | Any, owner: griffe.Class | griffe.Module) -> None
     """The methods (or a module's functions) the ``twins`` lines of ``node`` make."""
     for statement in getattr(node, "body", ()):
         made = _twins_made(statement)
-        if made is None:
+        if made is None or made[1].startswith("__"):  # a private pair: not on the API pages
             continue
         names, steps_name = made
         steps = owner.members[steps_name]

@@ -18,7 +18,7 @@ from langgraph.graph.message import add_messages
 from memories.core.langchain import LangChainBaseMemory
 from memories.faces import exchange as turns
 from memories.faces.runnable import MemoryFactory, SessionMemories
-from memories.kernel.steps import Steps, arun, run
+from memories.kernel.steps import Steps, twins
 
 __all__ = ["MemoryNodes", "MemoryState"]
 
@@ -111,22 +111,17 @@ class MemoryNodes:
 
     def _load(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         memory = self._memories.get(config)
-        return self._update(
-            turns.view_memory(memory, self._query(state), as_messages=self.as_messages)
-        )
+        view = turns.view_memory(memory, self._query(state), as_messages=self.as_messages)
+        return self._update(view)
 
     async def _aload(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         memory = self._memories.get(config)
         view = await turns.aview_memory(memory, self._query(state), as_messages=self.as_messages)
         return self._update(view)
 
-    def _save(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return run(self._saving(state, config))
-
-    async def _asave(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return await arun(self._saving(state, config))
-
-    def _saving(self, state: Mapping[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
+    def __save_steps(
+        self, state: Mapping[str, Any], config: RunnableConfig
+    ) -> Steps[dict[str, Any]]:
         """The memory's edits of the turn first (then emptied), then the turn itself."""
         memory = self._memories.get(config)
         edits = list(state.get("memory_edits") or [])
@@ -135,6 +130,8 @@ class MemoryNodes:
         exchange = turns.last_exchange(self._messages(state))
         yield from turns.saving_exchange(memory, exchange, self.tool_messages)
         return {"memory_edits": None} if edits else {}
+
+    _save, _asave = twins(__save_steps)
 
     def prompt(self, state: Mapping[str, Any], *, system: str = "") -> list[BaseMessage]:
         """The model's messages: system text with the memory's text, its window, the turn.

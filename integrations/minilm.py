@@ -17,7 +17,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,7 @@ _RUNTIMES: dict[tuple[Path, str | None, Path, str | None, int, bool], _Runtime] 
 _RUNTIMES_LOCK = threading.Lock()
 
 
+@dataclass(eq=False, kw_only=True)
 class MiniLMEmbeddings(Embeddings):
     """all-MiniLM-L6-v2 embeddings (384-d, L2-normalised), computed locally with onnxruntime.
 
@@ -124,39 +125,24 @@ class MiniLMEmbeddings(Embeddings):
             two-word text). The graph is rewritten (with the ``onnx`` package) once per process.
     """
 
-    def __init__(
-        self,
-        *,
-        model_path: str | os.PathLike[str] | None = None,
-        tokenizer_path: str | os.PathLike[str] | None = None,
-        model_sha256: str | None = MODEL_SHA256,
-        tokenizer_sha256: str | None = TOKENIZER_SHA256,
-        batch_size: int = _DEFAULT_BATCH_SIZE,
-        intra_op_threads: int = _DEFAULT_THREADS,
-        workers: int | None = None,
-        int8_activations: bool = False,
-        long_texts: str = "truncate",
-    ) -> None:
-        if long_texts not in ("pool", "truncate"):
-            raise ConfigError(f"long_texts must be 'pool' or 'truncate', got {long_texts!r}.")
-        whole_number(batch_size, "batch_size", least=1, hint=f"default {_DEFAULT_BATCH_SIZE}")
-        whole_number(intra_op_threads, "intra_op_threads", hint="0 lets onnxruntime choose")
-        if workers is not None:
-            whole_number(workers, "workers", least=1, hint="or None: one per CPU core")
-        self.model_path = model_path
-        self.tokenizer_path = tokenizer_path
-        self.model_sha256 = model_sha256
-        self.tokenizer_sha256 = tokenizer_sha256
-        self.batch_size = batch_size
-        self.intra_op_threads = intra_op_threads
-        self.workers = workers
-        self.int8_activations = int8_activations
-        self.long_texts = long_texts
-        self._runtime: _Runtime | None = None
+    model_path: str | os.PathLike[str] | None = None
+    tokenizer_path: str | os.PathLike[str] | None = None
+    model_sha256: str | None = MODEL_SHA256
+    tokenizer_sha256: str | None = TOKENIZER_SHA256
+    batch_size: int = _DEFAULT_BATCH_SIZE
+    intra_op_threads: int = _DEFAULT_THREADS
+    workers: int | None = None
+    int8_activations: bool = False
+    long_texts: str = "truncate"
+    _runtime: _Runtime | None = field(default=None, init=False, repr=False)
 
-    def __repr__(self) -> str:
-        shown = (f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
-        return f"{type(self).__name__}({', '.join(shown)})"
+    def __post_init__(self) -> None:
+        if self.long_texts not in ("pool", "truncate"):
+            raise ConfigError(f"long_texts must be 'pool' or 'truncate', got {self.long_texts!r}.")
+        whole_number(self.batch_size, "batch_size", least=1, hint=f"default {_DEFAULT_BATCH_SIZE}")
+        whole_number(self.intra_op_threads, "intra_op_threads", hint="0 lets onnxruntime choose")
+        if self.workers is not None:
+            whole_number(self.workers, "workers", least=1, hint="or None: one per CPU core")
 
     def load(self) -> None:
         """Find, check and load the model and tokenizer now instead of on first use.

@@ -15,7 +15,7 @@ from memories.integrations.langgraph_store.filters import (
 )
 
 from memories.errors import InvalidProfileError
-from memories.kernel.steps import Steps, arun, run, step
+from memories.kernel.steps import Steps, step, twins
 from memories.long_term.profile import ProfileMemory, ProfileSchema, ProfileStore
 from memories.stores.documents import ProfileItem
 from memories.stores.expiry import DOCUMENTS, Expiring
@@ -96,22 +96,24 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
     def _item(found: ProfileItem | None) -> Item | None:
         return None if found is None or found.value is None else _as_item(found)
 
-    def _get(self, namespace: Namespace, key: str) -> Item | None:
-        return self._item(self.store.get(namespace, key))
+    def __get_steps(self, namespace: Namespace, key: str) -> Steps[Item | None]:
+        return self._item((yield step(self.store.get, namespace, key)))
 
-    def _put(self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any) -> None:
-        self.store.put(namespace, key, self._checked(dict(value)))
+    _get, _aget = twins(__get_steps)
 
-    def _delete(self, namespace: Namespace, key: str) -> None:
-        self.store.delete(namespace, key)
+    def __put_steps(
+        self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any
+    ) -> Steps[None]:
+        yield step(self.store.put, namespace, key, self._checked(dict(value)))
 
-    def _search(self, op: SearchOp) -> list[SearchItem]:
-        return run(self._searching(op))
+    _put, _aput = twins(__put_steps)
 
-    async def _asearch(self, op: SearchOp) -> list[SearchItem]:
-        return await arun(self._searching(op))
+    def __delete_steps(self, namespace: Namespace, key: str) -> Steps[None]:
+        yield step(self.store.delete, namespace, key)
 
-    def _searching(self, op: SearchOp) -> Steps[list[SearchItem]]:
+    _delete, _adelete = twins(__delete_steps)
+
+    def __search_steps(self, op: SearchOp) -> Steps[list[SearchItem]]:
         prefix, search = op.namespace_prefix, self.store.search
         found: list[ProfileItem] = []
         if not op.filter:  # the store pages itself
@@ -123,22 +125,12 @@ class ProfileStoreAdapter(MemoryStoreAdapter):
             found = kept[op.offset : op.offset + op.limit]
         return [search_item(_as_item(f), None) for f in found]
 
-    def _namespaces(self) -> list[Namespace]:
-        return self.store.list_namespaces(limit=2**31)
+    _search, _asearch = twins(__search_steps)
 
-    async def _aget(self, namespace: Namespace, key: str) -> Item | None:
-        return self._item(await self.store.aget(namespace, key))
+    def __namespaces_steps(self) -> Steps[list[Namespace]]:
+        return (yield step(self.store.list_namespaces, limit=2**31))
 
-    async def _aput(
-        self, namespace: Namespace, key: str, value: Mapping[str, Any], index: Any
-    ) -> None:
-        await self.store.aput(namespace, key, self._checked(dict(value)))
-
-    async def _adelete(self, namespace: Namespace, key: str) -> None:
-        await self.store.adelete(namespace, key)
-
-    async def _anamespaces(self) -> list[Namespace]:
-        return await self.store.alist_namespaces(limit=2**31)
+    _namespaces, _anamespaces = twins(__namespaces_steps)
 
 
 def _as_item(found: ProfileItem) -> Item:

@@ -355,7 +355,7 @@ class MemoryStatus:
     background: JobStatus | None = None
     """The scheduler's counters when the work runs in the background, else None."""
     model: ModelUsage | None = field(default=None, compare=False)
-    """What the memory's model calls have cost in this process (None: it calls no model).
+    """What the memory's model calls have cost in this process (None: a kind with no ``llm``).
 
     Left out of equality: it counts this process's calls, not the memory's state, so a
     restarted memory's status equals the one before.

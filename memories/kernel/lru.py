@@ -81,14 +81,15 @@ class Built(LRU[K, V]):
         super().__init__(limit, locked=True)
         self._close, self._keeps = close, keeps
         self._guard = threading.Lock()
-        self._building: dict[K, threading.Lock] = {}
+        self._building: dict[K, tuple[threading.Lock, int]] = {}
 
     def built(self, key: K, build: Callable[[], V]) -> V:
         """The value of ``key``, built now if it has none."""
         if (found := self.get(key)) is not None:
             return found
         with self._guard:
-            building = self._building.setdefault(key, threading.Lock())
+            building, users = self._building.get(key, (threading.Lock(), 0))
+            self._building[key] = (building, users + 1)
         try:
             with building:
                 if (found := self.get(key)) is not None:
@@ -97,8 +98,9 @@ class Built(LRU[K, V]):
                 dropped = self.put(key, value) if self._keeps(value) else []
         finally:
             with self._guard:
-                if self._building.get(key) is building and not building.locked():
-                    del self._building[key]
+                building, users = self._building.pop(key)
+                if users > 1:
+                    self._building[key] = (building, users - 1)
         for old in dropped:
             self._close(old)
         return value
@@ -106,7 +108,7 @@ class Built(LRU[K, V]):
     def clear(self) -> list[V]:
         """Forget every key once the builds running now are done; the values kept (not closed)."""
         with self._guard:
-            running = list(self._building.values())
+            running = [building for building, _ in self._building.values()]
         for building in running:
             with building:
                 pass

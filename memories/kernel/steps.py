@@ -262,7 +262,8 @@ def twins(
     ``lock="_lock"`` runs the loop holding the object's lock: ``run(loop, lock=self._lock)``.
     ``runner="_run"`` runs it with the object's runner and its async twin, given
     ``options``: ``self._run(loop, write=True)``, ``await self._arun(loop, write=True)``.
-    A module's steps function makes a function and its twin the same way.
+    A module's steps function makes a function and its twin the same way, and
+    ``_get, _aget = twins(__get_steps)`` a private method and its twin.
     """
     method: Method[S, P, T] = _of_steps(steps, lock, runner, options, asynchronous=False)
     twin: Method[S, P, Coroutine[Any, Any, T]] = _of_steps(
@@ -304,6 +305,8 @@ def _of_steps(
     passed = [_FORWARDED[p.kind].format(p.name) for p in parameters]
     # A module's function is called itself; a method by name, so a subclass's override runs.
     function = steps.__qualname__ == called
+    if called.startswith("__") and not function:  # a private method's, mangled in its class
+        called = f"_{steps.__qualname__.split('.')[-2].lstrip('_')}{called}"
     loop = (
         f"_steps({', '.join(passed)})" if function else f"{this}.{called}({', '.join(passed[1:])})"
     )
@@ -318,7 +321,7 @@ def _of_steps(
     namespace.update(defaults, **{f"_option_{k}": v for k, v in options.items()})
     exec(f"async {source}" if asynchronous else source, namespace)
     twin = functools.update_wrapper(namespace["twin"], steps)
-    twin.__name__ = ("a" if asynchronous else "") + name
+    twin.__name__ = _twin_name(name) if asynchronous else name
     twin.__qualname__ = steps.__qualname__.removesuffix(steps.__name__) + twin.__name__
     if asynchronous:
         twin.__doc__ = f"Async :{'func' if function else 'meth'}:`{name}`."

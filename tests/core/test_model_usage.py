@@ -118,3 +118,15 @@ def test_status_shows_the_same_usage(make: Any, reply: str) -> None:
     status = memory.status()
     assert status.model == memory.model_usage()
     assert status.model.calls >= 1 and status.model.input_tokens == 30 * status.model.calls
+
+
+def test_a_memory_that_can_take_a_model_shows_empty_usage_without_one() -> None:
+    from memories import CollectionMemory, EntityMemory
+
+    made = [
+        EntityMemory(url="sqlite://"),  # its rule-based extractor
+        CollectionMemory(mode="memory", collection="usage_without_model"),  # offline rules
+        SummaryMemory(),  # extractive
+    ]
+    for memory in made:
+        assert memory.status().model == ModelUsage(), type(memory).__name__

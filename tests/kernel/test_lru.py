@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -127,3 +128,46 @@ def test_a_slow_build_holds_up_neither_a_kept_value_nor_another_keys_build() -> 
         slow.join(timeout=30)
     assert cache.built("hung", lambda: "twice") == "hung"
     assert cache.clear() == ["kept", "new", "hung"]
+
+
+def test_after_a_failed_build_the_retry_is_still_the_only_build_of_its_key() -> None:
+    cache: Built[str, str] = Built(8, close=lambda value: None)
+    first_in, fail, retry_in, finish = (threading.Event() for _ in range(4))
+    running: list[str] = []
+
+    def failing() -> str:
+        first_in.set()
+        fail.wait(timeout=30)
+        raise ConnectionError("the server went away")
+
+    def retry() -> str:  # the waiter builds again once the first build failed
+        running.append("retry")
+        retry_in.set()
+        finish.wait(timeout=30)
+        return "retried"
+
+    def late() -> str:
+        running.append("late")
+        return "late"
+
+    def first() -> None:
+        with contextlib.suppress(ConnectionError):
+            cache.built("k", failing)
+
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    assert first_in.wait(timeout=10)
+    got: list[str] = []
+    threads.append(threading.Thread(target=lambda: got.append(cache.built("k", retry))))
+    threads[1].start()
+    time.sleep(0.2)  # the waiter is blocked on the key's build
+    fail.set()
+    assert retry_in.wait(timeout=10)
+    threads.append(threading.Thread(target=lambda: got.append(cache.built("k", late))))
+    threads[2].start()
+    time.sleep(0.2)  # a third use arrives while the retry builds
+    finish.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert running == ["retry"]  # one build at a time, and the third use waited for it
+    assert got == ["retried", "retried"] and list(cache) == ["k"]

@@ -346,8 +346,6 @@ class EntityMemory(StoredDocumentMemory):
     def _status_steps(self) -> Steps[GraphStatus]:
         """The queued turns, and the last failed update if none succeeded since."""
         _, shown = yield from self._standing()
-        if self._caller is None:  # the rule-based extractor calls no model
-            shown["model"] = None
         return GraphStatus(**shown)
 
     status, astatus = twins(_status_steps)
