@@ -499,7 +499,7 @@ def filled_namespace(labels: Sequence[str], values: Mapping[str, Any]) -> tuple[
     """``labels`` with each ``{field}`` template filled from ``values`` (``configurable``).
 
     Raises:
-        ConfigError: a field has no value, or not a non-empty string without '.'.
+        ConfigError: a field has no value, or not a non-empty string without '.', '{' or '}'.
     """
     return as_namespace(
         [_PLACEHOLDER.sub(lambda m: _value(values, m[1]), label) for label in labels]
@@ -508,10 +508,11 @@ def filled_namespace(labels: Sequence[str], values: Mapping[str, Any]) -> tuple[
 
 def _value(values: Mapping[str, Any], name: str) -> str:
     value = values.get(name)
-    if not isinstance(value, str) or not value or "." in value:
+    # No '{' or '}' either: a filled namespace is never the template's own (the unfilled memory's).
+    if not isinstance(value, str) or not value or any(c in value for c in ".{}"):
         raise ConfigError(
             f"The namespace template needs {name!r}: pass it in the run config, e.g. "
-            f"config={{'configurable': {{'{name}': '<id>'}}}} (a non-empty string without '.'); "
-            f"got {value!r:.80}."
+            f"config={{'configurable': {{'{name}': '<id>'}}}} (a non-empty string without '.', "
+            f"'{{' or '}}'); got {value!r:.80}."
         )
     return value

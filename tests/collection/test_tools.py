@@ -76,6 +76,19 @@ def test_an_agent_remembers_a_user_across_threads_and_never_another_users(
     assert json.loads(answers(other)[0]) == []
 
 
+def test_a_user_id_spelling_the_template_never_reads_the_templates_own_memories(
+    memory: CollectionMemory,
+) -> None:
+    memory.put("written through the unfilled template")  # ('memories', '{user_id}') as it is
+    manage, search = memory_tools(memory)
+    for forged in ("{user_id}", "{x}", "a}"):
+        answer = search.invoke({"query": "template"}, user(forged, "t"))
+        assert answer.startswith("Error: The namespace template needs 'user_id'"), answer
+        assert f"got {forged!r}" in answer and "'{' or '}'" in answer
+    assert manage.invoke({"content": "x"}, user("{user_id}", "t")).startswith("Error: ")
+    assert [m.content for m in memory.list()] == ["written through the unfilled template"]
+
+
 def test_tool_errors_come_back_as_answers_and_forged_ids_find_nothing(
     memory: CollectionMemory,
 ) -> None:
