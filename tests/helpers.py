@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -31,3 +32,12 @@ def fill_history_fast(path: Path, session_id: str, turns: int) -> None:
             "VALUES (?, ?, ?, ?)",
             rows,
         )
+
+
+def joined(*threads: threading.Thread, timeout: float = 120) -> None:
+    """Wait for ``threads`` to end, all within ``timeout`` seconds; a hung one fails the test."""
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    hung = [thread.name for thread in threads if thread.is_alive()]
+    assert not hung, f"threads still running after {timeout} s: {hung}"

@@ -19,6 +19,7 @@ from memories.core.base import BaseMemory
 from memories.stores.history import ChatHistory, InMemoryHistory
 from tests.collection.fakes import CollectionScript
 from tests.contract.memory_contract import MakeMemory, MemoryContract, run_turns
+from tests.helpers import joined
 
 EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 
@@ -470,8 +471,7 @@ def test_two_updaters_folding_the_same_turns_store_them_once(
     ]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    joined(*threads)
     assert contents(first) == ["User speaks Basque"]
     assert sorted(r.status for r in results) == ["idle", "updated"]  # the loser found it done
 

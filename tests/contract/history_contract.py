@@ -22,6 +22,7 @@ from langchain_core.messages import (
 
 from memories.errors import InvalidInputError
 from memories.stores.history import ChatHistory, Edit, Entry
+from tests.helpers import joined
 
 MakeHistory = Callable[[str], ChatHistory]
 
@@ -90,8 +91,7 @@ class HistoryContract:
         threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        joined(*threads)
         entries = make_history("shared").entries()
         assert len(entries) == 160
         # each turn's two messages stay adjacent: an append is atomic

@@ -20,6 +20,7 @@ from memories.kernel.steps import (
     step,
     twins,
 )
+from tests.helpers import joined
 
 
 class Store:
@@ -121,7 +122,7 @@ def test_the_lock_serialises_sync_and_async_loops() -> None:
     thread = threading.Thread(target=sync_loops)
     thread.start()
     asyncio.run(async_loops())
-    thread.join()
+    joined(thread)
     assert len(store.calls) == 20
     assert store.overlaps == 0
 
@@ -141,7 +142,7 @@ def test_without_the_lock_the_same_loops_do_overlap() -> None:
     thread = threading.Thread(target=sync_loops)
     thread.start()
     asyncio.run(async_loops())
-    thread.join()
+    joined(thread)
     assert store.overlaps > 0
 
 
@@ -159,7 +160,7 @@ def test_an_unlocked_step_lets_another_loop_run_meanwhile() -> None:
     time.sleep(0.1)
     run(reading(store, "meanwhile"), lock=lock)
     order.append("other loop done")
-    thread.join()
+    joined(thread)
     assert order == ["model call starts", "other loop done", "model call ends"]
     assert not lock.locked()
 

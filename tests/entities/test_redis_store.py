@@ -31,6 +31,7 @@ from memories.stores.entities.summaries import (
 from tests.entities.conftest import needs_redis
 from tests.entities.fakes import RuleModel
 from tests.entities.test_entity_memory import NAMES, converse, langchain_memory, texts
+from tests.helpers import joined
 from tests.redis_server import RedisServer
 
 pytestmark = [*needs_redis, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -213,8 +214,7 @@ def test_concurrent_writers_lose_nothing(redis_store: MakeStore) -> None:
     threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    joined(*threads)
     history = [v.value for v in stores[0].history("Jane")]
     assert len(history) == writers * writes
     for number in range(writers):  # each writer's versions in its own order
@@ -245,8 +245,7 @@ def test_sixteen_writers_of_one_session_all_get_through(redis_store: MakeStore) 
     threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    joined(*threads)
     assert failed == []
     assert len(stores[0].history("Jane")) == writers * writes
 

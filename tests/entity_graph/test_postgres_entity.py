@@ -18,6 +18,7 @@ from tests.entity_graph.test_entity_memory import (
     converse,
     current,
 )
+from tests.helpers import joined
 from tests.postgres import find_pg_bin
 
 pytestmark = [
@@ -53,8 +54,7 @@ def test_concurrent_updaters_on_postgres_lose_nothing(url: str) -> None:
     threads = [threading.Thread(target=update, args=(w,)) for w in "xyz"]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    joined(*threads)
     memory = EntityMemory(url=url, namespace=("shared",))
     assert current(memory) == sorted(f"User pet{w}{i} Pet{w}{i}" for w in "xyz" for i in "abcdef")
     assert memory.status().pending == 0

@@ -18,6 +18,7 @@ from memories.errors import (
     MissingDependencyError,
     ModelFileError,
 )
+from tests.helpers import joined
 from tests.integrations.minilm_reference import MiniLMReference, gt_model_dir
 from tests.probes import python
 
@@ -167,8 +168,7 @@ def test_threads_share_one_session_and_agree(embedder: MiniLMEmbeddings) -> None
     ]
     for worker in workers:
         worker.start()
-    for worker in workers:
-        worker.join()
+    joined(*workers)
     assert len(results) == len(workers)
     for result in results:
         np.testing.assert_allclose(result, expected, atol=1e-6)

@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from memories import LLMError, SummaryBufferMemory, SummaryMemory
 from memories.kernel.tokens import CharCounter
 from memories.short_term.summary.memory import SUMMARY_PROMPT, SummaryState
+from tests.helpers import joined
 from tests.summary.fakes import EMPTY, HANG, RAISE, ScriptedLLM
 
 LIMIT = 100
@@ -245,8 +246,7 @@ def test_threads_saving_at_once_lose_no_turn(llm: ScriptedLLM) -> None:
     threads = [threading.Thread(target=talk, args=(t,)) for t in range(4)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    joined(*threads)
     status = memory.status()
     assert len(memory.chat_memory.entries()) == 4 * 15 * 2
     assert status.failures == 0 and status.unfolded_tokens <= LIMIT

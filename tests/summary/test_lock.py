@@ -18,6 +18,7 @@ from memories import InMemoryHistory, SummaryBufferMemory
 from memories.kernel.background import Debouncer
 from memories.kernel.steps import arun
 from memories.stores.history.base import Entry
+from tests.helpers import joined
 from tests.summary.fakes import ScriptedLLM
 
 
@@ -83,7 +84,7 @@ def fold_both_ways(memory: SummaryBufferMemory) -> None:
     thread = threading.Thread(target=sync_path)
     thread.start()
     asyncio.run(async_path())
-    thread.join()
+    joined(thread)
 
 
 def folded_once(scheduler: Debouncer) -> tuple[int | None, int]:

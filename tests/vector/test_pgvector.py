@@ -32,6 +32,7 @@ from memories import (
 from memories.kernel.namespaces import namespace_key
 from memories.stores.sql import get_engine
 from memories.stores.vector.pgvector_backend import PgVectorBackend
+from tests.helpers import joined
 from tests.postgres import PostgresServer
 from tests.retention.conftest import (
     Clock,
@@ -219,8 +220,7 @@ def test_two_memory_objects_number_a_sessions_turns_without_gaps(
     threads = [threading.Thread(target=talk, args=(m, n)) for m, n in ((one, "a"), (two, "b"))]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    joined(*threads)
     turns = sorted(r.metadata["turn"] for r in one.export_documents())
     assert turns == list(range(20))
 
