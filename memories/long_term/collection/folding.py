@@ -102,6 +102,7 @@ def folding_batch(memory: CollectionMemory) -> Steps[CollectionUpdate]:
             deleted=kinds.count("delete"),
         )
     error = f"the memories changed {MAX_CONFLICTS} times during the update"
+    yield from memory._failing(turns, error, [])  # its turns stay queued
     return CollectionUpdate("failed", error=error)
 
 

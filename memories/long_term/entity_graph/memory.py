@@ -289,7 +289,9 @@ class EntityMemory(StoredDocumentMemory):
                 return GraphUpdate(
                     "updated" if plan else "unchanged", turns=len(turns), changes=len(plan)
                 )
-        return GraphUpdate("failed", error=f"the graph changed {_MAX_CONFLICTS} times meanwhile")
+        error = f"the graph changed {_MAX_CONFLICTS} times meanwhile"
+        yield from self._failing(turns, error, [])  # its turns stay queued
+        return GraphUpdate("failed", error=error)
 
     def _session(
         self, graph: Graph, turns: Sequence[PendingTurn], when: float

@@ -426,6 +426,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
                 done: Outcome = "proposed" if self.approval else "revised"
                 return ReflectionResult(done, written.version, len(turns))
         error = f"the instructions changed {MAX_CONFLICTS} times during reflection"
+        yield from self._failing(turns, error, [])  # its turns stay queued
         return ReflectionResult("failed", version, 0, error)
 
     def _session(self, prompts: dict[str, str], turns: Sequence[PendingTurn]) -> RevisionSession:
