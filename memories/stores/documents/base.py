@@ -355,13 +355,20 @@ class BaseProfileStore(ABC):
         return self._one(page)
 
     def standing(self, namespace: Namespace, key: str, /) -> Steps[Standing]:
-        """Steps reading the document, its queued turns and its last unresolved failure."""
+        """Steps reading the document, its queued turns and its last unresolved failure.
+
+        A failure is resolved by a later accepted change of the document, or once no
+        turn queued before it is left (batches fold the oldest first: its turns went).
+        """
         item = yield step(self.load, namespace, key)
         pending = yield step(self.count_pending, namespace, key)
         failures = yield step(self.changes, namespace, key, failed=True, last=1)
         last = failures[-1] if failures else None
-        if last is not None and item is not None and item.updated_at > last.created_at:
-            last = None  # a later accepted change resolved it
+        if last is not None:
+            oldest = (yield step(self.pending, namespace, key, limit=1)) if pending else []
+            changed_since = item is not None and item.updated_at > last.created_at
+            if changed_since or not (oldest and oldest[0].created_at <= last.created_at):
+                last = None
         return Standing(item, pending, last)
 
     def _add_pending_steps(
