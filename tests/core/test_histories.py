@@ -312,3 +312,18 @@ def test_an_in_memory_history_never_reuses_a_seq_after_clear() -> None:
     [again] = history.append([HumanMessage("again")])
     assert again > first
     assert [e.seq for e in history.entries()] == [again]
+
+
+def test_a_message_changed_in_place_by_one_users_app_never_changes_anothers(
+    tmp_path: Path,
+) -> None:
+    alice, bob = (SQLiteHistory(f"sqlite:///{tmp_path / f'{n}.db'}") for n in ("alice", "bob"))
+    for history in (alice, bob):  # a file per user: the same ids, the same rows
+        history.add_messages([HumanMessage("hi"), AIMessage("hello")])
+    read_back = SQLiteHistory(f"sqlite:///{tmp_path / 'alice.db'}").messages
+    read_back[1].content = "hello (redacted in place by alice's app)"
+    assert [m.text for m in bob.messages] == ["hi", "hello"]
+    assert [m.text for m in SQLiteHistory(f"sqlite:///{tmp_path / 'bob.db'}").messages] == [
+        "hi",
+        "hello",
+    ]
