@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,6 +15,10 @@ from tests import needs
 from tests.postgres import find_pg_bin, postgres_server
 
 HistoryFactory = Callable[[str], ChatHistory]
+
+# As MiniLMEmbeddings does before it imports onnxruntime: the tests' own imports of it
+# (importorskip) would otherwise leave its telemetry file `.ses` in $TMPDIR.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 
 @pytest.fixture(autouse=True, scope="session")
