@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import itertools
 import logging
 import os
 import re
@@ -315,6 +316,10 @@ class _Batch:
     write: bool
 
 
+#: Numbers the private in-memory databases of this process (they all have one URL).
+_IN_MEMORY = itertools.count(1)
+
+
 class _MemoryDatabase:
     """A private in-memory SQLite database: one connection for every thread, one turn at a time.
 
@@ -323,7 +328,7 @@ class _MemoryDatabase:
     """
 
     def __init__(self, url: str) -> None:
-        self.url = url
+        self.url, self.key = url, f"{url}#{next(_IN_MEMORY)}"
         self.engine = _create_engine(url, memory=True)
         self.turn = threading.RLock()
 
@@ -365,6 +370,8 @@ class Database:
         self._opening = threading.Lock()
         self._batches = threading.local()
         self._memory = (memory or _MemoryDatabase(url)) if in_memory_sqlite(url) else None
+        #: What names this database in the process: its URL; in memory, its own database.
+        self.key = url if self._memory is None else self._memory.key
 
     @property
     def engine(self) -> Engine:
@@ -382,9 +389,7 @@ class Database:
 
     def shares(self, other: Database) -> bool:
         """Whether ``other`` is the same database: one URL (in memory: this one's own)."""
-        if self._memory is not None or other._memory is not None:
-            return self._memory is other._memory
-        return self.url == other.url
+        return self.key == other.key
 
     def _held(self) -> AbstractContextManager[None]:
         """This thread's turn on an in-memory database (nothing to wait for on others)."""

@@ -327,3 +327,13 @@ def test_a_message_changed_in_place_by_one_users_app_never_changes_anothers(
         "hi",
         "hello",
     ]
+
+
+def test_private_in_memory_databases_never_share_a_parsed_message() -> None:
+    # Every private in-memory database has the URL "sqlite://": one user's still
+    # never shows another's message objects.
+    alice, bob = SQLHistory("sqlite://"), SQLHistory("sqlite://")
+    for history in (alice, bob):
+        history.add_messages([HumanMessage("hi"), AIMessage("hello")])
+    alice.messages[1].content = "hello (redacted in place by alice's app)"
+    assert [m.text for m in bob.messages] == ["hi", "hello"]

@@ -10,14 +10,23 @@ history once, and each member's derived state follows.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 
-from memories import CombinedMemory, ConfigError, InMemoryHistory, SQLiteHistory, create_memory
+from memories import (
+    CombinedMemory,
+    ConfigError,
+    InMemoryHistory,
+    SQLHistory,
+    SQLiteHistory,
+    create_memory,
+)
 from memories.faces.exchange import apply_message_edits, asave_exchange, save_exchange
+from memories.stores.history.base import ChatHistory
 
 TURNS = [
     ("Hi, I'm Ada.", "Hello Ada!"),
@@ -106,9 +115,18 @@ def test_a_nested_combined_memory_shares_the_history_of_its_parent(tmp_path: Pat
     assert stored(tmp_path / "chat.db") == said()
 
 
-def test_members_on_different_histories_each_write(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "history",
+    [
+        lambda: InMemoryHistory(session_id="u42"),
+        # Private in-memory databases all have the URL "sqlite://" and are still two logs.
+        lambda: SQLHistory("sqlite://", session_id="u42"),
+    ],
+    ids=["in-memory", "private-sqlite"],
+)
+def test_members_on_different_histories_each_write(history: Callable[[], ChatHistory]) -> None:
     # In-process histories are their own logs even under one session id.
-    first, second = InMemoryHistory(session_id="u42"), InMemoryHistory(session_id="u42")
+    first, second = history(), history()
     memory = CombinedMemory(
         memories=[
             create_memory({"type": "buffer", "memory_key": "a", "chat_memory": first}),

@@ -267,7 +267,7 @@ class SQLHistory(ChatHistory):
             _written.clear()
         for seq, item, row in zip(seqs, items, rows, strict=True):
             if type(item) in _PLAIN and not isinstance(item, NewEdit):  # as its row reads back
-                _written[(self.url, seq, str(row["message"]))] = Entry(seq, item.model_copy())
+                _written[(self._db.key, seq, str(row["message"]))] = Entry(seq, item.model_copy())
         return seqs
 
     def _inserted(self, rows: list[dict[str, Any]]) -> list[int]:
@@ -303,7 +303,7 @@ class SQLHistory(ChatHistory):
         """The records a prepared statement of this session reads, in the order it gives."""
         with self._db.transaction() as connection:
             rows = statement.execute(connection, session=self.session_id, **values).fetchall()
-        return [_decoded(self.url, *row) for row in rows]
+        return [_decoded(self._db.key, *row) for row in rows]
 
     def records(self, *, after: int | None = None) -> list[Entry | Edit]:
         return self._rows(_ROWS_AFTER, after=_START if after is None else after)
@@ -347,7 +347,7 @@ class SQLHistory(ChatHistory):
                 edits_after=since,
             ).fetchall()
         state = next((self._state_from(key, text) for seq, _, text in rows if seq < 0), None)
-        found = [_decoded(self.url, *row) for row in rows if row[0] >= 0]
+        found = [_decoded(self._db.key, *row) for row in rows if row[0] >= 0]
         return state, _changes(found, after, since)
 
     def seqs_of(self, ids: Iterable[str], /) -> dict[str, int]:
@@ -358,7 +358,7 @@ class SQLHistory(ChatHistory):
         with self._db.transaction() as connection:
             query = _with_ids(connection.dialect.name, self.session_id, ids)
             rows = connection.execute(query).all()
-        return current_ids(_in_order([_decoded(self.url, *row) for row in rows]), ids)
+        return current_ids(_in_order([_decoded(self._db.key, *row) for row in rows]), ids)
 
     def start_of_last_exchanges(self, k: int, /) -> int | None:
         humans = [e.seq for e in self.last_exchanges(k) if e.message.type == "human"]
@@ -474,7 +474,7 @@ class SQLHistory(ChatHistory):
         return self._state_from(key, row[0]) if row is not None else None
 
     def log_key(self) -> Hashable:
-        return ("sql", self._db.url, self.session_id)
+        return ("sql", self._db.key, self.session_id)
 
     def state_keys(self, prefix: str = "", /) -> list[str]:
         t = state_table
@@ -531,21 +531,21 @@ def _dump(item: Item) -> str:
     return dump_message(item)
 
 
-#: Rows this process wrote, by ``(url, seq, text)``, until their first read (see _decoded).
+#: Rows this process wrote, by ``(Database.key, seq, text)``, until first read (see _decoded).
 _written: dict[tuple[str, int, str], Entry] = {}
 _PLAIN = (HumanMessage, AIMessage, SystemMessage, ToolMessage)
 
 
 @functools.lru_cache(maxsize=_DECODED_ROWS)
-def _decoded(url: str, seq: int, kind: str, text: str) -> Entry | Edit:
-    """A row of the database at ``url`` as a record, parsed once per process (rows never change).
+def _decoded(database: str, seq: int, kind: str, text: str) -> Entry | Edit:
+    """A row of the ``database`` (its key) as a record, parsed once per process (rows never change).
 
     Memories treat messages as immutable, so the parsed objects are shared, but only
     by the readers of one database: another's rows (a file per user) reuse its ids, and
     a caller changing a message in place must not change another user's. A row this
     process wrote is a copy of its message (parsing it again cost a turn 35 µs).
     """
-    written = _written.pop((url, seq, text), None)
+    written = _written.pop((database, seq, text), None)
     if written is not None:
         return written
     if kind not in EDIT_KINDS:
