@@ -74,16 +74,14 @@ def inspect(memory: LangChainBaseMemory, out: TextIO, *, last: int | None = 20) 
     histories = histories_of(memory, "inspect") if chat_memories(memory) else []
     if histories and not any(h.count() for h in histories) and not searchable_memories(memory):
         # Showing the view would save a fresh state row: inspecting never writes.
-        for history in histories:
-            out.write(f"\nsession {history.session_id!r} in {history!r}: no messages\n")
+        out.writelines(f"\nsession {h.session_id!r} in {h!r}: no messages\n" for h in histories)
         return
     for history in histories:
         entries = history.entries(last=last)
         total = history.count() if last is not None else len(entries)
         counted = _counted(len(entries), total, " messages")
         out.write(f"\nsession {history.session_id!r} in {history!r}: {counted}")
-        for entry in entries:
-            out.write(f"  #{entry.seq} {_describe(entry.message)}\n")
+        out.writelines(f"  #{e.seq} {_describe(e.message)}\n" for e in entries)
     with read_only(memory):
         # The view first: showing it brings each memory's derived state up to
         # date, in the read-only views (inspecting never writes).
@@ -165,8 +163,7 @@ def _inspect_vector(vector: Any, out: TextIO, *, last: int | None) -> None:
     documents = vector.export_documents()
     shown = _tail(documents, last)
     out.write(f"\n{vector_name(vector)}: {_counted(len(shown), len(documents), ' documents')}")
-    for record in shown:
-        out.write(f"  [{record.metadata.get('session', '?')}] {_clipped(record.text, 100)}\n")
+    out.writelines(f"  [{r.metadata.get('session', '?')}] {_clipped(r.text, 100)}\n" for r in shown)
 
 
 def dead_letters(
