@@ -152,12 +152,9 @@ class ConversationKGMemory(QueuedUpdates):
             knowledge = yield step(self.knowledge_store.get_entity_knowledge, entity)
             if knowledge:
                 lines.append(f"On {entity}: {'. '.join(knowledge)}.")
-        context: Any
         if self.return_messages:
-            context = [self.summary_message_cls(content=line) for line in lines]
-        else:
-            context = "\n".join(lines)
-        return {self.memory_key: context}
+            return {self.memory_key: [self.summary_message_cls(content=line) for line in lines]}
+        return {self.memory_key: "\n".join(lines)}
 
     def _job(self, text: str) -> Steps[Job]:
         """The prompts' values: ``text`` as ``input``, the window as ``history``."""
