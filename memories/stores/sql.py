@@ -370,8 +370,9 @@ class Database:
         self._opening = threading.Lock()
         self._batches = threading.local()
         self._memory = (memory or _MemoryDatabase(url)) if in_memory_sqlite(url) else None
-        #: What names this database in the process: its URL; in memory, its own database.
-        self.key = url if self._memory is None else self._memory.key
+        #: What names this database in the process: its URL (a SQLite file's: the file,
+        #: however the URL spells it); in memory, its own database.
+        self.key = str(sqlite_file(url) or url) if self._memory is None else self._memory.key
 
     @property
     def engine(self) -> Engine:
@@ -388,7 +389,7 @@ class Database:
         return engine
 
     def shares(self, other: Database) -> bool:
-        """Whether ``other`` is the same database: one URL (in memory: this one's own)."""
+        """Whether ``other`` is the same database: one :attr:`key`."""
         return self.key == other.key
 
     def _held(self) -> AbstractContextManager[None]:

@@ -70,6 +70,25 @@ def test_a_window_and_a_summary_on_one_history_store_each_turn_once(tmp_path: Pa
     assert "Mia" in shown["summary"]
 
 
+def test_one_sqlite_file_named_by_two_urls_is_one_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    spellings = ["sqlite:///chat.db", f"sqlite:///{tmp_path / 'chat.db'}?timeout=5"]
+    histories = [{"type": "sql", "url": url, "session_id": "u42"} for url in spellings]
+    memory = create_memory(
+        {
+            "type": "combined",
+            "memories": [
+                {"type": "buffer", "memory_key": "a", "history": histories[0]},
+                {"type": "window", "k": 2, "memory_key": "b", "history": histories[1]},
+            ],
+        }
+    )
+    memory.save_context({"input": "hi"}, {"output": "hello"})
+    assert stored(tmp_path / "chat.db") == ["hi", "hello"]  # written once, not once a member
+
+
 def test_async_saves_write_each_turn_once_too(tmp_path: Path) -> None:
     memory = create_memory(config(tmp_path / "chat.db"))
 
