@@ -33,7 +33,7 @@ from memories.kernel.accounting import Accounts, Ledger, operation, tracer
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities, capabilities_of
 from memories.kernel.keys import turn_messages_for
-from memories.kernel.messages import check_storable, format_buffer
+from memories.kernel.messages import checked_messages, format_buffer
 from memories.kernel.retention import Retention, Sweeps
 from memories.kernel.steps import Steps, arun, run, step, to_thread, twins
 from memories.stores.compaction import compactions
@@ -650,7 +650,7 @@ class ChatMemory(BaseMemory, Sweeps):
             InvalidInputError: an item is not a LangChain message, or a
                 ``RemoveMessage`` names an unknown id (nothing is written).
         """
-        return self._editing(self.chat_memory.writing(_checked_messages(messages)))
+        return self._editing(self.chat_memory.writing(checked_messages(messages)))
 
     save_messages, asave_messages = twins(_save_messages_steps, runner="_run", write=True)
 
@@ -676,7 +676,7 @@ class ChatMemory(BaseMemory, Sweeps):
             InvalidInputError: no shown message has that id, or ``new_message``
                 is not a message (nothing is changed).
         """
-        return self._editing(self.chat_memory.replacing(id, *_checked_messages([new_message])))
+        return self._editing(self.chat_memory.replacing(id, *checked_messages([new_message])))
 
     edit_message, aedit_message = twins(_edit_message_steps, runner="_run", write=True)
 
@@ -754,17 +754,6 @@ class ChatMemory(BaseMemory, Sweeps):
     async def aload_messages(self) -> list[BaseMessage]:
         """Async :meth:`load_messages`."""
         return await self._aselect()
-
-
-def _checked_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    wrong = [m for m in messages if not isinstance(m, BaseMessage)]
-    if isinstance(messages, str | bytes) or wrong:
-        shown = messages if isinstance(messages, str | bytes) else wrong[0]
-        raise InvalidInputError(
-            f"save_messages takes a list of LangChain messages; got {shown!r:.80}. "
-            "Use save_context for plain input and output values."
-        )
-    return check_storable(messages)
 
 
 def keeps_chat_log(memory: Any, /) -> TypeGuard[ChatMemory]:

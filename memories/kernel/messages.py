@@ -102,6 +102,18 @@ def check_storable(messages: Sequence[BaseMessage], /) -> list[BaseMessage]:
     return list(messages)
 
 
+def checked_messages(messages: Sequence[BaseMessage], /) -> list[BaseMessage]:
+    """``messages`` as ``save_messages`` takes them: a list of messages, each storable."""
+    wrong = [m for m in messages if not isinstance(m, BaseMessage)]
+    if isinstance(messages, str | bytes) or wrong:
+        shown = messages if isinstance(messages, str | bytes) else wrong[0]
+        raise InvalidInputError(
+            f"save_messages takes a list of LangChain messages; got {shown!r:.80}. "
+            "Use save_context for plain input and output values."
+        )
+    return check_storable(messages)
+
+
 def _check_blocks(message: BaseMessage) -> None:
     if isinstance(message.content, str):
         return

@@ -31,6 +31,7 @@ from memories.kernel.embeddings import query_vector
 from memories.kernel.keys import input_text_for, turn_messages_for
 from memories.kernel.messages import (
     check_storable,
+    checked_messages,
     dump_message,
     format_buffer,
     load_message,
@@ -508,11 +509,7 @@ def _diverse(
 
 
 def _agent_turn(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    if isinstance(messages, str | bytes) or not all(isinstance(m, BaseMessage) for m in messages):
-        raise InvalidInputError(
-            f"save_messages takes a list of LangChain messages; got {messages!r:.80}."
-        )
-    checked = check_storable(list(messages))
+    checked = checked_messages(messages)
     if not any(isinstance(m, HumanMessage) for m in checked) or not any(
         isinstance(m, AIMessage) for m in checked
     ):
