@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from langchain_core.vectorstores import VectorStoreRetriever
 from pydantic import Field, PrivateAttr
 
+from memories.core.base import BaseMemory
 from memories.errors import ConfigError, InvalidInputError
 from memories.kernel.capabilities import Capabilities
 from memories.long_term.vector.memory import VectorMemory
@@ -62,11 +63,7 @@ class VectorStoreRetrieverMemory(VectorMemory):
 
     def _turn_parts(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> TurnParts:
         """LangChain's document text: ``"key: value"`` lines for the inputs, then the outputs."""
-        if not isinstance(inputs, Mapping) or not isinstance(outputs, Mapping):
-            raise InvalidInputError(
-                f"inputs and outputs must be dicts, got {type(inputs).__name__} and "
-                f"{type(outputs).__name__}."
-            )
+        BaseMemory.check_turn(self, inputs, outputs)  # two dicts, as any memory takes
         exclude = {*self.exclude_input_keys, self.memory_key}
         kept = [(k, v) for k, v in inputs.items() if k not in exclude]
         for key, value in [*kept, *outputs.items()]:
