@@ -252,12 +252,15 @@ class ChatHistory(BaseChatMessageHistory, ABC):
                 write times (:attr:`keeps_times` is False).
         """
         if retention.keep_days is not None:
-            raise NotImplementedError(
-                f"{type(self).__name__} does not know when messages were written, so it cannot "
-                "keep them for a number of days: use keep_messages, or a memories history "
-                "(InMemoryHistory, SQLiteHistory, SQLHistory)."
-            )
+            raise self._no_write_times()
         return nth_last(self.records(), retention)
+
+    def _no_write_times(self) -> NotImplementedError:
+        return NotImplementedError(
+            f"{type(self).__name__} does not know when messages were written, so it cannot "
+            "keep them for a number of days: use keep_messages, or a memories history "
+            "(InMemoryHistory, SQLiteHistory, SQLHistory)."
+        )
 
     def purge(self, through: int, /, *, batch: int = 500, dry_run: bool = False) -> int:
         """Delete every record up to ``through`` and the edits that target them; how many went.

@@ -28,11 +28,7 @@ class RetainedHistory(HistoryView):
 
     def __init__(self, history: ChatHistory, retention: Retention) -> None:
         if retention.keep_days is not None and not history.keeps_times:
-            raise NotImplementedError(
-                f"{type(history).__name__} does not know when messages were written, so it "
-                "cannot keep them for a number of days: use keep_messages, or a memories "
-                "history (InMemoryHistory, SQLiteHistory, SQLHistory)."
-            )
+            raise history._no_write_times()
         super().__init__(history)
         self.retention = retention
         # The horizon this thread computed in the current batch: a turn reads it once.
