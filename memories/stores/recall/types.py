@@ -39,11 +39,7 @@ class RankParts(NamedTuple):
 
 def best_first(scores: Mapping[str, float], limit: int | None = None, /) -> list[ScoredId]:
     """Scored ids best first, ties by id (not input order); only the best ``limit`` if given."""
-    items = scores.items()
-    if limit is None or limit >= len(scores):
-        ranked = sorted(items, key=_order)
-    else:
-        ranked = heapq.nsmallest(limit, items, key=_order)
+    ranked = heapq.nsmallest(len(scores) if limit is None else limit, scores.items(), key=_order)
     return [ScoredId(doc_id, score) for doc_id, score in ranked]
 
 
