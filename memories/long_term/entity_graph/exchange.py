@@ -99,8 +99,7 @@ def import_commits(
     """
     _check_names(recorded, records)
     commits: list[tuple[str, Change, int]] = []
-    versions = {ENTITY_PREFIX + e.id: e.version for e in graph.entities.values()}
-    versions.update({RELATION_PREFIX + r.id: r.version for r in graph.relations.values()})
+    versions = graph.versions()
     for record in records:
         if record["graph"] == "entity":
             key, document = ENTITY_PREFIX + record["id"], _entity_document(record)

@@ -148,8 +148,7 @@ class Planner:
         self.when = when
         self.single_valued = {predicate_key(p) for p in single_valued}
         self.documents = {k: dict(v) for k, v in graph.documents.items()}
-        self.versions = {ENTITY_PREFIX + e.id: e.version for e in graph.entities.values()}
-        self.versions.update({RELATION_PREFIX + r.id: r.version for r in graph.relations.values()})
+        self.versions = graph.versions()
         self.plan = Plan()
         self.problems: list[str] = []
 

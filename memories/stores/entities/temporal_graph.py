@@ -132,6 +132,11 @@ class Graph:
         """The relations true now (not ended)."""
         return [r for r in self.relations.values() if r.invalid_at is None]
 
+    def versions(self) -> dict[str, int]:
+        """Each entity's and relation's stored version by its key: what a compare-and-set checks."""
+        found = {ENTITY_PREFIX + e.id: e.version for e in self.entities.values()}
+        return found | {RELATION_PREFIX + r.id: r.version for r in self.relations.values()}
+
     def named(self, name: str) -> Entity | None:
         """The standing entity called ``name`` (its name or an alias; case and spacing ignored)."""
         wanted = name_key(name)
