@@ -159,11 +159,9 @@ def _export(args: argparse.Namespace) -> int:
     from memories.faces.commands import export_config
 
     whose = {"session": args.session, "namespace": args.namespace}
-    if args.output in (None, "-"):
-        messages, documents = export_config(args.config, sys.stdout, **whose)
-    else:
-        with open(args.output, "w", encoding="utf-8") as out:
-            messages, documents = export_config(args.config, out, **whose)
+    stdout = args.output in (None, "-")
+    with nullcontext(sys.stdout) if stdout else open(args.output, "w", encoding="utf-8") as out:
+        messages, documents = export_config(args.config, out, **whose)
     _say(f"memories export: {messages} messages, {documents} documents, entities and triples")
     return 0
 
