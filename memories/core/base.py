@@ -35,7 +35,7 @@ from memories.kernel.capabilities import Capabilities, capabilities_of
 from memories.kernel.keys import turn_messages_for
 from memories.kernel.messages import checked_messages, format_buffer
 from memories.kernel.retention import Retention, Sweeps
-from memories.kernel.steps import Steps, arun, run, step, to_thread, twins
+from memories.kernel.steps import Steps, arun, blocking_twin, run, step, to_thread, twins
 from memories.stores.compaction import compactions
 from memories.stores.erasure import StoreShare
 from memories.stores.history.base import ChatHistory, MessageRef
@@ -194,17 +194,11 @@ class BaseMemory(LangChainBaseMemory):
         """
         return True
 
-    async def aflush(self, *, timeout: float | None = None) -> bool:
-        """Async :meth:`flush`."""
-        return await to_thread(self.flush, timeout=timeout)
-
     def close(self, *, timeout: float | None = None) -> bool:
         """Flush, then defer nothing more: later turns of this object do their work inline."""
         return self.flush(timeout=timeout)
 
-    async def aclose(self, *, timeout: float | None = None) -> bool:
-        """Async :meth:`close`."""
-        return await to_thread(self.close, timeout=timeout)
+    aflush, aclose = blocking_twin(flush), blocking_twin(close)
 
     def status(self) -> MemoryStatus:
         """Where this memory's deferred work stands (nothing, by default)."""
