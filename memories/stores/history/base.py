@@ -35,7 +35,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, To
 from memories.errors import InvalidInputError
 from memories.kernel.checks import whole_number
 from memories.kernel.retention import Retention
-from memories.kernel.steps import Steps, blocking_twin, run, step, twins
+from memories.kernel.steps import Steps, blocking_twin, inline_twin, run, step, twins
 from memories.stores.history.edits import current_ids, planned, repaired
 from memories.stores.history.records import REMOVE_ALL_MESSAGES, Edit, Entry, Item, NewEdit
 
@@ -240,9 +240,8 @@ class ChatHistory(BaseChatMessageHistory, ABC):
         :class:`~memories.stores.history.retained.RetainedHistory` hides what expired)."""
         return None
 
-    async def ahorizon(self) -> int | None:
-        """Async :meth:`horizon`, inline (a subclass whose horizon reads the store overrides it)."""
-        return self.horizon()
+    # a subclass whose horizon reads the store overrides it (RetainedHistory: on a thread)
+    ahorizon = inline_twin(horizon)
 
     def expired_through(self, retention: Retention, /, *, now: float) -> int | None:
         """The last ``seq`` that ``retention`` expires at ``now``: every record up to it goes.
