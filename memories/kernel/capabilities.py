@@ -29,7 +29,8 @@ class Capabilities:
     searchable: bool = False
     """It has ``search(query, *, k, filter)`` ranking what it stores."""
     exportable: bool = False
-    """The CLI can export, import and inspect what it stores."""
+    """``memories export`` writes what it stores and ``memories import`` reads it back
+    (an export names what it leaves out)."""
     deferred: bool = False
     """It may defer work (``flush`` / ``close`` / ``status`` report on it)."""
     composite: bool = False

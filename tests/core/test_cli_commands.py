@@ -280,6 +280,22 @@ def test_export_of_a_memory_without_history_is_a_clear_error(
     assert code == 2 and "keeps none" in err
 
 
+def test_an_export_names_the_memories_it_leaves_out(tmp_path: Path, config: Path) -> None:
+    # A profile's document is not part of an export: a backup made with it must say so.
+    history = {"type": "sqlite", "path": str(tmp_path / "chat.db"), "session_id": "u1"}
+    profile = {"type": "profile", "policy": "manual", "url": f"sqlite:///{tmp_path / 'p.db'}"}
+    combined = write_config(
+        tmp_path / "both.yaml",
+        {"type": "combined", "memories": [{"type": "window", "history": history}, profile]},
+    )
+    SQLiteHistory(tmp_path / "chat.db", session_id="u1").add_messages([HumanMessage("hi")])
+    both = python("-m", "memories.faces.cli", "export", "--config", str(combined), cwd=ROOT)
+    assert json.loads(both.stdout)["message"]["data"]["content"] == "hi"
+    assert "memories export leaves out ProfileMemory (not exportable" in both.stderr
+    window_only = python("-m", "memories.faces.cli", "export", "--config", str(config), cwd=ROOT)
+    assert "leaves out" not in window_only.stderr
+
+
 @pytest.mark.parametrize(
     "command", ["demo", "chat", "inspect", "export", "import", "clear", "reshard"]
 )

@@ -59,11 +59,12 @@ def test_inspect_lists_entities_and_current_relations_with_counts(
 
 
 def test_export_writes_entities_and_relations_with_their_times_and_history(
-    config: Path, capsys: pytest.CaptureFixture[str]
+    config: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     told(graph(config))
     code, exported, err = run(["export", "--config", str(config)], capsys)
     assert code == 0 and "0 messages, 8 documents" in err
+    assert "leaves out" not in caplog.text  # a graph is exportable
     records = [json.loads(line) for line in exported.splitlines()]
     assert {r["graph"] for r in records} == {"entity", "relation"}
     assert all(r["namespace"] == ["u", "ana"] for r in records)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import groupby
@@ -27,11 +28,13 @@ from memories.faces.commands.opening import (
     entities_of,
     graphs_of,
     knowledge_of,
+    leaf_memories,
     open_stores,
     outliving,
     per_namespace,
     triples_of,
 )
+from memories.kernel.capabilities import capabilities_of
 from memories.kernel.checks import whole_number
 from memories.kernel.messages import check_storable, dump_message
 from memories.kernel.namespaces import as_namespace
@@ -40,6 +43,8 @@ from memories.long_term.entity_graph.exchange import check_record
 from memories.stores.entities.summaries import EntityStore
 from memories.stores.entities.triples import EntityGraph, KnowledgeTriple
 from memories.stores.history.base import ChatHistory
+
+logger = logging.getLogger(__name__)
 
 #: Messages appended per transaction by ``import``.
 DEFAULT_BATCH_SIZE = 500
@@ -211,8 +216,16 @@ def export_config(
         How many messages, and how many other lines.
     """
     messages, documents = export_jsonl(open_stores(config, session), out, namespaces=False)
+    left_out: set[str] = set()
     for memory in per_namespace(config, session, namespace):
         documents += export_jsonl(memory, out, sessions=False)[1]
+        kept = [m for m in leaf_memories(memory) if capabilities_of(m).scope != "none"]
+        left_out.update(type(m).__name__ for m in kept if not capabilities_of(m).exportable)
+    if left_out:
+        logger.warning(
+            "memories export leaves out %s (not exportable; `memories inspect` shows them).",
+            ", ".join(sorted(left_out)),
+        )
     return messages, documents
 
 

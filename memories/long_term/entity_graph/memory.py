@@ -98,7 +98,9 @@ class EntityMemory(StoredDocumentMemory):
 
     config_type: ClassVar[str] = "entity"
     store_owner: ClassVar[str | None] = "entity_graph"
-    capabilities: ClassVar[Capabilities] = Capabilities(scope="namespace", deferred=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        scope="namespace", exportable=True, deferred=True
+    )
     store_class: ClassVar[type[EntityGraphStore]] = EntityGraphStore
 
     key: str = Field(default="entity_graph", min_length=1)

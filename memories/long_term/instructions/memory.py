@@ -138,7 +138,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
     store_owner: ClassVar[str | None] = "instructions"
     each_turn: ClassVar[tuple[str, ...]] = ()  # feedback or every_n turns
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="namespace", exportable=True, deferred=True, expires=True
+        scope="namespace", deferred=True, expires=True
     )
 
     prompts: dict[str, str] = Field(default_factory=lambda: {"main": ""})

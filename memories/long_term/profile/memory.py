@@ -91,7 +91,7 @@ class ProfileMemory(ExpiringDocumentMemory):
     store_owner: ClassVar[str | None] = "profile"
     each_turn: ClassVar[tuple[str, ...]] = ("turn", "once", "background")
     capabilities: ClassVar[Capabilities] = Capabilities(
-        scope="namespace", exportable=True, deferred=True, expires=True
+        scope="namespace", deferred=True, expires=True
     )
 
     model_config = ConfigDict(populate_by_name=True)
