@@ -13,14 +13,15 @@ from typing import Any
 
 from memories.errors import InvalidInputError
 
-__all__ = ["read_json"]
+__all__ = ["lone_surrogate", "read_json"]
 
 
 def _scan(value: Any) -> tuple[int, str | None]:
     """How deep ``value`` nests (a scalar: 0; ``[]``: 1) and its first lone surrogate (keys
     too), in one walk without recursion: only containers go on the stack."""
     if not isinstance(value, dict | list):
-        return 0, _surrogate_in(value)
+        at = lone_surrogate(value)
+        return 0, None if at is None else value[at]
     deepest, surrogate, stack = 0, None, [(value, 1)]
     while stack:
         node, level = stack.pop()
@@ -28,18 +29,20 @@ def _scan(value: Any) -> tuple[int, str | None]:
         for child in (*node, *node.values()) if isinstance(node, dict) else node:
             if isinstance(child, dict | list):
                 stack.append((child, level + 1))
-            elif surrogate is None:
-                surrogate = _surrogate_in(child)
+            elif surrogate is None and (at := lone_surrogate(child)) is not None:
+                surrogate = child[at]
     return deepest, surrogate
 
 
-def _surrogate_in(text: Any) -> str | None:
+def lone_surrogate(text: Any, /) -> int | None:
+    """Where ``text``'s first lone surrogate is, a character no store or page can encode
+    (None: a string without one, or not a string)."""
     if not isinstance(text, str) or text.isascii():
         return None
     try:
         text.encode("utf-8")  # in C: a lone surrogate is the one thing it refuses
     except UnicodeEncodeError as exc:
-        return text[exc.start]
+        return exc.start
     return None
 
 

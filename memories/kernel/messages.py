@@ -20,6 +20,7 @@ from langchain_core.messages import (
 )
 
 from memories.errors import BackendError, InvalidInputError
+from memories.kernel.bounded_json import lone_surrogate
 
 __all__ = [
     "dump_message",
@@ -89,16 +90,13 @@ def check_storable(messages: Sequence[BaseMessage], /) -> list[BaseMessage]:
         content = message.content
         body = content if isinstance(content, str) else message_text(message)
         for text in (body, message.name or ""):
-            if text.isascii():
-                continue
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as exc:
+            at = None if text.isascii() else lone_surrogate(text)  # the common case, inline
+            if at is not None:
                 raise InvalidInputError(
-                    f"A {type(message).__name__} holds {text[exc.start : exc.end]!r} at "
-                    f"position {exc.start}, a lone surrogate that no store can write; "
-                    "decode the text with errors='replace' before saving it."
-                ) from exc
+                    f"A {type(message).__name__} holds {text[at]!r} at position {at}, a lone "
+                    "surrogate that no store can write; decode the text with errors='replace' "
+                    "before saving it."
+                )
     return list(messages)
 
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator
 
 from memories.errors import InvalidInputError
+from memories.kernel.bounded_json import lone_surrogate
 
 __all__ = [
     "NAMESPACE_KEY",
@@ -137,13 +138,7 @@ def _scalar(value: Any) -> bool:
         return True
     if isinstance(value, int):
         return value in _INT_RANGE
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return False
-        return True
-    return False
+    return isinstance(value, str) and lone_surrogate(value) is None
 
 
 def _storable(value: Any) -> bool:
