@@ -7,6 +7,7 @@ percent-encoded (``/`` as ``%2F``), and the routes decode it once.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,17 @@ def test_an_odd_id_that_is_not_there_is_not_found(client: TestClient) -> None:
     assert client.get(where + "notes%2F2025").status_code == 404
     # a "/" sent as is still separates segments: this names no route
     assert client.get(where + "notes/2024%2050%25%20caf%C3%A9").status_code == 404
+
+
+def test_a_json_memory_reads_in_the_inspector_as_the_collection_embeds_it() -> None:
+    """A structured memory's text is the collection's own: non-ASCII as written, not escaped."""
+    from memories.faces.server.rows import collection_item, hit_row
+    from memories.long_term.collection.records import MemoryRecord
+    from memories.stores.documents import ProfileItem
+
+    content = {"city": "Zürich", "note": "café"}
+    item = ProfileItem(("users", "maya"), "memory:m1", {"content": content}, 1, 0.0, 0.0)
+    assert collection_item(item)["content"] == '{"city": "Zürich", "note": "café"}'
+    when = datetime.now(UTC)
+    record = MemoryRecord(id="m1", content=content, metadata={}, created_at=when, updated_at=when)
+    assert hit_row(record)["text"] == '{"city": "Zürich", "note": "café"}'

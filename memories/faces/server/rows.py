@@ -8,7 +8,6 @@ dicts that :class:`~memories.faces.server.service.Inspector` answers with.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -19,6 +18,7 @@ from memories.faces.server.errors import NotFound
 from memories.kernel.messages import message_text
 from memories.kernel.namespaces import Namespace
 from memories.kernel.times import utc
+from memories.long_term.collection import rules
 from memories.long_term.collection.rows import memory_id
 from memories.long_term.entity_graph import Entity, EntityMemory, Relation
 from memories.stores.entities.temporal_graph import ENTITY_PREFIX, Graph
@@ -69,16 +69,11 @@ def document_row(record: Any) -> dict[str, Any]:
     }
 
 
-def _text(content: Any) -> str:
-    """A collection memory's content as text: a string as it is, anything else as JSON."""
-    return content if isinstance(content, str) else json.dumps(content, sort_keys=True)
-
-
 def collection_item(item: Any) -> dict[str, Any]:
     value = item.value or {}
     return {
         "id": memory_id(item.key),
-        "content": _text(value.get("content")),
+        "content": rules.text(value.get("content")),
         "metadata": jsonable(value.get("metadata") or {}),
         "version": item.version,
         "created_at": when(item.created_at),
@@ -245,7 +240,7 @@ def hit_row(hit: Any) -> dict[str, Any]:
     parts = getattr(hit, "ranking", None)
     return {
         "id": hit.id,
-        "text": _text(getattr(hit, "content", None)) if text is None else text,
+        "text": rules.text(getattr(hit, "content", None)) if text is None else text,
         "score": None if score is None else round(float(score), 4),
         "ranking": None if parts is None else {k: round(v, 4) for k, v in parts._asdict().items()},
     }

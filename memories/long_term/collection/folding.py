@@ -187,7 +187,7 @@ def deduplicating(
     current = {r.id: rules.normal(r.text) for r in shown}
     seen: set[str] = set()
     for op in operations:
-        normal = rules.normal(memory._text(op.content)) if op.content is not None else ""
+        normal = rules.normal(rules.text(op.content)) if op.content is not None else ""
         if op.op == "update" and current.get(op.memory_id or "") == normal:
             continue  # says what it said
         if op.op != "insert":
@@ -196,7 +196,7 @@ def deduplicating(
         if normal in seen:
             continue
         seen.add(normal)
-        found, adds_detail = yield from matching(memory, memory._text(op.content), shown)
+        found, adds_detail = yield from matching(memory, rules.text(op.content), shown)
         if found is None:
             kept.append(op)
         elif adds_detail and memory.enable_updates and found.id not in touched:

@@ -168,11 +168,6 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
             )
         return content
 
-    def _text(self, content: Any) -> str:
-        if isinstance(content, str):
-            return content
-        return json.dumps(content, ensure_ascii=False, sort_keys=True)
-
     def _checked_metadata(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         given = check_metadata(metadata, what="metadata")
         clash = sorted(rules.OWN_KEYS & given.keys())
@@ -206,7 +201,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         doc_id = memory_id(item.key)
         # A first version is new to the index: Chroma's add is cheaper than its upsert.
         replace = item.version > 1
-        return OutboxRow(doc_id, self._text(content), meta, needs_turn=False, replace=replace)
+        return OutboxRow(doc_id, rules.text(content), meta, needs_turn=False, replace=replace)
 
     # -- writing: ledger first (compare-and-set, all or none), then the index --------
 
@@ -518,10 +513,10 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
         target = yield from query_vector(self.embedder, request.text)
         with embedding_batch(self.embedder, len(then)):
             vectors = yield step(
-                self.embedder.embed_documents, [self._text(r.content) for r in then]
+                self.embedder.embed_documents, [rules.text(r.content) for r in then]
             )
         # Ranked and scored as a search of the current memories is (the memory's recall).
-        held = {r.id: (self._text(r.content), v) for r, v in zip(then, vectors, strict=True)}
+        held = {r.id: (rules.text(r.content), v) for r, v in zip(then, vectors, strict=True)}
         found = search_texts(self.recall, request.text, target, held, k=request.k or self.k)
         by_id = {r.id: r for r in then}
         return [rules.with_score(by_id[f.id], f.score) for f in found]
@@ -532,7 +527,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     def _showing(self, inputs: Mapping[str, Any]) -> Steps[str]:
         found = yield from self._search_steps(input_text_for(self, inputs))
-        return "\n".join(f"- {self._text(r.content)}" for r in found)
+        return "\n".join(f"- {rules.text(r.content)}" for r in found)
 
     def _clear_steps(self) -> Steps[None]:
         """Delete every memory (each kept in its history) and drop the queued turns."""
@@ -576,7 +571,7 @@ class CollectionMemory(IndexedMemory, StoredDocumentMemory):
 
     def _duplicate_of_steps(self, content: Any) -> Steps[MemoryRecord | None]:
         """The current memory that already says ``content`` (``duplicate_threshold``), or None."""
-        found, _ = yield from folding.matching(self, self._text(self.check_content(content)), ())
+        found, _ = yield from folding.matching(self, rules.text(self.check_content(content)), ())
         return None if found is None else rules.found(found)
 
     duplicate_of, aduplicate_of = twins(_duplicate_of_steps)

@@ -59,6 +59,13 @@ def matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     return all(metadata.get(k) == v for k, v in wanted.items())
 
 
+def text(content: Any) -> str:
+    """A memory's content as text (embedded, matched, shown): a string as it is, else JSON."""
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, ensure_ascii=False, sort_keys=True)
+
+
 def normal(text: str) -> str:
     """Text as compared for exact duplicates: case, spacing and punctuation ignored."""
     return " ".join(re.sub(r"[^\w\s]", " ", text.casefold()).split())

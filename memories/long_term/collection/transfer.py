@@ -33,7 +33,7 @@ def exported(memory: CollectionMemory) -> builtins.list[SearchResult]:
             for c in changes
         ]
         last = next((v["content"] for v in reversed(versions) if v["content"] is not None), "")
-        text = memory._text(last)
+        text = rules.text(last)
         exported.append(SearchResult(text, {"versions": versions}, 0.0, id_of(key)))
     return exported
 
