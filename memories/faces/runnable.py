@@ -99,7 +99,7 @@ class SessionMemories:
         # A factory from a config names the fields its namespace templates need (user_id...).
         wanted = self._memory.fields if isinstance(self._memory, SessionFactory) else ()
         extra = {name: configurable.get(name) for name in wanted}
-        key = (*map(str, values), *(str(extra[name]) for name in wanted))
+        key = tuple(map(repr, (*values, *extra.values())))  # a missing user_id is not "None"
         made = self._by_session.built(key, partial(self._made, values, extra))
         if isinstance(made, BaseChatMessageHistory):  # asked for again next time, as LangChain
             from memories.short_term.buffer import BufferMemory

@@ -113,3 +113,27 @@ def test_sessions_of_one_id_but_two_users_get_two_memories(tmp_path: Path) -> No
     second = sessions.get({"configurable": {"session_id": "same", "user_id": "bob"}})
     assert first is not second
     assert first.namespace != second.namespace  # type: ignore[attr-defined]
+
+
+
+@pytest.mark.parametrize(
+    ("held", "invalid"),
+    [
+        ({"session_id": "s1", "user_id": "None"}, {"session_id": "s1"}),
+        ({"session_id": "s1", "user_id": "7"}, {"session_id": "s1", "user_id": 7}),
+        ({"session_id": "7", "user_id": "u1"}, {"session_id": 7, "user_id": "u1"}),
+    ],
+    ids=["no-user-vs-user-named-None", "int-vs-string-user", "int-vs-string-session"],
+)
+def test_a_run_with_a_bad_field_never_gets_a_cached_memory(
+    tmp_path: Path, held: dict[str, Any], invalid: dict[str, Any]
+) -> None:
+    # The cache is keyed by the fields as given: a run missing user_id is refused as it
+    # is with an empty cache, never handed the memory of a user whose id is "None".
+    make = memory_factory(
+        {**VECTOR, "collection": _collection(tmp_path), "namespace": ["users", "{user_id}"]}
+    )
+    sessions = SessionMemories(make, "session_id")
+    sessions.get({"configurable": held})
+    with pytest.raises(ConfigError):
+        sessions.get({"configurable": invalid})
