@@ -115,7 +115,6 @@ def test_sessions_of_one_id_but_two_users_get_two_memories(tmp_path: Path) -> No
     assert first.namespace != second.namespace  # type: ignore[attr-defined]
 
 
-
 @pytest.mark.parametrize(
     ("held", "invalid"),
     [
