@@ -98,7 +98,7 @@ class SessionMemories:
         values = [configurable[k] for k in self._keys]
         # A factory from a config names the fields its namespace templates need (user_id...).
         wanted = self._memory.fields if isinstance(self._memory, SessionFactory) else ()
-        extra = {name: configurable.get(name) for name in wanted}
+        extra = {name: configurable.get(name) for name in wanted if name not in self._keys}
         key = tuple(map(repr, (*values, *extra.values())))  # a missing user_id is not "None"
         made = self._by_session.built(key, partial(self._made, values, extra))
         if isinstance(made, BaseChatMessageHistory):  # asked for again next time, as LangChain
@@ -111,7 +111,10 @@ class SessionMemories:
         assert not isinstance(self._memory, LangChainBaseMemory)
         if len(values) == 1:
             return self._memory(values[0], **extra)
-        return self._memory(**dict(zip(self._keys, values, strict=True)), **extra)
+        named = dict(zip(self._keys, values, strict=True))
+        if isinstance(self._memory, SessionFactory):  # the fields as one mapping, with session_id
+            return self._memory(named, **extra)
+        return self._memory(**named)
 
 
 def close_dropped(memory: Any) -> None:

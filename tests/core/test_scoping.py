@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import ConfigurableFieldSpec, RunnableLambda
 
 from memories import ConfigError, create_memory, memory_factory, with_memory
 from memories.faces.runnable import SessionMemories
@@ -136,3 +136,37 @@ def test_a_run_with_a_bad_field_never_gets_a_cached_memory(
     sessions.get({"configurable": held})
     with pytest.raises(ConfigError):
         sessions.get({"configurable": invalid})
+
+
+def _fields(*names: str) -> list[ConfigurableFieldSpec]:
+    return [ConfigurableFieldSpec(id=name, annotation=str) for name in names]
+
+
+def test_with_memory_takes_a_templates_field_among_its_session_fields(tmp_path: Path) -> None:
+    # LangChain's history_factory_config names user_id too: the template reads it from there.
+    make = memory_factory(
+        {**VECTOR, "collection": _collection(tmp_path), "namespace": ["users", "{user_id}"]}
+    )
+    echo = RunnableLambda(lambda inputs: f"recalled: {inputs['history']}")
+    chain = with_memory(echo, make, history_factory_config=_fields("session_id", "user_id"))
+    alice = {"configurable": {"session_id": "t1", "user_id": "alice"}}
+    chain.invoke({"input": "my dog is called Rex"}, config=alice)
+    bob = {"configurable": {"session_id": "t2", "user_id": "bob"}}
+    assert "Rex" not in chain.invoke({"input": "what is my dog called?"}, config=bob)
+    again = {"configurable": {"session_id": "t3", "user_id": "alice"}}
+    assert "Rex" in chain.invoke({"input": "what is my dog called?"}, config=again)
+
+
+def test_a_configs_factory_with_several_session_fields_keeps_the_session_id(
+    tmp_path: Path,
+) -> None:
+    history = {"type": "sqlite", "path": str(tmp_path / "chat.db")}
+    make = memory_factory({"type": "window", "k": 2, "history": history})
+    fields = _fields("session_id", "user_id")
+    chain = with_memory(RunnableLambda(lambda _: "ok"), make, history_factory_config=fields)
+    chain.invoke("hi", config={"configurable": {"session_id": "s1", "user_id": "ada"}})
+    assert [m.text for m in make("s1").chat_memory.messages] == ["hi", "ok"]
+    fields = _fields("user_id", "thread")
+    without = with_memory(RunnableLambda(lambda _: "ok"), make, history_factory_config=fields)
+    with pytest.raises(ConfigError, match="session_id must be a non-empty string"):
+        without.invoke("hi", config={"configurable": {"user_id": "ada", "thread": "t1"}})
