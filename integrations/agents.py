@@ -90,9 +90,9 @@ class MemoryMiddleware(AgentMiddleware):
     def name(self) -> str:
         return self._name
 
-    def memory_for(self, thread_id: str) -> LangChainBaseMemory:
-        """The memory of one thread (for inspecting it outside a run)."""
-        return self._memories.get({"configurable": {"thread_id": thread_id}})
+    def memory_for(self, thread_id: str, **fields: str) -> LangChainBaseMemory:
+        """The memory of one thread, outside a run; ``fields`` fill a namespace template."""
+        return self._memories.get({"configurable": {**fields, "thread_id": thread_id}})
 
     def _current_memory(self) -> LangChainBaseMemory:
         return self._memories.get(get_config())

@@ -93,9 +93,9 @@ class MemoryNodes:
     def __repr__(self) -> str:
         return f"MemoryNodes({self.memory!r}, messages_key={self.messages_key!r})"
 
-    def memory_for(self, thread_id: str) -> LangChainBaseMemory:
-        """The memory of one thread."""
-        return self._memories.get({"configurable": {"thread_id": thread_id}})
+    def memory_for(self, thread_id: str, **fields: str) -> LangChainBaseMemory:
+        """The memory of one thread; ``fields`` fill a namespace template (``user_id=...``)."""
+        return self._memories.get({"configurable": {**fields, "thread_id": thread_id}})
 
     def _messages(self, state: Mapping[str, Any]) -> list[BaseMessage]:
         return list(state.get(self.messages_key) or [])

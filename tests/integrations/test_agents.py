@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from memories.integrations.agents import MemoryMiddleware
+from memories.integrations.langgraph_nodes import MemoryNodes
 
 from memories import (
     BufferMemory,
@@ -21,6 +22,7 @@ from memories import (
     SQLiteHistory,
     TokenBufferMemory,
     WindowMemory,
+    memory_factory,
 )
 from memories.testing import ScriptedChatModel
 
@@ -228,6 +230,21 @@ def test_a_factory_without_a_thread_id_is_a_clear_error() -> None:
     agent = create_agent(ScriptedChatModel(), [], middleware=[MemoryMiddleware(PerThread())])
     with pytest.raises(ConfigError, match="thread_id"):
         agent.invoke({"messages": [HumanMessage("hi")]})
+
+
+@pytest.mark.parametrize("kind", [MemoryMiddleware, MemoryNodes])
+def test_memory_for_fills_a_namespace_template_outside_a_run(tmp_path: Path, kind: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    profile = {
+        "type": "profile",
+        "policy": "manual",
+        "url": url,
+        "namespace": ["users", "{user_id}"],
+    }
+    made = kind(memory_factory(profile))
+    assert made.memory_for("t1", user_id="ada").namespace == ("users", "ada")
+    with pytest.raises(ConfigError, match="user_id"):
+        made.memory_for("t1")
 
 
 def test_bad_arguments_are_rejected() -> None:
