@@ -364,10 +364,11 @@ class BaseProfileStore(ABC):
         pending = yield step(self.count_pending, namespace, key)
         failures = yield step(self.changes, namespace, key, failed=True, last=1)
         last = failures[-1] if failures else None
-        if last is not None:
+        if last is not None and item is not None and item.updated_at > last.created_at:
+            last = None  # a later accepted change resolved it
+        if last is not None:  # else resolved once no turn queued before it is left
             oldest = (yield step(self.pending, namespace, key, limit=1)) if pending else []
-            changed_since = item is not None and item.updated_at > last.created_at
-            if changed_since or not (oldest and oldest[0].created_at <= last.created_at):
+            if not (oldest and oldest[0].created_at <= last.created_at):
                 last = None
         return Standing(item, pending, last)
 
