@@ -21,12 +21,7 @@ from memories.errors import LLMError
 from memories.kernel.conversation import OperationsReply, operations_tool, proposed_items
 from memories.kernel.messages import format_buffer
 from memories.stores.documents import Change, PendingTurn
-from memories.stores.entities.temporal_graph import (
-    ENTITY_PREFIX,
-    RELATION_PREFIX,
-    Graph,
-    name_key,
-)
+from memories.stores.entities.temporal_graph import ENTITY_PREFIX, RELATION_PREFIX, Graph, name_key
 
 __all__ = ["GRAPH_TOOL", "GRAPH_TOOL_NAME", "GraphSession", "Plan", "Planner", "graph_prompt"]
 

@@ -59,8 +59,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SummarizeMode = Literal["inline", "background"]
-
 
 class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemory):
     """What the summary and summary-buffer memories share (arguments: :class:`SummaryMemory`)."""
@@ -74,7 +72,7 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     max_token_limit: int = Field(default=2000, gt=0)
     initial_summary: str = ""
     max_summary_tokens: int | None = Field(default=None, gt=0)
-    summarize: SummarizeMode = "inline"
+    summarize: Literal["inline", "background"] = "inline"
     trigger: TriggerField = None
     keep: KeepField = None
     topic_embeddings: Embeddings | str | None = None
