@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from memories.kernel.namespaces import Namespace
 from memories.kernel.steps import blocking_twin
-from memories.stores.sql import Database, chunks, count_rows
+from memories.stores.sql import Database, chunks, count_rows, starts_with
 
 __all__ = ["DOCUMENTS", "ITEMS", "OWN", "Expiring", "ExpiryLedger", "Rule", "Stamp"]
 
@@ -207,7 +207,7 @@ class ExpiryLedger:
             where.append(t.c.key.in_(list(keys)))
         if under:  # the prefix's label, or it without its "]" and then a further label
             label = _label(under)
-            deeper = t.c.namespace.startswith(label[:-1] + ", ", autoescape=True)
+            deeper = starts_with(t.c.namespace, label[:-1] + ", ")
             where.append(sa.or_(t.c.namespace == label, deeper))
         return where
 

@@ -65,6 +65,7 @@ __all__ = [
     "make_sqlite_folder",
     "redacted",
     "sqlite_file",
+    "starts_with",
     "transaction",
 ]
 
@@ -257,6 +258,11 @@ def chunks(items: Sequence[_T], size: int = KEYS_PER_STATEMENT) -> Iterator[Sequ
     """``items`` in slices of at most ``size`` (by default a statement's share of keys)."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def starts_with(column: Any, prefix: str) -> Any:
+    """``column`` begins with ``prefix``, case and all (SQLite's LIKE ignores ASCII case)."""
+    return func.substr(column, 1, len(prefix)) == prefix
 
 
 def count_rows(connection: Connection, table: Table, *where: Any) -> int:

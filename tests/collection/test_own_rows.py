@@ -40,7 +40,9 @@ def make(tmp_path: Path, clock: Clock, ledger_url: str) -> Make:  # noqa: F811
     return made
 
 
-@pytest.mark.parametrize("other", ["collection", "home"])
+@pytest.mark.parametrize(
+    "other", ["collection", "home", "Work"]
+)  # Work: SQLite's LIKE ignores case
 def test_collections_with_different_keys_keep_their_own_memories(make: Make, other: str) -> None:
     work, home = make("work"), make(other)
     x = work.put("Ada writes Rust at work")

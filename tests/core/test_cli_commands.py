@@ -12,12 +12,13 @@ import pytest
 import yaml
 from langchain_core.messages import AIMessage, HumanMessage
 
-from memories import SQLiteHistory
+from memories import SQLiteHistory, VectorMemory
 from memories.faces.cli import LLM_ENV, main
 from tests.contract.history_contract import rich_messages
 from tests.probes import killed_after, python
 
 ROOT = Path(__file__).resolve().parents[2]
+EMBEDDINGS = "tests.vector.conftest:WordEmbeddings"
 
 
 def write_config(path: Path, config: dict) -> Path:  # type: ignore[type-arg]
@@ -194,6 +195,35 @@ def test_a_bad_import_line_is_named_and_nothing_is_written(
     code, _, err = run(["import", "--config", str(config), str(dump)], capsys)
     assert code == 2 and "bad.jsonl:2" in err and "Nothing was imported" in err
     assert SQLiteHistory(db, session_id="u1").messages == []
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [{"place": {"city": "Porto"}}, {"$where": 1}, {"versions": [{"content": "x", "metadata": []}]}],
+)
+def test_a_document_whose_metadata_cannot_be_stored_is_named_and_nothing_is_written(
+    tmp_path: Path,
+    db: Path,
+    capsys: pytest.CaptureFixture[str],
+    metadata: dict,  # type: ignore[type-arg]
+) -> None:
+    history = {"type": "sqlite", "path": str(db), "session_id": "u1"}
+    vector = {"type": "vector", "path": str(tmp_path / "chroma"), "write": "sync",
+              "embeddings": EMBEDDINGS, "memory_key": "recalled"}  # fmt: skip
+    memories = [{"type": "buffer", "history": history}, vector]
+    config = write_config(tmp_path / "both.yaml", {"type": "combined", "memories": memories})
+    lines = [
+        {"session_id": "u1", "message": {"type": "human", "data": {"content": "hi"}}},
+        {"namespace": ["users", "ada"], "id": "d1", "text": "Ada likes tea", "metadata": {}},
+        {"namespace": ["users", "bo"], "id": "d2", "text": "Bo likes tea", "metadata": metadata},
+    ]
+    dump = tmp_path / "bad.jsonl"
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    code, _, err = run(["import", "--config", str(config), str(dump)], capsys)
+    assert code == 2 and "bad.jsonl:3" in err and "Nothing was imported" in err
+    assert SQLiteHistory(db, session_id="u1").messages == []
+    vector.pop("type"), vector.pop("memory_key")
+    assert VectorMemory(**vector, namespace="users.ada").export_documents() == []
 
 
 def test_import_of_a_missing_file_is_a_clear_error(

@@ -7,7 +7,7 @@ from memories.stores.expiry import OWN, ExpiryLedger
 
 def test_expired_under_a_prefix_is_the_prefix_and_the_namespaces_below_it(ledger_url: str) -> None:
     ledger = ExpiryLedger(ledger_url)
-    names = [("a",), ("a", "b"), ("a", "b", "c"), ("ab",), ('a"',), ("a_",), ("b", "a")]
+    names = [("a",), ("a", "b"), ("a", "b", "c"), ("ab",), ('a"',), ("a_",), ("b", "a"), ("A", "b")]
     for namespace in names:
         ledger.set(namespace, "k", 1, now=0)
     under = {e.namespace for e in ledger.expired(now=100, under=("a",))}

@@ -237,6 +237,32 @@ def test_langchain_initial_summary_arguments_are_accepted() -> None:
     assert buffer.load_memory_variables({}) == {"history": "System: They met before."}
 
 
+@pytest.mark.parametrize(
+    ("name", "initial"),
+    [
+        ("ConversationSummaryMemory", "buffer"),
+        ("ConversationSummaryBufferMemory", "moving_summary_buffer"),
+    ],
+)
+@pytest.mark.parametrize("clear", ["clear", "aclear"])
+def test_clear_empties_a_summary_given_at_construction_as_langchains_does(
+    name: str, initial: str, clear: str
+) -> None:
+    """A summary restored with ``buffer=`` must not come back after ``clear()`` (it did)."""
+    import memories
+
+    theirs = classic(name, llm=counting_llm(), **{initial: "An old conversation."})
+    ours = getattr(memories, name)(llm=counting_llm(), **{initial: "An old conversation."})
+    theirs.clear()
+    asyncio.run(ours.aclear()) if clear == "aclear" else ours.clear()
+    assert getattr(ours, initial) == getattr(theirs, initial) == ""
+    assert ours.load_memory_variables({}) == theirs.load_memory_variables({})
+    for memory in (theirs, ours):
+        run(memory, TURNS[:1])
+    assert ours.llm.prompts == theirs.llm.prompts  # the new summary starts from nothing
+    assert ours.load_memory_variables({}) == theirs.load_memory_variables({})
+
+
 def test_assigning_the_summary_attributes_saves_the_summary() -> None:
     history = InMemoryHistory()
     memory = SummaryBufferMemory(llm=ScriptedLLM(), chat_memory=history)

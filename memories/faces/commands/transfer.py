@@ -18,10 +18,7 @@ from langchain_core.messages import (
 )
 
 from memories.core.langchain import LangChainBaseMemory
-from memories.core.members import (
-    distinct_histories,
-    searchable_memories,
-)
+from memories.core.members import distinct_histories, searchable_memories
 from memories.errors import ConfigError, InvalidInputError
 from memories.faces.commands.opening import (
     HISTORY_HINT,
@@ -43,6 +40,7 @@ from memories.long_term.entity_graph.exchange import check_record
 from memories.stores.entities.summaries import EntityStore
 from memories.stores.entities.triples import EntityGraph, KnowledgeTriple
 from memories.stores.history.base import ChatHistory
+from memories.stores.vector.filters import check_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -285,8 +283,9 @@ def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | N
     if not isinstance(text, str) or not isinstance(doc_id, str) or not doc_id:
         raise ValueError("text must be a string and id a non-empty string")
     check_storable([HumanMessage(text)])
-    if not isinstance(metadata, dict):
-        raise ValueError(f"metadata must be an object, got {metadata!r:.80}")
+    found = metadata.get("versions") if isinstance(metadata, dict) else None  # a collection's
+    for given in [v.get("metadata") for v in found] if isinstance(found, list) else [metadata]:
+        check_metadata(given)  # what the memory will check when it writes, checked now
     return DocumentLine(labels, doc_id, text, metadata)
 
 

@@ -232,7 +232,8 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
         history = self.chat_memory
         horizon = yield from self._horizon()
         stored, changes = yield from self._seen.reading(history, self.state_key, _cursors)
-        fresh = SummaryState(summary=self.initial_summary, counter=self._counter_id)
+        initial = "" if self._epoch else self.initial_summary  # cleared: none, as LangChain's
+        fresh = SummaryState(summary=initial, counter=self._counter_id)
         state = (fresh if stored is None else stored).forgotten(horizon)
         if changes is None:  # nothing stored: the whole log is unfolded
             changes = yield step(history.changes, after=state.folded, edits_after=state.edits)
@@ -445,7 +446,8 @@ class SummaryMemory(_RunningSummaryMemory):
             thread once the session has been quiet for ``debounce`` seconds.
         debounce, scheduler: background mode's quiet period and worker
             (:class:`~memories.core.parts.DeferredMemory`).
-        initial_summary: the summary a new session starts with (a saved one is kept).
+        initial_summary: the summary a new session starts with (a saved one is kept; none
+            after clear(), as LangChain).
         buffer: LangChain's name for ``initial_summary`` in this class.
     """
 

@@ -44,7 +44,7 @@ from memories.stores.documents.tables import (
 )
 from memories.stores.documents.ttl import DocumentTTL
 from memories.stores.expiry import ExpiryLedger
-from memories.stores.sql import Database, chunks, count_rows, redacted
+from memories.stores.sql import Database, chunks, count_rows, redacted, starts_with
 
 
 class _Conflict(Exception):
@@ -277,7 +277,7 @@ class ProfileStore(BaseProfileStore):
                 select(t.c.namespace)
                 .distinct()
                 .where(
-                    t.c.key.startswith(op.prefix, autoescape=True),
+                    starts_with(t.c.key, op.prefix),
                     t.c.namespace.contains(op.contains, autoescape=True),
                     owned(t, self.owner),
                 )
@@ -301,7 +301,7 @@ class ProfileStore(BaseProfileStore):
                     select(t.c.namespace, func.count().label("documents"))
                     .where(
                         t.c.namespace.between(names[0], names[-1]),
-                        t.c.key.startswith(op.prefix, autoescape=True),
+                        starts_with(t.c.key, op.prefix),
                         t.c.value.is_not(None),
                         owned(t, self.owner),
                     )
@@ -313,7 +313,7 @@ class ProfileStore(BaseProfileStore):
 
     def _key_page(self, op: records.KeyPage) -> tuple[list[ProfileItem], int]:
         t, ns = store_table, namespace_text(op.namespace)
-        mine = [t.c.key.startswith(op.prefix, autoescape=True), owned(t, self.owner)]
+        mine = [starts_with(t.c.key, op.prefix), owned(t, self.owner)]
         if op.keep is not None:
             mine.append(op.keep(t.c.key))
         where = [t.c.namespace == ns, t.c.value.is_not(None), *mine]

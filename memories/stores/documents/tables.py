@@ -42,7 +42,7 @@ from sqlalchemy import (
 from memories.errors import InvalidInputError
 from memories.kernel.namespaces import Namespace, namespace_text
 from memories.stores.documents.records import KeyPage
-from memories.stores.sql import EXTRA_DDL, UPGRADES, chunks, log_table
+from memories.stores.sql import EXTRA_DDL, UPGRADES, chunks, log_table, starts_with
 
 __all__ = [
     "CLAIMS",
@@ -123,15 +123,11 @@ HELD = {
 
 
 def under(prefix: Namespace) -> Any:
-    """The condition "the namespace is ``prefix`` or below it", by whole labels and their case.
-
-    Not LIKE: SQLite's ignores ASCII case (``("Foo", "x")`` was found under ``("foo",)``).
-    """
+    """The condition "the namespace is ``prefix`` or below it", by whole labels and their case."""
     if not prefix:
         return store_table.c.namespace.is_not(None)
-    joined = namespace_text(prefix)
-    namespace = store_table.c.namespace
-    return or_(namespace == joined, func.substr(namespace, 1, len(joined) + 1) == f"{joined}.")
+    joined, namespace = namespace_text(prefix), store_table.c.namespace
+    return or_(namespace == joined, starts_with(namespace, f"{joined}."))
 
 
 def matching(op: KeyPage, *, sqlite: bool) -> Any:
@@ -172,7 +168,7 @@ def keyed(table: Table, namespace: Namespace, prefix: str) -> tuple[Any, Any]:
     """The conditions "exactly this namespace, a key starting with ``prefix``"."""
     return (
         table.c.namespace == namespace_text(namespace),
-        table.c.key.startswith(prefix, autoescape=True),
+        starts_with(table.c.key, prefix),
     )
 
 
@@ -253,7 +249,7 @@ def claim_legacy(connection: Connection, ns: str, prefix: str) -> list[str]:
         select(t.c.key, t.c.updated_at).where(*mine, t.c.key.startswith("memory:"))
     ).all()
     if connection.execute(
-        select(t.c.key).where(*mine, t.c.key.startswith(prefix)).limit(1)
+        select(t.c.key).where(*mine, starts_with(t.c.key, prefix)).limit(1)
     ).first():
         return []
     if not rows or max(updated for _, updated in rows) > note.opened_at:
