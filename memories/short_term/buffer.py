@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from langchain_core.messages import BaseMessage
 from pydantic import field_validator
 
 from memories.core.base import ChatMemory
 from memories.errors import ConfigError
+from memories.kernel.messages import format_buffer
 from memories.kernel.steps import Steps, step
 
 __all__ = ["BufferMemory", "StringBufferMemory"]
@@ -33,8 +34,8 @@ class BufferMemory(ChatMemory):
 class StringBufferMemory(BufferMemory):
     """LangChain's ``ConversationStringBufferMemory``: the buffer as one string.
 
-    Its string starts with a newline before each exchange, exactly as
-    LangChain's does (``"\\nHuman: hi\\nAI: hello"``); ``return_messages`` must stay False.
+    Its string (loaded, and ``buffer``) starts with a newline before each exchange, exactly
+    as LangChain's does (``"\\nHuman: hi\\nAI: hello"``); ``return_messages`` must stay False.
     """
 
     config_type: ClassVar[str] = "string_buffer"
@@ -46,12 +47,6 @@ class StringBufferMemory(BufferMemory):
             raise ConfigError("return_messages must be False for ConversationStringBufferMemory")
         return value
 
-    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        return {self.memory_key: self._leading_newline(self.buffer_as_str)}
-
-    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        return {self.memory_key: self._leading_newline(await self.abuffer_as_str())}
-
-    @staticmethod
-    def _leading_newline(text: str) -> str:
+    def _format(self, messages: list[BaseMessage]) -> str:
+        text = format_buffer(messages, self.human_prefix, self.ai_prefix)
         return f"\n{text}" if text else text
