@@ -536,12 +536,6 @@ class ChatMemory(BaseMemory, Sweeps):
             return await to_thread(run, steps, lock=self._io_lock, batch=batch)
         return await arun(steps, lock=self._io_lock)
 
-    def _select(self) -> list[BaseMessage]:
-        return self._run(self._selection(), write=False)
-
-    async def _aselect(self) -> list[BaseMessage]:
-        return await self._arun(self._selection(), write=False)
-
     def _saving(self, messages: list[BaseMessage], *, appended: bool = False) -> Steps[None]:
         if not appended:
             yield step(self.chat_memory.append, messages)
@@ -717,37 +711,35 @@ class ChatMemory(BaseMemory, Sweeps):
     @property
     def buffer(self) -> str | list[BaseMessage]:
         """What the memory shows, as a string or as messages (``return_messages``)."""
-        return self._format(self._select())
+        return self._format(self.load_messages())
 
     async def abuffer(self) -> str | list[BaseMessage]:
         """Async :attr:`buffer`."""
-        return self._format(await self._aselect())
+        return self._format(await self.aload_messages())
 
     @property
     def buffer_as_str(self) -> str:
         """What the memory shows, as LangChain's ``get_buffer_string``."""
-        return format_buffer(self._select(), self.human_prefix, self.ai_prefix)
+        return format_buffer(self.load_messages(), self.human_prefix, self.ai_prefix)
 
     async def abuffer_as_str(self) -> str:
         """Async :attr:`buffer_as_str`."""
-        return format_buffer(await self._aselect(), self.human_prefix, self.ai_prefix)
+        return format_buffer(await self.aload_messages(), self.human_prefix, self.ai_prefix)
 
     @property
     def buffer_as_messages(self) -> list[BaseMessage]:
         """What the memory shows, as messages."""
-        return self._select()
+        return self.load_messages()
 
     async def abuffer_as_messages(self) -> list[BaseMessage]:
         """Async :attr:`buffer_as_messages`."""
-        return await self._aselect()
+        return await self.aload_messages()
 
-    def load_messages(self) -> list[BaseMessage]:
+    def _load_messages_steps(self) -> Steps[list[BaseMessage]]:
         """What the memory shows, as messages (:attr:`buffer_as_messages` as a method)."""
-        return self._select()
+        return (yield from self._selection())
 
-    async def aload_messages(self) -> list[BaseMessage]:
-        """Async :meth:`load_messages`."""
-        return await self._aselect()
+    load_messages, aload_messages = twins(_load_messages_steps, runner="_run", write=False)
 
 
 def keeps_chat_log(memory: Any, /) -> TypeGuard[ChatMemory]:

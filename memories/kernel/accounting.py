@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator
 
-from memories.errors import BudgetExceededError, ConfigError
+from memories.errors import BudgetExceededError, ConfigError, InvalidInputError
 from memories.kernel.checks import whole_number
 from memories.kernel.lru import LRU
 from memories.kernel.times import utc
@@ -341,7 +341,7 @@ def measured(
     """One call: timed, recorded (in ``ledger``, else the operation's) and traced as a child span.
 
     The block may report tokens with ``call.set(input_tokens=...)``; an
-    exception marks the call failed (the span gets ``error.type``) and goes on.
+    exception but ``InvalidInputError`` marks the call failed (the span gets ``error.type``).
     """
     current = _current.get()
     target = ledger if ledger is not None else None if current is None else current.ledger
@@ -352,8 +352,9 @@ def measured(
     try:
         yield call
     except BaseException as exc:
-        call.counters["failures"] = 1
-        call.attribute("error.type", type(exc).__qualname__)
+        if not isinstance(exc, InvalidInputError):  # input refused in it: the call did not fail
+            call.counters["failures"] = 1
+            call.attribute("error.type", type(exc).__qualname__)
         raise
     finally:
         call.counters["seconds"] = time.perf_counter() - started

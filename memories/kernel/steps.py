@@ -105,21 +105,23 @@ def run(
     # A step is called here, not through a helper: this loop runs every step of every turn.
     unit = contextlib.ExitStack() if batch is not None else None
     with lock if lock is not None else _NO_LOCK, unit if unit is not None else _NO_LOCK:
-        if unit is not None and batch is not None:
+        # A loop refusing its input before any step opens no transaction (as under arun).
+        if (current := loop.next()) is not None and unit is not None and batch is not None:
             unit.enter_context(batch)
-        while (current := loop.next()) is not None:
+        while current is not None:
             try:
                 if not current.unlocked:
                     loop.result = current.method(*current.args, **current.kwargs)
-                    continue
-                if unit is not None:
-                    unit.close()
-                with _Released(lock, True):
-                    loop.result = current.method(*current.args, **current.kwargs)
+                else:
+                    if unit is not None:
+                        unit.close()
+                    with _Released(lock, True):
+                        loop.result = current.method(*current.args, **current.kwargs)
             except Exception as exc:
                 if unit is not None:
                     unit.__exit__(type(exc), exc, exc.__traceback__)
                 loop.error = exc
+            current = loop.next()
     return loop.value
 
 

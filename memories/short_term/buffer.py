@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from langchain_core.messages import BaseMessage
 from pydantic import field_validator
 
 from memories.core.base import ChatMemory
 from memories.errors import ConfigError
+from memories.kernel.messages import format_buffer
 from memories.kernel.steps import Steps, step
 
 __all__ = ["BufferMemory", "StringBufferMemory"]
@@ -33,11 +34,13 @@ class BufferMemory(ChatMemory):
 class StringBufferMemory(BufferMemory):
     """LangChain's ``ConversationStringBufferMemory``: the buffer as one string.
 
-    Its string starts with a newline before each exchange, exactly as
-    LangChain's does (``"\\nHuman: hi\\nAI: hello"``); ``return_messages`` must stay False.
+    Its string (loaded, and ``buffer``) starts with a newline before each exchange, exactly
+    as LangChain's does (``"\\nHuman: hi\\nAI: hello"``); ``return_messages`` must stay False.
     """
 
     config_type: ClassVar[str] = "string_buffer"
+    langchain_names: ClassVar[dict[str, str]] = {"buffer": "initial_buffer"}
+    initial_buffer: str = ""  # LangChain's buffer=: text shown before the turns, until clear()
 
     @field_validator("return_messages")
     @classmethod
@@ -46,12 +49,10 @@ class StringBufferMemory(BufferMemory):
             raise ConfigError("return_messages must be False for ConversationStringBufferMemory")
         return value
 
-    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        return {self.memory_key: self._leading_newline(self.buffer_as_str)}
+    def _format(self, messages: list[BaseMessage]) -> str:
+        text = format_buffer(messages, self.human_prefix, self.ai_prefix)
+        return self.initial_buffer + (f"\n{text}" if text else "")
 
-    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        return {self.memory_key: self._leading_newline(await self.abuffer_as_str())}
-
-    @staticmethod
-    def _leading_newline(text: str) -> str:
-        return f"\n{text}" if text else text
+    def _clear_steps(self) -> Steps[None]:
+        self.initial_buffer = ""  # LangChain's clear() empties the buffer it was given
+        yield from super()._clear_steps()

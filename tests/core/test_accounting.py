@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, RemoveMessage
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -28,6 +28,7 @@ from memories import (
     CombinedMemory,
     ConfigError,
     InMemoryHistory,
+    InvalidInputError,
     ProfileMemory,
     SummaryBufferMemory,
     VectorMemory,
@@ -261,6 +262,36 @@ def test_usage_is_counted_per_namespace_and_reads_as_json(tmp_path: Path) -> Non
     data = json.loads(json.dumps(usage.as_dict()))
     assert data["totals"]["model"]["input_tokens"] == 50
     assert data["namespaces"]["users.ada"]["model"]["calls"] == 1
+
+
+def test_a_load_refused_for_its_input_costs_no_store_transaction(tmp_path: Path) -> None:
+    """Sync opened (and counted as failed) a transaction for the refused load; async none."""
+    from tests.entities.fakes import RuleModel
+
+    history = {"type": "sqlite", "path": str(tmp_path / "h.db"), "session_id": "s"}
+    config = {"type": "conversation_entity", "llm": RuleModel(), "history": history}
+    sync_memory, async_memory = create_memory(config), create_memory(config)
+    with pytest.raises(InvalidInputError):
+        sync_memory.load_memory_variables({"input": None})
+    with pytest.raises(InvalidInputError):
+        asyncio.run(async_memory.aload_memory_variables({"input": None}))
+    assert sync_memory.usage().total("store") == async_memory.usage().total("store")
+    assert sync_memory.usage().total("store").calls == 0
+
+
+def test_an_edit_refused_inside_a_transaction_is_no_store_failure(tmp_path: Path) -> None:
+    """Sync refused it inside the turn's transaction, counted as a failed one; async did not."""
+    from tests.entities.fakes import RuleModel
+
+    history = {"type": "sqlite", "path": str(tmp_path / "h.db"), "session_id": "s"}
+    config = {"type": "conversation_entity", "llm": RuleModel(), "history": history}
+    sync_memory, async_memory = create_memory(config), create_memory(config)
+    with pytest.raises(InvalidInputError, match="nope"):
+        sync_memory.save_messages([RemoveMessage(id="nope")])
+    with pytest.raises(InvalidInputError, match="nope"):
+        asyncio.run(async_memory.asave_messages([RemoveMessage(id="nope")]))
+    assert sync_memory.usage().total("store").failures == 0
+    assert async_memory.usage().total("store").failures == 0
 
 
 def test_changing_an_option_keeps_what_the_memory_has_cost() -> None:

@@ -105,6 +105,14 @@ def test_async_does_what_langchains_sync_path_does() -> None:
     assert texts(ours_model.prompts) == texts(theirs_model.prompts)
 
 
+def test_abuffer_is_every_message_as_buffer_is() -> None:
+    """LangChain's ``buffer`` here is the whole session; ``abuffer`` gave the shown window."""
+    memory = ConversationEntityMemory(llm=RuleModel(), k=1)
+    converse(memory)
+    assert len(memory.buffer) == 2 * len(CONVERSATION)
+    assert asyncio.run(memory.abuffer()) == memory.buffer
+
+
 @pytest.mark.parametrize("store", ["langchain", "memory", "sqlite"])
 def test_any_entity_store_gives_langchains_results(store: str, tmp_path: Path) -> None:
     from langchain_classic.memory.entity import InMemoryEntityStore as LangChainStore

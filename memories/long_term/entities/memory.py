@@ -204,3 +204,7 @@ class ConversationEntityMemory(QueuedUpdates):
     def buffer(self) -> list[BaseMessage]:
         """Every message of the session (LangChain's attribute in this class)."""
         return self.chat_memory.messages
+
+    async def abuffer(self) -> list[BaseMessage]:
+        """Async :attr:`buffer` (every message, not the shown window)."""
+        return await self.chat_memory.aget_messages()
