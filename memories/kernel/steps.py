@@ -99,43 +99,69 @@ def run(
     With ``batch`` (:meth:`~memories.stores.history.ChatHistory.batch`) the loop
     is one database transaction, committed before an ``unlocked`` step (no
     transaction is held while a model answers) and rolled back when a step fails
-    (the steps after it then run on their own).
+    (the steps after either then run on their own).
     """
     loop = _Loop(steps)
-    # A step is called here, not through a helper: this loop runs every step of every turn.
-    unit = contextlib.ExitStack() if batch is not None else None
-    with lock if lock is not None else _NO_LOCK, unit if unit is not None else _NO_LOCK:
-        # A loop refusing its input before any step opens no transaction (as under arun).
-        if (current := loop.next()) is not None and unit is not None and batch is not None:
-            unit.enter_context(batch)
+    first = None if batch is None else _batched(loop, lock, batch)
+    with lock if lock is not None else _NO_LOCK:
+        current = loop.next() if batch is None else first
+        # A step is called here, not through a helper: this loop runs every step of every turn.
         while current is not None:
             try:
                 if not current.unlocked:
                     loop.result = current.method(*current.args, **current.kwargs)
                 else:
-                    if unit is not None:
-                        unit.close()
                     with _Released(lock, True):
                         loop.result = current.method(*current.args, **current.kwargs)
             except Exception as exc:
-                if unit is not None:
-                    unit.__exit__(type(exc), exc, exc.__traceback__)
                 loop.error = exc
             current = loop.next()
     return loop.value
 
 
-async def arun(steps: Steps[T], /, *, lock: threading.Lock | None = None) -> T:
-    """Drive a loop with the async twins; return what the loop returns."""
+async def arun(
+    steps: Steps[T],
+    /,
+    *,
+    lock: threading.Lock | None = None,
+    batch: contextlib.AbstractContextManager[Any] | None = None,
+) -> T:
+    """Drive a loop with the async twins; return what the loop returns.
+
+    With ``batch``, the steps before the first ``unlocked`` one run as under :func:`run`
+    (one transaction, by the sync methods), on a worker thread.
+    """
     loop = _Loop(steps)
+    first = None if batch is None else await to_thread(_batched, loop, lock, batch)
     async with _aheld(lock):
-        while (current := loop.next()) is not None:
+        current = loop.next() if batch is None else first
+        while current is not None:
             try:
                 async with _Released(lock, current.unlocked):
                     loop.result = await current.acall()
             except Exception as exc:
                 loop.error = exc
+            current = loop.next()
     return loop.value
+
+
+def _batched(
+    loop: _Loop, lock: threading.Lock | None, batch: contextlib.AbstractContextManager[Any]
+) -> Step | None:
+    """The loop's steps up to its first ``unlocked`` one (returned unrun) as one ``batch``."""
+    with lock if lock is not None else _NO_LOCK:
+        if (current := loop.next()) is None:
+            return None  # a loop refusing its input before any step opens no transaction
+        with contextlib.ExitStack() as unit:
+            unit.enter_context(batch)
+            while current is not None and not current.unlocked:
+                try:
+                    loop.result = current.method(*current.args, **current.kwargs)
+                except Exception as exc:
+                    unit.__exit__(type(exc), exc, exc.__traceback__)  # rolled back
+                    loop.error = exc
+                current = loop.next()
+    return current
 
 
 class _Loop:
