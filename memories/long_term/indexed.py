@@ -16,12 +16,14 @@ from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from langchain_core.embeddings import Embeddings
+from langchain_core.messages import HumanMessage
 from pydantic import Field
 
 from memories.core.base import BaseMemory
 from memories.errors import InvalidInputError
 from memories.kernel.checks import whole_number
 from memories.kernel.embeddings import resolve_embeddings
+from memories.kernel.messages import check_storable
 from memories.kernel.namespaces import Namespace, NamespaceField, in_namespace, namespace_text
 from memories.kernel.paths import default_file
 from memories.kernel.retention import Sweeps
@@ -623,6 +625,7 @@ class DocumentMemory(IndexedMemory):
     ) -> list[OutboxRow]:
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
             raise InvalidInputError(f"texts must be a list of strings, got {texts!r:.80}.")
+        check_storable([HumanMessage(text) for text in texts])  # before any expiry row
         count = len(texts)
         if metadatas is not None and len(metadatas) != count:
             raise InvalidInputError(f"Got {len(metadatas)} metadatas for {count} texts.")
@@ -631,8 +634,7 @@ class DocumentMemory(IndexedMemory):
                 raise InvalidInputError(f"ids must be a list of {count} strings, got {ids!r:.80}.")
             if not all(isinstance(i, str) and i for i in ids) or len(set(ids)) != count:
                 raise InvalidInputError("ids must be distinct non-empty strings.")
-        rows = []
-        stamp = self.backend.bookkeeping(turn=False)
+        rows, stamp = [], self.backend.bookkeeping(turn=False)
         for i, text in enumerate(texts):
             given = check_metadata(metadatas[i] if metadatas else None, what=f"metadatas[{i}]")
             turn = given.get(TURN_KEY)

@@ -39,6 +39,8 @@ class StringBufferMemory(BufferMemory):
     """
 
     config_type: ClassVar[str] = "string_buffer"
+    langchain_names: ClassVar[dict[str, str]] = {"buffer": "initial_buffer"}
+    initial_buffer: str = ""  # LangChain's buffer=: text shown before the turns, until clear()
 
     @field_validator("return_messages")
     @classmethod
@@ -49,4 +51,8 @@ class StringBufferMemory(BufferMemory):
 
     def _format(self, messages: list[BaseMessage]) -> str:
         text = format_buffer(messages, self.human_prefix, self.ai_prefix)
-        return f"\n{text}" if text else text
+        return self.initial_buffer + (f"\n{text}" if text else "")
+
+    def _clear_steps(self) -> Steps[None]:
+        self.initial_buffer = ""  # LangChain's clear() empties the buffer it was given
+        yield from super()._clear_steps()

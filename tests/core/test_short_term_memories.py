@@ -135,6 +135,26 @@ def test_string_buffer_attribute_is_langchains_string() -> None:
     assert asyncio.run(mine.abuffer()) == reference.buffer  # type: ignore[attr-defined]
 
 
+def test_string_buffer_takes_langchains_buffer_argument_until_cleared() -> None:
+    """``buffer=`` (a transcript restored as text) was refused as an unknown argument."""
+    mine = StringBufferMemory(buffer="Human: earlier\nAI: yes")
+    reference = _langchain("ConversationStringBufferMemory", buffer="Human: earlier\nAI: yes")
+    assert mine.load_memory_variables({}) == reference.load_memory_variables({})  # type: ignore[attr-defined]
+    for memory in (mine, reference):
+        run_turns(memory, TURNS[:2])  # type: ignore[arg-type]
+    assert mine.load_memory_variables({}) == reference.load_memory_variables({})  # type: ignore[attr-defined]
+    assert mine.buffer == reference.buffer  # type: ignore[attr-defined]
+    assert (
+        create_memory(mine.to_config())
+        .load_memory_variables({})["history"]
+        .startswith("Human: earlier")
+    )
+    for memory in (mine, reference):
+        memory.clear()  # type: ignore[attr-defined]
+        run_turns(memory, TURNS[:1])  # type: ignore[arg-type]
+    assert mine.load_memory_variables({}) == reference.load_memory_variables({})  # type: ignore[attr-defined]
+
+
 def test_string_buffer_refuses_return_messages() -> None:
     with pytest.raises(ValueError, match="return_messages must be False"):
         StringBufferMemory(return_messages=True)

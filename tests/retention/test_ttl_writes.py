@@ -174,3 +174,17 @@ def test_a_bad_ttl_of_a_bulk_add_is_refused_and_nothing_is_stored(tmp_path: Path
     with pytest.raises(InvalidInputError, match="ttl must be minutes > 0"):
         memory.add(["my locker code is 1234"], ttl=ttl)
     assert memory.export_documents() == [] and memory.expiry.count() == 0
+
+
+@pytest.mark.parametrize("write", ["sync", "background"])
+def test_a_bulk_add_with_a_text_no_store_can_write_is_refused_and_nothing_is_stored(
+    tmp_path: Path, write: str
+) -> None:
+    memory = VectorMemory(path=str(tmp_path / "chroma"), embeddings=EMBEDDINGS, ttl=30, write=write)
+    texts = ["Ada likes tea", "a bad decode \ud800 upstream", "Ada likes chess"]
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        memory.add(texts)
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        asyncio.run(memory.aadd(texts, ids=["a", "b", "c"]))
+    memory.flush()
+    assert memory.export_documents() == [] and memory.expiry.count() == 0

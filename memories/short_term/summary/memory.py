@@ -445,8 +445,7 @@ class SummaryMemory(_RunningSummaryMemory):
             thread once the session has been quiet for ``debounce`` seconds.
         debounce, scheduler: background mode's quiet period and worker
             (:class:`~memories.core.parts.DeferredMemory`).
-        initial_summary: the summary a new session starts with (a saved one is kept; none
-            after clear(), as LangChain).
+        initial_summary: the summary a new session starts with (kept if saved; none after clear).
         buffer: LangChain's name for ``initial_summary`` in this class.
     """
 
