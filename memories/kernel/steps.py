@@ -102,20 +102,13 @@ def run(
     (the steps after either then run on their own).
     """
     loop = _Loop(steps)
-    first = None if batch is None else _batched(loop, lock, batch)
-    with lock if lock is not None else _NO_LOCK:
-        current = loop.next() if batch is None else first
-        # A step is called here, not through a helper: this loop runs every step of every turn.
-        while current is not None:
-            try:
-                if not current.unlocked:
-                    loop.result = current.method(*current.args, **current.kwargs)
-                else:
-                    with _Released(lock, True):
-                        loop.result = current.method(*current.args, **current.kwargs)
-            except Exception as exc:
-                loop.error = exc
-            current = loop.next()
+    current = _held(loop, lock, batch)
+    while current is not None:  # an unlocked step (a model call), run without the lock
+        try:
+            loop.result = current.method(*current.args, **current.kwargs)
+        except Exception as exc:
+            loop.error = exc
+        current = _held(loop, lock, None)
     return loop.value
 
 
@@ -126,13 +119,10 @@ async def arun(
     lock: threading.Lock | None = None,
     batch: contextlib.AbstractContextManager[Any] | None = None,
 ) -> T:
-    """Drive a loop with the async twins; return what the loop returns.
-
-    With ``batch``, the steps before the first ``unlocked`` one run as under :func:`run`
-    (one transaction, by the sync methods), on a worker thread.
-    """
+    """Drive a loop with the async twins (``batch``: its steps before the first ``unlocked``
+    one run as :func:`run` runs them, on a worker thread); return what the loop returns."""
     loop = _Loop(steps)
-    first = None if batch is None else await to_thread(_batched, loop, lock, batch)
+    first = None if batch is None else await to_thread(_held, loop, lock, batch)
     async with _aheld(lock):
         current = loop.next() if batch is None else first
         while current is not None:
@@ -145,20 +135,23 @@ async def arun(
     return loop.value
 
 
-def _batched(
-    loop: _Loop, lock: threading.Lock | None, batch: contextlib.AbstractContextManager[Any]
+def _held(
+    loop: _Loop, lock: threading.Lock | None, batch: contextlib.AbstractContextManager[Any] | None
 ) -> Step | None:
-    """The loop's steps up to its first ``unlocked`` one (returned unrun) as one ``batch``."""
+    """Run the loop's steps up to its first ``unlocked`` one (returned unrun) holding ``lock``."""
+    # A step is called here, not through a helper: this loop runs every step of every turn.
     with lock if lock is not None else _NO_LOCK:
-        if (current := loop.next()) is None:
-            return None  # a loop refusing its input before any step opens no transaction
-        with contextlib.ExitStack() as unit:
-            unit.enter_context(batch)
+        current = loop.next()
+        unit = None if batch is None or current is None else contextlib.ExitStack()
+        with unit if unit is not None else _NO_LOCK:
+            if unit is not None and batch is not None:
+                unit.enter_context(batch)  # at the first step: a loop refusing its input opens none
             while current is not None and not current.unlocked:
                 try:
                     loop.result = current.method(*current.args, **current.kwargs)
                 except Exception as exc:
-                    unit.__exit__(type(exc), exc, exc.__traceback__)  # rolled back
+                    if unit is not None:
+                        unit.__exit__(type(exc), exc, exc.__traceback__)  # rolled back
                     loop.error = exc
                 current = loop.next()
     return current
@@ -390,25 +383,14 @@ _NO_LOCK = contextlib.nullcontext()
 
 
 class _Released:
-    """Lets go of the runner's lock around an ``unlocked`` step, and takes it back after.
-
-    One object serves both runners: ``with`` takes the lock back by blocking,
-    ``async with`` without blocking the event loop.
-    """
+    """Lets go of the async runner's lock around an ``unlocked`` step, and takes it back after."""
 
     def __init__(self, lock: threading.Lock | None, unlocked: bool) -> None:
         self.lock = lock if unlocked else None
 
-    def __enter__(self) -> None:
+    async def __aenter__(self) -> None:
         if self.lock is not None:
             self.lock.release()
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.lock is not None:
-            self.lock.acquire()
-
-    async def __aenter__(self) -> None:
-        self.__enter__()
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self.lock is not None:
