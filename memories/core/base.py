@@ -518,23 +518,13 @@ class ChatMemory(BaseMemory, Sweeps):
 
     # -- running the steps (the kernel's runners) -----------------------------
 
-    #: Whether this memory's steps may call a model (such loops run with the async twins).
-    _calls_models: ClassVar[bool] = False
-
     def _run(self, steps: Steps[Any], *, write: bool) -> Any:
         """Run steps under this memory's lock, as one batch of the history (one transaction)."""
         return run(steps, lock=self._io_lock, batch=self.chat_memory.batch(write=write))
 
     async def _arun(self, steps: Steps[Any], *, write: bool) -> Any:
-        """Async :meth:`_run`: the whole loop on one worker thread for a history that batches (SQL).
-
-        So the async turn is one transaction too; a loop that may call a model runs
-        its async twins (the model's ``ainvoke``) instead.
-        """
-        batch = self.chat_memory.batch(write=write)
-        if batch is not None and not self._calls_models:
-            return await to_thread(run, steps, lock=self._io_lock, batch=batch)
-        return await arun(steps, lock=self._io_lock)
+        """Async :meth:`_run`: the steps before a model call (most loops: all) on a thread."""
+        return await arun(steps, lock=self._io_lock, batch=self.chat_memory.batch(write=write))
 
     def _saving(self, messages: list[BaseMessage], *, appended: bool = False) -> Steps[None]:
         if not appended:

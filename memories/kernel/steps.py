@@ -99,43 +99,62 @@ def run(
     With ``batch`` (:meth:`~memories.stores.history.ChatHistory.batch`) the loop
     is one database transaction, committed before an ``unlocked`` step (no
     transaction is held while a model answers) and rolled back when a step fails
-    (the steps after it then run on their own).
+    (the steps after either then run on their own).
     """
     loop = _Loop(steps)
-    # A step is called here, not through a helper: this loop runs every step of every turn.
-    unit = contextlib.ExitStack() if batch is not None else None
-    with lock if lock is not None else _NO_LOCK, unit if unit is not None else _NO_LOCK:
-        # A loop refusing its input before any step opens no transaction (as under arun).
-        if (current := loop.next()) is not None and unit is not None and batch is not None:
-            unit.enter_context(batch)
-        while current is not None:
-            try:
-                if not current.unlocked:
-                    loop.result = current.method(*current.args, **current.kwargs)
-                else:
-                    if unit is not None:
-                        unit.close()
-                    with _Released(lock, True):
-                        loop.result = current.method(*current.args, **current.kwargs)
-            except Exception as exc:
-                if unit is not None:
-                    unit.__exit__(type(exc), exc, exc.__traceback__)
-                loop.error = exc
-            current = loop.next()
+    current = _held(loop, lock, batch)
+    while current is not None:  # an unlocked step (a model call), run without the lock
+        try:
+            loop.result = current.method(*current.args, **current.kwargs)
+        except Exception as exc:
+            loop.error = exc
+        current = _held(loop, lock, None)
     return loop.value
 
 
-async def arun(steps: Steps[T], /, *, lock: threading.Lock | None = None) -> T:
-    """Drive a loop with the async twins; return what the loop returns."""
+async def arun(
+    steps: Steps[T],
+    /,
+    *,
+    lock: threading.Lock | None = None,
+    batch: contextlib.AbstractContextManager[Any] | None = None,
+) -> T:
+    """Drive a loop with the async twins (``batch``: its steps before the first ``unlocked``
+    one run as :func:`run` runs them, on a worker thread); return what the loop returns."""
     loop = _Loop(steps)
+    first = None if batch is None else await to_thread(_held, loop, lock, batch)
     async with _aheld(lock):
-        while (current := loop.next()) is not None:
+        current = loop.next() if batch is None else first
+        while current is not None:
             try:
                 async with _Released(lock, current.unlocked):
                     loop.result = await current.acall()
             except Exception as exc:
                 loop.error = exc
+            current = loop.next()
     return loop.value
+
+
+def _held(
+    loop: _Loop, lock: threading.Lock | None, batch: contextlib.AbstractContextManager[Any] | None
+) -> Step | None:
+    """Run the loop's steps up to its first ``unlocked`` one (returned unrun) holding ``lock``."""
+    # A step is called here, not through a helper: this loop runs every step of every turn.
+    with lock if lock is not None else _NO_LOCK:
+        current = loop.next()
+        unit = None if batch is None or current is None else contextlib.ExitStack()
+        with unit if unit is not None else _NO_LOCK:
+            if unit is not None and batch is not None:
+                unit.enter_context(batch)  # at the first step: a loop refusing its input opens none
+            while current is not None and not current.unlocked:
+                try:
+                    loop.result = current.method(*current.args, **current.kwargs)
+                except Exception as exc:
+                    if unit is not None:
+                        unit.__exit__(type(exc), exc, exc.__traceback__)  # rolled back
+                    loop.error = exc
+                current = loop.next()
+    return current
 
 
 class _Loop:
@@ -364,25 +383,14 @@ _NO_LOCK = contextlib.nullcontext()
 
 
 class _Released:
-    """Lets go of the runner's lock around an ``unlocked`` step, and takes it back after.
-
-    One object serves both runners: ``with`` takes the lock back by blocking,
-    ``async with`` without blocking the event loop.
-    """
+    """Lets go of the async runner's lock around an ``unlocked`` step, and takes it back after."""
 
     def __init__(self, lock: threading.Lock | None, unlocked: bool) -> None:
         self.lock = lock if unlocked else None
 
-    def __enter__(self) -> None:
+    async def __aenter__(self) -> None:
         if self.lock is not None:
             self.lock.release()
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.lock is not None:
-            self.lock.acquire()
-
-    async def __aenter__(self) -> None:
-        self.__enter__()
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self.lock is not None:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -255,3 +256,32 @@ def test_threads_saving_at_once_lose_no_turn(llm: ScriptedLLM) -> None:
     for t in range(4):
         for i in range(15):
             assert f"t{t} q{i}\n" in prompts or f"t{t} q{i}\n" in shown + "\n", (t, i)
+
+
+@pytest.mark.parametrize("kind", ["summary_buffer", "conversation_entity", "conversation_kg"])
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_turn_whose_state_write_fails_is_not_kept_half_saved(
+    kind: str, asynchronous: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn and the work it owes are one transaction on both paths (async kept the turn)."""
+    from memories import SQLiteHistory, create_memory
+    from tests.entities.fakes import RuleModel
+
+    def save_state(self: SQLiteHistory, *args: object) -> None:
+        raise RuntimeError("disk full")
+
+    async def asave_state(self: SQLiteHistory, *args: object) -> None:
+        raise RuntimeError("disk full")
+
+    history = SQLiteHistory(tmp_path / "h.db", session_id="s")
+    llm = ScriptedLLM() if kind == "summary_buffer" else RuleModel()
+    memory = create_memory({"type": kind, "llm": llm, "chat_memory": history})
+    monkeypatch.setattr(SQLiteHistory, "save_state", save_state)
+    monkeypatch.setattr(SQLiteHistory, "asave_state", asave_state)
+    inputs, outputs = {"input": "Jane works in Paris"}, {"output": "Nice."}
+    with pytest.raises(RuntimeError, match="disk full"):
+        if asynchronous:
+            asyncio.run(memory.asave_context(inputs, outputs))
+        else:
+            memory.save_context(inputs, outputs)
+    assert history.messages == []

@@ -48,7 +48,6 @@ class QueuedUpdates(ModelMemory, ChatMemory):
     capabilities: ClassVar[Capabilities] = Capabilities(
         scope="session", chat_log=True, exportable=True
     )
-    _calls_models: ClassVar[bool] = True
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     k: int = Field(default=3, ge=0)

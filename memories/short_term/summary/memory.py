@@ -77,7 +77,6 @@ class _RunningSummaryMemory(ModelMemory, CountsTokens, DeferredMemory, ChatMemor
     keep: KeepField = None
     topic_embeddings: Embeddings | str | None = None
 
-    _calls_models: ClassVar[bool] = True
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _epoch: int = PrivateAttr(default=0)
     _llm_calls: int = PrivateAttr(default=0)
