@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from memories import InstructionsMemory, ProfileMemory, create_memory
+from memories import InstructionsMemory, InvalidInputError, ProfileMemory, create_memory
 from memories.faces.commands import sweep
 from memories.kernel.background import Debouncer
 from memories.stores.expiry import ExpiryLedger
@@ -201,6 +201,27 @@ def test_instructions_expire_back_to_their_initial_prompts(url: str, clock: Cloc
     clock.minutes(11)
     assert memory.get() == {"main": "Be brief."}
     assert memory.sweep() == {"a": 1} and memory.history() == []
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_an_expired_document_has_no_version_to_roll_back_to(
+    url: str, clock: Clock, asynchronous: bool
+) -> None:
+    ada = profile(url, clock, ttl=10)
+    ada.put({"city": "Porto"})
+    ada.put({"city": "Rome"})
+    rules = InstructionsMemory(
+        url=url, policy="manual", prompts="Be brief.", clock=clock, ttl=10, namespace=("a",)
+    )
+    rules.put("Call Ada by her nickname")
+    rules.put("Be kind.")
+    clock.minutes(11)
+    assert len(ada.history()) == 2 and len(rules.history()) == 2  # until the sweep
+    for memory in (ada, rules):
+        with pytest.raises(InvalidInputError, match="no version 1"):
+            asyncio.run(memory.arollback(1)) if asynchronous else memory.rollback(1)
+    assert ada.get() == {} and rules.get() == {"main": "Be brief."}
+    assert rules.rollback(0) == 3  # the initial prompts are no stored version
 
 
 def test_a_write_landing_while_the_sweep_runs_is_kept(

@@ -282,7 +282,7 @@ class BaseProfileStore(ABC):
         """A profile's history, oldest first.
 
         Args:
-            version: only the change that created this version.
+            version: only the change that created this version (none once expired).
             failed: only failed updates (True) or only accepted changes (False).
             last: only the last ``last`` of those.
         """

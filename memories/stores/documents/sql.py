@@ -390,7 +390,9 @@ class ProfileStore(BaseProfileStore):
     def _changes(self, op: records.Changes) -> list[ProfileChange]:
         t = changes_table
         query = select(t).where(*self._at(t, namespace_text(op.namespace), op.key))
-        if op.version is not None:
+        if op.version is not None:  # to restore: an expired document's versions wait for the sweep
+            if self.ttl is not None and self.ttl.expired(op.namespace, [op.key]):
+                return []
             query = query.where(t.c.version == op.version)
         if op.failed is not None:
             query = query.where(t.c.version.is_(None) if op.failed else t.c.version.is_not(None))
