@@ -112,8 +112,16 @@ class CombinedMemory(BaseMemory):
         return merged
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        loaded = await asyncio.gather(*(m.aload_memory_variables(inputs) for m in self.memories))
-        return {k: v for data in loaded for k, v in data.items()}
+        """The members load at once; of their errors, the first member's is raised (as in sync)."""
+        loaded = await asyncio.gather(
+            *(m.aload_memory_variables(inputs) for m in self.memories), return_exceptions=True
+        )
+        merged: dict[str, Any] = {}
+        for data in loaded:
+            if isinstance(data, BaseException):
+                raise data
+            merged.update(data)
+        return merged
 
     def check_turn(self, inputs: Any, outputs: Any) -> None:
         """Check the turn against every member that can check (ours) before any writes."""
