@@ -226,6 +226,28 @@ def test_a_document_whose_metadata_cannot_be_stored_is_named_and_nothing_is_writ
     assert VectorMemory(**vector, namespace="users.ada").export_documents() == []
 
 
+def test_a_line_holding_a_lone_surrogate_anywhere_is_named_and_nothing_is_written(
+    tmp_path: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = {"type": "sqlite", "path": str(db), "session_id": "u1"}
+    facts = {"type": "collection", "path": str(tmp_path / "chroma"), "policy": "manual",
+             "url": f"sqlite:///{tmp_path / 'facts.db'}", "embeddings": EMBEDDINGS,
+             "memory_key": "facts"}  # fmt: skip
+    memories = [{"type": "buffer", "history": history}, facts]
+    config = write_config(tmp_path / "both.yaml", {"type": "combined", "memories": memories})
+    versions = [{"content": "Ada likes \ud800 tea", "metadata": {}}, {"content": "Ada likes tea"}]
+    lines = [
+        {"session_id": "u1", "message": {"type": "human", "data": {"content": "hi"}}},
+        {"namespace": ["users", "ada"], "id": "m1", "text": "Ada likes tea",
+         "metadata": {"versions": versions}},
+    ]  # fmt: skip
+    dump = tmp_path / "bad.jsonl"
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    code, _, err = run(["import", "--config", str(config), str(dump)], capsys)
+    assert code == 2 and "bad.jsonl:2" in err and "lone surrogate" in err
+    assert "Nothing was imported" in err and SQLiteHistory(db, session_id="u1").messages == []
+
+
 def test_import_of_a_missing_file_is_a_clear_error(
     config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import groupby
@@ -12,7 +13,6 @@ from typing import Any, TextIO
 
 from langchain_core.messages import (
     BaseMessage,
-    HumanMessage,
     message_to_dict,
     messages_from_dict,
 )
@@ -31,6 +31,7 @@ from memories.faces.commands.opening import (
     per_namespace,
     triples_of,
 )
+from memories.kernel.bounded_json import read_json
 from memories.kernel.capabilities import capabilities_of
 from memories.kernel.checks import whole_number
 from memories.kernel.messages import check_storable, dump_message
@@ -251,7 +252,8 @@ def read_jsonl(
             if not line.strip():
                 continue
             try:
-                parsed.append(_parse_line(json.loads(line), session, namespace))
+                record = read_json(line, what="the line", max_nesting=sys.getrecursionlimit())
+                parsed.append(_parse_line(record, session, namespace))
             except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
                 raise InvalidInputError(
                     f"{source}:{number}: not a line of a `memories export` file ({exc}). Each "
@@ -282,7 +284,6 @@ def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | N
     text, doc_id, metadata = record["text"], record["id"], record.get("metadata") or {}
     if not isinstance(text, str) or not isinstance(doc_id, str) or not doc_id:
         raise ValueError("text must be a string and id a non-empty string")
-    check_storable([HumanMessage(text)])
     found = metadata.get("versions") if isinstance(metadata, dict) else None  # a collection's
     for given in [v.get("metadata") for v in found] if isinstance(found, list) else [metadata]:
         check_metadata(given)  # what the memory will check when it writes, checked now
@@ -303,14 +304,12 @@ def _parse_knowledge(record: dict[str, Any], session: str | None) -> EntityLine 
         entity, summary = record["entity"], record["summary"]
         if not isinstance(entity, str) or not entity or not isinstance(summary, str):
             raise ValueError("entity must be a non-empty string and summary a string")
-        check_storable([HumanMessage(entity), HumanMessage(summary)])
         return EntityLine(session_id, entity, summary)
     triple = record["triple"]
     if not isinstance(triple, list) or len(triple) != 3:
         raise ValueError(f"triple must be [subject, predicate, object], got {triple!r:.80}")
     if not all(isinstance(part, str) and part for part in triple):
         raise ValueError(f"a triple's parts must be non-empty strings, got {triple!r:.80}")
-    check_storable([HumanMessage(part) for part in triple])
     return TripleLine(session_id, KnowledgeTriple(*triple))
 
 
