@@ -46,7 +46,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 from sqlalchemy.exc import OperationalError as SAOperationalError
 from sqlalchemy.pool import StaticPool
 
-from memories.errors import BackendError, BackendUnavailableError, ConfigError
+from memories.errors import BackendError, BackendUnavailableError, ConfigError, InvalidInputError
 from memories.kernel.accounting import measured
 from memories.stores.kept import give_back, keep_connections, kept
 
@@ -564,6 +564,9 @@ def _translated(what: Callable[[], str]) -> Iterator[None]:
         raise BackendUnavailableError(f"{what()}: {exc}") from exc
     except SQLAlchemyError as exc:
         raise BackendError(f"{what()}: {exc}") from exc
+    except UnicodeEncodeError as exc:  # the driver's, before the write: a lone surrogate
+        reason = f"a text holds a lone surrogate ({exc}); decode it with errors='replace'"
+        raise InvalidInputError(f"{what()}: {reason}.") from exc
 
 
 def _bad_url(url: str, exc: Exception) -> str:

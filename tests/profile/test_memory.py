@@ -635,3 +635,17 @@ def test_a_lone_surrogate_is_refused_before_the_turn_is_queued(url: str) -> None
     with pytest.raises(InvalidInputError, match="lone surrogate"):
         memory.save_context({"input": "bad \ud800"}, {"output": "ok"})
     assert memory.status().pending == 0
+
+
+def test_a_document_no_store_can_write_is_refused_naming_it_and_nothing_is_written(
+    url: str,
+) -> None:
+    memory = ProfileMemory(url=url, namespace=("user-1",), policy="manual")
+    memory.put({"name": "Ada"})
+    for write in (
+        lambda: memory.put({"name": "Ada \ud800"}),  # a bad decode upstream
+        lambda: memory.update([{"op": "add", "path": "/city\udc80", "value": "Porto"}]),
+    ):
+        with pytest.raises(InvalidInputError, match="lone surrogate"):
+            write()
+    assert memory.get() == {"name": "Ada"} and len(memory.history()) == 1

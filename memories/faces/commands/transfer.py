@@ -11,11 +11,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any, TextIO
 
-from langchain_core.messages import (
-    BaseMessage,
-    message_to_dict,
-    messages_from_dict,
-)
+from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
 from memories.core.langchain import LangChainBaseMemory
 from memories.core.members import distinct_histories, searchable_memories
