@@ -116,12 +116,9 @@ class CombinedMemory(BaseMemory):
         loaded = await asyncio.gather(
             *(m.aload_memory_variables(inputs) for m in self.memories), return_exceptions=True
         )
-        merged: dict[str, Any] = {}
-        for data in loaded:
-            if isinstance(data, BaseException):
-                raise data
-            merged.update(data)
-        return merged
+        if failed := [data for data in loaded if isinstance(data, BaseException)]:
+            raise failed[0]
+        return {k: v for d in loaded if not isinstance(d, BaseException) for k, v in d.items()}
 
     def check_turn(self, inputs: Any, outputs: Any) -> None:
         """Check the turn against every member that can check (ours) before any writes."""
