@@ -112,8 +112,13 @@ class CombinedMemory(BaseMemory):
         return merged
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        loaded = await asyncio.gather(*(m.aload_memory_variables(inputs) for m in self.memories))
-        return {k: v for data in loaded for k, v in data.items()}
+        """The members load at once; of their errors, the first member's is raised (as in sync)."""
+        loaded = await asyncio.gather(
+            *(m.aload_memory_variables(inputs) for m in self.memories), return_exceptions=True
+        )
+        if failed := [data for data in loaded if isinstance(data, BaseException)]:
+            raise failed[0]
+        return {k: v for d in loaded if not isinstance(d, BaseException) for k, v in d.items()}
 
     def check_turn(self, inputs: Any, outputs: Any) -> None:
         """Check the turn against every member that can check (ours) before any writes."""

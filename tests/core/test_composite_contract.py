@@ -7,6 +7,7 @@ purpose: a sub-chain must not write); ``SimpleMemory`` shows fixed values.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -96,6 +97,30 @@ def test_a_turn_one_member_rejects_is_written_by_none() -> None:
     with pytest.raises(MissingKeyError, match="question"):
         memory.save_context({"input": "hi"}, {"output": "hello"})
     assert first.chat_memory.entries() == []
+
+
+class _Failing(SimpleMemory):
+    """A member whose load fails with its name, the async one after ``wait`` seconds."""
+
+    wait: float = 0.0
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError(next(iter(self.memories)))
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.sleep(self.wait)
+        return self.load_memory_variables(inputs)
+
+
+def test_a_failed_load_raises_the_first_members_error_sync_or_async() -> None:
+    """The async members load at once: the error raised was the one that came first in time."""
+    memory = CombinedMemory(
+        memories=[_Failing(memories={"slow": ""}, wait=0.05), _Failing(memories={"quick": ""})]
+    )
+    with pytest.raises(RuntimeError, match="slow"):
+        memory.load_memory_variables({"input": "hi"})
+    with pytest.raises(RuntimeError, match="slow"):
+        asyncio.run(memory.aload_memory_variables({"input": "hi"}))
 
 
 def test_inputs_that_are_not_a_dict_are_an_input_error_not_an_attribute_error() -> None:

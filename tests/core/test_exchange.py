@@ -23,6 +23,7 @@ from memories.faces.exchange import (
     save_exchange,
     view_memory,
 )
+from memories.kernel.steps import Steps
 
 
 def tool_turn(question: str = "Weather in Paris?") -> list[BaseMessage]:
@@ -107,8 +108,9 @@ def test_as_text_a_chat_window_becomes_a_section() -> None:
 
 def test_system_messages_of_a_view_go_to_the_sections() -> None:
     class Summarised(BufferMemory):
-        def _select(self) -> list[BaseMessage]:
-            return [SystemMessage("The user is Ada."), *super()._select()]
+        def _selection(self) -> Steps[list[BaseMessage]]:
+            shown = yield from super()._selection()
+            return [SystemMessage("The user is Ada."), *shown]
 
     memory = Summarised()
     save_exchange(memory, [HumanMessage("hi"), AIMessage("hello")])
