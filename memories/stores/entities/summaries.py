@@ -331,7 +331,7 @@ def as_entity_store(value: Any, /) -> EntityStore:
     Raises:
         ConfigError: ``value`` is none of these.
     """
-    return coerced(
+    store: EntityStore = coerced(
         value,
         EntityStore,
         create_entity_store,
@@ -341,3 +341,4 @@ def as_entity_store(value: Any, /) -> EntityStore:
         "SQLiteEntityStore, RedisEntityStore, or one of LangChain's with get/set/delete/exists/"
         "clear) or a config dict such as {'type': 'sqlite', 'db_file': 'entities.db'}",
     )
+    return store
