@@ -117,8 +117,7 @@ def _inspect_profile(profile: ProfileMemory, out: TextIO, *, last: int | None) -
     document = profile.get()
     text = json.dumps(document, ensure_ascii=False, indent=2) if document is not None else "(none)"
     out.write("".join(f"  {line}\n" for line in text.splitlines()))
-    changes = profile.history()
-    for change in _tail(changes, last):
+    for change in _tail(profile.history(), last):
         detail = change.error if change.error else json.dumps(list(change.patch))
         out.write(f"  change #{change.id} {change.kind} v{change.version}: {detail[:100]}\n")
 

@@ -377,13 +377,12 @@ class Inspector:
             return {**base, **entity_page(leaf, namespace, item_id)}
         if isinstance(leaf, ProfileMemory | InstructionsMemory):
             recorded = leaf.store.changes(namespace, leaf.key)
-            changes = {}
+            changes = {str(c.id): c for c in recorded}
             if isinstance(leaf, InstructionsMemory):  # its history's ids (instructions_row)
-                changes = {
-                    instructions_id(i, None if c.error else c.version): c
+                changes.update(
+                    (instructions_id(i, None if c.error else c.version), c)
                     for i, c in enumerate(recorded)
-                }
-            changes = {**{str(c.id): c for c in recorded}, **changes}
+                )
             if item_id not in changes:
                 raise NotFound(f"No change {item_id!r} in the history of {memory_id!r}.")
             return {**base, "id": item_id, "change": change_row(changes[item_id], whole=True)}
@@ -436,8 +435,7 @@ class Inspector:
 
     def _chat_ids(self, memory: Any) -> list[tuple[Any, str]]:
         leaves = leaves_of(memory)
-        members = chat_memories(memory)
-        return [(m, self.ids[leaves.index(m)]) for m in members]
+        return [(m, self.ids[leaves.index(m)]) for m in chat_memories(memory)]
 
     def _holds(self, session_id: str) -> bool:
         return any(_held(h, session_id, 10**9) for h in self._histories() if h.lists_sessions)
