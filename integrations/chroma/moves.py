@@ -146,8 +146,7 @@ def leaving(store: ChromaStore, namespace: str) -> bool:
 
 def marked_by_me(store: ChromaStore, name: str) -> bool:
     """Whether the collection's leaving mark is still this store's (NotFoundError: gone)."""
-    own = store._collection(name)
-    return (own.metadata or {}).get(_LEAVING_KEY) == store._token
+    return (store._collection(name).metadata or {}).get(_LEAVING_KEY) == store._token
 
 
 def moved_by_another(store: ChromaStore, own: Any) -> float | None:

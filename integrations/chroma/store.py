@@ -148,8 +148,7 @@ class ChromaStore:
             return f"Chroma folder {self.path!r}"
         if self.mode == "memory":
             return "in-memory Chroma"
-        scheme = "https" if self.ssl else "http"
-        return f"Chroma server at {scheme}://{self.host}:{self.port}"
+        return f"Chroma server at {'https' if self.ssl else 'http'}://{self.host}:{self.port}"
 
     @property
     def target(self) -> str:
@@ -276,8 +275,7 @@ class ChromaStore:
             else:
                 keys = self._ids(place, namespace, ids)
                 pages = iter([place.collection.get(ids=keys, where=scoped, include=include)])
-            records = [r for page in pages for r in _records(page)]
-            return self._own(namespace, place, records)
+            return self._own(namespace, place, [r for page in pages for r in _records(page)])
 
         def missing(records: list[StoredRecord]) -> bool:
             return not records if ids is None else len(records) < len(ids)
@@ -682,8 +680,7 @@ class ChromaStore:
 
     def _shard_ids(self, shard: Any, namespace: str, *, limit: int | None = None) -> list[str]:
         """The namespace's tagged ids in the shard (up to ``limit``)."""
-        where = {NAMESPACE_KEY: {"$eq": namespace}}
-        return shard.get(where=where, include=[], limit=limit)["ids"]
+        return shard.get(where={NAMESPACE_KEY: {"$eq": namespace}}, include=[], limit=limit)["ids"]
 
     def _check_owner(self, name: str, metadata: Mapping[str, Any], namespace: str) -> None:
         owner = metadata.get(_NAMESPACE_META_KEY)

@@ -237,8 +237,7 @@ def run_demo(
     """
     if db_path is None:  # a temporary folder, removed with everything the demo wrote
         with tempfile.TemporaryDirectory(prefix="memories-demo-") as folder:
-            where = Path(folder) / "demo.db"
-            return run_demo(where, llm=llm, memories=memories)
+            return run_demo(Path(folder) / "demo.db", llm=llm, memories=memories)
     from langchain_classic.chains import ConversationChain
 
     memories = memories or DEMO_MEMORIES

@@ -161,8 +161,7 @@ class ConfigTools:
         if problem:
             return Answer(problem, True)
         try:
-            tool = self._tools_for(self.caller(client))[name]
-            reply = tool.invoke(given)
+            reply = self._tools_for(self.caller(client))[name].invoke(given)
         except (ToolException, MemoriesError) as exc:
             return Answer(str(exc), True)
         except ValidationError as exc:
@@ -326,8 +325,7 @@ def serve(tools: ConfigTools, *, timeout: float = DEFAULT_TIMEOUT) -> None:
     async def run() -> None:
         async with stdio_server() as (read, write):
             # a frame the transport cannot read is answered with a JSON-RPC error, not dropped
-            answering = Answering(read, write)
-            await server.run(answering, write, server.create_initialization_options())
+            await server.run(Answering(read, write), write, server.create_initialization_options())
 
     try:
         anyio.run(run)

@@ -262,8 +262,7 @@ class ExampleMemory(DocumentMemory, CountsTokens, BaseExampleSelector):
     def get(self, ids: Sequence[str], /) -> list[Example]:
         """The examples of this namespace with these ids (unknown ids are left out)."""
         expired = run(self._expired_ids())
-        found = self.backend.get(checked_ids(ids))
-        return [Example.of(r) for r in found if r.id not in expired]
+        return [Example.of(r) for r in self.backend.get(checked_ids(ids)) if r.id not in expired]
 
     # -- selecting --------------------------------------------------------------
 

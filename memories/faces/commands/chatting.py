@@ -118,8 +118,7 @@ def _chat_command(memory: LangChainBaseMemory, command: str, system: str) -> str
     if command == "/memory":
         messages = prompt_messages(memory, "", system)[:-1]
         width = max(40, shutil.get_terminal_size().columns)
-        shown = [_wrapped(m, width) for m in messages]
-        return "".join(shown) or "(the memory is empty)\n"
+        return "".join(_wrapped(m, width) for m in messages) or "(the memory is empty)\n"
     if command == "/usage":
         return format_usage(usage_report(memory))
     if command == "/clear":

@@ -432,12 +432,11 @@ def create_app(
         if not where:  # a search is within one user's namespace: say so, keep the query
             listed = await call(inspector.namespaces)
             said = f"Choose a namespace to search for {query!r:.80}." if query else None
-            choices = listed["namespaces"]
             return {
                 "namespace": "",
                 "query": query,
                 "memories": [],
-                "choices": choices,
+                "choices": listed["namespaces"],
                 "message": said,
             }
         k = _int(request, "k", 10, 50)

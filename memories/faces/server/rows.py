@@ -51,8 +51,7 @@ def when(seconds: float | None) -> str | None:
 
 
 def page_of(number: int, size: int, total: int) -> dict[str, Any]:
-    pages = max(1, -(-total // size))
-    return {"page": number, "size": size, "total": total, "pages": pages}
+    return {"page": number, "size": size, "total": total, "pages": max(1, -(-total // size))}
 
 
 def public_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -123,8 +123,7 @@ class Inspector:
         self._memories: Built[tuple[Namespace | None, str | None], Any] = Built(
             32, close=close_dropped
         )
-        probe = made_memory(self._memory(None, None))
-        self.leaves: list[Any] = leaves_of(probe)
+        self.leaves: list[Any] = leaves_of(made_memory(self._memory(None, None)))
         self.ids: list[str] = _ids(self.leaves)
 
     def _memory(self, namespace: Namespace | None, session: str | None) -> Any:
@@ -313,12 +312,11 @@ class Inspector:
         """What one memory holds in a namespace: a document with its versions, or its items."""
         namespace, leaf = self._kept(text, memory_id)
         q = _checked_text(q, "q")
-        kind = _kind(leaf)
         found: dict[str, Any] = {
             "namespace": ".".join(namespace),
             "memory": memory_id,
             "type": leaf.config_type,
-            "kind": kind,
+            "kind": _kind(leaf),
             "q": q,
         }
         start = (page - 1) * self.page_size

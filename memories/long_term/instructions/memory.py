@@ -398,8 +398,7 @@ class InstructionsMemory(ExpiringDocumentMemory):
             if not turns:
                 return ReflectionResult("idle", version)
             prompts = self._current(item)
-            session = self._session(prompts, turns)
-            outcome = yield from conversing(session, caller)
+            outcome = yield from conversing(self._session(prompts, turns), caller)
             if outcome.error is not None:
                 yield from self._failing(turns, outcome.error, outcome.raw)
                 return ReflectionResult("failed", version, 0, outcome.error)

@@ -191,8 +191,7 @@ CLAIMS: tuple[tuple[str, Any], ...] = (
 def _own_rows(connection: Connection) -> None:
     """Give the tables an older version made their ``owner`` column and claim their rows."""
     for table in HELD.values():
-        columns = {c["name"] for c in inspect(connection).get_columns(table.name)}
-        if "owner" in columns:
+        if "owner" in {c["name"] for c in inspect(connection).get_columns(table.name)}:
             continue
         connection.execute(text(f"ALTER TABLE {table.name} ADD COLUMN owner VARCHAR(32)"))
         for owner, claims in CLAIMS:
