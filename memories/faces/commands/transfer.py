@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
@@ -29,7 +29,7 @@ from memories.faces.commands.opening import (
 )
 from memories.kernel.bounded_json import read_json
 from memories.kernel.capabilities import capabilities_of
-from memories.kernel.checks import whole_number
+from memories.kernel.checks import positive_number, whole_number
 from memories.kernel.messages import check_storable, dump_message
 from memories.kernel.namespaces import as_namespace
 from memories.long_term.entity_graph import EntityMemory
@@ -74,11 +74,15 @@ class DocumentLine:
     """The stored text."""
     metadata: dict[str, Any]
     """Its metadata (session, turn, timestamp, speakers, the caller's own keys)."""
+    expiry: tuple[float, float] | Literal["default"] | None = "default"
+    """Its ``(ttl_minutes, expires_at)`` as stored; None: it never expires; ``"default"``
+    (an export made before lines had it): the config's ``ttl``."""
 
     def to_json(self) -> str:
-        """The JSON Lines form: ``{"namespace", "id", "text", "metadata"}``."""
-        record = {"namespace": list(self.namespace), "id": self.id, "text": self.text}
-        return json.dumps({**record, "metadata": self.metadata}, ensure_ascii=False)
+        """The JSON Lines form: ``{"namespace", "id", "text", "metadata", "expiry"}``."""
+        record: dict[str, Any] = {"namespace": list(self.namespace), "id": self.id}
+        record |= {"text": self.text, "metadata": self.metadata, "expiry": self.expiry}
+        return json.dumps(record, ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -190,10 +194,12 @@ def export_jsonl(
             out.write(ExportLine(history.session_id, entry.message, entry.seq).to_json() + "\n")
             messages += 1
     for vector in vectors if namespaces else []:
-        for record in vector.export_documents():
+        records, kept = vector.export_documents(), vector.expiry.rows(vector.namespace)  # rows last
+        for record in records:
             metadata = {k: v for k, v in record.metadata.items() if k != "namespace"}
-            out.write(DocumentLine(vector.namespace, record.id, record.text, metadata).to_json())
-            out.write("\n")
+            expiry = kept.get(vector.expiry_mark + record.id)  # no row: it never expires
+            line = DocumentLine(vector.namespace, record.id, record.text, metadata, expiry)
+            out.write(line.to_json() + "\n")
             documents += 1
     return messages, documents
 
@@ -283,7 +289,11 @@ def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | N
     found = metadata.get("versions") if isinstance(metadata, dict) else None  # a collection's
     for given in [v.get("metadata") for v in found] if isinstance(found, list) else [metadata]:
         check_metadata(given)  # what the memory will check when it writes, checked now
-    return DocumentLine(labels, doc_id, text, metadata)
+    expiry = record.get("expiry", "default")  # [ttl_minutes, expires_at]; null: it never expires
+    if expiry not in ("default", None):
+        ttl, at = (positive_number(n, "expiry's ttl_minutes and expires_at") for n in expiry)
+        expiry = (ttl, at)
+    return DocumentLine(labels, doc_id, text, metadata, expiry)
 
 
 def _session_of(record: dict[str, Any], session: str | None) -> str:
@@ -394,7 +404,7 @@ def import_jsonl(
             )
     disable = None if progress is None else not progress  # None: only on a terminal
     skip = _already_there(lines, targets)
-    written = 0
+    written, expired = 0, set[int]()
     with tqdm(total=len(lines), unit="line", desc="import", disable=disable) as bar:
         for batch in _batches(lines, batch_size):
             for store in targets[_target(batch[0])]:
@@ -414,15 +424,30 @@ def import_jsonl(
                         [line.record for line in batch if isinstance(line, GraphLine)]
                     )
                 else:
-                    documents = [line for line in batch if isinstance(line, DocumentLine)]
-                    store.import_documents(
-                        [d.id for d in documents],
-                        [d.text for d in documents],
-                        [d.metadata for d in documents],
-                    )
-                    written += len(documents)
+                    written += _import_documents(store, batch, expired)
             bar.update(len(batch))
+    if expired:
+        logger.warning("memories import leaves out %d expired documents.", len(expired))
     return written
+
+
+def _import_documents(store: Any, batch: list[Line], expired: set[int]) -> int:
+    """Write a batch's documents, each with the time to live it was exported with: one expired
+    is left out (its line's ``id`` added to ``expired``), one the store holds without one keeps
+    none (a restore never makes a permanent item expire)."""
+    now, mark, ns = store.clock(), store.expiry_mark, store.namespace
+    documents = [d for d in batch if isinstance(d, DocumentLine)]
+    expired.update(id(d) for d in documents if isinstance(d.expiry, tuple) and d.expiry[1] <= now)
+    documents = [d for d in documents if id(d) not in expired]
+    ids = [d.id for d in documents]
+    timed = store.expiry.expired(now=float("inf"), namespace=ns, keys=[mark + i for i in ids])
+    permanent = {r.id for r in store.backend.get(ids)} - {e.key.removeprefix(mark) for e in timed}
+    store.import_documents(ids, [d.text for d in documents], [d.metadata for d in documents])
+    for d in documents:
+        if d.expiry != "default" and d.id not in permanent:
+            ttl, at = (None, now) if d.expiry is None else d.expiry  # at - ttl: when it was set
+            store.expiry.set(ns, mark + d.id, ttl, now=at - (ttl or 0) * 60)
+    return len(documents)
 
 
 def _import_knowledge(store: EntityStore | EntityGraph, batch: list[Line]) -> int:
