@@ -149,14 +149,22 @@ class MemoryStoreAdapter(BaseStore):
             elif isinstance(op, PutOp):
                 # The expiry row goes before the item (and goes after it on a delete): a
                 # crash between the two leaves a row the sweep drops, never an item
-                # that lives forever.
+                # that lives forever. A refused put writes the row it replaced back.
                 stamped = self._timed or op.ttl is not None
                 if op.value is None:
                     yield step(self._delete, op.namespace, op.key)
-                if stamped:
-                    yield step(self._stamp, op)
-                if op.value is not None:
-                    yield step(self._put, op.namespace, op.key, op.value, op.index)
+                replaced = (yield step(self._stamp, op)) if stamped else None
+                try:
+                    if op.value is not None:
+                        yield step(self._put, op.namespace, op.key, op.value, op.index)
+                except (InvalidInputError, NotImplementedError):
+                    if stamped:  # the ttl and time it had, or no row (it never expired)
+                        ttl, at = replaced or (None, 0.0)
+                        again = {self.ttl_mark + op.key: ttl}
+                        yield step(
+                            self.ledger.set_many, op.namespace, again, now=at - (ttl or 0) * 60
+                        )
+                    raise
                 results.append(None)
             elif isinstance(op, SearchOp):
                 results.append((yield step(self._searched if self._timed else self._search, op)))
@@ -173,13 +181,17 @@ class MemoryStoreAdapter(BaseStore):
 
     # -- time to live: written once, on top of the five methods ----------------------
 
-    def _stamp(self, op: PutOp) -> None:
-        """Record a timed put's time to live (None: it never expires; a delete forgets it)."""
+    def _stamp(self, op: PutOp) -> tuple[float, float] | None:
+        """Record a timed put's time to live (None: it never expires; a delete forgets it);
+        returns the rule it replaced (:meth:`~memories.stores.expiry.ExpiryLedger.rule_of`)."""
+        key = self.ttl_mark + op.key
         if op.value is None:
             if self._timed:
-                self.ledger.forget(op.namespace, self.ttl_mark + op.key)
-            return
-        self.ledger.set(op.namespace, self.ttl_mark + op.key, op.ttl, now=self.clock())
+                self.ledger.forget(op.namespace, key)
+            return None
+        replaced = self.ledger.rule_of(op.namespace, key)
+        self.ledger.set(op.namespace, key, op.ttl, now=self.clock())
+        return replaced
 
     def _kept(self, op: GetOp, item: Item | None) -> Item | None:
         """A got item as the TTL settings show it: None when expired and omitted; refreshed."""

@@ -234,12 +234,16 @@ class ExpiryLedger:
 
     def expires_at(self, namespace: Namespace, key: str) -> float | None:
         """When an item expires (None: never)."""
-        t = self._table
+        return (self.rule_of(namespace, key) or (None, None))[1]
+
+    def rule_of(self, namespace: Namespace, key: str) -> tuple[float, float] | None:
+        """An item's time to live in minutes and when it expires (None: it never expires)."""
+        t, where = self._table, (self._table.c.namespace == _label(namespace))
         with self._db.transaction() as connection:
             found = connection.execute(
-                sa.select(t.c.expires_at).where(t.c.namespace == _label(namespace), t.c.key == key)
-            ).scalar()
-        return None if found is None else float(found)
+                sa.select(t.c.ttl_minutes, t.c.expires_at).where(where, t.c.key == key)
+            ).first()
+        return None if found is None else (float(found[0]), float(found[1]))
 
     def rows(self, namespace: Namespace) -> dict[str, tuple[float, float]]:
         """Each item of ``namespace`` with a time to live: its ``(ttl_minutes, expires_at)``."""

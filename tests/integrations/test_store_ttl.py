@@ -25,7 +25,7 @@ from memories.integrations.langgraph_store import (
     VectorStoreAdapter,
 )
 
-from memories import CollectionMemory, VectorMemory
+from memories import CollectionMemory, InvalidInputError, VectorMemory
 from memories.kernel.namespaces import in_namespace
 from memories.long_term.profile import ProfileStore
 from tests.retention.conftest import Clock, expired_reads, rewritten_while_swept
@@ -331,6 +331,30 @@ def test_a_put_failing_after_its_expiry_row_leaves_no_item_without_it(
     assert store.ledger.count() == 1
     clock.minutes(TTL + 1)
     assert store.sweep_ttl() == 1 and store.ledger.count() == 0
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_refused_put_leaves_the_items_time_to_live_as_it_was(
+    make: Make, clock: Clock, asynchronous: bool
+) -> None:
+    store = make(ttl={"default_ttl": TTL})
+    store.put(("t",), "forever", value("kept for good"), ttl=None)
+    store.put(("t",), "hour", value("kept an hour"), ttl=60)
+    clock.minutes(10)
+    for key, ttl in [("forever", 1), ("hour", None), ("new", None)]:
+        refused = value("\ud800")  # a lone surrogate: no store takes it
+        with pytest.raises(InvalidInputError):
+            if asynchronous:
+                asyncio.run(store.aput(("t",), key, refused, index=["data"], ttl=ttl))
+            else:
+                store.put(("t",), key, refused, index=["data"], ttl=ttl)
+    expiry = {k: store.ledger.expires_at(("t",), store.ttl_mark + k) for k in ("forever", "hour")}
+    assert expiry == {"forever": None, "hour": clock() + 50 * 60}
+    assert store.ledger.count() == 1  # no row for the refused new item
+    clock.minutes(60)
+    assert store.sweep_ttl() == 1
+    assert store.get(("t",), "forever").value == value("kept for good")  # type: ignore[union-attr]
+    assert store.get(("t",), "hour") is None
 
 
 def test_the_adapter_ttl_is_not_overwritten_by_the_memory_default(
