@@ -245,14 +245,6 @@ class ExpiryLedger:
             ).first()
         return None if found is None else (float(found[0]), float(found[1]))
 
-    def rows(self, namespace: Namespace) -> dict[str, tuple[float, float]]:
-        """Each item of ``namespace`` with a time to live: its ``(ttl_minutes, expires_at)``."""
-        t = self._table
-        query = sa.select(t.c.key, t.c.ttl_minutes, t.c.expires_at)
-        with self._db.transaction() as connection:
-            found = connection.execute(query.where(t.c.namespace == _label(namespace)))
-            return {key: (float(ttl), float(at)) for key, ttl, at in found}
-
     def expired_on_read(self, namespace: Namespace, key: str, *, now: float, refresh: bool) -> bool:
         """Whether an item read at ``now`` has expired; a live one's time starts again if
         ``refresh`` (an item without a row never expires)."""

@@ -75,8 +75,7 @@ class DocumentLine:
     metadata: dict[str, Any]
     """Its metadata (session, turn, timestamp, speakers, the caller's own keys)."""
     expiry: tuple[float, float] | Literal["default"] | None = "default"
-    """Its ``(ttl_minutes, expires_at)`` as stored; None: it never expires; ``"default"``
-    (an export made before lines had it): the config's ``ttl``."""
+    """``(ttl_minutes, expires_at)`` as stored; None: never expires; ``"default"``: config's."""
 
     def to_json(self) -> str:
         """The JSON Lines form: ``{"namespace", "id", "text", "metadata", "expiry"}``."""
@@ -194,10 +193,9 @@ def export_jsonl(
             out.write(ExportLine(history.session_id, entry.message, entry.seq).to_json() + "\n")
             messages += 1
     for vector in vectors if namespaces else []:
-        records, kept = vector.export_documents(), vector.expiry.rows(vector.namespace)  # rows last
-        for record in records:
+        for record in vector.export_documents():
             metadata = {k: v for k, v in record.metadata.items() if k != "namespace"}
-            expiry = kept.get(vector.expiry_mark + record.id)  # no row: it never expires
+            expiry = vector.expiry.rule_of(vector.namespace, vector.expiry_mark + record.id)
             line = DocumentLine(vector.namespace, record.id, record.text, metadata, expiry)
             out.write(line.to_json() + "\n")
             documents += 1
@@ -432,20 +430,18 @@ def import_jsonl(
 
 
 def _import_documents(store: Any, batch: list[Line], expired: set[int]) -> int:
-    """Write a batch's documents, each with the time to live it was exported with: one expired
-    is left out (its line's ``id`` added to ``expired``), one the store holds without one keeps
-    none (a restore never makes a permanent item expire)."""
+    """Write a batch's documents with the time to live each was exported with, but those expired
+    (their lines' ``id`` into ``expired``); one held with none keeps none (it never expires)."""
     now, mark, ns = store.clock(), store.expiry_mark, store.namespace
     documents = [d for d in batch if isinstance(d, DocumentLine)]
     expired.update(id(d) for d in documents if isinstance(d.expiry, tuple) and d.expiry[1] <= now)
     documents = [d for d in documents if id(d) not in expired]
     ids = [d.id for d in documents]
-    timed = store.expiry.expired(now=float("inf"), namespace=ns, keys=[mark + i for i in ids])
-    permanent = {r.id for r in store.backend.get(ids)} - {e.key.removeprefix(mark) for e in timed}
+    permanent = {r.id for r in store.backend.get(ids) if not store.expiry.rule_of(ns, mark + r.id)}
     store.import_documents(ids, [d.text for d in documents], [d.metadata for d in documents])
     for d in documents:
         if d.expiry != "default" and d.id not in permanent:
-            ttl, at = (None, now) if d.expiry is None else d.expiry  # at - ttl: when it was set
+            ttl, at = d.expiry or (None, 0.0)  # at - ttl: when its time to live was set
             store.expiry.set(ns, mark + d.id, ttl, now=at - (ttl or 0) * 60)
     return len(documents)
 
@@ -454,21 +450,13 @@ def _import_knowledge(store: EntityStore | EntityGraph, batch: list[Line]) -> in
     """Write a batch's summaries or triples that ``store`` lacks, in one transaction."""
     if isinstance(store, EntityStore):
         current = entities_of(store)
-        new = {
-            line.entity: line.summary
-            for line in batch
-            if isinstance(line, EntityLine) and current.get(line.entity) != line.summary
-        }
+        entities = [line for line in batch if isinstance(line, EntityLine)]
+        new = {e.entity: e.summary for e in entities if current.get(e.entity) != e.summary}
         store.set_many(new)
         return len(new)
     held = set(triples_of(store))
-    triples = list(
-        dict.fromkeys(
-            line.triple
-            for line in batch
-            if isinstance(line, TripleLine) and line.triple not in held
-        )
-    )
+    found = (line.triple for line in batch if isinstance(line, TripleLine))
+    triples = list(dict.fromkeys(triple for triple in found if triple not in held))
     store.add_triples(triples)
     return len(triples)
 
