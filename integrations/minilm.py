@@ -188,14 +188,12 @@ class MiniLMEmbeddings(Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents; one list of 384 floats per text."""
-        vectors: list[list[float]] = self.embed(texts).tolist()
-        return vectors
+        return self.embed(texts).tolist()
 
     def embed_query(self, text: str) -> list[float]:
         """Embed one query text into a list of 384 floats."""
         _check_text(text, "the query", "; use embed_documents for a list of texts")
-        vector: list[float] = self.embed([text])[0].tolist()
-        return vector
+        return self.embed([text])[0].tolist()
 
     # onnxruntime releases the GIL, so async work runs on a worker thread: aembed here,
     # and LangChain's aembed_documents / aembed_query run the sync methods on one already.
@@ -280,8 +278,7 @@ def pool_windows(
     weights = np.asarray(lengths, dtype=np.float64)[:, None]
     np.add.at(summed, np.asarray(owners), vectors * weights)
     norms = np.linalg.norm(summed, axis=1, keepdims=True)
-    pooled: Vectors = (summed / np.maximum(norms, 1e-12)).astype(np.float32)
-    return pooled
+    return (summed / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
 def mean_pool_normalise(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> Vectors:
@@ -290,8 +287,7 @@ def mean_pool_normalise(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.in
     summed = np.matmul(weights[:, None, :], hidden)[:, 0, :]
     pooled = summed / np.maximum(weights.sum(axis=1, keepdims=True), 1e-9)
     norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-    normalised: Vectors = (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
-    return normalised
+    return (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 
 def _usable_cores() -> int:

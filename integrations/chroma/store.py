@@ -683,8 +683,7 @@ class ChromaStore:
     def _shard_ids(self, shard: Any, namespace: str, *, limit: int | None = None) -> list[str]:
         """The namespace's tagged ids in the shard (up to ``limit``)."""
         where = {NAMESPACE_KEY: {"$eq": namespace}}
-        ids: list[str] = shard.get(where=where, include=[], limit=limit)["ids"]
-        return ids
+        return shard.get(where=where, include=[], limit=limit)["ids"]
 
     def _check_owner(self, name: str, metadata: Mapping[str, Any], namespace: str) -> None:
         owner = metadata.get(_NAMESPACE_META_KEY)

@@ -70,8 +70,7 @@ def checked_score(score: Any) -> Score:
     """``score`` if it names a way of scoring (:data:`SCORES`)."""
     if score not in SCORES:
         raise InvalidInputError(f"score must be one of {list(SCORES)}; got {score!r:.80}.")
-    chosen: Score = score
-    return chosen
+    return score
 
 
 def _checked_fields(fields: Any, what: str) -> tuple[str, ...]:

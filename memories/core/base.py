@@ -460,8 +460,7 @@ class ChatMemory(BaseMemory, Sweeps):
         """The seq through which the retention hides the log; no step at all without one."""
         if self.retention is None:
             return None
-        horizon: int | None = yield step(self.chat_memory.horizon)
-        return horizon
+        return (yield step(self.chat_memory.horizon))
 
     def sweep(
         self, *, batch: int = 500, dry_run: bool = False, own: bool = False

@@ -255,8 +255,7 @@ def memory_class(type_name: Any) -> type:
             f"Unknown memory type {type_name!r}; valid types: {', '.join(sorted(MEMORY_TYPES))}."
         )
     module, class_name = MEMORY_TYPES[type_name]
-    cls: type = import_object(module, class_name, what=f"memory type {type_name!r}")
-    return cls
+    return import_object(module, class_name, what=f"memory type {type_name!r}")
 
 
 def create_memory(config: Mapping[str, Any] | str | Path) -> Any:

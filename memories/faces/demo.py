@@ -224,10 +224,8 @@ def run_demo(
     *,
     llm: BaseLanguageModel | None = None,
     memories: dict[str, dict[str, Any]] | None = None,
-    sessions: Sequence[Sequence[tuple[str, str]]] = SESSIONS,
-    on_turn: Callable[[str, str, str], None] | None = None,
 ) -> list[DemoResult]:
-    """Run the sessions through a ``ConversationChain`` once per memory config.
+    """Run :data:`SESSIONS` through a ``ConversationChain`` once per memory config.
 
     Args:
         db_path: the SQLite file of the histories; the Chroma folder and the
@@ -236,13 +234,11 @@ def run_demo(
         llm: a real model for the replies and for memories that take one;
             None gives scripted replies and each memory's offline default.
         memories: label -> memory config (default :data:`DEMO_MEMORIES`).
-        sessions: the conversation, split where the app restarts.
-        on_turn: called with ``(label, user line, reply)`` after each turn.
     """
     if db_path is None:  # a temporary folder, removed with everything the demo wrote
         with tempfile.TemporaryDirectory(prefix="memories-demo-") as folder:
             where = Path(folder) / "demo.db"
-            return run_demo(where, llm=llm, memories=memories, sessions=sessions, on_turn=on_turn)
+            return run_demo(where, llm=llm, memories=memories)
     from langchain_classic.chains import ConversationChain
 
     memories = memories or DEMO_MEMORIES
@@ -263,9 +259,9 @@ def run_demo(
         cleared = create_memory(options)
         cleared.clear()
         _close(cleared)
-        model = llm or FakeListChatModel(responses=[r for s in sessions for _, r in s])
+        model = llm or FakeListChatModel(responses=[r for _, r in SCRIPT])
         timing, calls_per_turn = _Timing(counter), []
-        for session in sessions:
+        for session in SESSIONS:
             # A new process: the memory is rebuilt from its config and reads its file.
             memory = timing.wrap(create_memory(options))
             try:
@@ -273,10 +269,8 @@ def run_demo(
                     warnings.simplefilter("ignore")  # ConversationChain's own deprecation notice
                     chain = ConversationChain(llm=model, memory=memory)
                 for user, _ in session:
-                    reply = chain.invoke({"input": user})["response"]
+                    chain.invoke({"input": user})
                     calls_per_turn.append(calls.count)
-                    if on_turn:
-                        on_turn(name, user, reply)
             finally:
                 # The process ends: its deferred work (background writes, summary
                 # folds) finishes before the demo's temporary folder is removed.
@@ -448,13 +442,11 @@ class _Timing:
         return memory
 
 
-def format_results(
-    results: Sequence[DemoResult], *, width: int | None = None, lines_per_row: int = 4
-) -> str:
+def format_results(results: Sequence[DemoResult], *, width: int | None = None) -> str:
     """The comparison table a person reads at a glance (rich, wrapped to the terminal).
 
     A row per memory: :func:`preference_verdict`, tokens, its own model calls and time,
-    and the first ``lines_per_row`` lines of what it injects.
+    and the first four lines of what it injects.
     """
     from rich.console import Console
     from rich.markup import escape
@@ -474,7 +466,7 @@ def format_results(
         shown = " | ".join(r.injected.splitlines()) or "(nothing)"
         table.add_row(  # text, not markup: a skipped row's "chat-memories[chroma]" stays whole
             escape(r.name), r.knows, str(r.tokens), str(r.llm_calls), f"{r.seconds * 1000:.0f}",
-            escape(_clipped(shown, max(30, console.width - 64) * lines_per_row)),
+            escape(_clipped(shown, max(30, console.width - 64) * 4)),
         )  # fmt: skip
     console.print(table)
     return console.export_text().rstrip()

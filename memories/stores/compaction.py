@@ -112,19 +112,17 @@ def compactions(*databases: Database | None) -> tuple[Compaction, ...]:
     return tuple(found)
 
 
-def compact(found: Iterable[Compaction], *, wait: float | None = None) -> list[Compacted]:
+def compact(found: Iterable[Compaction]) -> list[Compacted]:
     """Rewrite each file or database once (the tables of one database merged), in order.
 
     Nothing is raised for a file that cannot be compacted: its line says why
-    and is not complete. ``wait`` bounds each wait for a lock (default
-    :data:`WAIT_SECONDS`).
+    and is not complete. :data:`WAIT_SECONDS` bounds each wait for a lock.
     """
-    wait = WAIT_SECONDS if wait is None else wait
     tables: dict[tuple[Any, str], frozenset[str]] = {}
     for item in found:
         key = (item.kind, item.where)
         tables[key] = tables.get(key, frozenset()) | item.tables
-    return [_compacted(Compaction(*key, merged), wait) for key, merged in tables.items()]
+    return [_compacted(Compaction(*key, merged), WAIT_SECONDS) for key, merged in tables.items()]
 
 
 def _compacted(item: Compaction, wait: float) -> Compacted:

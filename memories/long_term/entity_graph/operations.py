@@ -447,8 +447,7 @@ class GraphSession(OperationsReply[Plan]):
     tool_name = GRAPH_TOOL_NAME
 
     def _accept(self, reply: BaseMessage) -> Plan:
-        plan: Plan = self.planner().apply(proposed_items(reply, GRAPH_TOOL_NAME, _NOT_JSON))
-        return plan
+        return self.planner().apply(proposed_items(reply, GRAPH_TOOL_NAME, _NOT_JSON))
 
     def outcome(self) -> tuple[Plan | None, tuple[str, ...], str | None]:
         """The plan (None after a failure), every raw reply, and the error."""

@@ -44,5 +44,4 @@ class Summarizer:
             return extract(messages, existing_summary, human_prefix=human, ai_prefix=ai)
         new_lines = get_buffer_string(messages, human_prefix=human, ai_prefix=ai)
         prompt = self.prompt.format_prompt(summary=existing_summary, new_lines=new_lines)
-        summary: str = yield step(self.caller.invoke_text, prompt, unlocked=True)
-        return summary
+        return (yield step(self.caller.invoke_text, prompt, unlocked=True))

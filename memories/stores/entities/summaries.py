@@ -270,8 +270,7 @@ class LangChainEntityStore(EntityStore):
             self.store.set(entity, value)
 
     def get(self, key: str, default: str | None = None) -> str | None:
-        value: str | None = self.store.get(key, default)
-        return value
+        return self.store.get(key, default)
 
     def set(self, key: str, value: str | None) -> None:
         # LangChain's own semantics, store by store (its in-memory store keeps "").
@@ -323,8 +322,7 @@ def create_entity_store(config: Mapping[str, Any]) -> EntityStore:
         ConfigError: an unknown type or a bad option.
         MissingDependencyError: the type's optional dependency is not installed.
     """
-    store: EntityStore = from_config(config, ENTITY_STORE_TYPES, "entity store")
-    return store
+    return from_config(config, ENTITY_STORE_TYPES, "entity store")
 
 
 def as_entity_store(value: Any, /) -> EntityStore:

@@ -98,8 +98,7 @@ class Analyzer:
         stop, shortest = _STOPWORD_SETS[self.stopwords], self.min_length
         words = [word for word in words if word not in stop and len(word) >= shortest]
         if self.stem and words:
-            stems: list[str] = _english_stemmer().stemWords(words)
-            return stems
+            return _english_stemmer().stemWords(words)
         return words
 
 

@@ -119,8 +119,7 @@ class RecallBackend(VectorBackend):
         vector = None
         if self.recall.uses_dense:
             vector = yield from query_vector(self.embedder, query.text)
-        found: list[SearchResult] = yield step(self._search, query, vector)
-        return found
+        return (yield step(self._search, query, vector))
 
     search, asearch = twins(_search_steps)
 
