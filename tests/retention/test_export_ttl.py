@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from memories import CollectionMemory, VectorMemory
+from memories import CollectionMemory, InvalidInputError, VectorMemory
 from memories.faces.cli import main
 from memories.faces.commands import export_jsonl, import_jsonl, read_jsonl
 from tests.retention.conftest import Clock
@@ -116,3 +116,10 @@ def test_the_commands_restore_each_expiry_and_an_older_file_gets_the_configs(
     assert main(["import", "--config", str(fresh), str(older)]) == 0
     left = new.expiry.expires_at(NAMESPACE, "from-before")
     assert left is not None and 59 * 60 < left - time.time() <= 60 * 60
+
+
+@pytest.mark.parametrize("bad", [[60], [60, 1, 2], "soon", [0, 5], [True, 5], {"ttl": 60}])
+def test_an_expiry_that_is_not_two_numbers_is_refused_before_anything_is_written(bad: Any) -> None:
+    line = {"namespace": list(NAMESPACE), "id": "d1", "text": "t", "metadata": {}, "expiry": bad}
+    with pytest.raises(InvalidInputError, match=r"backup.jsonl:1: .*expiry"):
+        read_jsonl([json.dumps(line)], source="backup.jsonl")

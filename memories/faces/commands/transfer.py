@@ -289,8 +289,11 @@ def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | N
         check_metadata(given)  # what the memory will check when it writes, checked now
     expiry = record.get("expiry", "default")  # [ttl_minutes, expires_at]; null: it never expires
     if expiry not in ("default", None):
-        ttl, at = (positive_number(n, "expiry's ttl_minutes and expires_at") for n in expiry)
-        expiry = (ttl, at)
+        if not isinstance(expiry, list) or len(expiry) != 2:
+            raise ValueError(
+                f"expiry must be [ttl_minutes, expires_at] or null, got {expiry!r:.80}"
+            )
+        expiry = tuple(positive_number(n, "expiry's ttl_minutes and expires_at") for n in expiry)
     return DocumentLine(labels, doc_id, text, metadata, expiry)
 
 
