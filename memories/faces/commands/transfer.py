@@ -410,12 +410,8 @@ def import_jsonl(
         for batch in _batches(lines, batch_size):
             for store in targets[_target(batch[0])]:
                 if isinstance(store, ChatHistory):
-                    held = skip[id(store)]
-                    new = [
-                        line.message
-                        for line in batch
-                        if isinstance(line, ExportLine) and id(line) not in held
-                    ]
+                    held, found = skip[id(store)], (m for m in batch if isinstance(m, ExportLine))
+                    new = [line.message for line in found if id(line) not in held]
                     store.append(new)
                     written += len(new)
                 elif isinstance(store, EntityStore | EntityGraph):
