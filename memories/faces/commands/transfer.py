@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
@@ -29,7 +29,7 @@ from memories.faces.commands.opening import (
 )
 from memories.kernel.bounded_json import read_json
 from memories.kernel.capabilities import capabilities_of
-from memories.kernel.checks import whole_number
+from memories.kernel.checks import positive_number, whole_number
 from memories.kernel.messages import check_storable, dump_message
 from memories.kernel.namespaces import as_namespace
 from memories.long_term.entity_graph import EntityMemory
@@ -74,11 +74,14 @@ class DocumentLine:
     """The stored text."""
     metadata: dict[str, Any]
     """Its metadata (session, turn, timestamp, speakers, the caller's own keys)."""
+    expiry: tuple[float, float] | Literal["default"] | None = "default"
+    """``(ttl_minutes, expires_at)`` as stored; None: never expires; ``"default"``: config's."""
 
     def to_json(self) -> str:
-        """The JSON Lines form: ``{"namespace", "id", "text", "metadata"}``."""
-        record = {"namespace": list(self.namespace), "id": self.id, "text": self.text}
-        return json.dumps({**record, "metadata": self.metadata}, ensure_ascii=False)
+        """The JSON Lines form: ``{"namespace", "id", "text", "metadata", "expiry"}``."""
+        record: dict[str, Any] = {"namespace": list(self.namespace), "id": self.id}
+        record |= {"text": self.text, "metadata": self.metadata, "expiry": self.expiry}
+        return json.dumps(record, ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -192,8 +195,9 @@ def export_jsonl(
     for vector in vectors if namespaces else []:
         for record in vector.export_documents():
             metadata = {k: v for k, v in record.metadata.items() if k != "namespace"}
-            out.write(DocumentLine(vector.namespace, record.id, record.text, metadata).to_json())
-            out.write("\n")
+            expiry = vector.expiry.rule_of(vector.namespace, vector.expiry_mark + record.id)
+            line = DocumentLine(vector.namespace, record.id, record.text, metadata, expiry)
+            out.write(line.to_json() + "\n")
             documents += 1
     return messages, documents
 
@@ -283,7 +287,14 @@ def _parse_line(record: Any, session: str | None, namespace: tuple[str, ...] | N
     found = metadata.get("versions") if isinstance(metadata, dict) else None  # a collection's
     for given in [v.get("metadata") for v in found] if isinstance(found, list) else [metadata]:
         check_metadata(given)  # what the memory will check when it writes, checked now
-    return DocumentLine(labels, doc_id, text, metadata)
+    expiry = record.get("expiry", "default")  # [ttl_minutes, expires_at]; null: it never expires
+    if expiry not in ("default", None):
+        if not isinstance(expiry, list) or len(expiry) != 2:
+            raise ValueError(
+                f"expiry must be [ttl_minutes, expires_at] or null, got {expiry!r:.80}"
+            )
+        expiry = tuple(positive_number(n, "expiry's ttl_minutes and expires_at") for n in expiry)
+    return DocumentLine(labels, doc_id, text, metadata, expiry)
 
 
 def _session_of(record: dict[str, Any], session: str | None) -> str:
@@ -394,17 +405,13 @@ def import_jsonl(
             )
     disable = None if progress is None else not progress  # None: only on a terminal
     skip = _already_there(lines, targets)
-    written = 0
+    written, expired = 0, set[int]()
     with tqdm(total=len(lines), unit="line", desc="import", disable=disable) as bar:
         for batch in _batches(lines, batch_size):
             for store in targets[_target(batch[0])]:
                 if isinstance(store, ChatHistory):
-                    held = skip[id(store)]
-                    new = [
-                        line.message
-                        for line in batch
-                        if isinstance(line, ExportLine) and id(line) not in held
-                    ]
+                    held, found = skip[id(store)], (m for m in batch if isinstance(m, ExportLine))
+                    new = [line.message for line in found if id(line) not in held]
                     store.append(new)
                     written += len(new)
                 elif isinstance(store, EntityStore | EntityGraph):
@@ -414,36 +421,41 @@ def import_jsonl(
                         [line.record for line in batch if isinstance(line, GraphLine)]
                     )
                 else:
-                    documents = [line for line in batch if isinstance(line, DocumentLine)]
-                    store.import_documents(
-                        [d.id for d in documents],
-                        [d.text for d in documents],
-                        [d.metadata for d in documents],
-                    )
-                    written += len(documents)
+                    written += _import_documents(store, batch, expired)
             bar.update(len(batch))
+    if expired:
+        logger.warning("memories import leaves out %d expired documents.", len(expired))
     return written
+
+
+def _import_documents(store: Any, batch: list[Line], expired: set[int]) -> int:
+    """Write a batch's documents with the time to live each was exported with, but those expired
+    (their lines' ``id`` into ``expired``); one held with none keeps none (it never expires)."""
+    now, mark, ns = store.clock(), store.expiry_mark, store.namespace
+    documents = [d for d in batch if isinstance(d, DocumentLine)]
+    expired.update(id(d) for d in documents if isinstance(d.expiry, tuple) and d.expiry[1] <= now)
+    documents = [d for d in documents if id(d) not in expired]
+    ids = [d.id for d in documents]
+    permanent = {r.id for r in store.backend.get(ids) if not store.expiry.rule_of(ns, mark + r.id)}
+    store.import_documents(ids, [d.text for d in documents], [d.metadata for d in documents])
+    for d in documents:
+        if d.expiry != "default" and d.id not in permanent:
+            ttl, at = d.expiry or (None, 0.0)  # at - ttl: when its time to live was set
+            store.expiry.set(ns, mark + d.id, ttl, now=at - (ttl or 0) * 60)
+    return len(documents)
 
 
 def _import_knowledge(store: EntityStore | EntityGraph, batch: list[Line]) -> int:
     """Write a batch's summaries or triples that ``store`` lacks, in one transaction."""
     if isinstance(store, EntityStore):
         current = entities_of(store)
-        new = {
-            line.entity: line.summary
-            for line in batch
-            if isinstance(line, EntityLine) and current.get(line.entity) != line.summary
-        }
+        entities = [line for line in batch if isinstance(line, EntityLine)]
+        new = {e.entity: e.summary for e in entities if current.get(e.entity) != e.summary}
         store.set_many(new)
         return len(new)
     held = set(triples_of(store))
-    triples = list(
-        dict.fromkeys(
-            line.triple
-            for line in batch
-            if isinstance(line, TripleLine) and line.triple not in held
-        )
-    )
+    found = (line.triple for line in batch if isinstance(line, TripleLine))
+    triples = list(dict.fromkeys(triple for triple in found if triple not in held))
     store.add_triples(triples)
     return len(triples)
 
