@@ -76,8 +76,7 @@ class RecallConfig:
                 f"Unknown recall mode {self.mode!r}; use one of: {', '.join(_MODES)}."
             )
         if self.fusion not in _FUSIONS:
-            valid = ", ".join(_FUSIONS)
-            raise ConfigError(f"Unknown fusion {self.fusion!r}; use one of: {valid}.")
+            raise ConfigError(f"Unknown fusion {self.fusion!r}; use one of: {', '.join(_FUSIONS)}.")
         if self.candidates < 1:
             raise ConfigError(f"candidates must be >= 1, got {self.candidates!r}.")
         if not 0.0 <= self.dense_weight <= 1.0:

@@ -289,8 +289,7 @@ def _where_sql(where: Mapping[str, Any], params: _Params) -> str:
     parts = []
     for key, value in where.items():
         if key in ("$and", "$or"):
-            joined = f" {key[1:].upper()} ".join(f"({_where_sql(c, params)})" for c in value)
-            parts.append(joined)
+            parts.append(f" {key[1:].upper()} ".join(f"({_where_sql(c, params)})" for c in value))
             continue
         op, operand = next(iter(value.items())) if isinstance(value, Mapping) else ("$eq", value)
         parts.append(_comparison(key, op, operand, params))
