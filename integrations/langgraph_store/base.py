@@ -158,11 +158,9 @@ class MemoryStoreAdapter(BaseStore):
                     if op.value is not None:
                         yield step(self._put, op.namespace, op.key, op.value, op.index)
                 except (InvalidInputError, NotImplementedError):
-                    if stamped:  # the ttl and time it had, or no row (it never expired)
-                        ttl, at = replaced or (None, 0.0)
-                        again = {self.ttl_mark + op.key: ttl}
+                    if stamped:
                         yield step(
-                            self.ledger.set_many, op.namespace, again, now=at - (ttl or 0) * 60
+                            self.ledger.restore, op.namespace, self.ttl_mark + op.key, replaced
                         )
                     raise
                 results.append(None)

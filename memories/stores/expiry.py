@@ -245,6 +245,11 @@ class ExpiryLedger:
             ).first()
         return None if found is None else (float(found[0]), float(found[1]))
 
+    def restore(self, namespace: Namespace, key: str, rule: tuple[float, float] | None) -> None:
+        """Give an item back the rule :meth:`rule_of` read (None: no row, it never expires)."""
+        ttl, at = rule or (None, 0.0)  # at - ttl: when its time to live was set
+        self.set(namespace, key, ttl, now=at - (ttl or 0) * 60)
+
     def expired_on_read(self, namespace: Namespace, key: str, *, now: float, refresh: bool) -> bool:
         """Whether an item read at ``now`` has expired; a live one's time starts again if
         ``refresh`` (an item without a row never expires)."""
@@ -395,5 +400,6 @@ class ExpiryLedger:
 
     # The twins of what memories' loops call (kernel.steps runs them by name).
     aset_many = blocking_twin(set_many)
+    arestore = blocking_twin(restore)
     astamping = blocking_twin(stamping)
     arefresh = blocking_twin(refresh)

@@ -440,8 +440,7 @@ def _import_documents(store: Any, batch: list[Line], expired: set[int]) -> int:
     store.import_documents(ids, [d.text for d in documents], [d.metadata for d in documents])
     for d in documents:
         if d.expiry != "default" and d.id not in permanent:
-            ttl, at = d.expiry or (None, 0.0)  # at - ttl: when its time to live was set
-            store.expiry.set(ns, mark + d.id, ttl, now=at - (ttl or 0) * 60)
+            store.expiry.restore(ns, mark + d.id, d.expiry)
     return len(documents)
 
 
