@@ -23,7 +23,12 @@ from langchain_core.messages import SystemMessage
 from langchain_core.vectorstores import InMemoryVectorStore
 
 import memories.long_term.vector.token_buffer as ours_module
-from memories import ConfigError, ConversationVectorStoreTokenBufferMemory, SQLiteHistory
+from memories import (
+    ConfigError,
+    ConversationVectorStoreTokenBufferMemory,
+    InvalidInputError,
+    SQLiteHistory,
+)
 from memories.stores.history import ChatHistory
 from tests.contract.memory_contract import MakeMemory, MemoryContract
 from tests.core.test_random_parity import word_llm
@@ -231,6 +236,21 @@ def test_a_retriever_is_required_as_in_langchain() -> None:
 def test_a_chunk_size_within_the_overlap_fails_when_built() -> None:
     with pytest.raises(ConfigError, match="chunk overlap"):
         ours_memory(split_chunk_size=100)
+
+
+def test_a_load_without_inputs_dict_is_refused_as_the_vector_memory_refuses_it() -> None:
+    """It searches with the input, as VectorStoreRetrieverMemory, so it refuses what that does."""
+    memory = ours_memory()
+    memory.save_context({"input": "hi"}, {"output": "hello"})
+    refused = r"inputs must be a dict of chain inputs, got NoneType: None"
+    with pytest.raises(InvalidInputError, match=refused):
+        memory.load_memory_variables(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=refused):
+        asyncio.run(memory.aload_memory_variables(None))  # type: ignore[arg-type]
+    assert [m.text for m in memory.load_memory_variables({"input": "hi"})["history"][1:]] == [
+        "hi",
+        "hello",
+    ]
 
 
 class TestConversationVectorStoreTokenBufferContract(MemoryContract):

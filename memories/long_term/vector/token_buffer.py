@@ -175,7 +175,7 @@ class ConversationVectorStoreTokenBufferMemory(TokenBufferMemory):
 
     def _load_memory_variables_steps(self, inputs: dict[str, Any]) -> Steps[dict[str, Any]]:
         """The system message (time, documents found for the input) and the recent messages."""
-        found = yield step(self.memory_retriever.load_memory_variables, dict(inputs))
+        found = yield step(self.memory_retriever.load_memory_variables, inputs)
         previous = found[self.memory_retriever.memory_key]
         template = SystemMessagePromptTemplate.from_template(self.previous_history_template)
         system = template.format(previous_history=previous, current_time=_now())
