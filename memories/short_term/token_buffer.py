@@ -219,10 +219,11 @@ class TokenBufferMemory(CountsTokens, ChatMemory):
             return
         self._warned.add(session)
         logger.warning(
-            "TokenBufferMemory (session %r): the newest exchange alone is over "
+            "%s (session %r): the newest exchange alone is over "
             "max_token_limit=%d tokens, so the memory shows nothing (as LangChain's does). "
             "Raise max_token_limit, pass oversize='truncate' to show the newest human "
             "message cut to fit, or use a summary-buffer memory to keep its gist.",
+            type(self).__name__,
             session,
             self.max_token_limit,
         )

@@ -489,17 +489,22 @@ def test_a_lone_surrogate_is_an_input_error_on_every_backend_and_nothing_is_writ
     assert [m.content for m in memory.buffer_as_messages] == ["fine", "ok"]
 
 
+@pytest.mark.parametrize("cls", [TokenBufferMemory, ConversationTokenBufferMemory])
 def test_an_exchange_over_the_limit_shows_nothing_and_says_so_once(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, cls: type[TokenBufferMemory]
 ) -> None:
-    """Issue 10, item 14: it returned "" with nothing logged."""
-    memory = TokenBufferMemory(max_token_limit=5)
+    """Issue 10, item 14: it returned "" with nothing logged. The warning names the class built."""
+    memory = cls(max_token_limit=5)
     with caplog.at_level("WARNING", logger="memories.short_term.token_buffer"):
-        memory.save_context({"input": "a rather long question " * 5}, {"output": "ok"})
+        # Both messages over the limit: ConversationTokenBufferMemory would show the answer alone.
+        memory.save_context({"input": "a long question " * 5}, {"output": "a long answer " * 5})
         assert memory.load_memory_variables({}) == {"history": ""}
         memory.load_memory_variables({})
-    warnings = [r for r in caplog.records if "over max_token_limit=5" in r.getMessage()]
+    warnings = [
+        r.getMessage() for r in caplog.records if "over max_token_limit=5" in r.getMessage()
+    ]
     assert len(warnings) == 1
+    assert warnings[0].startswith(f"{cls.__name__} (session 'default'): the newest exchange")
 
 
 @pytest.mark.parametrize("include_system", [False, True])
