@@ -33,7 +33,7 @@ from memories.kernel.accounting import Accounts, Ledger, operation, tracer
 from memories.kernel.background import MemoryStatus
 from memories.kernel.capabilities import Capabilities, capabilities_of
 from memories.kernel.keys import turn_messages_for
-from memories.kernel.messages import checked_messages, format_buffer
+from memories.kernel.messages import checked_message, checked_messages, format_buffer
 from memories.kernel.retention import Retention, Sweeps
 from memories.kernel.steps import Steps, arun, blocking_twin, run, step, to_thread, twins
 from memories.stores.compaction import compactions
@@ -653,7 +653,7 @@ class ChatMemory(BaseMemory, Sweeps):
             InvalidInputError: no shown message has that id, or ``new_message``
                 is not a message (nothing is changed).
         """
-        return self._editing(self.chat_memory.replacing(id, *checked_messages([new_message])))
+        return self._editing(self.chat_memory.replacing(id, checked_message(new_message)))
 
     edit_message, aedit_message = twins(_edit_message_steps, runner="_run", write=True)
 

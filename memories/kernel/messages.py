@@ -100,16 +100,24 @@ def check_storable(messages: Sequence[BaseMessage], /) -> list[BaseMessage]:
     return list(messages)
 
 
-def checked_messages(messages: Sequence[BaseMessage], /) -> list[BaseMessage]:
-    """``messages`` as ``save_messages`` takes them: a list of messages, each storable."""
-    wrong = [m for m in messages if not isinstance(m, BaseMessage)]
-    if isinstance(messages, str | bytes) or wrong:
-        shown = messages if isinstance(messages, str | bytes) else wrong[0]
-        raise InvalidInputError(
-            f"save_messages takes a list of LangChain messages; got {shown!r:.80}. "
-            "Use save_context for plain input and output values."
-        )
+def checked_messages(
+    messages: Sequence[BaseMessage],
+    /,
+    what: str = "save_messages takes a list of LangChain messages",
+    hint: str = "Use save_context for plain input and output values.",
+) -> list[BaseMessage]:
+    """``messages`` as ``save_messages`` takes them (``what``, ``hint``: another's words)."""
+    listed = isinstance(messages, Sequence) and not isinstance(messages, str | bytes)
+    wrong = [m for m in messages if not isinstance(m, BaseMessage)] if listed else [messages]
+    if wrong:
+        raise InvalidInputError(f"{what}; got {wrong[0]!r:.80}. {hint}")
     return check_storable(messages)
+
+
+def checked_message(message: BaseMessage, /) -> BaseMessage:
+    """``message`` as ``edit_message`` takes it: one storable message."""
+    what = "edit_message takes a LangChain message as the new message"
+    return checked_messages([message], what, "Build one, such as AIMessage('new text').")[0]
 
 
 def _check_blocks(message: BaseMessage) -> None:

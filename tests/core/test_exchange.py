@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -84,6 +85,13 @@ def test_save_messages_rejects_non_messages_before_writing() -> None:
         memory.save_messages([HumanMessage("ok"), "not a message"])  # type: ignore[list-item]
     with pytest.raises(InvalidInputError):
         memory.save_messages("a string")  # type: ignore[arg-type]
+    # None and a number raised a raw TypeError; a lone message was read as its fields.
+    for bad in (None, 3, HumanMessage("lone")):
+        with pytest.raises(InvalidInputError, match=rf"messages; got {re.escape(repr(bad))}"):
+            memory.save_messages(bad)  # type: ignore[arg-type]
+    # An iterator was read up by the check, then nothing was saved and nothing said.
+    with pytest.raises(InvalidInputError, match="list of LangChain messages; got <list_iterator"):
+        memory.save_messages(iter([HumanMessage("gone")]))  # type: ignore[arg-type]
     assert memory.buffer_as_messages == []
 
 

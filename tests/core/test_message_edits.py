@@ -26,6 +26,7 @@ from langchain_core.messages import (
 
 from memories import (
     BufferMemory,
+    InvalidInputError,
     SummaryBufferMemory,
     SummaryMemory,
     TokenBufferMemory,
@@ -272,6 +273,20 @@ def test_an_edit_inside_the_token_window_recounts_it(tmp_path: Path) -> None:
     assert [m.content for m in shown] == ["tiny", "a much, much longer answer"]
     window = TokenWindow.from_state(history.load_state(memory.state_key) or {})
     assert window.counts == (4, 26) and window.total == 30
+
+
+@pytest.mark.parametrize("bad", ["not a message", None, [AIMessage("in a list")]])
+def test_an_edit_to_what_is_not_a_message_names_edit_message_and_changes_nothing(
+    bad: Any,
+) -> None:
+    """It named save_messages, which the caller never called."""
+    memory = WindowMemory(k=3, return_messages=True)
+    memory.save_messages([HumanMessage("q", id="h"), AIMessage("a", id="a")])
+    with pytest.raises(
+        InvalidInputError, match=r"^edit_message takes a LangChain message as the new message; got"
+    ):
+        memory.edit_message("a", bad)
+    assert [m.content for m in memory.load_memory_variables({})["history"]] == ["q", "a"]
 
 
 async def test_async_edits_through_a_memory() -> None:

@@ -39,7 +39,7 @@ def test_a_turns_document_follows_its_messages(make_vector: MakeVector, write: s
     assert len(texts(memory)) == 1
     with pytest.raises(InvalidInputError):
         memory.delete_messages("a1")  # type: ignore[arg-type]
-    with pytest.raises(InvalidInputError):
+    with pytest.raises(InvalidInputError, match=r"^edit_message takes a LangChain message as"):
         memory.edit_message("h1", "not a message")  # type: ignore[arg-type]
 
 

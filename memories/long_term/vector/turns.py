@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from memories.errors import InvalidInputError
-from memories.kernel.messages import check_storable, message_text
+from memories.kernel.messages import checked_message, message_text
 from memories.stores.vector.embedded import OUTPUT_AT_KEY
 from memories.stores.vector.outbox import OutboxRow
 from memories.stores.vector.records import SearchResult
@@ -70,19 +70,6 @@ def of_messages(ids: Sequence[str]) -> dict[str, Any]:
         raise InvalidInputError(f"Give a non-empty list of message ids (strings), got {ids!r:.80}.")
     wanted = list(dict.fromkeys(ids))
     return {"$or": [{INPUT_MESSAGE_KEY: {"$in": wanted}}, {OUTPUT_MESSAGE_KEY: {"$in": wanted}}]}
-
-
-def checked_message(message: Any) -> BaseMessage:
-    """``message``, after checking that it is a storable LangChain message.
-
-    Raises:
-        InvalidInputError: it is not.
-    """
-    if not isinstance(message, BaseMessage):
-        raise InvalidInputError(
-            f"The new message must be a LangChain message, got {message!r:.80}."
-        )
-    return check_storable([message])[0]
 
 
 def edited(doc: SearchResult, message_id: str, new_message: BaseMessage) -> OutboxRow:
