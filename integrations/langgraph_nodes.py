@@ -18,6 +18,7 @@ from langgraph.graph.message import add_messages
 from memories.core.langchain import LangChainBaseMemory
 from memories.faces import exchange as turns
 from memories.faces.runnable import MemoryFactory, SessionMemories
+from memories.kernel.messages import checked_messages
 from memories.kernel.steps import Steps, twins
 
 __all__ = ["MemoryNodes", "MemoryState"]
@@ -98,7 +99,8 @@ class MemoryNodes:
         return self._memories.get({"configurable": {**fields, "thread_id": thread_id}})
 
     def _messages(self, state: Mapping[str, Any]) -> list[BaseMessage]:
-        return list(state.get(self.messages_key) or [])
+        what = f"MemoryNodes takes state[{self.messages_key!r}] as a list of LangChain messages"
+        return checked_messages(state.get(self.messages_key) or [], what, "Or set messages_key.")
 
     def _update(self, view: turns.MemoryView) -> dict[str, Any]:
         update: dict[str, Any] = {"memory_text": view.system_text(self.header)}

@@ -11,7 +11,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from memories.integrations.langgraph_nodes import MemoryNodes, MemoryState
 
-from memories import BufferMemory, CombinedMemory, ConfigError, SimpleMemory, WindowMemory
+from memories import (
+    BufferMemory,
+    CombinedMemory,
+    ConfigError,
+    InvalidInputError,
+    SimpleMemory,
+    WindowMemory,
+)
 from memories.testing import ScriptedChatModel
 
 
@@ -100,6 +107,20 @@ def test_a_turn_with_no_answer_is_not_saved() -> None:
     memory = BufferMemory()
     nodes = MemoryNodes(memory)
     nodes.save.invoke({"messages": [AIMessage("x"), HumanMessage("no answer yet")]})
+    assert memory.buffer_as_messages == []
+
+
+@pytest.mark.parametrize("bad", ["notalist", [HumanMessage("hi"), "not a message"]])
+def test_state_messages_not_a_list_of_messages_are_refused_by_both_nodes(bad: Any) -> None:
+    """The load node raised a raw AttributeError; the save node saved nothing and said nothing."""
+    memory = BufferMemory()
+    nodes = MemoryNodes(memory, messages_key="chat")
+    refused = r"^MemoryNodes takes state\['chat'\] as a list of LangChain messages; got"
+    for node in (nodes.load, nodes.save):
+        with pytest.raises(InvalidInputError, match=refused):
+            node.invoke({"chat": bad})
+        with pytest.raises(InvalidInputError, match=refused):
+            asyncio.run(node.ainvoke({"chat": bad}))
     assert memory.buffer_as_messages == []
 
 
