@@ -142,7 +142,7 @@ class MemoryStoreAdapter(BaseStore):
     def _batch_steps(self, ops: Iterable[Op]) -> Steps[list[Result]]:
         """The ops, each as its store methods' steps (the expiry ledger's only when timed)."""
         results: list[Result] = []
-        for op in map(_tupled, ops):
+        for op in [_tupled(op) for op in ops]:  # each checked before any runs
             if isinstance(op, GetOp):
                 item = yield step(self._get, op.namespace, op.key)
                 results.append((yield step(self._kept, op, item)) if self._timed else item)
@@ -335,7 +335,12 @@ class MemoryStoreAdapter(BaseStore):
 
 
 def _tupled(op: Op) -> Op:
-    """``op`` with its namespace a tuple: LangGraph takes a list too (``search(["users"])``)."""
+    """``op`` with its namespace a tuple (LangGraph takes a list too), a put's value a dict."""
+    if isinstance(op, PutOp) and not isinstance(op.value, Mapping | None):
+        raise InvalidInputError(
+            f"An item's value must be a dict, as in LangGraph's stores; got {op.value!r:.80} "
+            f"for key {op.key!r}. Wrap it, such as {{'value': ...}}."
+        )
     if isinstance(op, SearchOp) and not isinstance(op.namespace_prefix, tuple):
         return op._replace(namespace_prefix=tuple(op.namespace_prefix))
     if isinstance(op, GetOp | PutOp) and not isinstance(op.namespace, tuple):

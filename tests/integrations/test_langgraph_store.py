@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from langgraph.store.base import BaseStore, ListNamespacesOp, MatchCondition
+from langgraph.store.base import BaseStore, ListNamespacesOp, MatchCondition, PutOp
 from langgraph.store.memory import InMemoryStore
 from memories.integrations.langgraph_store import (
     CollectionStoreAdapter,
@@ -74,6 +74,20 @@ def test_puts_through_a_profile_memorys_store_are_checked_and_recorded(tmp_path:
     item = store.get(("maya",), "profile")
     assert item is not None and item.value["age"] == 35
     assert [c.kind for c in memory.history()] == ["put", "patch"]
+
+
+@pytest.mark.parametrize("bad", ["text", 3])
+def test_a_value_that_is_not_a_dict_is_refused_by_name_and_its_batch_writes_nothing(
+    tmp_path: Path, bad: object
+) -> None:
+    """It raised a raw ValueError or TypeError, from dict() deep in the profile store."""
+    store = ProfileStoreAdapter(ProfileStore(f"sqlite:///{tmp_path / 'p.db'}"))
+    refused = rf"value must be a dict, as in LangGraph's stores; got {bad!r} for key 'b'"
+    with pytest.raises(InvalidInputError, match=refused):
+        store.batch([PutOp(("u",), "a", {"ok": 1}), PutOp(("u",), "b", bad)])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=refused):
+        asyncio.run(store.abatch([PutOp(("u",), "a", {"ok": 1}), PutOp(("u",), "b", bad)]))  # type: ignore[arg-type]
+    assert store.search(("u",)) == []
 
 
 def test_a_profile_store_works_in_a_compiled_graph(tmp_path: Path) -> None:

@@ -334,15 +334,19 @@ def test_a_put_failing_after_its_expiry_row_leaves_no_item_without_it(
 
 
 @pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize(
+    "refused",
+    [value("\ud800"), "kept as text"],  # a lone surrogate: no store takes it; not a dict
+    ids=["lone-surrogate", "not-a-dict"],
+)
 def test_a_refused_put_leaves_the_items_time_to_live_as_it_was(
-    make: Make, clock: Clock, asynchronous: bool
+    make: Make, clock: Clock, asynchronous: bool, refused: Any
 ) -> None:
     store = make(ttl={"default_ttl": TTL})
     store.put(("t",), "forever", value("kept for good"), ttl=None)
     store.put(("t",), "hour", value("kept an hour"), ttl=60)
     clock.minutes(10)
     for key, ttl in [("forever", 1), ("hour", None), ("new", None)]:
-        refused = value("\ud800")  # a lone surrogate: no store takes it
         with pytest.raises(InvalidInputError):
             if asynchronous:
                 asyncio.run(store.aput(("t",), key, refused, index=["data"], ttl=ttl))
