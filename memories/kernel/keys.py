@@ -58,8 +58,11 @@ def select_input_key(
     return key
 
 
-def select_output_key(outputs: Mapping[str, Any], output_key: str | None, owner: str) -> str:
-    """The output key to store: ``output_key`` when set, the only one, else ``"output"``."""
+def select_output_key(
+    outputs: Mapping[str, Any], output_key: str | None, owner: str, *, guess: bool = True
+) -> str:
+    """The output key to store: ``output_key`` when set, the only one, else ``"output"``
+    (``guess=False``: no ``"output"`` among several outputs, as LangChain's string buffer)."""
     if not isinstance(outputs, Mapping):
         raise InvalidInputError(
             f"outputs must be a dict of chain outputs, got {type(outputs).__name__}: "
@@ -69,6 +72,8 @@ def select_output_key(outputs: Mapping[str, Any], output_key: str | None, owner:
         key = output_key
     elif len(outputs) == 1:
         key = next(iter(outputs))
+    elif not guess:
+        raise InvalidInputError(f"One output key expected, got {outputs.keys()}. Set `output_key`.")
     elif "output" in outputs:
         key = "output"
         warnings.warn(
@@ -115,18 +120,12 @@ class TurnKeys(Protocol):
 
 
 def turn_messages_for(
-    memory: TurnKeys, inputs: Mapping[str, Any], outputs: Mapping[str, Any]
+    memory: TurnKeys, inputs: Mapping[str, Any], outputs: Mapping[str, Any], *, guess: bool = True
 ) -> list[BaseMessage]:
-    """The human and AI messages a chain run is stored as (raises before anything is written)."""
-    input_value, output_value = select_turn(
-        inputs,
-        outputs,
-        memory_variables=memory.memory_variables,
-        input_key=memory.input_key,
-        output_key=memory.output_key,
-        owner=type(memory).__name__,
-    )
-    return check_storable(turn_messages(input_value, output_value))
+    """A chain run's messages, checked before any write (``guess``: :func:`select_output_key`'s)."""
+    in_key = select_input_key(inputs, memory.memory_variables, memory.input_key)
+    out_key = select_output_key(outputs, memory.output_key, type(memory).__name__, guess=guess)
+    return check_storable(turn_messages(inputs[in_key], outputs[out_key]))
 
 
 def input_text_for(memory: TurnKeys, inputs: Mapping[str, Any]) -> str:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
 from pydantic import field_validator
 
 from memories.core.base import ChatMemory
 from memories.errors import ConfigError
+from memories.kernel.keys import turn_messages_for
 from memories.kernel.messages import format_buffer
 from memories.kernel.steps import Steps, step
 
@@ -52,6 +54,10 @@ class StringBufferMemory(BufferMemory):
     def _format(self, messages: list[BaseMessage]) -> str:
         text = format_buffer(messages, self.human_prefix, self.ai_prefix)
         return self.initial_buffer + (f"\n{text}" if text else "")
+
+    def _turn(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> list[BaseMessage]:
+        # Several outputs and no output_key: LangChain's raises, guessing no "output".
+        return turn_messages_for(self, inputs, outputs, guess=False)
 
     def _clear_steps(self) -> Steps[None]:
         self.initial_buffer = ""  # LangChain's clear() empties the buffer it was given

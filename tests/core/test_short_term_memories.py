@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from memories import (
     ConfigError,
     ConversationTokenBufferMemory,
     InMemoryHistory,
+    InvalidInputError,
     SQLiteHistory,
     StringBufferMemory,
     TokenBufferMemory,
@@ -158,6 +160,30 @@ def test_string_buffer_takes_langchains_buffer_argument_until_cleared() -> None:
 def test_string_buffer_refuses_return_messages() -> None:
     with pytest.raises(ValueError, match="return_messages must be False"):
         StringBufferMemory(return_messages=True)
+
+
+@pytest.mark.parametrize("outputs", [{"output": "a", "other": "b"}, {}])
+def test_string_buffer_refuses_several_outputs_without_output_key_as_langchain_does(
+    outputs: dict[str, str],
+) -> None:
+    """LangChain's string buffer guesses no "output": it raises (ours warned and stored it)."""
+    mine, reference = StringBufferMemory(), _langchain("ConversationStringBufferMemory")
+    expected = rf"^One output key expected, got {re.escape(str(outputs.keys()))}"
+    with pytest.raises(ValueError, match=f"{expected}$"):
+        reference.save_context({"input": "q"}, outputs)  # type: ignore[attr-defined]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(InvalidInputError, match=f"{expected}. Set `output_key`"):
+            mine.save_context({"input": "q"}, outputs)
+        with pytest.raises(InvalidInputError, match=f"{expected}. Set `output_key`"):
+            asyncio.run(mine.asave_context({"input": "q"}, outputs))
+    assert mine.buffer == reference.buffer == ""  # type: ignore[attr-defined]
+    # The input is chosen first, as in LangChain's: its error comes first.
+    with pytest.raises(InvalidInputError, match="One input key expected"):
+        mine.save_context({"a": "1", "b": "2"}, outputs)
+    named = StringBufferMemory(output_key="other")
+    named.save_context({"input": "q"}, {"output": "a", "other": "b"})
+    assert named.buffer == "\nHuman: q\nAI: b"
 
 
 def test_langchain_output_key_rules_are_kept() -> None:
@@ -476,7 +502,6 @@ def test_a_lone_surrogate_is_an_input_error_on_every_backend_and_nothing_is_writ
     kind: str, tmp_path: Path
 ) -> None:
     """Issue 10, item 8: SQLite raised a raw UnicodeEncodeError; in-memory histories took it."""
-    from memories import InvalidInputError
     from tests.conftest import make_history_factory
 
     history = make_history_factory(kind, tmp_path)("s")
