@@ -102,10 +102,12 @@ def select_turn(
     input_key: str | None,
     output_key: str | None,
     owner: str,
+    guess: bool = True,
 ) -> tuple[Any, Any]:
-    """Return ``(input value, output value)`` of one chain run."""
+    """Return ``(input value, output value)`` of one chain run (``guess``: as
+    :func:`select_output_key` takes it)."""
     in_key = select_input_key(inputs, memory_variables, input_key)
-    out_key = select_output_key(outputs, output_key, owner)
+    out_key = select_output_key(outputs, output_key, owner, guess=guess)
     return inputs[in_key], outputs[out_key]
 
 
@@ -123,9 +125,16 @@ def turn_messages_for(
     memory: TurnKeys, inputs: Mapping[str, Any], outputs: Mapping[str, Any], *, guess: bool = True
 ) -> list[BaseMessage]:
     """A chain run's messages, checked before any write (``guess``: :func:`select_output_key`'s)."""
-    in_key = select_input_key(inputs, memory.memory_variables, memory.input_key)
-    out_key = select_output_key(outputs, memory.output_key, type(memory).__name__, guess=guess)
-    return check_storable(turn_messages(inputs[in_key], outputs[out_key]))
+    input_value, output_value = select_turn(
+        inputs,
+        outputs,
+        memory_variables=memory.memory_variables,
+        input_key=memory.input_key,
+        output_key=memory.output_key,
+        owner=type(memory).__name__,
+        guess=guess,
+    )
+    return check_storable(turn_messages(input_value, output_value))
 
 
 def input_text_for(memory: TurnKeys, inputs: Mapping[str, Any]) -> str:
